@@ -1,0 +1,43 @@
+// What every verb shares: where the zoo is, the loaded zoo and catalog (loaded on first use),
+// and the output format.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "hardware/hardware.hpp"
+#include "model/zoo.hpp"
+
+namespace ftplan::cli {
+
+// The version of the JSON documents the CLI prints.
+inline constexpr int kOutputSchemaVersion = 1;
+
+enum class Format { table, json, csv };
+
+class App {
+ public:
+  explicit App(const Args& args);
+  const model::Zoo& zoo();
+  const hardware::Catalog& catalog();
+  const std::filesystem::path& zoo_dir() const { return zoo_dir_; }
+  Format format() const { return format_; }
+
+ private:
+  std::filesystem::path zoo_dir_;
+  Format format_ = Format::table;
+  std::optional<model::Zoo> zoo_;
+  std::optional<hardware::Catalog> catalog_;
+};
+
+// Options every verb takes.
+std::vector<OptionSpec> common_options();
+
+int cmd_zoo(const std::vector<std::string>& argv);
+int cmd_hardware(const std::vector<std::string>& argv);
+int cmd_check(const std::vector<std::string>& argv);
+
+}  // namespace ftplan::cli

@@ -1,0 +1,55 @@
+// ftplan: the command line. Thin adapters from argv to core calls to writers.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "app.hpp"
+#include "common/error.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(ftplan - capacity planner for LLM fine-tuning
+
+usage: ftplan <verb> [arguments] [options]
+
+verbs:
+  zoo list                 the models ftplan knows
+  zoo show NAME|FILE       one model's architecture and derived counts (NAME, zoo .yaml or HF config.json)
+  hardware list [KIND]     the hardware catalog (gpus, nodes, hosts, drives, nics)
+  check SCENARIO           read and validate a scenario; list its plans
+  help                     this text
+
+options shared by all verbs:
+  --zoo DIR                model zoo folder (default: $FTPLAN_ZOO, else the shipped model_zoo)
+  --format table|json|csv  output format
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 2 || args[1] == "help" || args[1] == "--help" || args[1] == "-h") {
+    std::fputs(kUsage, args.size() < 2 ? stderr : stdout);
+    return args.size() < 2 ? 2 : 0;
+  }
+  const std::string& verb = args[1];
+  try {
+    if (verb == "zoo") return ftplan::cli::cmd_zoo(args);
+    if (verb == "hardware") return ftplan::cli::cmd_hardware(args);
+    if (verb == "check") return ftplan::cli::cmd_check(args);
+    fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
+    return 2;
+  } catch (const ftplan::InputError& e) {
+    for (const auto& d : e.diagnostics()) fmt::print(stderr, "error: {}\n", d.to_string());
+    return 2;
+  } catch (const ftplan::cli::UsageError& e) {
+    fmt::print(stderr, "error: {}\nrun `ftplan help` for usage\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+}

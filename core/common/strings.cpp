@@ -1,0 +1,66 @@
+#include "common/strings.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace ftplan {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string lowered = to_lower(word);
+  std::optional<std::string> best;
+  double best_score = 0;
+  for (const auto& c : candidates) {
+    // A match that differs only in case is the likeliest typo of all.
+    const double score = to_lower(c) == lowered ? 0.5 : static_cast<double>(edit_distance(lowered, to_lower(c)));
+    if (!best || score < best_score) {
+      best = c;
+      best_score = score;
+    }
+  }
+  const double limit = std::max<double>(1.0, static_cast<double>(word.size()) / 3.0);
+  if (best && best_score <= limit && *best != word) return best;
+  return std::nullopt;
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  if (auto m = closest_match(word, candidates)) return " (did you mean '" + *m + "'?)";
+  return {};
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+}  // namespace ftplan

@@ -1,0 +1,25 @@
+// Small string helpers shared by the readers: edit distance for "did you mean", trimming, joining.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ftplan {
+
+// Levenshtein distance (insert, delete, substitute each cost 1).
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is close enough to be a likely typo
+// (distance <= max(1, len/3)), else nullopt. Case differences count as half a typo.
+std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" or "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+std::string_view trim(std::string_view s);
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+std::string to_lower(std::string_view s);
+
+}  // namespace ftplan

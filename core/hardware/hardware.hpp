@@ -1,0 +1,162 @@
+// Hardware specs as read from the catalog (model_zoo/hardware/*.yaml, docs/hardware-catalog.md).
+// All quantities in base units: bytes, bytes/s, FLOP/s, watts, USD, USD/hour, seconds.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ftplan::hardware {
+
+// Number formats a GPU computes in. Order matters only for display.
+enum class Dtype { fp64, fp32, tf32, bf16, fp16, fp8, int8, int4 };
+const char* to_string(Dtype d);
+// Bytes per element of a stored tensor (int4 and NF4 are half a byte).
+double bytes_per_element(Dtype d);
+
+struct PcieLink {
+  int gen = 0;    // PCIe generation 1..6
+  int lanes = 0;  // x1..x16
+  // Raw rate per direction: lanes x per-lane rate after line encoding (PCIe base specs:
+  // Gen1 2.5 GT/s 8b/10b, Gen2 5 GT/s 8b/10b, Gen3 8 GT/s, Gen4 16, Gen5 32, Gen6 64 GT/s 128b/130b).
+  double bandwidth_Bps() const;
+};
+
+struct Price {
+  std::optional<double> purchase_usd;        // to buy one
+  std::optional<double> cloud_usd_per_hour;  // to rent one, on demand
+  std::string as_of;                         // when the prices were read
+};
+
+using Sources = std::map<std::string, std::string>;  // field (dotted) -> citation; "default" covers the rest
+
+struct GpuSpec {
+  std::string name, display_name, vendor, architecture, form_factor;
+  double memory_bytes = 0;         // marketed capacity
+  double usable_memory_bytes = 0;  // what the driver reports as total (nvidia-smi); = memory_bytes if not given
+  double memory_bandwidth_Bps = 0;
+  std::map<Dtype, double> peak_flops;  // dense peak per dtype, FLOP/s (int8: OP/s)
+  double tdp_w = 0;
+  double idle_power_w = 0;
+  PcieLink host_link;
+  double nvlink_bandwidth_Bps = 0;  // per direction, all links of one GPU; 0 = none
+  Price price;
+  Sources sources;
+  std::string notes;
+
+  // Peak for `d`, falling back to the next wider format the GPU has (fp8 -> bf16 on Ampere,
+  // bf16 -> fp16 -> fp32 on Volta, whose tensor cores have no bf16).
+  double peak_for(Dtype d) const;
+};
+
+struct HostSpec {
+  std::string name, display_name;
+  int sockets = 1;
+  int cores_per_socket = 0;
+  int threads_per_core = 1;
+  double base_clock_hz = 0;
+  std::string simd;
+  int dram_channels_per_socket = 0;
+  double dram_transfers_per_s = 0;  // per channel, e.g. 4800 MT/s
+  double dram_bytes = 0;
+  int pcie_gen = 0;
+  int pcie_lanes_per_socket = 0;
+  double cpu_tdp_w = 0;         // per socket
+  double cpu_idle_power_w = 0;  // per socket
+  double dram_power_per_dimm_w = 0;
+  int dimms_per_socket = 0;
+  Price price;
+  Sources sources;
+  std::string notes;
+
+  int cores() const { return sockets * cores_per_socket; }
+  // Theoretical DRAM bandwidth: sockets x channels x transfers/s x 8 bytes (DDR4/DDR5 64-bit channels).
+  double dram_bandwidth_Bps() const { return sockets * dram_channels_per_socket * dram_transfers_per_s * 8.0; }
+};
+
+struct DriveSpec {
+  std::string name, display_name, drive_class;
+  PcieLink interface;
+  double capacity_bytes = 0;
+  double seq_read_Bps = 0;
+  double seq_write_Bps = 0;
+  double sustained_write_Bps = 0;  // after the write cache fills; = seq_write when not given
+  double write_cache_bytes = 0;
+  double random_read_iops = 0;
+  double random_write_iops = 0;
+  double read_power_w = 0, write_power_w = 0, idle_power_w = 0;
+  double endurance_bytes = 0;  // rated bytes written over the warranty (from TBW, or DWPD x capacity x days)
+  double dwpd = 0;
+  double warranty_years = 0;
+  Price price;
+  Sources sources;
+  std::string notes;
+};
+
+struct NicSpec {
+  std::string name, display_name, fabric;
+  double bandwidth_Bps = 0;  // per port, per direction
+  int ports = 1;
+  double latency_s = 0;
+  double power_w = 0;
+  double switch_power_per_port_w = 0;
+  Price price;
+  Sources sources;
+  std::string notes;
+};
+
+struct DeviceCount {
+  std::string name;
+  int count = 0;
+};
+
+struct PcieSwitch {
+  int count = 1;  // identical switches of this kind in the node
+  PcieLink uplink;
+  int gpus = 0, drives = 0, nics = 0;  // devices behind each switch
+};
+
+struct NodeSpec {
+  std::string name, display_name;
+  std::string gpu;  // catalog name
+  int gpus = 0;
+  std::string host;  // catalog name
+  double dram_bytes = 0;  // 0 = the host's
+  std::vector<DeviceCount> drives;
+  std::vector<DeviceCount> nics;
+  std::string gpu_interconnect = "pcie";  // nvlink | pcie | infinity-fabric
+  std::vector<PcieSwitch> pcie_switches;
+  double base_power_w = 0;
+  double max_power_w = 0;
+  std::vector<std::string> default_for;
+  Price price;
+  Sources sources;
+  std::string notes;
+};
+
+// Everything in model_zoo/hardware, by name. Immutable once loaded.
+struct Catalog {
+  std::vector<GpuSpec> gpus;
+  std::vector<HostSpec> hosts;
+  std::vector<DriveSpec> drives;
+  std::vector<NicSpec> nics;
+  std::vector<NodeSpec> nodes;
+
+  const GpuSpec* gpu(const std::string& name) const;
+  const HostSpec* host(const std::string& name) const;
+  const DriveSpec* drive(const std::string& name) const;
+  const NicSpec* nic(const std::string& name) const;
+  const NodeSpec* node(const std::string& name) const;
+  // The typical node for a GPU (the one whose default_for names it), or nullptr.
+  const NodeSpec* default_node_for(const std::string& gpu_name) const;
+
+  std::vector<std::string> gpu_names() const;
+  std::vector<std::string> node_names() const;
+  std::vector<std::string> host_names() const;
+  std::vector<std::string> drive_names() const;
+  std::vector<std::string> nic_names() const;
+};
+
+}  // namespace ftplan::hardware

@@ -1,0 +1,319 @@
+#include "io/catalog_io.hpp"
+
+#include <functional>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+#include "io/yaml_reader.hpp"
+
+namespace ftplan::io {
+
+using detail::MapView;
+using detail::Reader;
+using namespace ftplan::hardware;
+
+namespace {
+
+bool valid_name(const std::string& name) {
+  static const std::regex re("[a-z0-9][a-z0-9.\\-]*");
+  return std::regex_match(name, re);
+}
+
+void read_common(MapView& v, std::string& name, std::string& display_name, Sources& sources, std::string& notes) {
+  v.require("name");
+  if (v.get("name", name) && !valid_name(name))
+    v.reader().error(v.location_of("name"), v.key_path("name"), fmt::format("'{}': use lowercase letters, digits, '.' and '-'", name));
+  v.get("display_name", display_name);
+  if (display_name.empty()) display_name = name;
+  v.get("notes", notes);
+  v.require("sources", "a citation for the figures (a map from field to source; 'default' covers the rest)");
+  if (MapView s = v.map("sources"); s.valid()) {
+    for (const auto& kv : s.raw()) {
+      if (!kv.first.IsScalar() || !kv.second.IsScalar() || kv.second.Scalar().empty()) {
+        v.reader().error(kv.first, s.path(), "each source is 'field: citation text'");
+        continue;
+      }
+      sources[kv.first.Scalar()] = kv.second.Scalar();
+    }
+  }
+}
+
+void read_price(MapView& v, Price& price) {
+  MapView p = v.map("price");
+  if (!p.valid()) return;
+  double value = 0;
+  if (p.get_quantity("purchase", io::Quantity::money, value)) price.purchase_usd = value;
+  if (p.get_quantity("cloud_hourly", io::Quantity::money_per_hour, value)) price.cloud_usd_per_hour = value;
+  if (price.purchase_usd || price.cloud_usd_per_hour) p.require("as_of", "when the price was read, e.g. 2026-05");
+  p.get("as_of", price.as_of);
+  p.finish();
+}
+
+void read_pcie(MapView& v, const char* key, PcieLink& link) {
+  MapView l = v.map(key);
+  if (!l.valid()) return;
+  l.require("pcie_gen");
+  l.get("pcie_gen", link.gen, 1, 6);
+  l.require("lanes");
+  l.get("lanes", link.lanes, 1, 32);
+  l.finish();
+}
+
+const std::vector<std::pair<std::string, Dtype>>& dtype_names() {
+  static const std::vector<std::pair<std::string, Dtype>> names = {
+      {"fp64", Dtype::fp64}, {"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16},
+      {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},   {"int8", Dtype::int8}, {"int4", Dtype::int4}};
+  return names;
+}
+
+GpuSpec read_gpu(MapView& v) {
+  GpuSpec g;
+  read_common(v, g.name, g.display_name, g.sources, g.notes);
+  v.get("vendor", g.vendor);
+  v.get("architecture", g.architecture);
+  v.get("form_factor", g.form_factor);
+  v.require("memory");
+  v.get_quantity("memory", io::Quantity::bytes, g.memory_bytes, 1);
+  v.get_quantity("usable_memory", io::Quantity::bytes, g.usable_memory_bytes, 1);
+  if (g.usable_memory_bytes == 0) g.usable_memory_bytes = g.memory_bytes;
+  v.require("memory_bandwidth");
+  v.get_quantity("memory_bandwidth", io::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
+  v.require("peak", "dense peak FLOP/s per dtype");
+  if (MapView p = v.map("peak"); p.valid()) {
+    for (const auto& [name, dtype] : dtype_names()) {
+      double value = 0;
+      if (p.get_quantity(name, io::Quantity::flops, value, 1)) g.peak_flops[dtype] = value;
+    }
+    p.finish();
+    if (g.peak_flops.count(Dtype::fp32) == 0) p.require("fp32");
+  }
+  v.require("tdp");
+  v.get_quantity("tdp", io::Quantity::power, g.tdp_w, 1);
+  v.require("idle_power");
+  v.get_quantity("idle_power", io::Quantity::power, g.idle_power_w, 0);
+  v.require("host_link");
+  read_pcie(v, "host_link", g.host_link);
+  v.get_quantity("nvlink_bandwidth", io::Quantity::bandwidth, g.nvlink_bandwidth_Bps, 0);
+  read_price(v, g.price);
+  if (g.idle_power_w > g.tdp_w)
+    v.reader().error(v.location_of("idle_power"), v.key_path("idle_power"), "is above the TDP");
+  if (g.usable_memory_bytes > g.memory_bytes * 1.08)
+    v.reader().error(v.location_of("usable_memory"), v.key_path("usable_memory"), "is more than the memory capacity");
+  return g;
+}
+
+HostSpec read_host(MapView& v) {
+  HostSpec h;
+  read_common(v, h.name, h.display_name, h.sources, h.notes);
+  v.get("sockets", h.sockets, 1, 16);
+  v.require("cores_per_socket");
+  v.get("cores_per_socket", h.cores_per_socket, 1, 1024);
+  v.get("threads_per_core", h.threads_per_core, 1, 8);
+  v.get_quantity("base_clock", io::Quantity::frequency, h.base_clock_hz, 0);
+  v.get("simd", h.simd);
+  v.require("dram_channels_per_socket");
+  v.get("dram_channels_per_socket", h.dram_channels_per_socket, 1, 64);
+  v.require("dram_speed");
+  v.get_quantity("dram_speed", io::Quantity::transfer_rate, h.dram_transfers_per_s, 1);
+  v.require("dram");
+  v.get_quantity("dram", io::Quantity::bytes, h.dram_bytes, 1);
+  v.get("pcie_gen", h.pcie_gen, 1, 6);
+  v.get("pcie_lanes_per_socket", h.pcie_lanes_per_socket, 0, 1024);
+  v.require("cpu_tdp");
+  v.get_quantity("cpu_tdp", io::Quantity::power, h.cpu_tdp_w, 1);
+  v.require("cpu_idle_power");
+  v.get_quantity("cpu_idle_power", io::Quantity::power, h.cpu_idle_power_w, 0);
+  v.get_quantity("dram_power_per_dimm", io::Quantity::power, h.dram_power_per_dimm_w, 0);
+  v.get("dimms_per_socket", h.dimms_per_socket, 0, 64);
+  read_price(v, h.price);
+  return h;
+}
+
+DriveSpec read_drive(MapView& v) {
+  DriveSpec d;
+  read_common(v, d.name, d.display_name, d.sources, d.notes);
+  v.get_enum<std::string>("class", d.drive_class,
+                          {{"datacenter", "datacenter"}, {"consumer", "consumer"}, {"ai-cache", "ai-cache"}});
+  v.require("interface");
+  read_pcie(v, "interface", d.interface);
+  v.require("capacity");
+  v.get_quantity("capacity", io::Quantity::bytes, d.capacity_bytes, 1);
+  v.require("seq_read");
+  v.get_quantity("seq_read", io::Quantity::bandwidth, d.seq_read_Bps, 1);
+  v.require("seq_write");
+  v.get_quantity("seq_write", io::Quantity::bandwidth, d.seq_write_Bps, 1);
+  v.get_quantity("sustained_write", io::Quantity::bandwidth, d.sustained_write_Bps, 1);
+  if (d.sustained_write_Bps == 0) d.sustained_write_Bps = d.seq_write_Bps;
+  v.get_quantity("write_cache", io::Quantity::bytes, d.write_cache_bytes, 0);
+  v.get("random_read_iops", d.random_read_iops, 0.0);
+  v.get("random_write_iops", d.random_write_iops, 0.0);
+  v.require("read_power");
+  v.get_quantity("read_power", io::Quantity::power, d.read_power_w, 0);
+  v.require("write_power");
+  v.get_quantity("write_power", io::Quantity::power, d.write_power_w, 0);
+  v.require("idle_power");
+  v.get_quantity("idle_power", io::Quantity::power, d.idle_power_w, 0);
+  double tbw = 0;
+  v.get_quantity("endurance_tbw", io::Quantity::bytes, tbw, 0);
+  v.get("dwpd", d.dwpd, 0.0);
+  v.get("warranty_years", d.warranty_years, 0.0, 50.0);
+  if (tbw > 0) d.endurance_bytes = tbw;
+  else if (d.dwpd > 0 && d.warranty_years > 0) d.endurance_bytes = d.dwpd * d.capacity_bytes * 365.0 * d.warranty_years;
+  else v.reader().error(v.location(), v.path(), "needs endurance_tbw, or dwpd with warranty_years");
+  read_price(v, d.price);
+  if (d.sustained_write_Bps > d.seq_write_Bps)
+    v.reader().error(v.location_of("sustained_write"), v.key_path("sustained_write"), "is above seq_write");
+  return d;
+}
+
+NicSpec read_nic(MapView& v) {
+  NicSpec n;
+  read_common(v, n.name, n.display_name, n.sources, n.notes);
+  v.get_enum<std::string>("fabric", n.fabric,
+                          {{"infiniband", "infiniband"}, {"roce", "roce"}, {"ethernet", "ethernet"}});
+  v.require("bandwidth");
+  v.get_quantity("bandwidth", io::Quantity::bandwidth, n.bandwidth_Bps, 1);
+  v.get("ports", n.ports, 1, 64);
+  v.require("latency");
+  v.get_quantity("latency", io::Quantity::duration, n.latency_s, 0);
+  v.require("power");
+  v.get_quantity("power", io::Quantity::power, n.power_w, 0);
+  v.get_quantity("switch_power_per_port", io::Quantity::power, n.switch_power_per_port_w, 0);
+  read_price(v, n.price);
+  return n;
+}
+
+std::vector<DeviceCount> read_counts(MapView& v, const char* key, const char* item_key) {
+  std::vector<DeviceCount> out;
+  std::size_t i = 0;
+  for (const auto& node : v.seq(key)) {
+    MapView d(v.reader(), node, fmt::format("{}[{}]", v.key_path(key), i++));
+    if (!d.valid()) continue;
+    DeviceCount c;
+    d.require(item_key);
+    d.get(item_key, c.name);
+    d.require("count");
+    d.get("count", c.count, 1, 1024);
+    d.finish();
+    out.push_back(c);
+  }
+  return out;
+}
+
+NodeSpec read_node(MapView& v) {
+  NodeSpec n;
+  read_common(v, n.name, n.display_name, n.sources, n.notes);
+  v.require("gpu");
+  v.get("gpu", n.gpu);
+  v.require("gpus");
+  v.get("gpus", n.gpus, 1, 1024);
+  v.require("host");
+  v.get("host", n.host);
+  v.get_quantity("dram", io::Quantity::bytes, n.dram_bytes, 1);
+  n.drives = read_counts(v, "drives", "drive");
+  n.nics = read_counts(v, "nics", "nic");
+  v.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
+                          {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
+  std::size_t i = 0;
+  for (const auto& node : v.seq("pcie_switches")) {
+    MapView s(v.reader(), node, fmt::format("{}[{}]", v.key_path("pcie_switches"), i++));
+    if (!s.valid()) continue;
+    PcieSwitch sw;
+    s.get("count", sw.count, 1, 256);
+    s.require("uplink");
+    read_pcie(s, "uplink", sw.uplink);
+    s.get("gpus", sw.gpus, 0, 64);
+    s.get("drives", sw.drives, 0, 64);
+    s.get("nics", sw.nics, 0, 64);
+    s.finish();
+    n.pcie_switches.push_back(sw);
+  }
+  v.require("base_power", "power drawn by fans, board and management whenever the node is on");
+  v.get_quantity("base_power", io::Quantity::power, n.base_power_w, 0);
+  v.get_quantity("max_power", io::Quantity::power, n.max_power_w, 0);
+  v.get_strings("default_for", n.default_for);
+  read_price(v, n.price);
+  return n;
+}
+
+// Reads one catalog file: a mapping with schema_version and a list `list_key` of entries.
+template <class T>
+void read_file(const std::filesystem::path& path, const char* list_key, const std::function<T(MapView&)>& read_one,
+               std::vector<T>& out, std::vector<SourceLocation>& where, Diagnostics& all) {
+  try {
+    const YAML::Node root = detail::load_yaml_file(path);
+    Reader reader(path.string());
+    MapView v = reader.root(root);
+    int version = 0;
+    v.require("schema_version");
+    if (v.get("schema_version", version) && version != 1)
+      reader.error(v.location_of("schema_version"), "schema_version",
+                   fmt::format("{} is not a catalog version this ftplan reads (it reads 1)", version));
+    v.require(list_key);
+    std::size_t i = 0;
+    std::set<std::string> names;
+    for (const auto& node : v.seq(list_key)) {
+      MapView item(reader, node, fmt::format("{}[{}]", list_key, i++));
+      if (!item.valid()) continue;
+      T t = read_one(item);
+      item.finish();
+      if (!t.name.empty() && !names.insert(t.name).second)
+        reader.error(item.location_of("name"), item.key_path("name"), fmt::format("'{}' is defined twice", t.name));
+      where.push_back(item.location());
+      out.push_back(std::move(t));
+    }
+    v.finish();
+    all.append(reader.diagnostics().items());
+  } catch (const InputError& e) {
+    all.append(e.diagnostics());
+  }
+}
+
+}  // namespace
+
+Catalog load_catalog(const std::filesystem::path& zoo_dir) {
+  Catalog c;
+  Diagnostics all;
+  const auto dir = zoo_dir / "hardware";
+  std::vector<SourceLocation> gpu_at, host_at, drive_at, nic_at, node_at;
+  read_file<GpuSpec>(dir / "gpus.yaml", "gpus", read_gpu, c.gpus, gpu_at, all);
+  read_file<HostSpec>(dir / "hosts.yaml", "hosts", read_host, c.hosts, host_at, all);
+  read_file<DriveSpec>(dir / "drives.yaml", "drives", read_drive, c.drives, drive_at, all);
+  read_file<NicSpec>(dir / "nics.yaml", "nics", read_nic, c.nics, nic_at, all);
+  read_file<NodeSpec>(dir / "nodes.yaml", "nodes", read_node, c.nodes, node_at, all);
+
+  // Cross-references, once every file is read.
+  std::map<std::string, std::string> default_owner;
+  for (std::size_t i = 0; i < c.nodes.size(); ++i) {
+    const NodeSpec& n = c.nodes[i];
+    const SourceLocation& at = node_at[i];
+    const std::string key = fmt::format("nodes[{}]", i);
+    if (!n.gpu.empty() && !c.gpu(n.gpu))
+      all.error(at, key + ".gpu", fmt::format("no GPU '{}' in gpus.yaml{}", n.gpu, did_you_mean(n.gpu, c.gpu_names())));
+    if (!n.host.empty() && !c.host(n.host))
+      all.error(at, key + ".host", fmt::format("no host '{}' in hosts.yaml{}", n.host, did_you_mean(n.host, c.host_names())));
+    for (const auto& d : n.drives)
+      if (!c.drive(d.name))
+        all.error(at, key + ".drives", fmt::format("no drive '{}' in drives.yaml{}", d.name, did_you_mean(d.name, c.drive_names())));
+    for (const auto& x : n.nics)
+      if (!c.nic(x.name))
+        all.error(at, key + ".nics", fmt::format("no NIC '{}' in nics.yaml{}", x.name, did_you_mean(x.name, c.nic_names())));
+    for (const auto& g : n.default_for) {
+      if (!c.gpu(g)) all.error(at, key + ".default_for", fmt::format("no GPU '{}' in gpus.yaml", g));
+      auto [it, fresh] = default_owner.emplace(g, n.name);
+      if (!fresh) all.error(at, key + ".default_for", fmt::format("'{}' already has default node '{}'", g, it->second));
+    }
+    int switched_gpus = 0;
+    for (const auto& s : n.pcie_switches) switched_gpus += s.count * s.gpus;
+    if (!n.pcie_switches.empty() && switched_gpus != n.gpus)
+      all.error(at, key + ".pcie_switches",
+                fmt::format("place {} GPUs behind switches, but the node has {}", switched_gpus, n.gpus));
+  }
+  all.throw_if_any();
+  return c;
+}
+
+}  // namespace ftplan::io

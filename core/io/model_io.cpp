@@ -1,0 +1,396 @@
+#include "io/model_io.hpp"
+
+#include <algorithm>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "io/readers.hpp"
+#include "io/yaml_reader.hpp"
+
+namespace ftplan::io {
+
+using detail::MapView;
+using detail::Reader;
+using model::Architecture;
+using model::BiasKind;
+using model::FfnKind;
+using model::ModelSpec;
+using model::NormKind;
+using model::Positional;
+
+namespace detail {
+
+void read_model_fields(MapView& v, ModelSpec& m) {
+  v.get("display_name", m.display_name);
+  v.get("family", m.family);
+  v.get_enum<Architecture>("architecture", m.architecture,
+                           {{"decoder", Architecture::decoder},
+                            {"encoder", Architecture::encoder},
+                            {"encoder-decoder", Architecture::encoder_decoder}});
+  v.require("hidden");
+  v.get("hidden", m.hidden, 1);
+  v.require("layers");
+  v.get("layers", m.layers, 1, 100000);
+  v.get("encoder_layers", m.encoder_layers, 0, 100000);
+  v.require("heads");
+  v.get("heads", m.heads, 1, 100000);
+  v.get("kv_heads", m.kv_heads, 1, 100000);
+  v.get("head_dim", m.head_dim, 1, 100000);
+  if (!v.has("moe")) v.require("ffn");
+  v.get("ffn", m.ffn, 1);
+  v.get_enum<FfnKind>("ffn_kind", m.ffn_kind,
+                      {{"swiglu", FfnKind::swiglu}, {"geglu", FfnKind::geglu}, {"gelu", FfnKind::gelu}, {"relu", FfnKind::relu}});
+  v.require("vocab");
+  v.get("vocab", m.vocab, 1);
+  v.get("tied_embeddings", m.tied_embeddings);
+  v.get_enum<NormKind>("norm", m.norm,
+                       {{"rmsnorm", NormKind::rmsnorm}, {"layernorm", NormKind::layernorm},
+                        {"layernorm-nobias", NormKind::layernorm_nobias}});
+  v.get("norms_per_layer", m.norms_per_layer, 0, 8);
+  v.get("final_norm", m.final_norm);
+  v.get("embedding_norm", m.embedding_norm);
+  v.get_enum<BiasKind>("bias", m.bias, {{"none", BiasKind::none}, {"all", BiasKind::all}, {"qkv", BiasKind::qkv}});
+  v.get("lm_head_bias", m.lm_head_bias);
+  v.get("parallel_residual", m.parallel_residual);
+  v.get_enum<Positional>("positional", m.positional,
+                         {{"rope", Positional::rope}, {"learned", Positional::learned}, {"alibi", Positional::alibi},
+                          {"relative", Positional::relative}, {"none", Positional::none}});
+  v.get("rope_fraction", m.rope_fraction, 0.0, 1.0);
+  v.require("max_context");
+  v.get("max_context", m.max_context, 1);
+  v.get("type_vocab", m.type_vocab, 0, 1000000);
+  v.get("pooler", m.pooler);
+  v.get("mlm_head", m.mlm_head);
+  v.get("relative_buckets", m.relative_buckets, 1, 100000);
+  if (MapView a = v.map("attention"); a.valid()) {
+    a.get("sliding_window", m.attention.sliding_window, 0);
+    a.get("local_every", m.attention.local_every, 0, 1000);
+    a.get("logit_softcap", m.attention.logit_softcap, 0.0);
+    a.finish();
+  }
+  v.get("final_logit_softcap", m.final_logit_softcap, 0.0);
+  if (MapView e = v.map("moe"); e.valid()) {
+    e.require("experts");
+    e.get("experts", m.moe.experts, 1, 100000);
+    e.require("experts_per_token");
+    e.get("experts_per_token", m.moe.experts_per_token, 1, 100000);
+    e.get("shared_experts", m.moe.shared_experts, 0, 1000);
+    e.get("expert_ffn", m.moe.expert_ffn, 1);
+    e.get("shared_expert_ffn", m.moe.shared_expert_ffn, 1);
+    e.get("every", m.moe.every, 1, 1000);
+    e.get("first", m.moe.first, 0, 100000);
+    e.get("router_bias", m.moe.router_bias);
+    e.finish();
+  }
+  if (MapView p = v.map("published"); p.valid()) {
+    p.require("params");
+    p.get("params", m.published.params, 1);
+    p.get("exact", m.published.exact);
+    p.get("tolerance", m.published.tolerance, 0);
+    p.require("source", "where the figure comes from");
+    p.get("source", m.published.source);
+    p.finish();
+  }
+  if (m.display_name.empty()) m.display_name = m.name;
+  // Structural checks, reported at the key they concern.
+  for (const auto& [key, message] : model::check(m)) {
+    const auto dot = key.find('.');
+    v.reader().error(dot == std::string::npos ? v.location_of(key) : v.location_of(key.substr(0, dot)), v.key_path(key),
+                     message);
+  }
+}
+
+}  // namespace detail
+
+namespace {
+
+const std::regex& name_pattern() {
+  static const std::regex re("[a-z0-9][a-z0-9.\\-]*");
+  return re;
+}
+
+ModelSpec read_zoo_model(const YAML::Node& root, Reader& reader, const std::string& stem) {
+  ModelSpec m;
+  MapView v = reader.root(root);
+  if (!v.valid()) return m;
+  int version = 0;
+  v.require("schema_version");
+  if (v.get("schema_version", version) && version != 1)
+    reader.error(v.location_of("schema_version"), "schema_version",
+                 fmt::format("{} is not a model-format version this ftplan reads (it reads 1)", version));
+  v.require("name");
+  if (v.get("name", m.name)) {
+    if (!std::regex_match(m.name, name_pattern()))
+      reader.error(v.location_of("name"), "name", "use lowercase letters, digits, '.' and '-'");
+    else if (!stem.empty() && m.name != stem)
+      reader.error(v.location_of("name"), "name", fmt::format("'{}' differs from the file name '{}.yaml'", m.name, stem));
+  }
+  detail::read_model_fields(v, m);
+  v.finish();
+  return m;
+}
+
+}  // namespace
+
+ModelSpec load_model_file(const std::filesystem::path& path) {
+  const YAML::Node root = detail::load_yaml_file(path);
+  Reader reader(path.string());
+  ModelSpec m = read_zoo_model(root, reader, path.stem().string());
+  reader.throw_if_any();
+  return m;
+}
+
+model::Zoo load_zoo(const std::filesystem::path& zoo_dir) {
+  model::Zoo zoo;
+  const auto dir = zoo_dir / "models";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw InputError({dir.string(), 0, 0}, "", "the model zoo folder is missing (set --zoo or FTPLAN_ZOO)");
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  Diagnostics all;
+  for (const auto& f : files) {
+    try {
+      zoo.models.push_back(load_model_file(f));
+    } catch (const InputError& e) {
+      all.append(e.diagnostics());
+    }
+  }
+  all.throw_if_any();
+  return zoo;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hugging Face config.json. Field names per transformers' configuration_*.py of each model type;
+// defaults are those classes' defaults where a config omits a key.
+
+namespace {
+
+struct HfReader {
+  MapView& v;
+  ModelSpec& m;
+  std::int64_t i64(const char* key, std::int64_t fallback, bool required = true) {
+    std::int64_t out = fallback;
+    if (!v.has(key)) {
+      if (required && fallback == 0) v.require(key);
+      return fallback;
+    }
+    v.get(key, out, 0);
+    return out;
+  }
+  int i32(const char* key, int fallback, bool required = true) { return static_cast<int>(i64(key, fallback, required)); }
+  bool flag(const char* key, bool fallback) {
+    bool out = fallback;
+    v.get(key, out);
+    return out;
+  }
+  std::string text(const char* key, std::string fallback = {}) {
+    std::string out = std::move(fallback);
+    v.get(key, out);
+    return out;
+  }
+  double real(const char* key, double fallback) {
+    double out = fallback;
+    v.get(key, out);
+    return out;
+  }
+  // First present key of several spellings (GPT-2 n_embd vs hidden_size, ...).
+  std::int64_t any(std::initializer_list<const char*> keys, std::int64_t fallback = 0) {
+    for (const char* k : keys)
+      if (v.has(k)) return i64(k, fallback);
+    if (fallback == 0) v.require(*keys.begin());
+    return fallback;
+  }
+};
+
+FfnKind act_kind(const std::string& act, bool gated) {
+  const bool gelu = act.find("gelu") != std::string::npos;
+  if (gated) return gelu ? FfnKind::geglu : FfnKind::swiglu;
+  return act == "relu" ? FfnKind::relu : FfnKind::gelu;
+}
+
+void read_llama_like(HfReader& r, const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = type;
+  m.hidden = r.i64("hidden_size", 0);
+  m.layers = r.i32("num_hidden_layers", 0);
+  m.heads = r.i32("num_attention_heads", 0);
+  m.kv_heads = r.i32("num_key_value_heads", m.heads, false);
+  m.head_dim = r.i32("head_dim", 0, false);
+  m.ffn = r.i64("intermediate_size", 0);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("max_position_embeddings", 0);
+  m.norm = NormKind::rmsnorm;
+  m.positional = Positional::rope;
+  const std::string act = r.text(type == "gemma2" ? "hidden_activation" : "hidden_act", "silu");
+  m.ffn_kind = act_kind(act, true);
+  // Only Gemma's config class defaults to tied embeddings among these.
+  m.tied_embeddings = r.flag("tie_word_embeddings", type == "gemma2" || type == "gemma");
+  if (type == "qwen2" || type == "qwen2_moe") m.bias = BiasKind::qkv;  // Qwen2Attention: q/k/v bias=True, o bias=False
+  if (r.flag("attention_bias", false)) m.bias = BiasKind::qkv;
+  if (r.flag("mlp_bias", false)) m.bias = BiasKind::all;
+  const bool use_sw = type == "qwen2" ? r.flag("use_sliding_window", false) : true;
+  if (use_sw) m.attention.sliding_window = r.i64("sliding_window", 0, false);
+  if (type == "gemma2") {
+    m.norms_per_layer = 4;  // input, post-attention, pre-feedforward, post-feedforward (Gemma2DecoderLayer)
+    m.attention.local_every = 2;  // Gemma2: layers with even index use the sliding window
+    m.attention.logit_softcap = r.real("attn_logit_softcapping", 0);
+    m.final_logit_softcap = r.real("final_logit_softcapping", 0);
+  }
+  if (type == "mixtral") {
+    m.moe.experts = r.i32("num_local_experts", 8, false);
+    m.moe.experts_per_token = r.i32("num_experts_per_tok", 2, false);
+  }
+}
+
+}  // namespace
+
+ModelSpec load_hf_config(const std::filesystem::path& path) {
+  YAML::Node root = detail::load_yaml_file(path);
+  Reader reader(path.string());
+  ModelSpec m;
+  m.name = path.parent_path().filename().string();
+  if (m.name.empty()) m.name = path.stem().string();
+  if (!root.IsMap()) throw InputError(reader.where(root), "", "expected a JSON object (a Hugging Face config.json)");
+  // JSON nulls mean "use the default"; drop them so the getters see them as absent.
+  std::vector<std::string> nulls;
+  for (const auto& kv : root)
+    if (kv.second.IsNull() && kv.first.IsScalar()) nulls.push_back(kv.first.Scalar());
+  for (const auto& k : nulls) root.remove(k);
+
+  MapView v = reader.root(root);
+  HfReader r{v, m};
+  std::string type = r.text("model_type");
+  if (type.empty()) {
+    v.require("model_type", "the model family (llama, mistral, mixtral, qwen2, gemma2, phi3, gpt2, gpt_neox, bloom, falcon, mpt, t5, bert)");
+    reader.throw_if_any();
+  }
+  if (type == "RefinedWebModel" || type == "RefinedWeb") type = "falcon";
+  if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "gemma2" || type == "phi3") {
+    read_llama_like(r, type);
+  } else if (type == "gpt2") {
+    m.family = "gpt2";
+    m.hidden = r.i64("n_embd", 0);
+    m.layers = r.i32("n_layer", 0);
+    m.heads = r.i32("n_head", 0);
+    m.ffn = r.i64("n_inner", 4 * m.hidden, false);
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("n_positions", 0);
+    m.ffn_kind = FfnKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.bias = BiasKind::all;
+    m.positional = Positional::learned;
+    m.tied_embeddings = r.flag("tie_word_embeddings", true);
+  } else if (type == "gpt_neox") {
+    m.family = "gpt-neox";
+    m.hidden = r.i64("hidden_size", 0);
+    m.layers = r.i32("num_hidden_layers", 0);
+    m.heads = r.i32("num_attention_heads", 0);
+    m.ffn = r.i64("intermediate_size", 0);
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("max_position_embeddings", 0);
+    m.ffn_kind = FfnKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.bias = r.flag("attention_bias", true) ? BiasKind::all : BiasKind::none;
+    m.positional = Positional::rope;
+    m.rope_fraction = r.real("rotary_pct", 0.25);
+    m.parallel_residual = r.flag("use_parallel_residual", true);
+    m.tied_embeddings = r.flag("tie_word_embeddings", false);
+  } else if (type == "bloom") {
+    m.family = "bloom";
+    m.hidden = r.any({"hidden_size", "n_embed"});
+    m.layers = static_cast<int>(r.any({"n_layer", "num_hidden_layers"}));
+    m.heads = static_cast<int>(r.any({"n_head", "num_attention_heads"}));
+    m.ffn = 4 * m.hidden;  // BloomMLP: dense_h_to_4h
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("seq_length", 2048, false);
+    m.ffn_kind = FfnKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.embedding_norm = true;  // word_embeddings_layernorm
+    m.bias = BiasKind::all;
+    m.positional = Positional::alibi;
+    m.tied_embeddings = r.flag("tie_word_embeddings", true);
+  } else if (type == "falcon") {
+    m.family = "falcon";
+    m.hidden = r.i64("hidden_size", 0);
+    m.layers = static_cast<int>(r.any({"num_hidden_layers", "n_layer"}));
+    m.heads = static_cast<int>(r.any({"num_attention_heads", "n_head"}));
+    const bool new_arch = r.flag("new_decoder_architecture", false);
+    if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false);
+    else if (r.flag("multi_query", true)) m.kv_heads = 1;
+    m.ffn = r.i64("ffn_hidden_size", 4 * m.hidden, false);
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("max_position_embeddings", 2048, false);
+    m.ffn_kind = FfnKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.bias = r.flag("bias", false) ? BiasKind::all : BiasKind::none;
+    m.positional = r.flag("alibi", false) ? Positional::alibi : Positional::rope;
+    m.parallel_residual = r.flag("parallel_attn", true);
+    // FalconDecoderLayer: one input_layernorm with parallel attention (old arch), ln_attn + ln_mlp (new arch).
+    m.norms_per_layer = new_arch ? 2 : (m.parallel_residual ? 1 : 2);
+    m.tied_embeddings = r.flag("tie_word_embeddings", true);
+  } else if (type == "mpt") {
+    m.family = "mpt";
+    m.hidden = r.i64("d_model", 0);
+    m.layers = r.i32("n_layers", 0);
+    m.heads = r.i32("n_heads", 0);
+    m.ffn = r.i64("expansion_ratio", 4, false) * m.hidden;
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("max_seq_len", 2048, false);
+    m.ffn_kind = FfnKind::gelu;
+    const bool no_bias = r.flag("no_bias", true);
+    m.norm = no_bias ? NormKind::layernorm_nobias : NormKind::layernorm;
+    m.bias = no_bias ? BiasKind::none : BiasKind::all;
+    m.positional = Positional::alibi;
+    m.tied_embeddings = true;  // MPT always ties the output to wte
+  } else if (type == "t5" || type == "mt5") {
+    m.family = type;
+    m.architecture = Architecture::encoder_decoder;
+    m.hidden = r.i64("d_model", 0);
+    m.encoder_layers = r.i32("num_layers", 0);
+    m.layers = r.i32("num_decoder_layers", m.encoder_layers, false);
+    m.heads = r.i32("num_heads", 0);
+    m.head_dim = r.i32("d_kv", 0);
+    m.ffn = r.i64("d_ff", 0);
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("n_positions", 512, false);
+    const std::string proj = r.text("feed_forward_proj", "relu");
+    m.ffn_kind = proj.rfind("gated-", 0) == 0 ? act_kind(proj, true) : act_kind(proj, false);
+    m.norm = NormKind::rmsnorm;  // T5LayerNorm: scale only, no bias
+    m.positional = Positional::relative;
+    m.relative_buckets = r.i32("relative_attention_num_buckets", 32, false);
+    m.tied_embeddings = r.flag("tie_word_embeddings", type == "t5");
+  } else if (type == "bert") {
+    m.family = "bert";
+    m.architecture = Architecture::encoder;
+    m.hidden = r.i64("hidden_size", 0);
+    m.layers = r.i32("num_hidden_layers", 0);
+    m.heads = r.i32("num_attention_heads", 0);
+    m.ffn = r.i64("intermediate_size", 0);
+    m.vocab = r.i64("vocab_size", 0);
+    m.max_context = r.i64("max_position_embeddings", 512, false);
+    m.type_vocab = r.i32("type_vocab_size", 2, false);
+    m.ffn_kind = FfnKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.embedding_norm = true;
+    m.bias = BiasKind::all;
+    m.positional = Positional::learned;
+    m.pooler = true;
+    m.tied_embeddings = true;
+  } else {
+    reader.error(v.location_of("model_type"), "model_type",
+                 fmt::format("'{}' is not a model type ftplan imports; supported: llama, mistral, mixtral, qwen2, "
+                             "gemma2, phi3, gpt2, gpt_neox, bloom, falcon, mpt, t5, mt5, bert",
+                             type));
+  }
+  m.display_name = m.name;
+  reader.throw_if_any();
+  for (const auto& [key, message] : model::check(m)) reader.error(SourceLocation{path.string(), 0, 0}, key, message);
+  reader.throw_if_any();
+  return m;
+}
+
+}  // namespace ftplan::io

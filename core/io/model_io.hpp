@@ -1,0 +1,19 @@
+// Reading model descriptions: zoo YAML files (docs/model-format.md) and Hugging Face config.json.
+#pragma once
+
+#include <filesystem>
+
+#include "model/model.hpp"
+#include "model/zoo.hpp"
+
+namespace ftplan::io {
+
+// One zoo file. Throws InputError listing every problem in it.
+model::ModelSpec load_model_file(const std::filesystem::path& path);
+// Every models/*.yaml under `zoo_dir` (the model_zoo folder). Problems in all files are reported together.
+model::Zoo load_zoo(const std::filesystem::path& zoo_dir);
+// A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, Gemma2, Phi3, GPT-2, GPT-NeoX,
+// BLOOM, Falcon, MPT, T5, BERT). The model name defaults to the folder holding the file.
+model::ModelSpec load_hf_config(const std::filesystem::path& path);
+
+}  // namespace ftplan::io

@@ -1,0 +1,510 @@
+#include "io/scenario_io.hpp"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+#include "io/model_io.hpp"
+#include "io/readers.hpp"
+#include "io/yaml_reader.hpp"
+#include "plan/checks.hpp"
+
+namespace ftplan::io {
+
+using detail::MapView;
+using detail::Reader;
+using namespace ftplan::plan;
+
+namespace {
+
+// The node at a dotted path below `root` ("parallel.tp"), or an undefined node.
+YAML::Node find_path(YAML::Node root, const std::string& dotted) {
+  YAML::Node cur = root;
+  std::size_t start = 0;
+  while (start <= dotted.size()) {
+    const auto dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!cur.IsMap() || !cur[part].IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    cur = cur[part];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return cur;
+}
+
+// The deepest node that exists along a dotted path (so a finding about a defaulted key points at its parent).
+YAML::Node find_nearest(YAML::Node root, const std::string& dotted) {
+  std::string path = dotted;
+  while (!path.empty()) {
+    YAML::Node n = find_path(root, path);
+    if (n.IsDefined()) return n;
+    const auto dot = path.rfind('.');
+    path = dot == std::string::npos ? std::string() : path.substr(0, dot);
+  }
+  return root;
+}
+
+std::string canonical_lora_target(const std::string& name) {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"}, {"gate_proj", "gate"},
+      {"up_proj", "up"}, {"down_proj", "down"}, {"query", "q"}, {"key", "k"}, {"value", "v"},
+      {"dense", "o"}, {"w1", "gate"}, {"w3", "up"}, {"w2", "down"}, {"fc1", "up"}, {"fc2", "down"},
+      {"output_proj", "o"}};
+  for (const auto& [alias, canonical] : aliases)
+    if (alias == name) return canonical;
+  return name;
+}
+
+void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
+  v.get_enum<Method>("method", job.method, {{"full", Method::full}, {"lora", Method::lora}, {"qlora", Method::qlora}});
+  if (MapView l = v.map("lora"); l.valid()) {
+    l.get("rank", job.lora.rank, 1, 65536);
+    l.get("alpha", job.lora.alpha, 0.0);
+    l.get("dropout", job.lora.dropout, 0.0, 1.0);
+    std::vector<std::string> targets;
+    if (l.get_strings("targets", targets)) {
+      std::vector<std::string> resolved;
+      for (const auto& t : targets) {
+        const std::string c = canonical_lora_target(t);
+        if (c == "all-linear" || c == "all") {
+          resolved = {"q", "k", "v", "o", "up", "down"};
+          if (model::is_gated(model.ffn_kind)) resolved.push_back("gate");
+        } else if (c == "attention") {
+          for (const char* x : {"q", "k", "v", "o"}) resolved.emplace_back(x);
+        } else if (c == "mlp") {
+          for (const char* x : {"up", "down"}) resolved.emplace_back(x);
+          if (model::is_gated(model.ffn_kind)) resolved.emplace_back("gate");
+        } else {
+          const auto& names = lora_target_names();
+          if (std::find(names.begin(), names.end(), c) == names.end()) {
+            std::vector<std::string> options = names;
+            for (const char* x : {"all-linear", "attention", "mlp", "q_proj", "k_proj", "v_proj", "o_proj",
+                                  "gate_proj", "up_proj", "down_proj"})
+              options.emplace_back(x);
+            v.reader().error(l.location_of("targets"), l.key_path("targets"),
+                             fmt::format("'{}' is not a module LoRA can target{}; use {}", t, did_you_mean(t, options),
+                                         join(options, ", ")));
+            continue;
+          }
+          resolved.push_back(c);
+        }
+      }
+      std::sort(resolved.begin(), resolved.end());
+      resolved.erase(std::unique(resolved.begin(), resolved.end()), resolved.end());
+      if (!resolved.empty()) job.lora.targets = resolved;
+    }
+    l.finish();
+  }
+  if (MapView q = v.map("quant"); q.valid()) {
+    q.get_enum<QuantKind>("kind", job.quant.kind,
+                          {{"nf4", QuantKind::nf4}, {"fp4", QuantKind::fp4}, {"int8", QuantKind::int8}, {"int4", QuantKind::int4}});
+    q.get("double_quant", job.quant.double_quant);
+    q.get("block_size", job.quant.block_size, 16, 4096);
+    q.finish();
+  }
+  v.get("seq_len", job.seq_len, 1, 100'000'000);
+  if (MapView s = v.map("samples"); s.valid()) {
+    s.get_enum<Packing>("packing", job.samples.packing, {{"packed", Packing::packed}, {"padded", Packing::padded}});
+    s.get_enum<LengthDistribution>("distribution", job.samples.distribution,
+                                   {{"fixed", LengthDistribution::fixed}, {"uniform", LengthDistribution::uniform},
+                                    {"normal", LengthDistribution::normal}, {"lognormal", LengthDistribution::lognormal}});
+    s.get("mean", job.samples.mean_tokens, 1.0);
+    s.get("std", job.samples.std_tokens, 0.0);
+    s.get("min", job.samples.min_tokens, 1);
+    s.get("max", job.samples.max_tokens, 1);
+    if (job.samples.max_tokens > 0 && job.samples.min_tokens > job.samples.max_tokens)
+      v.reader().error(s.location_of("min"), s.key_path("min"), "is larger than samples.max");
+    s.finish();
+  }
+  v.get("micro_batch", job.micro_batch, 1, 1'000'000);
+  v.get("global_batch", job.global_batch, 1);
+  v.get("tokens", job.tokens, 1);
+  v.get("steps", job.steps, 1);
+  v.get("epochs", job.epochs, 0.0);
+  v.get("dataset_tokens", job.dataset_tokens, 1);
+  v.get_enum<Precision>("precision", job.precision,
+                        {{"fp32", Precision::fp32}, {"bf16-mixed", Precision::bf16_mixed},
+                         {"fp16-mixed", Precision::fp16_mixed}, {"bf16", Precision::bf16}, {"fp8-mixed", Precision::fp8_mixed}});
+  const std::vector<std::pair<std::string, OptimizerKind>> optimizers = {
+      {"adamw", OptimizerKind::adamw}, {"adam", OptimizerKind::adam}, {"adamw-8bit", OptimizerKind::adamw_8bit},
+      {"sgd", OptimizerKind::sgd}, {"sgd-momentum", OptimizerKind::sgd_momentum}, {"adafactor", OptimizerKind::adafactor},
+      {"lion", OptimizerKind::lion}};
+  if (v.has("optimizer") && v.raw()["optimizer"].IsMap()) {
+    MapView o = v.map("optimizer");
+    o.require("name");
+    o.get_enum<OptimizerKind>("name", job.optimizer.kind, optimizers);
+    o.get("in_backward", job.optimizer.in_backward);
+    o.finish();
+  } else {
+    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
+  }
+  v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
+                            {{"none", Checkpointing::none}, {"selective", Checkpointing::selective}, {"full", Checkpointing::full}});
+  v.get_enum<AttentionImpl>("attention", job.attention,
+                            {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager}});
+  v.get_enum<Framework>("framework", job.framework,
+                        {{"pytorch-fsdp", Framework::pytorch_fsdp}, {"pytorch-fsdp2", Framework::pytorch_fsdp2},
+                         {"deepspeed", Framework::deepspeed}, {"megatron", Framework::megatron},
+                         {"hf-trainer", Framework::hf_trainer}, {"torchtune", Framework::torchtune},
+                         {"yafsdp", Framework::yafsdp}});
+  v.get("dropout", job.dropout, 0.0, 1.0);
+  if (MapView l = v.map("loss"); l.valid()) {
+    l.get("fp32_logits", job.loss.fp32_logits);
+    l.get("chunks", job.loss.chunks, 0, 1024);
+    l.finish();
+  }
+  if (job.method == Method::full && v.has("lora"))
+    v.reader().error(v.location_of("lora"), v.key_path("lora"), "is set, but job.method is full; use method: lora or qlora");
+  if (job.method != Method::qlora && v.has("quant"))
+    v.reader().error(v.location_of("quant"), v.key_path("quant"), "quantizes the frozen base of QLoRA; set method: qlora");
+}
+
+const std::vector<std::pair<std::string, Tier>>& tier_names() {
+  static const std::vector<std::pair<std::string, Tier>> names = {{"gpu", Tier::gpu}, {"cpu", Tier::cpu}, {"nvme", Tier::nvme}};
+  return names;
+}
+
+// Where each preset puts the training state; explicit keys in the same block override it.
+// Sources and data movement: docs/tiered-memory.md.
+void apply_preset(Offload& o) {
+  switch (o.preset) {
+    case OffloadPreset::none: break;
+    case OffloadPreset::zero_offload:  // Ren et al. 2021: fp32 optimizer state and gradients on the host, CPU Adam
+      o.optimizer = Tier::cpu;
+      o.gradients = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::zero_infinity:  // Rajbhandari et al. 2021: params and optimizer on NVMe, CPU step
+      o.params = Tier::nvme;
+      o.optimizer = Tier::nvme;
+      o.gradients = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::aidaptiv:  // Phison aiDAPTIV+: layers swapped between HBM, DRAM and the flash cache
+      o.params = Tier::nvme;
+      o.optimizer = Tier::nvme;
+      o.gradients = Tier::nvme;
+      o.activations = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
+    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
+  }
+}
+
+void read_offload(MapView& v, Offload& o) {
+  v.get_enum<OffloadPreset>("preset", o.preset,
+                            {{"none", OffloadPreset::none}, {"zero-offload", OffloadPreset::zero_offload},
+                             {"zero-infinity", OffloadPreset::zero_infinity}, {"aidaptiv", OffloadPreset::aidaptiv},
+                             {"activation-cpu", OffloadPreset::activation_cpu},
+                             {"activation-nvme", OffloadPreset::activation_nvme}});
+  apply_preset(o);
+  v.get_enum<Tier>("params", o.params, tier_names());
+  v.get_enum<Tier>("gradients", o.gradients, tier_names());
+  v.get_enum<Tier>("optimizer", o.optimizer, tier_names());
+  v.get_enum<Tier>("activations", o.activations, tier_names());
+  v.get_enum<Tier>("optimizer_step", o.optimizer_step, tier_names());
+  v.get("pinned", o.pinned);
+  v.get("prefetch_depth", o.prefetch_depth, 0, 1024);
+  v.get("buffer_count", o.buffer_count, 1, 1024);
+  v.get_quantity("buffer_size", Quantity::bytes, o.buffer_bytes, 1);
+  v.get_quantity("chunk_size", Quantity::bytes, o.chunk_bytes, 1);
+  v.get("delayed_update", o.delayed_update);
+}
+
+void read_parallel(MapView& v, Parallel& p) {
+  v.get("dp", p.dp, 1, 1 << 24);
+  v.get("tp", p.tp, 1, 1024);
+  v.get("pp", p.pp, 1, 4096);
+  v.get("cp", p.cp, 1, 1024);
+  v.get("ep", p.ep, 1, 4096);
+  v.get("sequence_parallel", p.sequence_parallel);
+  v.get("zero", p.zero, 0, 3);
+  v.get_enum<FsdpSharding>("fsdp", p.fsdp,
+                           {{"full_shard", FsdpSharding::full_shard}, {"shard_grad_op", FsdpSharding::shard_grad_op},
+                            {"hybrid_shard", FsdpSharding::hybrid_shard}, {"no_shard", FsdpSharding::no_shard}});
+  v.get_enum<PipelineSchedule>("schedule", p.schedule,
+                               {{"1f1b", PipelineSchedule::one_f_one_b}, {"gpipe", PipelineSchedule::gpipe},
+                                {"interleaved", PipelineSchedule::interleaved}});
+  v.get("virtual_stages", p.virtual_stages, 1, 1024);
+}
+
+std::vector<hardware::DeviceCount> read_device_list(MapView& v, const char* key, const char* item_key) {
+  std::vector<hardware::DeviceCount> out;
+  std::size_t i = 0;
+  for (const auto& node : v.seq(key)) {
+    MapView d(v.reader(), node, fmt::format("{}[{}]", v.key_path(key), i++));
+    if (!d.valid()) continue;
+    hardware::DeviceCount c;
+    d.require(item_key);
+    d.get(item_key, c.name);
+    d.get("count", c.count = 1, 1, 1024);
+    d.finish();
+    out.push_back(c);
+  }
+  return out;
+}
+
+// cluster: {gpu, gpus, gpus_per_node} | {node, nodes, gpus_per_node} | {parts: {...}, nodes}; plus overrides.
+bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
+  Reader& r = v.reader();
+  const int forms = v.has("gpu") + v.has("node") + v.has("parts");
+  if (forms != 1) {
+    r.error(v.location(), v.path(),
+            forms == 0 ? "say what hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N} or {parts: {...}, nodes: N}"
+                       : "give only one of gpu, node and parts");
+    v.take("gpu"), v.take("node"), v.take("parts"), v.take("gpus"), v.take("nodes"), v.take("gpus_per_node");
+    v.take("dram"), v.take("drives"), v.take("nics");
+    return false;
+  }
+  bool ok = true;
+  int gpus_per_node = 0;
+  v.get("gpus_per_node", gpus_per_node, 1, 1024);
+  if (v.has("gpu")) {
+    std::string gpu;
+    int gpus = 0;
+    v.get("gpu", gpu);
+    v.require("gpus");
+    v.get("gpus", gpus, 1, 1 << 24);
+    if (v.has("nodes")) r.error(v.location_of("nodes"), v.key_path("nodes"), "with 'gpu', give gpus (total) instead of nodes");
+    v.take("nodes");
+    const auto* spec = catalog.gpu(gpu);
+    if (!spec) {
+      r.error(v.location_of("gpu"), v.key_path("gpu"),
+              fmt::format("no GPU '{}' in the catalog{}", gpu, did_you_mean(gpu, catalog.gpu_names())));
+      return false;
+    }
+    const auto* node = catalog.default_node_for(gpu);
+    if (!node) {
+      r.error(v.location_of("gpu"), v.key_path("gpu"),
+              fmt::format("the catalog has no typical node for '{}'; name one with 'node'", gpu));
+      return false;
+    }
+    if (gpus == 0) return false;
+    c.node = *node;
+    if (gpus_per_node == 0) gpus_per_node = std::min(gpus, node->gpus);
+    if (gpus % gpus_per_node != 0) {
+      r.error(v.location_of("gpus"), v.key_path("gpus"),
+              fmt::format("{} GPUs do not fill whole nodes of {} (gpus_per_node)", gpus, gpus_per_node));
+      ok = false;
+    }
+    c.gpus_per_node = gpus_per_node;
+    c.nodes = std::max(1, gpus / gpus_per_node);
+  } else {
+    v.get("nodes", c.nodes, 1, 1 << 20);
+    if (v.has("gpus")) r.error(v.location_of("gpus"), v.key_path("gpus"), "with 'node' or 'parts', give nodes instead of gpus");
+    v.take("gpus");
+    if (v.has("node")) {
+      std::string name;
+      v.get("node", name);
+      const auto* node = catalog.node(name);
+      if (!node) {
+        r.error(v.location_of("node"), v.key_path("node"),
+                fmt::format("no node '{}' in the catalog{}", name, did_you_mean(name, catalog.node_names())));
+        return false;
+      }
+      c.node = *node;
+    } else {
+      MapView p = v.map("parts");
+      if (!p.valid()) return false;
+      hardware::NodeSpec& n = c.node;
+      n.name = "custom";
+      p.get("name", n.name);
+      n.display_name = n.name;
+      p.require("gpu");
+      p.get("gpu", n.gpu);
+      p.require("gpus", "GPUs per node");
+      p.get("gpus", n.gpus, 1, 1024);
+      p.require("host");
+      p.get("host", n.host);
+      p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
+      n.drives = read_device_list(p, "drives", "drive");
+      n.nics = read_device_list(p, "nics", "nic");
+      p.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
+                              {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
+      p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
+      p.finish();
+      if (n.gpu.empty() || n.host.empty() || n.gpus == 0) return false;
+    }
+    c.gpus_per_node = gpus_per_node > 0 ? gpus_per_node : c.node.gpus;
+  }
+  // Overrides of the node's memory and devices (what the planner varies).
+  v.get_quantity("dram", Quantity::bytes, c.node.dram_bytes, 1);
+  if (v.has("drives")) c.node.drives = read_device_list(v, "drives", "drive");
+  else v.take("drives");
+  if (v.has("nics")) c.node.nics = read_device_list(v, "nics", "nic");
+  else v.take("nics");
+
+  // Resolve the parts against the catalog.
+  const auto at = v.location();
+  if (const auto* g = catalog.gpu(c.node.gpu)) c.gpu = *g;
+  else {
+    r.error(at, v.key_path("gpu"), fmt::format("no GPU '{}' in the catalog{}", c.node.gpu, did_you_mean(c.node.gpu, catalog.gpu_names())));
+    ok = false;
+  }
+  if (const auto* h = catalog.host(c.node.host)) {
+    c.host = *h;
+    if (c.node.dram_bytes > 0) c.host.dram_bytes = c.node.dram_bytes;
+  } else {
+    r.error(at, v.key_path("host"), fmt::format("no host '{}' in the catalog{}", c.node.host, did_you_mean(c.node.host, catalog.host_names())));
+    ok = false;
+  }
+  for (const auto& d : c.node.drives) {
+    if (const auto* spec = catalog.drive(d.name)) c.drives.emplace_back(*spec, d.count);
+    else {
+      r.error(v.location_of("drives"), v.key_path("drives"),
+              fmt::format("no drive '{}' in the catalog{}", d.name, did_you_mean(d.name, catalog.drive_names())));
+      ok = false;
+    }
+  }
+  for (const auto& n : c.node.nics) {
+    if (const auto* spec = catalog.nic(n.name)) c.nics.emplace_back(*spec, n.count);
+    else {
+      r.error(v.location_of("nics"), v.key_path("nics"),
+              fmt::format("no NIC '{}' in the catalog{}", n.name, did_you_mean(n.name, catalog.nic_names())));
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const std::filesystem::path& base_dir) {
+  Reader& r = root.reader();
+  if (!root.require("model", "a zoo name (see `ftplan zoo list`), {hf_config: path/to/config.json} or an inline description"))
+    return false;
+  const YAML::Node node = root.raw()["model"];
+  if (node.IsScalar()) {
+    std::string name;
+    root.get("model", name);
+    if (const auto* spec = zoo.find(name)) {
+      m = *spec;
+      return true;
+    }
+    r.error(root.location_of("model"), "model",
+            fmt::format("no model '{}' in the zoo{}; `ftplan zoo list` shows them", name, did_you_mean(name, zoo.names())));
+    return false;
+  }
+  MapView v = root.map("model");
+  if (!v.valid()) return false;
+  if (v.has("zoo")) {
+    std::string name;
+    v.get("zoo", name);
+    v.finish();
+    if (const auto* spec = zoo.find(name)) {
+      m = *spec;
+      return true;
+    }
+    r.error(v.location_of("zoo"), "model.zoo", fmt::format("no model '{}' in the zoo{}", name, did_you_mean(name, zoo.names())));
+    return false;
+  }
+  if (v.has("hf_config")) {
+    std::string path;
+    v.get("hf_config", path);
+    std::string name;
+    v.get("name", name);
+    v.finish();
+    std::filesystem::path p(path);
+    if (p.is_relative()) p = base_dir / p;
+    try {
+      m = load_hf_config(p);
+      if (!name.empty()) m.name = m.display_name = name;
+      return true;
+    } catch (const InputError& e) {
+      r.error(v.location_of("hf_config"), "model.hf_config", fmt::format("cannot import {}:", path));
+      r.diagnostics().append(e.diagnostics());
+      return false;
+    }
+  }
+  // An inline description in the zoo format.
+  v.require("name");
+  v.get("name", m.name);
+  detail::read_model_fields(v, m);
+  v.finish();
+  return true;
+}
+
+}  // namespace
+
+plan::Scenario parse_scenario(std::string_view text, const std::string& name, const std::filesystem::path& base_dir,
+                              const model::Zoo& zoo, const hardware::Catalog& catalog) {
+  const YAML::Node root_node = detail::load_yaml_text(text, name);
+  Reader r(name);
+  Scenario s;
+  s.file = name;
+  MapView root = r.root(root_node);
+  if (!root.valid()) r.throw_if_any();
+
+  root.require("schema_version", fmt::format("the scenario-format version; this ftplan reads {}", kScenarioSchemaVersion));
+  if (root.get("schema_version", s.schema_version, 0) && s.schema_version != kScenarioSchemaVersion)
+    r.error(root.location_of("schema_version"), "schema_version",
+            s.schema_version > kScenarioSchemaVersion
+                ? fmt::format("{} is newer than this ftplan reads ({}); update ftplan", s.schema_version, kScenarioSchemaVersion)
+                : fmt::format("{} is not a version this ftplan reads; it reads {}", s.schema_version, kScenarioSchemaVersion));
+  root.get("name", s.name);
+  root.get("description", s.description);
+  const bool model_ok = read_model(root, s.model, zoo, base_dir);
+
+  MapView job = root.map("job");
+  root.require("job", "what to train: seq_len, micro_batch, tokens or steps, method, ...");
+  read_job(job, s.job, s.model);
+  job.finish();
+  if (model_ok && job.valid())
+    for (const auto& f : check_job(s.model, s.job)) {
+      const YAML::Node at = find_nearest(job.raw(), f.key.substr(4));
+      r.error(at, f.key, f.message);
+    }
+
+  root.require("plans", "a list of plans to compare");
+  std::size_t index = 0;
+  std::set<std::string> names;
+  for (const auto& plan_node : root.seq("plans")) {
+    const std::string path = fmt::format("plans[{}]", index++);
+    MapView pv(r, plan_node, path);
+    if (!pv.valid()) continue;
+    Plan p;
+    p.job = s.job;
+    pv.require("name");
+    if (pv.get("name", p.name) && !names.insert(p.name).second)
+      r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
+    pv.require("cluster", "the hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N}");
+    MapView cv = pv.map("cluster");
+    const bool cluster_ok = cv.valid() && read_cluster(cv, p.cluster, catalog);
+    cv.finish();
+    if (MapView v = pv.map("parallel"); v.valid()) {
+      read_parallel(v, p.parallel);
+      v.finish();
+    }
+    if (MapView v = pv.map("offload"); v.valid()) {
+      read_offload(v, p.offload);
+      v.finish();
+    }
+    if (MapView v = pv.map("job"); v.valid()) {
+      read_job(v, p.job, s.model);
+      v.finish();
+    }
+    pv.finish();
+    if (!cluster_ok || !model_ok) continue;
+    for (const auto& f : check_plan(s.model, p)) {
+      // A finding about a job key points at the plan's override when there is one, else at the scenario's job.
+      if (f.key.rfind("job.", 0) == 0 && !find_path(pv.raw(), f.key).IsDefined()) {
+        r.error(find_nearest(job.raw(), f.key.substr(4)), f.key, fmt::format("{} (plan '{}')", f.message, p.name));
+      } else {
+        r.error(find_nearest(pv.raw(), f.key), path + "." + f.key, f.message);
+      }
+    }
+    if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
+    s.plans.push_back(std::move(p));
+  }
+  root.finish();
+  r.throw_if_any();
+  if (s.name.empty()) s.name = std::filesystem::path(name).stem().string();
+  return s;
+}
+
+plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog) {
+  const std::string text = detail::read_input_file(path);
+  return parse_scenario(text, path.string(), path.parent_path(), zoo, catalog);
+}
+
+}  // namespace ftplan::io

@@ -1,0 +1,22 @@
+// Reading scenario files (docs/scenario-format.md): validates everything and reports every
+// problem at once, each with file:line:column and key.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "hardware/hardware.hpp"
+#include "model/zoo.hpp"
+#include "plan/scenario.hpp"
+
+namespace ftplan::io {
+
+plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog);
+
+// The same from text in memory; `name` stands for the file in messages and relative paths
+// (hf_config) resolve against `base_dir`.
+plan::Scenario parse_scenario(std::string_view text, const std::string& name, const std::filesystem::path& base_dir,
+                              const model::Zoo& zoo, const hardware::Catalog& catalog);
+
+}  // namespace ftplan::io

@@ -1,0 +1,350 @@
+#include "io/yaml_reader.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+
+namespace ftplan::io::detail {
+namespace {
+
+// Position (1-based line, column) of byte `offset` in `text`.
+std::pair<int, int> line_column(std::string_view text, std::size_t offset) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+// Offset of the first byte that is not valid UTF-8, or npos.
+std::size_t invalid_utf8_at(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    if (c < 0x80) extra = 0;
+    else if ((c >> 5) == 0x6) extra = 1;
+    else if ((c >> 4) == 0xE) extra = 2;
+    else if ((c >> 3) == 0x1E) extra = 3;
+    else return i;
+    if (i + extra >= s.size() && extra > 0) return i;  // truncated sequence at the end
+    for (int k = 1; k <= extra; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
+    i += extra + 1;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    const auto [line, column] = line_column(text, nul);
+    throw InputError({name, line, column}, "", "this is a binary file, not YAML text (NUL byte)");
+  }
+  if (const auto bad = invalid_utf8_at(text); bad != std::string_view::npos) {
+    const auto [line, column] = line_column(text, bad);
+    throw InputError({name, line, column}, "", "the file is not UTF-8 text");
+  }
+  if (trim(text).empty()) throw InputError({name, 0, 0}, "", "the file is empty");
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp's messages read "yaml-cpp: error at line L, column C: what"; keep only `what`.
+    const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    const int column = e.mark.is_null() ? 0 : e.mark.column + 1;
+    throw InputError({name, line, column}, "", "YAML syntax error: " + e.msg);
+  }
+  if (docs.empty() || docs.front().IsNull()) throw InputError({name, 0, 0}, "", "the file holds no YAML document");
+  if (docs.size() > 1)
+    throw InputError({name, docs[1].Mark().line + 1, docs[1].Mark().column + 1}, "",
+                     "the file holds more than one YAML document ('---'); expected one");
+  return docs.front();
+}
+
+std::string read_input_file(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw InputError({name, 0, 0}, "", "no such file");
+  if (std::filesystem::is_directory(status)) throw InputError({name, 0, 0}, "", "is a directory, not a file");
+  if (std::filesystem::is_regular_file(status)) {
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec && size > kMaxInputBytes)
+      throw InputError({name, 0, 0}, "",
+                       fmt::format("the file is {} bytes; input files are limited to {} MiB", size, kMaxInputBytes >> 20));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({name, 0, 0}, "", "cannot open the file for reading");
+  // Read at most the limit plus one byte, so a pipe or device cannot make us read forever.
+  std::string text;
+  text.resize(kMaxInputBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxInputBytes)
+    throw InputError({name, 0, 0}, "", fmt::format("the input is larger than {} MiB", kMaxInputBytes >> 20));
+  return text;
+}
+
+YAML::Node load_yaml_file(const std::filesystem::path& path) { return load_yaml_text(read_input_file(path), path.string()); }
+
+std::string describe_node(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  std::string s = node.Scalar();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return "'" + s + "'";
+}
+
+SourceLocation Reader::where(const YAML::Node& node) const {
+  if (!node.IsDefined()) return {file_, 0, 0};
+  const auto mark = node.Mark();
+  if (mark.is_null()) return {file_, 0, 0};
+  return {file_, mark.line + 1, mark.column + 1};
+}
+
+void Reader::error(const YAML::Node& at, std::string key, std::string message) {
+  diagnostics_.error(where(at), std::move(key), std::move(message));
+}
+
+void Reader::error(SourceLocation where, std::string key, std::string message) {
+  diagnostics_.error(std::move(where), std::move(key), std::move(message));
+}
+
+MapView::MapView(Reader& reader, YAML::Node node, std::string path)
+    : reader_(&reader), node_(std::move(node)), path_(std::move(path)) {
+  if (!node_.IsDefined() || node_.IsNull()) return;
+  if (!node_.IsMap()) {
+    reader_->error(node_, path_, fmt::format("expected a mapping of keys; got {}", describe_node(node_)));
+    return;
+  }
+  valid_ = true;
+}
+
+bool MapView::has(std::string_view key) const {
+  if (!valid_) return false;
+  const auto child = node_[std::string(key)];
+  return child.IsDefined();
+}
+
+std::string MapView::key_path(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+SourceLocation MapView::location() const { return reader_->where(node_); }
+
+SourceLocation MapView::location_of(std::string_view key) const {
+  if (has(key)) return reader_->where(node_[std::string(key)]);
+  return location();
+}
+
+YAML::Node MapView::take(std::string_view key) {
+  known_.emplace_back(key);
+  if (!valid_) return YAML::Node();
+  return node_[std::string(key)];
+}
+
+bool MapView::require(std::string_view key, std::string_view what) {
+  if (has(key)) return true;
+  known_.emplace_back(key);
+  if (!valid_ && node_.IsDefined() && !node_.IsNull()) return false;  // already reported as not a mapping
+  reader_->error(location(), key_path(key),
+                 what.empty() ? "is required" : fmt::format("is required: {}", what));
+  return false;
+}
+
+bool MapView::scalar_of(std::string_view key, std::string& out) {
+  const YAML::Node n = take(key);
+  if (!n.IsDefined()) return false;
+  if (!n.IsScalar()) {
+    reader_->error(n, key_path(key), fmt::format("expected a single value; got {}", describe_node(n)));
+    return false;
+  }
+  out = n.Scalar();
+  return true;
+}
+
+bool MapView::get(std::string_view key, std::int64_t& out, std::int64_t min, std::int64_t max) {
+  std::string text;
+  if (!scalar_of(key, text)) return false;
+  const YAML::Node n = node_[std::string(key)];
+  double value = 0;
+  try {
+    value = parse_quantity(text, Quantity::count);
+  } catch (const UnitError&) {
+    reader_->error(n, key_path(key), fmt::format("expected a whole number; got '{}'", text));
+    return false;
+  }
+  if (value != std::floor(value) || std::abs(value) > 9.0e18) {
+    reader_->error(n, key_path(key), fmt::format("expected a whole number; got '{}'", text));
+    return false;
+  }
+  const auto v = static_cast<std::int64_t>(value);
+  if (v < min || v > max) {
+    if (max == std::numeric_limits<std::int64_t>::max())
+      reader_->error(n, key_path(key), fmt::format("must be at least {}; got {}", min, v));
+    else
+      reader_->error(n, key_path(key), fmt::format("must be between {} and {}; got {}", min, max, v));
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+bool MapView::get(std::string_view key, int& out, int min, int max) {
+  std::int64_t v = out;
+  if (!get(key, v, min, max)) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+bool MapView::get(std::string_view key, double& out, double min, double max) {
+  std::string text;
+  if (!scalar_of(key, text)) return false;
+  const YAML::Node n = node_[std::string(key)];
+  double value = 0;
+  try {
+    value = parse_quantity(text, Quantity::count);
+  } catch (const UnitError&) {
+    reader_->error(n, key_path(key), fmt::format("expected a number; got '{}'", text));
+    return false;
+  }
+  if (value < min || value > max) {
+    if (std::isinf(max))
+      reader_->error(n, key_path(key), fmt::format("must be at least {}; got {}", min, text));
+    else
+      reader_->error(n, key_path(key), fmt::format("must be between {} and {}; got {}", min, max, text));
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+bool MapView::get(std::string_view key, bool& out) {
+  std::string text;
+  if (!scalar_of(key, text)) return false;
+  const std::string t = to_lower(text);
+  if (t == "true" || t == "yes" || t == "on") {
+    out = true;
+    return true;
+  }
+  if (t == "false" || t == "no" || t == "off") {
+    out = false;
+    return true;
+  }
+  reader_->error(node_[std::string(key)], key_path(key), fmt::format("expected true or false; got '{}'", text));
+  return false;
+}
+
+bool MapView::get(std::string_view key, std::string& out) {
+  std::string text;
+  if (!scalar_of(key, text)) return false;
+  if (trim(text).empty()) {
+    reader_->error(node_[std::string(key)], key_path(key), "expected a value; got an empty string");
+    return false;
+  }
+  out = text;
+  return true;
+}
+
+bool MapView::get_quantity(std::string_view key, Quantity kind, double& out, double min, double max) {
+  std::string text;
+  if (!scalar_of(key, text)) return false;
+  const YAML::Node n = node_[std::string(key)];
+  double value = 0;
+  try {
+    value = parse_quantity(text, kind);
+  } catch (const UnitError& e) {
+    reader_->error(n, key_path(key), e.what());
+    return false;
+  }
+  if (value < min || value > max) {
+    reader_->error(n, key_path(key),
+                   value < min ? fmt::format("must not be below {}; got '{}'", min, text)
+                               : fmt::format("must not be above {}; got '{}'", max, text));
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+bool MapView::get_strings(std::string_view key, std::vector<std::string>& out) {
+  const YAML::Node n = take(key);
+  if (!n.IsDefined()) return false;
+  std::vector<std::string> values;
+  if (n.IsScalar()) {
+    values.push_back(n.Scalar());
+  } else if (n.IsSequence()) {
+    for (const auto& item : n) {
+      if (!item.IsScalar()) {
+        reader_->error(item, key_path(key), fmt::format("expected a list of names; got {}", describe_node(item)));
+        return false;
+      }
+      values.push_back(item.Scalar());
+    }
+  } else {
+    reader_->error(n, key_path(key), fmt::format("expected a list of names; got {}", describe_node(n)));
+    return false;
+  }
+  out = std::move(values);
+  return true;
+}
+
+MapView MapView::map(std::string_view key) {
+  const YAML::Node n = take(key);
+  return MapView(*reader_, n, key_path(key));
+}
+
+std::vector<YAML::Node> MapView::seq(std::string_view key) {
+  const YAML::Node n = take(key);
+  std::vector<YAML::Node> items;
+  if (!n.IsDefined() || n.IsNull()) return items;
+  if (!n.IsSequence()) {
+    reader_->error(n, key_path(key), fmt::format("expected a list; got {}", describe_node(n)));
+    return items;
+  }
+  for (const auto& item : n) items.push_back(item);
+  return items;
+}
+
+void MapView::report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options) {
+  reader_->error(node_[std::string(key)], key_path(key),
+                 fmt::format("'{}' is not one of {}{}", text, join(options, ", "), did_you_mean(text, options)));
+}
+
+void MapView::finish() {
+  if (!valid_) return;
+  std::sort(known_.begin(), known_.end());
+  known_.erase(std::unique(known_.begin(), known_.end()), known_.end());
+  std::vector<std::string> seen;
+  for (const auto& item : node_) {
+    if (!item.first.IsScalar()) {
+      reader_->error(item.first, path_, "keys must be plain names");
+      continue;
+    }
+    const std::string& key = item.first.Scalar();
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      reader_->error(item.first, key_path(key), "appears twice in the same mapping");
+      continue;
+    }
+    seen.push_back(key);
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    reader_->error(item.first, key_path(key),
+                   fmt::format("unknown key{}; expected one of {}", did_you_mean(key, known_), join(known_, ", ")));
+  }
+}
+
+}  // namespace ftplan::io::detail

@@ -1,0 +1,147 @@
+// A transformer's architecture and what follows from it: parameter counts per component
+// and FLOPs per token. The format of the zoo files that describe it is docs/model-format.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ftplan::model {
+
+enum class Architecture { decoder, encoder, encoder_decoder };
+enum class FfnKind { swiglu, geglu, gelu, relu };
+enum class NormKind { rmsnorm, layernorm, layernorm_nobias };
+enum class BiasKind { none, all, qkv };
+enum class Positional { rope, learned, alibi, relative, none };
+
+const char* to_string(Architecture a);
+const char* to_string(FfnKind k);
+const char* to_string(NormKind k);
+const char* to_string(BiasKind k);
+const char* to_string(Positional p);
+
+inline bool is_gated(FfnKind k) { return k == FfnKind::swiglu || k == FfnKind::geglu; }
+
+struct AttentionSpec {
+  // Tokens a local (sliding-window) layer attends to; 0 = no sliding window.
+  std::int64_t sliding_window = 0;
+  // Every k-th layer (layers 0, k, 2k, ... 0-based) is local; 0 with sliding_window > 0 = all layers local.
+  int local_every = 0;
+  // tanh soft-capping of attention scores (Gemma-2); 0 = off.
+  double logit_softcap = 0;
+};
+
+struct MoeSpec {
+  int experts = 0;            // routed experts per MoE layer; 0 = dense model
+  int experts_per_token = 0;  // top-k routing
+  int shared_experts = 0;     // always-active experts
+  std::int64_t expert_ffn = 0;         // per-expert FFN size; 0 = the model's ffn
+  std::int64_t shared_expert_ffn = 0;  // per shared expert; 0 = expert_ffn
+  int every = 1;              // every k-th layer is MoE ...
+  int first = 0;              // ... counting from this 0-based layer
+  bool router_bias = false;
+};
+
+struct PublishedCount {
+  std::int64_t params = 0;      // what the source states; 0 = none given
+  bool exact = false;           // the count must match exactly
+  std::int64_t tolerance = 0;   // else: allowed absolute difference (the source's rounding)
+  std::string source;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string display_name;
+  std::string family;
+  Architecture architecture = Architecture::decoder;
+  std::int64_t hidden = 0;
+  int layers = 0;           // decoder layers (encoder-only: encoder layers)
+  int encoder_layers = 0;   // encoder-decoder only
+  int heads = 0;
+  int kv_heads = 0;         // 0 = heads
+  int head_dim = 0;         // 0 = hidden / heads
+  std::int64_t ffn = 0;
+  FfnKind ffn_kind = FfnKind::swiglu;
+  std::int64_t vocab = 0;
+  bool tied_embeddings = false;
+  NormKind norm = NormKind::rmsnorm;
+  int norms_per_layer = 2;
+  bool final_norm = true;
+  bool embedding_norm = false;
+  BiasKind bias = BiasKind::none;
+  bool lm_head_bias = false;
+  bool parallel_residual = false;
+  Positional positional = Positional::rope;
+  double rope_fraction = 1.0;
+  std::int64_t max_context = 0;
+  int type_vocab = 0;
+  bool pooler = false;
+  bool mlm_head = false;
+  int relative_buckets = 32;
+  AttentionSpec attention;
+  double final_logit_softcap = 0;
+  MoeSpec moe;
+  PublishedCount published;
+
+  int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
+  int head_dim_or_default() const { return head_dim > 0 ? head_dim : (heads > 0 ? static_cast<int>(hidden / heads) : 0); }
+  bool is_moe() const { return moe.experts > 0; }
+  bool is_moe_layer(int layer) const {
+    return is_moe() && layer >= moe.first && (layer - moe.first) % (moe.every > 0 ? moe.every : 1) == 0;
+  }
+  bool is_local_layer(int layer) const {
+    if (attention.sliding_window <= 0) return false;
+    return attention.local_every <= 0 || layer % attention.local_every == 0;
+  }
+  bool has_lm_head() const { return architecture != Architecture::encoder || mlm_head; }
+};
+
+// Parameter counts of one model by component. All counts are parameters (not bytes).
+struct ParamCounts {
+  std::int64_t embedding = 0;       // token (+ position, token-type) embeddings and the embedding norm
+  std::int64_t attention = 0;       // Q, K, V, O (and cross-attention) weights and biases, all layers
+  std::int64_t mlp = 0;             // dense MLPs, all layers
+  std::int64_t experts = 0;         // routed + shared expert MLPs, all MoE layers
+  std::int64_t router = 0;          // MoE routers
+  std::int64_t norms = 0;           // per-layer and final norms
+  std::int64_t head = 0;            // LM head (0 when tied), BERT pooler and MLM head
+  std::int64_t other = 0;           // relative-position tables
+  std::int64_t total = 0;
+
+  // Parameters one token passes through in its matmuls (MoE: only the experts it is routed to),
+  // the LM head included (tied or not), embeddings and norms excluded. PaLM's "N" in 6N.
+  std::int64_t active_matmul = 0;
+  // All parameters a token touches (MoE-active).
+  std::int64_t active_total = 0;
+};
+
+// Counts for one layer, for sharding and per-stage accounting.
+struct LayerParams {
+  std::int64_t attention = 0;  // incl. cross-attention for encoder-decoder decoder layers
+  std::int64_t mlp = 0;        // dense MLP or (MoE) all experts + router
+  std::int64_t norms = 0;
+  std::int64_t active_matmul = 0;  // matmul weights a token uses in this layer
+  std::int64_t total() const { return attention + mlp + norms; }
+};
+
+ParamCounts count_params(const ModelSpec& m);
+// `layer` counts decoder layers 0..layers-1, then encoder layers for encoder-decoder models.
+LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention = false);
+
+// Training FLOPs per token at sequence length `seq_len`, after PaLM (Chowdhery et al. 2022, app. B):
+// model FLOPs = 6N + 12 * L * H * Q * T, N = active matmul parameters (LM head included),
+// L layers, H heads, Q head dim, T attended tokens (sliding-window layers attend at most their window).
+// The attention term is not halved for causal masks, as PaLM's and Megatron's accounting do not.
+struct FlopsPerToken {
+  double forward = 0;       // 2N + 4LHQT
+  double backward = 0;      // 2x forward
+  double training() const { return forward + backward; }
+  double attention_forward = 0;  // the 4LHQT part of forward
+};
+FlopsPerToken flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+
+// Structural checks of a spec (positive sizes, heads dividing hidden, ...): returns messages
+// keyed by field name; empty when the spec is sound.
+std::vector<std::pair<std::string, std::string>> check(const ModelSpec& m);
+
+}  // namespace ftplan::model

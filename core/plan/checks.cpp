@@ -1,0 +1,253 @@
+#include "plan/checks.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ftplan::plan {
+
+const char* to_string(Method m) {
+  switch (m) {
+    case Method::full: return "full";
+    case Method::lora: return "lora";
+    case Method::qlora: return "qlora";
+  }
+  return "?";
+}
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::bf16_mixed: return "bf16-mixed";
+    case Precision::fp16_mixed: return "fp16-mixed";
+    case Precision::bf16: return "bf16";
+    case Precision::fp8_mixed: return "fp8-mixed";
+  }
+  return "?";
+}
+const char* to_string(OptimizerKind o) {
+  switch (o) {
+    case OptimizerKind::adamw: return "adamw";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::adamw_8bit: return "adamw-8bit";
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::sgd_momentum: return "sgd-momentum";
+    case OptimizerKind::adafactor: return "adafactor";
+    case OptimizerKind::lion: return "lion";
+  }
+  return "?";
+}
+const char* to_string(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::none: return "none";
+    case Checkpointing::selective: return "selective";
+    case Checkpointing::full: return "full";
+  }
+  return "?";
+}
+const char* to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::flash: return "flash";
+    case AttentionImpl::sdpa: return "sdpa";
+    case AttentionImpl::eager: return "eager";
+  }
+  return "?";
+}
+const char* to_string(Framework f) {
+  switch (f) {
+    case Framework::pytorch_fsdp: return "pytorch-fsdp";
+    case Framework::pytorch_fsdp2: return "pytorch-fsdp2";
+    case Framework::deepspeed: return "deepspeed";
+    case Framework::megatron: return "megatron";
+    case Framework::hf_trainer: return "hf-trainer";
+    case Framework::torchtune: return "torchtune";
+    case Framework::yafsdp: return "yafsdp";
+  }
+  return "?";
+}
+const char* to_string(QuantKind q) {
+  switch (q) {
+    case QuantKind::nf4: return "nf4";
+    case QuantKind::fp4: return "fp4";
+    case QuantKind::int8: return "int8";
+    case QuantKind::int4: return "int4";
+  }
+  return "?";
+}
+const char* to_string(Tier t) {
+  switch (t) {
+    case Tier::gpu: return "gpu";
+    case Tier::cpu: return "cpu";
+    case Tier::nvme: return "nvme";
+  }
+  return "?";
+}
+const char* to_string(FsdpSharding s) {
+  switch (s) {
+    case FsdpSharding::full_shard: return "full_shard";
+    case FsdpSharding::shard_grad_op: return "shard_grad_op";
+    case FsdpSharding::hybrid_shard: return "hybrid_shard";
+    case FsdpSharding::no_shard: return "no_shard";
+  }
+  return "?";
+}
+const char* to_string(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+const char* to_string(OffloadPreset p) {
+  switch (p) {
+    case OffloadPreset::none: return "none";
+    case OffloadPreset::zero_offload: return "zero-offload";
+    case OffloadPreset::zero_infinity: return "zero-infinity";
+    case OffloadPreset::aidaptiv: return "aidaptiv";
+    case OffloadPreset::activation_cpu: return "activation-cpu";
+    case OffloadPreset::activation_nvme: return "activation-nvme";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& lora_target_names() {
+  static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
+  return names;
+}
+
+int data_parallel_degree(const Plan& plan) {
+  if (plan.parallel.dp > 0) return plan.parallel.dp;
+  const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;
+  return model_parallel > 0 ? std::max(1, plan.cluster.gpus() / model_parallel) : 1;
+}
+
+std::int64_t global_batch_samples(const Plan& plan) {
+  return plan.job.global_batch > 0 ? plan.job.global_batch
+                                   : static_cast<std::int64_t>(plan.job.micro_batch) * data_parallel_degree(plan);
+}
+
+std::int64_t grad_accumulation_steps(const Plan& plan) {
+  const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * data_parallel_degree(plan);
+  return per_step > 0 ? std::max<std::int64_t>(1, global_batch_samples(plan) / per_step) : 1;
+}
+
+std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
+  std::vector<Finding> out;
+  const auto bad = [&](std::string key, std::string message) { out.push_back({"job." + key, std::move(message)}); };
+  const int amounts = (job.tokens > 0) + (job.steps > 0) + (job.epochs > 0);
+  if (amounts != 1)
+    bad("tokens", amounts == 0 ? "say how much to train: one of tokens, steps, or epochs (with dataset_tokens)"
+                               : "give only one of tokens, steps and epochs");
+  if (job.epochs > 0 && job.dataset_tokens <= 0) bad("dataset_tokens", "is required with epochs");
+  if (job.seq_len > model.max_context)
+    bad("seq_len", fmt::format("{} is longer than the {} tokens {} supports (max_context); extend the model's "
+                               "context in its description if you fine-tune with RoPE scaling",
+                               job.seq_len, model.max_context, model.name));
+  if (job.samples.max_tokens > job.seq_len)
+    bad("samples.max", fmt::format("{} is longer than seq_len {}", job.samples.max_tokens, job.seq_len));
+  if (job.samples.mean_tokens > static_cast<double>(job.seq_len))
+    bad("samples.mean", fmt::format("{} is longer than seq_len {}", job.samples.mean_tokens, job.seq_len));
+  if (job.method != Method::full) {
+    for (const auto& t : job.lora.targets)
+      if ((t == "gate") && !model::is_gated(model.ffn_kind))
+        bad("lora.targets", fmt::format("'gate' names no module: {}'s MLP is not gated", model.name));
+  }
+  if (job.loss.chunks < 0) bad("loss.chunks", "must not be negative");
+  return out;
+}
+
+std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan) {
+  std::vector<Finding> out;
+  const auto bad = [&](std::string key, std::string message) { out.push_back({std::move(key), std::move(message)}); };
+  const Parallel& p = plan.parallel;
+  const Cluster& c = plan.cluster;
+  const int gpus = c.gpus();
+  const int kv = model.kv_heads_or_default();
+
+  if (c.gpus_per_node > c.node.gpus)
+    bad("cluster.gpus_per_node", fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));
+
+  // Megatron-LM splits attention heads and KV groups across tensor-parallel ranks
+  // (megatron/core/transformer/attention.py: num_query_groups % tp == 0).
+  if (p.tp > 1) {
+    if (model.heads % p.tp != 0)
+      bad("parallel.tp", fmt::format("{} does not divide {} attention heads of {}", p.tp, model.heads, model.name));
+    else if (kv % p.tp != 0)
+      bad("parallel.tp", fmt::format("{} does not divide {} KV heads of {}", p.tp, kv, model.name));
+    if (model.ffn > 0 && model.ffn % p.tp != 0)
+      bad("parallel.tp", fmt::format("{} does not divide the FFN size {} of {}", p.tp, model.ffn, model.name));
+  }
+  if (p.sequence_parallel && p.tp < 2) bad("parallel.sequence_parallel", "needs tensor parallelism (tp > 1)");
+  if (p.pp > model.layers)
+    bad("parallel.pp", fmt::format("{} pipeline stages for {} layers of {}", p.pp, model.layers, model.name));
+  if (p.schedule == PipelineSchedule::interleaved) {
+    if (p.pp < 2) bad("parallel.schedule", "interleaved 1F1B needs pp > 1");
+    if (p.virtual_stages < 2) bad("parallel.virtual_stages", "interleaved 1F1B needs at least 2 virtual stages");
+    if (model.layers % (p.pp * std::max(1, p.virtual_stages)) != 0)
+      bad("parallel.virtual_stages", fmt::format("pp {} x virtual_stages {} does not divide {} layers", p.pp,
+                                                 p.virtual_stages, model.layers));
+  } else if (p.virtual_stages != 1) {
+    bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
+  }
+  // Load-balanced ring attention cuts each sequence into 2 x cp chunks (Megatron-core context parallel).
+  if (p.cp > 1 && plan.job.seq_len % (2 * p.cp) != 0)
+    bad("parallel.cp", fmt::format("2 x cp = {} does not divide seq_len {}", 2 * p.cp, plan.job.seq_len));
+
+  const int model_parallel = p.tp * p.pp * p.cp;
+  if (p.dp > 0) {
+    if (model_parallel * p.dp != gpus)
+      bad("parallel.dp", fmt::format("dp {} x tp {} x pp {} x cp {} = {}, but the plan has {} GPUs", p.dp, p.tp, p.pp,
+                                     p.cp, p.dp * model_parallel, gpus));
+  } else if (gpus % model_parallel != 0) {
+    bad("parallel", fmt::format("tp {} x pp {} x cp {} = {} does not divide the plan's {} GPUs", p.tp, p.pp, p.cp,
+                                model_parallel, gpus));
+  }
+  const int dp = data_parallel_degree(plan);
+
+  if (p.ep > 1) {
+    if (!model.is_moe()) bad("parallel.ep", fmt::format("{} has no experts to spread", model.name));
+    else if (model.moe.experts % p.ep != 0)
+      bad("parallel.ep", fmt::format("{} does not divide {} experts of {}", p.ep, model.moe.experts, model.name));
+    // Megatron-core: expert-parallel groups are carved out of data x context parallel ranks.
+    if ((dp * p.cp) % p.ep != 0)
+      bad("parallel.ep", fmt::format("{} does not divide dp x cp = {}", p.ep, dp * p.cp));
+  }
+  // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only.
+  if (p.pp > 1 && p.zero >= 2)
+    bad("parallel.zero", fmt::format("ZeRO stage {} cannot shard across pipeline stages (pp {}); use zero 0 or 1", p.zero, p.pp));
+
+  const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
+  if (plan.job.global_batch > 0 && per_step > 0 && plan.job.global_batch % per_step != 0)
+    bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",
+                                        plan.job.global_batch, plan.job.micro_batch, dp, per_step));
+
+  // The GPU must compute in the job's precision.
+  const bool wants_bf16 = plan.job.precision == Precision::bf16_mixed || plan.job.precision == Precision::bf16;
+  const auto& peaks = c.gpu.peak_flops;
+  if (wants_bf16 && peaks.count(hardware::Dtype::bf16) == 0)
+    bad("job.precision", fmt::format("{} has no bf16 support; use fp16-mixed or fp32", c.gpu.display_name));
+  if (plan.job.precision == Precision::fp8_mixed && peaks.count(hardware::Dtype::fp8) == 0)
+    bad("job.precision", fmt::format("{} has no FP8 tensor cores (Ada, Hopper, Blackwell and CDNA3 do)", c.gpu.display_name));
+
+  // Offload placement rules of DeepSpeed (runtime/zero/offload_config.py): parameters leave the
+  // GPU only under ZeRO-3; the optimizer state only under ZeRO >= 1.
+  const Offload& o = plan.offload;
+  if (plan.job.framework == Framework::deepspeed) {
+    if (o.params != Tier::gpu && p.zero != 3) bad("offload.params", "DeepSpeed offloads parameters only with ZeRO stage 3");
+    if (o.optimizer != Tier::gpu && p.zero < 1) bad("offload.optimizer", "DeepSpeed offloads the optimizer only with ZeRO stage 1, 2 or 3");
+  }
+  if (o.optimizer_step == Tier::cpu && o.optimizer == Tier::gpu)
+    bad("offload.optimizer_step", "a CPU optimizer step needs the optimizer state off the GPU (offload.optimizer: cpu or nvme)");
+  if (o.optimizer_step == Tier::nvme) bad("offload.optimizer_step", "the optimizer step runs on gpu or cpu");
+  if (o.delayed_update && o.optimizer_step != Tier::cpu)
+    bad("offload.delayed_update", "the one-step delayed update overlaps a CPU optimizer step (offload.optimizer_step: cpu)");
+  const bool uses_nvme = o.params == Tier::nvme || o.gradients == Tier::nvme || o.optimizer == Tier::nvme ||
+                         o.activations == Tier::nvme;
+  if (uses_nvme && c.drives.empty())
+    bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
+  if (plan.job.method == Method::qlora && plan.job.precision == Precision::fp32)
+    bad("job.precision", "QLoRA computes in 16-bit; use bf16-mixed, fp16-mixed or bf16");
+  return out;
+}
+
+}  // namespace ftplan::plan

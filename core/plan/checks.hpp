@@ -1,0 +1,36 @@
+// Consistency checks of a plan against its model and hardware: parallel degrees that divide,
+// batches that split, features the GPU lacks. Pure functions; the scenario reader attaches
+// each finding to the place in the file it concerns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.hpp"
+#include "plan/plan.hpp"
+
+namespace ftplan::plan {
+
+struct Finding {
+  // Dotted key relative to the plan ("parallel.tp", "cluster.gpus") or, for job keys, "job.<key>".
+  std::string key;
+  std::string message;
+};
+
+std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan);
+
+// Checks of a job that do not depend on the plan (amount of training, LoRA targets, sample lengths).
+std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job);
+
+// Data-parallel degree of a plan: parallel.dp if given, else GPUs / (tp x pp x cp).
+int data_parallel_degree(const Plan& plan);
+// Micro-batches per optimizer step on each data-parallel rank (gradient accumulation steps).
+std::int64_t grad_accumulation_steps(const Plan& plan);
+// Global batch in samples (the job's, or micro_batch x dp when the job leaves it unset).
+std::int64_t global_batch_samples(const Plan& plan);
+
+// Canonical LoRA target names and what HF module names map to them.
+const std::vector<std::string>& lora_target_names();
+
+}  // namespace ftplan::plan

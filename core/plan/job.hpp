@@ -1,0 +1,89 @@
+// What to train: the job (docs/scenario-format.md, section `job`). Defaults live here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ftplan::plan {
+
+enum class Method { full, lora, qlora };
+enum class Precision {
+  fp32,        // everything fp32
+  bf16_mixed,  // 16-bit compute, fp32 master weights/optimizer (AMP or DeepSpeed/Megatron style per framework)
+  fp16_mixed,  // as bf16_mixed with fp16 and loss scaling
+  bf16,        // pure bf16: weights, grads and optimizer states in bf16 (torchtune dtype=bf16)
+  fp8_mixed,   // fp8 linears (Transformer Engine / torchao float8) on a bf16-mixed recipe
+};
+enum class OptimizerKind { adamw, adam, adamw_8bit, sgd, sgd_momentum, adafactor, lion };
+enum class Checkpointing { none, selective, full };
+enum class AttentionImpl { flash, sdpa, eager };
+enum class Framework { pytorch_fsdp, pytorch_fsdp2, deepspeed, megatron, hf_trainer, torchtune, yafsdp };
+enum class QuantKind { nf4, fp4, int8, int4 };
+enum class Packing { packed, padded };
+enum class LengthDistribution { fixed, uniform, normal, lognormal };
+
+struct LoraSpec {
+  int rank = 16;
+  double alpha = 32;
+  double dropout = 0.0;
+  // Canonical module names: q, k, v, o, gate, up, down (HF names like q_proj are accepted on input).
+  std::vector<std::string> targets = {"q", "k", "v", "o"};
+};
+
+struct QuantSpec {
+  QuantKind kind = QuantKind::nf4;
+  bool double_quant = true;  // QLoRA's double quantization of the absmax constants (Dettmers et al. 2023)
+  int block_size = 64;       // elements per quantization block
+};
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::adamw;
+  // Fuse the step into backward and free each gradient right after (torchtune optimizer_in_bwd).
+  bool in_backward = false;
+};
+
+struct SampleSpec {
+  Packing packing = Packing::packed;
+  LengthDistribution distribution = LengthDistribution::fixed;
+  double mean_tokens = 0;  // mean sample length; 0 = seq_len
+  double std_tokens = 0;   // normal/lognormal spread
+  std::int64_t min_tokens = 1;
+  std::int64_t max_tokens = 0;  // 0 = seq_len
+};
+
+struct LossSpec {
+  bool fp32_logits = true;  // logits upcast to fp32 before cross-entropy (HF/torchtitan default)
+  int chunks = 0;           // chunked cross-entropy pieces; 0 = not chunked (torchtune: 8)
+};
+
+struct Job {
+  Method method = Method::full;
+  LoraSpec lora;
+  QuantSpec quant;  // for QLoRA's frozen base
+  std::int64_t seq_len = 2048;
+  SampleSpec samples;
+  int micro_batch = 1;
+  std::int64_t global_batch = 0;  // samples per optimizer step; 0 = micro_batch x data-parallel degree
+  std::int64_t tokens = 0;        // tokens to train on; exactly one of tokens, steps, epochs is given
+  std::int64_t steps = 0;
+  double epochs = 0;
+  std::int64_t dataset_tokens = 0;  // with epochs
+  Precision precision = Precision::bf16_mixed;
+  OptimizerSpec optimizer;
+  Checkpointing checkpointing = Checkpointing::none;
+  AttentionImpl attention = AttentionImpl::flash;
+  Framework framework = Framework::pytorch_fsdp;
+  double dropout = 0.0;
+  LossSpec loss;
+};
+
+const char* to_string(Method m);
+const char* to_string(Precision p);
+const char* to_string(OptimizerKind o);
+const char* to_string(Checkpointing c);
+const char* to_string(AttentionImpl a);
+const char* to_string(Framework f);
+const char* to_string(QuantKind q);
+
+}  // namespace ftplan::plan

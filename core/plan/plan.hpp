@@ -1,0 +1,73 @@
+// How to train: a plan's hardware, parallel layout and memory placement
+// (docs/scenario-format.md, section `plans`). Defaults live here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hardware/hardware.hpp"
+#include "plan/job.hpp"
+
+namespace ftplan::plan {
+
+enum class Tier { gpu, cpu, nvme };
+enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
+enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
+enum class OffloadPreset { none, zero_offload, zero_infinity, aidaptiv, activation_cpu, activation_nvme };
+
+const char* to_string(Tier t);
+const char* to_string(FsdpSharding s);
+const char* to_string(PipelineSchedule s);
+const char* to_string(OffloadPreset p);
+
+// The machines a plan runs on, resolved against the catalog: `nodes` identical nodes.
+struct Cluster {
+  hardware::NodeSpec node;  // resolved copy (with any overrides applied)
+  hardware::GpuSpec gpu;    // the node's GPU
+  hardware::HostSpec host;  // the node's CPU/DRAM side (dram_bytes reflects node overrides)
+  std::vector<std::pair<hardware::DriveSpec, int>> drives;  // per node: drive and count
+  std::vector<std::pair<hardware::NicSpec, int>> nics;      // per node: NIC and count
+  int nodes = 1;
+  int gpus_per_node = 0;    // GPUs used per node (<= node.gpus)
+  int gpus() const { return nodes * gpus_per_node; }
+};
+
+struct Parallel {
+  int dp = 0;  // data-parallel degree; 0 = whatever the GPU count leaves after tp x pp x cp
+  int tp = 1;
+  int pp = 1;
+  int cp = 1;
+  int ep = 1;
+  bool sequence_parallel = false;  // Megatron SP (Korthikanti et al. 2022); needs tp > 1
+  int zero = 0;                    // ZeRO stage 0..3 on the data-parallel dimension (FSDP full_shard = 3)
+  FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  int virtual_stages = 1;  // interleaved 1F1B model chunks per stage
+};
+
+struct Offload {
+  OffloadPreset preset = OffloadPreset::none;
+  Tier params = Tier::gpu;
+  Tier gradients = Tier::gpu;
+  Tier optimizer = Tier::gpu;
+  Tier activations = Tier::gpu;
+  Tier optimizer_step = Tier::gpu;  // where the optimizer step runs: gpu, or cpu (ZeRO-Offload's CPU Adam)
+  bool pinned = true;               // host buffers page-locked
+  int prefetch_depth = 1;           // layers fetched ahead
+  int buffer_count = 4;             // swap buffers
+  double buffer_bytes = 0;          // each; 0 = one layer's largest tensor
+  double chunk_bytes = 0;           // optimizer-state swap chunk; 0 = engine default
+  bool delayed_update = false;      // ZeRO-Offload's one-step delayed parameter update
+};
+
+struct Plan {
+  std::string name;
+  Cluster cluster;
+  Parallel parallel;
+  Offload offload;
+  Job job;  // the scenario's job with this plan's overrides applied
+};
+
+}  // namespace ftplan::plan

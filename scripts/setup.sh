@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ftplan builds with, skipping the work when all are present.
+# Idempotent: run it as often as you like. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libboost-dev libeigen3-dev libfmt-dev libyaml-cpp-dev doctest-dev nlohmann-json3-dev
+)
+# The GUI (FTPLAN_BUILD_GUI) needs Qt 6 Widgets and Charts; installed on request: FTPLAN_WITH_GUI=1.
+if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then
+  packages+=(qt6-base-dev libqt6charts6-dev libgl-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

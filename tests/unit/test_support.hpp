@@ -1,0 +1,34 @@
+// Shared by the test files: where the shipped zoo and test data are, loaded once.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "hardware/hardware.hpp"
+#include "model/zoo.hpp"
+
+namespace ftplan::test {
+
+inline std::filesystem::path zoo_dir() { return FTPLAN_ZOO_DIR; }
+inline std::filesystem::path data_dir() { return FTPLAN_TEST_DATA; }
+
+const model::Zoo& zoo();
+const hardware::Catalog& catalog();
+
+// Message of the InputError `fn` throws, all diagnostics joined by newlines; "" if none is thrown.
+template <class Fn>
+std::string input_error_of(Fn&& fn);
+
+}  // namespace ftplan::test
+
+#include "common/error.hpp"
+
+template <class Fn>
+std::string ftplan::test::input_error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ftplan::InputError& e) {
+    return e.what();
+  }
+  return {};
+}

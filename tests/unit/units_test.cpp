@@ -1,0 +1,63 @@
+#include <doctest/doctest.h>
+
+#include "io/units.hpp"
+
+using ftplan::io::parse_quantity;
+using ftplan::io::Quantity;
+using ftplan::io::UnitError;
+
+TEST_CASE("sizes: GB is 10^9 bytes, GiB is 2^30") {
+  CHECK(parse_quantity("80 GiB", Quantity::bytes) == 80.0 * 1024 * 1024 * 1024);
+  CHECK(parse_quantity("141 GB", Quantity::bytes) == 141e9);
+  CHECK(parse_quantity("512MiB", Quantity::bytes) == 512.0 * 1024 * 1024);
+  CHECK(parse_quantity("2 TiB", Quantity::bytes) == 2.0 * (1ull << 40));
+}
+
+TEST_CASE("bandwidths: bytes and bits differ by 8") {
+  CHECK(parse_quantity("3.35 TB/s", Quantity::bandwidth) == doctest::Approx(3.35e12));
+  CHECK(parse_quantity("400 Gb/s", Quantity::bandwidth) == doctest::Approx(50e9));
+  CHECK(parse_quantity("25 GB/s", Quantity::bandwidth) == doctest::Approx(25e9));
+}
+
+TEST_CASE("power, compute, time, money") {
+  CHECK(parse_quantity("700 W", Quantity::power) == 700);
+  CHECK(parse_quantity("10.2 kW", Quantity::power) == doctest::Approx(10200));
+  CHECK(parse_quantity("989.4 TFLOPS", Quantity::flops) == doctest::Approx(989.4e12));
+  CHECK(parse_quantity("1979 TOPS", Quantity::flops) == doctest::Approx(1979e12));
+  CHECK(parse_quantity("1.3 us", Quantity::duration) == doctest::Approx(1.3e-6));
+  CHECK(parse_quantity("$25,000", Quantity::money) == 25000);
+  CHECK(parse_quantity("$2.99/h", Quantity::money_per_hour) == doctest::Approx(2.99));
+  CHECK(parse_quantity("$0.05/min", Quantity::money_per_hour) == doctest::Approx(3.0));
+  CHECK(parse_quantity("$0.12/kWh", Quantity::money_per_energy) == doctest::Approx(0.12));
+  CHECK(parse_quantity("4800 MT/s", Quantity::transfer_rate) == 4.8e9);
+  CHECK(parse_quantity("3.27 kWh", Quantity::energy) == doctest::Approx(3.27 * 3.6e6));
+}
+
+TEST_CASE("counts take plain numbers, exponents, thousands separators and SI suffixes") {
+  CHECK(parse_quantity("1e9", Quantity::count) == 1e9);
+  CHECK(parse_quantity("1,000,000", Quantity::count) == 1e6);
+  CHECK(parse_quantity("2B", Quantity::count) == 2e9);
+  CHECK(parse_quantity("500M", Quantity::count) == 5e8);
+}
+
+TEST_CASE("bad quantities say what was expected") {
+  CHECK_THROWS_WITH_AS(parse_quantity("80", Quantity::bytes),
+                       "expected a size like '80 GiB' or '141 GB'; got '80': a unit is needed (one of B, KB, kB, MB, GB, "
+                       "TB, PB, KiB, MiB, GiB, TiB, PiB)",
+                       UnitError);
+  // Case matters (Gb vs GB), so a case slip gets a hint rather than a silent guess.
+  const std::string msg = [] {
+    try {
+      parse_quantity("80 gib", Quantity::bytes);
+    } catch (const UnitError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  CHECK(msg.find("unknown unit 'gib' (did you mean 'GiB'?)") != std::string::npos);
+  CHECK_THROWS_AS(parse_quantity("fast", Quantity::bandwidth), UnitError);
+  CHECK_THROWS_AS(parse_quantity("2.99/h", Quantity::money_per_hour), UnitError);  // no '$'
+  CHECK_THROWS_AS(parse_quantity("$700 W", Quantity::power), UnitError);
+  CHECK_THROWS_AS(parse_quantity("", Quantity::power), UnitError);
+  CHECK_THROWS_AS(parse_quantity("1e999 W", Quantity::power), UnitError);
+}
