@@ -63,4 +63,27 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
+bool natural_less(std::string_view a, std::string_view b) {
+  std::size_t i = 0, j = 0;
+  const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      // Compare the numbers (with a decimal part) by value.
+      std::size_t ei = i, ej = j;
+      while (ei < a.size() && (digit(a[ei]) || (a[ei] == '.' && ei + 1 < a.size() && digit(a[ei + 1])))) ++ei;
+      while (ej < b.size() && (digit(b[ej]) || (b[ej] == '.' && ej + 1 < b.size() && digit(b[ej + 1])))) ++ej;
+      const double x = std::stod(std::string(a.substr(i, ei - i)));
+      const double y = std::stod(std::string(b.substr(j, ej - j)));
+      if (x != y) return x < y;
+      i = ei;
+      j = ej;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
 }  // namespace ftplan

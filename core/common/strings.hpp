@@ -22,4 +22,7 @@ std::string_view trim(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);
 
+// Orders names with numbers by value: megatron-gpt-7.5b before megatron-gpt-18.4b.
+bool natural_less(std::string_view a, std::string_view b);
+
 }  // namespace ftplan

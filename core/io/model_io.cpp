@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 
@@ -160,6 +161,8 @@ model::Zoo load_zoo(const std::filesystem::path& zoo_dir) {
     }
   }
   all.throw_if_any();
+  std::sort(zoo.models.begin(), zoo.models.end(),
+            [](const ModelSpec& a, const ModelSpec& b) { return natural_less(a.name, b.name); });
   return zoo;
 }
 

@@ -26,7 +26,7 @@ YAML::Node find_path(YAML::Node root, const std::string& dotted) {
     const auto dot = dotted.find('.', start);
     const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!cur.IsMap() || !cur[part].IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
-    cur = cur[part];
+    cur.reset(cur[part]);  // reset, not '=': assignment writes through to the tree in yaml-cpp
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -57,7 +57,8 @@ std::string canonical_lora_target(const std::string& name) {
 }
 
 void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
-  v.get_enum<Method>("method", job.method, {{"full", Method::full}, {"lora", Method::lora}, {"qlora", Method::qlora}});
+  const bool method_ok = !v.has("method") || v.get_enum<Method>("method", job.method,
+                                                                {{"full", Method::full}, {"lora", Method::lora}, {"qlora", Method::qlora}});
   if (MapView l = v.map("lora"); l.valid()) {
     l.get("rank", job.lora.rank, 1, 65536);
     l.get("alpha", job.lora.alpha, 0.0);
@@ -154,6 +155,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
     l.get("chunks", job.loss.chunks, 0, 1024);
     l.finish();
   }
+  if (!method_ok) return;
   if (job.method == Method::full && v.has("lora"))
     v.reader().error(v.location_of("lora"), v.key_path("lora"), "is set, but job.method is full; use method: lora or qlora");
   if (job.method != Method::qlora && v.has("quant"))

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
-#include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -136,8 +136,7 @@ MapView::MapView(Reader& reader, YAML::Node node, std::string path)
 
 bool MapView::has(std::string_view key) const {
   if (!valid_) return false;
-  const auto child = node_[std::string(key)];
-  return child.IsDefined();
+  return std::as_const(node_)[std::string(key)].IsDefined();
 }
 
 std::string MapView::key_path(std::string_view key) const {
@@ -147,14 +146,14 @@ std::string MapView::key_path(std::string_view key) const {
 SourceLocation MapView::location() const { return reader_->where(node_); }
 
 SourceLocation MapView::location_of(std::string_view key) const {
-  if (has(key)) return reader_->where(node_[std::string(key)]);
+  if (has(key)) return reader_->where(std::as_const(node_)[std::string(key)]);
   return location();
 }
 
 YAML::Node MapView::take(std::string_view key) {
   known_.emplace_back(key);
-  if (!valid_) return YAML::Node();
-  return node_[std::string(key)];
+  if (!valid_) return YAML::Node(YAML::NodeType::Undefined);
+  return std::as_const(node_)[std::string(key)];
 }
 
 bool MapView::require(std::string_view key, std::string_view what) {
@@ -180,7 +179,7 @@ bool MapView::scalar_of(std::string_view key, std::string& out) {
 bool MapView::get(std::string_view key, std::int64_t& out, std::int64_t min, std::int64_t max) {
   std::string text;
   if (!scalar_of(key, text)) return false;
-  const YAML::Node n = node_[std::string(key)];
+  const YAML::Node n = std::as_const(node_)[std::string(key)];
   double value = 0;
   try {
     value = parse_quantity(text, Quantity::count);
@@ -214,7 +213,7 @@ bool MapView::get(std::string_view key, int& out, int min, int max) {
 bool MapView::get(std::string_view key, double& out, double min, double max) {
   std::string text;
   if (!scalar_of(key, text)) return false;
-  const YAML::Node n = node_[std::string(key)];
+  const YAML::Node n = std::as_const(node_)[std::string(key)];
   double value = 0;
   try {
     value = parse_quantity(text, Quantity::count);
@@ -245,7 +244,7 @@ bool MapView::get(std::string_view key, bool& out) {
     out = false;
     return true;
   }
-  reader_->error(node_[std::string(key)], key_path(key), fmt::format("expected true or false; got '{}'", text));
+  reader_->error(std::as_const(node_)[std::string(key)], key_path(key), fmt::format("expected true or false; got '{}'", text));
   return false;
 }
 
@@ -253,7 +252,7 @@ bool MapView::get(std::string_view key, std::string& out) {
   std::string text;
   if (!scalar_of(key, text)) return false;
   if (trim(text).empty()) {
-    reader_->error(node_[std::string(key)], key_path(key), "expected a value; got an empty string");
+    reader_->error(std::as_const(node_)[std::string(key)], key_path(key), "expected a value; got an empty string");
     return false;
   }
   out = text;
@@ -263,7 +262,7 @@ bool MapView::get(std::string_view key, std::string& out) {
 bool MapView::get_quantity(std::string_view key, Quantity kind, double& out, double min, double max) {
   std::string text;
   if (!scalar_of(key, text)) return false;
-  const YAML::Node n = node_[std::string(key)];
+  const YAML::Node n = std::as_const(node_)[std::string(key)];
   double value = 0;
   try {
     value = parse_quantity(text, kind);
@@ -321,7 +320,7 @@ std::vector<YAML::Node> MapView::seq(std::string_view key) {
 }
 
 void MapView::report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options) {
-  reader_->error(node_[std::string(key)], key_path(key),
+  reader_->error(std::as_const(node_)[std::string(key)], key_path(key),
                  fmt::format("'{}' is not one of {}{}", text, join(options, ", "), did_you_mean(text, options)));
 }
 

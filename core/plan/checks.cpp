@@ -174,7 +174,7 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
       bad("parallel.tp", fmt::format("{} does not divide {} attention heads of {}", p.tp, model.heads, model.name));
     else if (kv % p.tp != 0)
       bad("parallel.tp", fmt::format("{} does not divide {} KV heads of {}", p.tp, kv, model.name));
-    if (model.ffn > 0 && model.ffn % p.tp != 0)
+    else if (model.ffn > 0 && model.ffn % p.tp != 0)
       bad("parallel.tp", fmt::format("{} does not divide the FFN size {} of {}", p.tp, model.ffn, model.name));
   }
   if (p.sequence_parallel && p.tp < 2) bad("parallel.sequence_parallel", "needs tensor parallelism (tp > 1)");

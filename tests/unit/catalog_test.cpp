@@ -1,0 +1,104 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "io/catalog_io.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+using hardware::Dtype;
+
+TEST_CASE("the catalog covers the GPUs people train on, each with a typical node and sources") {
+  const auto& c = test::catalog();
+  for (const char* name : {"v100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb",
+                           "a100-pcie-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h100-96gb-500w", "h200-sxm-141gb", "b200",
+                           "l40s", "l4", "rtx-4090", "rtx-6000-ada", "rtx-a6000", "mi300x"}) {
+    CAPTURE(name);
+    const auto* g = c.gpu(name);
+    REQUIRE(g);
+    CHECK(g->memory_bytes > 0);
+    CHECK(g->memory_bandwidth_Bps > 0);
+    CHECK(g->peak_for(Dtype::fp16) > 0);
+    CHECK(g->tdp_w > g->idle_power_w);
+    CHECK(c.default_node_for(name) != nullptr);
+    // Each figure is cited, by its own key or by the entry's default.
+    for (const char* field : {"memory", "memory_bandwidth", "peak", "tdp"})
+      CHECK((g->sources.count(field) > 0 || g->sources.count("default") > 0));
+  }
+  for (const auto& n : c.nodes) {
+    CAPTURE(n.name);
+    CHECK(c.gpu(n.gpu));
+    CHECK(c.host(n.host));
+    CHECK(n.base_power_w > 0);
+  }
+  CHECK(c.drives.size() >= 4);
+  CHECK(c.nics.size() >= 4);
+}
+
+TEST_CASE("catalog figures agree with the sourced reference (../shared/reference/hardware-figures.md)") {
+  const auto& c = test::catalog();
+  const auto* h100 = c.gpu("h100-sxm-80gb");
+  REQUIRE(h100);
+  CHECK(h100->peak_flops.at(Dtype::bf16) == doctest::Approx(989.4e12));
+  CHECK(h100->peak_flops.at(Dtype::fp8) == doctest::Approx(1979e12));
+  CHECK(h100->memory_bandwidth_Bps == doctest::Approx(3.35e12));
+  CHECK(h100->tdp_w == 700);
+  const auto* a100 = c.gpu("a100-sxm4-80gb");
+  REQUIRE(a100);
+  CHECK(a100->peak_flops.at(Dtype::bf16) == doctest::Approx(312e12));
+  CHECK(a100->memory_bandwidth_Bps == doctest::Approx(2.039e12).epsilon(0.01));
+  // Volta has no bf16 tensor cores: bf16 falls back to its fp16 peak for timing, and the
+  // scenario checks refuse a bf16 recipe on it.
+  const auto* v100 = c.gpu("v100-sxm2-32gb");
+  REQUIRE(v100);
+  CHECK(v100->peak_flops.count(Dtype::bf16) == 0);
+  CHECK(v100->peak_for(Dtype::bf16) == v100->peak_flops.at(Dtype::fp16));
+}
+
+TEST_CASE("link arithmetic: PCIe per direction and DRAM channels") {
+  /* PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s; Gen5 doubles it (63.0 GB/s). */
+  CHECK(hardware::PcieLink{4, 16}.bandwidth_Bps() == doctest::Approx(31.5e9).epsilon(0.001));
+  CHECK(hardware::PcieLink{5, 16}.bandwidth_Bps() == doctest::Approx(63.0e9).epsilon(0.001));
+  CHECK(hardware::PcieLink{3, 16}.bandwidth_Bps() == doctest::Approx(15.75e9).epsilon(0.001));
+  /* Two Sapphire Rapids sockets x 8 channels x 4800 MT/s x 8 B = 614.4 GB/s (Dell XE9680 manual). */
+  hardware::HostSpec h;
+  h.sockets = 2;
+  h.dram_channels_per_socket = 8;
+  h.dram_transfers_per_s = 4.8e9;
+  CHECK(h.dram_bandwidth_Bps() == doctest::Approx(614.4e9));
+}
+
+TEST_CASE("a broken catalog reports every bad entry with file, line and key") {
+  const auto dir = std::filesystem::temp_directory_path() / "ftplan_bad_catalog";
+  std::filesystem::create_directories(dir / "hardware");
+  for (const char* f : {"hosts.yaml", "drives.yaml", "nics.yaml"})
+    std::filesystem::copy_file(test::zoo_dir() / "hardware" / f, dir / "hardware" / f,
+                               std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(dir / "hardware" / "gpus.yaml") << R"(schema_version: 1
+gpus:
+  - name: toy
+    memory: 16 Gb
+    memory_bandwidth: 1 TB/s
+    peak: {fp32: 10 TFLOPS}
+    tdp: 100 W
+    idle_power: 10 W
+    host_link: {pcie_gen: 4, lanes: 16}
+    sources: {default: "test"}
+)";
+  std::ofstream(dir / "hardware" / "nodes.yaml") << R"(schema_version: 1
+nodes:
+  - name: box
+    gpu: toy2
+    gpus: 1
+    host: xeon-8480c-2s
+    base_power: 100 W
+    sources: {default: "test"}
+)";
+  const std::string msg = test::input_error_of([&] { io::load_catalog(dir); });
+  const std::string gpus = (dir / "hardware" / "gpus.yaml").string();
+  const std::string nodes = (dir / "hardware" / "nodes.yaml").string();
+  CHECK(msg.find(gpus + ":4:13: gpus[0].memory: expected a size like '80 GiB' or '141 GB'; got '16 Gb': unknown unit "
+                        "'Gb' (did you mean 'GB'?)") != std::string::npos);
+  CHECK(msg.find(nodes + ":3:5: nodes[0].gpu: no GPU 'toy2' in gpus.yaml (did you mean 'toy'?)") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

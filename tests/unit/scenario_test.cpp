@@ -1,0 +1,195 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "io/scenario_io.hpp"
+#include "plan/checks.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+plan::Scenario parse(const std::string& text) {
+  return io::parse_scenario(text, "x.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+std::string error_of(const std::string& text) {
+  return test::input_error_of([&] { parse(text); });
+}
+
+// A valid scenario; tests edit one thing at a time.
+const std::string kGood = R"(schema_version: 1
+name: good
+model: llama-3.1-8b
+job:
+  method: lora
+  lora: {rank: 16, targets: all-linear}
+  seq_len: 4096
+  micro_batch: 2
+  global_batch: 64
+  tokens: 500M
+plans:
+  - name: eight
+    cluster: {gpu: h100-sxm-80gb, gpus: 8}
+    parallel:
+      tp: 2
+      zero: 3
+  - name: one
+    cluster: {gpu: rtx-4090, gpus: 1}
+    job: {micro_batch: 1, activation_checkpointing: full}
+)";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("a valid scenario loads with its plans resolved") {
+  const auto s = parse(kGood);
+  CHECK(s.name == "good");
+  CHECK(s.model.name == "llama-3.1-8b");
+  REQUIRE(s.plans.size() == 2);
+  const auto& a = s.plans[0];
+  CHECK(a.cluster.gpus() == 8);
+  CHECK(a.cluster.gpu.name == "h100-sxm-80gb");
+  CHECK(a.parallel.dp == 4);  // 8 GPUs / tp 2
+  CHECK(plan::grad_accumulation_steps(a) == 8);  // 64 / (2 x 4)
+  CHECK(a.job.lora.targets.size() == 7);  // all-linear on a gated MLP
+  const auto& b = s.plans[1];
+  CHECK(b.job.micro_batch == 1);  // plan override
+  CHECK(b.job.checkpointing == plan::Checkpointing::full);
+  CHECK(b.job.seq_len == 4096);  // inherited
+  CHECK(plan::grad_accumulation_steps(b) == 64);
+}
+
+TEST_CASE("parallel degree that does not divide the heads: file, line, column, key, reason") {
+  const std::string msg = error_of(replace(kGood, "tp: 2", "tp: 3"));
+  CHECK(msg ==
+        "x.yaml:15:11: plans[0].parallel.tp: 3 does not divide 32 attention heads of llama-3.1-8b\n"
+        "x.yaml:15:7: plans[0].parallel: tp 3 x pp 1 x cp 1 = 3 does not divide the plan's 8 GPUs");
+}
+
+TEST_CASE("unknown keys are errors with a did-you-mean") {
+  const std::string msg = error_of(replace(kGood, "    parallel:", "    parralel:"));
+  CHECK(msg.find("x.yaml:14:5: plans[0].parralel: unknown key (did you mean 'parallel'?)") == 0);
+  const std::string job = error_of(replace(kGood, "seq_len: 4096", "seqlen: 4096"));
+  CHECK(job.find("x.yaml:7:3: job.seqlen: unknown key (did you mean 'seq_len'?)") == 0);
+}
+
+TEST_CASE("unknown names from the zoo and catalog get a did-you-mean") {
+  CHECK(error_of(replace(kGood, "model: llama-3.1-8b", "model: llama-3.1-8c")) ==
+        "x.yaml:3:8: model: no model 'llama-3.1-8c' in the zoo (did you mean 'llama-3.1-8b'?); `ftplan zoo list` shows them");
+  const std::string gpu = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100-sxm-80"));
+  CHECK(gpu.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100-sxm-80' in the catalog (did you mean 'h100-sxm-80gb'?)") == 0);
+}
+
+TEST_CASE("numbers out of range and wrong types") {
+  CHECK(error_of(replace(kGood, "micro_batch: 2", "micro_batch: -2")) ==
+        "x.yaml:8:16: job.micro_batch: must be between 1 and 1000000; got -2");
+  CHECK(error_of(replace(kGood, "micro_batch: 2", "micro_batch: two")) ==
+        "x.yaml:8:16: job.micro_batch: expected a whole number; got 'two'");
+  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 4096.5")) ==
+        "x.yaml:7:12: job.seq_len: expected a whole number; got '4096.5'");
+  CHECK(error_of(replace(kGood, "method: lora", "method: lora2")) ==
+        "x.yaml:5:11: job.method: 'lora2' is not one of full, lora, qlora (did you mean 'lora'?)");
+  CHECK(error_of(replace(kGood, "cluster: {gpu: rtx-4090, gpus: 1}", "cluster: {gpu: rtx-4090, gpus: 1, dram: 64 GB RAM}")) ==
+        "x.yaml:18:45: plans[1].cluster.dram: expected a size like '80 GiB' or '141 GB'; got '64 GB RAM': unknown unit "
+        "'GB RAM'; use one of B, KB, kB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB");
+}
+
+TEST_CASE("impossible combinations") {
+  // Global batch that does not split into micro-batches x data-parallel ranks.
+  CHECK(error_of(replace(kGood, "global_batch: 64", "global_batch: 60")) ==
+        "x.yaml:9:17: job.global_batch: 60 samples do not split into micro_batch 2 x dp 4 = 8 per accumulation step "
+        "(plan 'eight')");
+  // ZeRO-3 across pipeline stages.
+  CHECK(error_of(replace(kGood, "tp: 2", "pp: 2")) ==
+        "x.yaml:16:13: plans[0].parallel.zero: ZeRO stage 3 cannot shard across pipeline stages (pp 2); use zero 0 or 1");
+  // bf16 on a GPU without it.
+  const std::string v100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: v100-sxm2-32gb"));
+  CHECK(v100.find("job.precision: NVIDIA Tesla V100") != std::string::npos);
+  CHECK(v100.find("has no bf16 support; use fp16-mixed or fp32 (plan 'one')") != std::string::npos);
+  // Sequence longer than the model supports.
+  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 200000")).find(
+            "job.seq_len: 200000 is longer than the 131072 tokens llama-3.1-8b supports") != std::string::npos);
+  // LoRA settings on a full fine-tune.
+  CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
+        "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");
+  // Two plans with one name.
+  CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
+        "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");
+  // More GPUs per node than the node has.
+  CHECK(error_of(replace(kGood, "gpus: 8}", "gpus: 32, gpus_per_node: 16}")) ==
+        "x.yaml:13:60: plans[0].cluster.gpus_per_node: 16 is more than the 8 GPUs of a dgx-h100 node");
+}
+
+TEST_CASE("all problems in a file are reported at once") {
+  std::string text = replace(kGood, "tp: 2", "tp: 3");
+  text = replace(text, "micro_batch: 2", "micro_batch: 0");
+  text = replace(text, "    parallel:", "    paralel_x: 1\n    parallel:");
+  const std::string msg = error_of(text);
+  CHECK(msg.find("job.micro_batch: must be between 1 and 1000000; got 0") != std::string::npos);
+  CHECK(msg.find("plans[0].paralel_x: unknown key") != std::string::npos);
+  CHECK(msg.find("plans[0].parallel.tp: 3 does not divide") != std::string::npos);
+}
+
+TEST_CASE("missing required keys say what is needed") {
+  CHECK(error_of("schema_version: 1\nmodel: llama-3.1-8b\n") ==
+        "x.yaml:1:1: job: is required: what to train: seq_len, micro_batch, tokens or steps, method, ...\n"
+        "x.yaml:1:1: plans: is required: a list of plans to compare");
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "")) ==
+        "x.yaml:5:3: job.tokens: say how much to train: one of tokens, steps, or epochs (with dataset_tokens)");
+  CHECK(error_of(replace(kGood, "schema_version: 1\n", "")).find(
+            "schema_version: is required: the scenario-format version; this ftplan reads 1") != std::string::npos);
+  CHECK(error_of(replace(kGood, "schema_version: 1", "schema_version: 7")) ==
+        "x.yaml:1:17: schema_version: 7 is newer than this ftplan reads (1); update ftplan");
+}
+
+TEST_CASE("files that are not scenarios: empty, binary, broken YAML, wrong shapes") {
+  CHECK(error_of("") == "x.yaml: the file is empty");
+  CHECK(error_of("   \n\n") == "x.yaml: the file is empty");
+  CHECK(error_of(std::string("abc\0def", 7)) == "x.yaml:1:4: this is a binary file, not YAML text (NUL byte)");
+  CHECK(error_of("\xff\xfe garbage") == "x.yaml:1:1: the file is not UTF-8 text");
+  CHECK(error_of("schema_version: 1\nplans: [\n") .find("x.yaml:") == 0);
+  CHECK(error_of("- just\n- a list\n") == "x.yaml:1:1: expected a mapping of keys; got a list");
+  CHECK(error_of(replace(kGood, "plans:\n", "plans: 3\nxplans:\n")).find("x.yaml:11:8: plans: expected a list; got '3'") !=
+        std::string::npos);
+  CHECK(error_of("a: 1\n---\nb: 2\n").find("more than one YAML document") != std::string::npos);
+  // Deep nesting is refused by the parser's depth guard instead of overflowing the stack.
+  const std::string deep = "schema_version: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
+  CHECK(error_of(deep).find("x.yaml:") == 0);
+}
+
+TEST_CASE("files that cannot be read: missing, a directory, too large") {
+  const auto load = [](const std::filesystem::path& p) {
+    return test::input_error_of([&] { io::load_scenario(p, test::zoo(), test::catalog()); });
+  };
+  CHECK(load("/nonexistent/x.yaml") == "/nonexistent/x.yaml: no such file");
+  CHECK(load(test::data_dir()) == test::data_dir().string() + ": is a directory, not a file");
+  const auto big = std::filesystem::temp_directory_path() / "ftplan_big_scenario.yaml";
+  {
+    std::FILE* f = std::fopen(big.string().c_str(), "wb");
+    REQUIRE(f);
+    std::fseek(f, 17 << 20, SEEK_SET);  // sparse: 17 MiB without writing them
+    std::fputc('\n', f);
+    std::fclose(f);
+  }
+  CHECK(load(big).find("input files are limited to 16 MiB") != std::string::npos);
+  std::filesystem::remove(big);
+}
+
+TEST_CASE("every shipped scenario loads") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::zoo_dir().parent_path() / "scenarios")) {
+    if (e.path().extension() != ".yaml") continue;
+    CAPTURE(e.path().string());
+    const auto s = io::load_scenario(e.path(), test::zoo(), test::catalog());
+    CHECK(!s.plans.empty());
+    ++n;
+  }
+  CHECK(n >= 3);
+}
