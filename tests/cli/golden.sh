@@ -8,7 +8,7 @@ shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 expected="$here/expected/$name.txt"
 cd "$here/../.."  # repository root, so paths in output are relative
-actual=$("$ftplan" "$@" 2>&1)
+actual=$(FTPLAN_ZOO=model_zoo "$ftplan" "$@" 2>&1)
 status=$?
 if [[ "${FTPLAN_UPDATE_GOLDEN:-0}" == 1 ]]; then
   printf '%s\n' "$actual" >"$expected"
