@@ -20,6 +20,10 @@ verbs:
   zoo show NAME|FILE       one model's architecture and derived counts (NAME, zoo .yaml or HF config.json)
   hardware list [KIND]     the hardware catalog (gpus, nodes, hosts, drives, nics)
   check SCENARIO           read and validate a scenario; list its plans
+  memory SCENARIO          per plan: memory by tier and category, peak per GPU, fit, largest
+                           micro-batch and sequence that fit [--plan NAME]
+  memory --model M --gpu G --gpus N [--zero 3 --seq 4096 --micro-batch 2 --ckpt full ...]
+                           the same without a file (`ftplan memory --help-flags` lists the flags)
   help                     this text
 
 options shared by all verbs:
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
     if (verb == "zoo") return ftplan::cli::cmd_zoo(args);
     if (verb == "hardware") return ftplan::cli::cmd_hardware(args);
     if (verb == "check") return ftplan::cli::cmd_check(args);
+    if (verb == "memory") return ftplan::cli::cmd_memory(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::InputError& e) {

@@ -71,6 +71,7 @@ void read_model_fields(MapView& v, ModelSpec& m) {
     a.finish();
   }
   v.get("final_logit_softcap", m.final_logit_softcap, 0.0);
+  v.get("dropout", m.dropout, 0.0, 1.0);
   if (MapView e = v.map("moe"); e.valid()) {
     e.require("experts");
     e.get("experts", m.moe.experts, 1, 100000);
@@ -287,6 +288,7 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
     m.bias = BiasKind::all;
     m.positional = Positional::learned;
     m.tied_embeddings = r.flag("tie_word_embeddings", true);
+    m.dropout = r.real("resid_pdrop", 0.1);
   } else if (type == "gpt_neox") {
     m.family = "gpt-neox";
     m.hidden = r.i64("hidden_size", 0);
@@ -366,6 +368,7 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
     m.positional = Positional::relative;
     m.relative_buckets = r.i32("relative_attention_num_buckets", 32, false);
     m.tied_embeddings = r.flag("tie_word_embeddings", type == "t5");
+    m.dropout = r.real("dropout_rate", 0.1);
   } else if (type == "bert") {
     m.family = "bert";
     m.architecture = Architecture::encoder;
@@ -383,6 +386,7 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
     m.positional = Positional::learned;
     m.pooler = true;
     m.tied_embeddings = true;
+    m.dropout = r.real("hidden_dropout_prob", 0.1);
   } else {
     reader.error(v.location_of("model_type"), "model_type",
                  fmt::format("'{}' is not a model type ftplan imports; supported: llama, mistral, mixtral, qwen2, "

@@ -136,6 +136,9 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
     o.require("name");
     o.get_enum<OptimizerKind>("name", job.optimizer.kind, optimizers);
     o.get("in_backward", job.optimizer.in_backward);
+    o.get_enum<OptimizerImpl>("implementation", job.optimizer.implementation,
+                              {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused},
+                               {"per-parameter", OptimizerImpl::per_parameter}});
     o.finish();
   } else {
     v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
@@ -150,6 +153,9 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
                          {"hf-trainer", Framework::hf_trainer}, {"torchtune", Framework::torchtune},
                          {"yafsdp", Framework::yafsdp}});
   v.get("dropout", job.dropout, 0.0, 1.0);
+  v.get("compile", job.compile);
+  v.get("gradients_persist", job.gradients_persist);
+  v.get_quantity("cuda_context", Quantity::bytes, job.cuda_context_bytes, 0);
   if (MapView l = v.map("loss"); l.valid()) {
     l.get("fp32_logits", job.loss.fp32_logits);
     l.get("chunks", job.loss.chunks, 0, 1024);

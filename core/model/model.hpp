@@ -80,6 +80,9 @@ struct ModelSpec {
   int relative_buckets = 32;
   AttentionSpec attention;
   double final_logit_softcap = 0;
+  // Training dropout of the published configuration (hidden and attention probabilities), e.g.
+  // BERT's hidden_dropout_prob 0.1; a job may override it. Dropout keeps masks for backward.
+  double dropout = 0;
   MoeSpec moe;
   PublishedCount published;
 

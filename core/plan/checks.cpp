@@ -36,6 +36,15 @@ const char* to_string(OptimizerKind o) {
   }
   return "?";
 }
+const char* to_string(OptimizerImpl o) {
+  switch (o) {
+    case OptimizerImpl::framework_default: return "framework default";
+    case OptimizerImpl::foreach: return "foreach";
+    case OptimizerImpl::fused: return "fused";
+    case OptimizerImpl::per_parameter: return "per-parameter";
+  }
+  return "?";
+}
 const char* to_string(Checkpointing c) {
   switch (c) {
     case Checkpointing::none: return "none";

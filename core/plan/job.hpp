@@ -37,8 +37,17 @@ struct QuantSpec {
   int block_size = 64;       // elements per quantization block
 };
 
+// How the optimizer step is implemented, which decides its temporaries.
+enum class OptimizerImpl {
+  framework_default,  // what the framework uses (FrameworkProfile::optimizer_impl)
+  foreach,        // torch.optim multi-tensor (default on CUDA): one full-size temporary list
+  fused,          // torch.optim fused=True / DeepSpeed FusedAdam / CPU Adam: no full-size temporary
+  per_parameter,  // a loop over parameters (HF's legacy AdamW "adamw_hf"): one parameter's temporary
+};
+
 struct OptimizerSpec {
   OptimizerKind kind = OptimizerKind::adamw;
+  OptimizerImpl implementation = OptimizerImpl::framework_default;
   // Fuse the step into backward and free each gradient right after (torchtune optimizer_in_bwd).
   bool in_backward = false;
 };
@@ -74,13 +83,21 @@ struct Job {
   Checkpointing checkpointing = Checkpointing::none;
   AttentionImpl attention = AttentionImpl::flash;
   Framework framework = Framework::pytorch_fsdp;
-  double dropout = 0.0;
+  double dropout = -1;  // training dropout; < 0 = the model's published value
+  bool compile = false;  // torch.compile: fused pointwise ops are recomputed in backward, not saved
+  // Gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), PyTorch's
+  // default before 2.0 (torch/optim/optimizer.py); since 2.0 they are freed each step.
+  bool gradients_persist = false;
+  double cuda_context_bytes = 0;  // measured CUDA context of the user's stack; 0 = the profile's
   LossSpec loss;
+
+  double dropout_for(double model_dropout) const { return dropout >= 0 ? dropout : model_dropout; }
 };
 
 const char* to_string(Method m);
 const char* to_string(Precision p);
 const char* to_string(OptimizerKind o);
+const char* to_string(OptimizerImpl o);
 const char* to_string(Checkpointing c);
 const char* to_string(AttentionImpl a);
 const char* to_string(Framework f);

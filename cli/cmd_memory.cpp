@@ -1,0 +1,115 @@
+// `ftplan memory`: does it fit, and where does the memory go.
+#include <fmt/format.h>
+
+#include "app.hpp"
+#include "footprint/footprint.hpp"
+#include "inventory/inventory.hpp"
+#include "io/results.hpp"
+#include "io/units.hpp"
+#include "plan/checks.hpp"
+#include "scenario_source.hpp"
+#include "table.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+using inventory::Category;
+
+std::string gib(double bytes) { return bytes > 0 ? fmt::format("{:.2f}", bytes / (1u << 30)) : "-"; }
+
+const char* lifetime_name(inventory::Lifetime l) {
+  switch (l) {
+    case inventory::Lifetime::persistent: return "whole run";
+    case inventory::Lifetime::gradients: return "backward to optimizer";
+    case inventory::Lifetime::forward_backward: return "forward and backward";
+    case inventory::Lifetime::saved: return "forward to backward of its layer";
+    case inventory::Lifetime::layer: return "while a layer runs";
+    case inventory::Lifetime::backward_layer: return "one layer's backward";
+    case inventory::Lifetime::loss: return "loss forward to backward";
+    case inventory::Lifetime::loss_peak: return "while the loss runs";
+    case inventory::Lifetime::optimizer: return "optimizer step";
+  }
+  return "?";
+}
+
+// Every tensor group of the inventory behind the peak: what, where, how much, when.
+void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprint::Footprint& f) {
+  const inventory::Inventory inv = inventory::build_inventory(m, p, f.peak_stage);
+  Table t;
+  using A = Table::Align;
+  t.columns({{"tensors (stage " + std::to_string(inv.stage) + ")", A::left}, {"category", A::left}, {"tier", A::left},
+             {"GiB each", A::right}, {"count", A::right}, {"GiB", A::right}, {"alive", A::left}});
+  for (const auto& g : inv.groups)
+    t.row({g.name, inventory::to_string(g.category), plan::to_string(g.tier), fmt::format("{:.3f}", g.bytes / (1u << 30)),
+           std::to_string(g.count), fmt::format("{:.3f}", g.total() / (1u << 30)), lifetime_name(g.lifetime)});
+  fmt::print("{}", t.text());
+  fmt::print("parameters on this rank: {} total, {} trainable; sharded over {} ranks; {} micro-batches in flight, "
+             "{} accumulation steps, {:.0f} tokens per micro-batch\n\n",
+             io::format_count(inv.params.total), io::format_count(inv.params.trainable), inv.shard_degree,
+             inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
+}
+
+void print_plan(const plan::Scenario& s, const plan::Plan& p, const footprint::Footprint& f, int max_mb,
+                std::int64_t max_seq) {
+  fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), ZeRO {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
+             p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.zero, p.job.micro_batch,
+             p.job.seq_len);
+  (void)s;
+  Table t;
+  using A = Table::Align;
+  t.columns({{"GiB", A::left}, {"GPU (per GPU)", A::right}, {"host DRAM (per node)", A::right}, {"NVMe (per node)", A::right}});
+  for (int c = 0; c < inventory::kCategories; ++c)
+    t.row({inventory::to_string(static_cast<Category>(c)), gib(f.gpu.bytes[c]), gib(f.host.bytes[c]), gib(f.nvme.bytes[c])});
+  t.row({"total", gib(f.gpu.total()), gib(f.host_peak_bytes), gib(f.nvme_bytes)});
+  t.row({"capacity", gib(f.gpu_capacity_bytes), gib(f.host_capacity_bytes), gib(f.nvme_capacity_bytes)});
+  fmt::print("{}", t.text());
+  fmt::print("GPU peak at {} (stage {}): allocated {} GiB, reserved {} GiB, device (nvidia-smi) {} GiB\n",
+             footprint::to_string(f.peak_phase), f.peak_stage, gib(f.gpu_allocated_peak_bytes),
+             gib(f.gpu_reserved_peak_bytes), gib(f.gpu_peak_bytes));
+  if (f.fits)
+    fmt::print("fits: yes, {} GiB of GPU memory to spare\n", gib(f.gpu_capacity_bytes - f.gpu_peak_bytes));
+  else
+    fmt::print("fits: NO — {}\n", f.infeasible_reason);
+  fmt::print("largest micro-batch that fits at seq {}: {}; largest seq at micro-batch {}: {}\n\n", p.job.seq_len,
+             max_mb > 0 ? std::to_string(max_mb) : "none", p.job.micro_batch,
+             max_seq > 0 ? std::to_string(max_seq) : "none");
+}
+
+}  // namespace
+
+int cmd_memory(const std::vector<std::string>& argv) {
+  auto options = scenario_options();
+  options.push_back({"detail", false, "also list every tensor group behind the peak"});
+  const Args args(argv, 2, options);
+  App app(args);
+  const plan::Scenario s = scenario_from_args(app, args);
+  std::vector<io::Row> rows;
+  if (app.format() == Format::table)
+    fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
+               io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+  for (const auto& p : s.plans) {
+    const footprint::Footprint f = footprint::footprint(s.model, p);
+    const int max_mb = footprint::max_micro_batch(s.model, p);
+    const std::int64_t max_seq = footprint::max_seq_len(s.model, p);
+    if (app.format() == Format::table) {
+      print_plan(s, p, f, max_mb, max_seq);
+      if (args.flag("detail")) print_detail(s.model, p, f);
+      continue;
+    }
+    io::Row r = io::footprint_row(p, f);
+    r.set("max_micro_batch", static_cast<std::int64_t>(max_mb));
+    r.set("max_seq_len", max_seq);
+    rows.push_back(std::move(r));
+  }
+  if (app.format() == Format::json) {
+    io::Row top;
+    top.set("scenario", s.name);
+    top.set("model", s.model.name);
+    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
+  } else if (app.format() == Format::csv) {
+    fmt::print("{}", io::rows_to_csv(rows));
+  }
+  return 0;
+}
+
+}  // namespace ftplan::cli

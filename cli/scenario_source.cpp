@@ -1,0 +1,181 @@
+#include "scenario_source.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "common/strings.hpp"
+#include "io/scenario_io.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+// Flag -> dotted scenario key (relative to the one plan of the quick form or its job).
+struct Shortcut {
+  const char* flag;
+  const char* key;  // "job.x", "cluster.x", "parallel.x", "offload.x", "model"
+  const char* help;
+};
+
+const std::vector<Shortcut>& shortcuts() {
+  static const std::vector<Shortcut> s = {
+      {"model", "model", "zoo name or path to a Hugging Face config.json"},
+      {"gpu", "cluster.gpu", "GPU from the catalog (`ftplan hardware list gpus`)"},
+      {"gpus", "cluster.gpus", "total GPUs"},
+      {"gpus-per-node", "cluster.gpus_per_node", "GPUs per node"},
+      {"node", "cluster.node", "node from the catalog instead of --gpu"},
+      {"nodes", "cluster.nodes", "nodes (with --node)"},
+      {"dram", "cluster.dram", "host DRAM per node, e.g. 512GiB"},
+      {"dp", "parallel.dp", "data-parallel degree"},
+      {"tp", "parallel.tp", "tensor-parallel degree"},
+      {"pp", "parallel.pp", "pipeline stages"},
+      {"cp", "parallel.cp", "context-parallel degree"},
+      {"ep", "parallel.ep", "expert-parallel degree"},
+      {"zero", "parallel.zero", "ZeRO stage 0-3"},
+      {"fsdp", "parallel.fsdp", "full_shard, shard_grad_op, hybrid_shard, no_shard"},
+      {"offload", "offload.preset", "zero-offload, zero-infinity, aidaptiv, activation-cpu, activation-nvme"},
+      {"method", "job.method", "full, lora, qlora"},
+      {"lora-rank", "job.lora.rank", "LoRA rank"},
+      {"lora-targets", "job.lora.targets", "comma-separated modules (q,k,v,o,gate,up,down or all-linear)"},
+      {"seq", "job.seq_len", "sequence length"},
+      {"micro-batch", "job.micro_batch", "micro-batch per GPU"},
+      {"global-batch", "job.global_batch", "samples per optimizer step"},
+      {"tokens", "job.tokens", "tokens to train on"},
+      {"steps", "job.steps", "optimizer steps to train"},
+      {"precision", "job.precision", "fp32, bf16-mixed, fp16-mixed, bf16, fp8-mixed"},
+      {"optimizer", "job.optimizer", "adamw, adamw-8bit, sgd, ..."},
+      {"ckpt", "job.activation_checkpointing", "none, selective, full"},
+      {"attention", "job.attention", "flash, sdpa, eager"},
+      {"framework", "job.framework", "pytorch-fsdp, pytorch-fsdp2, deepspeed, megatron, hf-trainer, torchtune, yafsdp"},
+  };
+  return s;
+}
+
+// A YAML scalar for a flag value, quoted so YAML never reinterprets it.
+std::string yaml_quoted(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Nested YAML from dotted keys.
+void emit(std::string& out, const std::vector<std::pair<std::string, std::string>>& kv, const std::string& prefix, int indent) {
+  std::vector<std::string> done;
+  for (const auto& [key, value] : kv) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const std::string rest = key.substr(prefix.size());
+    const auto dot = rest.find('.');
+    const std::string head = rest.substr(0, dot);
+    if (std::find(done.begin(), done.end(), head) != done.end()) continue;
+    done.push_back(head);
+    if (dot == std::string::npos) {
+      out += std::string(indent, ' ') + head + ": " + value + "\n";
+    } else {
+      out += std::string(indent, ' ') + head + ":\n";
+      emit(out, kv, prefix + head + ".", indent + 2);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<OptionSpec> scenario_options() {
+  std::vector<OptionSpec> o = common_options();
+  o.push_back({"plan", true, "only the plan of this name"});
+  for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
+  o.push_back({"set", true, "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); repeatable as KEY=V,KEY2=V2"});
+  return o;
+}
+
+std::string quick_scenario_yaml(const Args& args) {
+  std::vector<std::pair<std::string, std::string>> kv;
+  std::string model;
+  for (const auto& s : shortcuts()) {
+    auto v = args.value(s.flag);
+    if (!v) continue;
+    if (std::string(s.key) == "model") {
+      model = std::filesystem::path(*v).extension() == ".json" ? "{hf_config: " + yaml_quoted(*v) + "}" : yaml_quoted(*v);
+      continue;
+    }
+    if (std::string(s.key) == "job.lora.targets") {
+      kv.emplace_back(s.key, "[" + *v + "]");
+      continue;
+    }
+    kv.emplace_back(s.key, yaml_quoted(*v));
+  }
+  if (auto set = args.value("set")) {
+    std::size_t start = 0;
+    while (start < set->size()) {
+      auto comma = set->find(',', start);
+      const std::string item = set->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0) throw UsageError("--set takes KEY=VALUE; got '" + item + "'");
+      kv.emplace_back(item.substr(0, eq), yaml_quoted(item.substr(eq + 1)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  // Quick-form defaults: a one-step job is enough for memory; simulate/compare take --tokens.
+  const auto has = [&](const std::string& k) {
+    return std::any_of(kv.begin(), kv.end(), [&](const auto& p) { return p.first == k; });
+  };
+  if (!has("job.tokens") && !has("job.steps") && !has("job.epochs")) kv.emplace_back("job.steps", "1");
+  std::string yaml = "schema_version: 1\nname: command line\n";
+  if (!model.empty()) yaml += "model: " + model + "\n";
+  yaml += "job:\n";
+  emit(yaml, kv, "job.", 2);
+  yaml += "plans:\n  - name: quick\n";
+  for (const char* block : {"cluster", "parallel", "offload"}) {
+    const std::string prefix = std::string(block) + ".";
+    if (std::none_of(kv.begin(), kv.end(), [&](const auto& p) { return p.first.rfind(prefix, 0) == 0; })) continue;
+    yaml += "    " + std::string(block) + ":\n";
+    emit(yaml, kv, prefix, 6);
+  }
+  for (const auto& [k, v] : kv) {
+    if (k.rfind("job.", 0) == 0 || k.rfind("cluster.", 0) == 0 || k.rfind("parallel.", 0) == 0 || k.rfind("offload.", 0) == 0)
+      continue;
+    throw UsageError("--set " + k + ": quick-form keys start with job., cluster., parallel. or offload.");
+  }
+  return yaml;
+}
+
+plan::Scenario scenario_from_args(App& app, const Args& args) {
+  plan::Scenario s;
+  if (!args.positionals().empty()) {
+    if (args.positionals().size() > 1) throw UsageError("one scenario file at a time");
+    for (const auto& sc : shortcuts())
+      if (args.value(sc.flag)) throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
+    s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
+  } else {
+    if (!args.value("model")) throw UsageError("give a scenario file, or --model and --gpu for the quick form");
+    const std::string yaml = quick_scenario_yaml(args);
+    try {
+      s = io::parse_scenario(yaml, "command line", std::filesystem::current_path(), app.zoo(), app.catalog());
+    } catch (const InputError& e) {
+      // Positions in generated text mean nothing to a person: keep the key and the message.
+      std::vector<Diagnostic> ds = e.diagnostics();
+      for (auto& d : ds)
+        if (d.where.file == "command line") d.where = {"command line", 0, 0};
+      throw InputError(ds);
+    }
+  }
+  if (auto only = args.value("plan")) {
+    std::vector<plan::Plan> keep;
+    std::vector<std::string> names;
+    for (auto& p : s.plans) {
+      names.push_back(p.name);
+      if (p.name == *only) keep.push_back(std::move(p));
+    }
+    if (keep.empty())
+      throw UsageError(fmt::format("no plan '{}' in the scenario{}; plans: {}", *only, did_you_mean(*only, names), join(names, ", ")));
+    s.plans = std::move(keep);
+  }
+  return s;
+}
+
+}  // namespace ftplan::cli

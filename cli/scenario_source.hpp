@@ -1,0 +1,23 @@
+// Where a verb's scenario comes from: a file (`ftplan memory SCENARIO`) or flags
+// (`ftplan memory --model llama-3.1-8b --gpu h100-sxm-80gb --gpus 8 ...`). Flags are turned into
+// scenario YAML and read by the same reader, so they are validated exactly like a file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app.hpp"
+#include "plan/scenario.hpp"
+
+namespace ftplan::cli {
+
+// Options for the quick form (shortcuts for common keys, plus --set KEY=VALUE for any key).
+std::vector<OptionSpec> scenario_options();
+
+// The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
+plan::Scenario scenario_from_args(App& app, const Args& args);
+
+// The YAML text the quick-form flags stand for (exposed for tests and --dry-run style checks).
+std::string quick_scenario_yaml(const Args& args);
+
+}  // namespace ftplan::cli

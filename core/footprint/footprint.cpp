@@ -1,0 +1,191 @@
+#include "footprint/footprint.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "io/units.hpp"
+
+namespace ftplan::footprint {
+
+using inventory::Category;
+using inventory::Lifetime;
+using inventory::TensorGroup;
+using plan::Tier;
+
+double TierBytes::total() const {
+  double t = 0;
+  for (double b : bytes) t += b;
+  return t;
+}
+
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::forward: return "end of forward (loss)";
+    case Phase::backward: return "start of backward";
+    case Phase::backward_end: return "end of backward";
+    case Phase::optimizer: return "optimizer step";
+  }
+  return "?";
+}
+
+namespace {
+
+// Capacities of the plan's hardware and whether the footprint fits them.
+void judge(Footprint& f, const plan::Plan& plan) {
+  const plan::Cluster& c = plan.cluster;
+  f.gpu_capacity_bytes = c.gpu.usable_memory_bytes;
+  f.host_capacity_bytes = c.host.dram_bytes * kUsableHostFraction;
+  f.nvme_capacity_bytes = 0;
+  for (const auto& [drive, count] : c.drives) f.nvme_capacity_bytes += drive.capacity_bytes * count;
+
+  std::string reason;
+  const auto short_of = [&](const char* what, double need, double have, const char* per) {
+    if (need <= have) return;
+    if (!reason.empty()) reason += "; ";
+    reason += fmt::format("{} needs {} of {} {} (short by {})", what, io::format_bytes(need), io::format_bytes(have), per,
+                          io::format_bytes(need - have));
+  };
+  short_of("GPU memory", f.gpu_peak_bytes, f.gpu_capacity_bytes, "per GPU");
+  short_of("host DRAM", f.host_peak_bytes, f.host_capacity_bytes, "usable per node");
+  short_of("NVMe", f.nvme_bytes, f.nvme_capacity_bytes, "per node");
+  f.fits = reason.empty();
+  f.infeasible_reason = reason;
+}
+
+// Bytes of `g` alive at `phase`. With gradient accumulation the gradients of earlier
+// micro-batches are alive from the start; without, they grow layer by layer during backward
+// (the first backward layer holds one layer's share).
+double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int layers) {
+  switch (g.lifetime) {
+    case Lifetime::persistent: return g.total();
+    case Lifetime::gradients:
+      if (accumulation > 1 || phase == Phase::backward_end || phase == Phase::optimizer) return g.total();
+      return phase == Phase::backward ? g.total() / std::max(1, layers) : 0;
+    case Lifetime::forward_backward: return phase == Phase::optimizer ? 0 : g.total();
+    case Lifetime::saved: return phase == Phase::forward || phase == Phase::backward ? g.total() : 0;
+    case Lifetime::layer: return phase == Phase::optimizer ? 0 : g.total();
+    case Lifetime::backward_layer: return phase == Phase::backward || phase == Phase::backward_end ? g.total() : 0;
+    case Lifetime::loss:
+    case Lifetime::loss_peak: return phase == Phase::forward ? g.total() : 0;
+    case Lifetime::optimizer: return phase == Phase::optimizer ? g.total() : 0;
+  }
+  return 0;
+}
+
+constexpr Phase kPhases[] = {Phase::forward, Phase::backward, Phase::backward_end, Phase::optimizer};
+
+TierBytes tier_at(const inventory::Inventory& inv, Tier tier, Phase phase) {
+  TierBytes t;
+  for (const auto& g : inv.groups)
+    if (g.tier == tier) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers);
+  return t;
+}
+
+// The peak of a tier over the phases of a step, with the category split at that moment.
+std::pair<TierBytes, Phase> peak_of(const inventory::Inventory& inv, Tier tier) {
+  TierBytes best;
+  Phase at = Phase::forward;
+  double best_total = -1;
+  for (Phase p : kPhases) {
+    const TierBytes t = tier_at(inv, tier, p);
+    const double total = t.total();
+    if (total > best_total) {
+      best = t;
+      best_total = total;
+      at = p;
+    }
+  }
+  return {best, at};
+}
+
+}  // namespace
+
+Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
+  Footprint f;
+  const auto [gpu, phase] = peak_of(inv, Tier::gpu);
+  f.gpu = gpu;
+  f.peak_phase = phase;
+  f.peak_stage = inv.stage;
+  const double overhead = gpu[Category::overhead];
+  f.gpu_allocated_peak_bytes = gpu.total() - overhead;
+  f.gpu_reserved_peak_bytes = f.gpu_allocated_peak_bytes * (1.0 + inv.profile.fragmentation);
+  f.gpu_peak_bytes = f.gpu_reserved_peak_bytes + overhead;
+
+  const int ranks = inv.ranks_per_node;
+  TierBytes host = peak_of(inv, Tier::cpu).first;
+  host.bytes[static_cast<int>(Category::overhead)] += inv.profile.host_process_bytes;
+  for (double& b : host.bytes) b *= ranks;
+  f.host = host;
+  f.host_peak_bytes = host.total();
+  TierBytes nvme = peak_of(inv, Tier::nvme).first;
+  for (double& b : nvme.bytes) b *= ranks;
+  f.nvme = nvme;
+  f.nvme_bytes = nvme.total();
+
+  judge(f, plan);
+  return f;
+}
+
+Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
+  Footprint worst;
+  double host = 0, nvme = 0;
+  inventory::Inventory inv;
+  for (int stage = 0; stage < std::max(1, plan.parallel.pp); ++stage) {
+    inventory::build_inventory(model, plan, stage, inv);
+    Footprint f = footprint(inv, plan);
+    host = std::max(host, f.host_peak_bytes);
+    nvme = std::max(nvme, f.nvme_bytes);
+    if (stage == 0 || f.gpu_peak_bytes > worst.gpu_peak_bytes) worst = std::move(f);
+  }
+  // A node hosts ranks of several stages; take the most demanding one for every rank (an upper bound).
+  worst.host_peak_bytes = host;
+  worst.nvme_bytes = nvme;
+  judge(worst, plan);
+  return worst;
+}
+
+int max_micro_batch(const model::ModelSpec& model, plan::Plan plan, int limit) {
+  const auto fits = [&](int mb) {
+    plan.job.micro_batch = mb;
+    plan.job.global_batch = 0;  // the question is memory, not the recipe's batch split
+    return footprint(model, plan).fits;
+  };
+  if (!fits(1)) return 0;
+  // Memory grows monotonically with the micro-batch: double, then bisect.
+  int lo = 1, hi = 2;
+  while (hi <= limit && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  hi = std::min(hi, limit + 1);
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan) {
+  constexpr std::int64_t kStep = 128;
+  const auto fits = [&](std::int64_t steps) {
+    plan.job.seq_len = steps * kStep;
+    return footprint(model, plan).fits;
+  };
+  const std::int64_t limit = std::max<std::int64_t>(1, model.max_context / kStep);
+  if (!fits(1)) return 0;
+  std::int64_t lo = 1, hi = 2;
+  while (hi <= limit && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  hi = std::min(hi, limit + 1);
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * kStep;
+}
+
+}  // namespace ftplan::footprint

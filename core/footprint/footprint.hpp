@@ -1,0 +1,59 @@
+// Analytic memory accounting from the inventory: the peak bytes of one rank per tier and
+// category, the GPU peak three ways (allocated, reserved, device), and whether the plan fits.
+// Derivations and sources: docs/memory-model.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "inventory/inventory.hpp"
+#include "model/model.hpp"
+#include "plan/plan.hpp"
+
+namespace ftplan::footprint {
+
+struct TierBytes {
+  std::array<double, inventory::kCategories> bytes{};  // indexed by inventory::Category
+  double operator[](inventory::Category c) const { return bytes[static_cast<int>(c)]; }
+  double total() const;
+};
+
+// The moments of a step where memory peaks.
+enum class Phase { forward, backward, backward_end, optimizer };
+const char* to_string(Phase p);
+
+struct Footprint {
+  // Per GPU (max over pipeline stages): the GPU tier by category at its peak moment.
+  TierBytes gpu;
+  // Per node: host DRAM and NVMe by category (their own peaks).
+  TierBytes host;
+  TierBytes nvme;
+  double gpu_allocated_peak_bytes = 0;  // live tensors (torch.cuda.max_memory_allocated)
+  double gpu_reserved_peak_bytes = 0;   // + caching allocator slack (max_memory_reserved)
+  double gpu_peak_bytes = 0;            // + CUDA context, NCCL, workspaces (nvidia-smi); judged for fit
+  double host_peak_bytes = 0;           // per node, training processes included
+  double nvme_bytes = 0;                // per node
+  double gpu_capacity_bytes = 0;        // usable per GPU
+  double host_capacity_bytes = 0;       // usable per node
+  double nvme_capacity_bytes = 0;       // per node
+  Phase peak_phase = Phase::forward;
+  int peak_stage = 0;
+  bool fits = false;
+  std::string infeasible_reason;  // "" when it fits
+};
+
+// Share of host DRAM a training job can use: the OS, page cache and other processes keep the
+// rest (an estimate; the page cache is not free memory to pin).
+inline constexpr double kUsableHostFraction = 0.9;
+
+Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan);
+// Over every pipeline stage of the plan (the worst GPU; host and NVMe of a node).
+Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan);
+
+// The largest micro-batch (up to `limit`) with which the plan fits; 0 if not even 1 fits.
+int max_micro_batch(const model::ModelSpec& model, plan::Plan plan, int limit = 4096);
+// The largest sequence length (multiple of 128, up to the model's max context) that fits; 0 if none.
+std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan);
+
+}  // namespace ftplan::footprint

@@ -1,0 +1,566 @@
+#include "inventory/inventory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "plan/checks.hpp"
+
+namespace ftplan::inventory {
+
+using model::ModelSpec;
+using plan::Checkpointing;
+using plan::Job;
+using plan::Method;
+using plan::Plan;
+using plan::Sharding;
+using plan::Tier;
+
+const char* to_string(Category c) {
+  switch (c) {
+    case Category::weights: return "weights";
+    case Category::gradients: return "gradients";
+    case Category::optimizer: return "optimizer";
+    case Category::activations: return "activations";
+    case Category::temporaries: return "temporaries";
+    case Category::buffers: return "buffers";
+    case Category::overhead: return "overhead";
+  }
+  return "?";
+}
+
+double quantized_bytes_per_param(const plan::QuantSpec& q) {
+  const double block = q.block_size;
+  switch (q.kind) {
+    case plan::QuantKind::nf4:
+    case plan::QuantKind::fp4:
+    case plan::QuantKind::int4:
+      // 4-bit codes + one absmax per block: fp32 (4 B), or with double quantization an 8-bit absmax
+      // plus one fp32 constant per 256 blocks (QLoRA sec. 3, "Double Quantization": 0.127 bits/param at block 64).
+      return 0.5 + (q.double_quant ? 1.0 / block + 4.0 / (block * 256.0) : 4.0 / block);
+    case plan::QuantKind::int8:
+      // LLM.int8 (Dettmers et al. 2022): int8 codes + one fp32 scale per row (~per 4096 values).
+      return 1.0 + 4.0 / 4096.0;
+  }
+  return 2.0;
+}
+
+namespace {
+
+// Which linear modules have trainable weights: all of them in a full fine-tune, the adapted ones under LoRA.
+struct Trainable {
+  bool q = true, k = true, v = true, o = true, gate = true, up = true, down = true;
+  explicit Trainable(const Job& job) {
+    if (job.method == Method::full) return;
+    const auto has = [&](const char* name) {
+      return std::find(job.lora.targets.begin(), job.lora.targets.end(), name) != job.lora.targets.end();
+    };
+    q = has("q"), k = has("k"), v = has("v"), o = has("o"), gate = has("gate"), up = has("up"), down = has("down");
+  }
+};
+
+struct LayerShape {
+  double h, q, kv, f;  // hidden, query width (heads*head_dim), KV width, FFN width
+  int experts_per_token = 1;
+  int experts = 0;  // 0 = dense MLP
+};
+
+LayerShape shape_of(const ModelSpec& m, int layer) {
+  LayerShape s;
+  s.h = static_cast<double>(m.hidden);
+  s.q = static_cast<double>(m.heads) * m.head_dim_or_default();
+  s.kv = static_cast<double>(m.kv_heads_or_default()) * m.head_dim_or_default();
+  s.f = static_cast<double>(m.ffn);
+  if (layer < m.layers && m.is_moe_layer(layer)) {
+    s.experts = m.moe.experts;
+    s.experts_per_token = m.moe.experts_per_token;
+    s.f = static_cast<double>(m.moe.expert_ffn > 0 ? m.moe.expert_ffn : m.ffn);
+  }
+  return s;
+}
+
+// LoRA parameters of one layer: r x (in + out) for each adapted matrix (Hu et al. 2021).
+double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t, int layer) {
+  if (job.method == Method::full) return 0;
+  const LayerShape s = shape_of(m, layer);
+  const double r = job.lora.rank;
+  double p = 0;
+  if (t.q) p += r * (s.h + s.q);
+  if (t.k) p += r * (s.h + s.kv);
+  if (t.v) p += r * (s.h + s.kv);
+  if (t.o) p += r * (s.q + s.h);
+  const double experts = s.experts > 0 ? s.experts : 1;
+  double mlp = 0;
+  if (model::is_gated(m.ffn_kind) && t.gate) mlp += r * (s.h + s.f);
+  if (t.up) mlp += r * (s.h + s.f);
+  if (t.down) mlp += r * (s.f + s.h);
+  return p + experts * mlp;
+}
+
+// Layers [first, last) of pipeline stage `stage`: an even split, earlier stages taking the remainder
+// (Megatron-LM's default even split; uneven first/last stages are a later refinement).
+std::pair<int, int> stage_layers(int total_layers, int pp, int stage) {
+  const int base = total_layers / pp, extra = total_layers % pp;
+  const int first = stage * base + std::min(stage, extra);
+  return {first, first + base + (stage < extra ? 1 : 0)};
+}
+
+int total_layers(const ModelSpec& m) {
+  return m.layers + (m.architecture == model::Architecture::encoder_decoder ? m.encoder_layers : 0);
+}
+
+// Activation bytes one layer saves for backward, per token, derived tensor by tensor as in
+// Korthikanti et al. 2022, sec. 4.1 (whose GPT block - MHA, 4h GELU MLP, dropout, 16-bit - gives
+// 34 h + 5 a s bytes). Here: GQA widths; gated MLPs; a frozen linear saves no input unless an
+// adapter on it needs one; flash attention keeps no s x s matrix, only an fp32 log-sum-exp per
+// head (Dao 2023); under torch.autocast the residual stream, norms and softmax run in fp32
+// (autocast op lists: layer_norm and softmax autocast to float32) while matmul inputs are saved
+// as 16-bit casts; torch.compile's min-cut partitioner recomputes pointwise ops (activation
+// function, gating product) instead of saving them (torch/_functorch/partitioners.py).
+struct SavedPerToken {
+  double sequence = 0;   // tensors in the sequence region: replicated across TP ranks unless SP
+  double tensor = 0;     // tensors inside the TP region: split across TP ranks
+  double quadratic = 0;  // eager attention: per head and attended token
+};
+
+struct ActivationContext {
+  double a = 2;          // bytes of a 16-bit (or fp32) activation
+  double wide = 2;       // bytes of tensors autocast keeps in fp32 (norm inputs, softmax)
+  double dropout = 0;
+  bool flash = true;
+  bool compile = false;
+  plan::FrameworkProfile::Selective selective = plan::FrameworkProfile::Selective::attention_core;
+};
+
+SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainable& tr, const ActivationContext& c,
+                              int layer) {
+  const LayerShape s = shape_of(m, layer);
+  const double a = c.a;
+  const double k = s.experts > 0 ? s.experts_per_token : 1;  // MoE: each token runs k experts
+  const bool gated = model::is_gated(m.ffn_kind);
+  SavedPerToken t;
+  if (job.checkpointing == Checkpointing::selective &&
+      c.selective == plan::FrameworkProfile::Selective::every_other_mm) {
+    // torchtitan op-level SAC: the layer input, then of wq, wk, wv, wo, w1, w3, w2 the outputs of
+    // the 1st, 3rd, 5th and 7th matmul (wq, wv, w1, w2), and the attention output with its lse.
+    t.sequence += a * s.h;
+    t.tensor += a * (s.q + s.kv) + k * a * s.f + a * s.h + a * s.q + 4.0 * m.heads;
+    return t;
+  }
+  // Norm inputs (the residual stream; each norm also keeps a per-token fp32 rstd, negligible).
+  t.sequence += c.wide * s.h * m.norms_per_layer;
+  // Attention input (norm output, as the 16-bit cast the matmul saves): kept when Q, K or V is trainable.
+  if (tr.q || tr.k || tr.v) t.sequence += a * s.h;
+  // Q, K, V after RoPE: kept by the attention kernel. Its output: kept when O is trainable
+  // (flash attention keeps `out` anyway, the same storage).
+  t.tensor += a * (s.q + 2 * s.kv);
+  if (c.flash || tr.o) t.tensor += a * s.q;
+  if (c.flash) {
+    t.tensor += 4.0 * m.heads;  // log-sum-exp, fp32 per head
+  } else {
+    // Softmax output (fp32 under autocast); with attention dropout its 1-byte mask and the
+    // dropped-out probabilities as the AV matmul's 16-bit input; without, the cast when widths differ.
+    t.quadratic += m.heads * (c.dropout > 0 ? c.wide + 1.0 + a : c.wide + (c.wide != a ? a : 0.0));
+  }
+  if (c.dropout > 0) t.sequence += 2.0 * s.h;  // residual dropout masks after attention and MLP, 1 B each
+  // MLP input (norm output): kept when the first MLP matrices are trainable.
+  if (tr.up || (gated && tr.gate)) t.sequence += a * s.h;
+  if (gated) {
+    // gate output (activation input) and up output always; the activation output and the product
+    // (down's input) unless compiled code recomputes them; the product only when down is trainable.
+    t.tensor += k * a * s.f * (2 + (c.compile ? 0 : 1) + (tr.down && !c.compile ? 1 : 0));
+  } else {
+    // activation input always; its output (down's input) when down is trainable and not recomputed.
+    t.tensor += k * a * s.f * (1 + (tr.down && !c.compile ? 1 : 0));
+  }
+  if (s.experts > 0) t.tensor += 4.0 * s.experts;  // router logits, fp32
+  // LoRA: each adapter keeps its A output (r values) for B's weight gradient; with adapter
+  // dropout, also the dropped-out input and its mask (PEFT lora.Linear applies dropout before A).
+  if (job.method != Method::full) {
+    const double r = job.lora.rank;
+    const struct {
+      bool on;
+      double in;
+      bool mlp;
+    } mods[] = {{tr.q, s.h, false},         {tr.k, s.h, false}, {tr.v, s.h, false}, {tr.o, s.q, false},
+                {tr.gate && gated, s.h, true}, {tr.up, s.h, true},  {tr.down, s.f, true}};
+    for (const auto& mod : mods) {
+      if (!mod.on) continue;
+      const double times = mod.mlp ? k : 1.0;
+      t.tensor += times * a * r;
+      if (job.lora.dropout > 0) t.tensor += times * (a + 1.0) * mod.in;
+    }
+  }
+  if (job.checkpointing == Checkpointing::selective) t.quadratic = 0;  // Megatron: recompute the attention core
+  return t;
+}
+
+}  // namespace
+
+std::int64_t lora_params(const ModelSpec& m, const Job& job) {
+  const Trainable tr(job);
+  double total = 0;
+  for (int layer = 0; layer < total_layers(m); ++layer) total += lora_layer_params(m, job, tr, layer);
+  return static_cast<std::int64_t>(std::llround(total));
+}
+
+Inventory build_inventory(const ModelSpec& model, const Plan& plan, int stage) {
+  Inventory inv;
+  build_inventory(model, plan, stage, inv);
+  return inv;
+}
+
+void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory& inv) {
+  const Job& job = plan.job;
+  const plan::Parallel& par = plan.parallel;
+  const Trainable trainable(job);
+  inv.groups.clear();
+  inv.stage = stage;
+  inv.profile = plan::framework_profile(job);
+  inv.recipe = plan::precision_recipe(job, inv.profile);
+  const plan::FrameworkProfile& prof = inv.profile;
+  const plan::PrecisionRecipe& rec = inv.recipe;
+
+  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp), ep = std::max(1, par.ep);
+  const int dp = plan::data_parallel_degree(plan);
+  const int world = plan.cluster.gpus();
+  inv.ranks_per_node = std::max(1, plan.cluster.gpus_per_node);
+  inv.grad_accumulation = plan::grad_accumulation_steps(plan);
+
+  // ZeRO stage in effect and the group the state is sharded over.
+  int zero = par.zero;
+  int shard = dp;
+  if (prof.sharding == Sharding::fsdp1 || prof.sharding == Sharding::fsdp2 || prof.sharding == Sharding::yafsdp) {
+    switch (par.fsdp) {
+      case plan::FsdpSharding::full_shard: zero = 3; break;
+      case plan::FsdpSharding::shard_grad_op: zero = 2; break;
+      case plan::FsdpSharding::hybrid_shard:
+        zero = 3;
+        shard = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp * cp)));  // shard inside a node
+        break;
+      case plan::FsdpSharding::no_shard: zero = 0; break;
+    }
+  } else if (prof.sharding == Sharding::megatron) {
+    zero = std::min(zero, 1);  // the distributed optimizer shards optimizer state only
+  } else if (prof.sharding == Sharding::none) {
+    zero = 0;
+  }
+  // One rank: FSDP1 switches FULL_SHARD to NO_SHARD (torch/distributed/fsdp/_init_utils.py warns
+  // "switching to use NO_SHARD"), and torchtune's single-device recipes use no FSDP at all.
+  if (dp == 1 && (prof.sharding == Sharding::fsdp1 || job.framework == plan::Framework::torchtune)) zero = 0;
+  if (dp == 1) shard = 1;
+  inv.shard_degree = shard;
+
+  // ---- parameters on this rank
+  const auto [first, last] = stage_layers(total_layers(m), pp, stage);
+  inv.layers = last - first;
+  RankParams& rp = inv.params;
+  rp = RankParams{};
+  double frozen_linear = 0;
+  for (int layer = first; layer < last; ++layer) {
+    const bool cross = m.architecture == model::Architecture::encoder_decoder && layer >= m.encoder_layers;
+    // Layer index in the model's own numbering: encoder layers first in the stack, then decoder layers.
+    const int model_layer = m.architecture == model::Architecture::encoder_decoder
+                                ? (layer >= m.encoder_layers ? layer - m.encoder_layers : m.layers + layer)
+                                : layer;
+    const model::LayerParams lp = model::layer_params(m, model_layer, cross);
+    const double split = model_layer < m.layers && m.is_moe_layer(model_layer) ? static_cast<double>(tp) * ep : tp;
+    // Megatron column/row splits: attention and MLP matrices divide by tp (experts also by ep); norms replicate.
+    const double layer_total = static_cast<double>(lp.attention) / tp + static_cast<double>(lp.mlp) / split +
+                               static_cast<double>(lp.norms);
+    rp.total += layer_total;
+    rp.largest_layer = std::max(rp.largest_layer, layer_total);
+    frozen_linear += static_cast<double>(lp.attention + lp.mlp) / split;
+    const LayerShape s = shape_of(m, model_layer);
+    rp.largest_linear = std::max({rp.largest_linear, s.h * s.q / tp, s.h * s.f / tp});
+    const double lora = lora_layer_params(m, job, trainable, model_layer) / tp;
+    rp.trainable += lora;
+    rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? layer_total : lora);
+  }
+  const model::ParamCounts counts = model::count_params(m);
+  const double h = static_cast<double>(m.hidden);
+  const double norm_params = m.norm == model::NormKind::layernorm ? 2 * h : h;
+  if (stage == 0) rp.root += static_cast<double>(counts.embedding) / tp;
+  if (stage == pp - 1) {
+    // The LM head lives on the last stage; with tied embeddings and pp > 1 Megatron keeps a copy there.
+    rp.root += static_cast<double>(counts.head + counts.other) / tp + (m.final_norm ? norm_params : 0);
+    if (m.tied_embeddings && pp > 1 && m.has_lm_head()) rp.root += static_cast<double>(m.vocab) * h / tp;
+  }
+  rp.total += rp.root;
+  if (job.method == Method::full) {
+    rp.trainable = rp.total;
+  }
+  rp.frozen = rp.total - rp.trainable;
+  rp.frozen_quantized = job.method == Method::qlora ? frozen_linear : 0;
+
+  const auto add = [&](const char* name, Category c, Tier tier, double bytes, int count, Lifetime life,
+                       bool per_layer = false) {
+    if (bytes <= 0 || count <= 0) return;
+    inv.groups.push_back(TensorGroup{name, c, tier, bytes, count, life, per_layer});
+  };
+  const Tier gpu = Tier::gpu;
+  const plan::Offload& off = plan.offload;
+  const auto shard_if = [&](double bytes, int min_stage) { return zero >= min_stage ? bytes / shard : bytes; };
+
+  // ---- weights
+  // Frozen base (LoRA/QLoRA) is loaded in the 16-bit compute dtype; QLoRA quantizes its linear weights.
+  const double frozen_B = rec.compute_B;
+  const double frozen_bytes = (rp.frozen - rp.frozen_quantized) * frozen_B +
+                              rp.frozen_quantized * quantized_bytes_per_param(job.quant);
+  add("frozen base weights", Category::weights, off.params, shard_if(frozen_bytes, 3), 1, Lifetime::persistent);
+  add("trainable weights", Category::weights, off.params, shard_if(rp.trainable * rec.weight_B, 3), 1, Lifetime::persistent);
+
+  // ---- optimizer state (+ master copy)
+  const double trainable_shard = zero >= 1 ? rp.trainable / shard : rp.trainable;
+  double states = 0;  // bytes per trainable parameter
+  switch (job.optimizer.kind) {
+    case plan::OptimizerKind::adamw:
+    case plan::OptimizerKind::adam: states = 2 * rec.state_B; break;  // m and v (Kingma & Ba 2015)
+    case plan::OptimizerKind::adamw_8bit:
+      // bitsandbytes 8-bit Adam: m and v in 8 bits + fp32 absmax per 2048-element block (Dettmers et al. 2021).
+      states = 2 * (1.0 + 4.0 / 2048.0);
+      break;
+    case plan::OptimizerKind::sgd: states = 0; break;
+    case plan::OptimizerKind::sgd_momentum:
+    case plan::OptimizerKind::lion: states = rec.state_B; break;  // one momentum buffer (Chen et al. 2023 for Lion)
+    case plan::OptimizerKind::adafactor: {
+      // Factored second moment: a row and a column vector per matrix instead of the matrix
+      // (Shazeer & Stern 2018); for a d x 4d-ish transformer matrix ~ (d + 4d) / (4 d^2) per element.
+      const double width = std::max(1.0, h);
+      states = rec.state_B * 2.0 / width;
+      break;
+    }
+  }
+  const Tier opt_tier = off.optimizer;
+  add("optimizer state", Category::optimizer, opt_tier, trainable_shard * states, 1, Lifetime::persistent);
+  add("fp32 master weights", Category::optimizer, opt_tier, trainable_shard * rec.master_B, 1, Lifetime::persistent);
+
+  // ---- gradients
+  const double grad_elems = zero >= 2 ? rp.trainable / shard : rp.trainable;
+  if (off.gradients == Tier::gpu) {
+    const bool in_backward = job.optimizer.in_backward && inv.grad_accumulation == 1;
+    if (in_backward) {
+      // Optimizer-in-backward frees each gradient right after its step: one layer's at a time (torchtune).
+      add("gradients (one layer, optimizer in backward)", Category::gradients, gpu,
+          rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer);
+    } else {
+      add("gradients", Category::gradients, gpu, grad_elems * rec.grad_B, 1,
+          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients);
+    }
+  } else {
+    // ZeRO-Offload: gradients are reduced into buckets and copied to fp32 host buffers (Ren et al. 2021, sec. 4).
+    add("gradients (host fp32)", Category::gradients, off.gradients, grad_elems * 4.0, 1, Lifetime::gradients);
+    add("gradient buckets", Category::buffers, gpu, 2.0 * h * h * rec.compute_B, 1, Lifetime::persistent);
+  }
+  if (off.optimizer_step == Tier::cpu && off.gradients == Tier::gpu)
+    add("gradients (host fp32 copy for CPU step)", Category::gradients, Tier::cpu, trainable_shard * 4.0, 1,
+        Lifetime::gradients);
+
+  // ---- data-parallel machinery
+  if (dp > 1 || zero == 3) {
+    switch (prof.sharding) {
+      case Sharding::none:
+        // torch DDP Reducer: flat bucket copies of every gradient unless gradient_as_bucket_view.
+        if (prof.ddp_bucket_copy && dp > 1)
+          add("DDP gradient buckets", Category::buffers, gpu, rp.trainable * rec.grad_B, 1, Lifetime::persistent);
+        break;
+      case Sharding::deepspeed:
+        if (zero <= 2) {
+          // ZeRO-1/2: two reduce buckets (overlap_comm) + one all-gather bucket, hidden^2 elements each
+          // (HF Trainer "auto": reduce_bucket_size = hidden_size^2).
+          add("ZeRO reduce/all-gather buckets", Category::buffers, gpu, 3.0 * h * h * rec.compute_B, 1,
+              Lifetime::persistent);
+        } else {
+          // ZeRO-3: modules fetched on use plus the prefetch bucket (0.9 hidden^2 elements, "auto").
+          add("ZeRO-3 gathered parameters", Category::temporaries, gpu,
+              (rp.largest_layer + 0.9 * h * h / tp) * rec.compute_B, 1, Lifetime::layer);
+          add("ZeRO-3 gradient reduce buffer", Category::temporaries, gpu,
+              rp.trainable_largest_layer * rec.compute_B, 1, Lifetime::backward_layer);
+        }
+        // DeepSpeed upcasts the gradient partition to fp32 for the optimizer step (stage_1_and_2.py, stage3.py).
+        if (off.optimizer_step == Tier::gpu && rec.grad_B < 4)
+          add("fp32 gradient partition", Category::temporaries, gpu, trainable_shard * 4.0, 1, Lifetime::optimizer);
+        break;
+      case Sharding::fsdp1:
+      case Sharding::fsdp2:
+        if (zero == 3) {
+          // Gathered 16-bit copies of the units in flight (FSDP unshard; limit_all_gathers allows two).
+          // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
+          const double unit_bytes =
+              rp.largest_layer * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B);
+          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer);
+          if (prof.root_stays_gathered)
+            add("FSDP root unit (embeddings, head)", Category::temporaries, gpu, rp.root * rec.compute_B, 1,
+                Lifetime::forward_backward);
+          else if (stage == pp - 1 && m.has_lm_head())
+            add("FSDP gathered head", Category::temporaries, gpu, static_cast<double>(m.vocab) * h / tp * rec.compute_B,
+                1, Lifetime::loss);
+        } else if (zero == 2) {
+          // SHARD_GRAD_OP: parameters stay gathered from forward through backward.
+          add("FSDP gathered parameters", Category::temporaries, gpu, rp.total * rec.compute_B, 1,
+              Lifetime::forward_backward);
+        }
+        // Unsharded gradients of one unit before reduce-scatter, in the compute and reduce dtypes.
+        if (zero >= 2)
+          add("FSDP unit gradients before reduce-scatter", Category::temporaries, gpu,
+              rp.trainable_largest_layer * (rec.compute_B + rec.grad_B), 1, Lifetime::backward_layer);
+        break;
+      case Sharding::yafsdp:
+        // YaFSDP preallocates two parameter and two gradient buffers of one layer, reused by every layer
+        // (yandex/YaFSDP README, "buffers").
+        add("YaFSDP parameter buffers", Category::buffers, gpu, 2.0 * rp.largest_layer * rec.compute_B, 1,
+            Lifetime::persistent);
+        add("YaFSDP gradient buffers", Category::buffers, gpu, 2.0 * rp.trainable_largest_layer * rec.compute_B, 1,
+            Lifetime::persistent);
+        break;
+      case Sharding::megatron:
+        break;  // the contiguous grad buffer is the gradients; the distributed optimizer reuses it for gathers
+    }
+  }
+  // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward.
+  if (rec.autocast_copies && job.method == Method::full)
+    add("autocast 16-bit weight copies", Category::temporaries, gpu, rp.total * rec.compute_B / std::max(1, inv.layers),
+        inv.layers, Lifetime::saved, true);
+  // QLoRA dequantizes one weight at a time to the compute dtype (bitsandbytes dequantize_4bit).
+  if (rp.frozen_quantized > 0)
+    add("dequantized weight", Category::temporaries, gpu, rp.largest_linear * rec.compute_B, 1, Lifetime::layer);
+
+  // PyTorch's foreach AdamW materialises one full-size temporary list (torch/optim/adamw.py,
+  // _multi_tensor_adamw: exp_avg_sq_sqrt = torch._foreach_sqrt(...)); a per-parameter loop needs
+  // one parameter's worth; fused kernels none.
+  const plan::OptimizerImpl impl = job.optimizer.implementation == plan::OptimizerImpl::framework_default
+                                       ? prof.optimizer_impl
+                                       : job.optimizer.implementation;
+  if (off.optimizer_step == Tier::gpu && states > 0) {
+    if (impl == plan::OptimizerImpl::foreach)
+      add("optimizer step temporaries", Category::temporaries, gpu, trainable_shard * rec.state_B, 1, Lifetime::optimizer);
+    else if (impl == plan::OptimizerImpl::per_parameter)
+      add("optimizer step temporaries", Category::temporaries, gpu,
+          std::max(rp.largest_linear, job.method == Method::full ? rp.root : 0.0) * rec.state_B, 1, Lifetime::optimizer);
+  }
+
+  // ---- activations
+  const double tokens = static_cast<double>(job.micro_batch) * static_cast<double>(job.seq_len) / cp;
+  inv.tokens_per_micro_batch = tokens;
+  int in_flight = 1;
+  if (pp > 1) {
+    const auto mb = static_cast<int>(std::min<std::int64_t>(inv.grad_accumulation, 1 << 20));
+    switch (par.schedule) {
+      case plan::PipelineSchedule::gpipe: in_flight = mb; break;  // all forwards before any backward
+      case plan::PipelineSchedule::one_f_one_b: in_flight = std::min(mb, pp - stage); break;  // Narayanan et al. 2021
+      case plan::PipelineSchedule::interleaved:
+        // Megatron interleaved 1F1B: the first stage holds pp micro-batches x (1 + (pp-1)/(pp v)) layers' worth.
+        in_flight = std::min(mb, static_cast<int>(std::ceil((pp - stage) * (1.0 + (pp - 1.0) / (pp * std::max(1, par.virtual_stages))))));
+        break;
+    }
+  }
+  inv.micro_batches_in_flight = in_flight;
+  ActivationContext ac;
+  ac.a = rec.activation_B;
+  ac.wide = rec.autocast_copies ? 4.0 : rec.activation_B;
+  ac.dropout = job.dropout_for(m.dropout);
+  ac.flash = job.attention != plan::AttentionImpl::eager;
+  ac.compile = job.compile;
+  ac.selective = prof.selective;
+  const double act_scale = rec.activation_B / 2.0;  // for the 16-bit estimates below
+  const Tier act_tier = off.activations;
+  // Per-layer saved bytes, summed over the stage's layers (layers differ: local/global, MoE/dense).
+  double saved_total = 0, recompute_layer = 0, grad_layer = 0;
+  for (int layer = first; layer < last; ++layer) {
+    const int model_layer = m.architecture == model::Architecture::encoder_decoder
+                                ? (layer >= m.encoder_layers ? layer - m.encoder_layers : m.layers + layer)
+                                : layer;
+    const SavedPerToken t = saved_per_token(m, job, trainable, ac, model_layer);
+    const double attended = model_layer < m.layers && m.is_local_layer(model_layer)
+                                ? std::min<double>(static_cast<double>(job.seq_len), static_cast<double>(m.attention.sliding_window))
+                                : static_cast<double>(job.seq_len);
+    // Korthikanti et al. 2022 eq. 2-4: the TP region splits by t; the sequence region only with SP.
+    double per_token = (par.sequence_parallel ? t.sequence / tp : t.sequence) + t.tensor / tp;
+    const double quadratic = t.quadratic * attended / tp;
+    const double full_layer = (per_token + quadratic) * tokens;
+    recompute_layer = std::max(recompute_layer, full_layer);
+    if (job.checkpointing == Checkpointing::full) {
+      // Only the layer input is kept (h per token; split by tp under SP).
+      saved_total += ac.wide * h * tokens / (par.sequence_parallel ? tp : 1);
+    } else {
+      saved_total += full_layer;
+    }
+    const LayerShape s = shape_of(m, model_layer);
+    // Activation gradients alive during one layer's backward: two of the widest intermediates
+    // (e.g. d(gate) and d(up) of a gated MLP) plus the residual stream gradient (an estimate).
+    grad_layer = std::max(grad_layer, (2.0 * 2.0 * std::max({s.f * s.experts_per_token, s.q + 2 * s.kv, s.h}) / tp +
+                                       2.0 * s.h) * tokens * act_scale);
+  }
+  if (inv.layers > 0) {
+    const double per_layer = saved_total / inv.layers;
+    if (act_tier == Tier::gpu) {
+      add("saved activations", Category::activations, gpu, per_layer, inv.layers * in_flight, Lifetime::saved, true);
+    } else {
+      // Activation offload (SSDTrain; DeepSpeed cpu_checkpointing): the GPU keeps the layer being
+      // produced or consumed plus the prefetched ones; the rest waits in host memory or on flash.
+      const int resident = std::min(inv.layers, 1 + std::max(1, off.prefetch_depth));
+      add("saved activations (resident)", Category::activations, gpu, per_layer, resident, Lifetime::saved, true);
+      add("saved activations (offloaded)", Category::activations, act_tier, per_layer, inv.layers * in_flight, Lifetime::saved,
+          true);
+      if (act_tier == Tier::nvme)
+        add("activation staging buffers (pinned)", Category::buffers, Tier::cpu, 2.0 * per_layer, 1, Lifetime::persistent);
+    }
+  }
+  if (job.checkpointing == Checkpointing::full)
+    add("recomputed layer activations", Category::activations, gpu, recompute_layer, 1, Lifetime::backward_layer);
+  add("activation gradients", Category::temporaries, gpu, grad_layer, 1, Lifetime::backward_layer);
+
+  // The final norm and the loss on the last stage.
+  if (stage == pp - 1 && m.has_lm_head()) {
+    const double V = static_cast<double>(m.vocab) / tp;
+    const double n = tokens;
+    const double a = rec.activation_B;
+    // Final norm input, and its output when the head is trainable (the head's weight gradient needs it).
+    add("final norm activations", Category::activations, gpu, (ac.wide + (job.method == Method::full ? a : 0.0)) * h * n,
+        1, Lifetime::loss);
+    // Cross-entropy over the vocabulary, per token of V logits. log_softmax keeps its output for
+    // backward (and nll_loss the same tensor). HF transformers (loss_utils.ForCausalLMLoss) and
+    // torchtitan upcast the logits to fp32 first: forward holds 16-bit logits + fp32 copy + fp32
+    // log-probs (a + 4 + 4); backward holds the log-probs, nll's gradient and log_softmax's
+    // gradient (4 + 4 + 4). torchtune's CEWithChunkedOutputLoss keeps 16-bit logit chunks and
+    // upcasts one chunk at a time. Compiled, the loss is one fused kernel that keeps the 16-bit
+    // logits and a per-token log-sum-exp and writes a 16-bit gradient.
+    double kept = 0, peak = 0;
+    if (job.compile && prof.compile_covers_loss) {
+      kept = a * V * n;
+      peak = a * V * n / std::max(1, job.loss.chunks);
+    } else if (job.loss.chunks > 0) {
+      kept = (a + 4.0) * V * n;
+      peak = 8.0 * V * n / job.loss.chunks;
+    } else if (job.loss.fp32_logits) {
+      kept = 4.0 * V * n;
+      peak = std::max(a + 4.0, 8.0) * V * n;
+    } else {
+      kept = a * V * n;
+      peak = 2.0 * a * V * n;
+    }
+    add("logits and log-softmax", Category::activations, gpu, kept, 1, Lifetime::loss);
+    add("loss temporaries (logits, fp32 upcast, logit gradients)", Category::temporaries, gpu, peak, 1, Lifetime::loss_peak);
+  }
+
+  // ---- offload engine buffers (pinned host memory and GPU staging)
+  const bool params_off = off.params != Tier::gpu;
+  if (params_off && off.params == Tier::nvme) {
+    // DeepSpeed offload_param (nvme): buffer_count x buffer_size pinned buffers (defaults 5 x 1e8 elements).
+    const double buffer = off.buffer_bytes > 0 ? off.buffer_bytes : 1e8 * rec.compute_B;
+    add("parameter swap buffers (pinned)", Category::buffers, Tier::cpu, std::max(5, off.buffer_count) * buffer, 1,
+        Lifetime::persistent);
+  }
+  if (off.optimizer == Tier::nvme) {
+    // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a time
+    // (sub_group_size default 1e9 elements; fp32 master, m, v and gradient = 16 B per element).
+    const double chunk = off.chunk_bytes > 0 ? off.chunk_bytes : std::min(trainable_shard, 1e9) * 16.0;
+    add("optimizer swap buffers (pinned)", Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent);
+  }
+
+  // ---- fixed overheads
+  add("CUDA context", Category::overhead, gpu, prof.cuda_context_bytes, 1, Lifetime::persistent);
+  add("cuBLAS and attention workspaces", Category::overhead, gpu, prof.workspace_bytes, 1, Lifetime::persistent);
+  if (world > 1) add("NCCL buffers", Category::overhead, gpu, prof.nccl_buffer_bytes, 1, Lifetime::persistent);
+}
+
+}  // namespace ftplan::inventory

@@ -1,0 +1,89 @@
+// The tensors of one training step on one rank of a plan: what they hold, in which tier, how
+// many bytes, and when they live. The footprint (analytic peak) and the schedule (simulated
+// step) both derive from this one inventory, so their peaks cannot drift apart.
+//
+// Tensors are kept as groups: "the saved MLP activations of each of the 40 layers on this
+// stage" is one group with count 40, so building an inventory is cheap enough to evaluate a
+// million plans per second. The schedule expands groups layer by layer.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.hpp"
+#include "plan/framework.hpp"
+#include "plan/plan.hpp"
+
+namespace ftplan::inventory {
+
+enum class Category { weights, gradients, optimizer, activations, temporaries, buffers, overhead };
+inline constexpr int kCategories = 7;
+const char* to_string(Category c);
+
+// When a tensor lives within a step, in the order a step runs:
+// forward (layers ascending), loss, backward (layers descending), optimizer.
+enum class Lifetime {
+  persistent,        // always (weights, optimizer state, fixed buffers, overheads)
+  gradients,         // accumulated gradients: from the backward of their layer until the optimizer
+                     // step; with gradient accumulation, for the whole step
+  forward_backward,  // from the start of forward to the end of backward (FSDP1 root unit)
+  saved,             // saved for backward: from its layer's forward to its layer's backward, per
+                     // micro-batch in flight
+  layer,             // only while one layer runs, forward or backward (gathered units, dequantized weights)
+  backward_layer,    // only during one layer's backward (activation gradients, recomputed activations)
+  loss,              // from the LM head's forward to its backward (logits, log-softmax)
+  loss_peak,         // only while the loss is computed and differentiated (fp32 copies, logit gradients)
+  optimizer,         // only during the optimizer step
+};
+
+struct TensorGroup {
+  const char* name;  // static text, e.g. "saved activations: attention"
+  Category category;
+  plan::Tier tier;
+  double bytes;      // one instance
+  int count = 1;     // instances alive together at most (layers on the stage, units in flight, ...)
+  Lifetime lifetime;
+  bool per_layer = false;  // `count` is the stage's layers, freed/created layer by layer
+  double total() const { return bytes * count; }
+};
+
+// Parameter counts of one rank (after tensor, pipeline and expert parallel splits, before data-parallel sharding).
+struct RankParams {
+  double total = 0;        // all parameters on the rank
+  double trainable = 0;    // full fine-tune: total; LoRA: adapters
+  double frozen = 0;       // total - trainable (LoRA base)
+  double frozen_quantized = 0;  // of frozen: the linear weights QLoRA quantizes
+  double largest_layer = 0;     // parameters of the largest layer (an FSDP unit)
+  double largest_linear = 0;    // parameters of the largest single linear weight
+  double root = 0;              // embeddings + final norm + head on this stage (FSDP root unit)
+  double trainable_largest_layer = 0;
+};
+
+struct Inventory {
+  std::vector<TensorGroup> groups;
+  int stage = 0;               // pipeline stage this rank runs
+  int layers = 0;              // layers on this stage
+  int micro_batches_in_flight = 1;  // micro-batches whose activations the stage holds at once
+  std::int64_t grad_accumulation = 1;
+  int ranks_per_node = 1;      // ranks sharing one host (for host and NVMe totals)
+  int shard_degree = 1;        // data-parallel ranks the sharded state is split over
+  double tokens_per_micro_batch = 0;  // on this rank (after context parallel)
+  RankParams params;
+  plan::FrameworkProfile profile;
+  plan::PrecisionRecipe recipe;
+};
+
+// Builds the inventory of pipeline stage `stage` of `plan`. REQUIRES: a plan that passed check_plan.
+Inventory build_inventory(const model::ModelSpec& model, const plan::Plan& plan, int stage = 0);
+// Same, into `out` (reusing its storage: no allocation once warm).
+void build_inventory(const model::ModelSpec& model, const plan::Plan& plan, int stage, Inventory& out);
+
+// Trainable LoRA parameters of the whole model for the job's targets and rank:
+// r x (fan_in + fan_out) per adapted matrix (Hu et al. 2021, sec. 4).
+std::int64_t lora_params(const model::ModelSpec& model, const plan::Job& job);
+
+// Bytes per parameter of a QLoRA-quantized weight, quantization constants included
+// (Dettmers et al. 2023, sec. 3: 4-bit NF4 + 8-bit absmax per 64 + fp32 per 256 blocks).
+double quantized_bytes_per_param(const plan::QuantSpec& q);
+
+}  // namespace ftplan::inventory

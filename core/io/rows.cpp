@@ -1,0 +1,108 @@
+#include "io/rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace ftplan::io {
+
+using nlohmann::ordered_json;
+
+void Row::set(std::string key, Value value) {
+  for (auto& [k, v] : fields)
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  fields.emplace_back(std::move(key), std::move(value));
+}
+
+const Value* Row::get(const std::string& key) const {
+  for (const auto& [k, v] : fields)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+namespace {
+
+ordered_json to_json(const Value& v) {
+  return std::visit(
+      [](const auto& x) -> ordered_json {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) return nullptr;
+        else if constexpr (std::is_same_v<T, double>) return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
+        else return x;
+      },
+      v);
+}
+
+void put(ordered_json& obj, const std::string& dotted, const Value& v) {
+  ordered_json* cur = &obj;
+  std::size_t start = 0;
+  for (;;) {
+    const auto dot = dotted.find('.', start);
+    if (dot == std::string::npos) {
+      (*cur)[dotted.substr(start)] = to_json(v);
+      return;
+    }
+    cur = &(*cur)[dotted.substr(start, dot - start)];
+    start = dot + 1;
+  }
+}
+
+std::string csv_cell(const Value& v) {
+  std::string s = std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) return "";
+        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::int64_t>) return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>) return std::isfinite(x) ? fmt::format("{}", x) : "";
+        else return x;
+      },
+      v);
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version, const Row& top_level) {
+  ordered_json doc;
+  doc["schema_version"] = schema_version;
+  for (const auto& [k, v] : top_level.fields) put(doc, k, v);
+  doc[kind] = ordered_json::array();
+  for (const auto& row : rows) {
+    ordered_json obj = ordered_json::object();
+    for (const auto& [k, v] : row.fields) put(obj, k, v);
+    doc[kind].push_back(std::move(obj));
+  }
+  return doc.dump(2) + "\n";
+}
+
+std::string rows_to_csv(const std::vector<Row>& rows) {
+  std::vector<std::string> header;
+  for (const auto& row : rows)
+    for (const auto& [k, v] : row.fields)
+      if (std::find(header.begin(), header.end(), k) == header.end()) header.push_back(k);
+  std::string out;
+  for (std::size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + csv_cell(header[i]);
+  out += "\n";
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      if (i) out += ",";
+      if (const Value* v = row.get(header[i])) out += csv_cell(*v);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ftplan::io

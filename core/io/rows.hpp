@@ -1,0 +1,28 @@
+// Result rows: the one shape every verb's results take before they are written. A row is an
+// ordered list of (key, value); dotted keys ("memory.gpu.weights_bytes") become nested objects
+// in JSON and columns in CSV. Field names follow DESIGN.md's contract (snake_case, unit suffix).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ftplan::io {
+
+using Value = std::variant<std::nullptr_t, bool, std::int64_t, double, std::string>;
+
+struct Row {
+  std::vector<std::pair<std::string, Value>> fields;
+  void set(std::string key, Value value);  // replaces an existing key, else appends
+  const Value* get(const std::string& key) const;
+};
+
+// {"schema_version": N, "<kind>": [rows...]} plus any top-level extras, pretty-printed.
+std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version,
+                         const Row& top_level = {});
+// Header = union of keys in first-seen order; missing cells are empty.
+std::string rows_to_csv(const std::vector<Row>& rows);
+
+}  // namespace ftplan::io

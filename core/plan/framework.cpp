@@ -1,0 +1,116 @@
+#include "plan/framework.hpp"
+
+namespace ftplan::plan {
+
+FrameworkProfile framework_profile(const Job& job) {
+  FrameworkProfile p;
+  p.framework = job.framework;
+  // Device overheads shared by all PyTorch-based stacks:
+  // - CUDA context with lazy module loading (CUDA >= 11.7, PyTorch >= 1.13 default): ~0.5 GiB;
+  //   older eager loading measured 1343 MB on a V100 (HF perf_train_gpu_one.md, transformers v4.27).
+  // - NCCL: NCCL_BUFFSIZE 4 MiB per channel and direction (NCCL env docs) x up to 32 channels -> 256 MiB.
+  // - cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG ":4096:8" on Hopper = 32 MiB (PyTorch CUDA semantics
+  //   notes); attention/cuDNN workspaces add a similar amount.
+  p.cuda_context_bytes = job.cuda_context_bytes > 0 ? job.cuda_context_bytes : 512.0 * (1 << 20);
+  p.nccl_buffer_bytes = 256.0 * (1 << 20);
+  p.workspace_bytes = 64.0 * (1 << 20);
+  // Reserved-vs-allocated slack of the caching allocator at the peak: an estimate (PyTorch
+  // "CUDA semantics: memory management": blocks are rounded to 512 B / 2 MiB and split from
+  // 2 MiB / 20 MiB segments; freed blocks that cannot be reused stay reserved).
+  p.fragmentation = 0.05;
+  // Host RSS of one training process: 2.96-3.8 GB measured for single-GPU PEFT runs
+  // (huggingface/peft README, pre-2024: "CPU RAM 2.96 GB" ... "3.8 GB").
+  p.host_process_bytes = 3.0e9;
+  switch (job.framework) {
+    case Framework::pytorch_fsdp:
+      p.sharding = Sharding::fsdp1;
+      // FSDP1 with limit_all_gathers=True lets at most two all-gathers be in flight
+      // (torch/distributed/fsdp/_limiter_utils.py), so two units are gathered at once.
+      p.gathered_units = 2;
+      p.root_stays_gathered = true;
+      break;
+    case Framework::pytorch_fsdp2:
+      p.sharding = Sharding::fsdp2;
+      // torchtitan's op-level SAC policy (torchtitan/models/llama3/infra/parallelize.py, _custom_policy):
+      // save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
+      p.selective = FrameworkProfile::Selective::every_other_mm;
+      p.compile_covers_loss = false;  // torchtitan compiles each TransformerBlock, not the loss
+      // torchtitan wraps embeddings, each block and [norm, output] separately; output keeps
+      // reshard_after_forward=False (torchtitan/models/llama3/infra/parallelize.py).
+      p.gathered_units = 2;
+      p.root_stays_gathered = false;
+      break;
+    case Framework::torchtune:
+      p.sharding = Sharding::fsdp2;  // torchtune's distributed recipes use FSDP2 (fully_shard)
+      p.optimizer_impl = OptimizerImpl::fused;  // recipes' default optimizer: AdamW(fused=True)
+      p.gathered_units = 2;
+      p.root_stays_gathered = false;
+      break;
+    case Framework::deepspeed:
+      p.sharding = Sharding::deepspeed;
+      p.optimizer_impl = OptimizerImpl::fused;  // FusedAdam on GPU, DeepSpeedCPUAdam on the host
+      p.gathered_units = 2;  // current module + stage3_prefetch_bucket_size ("auto": 0.9 hidden^2)
+      p.root_stays_gathered = false;
+      p.fragmentation = 0.10;  // DeepSpeed allocates and frees flat buffers each step: more slack (estimate)
+      break;
+    case Framework::megatron:
+      p.sharding = Sharding::megatron;
+      p.optimizer_impl = OptimizerImpl::fused;  // Apex / Transformer Engine FusedAdam
+      p.root_stays_gathered = false;
+      break;
+    case Framework::hf_trainer:
+      // Plain Trainer: single GPU or DDP (FSDP/DeepSpeed through HF use those profiles).
+      p.sharding = Sharding::none;
+      p.ddp_bucket_copy = true;  // torch DDP gradient_as_bucket_view=False by default
+      break;
+    case Framework::yafsdp:
+      p.sharding = Sharding::yafsdp;
+      p.gathered_units = 2;  // two preallocated parameter buffers, reused layer after layer
+      p.root_stays_gathered = false;
+      break;
+  }
+  return p;
+}
+
+PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile) {
+  PrecisionRecipe r;
+  switch (job.precision) {
+    case Precision::fp32:
+      r = {4, 4, 0, 4, 4, false, 4};
+      break;
+    case Precision::bf16:
+      // Pure bf16 (torchtune dtype=bf16): weights, gradients and optimizer state all 16-bit.
+      r = {2, 2, 0, 2, 2, false, 2};
+      break;
+    case Precision::bf16_mixed:
+    case Precision::fp16_mixed:
+    case Precision::fp8_mixed:  // fp8 linears on a bf16-mixed recipe: state as bf16-mixed
+      switch (profile.sharding) {
+        case Sharding::deepspeed:
+        case Sharding::yafsdp:
+          // 16-bit weights and gradients, fp32 master + Adam m, v: 2 + 2 + 12 bytes (ZeRO paper, sec. 3.1).
+          r = {2, 2, 4, 4, 2, false, 2};
+          break;
+        case Sharding::megatron:
+          // bf16 weights, fp32 main_grad buffer, fp32 master + m + v: 18 bytes/param
+          // (Megatron-LM docs/source/api-guide/dist_optimizer.md, table of bytes per parameter).
+          r = {2, 4, 4, 4, 2, false, 2};
+          break;
+        case Sharding::fsdp1:
+        case Sharding::fsdp2:
+          // FSDP MixedPrecision(param_dtype=bf16): sharded fp32 parameters and gradients, bf16 copies
+          // only in the gathered units (torch/distributed/fsdp/_flat_param.py).
+          r = {4, 4, 0, 4, 2, false, 2};
+          break;
+        case Sharding::none:
+          // torch.autocast: fp32 parameters and gradients; each forward casts the weights to bf16 and
+          // autograd keeps the casts for backward (torch/csrc/autograd autocast weight cache).
+          r = {4, 4, 0, 4, 2, true, 2};
+          break;
+      }
+      break;
+  }
+  return r;
+}
+
+}  // namespace ftplan::plan

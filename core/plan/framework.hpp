@@ -1,0 +1,66 @@
+// What differs between training frameworks, for memory and (later) time: the precision recipe,
+// how data-parallel state is sharded and gathered, buffer sizes and fixed overheads. One profile
+// per Framework; each figure cites the framework source it comes from (docs/memory-model.md).
+#pragma once
+
+#include "plan/job.hpp"
+
+namespace ftplan::plan {
+
+// How parameters, gradients and optimizer state are stored, per trainable parameter.
+struct PrecisionRecipe {
+  double weight_B = 4;       // bytes per stored (sharded) parameter
+  double grad_B = 4;         // bytes per stored gradient element
+  double master_B = 0;       // fp32 master copy kept by the optimizer (0 = weights are the master)
+  double state_B = 4;        // bytes per optimizer state element (Adam m and v each)
+  double compute_B = 2;      // bytes per element of the 16-bit compute copy (gathered/autocast)
+  bool autocast_copies = false;  // weights cast to 16 bit per forward and saved for backward (PyTorch AMP)
+  double activation_B = 2;   // bytes per activation element
+};
+
+enum class Sharding {
+  none,       // each data-parallel rank holds everything (DDP, single GPU)
+  deepspeed,  // ZeRO stages 1-3 (Rajbhandari et al. 2020), DeepSpeed's engine
+  fsdp1,      // PyTorch FSDP (flat parameters per wrapped unit)
+  fsdp2,      // PyTorch FSDP2 (per-parameter DTensor sharding, torchtitan)
+  megatron,   // Megatron-LM distributed optimizer (ZeRO-1 equivalent)
+  yafsdp,     // Yandex YaFSDP: preallocated gather/reduce buffers
+};
+
+struct FrameworkProfile {
+  Framework framework = Framework::pytorch_fsdp;
+  Sharding sharding = Sharding::fsdp1;
+  // Units whose full parameters are gathered at once under ZeRO-3/FSDP (current + prefetched).
+  int gathered_units = 2;
+  // FSDP1: the root unit (embeddings, final norm, LM head) stays gathered from forward to
+  // backward (torch/distributed/fsdp/_runtime_utils.py: the root does not reshard after forward).
+  bool root_stays_gathered = true;
+  // DDP keeps gradient buckets besides .grad unless gradient_as_bucket_view (torch DDP default False).
+  bool ddp_bucket_copy = true;
+  // DeepSpeed ZeRO-1/2 reduce and all-gather buckets, elements (HF "auto": hidden^2; DS default 5e8).
+  bool buckets_hidden_squared = true;
+  // Device overheads outside the caching allocator.
+  double cuda_context_bytes = 0;   // CUDA context + loaded kernels (cuBLAS, cuDNN, NCCL modules)
+  double nccl_buffer_bytes = 0;    // per rank when it communicates
+  double workspace_bytes = 0;      // cuBLAS/cuBLASLt workspace, attention workspace
+    // The optimizer implementation the framework uses by default.
+  OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
+  // What "selective" activation checkpointing means in this framework.
+  enum class Selective {
+    attention_core,  // Megatron-LM: recompute softmax/dropout of attention (Korthikanti et al. 2022, sec. 5)
+    every_other_mm,  // torchtitan op-level SAC: keep matmul and attention outputs except every second matmul
+  } selective = Selective::attention_core;
+  // torch.compile of the model also compiles the loss (HF models compute it in forward; torchtune
+  // compiles its loss; torchtitan compiles transformer blocks only).
+  bool compile_covers_loss = true;
+  // Caching-allocator slack: reserved / allocated - 1 at the peak.
+  double fragmentation = 0.05;
+  // Host memory of one training process (interpreter, framework, loaded model code), bytes.
+  double host_process_bytes = 3.0e9;
+};
+
+// The profile of a job's framework, with its precision recipe resolved for the job.
+FrameworkProfile framework_profile(const Job& job);
+PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile);
+
+}  // namespace ftplan::plan

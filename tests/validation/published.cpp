@@ -1,0 +1,283 @@
+#include "published.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cctype>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+#include "io/scenario_io.hpp"
+#include "../unit/test_support.hpp"
+
+namespace ftplan::validation {
+
+const std::string& PublishedRow::at(const std::string& key) const {
+  static const std::string empty;
+  auto it = col.find(key);
+  return it == col.end() ? empty : it->second;
+}
+
+namespace {
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cur += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+bool contains(const std::string& s, const char* what) { return to_lower(s).find(to_lower(what)) != std::string::npos; }
+
+// Leading integer of a cell ("8192 (default toml; not restated)" -> 8192), or nullopt.
+std::optional<long long> leading_int(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  std::size_t j = i;
+  while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+  if (j == i) return std::nullopt;
+  return std::stoll(s.substr(i, j - i));
+}
+
+// Model column -> zoo name: lowercase, the part after '/', without "(...)"; Megatron's "GPT
+// (Megatron) 1008B" -> megatron-gpt-1t; a few spellings differ from the zoo's.
+std::string zoo_name(std::string model) {
+  if (contains(model, "megatron")) {
+    const std::regex size_re("([0-9.]+)B");
+    std::smatch m;
+    if (std::regex_search(model, m, size_re)) return m[1] == "1008" ? "megatron-gpt-1t" : "megatron-gpt-" + to_lower(m[1].str()) + "b";
+  }
+  if (auto slash = model.rfind('/'); slash != std::string::npos) model = model.substr(slash + 1);
+  if (auto paren = model.find('('); paren != std::string::npos) model = model.substr(0, paren);
+  std::string n = to_lower(std::string(trim(model)));
+  std::replace(n.begin(), n.end(), ' ', '-');
+  std::replace(n.begin(), n.end(), '_', '-');
+  static const std::map<std::string, std::string> alias = {
+      {"bloomz-7b1", "bloom-7b1"}, {"t0-3b", "t0-3b"}, {"mt0-xxl", "mt0-xxl"}};
+  if (auto it = alias.find(n); it != alias.end()) return it->second;
+  return n;
+}
+
+std::string gpu_name(const std::string& g) {
+  if (contains(g, "h100 96gb")) return "h100-96gb-500w";
+  if (contains(g, "h100")) return "h100-sxm-80gb";
+  if (contains(g, "a100") && contains(g, "40gb")) return "a100-sxm4-40gb";
+  if (contains(g, "40gb gpus")) return "a100-sxm4-40gb";
+  if (contains(g, "a100")) return "a100-sxm4-80gb";
+  if (contains(g, "v100") && contains(g, "16gb")) return "v100-sxm2-16gb";
+  if (contains(g, "v100")) return "v100-sxm2-32gb";
+  if (contains(g, "4090")) return "rtx-4090";
+  return "";
+}
+
+// LoRA targets from the peft column: "q,v,o + MLP", "all-linear", Qwen's c_attn/c_proj/w1/w2.
+std::string lora_targets(const std::string& peft) {
+  if (contains(peft, "all-linear")) return "[all-linear]";
+  std::vector<std::string> t;
+  if (contains(peft, "c_attn")) t = {"q", "k", "v"};
+  if (contains(peft, "c_proj")) t.insert(t.end(), {"o", "down"});  // Qwen1: attn.c_proj and mlp.c_proj
+  if (contains(peft, "w1")) t.push_back("up");
+  if (contains(peft, "w2")) t.push_back("gate");
+  const std::regex list_re("on ([qkvo](,[qkvo])*)");
+  std::smatch m;
+  if (std::regex_search(peft, m, list_re)) {
+    std::string mods = m[1];
+    for (char c : mods)
+      if (c != ',') t.push_back(std::string(1, c));
+  }
+  if (contains(peft, "+ mlp")) t.insert(t.end(), {"gate", "up", "down"});
+  if (t.empty()) return "";
+  return "[" + join(t, ", ") + "]";
+}
+
+}  // namespace
+
+std::vector<PublishedRow> read_published(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::string line;
+  const auto next = [&](std::string& l) {
+    if (!std::getline(in, l)) return false;
+    if (!l.empty() && l.back() == '\r') l.pop_back();  // the file has CRLF line ends
+    return true;
+  };
+  next(line);
+  const auto header = split_csv_line(line);
+  std::vector<PublishedRow> rows;
+  int n = 1;
+  while (next(line)) {
+    ++n;
+    if (trim(line).empty()) continue;
+    const auto cells = split_csv_line(line);
+    PublishedRow r;
+    r.line = n;
+    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) r.col[header[i]] = cells[i];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+const char* to_string(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::allocated: return "allocated";
+    case MemoryKind::reserved: return "reserved";
+    case MemoryKind::device: return "device";
+  }
+  return "?";
+}
+
+MemoryKind memory_kind(const PublishedRow& row) {
+  const std::string& metric = row.at("measured_metric");
+  const std::string& source = row.at("source_url_or_repo_path");
+  if (contains(metric, "nvidia-smi")) return MemoryKind::device;
+  // torchtitan logs max_reserved_gib (torchtitan/components/metrics.py); torchtune's README table
+  // reports its logged peak_memory_reserved.
+  if (contains(source, "torchtitan") || contains(source, "torchtune")) return MemoryKind::reserved;
+  // Unnamed kinds (PEFT docs, Qwen README): what a person reads off nvidia-smi.
+  return MemoryKind::device;
+}
+
+double measured_bytes(const PublishedRow& row) {
+  const double v = std::stod(row.at("measured_value"));
+  const std::string& unit = row.at("unit");
+  if (unit == "GiB") return v * (1u << 30);
+  if (unit == "GB") return v * 1e9;
+  if (unit == "MB") return v * (1u << 20);  // nvidia-smi prints MiB and labels them MB
+  throw std::runtime_error("unknown unit " + unit);
+}
+
+Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& all) {
+  Mapped out;
+  const auto need = [&](const char* what, bool ok) {
+    if (!ok) out.missing.push_back(what);
+  };
+  const std::string model = zoo_name(row.at("model"));
+  const std::string gpu = gpu_name(row.at("gpu_type"));
+  const auto seq = leading_int(row.at("seq_len"));
+  const auto micro = leading_int(row.at("micro_batch"));
+  const auto global = leading_int(row.at("global_batch"));
+  const auto gpus = leading_int(row.at("gpus"));
+  const std::string& peft = row.at("peft");
+  const std::string& par = row.at("parallelism");
+  const std::string& prec = row.at("precision");
+  const std::string& ckpt = row.at("act_ckpt");
+  need("model in the zoo", test::zoo().find(model) != nullptr);
+  need("GPU type", !gpu.empty());
+  need("seq_len", seq.has_value());
+  need("micro_batch", micro.has_value());
+  need("precision", !prec.empty());
+  need("activation checkpointing", !ckpt.empty() && !contains(ckpt, "not stated"));
+  const bool lora = contains(peft, "lora");
+  if (lora) need("LoRA targets and rank", !lora_targets(peft).empty() && std::regex_search(peft, std::regex("r[0-9]+")));
+  if (!out.missing.empty()) return out;
+
+  std::string method = contains(peft, "qlora") ? "qlora" : (lora ? "lora" : "full");
+  std::string precision = "bf16-mixed";
+  if (contains(prec, "pure bf16")) precision = "bf16";
+  else if (contains(prec, "fp32")) precision = "fp32";
+  else if (contains(prec, "fp16")) precision = "fp16-mixed";
+  std::string framework = "hf-trainer";
+  std::string parallel;
+  if (contains(row.at("source_url_or_repo_path"), "torchtune")) framework = "torchtune";
+  if (contains(par, "deepspeed")) {
+    framework = "deepspeed";
+    std::smatch m;
+    if (std::regex_search(par, m, std::regex("ZeRO-([0-3])"))) parallel = fmt::format("{{zero: {}}}", m[1].str());
+  } else if (contains(par, "fsdp2") || (contains(par, "fsdp") && contains(row.at("source_url_or_repo_path"), "torchtitan"))) {
+    framework = "pytorch-fsdp2";
+  } else if (contains(par, "fsdp")) {
+    framework = "pytorch-fsdp";
+  } else if (contains(par, "tp ")) {
+    framework = "megatron";
+    std::smatch m;
+    if (std::regex_search(par, m, std::regex("TP ([0-9]+) x PP ([0-9]+) x DP ([0-9]+)")))
+      parallel = fmt::format("{{tp: {}, pp: {}, dp: {}, zero: 1}}", m[1].str(), m[2].str(), m[3].str());
+  }
+  std::string checkpointing = "none";
+  if (contains(ckpt, "selective")) checkpointing = "selective";
+  else if (contains(ckpt, "on") || contains(ckpt, "full")) checkpointing = "full";
+  const std::string optimizer = contains(row.at("optimizer"), "8bit") ? "adamw-8bit" : "adamw";
+
+  // Documented behaviour of the stack a row names:
+  // - transformers before v4.36: eager attention (SDPA became the default in v4.36) and the
+  //   Trainer's legacy per-parameter AdamW ("adamw_hf", the default optim until then);
+  // - transformers v4.27 and older ran on PyTorch 1.x, whose zero_grad() kept gradients allocated;
+  // - a CUDA context size stated in the notes of any row of a source applies to all rows of that
+  //   source (one machine, one software stack); "compile on"/"torch.compile" rows compile.
+  std::string extra;
+  const std::string& source = row.at("source_url_or_repo_path");
+  const std::string& notes = row.at("notes");
+  std::smatch version;
+  if (contains(source, "transformers") && std::regex_search(source, version, std::regex("\\(v4\\.([0-9]+)\\)")) &&
+      std::stoi(version[1]) < 36)
+    extra += "  attention: eager\n  optimizer: {name: " + optimizer + ", implementation: per-parameter}\n" +
+             std::string(std::stoi(version[1]) <= 27 ? "  gradients_persist: true\n" : "");
+  else
+    extra += "  optimizer: " + optimizer + "\n";
+  for (const auto& other : all) {
+    std::smatch context;
+    const std::string& other_notes = other.at("notes");
+    if (other.at("source_url_or_repo_path") == source &&
+        std::regex_search(other_notes, context, std::regex("([0-9]+) MB CUDA context"))) {
+      extra += "  cuda_context: " + context[1].str() + " MiB\n";  // nvidia-smi "MB" are MiB
+      break;
+    }
+  }
+  if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated"))
+    extra += "  compile: true\n";
+  std::string yaml = fmt::format(
+      "schema_version: 1\nname: row {}\nmodel: {}\njob:\n  method: {}\n  seq_len: {}\n  micro_batch: {}\n"
+      "  steps: 1\n  precision: {}\n  activation_checkpointing: {}\n  framework: {}\n",
+      row.line, model, method, *seq, *micro, precision, checkpointing, framework);
+  yaml += extra;
+  if (global) yaml += fmt::format("  global_batch: {}\n", *global);
+  if (lora) {
+    std::smatch m;
+    std::regex_search(peft, m, std::regex("r([0-9]+)"));
+    yaml += fmt::format("  lora: {{rank: {}, targets: {}}}\n", m[1].str(), lora_targets(peft));
+  }
+  // torchtune's recipes use chunked cross-entropy (CEWithChunkedOutputLoss, 8 chunks).
+  if (framework == "torchtune") yaml += "  loss: {chunks: 8}\n";
+  yaml += fmt::format("plans:\n  - name: published\n    cluster: {{gpu: {}, gpus: {}}}\n", gpu, gpus.value_or(1));
+  if (!parallel.empty()) yaml += "    parallel: " + parallel + "\n";
+  plan::Scenario s = io::parse_scenario(yaml, fmt::format("published_public.csv:{}", row.line), test::data_dir(),
+                                        test::zoo(), test::catalog());
+  // The row's own architecture columns win over the zoo entry (llm-foundry's MPT configs differ
+  // from the HF checkpoints in vocabulary, for one).
+  model::ModelSpec& m = s.model;
+  const auto set = [&](const char* col, auto& field) {
+    if (auto v = leading_int(row.at(col))) field = static_cast<std::remove_reference_t<decltype(field)>>(*v);
+  };
+  set("layers", m.layers);
+  set("hidden", m.hidden);
+  set("heads", m.heads);
+  set("kv_heads", m.kv_heads);
+  set("ffn", m.ffn);
+  set("vocab", m.vocab);
+  // A sequence-classification fine-tune has a small classifier instead of the MLM/LM head.
+  if (contains(row.at("model"), "seq-classification")) m.mlm_head = false;
+  out.scenario = std::move(s);
+  return out;
+}
+
+}  // namespace ftplan::validation
