@@ -64,7 +64,10 @@ double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int la
       if (accumulation > 1 || phase == Phase::backward_end || phase == Phase::optimizer) return g.total();
       return phase == Phase::backward ? g.total() / std::max(1, layers) : 0;
     case Lifetime::forward_backward: return phase == Phase::optimizer ? 0 : g.total();
-    case Lifetime::saved: return phase == Phase::forward || phase == Phase::backward ? g.total() : 0;
+    case Lifetime::saved:
+      if (phase == Phase::forward || phase == Phase::backward) return g.total();
+      // The last layer's backward still holds that layer's saved tensors.
+      return phase == Phase::backward_end && g.per_layer ? g.bytes : 0;
     case Lifetime::layer: return phase == Phase::optimizer ? 0 : g.total();
     case Lifetime::backward_layer: return phase == Phase::backward || phase == Phase::backward_end ? g.total() : 0;
     case Lifetime::loss:

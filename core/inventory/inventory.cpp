@@ -1,6 +1,7 @@
 #include "inventory/inventory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "plan/checks.hpp"
@@ -256,33 +257,60 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   RankParams& rp = inv.params;
   rp = RankParams{};
   double frozen_linear = 0;
-  for (int layer = first; layer < last; ++layer) {
+  // Layers differ only by kind (MoE or dense, local or global attention, with cross-attention or
+  // not): the per-layer figures are computed once per kind present on the stage.
+  struct Kind {
+    bool ready = false;
+    int model_layer = 0;
+    double total = 0, linear = 0, largest_linear = 0, lora = 0;
+  };
+  std::array<Kind, 8> kinds{};
+  std::array<int, 8> kind_count{};
+  const auto model_layer_of = [&](int layer) {
+    // Encoder-decoder stacks put the encoder first; the model numbers decoder layers first.
+    if (m.architecture != model::Architecture::encoder_decoder) return layer;
+    return layer >= m.encoder_layers ? layer - m.encoder_layers : m.layers + layer;
+  };
+  const auto kind_of = [&](int layer) {
+    const int ml = model_layer_of(layer);
     const bool cross = m.architecture == model::Architecture::encoder_decoder && layer >= m.encoder_layers;
-    // Layer index in the model's own numbering: encoder layers first in the stack, then decoder layers.
-    const int model_layer = m.architecture == model::Architecture::encoder_decoder
-                                ? (layer >= m.encoder_layers ? layer - m.encoder_layers : m.layers + layer)
-                                : layer;
-    const model::LayerParams lp = model::layer_params(m, model_layer, cross);
-    const double split = model_layer < m.layers && m.is_moe_layer(model_layer) ? static_cast<double>(tp) * ep : tp;
+    const bool moe = ml < m.layers && m.is_moe_layer(ml);
+    const bool local = ml < m.layers && m.is_local_layer(ml);
+    return (moe ? 1 : 0) | (local ? 2 : 0) | (cross ? 4 : 0);
+  };
+  for (int layer = first; layer < last; ++layer) {
+    const int k = kind_of(layer);
+    ++kind_count[k];
+    Kind& kd = kinds[k];
+    if (kd.ready) continue;
+    kd.ready = true;
+    kd.model_layer = model_layer_of(layer);
+    const model::LayerParams lp = model::layer_params(m, kd.model_layer, (k & 4) != 0);
+    const double split = (k & 1) ? static_cast<double>(tp) * ep : tp;
     // Megatron column/row splits: attention and MLP matrices divide by tp (experts also by ep); norms replicate.
-    const double layer_total = static_cast<double>(lp.attention) / tp + static_cast<double>(lp.mlp) / split +
-                               static_cast<double>(lp.norms);
-    rp.total += layer_total;
-    rp.largest_layer = std::max(rp.largest_layer, layer_total);
-    frozen_linear += static_cast<double>(lp.attention + lp.mlp) / split;
-    const LayerShape s = shape_of(m, model_layer);
-    rp.largest_linear = std::max({rp.largest_linear, s.h * s.q / tp, s.h * s.f / tp});
-    const double lora = lora_layer_params(m, job, trainable, model_layer) / tp;
-    rp.trainable += lora;
-    rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? layer_total : lora);
+    kd.total = static_cast<double>(lp.attention) / tp + static_cast<double>(lp.mlp) / split + static_cast<double>(lp.norms);
+    kd.linear = static_cast<double>(lp.attention + lp.mlp) / split;
+    const LayerShape s = shape_of(m, kd.model_layer);
+    kd.largest_linear = std::max(s.h * s.q, s.h * s.f) / tp;
+    kd.lora = lora_layer_params(m, job, trainable, kd.model_layer) / tp;
   }
-  const model::ParamCounts counts = model::count_params(m);
+  for (int k = 0; k < 8; ++k) {
+    if (kind_count[k] == 0) continue;
+    const Kind& kd = kinds[k];
+    rp.total += kd.total * kind_count[k];
+    rp.largest_layer = std::max(rp.largest_layer, kd.total);
+    frozen_linear += kd.linear * kind_count[k];
+    rp.largest_linear = std::max(rp.largest_linear, kd.largest_linear);
+    rp.trainable += kd.lora * kind_count[k];
+    rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? kd.total : kd.lora);
+  }
   const double h = static_cast<double>(m.hidden);
   const double norm_params = m.norm == model::NormKind::layernorm ? 2 * h : h;
-  if (stage == 0) rp.root += static_cast<double>(counts.embedding) / tp;
+  if (stage == 0) rp.root += static_cast<double>(model::embedding_params(m)) / tp;
   if (stage == pp - 1) {
     // The LM head lives on the last stage; with tied embeddings and pp > 1 Megatron keeps a copy there.
-    rp.root += static_cast<double>(counts.head + counts.other) / tp + (m.final_norm ? norm_params : 0);
+    rp.root += static_cast<double>(model::head_params(m) + model::position_table_params(m)) / tp +
+               (m.final_norm ? norm_params : 0);
     if (m.tied_embeddings && pp > 1 && m.has_lm_head()) rp.root += static_cast<double>(m.vocab) * h / tp;
   }
   rp.total += rp.root;
@@ -465,24 +493,25 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const Tier act_tier = off.activations;
   // Per-layer saved bytes, summed over the stage's layers (layers differ: local/global, MoE/dense).
   double saved_total = 0, recompute_layer = 0, grad_layer = 0;
-  for (int layer = first; layer < last; ++layer) {
-    const int model_layer = m.architecture == model::Architecture::encoder_decoder
-                                ? (layer >= m.encoder_layers ? layer - m.encoder_layers : m.layers + layer)
-                                : layer;
+  for (int k = 0; k < 8; ++k) {
+    if (kind_count[k] == 0) continue;
+    const int model_layer = kinds[k].model_layer;
     const SavedPerToken t = saved_per_token(m, job, trainable, ac, model_layer);
-    const double attended = model_layer < m.layers && m.is_local_layer(model_layer)
-                                ? std::min<double>(static_cast<double>(job.seq_len), static_cast<double>(m.attention.sliding_window))
-                                : static_cast<double>(job.seq_len);
+    const double attended = (k & 2) ? std::min<double>(static_cast<double>(job.seq_len),
+                                                       static_cast<double>(m.attention.sliding_window))
+                                    : static_cast<double>(job.seq_len);
     // Korthikanti et al. 2022 eq. 2-4: the TP region splits by t; the sequence region only with SP.
-    double per_token = (par.sequence_parallel ? t.sequence / tp : t.sequence) + t.tensor / tp;
+    const double per_token = (par.sequence_parallel ? t.sequence / tp : t.sequence) + t.tensor / tp;
     const double quadratic = t.quadratic * attended / tp;
     const double full_layer = (per_token + quadratic) * tokens;
-    recompute_layer = std::max(recompute_layer, full_layer);
     if (job.checkpointing == Checkpointing::full) {
-      // Only the layer input is kept (h per token; split by tp under SP).
-      saved_total += ac.wide * h * tokens / (par.sequence_parallel ? tp : 1);
+      // Only the layer input is kept (h per token; split by tp under SP). Backward recomputes the
+      // layer from it: the recomputed tensors minus the input, which is already held.
+      const double input = ac.wide * h * tokens / (par.sequence_parallel ? tp : 1);
+      saved_total += input * kind_count[k];
+      recompute_layer = std::max(recompute_layer, full_layer - input);
     } else {
-      saved_total += full_layer;
+      saved_total += full_layer * kind_count[k];
     }
     const LayerShape s = shape_of(m, model_layer);
     // Activation gradients alive during one layer's backward: two of the widest intermediates

@@ -119,14 +119,39 @@ LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention) {
   return p;
 }
 
+std::int64_t embedding_params(const ModelSpec& m) {
+  std::int64_t e = m.vocab * m.hidden;
+  if (m.positional == Positional::learned) e += m.max_context * m.hidden;
+  e += static_cast<std::int64_t>(m.type_vocab) * m.hidden;
+  if (m.embedding_norm) e += norm_params(m);
+  return e;
+}
+
+std::int64_t head_params(const ModelSpec& m) {
+  std::int64_t head = 0;
+  if (m.has_lm_head()) {
+    if (!m.tied_embeddings) head += m.vocab * m.hidden;
+    if (m.lm_head_bias) head += m.vocab;
+  }
+  // BERT (Devlin et al. 2019; HF BertForPreTraining): pooler dense + bias; MLM transform dense + bias,
+  // its LayerNorm, and the decoder bias (the decoder weight is tied to the embedding).
+  if (m.pooler) head += m.hidden * m.hidden + m.hidden;
+  if (m.mlm_head) head += m.hidden * m.hidden + m.hidden + 2 * m.hidden + m.vocab;
+  return head;
+}
+
+std::int64_t position_table_params(const ModelSpec& m) {
+  // T5 relative attention bias: one (buckets x heads) table per stack, in its first layer (Raffel et al. 2020).
+  if (m.positional != Positional::relative) return 0;
+  const int stacks = m.architecture == Architecture::encoder_decoder ? 2 : 1;
+  return stacks * static_cast<std::int64_t>(m.relative_buckets) * m.heads;
+}
+
 ParamCounts count_params(const ModelSpec& m) {
   ParamCounts c;
   const std::int64_t n = norm_params(m);
 
-  c.embedding = m.vocab * m.hidden;
-  if (m.positional == Positional::learned) c.embedding += m.max_context * m.hidden;
-  c.embedding += static_cast<std::int64_t>(m.type_vocab) * m.hidden;
-  if (m.embedding_norm) c.embedding += n;
+  c.embedding = embedding_params(m);
 
   const int total_layers = m.layers + (m.architecture == Architecture::encoder_decoder ? m.encoder_layers : 0);
   for (int layer = 0; layer < total_layers; ++layer) {
@@ -144,18 +169,9 @@ ParamCounts count_params(const ModelSpec& m) {
   }
   const int stacks = m.architecture == Architecture::encoder_decoder ? 2 : 1;
   if (m.final_norm) c.norms += stacks * n;
-  // T5 relative attention bias: one (buckets x heads) table per stack, in its first layer (Raffel et al. 2020).
-  if (m.positional == Positional::relative) c.other += stacks * static_cast<std::int64_t>(m.relative_buckets) * m.heads;
-
-  if (m.has_lm_head()) {
-    if (!m.tied_embeddings) c.head += m.vocab * m.hidden;
-    if (m.lm_head_bias) c.head += m.vocab;
-    c.active_matmul += m.vocab * m.hidden;  // the head is a matmul whether tied or not
-  }
-  // BERT (Devlin et al. 2019; HF BertForPreTraining): pooler dense + bias; MLM transform dense + bias,
-  // its LayerNorm, and the decoder bias (the decoder weight is tied to the embedding).
-  if (m.pooler) c.head += m.hidden * m.hidden + m.hidden;
-  if (m.mlm_head) c.head += m.hidden * m.hidden + m.hidden + 2 * m.hidden + m.vocab;
+  c.other = position_table_params(m);
+  c.head = head_params(m);
+  if (m.has_lm_head()) c.active_matmul += m.vocab * m.hidden;  // the head is a matmul whether tied or not
 
   c.total = c.embedding + c.attention + c.mlp + c.experts + c.router + c.norms + c.head + c.other;
   // A token visits experts_per_token of the routed experts of each MoE layer; the rest are inactive for it.

@@ -128,6 +128,10 @@ struct LayerParams {
 };
 
 ParamCounts count_params(const ModelSpec& m);
+// Pieces of count_params that need no loop over layers (for per-rank accounting in hot paths).
+std::int64_t embedding_params(const ModelSpec& m);  // token, position, token-type embeddings + embedding norm
+std::int64_t head_params(const ModelSpec& m);       // LM head (0 when tied), BERT pooler and MLM head
+std::int64_t position_table_params(const ModelSpec& m);  // T5 relative-position tables
 // `layer` counts decoder layers 0..layers-1, then encoder layers for encoder-decoder models.
 LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention = false);
 

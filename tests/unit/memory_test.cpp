@@ -1,0 +1,173 @@
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "footprint/footprint.hpp"
+#include "inventory/inventory.hpp"
+#include "io/scenario_io.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+using inventory::Category;
+
+namespace {
+
+plan::Scenario scenario(const std::string& model, const std::string& job, const std::string& plan) {
+  const std::string text = fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
+  return io::parse_scenario(text, "memory_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+// Bytes of one category on the GPU summed over the inventory's groups (no lifetimes applied).
+double gpu_bytes(const inventory::Inventory& inv, Category c) {
+  double total = 0;
+  for (const auto& g : inv.groups)
+    if (g.category == c && g.tier == plan::Tier::gpu) total += g.total();
+  return total;
+}
+
+double group_bytes(const inventory::Inventory& inv, const std::string& name) {
+  for (const auto& g : inv.groups)
+    if (name == g.name) return g.total();
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO paper's example: 16 bytes/param and its sharding over 64 ranks (Rajbhandari et al. 2020, fig. 1)") {
+  /* Mixed-precision Adam keeps 2 (fp16 weights) + 2 (fp16 gradients) + K = 12 (fp32 master, m, v)
+   * bytes per parameter. With Nd = 64: baseline 16 Psi; ZeRO-1 4 Psi + 12 Psi/64; ZeRO-2
+   * 2 Psi + 14 Psi/64; ZeRO-3 16 Psi/64. For Psi = 7.5B: 120, 31.4, 16.6 and 1.9 GB. */
+  for (int zero = 0; zero <= 3; ++zero) {
+    CAPTURE(zero);
+    const auto s = scenario("megatron-gpt-7.5b", "  framework: deepspeed\n  micro_batch: 1\n",
+                            fmt::format("    cluster: {{gpu: a100-sxm4-80gb, gpus: 64}}\n    parallel: {{zero: {}}}\n", zero));
+    const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+    const double psi = static_cast<double>(model::count_params(s.model).total);
+    const double state = gpu_bytes(inv, Category::weights) + gpu_bytes(inv, Category::gradients) +
+                         gpu_bytes(inv, Category::optimizer);
+    const double expected[] = {16 * psi, 4 * psi + 12 * psi / 64, 2 * psi + 14 * psi / 64, 16 * psi / 64};
+    CHECK(state == doctest::Approx(expected[zero]));
+    const double paper_gb[] = {120, 31.4, 16.6, 1.9};
+    CHECK(state / psi * 7.5e9 / 1e9 == doctest::Approx(paper_gb[zero]).epsilon(0.02));
+  }
+}
+
+TEST_CASE("Korthikanti et al. 2022: activations per layer sbh(34 + 5as/h), with tensor and sequence parallelism") {
+  /* GPT-22B (h = 6144, a = 64, 48 layers), s = 2048, b = 1, 16-bit, dropout 0.1, eager attention:
+   *   no parallelism            sbh (34 + 5as/h)                     eq. 1
+   *   tensor parallel t         sbh (10 + 24/t + 5as/(ht))           eq. 2
+   *   + sequence parallel       sbh/t (34 + 5as/h)                   eq. 4
+   *   + selective recompute     34 sbh / t                           eq. 6
+   *   full recompute            2 sbh per layer (its input)          sec. 4.3 */
+  const double s = 2048, b = 1, h = 6144, a = 64, L = 48;
+  const std::string job = "  framework: megatron\n  seq_len: 2048\n  attention: eager\n";
+  const auto saved = [&](const std::string& extra_job, const std::string& parallel) {
+    const auto sc = scenario("megatron-gpt-22b", job + extra_job,
+                             "    cluster: {gpu: a100-sxm4-80gb, gpus: 8}\n    parallel: " + parallel + "\n");
+    return group_bytes(inventory::build_inventory(sc.model, sc.plans[0]), "saved activations") / L;
+  };
+  CHECK(saved("", "{dp: 8}") == doctest::Approx(s * b * h * (34 + 5 * a * s / h)).epsilon(1e-3));
+  CHECK(saved("", "{tp: 8}") == doctest::Approx(s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8))).epsilon(1e-3));
+  CHECK(saved("", "{tp: 8, sequence_parallel: true}") == doctest::Approx(s * b * h / 8 * (34 + 5 * a * s / h)).epsilon(1e-3));
+  CHECK(saved("  activation_checkpointing: selective\n", "{tp: 8, sequence_parallel: true}") ==
+        doctest::Approx(34 * s * b * h / 8).epsilon(1e-3));
+  CHECK(saved("  activation_checkpointing: full\n", "{dp: 8}") == doctest::Approx(2 * s * b * h));
+}
+
+TEST_CASE("LoRA trainable parameters match PEFT's print_trainable_parameters") {
+  /* Llama-2-7B, r = 8 on q and v: 2 x 8 x (4096 + 4096) x 32 layers = 4,194,304.
+   * Llama-3.1-8B, r = 16 on all linears: per layer q 16(4096+4096) + k, v 16(4096+1024) each +
+   * o 16(4096+4096) + gate, up, down 16(4096+14336) each = 1,310,720; x 32 = 41,943,040. */
+  plan::Job job;
+  job.method = plan::Method::lora;
+  job.lora.rank = 8;
+  job.lora.targets = {"q", "v"};
+  CHECK(inventory::lora_params(*test::zoo().find("llama-2-7b"), job) == 4'194'304);
+  job.lora.rank = 16;
+  job.lora.targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  CHECK(inventory::lora_params(*test::zoo().find("llama-3.1-8b"), job) == 41'943'040);
+}
+
+TEST_CASE("QLoRA storage: NF4 with double quantization costs 4.127 bits per parameter (Dettmers et al. 2023)") {
+  plan::QuantSpec q;
+  CHECK(inventory::quantized_bytes_per_param(q) * 8 == doctest::Approx(4.127).epsilon(1e-3));
+  q.double_quant = false;
+  CHECK(inventory::quantized_bytes_per_param(q) * 8 == doctest::Approx(4.5));  // 32-bit absmax per 64
+}
+
+TEST_CASE("memory never shrinks as micro-batch or sequence grows; ZeRO and checkpointing never cost more") {
+  const char* frameworks[] = {"pytorch-fsdp", "pytorch-fsdp2", "deepspeed", "megatron", "hf-trainer"};
+  for (const std::string model : {"llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b", "bert-large-uncased", "qwen2.5-7b"}) {
+    for (const std::string fw : frameworks) {
+      for (const std::string method : {"full", "lora", "qlora"}) {
+        CAPTURE(model);
+        CAPTURE(fw);
+        CAPTURE(method);
+        const std::string job = fmt::format("  framework: {}\n  method: {}\n  seq_len: 512\n", fw, method);
+        const std::string cluster = "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n";
+        auto s = scenario(model, job, cluster + "    parallel: {zero: 1}\n");
+        plan::Plan p = s.plans[0];
+        double last = 0;
+        for (int mb : {1, 2, 3, 4, 8}) {
+          p.job.micro_batch = mb;
+          p.job.global_batch = 0;
+          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+          CHECK(peak >= last);
+          last = peak;
+        }
+        p.job.micro_batch = 1;
+        last = 0;
+        for (std::int64_t seq : {128, 256, 512}) {
+          p.job.seq_len = seq;
+          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+          CHECK(peak >= last);
+          last = peak;
+        }
+        // Weights + gradients + optimizer per GPU never grow with the ZeRO stage.
+        p.job.seq_len = 512;
+        double previous = 1e300;
+        for (int zero = 0; zero <= 3; ++zero) {
+          p.parallel.zero = zero;
+          const auto inv = inventory::build_inventory(s.model, p);
+          const double state = gpu_bytes(inv, Category::weights) + gpu_bytes(inv, Category::gradients) +
+                               gpu_bytes(inv, Category::optimizer);
+          CHECK(state <= previous * (1 + 1e-12));
+          previous = state;
+        }
+        // Full checkpointing never needs more activation memory, nor a higher peak, than none.
+        p.parallel.zero = 1;
+        p.job.checkpointing = plan::Checkpointing::none;
+        const double none_acts = gpu_bytes(inventory::build_inventory(s.model, p), Category::activations);
+        const double none_peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+        p.job.checkpointing = plan::Checkpointing::full;
+        CHECK(gpu_bytes(inventory::build_inventory(s.model, p), Category::activations) <= none_acts);
+        CHECK(footprint::footprint(s.model, p).gpu_peak_bytes <= none_peak);
+      }
+    }
+  }
+}
+
+TEST_CASE("offloaded state moves tier and the host pays for it") {
+  /* ZeRO-Offload (Ren et al. 2021): fp32 master + Adam m, v (12 B/param) and fp32 gradients
+   * (4 B/param) live in host memory; the GPU keeps the 16-bit weights. Llama-3.1-8B on one GPU,
+   * DeepSpeed ZeRO-2: host holds 16 x 8.03e9 = 128.5 GB of state, plus the process. */
+  const auto s = scenario("llama-3.1-8b", "  framework: deepspeed\n  activation_checkpointing: full\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                          "    offload: {preset: zero-offload}\n");
+  const auto f = footprint::footprint(s.model, s.plans[0]);
+  const double psi = static_cast<double>(model::count_params(s.model).total);
+  CHECK(f.host[Category::optimizer] == doctest::Approx(12 * psi));
+  CHECK(f.host[Category::gradients] == doctest::Approx(4 * psi));
+  CHECK(f.gpu[Category::optimizer] == 0);
+  CHECK(f.gpu[Category::weights] == doctest::Approx(2 * psi));
+  CHECK(f.fits);
+}
+
+TEST_CASE("a plan that does not fit says by how much") {
+  const auto s = scenario("llama-3.1-70b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto f = footprint::footprint(s.model, s.plans[0]);
+  CHECK_FALSE(f.fits);
+  CHECK(f.infeasible_reason.find("GPU memory needs") == 0);
+  CHECK(f.infeasible_reason.find("per GPU (short by") != std::string::npos);
+  CHECK(footprint::max_micro_batch(s.model, s.plans[0]) == 0);
+}
