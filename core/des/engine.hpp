@@ -1,0 +1,139 @@
+// ftplan's discrete-event engine: generic, knows nothing about LLMs or training.
+//
+// Resources
+//   * queues   - serve their tasks one at a time (or `servers` at a time) strictly in the order
+//                the tasks were added to that queue, like a CUDA stream or a worker pool;
+//   * links    - shared bandwidth: every active flow crossing a link gets a max-min fair share of
+//                it over all links on its path (progressive filling, recomputed whenever a flow
+//                starts or ends, as SimGrid's LMM does); each link adds its latency once per flow;
+//   * pools    - memory with a capacity: allocations add live bytes, frees remove them; the pool
+//                keeps its live-bytes time series and high-water mark; exceeding the capacity is
+//                recorded as an out-of-memory event (time, pool, live bytes) and the run goes on;
+//   * buffers  - a bounded set of N slots: acquire waits until a slot is free (backpressure).
+// Tasks form a DAG. A task starts when every dependency has finished and, if it is on a queue,
+// when it is at the head of that queue's order with a free server. Ties break by insertion order.
+// Time is integer nanoseconds, so identical inputs give identical results. No global state: many
+// engines can run at once on different threads.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ftplan::des {
+
+using Time = std::int64_t;  // nanoseconds
+inline constexpr Time kNever = std::numeric_limits<Time>::max();
+
+struct QueueId { std::uint32_t index = 0; };
+struct LinkId { std::uint32_t index = 0; };
+struct PoolId { std::uint32_t index = 0; };
+struct BufferId { std::uint32_t index = 0; };
+struct TaskId { std::uint32_t index = 0; };
+
+inline constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+inline constexpr QueueId kNoQueue{kNone};
+
+enum class TaskKind { compute, transfer, alloc, free, acquire, release, marker };
+
+// What a task is, for the recorder and the trace (free-form; the engine never interprets it).
+struct Label {
+  std::string name;      // e.g. "fwd L3 mlp"
+  std::string category;  // e.g. "compute", "h2d", "allreduce"
+  std::int32_t tag = 0;  // caller's own id (e.g. an op index in a step IR)
+};
+
+// One finished task.
+struct TaskRecord {
+  TaskId id;
+  TaskKind kind = TaskKind::marker;
+  std::uint32_t queue = kNone;  // QueueId index or kNone
+  Time ready = 0;               // dependencies done
+  Time start = 0;               // began (queue head, server free, buffer acquired)
+  Time end = 0;
+  double bytes = 0;             // transfer / alloc / free size
+};
+
+struct OutOfMemory {
+  Time time = 0;
+  PoolId pool;
+  double live_bytes = 0;       // after the allocation that overflowed
+  double capacity_bytes = 0;
+  TaskId task;                 // the allocation
+};
+
+struct PoolSample {
+  Time time = 0;
+  double live_bytes = 0;
+};
+
+struct Result {
+  Time makespan = 0;                     // end of the last task
+  std::vector<TaskRecord> tasks;         // indexed by TaskId
+  std::vector<Time> queue_busy;          // per queue: total time a server was busy (sum over servers)
+  std::vector<double> link_bytes;        // per link: bytes carried
+  std::vector<Time> link_busy;           // per link: time with at least one active flow
+  std::vector<double> pool_peak_bytes;   // per pool: high-water mark
+  std::vector<std::vector<PoolSample>> pool_series;  // per pool: live bytes after each change
+  std::vector<OutOfMemory> out_of_memory;
+  std::uint64_t events = 0;              // events processed (for benchmarks)
+  bool completed = true;                 // false if some task could never start (a cycle or starvation)
+};
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  // ---- resources
+  QueueId add_queue(std::string name, int servers = 1);
+  // bandwidth_Bps > 0; latency >= 0.
+  LinkId add_link(std::string name, double bandwidth_Bps, Time latency = 0);
+  PoolId add_pool(std::string name, double capacity_bytes, double initial_bytes = 0);
+  BufferId add_buffers(std::string name, int slots);
+
+  // ---- tasks (each optionally on a queue; `label` is for records and traces)
+  // Occupies a server of `queue` for `duration`.
+  TaskId compute(QueueId queue, Time duration, Label label = {});
+  // Moves `bytes` over `path` (links in order) at the max-min fair rate; if `queue` is given the
+  // task also holds a server of that queue until the flow ends (a copy engine, a NIC queue).
+  // An empty path or zero bytes takes only the latency (zero).
+  TaskId transfer(QueueId queue, std::vector<LinkId> path, double bytes, Label label = {});
+  // Instantaneous changes of a pool's live bytes, ordered by their queue if given.
+  TaskId alloc(QueueId queue, PoolId pool, double bytes, Label label = {});
+  TaskId free(QueueId queue, PoolId pool, double bytes, Label label = {});
+  // Takes a slot of `buffers`, waiting while all are taken; release returns one.
+  TaskId acquire(QueueId queue, BufferId buffers, Label label = {});
+  TaskId release(QueueId queue, BufferId buffers, Label label = {});
+  // Does nothing but order others (zero duration); useful as a join point.
+  TaskId marker(QueueId queue = kNoQueue, Label label = {});
+
+  // `task` starts only after `before` has finished (like a CUDA event wait across streams).
+  void depends(TaskId task, TaskId before);
+
+  std::size_t task_count() const;
+  const Label& label(TaskId task) const;
+  const std::string& queue_name(QueueId q) const;
+  const std::string& link_name(LinkId l) const;
+  const std::string& pool_name(PoolId p) const;
+  std::size_t queue_count() const;
+  std::size_t link_count() const;
+  std::size_t pool_count() const;
+
+  // Runs everything added so far. Call once.
+  Result run();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Chrome trace-event JSON (viewable in Perfetto / chrome://tracing): one track per queue, flows
+// on link tracks with their bytes, a counter track per pool with live bytes.
+std::string chrome_trace(const Engine& engine, const Result& result);
+
+}  // namespace ftplan::des
