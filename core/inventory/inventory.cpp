@@ -321,9 +321,9 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   rp.frozen_quantized = job.method == Method::qlora ? frozen_linear : 0;
 
   const auto add = [&](const char* name, Category c, Tier tier, double bytes, int count, Lifetime life,
-                       bool per_layer = false) {
+                       bool per_layer = false, bool per_unit = false) {
     if (bytes <= 0 || count <= 0) return;
-    inv.groups.push_back(TensorGroup{name, c, tier, bytes, count, life, per_layer});
+    inv.groups.push_back(TensorGroup{name, c, tier, bytes, count, life, per_layer, per_unit});
   };
   const Tier gpu = Tier::gpu;
   const plan::Offload& off = plan.offload;
@@ -400,7 +400,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         } else {
           // ZeRO-3: modules fetched on use plus the prefetch bucket (0.9 hidden^2 elements, "auto").
           add("ZeRO-3 gathered parameters", Category::temporaries, gpu,
-              (rp.largest_layer + 0.9 * h * h / tp) * rec.compute_B, 1, Lifetime::layer);
+              (rp.largest_layer + 0.9 * h * h / tp) * rec.compute_B, 1, Lifetime::layer, false, true);
           add("ZeRO-3 gradient reduce buffer", Category::temporaries, gpu,
               rp.trainable_largest_layer * rec.compute_B, 1, Lifetime::backward_layer);
         }
@@ -415,7 +415,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
           // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
           const double unit_bytes =
               rp.largest_layer * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B);
-          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer);
+          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer, false,
+              true);
           if (prof.root_stays_gathered)
             add("FSDP root unit (embeddings, head)", Category::temporaries, gpu, rp.root * rec.compute_B, 1,
                 Lifetime::forward_backward);

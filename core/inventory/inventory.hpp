@@ -44,6 +44,7 @@ struct TensorGroup {
   int count = 1;     // instances alive together at most (layers on the stage, units in flight, ...)
   Lifetime lifetime;
   bool per_layer = false;  // `count` is the stage's layers, freed/created layer by layer
+  bool per_unit = false;   // gathered parameters of a sharded unit: live from its all-gather to its reshard
   double total() const { return bytes * count; }
 };
 

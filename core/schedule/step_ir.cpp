@@ -1,0 +1,668 @@
+#include "schedule/step_ir.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "plan/checks.hpp"
+
+namespace ftplan::schedule {
+
+using inventory::Category;
+using inventory::Lifetime;
+using inventory::TensorGroup;
+using plan::Checkpointing;
+using plan::Method;
+using plan::Tier;
+
+const char* to_string(Stream s) {
+  switch (s) {
+    case Stream::compute: return "compute";
+    case Stream::comm: return "comm";
+    case Stream::comm_reduce: return "comm-reduce";
+    case Stream::h2d: return "h2d";
+    case Stream::d2h: return "d2h";
+    case Stream::cpu: return "cpu";
+    case Stream::nvme_read: return "nvme-read";
+    case Stream::nvme_write: return "nvme-write";
+  }
+  return "?";
+}
+
+const char* to_string(OpKind k) {
+  switch (k) {
+    case OpKind::gemm: return "gemm";
+    case OpKind::attention: return "attention";
+    case OpKind::elementwise: return "elementwise";
+    case OpKind::loss: return "loss";
+    case OpKind::optimizer: return "optimizer";
+    case OpKind::collective: return "collective";
+    case OpKind::copy: return "copy";
+    case OpKind::alloc: return "alloc";
+    case OpKind::free: return "free";
+    case OpKind::marker: return "marker";
+  }
+  return "?";
+}
+
+const char* to_string(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all-reduce";
+    case Collective::all_gather: return "all-gather";
+    case Collective::reduce_scatter: return "reduce-scatter";
+    case Collective::all_to_all: return "all-to-all";
+    case Collective::send_recv: return "send/recv";
+  }
+  return "?";
+}
+
+const char* to_string(Pass p) {
+  switch (p) {
+    case Pass::forward: return "forward";
+    case Pass::recompute: return "recompute";
+    case Pass::backward: return "backward";
+    case Pass::optimizer: return "optimizer";
+    case Pass::other: return "other";
+  }
+  return "?";
+}
+
+namespace {
+
+// Shapes and per-token work of one layer on one rank (after TP).
+struct LayerWork {
+  double h = 0, q = 0, kv = 0, f = 0;
+  double experts_per_token = 1;
+  double attended = 0;  // tokens each query attends
+  bool gated = true;
+};
+
+class Builder {
+ public:
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv)
+      : m_(m), p_(p), inv_(inv), job_(p.job) {
+    tp_ = std::max(1, p.parallel.tp);
+    cp_ = std::max(1, p.parallel.cp);
+    dp_ = plan::data_parallel_degree(p);
+    tokens_ = inv.tokens_per_micro_batch;
+    act_B_ = inv.recipe.activation_B;
+    w_B_ = inv.recipe.compute_B;
+    full_ = job_.method == Method::full;
+    sharded_params_ = gathered_group() != nullptr;
+  }
+
+  StepIR build();
+
+ private:
+  int add(Op op) {
+    op.kernels = std::max(op.kernels, op.kind == OpKind::gemm || op.kind == OpKind::attention ||
+                                              op.kind == OpKind::elementwise || op.kind == OpKind::loss
+                                          ? 1
+                                          : 0);
+    ir_.ops.push_back(std::move(op));
+    return static_cast<int>(ir_.ops.size()) - 1;
+  }
+  int tensor(std::string name, Category c, Tier tier, double bytes, int layer) {
+    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer});
+    return static_cast<int>(ir_.tensors.size()) - 1;
+  }
+  int alloc(Stream s, int t, std::vector<int> deps = {}) {
+    Op op;
+    op.kind = OpKind::alloc;
+    op.stream = s;
+    op.name = "alloc " + ir_.tensors[t].name;
+    op.tensor = t;
+    op.layer = ir_.tensors[t].layer;
+    op.deps = std::move(deps);
+    op.writes = {t};
+    return add(std::move(op));
+  }
+  int release(Stream s, int t, std::vector<int> deps = {}) {
+    Op op;
+    op.kind = OpKind::free;
+    op.stream = s;
+    op.name = "free " + ir_.tensors[t].name;
+    op.tensor = t;
+    op.layer = ir_.tensors[t].layer;
+    op.deps = std::move(deps);
+    return add(std::move(op));
+  }
+  const TensorGroup* gathered_group() const {
+    for (const auto& g : inv_.groups)
+      if (g.per_unit) return &g;
+    return nullptr;
+  }
+  LayerWork work_of(int layer) const;
+  // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
+  int layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved);
+  int layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads);
+  int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
+           std::vector<int> deps);
+  int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
+                 int micro, std::vector<int> deps);
+
+  const model::ModelSpec& m_;
+  const plan::Plan& p_;
+  const inventory::Inventory& inv_;
+  const plan::Job& job_;
+  StepIR ir_;
+  int tp_ = 1, cp_ = 1, dp_ = 1;
+  double tokens_ = 0, act_B_ = 2, w_B_ = 2;
+  bool full_ = true;
+  bool sharded_params_ = false;
+};
+
+LayerWork Builder::work_of(int layer) const {
+  LayerWork w;
+  w.h = static_cast<double>(m_.hidden);
+  w.q = static_cast<double>(m_.heads) * m_.head_dim_or_default() / tp_;
+  w.kv = static_cast<double>(m_.kv_heads_or_default()) * m_.head_dim_or_default() / tp_;
+  w.f = static_cast<double>(m_.ffn) / tp_;
+  w.gated = model::is_gated(m_.ffn_kind);
+  if (layer < m_.layers && m_.is_moe_layer(layer)) {
+    w.f = static_cast<double>(m_.moe.expert_ffn > 0 ? m_.moe.expert_ffn : m_.ffn) / tp_;
+    w.experts_per_token = m_.moe.experts_per_token;
+  }
+  const double seq = static_cast<double>(job_.seq_len);
+  w.attended = layer < m_.layers && m_.is_local_layer(layer)
+                   ? std::min(seq, static_cast<double>(m_.attention.sliding_window))
+                   : seq;
+  return w;
+}
+
+int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
+                  bool weight_grad, std::vector<int> deps) {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.stream = Stream::compute;
+  op.pass = pass;
+  op.name = name;
+  op.layer = layer;
+  op.micro = micro;
+  op.m = static_cast<std::int64_t>(m);
+  op.k = static_cast<std::int64_t>(k);
+  op.n = static_cast<std::int64_t>(n);
+  op.fp8 = job_.precision == plan::Precision::fp8_mixed;
+  const double fwd = 2.0 * m * k * n;
+  // Forward: one GEMM. Backward: the input gradient, plus the weight gradient when the weight
+  // trains (a frozen LoRA base needs only the input gradient).
+  const double times = pass == Pass::backward ? (weight_grad ? 2.0 : 1.0) : 1.0;
+  op.flops = fwd * times;
+  op.model_flops = pass == Pass::recompute ? 0 : op.flops;
+  // Model FLOPs count the weight gradient of frozen weights too (6N per token), as MFU does.
+  if (pass == Pass::backward) op.model_flops = 2.0 * fwd;
+  op.bytes = times * (act_B_ * (m * k + m * n) + w_B_ * k * n);
+  op.kernels = static_cast<int>(times);
+  op.deps = std::move(deps);
+  return add(std::move(op));
+}
+
+int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved) {
+  const LayerWork w = work_of(layer);
+  const double T = tokens_;
+  const std::string tag = fmt::format("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
+                                      inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
+  // Norms, RoPE, residual adds and dropout: memory-bound, ~ a dozen reads/writes of a token's
+  // hidden state per layer (counted as 12 h activation elements per token).
+  Op ew;
+  ew.kind = OpKind::elementwise;
+  ew.stream = Stream::compute;
+  ew.pass = pass;
+  ew.name = tag + " norms/rope/residual";
+  ew.layer = layer;
+  ew.micro = micro;
+  ew.bytes = 12.0 * w.h * T * act_B_;
+  ew.kernels = 8;
+  ew.deps = std::move(deps);
+  ew.reads = reads;
+  int last = add(std::move(ew));
+  last = gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last});
+  // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
+  // half (FlashAttention-2, Dao 2023); eager computes the full square. Model FLOPs count the full
+  // square, as PaLM's 12 L H Q T does.
+  Op at;
+  at.kind = OpKind::attention;
+  at.stream = Stream::compute;
+  at.pass = pass;
+  at.name = tag + " attention";
+  at.layer = layer;
+  at.micro = micro;
+  const bool flash = job_.attention != plan::AttentionImpl::eager;
+  const bool causal = m_.architecture != model::Architecture::encoder;
+  const double square = 4.0 * T * w.attended * w.q;
+  at.flops = square * (flash && causal ? 0.5 : 1.0);
+  at.model_flops = pass == Pass::recompute ? 0 : square;
+  at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) +
+             (flash ? 0.0 : 3.0 * 4.0 * T * w.attended * m_.heads / tp_);  // eager: scores, softmax r/w in fp32
+  at.kernels = flash ? 1 : 5;
+  at.deps = {last};
+  last = add(std::move(at));
+  last = gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last});
+  if (tp_ > 1) {
+    // Megatron row-parallel output: all-reduce (or reduce-scatter with SP) of the block output.
+    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                      Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
+  }
+  const double k = w.experts_per_token;
+  last = gemm(tag + " mlp_in", layer, micro, pass, T * k, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
+  Op act;
+  act.kind = OpKind::elementwise;
+  act.stream = Stream::compute;
+  act.pass = pass;
+  act.name = tag + " activation";
+  act.layer = layer;
+  act.micro = micro;
+  act.bytes = (w.gated ? 3.0 : 2.0) * T * k * w.f * act_B_;
+  act.kernels = w.gated ? 2 : 1;
+  act.deps = {last};
+  last = add(std::move(act));
+  last = gemm(tag + " mlp_out", layer, micro, pass, T * k, w.f, w.h, false, {last});
+  if (tp_ > 1)
+    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                      Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+  if (saved >= 0) ir_.ops[last].writes.push_back(saved);
+  return last;
+}
+
+int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads) {
+  const LayerWork w = work_of(layer);
+  const double T = tokens_;
+  const std::string tag = fmt::format("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
+  const double k = w.experts_per_token;
+  int last = gemm(tag + " mlp_out", layer, micro, Pass::backward, T * k, w.f, w.h, full_, std::move(deps));
+  ir_.ops[last].reads = reads;
+  Op act;
+  act.kind = OpKind::elementwise;
+  act.stream = Stream::compute;
+  act.pass = Pass::backward;
+  act.name = tag + " activation";
+  act.layer = layer;
+  act.micro = micro;
+  act.bytes = (w.gated ? 5.0 : 3.0) * T * k * w.f * act_B_;
+  act.kernels = w.gated ? 3 : 2;
+  act.deps = {last};
+  last = add(std::move(act));
+  last = gemm(tag + " mlp_in", layer, micro, Pass::backward, T * k, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+  if (tp_ > 1)
+    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
+                      Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+  last = gemm(tag + " attn_out", layer, micro, Pass::backward, T, w.q, w.h, full_, {last});
+  Op at;
+  at.kind = OpKind::attention;
+  at.stream = Stream::compute;
+  at.pass = Pass::backward;
+  at.name = tag + " attention";
+  at.layer = layer;
+  at.micro = micro;
+  const bool flash = job_.attention != plan::AttentionImpl::eager;
+  const bool causal = m_.architecture != model::Architecture::encoder;
+  const double square = 4.0 * T * w.attended * w.q;
+  // Flash backward recomputes the scores: 5 matmuls against the forward's 2 (2.5x; Dao 2023).
+  at.flops = square * (flash ? 2.5 : 2.0) * (flash && causal ? 0.5 : 1.0);
+  at.model_flops = 2.0 * square;
+  at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 4.0 * 4.0 * T * w.attended * m_.heads / tp_);
+  at.kernels = flash ? 2 : 6;
+  at.deps = {last};
+  last = add(std::move(at));
+  last = gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last});
+  if (tp_ > 1)
+    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
+                      Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
+  Op ew;
+  ew.kind = OpKind::elementwise;
+  ew.stream = Stream::compute;
+  ew.pass = Pass::backward;
+  ew.name = tag + " norms/rope/residual";
+  ew.layer = layer;
+  ew.micro = micro;
+  ew.bytes = 20.0 * w.h * T * act_B_;
+  ew.kernels = 12;
+  ew.deps = {last};
+  last = add(std::move(ew));
+  // LoRA adapters: A and B matmuls forward and backward, r wide (small but real on small jobs).
+  if (!full_) {
+    double adapter = 0;
+    const double r = job_.lora.rank;
+    for (const auto& t : job_.lora.targets) {
+      const double in = (t == "o") ? w.q : (t == "down" ? w.f : w.h);
+      const double out = (t == "q" || t == "o") ? (t == "q" ? w.q : w.h)
+                         : (t == "k" || t == "v") ? w.kv
+                         : (t == "down") ? w.h
+                                         : w.f;
+      adapter += 2.0 * T * r * (in + out) * ((t == "gate" || t == "up" || t == "down") ? k : 1.0);
+    }
+    Op lora;
+    lora.kind = OpKind::gemm;
+    lora.stream = Stream::compute;
+    lora.pass = Pass::backward;
+    lora.name = tag + " lora adapters";
+    lora.layer = layer;
+    lora.micro = micro;
+    lora.flops = 4.0 * adapter;  // forward (1x, issued here for simplicity) + input and weight gradients (3x)
+    lora.model_flops = 0;
+    lora.bytes = 4.0 * act_B_ * T * r * static_cast<double>(job_.lora.targets.size()) * 2;
+    lora.kernels = 6 * static_cast<int>(job_.lora.targets.size());
+    lora.m = static_cast<std::int64_t>(T);
+    lora.k = static_cast<std::int64_t>(w.h);
+    lora.n = job_.lora.rank;
+    lora.deps = {last};
+    last = add(std::move(lora));
+  }
+  return last;
+}
+
+int Builder::collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
+                        int micro, std::vector<int> deps) {
+  Op op;
+  op.kind = OpKind::collective;
+  op.stream = s;
+  op.collective = c;
+  op.group = g;
+  op.group_size = size;
+  op.bytes = bytes;
+  op.name = name;
+  op.layer = layer;
+  op.micro = micro;
+  op.deps = std::move(deps);
+  op.pass = Pass::other;
+  return add(std::move(op));
+}
+
+StepIR Builder::build() {
+  const int layers = inv_.layers;
+  const int first_layer = [&] {
+    // Layers of this stage: the inventory's count from the stage's first layer (even split).
+    int total = m_.layers + (m_.architecture == model::Architecture::encoder_decoder ? m_.encoder_layers : 0);
+    int pp = std::max(1, p_.parallel.pp), base = total / pp, extra = total % pp;
+    return inv_.stage * base + std::min(inv_.stage, extra);
+  }();
+  const int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
+  ir_.micro_batches = micro_batches;
+  ir_.stage = inv_.stage;
+  const bool last_stage = inv_.stage == std::max(1, p_.parallel.pp) - 1;
+  const bool first_stage = inv_.stage == 0;
+  const plan::Offload& off = p_.offload;
+  const int shard = inv_.shard_degree;
+
+  // ---- persistent state and buffers: alive from the start.
+  Op begin;
+  begin.name = "step start";
+  int start = add(std::move(begin));
+  std::vector<int> state_tensors;
+  const TensorGroup* saved_group = nullptr;
+  const TensorGroup* grads_group = nullptr;
+  std::vector<const TensorGroup*> backward_groups, loss_groups, loss_peak_groups, optimizer_groups, fb_groups, layer_groups;
+  for (const auto& g : inv_.groups) {
+    switch (g.lifetime) {
+      case Lifetime::persistent: {
+        const int t = tensor(g.name, g.category, g.tier, g.total(), -1);
+        state_tensors.push_back(t);
+        alloc(Stream::compute, t, {start});
+        break;
+      }
+      case Lifetime::gradients: grads_group = &g; break;
+      case Lifetime::saved:
+        if (g.tier == Tier::gpu && std::string(g.name).find("autocast") == std::string::npos) saved_group = &g;
+        else layer_groups.push_back(&g);  // autocast copies and offloaded activations: per layer like saved
+        break;
+      case Lifetime::layer:
+        if (!g.per_unit) layer_groups.push_back(&g);
+        break;
+      case Lifetime::backward_layer: backward_groups.push_back(&g); break;
+      case Lifetime::loss: loss_groups.push_back(&g); break;
+      case Lifetime::loss_peak: loss_peak_groups.push_back(&g); break;
+      case Lifetime::optimizer: optimizer_groups.push_back(&g); break;
+      case Lifetime::forward_backward: fb_groups.push_back(&g); break;
+    }
+  }
+  const TensorGroup* unit_group = gathered_group();
+  // Weights live in the state tensors (sharded or not); compute reads them, or the gathered unit.
+  const int weights_tensor = state_tensors.empty() ? -1 : state_tensors.front();
+
+  std::vector<int> fb_tensors;
+  for (const auto* g : fb_groups) {
+    const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
+    fb_tensors.push_back(t);
+  }
+  // Gradients: one share per layer, created by that layer's first backward.
+  std::vector<int> grad_tensor(layers, -1);
+  if (grads_group)
+    for (int l = 0; l < layers; ++l)
+      grad_tensor[l] = tensor(fmt::format("gradients L{}", first_layer + l), Category::gradients, grads_group->tier,
+                              grads_group->total() / std::max(1, layers), first_layer + l);
+
+  // Data-parallel gathers and reductions: bytes per unit.
+  const double unit_param_bytes = unit_group ? unit_group->bytes : 0;
+  const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
+  const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
+  const bool reduce_each_micro = inv_.shard_degree > 1 && p_.parallel.zero >= 2;
+  const bool any_dp = dp_ > 1;
+
+  int last_compute = start;
+  int last_reduce = -1;
+  std::vector<int> all_reductions;
+
+  for (int mb = 0; mb < micro_batches; ++mb) {
+    // ---- forward
+    if (mb == 0)
+      for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
+    std::vector<int> saved(layers, -1), gathered_fwd(layers, -1), ag_fwd(layers, -1);
+    std::vector<int> layer_end(layers, -1);
+    for (int l = 0; l < layers; ++l) {
+      const int layer = first_layer + l;
+      std::vector<int> deps = {last_compute};
+      std::vector<int> reads;
+      if (sharded_params_) {
+        // FSDP/ZeRO-3: all-gather the unit on the comm stream; at most two in flight
+        // (FSDP1 limit_all_gathers): the gather of l waits for unit l-2 to be freed.
+        const int buf = tensor(fmt::format("gathered L{}", layer), Category::temporaries, Tier::gpu, unit_param_bytes, layer);
+        std::vector<int> ag_deps;
+        if (l >= 2 && layer_end[l - 2] >= 0) ag_deps.push_back(layer_end[l - 2]);
+        const int a = alloc(Stream::comm, buf, ag_deps);
+        ag_fwd[l] = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_param_bytes,
+                               fmt::format("all-gather L{}{}", layer, micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
+                               layer, mb, {a});
+        ir_.ops[ag_fwd[l]].reads = {weights_tensor};
+        ir_.ops[ag_fwd[l]].writes = {buf};
+        gathered_fwd[l] = buf;
+        deps.push_back(ag_fwd[l]);
+        reads.push_back(buf);
+      } else if (weights_tensor >= 0) {
+        reads.push_back(weights_tensor);
+      }
+      if (saved_group) {
+        saved[l] = tensor(fmt::format("saved activations L{} m{}", layer, mb), Category::activations, Tier::gpu,
+                          saved_group->bytes, layer);
+        deps.push_back(alloc(Stream::compute, saved[l], {last_compute}));
+      }
+      last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
+      if (sharded_params_) last_compute = release(Stream::compute, gathered_fwd[l], {last_compute});
+      layer_end[l] = last_compute;
+    }
+    // ---- loss (last stage)
+    std::vector<int> loss_tensors;
+    if (last_stage && m_.has_lm_head()) {
+      for (const auto* g : loss_groups) {
+        const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
+        loss_tensors.push_back(t);
+        last_compute = alloc(Stream::compute, t, {last_compute});
+      }
+      std::vector<int> peak;
+      for (const auto* g : loss_peak_groups) {
+        const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
+        peak.push_back(t);
+        last_compute = alloc(Stream::compute, t, {last_compute});
+      }
+      const double V = static_cast<double>(m_.vocab) / tp_;
+      last_compute = gemm(fmt::format("fwd head m{}", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
+                          false, {last_compute});
+      Op loss;
+      loss.kind = OpKind::loss;
+      loss.stream = Stream::compute;
+      loss.pass = Pass::forward;
+      loss.name = fmt::format("loss m{}", mb);
+      loss.micro = mb;
+      loss.bytes = tokens_ * V * (act_B_ + 4 + 4 + 4 + 4 + act_B_);  // upcast, log-softmax, its gradient
+      loss.kernels = 6;
+      loss.deps = {last_compute};
+      last_compute = add(std::move(loss));
+      for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
+      last_compute = gemm(fmt::format("bwd head m{}", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
+                          full_, {last_compute});
+      for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
+    }
+    // ---- backward
+    for (int l = layers - 1; l >= 0; --l) {
+      const int layer = first_layer + l;
+      std::vector<int> deps = {last_compute};
+      std::vector<int> reads;
+      int buf = -1;
+      if (sharded_params_) {
+        buf = tensor(fmt::format("gathered L{} (bwd)", layer), Category::temporaries, Tier::gpu, unit_param_bytes, layer);
+        const int a = alloc(Stream::comm, buf, {});
+        const int ag = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_param_bytes,
+                                  fmt::format("all-gather L{} bwd{}", layer, micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
+                                  layer, mb, {a});
+        ir_.ops[ag].reads = {weights_tensor};
+        ir_.ops[ag].writes = {buf};
+        deps.push_back(ag);
+        reads.push_back(buf);
+      } else if (weights_tensor >= 0) {
+        reads.push_back(weights_tensor);
+      }
+      if (saved[l] >= 0) reads.push_back(saved[l]);
+      // Buffers alive during this layer's backward (recompute, activation and unit gradients).
+      std::vector<int> bwd_tensors;
+      for (const auto* g : backward_groups) {
+        const int t = tensor(fmt::format("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer);
+        bwd_tensors.push_back(t);
+        deps.push_back(alloc(Stream::compute, t, {last_compute}));
+      }
+      if (mb == 0 && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
+      int cur = last_compute;
+      if (job_.checkpointing == Checkpointing::full)
+        cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
+      else if (job_.checkpointing == Checkpointing::selective &&
+               inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
+        // torchtitan op-SAC recomputes the unsaved matmuls (wk, wo, w3) and the pointwise ops.
+        const LayerWork w = work_of(layer);
+        cur = gemm(fmt::format("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
+                   w.kv + w.h + w.f * w.experts_per_token, false, deps);
+      } else {
+        Op join;
+        join.kind = OpKind::marker;
+        join.stream = Stream::compute;
+        join.name = fmt::format("bwd L{} ready", layer);
+        join.deps = deps;
+        cur = add(std::move(join));
+      }
+      cur = layer_backward(layer, mb, {cur}, reads);
+      if (grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
+      if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
+      for (int t : bwd_tensors) cur = release(Stream::compute, t, {cur});
+      if (buf >= 0) cur = release(Stream::compute, buf, {cur});
+      last_compute = cur;
+      // Gradient reduction of this layer: every micro-batch when gradients are sharded
+      // (FSDP/ZeRO-2/3 reduce-scatter), else once, after the last micro-batch (DDP no_sync,
+      // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
+      if (any_dp && (reduce_each_micro || mb == micro_batches - 1)) {
+        const bool scatter = p_.parallel.zero >= 1 || inv_.shard_degree < dp_ || sharded_params_;
+        last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
+                                 shard > 1 ? shard : dp_, layer_grad_bytes,
+                                 fmt::format("{} L{}{}", scatter ? "reduce-scatter" : "all-reduce", layer,
+                                             micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
+                                 layer, mb, {cur});
+        all_reductions.push_back(last_reduce);
+      }
+    }
+    if (mb == micro_batches - 1)
+      for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
+  }
+  (void)first_stage;
+
+  // ---- optimizer step over this rank's shard
+  std::vector<int> opt_deps = {last_compute};
+  if (last_reduce >= 0) opt_deps.push_back(last_reduce);
+  std::vector<int> opt_tensors;
+  for (const auto* g : optimizer_groups) {
+    const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
+    opt_tensors.push_back(t);
+    opt_deps.push_back(alloc(Stream::compute, t, {last_compute}));
+  }
+  Op opt;
+  opt.kind = OpKind::optimizer;
+  opt.pass = Pass::optimizer;
+  opt.name = "optimizer step";
+  const double trainable_shard = p_.parallel.zero >= 1 || inv_.shard_degree > 1 ? inv_.params.trainable / shard
+                                                                                 : inv_.params.trainable;
+  // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
+  // writes master, m, v (12) (+ the 16-bit copy); ~12 FLOPs per parameter.
+  opt.bytes = trainable_shard * 28.0;
+  opt.flops = trainable_shard * 12.0;
+  opt.kernels = job_.optimizer.implementation == plan::OptimizerImpl::fused ? 2 : 12;
+  opt.stream = off.optimizer_step == Tier::cpu ? Stream::cpu : Stream::compute;
+  opt.deps = opt_deps;
+  int last = add(std::move(opt));
+  for (int t : opt_tensors) last = release(Stream::compute, t, {last});
+  // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
+  if (any_dp && !sharded_params_ && (p_.parallel.zero >= 1) && shard > 1)
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
+                      "all-gather updated parameters", -1, 0, {last});
+  // Gradients are freed after the step (zero_grad(set_to_none=True)).
+  for (int l = 0; l < layers; ++l)
+    if (grad_tensor[l] >= 0) last = release(Stream::compute, grad_tensor[l], {last});
+  Op end;
+  end.kind = OpKind::marker;
+  end.name = "step end";
+  end.deps = {last};
+  add(std::move(end));
+
+  // Totals.
+  double tokens = tokens_ * micro_batches;
+  if (job_.samples.packing == plan::Packing::padded && job_.samples.mean_tokens > 0)
+    tokens *= job_.samples.mean_tokens / static_cast<double>(job_.seq_len);  // padding computes, not learns
+  ir_.tokens_per_rank = tokens;
+  for (const auto& op : ir_.ops) {
+    ir_.model_flops_per_rank += op.model_flops;
+    ir_.hardware_flops_per_rank += op.kind == OpKind::optimizer ? 0 : op.flops;
+  }
+  return std::move(ir_);
+}
+
+}  // namespace
+
+StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory) {
+  return Builder(model, plan, inventory).build();
+}
+
+std::vector<std::string> dry_run(const StepIR& ir) {
+  std::vector<std::string> problems;
+  std::vector<int> state(ir.tensors.size(), 0);  // 0 never allocated, 1 live, 2 freed
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    for (int d : op.deps)
+      if (d < 0 || static_cast<std::size_t>(d) >= i)
+        problems.push_back(fmt::format("op {} '{}' depends on op {} which does not come before it", i, op.name, d));
+    for (int t : op.reads) {
+      if (t < 0 || static_cast<std::size_t>(t) >= ir.tensors.size()) {
+        problems.push_back(fmt::format("op {} '{}' reads tensor {} which does not exist", i, op.name, t));
+        continue;
+      }
+      if (state[t] != 1)
+        problems.push_back(fmt::format("op {} '{}' reads '{}' in {} but it is {}", i, op.name, ir.tensors[t].name,
+                                       plan::to_string(ir.tensors[t].tier), state[t] == 0 ? "not yet allocated" : "freed"));
+    }
+    if (op.kind == OpKind::alloc) {
+      if (state[op.tensor] == 1) problems.push_back(fmt::format("op {} allocates '{}' twice", i, ir.tensors[op.tensor].name));
+      state[op.tensor] = 1;
+    } else if (op.kind == OpKind::free) {
+      if (state[op.tensor] != 1)
+        problems.push_back(fmt::format("op {} frees '{}' which is not live", i, ir.tensors[op.tensor].name));
+      state[op.tensor] = 2;
+    }
+  }
+  return problems;
+}
+
+}  // namespace ftplan::schedule

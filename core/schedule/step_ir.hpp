@@ -1,0 +1,105 @@
+// One optimizer step of one rank as a step IR: the ops it runs (with FLOPs and bytes), the
+// tensors they read and write and in which tier, the stream each op is issued on and in which
+// order, and the dependencies between streams. The IR knows nothing of the simulator: sim/
+// lowers it onto des/ resources; the tiered-offload executor (calibrate/) can run the same IR
+// for real. It is built from the plan's tensor inventory, so the memory it allocates and frees
+// is the inventory's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "inventory/inventory.hpp"
+#include "model/model.hpp"
+#include "plan/plan.hpp"
+
+namespace ftplan::schedule {
+
+// Streams of one rank; ops on one stream run in the order they appear in StepIR::ops.
+// comm carries parameter all-gathers and tensor-parallel collectives, comm_reduce gradient
+// reductions (FSDP and DeepSpeed issue them on separate NCCL streams that run concurrently).
+enum class Stream { compute, comm, comm_reduce, h2d, d2h, cpu, nvme_read, nvme_write };
+inline constexpr int kStreams = 8;
+const char* to_string(Stream s);
+
+enum class OpKind {
+  gemm,         // matrix multiply on the GPU
+  attention,    // fused attention kernel (flash/SDPA) or eager score/softmax/AV kernels
+  elementwise,  // memory-bound kernels: norms, activations, residuals, RoPE, dropout
+  loss,         // LM head's softmax/cross-entropy part
+  optimizer,    // the optimizer update over this rank's shard (GPU or CPU)
+  collective,   // NCCL collective over a process group
+  copy,         // tier-to-tier copy (H2D, D2H, NVMe read/write)
+  alloc,        // a tensor comes to life in a tier
+  free,         // it dies
+  marker,       // ordering only
+};
+const char* to_string(OpKind k);
+
+enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
+const char* to_string(Collective c);
+enum class Group { dp, tp, pp, cp, ep };
+
+enum class Pass { forward, recompute, backward, optimizer, other };
+const char* to_string(Pass p);
+
+struct Tensor {
+  std::string name;
+  inventory::Category category = inventory::Category::activations;
+  plan::Tier tier = plan::Tier::gpu;
+  double bytes = 0;
+  int layer = -1;
+};
+
+struct Op {
+  OpKind kind = OpKind::marker;
+  Stream stream = Stream::compute;
+  Pass pass = Pass::other;
+  std::string name;   // "fwd L3 mlp_in", "ag L3", ...
+  int layer = -1;     // model layer, -1 for none
+  int micro = 0;      // micro-batch index
+
+  // Compute: FLOPs the hardware executes, the part that counts as model FLOPs (PaLM; recompute
+  // excluded), HBM bytes moved, kernel launches, the dtype's peak to use, and the GEMM shape.
+  double flops = 0;
+  double model_flops = 0;
+  double bytes = 0;
+  int kernels = 0;
+  bool fp8 = false;
+  std::int64_t m = 0, n = 0, k = 0;
+
+  // Collective / copy: payload bytes (the full tensor), the group and its size.
+  Collective collective = Collective::all_reduce;
+  Group group = Group::dp;
+  int group_size = 1;
+  plan::Tier src = plan::Tier::gpu, dst = plan::Tier::gpu;
+
+  // Alloc / free: the tensor.
+  int tensor = -1;
+
+  std::vector<int> deps;    // ops (indices) that must finish first; same-stream order is implicit
+  std::vector<int> reads;   // tensors read (must be live in their tier)
+  std::vector<int> writes;  // tensors written
+};
+
+struct StepIR {
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;  // issue order; also a topological order of `deps`
+  int micro_batches = 1;
+  double tokens_per_rank = 0;      // tokens this rank processes per step
+  double model_flops_per_rank = 0; // sum of ops' model_flops
+  double hardware_flops_per_rank = 0;
+  int stage = 0;
+};
+
+// The step of pipeline stage `stage` of a data-parallel plan (DDP, ZeRO-1/2/3, FSDP).
+// `inventory` must be build_inventory(model, plan, stage).
+StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory);
+
+// Walks the IR in order and checks that every op finds the tensors it reads live in their tier,
+// that nothing is freed twice or used after free, and that deps point backwards. Returns the
+// problems found (empty when the IR is executable).
+std::vector<std::string> dry_run(const StepIR& ir);
+
+}  // namespace ftplan::schedule
