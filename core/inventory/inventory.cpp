@@ -250,6 +250,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   if (dp == 1 && (prof.sharding == Sharding::fsdp1 || job.framework == plan::Framework::torchtune)) zero = 0;
   if (dp == 1) shard = 1;
   inv.shard_degree = shard;
+  inv.zero = zero;
 
   // ---- parameters on this rank
   const auto [first, last] = stage_layers(total_layers(m), pp, stage);

@@ -68,6 +68,7 @@ struct Inventory {
   std::int64_t grad_accumulation = 1;
   int ranks_per_node = 1;      // ranks sharing one host (for host and NVMe totals)
   int shard_degree = 1;        // data-parallel ranks the sharded state is split over
+  int zero = 0;                // ZeRO stage in effect (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2, ...)
   double tokens_per_micro_batch = 0;  // on this rank (after context parallel)
   RankParams params;
   plan::FrameworkProfile profile;

@@ -190,6 +190,7 @@ int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, doub
   const double times = pass == Pass::backward ? (weight_grad ? 2.0 : 1.0) : 1.0;
   op.flops = fwd * times;
   op.model_flops = pass == Pass::recompute ? 0 : op.flops;
+  op.recompute_flops = pass == Pass::recompute ? fwd : 0;
   // Model FLOPs count the weight gradient of frozen weights too (6N per token), as MFU does.
   if (pass == Pass::backward) op.model_flops = 2.0 * fwd;
   op.bytes = times * (act_B_ * (m * k + m * n) + w_B_ * k * n);
@@ -233,6 +234,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   const double square = 4.0 * T * w.attended * w.q;
   at.flops = square * (flash && causal ? 0.5 : 1.0);
   at.model_flops = pass == Pass::recompute ? 0 : square;
+  at.recompute_flops = pass == Pass::recompute ? square : 0;
   at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) +
              (flash ? 0.0 : 3.0 * 4.0 * T * w.attended * m_.heads / tp_);  // eager: scores, softmax r/w in fp32
   at.kernels = flash ? 1 : 5;
@@ -436,7 +438,7 @@ StepIR Builder::build() {
   const double unit_param_bytes = unit_group ? unit_group->bytes : 0;
   const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
-  const bool reduce_each_micro = inv_.shard_degree > 1 && p_.parallel.zero >= 2;
+  const bool reduce_each_micro = inv_.shard_degree > 1 && inv_.zero >= 2;
   const bool any_dp = dp_ > 1;
 
   int last_compute = start;
@@ -567,7 +569,7 @@ StepIR Builder::build() {
       // (FSDP/ZeRO-2/3 reduce-scatter), else once, after the last micro-batch (DDP no_sync,
       // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
       if (any_dp && (reduce_each_micro || mb == micro_batches - 1)) {
-        const bool scatter = p_.parallel.zero >= 1 || inv_.shard_degree < dp_ || sharded_params_;
+        const bool scatter = inv_.zero >= 1 || sharded_params_;
         last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
                                  fmt::format("{} L{}{}", scatter ? "reduce-scatter" : "all-reduce", layer,
@@ -594,7 +596,7 @@ StepIR Builder::build() {
   opt.kind = OpKind::optimizer;
   opt.pass = Pass::optimizer;
   opt.name = "optimizer step";
-  const double trainable_shard = p_.parallel.zero >= 1 || inv_.shard_degree > 1 ? inv_.params.trainable / shard
+  const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard
                                                                                  : inv_.params.trainable;
   // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
   // writes master, m, v (12) (+ the 16-bit copy); ~12 FLOPs per parameter.
@@ -606,7 +608,7 @@ StepIR Builder::build() {
   int last = add(std::move(opt));
   for (int t : opt_tensors) last = release(Stream::compute, t, {last});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
-  if (any_dp && !sharded_params_ && (p_.parallel.zero >= 1) && shard > 1)
+  if (any_dp && !sharded_params_ && inv_.zero >= 1 && shard > 1)
     last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
   // Gradients are freed after the step (zero_grad(set_to_none=True)).
@@ -625,7 +627,7 @@ StepIR Builder::build() {
   ir_.tokens_per_rank = tokens;
   for (const auto& op : ir_.ops) {
     ir_.model_flops_per_rank += op.model_flops;
-    ir_.hardware_flops_per_rank += op.kind == OpKind::optimizer ? 0 : op.flops;
+    ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
   }
   return std::move(ir_);
 }

@@ -64,6 +64,7 @@ struct Op {
   // excluded), HBM bytes moved, kernel launches, the dtype's peak to use, and the GEMM shape.
   double flops = 0;
   double model_flops = 0;
+  double recompute_flops = 0;  // recompute's FLOPs counted the model way (for HFU, Narayanan et al. eq. 3)
   double bytes = 0;
   int kernels = 0;
   bool fp8 = false;
@@ -88,8 +89,8 @@ struct StepIR {
   std::vector<Op> ops;  // issue order; also a topological order of `deps`
   int micro_batches = 1;
   double tokens_per_rank = 0;      // tokens this rank processes per step
-  double model_flops_per_rank = 0; // sum of ops' model_flops
-  double hardware_flops_per_rank = 0;
+  double model_flops_per_rank = 0;     // sum of ops' model_flops
+  double hardware_flops_per_rank = 0;  // model + recompute FLOPs, counted the model way
   int stage = 0;
 };
 

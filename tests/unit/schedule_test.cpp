@@ -1,0 +1,108 @@
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "inventory/inventory.hpp"
+#include "io/scenario_io.hpp"
+#include "model/model.hpp"
+#include "schedule/step_ir.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+using schedule::OpKind;
+
+namespace {
+
+plan::Scenario scenario(const std::string& model, const std::string& job, const std::string& plan) {
+  const std::string text = fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
+  return io::parse_scenario(text, "schedule_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+schedule::StepIR step_of(const plan::Scenario& s) {
+  const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+  return schedule::build_step(s.model, s.plans[0], inv);
+}
+
+}  // namespace
+
+TEST_CASE("every op of the step finds its inputs live in the tier it reads them from") {
+  const char* jobs[] = {"  framework: pytorch-fsdp\n", "  framework: deepspeed\n  activation_checkpointing: full\n",
+                        "  framework: hf-trainer\n  method: lora\n", "  framework: megatron\n  global_batch: 32\n",
+                        "  framework: pytorch-fsdp2\n  activation_checkpointing: selective\n",
+                        "  framework: yafsdp\n  method: qlora\n"};
+  const char* plans[] = {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n",
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {zero: 1}\n",
+                         "    cluster: {gpu: a100-sxm4-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 2}\n",
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"};
+  for (const char* model : {"llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b"})
+    for (const char* job : jobs)
+      for (const char* plan : plans) {
+        CAPTURE(std::string(model));
+        CAPTURE(std::string(job));
+        CAPTURE(std::string(plan));
+        const auto ir = step_of(scenario(model, std::string(job) + "  micro_batch: 2\n  seq_len: 1024\n", plan));
+        const auto problems = schedule::dry_run(ir);
+        CHECK_MESSAGE(problems.empty(), (problems.empty() ? "" : problems.front()));
+        CHECK(ir.ops.size() > 10);
+      }
+}
+
+TEST_CASE("the step's model FLOPs are PaLM's 6N + 12LHQT per token") {
+  /* Llama-3.1-8B, 8 GPUs FSDP, micro-batch 2 x 4096: the IR's forward and backward GEMMs and
+   * attention add up to flops_per_token(4096) x tokens on the rank (no recompute). */
+  const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp\n  micro_batch: 2\n  seq_len: 4096\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto ir = step_of(s);
+  const double tokens = 2 * 4096;
+  CHECK(ir.tokens_per_rank == tokens);
+  CHECK(ir.model_flops_per_rank == doctest::Approx(model::flops_per_token(s.model, 4096).training() * tokens).epsilon(1e-6));
+  // Full recompute adds one forward: hardware FLOPs = model x (1 + 1/3) (Narayanan et al. 2021, eq. 3).
+  const auto ckpt = scenario("llama-3.1-8b",
+                             "  framework: pytorch-fsdp\n  micro_batch: 2\n  seq_len: 4096\n  activation_checkpointing: full\n",
+                             "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto ir2 = step_of(ckpt);
+  const double head = 6.0 * static_cast<double>(s.model.vocab) * s.model.hidden * tokens;  // the head is not recomputed
+  CHECK(ir2.hardware_flops_per_rank ==
+        doctest::Approx(ir2.model_flops_per_rank + (ir2.model_flops_per_rank - head) / 3).epsilon(1e-6));
+}
+
+TEST_CASE("data-parallel communication per step follows the framework") {
+  /* FSDP (ZeRO-3) on 8 ranks: every layer's unit is all-gathered in forward and again in backward,
+   * and its gradients reduce-scattered once per micro-batch. DDP: one all-reduce per layer, after
+   * the last micro-batch only (no_sync during accumulation). */
+  const auto count = [](const schedule::StepIR& ir, schedule::Collective c) {
+    int n = 0;
+    for (const auto& op : ir.ops)
+      if (op.kind == OpKind::collective && op.collective == c && op.group == schedule::Group::dp) ++n;
+    return n;
+  };
+  const auto fsdp = step_of(scenario("llama-3.1-8b", "  framework: pytorch-fsdp\n  global_batch: 16\n",
+                                     "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"));
+  CHECK(fsdp.micro_batches == 2);
+  CHECK(count(fsdp, schedule::Collective::all_gather) == 2 * 2 * 32);
+  CHECK(count(fsdp, schedule::Collective::reduce_scatter) == 2 * 32);
+  const auto ddp = step_of(scenario("llama-3.1-8b", "  framework: hf-trainer\n  global_batch: 16\n",
+                                    "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"));
+  CHECK(count(ddp, schedule::Collective::all_reduce) == 32);
+  CHECK(count(ddp, schedule::Collective::all_gather) == 0);
+}
+
+TEST_CASE("the memory the step allocates is the inventory's") {
+  /* Persistent state is allocated once; each layer's saved activations once per micro-batch;
+   * everything allocated is freed by the end except persistent state. */
+  const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp\n  micro_batch: 1\n  seq_len: 2048\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+  const auto ir = schedule::build_step(s.model, s.plans[0], inv);
+  double persistent = 0;
+  for (const auto& g : inv.groups)
+    if (g.lifetime == inventory::Lifetime::persistent && g.tier == plan::Tier::gpu) persistent += g.total();
+  double live = 0, peak = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind == OpKind::alloc && ir.tensors[op.tensor].tier == plan::Tier::gpu) live += ir.tensors[op.tensor].bytes;
+    if (op.kind == OpKind::free && ir.tensors[op.tensor].tier == plan::Tier::gpu) live -= ir.tensors[op.tensor].bytes;
+    peak = std::max(peak, live);
+  }
+  CHECK(live == doctest::Approx(persistent));
+  CHECK(peak > persistent);
+}
