@@ -14,6 +14,32 @@
 // when it is at the head of that queue's order with a free server. Ties break by insertion order.
 // Time is integer nanoseconds, so identical inputs give identical results. No global state: many
 // engines can run at once on different threads.
+//
+// The exact rules (docs/des.md has them with examples):
+//   * ready: a task is ready when its last dependency ends (at 0 if it has none).
+//   * queue: a task on a queue starts at the first instant when (1) it is ready, (2) every task
+//     added to the queue before it has started, and (3) fewer than `servers` of the queue's tasks
+//     are running. So tasks start in issue order, at most `servers` at a time; a ready task waits
+//     behind an earlier one that is not ready (a CUDA stream, not a greedy scheduler). A task
+//     holds its server from start to end; zero-time tasks (alloc, free, acquire, release, marker,
+//     zero-duration compute) take one for no time, so on a 1-server stream they still wait for
+//     the running task. A task on no queue starts as soon as it is ready.
+//   * transfer: starts like any task, then waits the sum of its links' latencies (using no
+//     bandwidth), then its bytes move at the max-min fair rate, re-solved whenever a flow starts
+//     or ends; it ends when the last byte arrives (rounded to the nearest nanosecond). On a queue
+//     it holds the server throughout. An empty path or zero bytes ends after the latency alone.
+//   * acquire: needs a free slot at the moment it would start; otherwise it waits (blocking its
+//     queue) and waiters are served by the time they began waiting, then by insertion order.
+//     release returns a slot at its start; releasing a slot none holds throws std::logic_error.
+//   * alloc / free change the pool's live bytes at their start; allocations past the capacity are
+//     recorded in Result::out_of_memory and the run goes on.
+//   * events at one instant run in the order they were scheduled; link rates are re-solved once
+//     per instant, after its last event.
+//   * a task that can never start (dependency cycle, a slot never released, a queue whose head
+//     waits on a task behind it) leaves Result::completed false, and its record's unreached
+//     times at kNever; the run stops when nothing else can happen.
+// Bad arguments (unknown ids, bandwidth <= 0, negative durations or bytes) throw
+// std::invalid_argument when the task or resource is added.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +87,7 @@ struct OutOfMemory {
   PoolId pool;
   double live_bytes = 0;       // after the allocation that overflowed
   double capacity_bytes = 0;
-  TaskId task;                 // the allocation
+  TaskId task;                 // the allocation (kNone: the pool's initial bytes exceed its capacity)
 };
 
 struct PoolSample {
@@ -76,7 +102,7 @@ struct Result {
   std::vector<double> link_bytes;        // per link: bytes carried
   std::vector<Time> link_busy;           // per link: time with at least one active flow
   std::vector<double> pool_peak_bytes;   // per pool: high-water mark
-  std::vector<std::vector<PoolSample>> pool_series;  // per pool: live bytes after each change
+  std::vector<std::vector<PoolSample>> pool_series;  // per pool: (0, initial), then live bytes after each change
   std::vector<OutOfMemory> out_of_memory;
   std::uint64_t events = 0;              // events processed (for benchmarks)
   bool completed = true;                 // false if some task could never start (a cycle or starvation)
@@ -124,10 +150,12 @@ class Engine {
   std::size_t link_count() const;
   std::size_t pool_count() const;
 
-  // Runs everything added so far. Call once.
+  // Runs everything added so far. Call once (calling again runs the same model again and gives
+  // the same result; the engine itself is not changed by a run).
   Result run();
 
  private:
+  friend std::string chrome_trace(const Engine& engine, const Result& result);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,69 @@
+// The model an Engine holds: everything added, as plain arrays. Shared by the simulation
+// (engine.cpp) and the trace writer (trace.cpp); nothing else should include it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "des/engine.hpp"
+
+namespace ftplan::des {
+
+// What was added. Immutable while run() works, so run() may be called again.
+struct Engine::Impl {
+  struct Queue {
+    std::string name;
+    int servers = 1;
+    std::vector<std::uint32_t> order;  // its tasks, in the order they were added
+  };
+  struct Link {
+    std::string name;
+    double bandwidth_Bps = 0;
+    Time latency = 0;
+  };
+  struct Pool {
+    std::string name;
+    double capacity_bytes = 0;
+    double initial_bytes = 0;
+  };
+  struct Buffers {
+    std::string name;
+    int slots = 0;
+  };
+  struct Task {
+    TaskKind kind = TaskKind::marker;
+    std::uint32_t queue = kNone;
+    std::uint32_t resource = kNone;  // pool or buffers
+    std::uint32_t path_begin = 0;    // into `paths`
+    std::uint32_t path_size = 0;
+    Time time = 0;     // compute: duration; transfer: summed link latency
+    double bytes = 0;  // transfer, alloc, free
+  };
+
+  std::vector<Queue> queues;
+  std::vector<Link> links;
+  std::vector<Pool> pools;
+  std::vector<Buffers> buffers;
+  std::vector<Task> tasks;
+  std::vector<Label> labels;
+  std::vector<std::uint32_t> paths;                           // transfers' links, back to back
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> deps;  // (task, before)
+
+  class Simulation;  // one run's state (engine.cpp)
+
+  TaskId add(Task t, QueueId q, Label label) {
+    if (q.index != kNone && q.index >= queues.size()) throw std::invalid_argument("des: no such queue");
+    if (tasks.size() >= kNone - 1) throw std::length_error("des: too many tasks");
+    const auto id = static_cast<std::uint32_t>(tasks.size());
+    t.queue = q.index;
+    tasks.push_back(t);
+    labels.push_back(std::move(label));
+    if (q.index != kNone) queues[q.index].order.push_back(id);
+    return TaskId{id};
+  }
+};
+
+}  // namespace ftplan::des

@@ -1,0 +1,507 @@
+#include "des/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+
+#include "des/detail/event_queue.hpp"
+#include "des/detail/fair_share.hpp"
+#include "des/detail/model.hpp"
+
+namespace ftplan::des {
+
+namespace {
+
+constexpr std::uint32_t kTaskDone = 0;   // a task ends now (compute, instantaneous tasks, empty transfers)
+constexpr std::uint32_t kFlowStart = 1;  // a transfer's latency has elapsed: its data starts to move
+
+enum : std::uint8_t { kBlocked, kReady, kStarted, kDone };
+
+// Nanoseconds to move `bytes` at `rate_Bps`, to the nearest nanosecond. Rounding to nearest (not
+// up) lets flows that finish together, up to float rounding, end in the same nanosecond.
+Time transfer_ns(double bytes, double rate_Bps, Time now) {
+  if (bytes <= 0) return 0;
+  const double ns = bytes / rate_Bps * 1e9;
+  const double room = static_cast<double>(kNever - now);
+  if (!(ns < room)) return kNever - now;  // also catches a NaN
+  return static_cast<Time>(std::llround(ns));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// One run: all mutable state lives here, none in the Engine, none global.
+
+class Engine::Impl::Simulation {
+ public:
+  using Model = Engine::Impl;
+  explicit Simulation(const Model& m);
+  Result run();
+
+ private:
+  void make_ready(std::uint32_t t);
+  void dispatch(std::uint32_t q);
+  bool try_start(std::uint32_t t);
+  void start(std::uint32_t t);
+  void schedule(std::uint32_t t, Time at, std::uint32_t type);
+  void task_done(std::uint32_t t);
+  void finish(std::uint32_t t);
+  void start_flow(std::uint32_t t);
+  void flow_done(std::uint32_t slot);
+  void resolve_rates();
+  void change_pool(std::uint32_t p, double delta_bytes, std::uint32_t t);
+  void release_slot(std::uint32_t b, std::uint32_t t);
+
+  const Model& m_;
+  Result r_;
+  Time now_ = 0;
+  std::uint64_t seq_ = 0;
+  std::size_t finished_ = 0;
+
+  // The DAG: successors in compressed rows, and unmet dependency counts.
+  std::vector<std::uint32_t> succ_begin_;
+  std::vector<std::uint32_t> succ_;
+  std::vector<std::uint32_t> pending_;
+  std::vector<std::uint8_t> state_;
+  std::vector<std::uint8_t> waiting_;  // an acquire queued for a slot
+
+  struct QueueState {
+    std::uint32_t next = 0;  // index in the queue's order of the first task not yet started
+    int busy = 0;            // servers in use
+  };
+  std::vector<QueueState> queues_;
+
+  struct Waiter {
+    Time since;
+    std::uint32_t task;
+    bool operator>(const Waiter& o) const { return since > o.since || (since == o.since && task > o.task); }
+  };
+  struct BufferState {
+    int free = 0;
+    std::vector<Waiter> waiters;  // min-heap by (since, task)
+  };
+  std::vector<BufferState> buffers_;
+  std::vector<double> live_bytes_;
+
+  // Flows whose data is moving, by FairShare slot.
+  struct Flow {
+    std::uint32_t task = 0;
+    double remaining_bytes = 0;  // at `updated`
+    double rate_Bps = 0;
+    Time updated = 0;
+  };
+  detail::FairShare share_;
+  std::vector<Flow> flows_;
+  std::vector<std::uint32_t> link_active_;
+  std::vector<Time> link_since_;
+  std::vector<detail::FairShare::Index> changed_;
+
+  // Three event sources, merged by (time, seq): the heap of future events, the FIFO of events
+  // at the current instant (cheaper than the heap, and in seq order by construction), and the
+  // indexed heap of flow completions, which move whenever rates change.
+  detail::EventHeap heap_;
+  std::vector<detail::Event> now_events_;
+  std::size_t now_head_ = 0;
+  detail::IndexedHeap flow_end_;
+};
+
+Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
+  const std::size_t n = m.tasks.size();
+  r_.tasks.resize(n);
+  for (std::uint32_t t = 0; t < n; ++t) {
+    const auto& d = m.tasks[t];
+    TaskRecord& rec = r_.tasks[t];
+    rec.id = TaskId{t};
+    rec.kind = d.kind;
+    rec.queue = d.queue;
+    rec.ready = rec.start = rec.end = kNever;
+    rec.bytes = d.bytes;
+  }
+  r_.queue_busy.assign(m.queues.size(), 0);
+  r_.link_bytes.assign(m.links.size(), 0);
+  r_.link_busy.assign(m.links.size(), 0);
+  r_.pool_peak_bytes.resize(m.pools.size());
+  r_.pool_series.resize(m.pools.size());
+  live_bytes_.resize(m.pools.size());
+
+  succ_begin_.assign(n + 1, 0);
+  pending_.assign(n, 0);
+  for (const auto& [task, before] : m.deps) {
+    ++succ_begin_[before + 1];
+    ++pending_[task];
+  }
+  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  succ_.resize(m.deps.size());
+  std::vector<std::uint32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (const auto& [task, before] : m.deps) succ_[fill[before]++] = task;
+  state_.assign(n, kBlocked);
+  waiting_.assign(n, 0);
+
+  queues_.resize(m.queues.size());
+  buffers_.resize(m.buffers.size());
+  for (std::size_t b = 0; b < m.buffers.size(); ++b) buffers_[b].free = m.buffers[b].slots;
+  for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
+  link_active_.assign(m.links.size(), 0);
+  link_since_.assign(m.links.size(), 0);
+}
+
+Result Engine::Impl::Simulation::run() {
+  for (std::uint32_t p = 0; p < m_.pools.size(); ++p) {
+    const auto& pool = m_.pools[p];
+    live_bytes_[p] = pool.initial_bytes;
+    r_.pool_peak_bytes[p] = pool.initial_bytes;
+    r_.pool_series[p].push_back({0, pool.initial_bytes});
+    if (pool.initial_bytes > pool.capacity_bytes)
+      r_.out_of_memory.push_back({0, PoolId{p}, pool.initial_bytes, pool.capacity_bytes, TaskId{kNone}});
+  }
+  for (std::uint32_t t = 0; t < m_.tasks.size(); ++t)
+    if (pending_[t] == 0) make_ready(t);
+
+  for (;;) {
+    // The earliest of the three sources, by (time, seq).
+    int source = -1;
+    Time time = kNever;
+    std::uint64_t seq = 0;
+    if (now_head_ < now_events_.size()) {
+      source = 0;
+      time = now_events_[now_head_].time;
+      seq = now_events_[now_head_].seq;
+    }
+    if (!heap_.empty() && (source < 0 || detail::earlier(heap_.top().time, heap_.top().seq, time, seq))) {
+      source = 1;
+      time = heap_.top().time;
+      seq = heap_.top().seq;
+    }
+    if (!flow_end_.empty() && (source < 0 || detail::earlier(flow_end_.top_time(), flow_end_.top_seq(), time, seq))) {
+      source = 2;
+      time = flow_end_.top_time();
+      seq = flow_end_.top_seq();
+    }
+    // Flows started or ended during this instant: share the links again before time moves on.
+    if (share_.dirty() && (source < 0 || time > now_)) {
+      resolve_rates();
+      continue;
+    }
+    if (source < 0) break;
+    ++r_.events;
+    now_ = time;
+    if (source == 0) {
+      const detail::Event e = now_events_[now_head_++];
+      if (now_head_ == now_events_.size()) {
+        now_events_.clear();
+        now_head_ = 0;
+      }
+      task_done(e.id);
+    } else if (source == 1) {
+      const detail::Event e = heap_.pop();
+      if (e.type == kFlowStart)
+        start_flow(e.id);
+      else
+        task_done(e.id);
+    } else {
+      const std::uint32_t slot = flow_end_.top_slot();
+      flow_end_.erase(slot);
+      flow_done(slot);
+    }
+  }
+
+  r_.completed = finished_ == m_.tasks.size();
+  for (const TaskRecord& rec : r_.tasks)
+    if (rec.end != kNever) r_.makespan = std::max(r_.makespan, rec.end);
+  return std::move(r_);
+}
+
+void Engine::Impl::Simulation::make_ready(std::uint32_t t) {
+  state_[t] = kReady;
+  r_.tasks[t].ready = now_;
+  const std::uint32_t q = m_.tasks[t].queue;
+  if (q == kNone) {
+    try_start(t);
+    return;
+  }
+  const auto& order = m_.queues[q].order;
+  if (queues_[q].next < order.size() && order[queues_[q].next] == t) dispatch(q);
+}
+
+// Starts tasks from the head of queue `q`'s order while servers are free and the head is ready.
+void Engine::Impl::Simulation::dispatch(std::uint32_t q) {
+  QueueState& qs = queues_[q];
+  const auto& queue = m_.queues[q];
+  while (qs.next < queue.order.size() && qs.busy < queue.servers) {
+    const std::uint32_t t = queue.order[qs.next];
+    if (state_[t] != kReady || !try_start(t)) return;
+  }
+}
+
+// Starts `t` unless it is an acquire with no free slot, which then joins the buffers' waiters.
+bool Engine::Impl::Simulation::try_start(std::uint32_t t) {
+  const auto& d = m_.tasks[t];
+  if (d.kind == TaskKind::acquire) {
+    BufferState& b = buffers_[d.resource];
+    if (b.free == 0) {
+      if (!waiting_[t]) {
+        waiting_[t] = 1;
+        b.waiters.push_back({now_, t});
+        std::push_heap(b.waiters.begin(), b.waiters.end(), std::greater<>{});
+      }
+      return false;
+    }
+    --b.free;
+  }
+  start(t);
+  return true;
+}
+
+void Engine::Impl::Simulation::start(std::uint32_t t) {
+  const auto& d = m_.tasks[t];
+  state_[t] = kStarted;
+  r_.tasks[t].start = now_;
+  if (d.queue != kNone) {
+    ++queues_[d.queue].next;
+    ++queues_[d.queue].busy;
+  }
+  switch (d.kind) {
+    case TaskKind::compute:
+      schedule(t, now_ + d.time, kTaskDone);
+      break;
+    case TaskKind::transfer:
+      if (d.path_size == 0 || d.bytes <= 0)
+        schedule(t, now_ + d.time, kTaskDone);
+      else if (d.time > 0)
+        schedule(t, now_ + d.time, kFlowStart);
+      else
+        start_flow(t);
+      break;
+    default:  // alloc, free, acquire, release, marker: take effect when their (immediate) end is handled
+      schedule(t, now_, kTaskDone);
+      break;
+  }
+}
+
+void Engine::Impl::Simulation::schedule(std::uint32_t t, Time at, std::uint32_t type) {
+  const detail::Event e{at, seq_++, t, type};
+  if (at == now_)
+    now_events_.push_back(e);
+  else
+    heap_.push(e);
+}
+
+void Engine::Impl::Simulation::task_done(std::uint32_t t) {
+  const auto& d = m_.tasks[t];
+  switch (d.kind) {
+    case TaskKind::alloc:
+      change_pool(d.resource, d.bytes, t);
+      break;
+    case TaskKind::free:
+      change_pool(d.resource, -d.bytes, t);
+      break;
+    case TaskKind::release:
+      release_slot(d.resource, t);
+      break;
+    default:
+      break;
+  }
+  finish(t);
+}
+
+void Engine::Impl::Simulation::finish(std::uint32_t t) {
+  TaskRecord& rec = r_.tasks[t];
+  rec.end = now_;
+  state_[t] = kDone;
+  ++finished_;
+  const std::uint32_t q = m_.tasks[t].queue;
+  if (q != kNone) {
+    --queues_[q].busy;
+    r_.queue_busy[q] += now_ - rec.start;
+    dispatch(q);
+  }
+  for (std::uint32_t i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i)
+    if (--pending_[succ_[i]] == 0) make_ready(succ_[i]);
+}
+
+void Engine::Impl::Simulation::start_flow(std::uint32_t t) {
+  const auto& d = m_.tasks[t];
+  const std::uint32_t* path = m_.paths.data() + d.path_begin;
+  const auto slot = share_.add_flow(path, d.path_size);
+  if (slot >= flows_.size()) flows_.resize(slot + 1);
+  flows_[slot] = {t, d.bytes, 0, now_};
+  for (std::uint32_t i = 0; i < d.path_size; ++i)
+    if (link_active_[path[i]]++ == 0) link_since_[path[i]] = now_;
+}
+
+void Engine::Impl::Simulation::flow_done(std::uint32_t slot) {
+  const std::uint32_t t = flows_[slot].task;
+  const auto& d = m_.tasks[t];
+  share_.remove_flow(slot);
+  const std::uint32_t* path = m_.paths.data() + d.path_begin;
+  for (std::uint32_t i = 0; i < d.path_size; ++i) {
+    r_.link_bytes[path[i]] += d.bytes;
+    if (--link_active_[path[i]] == 0) r_.link_busy[path[i]] += now_ - link_since_[path[i]];
+  }
+  finish(t);
+}
+
+// Re-solves the shared links where flows came or went, and moves the completion of every flow
+// whose rate changed: bytes moved so far at the old rate, the rest at the new one.
+void Engine::Impl::Simulation::resolve_rates() {
+  changed_.clear();
+  share_.solve(changed_);
+  for (const auto slot : changed_) {
+    Flow& f = flows_[slot];
+    f.remaining_bytes -= f.rate_Bps * static_cast<double>(now_ - f.updated) * 1e-9;
+    f.updated = now_;
+    f.rate_Bps = share_.rate(slot);
+    flow_end_.set(slot, now_ + transfer_ns(f.remaining_bytes, f.rate_Bps, now_), seq_++);
+  }
+}
+
+void Engine::Impl::Simulation::change_pool(std::uint32_t p, double delta_bytes, std::uint32_t t) {
+  double& live = live_bytes_[p];
+  live += delta_bytes;
+  r_.pool_series[p].push_back({now_, live});
+  r_.pool_peak_bytes[p] = std::max(r_.pool_peak_bytes[p], live);
+  const double capacity = m_.pools[p].capacity_bytes;
+  if (delta_bytes > 0 && live > capacity) r_.out_of_memory.push_back({now_, PoolId{p}, live, capacity, TaskId{t}});
+}
+
+void Engine::Impl::Simulation::release_slot(std::uint32_t b, std::uint32_t t) {
+  BufferState& bs = buffers_[b];
+  if (bs.free >= m_.buffers[b].slots)
+    throw std::logic_error("des: task " + std::to_string(t) + " releases a slot of buffers '" + m_.buffers[b].name +
+                           "' that none holds");
+  ++bs.free;
+  // The longest-waiting acquire takes it. It is at the head of its queue (if any) with a server
+  // free: nothing behind it could start while it waited.
+  while (bs.free > 0 && !bs.waiters.empty()) {
+    std::pop_heap(bs.waiters.begin(), bs.waiters.end(), std::greater<>{});
+    const std::uint32_t w = bs.waiters.back().task;
+    bs.waiters.pop_back();
+    waiting_[w] = 0;
+    --bs.free;
+    start(w);
+    if (m_.tasks[w].queue != kNone) dispatch(m_.tasks[w].queue);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine: building the model.
+
+namespace {
+
+void require(bool ok, const char* what) {
+  if (!ok) throw std::invalid_argument(std::string("des: ") + what);
+}
+
+}  // namespace
+
+Engine::Engine() : impl_(std::make_unique<Impl>()) {}
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+QueueId Engine::add_queue(std::string name, int servers) {
+  require(servers >= 1, "a queue needs at least one server");
+  impl_->queues.push_back({std::move(name), servers, {}});
+  return QueueId{static_cast<std::uint32_t>(impl_->queues.size() - 1)};
+}
+
+LinkId Engine::add_link(std::string name, double bandwidth_Bps, Time latency) {
+  require(bandwidth_Bps > 0 && std::isfinite(bandwidth_Bps), "link bandwidth must be finite and > 0");
+  require(latency >= 0, "link latency must be >= 0");
+  impl_->links.push_back({std::move(name), bandwidth_Bps, latency});
+  return LinkId{static_cast<std::uint32_t>(impl_->links.size() - 1)};
+}
+
+PoolId Engine::add_pool(std::string name, double capacity_bytes, double initial_bytes) {
+  require(capacity_bytes >= 0 && initial_bytes >= 0, "pool capacity and initial bytes must be >= 0");
+  impl_->pools.push_back({std::move(name), capacity_bytes, initial_bytes});
+  return PoolId{static_cast<std::uint32_t>(impl_->pools.size() - 1)};
+}
+
+BufferId Engine::add_buffers(std::string name, int slots) {
+  require(slots >= 0, "buffer slots must be >= 0");
+  impl_->buffers.push_back({std::move(name), slots});
+  return BufferId{static_cast<std::uint32_t>(impl_->buffers.size() - 1)};
+}
+
+TaskId Engine::compute(QueueId queue, Time duration, Label label) {
+  require(duration >= 0, "compute duration must be >= 0");
+  Impl::Task t;
+  t.kind = TaskKind::compute;
+  t.time = duration;
+  return impl_->add(t, queue, std::move(label));
+}
+
+TaskId Engine::transfer(QueueId queue, std::vector<LinkId> path, double bytes, Label label) {
+  require(bytes >= 0 && std::isfinite(bytes), "transfer bytes must be finite and >= 0");
+  Impl::Task t;
+  t.kind = TaskKind::transfer;
+  t.bytes = bytes;
+  t.path_begin = static_cast<std::uint32_t>(impl_->paths.size());
+  t.path_size = static_cast<std::uint32_t>(path.size());
+  for (const LinkId l : path) {
+    require(l.index < impl_->links.size(), "no such link");
+    t.time += impl_->links[l.index].latency;
+  }
+  const TaskId id = impl_->add(t, queue, std::move(label));
+  for (const LinkId l : path) impl_->paths.push_back(l.index);
+  return id;
+}
+
+TaskId Engine::alloc(QueueId queue, PoolId pool, double bytes, Label label) {
+  require(pool.index < impl_->pools.size(), "no such pool");
+  require(bytes >= 0 && std::isfinite(bytes), "alloc bytes must be finite and >= 0");
+  Impl::Task t;
+  t.kind = TaskKind::alloc;
+  t.resource = pool.index;
+  t.bytes = bytes;
+  return impl_->add(t, queue, std::move(label));
+}
+
+TaskId Engine::free(QueueId queue, PoolId pool, double bytes, Label label) {
+  require(pool.index < impl_->pools.size(), "no such pool");
+  require(bytes >= 0 && std::isfinite(bytes), "free bytes must be finite and >= 0");
+  Impl::Task t;
+  t.kind = TaskKind::free;
+  t.resource = pool.index;
+  t.bytes = bytes;
+  return impl_->add(t, queue, std::move(label));
+}
+
+TaskId Engine::acquire(QueueId queue, BufferId buffers, Label label) {
+  require(buffers.index < impl_->buffers.size(), "no such buffers");
+  Impl::Task t;
+  t.kind = TaskKind::acquire;
+  t.resource = buffers.index;
+  return impl_->add(t, queue, std::move(label));
+}
+
+TaskId Engine::release(QueueId queue, BufferId buffers, Label label) {
+  require(buffers.index < impl_->buffers.size(), "no such buffers");
+  Impl::Task t;
+  t.kind = TaskKind::release;
+  t.resource = buffers.index;
+  return impl_->add(t, queue, std::move(label));
+}
+
+TaskId Engine::marker(QueueId queue, Label label) { return impl_->add(Impl::Task{}, queue, std::move(label)); }
+
+void Engine::depends(TaskId task, TaskId before) {
+  require(task.index < impl_->tasks.size() && before.index < impl_->tasks.size(), "no such task");
+  impl_->deps.emplace_back(task.index, before.index);
+}
+
+std::size_t Engine::task_count() const { return impl_->tasks.size(); }
+const Label& Engine::label(TaskId task) const { return impl_->labels.at(task.index); }
+const std::string& Engine::queue_name(QueueId q) const { return impl_->queues.at(q.index).name; }
+const std::string& Engine::link_name(LinkId l) const { return impl_->links.at(l.index).name; }
+const std::string& Engine::pool_name(PoolId p) const { return impl_->pools.at(p.index).name; }
+std::size_t Engine::queue_count() const { return impl_->queues.size(); }
+std::size_t Engine::link_count() const { return impl_->links.size(); }
+std::size_t Engine::pool_count() const { return impl_->pools.size(); }
+
+Result Engine::run() { return Impl::Simulation(*impl_).run(); }
+
+}  // namespace ftplan::des

@@ -1,0 +1,211 @@
+// Chrome trace-event JSON of a run ("JSON Array/Object Format", the Trace Event Format document
+// that chrome://tracing and Perfetto read): "X" complete events on one thread per track, "C"
+// counter events for pools, "M" metadata naming processes and threads. Times are microseconds.
+#include <algorithm>
+#include <functional>
+#include <queue>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "des/detail/model.hpp"
+#include "des/engine.hpp"
+
+namespace ftplan::des {
+
+namespace {
+
+constexpr int kQueuesPid = 1;
+constexpr int kLinksPid = 2;
+constexpr int kPoolsPid = 3;
+constexpr int kUnqueuedPid = 4;
+
+const char* kind_name(TaskKind k) {
+  switch (k) {
+    case TaskKind::compute:
+      return "compute";
+    case TaskKind::transfer:
+      return "transfer";
+    case TaskKind::alloc:
+      return "alloc";
+    case TaskKind::free:
+      return "free";
+    case TaskKind::acquire:
+      return "acquire";
+    case TaskKind::release:
+      return "release";
+    case TaskKind::marker:
+      return "marker";
+  }
+  return "task";
+}
+
+double us(Time ns) { return static_cast<double>(ns) / 1000.0; }
+
+struct Span {
+  Time begin;
+  Time end;
+  std::uint32_t task;
+};
+
+// Greedy interval partitioning: spans sorted by (begin, task) go to the lowest-numbered lane that
+// is free by their begin, so overlapping spans (N servers, flows sharing a link) never share a
+// thread, which the viewers require of "X" events. Returns each span's lane.
+std::vector<int> assign_lanes(std::vector<Span>& spans, int& lane_count) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin || (a.begin == b.begin && a.task < b.task); });
+  std::vector<int> lanes(spans.size());
+  std::set<int> free_lanes;
+  using Busy = std::pair<Time, int>;  // (end, lane)
+  std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+  lane_count = 0;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    while (!busy.empty() && busy.top().first <= spans[i].begin) {
+      free_lanes.insert(busy.top().second);
+      busy.pop();
+    }
+    int lane;
+    if (free_lanes.empty()) {
+      lane = lane_count++;
+    } else {
+      lane = *free_lanes.begin();
+      free_lanes.erase(free_lanes.begin());
+    }
+    lanes[i] = lane;
+    busy.emplace(spans[i].end, lane);
+  }
+  return lanes;
+}
+
+class Writer {
+ public:
+  void add(const nlohmann::json& event) {
+    out_ += first_ ? "\n" : ",\n";
+    first_ = false;
+    out_ += event.dump();
+  }
+  void process(int pid, const std::string& name) {
+    add({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
+    add({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+  }
+  void thread(int pid, int tid, const std::string& name) {
+    add({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+    add({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+  }
+  std::string finish() { return "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[" + out_ + "\n]}\n"; }
+
+ private:
+  std::string out_;
+  bool first_ = true;
+};
+
+std::string lane_name(const std::string& base, int lane) {
+  return lane == 0 ? base : base + " [" + std::to_string(lane) + "]";
+}
+
+}  // namespace
+
+std::string chrome_trace(const Engine& engine, const Result& result) {
+  const Engine::Impl& m = *engine.impl_;
+  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  Writer w;
+  const auto& records = result.tasks;
+  auto task_event = [&](std::uint32_t t, int pid, int tid, Time begin) {
+    const Label& label = m.labels[t];
+    const TaskRecord& rec = records[t];
+    nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(rec.kind)}, {"ready_us", us(rec.ready)}};
+    if (rec.bytes != 0) args["bytes"] = rec.bytes;
+    return nlohmann::json{{"name", label.name.empty() ? kind_name(rec.kind) : label.name},
+                          {"cat", label.category.empty() ? kind_name(rec.kind) : label.category},
+                          {"ph", "X"},
+                          {"pid", pid},
+                          {"tid", tid},
+                          {"ts", us(begin)},
+                          {"dur", us(rec.end - begin)},
+                          {"args", std::move(args)}};
+  };
+
+  // Queues: one thread per server lane.
+  w.process(kQueuesPid, "queues");
+  int tid = 0;
+  for (std::size_t q = 0; q < m.queues.size(); ++q) {
+    std::vector<Span> spans;
+    for (const std::uint32_t t : m.queues[q].order)
+      if (records[t].end != kNever) spans.push_back({records[t].start, records[t].end, t});
+    int lanes = 0;
+    const std::vector<int> lane = assign_lanes(spans, lanes);
+    for (int l = 0; l < std::max(lanes, 1); ++l) w.thread(kQueuesPid, tid + l, lane_name(m.queues[q].name, l));
+    for (std::size_t i = 0; i < spans.size(); ++i)
+      w.add(task_event(spans[i].task, kQueuesPid, tid + lane[i], spans[i].begin));
+    tid += std::max(lanes, 1);
+  }
+
+  // Links: each flow on every link of its path, while its data moves (after the latency).
+  std::vector<std::vector<Span>> on_link(m.links.size());
+  std::vector<Span> unqueued;
+  for (std::uint32_t t = 0; t < m.tasks.size(); ++t) {
+    const auto& d = m.tasks[t];
+    const TaskRecord& rec = records[t];
+    if (rec.end == kNever) continue;
+    if (d.queue == kNone && rec.end > rec.start) unqueued.push_back({rec.start, rec.end, t});
+    if (d.kind != TaskKind::transfer || d.path_size == 0 || d.bytes <= 0) continue;
+    for (std::uint32_t i = 0; i < d.path_size; ++i) {
+      const std::uint32_t l = m.paths[d.path_begin + i];
+      bool repeat = false;  // a path crossing a link twice shows once on it
+      for (std::uint32_t j = 0; j < i; ++j) repeat = repeat || m.paths[d.path_begin + j] == l;
+      if (!repeat) on_link[l].push_back({rec.start + d.time, rec.end, t});
+    }
+  }
+  w.process(kLinksPid, "links");
+  tid = 0;
+  for (std::size_t l = 0; l < m.links.size(); ++l) {
+    int lanes = 0;
+    const std::vector<int> lane = assign_lanes(on_link[l], lanes);
+    for (int k = 0; k < std::max(lanes, 1); ++k) w.thread(kLinksPid, tid + k, lane_name(m.links[l].name, k));
+    for (std::size_t i = 0; i < on_link[l].size(); ++i) {
+      const Span& s = on_link[l][i];
+      nlohmann::json e = task_event(s.task, kLinksPid, tid + lane[i], s.begin);
+      if (s.end > s.begin)
+        e["args"]["mean_Bps"] = records[s.task].bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
+      w.add(e);
+    }
+    tid += std::max(lanes, 1);
+  }
+
+  // Tasks on no queue that take time (compute, transfers): lanes of their own.
+  if (!unqueued.empty()) {
+    w.process(kUnqueuedPid, "no queue");
+    int lanes = 0;
+    const std::vector<int> lane = assign_lanes(unqueued, lanes);
+    for (int k = 0; k < lanes; ++k) w.thread(kUnqueuedPid, k, lane_name("no queue", k));
+    for (std::size_t i = 0; i < unqueued.size(); ++i)
+      w.add(task_event(unqueued[i].task, kUnqueuedPid, lane[i], unqueued[i].begin));
+  }
+
+  // Pools: a counter track of live bytes each, and an instant event per out-of-memory.
+  w.process(kPoolsPid, "pools");
+  for (std::size_t p = 0; p < m.pools.size() && p < result.pool_series.size(); ++p)
+    for (const PoolSample& s : result.pool_series[p])
+      w.add({{"name", m.pools[p].name},
+             {"ph", "C"},
+             {"pid", kPoolsPid},
+             {"ts", us(s.time)},
+             {"args", {{"live_bytes", s.live_bytes}}}});
+  for (const OutOfMemory& o : result.out_of_memory)
+    w.add({{"name", "out of memory: " + m.pools[o.pool.index].name},
+           {"ph", "i"},
+           {"s", "g"},
+           {"pid", kPoolsPid},
+           {"tid", 0},
+           {"ts", us(o.time)},
+           {"args",
+            {{"live_bytes", o.live_bytes},
+             {"capacity_bytes", o.capacity_bytes},
+             {"task", o.task.index == kNone ? -1 : static_cast<std::int64_t>(o.task.index)}}}});
+  return w.finish();
+}
+
+}  // namespace ftplan::des
