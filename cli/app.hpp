@@ -40,5 +40,7 @@ int cmd_zoo(const std::vector<std::string>& argv);
 int cmd_hardware(const std::vector<std::string>& argv);
 int cmd_check(const std::vector<std::string>& argv);
 int cmd_memory(const std::vector<std::string>& argv);
+int cmd_simulate(const std::vector<std::string>& argv);
+int cmd_compare(const std::vector<std::string>& argv);
 
 }  // namespace ftplan::cli

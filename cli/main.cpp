@@ -23,7 +23,11 @@ verbs:
   memory SCENARIO          per plan: memory by tier and category, peak per GPU, fit, largest
                            micro-batch and sequence that fit [--plan NAME]
   memory --model M --gpu G --gpus N [--zero 3 --seq 4096 --micro-batch 2 --ckpt full ...]
-                           the same without a file (`ftplan memory --help-flags` lists the flags)
+                           the same without a file
+  simulate SCENARIO        per plan: one optimizer step simulated: step time, tokens/s, MFU/HFU,
+                           time split, utilization, job time [--plan NAME] [--trace out.json]
+  compare SCENARIO         the plans side by side: fit, GPUs, memory, job time, tokens/s, MFU,
+                           peak power, energy, dollars, flash wear, idle GPU time; and a verdict
   help                     this text
 
 options shared by all verbs:
@@ -45,6 +49,8 @@ int main(int argc, char** argv) {
     if (verb == "hardware") return ftplan::cli::cmd_hardware(args);
     if (verb == "check") return ftplan::cli::cmd_check(args);
     if (verb == "memory") return ftplan::cli::cmd_memory(args);
+    if (verb == "simulate") return ftplan::cli::cmd_simulate(args);
+    if (verb == "compare") return ftplan::cli::cmd_compare(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::InputError& e) {

@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh >/dev/null
-exec build/cli/ftplan memory scenarios/llama70b-full-h100-vs-workstation.yaml "$@"
+exec build/cli/ftplan compare scenarios/llama70b-full-h100-vs-workstation.yaml "$@"

@@ -34,6 +34,7 @@ using Sources = std::map<std::string, std::string>;  // field (dotted) -> citati
 
 struct GpuSpec {
   std::string name, display_name, vendor, architecture, form_factor;
+  int sm_count = 0;                // streaming multiprocessors (AMD: compute units); 0 = unknown
   double memory_bytes = 0;         // marketed capacity
   double usable_memory_bytes = 0;  // what the driver reports as total (nvidia-smi); = memory_bytes if not given
   double memory_bandwidth_Bps = 0;

@@ -446,6 +446,15 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         break;  // the contiguous grad buffer is the gradients; the distributed optimizer reuses it for gathers
     }
   }
+  // Parameters kept off the GPU are streamed in layer by layer: the layer in use plus the
+  // prefetched ones sit in GPU working buffers (ZeRO-Infinity's parameter buffers, aiDAPTIV's
+  // layer swap), unless sharded gathers already provide them.
+  if (off.params != Tier::gpu &&
+      std::none_of(inv.groups.begin(), inv.groups.end(), [](const TensorGroup& g) { return g.per_unit; })) {
+    const double per_param = rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B;
+    add("streamed parameter buffers", Category::buffers, gpu, rp.largest_layer * per_param,
+        1 + std::max(1, off.prefetch_depth), Lifetime::layer, false, true);
+  }
   // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward.
   if (rec.autocast_copies && job.method == Method::full)
     add("autocast 16-bit weight copies", Category::temporaries, gpu, rp.total * rec.compute_B / std::max(1, inv.layers),

@@ -75,6 +75,7 @@ GpuSpec read_gpu(MapView& v) {
   v.get("vendor", g.vendor);
   v.get("architecture", g.architecture);
   v.get("form_factor", g.form_factor);
+  v.get("sm_count", g.sm_count, 1, 10000);
   v.require("memory");
   v.get_quantity("memory", io::Quantity::bytes, g.memory_bytes, 1);
   v.get_quantity("usable_memory", io::Quantity::bytes, g.usable_memory_bytes, 1);

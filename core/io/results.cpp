@@ -34,4 +34,75 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f) {
   return r;
 }
 
+double job_steps(const plan::Plan& plan, double tokens_per_step) {
+  const plan::Job& j = plan.job;
+  if (j.steps > 0) return static_cast<double>(j.steps);
+  if (tokens_per_step <= 0) return 0;
+  if (j.tokens > 0) return std::ceil(static_cast<double>(j.tokens) / tokens_per_step);
+  if (j.epochs > 0) return std::ceil(j.epochs * static_cast<double>(j.dataset_tokens) / tokens_per_step);
+  return 0;
+}
+
+Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s) {
+  Row r = footprint_row(plan, f);
+  const bool feasible = f.fits && s.ok;
+  r.set("feasible", feasible);
+  if (!feasible) r.set("infeasible_reason", f.fits ? s.problem : f.infeasible_reason);
+  const double steps = job_steps(plan, s.tokens_per_step);
+  r.set("step_time_s", s.step_time_s);
+  r.set("tokens_per_step", s.tokens_per_step);
+  r.set("tokens_per_s", s.tokens_per_s);
+  r.set("tokens_per_s_per_gpu", s.tokens_per_s_per_gpu);
+  r.set("mfu", s.mfu);
+  r.set("hfu", s.hfu);
+  r.set("model_tflops_per_gpu", s.model_tflops_per_gpu);
+  r.set("hardware_tflops_per_gpu", s.hardware_tflops_per_gpu);
+  r.set("job_steps", static_cast<std::int64_t>(steps));
+  r.set("job_time_s", steps * s.step_time_s);
+  r.set("time.compute_s", s.compute_s);
+  r.set("time.exposed_comm_s", s.exposed_comm_s);
+  r.set("time.idle_s", s.idle_s);
+  r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes));
+  r.set("simulated_stage", static_cast<std::int64_t>(s.stage));
+  for (const auto& st : s.streams) r.set("utilization." + st.name, st.utilization);
+  for (const auto& l : s.links) {
+    r.set("links." + l.name + ".bytes", bytes(l.bytes));
+    r.set("links." + l.name + ".utilization", l.utilization);
+  }
+  return r;
+}
+
+Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s, const cost::PowerReport& pw,
+             const cost::CostReport& c) {
+  Row r = simulation_row(plan, f, s);
+  r.set("peak_power_w", pw.peak_power_w);
+  r.set("average_power_w", pw.average_power_w);
+  r.set("idle_power_w", pw.idle_power_w);
+  r.set("max_power_w", pw.max_power_w);
+  r.set("energy_kwh", c.energy_kwh);
+  r.set("cost_usd", c.cost_usd);
+  r.set("cost.hardware_usd", c.hardware_usd);
+  r.set("cost.energy_usd", c.energy_usd);
+  r.set("cost.wear_usd", c.wear_usd);
+  r.set("usd_per_million_tokens", c.usd_per_million_tokens);
+  r.set("nvme_written_bytes", bytes(c.nvme_written_bytes));
+  r.set("flash_wear_fraction", c.wear_fraction);
+  r.set("drive_lifetime_years", c.drive_lifetime_years > 0 ? Value(c.drive_lifetime_years) : Value(nullptr));
+  const double steps = job_steps(plan, s.tokens_per_step);
+  r.set("idle_gpu_hours", pw.gpu_idle_s_per_step * steps / 3600.0);
+  return r;
+}
+
+Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const plan::CostSpec& spec,
+                    const sim::Options& options) {
+  Evaluation e;
+  e.memory = footprint::footprint(model, plan);
+  e.step = sim::simulate_step(model, plan, options);
+  e.steps = job_steps(plan, e.step.tokens_per_step);
+  e.power = cost::power(plan, e.step.intervals, e.step.step_time_s);
+  e.cost = cost::dollars(plan, spec, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
+                         e.step.nvme_written_bytes * plan.cluster.gpus());
+  return e;
+}
+
 }  // namespace ftplan::io

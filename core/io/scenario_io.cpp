@@ -463,6 +463,17 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
       r.error(at, f.key, f.message);
     }
 
+  if (MapView c = root.map("cost"); c.valid()) {
+    c.get_enum<CostSpec::Mode>("mode", s.cost.mode, {{"rent", CostSpec::Mode::rent}, {"own", CostSpec::Mode::own}});
+    c.get_enum<CostSpec::Billing>("billing", s.cost.billing,
+                                  {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
+    c.get_quantity("energy_price", Quantity::money_per_energy, s.cost.energy_usd_per_kwh, 0);
+    c.get("pue", s.cost.pue, 1.0, 5.0);
+    c.get("lifetime_years", s.cost.lifetime_years, 0.1, 50.0);
+    c.get("utilization", s.cost.utilization, 0.01, 1.0);
+    c.get_quantity("rent", Quantity::money_per_hour, s.cost.rent_usd_per_hour, 0);
+    c.finish();
+  }
   root.require("plans", "a list of plans to compare");
   std::size_t index = 0;
   std::set<std::string> names;

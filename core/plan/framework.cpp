@@ -56,6 +56,7 @@ FrameworkProfile framework_profile(const Job& job) {
     case Framework::megatron:
       p.sharding = Sharding::megatron;
       p.optimizer_impl = OptimizerImpl::fused;  // Apex / Transformer Engine FusedAdam
+      p.fused_pointwise = true;                 // megatron/core/fusions, Transformer Engine
       p.root_stays_gathered = false;
       break;
     case Framework::hf_trainer:

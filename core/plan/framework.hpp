@@ -50,6 +50,10 @@ struct FrameworkProfile {
     attention_core,  // Megatron-LM: recompute softmax/dropout of attention (Korthikanti et al. 2022, sec. 5)
     every_other_mm,  // torchtitan op-level SAC: keep matmul and attention outputs except every second matmul
   } selective = Selective::attention_core;
+  // Pointwise ops run as fused kernels (Megatron/Transformer Engine: fused layer norm, RoPE,
+  // bias-GeLU/SwiGLU, softmax) rather than one eager kernel per op (HF transformers, torchtitan
+  // without compile). torch.compile fuses them too.
+  bool fused_pointwise = false;
   // torch.compile of the model also compiles the loss (HF models compute it in forward; torchtune
   // compiles its loss; torchtitan compiles transformer blocks only).
   bool compile_covers_loss = true;

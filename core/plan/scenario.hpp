@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "plan/cost_spec.hpp"
 #include "plan/job.hpp"
 #include "plan/plan.hpp"
 
@@ -21,6 +22,7 @@ struct Scenario {
   model::ModelSpec model;
   Job job;
   std::vector<Plan> plans;
+  CostSpec cost;
 };
 
 }  // namespace ftplan::plan

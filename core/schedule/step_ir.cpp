@@ -89,7 +89,7 @@ class Builder {
     act_B_ = inv.recipe.activation_B;
     w_B_ = inv.recipe.compute_B;
     full_ = job_.method == Method::full;
-    sharded_params_ = gathered_group() != nullptr;
+    fused_ = inv.profile.fused_pointwise || job_.compile;
   }
 
   StepIR build();
@@ -134,6 +134,8 @@ class Builder {
     return nullptr;
   }
   LayerWork work_of(int layer) const;
+  double pointwise_bytes(const LayerWork& w, bool backward) const;
+  double eager_score_bytes(const LayerWork& w) const;
   // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
   int layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved);
   int layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads);
@@ -141,6 +143,8 @@ class Builder {
            std::vector<int> deps);
   int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
                  int micro, std::vector<int> deps);
+  int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
+           std::vector<int> deps, std::vector<int> reads, std::vector<int> writes);
 
   const model::ModelSpec& m_;
   const plan::Plan& p_;
@@ -150,8 +154,41 @@ class Builder {
   int tp_ = 1, cp_ = 1, dp_ = 1;
   double tokens_ = 0, act_B_ = 2, w_B_ = 2;
   bool full_ = true;
-  bool sharded_params_ = false;
+  bool fused_ = false;
 };
+
+double Builder::eager_score_bytes(const LayerWork& w) const {
+  // Eager attention materialises heads x s scores per token and passes them through one kernel
+  // per op (HF BertSelfAttention / LlamaAttention eager): QK^T writes them, the scale and the
+  // mask add read and write them, softmax (fp32 under autocast) reads and writes, dropout reads,
+  // writes and keeps a mask, the cast for AV reads and writes, AV reads them.
+  const double a = act_B_;
+  const double wide = inv_.recipe.autocast_copies ? 4.0 : a;
+  const double dropout = job_.dropout_for(m_.dropout) > 0 ? 2.0 * wide + 1.0 : 0.0;
+  return (6.0 * a + 5.0 * wide + dropout) * w.attended * m_.heads / tp_;
+}
+
+double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
+  // HBM bytes per token of one layer's norms, RoPE, residual adds and dropout (not the MLP
+  // activation, counted on its own). Eager PyTorch runs each op as its own kernel that reads its
+  // inputs and writes its output: HF's LlamaRMSNorm upcasts to fp32, squares, means, scales,
+  // downcasts and multiplies by the weight (~12 h activation-element reads/writes, half of them
+  // fp32: ~24 h bytes at 16 bits); apply_rotary_pos_emb multiplies, rotates (slice + cat + neg)
+  // and adds (~8 reads/writes of q and k); each residual add reads two and writes one.
+  // Fused kernels (Megatron/TE, torch.compile) read each input once and write each output once.
+  const double a = act_B_;
+  double fwd = 0;
+  const int norms = std::max(1, m_.norms_per_layer);
+  if (fused_) {
+    fwd = norms * 2.0 * a * w.h + 2.0 * a * (w.q + w.kv) + 2.0 * 3.0 * a * w.h;
+  } else {
+    fwd = norms * 12.0 * a * w.h + 8.0 * a * (w.q + w.kv) + 2.0 * 3.0 * a * w.h;
+  }
+  if (job_.dropout_for(m_.dropout) > 0) fwd += 2.0 * (2.0 * a + 1.0) * w.h;  // two residual dropouts: read, write, mask
+  // Backward reads the saved inputs and the incoming gradient and writes the outgoing gradient:
+  // about twice the forward traffic.
+  return backward ? 2.0 * fwd : fwd;
+}
 
 LayerWork Builder::work_of(int layer) const {
   LayerWork w;
@@ -204,8 +241,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   const double T = tokens_;
   const std::string tag = fmt::format("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
                                       inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
-  // Norms, RoPE, residual adds and dropout: memory-bound, ~ a dozen reads/writes of a token's
-  // hidden state per layer (counted as 12 h activation elements per token).
+  // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
   Op ew;
   ew.kind = OpKind::elementwise;
   ew.stream = Stream::compute;
@@ -213,8 +249,8 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   ew.name = tag + " norms/rope/residual";
   ew.layer = layer;
   ew.micro = micro;
-  ew.bytes = 12.0 * w.h * T * act_B_;
-  ew.kernels = 8;
+  ew.bytes = pointwise_bytes(w, false) * T;
+  ew.kernels = fused_ ? 4 : 24;
   ew.deps = std::move(deps);
   ew.reads = reads;
   int last = add(std::move(ew));
@@ -235,8 +271,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   at.flops = square * (flash && causal ? 0.5 : 1.0);
   at.model_flops = pass == Pass::recompute ? 0 : square;
   at.recompute_flops = pass == Pass::recompute ? square : 0;
-  at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) +
-             (flash ? 0.0 : 3.0 * 4.0 * T * w.attended * m_.heads / tp_);  // eager: scores, softmax r/w in fp32
+  at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : eager_score_bytes(w) * T);
   at.kernels = flash ? 1 : 5;
   at.deps = {last};
   last = add(std::move(at));
@@ -255,6 +290,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   act.name = tag + " activation";
   act.layer = layer;
   act.micro = micro;
+  // Activation (and gate product): read the MLP input(s), write the output.
   act.bytes = (w.gated ? 3.0 : 2.0) * T * k * w.f * act_B_;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
@@ -303,7 +339,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   // Flash backward recomputes the scores: 5 matmuls against the forward's 2 (2.5x; Dao 2023).
   at.flops = square * (flash ? 2.5 : 2.0) * (flash && causal ? 0.5 : 1.0);
   at.model_flops = 2.0 * square;
-  at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 4.0 * 4.0 * T * w.attended * m_.heads / tp_);
+  at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 2.0 * eager_score_bytes(w) * T);
   at.kernels = flash ? 2 : 6;
   at.deps = {last};
   last = add(std::move(at));
@@ -318,8 +354,8 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   ew.name = tag + " norms/rope/residual";
   ew.layer = layer;
   ew.micro = micro;
-  ew.bytes = 20.0 * w.h * T * act_B_;
-  ew.kernels = 12;
+  ew.bytes = pointwise_bytes(w, true) * T;
+  ew.kernels = fused_ ? 6 : 40;
   ew.deps = {last};
   last = add(std::move(ew));
   // LoRA adapters: A and B matmuls forward and backward, r wide (small but real on small jobs).
@@ -371,46 +407,65 @@ int Builder::collective(Stream s, Collective c, Group g, int size, double bytes,
   return add(std::move(op));
 }
 
+int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
+                  std::vector<int> deps, std::vector<int> reads, std::vector<int> writes) {
+  Op op;
+  op.kind = OpKind::copy;
+  op.stream = s;
+  op.src = src;
+  op.dst = dst;
+  op.bytes = bytes;
+  op.name = name;
+  op.layer = layer;
+  op.micro = micro;
+  op.deps = std::move(deps);
+  op.reads = std::move(reads);
+  op.writes = std::move(writes);
+  return add(std::move(op));
+}
+
 StepIR Builder::build() {
   const int layers = inv_.layers;
   const int first_layer = [&] {
     // Layers of this stage: the inventory's count from the stage's first layer (even split).
-    int total = m_.layers + (m_.architecture == model::Architecture::encoder_decoder ? m_.encoder_layers : 0);
-    int pp = std::max(1, p_.parallel.pp), base = total / pp, extra = total % pp;
+    const int total = m_.layers + (m_.architecture == model::Architecture::encoder_decoder ? m_.encoder_layers : 0);
+    const int pp = std::max(1, p_.parallel.pp), base = total / pp, extra = total % pp;
     return inv_.stage * base + std::min(inv_.stage, extra);
   }();
   const int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
   ir_.micro_batches = micro_batches;
   ir_.stage = inv_.stage;
   const bool last_stage = inv_.stage == std::max(1, p_.parallel.pp) - 1;
-  const bool first_stage = inv_.stage == 0;
   const plan::Offload& off = p_.offload;
   const int shard = inv_.shard_degree;
+  const auto micro_name = [&](const std::string& base, int mb) {
+    return micro_batches > 1 ? fmt::format("{} m{}", base, mb) : base;
+  };
 
   // ---- persistent state and buffers: alive from the start.
   Op begin;
   begin.name = "step start";
-  int start = add(std::move(begin));
-  std::vector<int> state_tensors;
-  const TensorGroup* saved_group = nullptr;
+  const int start = add(std::move(begin));
+  int weights_tensor = -1;
+  const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
+  const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;
-  std::vector<const TensorGroup*> backward_groups, loss_groups, loss_peak_groups, optimizer_groups, fb_groups, layer_groups;
+  std::vector<const TensorGroup*> backward_groups, loss_groups, loss_peak_groups, optimizer_groups, fb_groups;
   for (const auto& g : inv_.groups) {
     switch (g.lifetime) {
       case Lifetime::persistent: {
         const int t = tensor(g.name, g.category, g.tier, g.total(), -1);
-        state_tensors.push_back(t);
+        if (g.category == Category::weights && weights_tensor < 0) weights_tensor = t;
         alloc(Stream::compute, t, {start});
         break;
       }
       case Lifetime::gradients: grads_group = &g; break;
       case Lifetime::saved:
-        if (g.tier == Tier::gpu && std::string(g.name).find("autocast") == std::string::npos) saved_group = &g;
-        else layer_groups.push_back(&g);  // autocast copies and offloaded activations: per layer like saved
+        if (g.category != Category::activations) break;  // autocast copies: accounted in the footprint only
+        if (g.tier == Tier::gpu) saved_group = &g;
+        else offloaded_group = &g;
         break;
-      case Lifetime::layer:
-        if (!g.per_unit) layer_groups.push_back(&g);
-        break;
+      case Lifetime::layer: break;  // gathered/streamed units and dequantized weights: per layer below
       case Lifetime::backward_layer: backward_groups.push_back(&g); break;
       case Lifetime::loss: loss_groups.push_back(&g); break;
       case Lifetime::loss_peak: loss_peak_groups.push_back(&g); break;
@@ -419,134 +474,191 @@ StepIR Builder::build() {
     }
   }
   const TensorGroup* unit_group = gathered_group();
-  // Weights live in the state tensors (sharded or not); compute reads them, or the gathered unit.
-  const int weights_tensor = state_tensors.empty() ? -1 : state_tensors.front();
+  const Tier param_tier = off.params;
+  const bool stream_params = unit_group != nullptr;  // a per-layer GPU copy of the parameters is made
+  const double unit_bytes = unit_group ? unit_group->bytes : 0;
+  const int units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
 
   std::vector<int> fb_tensors;
-  for (const auto* g : fb_groups) {
-    const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
-    fb_tensors.push_back(t);
-  }
-  // Gradients: one share per layer, created by that layer's first backward.
+  for (const auto* g : fb_groups) fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+  // Gradients: one share per layer, created by that layer's first backward, in their tier.
   std::vector<int> grad_tensor(layers, -1);
   if (grads_group)
     for (int l = 0; l < layers; ++l)
       grad_tensor[l] = tensor(fmt::format("gradients L{}", first_layer + l), Category::gradients, grads_group->tier,
                               grads_group->total() / std::max(1, layers), first_layer + l);
 
-  // Data-parallel gathers and reductions: bytes per unit.
-  const double unit_param_bytes = unit_group ? unit_group->bytes : 0;
   const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
-  const bool reduce_each_micro = inv_.shard_degree > 1 && inv_.zero >= 2;
+  const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
   const bool any_dp = dp_ > 1;
+
+  // Brings layer l's parameters to a GPU buffer: NVMe -> pinned host -> GPU, then the all-gather
+  // of the other ranks' shards. Returns the op the layer's compute waits for. The buffer is
+  // allocated when the fetch is issued; at most `units_in_flight` are outstanding
+  // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
+  const auto fetch = [&](int layer, int mb, bool backward, int release_before, int& buffer) {
+    const std::string what = fmt::format("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? fmt::format(" m{}", mb) : "");
+    buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer);
+    std::vector<int> deps;
+    if (release_before >= 0) deps.push_back(release_before);
+    const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
+    int last = alloc(first_stream, buffer, deps);
+    const double shard_bytes = unit_bytes / std::max(1, shard);
+    int source = weights_tensor;
+    if (param_tier == Tier::nvme) {
+      // ZeRO-Infinity / aiDAPTIV: read the layer's shard from flash into a pinned host buffer.
+      const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer);
+      alloc(Stream::nvme_read, staging, {last});
+      last = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, shard_bytes, "nvme read params " + what, layer, mb, {last},
+                  {weights_tensor}, {staging});
+      const int h2d = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {staging},
+                           {buffer});
+      last = release(Stream::h2d, staging, {h2d});
+      source = buffer;
+    } else if (param_tier == Tier::cpu) {
+      last = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {weights_tensor},
+                  {buffer});
+      source = buffer;
+    }
+    if (shard > 1) {
+      last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
+                        {last});
+      ir_.ops[last].reads = {source};
+      ir_.ops[last].writes = {buffer};
+    }
+    return last;
+  };
 
   int last_compute = start;
   int last_reduce = -1;
-  std::vector<int> all_reductions;
+  int last_grad_offload = -1;
 
   for (int mb = 0; mb < micro_batches; ++mb) {
     // ---- forward
     if (mb == 0)
       for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
-    std::vector<int> saved(layers, -1), gathered_fwd(layers, -1), ag_fwd(layers, -1);
-    std::vector<int> layer_end(layers, -1);
+    std::vector<int> saved(layers, -1), host_saved(layers, -1), stash_done(layers, -1);
+    std::vector<int> released(layers, -1);
     for (int l = 0; l < layers; ++l) {
       const int layer = first_layer + l;
       std::vector<int> deps = {last_compute};
       std::vector<int> reads;
-      if (sharded_params_) {
-        // FSDP/ZeRO-3: all-gather the unit on the comm stream; at most two in flight
-        // (FSDP1 limit_all_gathers): the gather of l waits for unit l-2 to be freed.
-        const int buf = tensor(fmt::format("gathered L{}", layer), Category::temporaries, Tier::gpu, unit_param_bytes, layer);
-        std::vector<int> ag_deps;
-        if (l >= 2 && layer_end[l - 2] >= 0) ag_deps.push_back(layer_end[l - 2]);
-        const int a = alloc(Stream::comm, buf, ag_deps);
-        ag_fwd[l] = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_param_bytes,
-                               fmt::format("all-gather L{}{}", layer, micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
-                               layer, mb, {a});
-        ir_.ops[ag_fwd[l]].reads = {weights_tensor};
-        ir_.ops[ag_fwd[l]].writes = {buf};
-        gathered_fwd[l] = buf;
-        deps.push_back(ag_fwd[l]);
-        reads.push_back(buf);
+      int buffer = -1;
+      if (stream_params) {
+        const int before = l >= units_in_flight ? released[l - units_in_flight] : -1;
+        deps.push_back(fetch(layer, mb, false, before, buffer));
+        reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);
       }
-      if (saved_group) {
-        saved[l] = tensor(fmt::format("saved activations L{} m{}", layer, mb), Category::activations, Tier::gpu,
-                          saved_group->bytes, layer);
+      const TensorGroup* acts = saved_group;
+      if (acts) {
+        saved[l] = tensor(micro_name(fmt::format("saved activations L{}", layer), mb), Category::activations, Tier::gpu,
+                          acts->bytes, layer);
         deps.push_back(alloc(Stream::compute, saved[l], {last_compute}));
       }
       last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
-      if (sharded_params_) last_compute = release(Stream::compute, gathered_fwd[l], {last_compute});
-      layer_end[l] = last_compute;
+      if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
+      released[l] = last_compute;
+      // Activation offload (SSDTrain, DeepSpeed cpu_checkpointing): copy the saved tensors out
+      // and free the GPU copy once it has left.
+      if (offloaded_group && saved[l] >= 0) {
+        const std::string what = micro_name(fmt::format("activations L{}", layer), mb);
+        host_saved[l] = tensor(what + " (offloaded)", Category::activations, offloaded_group->tier, acts->bytes, layer);
+        int a = alloc(Stream::d2h, host_saved[l], {last_compute});
+        const Tier dst = offloaded_group->tier;
+        if (dst == Tier::nvme) {
+          const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, acts->bytes, layer);
+          alloc(Stream::d2h, staging, {a});
+          a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {staging});
+          a = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, acts->bytes, "nvme write " + what, layer, mb, {a}, {staging},
+                   {host_saved[l]});
+          a = release(Stream::nvme_write, staging, {a});
+        } else {
+          a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
+        }
+        stash_done[l] = release(Stream::d2h, saved[l], {a});
+        saved[l] = -1;
+      }
     }
     // ---- loss (last stage)
-    std::vector<int> loss_tensors;
     if (last_stage && m_.has_lm_head()) {
+      std::vector<int> loss_tensors, peak;
       for (const auto* g : loss_groups) {
-        const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
-        loss_tensors.push_back(t);
-        last_compute = alloc(Stream::compute, t, {last_compute});
+        loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+        last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
       }
-      std::vector<int> peak;
       for (const auto* g : loss_peak_groups) {
-        const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
-        peak.push_back(t);
-        last_compute = alloc(Stream::compute, t, {last_compute});
+        peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+        last_compute = alloc(Stream::compute, peak.back(), {last_compute});
       }
       const double V = static_cast<double>(m_.vocab) / tp_;
-      last_compute = gemm(fmt::format("fwd head m{}", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
+      last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
                           false, {last_compute});
       Op loss;
       loss.kind = OpKind::loss;
       loss.stream = Stream::compute;
       loss.pass = Pass::forward;
-      loss.name = fmt::format("loss m{}", mb);
+      loss.name = micro_name("loss", mb);
       loss.micro = mb;
       loss.bytes = tokens_ * V * (act_B_ + 4 + 4 + 4 + 4 + act_B_);  // upcast, log-softmax, its gradient
       loss.kernels = 6;
       loss.deps = {last_compute};
       last_compute = add(std::move(loss));
       for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
-      last_compute = gemm(fmt::format("bwd head m{}", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
+      last_compute = gemm(micro_name("bwd head", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
                           full_, {last_compute});
       for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
     }
     // ---- backward
+    std::vector<int> released_bwd(layers, -1);
     for (int l = layers - 1; l >= 0; --l) {
       const int layer = first_layer + l;
       std::vector<int> deps = {last_compute};
       std::vector<int> reads;
-      int buf = -1;
-      if (sharded_params_) {
-        buf = tensor(fmt::format("gathered L{} (bwd)", layer), Category::temporaries, Tier::gpu, unit_param_bytes, layer);
-        const int a = alloc(Stream::comm, buf, {});
-        const int ag = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_param_bytes,
-                                  fmt::format("all-gather L{} bwd{}", layer, micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
-                                  layer, mb, {a});
-        ir_.ops[ag].reads = {weights_tensor};
-        ir_.ops[ag].writes = {buf};
-        deps.push_back(ag);
-        reads.push_back(buf);
+      int buffer = -1;
+      if (stream_params) {
+        const int back = l + units_in_flight;
+        const int before = back < layers ? released_bwd[back] : -1;
+        deps.push_back(fetch(layer, mb, true, before, buffer));
+        reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);
       }
+      // Offloaded activations come back before their layer's backward.
+      if (host_saved[l] >= 0) {
+        const std::string what = micro_name(fmt::format("activations L{}", layer), mb);
+        saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
+        int a = alloc(Stream::h2d, saved[l], {stash_done[l]});
+        if (offloaded_group->tier == Tier::nvme) {
+          const int staging = tensor("staging back " + what, Category::buffers, Tier::cpu, offloaded_group->bytes, layer);
+          alloc(Stream::nvme_read, staging, {a});
+          a = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, offloaded_group->bytes, "nvme read " + what, layer, mb, {a},
+                   {host_saved[l]}, {staging});
+          a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {staging},
+                   {saved[l]});
+          a = release(Stream::h2d, staging, {a});
+        } else {
+          a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {host_saved[l]},
+                   {saved[l]});
+        }
+        a = release(Stream::h2d, host_saved[l], {a});
+        deps.push_back(a);
+      }
       if (saved[l] >= 0) reads.push_back(saved[l]);
-      // Buffers alive during this layer's backward (recompute, activation and unit gradients).
       std::vector<int> bwd_tensors;
       for (const auto* g : backward_groups) {
-        const int t = tensor(fmt::format("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer);
-        bwd_tensors.push_back(t);
-        deps.push_back(alloc(Stream::compute, t, {last_compute}));
+        bwd_tensors.push_back(tensor(fmt::format("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer));
+        deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
       }
-      if (mb == 0 && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
-      int cur = last_compute;
-      if (job_.checkpointing == Checkpointing::full)
+      const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
+      if (mb == 0 && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
+      int cur;
+      if (job_.checkpointing == Checkpointing::full) {
         cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
-      else if (job_.checkpointing == Checkpointing::selective &&
-               inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
+      } else if (job_.checkpointing == Checkpointing::selective &&
+                 inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
         // torchtitan op-SAC recomputes the unsaved matmuls (wk, wo, w3) and the pointwise ops.
         const LayerWork w = work_of(layer);
         cur = gemm(fmt::format("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
@@ -560,55 +672,110 @@ StepIR Builder::build() {
         cur = add(std::move(join));
       }
       cur = layer_backward(layer, mb, {cur}, reads);
-      if (grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
+      if (grads_on_gpu && grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
       if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
       for (int t : bwd_tensors) cur = release(Stream::compute, t, {cur});
-      if (buf >= 0) cur = release(Stream::compute, buf, {cur});
+      if (buffer >= 0) cur = release(Stream::compute, buffer, {cur});
+      released_bwd[l] = cur;
       last_compute = cur;
       // Gradient reduction of this layer: every micro-batch when gradients are sharded
-      // (FSDP/ZeRO-2/3 reduce-scatter), else once, after the last micro-batch (DDP no_sync,
+      // (FSDP/ZeRO-2/3 reduce-scatter), else once after the last micro-batch (DDP no_sync,
       // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
+      int produced = cur;
       if (any_dp && (reduce_each_micro || mb == micro_batches - 1)) {
-        const bool scatter = inv_.zero >= 1 || sharded_params_;
+        const bool scatter = inv_.zero >= 1 || stream_params;
         last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
-                                 fmt::format("{} L{}{}", scatter ? "reduce-scatter" : "all-reduce", layer,
-                                             micro_batches > 1 ? fmt::format(" m{}", mb) : ""),
-                                 layer, mb, {cur});
-        all_reductions.push_back(last_reduce);
+                                 micro_name(fmt::format("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
+                                 mb, {cur});
+        produced = last_reduce;
+      }
+      // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
+      // (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
+      if (grads_group && !grads_on_gpu && (mb == micro_batches - 1)) {
+        const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
+        int t = alloc(Stream::d2h, grad_tensor[l], {produced});
+        if (grads_group->tier == Tier::nvme) {
+          const int staging = tensor(fmt::format("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer);
+          alloc(Stream::d2h, staging, {t});
+          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, fmt::format("d2h gradients L{}", layer), layer, mb, {t}, {},
+                   {staging});
+          t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, fmt::format("nvme write gradients L{}", layer), layer,
+                   mb, {t}, {staging}, {grad_tensor[l]});
+          t = release(Stream::nvme_write, staging, {t});
+        } else {
+          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, fmt::format("d2h gradients L{}", layer), layer, mb, {t}, {},
+                   {grad_tensor[l]});
+        }
+        last_grad_offload = t;
       }
     }
     if (mb == micro_batches - 1)
       for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
   }
-  (void)first_stage;
 
   // ---- optimizer step over this rank's shard
   std::vector<int> opt_deps = {last_compute};
   if (last_reduce >= 0) opt_deps.push_back(last_reduce);
+  if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
-    const int t = tensor(g->name, g->category, g->tier, g->total(), -1);
-    opt_tensors.push_back(t);
-    opt_deps.push_back(alloc(Stream::compute, t, {last_compute}));
+    opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+    opt_deps.push_back(alloc(Stream::compute, opt_tensors.back(), {last_compute}));
   }
-  Op opt;
-  opt.kind = OpKind::optimizer;
-  opt.pass = Pass::optimizer;
-  opt.name = "optimizer step";
-  const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard
-                                                                                 : inv_.params.trainable;
-  // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
-  // writes master, m, v (12) (+ the 16-bit copy); ~12 FLOPs per parameter.
-  opt.bytes = trainable_shard * 28.0;
-  opt.flops = trainable_shard * 12.0;
-  opt.kernels = job_.optimizer.implementation == plan::OptimizerImpl::fused ? 2 : 12;
-  opt.stream = off.optimizer_step == Tier::cpu ? Stream::cpu : Stream::compute;
-  opt.deps = opt_deps;
-  int last = add(std::move(opt));
+  const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard : inv_.params.trainable;
+  const bool cpu_step = off.optimizer_step == Tier::cpu;
+  const auto optimizer_op = [&](double params, const std::string& name, std::vector<int> deps) {
+    Op opt;
+    opt.kind = OpKind::optimizer;
+    opt.pass = Pass::optimizer;
+    opt.name = name;
+    // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
+    // writes master, m, v (12); ~12 FLOPs per parameter.
+    opt.bytes = params * 28.0;
+    opt.flops = params * 12.0;
+    opt.kernels = cpu_step ? 0 : 12;
+    opt.stream = cpu_step ? Stream::cpu : Stream::compute;
+    opt.deps = std::move(deps);
+    return add(std::move(opt));
+  };
+  int last;
+  if (off.optimizer == Tier::nvme) {
+    // ZeRO-Infinity swaps optimizer state through pinned memory one sub-group at a time
+    // (sub_group_size, default 1e9 elements): read master, m, v; CPU Adam; write them back and
+    // the updated 16-bit parameters. Reads of the next chunk overlap the update of this one.
+    const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / 16.0 : std::min(trainable_shard, 1e9);
+    const int chunks = static_cast<int>(std::ceil(trainable_shard / std::max(1.0, chunk_params)));
+    last = -1;
+    int state = -1;
+    for (const auto& t : ir_.tensors)
+      if (t.category == Category::optimizer && t.tier == Tier::nvme) {
+        state = static_cast<int>(&t - &ir_.tensors[0]);
+        break;
+      }
+    int prev_update = -1;
+    for (int c = 0; c < chunks; ++c) {
+      const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
+      std::vector<int> deps = opt_deps;
+      const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, fmt::format("nvme read optimizer chunk {}", c),
+                          -1, 0, deps, state >= 0 ? std::vector<int>{state} : std::vector<int>{}, {});
+      std::vector<int> udeps = {rd};
+      if (prev_update >= 0) udeps.push_back(prev_update);
+      const int up = optimizer_op(params, fmt::format("optimizer step chunk {}", c), udeps);
+      prev_update = up;
+      last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
+                  fmt::format("nvme write optimizer chunk {}", c), -1, 0, {up}, {}, {});
+    }
+  } else {
+    last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
+  }
   for (int t : opt_tensors) last = release(Stream::compute, t, {last});
+  // ZeRO-Offload: the updated 16-bit parameters return to the GPU.
+  if (cpu_step && param_tier == Tier::gpu)
+    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
+                {last}, {}, {weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
-  if (any_dp && !sharded_params_ && inv_.zero >= 1 && shard > 1)
+  if (any_dp && !stream_params && inv_.zero >= 1 && shard > 1)
     last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
   // Gradients are freed after the step (zero_grad(set_to_none=True)).
@@ -646,14 +813,34 @@ std::vector<std::string> dry_run(const StepIR& ir) {
     for (int d : op.deps)
       if (d < 0 || static_cast<std::size_t>(d) >= i)
         problems.push_back(fmt::format("op {} '{}' depends on op {} which does not come before it", i, op.name, d));
-    for (int t : op.reads) {
-      if (t < 0 || static_cast<std::size_t>(t) >= ir.tensors.size()) {
-        problems.push_back(fmt::format("op {} '{}' reads tensor {} which does not exist", i, op.name, t));
-        continue;
+    // The tier each op can read from and write to: GPU kernels and collectives touch GPU memory;
+    // a copy reads its source tier and writes its destination; the CPU optimizer works in host memory.
+    const auto tier_ok = [&](int t, bool write) {
+      const Tier tier = ir.tensors[t].tier;
+      switch (op.kind) {
+        case OpKind::copy: return tier == (write ? op.dst : op.src);
+        case OpKind::optimizer: return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
+        case OpKind::alloc:
+        case OpKind::free:
+        case OpKind::marker: return true;
+        default: return tier == Tier::gpu;
       }
-      if (state[t] != 1)
-        problems.push_back(fmt::format("op {} '{}' reads '{}' in {} but it is {}", i, op.name, ir.tensors[t].name,
-                                       plan::to_string(ir.tensors[t].tier), state[t] == 0 ? "not yet allocated" : "freed"));
+    };
+    for (const auto* list : {&op.reads, &op.writes}) {
+      const bool write = list == &op.writes;
+      for (int t : *list) {
+        if (t < 0 || static_cast<std::size_t>(t) >= ir.tensors.size()) {
+          problems.push_back(fmt::format("op {} '{}' uses tensor {} which does not exist", i, op.name, t));
+          continue;
+        }
+        if (!tier_ok(t, write))
+          problems.push_back(fmt::format("op {} '{}' {} '{}' in {}, which it cannot reach", i, op.name,
+                                         write ? "writes" : "reads", ir.tensors[t].name, plan::to_string(ir.tensors[t].tier)));
+        if (state[t] != 1 && !(write && op.kind == OpKind::alloc))
+          problems.push_back(fmt::format("op {} '{}' {} '{}' in {} but it is {}", i, op.name, write ? "writes" : "reads",
+                                         ir.tensors[t].name, plan::to_string(ir.tensors[t].tier),
+                                         state[t] == 0 ? "not yet allocated" : "freed"));
+      }
     }
     if (op.kind == OpKind::alloc) {
       if (state[op.tensor] == 1) problems.push_back(fmt::format("op {} allocates '{}' twice", i, ir.tensors[op.tensor].name));

@@ -33,7 +33,14 @@ TEST_CASE("every op of the step finds its inputs live in the tier it reads them 
   const char* plans[] = {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n",
                          "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {zero: 1}\n",
                          "    cluster: {gpu: a100-sxm4-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 2}\n",
-                         "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"};
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
+                         "    cluster: {node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 512 GiB}\n"
+                         "    parallel: {zero: 3}\n    offload: {preset: aidaptiv}\n",
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n"
+                         "    offload: {preset: zero-infinity}\n    job: {framework: deepspeed}\n",
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
+                         "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
+                         "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    offload: {preset: activation-cpu}\n"};
   for (const char* model : {"llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b"})
     for (const char* job : jobs)
       for (const char* plan : plans) {

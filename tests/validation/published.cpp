@@ -192,10 +192,13 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   if (!out.missing.empty()) return out;
 
   std::string method = contains(peft, "qlora") ? "qlora" : (lora ? "lora" : "full");
+  // The 16-bit format named wins over an fp32 mentioned for reductions ("param bf16 / reduce fp32").
   std::string precision = "bf16-mixed";
-  if (contains(prec, "pure bf16")) precision = "bf16";
-  else if (contains(prec, "fp32")) precision = "fp32";
+  if (contains(prec, "fp8")) precision = "fp8-mixed";
+  else if (contains(prec, "pure bf16")) precision = "bf16";
+  else if (contains(prec, "bf16")) precision = "bf16-mixed";
   else if (contains(prec, "fp16")) precision = "fp16-mixed";
+  else if (contains(prec, "fp32")) precision = "fp32";
   std::string framework = "hf-trainer";
   std::string parallel;
   if (contains(row.at("source_url_or_repo_path"), "torchtune")) framework = "torchtune";
@@ -245,10 +248,13 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   }
   if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated"))
     extra += "  compile: true\n";
+  // The row's sequence length is what it trained with; ALiBi models (MPT) have no fixed context, so
+  // the zoo's max_context is raised to it after reading (validation would refuse it first).
+  const std::int64_t zoo_context = test::zoo().find(model)->max_context;
   std::string yaml = fmt::format(
       "schema_version: 1\nname: row {}\nmodel: {}\njob:\n  method: {}\n  seq_len: {}\n  micro_batch: {}\n"
       "  steps: 1\n  precision: {}\n  activation_checkpointing: {}\n  framework: {}\n",
-      row.line, model, method, *seq, *micro, precision, checkpointing, framework);
+      row.line, model, method, std::min<std::int64_t>(*seq, zoo_context), *micro, precision, checkpointing, framework);
   yaml += extra;
   if (global) yaml += fmt::format("  global_batch: {}\n", *global);
   if (lora) {
@@ -274,6 +280,11 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   set("kv_heads", m.kv_heads);
   set("ffn", m.ffn);
   set("vocab", m.vocab);
+  if (*seq > m.max_context) {
+    m.max_context = *seq;
+    for (auto& p : s.plans) p.job.seq_len = *seq;
+    s.job.seq_len = *seq;
+  }
   // A sequence-classification fine-tune has a small classifier instead of the MLM/LM head.
   if (contains(row.at("model"), "seq-classification")) m.mlm_head = false;
   out.scenario = std::move(s);

@@ -1,0 +1,113 @@
+// `ftplan compare`: the side-by-side table this project exists for, and its verdict.
+#include <fmt/format.h>
+
+#include "app.hpp"
+#include "io/results.hpp"
+#include "io/units.hpp"
+#include "io/verdict.hpp"
+#include "scenario_source.hpp"
+#include "table.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+std::string ratio(double base, double x) {
+  if (base <= 0 || x <= 0) return "";
+  return fmt::format("{:.2f}x", x / base);
+}
+
+}  // namespace
+
+int cmd_compare(const std::vector<std::string>& argv) {
+  const Args args(argv, 2, scenario_options());
+  App app(args);
+  const plan::Scenario s = scenario_from_args(app, args);
+  std::vector<io::Evaluation> ev;
+  for (const auto& p : s.plans) ev.push_back(io::evaluate(s.model, p, s.cost));
+  const std::string verdict = io::verdict(s.plans, ev);
+
+  if (app.format() != Format::table) {
+    std::vector<io::Row> rows;
+    for (std::size_t i = 0; i < s.plans.size(); ++i)
+      rows.push_back(io::cost_row(s.plans[i], ev[i].memory, ev[i].step, ev[i].power, ev[i].cost));
+    if (app.format() == Format::csv) {
+      fmt::print("{}", io::rows_to_csv(rows));
+    } else {
+      io::Row top;
+      top.set("scenario", s.name);
+      top.set("model", s.model.name);
+      top.set("verdict", verdict);
+      fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
+    }
+    return 0;
+  }
+
+  fmt::print("{} — {} ({} params), {} fine-tune, {} tokens of seq {}\n", s.name, s.model.display_name,
+             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method),
+             io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len);
+  fmt::print("costs: {}{}\n\n",
+             s.cost.mode == plan::CostSpec::Mode::rent ? "rented, billed per " : "owned, ",
+             s.cost.mode == plan::CostSpec::Mode::rent
+                 ? (s.cost.billing == plan::CostSpec::Billing::per_hour ? std::string("hour") : std::string("second"))
+                 : fmt::format("{:.0f}-year life at {:.0f}% use, ${:.3f}/kWh x PUE {:.2f}", s.cost.lifetime_years,
+                               100 * s.cost.utilization, s.cost.energy_usd_per_kwh, s.cost.pue));
+  Table t;
+  using A = Table::Align;
+  std::vector<std::pair<std::string, A>> cols = {{"", A::left}};
+  for (std::size_t i = 0; i < s.plans.size(); ++i) {
+    cols.emplace_back(s.plans[i].name, A::right);
+    if (i > 0) cols.emplace_back("vs first", A::right);
+  }
+  t.columns(cols);
+  const auto row = [&](const std::string& name, auto value_of, auto number_of) {
+    std::vector<std::string> cells = {name};
+    for (std::size_t i = 0; i < s.plans.size(); ++i) {
+      cells.push_back(value_of(i));
+      if (i > 0) cells.push_back(ratio(number_of(0), number_of(i)));
+    }
+    t.row(cells);
+  };
+  const auto none = [](std::size_t) { return 0.0; };
+  row("fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
+  row("GPUs", [&](std::size_t i) { return fmt::format("{} x {}", s.plans[i].cluster.gpus(), s.plans[i].cluster.gpu.name); },
+      [&](std::size_t i) { return static_cast<double>(s.plans[i].cluster.gpus()); });
+  row("peak GPU memory", [&](std::size_t i) { return io::format_bytes(ev[i].memory.gpu_peak_bytes); },
+      [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
+  row("job time", [&](std::size_t i) { return io::format_duration(ev[i].cost.job_time_s); },
+      [&](std::size_t i) { return ev[i].cost.job_time_s; });
+  row("tokens/s", [&](std::size_t i) { return fmt::format("{:.0f}", ev[i].step.tokens_per_s); },
+      [&](std::size_t i) { return ev[i].step.tokens_per_s; });
+  row("MFU", [&](std::size_t i) { return fmt::format("{:.1f}%", 100 * ev[i].step.mfu); },
+      [&](std::size_t i) { return ev[i].step.mfu; });
+  row("peak power", [&](std::size_t i) { return fmt::format("{:.1f} kW", ev[i].power.peak_power_w / 1e3); },
+      [&](std::size_t i) { return ev[i].power.peak_power_w; });
+  row("energy (facility)", [&](std::size_t i) { return fmt::format("{:.1f} kWh", ev[i].cost.energy_kwh); },
+      [&](std::size_t i) { return ev[i].cost.energy_kwh; });
+  row("cost", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.cost_usd); },
+      [&](std::size_t i) { return ev[i].cost.cost_usd; });
+  row("  hardware", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.hardware_usd); },
+      [&](std::size_t i) { return ev[i].cost.hardware_usd; });
+  row("  energy", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.energy_usd); },
+      [&](std::size_t i) { return ev[i].cost.energy_usd; });
+  row("  flash wear", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.wear_usd); },
+      [&](std::size_t i) { return ev[i].cost.wear_usd; });
+  row("$ per million tokens", [&](std::size_t i) { return fmt::format("${:.2f}", ev[i].cost.usd_per_million_tokens); },
+      [&](std::size_t i) { return ev[i].cost.usd_per_million_tokens; });
+  row("flash written (wear)",
+      [&](std::size_t i) {
+        return ev[i].cost.nvme_written_bytes > 0
+                   ? fmt::format("{:.1f} TB ({:.2f}%)", ev[i].cost.nvme_written_bytes / 1e12, 100 * ev[i].cost.wear_fraction)
+                   : std::string("-");
+      },
+      [&](std::size_t i) { return ev[i].cost.nvme_written_bytes; });
+  row("idle GPU time",
+      [&](std::size_t i) { return fmt::format("{:.0f} GPU-h", ev[i].power.gpu_idle_s_per_step * ev[i].steps / 3600); },
+      [&](std::size_t i) { return ev[i].power.gpu_idle_s_per_step * ev[i].steps; });
+  fmt::print("{}\n", t.text());
+  for (std::size_t i = 0; i < s.plans.size(); ++i)
+    if (!ev[i].feasible()) fmt::print("{}: {}\n", s.plans[i].name, ev[i].reason());
+  fmt::print("{}\n", verdict);
+  return 0;
+}
+
+}  // namespace ftplan::cli

@@ -1,0 +1,103 @@
+// `ftplan simulate`: one optimizer step simulated per plan; time, throughput, utilization.
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "app.hpp"
+#include "footprint/footprint.hpp"
+#include "io/results.hpp"
+#include "io/units.hpp"
+#include "plan/checks.hpp"
+#include "scenario_source.hpp"
+#include "sim/simulate.hpp"
+#include "table.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+void print_plan(const plan::Plan& p, const footprint::Footprint& f, const sim::StepResult& s, double steps) {
+  fmt::print("== {} — {} x {}, dp {} x tp {} x pp {}, ZeRO {}, micro-batch {} x seq {}, {} accumulation step(s)\n", p.name,
+             p.cluster.gpus(), p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.zero,
+             p.job.micro_batch, p.job.seq_len, plan::grad_accumulation_steps(p));
+  if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
+  if (!s.ok) fmt::print("simulation: {}\n", s.problem);
+  Table t;
+  using A = Table::Align;
+  t.columns({{"metric", A::left}, {"value", A::right}});
+  t.row({"step time", io::format_duration(s.step_time_s)});
+  t.row({"tokens/s (all GPUs)", fmt::format("{:.0f}", s.tokens_per_s)});
+  t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});
+  t.row({"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * s.mfu, 100 * s.hfu)});
+  t.row({"model / hardware TFLOP/s per GPU", fmt::format("{:.1f} / {:.1f}", s.model_tflops_per_gpu, s.hardware_tflops_per_gpu)});
+  t.row({"compute / exposed comm / idle", fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
+                                                      io::format_duration(s.exposed_comm_s), io::format_duration(s.idle_s))});
+  t.row({"GPU memory peak (simulated / analytic)", fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes),
+                                                               io::format_bytes(f.gpu_allocated_peak_bytes))});
+  if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", io::format_bytes(s.host_peak_bytes)});
+  if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", io::format_bytes(s.nvme_peak_bytes)});
+  t.row({"job", fmt::format("{:.0f} steps, {}", steps, io::format_duration(steps * s.step_time_s))});
+  fmt::print("{}", t.text());
+  Table u;
+  u.columns({{"resource (stage " + std::to_string(s.stage) + ")", A::left}, {"busy", A::right}, {"utilization", A::right},
+             {"bytes", A::right}});
+  for (const auto& st : s.streams)
+    u.row({"stream " + st.name, io::format_duration(st.busy_s), fmt::format("{:.0f}%", 100 * st.utilization), ""});
+  for (const auto& l : s.links)
+    u.row({"link " + l.name, io::format_duration(l.busy_s), fmt::format("{:.0f}%", 100 * l.utilization),
+           io::format_bytes(l.bytes)});
+  fmt::print("{}\n", u.text());
+}
+
+}  // namespace
+
+int cmd_simulate(const std::vector<std::string>& argv) {
+  auto options = scenario_options();
+  options.push_back({"trace", true, "write the simulated step of each plan as Chrome trace JSON (Perfetto); "
+                                    "with several plans, PLAN is appended to the name"});
+  const Args args(argv, 2, options);
+  App app(args);
+  const plan::Scenario s = scenario_from_args(app, args);
+  std::vector<io::Row> rows;
+  if (app.format() == Format::table)
+    fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
+               io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+  const auto trace = args.value("trace");
+  for (const auto& p : s.plans) {
+    const footprint::Footprint f = footprint::footprint(s.model, p);
+    sim::Options o;
+    o.trace = trace.has_value();
+    const sim::StepResult r = sim::simulate_step(s.model, p, o);
+    if (trace) {
+      std::string path = *trace;
+      if (s.plans.size() > 1) {
+        const auto dot = path.rfind('.');
+        std::string safe = p.name;
+        for (char& ch : safe)
+          if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+        path = dot == std::string::npos ? path + "." + safe : path.substr(0, dot) + "." + safe + path.substr(dot);
+      }
+      std::ofstream out(path, std::ios::binary);
+      if (!out) throw std::runtime_error("cannot write " + path);
+      out << r.trace_json;
+      if (app.format() == Format::table) fmt::print("trace of '{}' written to {}\n", p.name, path);
+    }
+    if (app.format() == Format::table) {
+      print_plan(p, f, r, io::job_steps(p, r.tokens_per_step));
+      continue;
+    }
+    rows.push_back(io::simulation_row(p, f, r));
+  }
+  if (app.format() == Format::json) {
+    io::Row top;
+    top.set("scenario", s.name);
+    top.set("model", s.model.name);
+    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
+  } else if (app.format() == Format::csv) {
+    fmt::print("{}", io::rows_to_csv(rows));
+  }
+  return 0;
+}
+
+}  // namespace ftplan::cli

@@ -1,0 +1,411 @@
+#include "sim/simulate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "des/engine.hpp"
+#include "inventory/inventory.hpp"
+#include "plan/checks.hpp"
+
+namespace ftplan::sim {
+
+using schedule::Collective;
+using schedule::Op;
+using schedule::OpKind;
+using schedule::Stream;
+
+Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
+  Efficiency e;
+  const std::string& a = gpu.architecture;
+  // GEMM: best measured bf16 matmul over peak ("MAMF", stas00/ml-engineering compute/accelerator):
+  // A100 SXM 271.2/312 = 86.9%, H100 SXM 794.5/989.4 = 80.3%, B200 ~1745/2250 = 77.6%.
+  // Flash attention: FlashAttention-2 reaches 50-73% of peak on A100 (Dao 2023, sec. 4) and ~35%
+  // on H100 (Shah et al. 2024, FlashAttention-3, sec. 1). HBM: ~85-90% of datasheet in streaming
+  // kernels. NCCL: NVLink 4 all-reduce bus bandwidth ~370 GB/s of 450 per direction
+  // (nccl-tests#212), NVLink 3 ~200 of 300 (nccl-tests#149); InfiniBand ~90% of line rate.
+  // PCIe pinned copies: H100 56 of 63 GB/s (cuda-samples#357), A100 25.1 of 31.5 (nvbandwidth#42).
+  if (a == "ampere") {
+    e.gemm = 0.869;
+    e.attention = 0.60;
+    e.nvlink = 0.67;
+    e.pcie = 0.80;
+    e.source = "A100: MAMF 86.9%; FlashAttention-2 ~60%; NVLink 3 NCCL 200/300 GB/s";
+  } else if (a == "hopper") {
+    e.gemm = 0.803;
+    e.attention = 0.35;
+    e.nvlink = 0.82;
+    e.pcie = 0.89;
+    e.source = "H100: MAMF 80.3%; FlashAttention-2 35% on Hopper (FlashAttention-3 paper); NVLink 4 NCCL 370/450 GB/s";
+  } else if (a == "blackwell") {
+    e.gemm = 0.776;
+    e.attention = 0.45;
+    e.nvlink = 0.8;
+    e.source = "B200: MAMF 77.6%; attention and links by analogy with Hopper (estimate)";
+  } else if (a == "volta") {
+    e.gemm = 0.80;  // estimate: cuBLAS fp16 HGEMM ~100 of 125 TFLOPS
+    e.attention = 0.35;
+    e.nvlink = 0.75;
+    e.source = "V100: estimates (no MAMF figure in the reference)";
+  } else {
+    e.gemm = 0.70;
+    e.attention = 0.45;
+    e.source = "estimates for " + a + " (no measured figure in the reference)";
+  }
+  return e;
+}
+
+double ring_bytes(Collective c, double bytes, int n) {
+  if (n <= 1) return 0;
+  const double f = static_cast<double>(n - 1) / n;
+  switch (c) {
+    case Collective::all_reduce: return 2.0 * f * bytes;  // reduce-scatter + all-gather
+    case Collective::all_gather:
+    case Collective::reduce_scatter: return f * bytes;
+    case Collective::all_to_all: return f * bytes;
+    case Collective::send_recv: return bytes;
+  }
+  return bytes;
+}
+
+namespace {
+
+hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
+  switch (p.job.precision) {
+    case plan::Precision::fp32: return hardware::Dtype::fp32;
+    case plan::Precision::fp16_mixed: return hardware::Dtype::fp16;
+    case plan::Precision::fp8_mixed: return fp8_op ? hardware::Dtype::fp8 : hardware::Dtype::bf16;
+    default: return hardware::Dtype::bf16;
+  }
+}
+
+}  // namespace
+
+double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff) {
+  const hardware::GpuSpec& gpu = p.cluster.gpu;
+  double flops_rate = 0;
+  switch (op.kind) {
+    case OpKind::gemm: flops_rate = gpu.peak_for(compute_dtype(p, op.fp8)) * eff.gemm; break;
+    case OpKind::attention: flops_rate = gpu.peak_for(compute_dtype(p, false)) * eff.attention; break;
+    case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
+    default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);
+  }
+  const double compute = flops_rate > 0 ? op.flops / flops_rate : 0;
+  const double memory = op.bytes / (gpu.memory_bandwidth_Bps * eff.memory);
+  // Roofline: the slower of compute and memory. Eager PyTorch dispatches each kernel from the
+  // host (~5-10 us of Python and dispatcher per op, PyTorch 2 paper, Ansel et al. 2024): when a
+  // kernel is shorter than that, the host is the bound.
+  const double gpu_time = std::max(compute, memory);
+  const double kernels = std::max(1, op.kernels) * (p.job.compile ? 0.35 : 1.0);  // compile fuses pointwise ops
+  return std::max(gpu_time, kernels * eff.launch_s);
+}
+
+namespace {
+
+struct Topology {
+  int gpus_per_node = 1;
+  int dp_per_node = 1;  // data-parallel ranks of one group inside a node
+  bool dp_spans_nodes = false;
+  bool nvlink = false;
+  double nvlink_Bps = 0;
+  double nic_Bps = 0;   // this GPU's share of the node's NICs
+  double pcie_Bps = 0;
+  double nic_latency_s = 0;
+};
+
+Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
+  Topology t;
+  const plan::Cluster& c = p.cluster;
+  t.gpus_per_node = std::max(1, c.gpus_per_node);
+  const int inner = std::max(1, p.parallel.tp * p.parallel.cp);  // ranks between two dp neighbours (Megatron order)
+  const int dp = plan::data_parallel_degree(p);
+  t.dp_per_node = std::max(1, std::min(dp, t.gpus_per_node / std::min(inner, t.gpus_per_node)));
+  t.dp_spans_nodes = dp > t.dp_per_node;
+  t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
+  t.pcie_Bps = c.gpu.host_link.bandwidth_Bps() * eff.pcie;
+  t.nvlink_Bps = t.nvlink ? c.gpu.nvlink_bandwidth_Bps * eff.nvlink
+                          : t.pcie_Bps * 0.5;  // GPU-to-GPU through the root complex: both directions share it
+  double nic = 0, latency = 0;
+  for (const auto& [spec, count] : c.nics) {
+    nic += spec.bandwidth_Bps * spec.ports * count;
+    latency = std::max(latency, spec.latency_s);
+  }
+  t.nic_Bps = nic > 0 ? nic / t.gpus_per_node * eff.network : 1.25e9;  // no NIC listed: 10 GbE
+  t.nic_latency_s = latency > 0 ? latency : 5e-6;
+  return t;
+}
+
+des::Time ns(double seconds) { return static_cast<des::Time>(std::llround(std::max(0.0, seconds) * 1e9)); }
+
+struct Lowered {
+  std::vector<des::QueueId> queues;  // by Stream
+  des::LinkId nvlink{}, nic{}, pcie{}, dram{}, nvme{};
+  des::PoolId pools[3]{};            // by Tier
+};
+
+struct StageRun {
+  double step_s = 0;
+  double compute_s = 0, exposed_comm_s = 0;
+  std::vector<StreamUse> streams;
+  std::vector<LinkUse> links;
+  double peak[3] = {0, 0, 0};
+  std::string problem;
+  std::string trace;
+  std::vector<Interval> intervals;
+  double nvme_written = 0;
+};
+
+StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, const Efficiency& eff, bool trace,
+                   schedule::StepIR& ir_out, double compute_slowdown) {
+  StageRun out;
+  const inventory::Inventory inv = inventory::build_inventory(m, p, stage);
+  ir_out = schedule::build_step(m, p, inv);
+  const schedule::StepIR& ir = ir_out;
+  const Topology topo = topology_of(p, eff);
+
+  des::Engine e;
+  Lowered l;
+  for (int s = 0; s < schedule::kStreams; ++s)
+    l.queues.push_back(e.add_queue(schedule::to_string(static_cast<Stream>(s))));
+  l.nvlink = e.add_link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
+  l.nic = e.add_link("network", topo.nic_Bps);
+  l.pcie = e.add_link("pcie", topo.pcie_Bps);
+  const plan::Cluster& c = p.cluster;
+  l.pools[0] = e.add_pool("gpu", c.gpu.usable_memory_bytes);
+  l.pools[1] = e.add_pool("host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
+  double nvme_capacity = 0;
+  for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
+  l.pools[2] = e.add_pool("nvme (per rank)", std::max(1.0, nvme_capacity / std::max(1, c.gpus_per_node)));
+
+  std::vector<des::TaskId> task(ir.ops.size());
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    const des::QueueId q = l.queues[static_cast<int>(op.stream)];
+    des::Label label{op.name, schedule::to_string(op.kind), static_cast<std::int32_t>(i)};
+    switch (op.kind) {
+      case OpKind::gemm:
+      case OpKind::attention:
+      case OpKind::elementwise:
+      case OpKind::loss:
+        task[i] = e.compute(q, ns(compute_seconds(op, p, eff) * compute_slowdown), std::move(label));
+        break;
+      case OpKind::optimizer:
+        if (op.stream == Stream::cpu) {
+          // CPU Adam: bound by DRAM bandwidth at ~28 bytes per parameter (DeepSpeed CPU Adam; the
+          // tiered-memory issue refines this with the node's cores and the calibration profile).
+          const double dram = c.host.dram_bandwidth_Bps() * 0.6 / std::max(1, c.gpus_per_node);
+          task[i] = e.compute(q, ns(op.bytes / std::max(1.0, dram)), std::move(label));
+        } else {
+          task[i] = e.compute(q, ns(compute_seconds(op, p, eff)), std::move(label));
+        }
+        break;
+      case OpKind::collective: {
+        // Ring collectives, decomposed the way NCCL runs them across nodes (one ring per NIC,
+        // each carrying 1/G of the data between nodes): inside a node each rank moves the
+        // ring volume of the whole tensor over NVLink; between N nodes it moves the ring volume
+        // of 1/G of it over its own NIC. Both phases pipeline, so they run as concurrent flows.
+        int group = op.group_size;
+        bool inter = false;
+        if (op.group == schedule::Group::dp) inter = topo.dp_spans_nodes;
+        else if (op.group == schedule::Group::tp) inter = p.parallel.tp > topo.gpus_per_node;
+        const int local = inter ? std::max(1, std::min(group, op.group == schedule::Group::dp ? topo.dp_per_node
+                                                                                            : topo.gpus_per_node))
+                                : group;
+        const int across = inter ? std::max(1, group / local) : 1;
+        int steps = (local - 1) + (across - 1);
+        if (op.collective == Collective::all_reduce) steps *= 2;
+        const double alpha = (local - 1) * eff.collective_step_s * (op.collective == Collective::all_reduce ? 2 : 1) +
+                             (across - 1) * (eff.collective_step_s + topo.nic_latency_s) *
+                                 (op.collective == Collective::all_reduce ? 2 : 1);
+        (void)steps;
+        const des::TaskId wait = e.compute(q, ns(alpha), des::Label{op.name + " (latency)", "latency", static_cast<std::int32_t>(i)});
+        for (int d : op.deps) e.depends(wait, task[d]);
+        const double intra_bytes = ring_bytes(op.collective, op.bytes, local);
+        const double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
+        const des::TaskId a = e.transfer(q, {l.nvlink}, intra_bytes, std::move(label));
+        e.depends(a, wait);
+        task[i] = a;
+        if (inter_bytes > 0) {
+          // The NIC phase: a flow of its own that the op's completion also waits for.
+          const des::TaskId b = e.transfer(des::kNoQueue, {l.nic}, inter_bytes,
+                                           des::Label{op.name + " (between nodes)", "network", static_cast<std::int32_t>(i)});
+          e.depends(b, wait);
+          const des::TaskId join = e.marker(q, des::Label{op.name + " done", "marker", static_cast<std::int32_t>(i)});
+          e.depends(join, a);
+          e.depends(join, b);
+          task[i] = join;
+        }
+        continue;  // deps attached to the latency part
+      }
+      case OpKind::copy:
+        task[i] = e.transfer(q, {l.pcie}, op.bytes, std::move(label));
+        break;
+      case OpKind::alloc:
+        task[i] = e.alloc(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
+                          std::move(label));
+        break;
+      case OpKind::free:
+        task[i] = e.free(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
+                         std::move(label));
+        break;
+      case OpKind::marker: task[i] = e.marker(q, std::move(label)); break;
+    }
+    for (int d : op.deps) e.depends(task[i], task[d]);
+  }
+  const des::Result r = e.run();
+  out.step_s = static_cast<double>(r.makespan) * 1e-9;
+  if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
+  if (!r.out_of_memory.empty()) {
+    const auto& oom = r.out_of_memory.front();
+    out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
+                              static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
+                              oom.capacity_bytes / (1u << 30));
+  }
+  for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[t];
+  for (std::size_t s = 0; s < l.queues.size(); ++s) {
+    const double busy = static_cast<double>(r.queue_busy[s]) * 1e-9;
+    if (busy <= 0) continue;
+    out.streams.push_back({e.queue_name(l.queues[s]), busy, out.step_s > 0 ? busy / out.step_s : 0});
+  }
+  for (std::size_t k = 0; k < e.link_count(); ++k) {
+    if (r.link_bytes[k] <= 0) continue;
+    const double busy = static_cast<double>(r.link_busy[k]) * 1e-9;
+    out.links.push_back({e.link_name(des::LinkId{static_cast<std::uint32_t>(k)}), r.link_bytes[k], busy,
+                         out.step_s > 0 ? busy / out.step_s : 0});
+  }
+  // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
+  // versus anything else (idle).
+  des::Time prev_end = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (op.stream != Stream::compute) continue;
+    const des::TaskRecord& rec = r.tasks[task[i].index];
+    if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+        op.kind == OpKind::loss || op.kind == OpKind::optimizer)
+      out.compute_s += static_cast<double>(rec.end - rec.start) * 1e-9;
+    const des::Time gap = rec.start - prev_end;
+    if (gap > 0) {
+      bool comm = false;
+      for (int d : op.deps) {
+        const Op& dep = ir.ops[d];
+        if ((dep.kind == OpKind::collective || dep.kind == OpKind::copy) && r.tasks[task[d].index].end >= rec.start) comm = true;
+      }
+      if (comm) out.exposed_comm_s += static_cast<double>(gap) * 1e-9;
+    }
+    prev_end = std::max(prev_end, rec.end);
+  }
+  // What each component did, for the power model.
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    const des::TaskRecord& rec = r.tasks[task[i].index];
+    if (rec.end <= rec.start) continue;
+    Interval iv;
+    iv.start_s = static_cast<double>(rec.start) * 1e-9;
+    iv.end_s = static_cast<double>(rec.end) * 1e-9;
+    switch (op.kind) {
+      case OpKind::gemm: iv.activity = Activity::gemm; break;
+      case OpKind::attention: iv.activity = Activity::attention; break;
+      case OpKind::elementwise:
+      case OpKind::loss: iv.activity = Activity::memory_bound; break;
+      case OpKind::optimizer:
+        iv.activity = op.stream == Stream::cpu ? Activity::cpu_compute : Activity::memory_bound;
+        if (op.stream == Stream::cpu) iv.component = Interval::Component::cpu;
+        break;
+      case OpKind::collective: iv.activity = Activity::communication; break;
+      case OpKind::copy:
+        iv.activity = op.stream == Stream::nvme_write ? Activity::nvme_write
+                      : op.stream == Stream::nvme_read ? Activity::nvme_read
+                                                       : Activity::copy;
+        if (op.stream == Stream::nvme_read || op.stream == Stream::nvme_write) iv.component = Interval::Component::nvme;
+        if (op.stream == Stream::nvme_write) out.nvme_written += op.bytes;
+        break;
+      default: continue;
+    }
+    out.intervals.push_back(iv);
+  }
+  if (trace) out.trace = des::chrome_trace(e, r);
+  return out;
+}
+
+}  // namespace
+
+StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                         const Efficiency* efficiency) {
+  StepResult res;
+  res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
+  const int stages = std::max(1, p.parallel.pp);
+  StageRun worst;
+  schedule::StepIR ir, worst_ir;
+  // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
+  // much of the step the communication streams are busy, slow the compute kernels by the SM
+  // share they lose for that fraction of the time, and simulate again.
+  const int sms = p.cluster.gpu.sm_count;
+  double slowdown = 1.0;
+  if (sms > 0 && p.cluster.gpus() > 1) {
+    schedule::StepIR probe_ir;
+    const StageRun probe = run_stage(m, p, 0, res.efficiency, false, probe_ir, 1.0);
+    double comm_busy = 0;
+    for (const auto& st : probe.streams)
+      if (st.name == "comm" || st.name == "comm-reduce") comm_busy = std::max(comm_busy, st.busy_s);
+    const double overlap = probe.step_s > 0 ? std::min(1.0, comm_busy / probe.step_s) : 0.0;
+    slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
+  }
+  for (int s = 0; s < stages; ++s) {
+    StageRun run = run_stage(m, p, s, res.efficiency, options.trace, ir, slowdown);
+    if (s == 0 || run.step_s > worst.step_s) {
+      worst = std::move(run);
+      worst_ir = ir;
+      res.stage = s;
+    }
+  }
+  res.step_time_s = worst.step_s;
+  res.compute_s = worst.compute_s;
+  res.exposed_comm_s = worst.exposed_comm_s;
+  res.idle_s = std::max(0.0, worst.step_s - worst.compute_s - worst.exposed_comm_s);
+  res.streams = worst.streams;
+  res.links = worst.links;
+  res.gpu_peak_bytes = worst.peak[0];
+  res.host_peak_bytes = worst.peak[1];
+  res.nvme_peak_bytes = worst.peak[2];
+  res.trace_json = std::move(worst.trace);
+  res.intervals = std::move(worst.intervals);
+  res.nvme_written_bytes = worst.nvme_written;
+  if (!worst.problem.empty()) {
+    res.ok = false;
+    res.problem = worst.problem;
+  }
+
+  const int gpus = p.cluster.gpus();
+  double pad = 1.0;
+  if (p.job.samples.packing == plan::Packing::padded && p.job.samples.mean_tokens > 0)
+    pad = p.job.samples.mean_tokens / static_cast<double>(p.job.seq_len);
+  res.tokens_per_step = static_cast<double>(plan::global_batch_samples(p)) * static_cast<double>(p.job.seq_len) * pad;
+  if (res.step_time_s > 0) {
+    res.tokens_per_s = res.tokens_per_step / res.step_time_s;
+    res.tokens_per_s_per_gpu = res.tokens_per_s / gpus;
+  }
+  // Model FLOPs: PaLM's 6N + 12 L H Q T per token (model::flops_per_token), N incl. the head;
+  // hardware FLOPs add recompute counted the same way (Narayanan et al. 2021, eq. 3).
+  const auto per_token = model::flops_per_token(m, p.job.seq_len);
+  res.model_flops_per_step = per_token.training() * res.tokens_per_step / pad;
+  const double recompute_share = worst_ir.model_flops_per_rank > 0
+                                     ? worst_ir.hardware_flops_per_rank / worst_ir.model_flops_per_rank
+                                     : 1.0;
+  res.hardware_flops_per_step = res.model_flops_per_step * recompute_share;
+  if (res.step_time_s > 0) {
+    res.model_tflops_per_gpu = res.model_flops_per_step / gpus / res.step_time_s / 1e12;
+    res.hardware_tflops_per_gpu = res.hardware_flops_per_step / gpus / res.step_time_s / 1e12;
+    const double peak = p.cluster.gpu.peak_for(p.job.precision == plan::Precision::fp8_mixed ? hardware::Dtype::fp8
+                                               : p.job.precision == plan::Precision::fp32   ? hardware::Dtype::fp32
+                                               : p.job.precision == plan::Precision::fp16_mixed ? hardware::Dtype::fp16
+                                                                                                : hardware::Dtype::bf16);
+    if (peak > 0) {
+      res.mfu = res.model_tflops_per_gpu * 1e12 / peak;
+      res.hfu = res.hardware_tflops_per_gpu * 1e12 / peak;
+    }
+  }
+  return res;
+}
+
+}  // namespace ftplan::sim

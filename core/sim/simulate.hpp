@@ -1,0 +1,102 @@
+// Lowers a plan's step IR onto des/ resources of its hardware and runs it: one representative
+// rank per pipeline stage (data-parallel replicas behave alike); collectives are flows on the
+// rank's real links with ring-algorithm volumes. Results feed `ftplan simulate`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hardware/hardware.hpp"
+#include "model/model.hpp"
+#include "plan/plan.hpp"
+#include "schedule/step_ir.hpp"
+
+namespace ftplan::sim {
+
+// Achieved fraction of each peak, by kernel class. From a calibration profile when one is given,
+// else the shipped defaults for the GPU (each cites its measurement; see default_efficiency).
+struct Efficiency {
+  double gemm = 0.75;           // large dense GEMMs, fraction of the dtype's dense peak
+  double attention = 0.5;       // fused attention kernels, forward and backward
+  double memory = 0.85;         // achieved / datasheet HBM bandwidth for streaming kernels
+  double nvlink = 0.8;          // NCCL bus bandwidth / NVLink per-direction rate
+  double network = 0.9;         // NCCL bus bandwidth / NIC line rate
+  double pcie = 0.85;           // pinned copy bandwidth / PCIe link rate
+  double launch_s = 6e-6;       // host-side dispatch per kernel of eager PyTorch (CPU-bound small ops)
+  double collective_step_s = 5e-6;  // NCCL per-step latency inside a node (ring step)
+  // SMs a running NCCL collective occupies (its channels, one CTA each): compute overlapped
+  // with communication gets the rest. NCCL_MAX_NCHANNELS defaults to 32; 16 is typical of
+  // ring all-gather/reduce-scatter on NVLink + InfiniBand nodes (NCCL environment docs).
+  int nccl_sms = 16;
+  std::string source;           // where these figures come from
+};
+Efficiency default_efficiency(const hardware::GpuSpec& gpu);
+
+// What a component of a rank is doing, for the power model (cost/ reads these, not the schedule).
+enum class Activity { gemm, attention, memory_bound, communication, copy, cpu_compute, nvme_read, nvme_write, idle };
+
+// One busy interval of one rank's component within a step (seconds from the step's start).
+struct Interval {
+  double start_s = 0, end_s = 0;
+  Activity activity = Activity::idle;
+  enum class Component { gpu, cpu, nvme, nic } component = Component::gpu;
+};
+
+struct Options {
+  bool trace = false;  // keep a Chrome trace of the simulated step
+};
+
+struct StreamUse {
+  std::string name;
+  double busy_s = 0;
+  double utilization = 0;  // busy / step time
+};
+
+struct LinkUse {
+  std::string name;
+  double bytes = 0;
+  double busy_s = 0;
+  double utilization = 0;
+};
+
+struct StepResult {
+  bool ok = true;               // false: the simulated step ran out of GPU memory or could not finish
+  std::string problem;
+  double step_time_s = 0;       // one optimizer step (slowest stage)
+  double tokens_per_step = 0;   // whole job (all data-parallel replicas)
+  double tokens_per_s = 0;      // aggregate
+  double tokens_per_s_per_gpu = 0;
+  double model_flops_per_step = 0;     // whole job
+  double hardware_flops_per_step = 0;
+  double mfu = 0;
+  double hfu = 0;
+  double model_tflops_per_gpu = 0;
+  double hardware_tflops_per_gpu = 0;
+  // Time split of the critical rank's compute stream: busy computing, waiting on communication
+  // that was not hidden, otherwise idle.
+  double compute_s = 0;
+  double exposed_comm_s = 0;
+  double idle_s = 0;
+  std::vector<StreamUse> streams;
+  std::vector<LinkUse> links;
+  double gpu_peak_bytes = 0;    // high-water mark of the GPU pool (allocated view)
+  double host_peak_bytes = 0;
+  double nvme_peak_bytes = 0;
+  int stage = 0;                // the stage whose step was slowest
+  std::string trace_json;       // with Options::trace
+  Efficiency efficiency;
+  std::vector<Interval> intervals;  // the slowest stage's rank: what each component did when
+  double nvme_written_bytes = 0;    // per rank per step
+};
+
+StepResult simulate_step(const model::ModelSpec& model, const plan::Plan& plan, const Options& options = {},
+                         const Efficiency* efficiency = nullptr);
+
+// Duration of one compute op on `gpu` at `eff`, seconds (max of compute and memory time, plus
+// launch overhead when the host cannot keep up). Exposed for tests.
+double compute_seconds(const schedule::Op& op, const plan::Plan& plan, const Efficiency& eff);
+// Bytes each rank sends over its slowest link for a collective of `bytes` over `n` ranks with
+// the ring algorithm (Patarasuk & Yuan 2009; NCCL's bus-bandwidth definition).
+double ring_bytes(schedule::Collective c, double bytes, int n);
+
+}  // namespace ftplan::sim
