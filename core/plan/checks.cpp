@@ -148,9 +148,10 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
     bad("tokens", amounts == 0 ? "say how much to train: one of tokens, steps, or epochs (with dataset_tokens)"
                                : "give only one of tokens, steps and epochs");
   if (job.epochs > 0 && job.dataset_tokens <= 0) bad("dataset_tokens", "is required with epochs");
-  if (job.seq_len > model.max_context)
-    bad("seq_len", fmt::format("{} is longer than the {} tokens {} supports (max_context); extend the model's "
-                               "context in its description if you fine-tune with RoPE scaling",
+  // Learned position embeddings have max_context rows and cannot go further; RoPE, ALiBi and
+  // relative positions extend (RoPE scaling, as long-context fine-tunes do).
+  if (job.seq_len > model.max_context && model.positional == model::Positional::learned)
+    bad("seq_len", fmt::format("{} is longer than the {} positions {} has learned embeddings for (max_context)",
                                job.seq_len, model.max_context, model.name));
   if (job.samples.max_tokens > job.seq_len)
     bad("samples.max", fmt::format("{} is longer than seq_len {}", job.samples.max_tokens, job.seq_len));

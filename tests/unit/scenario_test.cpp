@@ -113,9 +113,12 @@ TEST_CASE("impossible combinations") {
   const std::string v100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: v100-sxm2-32gb"));
   CHECK(v100.find("job.precision: NVIDIA Tesla V100") != std::string::npos);
   CHECK(v100.find("has no bf16 support; use fp16-mixed or fp32 (plan 'one')") != std::string::npos);
-  // Sequence longer than the model supports.
-  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 200000")).find(
-            "job.seq_len: 200000 is longer than the 131072 tokens llama-3.1-8b supports") != std::string::npos);
+  // Sequence longer than learned position embeddings allow (RoPE models may extend).
+  const std::string learned = replace(replace(kGood, "model: llama-3.1-8b", "model: megatron-gpt-1.7b"), "  lora: {rank: 16, targets: all-linear}\n", "");
+  CHECK(error_of(replace(learned, "seq_len: 4096", "seq_len: 8192")).find(
+            "job.seq_len: 8192 is longer than the 2048 positions megatron-gpt-1.7b has learned embeddings for") !=
+        std::string::npos);
+  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 200000")).find("job.seq_len") == std::string::npos);
   // LoRA settings on a full fine-tune.
   CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
         "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");

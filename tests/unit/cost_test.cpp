@@ -1,0 +1,79 @@
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "cost/cost.hpp"
+#include "io/scenario_io.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+plan::Plan plan_on(const std::string& cluster) {
+  const std::string text = fmt::format(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {{steps: 1, framework: hf-trainer}}\nplans:\n  - name: p\n    cluster: {}\n",
+      cluster);
+  return io::parse_scenario(text, "cost_test.yaml", test::data_dir(), test::zoo(), test::catalog()).plans.front();
+}
+
+}  // namespace
+
+TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-second average") {
+  /* One RTX 4090 desktop. GPU: idle I, TDP T; a GEMM draws I + 0.95 (T - I), waiting I + 0.12 (T - I).
+   * The node adds base + CPU idle + DRAM + NIC + drive idle, constant here (no CPU or NVMe work).
+   * Step of 0.5 s: GEMM for the first 0.25 s, waiting for the rest. Every 1-second window holds two
+   * whole steps, so the peak 1-s average equals the step average. */
+  const plan::Plan p = plan_on("{gpu: rtx-4090, gpus: 1}");
+  const double I = p.cluster.gpu.idle_power_w, T = p.cluster.gpu.tdp_w;
+  const double gemm = I + 0.95 * (T - I), wait = I + 0.12 * (T - I);
+  const std::vector<sim::Interval> iv = {{0.0, 0.25, sim::Activity::gemm, sim::Interval::Component::gpu}};
+  const auto r = cost::power(p, iv, 0.5);
+  const double node = r.idle_power_w - I;  // everything but the GPU
+  CHECK(r.average_power_w == doctest::Approx(node + 0.5 * gemm + 0.5 * wait));
+  CHECK(r.peak_power_w == doctest::Approx(r.average_power_w));
+  CHECK(r.energy_per_step_j == doctest::Approx(r.average_power_w * 0.5));
+  CHECK(r.idle_power_w <= r.average_power_w);
+  CHECK(r.peak_power_w <= r.max_power_w);
+  CHECK(r.gpu_idle_s_per_step == doctest::Approx(0.25));
+
+  /* Step of 4 s: GEMM for 1 s, then 3 s waiting. The best 1-s window sits on the GEMM: peak =
+   * node + gemm, while the average is node + (gemm + 3 wait) / 4. Peak and energy differ. */
+  const std::vector<sim::Interval> long_iv = {{0.0, 1.0, sim::Activity::gemm, sim::Interval::Component::gpu}};
+  const auto q = cost::power(p, long_iv, 4.0);
+  CHECK(q.peak_power_w == doctest::Approx(node + gemm));
+  CHECK(q.average_power_w == doctest::Approx(node + (gemm + 3 * wait) / 4));
+}
+
+TEST_CASE("dollars: rent by the hour or second, owned capex over its life plus energy, flash wear") {
+  const plan::Plan p = plan_on("{gpu: h100-sxm-80gb, gpus: 8}");
+  cost::PowerReport pw;
+  pw.average_power_w = 8000;
+  plan::CostSpec spec;
+  /* Rent per second: 10 steps of 540 s = 1.5 h at the node's hourly rate. Per hour: 2 h billed. */
+  const double rate = cost::rent_usd_per_hour(p, spec);
+  CHECK(rate > 0);
+  auto c = cost::dollars(p, spec, pw, 10, 540, 1e6, 0);
+  CHECK(c.job_time_s == 5400);
+  CHECK(c.hardware_usd == doctest::Approx(1.5 * rate));
+  CHECK(c.energy_kwh == doctest::Approx(8.0 * 1.5 * spec.pue));  // 8 kW x 1.5 h x PUE
+  CHECK(c.usd_per_million_tokens == doctest::Approx(c.cost_usd / 10.0));
+  spec.billing = plan::CostSpec::Billing::per_hour;
+  CHECK(cost::dollars(p, spec, pw, 10, 540, 1e6, 0).hardware_usd == doctest::Approx(2.0 * rate));
+  /* Owned: capex x 1.5 h / (5 years x 8760 h x 0.7) + 12 kWh x PUE x $0.10. */
+  spec.mode = plan::CostSpec::Mode::own;
+  c = cost::dollars(p, spec, pw, 10, 540, 1e6, 0);
+  CHECK(c.hardware_usd == doctest::Approx(cost::capex_usd(p) * 1.5 / (5 * 365 * 24 * 0.7)));
+  CHECK(c.energy_usd == doctest::Approx(8.0 * 1.5 * 1.3 * 0.10));
+  /* Wear: 1 TB written per step, 10 steps = 10 TB over the node's drives' rated endurance. */
+  c = cost::dollars(p, spec, pw, 10, 540, 1e6, 1e12);
+  double endurance = 0, price = 0;
+  for (const auto& [d, n] : p.cluster.drives) {
+    endurance += d.endurance_bytes * n;
+    price += d.price.purchase_usd.value_or(0) * n;
+  }
+  REQUIRE(endurance > 0);
+  CHECK(c.wear_fraction == doctest::Approx(10e12 / endurance));
+  CHECK(c.wear_usd == doctest::Approx(10e12 / endurance * price));
+  CHECK(c.drive_lifetime_years == doctest::Approx(endurance / (1e12 / 540) / (365.0 * 24 * 3600)));
+}
