@@ -112,7 +112,21 @@ struct Topology {
   double nic_Bps = 0;   // this GPU's share of the node's NICs
   double pcie_Bps = 0;
   double nic_latency_s = 0;
+  // Host side, per rank (every rank of a node does the same at the same time, so each gets its
+  // share of what the node's ranks share):
+  double uplink_Bps = 0;      // the PCIe switch uplink this GPU sits behind, / GPUs behind it
+  double dram_Bps = 0;        // host DRAM bandwidth / ranks per node
+  double nvme_read_Bps = 0;   // striped drives' read bandwidth / ranks per node
+  double nvme_write_Bps = 0;  // their write bandwidth (burst or sustained, see nvme_write_rate) / ranks
+  double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
 };
+
+// Achievable DRAM bandwidth over the theoretical channels x speed x 8 B: STREAM triad reaches
+// ~74-78% of peak (TI SPRAD45A; hardware-figures.md "Host").
+constexpr double kDramEfficiency = 0.75;
+// Bytes an AdamW step touches per parameter: read master, gradient, m, v; write master, m, v
+// (DeepSpeed CPU Adam; 26-30 B, hardware-figures.md "Host").
+constexpr double kAdamBytesPerParam = 28.0;
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t;
@@ -133,6 +147,27 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   }
   t.nic_Bps = nic > 0 ? nic / t.gpus_per_node * eff.network : 1.25e9;  // no NIC listed: 10 GbE
   t.nic_latency_s = latency > 0 ? latency : 5e-6;
+
+  // The switch uplink a GPU shares with the GPUs (and their traffic) behind the same switch.
+  t.uplink_Bps = t.pcie_Bps;
+  for (const auto& sw : c.node.pcie_switches)
+    if (sw.gpus > 0) {
+      t.uplink_Bps = std::min(t.pcie_Bps, sw.uplink.bandwidth_Bps() * eff.pcie / sw.gpus);
+      break;
+    }
+  const int ranks = t.gpus_per_node;
+  t.dram_Bps = c.host.dram_bandwidth_Bps() * kDramEfficiency / ranks;
+  // Striped drives (RAID-0): the sum of the drives, each capped by its own PCIe link.
+  double read = 0, write = 0;
+  for (const auto& [d, n] : c.drives) {
+    const double link = d.interface.bandwidth_Bps() > 0 ? d.interface.bandwidth_Bps() : d.seq_read_Bps;
+    read += n * std::min(d.seq_read_Bps, link);
+    write += n * std::min(d.sustained_write_Bps, link);
+  }
+  t.nvme_read_Bps = read / ranks;
+  t.nvme_write_Bps = write / ranks;
+  // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host.
+  t.cpu_params_per_s = t.dram_Bps / kAdamBytesPerParam;
   return t;
 }
 
@@ -171,6 +206,33 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
   l.nvlink = e.add_link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
   l.nic = e.add_link("network", topo.nic_Bps);
   l.pcie = e.add_link("pcie", topo.pcie_Bps);
+  const des::LinkId uplink = e.add_link("pcie switch uplink (share)", topo.uplink_Bps);
+  l.dram = e.add_link("host dram (share)", topo.dram_Bps);
+  const des::LinkId nvme_read = e.add_link("nvme read (share)", std::max(1.0, topo.nvme_read_Bps));
+  // The write cliff: a drive writes at its burst rate until its SLC/DRAM cache fills, then at its
+  // sustained rate. Per step each drive takes its share of the node's writes; the blended rate is
+  // bytes / (cached part at burst + the rest at sustained). (The cache is taken as empty at each
+  // step's start: an optimistic bound when steps follow back to back.)
+  double nvme_write_Bps = topo.nvme_write_Bps;
+  {
+    double written = 0;
+    for (const auto& op : ir.ops)
+      if (op.kind == OpKind::copy && op.dst == plan::Tier::nvme) written += op.bytes;
+    double drives = 0, burst = 0, sustained = 0, cache = 0;
+    for (const auto& [d, n] : p.cluster.drives) {
+      drives += n;
+      burst += n * d.seq_write_Bps;
+      sustained += n * d.sustained_write_Bps;
+      cache += n * d.write_cache_bytes;
+    }
+    if (written > 0 && drives > 0 && burst > sustained) {
+      const double node_bytes = written * std::max(1, p.cluster.gpus_per_node);
+      const double cached = std::min(node_bytes, cache);
+      const double node_rate = node_bytes / (cached / burst + (node_bytes - cached) / sustained);
+      nvme_write_Bps = node_rate / std::max(1, p.cluster.gpus_per_node);
+    }
+  }
+  const des::LinkId nvme_write = e.add_link("nvme write (share)", std::max(1.0, nvme_write_Bps));
   const plan::Cluster& c = p.cluster;
   l.pools[0] = e.add_pool("gpu", c.gpu.usable_memory_bytes);
   l.pools[1] = e.add_pool("host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
@@ -192,10 +254,9 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
-          // CPU Adam: bound by DRAM bandwidth at ~28 bytes per parameter (DeepSpeed CPU Adam; the
-          // tiered-memory issue refines this with the node's cores and the calibration profile).
-          const double dram = c.host.dram_bandwidth_Bps() * 0.6 / std::max(1, c.gpus_per_node);
-          task[i] = e.compute(q, ns(op.bytes / std::max(1.0, dram)), std::move(label));
+          // CPU Adam streams its state through DRAM: a flow on the DRAM link, so it contends with
+          // the copies and NVMe traffic that also cross host memory.
+          task[i] = e.transfer(q, {l.dram}, op.bytes, std::move(label));
         } else {
           task[i] = e.compute(q, ns(compute_seconds(op, p, eff)), std::move(label));
         }
@@ -238,9 +299,16 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
         }
         continue;  // deps attached to the latency part
       }
-      case OpKind::copy:
-        task[i] = e.transfer(q, {l.pcie}, op.bytes, std::move(label));
+      case OpKind::copy: {
+        // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
+        // crosses the drives and host DRAM (no GPUDirect Storage).
+        std::vector<des::LinkId> path;
+        if (op.src == plan::Tier::nvme) path = {nvme_read, l.dram};
+        else if (op.dst == plan::Tier::nvme) path = {nvme_write, l.dram};
+        else path = {l.pcie, uplink, l.dram};
+        task[i] = e.transfer(q, path, op.bytes, std::move(label));
         break;
+      }
       case OpKind::alloc:
         task[i] = e.alloc(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
                           std::move(label));
