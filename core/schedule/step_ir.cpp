@@ -718,6 +718,10 @@ StepIR Builder::build() {
   std::vector<int> opt_deps = {last_compute};
   if (last_reduce >= 0) opt_deps.push_back(last_reduce);
   if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
+  // ZeRO-Offload's one-step delayed parameter update (Ren et al. 2021, sec. 5.2): the CPU step
+  // applies the previous step's gradients while the GPU runs this step's forward and backward,
+  // so it waits for nothing of this step. In steady state each step is the longer of the two paths.
+  if (off.delayed_update && off.optimizer_step == Tier::cpu) opt_deps = {start};
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
     opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));

@@ -1,0 +1,92 @@
+// Tiered-memory plans against the published offload results (hardware-figures.md, "Published
+// offload results"): the orderings and bounds the physics gives.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include "footprint/footprint.hpp"
+#include "io/scenario_io.hpp"
+#include "sim/simulate.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+plan::Scenario parse(const std::string& text) {
+  return io::parse_scenario(text, "tiered_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+// A GPT-2-style model of `layers` x `hidden` (12 L h^2 parameters), as in the ZeRO-Offload paper's scans.
+std::string gpt(int layers, int hidden) {
+  return fmt::format(
+      "model:\n  name: gpt-{}x{}\n  hidden: {}\n  layers: {}\n  heads: {}\n  ffn: {}\n  ffn_kind: gelu\n  vocab: 50257\n"
+      "  tied_embeddings: true\n  norm: layernorm\n  bias: all\n  positional: learned\n  max_context: 1024\n",
+      layers, hidden, hidden, layers, hidden / 128, 4 * hidden);
+}
+
+const char* kJob = "job: {seq_len: 1024, micro_batch: 1, tokens: 10M, precision: fp16-mixed, "
+                   "activation_checkpointing: full, framework: deepspeed}\n";
+
+}  // namespace
+
+TEST_CASE("ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data parallelism fits ~1.4B (Ren et al. 2021)") {
+  /* Plain mixed-precision Adam needs 16 B/param of state: 32 GB holds at most ~1.9B before
+   * activations and overheads. Scan hidden-2048 models by depth: the largest that fits is 1-2B. */
+  double largest = 0;
+  for (int layers = 8; layers <= 64; layers += 4) {
+    const auto s = parse("schema_version: 1\n" + gpt(layers, 2048) + kJob +
+                         "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n");
+    if (footprint::footprint(s.model, s.plans[0]).fits)
+      largest = std::max(largest, static_cast<double>(model::count_params(s.model).total));
+  }
+  MESSAGE(fmt::format("largest plain data-parallel model on a V100-32GB: {:.2f}B (paper: 1.4B)", largest / 1e9));
+  CHECK(largest > 1.0e9);
+  CHECK(largest < 2.0e9);
+  /* 10B (50 x 4096): does not fit plainly, fits with optimizer and gradients on the host. */
+  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+                       "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n"
+                       "  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "    offload: {preset: zero-offload}\n");
+  CHECK(model::count_params(s.model).total == doctest::Approx(10.3e9).epsilon(0.02));
+  CHECK_FALSE(footprint::footprint(s.model, s.plans[0]).fits);
+  CHECK(footprint::footprint(s.model, s.plans[1]).fits);
+}
+
+TEST_CASE("ZeRO-Infinity's NVMe offload of a 10B model on 2 A100 PCIe nodes is much slower than CPU offload") {
+  /* DeepSpeedExamples#192: the maintainers call 10B too small for NVMe offload, which is slower
+   * than CPU offload: parameters and optimizer state cross the drives every step. */
+  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+                       "plans:\n"
+                       "  - name: cpu\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
+                       "    offload: {preset: zero-offload, params: cpu}\n"
+                       "  - name: nvme\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
+                       "    offload: {preset: zero-infinity}\n");
+  const double cpu = sim::simulate_step(s.model, s.plans[0]).step_time_s;
+  const double nvme = sim::simulate_step(s.model, s.plans[1]).step_time_s;
+  MESSAGE(fmt::format("step time: CPU offload {:.2f} s, NVMe offload {:.2f} s ({:.1f}x)", cpu, nvme, nvme / cpu));
+  CHECK(nvme > 1.5 * cpu);
+}
+
+TEST_CASE("an NVMe-offloaded 70B step speeds up with striped drives until other bounds take over") {
+  /* Llama-3.1-70B on the 4-GPU workstation, ZeRO-Infinity placement. Each added drive adds read
+   * and write bandwidth; once the host's DRAM and the GPUs' links carry the step, more drives
+   * help less. Expect near-linear gains at first and diminishing ones later. */
+  std::vector<double> step;
+  for (int drives : {1, 2, 4, 8, 16}) {
+    const auto s = parse(fmt::format(
+        "schema_version: 1\nmodel: llama-3.1-70b\n"
+        "job: {{seq_len: 4096, micro_batch: 1, global_batch: 4, tokens: 1M, activation_checkpointing: full, "
+        "framework: deepspeed}}\nplans:\n  - name: d\n"
+        "    cluster: {{node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 512 GiB, "
+        "drives: [{{drive: gigabyte-ai-top-100e-2tb, count: {}}}]}}\n"
+        "    parallel: {{zero: 3}}\n    offload: {{preset: zero-infinity}}\n",
+        drives));
+    step.push_back(sim::simulate_step(s.model, s.plans[0]).step_time_s);
+  }
+  MESSAGE(fmt::format("step time with 1, 2, 4, 8, 16 drives: {:.1f}, {:.1f}, {:.1f}, {:.1f}, {:.1f} s", step[0], step[1],
+                      step[2], step[3], step[4]));
+  for (std::size_t i = 1; i < step.size(); ++i) CHECK(step[i] < step[i - 1]);
+  CHECK(step[0] / step[1] > 1.6);    // drive-bound: doubling drives nearly halves the step
+  CHECK(step[3] / step[4] < 1.25);   // no longer drive-bound: doubling helps little
+}
