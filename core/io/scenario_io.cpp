@@ -9,6 +9,7 @@
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
+#include "plan/cluster.hpp"
 
 namespace ftplan::io {
 
@@ -345,34 +346,11 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
   else v.take("nics");
 
   // Resolve the parts against the catalog.
-  const auto at = v.location();
-  if (const auto* g = catalog.gpu(c.node.gpu)) c.gpu = *g;
-  else {
-    r.error(at, v.key_path("gpu"), fmt::format("no GPU '{}' in the catalog{}", c.node.gpu, did_you_mean(c.node.gpu, catalog.gpu_names())));
+  const int nodes = c.nodes, per_node = c.gpus_per_node;
+  for (const auto& problem : plan::resolve_cluster(catalog, c.node, nodes, per_node, c)) {
+    const bool listed = problem.key == "drives" || problem.key == "nics";
+    r.error(listed ? v.location_of(problem.key) : v.location(), v.key_path(problem.key), problem.message);
     ok = false;
-  }
-  if (const auto* h = catalog.host(c.node.host)) {
-    c.host = *h;
-    if (c.node.dram_bytes > 0) c.host.dram_bytes = c.node.dram_bytes;
-  } else {
-    r.error(at, v.key_path("host"), fmt::format("no host '{}' in the catalog{}", c.node.host, did_you_mean(c.node.host, catalog.host_names())));
-    ok = false;
-  }
-  for (const auto& d : c.node.drives) {
-    if (const auto* spec = catalog.drive(d.name)) c.drives.emplace_back(*spec, d.count);
-    else {
-      r.error(v.location_of("drives"), v.key_path("drives"),
-              fmt::format("no drive '{}' in the catalog{}", d.name, did_you_mean(d.name, catalog.drive_names())));
-      ok = false;
-    }
-  }
-  for (const auto& n : c.node.nics) {
-    if (const auto* spec = catalog.nic(n.name)) c.nics.emplace_back(*spec, n.count);
-    else {
-      r.error(v.location_of("nics"), v.key_path("nics"),
-              fmt::format("no NIC '{}' in the catalog{}", n.name, did_you_mean(n.name, catalog.nic_names())));
-      ok = false;
-    }
   }
   return ok;
 }
