@@ -42,5 +42,6 @@ int cmd_check(const std::vector<std::string>& argv);
 int cmd_memory(const std::vector<std::string>& argv);
 int cmd_simulate(const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
+int cmd_plan(const std::vector<std::string>& argv);
 
 }  // namespace ftplan::cli

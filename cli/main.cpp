@@ -28,6 +28,8 @@ verbs:
                            time split, utilization, job time [--plan NAME] [--trace out.json]
   compare SCENARIO         the plans side by side: fit, GPUs, memory, job time, tokens/s, MFU,
                            peak power, energy, dollars, flash wear, idle GPU time; and a verdict
+  plan SCENARIO            search plans (its `search` block) under its `constraints`: Pareto front over
+                           job time, dollars and peak power; best plan per constraint [--all] [--threads N]
   help                     this text
 
 options shared by all verbs:
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     if (verb == "memory") return ftplan::cli::cmd_memory(args);
     if (verb == "simulate") return ftplan::cli::cmd_simulate(args);
     if (verb == "compare") return ftplan::cli::cmd_compare(args);
+    if (verb == "plan") return ftplan::cli::cmd_plan(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::InputError& e) {

@@ -452,7 +452,95 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     c.get_quantity("rent", Quantity::money_per_hour, s.cost.rent_usd_per_hour, 0);
     c.finish();
   }
-  root.require("plans", "a list of plans to compare");
+  if (MapView sv = root.map("search"); sv.valid()) {
+    s.has_search = true;
+    SearchSpace& sp = s.search;
+    std::vector<std::string> gpus;
+    sv.require("gpus", "GPU types to consider (`ftplan hardware list gpus`)");
+    if (sv.get_strings("gpus", gpus)) {
+      for (const auto& g : gpus)
+        if (!catalog.gpu(g))
+          r.error(sv.location_of("gpus"), sv.key_path("gpus"),
+                  fmt::format("no GPU '{}' in the catalog{}", g, did_you_mean(g, catalog.gpu_names())));
+        else if (!catalog.default_node_for(g))
+          r.error(sv.location_of("gpus"), sv.key_path("gpus"), fmt::format("the catalog has no typical node for '{}'", g));
+      sp.gpus = gpus;
+    }
+    const auto ints = [&](const char* key, std::vector<int>& out, int lo, int hi) {
+      const auto items = sv.seq(key);
+      if (items.empty()) return;
+      std::vector<int> values;
+      for (const auto& item : items) {
+        int v = 0;
+        try {
+          v = item.as<int>();
+        } catch (const YAML::Exception&) {
+          r.error(item, sv.key_path(key), "expected whole numbers");
+          return;
+        }
+        if (v < lo || v > hi) {
+          r.error(item, sv.key_path(key), fmt::format("must be between {} and {}; got {}", lo, hi, v));
+          return;
+        }
+        values.push_back(v);
+      }
+      out = values;
+    };
+    ints("gpu_counts", sp.gpu_counts, 1, 1 << 20);
+    ints("tp", sp.tp, 1, 1024);
+    ints("pp", sp.pp, 1, 1024);
+    ints("zero", sp.zero, 0, 3);
+    ints("micro_batch", sp.micro_batch, 1, 1 << 16);
+    ints("drives", sp.drive_counts, 0, 64);
+    std::vector<std::string> names;
+    if (sv.get_strings("activation_checkpointing", names)) {
+      sp.checkpointing.clear();
+      for (const auto& n : names) {
+        if (n == "none") sp.checkpointing.push_back(Checkpointing::none);
+        else if (n == "selective") sp.checkpointing.push_back(Checkpointing::selective);
+        else if (n == "full") sp.checkpointing.push_back(Checkpointing::full);
+        else r.error(sv.location_of("activation_checkpointing"), sv.key_path("activation_checkpointing"),
+                     fmt::format("'{}' is not one of none, selective, full", n));
+      }
+    }
+    if (sv.get_strings("offload", names)) {
+      sp.offload.clear();
+      const std::vector<std::pair<std::string, OffloadPreset>> presets = {
+          {"none", OffloadPreset::none}, {"zero-offload", OffloadPreset::zero_offload},
+          {"zero-infinity", OffloadPreset::zero_infinity}, {"aidaptiv", OffloadPreset::aidaptiv},
+          {"activation-cpu", OffloadPreset::activation_cpu}, {"activation-nvme", OffloadPreset::activation_nvme}};
+      for (const auto& n : names) {
+        auto it = std::find_if(presets.begin(), presets.end(), [&](const auto& x) { return x.first == n; });
+        if (it == presets.end()) {
+          std::vector<std::string> options;
+          for (const auto& x : presets) options.push_back(x.first);
+          r.error(sv.location_of("offload"), sv.key_path("offload"),
+                  fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
+        } else {
+          sp.offload.push_back(it->second);
+        }
+      }
+    }
+    for (const auto& item : sv.seq("dram")) {
+      try {
+        sp.dram_bytes.push_back(parse_quantity(item.Scalar(), Quantity::bytes));
+      } catch (const UnitError& e) {
+        r.error(item, sv.key_path("dram"), e.what());
+      }
+    }
+    sv.finish();
+    if (s.job.global_batch <= 0)
+      r.error(job.location(), "job.global_batch",
+              "is required with `search`: every plan trains the same recipe (global batch and tokens)");
+  }
+  if (MapView cv = root.map("constraints"); cv.valid()) {
+    cv.get_quantity("deadline", Quantity::duration, s.constraints.deadline_s, 0);
+    cv.get_quantity("budget", Quantity::money, s.constraints.budget_usd, 0);
+    cv.get_quantity("peak_power", Quantity::power, s.constraints.peak_power_w, 0);
+    cv.get("max_gpus", s.constraints.max_gpus, 1, 1 << 24);
+    cv.finish();
+  }
+  if (!s.has_search) root.require("plans", "a list of plans to compare");
   std::size_t index = 0;
   std::set<std::string> names;
   for (const auto& plan_node : root.seq("plans")) {

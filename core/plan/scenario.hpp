@@ -8,6 +8,7 @@
 #include "plan/cost_spec.hpp"
 #include "plan/job.hpp"
 #include "plan/plan.hpp"
+#include "plan/search_spec.hpp"
 
 namespace ftplan::plan {
 
@@ -23,6 +24,9 @@ struct Scenario {
   Job job;
   std::vector<Plan> plans;
   CostSpec cost;
+  bool has_search = false;  // a `search` block was given (plans may then be empty)
+  SearchSpace search;
+  Constraints constraints;
 };
 
 }  // namespace ftplan::plan

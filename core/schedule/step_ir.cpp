@@ -80,8 +80,8 @@ struct LayerWork {
 
 class Builder {
  public:
-  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv)
-      : m_(m), p_(p), inv_(inv), job_(p.job) {
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches)
+      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches) {
     tp_ = std::max(1, p.parallel.tp);
     cp_ = std::max(1, p.parallel.cp);
     dp_ = plan::data_parallel_degree(p);
@@ -155,6 +155,7 @@ class Builder {
   double tokens_ = 0, act_B_ = 2, w_B_ = 2;
   bool full_ = true;
   bool fused_ = false;
+  int micro_override_ = 0;
 };
 
 double Builder::eager_score_bytes(const LayerWork& w) const {
@@ -432,7 +433,8 @@ StepIR Builder::build() {
     const int pp = std::max(1, p_.parallel.pp), base = total / pp, extra = total % pp;
     return inv_.stage * base + std::min(inv_.stage, extra);
   }();
-  const int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
+  int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
+  if (micro_override_ > 0) micro_batches = std::min(micro_batches, micro_override_);
   ir_.micro_batches = micro_batches;
   ir_.stage = inv_.stage;
   const bool last_stage = inv_.stage == std::max(1, p_.parallel.pp) - 1;
@@ -805,8 +807,9 @@ StepIR Builder::build() {
 
 }  // namespace
 
-StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory) {
-  return Builder(model, plan, inventory).build();
+StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
+                  int micro_batches) {
+  return Builder(model, plan, inventory, micro_batches).build();
 }
 
 std::vector<std::string> dry_run(const StepIR& ir) {

@@ -96,7 +96,10 @@ struct StepIR {
 
 // The step of pipeline stage `stage` of a data-parallel plan (DDP, ZeRO-1/2/3, FSDP).
 // `inventory` must be build_inventory(model, plan, stage).
-StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory);
+// `micro_batches` > 0 builds only that many of the step's micro-batches (for steady-state
+// extrapolation); 0 builds them all.
+StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
+                  int micro_batches = 0);
 
 // Walks the IR in order and checks that every op finds the tensors it reads live in their tier,
 // that nothing is freed twice or used after free, and that deps point backwards. Returns the

@@ -1,0 +1,33 @@
+// What `ftplan plan` searches over and the constraints it answers (docs/scenario-format.md,
+// sections `search` and `constraints`). Defaults live here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/job.hpp"
+#include "plan/plan.hpp"
+
+namespace ftplan::plan {
+
+struct SearchSpace {
+  std::vector<std::string> gpus;           // catalog GPU names (their typical nodes)
+  std::vector<int> gpu_counts = {1, 2, 4, 8, 16, 32, 64};
+  std::vector<int> tp = {1, 2, 4, 8};
+  std::vector<int> pp = {1, 2, 4};
+  std::vector<int> zero = {0, 1, 2, 3};
+  std::vector<int> micro_batch = {1, 2, 4};
+  std::vector<Checkpointing> checkpointing = {Checkpointing::none, Checkpointing::full};
+  std::vector<OffloadPreset> offload = {OffloadPreset::none, OffloadPreset::zero_offload};
+  std::vector<double> dram_bytes;          // host DRAM per node to try (empty: the node's own)
+  std::vector<int> drive_counts;           // NVMe drives per node to try for NVMe offload (empty: the node's own)
+};
+
+struct Constraints {
+  double deadline_s = 0;     // 0 = none
+  double budget_usd = 0;
+  double peak_power_w = 0;
+  int max_gpus = 0;
+};
+
+}  // namespace ftplan::plan

@@ -1,0 +1,47 @@
+// The capacity planner: enumerate plans for a model and job over hardware and layout choices,
+// with the job's global batch and token count held fixed (no plan wins by changing the training
+// recipe), prune by the footprint, simulate the survivors on all cores, and report the Pareto
+// front over (job time, dollars, peak power) and the best plan under each constraint.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hardware/hardware.hpp"
+#include "io/results.hpp"
+#include "model/model.hpp"
+#include "plan/cost_spec.hpp"
+#include "plan/plan.hpp"
+#include "plan/search_spec.hpp"
+
+namespace ftplan::planner {
+
+using plan::Constraints;
+using plan::SearchSpace;
+
+struct Candidate {
+  plan::Plan plan;
+  io::Evaluation evaluation;
+  bool meets_constraints = false;
+};
+
+struct Result {
+  std::vector<Candidate> candidates;  // simulated, in enumeration order
+  std::vector<int> pareto;            // indices into candidates: no other is better in time, $ and peak power
+  int fastest = -1, cheapest = -1, lowest_power = -1, fewest_gpus = -1;  // among those meeting the constraints
+  std::int64_t enumerated = 0;        // layouts generated
+  std::int64_t invalid = 0;           // refused by the plan checks (degrees that do not divide, ...)
+  std::int64_t pruned_memory = 0;     // do not fit by the footprint
+  std::int64_t simulated = 0;
+  double seconds = 0;
+};
+
+// Runs the search on `threads` threads (0 = all cores). The job must set global_batch.
+Result search(const model::ModelSpec& model, const plan::Job& job, const hardware::Catalog& catalog,
+              const SearchSpace& space, const Constraints& constraints, const plan::CostSpec& cost, int threads = 0);
+
+// Plans of `candidates` that no other candidate beats in all of job time, cost and peak power.
+std::vector<int> pareto_front(const std::vector<Candidate>& candidates);
+
+}  // namespace ftplan::planner

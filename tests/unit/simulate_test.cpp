@@ -1,0 +1,80 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "io/scenario_io.hpp"
+#include "footprint/footprint.hpp"
+#include "plan/checks.hpp"
+#include "sim/simulate.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+plan::Scenario parse(const std::string& job, const std::string& plan) {
+  return io::parse_scenario(fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {}\nplans:\n  - name: p\n{}", job, plan),
+                            "simulate_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+}  // namespace
+
+TEST_CASE("ring collectives move 2(n-1)/n of the buffer (all-reduce) or (n-1)/n (all-gather, reduce-scatter)") {
+  CHECK(sim::ring_bytes(schedule::Collective::all_reduce, 8e9, 8) == doctest::Approx(14e9));
+  CHECK(sim::ring_bytes(schedule::Collective::all_gather, 8e9, 8) == doctest::Approx(7e9));
+  CHECK(sim::ring_bytes(schedule::Collective::reduce_scatter, 8e9, 1) == 0);
+}
+
+TEST_CASE("a compute op takes the slower of its FLOPs and its bytes (roofline), or the host's dispatch") {
+  /* H100 SXM: bf16 989.4 TFLOPS x 0.803 (MAMF) and 3.35 TB/s x 0.85. A 4096^3 GEMM: 137.4 GFLOP
+   * -> 173 us; bytes 3 x 32 MiB -> 35 us: compute-bound. A 1-GB elementwise op: 351 us. */
+  const auto s = parse("{steps: 1}", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto eff = sim::default_efficiency(s.plans[0].cluster.gpu);
+  schedule::Op gemm;
+  gemm.kind = schedule::OpKind::gemm;
+  gemm.flops = 2.0 * 4096.0 * 4096 * 4096;
+  gemm.bytes = 3 * 2.0 * 4096 * 4096;
+  gemm.kernels = 1;
+  CHECK(sim::compute_seconds(gemm, s.plans[0], eff) == doctest::Approx(gemm.flops / (989.4e12 * 0.803)));
+  schedule::Op ew;
+  ew.kind = schedule::OpKind::elementwise;
+  ew.bytes = 1e9;
+  ew.kernels = 1;
+  CHECK(sim::compute_seconds(ew, s.plans[0], eff) == doctest::Approx(1e9 / (3.35e12 * 0.85)));
+  ew.bytes = 1e3;  // tiny: the host's per-kernel dispatch bounds it
+  CHECK(sim::compute_seconds(ew, s.plans[0], eff) == doctest::Approx(eff.launch_s));
+}
+
+TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") {
+  /* 16 accumulation steps simulated in full, and as 3 and 2 micro-batches extrapolated. */
+  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
+                           "    cluster: {gpu: a100-sxm4-80gb, gpus: 16}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
+                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n"}) {
+    CAPTURE(std::string(plan));
+    const auto s = parse("{seq_len: 2048, micro_batch: 1, global_batch: 128, steps: 1, activation_checkpointing: full}",
+                         plan);
+    const auto full = sim::simulate_step(s.model, s.plans[0]);
+    sim::Options o;
+    o.max_micro_batches = 3;
+    const auto fast = sim::simulate_step(s.model, s.plans[0], o);
+    CHECK(plan::grad_accumulation_steps(s.plans[0]) > 3);
+    CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(0.005));
+    CHECK(fast.mfu == doctest::Approx(full.mfu).epsilon(0.005));
+  }
+}
+
+TEST_CASE("simulated and analytic GPU memory peaks agree") {
+  /* The schedule allocates and frees the inventory's tensors; the DES pool's high-water mark is
+   * the allocated peak the footprint computes, within 10% (the footprint takes every layer's
+   * worst moment together; the schedule frees gathered units as soon as they are used). */
+  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"}) {
+    CAPTURE(std::string(plan));
+    const auto s = parse("{seq_len: 2048, micro_batch: 2, steps: 1, activation_checkpointing: full}", plan);
+    const auto r = sim::simulate_step(s.model, s.plans[0]);
+    const auto f = footprint::footprint(s.model, s.plans[0]);
+    CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.10));
+  }
+}
