@@ -77,10 +77,13 @@ struct GemmSample {
   bool operator==(const GemmSample&) const = default;
 };
 
-// Fused attention (cuDNN SDPA): 4 * batch * heads * seq^2 * head_dim FLOPs forward (halved when causal),
+// Attention throughput: 4 * batch * heads * seq^2 * head_dim FLOPs forward (halved when causal),
 // 2.5x that backward (FlashAttention-2 paper's accounting).
 struct AttentionSample {
   Dtype dtype = Dtype::bf16;
+  // How it ran: "cudnn-sdpa" (fused, flash-style) or "cublas-matmuls" (the two attention matmuls
+  // QK^T and PV as strided-batched GEMMs, softmax not included: the unfused path's matmul rate).
+  std::string impl = "cublas-matmuls";
   std::string pass = "fwd";  // fwd | bwd
   std::int64_t batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
   bool causal = true;

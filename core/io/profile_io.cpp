@@ -183,6 +183,7 @@ void read_attention(MapView& r, std::vector<AttentionSample>& rows) {
   AttentionSample a;
   r.require("dtype");
   r.get_enum("dtype", a.dtype, gemm_dtypes());
+  r.get_enum<std::string>("impl", a.impl, {{"cudnn-sdpa", "cudnn-sdpa"}, {"cublas-matmuls", "cublas-matmuls"}});
   r.get_enum<std::string>("pass", a.pass, {{"fwd", "fwd"}, {"bwd", "bwd"}});
   for (const char* dim : {"batch", "heads", "seq", "head_dim"}) r.require(dim);
   r.get("batch", a.batch, 1);
@@ -523,6 +524,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
   });
   w.table(0, "attention", p.attention, [](const AttentionSample& a) {
     return Fields{{"dtype", to_string(a.dtype)},
+                  {"impl", a.impl},
                   {"pass", a.pass},
                   {"batch", std::to_string(a.batch)},
                   {"heads", std::to_string(a.heads)},

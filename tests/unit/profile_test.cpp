@@ -36,7 +36,7 @@ CalibrationProfile full_profile() {
              989.4e12,
              {7.1e14, 7.1234567890123e14, 7.2e14}},
             {Dtype::fp8, "", 8192, 8192, 8192, 1.3e15, 0, {1.3e15}}};
-  p.attention = {{Dtype::bf16, "bwd", 4, 32, 8, 4096, 128, true, 3.3e14, {3.2e14, 3.3e14, 3.4e14}}};
+  p.attention = {{Dtype::bf16, "cudnn-sdpa", "bwd", 4, 32, 8, 4096, 128, true, 3.3e14, {3.2e14, 3.3e14, 3.4e14}}};
   p.memory = {{0, "copy", 1073741824, 2.9e12, 3.35e12, {2.8e12, 2.9e12, 3.0e12}}};
   p.copy = {{CopyDirection::h2d, true, 268435456, 5.5e10, 6.3e10, {5.4e10, 5.5e10}},
             {CopyDirection::bidir, false, 1048576, 0.1, 0, {0.1}},
