@@ -39,5 +39,6 @@ std::vector<OptionSpec> common_options();
 int cmd_zoo(const std::vector<std::string>& argv);
 int cmd_hardware(const std::vector<std::string>& argv);
 int cmd_check(const std::vector<std::string>& argv);
+int cmd_calibrate(const std::vector<std::string>& argv);
 
 }  // namespace ftplan::cli

@@ -20,6 +20,7 @@ verbs:
   zoo show NAME|FILE       one model's architecture and derived counts (NAME, zoo .yaml or HF config.json)
   hardware list [KIND]     the hardware catalog (gpus, nodes, hosts, drives, nics)
   check SCENARIO           read and validate a scenario; list its plans
+  calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
   help                     this text
 
 options shared by all verbs:
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
     if (verb == "zoo") return ftplan::cli::cmd_zoo(args);
     if (verb == "hardware") return ftplan::cli::cmd_hardware(args);
     if (verb == "check") return ftplan::cli::cmd_check(args);
+    if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::InputError& e) {
