@@ -56,13 +56,15 @@ CpuPlan cpu_plan(const Options& o, int cpus, double dram_bytes) {
     p.copy_sizes = {MiB, 64 * MiB};
     p.repeats = o.repeats > 0 ? o.repeats : 5;
   } else {
-    // STREAM's rule: each array at least 4x the last-level cache, so the caches hold none of it.
+    // STREAM's rule: each array at least 4x the last-level cache, so the caches hold none of it; capped
+    // at 512 MiB (1.5 GiB for the three) to keep a full run short. A VM may report its host's whole L3
+    // (hundreds of MiB) while the vCPUs see one slice of it; the cap then still clears the real cache.
     const double llc = last_level_cache_bytes();
-    p.array_bytes = static_cast<std::size_t>(std::clamp(4 * llc, 256.0 * MiB, 1024.0 * MiB));
-    p.adam_params = std::size_t{1} << 26;  // 64 Mi parameters: 1 GiB of state
+    p.array_bytes = static_cast<std::size_t>(std::clamp(4 * llc, 256.0 * MiB, 512.0 * MiB));
+    p.adam_params = std::size_t{1} << 25;  // 32 Mi parameters: 512 MiB of fp32 p, g, m, v
     p.thread_counts = cpus > 1 ? std::vector<int>{1, cpus} : std::vector<int>{1};
-    p.copy_sizes = {256 * 1024, 4 * MiB, 64 * MiB, 256 * MiB};
-    p.repeats = o.repeats > 0 ? o.repeats : 10;
+    p.copy_sizes = {256 * 1024, 4 * MiB, 64 * MiB};
+    p.repeats = o.repeats > 0 ? o.repeats : 7;
   }
   // Never more than an eighth of memory for the three arrays, or a quarter for the optimizer state.
   if (dram_bytes > 0) {

@@ -386,8 +386,13 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     fill(b->p, d, max_b / element_bytes(t.ab), 2, s);
     const double peak = spec ? spec->peak_for(d) : 0;
     std::size_t largest = plan.gemms.size();
+    int skipped_big = 0;
     for (std::size_t i = 0; i < plan.gemms.size(); ++i) {
       const GemmShape& shape = plan.gemms[i];
+      if (d == Dtype::fp32 && shape.flops() > plan.max_fp32_flops) {
+        ++skipped_big;
+        continue;
+      }
       if (!gemms[i]->supported()) {
         progress.note(cat("cuBLASLt has no ", hardware::to_string(d), " algorithm for m=", shape.m, " n=", shape.n,
                           " k=", shape.k, ": skipped"));
@@ -410,6 +415,9 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
           {"gemm", cat(hardware::to_string(d), " ", shape.op, " (", shape.m, "x", shape.n, "x", shape.k, ")"), "FLOP/s",
            row.flops_per_s, relative_spread(row.samples), peak, peak > 0 ? "datasheet dense peak" : "", 0, 0, ""});
     }
+    if (skipped_big > 0)
+      progress.note(cat("fp32: ", skipped_big, " shapes above ", plan.max_fp32_flops / 1e12,
+                        " TFLOP per call skipped to keep the run short"));
     if (largest < plan.gemms.size()) {
       LtGemm* gm = gemms[largest].get();
       void *pa = a->p, *pb = b->p, *pc = c->p;

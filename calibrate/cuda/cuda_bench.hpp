@@ -29,6 +29,9 @@ struct CudaPlan {
   std::vector<hardware::Dtype> dtypes = {hardware::Dtype::bf16, hardware::Dtype::fp16, hardware::Dtype::tf32,
                                          hardware::Dtype::fp32, hardware::Dtype::fp8};
   int repeats = 5;
+  // fp32 (non-tensor-core) GEMMs bigger than this are skipped: at ~60 TFLOPS the largest LM-head shapes
+  // take most of a second per call, and training does not run them in fp32.
+  double max_fp32_flops = 2e12;
   double min_sample_s = 2e-3;  // each timed sample runs back-to-back calls for at least this long
   std::size_t hbm_bytes = std::size_t{1} << 30;
   std::vector<std::size_t> copy_sizes;  // host<->device sizes

@@ -37,8 +37,9 @@ struct StoragePlan {
   bool use_fio = true;
   std::optional<SustainedPlan> sustained;
 
-  // The standard plans: quick (a few configurations, about 10 s a directory) and full (block sizes
-  // 128 KiB..16 MiB x queue depths 1..64, at most 256 MiB in flight, about 75 s a directory).
+  // The standard plans: quick (3 configurations beside fio, about 10 s a directory) and full (block
+  // sizes 128 KiB..16 MiB x queue depths 1..64, at most 256 MiB in flight, random 4 KiB at QD 1 and 64;
+  // 9 of them beside fio; about 85 s a directory).
   static StoragePlan quick(std::vector<std::filesystem::path> dirs);
   static StoragePlan full(std::vector<std::filesystem::path> dirs);
   // Number of progress steps measure_storage will report.
