@@ -289,7 +289,8 @@ CudaStatus probe_cuda() {
     if (auto v = nvml.driver_version(); !v.empty()) s.driver_version = v;
   // Check the driver supports the toolkit before running anything (else every call fails with
   // cudaErrorInsufficientDriver).
-  if (driver < runtime) {
+  // CUDA's minor-version compatibility lets a driver of the same major version run the toolkit's code.
+  if (driver / 1000 < runtime / 1000) {
     s.reason = cat("the driver supports CUDA ", version_text(driver), " but ftplan was built with CUDA ",
                    version_text(runtime), ": update the driver");
     return s;
@@ -306,7 +307,8 @@ CudaStatus probe_cuda() {
 
 int CudaPlan::steps() const {
   // identity, GEMMs per dtype, attention, HBM, copies, collectives, power
-  return 1 + static_cast<int>(dtypes.size()) + 1 + 1 + 1 + 1 + (measure_power ? 1 : 0);
+  // Power is measured inside the steps, right after the benchmark of each kernel class, while its buffers live.
+  return 1 + static_cast<int>(dtypes.size()) + 1 + 1 + 1 + 1;
 }
 
 CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_step, int total) {
@@ -358,10 +360,34 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
   const std::size_t ws_bytes = 32u << 20;
   DeviceBuffer workspace(ws_bytes);
 
+  // Power of device 0 while `load` runs back to back for the power window (nullptr: idle).
+  const bool power = plan.measure_power && nvml.ok() && nvml_devices[0];
+  if (plan.measure_power && !power)
+    progress.note("power: NVML is not available (libnvidia-ml.so.1 not loadable): not measured");
+  const auto measure_power = [&](const std::string& cls, const std::function<void()>& load) {
+    if (!power) return;
+    FTPLAN_CUDA(cudaDeviceSynchronize());
+    PowerSampler sampler(nvml, nvml_devices[0]);
+    sampler.start();
+    if (load)
+      run_for(load, s, plan.power_window_s);
+    else
+      std::this_thread::sleep_for(std::chrono::duration<double>(plan.power_window_s));
+    FTPLAN_CUDA(cudaDeviceSynchronize());
+    hardware::PowerSample row;
+    row.gpu = 0;
+    row.kernel_class = cls;
+    row.samples = sampler.stop();
+    row.power_w = median(row.samples);
+    out.comparisons.push_back({"power", cls, "W", row.power_w, relative_spread(row.samples), spec ? spec->tdp_w : 0,
+                               spec ? "TDP" : "", 0, 0, ""});
+    out.power.push_back(row);
+  };
+  measure_power("idle", nullptr);
+
   // --- GEMMs -----------------------------------------------------------------------------------
-  std::vector<std::pair<Dtype, std::function<void()>>> power_loads;  // largest GEMM of each dtype
-  std::vector<std::unique_ptr<LtGemm>> keep;                         // alive while power_loads run
-  std::vector<std::unique_ptr<DeviceBuffer>> keep_buffers;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  FTPLAN_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
   for (const Dtype d : plan.dtypes) {
     progress.step(step++, total, cat("GPU: ", hardware::to_string(d), " GEMMs, ", plan.gemms.size(), " shapes"));
     if (!dtype_supported(d, major, minor)) {
@@ -369,15 +395,34 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
                         " tensor cores: skipped"));
       continue;
     }
-    // One set of buffers, sized for the largest shape.
-    std::size_t max_a = 0, max_b = 0, max_c = 0;
+    // One set of buffers, sized for the largest shapes that fit in 80% of the free memory together
+    // (a 24 GB card cannot hold a 70B LM head's fp32 weight gradient: those shapes are skipped).
     std::vector<std::unique_ptr<LtGemm>> gemms;
-    for (const auto& shape : plan.gemms) {
+    std::vector<bool> fits(plan.gemms.size(), true);
+    for (const auto& shape : plan.gemms)
       gemms.push_back(std::make_unique<LtGemm>(lt.h, d, shape.m, shape.n, shape.k, workspace.p, ws_bytes));
-      max_a = std::max(max_a, gemms.back()->bytes_a());
-      max_b = std::max(max_b, gemms.back()->bytes_b());
-      max_c = std::max(max_c, gemms.back()->bytes_c());
+    std::size_t max_a = 0, max_b = 0, max_c = 0;
+    int too_big = 0;
+    for (;;) {
+      max_a = max_b = max_c = 0;
+      std::size_t biggest = gemms.size(), biggest_bytes = 0;
+      for (std::size_t i = 0; i < gemms.size(); ++i) {
+        if (!fits[i]) continue;
+        const auto& g = *gemms[i];
+        max_a = std::max(max_a, g.bytes_a());
+        max_b = std::max(max_b, g.bytes_b());
+        max_c = std::max(max_c, g.bytes_c());
+        if (g.bytes_a() + g.bytes_b() + g.bytes_c() > biggest_bytes)
+          biggest = i, biggest_bytes = g.bytes_a() + g.bytes_b() + g.bytes_c();
+      }
+      if (biggest == gemms.size() ||
+          static_cast<double>(max_a + max_b + max_c) <= 0.8 * static_cast<double>(free_bytes))
+        break;
+      fits[biggest] = false;
+      ++too_big;
     }
+    if (too_big > 0)
+      progress.note(cat(hardware::to_string(d), ": ", too_big, " GEMM shapes do not fit in device memory: skipped"));
     auto a = std::make_unique<DeviceBuffer>(max_a);
     auto b = std::make_unique<DeviceBuffer>(max_b);
     auto c = std::make_unique<DeviceBuffer>(max_c);
@@ -389,6 +434,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     int skipped_big = 0;
     for (std::size_t i = 0; i < plan.gemms.size(); ++i) {
       const GemmShape& shape = plan.gemms[i];
+      if (!fits[i]) continue;
       if (d == Dtype::fp32 && shape.flops() > plan.max_fp32_flops) {
         ++skipped_big;
         continue;
@@ -419,13 +465,8 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       progress.note(cat("fp32: ", skipped_big, " shapes above ", plan.max_fp32_flops / 1e12,
                         " TFLOP per call skipped to keep the run short"));
     if (largest < plan.gemms.size()) {
-      LtGemm* gm = gemms[largest].get();
-      void *pa = a->p, *pb = b->p, *pc = c->p;
-      power_loads.emplace_back(d, [gm, pa, pb, pc, s] { gm->run(pa, pb, pc, s); });
-      keep.push_back(std::move(gemms[largest]));
-      keep_buffers.push_back(std::move(a));
-      keep_buffers.push_back(std::move(b));
-      keep_buffers.push_back(std::move(c));
+      const LtGemm& gm = *gemms[largest];
+      measure_power(std::string("gemm_") + hardware::to_string(d), [&] { gm.run(a->p, b->p, c->p, s); });
     }
   }
 
@@ -503,6 +544,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
                                relative_spread(row.samples), row.bound_Bps, row.bound_Bps > 0 ? "datasheet HBM" : "", 0,
                                0, ""});
     out.memory.push_back(row);
+    measure_power("hbm_copy", hbm_load);
   }
 
   // --- Host <-> device copies ---------------------------------------------------------------
@@ -560,6 +602,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     }
   }
   h2d_load = [&] { FTPLAN_CUDA(cudaMemcpyAsync(dev_a.p, pinned_h.p, max_copy, cudaMemcpyHostToDevice, s)); };
+  if (max_copy > 0) measure_power("h2d_copy", h2d_load);
 
   // --- NCCL collectives ---------------------------------------------------------------------
   progress.step(step++, total, "GPU: NCCL collectives");
@@ -657,6 +700,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       collective(hardware::CollectiveOp::all_reduce, load_bytes);
       sync_all();
     };
+    measure_power("nccl", nccl_load);
   } else if (devices < 2) {
     progress.note("collectives: one GPU visible; NCCL needs at least two");
   }
@@ -664,37 +708,6 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
   progress.note("collectives: this ftplan was built without NCCL (nccl.h not found)");
 #endif
 
-  // --- Power per kernel class ---------------------------------------------------------------
-  if (plan.measure_power) {
-    progress.step(step++, total, "GPU: power per kernel class (NVML)");
-    if (!nvml.ok() || !nvml_devices[0]) {
-      progress.note("power: NVML is not available (libnvidia-ml.so.1 not loadable): not measured");
-    } else {
-      const auto measure = [&](const std::string& cls, const std::function<void()>& load) {
-        PowerSampler sampler(nvml, nvml_devices[0]);
-        sampler.start();
-        if (load)
-          run_for(load, s, plan.power_window_s);
-        else
-          std::this_thread::sleep_for(std::chrono::duration<double>(plan.power_window_s));
-        FTPLAN_CUDA(cudaDeviceSynchronize());
-        hardware::PowerSample row;
-        row.gpu = 0;
-        row.kernel_class = cls;
-        row.samples = sampler.stop();
-        row.power_w = median(row.samples);
-        out.comparisons.push_back({"power", cls, "W", row.power_w, relative_spread(row.samples), spec ? spec->tdp_w : 0,
-                                   spec ? "TDP" : "", 0, 0, ""});
-        out.power.push_back(row);
-      };
-      FTPLAN_CUDA(cudaDeviceSynchronize());
-      measure("idle", nullptr);
-      for (const auto& [d, load] : power_loads) measure(std::string("gemm_") + hardware::to_string(d), load);
-      measure("hbm_copy", hbm_load);
-      if (max_copy > 0) measure("h2d_copy", h2d_load);
-      if (nccl_load) measure("nccl", [&] { nccl_load(); });
-    }
-  }
   FTPLAN_CUDA(cudaStreamSynchronize(s));
   return out;
 }

@@ -150,3 +150,19 @@ TEST_CASE("a profile of another schema version or without a machine is refused p
           io::load_profile(test::data_dir() / "no-such-profile.yaml");
         }).find("no such file") != std::string::npos);
 }
+
+TEST_CASE("the shipped dev-VM profile is valid and is what it says: CPU and storage, no GPU tables") {
+  const auto p = io::load_profile(test::zoo_dir() / "hardware" / "profiles" / "dev-vm-cpu-storage.yaml");
+  CHECK(p.machine.gpus.empty());
+  CHECK(p.gemm.empty());
+  CHECK(p.machine.notes.find("no CUDA device found") != std::string::npos);
+  REQUIRE(p.cpu.optimizer.size() == 2);                                  // 1 thread and all threads
+  for (const auto& o : p.cpu.optimizer) CHECK(o.triad_fraction >= 0.8);  // the issue's goal, met when measured
+  CHECK_FALSE(p.storage.runs.empty());
+  int beside_fio = 0;
+  for (const auto& r : p.storage.runs) {
+    CHECK_FALSE(r.samples.empty());
+    beside_fio += r.fio_samples.empty() ? 0 : 1;
+  }
+  CHECK(beside_fio == 9);  // the full plan's configurations compared with fio
+}
