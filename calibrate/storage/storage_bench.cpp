@@ -236,9 +236,11 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
           progress.note(fmt::format("storage {}: no drop in write rate within {} written", dir.string(),
                                     io::format_bytes(row.bytes_written)));
         }
-        out.comparisons.push_back({"storage", fmt::format("sustained write after cache {}", dir.string()), "B/s",
-                                   row.sustained_bandwidth_Bps, relative_spread(row.samples), 0, "",
-                                   row.burst_bandwidth_Bps, 0, "burst (before the drop)"});
+        out.comparisons.push_back(
+            {"storage",
+             fmt::format("sustained write{} {}", k.found ? " after the cache" : " (no drop seen)", dir.string()), "B/s",
+             row.sustained_bandwidth_Bps, relative_spread(row.samples), 0, "", row.burst_bandwidth_Bps, 0,
+             "burst (before the drop)"});
         out.section.sustained_write.push_back(std::move(row));
       } catch (const std::exception& e) {
         progress.note(fmt::format("sustained write on {} skipped: {}", dir.string(), e.what()));
