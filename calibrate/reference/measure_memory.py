@@ -73,7 +73,7 @@ class DevicePeak:
     def __init__(self, device_index):
         self.device_index = device_index
         self.handle = None
-        self.source = "torch.cuda.mem_get_info"
+        self.source = "torch.cuda.mem_get_info (CUDA context not counted)"
         try:
             import pynvml
 
@@ -81,8 +81,11 @@ class DevicePeak:
             bus_id = None
             with contextlib.suppress(Exception):
                 bus_id = torch.cuda.get_device_properties(device_index).pci_bus_id  # newer torch
+            # CUDA numbers the visible devices; NVML numbers all of them (CUDA_VISIBLE_DEVICES maps one to the other).
+            visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip().isdigit()]
+            nvml_index = int(visible[device_index]) if device_index < len(visible) else device_index
             self.handle = (pynvml.nvmlDeviceGetHandleByPciBusId(bus_id) if bus_id
-                           else pynvml.nvmlDeviceGetHandleByIndex(device_index))
+                           else pynvml.nvmlDeviceGetHandleByIndex(nvml_index))
             self.pynvml = pynvml
             self.source = "nvml"
         except Exception:
@@ -249,9 +252,20 @@ def main():
     methods = args.methods.split(",") if args.methods else (["full-bf16", "lora"] if args.quick else METHODS)
     seqs = [int(s) for s in args.seq.split(",")] if args.seq else ([1024] if args.quick else [512, 2048])
     torch.backends.cuda.matmul.allow_tf32 = True
+    # What other processes hold, read before this process creates its CUDA context, so that the context
+    # counts toward gpu_peak_bytes as nvidia-smi shows it. Without pynvml the only reading is through
+    # CUDA itself, after the context exists: then gpu_peak_bytes leaves the context out (source says so).
+    baseline_used = None
+    with contextlib.suppress(Exception):
+        import pynvml
+
+        pynvml.nvmlInit()
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        index = int(visible) if visible.isdigit() else 0
+        baseline_used = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).used
     torch.cuda.init()
-    baseline_used = DevicePeak(torch.cuda.current_device()).used()  # other processes' memory, before ours
-    torch.zeros(1, device="cuda")  # the CUDA context counts toward gpu_peak_bytes, as nvidia-smi shows it
+    if baseline_used is None:
+        baseline_used = DevicePeak(torch.cuda.current_device()).used()
     gpu = torch.cuda.get_device_name()
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}, peft {getattr(peft, '__version__', 'none')}"
     print(f"{gpu}; {versions}", file=sys.stderr)
