@@ -43,5 +43,6 @@ int cmd_memory(const std::vector<std::string>& argv);
 int cmd_simulate(const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_plan(const std::vector<std::string>& argv);
+int cmd_calibrate(const std::vector<std::string>& argv);
 
 }  // namespace ftplan::cli

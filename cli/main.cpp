@@ -30,6 +30,7 @@ verbs:
                            peak power, energy, dollars, flash wear, idle GPU time; and a verdict
   plan SCENARIO            search plans (its `search` block) under its `constraints`: Pareto front over
                            job time, dollars and peak power; best plan per constraint [--all] [--threads N]
+  calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
   help                     this text
 
 options shared by all verbs:
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (verb == "simulate") return ftplan::cli::cmd_simulate(args);
     if (verb == "compare") return ftplan::cli::cmd_compare(args);
     if (verb == "plan") return ftplan::cli::cmd_plan(args);
+    if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::InputError& e) {

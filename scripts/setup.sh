@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libeigen3-dev libfmt-dev libyaml-cpp-dev doctest-dev nlohmann-json3-dev
+  # calibrate/: io_uring for the storage benchmarks, and fio as the reference they are checked against.
+  liburing-dev fio
 )
 # The GUI (FTPLAN_BUILD_GUI) needs Qt 6 Widgets and Charts; installed on request: FTPLAN_WITH_GUI=1.
 if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then

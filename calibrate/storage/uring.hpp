@@ -1,0 +1,74 @@
+// Direct I/O through io_uring (liburing) on scratch files the calibration creates itself.
+// Mirrors what fio's io_uring engine does with --direct=1: no page cache, `queue_depth` blocks in
+// flight per file, one thread and one ring per file, completions reaped in batches.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hardware/profile.hpp"
+
+namespace ftplan::calibrate::storage {
+
+// A file created by the calibration in a directory it was given: created exclusively (a name no
+// other file has), opened with O_DIRECT, preallocated, and removed when destroyed. Its path is also
+// registered for removal if the process is interrupted (see remove_scratch_files_on_signal).
+class ScratchFile {
+ public:
+  // Throws std::runtime_error when the directory is missing or not writable, the file system
+  // refuses O_DIRECT (tmpfs), or there is not room for `bytes` plus a 1 GiB margin.
+  ScratchFile(const std::filesystem::path& dir, std::uint64_t bytes);
+  ~ScratchFile();
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  std::uint64_t size() const { return bytes_; }
+  int fd() const { return fd_; }
+
+ private:
+  std::filesystem::path dir_, path_;
+  std::uint64_t bytes_ = 0;
+  int fd_ = -1;
+  int slot_ = -1;
+};
+
+// On SIGINT, SIGTERM or SIGHUP, unlink every live scratch file, then die of the signal as usual.
+void remove_scratch_files_on_signal();
+
+// The name prefix of every scratch file (tests look for leftovers with it).
+inline constexpr const char* kScratchPrefix = "ftplan-calibrate-";
+
+struct IoPattern {
+  hardware::StorageOp op = hardware::StorageOp::read;
+  std::uint32_t block_bytes = 1 << 20;
+  int queue_depth = 16;  // per file
+};
+
+struct IoResult {
+  std::uint64_t bytes = 0;
+  std::uint64_t ios = 0;
+  double elapsed_s = 0;  // first submission to last completion, over all files
+  double bandwidth_Bps() const { return elapsed_s > 0 ? static_cast<double>(bytes) / elapsed_s : 0; }
+  double iops() const { return elapsed_s > 0 ? static_cast<double>(ios) / elapsed_s : 0; }
+};
+
+// Runs `pattern` on all `files` at once for `duration_s`, or until each file has moved `max_bytes`
+// (when > 0) — whichever comes first. Sequential patterns walk each file from offset 0 and wrap at
+// its end; random ones pick block-aligned offsets from a fixed-seed generator. Throws
+// std::runtime_error on an I/O error or when io_uring is unavailable.
+IoResult run_io(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double duration_s,
+                std::uint64_t max_bytes = 0);
+
+// Runs `pattern` like run_io but reports the bytes completed in each window of `window_s`: after
+// each window `on_window(window_Bps)` is called and the run stops when it returns false, or at
+// `max_bytes` per file. Returns what run_io would.
+IoResult run_io_windows(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double window_s,
+                        std::uint64_t max_bytes, const std::function<bool(double)>& on_window);
+
+}  // namespace ftplan::calibrate::storage

@@ -1,0 +1,240 @@
+// `ftplan calibrate [--quick] [--out profile.yaml] ...`: measure this machine, print each figure
+// beside its physical bound and fio's / STREAM's figure from the same run, and write the profile.
+// Progress goes to stderr; the results table (or JSON) to stdout.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app.hpp"
+#include "calibrate.hpp"
+#include "common/strings.hpp"
+#include "io/profile_io.hpp"
+#include "io/units.hpp"
+#include "storage/uring.hpp"
+#include "table.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+std::vector<OptionSpec> calibrate_options() {
+  auto o = common_options();
+  o.insert(o.end(),
+           {
+               {"quick", false, "smaller sizes, fewer configurations (CPU + storage under 20 s)"},
+               {"out", true, "write the calibration profile (YAML) to this file"},
+               {"storage-dir", true, "directories whose drives to measure, comma-separated (default /var/tmp)"},
+               {"no-storage", false, "do not measure storage"},
+               {"no-fio", false, "do not run fio beside the storage benchmark"},
+               {"no-cpu", false, "do not measure the CPU and DRAM"},
+               {"no-gpu", false, "do not measure the GPU"},
+               {"sustained-write", false, "also write on until the drive's write cache runs out"},
+               {"sustained-bytes", true,
+                "limit of the sustained write per directory (default: half the free space, <= 256 GiB)"},
+               {"sustained-seconds", true, "time limit of the sustained write (default 300)"},
+               {"repeats", true, "timed repeats per measurement (default: 3-5 quick, 5-10 full)"},
+               {"dram-bound", true, "DRAM bandwidth bound, e.g. '307.2 GB/s' (channels x MT/s x 8 B)"},
+               {"host", true, "catalog host whose DRAM channels x speed is the bound"},
+               {"gpu", true, "catalog GPU to compare with (default: matched by device name)"},
+               {"models", true, "zoo models whose GEMM shapes are timed, comma-separated"},
+               {"tokens", true, "token counts of the GEMM shapes, comma-separated"},
+           });
+  return o;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ','))
+    if (auto t = trim(part); !t.empty()) out.emplace_back(t);
+  return out;
+}
+
+double parse_option(const std::string& name, const std::string& text, io::Quantity kind) {
+  try {
+    return io::parse_quantity(text, kind);
+  } catch (const io::UnitError& e) {
+    throw UsageError(fmt::format("--{}: {}", name, e.what()));
+  }
+}
+
+std::string value_text(const std::string& unit, double v) {
+  if (unit == "B/s") {
+    if (std::abs(v) >= 1e12) return fmt::format("{:.2f} TB/s", v / 1e12);
+    if (std::abs(v) >= 1e9) return fmt::format("{:.2f} GB/s", v / 1e9);
+    return fmt::format("{:.1f} MB/s", v / 1e6);
+  }
+  if (unit == "FLOP/s") return fmt::format("{:.1f} TFLOPS", v / 1e12);
+  if (unit == "params/s") return fmt::format("{:.3g} G/s", v / 1e9);
+  if (unit == "IOPS") return fmt::format("{:.1f}K IOPS", v / 1e3);
+  if (unit == "W") return fmt::format("{:.0f} W", v);
+  return fmt::format("{:.4g} {}", v, unit);
+}
+
+// Progress on stderr: one line per step with the elapsed time, rewritten in place on a terminal.
+class StderrProgress : public calibrate::Progress {
+ public:
+  StderrProgress() : tty_(isatty(STDERR_FILENO) == 1), start_(calibrate::now_s()) {}
+  ~StderrProgress() override { end_line(); }
+  void step(int index, int total, std::string_view label) override {
+    end_line();
+    const std::string text =
+        fmt::format("[{:>2}/{}] {:5.1f} s  {}", index + 1, total, calibrate::now_s() - start_, label);
+    if (tty_) {
+      fmt::print(stderr, "\r\033[K{}", text);
+      open_ = true;
+    } else {
+      fmt::print(stderr, "{}\n", text);
+    }
+    std::fflush(stderr);
+  }
+  void note(std::string_view text) override {
+    end_line();
+    fmt::print(stderr, "note: {}\n", text);
+  }
+  void done() {
+    end_line();
+    fmt::print(stderr, "calibration took {:.1f} s\n", calibrate::now_s() - start_);
+  }
+
+ private:
+  void end_line() {
+    if (open_) fmt::print(stderr, "\n");
+    open_ = false;
+  }
+  bool tty_;
+  bool open_ = false;
+  double start_;
+};
+
+}  // namespace
+
+int cmd_calibrate(const std::vector<std::string>& argv) {
+  const auto options = calibrate_options();
+  const Args args(argv, 2, options);
+  App app(args);
+  if (!args.positionals().empty())
+    throw UsageError("usage: ftplan calibrate [--quick] [--out profile.yaml] [options]\n" + usage_of(options));
+  if (app.format() == Format::csv) throw UsageError("calibrate prints a table or JSON (--format table|json)");
+
+  calibrate::Options o;
+  o.quick = args.flag("quick");
+  o.cpu = !args.flag("no-cpu");
+  o.gpu = !args.flag("no-gpu");
+  o.fio = !args.flag("no-fio");
+  if (!args.flag("no-storage"))
+    for (const auto& d : split_list(args.value_or("storage-dir", "/var/tmp"))) o.storage_dirs.emplace_back(d);
+  o.sustained_write = args.flag("sustained-write");
+  if (auto v = args.value("sustained-bytes"))
+    o.sustained_bytes = static_cast<std::uint64_t>(parse_option("sustained-bytes", *v, io::Quantity::bytes));
+  if (auto v = args.value("sustained-seconds"))
+    o.sustained_s = parse_option("sustained-seconds", *v, io::Quantity::count);
+  if (auto v = args.value("repeats")) {
+    const double r = parse_option("repeats", *v, io::Quantity::count);
+    if (r < 1 || r > 1000 || r != std::floor(r)) throw UsageError("--repeats takes a whole number from 1 to 1000");
+    o.repeats = static_cast<int>(r);
+  }
+  if (auto v = args.value("dram-bound")) {
+    o.dram_bound_Bps = parse_option("dram-bound", *v, io::Quantity::bandwidth);
+    o.dram_bound_source = "--dram-bound";
+  }
+  if (auto h = args.value("host")) {
+    const auto* host = app.catalog().host(*h);
+    if (!host) throw UsageError(fmt::format("--host: no host '{}' in the catalog (ftplan hardware list hosts)", *h));
+    o.dram_bound_Bps = host->dram_bandwidth_Bps();
+    o.dram_bound_source = fmt::format("catalog {}: channels x speed", host->name);
+  }
+  if (o.gpu) {
+    o.zoo = &app.zoo();
+    o.catalog = &app.catalog();
+    o.catalog_gpu = args.value_or("gpu", "");
+    if (!o.catalog_gpu.empty() && !o.catalog->gpu(o.catalog_gpu))
+      throw UsageError(fmt::format("--gpu: no GPU '{}' in the catalog (ftplan hardware list gpus)", o.catalog_gpu));
+    if (auto m = args.value("models")) {
+      o.gemm_models = split_list(*m);
+      for (const auto& name : o.gemm_models)
+        if (!o.zoo->find(name))
+          throw UsageError(fmt::format("--models: no model '{}' in the zoo (ftplan zoo list)", name));
+    }
+    if (auto t = args.value("tokens"))
+      for (const auto& s : split_list(*t)) {
+        const double v = parse_option("tokens", s, io::Quantity::count);
+        if (v < 1 || v != std::floor(v)) throw UsageError("--tokens takes whole numbers");
+        o.gemm_tokens.push_back(static_cast<std::int64_t>(v));
+      }
+  }
+  const auto out_path = args.value("out");
+  // Open the output before measuring, so a bad path fails now rather than after minutes of work.
+  std::ofstream out_file;
+  if (out_path) {
+    out_file.open(*out_path);
+    if (!out_file) throw UsageError(fmt::format("--out: cannot write '{}'", *out_path));
+  }
+
+  calibrate::storage::remove_scratch_files_on_signal();
+  StderrProgress progress;
+  const calibrate::Calibration cal = calibrate::run_calibration(o, progress);
+  progress.done();
+
+  if (out_path) {
+    out_file << io::profile_to_yaml(cal.profile);
+    out_file.close();
+    if (!out_file) throw std::runtime_error(fmt::format("writing '{}' failed", *out_path));
+    fmt::print(stderr, "profile written to {}\n", *out_path);
+  }
+
+  if (app.format() == Format::json) {
+    nlohmann::ordered_json doc;
+    doc["schema_version"] = kOutputSchemaVersion;
+    doc["profile"] = out_path ? nlohmann::ordered_json(*out_path) : nlohmann::ordered_json(nullptr);
+    doc["notes"] = cal.notes;
+    auto& rows = doc["results"] = nlohmann::ordered_json::array();
+    for (const auto& c : cal.comparisons)
+      rows.push_back({{"section", c.section},
+                      {"item", c.item},
+                      {"unit", c.unit},
+                      {"value", c.value},
+                      {"spread", c.spread},
+                      {"bound", c.bound},
+                      {"bound_source", c.bound_source},
+                      {"reference", c.reference},
+                      {"reference_spread", c.reference_spread},
+                      {"reference_source", c.reference_source}});
+    fmt::print("{}\n", doc.dump(2));
+    return 0;
+  }
+  const auto& m = cal.profile.machine;
+  fmt::print("{} | {} ({} cores, {}) | {} | {}\n", m.hostname, m.cpu.model, m.cpu.cores,
+             io::format_bytes(m.cpu.dram_bytes), m.gpus.empty() ? "no GPU measured" : m.gpus[0].name, m.date);
+  Table t;
+  using A = Table::Align;
+  t.columns({{"section", A::left},
+             {"measurement", A::left},
+             {"median", A::right},
+             {"spread", A::right},
+             {"bound", A::right},
+             {"of bound", A::right},
+             {"reference", A::right},
+             {"ref spread", A::right},
+             {"vs reference", A::right},
+             {"reference is", A::left}});
+  for (const auto& c : cal.comparisons)
+    t.row({c.section, c.item, value_text(c.unit, c.value), fmt::format("{:.1f}%", 100 * c.spread),
+           c.bound > 0 ? value_text(c.unit, c.bound) : "",
+           c.bound > 0 ? fmt::format("{:.0f}%", 100 * c.value / c.bound) : "",
+           c.reference > 0 ? value_text(c.unit, c.reference) : "",
+           c.reference > 0 ? fmt::format("{:.1f}%", 100 * c.reference_spread) : "",
+           c.reference > 0 ? fmt::format("{:+.1f}%", 100 * (c.value / c.reference - 1)) : "",
+           c.reference > 0 ? c.reference_source : c.bound_source});
+  fmt::print("{}", t.text());
+  for (const auto& n : cal.notes) fmt::print("note: {}\n", n);
+  return 0;
+}
+
+}  // namespace ftplan::cli
