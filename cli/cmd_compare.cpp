@@ -23,7 +23,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Evaluation> ev;
-  for (const auto& p : s.plans) ev.push_back(io::evaluate(s.model, p, s.cost));
+  for (const auto& p : s.plans) {
+    const auto eff = profile_efficiency(args, p);
+    ev.push_back(io::evaluate(s.model, p, s.cost, {}, eff ? &*eff : nullptr));
+  }
   const std::string verdict = io::verdict(s.plans, ev);
 
   if (app.format() != Format::table) {

@@ -68,7 +68,8 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     sim::Options o;
     o.trace = trace.has_value();
-    const sim::StepResult r = sim::simulate_step(s.model, p, o);
+    const auto eff = profile_efficiency(args, p);
+    const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);
     if (trace) {
       std::string path = *trace;
       if (s.plans.size() > 1) {

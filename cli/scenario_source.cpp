@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/strings.hpp"
+#include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 
 namespace ftplan::cli {
@@ -88,6 +89,7 @@ std::vector<OptionSpec> scenario_options() {
   std::vector<OptionSpec> o = common_options();
   o.push_back({"plan", true, "only the plan of this name"});
   for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
+  o.push_back({"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
   o.push_back({"set", true, "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); repeatable as KEY=V,KEY2=V2"});
   return o;
 }
@@ -176,6 +178,17 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
     s.plans = std::move(keep);
   }
   return s;
+}
+
+std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan) {
+  const auto path = args.value("profile");
+  if (!path) return std::nullopt;
+  const hardware::CalibrationProfile profile = io::load_profile(*path);
+  const hardware::Dtype dtype = plan.job.precision == plan::Precision::fp32        ? hardware::Dtype::fp32
+                                : plan.job.precision == plan::Precision::fp16_mixed ? hardware::Dtype::fp16
+                                : plan.job.precision == plan::Precision::fp8_mixed  ? hardware::Dtype::fp8
+                                                                                    : hardware::Dtype::bf16;
+  return sim::efficiency_from_profile(profile, plan.cluster.gpu, dtype);
 }
 
 }  // namespace ftplan::cli

@@ -7,7 +7,10 @@
 #include <vector>
 
 #include "app.hpp"
+#include <optional>
+
 #include "plan/scenario.hpp"
+#include "sim/simulate.hpp"
 
 namespace ftplan::cli {
 
@@ -16,6 +19,10 @@ std::vector<OptionSpec> scenario_options();
 
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
+
+// The efficiency figures for `plan` from --profile (a calibration profile), or nullopt for the
+// GPU's shipped defaults.
+std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan);
 
 // The YAML text the quick-form flags stand for (exposed for tests and --dry-run style checks).
 std::string quick_scenario_yaml(const Args& args);

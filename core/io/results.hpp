@@ -35,6 +35,6 @@ struct Evaluation {
   std::string reason() const { return !memory.fits ? memory.infeasible_reason : step.problem; }
 };
 Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const plan::CostSpec& spec,
-                    const sim::Options& options = {});
+                    const sim::Options& options = {}, const sim::Efficiency* efficiency = nullptr);
 
 }  // namespace ftplan::io

@@ -56,6 +56,73 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
   return e;
 }
 
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, const hardware::GpuSpec& gpu,
+                                   hardware::Dtype dtype) {
+  Efficiency e = default_efficiency(gpu);
+  std::vector<std::string> measured;
+  const double peak = gpu.peak_for(dtype);
+  std::vector<double> gemm, attention, memory;
+  for (const auto& g : prof.gemm)
+    if (g.dtype == dtype && peak > 0) gemm.push_back(g.flops_per_s / peak);
+  for (const auto& a : prof.attention)
+    if (a.dtype == dtype && peak > 0) attention.push_back(a.flops_per_s / peak);
+  for (const auto& m : prof.memory)
+    if (gpu.memory_bandwidth_Bps > 0) memory.push_back(m.bandwidth_Bps / gpu.memory_bandwidth_Bps);
+  if (!gemm.empty()) {
+    e.gemm = std::clamp(median(gemm), 0.01, 1.0);
+    measured.push_back("GEMM");
+  }
+  if (!attention.empty()) {
+    e.attention = std::clamp(median(attention), 0.01, 1.0);
+    measured.push_back("attention");
+  }
+  if (!memory.empty()) {
+    e.memory = std::clamp(median(memory), 0.05, 1.0);
+    measured.push_back("HBM");
+  }
+  double h2d = 0;
+  for (const auto& c : prof.copy)
+    if (c.direction == hardware::CopyDirection::h2d && c.pinned) h2d = std::max(h2d, c.bandwidth_Bps);
+  if (h2d > 0 && gpu.host_link.bandwidth_Bps() > 0) {
+    e.pcie = std::clamp(h2d / gpu.host_link.bandwidth_Bps(), 0.05, 1.0);
+    measured.push_back("PCIe");
+  }
+  double bus = 0;
+  for (const auto& c : prof.collectives)
+    bus = std::max(bus, c.bus_bandwidth_Bps);
+  if (bus > 0 && gpu.nvlink_bandwidth_Bps > 0) {
+    e.nvlink = std::clamp(bus / gpu.nvlink_bandwidth_Bps, 0.05, 1.0);
+    measured.push_back("NCCL");
+  }
+  int best_threads = 0;
+  for (const auto& d : prof.cpu.dram)
+    if (d.kernel == "triad" && d.threads >= best_threads) {
+      best_threads = d.threads;
+      e.dram_Bps = d.bandwidth_Bps;
+    }
+  if (e.dram_Bps > 0) measured.push_back("DRAM");
+  best_threads = 0;
+  for (const auto& o : prof.cpu.optimizer)
+    if (o.threads >= best_threads) {
+      best_threads = o.threads;
+      e.cpu_optimizer_params_per_s = o.params_per_s;
+    }
+  if (e.cpu_optimizer_params_per_s > 0) measured.push_back("CPU AdamW");
+  e.source = fmt::format("calibration profile of {} ({}): measured {}; the rest: {}", prof.machine.hostname,
+                         prof.machine.date, measured.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(measured, ", ")),
+                         e.source);
+  return e;
+}
+
 double ring_bytes(Collective c, double bytes, int n) {
   if (n <= 1) return 0;
   const double f = static_cast<double>(n - 1) / n;
@@ -156,7 +223,7 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
       break;
     }
   const int ranks = t.gpus_per_node;
-  t.dram_Bps = c.host.dram_bandwidth_Bps() * kDramEfficiency / ranks;
+  t.dram_Bps = (eff.dram_Bps > 0 ? eff.dram_Bps : c.host.dram_bandwidth_Bps() * kDramEfficiency) / ranks;
   // Striped drives (RAID-0): the sum of the drives, each capped by its own PCIe link.
   double read = 0, write = 0;
   for (const auto& [d, n] : c.drives) {
@@ -166,8 +233,10 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   }
   t.nvme_read_Bps = read / ranks;
   t.nvme_write_Bps = write / ranks;
-  // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host.
-  t.cpu_params_per_s = t.dram_Bps / kAdamBytesPerParam;
+  // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host, or what
+  // the calibration measured.
+  t.cpu_params_per_s = eff.cpu_optimizer_params_per_s > 0 ? eff.cpu_optimizer_params_per_s / ranks
+                                                          : t.dram_Bps / kAdamBytesPerParam;
   return t;
 }
 
@@ -255,8 +324,11 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
           // CPU Adam streams its state through DRAM: a flow on the DRAM link, so it contends with
-          // the copies and NVMe traffic that also cross host memory.
-          task[i] = e.transfer(q, {l.dram}, op.bytes, std::move(label));
+          // the copies and NVMe traffic that also cross host memory; its bytes are scaled so the
+          // uncontended time is params / the CPU's parameter rate.
+          const double params = op.bytes / kAdamBytesPerParam;
+          const double seconds = params / std::max(1.0, topo.cpu_params_per_s);
+          task[i] = e.transfer(q, {l.dram}, seconds * topo.dram_Bps, std::move(label));
         } else {
           task[i] = e.compute(q, ns(compute_seconds(op, p, eff)), std::move(label));
         }

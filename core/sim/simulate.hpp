@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "hardware/hardware.hpp"
+#include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "schedule/step_ir.hpp"
@@ -28,9 +29,17 @@ struct Efficiency {
   // with communication gets the rest. NCCL_MAX_NCHANNELS defaults to 32; 16 is typical of
   // ring all-gather/reduce-scatter on NVLink + InfiniBand nodes (NCCL environment docs).
   int nccl_sms = 16;
+  // Host figures measured by a calibration profile (0 = derive from the catalog).
+  double dram_Bps = 0;                   // achieved DRAM bandwidth of the whole host (STREAM triad, all threads)
+  double cpu_optimizer_params_per_s = 0; // AdamW parameters per second of the whole host
   std::string source;           // where these figures come from
 };
 Efficiency default_efficiency(const hardware::GpuSpec& gpu);
+// The defaults for `gpu`, replaced by what `profile` measured where it measured it: GEMM and
+// attention rates over the dtype's peak (median over shapes), device-memory bandwidth, pinned
+// H2D copies over the link rate, NCCL bus bandwidth over NVLink, host DRAM and CPU AdamW.
+Efficiency efficiency_from_profile(const hardware::CalibrationProfile& profile, const hardware::GpuSpec& gpu,
+                                   hardware::Dtype dtype);
 
 // What a component of a rank is doing, for the power model (cost/ reads these, not the schedule).
 enum class Activity { gemm, attention, memory_bound, communication, copy, cpu_compute, nvme_read, nvme_write, idle };

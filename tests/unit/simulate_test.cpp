@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
@@ -77,4 +78,28 @@ TEST_CASE("simulated and analytic GPU memory peaks agree") {
     const auto f = footprint::footprint(s.model, s.plans[0]);
     CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.10));
   }
+}
+
+TEST_CASE("a calibration profile's measured host rates replace the catalog's in the simulation") {
+  /* The dev VM's CPU/storage profile measured AdamW on 2 threads (~1e9 parameters/s) and STREAM
+   * triad; a DGX H100 host from the catalog derives ~10x more from 8 DDR5 channels per socket.
+   * A ZeRO-Offload step's CPU optimizer takes params / rate: slower with the profile. */
+  const auto profile = io::load_profile(test::zoo_dir() / "hardware" / "profiles" / "dev-vm-cpu-storage.yaml");
+  const auto s = parse("{seq_len: 1024, micro_batch: 1, steps: 1, method: full, framework: deepspeed, "
+                       "activation_checkpointing: full}",
+                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n");
+  const auto eff = sim::efficiency_from_profile(profile, s.plans[0].cluster.gpu, hardware::Dtype::bf16);
+  CHECK(eff.cpu_optimizer_params_per_s > 0);
+  CHECK(eff.dram_Bps > 0);
+  CHECK(eff.source.find("CPU AdamW") != std::string::npos);
+  const auto cpu_busy = [](const sim::StepResult& r) {
+    for (const auto& st : r.streams)
+      if (st.name == "cpu") return st.busy_s;
+    return 0.0;
+  };
+  const auto with = sim::simulate_step(s.model, s.plans[0], {}, &eff);
+  const auto without = sim::simulate_step(s.model, s.plans[0]);
+  const double params = static_cast<double>(model::count_params(s.model).total);
+  CHECK(cpu_busy(with) == doctest::Approx(params / eff.cpu_optimizer_params_per_s).epsilon(0.01));
+  CHECK(cpu_busy(with) > cpu_busy(without));
 }
