@@ -8,6 +8,7 @@
 
 #include "des/detail/event_queue.hpp"
 #include "des/detail/fair_share.hpp"
+#include "des/detail/memory.hpp"
 #include "des/detail/model.hpp"
 
 namespace ftplan::des {
@@ -26,7 +27,17 @@ Time transfer_ns(double bytes, double rate_Bps, Time now) {
   const double ns = bytes / rate_Bps * 1e9;
   const double room = static_cast<double>(kNever - now);
   if (!(ns < room)) return kNever - now;  // also catches a NaN
-  return static_cast<Time>(std::llround(ns));
+  return static_cast<Time>(ns + 0.5);     // ns >= 0: to nearest, without a libm call
+}
+
+// A hint to start loading what the next event will touch (GCC and Clang; a no-op elsewhere).
+template <class T>
+inline void prefetch(const T* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
 }
 
 }  // namespace
@@ -60,18 +71,31 @@ class Engine::Impl::Simulation {
   std::uint64_t seq_ = 0;
   std::size_t finished_ = 0;
 
-  // The DAG: successors in compressed rows, and unmet dependency counts.
-  std::vector<std::uint32_t> succ_begin_;
-  std::vector<std::uint32_t> succ_;
-  std::vector<std::uint32_t> pending_;
-  std::vector<std::uint8_t> state_;
-  std::vector<std::uint8_t> waiting_;  // an acquire queued for a slot
-
-  struct QueueState {
-    std::uint32_t next = 0;  // index in the queue's order of the first task not yet started
-    int busy = 0;            // servers in use
+  // What the event loop touches of a task, packed into half a cache line: a run is bound by
+  // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
+  // pool or buffers) stays in the model and is read only by the tasks that need it.
+  struct Hot {
+    Time time = 0;  // compute: duration; transfer: summed latency
+    std::uint32_t queue = kNone;
+    std::uint32_t pending = 0;     // dependencies not yet finished
+    std::uint32_t succ_begin = 0;  // successors: succ_[succ_begin, succ_begin + succ_count)
+    std::uint32_t succ_count = 0;
+    std::uint8_t kind = 0;  // TaskKind, in a byte
+    std::uint8_t state = kBlocked;
+    bool waiting = false;  // an acquire queued for a slot
   };
-  std::vector<QueueState> queues_;
+  static_assert(sizeof(Hot) == 32);
+  std::vector<Hot> hot_;
+  std::vector<std::uint32_t> succ_;
+
+  struct QueueRun {
+    const std::uint32_t* order = nullptr;  // the queue's tasks in issue order
+    std::uint32_t size = 0;
+    std::uint32_t next = 0;  // index in `order` of the first task not yet started
+    int servers = 1;
+    int busy = 0;  // servers in use
+  };
+  std::vector<QueueRun> queues_;
 
   struct Waiter {
     Time since;
@@ -109,15 +133,15 @@ class Engine::Impl::Simulation {
 
 Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
   const std::size_t n = m.tasks.size();
-  r_.tasks.resize(n);
+  detail::reserve_huge(r_.tasks, n);
+  detail::reserve_huge(hot_, n);
   for (std::uint32_t t = 0; t < n; ++t) {
     const auto& d = m.tasks[t];
-    TaskRecord& rec = r_.tasks[t];
-    rec.id = TaskId{t};
-    rec.kind = d.kind;
-    rec.queue = d.queue;
-    rec.ready = rec.start = rec.end = kNever;
-    rec.bytes = d.bytes;
+    r_.tasks.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
+    Hot& h = hot_.emplace_back();
+    h.time = d.time;
+    h.queue = d.queue;
+    h.kind = static_cast<std::uint8_t>(d.kind);
   }
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
@@ -126,20 +150,26 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
   r_.pool_series.resize(m.pools.size());
   live_bytes_.resize(m.pools.size());
 
-  succ_begin_.assign(n + 1, 0);
-  pending_.assign(n, 0);
+  // Successors in compressed rows: count, prefix-sum, then place (counting down).
   for (const auto& [task, before] : m.deps) {
-    ++succ_begin_[before + 1];
-    ++pending_[task];
+    ++hot_[before].succ_count;
+    ++hot_[task].pending;
   }
-  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  std::uint32_t offset = 0;
+  for (Hot& h : hot_) {
+    offset += h.succ_count;
+    h.succ_begin = offset;  // one past the row's end until the rows are filled
+  }
+  detail::reserve_huge(succ_, m.deps.size());
   succ_.resize(m.deps.size());
-  std::vector<std::uint32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
-  for (const auto& [task, before] : m.deps) succ_[fill[before]++] = task;
-  state_.assign(n, kBlocked);
-  waiting_.assign(n, 0);
+  for (auto it = m.deps.rbegin(); it != m.deps.rend(); ++it) succ_[--hot_[it->second].succ_begin] = it->first;
 
   queues_.resize(m.queues.size());
+  for (std::size_t q = 0; q < m.queues.size(); ++q) {
+    queues_[q].order = m.queues[q].order.data();
+    queues_[q].size = static_cast<std::uint32_t>(m.queues[q].order.size());
+    queues_[q].servers = m.queues[q].servers;
+  }
   buffers_.resize(m.buffers.size());
   for (std::size_t b = 0; b < m.buffers.size(); ++b) buffers_[b].free = m.buffers[b].slots;
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
@@ -156,8 +186,8 @@ Result Engine::Impl::Simulation::run() {
     if (pool.initial_bytes > pool.capacity_bytes)
       r_.out_of_memory.push_back({0, PoolId{p}, pool.initial_bytes, pool.capacity_bytes, TaskId{kNone}});
   }
-  for (std::uint32_t t = 0; t < m_.tasks.size(); ++t)
-    if (pending_[t] == 0) make_ready(t);
+  for (std::uint32_t t = 0; t < hot_.size(); ++t)
+    if (hot_[t].pending == 0) make_ready(t);
 
   for (;;) {
     // The earliest of the three sources, by (time, seq).
@@ -196,6 +226,11 @@ Result Engine::Impl::Simulation::run() {
       task_done(e.id);
     } else if (source == 1) {
       const detail::Event e = heap_.pop();
+      // The next event's task is likely next: fetch it while this one is handled.
+      if (!heap_.empty() && heap_.top().type == kTaskDone) {
+        prefetch(&hot_[heap_.top().id]);
+        prefetch(&r_.tasks[heap_.top().id]);
+      }
       if (e.type == kFlowStart)
         start_flow(e.id);
       else
@@ -207,42 +242,41 @@ Result Engine::Impl::Simulation::run() {
     }
   }
 
-  r_.completed = finished_ == m_.tasks.size();
+  r_.completed = finished_ == hot_.size();
   for (const TaskRecord& rec : r_.tasks)
     if (rec.end != kNever) r_.makespan = std::max(r_.makespan, rec.end);
   return std::move(r_);
 }
 
 void Engine::Impl::Simulation::make_ready(std::uint32_t t) {
-  state_[t] = kReady;
+  Hot& h = hot_[t];
+  h.state = kReady;
   r_.tasks[t].ready = now_;
-  const std::uint32_t q = m_.tasks[t].queue;
-  if (q == kNone) {
+  if (h.queue == kNone) {
     try_start(t);
     return;
   }
-  const auto& order = m_.queues[q].order;
-  if (queues_[q].next < order.size() && order[queues_[q].next] == t) dispatch(q);
+  const QueueRun& q = queues_[h.queue];
+  if (q.next < q.size && q.order[q.next] == t) dispatch(h.queue);
 }
 
 // Starts tasks from the head of queue `q`'s order while servers are free and the head is ready.
 void Engine::Impl::Simulation::dispatch(std::uint32_t q) {
-  QueueState& qs = queues_[q];
-  const auto& queue = m_.queues[q];
-  while (qs.next < queue.order.size() && qs.busy < queue.servers) {
-    const std::uint32_t t = queue.order[qs.next];
-    if (state_[t] != kReady || !try_start(t)) return;
+  QueueRun& qr = queues_[q];
+  while (qr.next < qr.size && qr.busy < qr.servers) {
+    const std::uint32_t t = qr.order[qr.next];
+    if (hot_[t].state != kReady || !try_start(t)) return;
   }
 }
 
 // Starts `t` unless it is an acquire with no free slot, which then joins the buffers' waiters.
 bool Engine::Impl::Simulation::try_start(std::uint32_t t) {
-  const auto& d = m_.tasks[t];
-  if (d.kind == TaskKind::acquire) {
-    BufferState& b = buffers_[d.resource];
+  Hot& h = hot_[t];
+  if (h.kind == static_cast<std::uint8_t>(TaskKind::acquire)) {
+    BufferState& b = buffers_[m_.tasks[t].resource];
     if (b.free == 0) {
-      if (!waiting_[t]) {
-        waiting_[t] = 1;
+      if (!h.waiting) {
+        h.waiting = true;
         b.waiters.push_back({now_, t});
         std::push_heap(b.waiters.begin(), b.waiters.end(), std::greater<>{});
       }
@@ -255,25 +289,27 @@ bool Engine::Impl::Simulation::try_start(std::uint32_t t) {
 }
 
 void Engine::Impl::Simulation::start(std::uint32_t t) {
-  const auto& d = m_.tasks[t];
-  state_[t] = kStarted;
+  Hot& h = hot_[t];
+  h.state = kStarted;
   r_.tasks[t].start = now_;
-  if (d.queue != kNone) {
-    ++queues_[d.queue].next;
-    ++queues_[d.queue].busy;
+  if (h.queue != kNone) {
+    ++queues_[h.queue].next;
+    ++queues_[h.queue].busy;
   }
-  switch (d.kind) {
+  switch (static_cast<TaskKind>(h.kind)) {
     case TaskKind::compute:
-      schedule(t, now_ + d.time, kTaskDone);
+      schedule(t, now_ + h.time, kTaskDone);
       break;
-    case TaskKind::transfer:
+    case TaskKind::transfer: {
+      const auto& d = m_.tasks[t];
       if (d.path_size == 0 || d.bytes <= 0)
-        schedule(t, now_ + d.time, kTaskDone);
-      else if (d.time > 0)
-        schedule(t, now_ + d.time, kFlowStart);
+        schedule(t, now_ + h.time, kTaskDone);
+      else if (h.time > 0)
+        schedule(t, now_ + h.time, kFlowStart);
       else
         start_flow(t);
       break;
+    }
     default:  // alloc, free, acquire, release, marker: take effect when their (immediate) end is handled
       schedule(t, now_, kTaskDone);
       break;
@@ -289,16 +325,15 @@ void Engine::Impl::Simulation::schedule(std::uint32_t t, Time at, std::uint32_t 
 }
 
 void Engine::Impl::Simulation::task_done(std::uint32_t t) {
-  const auto& d = m_.tasks[t];
-  switch (d.kind) {
+  switch (static_cast<TaskKind>(hot_[t].kind)) {
     case TaskKind::alloc:
-      change_pool(d.resource, d.bytes, t);
+      change_pool(m_.tasks[t].resource, m_.tasks[t].bytes, t);
       break;
     case TaskKind::free:
-      change_pool(d.resource, -d.bytes, t);
+      change_pool(m_.tasks[t].resource, -m_.tasks[t].bytes, t);
       break;
     case TaskKind::release:
-      release_slot(d.resource, t);
+      release_slot(m_.tasks[t].resource, t);
       break;
     default:
       break;
@@ -309,16 +344,17 @@ void Engine::Impl::Simulation::task_done(std::uint32_t t) {
 void Engine::Impl::Simulation::finish(std::uint32_t t) {
   TaskRecord& rec = r_.tasks[t];
   rec.end = now_;
-  state_[t] = kDone;
+  Hot& h = hot_[t];
+  h.state = kDone;
   ++finished_;
-  const std::uint32_t q = m_.tasks[t].queue;
-  if (q != kNone) {
-    --queues_[q].busy;
-    r_.queue_busy[q] += now_ - rec.start;
-    dispatch(q);
+  if (h.queue != kNone) {
+    --queues_[h.queue].busy;
+    r_.queue_busy[h.queue] += now_ - rec.start;
+    dispatch(h.queue);
   }
-  for (std::uint32_t i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i)
-    if (--pending_[succ_[i]] == 0) make_ready(succ_[i]);
+  const std::uint32_t* succ = succ_.data() + h.succ_begin;
+  for (std::uint32_t i = 0, n = h.succ_count; i < n; ++i)
+    if (--hot_[succ[i]].pending == 0) make_ready(succ[i]);
 }
 
 void Engine::Impl::Simulation::start_flow(std::uint32_t t) {
@@ -378,10 +414,10 @@ void Engine::Impl::Simulation::release_slot(std::uint32_t b, std::uint32_t t) {
     std::pop_heap(bs.waiters.begin(), bs.waiters.end(), std::greater<>{});
     const std::uint32_t w = bs.waiters.back().task;
     bs.waiters.pop_back();
-    waiting_[w] = 0;
+    hot_[w].waiting = false;
     --bs.free;
     start(w);
-    if (m_.tasks[w].queue != kNone) dispatch(m_.tasks[w].queue);
+    if (hot_[w].queue != kNone) dispatch(hot_[w].queue);
   }
 }
 

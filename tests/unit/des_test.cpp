@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -427,60 +428,92 @@ TEST_CASE("cycles and deadlocks end the run with completed = false, quickly") {
 // ---------------------------------------------------------------------------------------------
 // The fair-share solver on its own: random systems against the definition of max-min fairness.
 
-TEST_CASE("fair share: random systems are max-min fair, and partial re-solves match a full solve") {
+TEST_CASE("fair share: random systems are max-min fair, and incremental solves match a full solve") {
   /* Max-min fairness (Bertsekas & Gallager, sec. 6.5.2): rates are feasible (each link carries
    * at most its bandwidth) and every flow has a bottleneck: a saturated link on its path where no
-   * flow gets more than it does. Checked after each of 400 random adds and removes, and compared
-   * with a from-scratch solve of the same flows.                                                */
-  std::mt19937_64 rng(20260514);
-  auto pick = [&](std::uint64_t n) { return rng() % n; };
-  detail::FairShare inc;
-  const int n_links = 40;
-  std::vector<double> bw;
-  for (int l = 0; l < n_links; ++l) {
-    bw.push_back(1e9 * static_cast<double>(1 + pick(100)));
-    inc.add_link(bw.back());
-  }
-  std::map<detail::FairShare::Index, std::vector<detail::FairShare::Index>> live;  // slot -> path
-  std::vector<detail::FairShare::Index> changed;
-  for (int step = 0; step < 400; ++step) {
-    if (live.empty() || pick(3) != 0) {
-      std::vector<detail::FairShare::Index> path;
-      const auto len = 1 + pick(3);
-      for (std::uint64_t i = 0; i < len; ++i) path.push_back(static_cast<detail::FairShare::Index>(pick(n_links)));
-      live[inc.add_flow(path.data(), path.size())] = path;
-    } else {
-      auto it = live.begin();
-      std::advance(it, static_cast<long>(pick(live.size())));
-      inc.remove_flow(it->first);
-      live.erase(it);
+   * flow gets more than it does. Checked after every solve of random adds and removes (one to
+   * several per solve), and compared with a fill of the same flows from scratch. Three systems:
+   * sparse (40 links, paths of 1-3); crowded (12 links, paths of 1-5 that may cross a link twice,
+   * ~150 flows, and only 2 rounds of growth before the whole component); wide (200 links of
+   * 1-4 GB/s, so many equal shares, ~500 flows). Between them they take every path of the
+   * solver: growth rounds, the scan and the heap, the whole-component fallback.                */
+  struct Config {
+    int links, max_len, steps, max_batch;
+    std::uint64_t bw_span, add_in_3;  // bandwidth 1..bw_span GB/s; add with probability add_in_3/3
+    int max_rounds;                   // of the incremental solver before the whole component
+  };
+  std::uint64_t fills = 0, solves = 0, whole = 0;
+  for (const Config cfg :
+       {Config{40, 3, 400, 1, 100, 2, detail::FairShare::kMaxRounds}, Config{12, 5, 500, 3, 20, 2, 2},
+        Config{200, 3, 700, 4, 4, 2, detail::FairShare::kMaxRounds}}) {
+    CAPTURE(cfg.links);
+    std::mt19937_64 rng(20260514 + static_cast<std::uint64_t>(cfg.links));
+    auto pick = [&](std::uint64_t n) { return rng() % n; };
+    detail::FairShare inc(cfg.max_rounds);
+    std::vector<double> bw;
+    for (int l = 0; l < cfg.links; ++l) {
+      bw.push_back(1e9 * static_cast<double>(1 + pick(cfg.bw_span)));
+      inc.add_link(bw.back());
     }
-    changed.clear();
-    inc.solve(changed);
-
-    std::vector<double> load(n_links, 0), top(n_links, 0);
-    for (const auto& [f, path] : live)
-      for (auto l : path) {
-        load[l] += inc.rate(f);
-        top[l] = std::max(top[l], inc.rate(f));
+    std::map<detail::FairShare::Index, std::vector<detail::FairShare::Index>> live;  // slot -> path
+    std::vector<detail::FairShare::Index> changed;
+    std::size_t over_capacity = 0, no_bottleneck = 0, differ = 0, flows_seen = 0;
+    for (int step = 0; step < cfg.steps; ++step) {
+      const auto batch = 1 + pick(static_cast<std::uint64_t>(cfg.max_batch));
+      for (std::uint64_t k = 0; k < batch; ++k) {
+        if (live.empty() || pick(3) < cfg.add_in_3) {
+          std::vector<detail::FairShare::Index> path;
+          const auto len = 1 + pick(static_cast<std::uint64_t>(cfg.max_len));
+          for (std::uint64_t i = 0; i < len; ++i)
+            path.push_back(static_cast<detail::FairShare::Index>(pick(static_cast<std::uint64_t>(cfg.links))));
+          live[inc.add_flow(path.data(), path.size())] = path;
+        } else {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(pick(live.size())));
+          inc.remove_flow(it->first);
+          live.erase(it);
+        }
       }
-    for (int l = 0; l < n_links; ++l) CHECK(load[l] <= bw[l] * (1 + 1e-9));
-    for (const auto& [f, path] : live) {
-      bool bottleneck = false;
-      for (auto l : path)
-        bottleneck = bottleneck || (load[l] >= bw[l] * (1 - 1e-9) && inc.rate(f) >= top[l] * (1 - 1e-9));
-      CHECK(bottleneck);
-    }
+      changed.clear();
+      inc.solve(changed);
 
-    detail::FairShare full;
-    for (double b : bw) full.add_link(b);
-    std::map<detail::FairShare::Index, detail::FairShare::Index> slot;
-    for (const auto& [f, path] : live) slot[f] = full.add_flow(path.data(), path.size());
-    changed.clear();
-    full.solve_all(changed);
-    for (const auto& [f, path] : live) CHECK(inc.rate(f) == doctest::Approx(full.rate(slot[f])).epsilon(1e-9));
+      std::vector<double> load(bw.size(), 0), top(bw.size(), 0);
+      for (const auto& [f, path] : live)
+        for (auto l : path) {
+          load[l] += inc.rate(f);
+          top[l] = std::max(top[l], inc.rate(f));
+        }
+      for (std::size_t l = 0; l < bw.size(); ++l) over_capacity += load[l] > bw[l] * (1 + 1e-9);
+      for (const auto& [f, path] : live) {
+        bool bottleneck = false;
+        for (auto l : path)
+          bottleneck = bottleneck || (load[l] >= bw[l] * (1 - 1e-9) && inc.rate(f) >= top[l] * (1 - 1e-9));
+        no_bottleneck += !bottleneck;
+      }
+
+      detail::FairShare full;
+      for (double b : bw) full.add_link(b);
+      std::map<detail::FairShare::Index, detail::FairShare::Index> slot;
+      for (const auto& [f, path] : live) slot[f] = full.add_flow(path.data(), path.size());
+      changed.clear();
+      full.solve_all(changed);
+      for (const auto& [f, path] : live) {
+        const double want = full.rate(slot[f]);
+        differ += std::abs(inc.rate(f) - want) > 1e-9 * want;
+      }
+      flows_seen += live.size();
+    }
+    CHECK(over_capacity == 0);
+    CHECK(no_bottleneck == 0);
+    CHECK(differ == 0);
+    CHECK(flows_seen > static_cast<std::size_t>(cfg.steps));
+    CHECK(inc.stats().solves == static_cast<std::uint64_t>(cfg.steps));
+    fills += inc.stats().fills;
+    solves += inc.stats().solves;
+    whole += inc.stats().whole;
   }
-  CHECK(inc.stats().solves == 400);
+  CHECK(fills > solves);  // checks that failed and grew S
+  CHECK(whole > 0);       // and solves that fell back to the whole component
 }
 
 TEST_CASE("indexed heap: moves and removals keep (time, seq) order") {

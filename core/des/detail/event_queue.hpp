@@ -20,8 +20,10 @@ struct Event {
   std::uint32_t type = 0;  // the engine's own event kind
 };
 
+// Without short-circuit: inside a heap the outcome is a coin flip, so a branch would mispredict
+// half the time; this compiles to flag arithmetic.
 inline bool earlier(std::int64_t time_a, std::uint64_t seq_a, std::int64_t time_b, std::uint64_t seq_b) {
-  return time_a < time_b || (time_a == time_b && seq_a < seq_b);
+  return (time_a < time_b) | ((time_a == time_b) & (seq_a < seq_b));
 }
 inline bool earlier(const Event& a, const Event& b) { return earlier(a.time, a.seq, b.time, b.seq); }
 
@@ -68,8 +70,7 @@ class EventHeap {
       if (first >= n) break;
       std::size_t best = first;
       const std::size_t last = first + kArity < n ? first + kArity : n;
-      for (std::size_t c = first + 1; c < last; ++c)
-        if (earlier(heap_[c], heap_[best])) best = c;
+      for (std::size_t c = first + 1; c < last; ++c) best = earlier(heap_[c], heap_[best]) ? c : best;
       if (!earlier(heap_[best], e)) break;
       heap_[i] = heap_[best];
       i = best;

@@ -1,6 +1,7 @@
 #include "des/detail/fair_share.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ftplan::des::detail {
@@ -9,9 +10,16 @@ namespace {
 
 // Min-heap order on (fair share, link): the smallest share first, equal shares by link index so
 // the fill is the same on every run.
-bool later(const std::pair<double, FairShare::Index>& a, const std::pair<double, FairShare::Index>& b) {
-  return a.first > b.first || (a.first == b.first && a.second > b.second);
-}
+struct Later {
+  bool operator()(const std::pair<double, FairShare::Index>& a, const std::pair<double, FairShare::Index>& b) const {
+    return a.first > b.first || (a.first == b.first && a.second > b.second);
+  }
+};
+
+// Relative slack of the bottleneck check: rates come out of sums and differences of doubles.
+constexpr double kSlack = 1e-9;
+// Relative change of a rate below which it counts as unchanged.
+constexpr double kSame = 1e-12;
 
 }  // namespace
 
@@ -36,6 +44,7 @@ FairShare::Index FairShare::add_flow(const Index* links, std::size_t count) {
   Flow& flow = flows_[f];
   flow.live = true;
   flow.rate = 0;
+  flow.bottleneck = links[0];
   flow.edges.clear();
   for (std::size_t i = 0; i < count; ++i) {
     Link& l = links_.at(links[i]);
@@ -43,6 +52,7 @@ FairShare::Index FairShare::add_flow(const Index* links, std::size_t count) {
     l.crossings.push_back({f, static_cast<Index>(i)});
     mark_dirty(links[i]);
   }
+  fresh_.push_back(f);
   return f;
 }
 
@@ -70,12 +80,27 @@ void FairShare::mark_dirty(Index link) {
 
 void FairShare::next_epoch() {
   if (++epoch_ != 0) return;
-  for (Link& l : links_) l.seen = 0;  // wrapped after 2^32 solves: forget old marks
-  for (Flow& f : flows_) f.seen = 0;
+  for (Link& l : links_) l.touched = 0;  // wrapped after 2^32 solves: forget old marks
+  for (Flow& f : flows_) f.in_s = 0;
   epoch_ = 1;
 }
 
+void FairShare::add_to_s(Index f) {
+  Flow& flow = flows_[f];
+  if (flow.in_s == epoch_) return;
+  flow.in_s = epoch_;
+  s_flows_.push_back(f);
+  for (const Edge& e : flow.edges) {
+    Link& l = links_[e.link];
+    if (l.touched == epoch_) continue;
+    l.touched = epoch_;
+    touched_.push_back(e.link);
+  }
+}
+
 void FairShare::solve_all(std::vector<Index>& changed) {
+  for (Index f = 0; f < flows_.size(); ++f)
+    if (flows_[f].live) fresh_.push_back(f);  // every flow in S: one fill, nothing held
   for (Index l = 0; l < links_.size(); ++l) mark_dirty(l);
   solve(changed);
 }
@@ -84,46 +109,114 @@ void FairShare::solve(std::vector<Index>& changed) {
   if (dirty_.empty()) return;
   next_epoch();
   ++stats_.solves;
-
-  // 1. The component: links reachable from the dirty ones through shared flows.
-  comp_links_.clear();
-  comp_flows_.clear();
+  s_flows_.clear();
+  touched_.clear();
+  // S starts as the new flows and the flows bottlenecked on a changed link (a removed flow leaves
+  // them room; a new one takes some): the flows that would fail the first check anyway.
+  for (Index f : fresh_)
+    if (flows_[f].live) add_to_s(f);
+  fresh_.clear();
   for (Index l : dirty_) {
-    links_[l].dirty = false;
-    if (links_[l].seen != epoch_) {
-      links_[l].seen = epoch_;
-      comp_links_.push_back(l);
-    }
+    Link& link = links_[l];
+    link.dirty = false;
+    for (const Crossing& c : link.crossings)
+      if (flows_[c.flow].bottleneck == l) add_to_s(c.flow);
+    if (link.touched == epoch_) continue;
+    link.touched = epoch_;
+    touched_.push_back(l);
   }
   dirty_.clear();
-  for (std::size_t i = 0; i < comp_links_.size(); ++i) {
-    for (const Crossing& c : links_[comp_links_[i]].crossings) {
-      Flow& flow = flows_[c.flow];
-      if (flow.seen == epoch_) continue;
-      flow.seen = epoch_;
-      comp_flows_.push_back(c.flow);
-      for (const Edge& e : flow.edges) {
-        if (links_[e.link].seen == epoch_) continue;
-        links_[e.link].seen = epoch_;
-        comp_links_.push_back(e.link);
-      }
+  for (int round = 0;; ++round) {
+    if (round == max_rounds_) {
+      whole_component();
+      fill();
+      break;
     }
+    fill();
+    if (!grow()) break;
   }
-  stats_.links_visited += comp_links_.size();
-  stats_.flows_visited += comp_flows_.size();
+  for (Index f : s_flows_) {
+    Flow& flow = flows_[f];
+    flow.bottleneck = flow.next_bottleneck;
+    // A flow refilled to the same level can differ in the last bits (other flows were frozen in
+    // another order): keep its rate, so its completion is not rescheduled for nothing.
+    if (std::abs(flow.next_rate - flow.rate) <= kSame * flow.rate) continue;
+    flow.rate = flow.next_rate;
+    changed.push_back(f);
+    ++stats_.changed;
+  }
+}
 
-  // 2. Progressive filling over the component. A flow is unfrozen while next_rate < 0.
+// Progressive filling of the flows in S; every other flow keeps its rate and its usage. On the
+// way, notes each touched link's highest rate and the held flows whose bottleneck is touched.
+void FairShare::fill() {
+  ++stats_.fills;
+  stats_.flows_filled += s_flows_.size();
+  if (++round_ == 0) {  // wrapped: forget old marks
+    for (Flow& f : flows_) f.checked = 0;
+    round_ = 1;
+  }
   heap_.clear();
-  for (Index l : comp_links_) {
+  held_.clear();
+  for (Index l : touched_) {
     Link& link = links_[l];
     link.capacity_left = link.bandwidth_Bps;
-    link.unfrozen = static_cast<Index>(link.crossings.size());
-    if (link.unfrozen > 0) heap_.emplace_back(link.capacity_left / link.unfrozen, l);
+    link.unfrozen = 0;
+    link.top = 0;
+    for (const Crossing& c : link.crossings) {
+      Flow& flow = flows_[c.flow];
+      if (flow.in_s == epoch_) {
+        ++link.unfrozen;
+        continue;
+      }
+      link.capacity_left -= flow.rate;
+      link.top = std::max(link.top, flow.rate);
+      if (flow.checked != round_ && links_[flow.bottleneck].touched == epoch_) {
+        flow.checked = round_;
+        held_.push_back(c.flow);
+      }
+    }
+    if (link.unfrozen > 0 && touched_.size() > kScanLinks)
+      heap_.emplace_back(std::max(link.capacity_left, 0.0) / link.unfrozen, l);
   }
-  std::make_heap(heap_.begin(), heap_.end(), later);
-  for (Index f : comp_flows_) flows_[f].next_rate = -1;
+  for (Index f : s_flows_) flows_[f].next_rate = -1;  // unfrozen
+  // `link` saturates at `share`: freeze every flow of S still unfrozen on it.
+  auto saturate = [&](Index l, double share) {
+    for (const Crossing& c : links_[l].crossings) {
+      Flow& flow = flows_[c.flow];
+      if (flow.in_s != epoch_ || flow.next_rate >= 0) continue;
+      flow.next_rate = share;
+      flow.next_bottleneck = l;
+      for (const Edge& e : flow.edges) {
+        Link& other = links_[e.link];
+        other.capacity_left -= share;
+        other.top = std::max(other.top, share);
+        --other.unfrozen;
+      }
+    }
+  };
+  if (touched_.size() <= kScanLinks) {
+    // Few links: find the smallest share by a scan each time (same order as the heap's).
+    for (;;) {
+      Index best = 0;
+      double best_share = -1;
+      for (Index l : touched_) {
+        const Link& link = links_[l];
+        if (link.unfrozen == 0) continue;
+        const double share = std::max(link.capacity_left, 0.0) / link.unfrozen;
+        if (best_share < 0 || share < best_share || (share == best_share && l < best)) {
+          best = l;
+          best_share = share;
+        }
+      }
+      if (best_share < 0) break;
+      saturate(best, best_share);
+    }
+    return;
+  }
+  std::make_heap(heap_.begin(), heap_.end(), Later{});
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), later);
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
     const auto [share, l] = heap_.back();
     heap_.pop_back();
     Link& link = links_[l];
@@ -131,29 +224,50 @@ void FairShare::solve(std::vector<Index>& changed) {
     const double now_share = std::max(link.capacity_left, 0.0) / link.unfrozen;
     if (now_share != share) {  // stale: this link's share grew since it was pushed
       heap_.emplace_back(now_share, l);
-      std::push_heap(heap_.begin(), heap_.end(), later);
+      std::push_heap(heap_.begin(), heap_.end(), Later{});
       continue;
     }
-    // `link` saturates at `share`: freeze every flow still unfrozen on it.
-    for (const Crossing& c : link.crossings) {
-      Flow& flow = flows_[c.flow];
-      if (flow.next_rate >= 0) continue;
-      flow.next_rate = share;
-      for (const Edge& e : flow.edges) {
-        Link& other = links_[e.link];
-        other.capacity_left -= share;
-        --other.unfrozen;
+    saturate(l, share);
+  }
+}
+
+// Checks the bottleneck condition wherever the last fill could have broken it, and moves the
+// flows that fail it (or that make a flow of S fail it) into S. Returns whether S grew.
+bool FairShare::grow() {
+  // A touched link after a fill: load = bandwidth - capacity left, highest rate = top.
+  auto holds = [&](Index l, double rate) {
+    const Link& link = links_[l];
+    return link.capacity_left <= link.bandwidth_Bps * kSlack && rate >= link.top * (1 - kSlack);
+  };
+  bool grew = false;
+  // Flows of S, at the link that froze them: a held flow getting more there must come down.
+  for (std::size_t i = 0, n = s_flows_.size(); i < n; ++i) {
+    const Flow& flow = flows_[s_flows_[i]];
+    if (holds(flow.next_bottleneck, flow.next_rate)) continue;
+    const double rate = flow.next_rate;
+    for (const Crossing& c : links_[flow.next_bottleneck].crossings) {
+      const Flow& other = flows_[c.flow];
+      if (other.in_s != epoch_ && other.rate > rate) {
+        add_to_s(c.flow);
+        grew = true;
       }
     }
   }
-
-  // 3. Report the flows whose rate moved.
-  for (Index f : comp_flows_) {
-    Flow& flow = flows_[f];
-    if (flow.next_rate == flow.rate) continue;
-    flow.rate = flow.next_rate;
-    changed.push_back(f);
+  // Held flows on touched links whose bottleneck is touched: still a bottleneck?
+  for (const Index f : held_) {
+    const Flow& flow = flows_[f];
+    if (flow.in_s == epoch_ || holds(flow.bottleneck, flow.rate)) continue;
+    add_to_s(f);
+    grew = true;
   }
+  return grew;
+}
+
+// S becomes every flow connected to it through shared links: no flow outside is held.
+void FairShare::whole_component() {
+  ++stats_.whole;
+  for (std::size_t i = 0; i < touched_.size(); ++i)
+    for (const Crossing& c : links_[touched_[i]].crossings) add_to_s(c.flow);
 }
 
 }  // namespace ftplan::des::detail
