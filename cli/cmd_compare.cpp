@@ -33,15 +33,9 @@ int cmd_compare(const std::vector<std::string>& argv) {
     std::vector<io::Row> rows;
     for (std::size_t i = 0; i < s.plans.size(); ++i)
       rows.push_back(io::cost_row(s.plans[i], ev[i].memory, ev[i].step, ev[i].power, ev[i].cost));
-    if (app.format() == Format::csv) {
-      fmt::print("{}", io::rows_to_csv(rows));
-    } else {
-      io::Row top;
-      top.set("scenario", s.name);
-      top.set("model", s.model.name);
-      top.set("verdict", verdict);
-      fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
-    }
+    io::Row extra;
+    extra.set("verdict", verdict);
+    print_rows(app, s, rows, std::move(extra));
     return 0;
   }
 

@@ -101,14 +101,7 @@ int cmd_memory(const std::vector<std::string>& argv) {
     r.set("max_seq_len", max_seq);
     rows.push_back(std::move(r));
   }
-  if (app.format() == Format::json) {
-    io::Row top;
-    top.set("scenario", s.name);
-    top.set("model", s.model.name);
-    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
-  } else if (app.format() == Format::csv) {
-    fmt::print("{}", io::rows_to_csv(rows));
-  }
+  print_rows(app, s, rows);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
 #include "planner/planner.hpp"
+#include "scenario_source.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {
@@ -50,13 +51,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
       row.set("meets_constraints", c.meets_constraints);
       rows.push_back(std::move(row));
     }
-    if (app.format() == Format::csv) {
-      fmt::print("{}", io::rows_to_csv(rows));
-      return 0;
-    }
     io::Row top;
-    top.set("scenario", s.name);
-    top.set("model", s.model.name);
     top.set("search.enumerated", r.enumerated);
     top.set("search.invalid", r.invalid);
     top.set("search.pruned_memory", r.pruned_memory);
@@ -66,7 +61,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     top.set("best.cheapest", name_of(r.cheapest));
     top.set("best.lowest_peak_power", name_of(r.lowest_power));
     top.set("best.fewest_gpus", name_of(r.fewest_gpus));
-    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
+    print_rows(app, s, rows, std::move(top));
     return 0;
   }
 

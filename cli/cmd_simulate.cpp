@@ -90,14 +90,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     }
     rows.push_back(io::simulation_row(p, f, r));
   }
-  if (app.format() == Format::json) {
-    io::Row top;
-    top.set("scenario", s.name);
-    top.set("model", s.model.name);
-    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
-  } else if (app.format() == Format::csv) {
-    fmt::print("{}", io::rows_to_csv(rows));
-  }
+  print_rows(app, s, rows);
   return 0;
 }
 

@@ -191,4 +191,16 @@ std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::
   return sim::efficiency_from_profile(profile, plan.cluster.gpu, dtype);
 }
 
+void print_rows(const App& app, const plan::Scenario& s, const std::vector<io::Row>& rows, io::Row extra) {
+  if (app.format() == Format::csv) {
+    fmt::print("{}", io::rows_to_csv(rows));
+  } else if (app.format() == Format::json) {
+    io::Row top;
+    top.set("scenario", s.name);
+    top.set("model", s.model.name);
+    for (auto& [k, v] : extra.fields) top.set(k, std::move(v));
+    fmt::print("{}", io::rows_to_json(rows, "results", kOutputSchemaVersion, top));
+  }
+}
+
 }  // namespace ftplan::cli

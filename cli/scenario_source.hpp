@@ -9,6 +9,7 @@
 #include "app.hpp"
 #include <optional>
 
+#include "io/rows.hpp"
 #include "plan/scenario.hpp"
 #include "sim/simulate.hpp"
 
@@ -23,6 +24,11 @@ plan::Scenario scenario_from_args(App& app, const Args& args);
 // The efficiency figures for `plan` from --profile (a calibration profile), or nullopt for the
 // GPU's shipped defaults.
 std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan);
+
+// Prints result rows as the --format asks (json: one document with schema_version, the scenario,
+// the model and `extra` top-level fields; csv: a header and one line per row). Table output is
+// each verb's own; this does nothing for it.
+void print_rows(const App& app, const plan::Scenario& scenario, const std::vector<io::Row>& rows, io::Row extra = {});
 
 // The YAML text the quick-form flags stand for (exposed for tests and --dry-run style checks).
 std::string quick_scenario_yaml(const Args& args);

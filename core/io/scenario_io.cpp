@@ -174,41 +174,13 @@ const std::vector<std::pair<std::string, Tier>>& tier_names() {
   return names;
 }
 
-// Where each preset puts the training state; explicit keys in the same block override it.
-// Sources and data movement: docs/tiered-memory.md.
-void apply_preset(Offload& o) {
-  switch (o.preset) {
-    case OffloadPreset::none: break;
-    case OffloadPreset::zero_offload:  // Ren et al. 2021: fp32 optimizer state and gradients on the host, CPU Adam
-      o.optimizer = Tier::cpu;
-      o.gradients = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::zero_infinity:  // Rajbhandari et al. 2021: params and optimizer on NVMe, CPU step
-      o.params = Tier::nvme;
-      o.optimizer = Tier::nvme;
-      o.gradients = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::aidaptiv:  // Phison aiDAPTIV+: layers swapped between HBM, DRAM and the flash cache
-      o.params = Tier::nvme;
-      o.optimizer = Tier::nvme;
-      o.gradients = Tier::nvme;
-      o.activations = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
-    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
-  }
-}
-
 void read_offload(MapView& v, Offload& o) {
   v.get_enum<OffloadPreset>("preset", o.preset,
                             {{"none", OffloadPreset::none}, {"zero-offload", OffloadPreset::zero_offload},
                              {"zero-infinity", OffloadPreset::zero_infinity}, {"aidaptiv", OffloadPreset::aidaptiv},
                              {"activation-cpu", OffloadPreset::activation_cpu},
                              {"activation-nvme", OffloadPreset::activation_nvme}});
-  apply_preset(o);
+  apply_preset(o);  // explicit keys below override the preset's placements
   v.get_enum<Tier>("params", o.params, tier_names());
   v.get_enum<Tier>("gradients", o.gradients, tier_names());
   v.get_enum<Tier>("optimizer", o.optimizer, tier_names());

@@ -119,6 +119,33 @@ const char* to_string(OffloadPreset p) {
   return "?";
 }
 
+// Where each preset puts the training state (sources and data movement: docs/tiered-memory.md).
+void apply_preset(Offload& o) {
+  switch (o.preset) {
+    case OffloadPreset::none: break;
+    case OffloadPreset::zero_offload:  // Ren et al. 2021: fp32 optimizer state and gradients on the host, CPU Adam
+      o.optimizer = Tier::cpu;
+      o.gradients = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::zero_infinity:  // Rajbhandari et al. 2021: params and optimizer on NVMe, CPU step
+      o.params = Tier::nvme;
+      o.optimizer = Tier::nvme;
+      o.gradients = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::aidaptiv:  // Phison aiDAPTIV+: layers swapped between HBM, DRAM and the flash cache
+      o.params = Tier::nvme;
+      o.optimizer = Tier::nvme;
+      o.gradients = Tier::nvme;
+      o.activations = Tier::cpu;
+      o.optimizer_step = Tier::cpu;
+      break;
+    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
+    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
+  }
+}
+
 const std::vector<std::string>& lora_target_names() {
   static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
   return names;

@@ -62,6 +62,9 @@ struct Offload {
   bool delayed_update = false;      // ZeRO-Offload's one-step delayed parameter update
 };
 
+// Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.
+void apply_preset(Offload& o);
+
 struct Plan {
   std::string name;
   Cluster cluster;

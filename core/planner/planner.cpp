@@ -18,34 +18,6 @@ using plan::Tier;
 
 namespace {
 
-void apply_offload(plan::Offload& o, OffloadPreset preset) {
-  o = plan::Offload{};
-  o.preset = preset;
-  switch (preset) {
-    case OffloadPreset::none: break;
-    case OffloadPreset::zero_offload:
-      o.optimizer = Tier::cpu;
-      o.gradients = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::zero_infinity:
-      o.params = Tier::nvme;
-      o.optimizer = Tier::nvme;
-      o.gradients = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::aidaptiv:
-      o.params = Tier::nvme;
-      o.optimizer = Tier::nvme;
-      o.gradients = Tier::nvme;
-      o.activations = Tier::cpu;
-      o.optimizer_step = Tier::cpu;
-      break;
-    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
-    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
-  }
-}
-
 bool better_or_equal(const io::Evaluation& a, const io::Evaluation& b) {
   return a.cost.job_time_s <= b.cost.job_time_s && a.cost.cost_usd <= b.cost.cost_usd &&
          a.power.peak_power_w <= b.power.peak_power_w;
@@ -125,7 +97,9 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
                                                       : plan::FsdpSharding::no_shard;
                       p.job.micro_batch = mb;
                       p.job.checkpointing = ckpt;
-                      apply_offload(p.offload, off);
+                      p.offload = plan::Offload{};
+                      p.offload.preset = off;
+                      plan::apply_preset(p.offload);
                       if (!plan::check_plan(model, p).empty()) {
                         ++result.invalid;
                         continue;
