@@ -68,15 +68,19 @@ TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") 
 }
 
 TEST_CASE("simulated and analytic GPU memory peaks agree") {
-  /* The schedule allocates and frees the inventory's tensors; the DES pool's high-water mark is
-   * the allocated peak the footprint computes, within 10% (the footprint takes every layer's
-   * worst moment together; the schedule frees gathered units as soon as they are used). */
-  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"}) {
+  /* The schedule allocates and frees the inventory's tensors, so the DES pool's high-water mark
+   * is the footprint's allocated peak plus the overheads held outside the allocator, within 2%
+   * (the memory issue's bound; across these plans they agree to the byte). */
+  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {activation_checkpointing: none}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
+                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed, global_batch: 8}\n"}) {
     CAPTURE(std::string(plan));
     const auto s = parse("{seq_len: 2048, micro_batch: 2, steps: 1, activation_checkpointing: full}", plan);
     const auto r = sim::simulate_step(s.model, s.plans[0]);
     const auto f = footprint::footprint(s.model, s.plans[0]);
-    CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.10));
+    CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
   }
 }
 
