@@ -21,20 +21,22 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
   const std::string& a = gpu.architecture;
   // GEMM: best measured bf16 matmul over peak ("MAMF", stas00/ml-engineering compute/accelerator):
   // A100 SXM 271.2/312 = 86.9%, H100 SXM 794.5/989.4 = 80.3%, B200 ~1745/2250 = 77.6%.
-  // Flash attention: FlashAttention-2 reaches 50-73% of peak on A100 (Dao 2023, sec. 4) and ~35%
-  // on H100 (Shah et al. 2024, FlashAttention-3, sec. 1). HBM: ~85-90% of datasheet in streaming
+  // Flash attention, forward and backward together (backward takes ~70% of the time): on A100,
+  // FlashAttention-2 reaches ~60-70% of peak forward and ~45-50% backward with causal masks at
+  // head dim 128 (Dao 2023, figs. 4-6, FLOPs of the unmasked half) -> ~50% overall; on H100 it
+  // reaches ~35% (Shah et al. 2024, FlashAttention-3, sec. 1), its backward less -> ~33%. HBM: ~85-90% of datasheet in streaming
   // kernels. NCCL: NVLink 4 all-reduce bus bandwidth ~370 GB/s of 450 per direction
   // (nccl-tests#212), NVLink 3 ~200 of 300 (nccl-tests#149); InfiniBand ~90% of line rate.
   // PCIe pinned copies: H100 56 of 63 GB/s (cuda-samples#357), A100 25.1 of 31.5 (nvbandwidth#42).
   if (a == "ampere") {
     e.gemm = 0.869;
-    e.attention = 0.60;
+    e.attention = 0.50;
     e.nvlink = 0.67;
     e.pcie = 0.80;
-    e.source = "A100: MAMF 86.9%; FlashAttention-2 ~60%; NVLink 3 NCCL 200/300 GB/s";
+    e.source = "A100: MAMF 86.9%; FlashAttention-2 ~50% fwd+bwd; NVLink 3 NCCL 200/300 GB/s";
   } else if (a == "hopper") {
     e.gemm = 0.803;
-    e.attention = 0.35;
+    e.attention = 0.33;
     e.nvlink = 0.82;
     e.pcie = 0.89;
     e.source = "H100: MAMF 80.3%; FlashAttention-2 35% on Hopper (FlashAttention-3 paper); NVLink 4 NCCL 370/450 GB/s";
