@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-#include <string_view>
 #include <utility>
 
 #include "des/detail/event_queue.hpp"
@@ -25,9 +24,9 @@ enum : std::uint8_t { kBlocked, kReady, kStarted, kDone };
 Time transfer_ns(double bytes, double rate_Bps, Time now) {
   if (bytes <= 0) return 0;
   const double ns = bytes / rate_Bps * 1e9;
-  const double room = static_cast<double>(kNever - now);
-  if (!(ns < room)) return kNever - now;  // also catches a NaN
-  return static_cast<Time>(ns + 0.5);     // ns >= 0: to nearest, without a libm call
+  const Time room = kNever - now;
+  if (!(ns < static_cast<double>(room))) return room;  // also catches a NaN
+  return std::min(static_cast<Time>(ns + 0.5), room);  // ns >= 0: to nearest, without a libm call
 }
 
 // A hint to start loading what the next event will touch (GCC and Clang; a no-op elsewhere).

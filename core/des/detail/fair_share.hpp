@@ -88,7 +88,7 @@ class FairShare {
   const Stats& stats() const { return stats_; }
 
   // Fills over at most this many links find the next bottleneck by a scan instead of a heap.
-  static constexpr std::size_t kScanLinks = 8;
+  static constexpr std::size_t kScanLinks = 16;
 
  private:
   struct Crossing {
