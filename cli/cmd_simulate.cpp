@@ -47,7 +47,10 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, const sim::S
   for (const auto& l : s.links)
     u.row({"link " + l.name, io::format_duration(l.busy_s), fmt::format("{:.0f}%", 100 * l.utilization),
            io::format_bytes(l.bytes)});
-  fmt::print("{}\n", u.text());
+  fmt::print("{}", u.text());
+  if (!s.bound_by.empty())
+    fmt::print("the step is bound by {} ({:.0f}% busy)\n", s.bound_by, 100 * s.bound_utilization);
+  fmt::print("\n");
 }
 
 }  // namespace

@@ -64,6 +64,8 @@ Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const 
   r.set("time.idle_s", s.idle_s);
   r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes));
   r.set("simulated_stage", static_cast<std::int64_t>(s.stage));
+  r.set("bound_by", s.bound_by);
+  r.set("bound_utilization", s.bound_utilization);
   for (const auto& st : s.streams) r.set("utilization." + st.name, st.utilization);
   for (const auto& l : s.links) {
     r.set("links." + l.name + ".bytes", bytes(l.bytes));

@@ -535,6 +535,16 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   res.idle_s = std::max(0.0, worst.step_s - worst.compute_s - worst.exposed_comm_s);
   res.streams = worst.streams;
   res.links = worst.links;
+  for (const auto& st : res.streams)
+    if (st.utilization > res.bound_utilization) {
+      res.bound_utilization = st.utilization;
+      res.bound_by = "stream " + st.name;
+    }
+  for (const auto& l : res.links)
+    if (l.utilization > res.bound_utilization) {
+      res.bound_utilization = l.utilization;
+      res.bound_by = "link " + l.name;
+    }
   res.gpu_peak_bytes = worst.peak[0];
   res.host_peak_bytes = worst.peak[1];
   res.nvme_peak_bytes = worst.peak[2];

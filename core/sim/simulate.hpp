@@ -92,6 +92,10 @@ struct StepResult {
   double idle_s = 0;
   std::vector<StreamUse> streams;
   std::vector<LinkUse> links;
+  // The busiest stream or link of the slowest stage: what bounds the step ("stream compute",
+  // "link nvme read (share)", ...), and its utilization.
+  std::string bound_by;
+  double bound_utilization = 0;
   double gpu_peak_bytes = 0;    // high-water mark of the GPU pool (allocated view)
   double host_peak_bytes = 0;
   double nvme_peak_bytes = 0;
