@@ -78,6 +78,18 @@ struct LayerWork {
   bool gated = true;
 };
 
+// An op with its identity filled in; callers add what is particular to it.
+Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int layer, int micro) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.pass = pass;
+  op.name = std::move(name);
+  op.layer = layer;
+  op.micro = micro;
+  return op;
+}
+
 class Builder {
  public:
   Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches)
@@ -211,13 +223,7 @@ LayerWork Builder::work_of(int layer) const {
 
 int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
                   bool weight_grad, std::vector<int> deps) {
-  Op op;
-  op.kind = OpKind::gemm;
-  op.stream = Stream::compute;
-  op.pass = pass;
-  op.name = name;
-  op.layer = layer;
-  op.micro = micro;
+  Op op = make_op(OpKind::gemm, Stream::compute, pass, name, layer, micro);
   op.m = static_cast<std::int64_t>(m);
   op.k = static_cast<std::int64_t>(k);
   op.n = static_cast<std::int64_t>(n);
@@ -243,13 +249,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   const std::string tag = fmt::format("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
                                       inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
   // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
-  Op ew;
-  ew.kind = OpKind::elementwise;
-  ew.stream = Stream::compute;
-  ew.pass = pass;
-  ew.name = tag + " norms/rope/residual";
-  ew.layer = layer;
-  ew.micro = micro;
+  Op ew = make_op(OpKind::elementwise, Stream::compute, pass, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, false) * T;
   ew.kernels = fused_ ? 4 : 24;
   ew.deps = std::move(deps);
@@ -259,13 +259,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
   // half (FlashAttention-2, Dao 2023); eager computes the full square. Model FLOPs count the full
   // square, as PaLM's 12 L H Q T does.
-  Op at;
-  at.kind = OpKind::attention;
-  at.stream = Stream::compute;
-  at.pass = pass;
-  at.name = tag + " attention";
-  at.layer = layer;
-  at.micro = micro;
+  Op at = make_op(OpKind::attention, Stream::compute, pass, tag + " attention", layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
   const double square = 4.0 * T * w.attended * w.q;
@@ -284,13 +278,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   }
   const double k = w.experts_per_token;
   last = gemm(tag + " mlp_in", layer, micro, pass, T * k, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
-  Op act;
-  act.kind = OpKind::elementwise;
-  act.stream = Stream::compute;
-  act.pass = pass;
-  act.name = tag + " activation";
-  act.layer = layer;
-  act.micro = micro;
+  Op act = make_op(OpKind::elementwise, Stream::compute, pass, tag + " activation", layer, micro);
   // Activation (and gate product): read the MLP input(s), write the output.
   act.bytes = (w.gated ? 3.0 : 2.0) * T * k * w.f * act_B_;
   act.kernels = w.gated ? 2 : 1;
@@ -311,13 +299,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   const double k = w.experts_per_token;
   int last = gemm(tag + " mlp_out", layer, micro, Pass::backward, T * k, w.f, w.h, full_, std::move(deps));
   ir_.ops[last].reads = reads;
-  Op act;
-  act.kind = OpKind::elementwise;
-  act.stream = Stream::compute;
-  act.pass = Pass::backward;
-  act.name = tag + " activation";
-  act.layer = layer;
-  act.micro = micro;
+  Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " activation", layer, micro);
   act.bytes = (w.gated ? 5.0 : 3.0) * T * k * w.f * act_B_;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
@@ -327,13 +309,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
     last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
                       Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
   last = gemm(tag + " attn_out", layer, micro, Pass::backward, T, w.q, w.h, full_, {last});
-  Op at;
-  at.kind = OpKind::attention;
-  at.stream = Stream::compute;
-  at.pass = Pass::backward;
-  at.name = tag + " attention";
-  at.layer = layer;
-  at.micro = micro;
+  Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, tag + " attention", layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
   const double square = 4.0 * T * w.attended * w.q;
@@ -348,13 +324,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   if (tp_ > 1)
     last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
                       Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
-  Op ew;
-  ew.kind = OpKind::elementwise;
-  ew.stream = Stream::compute;
-  ew.pass = Pass::backward;
-  ew.name = tag + " norms/rope/residual";
-  ew.layer = layer;
-  ew.micro = micro;
+  Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = fused_ ? 6 : 40;
   ew.deps = {last};
@@ -371,13 +341,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
                                          : w.f;
       adapter += 2.0 * T * r * (in + out) * ((t == "gate" || t == "up" || t == "down") ? k : 1.0);
     }
-    Op lora;
-    lora.kind = OpKind::gemm;
-    lora.stream = Stream::compute;
-    lora.pass = Pass::backward;
-    lora.name = tag + " lora adapters";
-    lora.layer = layer;
-    lora.micro = micro;
+    Op lora = make_op(OpKind::gemm, Stream::compute, Pass::backward, tag + " lora adapters", layer, micro);
     lora.flops = 4.0 * adapter;  // forward (1x, issued here for simplicity) + input and weight gradients (3x)
     lora.model_flops = 0;
     lora.bytes = 4.0 * act_B_ * T * r * static_cast<double>(job_.lora.targets.size()) * 2;
