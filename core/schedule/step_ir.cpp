@@ -357,32 +357,21 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
 
 int Builder::collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
                         int micro, std::vector<int> deps) {
-  Op op;
-  op.kind = OpKind::collective;
-  op.stream = s;
+  Op op = make_op(OpKind::collective, s, Pass::other, name, layer, micro);
   op.collective = c;
   op.group = g;
   op.group_size = size;
   op.bytes = bytes;
-  op.name = name;
-  op.layer = layer;
-  op.micro = micro;
   op.deps = std::move(deps);
-  op.pass = Pass::other;
   return add(std::move(op));
 }
 
 int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
                   std::vector<int> deps, std::vector<int> reads, std::vector<int> writes) {
-  Op op;
-  op.kind = OpKind::copy;
-  op.stream = s;
+  Op op = make_op(OpKind::copy, s, Pass::other, name, layer, micro);
   op.src = src;
   op.dst = dst;
   op.bytes = bytes;
-  op.name = name;
-  op.layer = layer;
-  op.micro = micro;
   op.deps = std::move(deps);
   op.reads = std::move(reads);
   op.writes = std::move(writes);
