@@ -49,12 +49,11 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
              inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
 }
 
-void print_plan(const plan::Scenario& s, const plan::Plan& p, const footprint::Footprint& f, int max_mb,
+void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb,
                 std::int64_t max_seq) {
   fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), ZeRO {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
              p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.zero, p.job.micro_batch,
              p.job.seq_len);
-  (void)s;
   Table t;
   using A = Table::Align;
   t.columns({{"GiB", A::left}, {"GPU (per GPU)", A::right}, {"host DRAM (per node)", A::right}, {"NVMe (per node)", A::right}});
@@ -84,15 +83,13 @@ int cmd_memory(const std::vector<std::string>& argv) {
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Row> rows;
-  if (app.format() == Format::table)
-    fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
-               io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+  print_headline(app, s);
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     const int max_mb = footprint::max_micro_batch(s.model, p);
     const std::int64_t max_seq = footprint::max_seq_len(s.model, p);
     if (app.format() == Format::table) {
-      print_plan(s, p, f, max_mb, max_seq);
+      print_plan(p, f, max_mb, max_seq);
       if (args.flag("detail")) print_detail(s.model, p, f);
       continue;
     }

@@ -63,9 +63,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Row> rows;
-  if (app.format() == Format::table)
-    fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
-               io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+  print_headline(app, s);
   const auto trace = args.value("trace");
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);

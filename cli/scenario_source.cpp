@@ -9,6 +9,7 @@
 #include "common/strings.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "io/units.hpp"
 
 namespace ftplan::cli {
 namespace {
@@ -189,6 +190,12 @@ std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::
                                 : plan.job.precision == plan::Precision::fp8_mixed  ? hardware::Dtype::fp8
                                                                                     : hardware::Dtype::bf16;
   return sim::efficiency_from_profile(profile, plan.cluster.gpu, dtype);
+}
+
+void print_headline(const App& app, const plan::Scenario& s) {
+  if (app.format() != Format::table) return;
+  fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
+             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
 }
 
 void print_rows(const App& app, const plan::Scenario& s, const std::vector<io::Row>& rows, io::Row extra) {

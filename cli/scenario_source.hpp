@@ -25,6 +25,9 @@ plan::Scenario scenario_from_args(App& app, const Args& args);
 // GPU's shipped defaults.
 std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan);
 
+// The table-format headline of a scenario: "<model> (<params> params), <method> fine-tune".
+void print_headline(const App& app, const plan::Scenario& scenario);
+
 // Prints result rows as the --format asks (json: one document with schema_version, the scenario,
 // the model and `extra` top-level fields; csv: a header and one line per row). Table output is
 // each verb's own; this does nothing for it.

@@ -120,23 +120,15 @@ class Builder {
     return static_cast<int>(ir_.tensors.size()) - 1;
   }
   int alloc(Stream s, int t, std::vector<int> deps = {}) {
-    Op op;
-    op.kind = OpKind::alloc;
-    op.stream = s;
-    op.name = "alloc " + ir_.tensors[t].name;
+    Op op = make_op(OpKind::alloc, s, Pass::other, "alloc " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
-    op.layer = ir_.tensors[t].layer;
     op.deps = std::move(deps);
     op.writes = {t};
     return add(std::move(op));
   }
   int release(Stream s, int t, std::vector<int> deps = {}) {
-    Op op;
-    op.kind = OpKind::free;
-    op.stream = s;
-    op.name = "free " + ir_.tensors[t].name;
+    Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
-    op.layer = ir_.tensors[t].layer;
     op.deps = std::move(deps);
     return add(std::move(op));
   }

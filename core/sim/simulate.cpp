@@ -348,12 +348,9 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
                                                                                             : topo.gpus_per_node))
                                 : group;
         const int across = inter ? std::max(1, group / local) : 1;
-        int steps = (local - 1) + (across - 1);
-        if (op.collective == Collective::all_reduce) steps *= 2;
         const double alpha = (local - 1) * eff.collective_step_s * (op.collective == Collective::all_reduce ? 2 : 1) +
                              (across - 1) * (eff.collective_step_s + topo.nic_latency_s) *
                                  (op.collective == Collective::all_reduce ? 2 : 1);
-        (void)steps;
         const des::TaskId wait = e.compute(q, ns(alpha), des::Label{op.name + " (latency)", "latency", static_cast<std::int32_t>(i)});
         for (int d : op.deps) e.depends(wait, task[d]);
         const double intra_bytes = ring_bytes(op.collective, op.bytes, local);
