@@ -223,6 +223,10 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     if (model.layers % (p.pp * std::max(1, p.virtual_stages)) != 0)
       bad("parallel.virtual_stages", fmt::format("pp {} x virtual_stages {} does not divide {} layers", p.pp,
                                                  p.virtual_stages, model.layers));
+    // Megatron-LM asserts it (schedules.py, forward_backward_pipelining_with_interleaving).
+    if (p.pp > 1 && grad_accumulation_steps(plan) % p.pp != 0)
+      bad("parallel.schedule", fmt::format("interleaved 1F1B needs the micro-batches per step ({}) to be a multiple of pp {}",
+                                           grad_accumulation_steps(plan), p.pp));
   } else if (p.virtual_stages != 1) {
     bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
   }

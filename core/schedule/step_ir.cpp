@@ -26,6 +26,7 @@ const char* to_string(Stream s) {
     case Stream::cpu: return "cpu";
     case Stream::nvme_read: return "nvme-read";
     case Stream::nvme_write: return "nvme-write";
+    case Stream::p2p: return "p2p";
   }
   return "?";
 }
@@ -170,6 +171,9 @@ double Builder::eager_score_bytes(const LayerWork& w) const {
   const double a = act_B_;
   const double wide = inv_.recipe.autocast_copies ? 4.0 : a;
   const double dropout = job_.dropout_for(m_.dropout) > 0 ? 2.0 * wide + 1.0 : 0.0;
+  // Megatron's FusedScaleMaskSoftmax does scale, mask and softmax in one kernel in the 16-bit
+  // type (megatron/model/fused_softmax.py): QK^T writes, the fused kernel reads and writes, AV reads.
+  if (fused_) return (4.0 * a + (dropout > 0 ? 2.0 * a + 1.0 : 0.0)) * w.attended * m_.heads / tp_;
   return (6.0 * a + 5.0 * wide + dropout) * w.attended * m_.heads / tp_;
 }
 
@@ -372,17 +376,27 @@ int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string&
 
 StepIR Builder::build() {
   const int layers = inv_.layers;
-  const int first_layer = [&] {
-    // Layers of this stage: the inventory's count from the stage's first layer (even split).
+  // Pipeline: this stage runs `chunks` model chunks (virtual stages chunk x pp + stage under
+  // interleaved 1F1B, Narayanan et al. 2021 sec. 2.2.2), each an even share of the layers.
+  const int pp = std::max(1, p_.parallel.pp), stage = inv_.stage;
+  const int chunks = pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved
+                         ? std::max(1, p_.parallel.virtual_stages)
+                         : 1;
+  const int virtual_stages = pp * chunks;
+  const int chunk_layers = layers / chunks;
+  std::vector<int> layer_of(layers);  // model layer of each of this stage's layers, chunk by chunk
+  {
     const int total = m_.layers + (m_.architecture == model::Architecture::encoder_decoder ? m_.encoder_layers : 0);
-    const int pp = std::max(1, p_.parallel.pp), base = total / pp, extra = total % pp;
-    return inv_.stage * base + std::min(inv_.stage, extra);
-  }();
+    for (int c = 0; c < chunks; ++c) {
+      const int vs = c * pp + stage, base = total / virtual_stages, extra = total % virtual_stages;
+      const int first = vs * base + std::min(vs, extra);
+      for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
+    }
+  }
   int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
   if (micro_override_ > 0) micro_batches = std::min(micro_batches, micro_override_);
   ir_.micro_batches = micro_batches;
   ir_.stage = inv_.stage;
-  const bool last_stage = inv_.stage == std::max(1, p_.parallel.pp) - 1;
   const plan::Offload& off = p_.offload;
   const int shard = inv_.shard_degree;
   const auto micro_name = [&](const std::string& base, int mb) {
@@ -432,8 +446,8 @@ StepIR Builder::build() {
   std::vector<int> grad_tensor(layers, -1);
   if (grads_group)
     for (int l = 0; l < layers; ++l)
-      grad_tensor[l] = tensor(fmt::format("gradients L{}", first_layer + l), Category::gradients, grads_group->tier,
-                              grads_group->total() / std::max(1, layers), first_layer + l);
+      grad_tensor[l] = tensor(fmt::format("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
+                              grads_group->total() / std::max(1, layers), layer_of[l]);
 
   const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
@@ -481,19 +495,51 @@ StepIR Builder::build() {
   int last_reduce = -1;
   int last_grad_offload = -1;
 
-  for (int mb = 0; mb < micro_batches; ++mb) {
-    // ---- forward
-    if (mb == 0)
-      for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
-    std::vector<int> saved(layers, -1), host_saved(layers, -1), stash_done(layers, -1);
+  // Pipeline point-to-point: the activation of a micro-batch goes to the next virtual stage
+  // after its forward, its gradient to the previous one after its backward. Megatron's
+  // scatter/gather optimization sends 1/tp of the tensor from each tensor-parallel rank
+  // (Narayanan et al. 2021 sec. 4.1); with sequence parallelism each rank holds only 1/tp anyway.
+  // The receiver waits on the compute stream for the matching send (same tag).
+  const double p2p_bytes = tokens_ * static_cast<double>(m_.hidden) * act_B_ / tp_;
+  const auto pipe_tag = [&](int mb, int to_vs, bool gradient) {
+    return (static_cast<std::int64_t>(mb) * virtual_stages + to_vs) * 2 + (gradient ? 1 : 0);
+  };
+  const auto receive = [&](int mb, int from_vs, int vs, bool gradient) {
+    Op op = make_op(OpKind::marker, Stream::compute, gradient ? Pass::backward : Pass::forward,
+                    micro_name(fmt::format("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb),
+                    -1, mb);
+    op.peer = from_vs % pp;
+    op.tag = pipe_tag(mb, vs, gradient);
+    op.deps = {last_compute};
+    last_compute = add(std::move(op));
+  };
+  const auto send = [&](int mb, int to_vs, bool gradient) {
+    const int s = collective(Stream::p2p, Collective::send_recv, Group::pp, 2, p2p_bytes,
+                             micro_name(fmt::format("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb),
+                             -1, mb, {last_compute});
+    ir_.ops[s].peer = to_vs % pp;
+    ir_.ops[s].tag = pipe_tag(mb, to_vs, gradient);
+  };
+
+  // Per micro-batch state kept from its forward to its backward.
+  std::vector<std::vector<int>> saved_of(micro_batches, std::vector<int>(layers, -1));
+  std::vector<std::vector<int>> host_saved_of = saved_of, stash_done_of = saved_of;
+  std::vector<int> backwards(layers, 0);  // backward passes issued so far, per layer
+
+  const auto forward = [&](int mb, int chunk) {
+    std::vector<int>& saved = saved_of[mb];
+    std::vector<int>& host_saved = host_saved_of[mb];
+    std::vector<int>& stash_done = stash_done_of[mb];
+    const int c0 = chunk * chunk_layers, c1 = c0 + chunk_layers, vs = chunk * pp + stage;
+    if (vs > 0) receive(mb, vs - 1, vs, false);
     std::vector<int> released(layers, -1);
-    for (int l = 0; l < layers; ++l) {
-      const int layer = first_layer + l;
+    for (int l = c0; l < c1; ++l) {
+      const int layer = layer_of[l];
       std::vector<int> deps = {last_compute};
       std::vector<int> reads;
       int buffer = -1;
       if (stream_params) {
-        const int before = l >= units_in_flight ? released[l - units_in_flight] : -1;
+        const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
         deps.push_back(fetch(layer, mb, false, before, buffer));
         reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
@@ -529,8 +575,8 @@ StepIR Builder::build() {
         saved[l] = -1;
       }
     }
-    // ---- loss (last stage)
-    if (last_stage && m_.has_lm_head()) {
+    // ---- loss (last virtual stage)
+    if (vs == virtual_stages - 1 && m_.has_lm_head()) {
       std::vector<int> loss_tensors, peak;
       for (const auto* g : loss_groups) {
         loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
@@ -558,16 +604,26 @@ StepIR Builder::build() {
                           full_, {last_compute});
       for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
     }
-    // ---- backward
+    if (vs < virtual_stages - 1) send(mb, vs + 1, false);
+  };
+
+  const auto backward = [&](int mb, int chunk) {
+    std::vector<int>& saved = saved_of[mb];
+    std::vector<int>& host_saved = host_saved_of[mb];
+    std::vector<int>& stash_done = stash_done_of[mb];
+    const int c0 = chunk * chunk_layers, c1 = c0 + chunk_layers, vs = chunk * pp + stage;
+    if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
     std::vector<int> released_bwd(layers, -1);
-    for (int l = layers - 1; l >= 0; --l) {
-      const int layer = first_layer + l;
+    for (int l = c1 - 1; l >= c0; --l) {
+      const int layer = layer_of[l];
+      const bool first_backward = backwards[l] == 0;
+      const bool last_backward = ++backwards[l] == micro_batches;
       std::vector<int> deps = {last_compute};
       std::vector<int> reads;
       int buffer = -1;
       if (stream_params) {
         const int back = l + units_in_flight;
-        const int before = back < layers ? released_bwd[back] : -1;
+        const int before = back < c1 ? released_bwd[back] : -1;
         deps.push_back(fetch(layer, mb, true, before, buffer));
         reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
@@ -600,7 +656,7 @@ StepIR Builder::build() {
         deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
       }
       const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
-      if (mb == 0 && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
+      if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
       int cur;
       if (job_.checkpointing == Checkpointing::full) {
         cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
@@ -629,7 +685,7 @@ StepIR Builder::build() {
       // (FSDP/ZeRO-2/3 reduce-scatter), else once after the last micro-batch (DDP no_sync,
       // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
       int produced = cur;
-      if (any_dp && (reduce_each_micro || mb == micro_batches - 1)) {
+      if (any_dp && (reduce_each_micro || last_backward)) {
         const bool scatter = inv_.zero >= 1 || stream_params;
         last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
@@ -639,7 +695,7 @@ StepIR Builder::build() {
       }
       // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
       // (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
-      if (grads_group && !grads_on_gpu && (mb == micro_batches - 1)) {
+      if (grads_group && !grads_on_gpu && last_backward) {
         const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
         int t = alloc(Stream::d2h, grad_tensor[l], {produced});
         if (grads_group->tier == Tier::nvme) {
@@ -657,9 +713,15 @@ StepIR Builder::build() {
         last_grad_offload = t;
       }
     }
-    if (mb == micro_batches - 1)
-      for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
+    if (vs > 0) send(mb, vs - 1, true);
+  };
+
+  for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
+  for (const PipeAction& a : pipeline_order(p_.parallel.schedule, pp, stage, micro_batches, chunks)) {
+    if (a.backward) backward(a.micro, a.chunk);
+    else forward(a.micro, a.chunk);
   }
+  for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
 
   // ---- optimizer step over this rank's shard
   std::vector<int> opt_deps = {last_compute};
@@ -751,6 +813,60 @@ StepIR Builder::build() {
 }
 
 }  // namespace
+
+std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches, int chunks) {
+  std::vector<PipeAction> order;
+  const int m = std::max(1, micro_batches);
+  pp = std::max(1, pp);
+  if (pp == 1 || schedule == plan::PipelineSchedule::gpipe) {
+    // Without a pipeline each micro-batch's backward follows its forward (gradient accumulation).
+    for (int mb = 0; mb < m; ++mb) {
+      order.push_back({false, mb, 0});
+      if (pp == 1) order.push_back({true, mb, 0});
+    }
+    if (pp > 1)
+      for (int mb = 0; mb < m; ++mb) order.push_back({true, mb, 0});
+    return order;
+  }
+  if (schedule == plan::PipelineSchedule::one_f_one_b || chunks <= 1) {
+    const int warmup = std::min(pp - stage - 1, m);
+    for (int mb = 0; mb < warmup; ++mb) order.push_back({false, mb, 0});
+    for (int i = 0; i < m - warmup; ++i) {
+      order.push_back({false, warmup + i, 0});
+      order.push_back({true, i, 0});
+    }
+    for (int i = m - warmup; i < m; ++i) order.push_back({true, i, 0});
+    return order;
+  }
+  // Interleaved: the k-th forward runs chunk (k mod pp*v) / pp of micro-batch
+  // (k / (pp*v)) * pp + k mod pp; backwards walk the chunks in reverse. Micro-batches beyond a
+  // multiple of pp (Megatron requires a multiple) form a last, partial group.
+  const int v = chunks, total = m * v;
+  const auto forward_of = [&](int k, bool backward) {
+    const int group = k / (pp * v), in_group = k % (pp * v);
+    int chunk = in_group / pp;
+    if (backward) chunk = v - 1 - chunk;
+    return PipeAction{backward, group * pp + in_group % pp, chunk};
+  };
+  std::vector<PipeAction> fwd, bwd;
+  // Enumerate (micro, chunk) pairs in Megatron's order, skipping micro-batches past m.
+  for (int k = 0; static_cast<int>(fwd.size()) < total; ++k) {
+    const PipeAction a = forward_of(k, false);
+    if (a.micro < m) fwd.push_back(a);
+  }
+  for (int k = 0; static_cast<int>(bwd.size()) < total; ++k) {
+    const PipeAction a = forward_of(k, true);
+    if (a.micro < m) bwd.push_back(a);
+  }
+  const int warmup = std::min(total, (pp - stage - 1) * 2 + (v - 1) * pp);
+  for (int k = 0; k < warmup; ++k) order.push_back(fwd[k]);
+  for (int i = 0; i < total - warmup; ++i) {
+    order.push_back(fwd[warmup + i]);
+    order.push_back(bwd[i]);
+  }
+  for (int i = total - warmup; i < total; ++i) order.push_back(bwd[i]);
+  return order;
+}
 
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
                   int micro_batches) {

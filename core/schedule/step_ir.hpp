@@ -18,9 +18,10 @@ namespace ftplan::schedule {
 
 // Streams of one rank; ops on one stream run in the order they appear in StepIR::ops.
 // comm carries parameter all-gathers and tensor-parallel collectives, comm_reduce gradient
-// reductions (FSDP and DeepSpeed issue them on separate NCCL streams that run concurrently).
-enum class Stream { compute, comm, comm_reduce, h2d, d2h, cpu, nvme_read, nvme_write };
-inline constexpr int kStreams = 8;
+// reductions (FSDP and DeepSpeed issue them on separate NCCL streams that run concurrently),
+// p2p the pipeline's sends to neighbouring stages.
+enum class Stream { compute, comm, comm_reduce, h2d, d2h, cpu, nvme_read, nvme_write, p2p };
+inline constexpr int kStreams = 9;
 const char* to_string(Stream s);
 
 enum class OpKind {
@@ -79,6 +80,11 @@ struct Op {
   // Alloc / free: the tensor.
   int tensor = -1;
 
+  // Pipeline point-to-point: a send_recv collective sends to stage `peer`; a marker with
+  // peer >= 0 is the receive that waits for the send from stage `peer` with the same tag.
+  int peer = -1;
+  std::int64_t tag = -1;
+
   std::vector<int> deps;    // ops (indices) that must finish first; same-stream order is implicit
   std::vector<int> reads;   // tensors read (must be live in their tier)
   std::vector<int> writes;  // tensors written
@@ -93,6 +99,19 @@ struct StepIR {
   double hardware_flops_per_rank = 0;  // model + recompute FLOPs, counted the model way
   int stage = 0;
 };
+
+// One entry of a pipeline stage's issue order: the forward or backward of a micro-batch through
+// one of the stage's model chunks (chunk 0 unless the schedule is interleaved).
+struct PipeAction {
+  bool backward = false;
+  int micro = 0;
+  int chunk = 0;
+};
+// The order a stage runs its micro-batches in: GPipe (all forwards, then all backwards; Huang
+// et al. 2019), 1F1B (pp - stage - 1 warm-up forwards, then one forward one backward; Narayanan
+// et al. 2021 sec. 2.2.1, PipeDream-Flush) or interleaved 1F1B with `chunks` model chunks per
+// stage (sec. 2.2.2; Megatron-LM schedules.py forward_backward_pipelining_with_interleaving).
+std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches, int chunks);
 
 // The step of pipeline stage `stage` of a data-parallel plan (DDP, ZeRO-1/2/3, FSDP).
 // `inventory` must be build_inventory(model, plan, stage).

@@ -244,12 +244,6 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
 
 des::Time ns(double seconds) { return static_cast<des::Time>(std::llround(std::max(0.0, seconds) * 1e9)); }
 
-struct Lowered {
-  std::vector<des::QueueId> queues;  // by Stream
-  des::LinkId nvlink{}, nic{}, pcie{}, dram{}, nvme{};
-  des::PoolId pools[3]{};            // by Tier
-};
-
 struct StageRun {
   double step_s = 0;
   double compute_s = 0, exposed_comm_s = 0;
@@ -262,56 +256,68 @@ struct StageRun {
   double nvme_written = 0;
 };
 
-StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, const Efficiency& eff, bool trace,
-                   schedule::StepIR& ir_out, double compute_slowdown, int micro_batches = 0) {
-  StageRun out;
-  const inventory::Inventory inv = inventory::build_inventory(m, p, stage);
-  ir_out = schedule::build_step(m, p, inv, micro_batches);
-  const schedule::StepIR& ir = ir_out;
-  const Topology topo = topology_of(p, eff);
-
-  des::Engine e;
-  Lowered l;
-  for (int s = 0; s < schedule::kStreams; ++s)
-    l.queues.push_back(e.add_queue(schedule::to_string(static_cast<Stream>(s))));
-  l.nvlink = e.add_link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
-  l.nic = e.add_link("network", topo.nic_Bps);
-  l.pcie = e.add_link("pcie", topo.pcie_Bps);
-  const des::LinkId uplink = e.add_link("pcie switch uplink (share)", topo.uplink_Bps);
-  l.dram = e.add_link("host dram (share)", topo.dram_Bps);
-  const des::LinkId nvme_read = e.add_link("nvme read (share)", std::max(1.0, topo.nvme_read_Bps));
-  // The write cliff: a drive writes at its burst rate until its SLC/DRAM cache fills, then at its
-  // sustained rate. Per step each drive takes its share of the node's writes; the blended rate is
-  // bytes / (cached part at burst + the rest at sustained). (The cache is taken as empty at each
-  // step's start: an optimistic bound when steps follow back to back.)
-  double nvme_write_Bps = topo.nvme_write_Bps;
-  {
-    double written = 0;
-    for (const auto& op : ir.ops)
-      if (op.kind == OpKind::copy && op.dst == plan::Tier::nvme) written += op.bytes;
-    double drives = 0, burst = 0, sustained = 0, cache = 0;
-    for (const auto& [d, n] : p.cluster.drives) {
-      drives += n;
-      burst += n * d.seq_write_Bps;
-      sustained += n * d.sustained_write_Bps;
-      cache += n * d.write_cache_bytes;
-    }
-    if (written > 0 && drives > 0 && burst > sustained) {
-      const double node_bytes = written * std::max(1, p.cluster.gpus_per_node);
-      const double cached = std::min(node_bytes, cache);
-      const double node_rate = node_bytes / (cached / burst + (node_bytes - cached) / sustained);
-      nvme_write_Bps = node_rate / std::max(1, p.cluster.gpus_per_node);
-    }
+// The blended write rate of a rank's share of the drives over one step: a drive writes at its
+// burst rate until its SLC/DRAM cache fills, then at its sustained rate. Per step each drive
+// takes its share of the node's writes; the blended rate is bytes / (cached part at burst + the
+// rest at sustained). (The cache is taken as empty at each step's start: an optimistic bound
+// when steps follow back to back.)
+double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double sustained_share_Bps) {
+  double written = 0;
+  for (const auto& op : ir.ops)
+    if (op.kind == OpKind::copy && op.dst == plan::Tier::nvme) written += op.bytes;
+  double drives = 0, burst = 0, sustained = 0, cache = 0;
+  for (const auto& [d, n] : p.cluster.drives) {
+    drives += n;
+    burst += n * d.seq_write_Bps;
+    sustained += n * d.sustained_write_Bps;
+    cache += n * d.write_cache_bytes;
   }
-  const des::LinkId nvme_write = e.add_link("nvme write (share)", std::max(1.0, nvme_write_Bps));
+  if (written <= 0 || drives <= 0 || burst <= sustained) return sustained_share_Bps;
+  const double node_bytes = written * std::max(1, p.cluster.gpus_per_node);
+  const double cached = std::min(node_bytes, cache);
+  const double node_rate = node_bytes / (cached / burst + (node_bytes - cached) / sustained);
+  return node_rate / std::max(1, p.cluster.gpus_per_node);
+}
+
+// One stage's representative rank lowered onto an engine: its streams, links and pools, and the
+// task of each IR op.
+struct Lowered {
+  std::vector<des::QueueId> queues;  // by Stream
+  std::vector<des::LinkId> links;    // the stage's own links
+  des::LinkId nvlink{}, nic{};
+  des::PoolId pools[3]{};            // by Tier
+  std::vector<des::TaskId> task;     // by op index
+};
+
+Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
+                    const Topology& topo, double compute_slowdown, bool pp_across_nodes,
+                    std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
+                    std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
+  Lowered l;
+  const int pp = std::max(1, p.parallel.pp);
+  const std::string prefix = pp > 1 ? fmt::format("stage {} ", ir.stage) : std::string();
+  for (int s = 0; s < schedule::kStreams; ++s)
+    l.queues.push_back(e.add_queue(prefix + schedule::to_string(static_cast<Stream>(s))));
+  const auto link = [&](const std::string& name, double Bps) {
+    l.links.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
+    return l.links.back();
+  };
+  l.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
+  l.nic = link("network", topo.nic_Bps);
+  const des::LinkId pcie = link("pcie", topo.pcie_Bps);
+  const des::LinkId uplink = link("pcie switch uplink (share)", topo.uplink_Bps);
+  const des::LinkId dram = link("host dram (share)", topo.dram_Bps);
+  const des::LinkId nvme_read = link("nvme read (share)", topo.nvme_read_Bps);
+  const des::LinkId nvme_write = link("nvme write (share)", nvme_write_rate(p, ir, topo.nvme_write_Bps));
   const plan::Cluster& c = p.cluster;
-  l.pools[0] = e.add_pool("gpu", c.gpu.usable_memory_bytes);
-  l.pools[1] = e.add_pool("host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
+  l.pools[0] = e.add_pool(prefix + "gpu", c.gpu.usable_memory_bytes);
+  l.pools[1] = e.add_pool(prefix + "host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
   double nvme_capacity = 0;
   for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
-  l.pools[2] = e.add_pool("nvme (per rank)", std::max(1.0, nvme_capacity / std::max(1, c.gpus_per_node)));
+  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", std::max(1.0, nvme_capacity / std::max(1, c.gpus_per_node)));
 
-  std::vector<des::TaskId> task(ir.ops.size());
+  std::vector<des::TaskId>& task = l.task;
+  task.resize(ir.ops.size());
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
     const des::QueueId q = l.queues[static_cast<int>(op.stream)];
@@ -330,12 +336,23 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
           // uncontended time is params / the CPU's parameter rate.
           const double params = op.bytes / kAdamBytesPerParam;
           const double seconds = params / std::max(1.0, topo.cpu_params_per_s);
-          task[i] = e.transfer(q, {l.dram}, seconds * topo.dram_Bps, std::move(label));
+          task[i] = e.transfer(q, {dram}, seconds * topo.dram_Bps, std::move(label));
         } else {
           task[i] = e.compute(q, ns(compute_seconds(op, p, eff)), std::move(label));
         }
         break;
       case OpKind::collective: {
+        if (op.collective == Collective::send_recv) {
+          // Pipeline send to the neighbouring stage: over the NIC when stages sit on different
+          // nodes (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
+          const double latency = pp_across_nodes ? topo.nic_latency_s : eff.collective_step_s;
+          const des::TaskId wait = e.compute(q, ns(latency), des::Label{op.name + " (latency)", "latency", static_cast<std::int32_t>(i)});
+          for (int d : op.deps) e.depends(wait, task[d]);
+          task[i] = e.transfer(q, {pp_across_nodes ? l.nic : l.nvlink}, op.bytes, std::move(label));
+          e.depends(task[i], wait);
+          sends.emplace_back(op.tag, task[i]);
+          continue;
+        }
         // Ring collectives, decomposed the way NCCL runs them across nodes (one ring per NIC,
         // each carrying 1/G of the data between nodes): inside a node each rank moves the
         // ring volume of the whole tensor over NVLink; between N nodes it moves the ring volume
@@ -374,9 +391,9 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
         // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
         // crosses the drives and host DRAM (no GPUDirect Storage).
         std::vector<des::LinkId> path;
-        if (op.src == plan::Tier::nvme) path = {nvme_read, l.dram};
-        else if (op.dst == plan::Tier::nvme) path = {nvme_write, l.dram};
-        else path = {l.pcie, uplink, l.dram};
+        if (op.src == plan::Tier::nvme) path = {nvme_read, dram};
+        else if (op.dst == plan::Tier::nvme) path = {nvme_write, dram};
+        else path = {pcie, uplink, dram};
         task[i] = e.transfer(q, path, op.bytes, std::move(label));
         break;
       }
@@ -388,33 +405,34 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
         task[i] = e.free(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
                          std::move(label));
         break;
-      case OpKind::marker: task[i] = e.marker(q, std::move(label)); break;
+      case OpKind::marker:
+        task[i] = e.marker(q, std::move(label));
+        if (op.peer >= 0) receives.emplace_back(op.tag, task[i]);
+        break;
     }
     for (int d : op.deps) e.depends(task[i], task[d]);
   }
-  const des::Result r = e.run();
+  return l;
+}
+
+// What one stage's rank did, read from the engine's result.
+StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l) {
+  StageRun out;
   out.step_s = static_cast<double>(r.makespan) * 1e-9;
-  if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
-  if (!r.out_of_memory.empty()) {
-    const auto& oom = r.out_of_memory.front();
-    out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
-                              static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
-                              oom.capacity_bytes / (1u << 30));
-  }
-  for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[t];
-  for (std::size_t s = 0; s < l.queues.size(); ++s) {
-    const double busy = static_cast<double>(r.queue_busy[s]) * 1e-9;
+  for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
+  for (const des::QueueId q : l.queues) {
+    const double busy = static_cast<double>(r.queue_busy[q.index]) * 1e-9;
     if (busy <= 0) continue;
-    out.streams.push_back({e.queue_name(l.queues[s]), busy, out.step_s > 0 ? busy / out.step_s : 0});
+    out.streams.push_back({e.queue_name(q), busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
-  for (std::size_t k = 0; k < e.link_count(); ++k) {
-    if (r.link_bytes[k] <= 0) continue;
-    const double busy = static_cast<double>(r.link_busy[k]) * 1e-9;
-    out.links.push_back({e.link_name(des::LinkId{static_cast<std::uint32_t>(k)}), r.link_bytes[k], busy,
-                         out.step_s > 0 ? busy / out.step_s : 0});
+  for (const des::LinkId k : l.links) {
+    if (r.link_bytes[k.index] <= 0) continue;
+    const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
+    out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
+  const std::vector<des::TaskId>& task = l.task;
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
-  // versus anything else (idle).
+  // versus anything else (idle, pipeline bubbles included).
   des::Time prev_end = 0;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
@@ -428,7 +446,8 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
       bool comm = false;
       for (int d : op.deps) {
         const Op& dep = ir.ops[d];
-        if ((dep.kind == OpKind::collective || dep.kind == OpKind::copy) && r.tasks[task[d].index].end >= rec.start) comm = true;
+        if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
+          if (r.tasks[task[d].index].end >= rec.start) comm = true;
       }
       if (comm) out.exposed_comm_s += static_cast<double>(gap) * 1e-9;
     }
@@ -463,7 +482,63 @@ StageRun run_stage(const model::ModelSpec& m, const plan::Plan& p, int stage, co
     }
     out.intervals.push_back(iv);
   }
+  return out;
+}
+
+// One step of every pipeline stage (one representative rank each) in one engine, so the
+// pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
+// stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
+// the GPU memory high-water mark over all stages, and that stage's IR in `ir_out`.
+StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff, bool trace,
+                  schedule::StepIR& ir_out, int& stage_out, double compute_slowdown, int micro_batches = 0) {
+  const int pp = std::max(1, p.parallel.pp);
+  const Topology topo = topology_of(p, eff);
+  const int ranks_between_stages = std::max(1, p.parallel.tp * p.parallel.cp * plan::data_parallel_degree(p));
+  const bool pp_across_nodes = ranks_between_stages >= topo.gpus_per_node && p.cluster.nodes > 1;
+  des::Engine e;
+  std::vector<schedule::StepIR> irs(pp);
+  std::vector<Lowered> lowered;
+  std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
+  for (int s = 0; s < pp; ++s) {
+    const inventory::Inventory inv = inventory::build_inventory(m, p, s);
+    irs[s] = schedule::build_step(m, p, inv, micro_batches);
+    lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, sends, receives));
+  }
+  std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string problem;
+  for (const auto& [tag, recv] : receives) {
+    const auto it = std::lower_bound(sends.begin(), sends.end(), tag, [](const auto& s, std::int64_t t) { return s.first < t; });
+    if (it == sends.end() || it->first != tag) {
+      problem = "the pipeline schedule receives a tensor no stage sends";
+      continue;
+    }
+    e.depends(recv, it->second);
+  }
+  const des::Result r = e.run();
+  StageRun out;
+  int best = 0;
+  double best_busy = -1, peaks[3] = {0, 0, 0};
+  for (int s = 0; s < pp; ++s) {
+    StageRun run = collect_stage(e, r, irs[s], lowered[s]);
+    for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], run.peak[t]);
+    if (run.compute_s > best_busy) {
+      best_busy = run.compute_s;
+      best = s;
+      out = std::move(run);
+    }
+  }
+  for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
+  if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
+  if (!problem.empty()) out.problem = problem;
+  if (!r.out_of_memory.empty()) {
+    const auto& oom = r.out_of_memory.front();
+    out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
+                              static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
+                              oom.capacity_bytes / (1u << 30));
+  }
   if (trace) out.trace = des::chrome_trace(e, r);
+  ir_out = std::move(irs[best]);
+  stage_out = best;
   return out;
 }
 
@@ -473,31 +548,34 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
                          const Efficiency* efficiency) {
   StepResult res;
   res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
-  const int stages = std::max(1, p.parallel.pp);
   StageRun worst;
-  schedule::StepIR ir, worst_ir;
+  schedule::StepIR worst_ir;
   // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
   // much of the step the communication streams are busy, slow the compute kernels by the SM
   // share they lose for that fraction of the time, and simulate again.
   const int sms = p.cluster.gpu.sm_count;
   double slowdown = 1.0;
-  if (sms > 0 && p.cluster.gpus() > 1) {
-    schedule::StepIR probe_ir;
-    const StageRun probe = run_stage(m, p, 0, res.efficiency, false, probe_ir, 1.0);
-    double comm_busy = 0;
-    for (const auto& st : probe.streams)
-      if (st.name == "comm" || st.name == "comm-reduce") comm_busy = std::max(comm_busy, st.busy_s);
-    const double overlap = probe.step_s > 0 ? std::min(1.0, comm_busy / probe.step_s) : 0.0;
-    slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
-  }
   const std::int64_t accumulation = plan::grad_accumulation_steps(p);
   const int k = options.max_micro_batches;
   const bool shortcut = k >= 2 && accumulation > k;
-  for (int s = 0; s < stages; ++s) {
-    StageRun run = run_stage(m, p, s, res.efficiency, options.trace, ir, slowdown, shortcut ? k : 0);
+  if (sms > 0 && p.cluster.gpus() > 1) {
+    schedule::StepIR probe_ir;
+    int probe_stage = 0;
+    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k : 0);
+    double comm_busy = 0;
+    for (const auto& st : probe.streams)
+      if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
+    const double overlap = probe.step_s > 0 ? std::min(1.0, comm_busy / probe.step_s) : 0.0;
+    slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
+  }
+  {
+    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k : 0);
     if (shortcut) {
+      // Every further micro-batch repeats the same work: extrapolate by the difference between
+      // k and k - 1 simulated micro-batches.
       schedule::StepIR fewer;
-      const StageRun less = run_stage(m, p, s, res.efficiency, false, fewer, slowdown, k - 1);
+      int fewer_stage = 0;
+      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k - 1);
       const double per_micro = run.step_s - less.step_s;
       const double extra = static_cast<double>(accumulation - k) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
@@ -517,14 +595,10 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       }
       run.nvme_written *= scale;
       // Recompute the accounting of the partial IR as if it were whole.
-      ir.model_flops_per_rank *= scale;
-      ir.hardware_flops_per_rank *= scale;
+      worst_ir.model_flops_per_rank *= scale;
+      worst_ir.hardware_flops_per_rank *= scale;
     }
-    if (s == 0 || run.step_s > worst.step_s) {
-      worst = std::move(run);
-      worst_ir = ir;
-      res.stage = s;
-    }
+    worst = std::move(run);
   }
   res.step_time_s = worst.step_s;
   res.compute_s = worst.compute_s;
