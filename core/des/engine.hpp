@@ -67,7 +67,7 @@ enum class TaskKind { compute, transfer, alloc, free, acquire, release, marker }
 // What a task is, for the recorder and the trace (free-form; the engine never interprets it).
 struct Label {
   std::string name;      // e.g. "fwd L3 mlp"
-  std::string category;  // e.g. "compute", "h2d", "allreduce"
+  const char* category = "";  // e.g. "compute", "h2d", "allreduce"; a string with static lifetime
   std::int32_t tag = 0;  // caller's own id (e.g. an op index in a step IR)
 };
 

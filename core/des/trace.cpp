@@ -119,7 +119,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
     nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(rec.kind)}, {"ready_us", us(rec.ready)}};
     if (rec.bytes != 0) args["bytes"] = rec.bytes;
     return nlohmann::json{{"name", label.name.empty() ? kind_name(rec.kind) : label.name},
-                          {"cat", label.category.empty() ? kind_name(rec.kind) : label.category},
+                          {"cat", label.category && *label.category ? label.category : kind_name(rec.kind)},
                           {"ph", "X"},
                           {"pid", pid},
                           {"tid", tid},

@@ -287,10 +287,27 @@ struct Lowered {
   des::LinkId nvlink{}, nic{};
   des::PoolId pools[3]{};            // by Tier
   std::vector<des::TaskId> task;     // by op index
+  // Compute ops fused into one engine task (see lower_stage): the op's start within its task;
+  // -1 for ops that are a task of their own.
+  std::vector<des::Time> offset;
+  std::vector<des::Time> duration;
+  des::Time start(const des::Result& r, std::size_t i) const {
+    const des::Time base = r.tasks[task[i].index].start;
+    return offset[i] < 0 ? base : base + offset[i];
+  }
+  des::Time end(const des::Result& r, std::size_t i) const {
+    return offset[i] < 0 ? r.tasks[task[i].index].end : start(r, i) + duration[i];
+  }
 };
 
+bool gpu_kernel(const Op& op) {
+  return op.stream == Stream::compute && (op.kind == OpKind::gemm || op.kind == OpKind::attention ||
+                                          op.kind == OpKind::elementwise || op.kind == OpKind::loss ||
+                                          op.kind == OpKind::optimizer);
+}
+
 Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
-                    const Topology& topo, double compute_slowdown, bool pp_across_nodes,
+                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
                     std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
                     std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
   Lowered l;
@@ -317,11 +334,64 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   l.pools[2] = e.add_pool(prefix + "nvme (per rank)", std::max(1.0, nvme_capacity / std::max(1, c.gpus_per_node)));
 
   std::vector<des::TaskId>& task = l.task;
-  task.resize(ir.ops.size());
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+  const std::size_t n = ir.ops.size();
+  task.resize(n);
+  l.offset.assign(n, -1);
+  l.duration.assign(n, 0);
+  // Back-to-back GPU kernels on the compute stream that nothing else waits for in between run as
+  // one engine task of their summed (nanosecond-rounded) durations: the stream is serial and
+  // their durations are fixed, so every op's start and end are exactly what separate tasks would
+  // give (collect_stage reads them back through `offset`). Traces keep one task per op.
+  std::vector<std::uint32_t> dependents(n, 0);
+  for (const Op& op : ir.ops)
+    for (int d : op.deps) ++dependents[d];
+  std::vector<char> pending(n, 0);
+  std::vector<std::size_t> chain;  // ops of the chain being built
+  des::Time chain_ns = 0;
+  int last_compute = -1;           // last op issued on the compute stream
+  const auto flush = [&] {
+    if (chain.empty()) return;
+    const Op& head = ir.ops[chain.front()];
+    const des::TaskId t = e.compute(l.queues[0], chain_ns, des::Label{std::string(), schedule::to_string(head.kind),
+                                                                       static_cast<std::int32_t>(chain.front())});
+    for (std::size_t i : chain) {
+      task[i] = t;
+      pending[i] = 0;
+      for (int d : ir.ops[i].deps)
+        if (!pending[d] && std::find(chain.begin(), chain.end(), static_cast<std::size_t>(d)) == chain.end())
+          e.depends(t, task[d]);
+    }
+    if (chain.size() == 1) l.offset[chain.front()] = -1;
+    chain.clear();
+    chain_ns = 0;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ir.ops[i];
+    if (!trace && gpu_kernel(op)) {
+      // Joins the chain when the chain's last op is the previous op on this stream and only this op waits on it.
+      std::uint32_t on_back = 0;
+      if (!chain.empty())
+        for (int d : op.deps) on_back += static_cast<std::size_t>(d) == chain.back();
+      const bool joins = !chain.empty() && static_cast<int>(chain.back()) == last_compute &&
+                         dependents[chain.back()] == on_back;
+      if (!joins) flush();
+      // (The optimizer step runs after the step's communication: no SMs lost to NCCL.)
+      const des::Time d = ns(compute_seconds(op, p, eff) * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+      l.offset[i] = chain_ns;
+      l.duration[i] = d;
+      chain_ns += d;
+      chain.push_back(i);
+      pending[i] = 1;
+      last_compute = static_cast<int>(i);
+      continue;
+    }
+    // Anything else: the chain must exist first if this op is on the compute stream or waits on it.
+    bool waits = op.stream == Stream::compute;
+    for (int d : op.deps) waits = waits || pending[d];
+    if (waits) flush();
+    if (op.stream == Stream::compute) last_compute = static_cast<int>(i);
     const des::QueueId q = l.queues[static_cast<int>(op.stream)];
-    des::Label label{op.name, schedule::to_string(op.kind), static_cast<std::int32_t>(i)};
+    des::Label label{trace ? op.name : std::string(), schedule::to_string(op.kind), static_cast<std::int32_t>(i)};
     switch (op.kind) {
       case OpKind::gemm:
       case OpKind::attention:
@@ -346,7 +416,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           // Pipeline send to the neighbouring stage: over the NIC when stages sit on different
           // nodes (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
           const double latency = pp_across_nodes ? topo.nic_latency_s : eff.collective_step_s;
-          const des::TaskId wait = e.compute(q, ns(latency), des::Label{op.name + " (latency)", "latency", static_cast<std::int32_t>(i)});
+          const des::TaskId wait = e.compute(q, ns(latency), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
           for (int d : op.deps) e.depends(wait, task[d]);
           task[i] = e.transfer(q, {pp_across_nodes ? l.nic : l.nvlink}, op.bytes, std::move(label));
           e.depends(task[i], wait);
@@ -368,7 +438,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         const double alpha = (local - 1) * eff.collective_step_s * (op.collective == Collective::all_reduce ? 2 : 1) +
                              (across - 1) * (eff.collective_step_s + topo.nic_latency_s) *
                                  (op.collective == Collective::all_reduce ? 2 : 1);
-        const des::TaskId wait = e.compute(q, ns(alpha), des::Label{op.name + " (latency)", "latency", static_cast<std::int32_t>(i)});
+        const des::TaskId wait = e.compute(q, ns(alpha), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
         for (int d : op.deps) e.depends(wait, task[d]);
         const double intra_bytes = ring_bytes(op.collective, op.bytes, local);
         const double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
@@ -378,9 +448,9 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         if (inter_bytes > 0) {
           // The NIC phase: a flow of its own that the op's completion also waits for.
           const des::TaskId b = e.transfer(des::kNoQueue, {l.nic}, inter_bytes,
-                                           des::Label{op.name + " (between nodes)", "network", static_cast<std::int32_t>(i)});
+                                           des::Label{trace ? op.name + " (between nodes)" : std::string(), "network", static_cast<std::int32_t>(i)});
           e.depends(b, wait);
-          const des::TaskId join = e.marker(q, des::Label{op.name + " done", "marker", static_cast<std::int32_t>(i)});
+          const des::TaskId join = e.marker(q, des::Label{trace ? op.name + " done" : std::string(), "marker", static_cast<std::int32_t>(i)});
           e.depends(join, a);
           e.depends(join, b);
           task[i] = join;
@@ -412,6 +482,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
     }
     for (int d : op.deps) e.depends(task[i], task[d]);
   }
+  flush();
   return l;
 }
 
@@ -430,37 +501,36 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
     out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
-  const std::vector<des::TaskId>& task = l.task;
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
   // versus anything else (idle, pipeline bubbles included).
   des::Time prev_end = 0;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
     if (op.stream != Stream::compute) continue;
-    const des::TaskRecord& rec = r.tasks[task[i].index];
+    const des::Time start = l.start(r, i), end = l.end(r, i);
     if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
         op.kind == OpKind::loss || op.kind == OpKind::optimizer)
-      out.compute_s += static_cast<double>(rec.end - rec.start) * 1e-9;
-    const des::Time gap = rec.start - prev_end;
+      out.compute_s += static_cast<double>(end - start) * 1e-9;
+    const des::Time gap = start - prev_end;
     if (gap > 0) {
       bool comm = false;
       for (int d : op.deps) {
         const Op& dep = ir.ops[d];
         if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
-          if (r.tasks[task[d].index].end >= rec.start) comm = true;
+          if (l.end(r, d) >= start) comm = true;
       }
       if (comm) out.exposed_comm_s += static_cast<double>(gap) * 1e-9;
     }
-    prev_end = std::max(prev_end, rec.end);
+    prev_end = std::max(prev_end, end);
   }
   // What each component did, for the power model.
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
-    const des::TaskRecord& rec = r.tasks[task[i].index];
-    if (rec.end <= rec.start) continue;
+    const des::Time start = l.start(r, i), end = l.end(r, i);
+    if (end <= start) continue;
     Interval iv;
-    iv.start_s = static_cast<double>(rec.start) * 1e-9;
-    iv.end_s = static_cast<double>(rec.end) * 1e-9;
+    iv.start_s = static_cast<double>(start) * 1e-9;
+    iv.end_s = static_cast<double>(end) * 1e-9;
     switch (op.kind) {
       case OpKind::gemm: iv.activity = Activity::gemm; break;
       case OpKind::attention: iv.activity = Activity::attention; break;
@@ -502,7 +572,7 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
   for (int s = 0; s < pp; ++s) {
     const inventory::Inventory inv = inventory::build_inventory(m, p, s);
     irs[s] = schedule::build_step(m, p, inv, micro_batches);
-    lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, sends, receives));
+    lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, sends, receives));
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string problem;
