@@ -89,10 +89,11 @@ std::string read_input_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({name, 0, 0}, "", "cannot open the file for reading");
   // Read at most the limit plus one byte, so a pipe or device cannot make us read forever.
+  // Chunk by chunk: a buffer of the whole limit would be zero-filled for every small file.
   std::string text;
-  text.resize(kMaxInputBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  char chunk[1 << 16];
+  while (text.size() <= kMaxInputBytes && in.read(chunk, sizeof chunk).gcount() > 0)
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
   if (text.size() > kMaxInputBytes)
     throw InputError({name, 0, 0}, "", fmt::format("the input is larger than {} MiB", kMaxInputBytes >> 20));
   return text;

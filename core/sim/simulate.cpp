@@ -435,9 +435,18 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
                                                                                             : topo.gpus_per_node))
                                 : group;
         const int across = inter ? std::max(1, group / local) : 1;
-        const double alpha = (local - 1) * eff.collective_step_s * (op.collective == Collective::all_reduce ? 2 : 1) +
-                             (across - 1) * (eff.collective_step_s + topo.nic_latency_s) *
-                                 (op.collective == Collective::all_reduce ? 2 : 1);
+        // Latency: NCCL's rings are flat, one ring through every rank of the group (NCCL docs,
+        // "Rings"), so a ring collective takes group - 1 steps (all-reduce twice that), each as
+        // slow as the ring's slowest hop: the network's when the group spans nodes. For all-reduce
+        // NCCL may pick its tree instead (inter-node double binary tree over the nodes, a chain
+        // inside each; Jeaugey 2019, "Massively Scale Your Deep Learning Training with NCCL 2.4"):
+        // 2 (log2 nodes network hops + local - 1 NVLink hops); it takes the faster.
+        const double hop = eff.collective_step_s + (inter ? topo.nic_latency_s : 0.0);
+        double alpha = (group - 1) * hop * (op.collective == Collective::all_reduce ? 2 : 1);
+        if (op.collective == Collective::all_reduce && inter)
+          alpha = std::min(alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) *
+                                             (eff.collective_step_s + topo.nic_latency_s) +
+                                         (local - 1) * eff.collective_step_s));
         const des::TaskId wait = e.compute(q, ns(alpha), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
         for (int d : op.deps) e.depends(wait, task[d]);
         const double intra_bytes = ring_bytes(op.collective, op.bytes, local);
@@ -626,12 +635,23 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   const int sms = p.cluster.gpu.sm_count;
   double slowdown = 1.0;
   const std::int64_t accumulation = plan::grad_accumulation_steps(p);
+  // Steady-state shortcut: simulate k1 and k2 < k1 micro-batches and extrapolate linearly. Without
+  // a pipeline k1 = k, k2 = k - 1. A pipeline's step is linear in the micro-batch count only once
+  // its warm-up and cool-down are whole ((m + pp - 1) slots for 1F1B; Narayanan et al. 2021
+  // sec. 2.2): k2 is the first multiple of pp at or above k and pp, k1 = k2 + pp (whole groups,
+  // as interleaved schedules need).
+  const int pp = std::max(1, p.parallel.pp);
   const int k = options.max_micro_batches;
-  const bool shortcut = k >= 2 && accumulation > k;
+  int k1 = k, k2 = k - 1;
+  if (pp > 1 && k > 0) {
+    k2 = pp * ((std::max(k, pp) + pp - 1) / pp);
+    k1 = k2 + pp;
+  }
+  const bool shortcut = k >= 2 && accumulation > k1;
   if (sms > 0 && p.cluster.gpus() > 1) {
     schedule::StepIR probe_ir;
     int probe_stage = 0;
-    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k : 0);
+    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0);
     double comm_busy = 0;
     for (const auto& st : probe.streams)
       if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
@@ -639,15 +659,15 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
   }
   {
-    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k : 0);
+    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k1 : 0);
     if (shortcut) {
       // Every further micro-batch repeats the same work: extrapolate by the difference between
-      // k and k - 1 simulated micro-batches.
+      // k1 and k2 simulated micro-batches.
       schedule::StepIR fewer;
       int fewer_stage = 0;
-      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k - 1);
-      const double per_micro = run.step_s - less.step_s;
-      const double extra = static_cast<double>(accumulation - k) * per_micro;
+      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2);
+      const double per_micro = (run.step_s - less.step_s) / (k1 - k2);
+      const double extra = static_cast<double>(accumulation - k1) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
       run.step_s += extra;
       run.compute_s *= scale;

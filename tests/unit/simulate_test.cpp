@@ -53,7 +53,15 @@ TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") 
   for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
                            "    cluster: {gpu: a100-sxm4-80gb, gpus: 16}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
-                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n"}) {
+                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
+                           // Pipelines: 1F1B, GPipe and interleaved over 4 stages, 32 micro-batches.
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
+                           "    job: {framework: megatron, global_batch: 32}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1, schedule: gpipe}\n"
+                           "    job: {framework: megatron, global_batch: 32}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n"
+                           "    parallel: {tp: 2, pp: 4, dp: 2, zero: 1, schedule: interleaved, virtual_stages: 2}\n"
+                           "    job: {framework: megatron, global_batch: 64}\n"}) {
     CAPTURE(std::string(plan));
     const auto s = parse("{seq_len: 2048, micro_batch: 1, global_batch: 128, steps: 1, activation_checkpointing: full}",
                          plan);
