@@ -209,6 +209,7 @@ void read_parallel(MapView& v, Parallel& p) {
                                {{"1f1b", PipelineSchedule::one_f_one_b}, {"gpipe", PipelineSchedule::gpipe},
                                 {"interleaved", PipelineSchedule::interleaved}});
   v.get("virtual_stages", p.virtual_stages, 1, 1024);
+  v.get("capacity_factor", p.capacity_factor, 0.0, 64.0);
 }
 
 std::vector<hardware::DeviceCount> read_device_list(MapView& v, const char* key, const char* item_key) {

@@ -45,6 +45,9 @@ struct Parallel {
   FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;  // interleaved 1F1B model chunks per stage
+  // MoE routing: experts padded to capacity_factor x their even share of tokens (GShard, Lepikhin
+  // et al. 2021; Switch, Fedus et al. 2022); 0 = dropless, tokens spread evenly on average.
+  double capacity_factor = 0;
 };
 
 struct Offload {

@@ -103,6 +103,7 @@ class Builder {
     w_B_ = inv.recipe.compute_B;
     full_ = job_.method == Method::full;
     fused_ = inv.profile.fused_pointwise || job_.compile;
+    load_ = p.parallel.capacity_factor > 0 ? p.parallel.capacity_factor : 1.0;
   }
 
   StepIR build();
@@ -150,6 +151,14 @@ class Builder {
                  int micro, std::vector<int> deps);
   int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
            std::vector<int> deps, std::vector<int> reads, std::vector<int> writes);
+  // Expert parallelism: the all-to-all that sends each token to the ranks of its top-k experts
+  // (dispatch) or brings the results back (combine) (GShard, Lepikhin et al. 2021; Megatron-core
+  // MoE token dispatcher). Returns `after` when the layer has no experts or ep is 1.
+  int dispatch(bool moe, const std::string& name, int layer, int micro, int after);
+  // Attention; under context parallelism as ring attention (Liu et al. 2023; Megatron-core CP):
+  // cp blocks, each waiting for the K/V block (forward) or K/V and their gradients (backward)
+  // passed around the ring while the previous block computes.
+  int attention(Op op, bool backward);
 
   const model::ModelSpec& m_;
   const plan::Plan& p_;
@@ -161,6 +170,7 @@ class Builder {
   bool full_ = true;
   bool fused_ = false;
   int micro_override_ = 0;
+  double load_ = 1.0;  // routed tokens an expert rank computes, relative to the even share
 };
 
 double Builder::eager_score_bytes(const LayerWork& w) const {
@@ -265,7 +275,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : eager_score_bytes(w) * T);
   at.kernels = flash ? 1 : 5;
   at.deps = {last};
-  last = add(std::move(at));
+  last = attention(std::move(at), false);
   last = gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last});
   if (tp_ > 1) {
     // Megatron row-parallel output: all-reduce (or reduce-scatter with SP) of the block output.
@@ -273,14 +283,18 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
                       Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
   }
   const double k = w.experts_per_token;
-  last = gemm(tag + " mlp_in", layer, micro, pass, T * k, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
+  const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
+  last = dispatch(moe, tag + " dispatch", layer, micro, last);
+  const double routed = T * k * (moe ? load_ : 1.0);
+  last = gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
   Op act = make_op(OpKind::elementwise, Stream::compute, pass, tag + " activation", layer, micro);
   // Activation (and gate product): read the MLP input(s), write the output.
-  act.bytes = (w.gated ? 3.0 : 2.0) * T * k * w.f * act_B_;
+  act.bytes = (w.gated ? 3.0 : 2.0) * routed * w.f * act_B_;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
   last = add(std::move(act));
-  last = gemm(tag + " mlp_out", layer, micro, pass, T * k, w.f, w.h, false, {last});
+  last = gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last});
+  last = dispatch(moe, tag + " combine", layer, micro, last);
   if (tp_ > 1)
     last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                       Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
@@ -293,14 +307,23 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   const double T = tokens_;
   const std::string tag = fmt::format("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
   const double k = w.experts_per_token;
-  int last = gemm(tag + " mlp_out", layer, micro, Pass::backward, T * k, w.f, w.h, full_, std::move(deps));
+  const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
+  const double routed = T * k * (moe ? load_ : 1.0);
+  if (moe && p_.parallel.ep > 1) {
+    // The gradient of the combine goes back to the expert ranks first.
+    Op join = make_op(OpKind::marker, Stream::compute, Pass::backward, tag + " start", layer, micro);
+    join.deps = std::move(deps);
+    deps = {dispatch(moe, tag + " combine", layer, micro, add(std::move(join)))};
+  }
+  int last = gemm(tag + " mlp_out", layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
   ir_.ops[last].reads = reads;
   Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " activation", layer, micro);
-  act.bytes = (w.gated ? 5.0 : 3.0) * T * k * w.f * act_B_;
+  act.bytes = (w.gated ? 5.0 : 3.0) * routed * w.f * act_B_;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
   last = add(std::move(act));
-  last = gemm(tag + " mlp_in", layer, micro, Pass::backward, T * k, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+  last = gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+  last = dispatch(moe, tag + " dispatch", layer, micro, last);
   if (tp_ > 1)
     last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
                       Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
@@ -315,7 +338,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 2.0 * eager_score_bytes(w) * T);
   at.kernels = flash ? 2 : 6;
   at.deps = {last};
-  last = add(std::move(at));
+  last = attention(std::move(at), true);
   last = gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last});
   if (tp_ > 1)
     last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
@@ -360,6 +383,40 @@ int Builder::collective(Stream s, Collective c, Group g, int size, double bytes,
   op.bytes = bytes;
   op.deps = std::move(deps);
   return add(std::move(op));
+}
+
+int Builder::dispatch(bool moe, const std::string& name, int layer, int micro, int after) {
+  const int ep = std::max(1, p_.parallel.ep);
+  if (!moe || ep <= 1) return after;
+  const double bytes = tokens_ * work_of(layer).experts_per_token * static_cast<double>(m_.hidden) * act_B_;
+  return collective(Stream::comm, Collective::all_to_all, Group::ep, ep, bytes, name, layer, micro, {after});
+}
+
+int Builder::attention(Op op, bool backward) {
+  if (cp_ <= 1) return add(std::move(op));
+  // Each rank holds seq/cp queries and, in turn, every rank's K and V block: cp - 1 passes of
+  // T (2 kv) values (and in backward their gradients too) overlap with the blocks' compute.
+  const double block_bytes = tokens_ * 2.0 * work_of(op.layer).kv * act_B_ * (backward ? 2.0 : 1.0);
+  const std::string name = op.name;
+  int last = -1;
+  std::vector<int> deps = op.deps;
+  int pass = -1;
+  for (int b = 0; b < cp_; ++b) {
+    Op block = op;
+    block.name = fmt::format("{} block {}", name, b);
+    block.flops /= cp_;
+    block.model_flops /= cp_;
+    block.recompute_flops /= cp_;
+    block.bytes /= cp_;
+    block.deps = b == 0 ? deps : std::vector<int>{last, pass};
+    if (b + 1 < cp_) {
+      // The next block's K/V travel while this one computes.
+      pass = collective(Stream::comm, Collective::send_recv, Group::cp, 2, block_bytes, fmt::format("{} kv pass {}", name, b + 1),
+                        op.layer, op.micro, b == 0 ? deps : std::vector<int>{pass});
+    }
+    last = add(std::move(block));
+  }
+  return last;
 }
 
 int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,

@@ -412,7 +412,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         }
         break;
       case OpKind::collective: {
-        if (op.collective == Collective::send_recv) {
+        if (op.collective == Collective::send_recv && op.group == schedule::Group::pp) {
           // Pipeline send to the neighbouring stage: over the NIC when stages sit on different
           // nodes (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
           const double latency = pp_across_nodes ? topo.nic_latency_s : eff.collective_step_s;
@@ -429,11 +429,18 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         // of 1/G of it over its own NIC. Both phases pipeline, so they run as concurrent flows.
         int group = op.group_size;
         bool inter = false;
+        // Megatron's rank order is tp, cp, ep, dp, pp from the inside out: a group spans nodes
+        // when it and the groups inside it outgrow a node.
+        const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp);
         if (op.group == schedule::Group::dp) inter = topo.dp_spans_nodes;
-        else if (op.group == schedule::Group::tp) inter = p.parallel.tp > topo.gpus_per_node;
-        const int local = inter ? std::max(1, std::min(group, op.group == schedule::Group::dp ? topo.dp_per_node
-                                                                                            : topo.gpus_per_node))
-                                : group;
+        else if (op.group == schedule::Group::tp) inter = tp > topo.gpus_per_node;
+        else if (op.group == schedule::Group::cp) inter = tp * cp > topo.gpus_per_node;
+        else if (op.group == schedule::Group::ep) inter = tp * cp * group > topo.gpus_per_node;
+        int per_node = topo.gpus_per_node;  // ranks of the group inside one node
+        if (op.group == schedule::Group::dp) per_node = topo.dp_per_node;
+        else if (op.group == schedule::Group::cp) per_node = std::max(1, topo.gpus_per_node / tp);
+        else if (op.group == schedule::Group::ep) per_node = std::max(1, topo.gpus_per_node / (tp * cp));
+        const int local = inter ? std::max(1, std::min(group, per_node)) : group;
         const int across = inter ? std::max(1, group / local) : 1;
         // Latency: NCCL's rings are flat, one ring through every rank of the group (NCCL docs,
         // "Rings"), so a ring collective takes group - 1 steps (all-reduce twice that), each as
@@ -443,14 +450,25 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         // 2 (log2 nodes network hops + local - 1 NVLink hops); it takes the faster.
         const double hop = eff.collective_step_s + (inter ? topo.nic_latency_s : 0.0);
         double alpha = (group - 1) * hop * (op.collective == Collective::all_reduce ? 2 : 1);
+        // All-to-all and a ring-attention pass are one round of concurrent send/recv pairs.
+        if (op.collective == Collective::all_to_all || op.collective == Collective::send_recv) alpha = hop;
         if (op.collective == Collective::all_reduce && inter)
           alpha = std::min(alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) *
                                              (eff.collective_step_s + topo.nic_latency_s) +
                                          (local - 1) * eff.collective_step_s));
         const des::TaskId wait = e.compute(q, ns(alpha), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
         for (int d : op.deps) e.depends(wait, task[d]);
-        const double intra_bytes = ring_bytes(op.collective, op.bytes, local);
-        const double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
+        double intra_bytes = ring_bytes(op.collective, op.bytes, local);
+        double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
+        if (op.collective == Collective::all_to_all) {
+          // Every rank sends 1/n of its buffer to each other rank: those in its node over
+          // NVLink, the rest through its own NIC.
+          intra_bytes = op.bytes * (local - 1) / group;
+          inter_bytes = op.bytes * (group - local) / group;
+        } else if (op.collective == Collective::send_recv) {
+          intra_bytes = inter ? 0.0 : op.bytes;  // a ring neighbour: in the node or through the NIC
+          inter_bytes = inter ? op.bytes : 0.0;
+        }
         const des::TaskId a = e.transfer(q, {l.nvlink}, intra_bytes, std::move(label));
         e.depends(a, wait);
         task[i] = a;

@@ -152,3 +152,60 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out ahead of 
   CHECK(ratio > 1.05);
   WARN(ratio >= 2.0);
 }
+
+TEST_CASE("expert parallelism: all-to-all dispatch and combine around the experts; capacity factor pads their work") {
+  const std::string job = "{seq_len: 4096, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const auto plan_for = [&](const char* extra) {
+    return parse("mixtral-8x7b", job,
+                 fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 16}}\n    parallel: {{tp: 2, ep: 8, zero: 1{}}}\n", extra));
+  };
+  const auto s = plan_for("");
+  const auto inv = inventory::build_inventory(s.model, s.plans[0], 0);
+  const auto ir = schedule::build_step(s.model, s.plans[0], inv);
+  int all_to_all = 0;
+  for (const auto& op : ir.ops)
+    if (op.kind == schedule::OpKind::collective && op.collective == schedule::Collective::all_to_all) {
+      ++all_to_all;
+      CHECK(op.group == schedule::Group::ep);
+      CHECK(op.group_size == 8);
+      // Each token goes to its top-2 experts: 2 x hidden values per token.
+      CHECK(op.bytes == doctest::Approx(4096.0 / 1 * 2 * s.model.hidden * 2));
+    }
+  CHECK(all_to_all == 6 * s.model.layers);  // dispatch + combine in forward, recompute and backward
+  CHECK(schedule::dry_run(ir).empty());
+  const auto r = sim::simulate_step(s.model, s.plans[0]);
+  REQUIRE(r.ok);
+  const auto padded = plan_for(", capacity_factor: 1.25");
+  const auto rp = sim::simulate_step(padded.model, padded.plans[0]);
+  REQUIRE(rp.ok);
+  CHECK(rp.compute_s > 1.1 * r.compute_s);   // the expert GEMMs are most of the work: +25% on them
+  CHECK(rp.compute_s < 1.25 * r.compute_s);
+}
+
+TEST_CASE("context parallelism: ring attention in cp blocks, K/V passed while the previous block computes") {
+  const std::string job = "{seq_len: 32768, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const auto one = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 1}\n");
+  const auto ring = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 4, zero: 1}\n");
+  const auto inv = inventory::build_inventory(ring.model, ring.plans[0], 0);
+  const auto ir = schedule::build_step(ring.model, ring.plans[0], inv);
+  int passes = 0;
+  double attention_flops = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::cp) ++passes;
+    if (op.kind == schedule::OpKind::attention && op.pass == schedule::Pass::forward) attention_flops += op.model_flops;
+  }
+  // Forward, recompute and backward each pass cp - 1 = 3 blocks per layer.
+  CHECK(passes == 3 * 3 * ring.model.layers);
+  CHECK(schedule::dry_run(ir).empty());
+  // Each rank's 8192 queries attend all 32768 keys: 1/4 of the attention of the whole sequence.
+  const auto inv1 = inventory::build_inventory(one.model, one.plans[0], 0);
+  const auto ir1 = schedule::build_step(one.model, one.plans[0], inv1);
+  double attention1 = 0;
+  for (const auto& op : ir1.ops)
+    if (op.kind == schedule::OpKind::attention && op.pass == schedule::Pass::forward) attention1 += op.model_flops;
+  CHECK(attention_flops == doctest::Approx(attention1 / 4));
+  const auto r = sim::simulate_step(ring.model, ring.plans[0]);
+  REQUIRE(r.ok);
+  // Inside one node the K/V passes hide behind the attention blocks.
+  CHECK(r.exposed_comm_s < 0.05 * r.step_time_s);
+}
