@@ -19,13 +19,15 @@ std::string ratio(double base, double x) {
 }  // namespace
 
 int cmd_compare(const std::vector<std::string>& argv) {
-  const Args args(argv, 2, scenario_options());
+  auto options = scenario_options();
+  options.push_back(fidelity_option());
+  const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Evaluation> ev;
   for (const auto& p : s.plans) {
     const auto eff = profile_efficiency(args, p);
-    ev.push_back(io::evaluate(s.model, p, s.cost, {}, eff ? &*eff : nullptr));
+    ev.push_back(io::evaluate(s.model, p, s.cost, simulation_options(args), eff ? &*eff : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
 

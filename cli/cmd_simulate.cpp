@@ -59,6 +59,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   auto options = scenario_options();
   options.push_back({"trace", true, "write the simulated step of each plan as Chrome trace JSON (Perfetto); "
                                     "with several plans, PLAN is appended to the name"});
+  options.push_back(fidelity_option());
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
@@ -67,7 +68,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   const auto trace = args.value("trace");
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
-    sim::Options o;
+    sim::Options o = simulation_options(args);
     o.trace = trace.has_value();
     const auto eff = profile_efficiency(args, p);
     const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);

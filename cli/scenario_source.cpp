@@ -181,6 +181,22 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
   return s;
 }
 
+OptionSpec fidelity_option() {
+  return {"fidelity", true,
+          "representative (default: one rank per pipeline stage, links loaded with each rank's share) or full "
+          "(every rank simulated; up to 1024 GPUs)"};
+}
+
+sim::Options simulation_options(const Args& args) {
+  sim::Options o;
+  if (auto f = args.value("fidelity")) {
+    if (*f == "full") o.fidelity = sim::Options::Fidelity::full;
+    else if (*f != "representative")
+      throw UsageError("--fidelity takes 'representative' or 'full'; got '" + *f + "'");
+  }
+  return o;
+}
+
 std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan) {
   const auto path = args.value("profile");
   if (!path) return std::nullopt;

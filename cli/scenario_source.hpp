@@ -21,6 +21,10 @@ std::vector<OptionSpec> scenario_options();
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
 
+// --fidelity for the verbs that simulate, and the simulation options it asks for.
+OptionSpec fidelity_option();
+sim::Options simulation_options(const Args& args);
+
 // The efficiency figures for `plan` from --profile (a calibration profile), or nullopt for the
 // GPU's shipped defaults.
 std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -306,26 +307,77 @@ bool gpu_kernel(const Op& op) {
                                           op.kind == OpKind::optimizer);
 }
 
+// The links one rank's traffic crosses, and those reported as its own.
+struct RankLinks {
+  des::LinkId nvlink{}, nic{}, pcie{}, uplink{}, dram{}, nvme_read{}, nvme_write{};
+  std::vector<des::LinkId> own;
+};
+
+// The representative rank of a stage: every link its own, with its share of what the node's
+// ranks share (they all do the same at the same time).
+RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
+                               const std::string& prefix) {
+  RankLinks k;
+  const auto link = [&](const std::string& name, double Bps) {
+    k.own.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
+    return k.own.back();
+  };
+  k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
+  k.nic = link("network", topo.nic_Bps);
+  k.pcie = link("pcie", topo.pcie_Bps);
+  k.uplink = link("pcie switch uplink (share)", topo.uplink_Bps);
+  k.dram = link("host dram (share)", topo.dram_Bps);
+  k.nvme_read = link("nvme read (share)", topo.nvme_read_Bps);
+  k.nvme_write = link("nvme write (share)", nvme_write_rate(p, ir, topo.nvme_write_Bps));
+  return k;
+}
+
+// Where a rank sits, for the full-fidelity mode (every rank simulated): its index, how many
+// there are, the rank of its next pipeline stage, and the instance of each group it belongs to;
+// collectives of one instance start when every member is ready (`joins`, shared by the ranks).
+struct RankPlace {
+  int rank = 0, ranks = 1, pp_stride = 0;
+  int t = 0, c = 0, d = 0, s = 0;  // coordinates in Megatron's order tp, cp, dp, pp (inside out)
+  int tp = 1, cp = 1, dp = 1;
+  std::map<std::pair<std::size_t, std::int64_t>, des::TaskId>* joins = nullptr;
+  std::string prefix;
+  // The instance of a `size`-rank group of kind `g` this rank belongs to: its coordinates with
+  // the group's own one replaced by the block of `size` it falls in (ep is carved out of dp).
+  std::int64_t group_key(schedule::Group g, int size) const {
+    size = std::max(1, size);
+    std::int64_t k = s;
+    k = k * dp + (g == schedule::Group::dp || g == schedule::Group::ep ? d / size : d);
+    k = k * cp + (g == schedule::Group::cp ? c / size : c);
+    return k * tp + (g == schedule::Group::tp ? t / size : t);
+  }
+};
+
 Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
-                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
-                    std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
+                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
+                    const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
                     std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
   Lowered l;
-  const int pp = std::max(1, p.parallel.pp);
-  const std::string prefix = pp > 1 ? fmt::format("stage {} ", ir.stage) : std::string();
+  const std::string& prefix = place.prefix;
   for (int s = 0; s < schedule::kStreams; ++s)
     l.queues.push_back(e.add_queue(prefix + schedule::to_string(static_cast<Stream>(s))));
-  const auto link = [&](const std::string& name, double Bps) {
-    l.links.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
-    return l.links.back();
+  l.links = links.own;
+  l.nvlink = links.nvlink;
+  l.nic = links.nic;
+  const des::LinkId pcie = links.pcie, uplink = links.uplink, dram = links.dram, nvme_read = links.nvme_read,
+                    nvme_write = links.nvme_write;
+  // The task a collective's latency part waits on: its own deps, or in full fidelity the join of
+  // its group instance, which waits for every member's deps.
+  const auto collective_start = [&](std::size_t i, const Op& op, des::TaskId wait, const std::vector<des::TaskId>& task) {
+    if (!place.joins) {
+      for (int d : op.deps) e.depends(wait, task[d]);
+      return;
+    }
+    const auto key = std::make_pair(i, place.group_key(op.group, op.group_size));
+    auto it = place.joins->find(key);
+    if (it == place.joins->end()) it = place.joins->emplace(key, e.marker(des::kNoQueue, des::Label{std::string(), "join", 0})).first;
+    for (int d : op.deps) e.depends(it->second, task[d]);
+    e.depends(wait, it->second);
   };
-  l.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
-  l.nic = link("network", topo.nic_Bps);
-  const des::LinkId pcie = link("pcie", topo.pcie_Bps);
-  const des::LinkId uplink = link("pcie switch uplink (share)", topo.uplink_Bps);
-  const des::LinkId dram = link("host dram (share)", topo.dram_Bps);
-  const des::LinkId nvme_read = link("nvme read (share)", topo.nvme_read_Bps);
-  const des::LinkId nvme_write = link("nvme write (share)", nvme_write_rate(p, ir, topo.nvme_write_Bps));
   const plan::Cluster& c = p.cluster;
   l.pools[0] = e.add_pool(prefix + "gpu", c.gpu.usable_memory_bytes);
   l.pools[1] = e.add_pool(prefix + "host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
@@ -420,7 +472,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           for (int d : op.deps) e.depends(wait, task[d]);
           task[i] = e.transfer(q, {pp_across_nodes ? l.nic : l.nvlink}, op.bytes, std::move(label));
           e.depends(task[i], wait);
-          sends.emplace_back(op.tag, task[i]);
+          const int receiver = place.rank + (op.peer - ir.stage) * place.pp_stride;
+          sends.emplace_back(op.tag * place.ranks + receiver, task[i]);
           continue;
         }
         // Ring collectives, decomposed the way NCCL runs them across nodes (one ring per NIC,
@@ -457,7 +510,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
                                              (eff.collective_step_s + topo.nic_latency_s) +
                                          (local - 1) * eff.collective_step_s));
         const des::TaskId wait = e.compute(q, ns(alpha), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
-        for (int d : op.deps) e.depends(wait, task[d]);
+        collective_start(i, op, wait, task);
         double intra_bytes = ring_bytes(op.collective, op.bytes, local);
         double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
         if (op.collective == Collective::all_to_all) {
@@ -504,7 +557,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         break;
       case OpKind::marker:
         task[i] = e.marker(q, std::move(label));
-        if (op.peer >= 0) receives.emplace_back(op.tag, task[i]);
+        if (op.peer >= 0) receives.emplace_back(op.tag * place.ranks + place.rank, task[i]);
         break;
     }
     for (int d : op.deps) e.depends(task[i], task[d]);
@@ -587,19 +640,88 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
 // stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
 // the GPU memory high-water mark over all stages, and that stage's IR in `ir_out`.
 StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff, bool trace,
-                  schedule::StepIR& ir_out, int& stage_out, double compute_slowdown, int micro_batches = 0) {
+                  schedule::StepIR& ir_out, int& stage_out, double compute_slowdown, int micro_batches = 0,
+                  bool full = false) {
   const int pp = std::max(1, p.parallel.pp);
   const Topology topo = topology_of(p, eff);
-  const int ranks_between_stages = std::max(1, p.parallel.tp * p.parallel.cp * plan::data_parallel_degree(p));
+  const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
+  const int ranks_between_stages = std::max(1, tp * cp * dp);
   const bool pp_across_nodes = ranks_between_stages >= topo.gpus_per_node && p.cluster.nodes > 1;
   des::Engine e;
   std::vector<schedule::StepIR> irs(pp);
-  std::vector<Lowered> lowered;
+  std::vector<Lowered> lowered;     // representative: one per stage; full: one per rank
+  std::vector<int> reported(pp, 0);  // index in `lowered` of each stage's reported rank
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
   for (int s = 0; s < pp; ++s) {
     const inventory::Inventory inv = inventory::build_inventory(m, p, s);
     irs[s] = schedule::build_step(m, p, inv, micro_batches);
-    lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, sends, receives));
+  }
+  if (!full) {
+    for (int s = 0; s < pp; ++s) {
+      RankPlace place;
+      place.prefix = pp > 1 ? fmt::format("stage {} ", s) : std::string();
+      const RankLinks links = representative_links(e, p, irs[s], topo, place.prefix);
+      reported[s] = s;
+      lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, links, place, sends,
+                                    receives));
+    }
+  } else {
+    // Every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and the node's
+    // shared ones at their whole rate: the PCIe switch uplinks, host DRAM, the drives.
+    const int ranks = tp * cp * dp * pp, g = topo.gpus_per_node;
+    std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
+    std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
+    int behind_switch = 0;
+    for (const auto& sw : p.cluster.node.pcie_switches)
+      if (sw.gpus > 0) {
+        behind_switch = sw.gpus;
+        break;
+      }
+    std::map<std::pair<int, int>, des::LinkId> uplinks;
+    for (int r = 0; r < ranks; ++r) {
+      RankPlace place;
+      place.rank = r;
+      place.ranks = ranks;
+      place.pp_stride = tp * cp * dp;
+      place.tp = tp;
+      place.cp = cp;
+      place.dp = dp;
+      place.t = r % tp;
+      place.c = (r / tp) % cp;
+      place.d = (r / (tp * cp)) % dp;
+      place.s = r / (tp * cp * dp);
+      place.joins = &joins;
+      place.prefix = fmt::format("rank {} ", r);
+      const int node = r / g, local = r % g;
+      const schedule::StepIR& ir = irs[place.s];
+      auto shared = node_links.find(node);
+      if (shared == node_links.end()) {
+        RankLinks n;
+        const std::string np = fmt::format("node {} ", node);
+        n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
+        n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
+        n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
+        shared = node_links.emplace(node, n).first;
+      }
+      RankLinks k = shared->second;
+      k.nvlink = e.add_link(place.prefix + (topo.nvlink ? "nvlink" : "gpu-gpu (pcie)"), std::max(1.0, topo.nvlink_Bps));
+      k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
+      k.pcie = e.add_link(place.prefix + "pcie", std::max(1.0, topo.pcie_Bps));
+      if (behind_switch > 0) {
+        const auto key = std::make_pair(node, local / behind_switch);
+        auto it = uplinks.find(key);
+        if (it == uplinks.end())
+          it = uplinks.emplace(key, e.add_link(fmt::format("node {} pcie switch uplink {}", node, key.second),
+                                               std::max(1.0, topo.uplink_Bps * behind_switch))).first;
+        k.uplink = it->second;
+      } else {
+        k.uplink = k.pcie;
+      }
+      k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write};
+      if (place.t == 0 && place.c == 0 && place.d == 0) reported[place.s] = static_cast<int>(lowered.size());
+      lowered.push_back(
+          lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
+    }
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string problem;
@@ -615,9 +737,10 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
   StageRun out;
   int best = 0;
   double best_busy = -1, peaks[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < lowered.size(); ++i)
+    for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
   for (int s = 0; s < pp; ++s) {
-    StageRun run = collect_stage(e, r, irs[s], lowered[s]);
-    for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], run.peak[t]);
+    StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]]);
     if (run.compute_s > best_busy) {
       best_busy = run.compute_s;
       best = s;
@@ -650,6 +773,13 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
   // much of the step the communication streams are busy, slow the compute kernels by the SM
   // share they lose for that fraction of the time, and simulate again.
+  const bool full = options.fidelity == Options::Fidelity::full;
+  if (full && p.cluster.gpus() > kMaxFullRanks) {
+    res.ok = false;
+    res.problem = fmt::format("full fidelity simulates every rank; {} ranks are more than its limit of {} (use the default, "
+                              "representative fidelity)", p.cluster.gpus(), kMaxFullRanks);
+    return res;
+  }
   const int sms = p.cluster.gpu.sm_count;
   double slowdown = 1.0;
   const std::int64_t accumulation = plan::grad_accumulation_steps(p);
@@ -669,7 +799,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   if (sms > 0 && p.cluster.gpus() > 1) {
     schedule::StepIR probe_ir;
     int probe_stage = 0;
-    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0);
+    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0, full);
     double comm_busy = 0;
     for (const auto& st : probe.streams)
       if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
@@ -677,13 +807,13 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
   }
   {
-    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k1 : 0);
+    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k1 : 0, full);
     if (shortcut) {
       // Every further micro-batch repeats the same work: extrapolate by the difference between
       // k1 and k2 simulated micro-batches.
       schedule::StepIR fewer;
       int fewer_stage = 0;
-      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2);
+      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2, full);
       const double per_micro = (run.step_s - less.step_s) / (k1 - k2);
       const double extra = static_cast<double>(accumulation - k1) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;

@@ -57,7 +57,13 @@ struct Options {
   // and extrapolate the step by the difference (every further micro-batch repeats the same
   // work). 0 simulates every micro-batch. Checked against the full simulation in the tests.
   int max_micro_batches = 0;
+  // Representative: one rank per pipeline stage, its links loaded with its share of what the
+  // node's ranks share (the default; cost independent of the data-parallel degree). Full: every
+  // rank with its own queues and links, collectives waiting for every member of their group,
+  // shared host links whole (for checking the representative mode; up to kMaxFullRanks ranks).
+  enum class Fidelity { representative, full } fidelity = Fidelity::representative;
 };
+inline constexpr int kMaxFullRanks = 1024;
 
 struct StreamUse {
   std::string name;
