@@ -201,6 +201,7 @@ void read_parallel(MapView& v, Parallel& p) {
   v.get("cp", p.cp, 1, 1024);
   v.get("ep", p.ep, 1, 4096);
   v.get("sequence_parallel", p.sequence_parallel);
+  v.get("async_tp", p.async_tp);
   v.get("zero", p.zero, 0, 3);
   v.get_enum<FsdpSharding>("fsdp", p.fsdp,
                            {{"full_shard", FsdpSharding::full_shard}, {"shard_grad_op", FsdpSharding::shard_grad_op},

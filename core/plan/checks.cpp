@@ -215,6 +215,7 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
       bad("parallel.tp", fmt::format("{} does not divide the FFN size {} of {}", p.tp, model.ffn, model.name));
   }
   if (p.sequence_parallel && p.tp < 2) bad("parallel.sequence_parallel", "needs tensor parallelism (tp > 1)");
+  if (p.async_tp && !p.sequence_parallel) bad("parallel.async_tp", "overlaps sequence parallelism's collectives; needs sequence_parallel: true");
   if (p.pp > model.layers)
     bad("parallel.pp", fmt::format("{} pipeline stages for {} layers of {}", p.pp, model.layers, model.name));
   if (p.schedule == PipelineSchedule::interleaved) {

@@ -41,6 +41,10 @@ struct Parallel {
   int cp = 1;
   int ep = 1;
   bool sequence_parallel = false;  // Megatron SP (Korthikanti et al. 2022); needs tp > 1
+  // Async TP: SP's all-gathers and reduce-scatters decomposed into tp point-to-point steps that
+  // overlap the GEMM they feed or drain (Wang et al. 2023, "Overlap communication with dependent
+  // computation"; PyTorch async-TP, Megatron-core tp_comm_overlap). Needs sequence_parallel.
+  bool async_tp = false;
   int zero = 0;                    // ZeRO stage 0..3 on the data-parallel dimension (FSDP full_shard = 3)
   FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;

@@ -147,6 +147,17 @@ class Builder {
   int layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads);
   int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
            std::vector<int> deps);
+  Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
+               std::vector<int> deps) const;
+  // A GEMM of a tensor-parallel block with the communication Megatron puts around it
+  // (Shoeybi et al. 2019 fig. 3; Korthikanti et al. 2022 fig. 5): `before` its input is
+  // all-gathered (sequence parallelism), `after` its output all-reduced or reduce-scattered.
+  // With async TP the collective becomes tp point-to-point steps overlapping tp GEMM blocks.
+  enum class TpComm { none, all_gather_before, reduce_after };
+  int tp_gemm(Op gemm, TpComm comm, const std::string& name);
+  // `op` in `blocks` pieces on the compute stream, a point-to-point pass of `pass_bytes` over
+  // group `g` on the comm stream between consecutive pieces (the next piece waits for it).
+  int blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name);
   int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
                  int micro, std::vector<int> deps);
   int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
@@ -229,6 +240,27 @@ LayerWork Builder::work_of(int layer) const {
 
 int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
                   bool weight_grad, std::vector<int> deps) {
+  return add(make_gemm(name, layer, micro, pass, m, k, n, weight_grad, std::move(deps)));
+}
+
+int Builder::tp_gemm(Op op, TpComm comm, const std::string& name) {
+  if (tp_ <= 1 || comm == TpComm::none) return add(std::move(op));
+  const bool sp = p_.parallel.sequence_parallel;
+  const double bytes = tokens_ * static_cast<double>(m_.hidden) * act_B_;  // the full block input/output
+  if (sp && p_.parallel.async_tp) return blocked(std::move(op), tp_, bytes / tp_, Group::tp, name);
+  if (comm == TpComm::all_gather_before) {
+    if (!sp) return add(std::move(op));
+    op.deps = {collective(Stream::comm, Collective::all_gather, Group::tp, tp_, bytes, name, op.layer, op.micro, op.deps)};
+    return add(std::move(op));
+  }
+  const int g = add(std::move(op));
+  const Op& o = ir_.ops[g];
+  return collective(Stream::comm, sp ? Collective::reduce_scatter : Collective::all_reduce, Group::tp, tp_, bytes, name,
+                    o.layer, o.micro, {g});
+}
+
+Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
+                      bool weight_grad, std::vector<int> deps) const {
   Op op = make_op(OpKind::gemm, Stream::compute, pass, name, layer, micro);
   op.m = static_cast<std::int64_t>(m);
   op.k = static_cast<std::int64_t>(k);
@@ -246,7 +278,7 @@ int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, doub
   op.bytes = times * (act_B_ * (m * k + m * n) + w_B_ * k * n);
   op.kernels = static_cast<int>(times);
   op.deps = std::move(deps);
-  return add(std::move(op));
+  return op;
 }
 
 int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved) {
@@ -261,7 +293,8 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   ew.deps = std::move(deps);
   ew.reads = reads;
   int last = add(std::move(ew));
-  last = gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last});
+  last = tp_gemm(make_gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
+                 TpComm::all_gather_before, tag + " tp attn in");
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
   // half (FlashAttention-2, Dao 2023); eager computes the full square. Model FLOPs count the full
   // square, as PaLM's 12 L H Q T does.
@@ -276,28 +309,37 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   at.kernels = flash ? 1 : 5;
   at.deps = {last};
   last = attention(std::move(at), false);
-  last = gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last});
-  if (tp_ > 1) {
-    // Megatron row-parallel output: all-reduce (or reduce-scatter with SP) of the block output.
-    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                      Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
-  }
+  last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
+                 tag + " tp attn");
   const double k = w.experts_per_token;
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
-  last = dispatch(moe, tag + " dispatch", layer, micro, last);
   const double routed = T * k * (moe ? load_ : 1.0);
-  last = gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
+  if (moe && p_.parallel.ep > 1) {
+    if (tp_ > 1 && p_.parallel.sequence_parallel)
+      last = collective(Stream::comm, Collective::all_gather, Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp in", layer,
+                        micro, {last});
+    last = dispatch(moe, tag + " dispatch", layer, micro, last);
+    last = gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
+  } else {
+    last = tp_gemm(make_gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last}),
+                   TpComm::all_gather_before, tag + " tp mlp in");
+  }
   Op act = make_op(OpKind::elementwise, Stream::compute, pass, tag + " activation", layer, micro);
   // Activation (and gate product): read the MLP input(s), write the output.
   act.bytes = (w.gated ? 3.0 : 2.0) * routed * w.f * act_B_;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
   last = add(std::move(act));
-  last = gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last});
-  last = dispatch(moe, tag + " combine", layer, micro, last);
-  if (tp_ > 1)
-    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                      Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+  if (moe && p_.parallel.ep > 1) {
+    last = gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last});
+    last = dispatch(moe, tag + " combine", layer, micro, last);
+    if (tp_ > 1)
+      last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                        Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+  } else {
+    last = tp_gemm(make_gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last}), TpComm::reduce_after,
+                   tag + " tp mlp");
+  }
   if (saved >= 0) ir_.ops[last].writes.push_back(saved);
   return last;
 }
@@ -315,19 +357,29 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
     join.deps = std::move(deps);
     deps = {dispatch(moe, tag + " combine", layer, micro, add(std::move(join)))};
   }
-  int last = gemm(tag + " mlp_out", layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
-  ir_.ops[last].reads = reads;
+  // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
+  // an all-reduce's is an all-reduce on the other side of the block.
+  Op mlp_out = make_gemm(tag + " mlp_out", layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
+  mlp_out.reads = reads;
+  int last = tp_gemm(std::move(mlp_out), moe && p_.parallel.ep > 1 ? TpComm::none : TpComm::all_gather_before,
+                     tag + " tp mlp out");
   Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " activation", layer, micro);
   act.bytes = (w.gated ? 5.0 : 3.0) * routed * w.f * act_B_;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
   last = add(std::move(act));
-  last = gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
-  last = dispatch(moe, tag + " dispatch", layer, micro, last);
-  if (tp_ > 1)
-    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
-                      Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
-  last = gemm(tag + " attn_out", layer, micro, Pass::backward, T, w.q, w.h, full_, {last});
+  if (moe && p_.parallel.ep > 1) {
+    last = gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+    last = dispatch(moe, tag + " dispatch", layer, micro, last);
+    if (tp_ > 1)
+      last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                        Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+  } else {
+    last = tp_gemm(make_gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last}),
+                   TpComm::reduce_after, tag + " tp mlp");
+  }
+  last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, Pass::backward, T, w.q, w.h, full_, {last}),
+                 TpComm::all_gather_before, tag + " tp attn out");
   Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, tag + " attention", layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
@@ -339,10 +391,8 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
   at.kernels = flash ? 2 : 6;
   at.deps = {last};
   last = attention(std::move(at), true);
-  last = gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last});
-  if (tp_ > 1)
-    last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::all_gather : Collective::all_reduce,
-                      Group::tp, tp_, T * w.h * act_B_, tag + " tp attn", layer, micro, {last});
+  last = tp_gemm(make_gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
+                 TpComm::reduce_after, tag + " tp attn");
   Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = fused_ ? 6 : 40;
@@ -397,21 +447,26 @@ int Builder::attention(Op op, bool backward) {
   // Each rank holds seq/cp queries and, in turn, every rank's K and V block: cp - 1 passes of
   // T (2 kv) values (and in backward their gradients too) overlap with the blocks' compute.
   const double block_bytes = tokens_ * 2.0 * work_of(op.layer).kv * act_B_ * (backward ? 2.0 : 1.0);
+  const std::string name = op.name + " kv";
+  return blocked(std::move(op), cp_, block_bytes, Group::cp, name);
+}
+
+int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name) {
   const std::string name = op.name;
-  int last = -1;
-  std::vector<int> deps = op.deps;
-  int pass = -1;
-  for (int b = 0; b < cp_; ++b) {
+  const std::vector<int> deps = op.deps;
+  int last = -1, pass = -1;
+  for (int b = 0; b < blocks; ++b) {
     Op block = op;
     block.name = fmt::format("{} block {}", name, b);
-    block.flops /= cp_;
-    block.model_flops /= cp_;
-    block.recompute_flops /= cp_;
-    block.bytes /= cp_;
+    block.flops /= blocks;
+    block.model_flops /= blocks;
+    block.recompute_flops /= blocks;
+    block.bytes /= blocks;
     block.deps = b == 0 ? deps : std::vector<int>{last, pass};
-    if (b + 1 < cp_) {
-      // The next block's K/V travel while this one computes.
-      pass = collective(Stream::comm, Collective::send_recv, Group::cp, 2, block_bytes, fmt::format("{} kv pass {}", name, b + 1),
+    if (b > 0) block.reads.clear();
+    if (b + 1 < blocks) {
+      // The next block's data travel while this one computes.
+      pass = collective(Stream::comm, Collective::send_recv, g, 2, pass_bytes, fmt::format("{} pass {}", pass_name, b + 1),
                         op.layer, op.micro, b == 0 ? deps : std::vector<int>{pass});
     }
     last = add(std::move(block));

@@ -421,10 +421,16 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
     const Op& op = ir.ops[i];
     if (!trace && gpu_kernel(op)) {
       // Joins the chain when the chain's last op is the previous op on this stream and only this op waits on it.
+      // It must wait for nothing but the chain and earlier ops of its stream: a wait on another
+      // stream would hold back the whole chain.
       std::uint32_t on_back = 0;
+      bool inside = true;
       if (!chain.empty())
-        for (int d : op.deps) on_back += static_cast<std::size_t>(d) == chain.back();
-      const bool joins = !chain.empty() && static_cast<int>(chain.back()) == last_compute &&
+        for (int d : op.deps) {
+          on_back += static_cast<std::size_t>(d) == chain.back();
+          inside = inside && (pending[d] || ir.ops[d].stream == Stream::compute);
+        }
+      const bool joins = !chain.empty() && inside && static_cast<int>(chain.back()) == last_compute &&
                          dependents[chain.back()] == on_back;
       if (!joins) flush();
       // (The optimizer step runs after the step's communication: no SMs lost to NCCL.)
