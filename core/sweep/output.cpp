@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -77,6 +78,7 @@ const std::unordered_map<std::string, std::size_t>& result_rank() {
     const io::Row t =
         io::cost_row(plan::Plan{}, footprint::Footprint{}, sim::StepResult{}, cost::PowerReport{}, cost::CostReport{});
     for (const auto& [k, v] : t.fields) r.emplace(k, r.size());
+    for (const char* k : {"meets_constraints", "cheapest_plan"}) r.emplace(k, r.size());  // Sweep::evaluate's own
     return r;
   }();
   return rank;

@@ -812,6 +812,8 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
       row.fields.emplace_back("plan", n);
       row.fields.emplace_back("feasible", false);
       row.fields.emplace_back("infeasible_reason", "invalid scenario: " + join(problems, "; "));
+      row.fields.emplace_back("meets_constraints", false);
+      row.fields.emplace_back("cheapest_plan", nullptr);
       rows.push_back(std::move(row));
     }
     return rows;
@@ -819,20 +821,37 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
   sim::Options options;
   // Steady-state shortcut, only when the sweep asks: tests/unit/simulate_test.cpp bounds it to 0.5%.
   if (im.steady_state) options.max_micro_batches = 3;
+  const plan::Constraints& k = s.constraints;
+  std::string cheapest;
+  double cheapest_usd = 0;
   for (const auto& p : s.plans) {
     io::Row row = prefix;
+    bool meets = false;
     try {
       const io::Evaluation e = io::evaluate(s.model, p, s.cost, options);
       io::Row r = io::cost_row(p, e.memory, e.step, e.power, e.cost);
       row.fields.insert(row.fields.end(), std::make_move_iterator(r.fields.begin()),
                         std::make_move_iterator(r.fields.end()));
+      // The scenario's `constraints`, as `ftplan plan` judges them.
+      meets = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
+              (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
+              (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w) &&
+              (k.max_gpus <= 0 || p.cluster.gpus() <= k.max_gpus);
+      if (meets && (cheapest.empty() || e.cost.cost_usd < cheapest_usd)) {
+        cheapest = p.name;
+        cheapest_usd = e.cost.cost_usd;
+      }
     } catch (const std::exception& e) {
       row.fields.emplace_back("plan", p.name);
       row.fields.emplace_back("feasible", false);
       row.fields.emplace_back("infeasible_reason", std::string("could not be evaluated: ") + e.what());
     }
+    row.fields.emplace_back("meets_constraints", meets);
     rows.push_back(std::move(row));
   }
+  // Within the point only (nothing is compared across points): which plan wins on dollars.
+  for (auto& row : rows)
+    row.fields.emplace_back("cheapest_plan", cheapest.empty() ? io::Value(nullptr) : io::Value(cheapest));
   return rows;
 }
 

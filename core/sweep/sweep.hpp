@@ -62,8 +62,10 @@ class Sweep {
   std::vector<io::Value> values(std::int64_t point) const;
   // The scenario of one point as YAML text (what the scenario reader is given).
   std::string scenario_yaml(std::int64_t point) const;
-  // The rows of one point: one per plan of its scenario, each `point`, the axis columns, then
-  // io::cost_row's fields. A point whose scenario does not validate gives one row per plan with
+  // The rows of one point: one per plan of its scenario, each `point`, the axis columns,
+  // io::cost_row's fields, `meets_constraints` (feasible and within the scenario's `constraints`,
+  // as `ftplan plan` judges them) and `cheapest_plan` (of this point's plans that meet them, the
+  // one of least cost_usd; null if none). A point whose scenario does not validate gives one row per plan with
   // feasible = false and the reader's messages as infeasible_reason. Thread-safe; nothing is
   // reused across points.
   std::vector<io::Row> evaluate(std::int64_t point) const;
