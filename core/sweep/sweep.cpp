@@ -448,7 +448,7 @@ AxisDef read_axis(MapView& m, Reader& r, const std::string& file, bool sampled) 
     if (!a.unit.empty() && v.tree.kind == Tree::Kind::scalar) v.tree.text += " " + a.unit;
     return v;
   };
-  if (m.has("values")) {
+  {
     const auto items = m.seq("values");
     if (items.empty() && m.has("values"))
       r.error(m.location_of("values"), m.key_path("values"), "expected a non-empty list");
