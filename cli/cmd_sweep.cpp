@@ -150,32 +150,6 @@ int parse_threads(const Args& args) {
 
 std::string cell(const io::Value& v) { return io::csv_cell(v); }
 
-// Whether `out` already holds this sweep's finished rows for exactly `expected` points.
-bool already_complete(const fs::path& out, sweep::OutputFormat format, const sweep::Sweep& sw,
-                      const std::vector<std::int64_t>& expected) {
-  std::error_code ec;
-  if (!fs::is_regular_file(out, ec)) return false;
-  try {
-    const auto rows = sweep::parse_table(format, read_file(out), out.string());
-    std::set<std::int64_t> seen;
-    for (const auto& row : rows) {
-      const io::Value* p = row.get("point");
-      if (!p) return false;
-      const std::int64_t point = std::stoll(cell(*p));
-      if (point < 0 || point >= sw.size()) return false;
-      const auto values = sw.values(point);
-      for (std::size_t a = 0; a < values.size(); ++a) {
-        const io::Value* v = row.get(sw.axes()[a].column);
-        if (!v || cell(*v) != cell(values[a])) return false;
-      }
-      seen.insert(point);
-    }
-    return seen.size() == expected.size() && std::equal(seen.begin(), seen.end(), expected.begin());
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 void print_dry_run(const sweep::Sweep& sw, const std::vector<std::int64_t>& points) {
   Table t;
   std::vector<std::pair<std::string, Table::Align>> cols = {{"point", Table::Align::right}};
@@ -262,11 +236,6 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       for (const auto& [p, rows] : j.points)
         if (shard.contains(p) && p < sw.size()) done.insert(p);
     }
-  } else if (already_complete(out, format, sw, expected)) {
-    if (!quiet)
-      fmt::print(stderr, "{}: all {} points are in {} already; nothing to do\n", sw.name(), expected.size(),
-                 out.string());
-    return 0;
   }
   if (fresh) {
     const int fd = ::open(journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -696,14 +696,15 @@ Sweep Sweep::parse(std::string_view text, const std::string& name, const std::fi
     }
     impl->dims = {all};
   }
-  r.throw_if_any();
 
   // Each axis's paths must fit the base, and its keys must be keys the scenario has: one
   // value at a time on the base, read by the scenario reader, must not meet an unknown key.
   if (base_ok) {
     for (auto& ax : impl->axes) {
+      if (ax.path.empty()) continue;  // its key is missing or malformed (reported)
       std::vector<AxisValue> probes = ax.values;
       if (ax.continuous) probes = {number_value(ax.from, ax.integer, ax.unit)};
+      if (probes.empty()) probes = {AxisValue{Tree::scalar("1"), std::int64_t{1}}};  // its values are wrong (reported)
       if (probes.size() > 16) probes.resize(16);  // a long list of numbers is checked by its first values
       for (const auto& v : probes) {
         Tree t = impl->base;
@@ -718,7 +719,8 @@ Sweep Sweep::parse(std::string_view text, const std::string& name, const std::fi
           for (const auto& d : e.diagnostics())
             if (d.message.rfind("unknown key", 0) == 0 || d.message.rfind("keys must be", 0) == 0) {
               r.error(ax.axis.where, ax.axis.key,
-                      fmt::format("the scenario has no such key: {}: {}", d.key, d.message));
+                      fmt::format("not a key of the scenario{}{}", d.key == ax.axis.key ? "" : " (" + d.key + ")",
+                                  d.message.rfind("unknown key", 0) == 0 ? d.message.substr(11) : ": " + d.message));
               unknown = true;
             }
           if (unknown) break;

@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "sweep/output.hpp"
@@ -194,7 +197,7 @@ TEST_CASE("an invalid point is a row per plan with the reader's reason, not an e
 TEST_CASE("a wrong sweep file names its line, column and key") {
   // Axis key the scenario does not have: at the axis's key (line 12 of the text), with a suggestion.
   std::string e = error_of("axes:\n  - key: job.seq_lenn\n    values: [1024]\n");
-  CHECK(e.find("sweep.yaml:12:10: job.seq_lenn: the scenario has no such key") != std::string::npos);
+  CHECK(e.find("sweep.yaml:12:10: job.seq_lenn: not a key of the scenario (did you mean") != std::string::npos);
   CHECK(e.find("did you mean 'seq_len'") != std::string::npos);
   // Unknown key of the sweep format itself.
   e = error_of("axes:\n  - {key: job.seq_len, valuse: [1]}\n");
@@ -315,4 +318,26 @@ TEST_CASE("sweep::run evaluates every point once, and its rows do not depend on 
   CHECK_THROWS_AS(
       sweep::run(s, points, 2, [](std::int64_t, std::vector<io::Row>&) { throw std::runtime_error("disk full"); }),
       std::runtime_error);
+}
+
+TEST_CASE("every shipped sweep loads, and the tiered map's committed CSV has a row per point and plan") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::zoo_dir().parent_path() / "scenarios")) {
+    if (e.path().extension() != ".yaml" || e.path().filename().string().rfind("sweep-", 0) != 0) continue;
+    CAPTURE(e.path().string());
+    const auto s = sweep::Sweep::load(e.path(), test::zoo(), test::catalog());
+    CHECK(s.size() > 1);
+    ++n;
+  }
+  CHECK(n >= 3);
+  const auto s = sweep::Sweep::load(test::zoo_dir().parent_path() / "scenarios" / "sweep-tiered-vs-gpus.yaml",
+                                    test::zoo(), test::catalog());
+  std::ifstream in(test::zoo_dir().parent_path() / "scenarios" / "results" / "sweep-tiered-vs-gpus.csv");
+  const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto rows = sweep::parse_table(sweep::OutputFormat::csv, csv, "sweep-tiered-vs-gpus.csv");
+  CHECK(static_cast<std::int64_t>(rows.size()) == 2 * s.size());
+  // Its first point is the first of the grid: rented, the smallest model, the shortest deadline.
+  const auto v = s.values(0);
+  CHECK(std::get<std::string>(*rows[0].get("axis.cost.mode")) == std::get<std::string>(v[0]));
+  CHECK(std::get<std::string>(*rows[0].get("axis.model")) == "llama-3.1-8b");
 }
