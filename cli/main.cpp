@@ -30,6 +30,11 @@ verbs:
                            peak power, energy, dollars, flash wear, idle GPU time; and a verdict
   plan SCENARIO            search plans (its `search` block) under its `constraints`: Pareto front over
                            job time, dollars and peak power; best plan per constraint [--all] [--threads N]
+  sweep SWEEP --out F      many what-ifs: a base scenario and axes of values (grid, zip, random or Latin
+                           hypercube samples), on all cores, into F (.csv or .jsonl); resumable
+                           [--threads N] [--shard K/N] [--dry-run] (docs/sweep-format.md)
+  sweep-merge --out F FILES...
+                           join the files of a sharded sweep into the file one unsharded run writes
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
   help                     this text
 
@@ -55,6 +60,8 @@ int main(int argc, char** argv) {
     if (verb == "simulate") return ftplan::cli::cmd_simulate(args);
     if (verb == "compare") return ftplan::cli::cmd_compare(args);
     if (verb == "plan") return ftplan::cli::cmd_plan(args);
+    if (verb == "sweep") return ftplan::cli::cmd_sweep(args);
+    if (verb == "sweep-merge") return ftplan::cli::cmd_sweep_merge(args);
     if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;

@@ -1,6 +1,7 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace ftplan::cost {
@@ -14,15 +15,21 @@ namespace {
 // calibration profile's `power` table (NVML per kernel class) replaces them.
 double gpu_share(Activity a) {
   switch (a) {
-    case Activity::gemm: return 0.95;
-    case Activity::attention: return 0.85;
-    case Activity::memory_bound: return 0.65;
-    case Activity::communication: return 0.40;
-    case Activity::copy: return 0.30;
+    case Activity::gemm:
+      return 0.95;
+    case Activity::attention:
+      return 0.85;
+    case Activity::memory_bound:
+      return 0.65;
+    case Activity::communication:
+      return 0.40;
+    case Activity::copy:
+      return 0.30;
     case Activity::cpu_compute:
     case Activity::nvme_read:
     case Activity::nvme_write:
-    case Activity::idle: return 0.12;
+    case Activity::idle:
+      return 0.12;
   }
   return 0.12;
 }
@@ -32,6 +39,10 @@ struct Segment {
 };
 
 // Piecewise-constant power of one component from overlapping intervals: the highest draw wins.
+// An interval covers a piece when start <= the piece's midpoint < end. The midpoints ascend, so
+// each interval covers a contiguous run of pieces, found by binary search and marked with a
+// count per activity at its ends: O((pieces + intervals) log) rather than pieces x intervals
+// (a step of many micro-batches has thousands of intervals).
 template <class PowerOf>
 std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component component, double step_s, double idle_w,
                            PowerOf power_of) {
@@ -43,13 +54,31 @@ std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component 
     }
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const std::size_t pieces = cuts.size() - 1;
+  std::vector<double> mids(pieces);
+  for (std::size_t k = 0; k < pieces; ++k) mids[k] = 0.5 * (cuts[k] + cuts[k + 1]);
+  constexpr std::size_t kActivities = static_cast<std::size_t>(Activity::idle) + 1;
+  std::vector<std::array<int, kActivities>> delta(pieces + 1, std::array<int, kActivities>{});
+  for (const auto& i : in) {
+    if (i.component != component) continue;
+    const auto lo = static_cast<std::size_t>(std::lower_bound(mids.begin(), mids.end(), i.start_s) - mids.begin());
+    const auto hi = static_cast<std::size_t>(std::lower_bound(mids.begin(), mids.end(), i.end_s) - mids.begin());
+    if (lo >= hi) continue;
+    ++delta[lo][static_cast<std::size_t>(i.activity)];
+    --delta[hi][static_cast<std::size_t>(i.activity)];
+  }
+  std::array<double, kActivities> watts{};
+  for (std::size_t a = 0; a < kActivities; ++a) watts[a] = power_of(static_cast<Activity>(a));
+  std::array<int, kActivities> active{};
   std::vector<Segment> out;
-  for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
-    const double a = cuts[k], b = cuts[k + 1], mid = 0.5 * (a + b);
+  out.reserve(pieces);
+  for (std::size_t k = 0; k < pieces; ++k) {
     double w = idle_w;
-    for (const auto& i : in)
-      if (i.component == component && i.start_s <= mid && mid < i.end_s) w = std::max(w, power_of(i.activity));
-    out.push_back({a, b, w});
+    for (std::size_t a = 0; a < kActivities; ++a) {
+      active[a] += delta[k][a];
+      if (active[a] > 0) w = std::max(w, watts[a]);
+    }
+    out.push_back({cuts[k], cuts[k + 1], w});
   }
   return out;
 }
@@ -112,25 +141,27 @@ PowerReport power(const plan::Plan& p, const std::vector<Interval>& iv, double s
   // One rank's GPU curve, times every GPU; the CPU and drives per node follow the rank's CPU and
   // NVMe activity (every rank of a node does the same at the same time).
   const auto gpu_curve = curve(iv, Interval::Component::gpu, step_s, gpu_waiting, gpu_w);
-  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle,
-                               [&](Activity) { return cpu_max; });
-  const auto nvme_curve = curve(iv, Interval::Component::nvme, step_s, drive_idle, [&](Activity a) {
-    return a == Activity::nvme_write ? drive_write : drive_read;
-  });
+  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle, [&](Activity) { return cpu_max; });
+  const auto nvme_curve = curve(iv, Interval::Component::nvme, step_s, drive_idle,
+                                [&](Activity a) { return a == Activity::nvme_write ? drive_write : drive_read; });
   std::vector<double> cuts = {0.0, step_s};
   for (const auto* cv : {&gpu_curve, &cpu_curve, &nvme_curve})
     for (const auto& s : *cv) cuts.push_back(s.t0);
   std::sort(cuts.begin(), cuts.end());
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  const auto at = [](const std::vector<Segment>& cv, double x) {
-    for (const auto& s : cv)
-      if (s.t0 <= x && x < s.t1) return s.watts;
+  // The watts of the piece of `cv` holding x (else its last piece's). Pieces ascend and x ascends
+  // from call to call, so each curve keeps a cursor instead of searching from its start.
+  const auto at = [](const std::vector<Segment>& cv, std::size_t& j, double x) {
+    while (j < cv.size() && !(x < cv[j].t1)) ++j;
+    if (j < cv.size() && cv[j].t0 <= x) return cv[j].watts;
     return cv.empty() ? 0.0 : cv.back().watts;
   };
+  std::size_t jg = 0, jc = 0, jn = 0;
   std::vector<Segment> total;
   for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
     const double mid = 0.5 * (cuts[k] + cuts[k + 1]);
-    const double w = gpus * at(gpu_curve, mid) + nodes * (base + dram_w + nic_w + at(cpu_curve, mid) + at(nvme_curve, mid));
+    const double w = gpus * at(gpu_curve, jg, mid) +
+                     nodes * (base + dram_w + nic_w + at(cpu_curve, jc, mid) + at(nvme_curve, jn, mid));
     total.push_back({cuts[k], cuts[k + 1], w});
   }
   double energy = 0;

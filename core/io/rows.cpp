@@ -52,6 +52,8 @@ void put(ordered_json& obj, const std::string& dotted, const Value& v) {
   }
 }
 
+}  // namespace
+
 std::string csv_cell(const Value& v) {
   std::string s = std::visit(
       [](const auto& x) -> std::string {
@@ -71,8 +73,6 @@ std::string csv_cell(const Value& v) {
   }
   return out + "\"";
 }
-
-}  // namespace
 
 std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version, const Row& top_level) {
   ordered_json doc;

@@ -24,5 +24,8 @@ std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, 
                          const Row& top_level = {});
 // Header = union of keys in first-seen order; missing cells are empty.
 std::string rows_to_csv(const std::vector<Row>& rows);
+// One CSV cell: null and non-finite numbers empty, numbers shortest round-trip, text quoted when it
+// holds a comma, quote or newline.
+std::string csv_cell(const Value& v);
 
 }  // namespace ftplan::io

@@ -1,0 +1,121 @@
+// Simulations per second per core of `ftplan sweep` on Llama-3.1-8B single-node plans, through
+// the sweep's own code path (sweep::run -> Sweep::evaluate: apply the point's values, read the
+// scenario, io::evaluate the plan with a full simulation, build its row), with nothing reused
+// across points. Goal (sweep issue): at least 1,000 full simulations per second per core. Prints
+// its figures with the core count; not a test. Build with scripts/build.sh (Release, -O2), then:
+//
+//   build/bench/sweep_bench [threads]        (default: all cores)
+//
+// The sweep: seq 1k/2k/4k x micro-batch 1/2/4 x 1/2/4/8 GPUs x H100/A100 x LoRA/full, global
+// batch 32 (so 1 to 32 micro-batches a step), one plan a point: 144 simulations. Also prints
+// where one point's time goes on one thread: reading the scenario vs the simulation proper.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cost/cost.hpp"
+#include "footprint/footprint.hpp"
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "io/results.hpp"
+#include "io/scenario_io.hpp"
+#include "sim/simulate.hpp"
+#include "sweep/sweep.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+constexpr const char* kSweep = R"(schema_version: 1
+name: bench llama-3.1-8b single node
+scenario:
+  schema_version: 1
+  model: llama-3.1-8b
+  job: {method: lora, seq_len: 2048, micro_batch: 1, global_batch: 32, tokens: 100M,
+        activation_checkpointing: full, framework: pytorch-fsdp}
+  plans:
+    - name: one node
+      cluster: {gpu: h100-sxm-80gb, gpus: 8}
+      parallel: {zero: 3}
+axes:
+  - {key: job.seq_len, values: [1024, 2048, 4096]}
+  - {key: job.micro_batch, values: [1, 2, 4]}
+  - {key: plans.*.cluster.gpus, values: [1, 2, 4, 8]}
+  - {key: plans.*.cluster.gpu, values: [h100-sxm-80gb, a100-sxm4-80gb]}
+  - {key: job.method, values: [lora, full]}
+)";
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = argc > 1 ? std::atoi(argv[1]) : static_cast<int>(cores);
+  const model::Zoo zoo = io::load_zoo(FTPLAN_ZOO_DIR);
+  const hardware::Catalog catalog = io::load_catalog(FTPLAN_ZOO_DIR);
+  const sweep::Sweep sw = sweep::Sweep::parse(kSweep, "bench", ".", zoo, catalog);
+  std::vector<std::int64_t> points;
+  for (std::int64_t p = 0; p < sw.size(); ++p) points.push_back(p);
+
+  // Whole sweep on `threads` workers, best of 3.
+  double best = 1e300;
+  std::int64_t rows = 0, feasible = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    rows = feasible = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    sweep::run(sw, points, threads, [&](std::int64_t, std::vector<io::Row>& r) {
+      rows += static_cast<std::int64_t>(r.size());
+      for (const auto& row : r)
+        if (const io::Value* f = row.get("feasible"); f && std::get<bool>(*f)) ++feasible;
+    });
+    best = std::min(best, seconds_since(t0));
+  }
+  const double per_s = static_cast<double>(rows) / best;
+  fmt::print("sweep_bench: {} simulations ({} feasible) of Llama-3.1-8B single-node plans in {:.3f} s\n", rows,
+             feasible, best);
+  fmt::print("  {} threads on {} cores: {:.1f} simulations/s, {:.1f} simulations/s/core (goal: 1000/s/core)\n", threads,
+             cores, per_s, per_s / std::min<double>(threads, cores));
+
+  // One thread, split: reading the scenario vs evaluating it.
+  double read_s = 0, eval_s = 0, footprint_s = 0, simulate_s = 0, power_s = 0, micro_batches = 0;
+  for (auto p : points) {
+    auto t0 = std::chrono::steady_clock::now();
+    const plan::Scenario s = io::parse_scenario(sw.scenario_yaml(p), "bench", ".", zoo, catalog);
+    read_s += seconds_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (const auto& plan : s.plans) {
+      const io::Evaluation e = io::evaluate(s.model, plan, s.cost);
+      (void)io::cost_row(plan, e.memory, e.step, e.power, e.cost);
+    }
+    eval_s += seconds_since(t0);
+    // The parts of io::evaluate, again, one by one.
+    for (const auto& plan : s.plans) {
+      t0 = std::chrono::steady_clock::now();
+      const auto f = footprint::footprint(s.model, plan);
+      footprint_s += seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      const auto step = sim::simulate_step(s.model, plan);
+      simulate_s += seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      (void)cost::power(plan, step.intervals, step.step_time_s);
+      power_s += seconds_since(t0);
+      micro_batches += step.tokens_per_step / (plan.job.seq_len * plan.job.micro_batch * plan.cluster.gpus());
+    }
+  }
+  const double n = static_cast<double>(points.size());
+  fmt::print(
+      "  one thread, per point: {:.3f} ms reading the scenario, {:.3f} ms evaluating (memory, full simulation, "
+      "power, cost, row)\n",
+      1e3 * read_s / n, 1e3 * eval_s / n);
+  fmt::print(
+      "  of which: footprint {:.3f} ms, simulate_step {:.3f} ms ({:.1f} micro-batches a step on average), power {:.3f} "
+      "ms\n",
+      1e3 * footprint_s / n, 1e3 * simulate_s / n, micro_batches / n, 1e3 * power_s / n);
+  return 0;
+}

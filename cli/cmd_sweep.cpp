@@ -1,0 +1,340 @@
+// `ftplan sweep` and `ftplan sweep-merge` (docs/sweep-format.md): many what-ifs on all cores,
+// resumable, shardable across machines. This file handles files, progress and argv; the
+// expansion, evaluation and table formats are core/sweep.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "app.hpp"
+#include "io/units.hpp"
+#include "sweep/output.hpp"
+#include "sweep/sweep.hpp"
+#include "table.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({path.string(), 0, 0}, "", "cannot open the file for reading");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError({path.string(), 0, 0}, "", "reading failed");
+  return text;
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw std::runtime_error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// Writes `text` to `path` whole or not at all: a temporary file beside it, flushed to disk, then
+// renamed over it (rename is atomic within a file system).
+void write_atomically(const fs::path& path, std::string_view text) {
+  const fs::path tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
+  try {
+    write_all(fd, text, tmp);
+    if (::fsync(fd) != 0) throw std::runtime_error(fmt::format("writing {}: {}", tmp.string(), std::strerror(errno)));
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  fs::rename(tmp, path);
+}
+
+std::string clock_text(double s) {
+  if (!(s >= 0) || s > 360000) return "--:--";
+  const auto t = static_cast<long>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+// done/total, rate and ETA on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise.
+class Progress {
+ public:
+  Progress(std::int64_t total, std::int64_t already, bool enabled)
+      : total_(total),
+        already_(already),
+        enabled_(enabled),
+        tty_(::isatty(STDERR_FILENO) == 1),
+        start_(Clock::now()),
+        last_(start_) {}
+
+  void update(std::int64_t done_now) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    const double since = std::chrono::duration<double>(now - last_).count();
+    if (since < (tty_ ? 0.1 : kLineInterval_s) && done_now + already_ < total_) return;
+    last_ = now;
+    draw(done_now, now);
+  }
+
+  void finish(std::int64_t done_now) {
+    if (!enabled_) return;
+    if (tty_) {
+      draw(done_now, Clock::now());
+      fmt::print(stderr, "\n");
+    }
+  }
+
+  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  void draw(std::int64_t done_now, Clock::time_point now) {
+    const double t = std::chrono::duration<double>(now - start_).count();
+    const double rate = t > 0 ? static_cast<double>(done_now) / t : 0;
+    const std::int64_t done = done_now + already_;
+    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : -1;
+    const double share = total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_) : 1;
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(share * kWidth);
+      fmt::print(stderr, "\r{:>{}}/{} points [{}{}] {:3.0f}%  {:.1f}/s  ETA {}   ", done,
+                 fmt::formatted_size("{}", total_), total_, std::string(static_cast<std::size_t>(filled), '#'),
+                 std::string(static_cast<std::size_t>(kWidth - filled), '.'), 100 * share, rate, clock_text(eta));
+    } else {
+      fmt::print(stderr, "sweep: {}/{} points ({:.0f}%), {:.1f} points/s, ETA {}\n", done, total_, 100 * share, rate,
+                 clock_text(eta));
+    }
+    std::fflush(stderr);
+  }
+
+  static constexpr double kLineInterval_s = 5;
+  std::int64_t total_, already_;
+  bool enabled_, tty_;
+  Clock::time_point start_, last_;
+};
+
+// Ctrl-C: say where the finished points are, then die of the signal as usual.
+char g_interrupt_message[1024];
+std::size_t g_interrupt_length = 0;
+extern "C" void on_interrupt(int sig) {
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+int parse_threads(const Args& args) {
+  if (auto t = args.value("threads")) {
+    int threads = -1;
+    try {
+      threads = std::stoi(*t);
+    } catch (const std::exception&) {
+    }
+    if (threads <= 0) throw UsageError("--threads takes a positive whole number");
+    return threads;
+  }
+  return 0;
+}
+
+std::string cell(const io::Value& v) { return io::csv_cell(v); }
+
+void print_dry_run(const sweep::Sweep& sw, const std::vector<std::int64_t>& points) {
+  Table t;
+  std::vector<std::pair<std::string, Table::Align>> cols = {{"point", Table::Align::right}};
+  for (const auto& a : sw.axes()) cols.emplace_back(a.column.substr(5), Table::Align::right);
+  t.columns(cols);
+  constexpr std::size_t kShown = 50;
+  for (std::size_t i = 0; i < points.size() && i < kShown; ++i) {
+    std::vector<std::string> cells = {std::to_string(points[i])};
+    for (const auto& v : sw.values(points[i])) {
+      std::string c = std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : cell(v);
+      cells.push_back(c);
+    }
+    t.row(cells);
+  }
+  fmt::print("{}", t.text());
+  if (points.size() > kShown) fmt::print("... and {} more points\n", points.size() - kShown);
+}
+
+}  // namespace
+
+int cmd_sweep(const std::vector<std::string>& argv) {
+  auto options =
+      std::vector<OptionSpec>{{"zoo", true, "model zoo folder (default: $FTPLAN_ZOO, else the shipped model_zoo)"}};
+  options.push_back({"out", true, "results file: .csv or .jsonl (JSON Lines); resumes from its .part journal"});
+  options.push_back({"threads", true, "worker threads (default: all cores)"});
+  options.push_back({"shard", true, "K/N: run only the K-th of N disjoint slices of the points (Slurm job arrays)"});
+  options.push_back({"dry-run", false, "list the points and their axis values; simulate nothing"});
+  options.push_back({"quiet", false, "no progress on stderr"});
+  const Args args(argv, 2, options);
+  if (args.positionals().size() != 1) throw UsageError("usage: ftplan sweep SWEEP.yaml --out results.csv|.jsonl");
+  App app(args);
+  const fs::path file = args.positionals()[0];
+  const sweep::Sweep sw = sweep::Sweep::load(file, app.zoo(), app.catalog());
+  sweep::Shard shard;
+  if (auto s = args.value("shard")) {
+    try {
+      shard = sweep::parse_shard(*s);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  const int threads = parse_threads(args);
+  std::vector<std::int64_t> expected;
+  for (std::int64_t p = 0; p < sw.size(); ++p)
+    if (shard.contains(p)) expected.push_back(p);
+
+  if (args.flag("dry-run")) {
+    fmt::print("{}: {} points{}\n", sw.name(), expected.size(),
+               shard.count > 1 ? fmt::format(" in shard {}/{} (of {})", shard.index, shard.count, sw.size()) : "");
+    print_dry_run(sw, expected);
+    return 0;
+  }
+  const auto out_arg = args.value("out");
+  if (!out_arg) throw UsageError("--out FILE is required: the results file (.csv or .jsonl)");
+  const fs::path out = *out_arg;
+  sweep::OutputFormat format;
+  try {
+    format = sweep::output_format(out);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  const fs::path journal = out.string() + ".part";
+  // The journal belongs to this sweep, this slice and this format, and nothing else.
+  const std::uint64_t fingerprint =
+      sw.fingerprint() ^
+      (std::hash<std::string>{}(fmt::format("{}/{}:{}", shard.index, shard.count, static_cast<int>(format))) *
+       0x9E3779B97F4A7C15ull);
+  const bool quiet = args.flag("quiet");
+
+  std::error_code ec;
+  std::set<std::int64_t> done;
+  bool fresh = true;
+  if (fs::exists(journal, ec)) {
+    const std::string text = read_file(journal);
+    const sweep::Journal j = sweep::parse_journal(text, journal.string());
+    if (j.has_header) {
+      if (j.fingerprint != fingerprint)
+        throw UsageError(
+            fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
+                        "output format changed since): delete it to start over, or choose another --out",
+                        journal.string()));
+      fresh = false;
+      if (j.complete_bytes < text.size()) fs::resize_file(journal, j.complete_bytes);  // drop a line cut short
+      for (const auto& [p, rows] : j.points)
+        if (shard.contains(p) && p < sw.size()) done.insert(p);
+    }
+  }
+  if (fresh) {
+    const int fd = ::open(journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", journal.string(), std::strerror(errno)));
+    write_all(fd, sweep::journal_header(fingerprint), journal);
+    ::close(fd);
+  }
+  std::vector<std::int64_t> todo;
+  for (auto p : expected)
+    if (!done.count(p)) todo.push_back(p);
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int workers =
+      static_cast<int>(std::min<std::size_t>(threads > 0 ? threads : cores, std::max<std::size_t>(1, todo.size())));
+  if (!quiet) {
+    fmt::print(stderr, "{}: {} points{}{}, {} threads -> {}\n", sw.name(), expected.size(),
+               shard.count > 1 ? fmt::format(" (shard {}/{} of {})", shard.index, shard.count, sw.size()) : "",
+               done.empty() ? "" : fmt::format(", {} done before (resuming from {})", done.size(), journal.string()),
+               workers, out.string());
+  }
+
+  const int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
+  const std::string message = fmt::format(
+      "\ninterrupted: the finished points are kept in {}; run the same command again to resume\n", journal.string());
+  g_interrupt_length = std::min(message.size(), sizeof g_interrupt_message);
+  std::memcpy(g_interrupt_message, message.data(), g_interrupt_length);
+  auto* previous_int = std::signal(SIGINT, on_interrupt);
+  auto* previous_term = std::signal(SIGTERM, on_interrupt);
+
+  Progress progress(static_cast<std::int64_t>(expected.size()), static_cast<std::int64_t>(done.size()), !quiet);
+  std::int64_t finished = 0;
+  try {
+    sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
+      write_all(fd, sweep::journal_line(point, rows), journal);  // one write: a whole line, or a cut last line
+      progress.update(++finished);
+    });
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  progress.finish(finished);
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
+
+  // The finished file, from the journal (so a resumed run writes exactly what an uninterrupted one does).
+  const sweep::Journal j = sweep::parse_journal(read_file(journal), journal.string());
+  std::vector<io::Row> rows;
+  std::int64_t infeasible = 0;
+  for (auto p : expected) {
+    const auto it = j.points.find(p);
+    if (it == j.points.end()) throw std::runtime_error(fmt::format("point {} is missing from {}", p, journal.string()));
+    for (const auto& r : it->second) {
+      const io::Value* f = r.get("feasible");
+      if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++infeasible;
+      rows.push_back(r);
+    }
+  }
+  std::vector<std::string> axis_columns;
+  for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
+  write_atomically(out, sweep::format_table(format, rows, axis_columns));
+  fs::remove(journal, ec);
+  const double t = progress.elapsed_s();
+  fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
+             sw.name(), rows.size(), expected.size(), infeasible, out.string(), todo.size(), io::format_duration(t),
+             t > 0 ? static_cast<double>(todo.size()) / t : 0.0);
+  return 0;
+}
+
+int cmd_sweep_merge(const std::vector<std::string>& argv) {
+  const std::vector<OptionSpec> options = {{"out", true, "merged results file (.csv or .jsonl, as the shards)"}};
+  const Args args(argv, 2, options);
+  const auto out_arg = args.value("out");
+  if (!out_arg || args.positionals().empty())
+    throw UsageError("usage: ftplan sweep-merge --out results.csv SHARD.csv...");
+  const fs::path out = *out_arg;
+  sweep::OutputFormat format;
+  try {
+    format = sweep::output_format(out);
+    for (const auto& in : args.positionals())
+      if (sweep::output_format(in) != format)
+        throw std::invalid_argument(fmt::format("'{}' is not in the format of --out '{}'", in, out.string()));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  std::vector<sweep::MergeInput> inputs;
+  for (const auto& in : args.positionals()) {
+    std::error_code ec;
+    if (fs::exists(fs::path(in + ".part"), ec))
+      throw InputError({in, 0, 0}, "",
+                       fmt::format("{}.part is beside it: that shard has not finished (rerun it to complete it)", in));
+    if (!fs::is_regular_file(in, ec)) throw InputError({in, 0, 0}, "", "no such file");
+    inputs.push_back({in, read_file(in)});
+  }
+  const sweep::Merged m = sweep::merge(format, inputs);
+  write_atomically(out, m.text);
+  fmt::print(stderr, "merged {} files: {} points, {} rows -> {}\n", inputs.size(), m.points, m.rows, out.string());
+  return 0;
+}
+
+}  // namespace ftplan::cli

@@ -1,0 +1,353 @@
+#include "sweep/output.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "io/results.hpp"
+
+namespace ftplan::sweep {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+ordered_json to_json(const io::Value& v) {
+  return std::visit(
+      [](const auto& x) -> ordered_json {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>)
+          return nullptr;
+        else if constexpr (std::is_same_v<T, double>)
+          return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
+        else
+          return x;
+      },
+      v);
+}
+
+// nullopt for a JSON value a row cannot hold (object, array).
+std::optional<io::Value> from_json(const ordered_json& j) {
+  switch (j.type()) {
+    case ordered_json::value_t::null:
+      return io::Value(nullptr);
+    case ordered_json::value_t::boolean:
+      return io::Value(j.get<bool>());
+    case ordered_json::value_t::number_integer:
+      return io::Value(j.get<std::int64_t>());
+    case ordered_json::value_t::number_unsigned:
+      return io::Value(static_cast<std::int64_t>(j.get<std::uint64_t>()));
+    case ordered_json::value_t::number_float:
+      return io::Value(j.get<double>());
+    case ordered_json::value_t::string:
+      return io::Value(j.get<std::string>());
+    default:
+      return std::nullopt;
+  }
+}
+
+ordered_json row_json(const io::Row& row) {
+  ordered_json o = ordered_json::object();
+  for (const auto& [k, v] : row.fields) o[k] = to_json(v);
+  return o;
+}
+
+std::optional<io::Row> row_of(const ordered_json& o) {
+  if (!o.is_object()) return std::nullopt;
+  io::Row row;
+  for (const auto& [k, v] : o.items()) {
+    auto value = from_json(v);
+    if (!value) return std::nullopt;
+    row.fields.emplace_back(k, std::move(*value));
+  }
+  return row;
+}
+
+// The result fields in io::cost_row's order, for column_order.
+const std::unordered_map<std::string, std::size_t>& result_rank() {
+  static const std::unordered_map<std::string, std::size_t> rank = [] {
+    std::unordered_map<std::string, std::size_t> r;
+    const io::Row t =
+        io::cost_row(plan::Plan{}, footprint::Footprint{}, sim::StepResult{}, cost::PowerReport{}, cost::CostReport{});
+    for (const auto& [k, v] : t.fields) r.emplace(k, r.size());
+    for (const char* k : {"meets_constraints", "cheapest_plan"}) r.emplace(k, r.size());  // Sweep::evaluate's own
+    return r;
+  }();
+  return rank;
+}
+
+std::int64_t point_of(const io::Row& row, const std::string& name, std::size_t line) {
+  if (const io::Value* v = row.get("point")) {
+    if (const auto* i = std::get_if<std::int64_t>(v)) return *i;
+    if (const auto* s = std::get_if<std::string>(v)) {
+      std::int64_t p = 0;
+      const auto r = std::from_chars(s->data(), s->data() + s->size(), p);
+      if (r.ec == std::errc() && r.ptr == s->data() + s->size() && p >= 0) return p;
+    }
+  }
+  throw InputError({name, static_cast<int>(line), 0}, "point",
+                   "a row without a point number; is this a sweep's output?");
+}
+
+std::vector<std::string> axis_columns_of(const std::vector<io::Row>& rows) {
+  std::vector<std::string> out;
+  if (!rows.empty())
+    for (const auto& [k, v] : rows.front().fields)
+      if (k.rfind("axis.", 0) == 0) out.push_back(k);
+  return out;
+}
+
+std::vector<io::Row> parse_csv(std::string_view text, const std::string& name) {
+  std::vector<std::vector<std::string>> records;
+  std::vector<int> record_lines;
+  std::vector<std::string> record;
+  std::string field;
+  bool quoted = false, field_started = false;
+  int line = 1, record_line = 1;
+  const auto end_record = [&] {
+    record.push_back(std::move(field));
+    field.clear();
+    records.push_back(std::move(record));
+    record_lines.push_back(record_line);
+    record.clear();
+    field_started = false;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"' && field.empty()) {
+      quoted = true;
+      field_started = true;
+    } else if (c == ',') {
+      record.push_back(std::move(field));
+      field.clear();
+      field_started = true;
+    } else if (c == '\n') {
+      if (!field.empty() && field.back() == '\r') field.pop_back();
+      end_record();
+      record_line = ++line;
+    } else {
+      field += c;
+      field_started = true;
+    }
+  }
+  if (quoted) throw InputError({name, line, 0}, "", "a quoted CSV cell is not closed (the file is cut short?)");
+  if (field_started || !record.empty()) end_record();
+  std::vector<io::Row> rows;
+  if (records.empty()) return rows;
+  const std::vector<std::string>& header = records.front();
+  if (header.size() == 1 && header.front().empty()) return rows;  // a header-less empty table
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    if (records[r].size() != header.size())
+      throw InputError({name, record_lines[r], 0}, "",
+                       fmt::format("{} cells where the header has {} (the file is cut short or not a sweep's output?)",
+                                   records[r].size(), header.size()));
+    io::Row row;
+    for (std::size_t c = 0; c < header.size(); ++c)
+      row.fields.emplace_back(header[c], records[r][c].empty() ? io::Value(nullptr) : io::Value(records[r][c]));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+OutputFormat output_format(const std::filesystem::path& path) {
+  const std::string ext = path.extension().string();
+  if (ext == ".csv") return OutputFormat::csv;
+  if (ext == ".jsonl" || ext == ".ndjson") return OutputFormat::jsonl;
+  throw std::invalid_argument(
+      fmt::format("'{}': the output's extension says its format: .csv, or .jsonl (JSON Lines)", path.string()));
+}
+
+std::vector<std::string> column_order(const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& axis_columns) {
+  const auto& rank = result_rank();
+  std::set<std::string> left(keys.begin(), keys.end());
+  std::vector<std::string> out;
+  const auto take = [&](const std::string& k) {
+    if (left.erase(k)) out.push_back(k);
+  };
+  take("point");
+  for (const auto& a : axis_columns) take(a);
+  std::vector<std::pair<std::size_t, std::string>> results;
+  for (const auto& k : left)
+    if (auto it = rank.find(k); it != rank.end()) results.emplace_back(it->second, k);
+  std::sort(results.begin(), results.end());
+  for (const auto& [r, k] : results) take(k);
+  out.insert(out.end(), left.begin(), left.end());  // std::set: by name
+  return out;
+}
+
+std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
+                         const std::vector<std::string>& axis_columns) {
+  std::vector<std::string> keys;
+  {
+    std::set<std::string> seen;
+    for (const auto& row : rows)
+      for (const auto& [k, v] : row.fields)
+        if (seen.insert(k).second) keys.push_back(k);
+  }
+  const std::vector<std::string> columns = column_order(keys, axis_columns);
+  std::string out;
+  if (format == OutputFormat::csv && !columns.empty()) {
+    for (std::size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + io::csv_cell(columns[i]);
+    out += '\n';
+  }
+  std::unordered_map<std::string_view, const io::Value*> cells;
+  for (const auto& row : rows) {
+    cells.clear();
+    for (const auto& [k, v] : row.fields) cells.emplace(k, &v);
+    if (format == OutputFormat::csv) {
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        if (i) out += ',';
+        if (auto it = cells.find(columns[i]); it != cells.end()) out += io::csv_cell(*it->second);
+      }
+    } else {
+      ordered_json o = ordered_json::object();
+      for (const auto& c : columns)
+        if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
+      out += o.dump();
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<io::Row> parse_table(OutputFormat format, std::string_view text, const std::string& name) {
+  if (format == OutputFormat::csv) return parse_csv(text, name);
+  std::vector<io::Row> rows;
+  std::size_t start = 0;
+  int line = 0;
+  while (start < text.size()) {
+    ++line;
+    auto nl = text.find('\n', start);
+    const std::string_view l = text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    start = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (l.empty()) continue;
+    const ordered_json j = ordered_json::parse(l, nullptr, false);
+    auto row = j.is_discarded() ? std::nullopt : row_of(j);
+    if (!row)
+      throw InputError({name, line, 0}, "",
+                       "not a JSON object of a sweep row (the file is cut short or not a sweep's output?)");
+    rows.push_back(std::move(*row));
+  }
+  return rows;
+}
+
+std::string journal_header(std::uint64_t fingerprint) {
+  ordered_json h;
+  h["ftplan_sweep_journal"] = 1;
+  h["fingerprint"] = fmt::format("{:016x}", fingerprint);
+  return h.dump() + "\n";
+}
+
+std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
+  ordered_json j;
+  j["point"] = point;
+  j["rows"] = ordered_json::array();
+  for (const auto& r : rows) j["rows"].push_back(row_json(r));
+  return j.dump() + "\n";
+}
+
+Journal parse_journal(std::string_view text, const std::string& name) {
+  Journal out;
+  std::size_t start = 0;
+  int line = 0;
+  for (;;) {
+    const auto nl = text.find('\n', start);
+    if (nl == std::string_view::npos) break;  // a line cut short (or nothing) at the end
+    ++line;
+    const std::string_view l = text.substr(start, nl - start);
+    const ordered_json j = ordered_json::parse(l, nullptr, false);
+    const auto damaged = [&] {
+      return InputError(
+          {name, line, 0}, "",
+          "a damaged line: this is not a sweep journal, or it was edited; delete it to start the sweep over");
+    };
+    if (j.is_discarded() || !j.is_object()) throw damaged();
+    if (line == 1) {
+      if (!j.contains("ftplan_sweep_journal") || !j["fingerprint"].is_string()) throw damaged();
+      out.has_header = true;
+      out.fingerprint = std::stoull(j["fingerprint"].get<std::string>(), nullptr, 16);
+    } else {
+      if (!j.contains("point") || !j["point"].is_number_integer() || !j.contains("rows") || !j["rows"].is_array())
+        throw damaged();
+      std::vector<io::Row> rows;
+      for (const auto& r : j["rows"]) {
+        auto row = row_of(r);
+        if (!row) throw damaged();
+        rows.push_back(std::move(*row));
+      }
+      out.points.emplace(j["point"].get<std::int64_t>(), std::move(rows));
+    }
+    start = nl + 1;
+    out.complete_bytes = start;
+  }
+  return out;
+}
+
+Merged merge(OutputFormat format, const std::vector<MergeInput>& inputs) {
+  std::map<std::int64_t, std::pair<std::size_t, std::vector<io::Row>>> points;
+  std::vector<std::string> axis_columns;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<io::Row> rows = parse_table(format, inputs[i].text, inputs[i].name);
+    if (axis_columns.empty()) axis_columns = axis_columns_of(rows);
+    std::size_t line = format == OutputFormat::csv ? 1 : 0;
+    for (auto& row : rows) {
+      const std::int64_t p = point_of(row, inputs[i].name, ++line);
+      auto [it, fresh] = points.try_emplace(p, i, std::vector<io::Row>{});
+      if (!fresh && it->second.first != i)
+        throw InputError({inputs[i].name, static_cast<int>(line), 0}, "point",
+                         fmt::format("point {} is also in {}: shards are disjoint, so these are not shards of one run",
+                                     p, inputs[it->second.first].name));
+      it->second.second.push_back(std::move(row));
+    }
+  }
+  Merged m;
+  std::vector<std::int64_t> missing;
+  std::int64_t expect = 0;
+  for (const auto& [p, v] : points) {
+    for (; expect < p && missing.size() < 6; ++expect) missing.push_back(expect);
+    expect = p + 1;
+  }
+  if (!missing.empty()) {
+    std::vector<std::string> shown;
+    for (auto p : missing) shown.push_back(std::to_string(p));
+    throw InputError(
+        {inputs.empty() ? std::string() : inputs.front().name, 0, 0}, "point",
+        fmt::format("no input has point{} {}{}: is a shard missing or unfinished?", missing.size() > 1 ? "s" : "",
+                    fmt::join(shown.begin(), shown.begin() + std::min<std::size_t>(5, shown.size()), ", "),
+                    missing.size() > 5 ? ", ..." : ""));
+  }
+  std::vector<io::Row> all;
+  for (auto& [p, v] : points)
+    for (auto& row : v.second) all.push_back(std::move(row));
+  m.points = static_cast<std::int64_t>(points.size());
+  m.rows = static_cast<std::int64_t>(all.size());
+  m.text = format_table(format, all, axis_columns);
+  return m;
+}
+
+}  // namespace ftplan::sweep

@@ -1,0 +1,65 @@
+// Sweep output files (docs/sweep-format.md): the finished table (CSV or JSON Lines), the journal
+// a running sweep appends to, and merging the files of shards. Text in, text out: the CLI does
+// the file handling.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/rows.hpp"
+
+namespace ftplan::sweep {
+
+enum class OutputFormat { csv, jsonl };
+
+// By the file's extension: .csv, or .jsonl / .ndjson. Throws std::invalid_argument.
+OutputFormat output_format(const std::filesystem::path& path);
+
+// The columns of a sweep table, in an order that depends only on which columns there are (so
+// merged shards and one unsharded run agree): `point`, the axis columns in `axis_columns`'
+// order, the result fields in io::cost_row's order, then any others by name.
+std::vector<std::string> column_order(const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& axis_columns);
+
+// The finished file: rows in the order given (by point, then plan), columns by column_order.
+// CSV: a header and one line per row. JSON Lines: one object per row with the CSV's column
+// names as keys (flat, dotted), so both read into the same table.
+std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
+                         const std::vector<std::string>& axis_columns);
+
+// A finished file read back: rows in file order (CSV cells come back as text, empty as null).
+// Malformed input throws InputError naming the file and line.
+std::vector<io::Row> parse_table(OutputFormat format, std::string_view text, const std::string& name);
+
+// The journal beside a running sweep's output: a header line naming the sweep, then one line per
+// finished point holding its rows. Lines are appended whole; a crash can only cut the last one.
+std::string journal_header(std::uint64_t fingerprint);
+std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows);
+
+struct Journal {
+  bool has_header = false;
+  std::uint64_t fingerprint = 0;
+  std::map<std::int64_t, std::vector<io::Row>> points;  // the first line of a point wins
+  std::size_t complete_bytes = 0;                       // length of the whole lines; the rest is a line cut short
+};
+// Throws InputError for a damaged line other than a cut-short last one.
+Journal parse_journal(std::string_view text, const std::string& name);
+
+// Joins the finished files of a sweep's shards (same format) into the file one unsharded run
+// writes. Throws InputError when a point is in two inputs or points are missing.
+struct MergeInput {
+  std::string name;
+  std::string text;
+};
+struct Merged {
+  std::string text;
+  std::int64_t points = 0;
+  std::int64_t rows = 0;
+};
+Merged merge(OutputFormat format, const std::vector<MergeInput>& inputs);
+
+}  // namespace ftplan::sweep

@@ -1,0 +1,343 @@
+// Sweeps: expansion of grid, zip, range, geometric, random and Latin-hypercube axes; dotted keys
+// applied to the base scenario and read like a file; errors naming the sweep file's line and key;
+// shards; the journal; merged shards equal to one unsharded run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "sweep/output.hpp"
+#include "sweep/sweep.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+// A small, fast base: LoRA on one RTX 4090 (a handful of micro-batches a step).
+constexpr const char* kScenario = R"(scenario:
+  schema_version: 1
+  model: llama-3.2-1b
+  job: {method: lora, seq_len: 1024, micro_batch: 1, global_batch: 2, steps: 10}
+  plans:
+    - name: one 4090
+      cluster: {gpu: rtx-4090, gpus: 1}
+    - name: two.h100
+      cluster: {gpu: h100-sxm-80gb, gpus: 2}
+)";
+
+sweep::Sweep make(const std::string& rest) {
+  const std::string text = std::string("schema_version: 1\n") + kScenario + rest;
+  return sweep::Sweep::parse(text, "sweep.yaml", test::data_dir(), test::zoo(), test::catalog());
+}
+
+std::string error_of(const std::string& rest) {
+  return test::input_error_of([&] { make(rest); });
+}
+
+std::int64_t as_int(const io::Value& v) { return std::get<std::int64_t>(v); }
+double as_double(const io::Value& v) { return std::get<double>(v); }
+
+}  // namespace
+
+TEST_CASE("a grid is the cartesian product, the last axis varying fastest") {
+  /* 3 sequence lengths x 2 micro-batches = 6 points, in nested-loop order of the file. */
+  const auto s = make(
+      "axes:\n"
+      "  - {key: job.seq_len, values: [512, 1024, 2048]}\n"
+      "  - {key: job.micro_batch, values: [1, 2]}\n");
+  REQUIRE(s.size() == 6);
+  REQUIRE(s.axes().size() == 2);
+  CHECK(s.axes()[0].column == "axis.job.seq_len");
+  const std::int64_t seq[] = {512, 512, 1024, 1024, 2048, 2048}, mb[] = {1, 2, 1, 2, 1, 2};
+  for (int p = 0; p < 6; ++p) {
+    const auto v = s.values(p);
+    CHECK(as_int(v[0]) == seq[p]);
+    CHECK(as_int(v[1]) == mb[p]);
+  }
+}
+
+TEST_CASE("zip pairs values; range and geometric generate them") {
+  /* zip group (3 pairs) x range 1..7 step 3 (1, 4, 7) = 9 points; geometric 1, 2, 4, 8 alone = 4;
+   * a real range 0.5..1.0 step 0.25 = 0.5, 0.75, 1.0. */
+  const auto s = make(
+      "axes:\n"
+      "  - zip:\n"
+      "      - {key: job.seq_len, values: [512, 1024, 2048]}\n"
+      "      - {key: job.global_batch, values: [2, 4, 8]}\n"
+      "  - {key: job.steps, range: {from: 1, to: 7, step: 3}}\n");
+  REQUIRE(s.size() == 9);
+  CHECK(as_int(s.values(4)[0]) == 1024);
+  CHECK(as_int(s.values(4)[1]) == 4);
+  CHECK(as_int(s.values(4)[2]) == 4);
+  CHECK(as_int(s.values(8)[2]) == 7);
+
+  const auto g = make("axes:\n  - {key: job.micro_batch, geometric: {from: 1, to: 8, factor: 2}}\n");
+  REQUIRE(g.size() == 4);
+  CHECK(as_int(g.values(3)[0]) == 8);
+
+  const auto r = make("axes:\n  - {key: job.lora.dropout, range: {from: 0.5, to: 1.0, step: 0.25}}\n");
+  REQUIRE(r.size() == 3);
+  CHECK(as_double(r.values(1)[0]) == doctest::Approx(0.75));
+
+  const auto z = make(
+      "mode: zip\n"
+      "axes:\n"
+      "  - {key: job.seq_len, values: [512, 1024]}\n"
+      "  - {key: job.micro_batch, values: [1, 2]}\n");
+  CHECK(z.size() == 2);
+}
+
+TEST_CASE("Latin-hypercube samples put one point in each stratum of every axis, the same for the same seed") {
+  /* LHS (McKay, Beckman & Conover 1979): with 10 points over a continuous range 0..10, each of
+   * the strata [0,1), [1,2), ... [9,10) holds exactly one point; over a 5-value list, each value
+   * is drawn exactly twice. Random sampling guarantees neither. */
+  const std::string rest =
+      "axes:\n"
+      "  - {key: job.lora.alpha, range: {from: 0, to: 10}}\n"
+      "  - {key: job.lora.rank, values: [4, 8, 16, 32, 64]}\n"
+      "sample: {method: lhs, count: 10, seed: 42}\n";
+  const auto s = make(rest);
+  REQUIRE(s.size() == 10);
+  std::set<int> strata;
+  std::map<std::int64_t, int> ranks;
+  for (int p = 0; p < 10; ++p) {
+    const auto v = s.values(p);
+    const double x = as_double(v[0]);
+    CHECK(x >= 0);
+    CHECK(x < 10);
+    strata.insert(static_cast<int>(x));
+    ++ranks[as_int(v[1])];
+  }
+  CHECK(strata.size() == 10);
+  CHECK(ranks.size() == 5);
+  for (const auto& [r, n] : ranks) CHECK(n == 2);
+  // Deterministic: same seed, same points; another seed, other points.
+  const auto again = make(rest);
+  const auto other = make(std::string(rest).replace(rest.find("seed: 42"), 8, "seed: 43"));
+  bool differs = false;
+  for (int p = 0; p < 10; ++p) {
+    CHECK(as_double(again.values(p)[0]) == as_double(s.values(p)[0]));
+    differs = differs || as_double(other.values(p)[0]) != as_double(s.values(p)[0]);
+  }
+  CHECK(differs);
+
+  const auto rnd = make(
+      "axes:\n  - {key: job.lora.alpha, range: {from: 1, to: 100, scale: log, integer: true}}\n"
+      "sample: {method: random, count: 50, seed: 1}\n");
+  for (int p = 0; p < 50; ++p) {
+    const auto x = as_int(rnd.values(p)[0]);
+    CHECK(x >= 1);
+    CHECK(x <= 100);
+  }
+}
+
+TEST_CASE("dotted keys set one key for every plan, one plan by name or index, and create missing keys") {
+  const auto s = make(
+      "axes:\n"
+      "  - {key: plans.*.job.micro_batch, values: [2]}\n"
+      "  - {key: 'plans[two.h100].cluster.gpus', name: h100s, values: [4]}\n"
+      "  - {key: plans.0.parallel.zero, values: [1]}\n"
+      "  - {key: job.loss.chunks, values: [8]}\n"
+      "  - {key: job.global_batch, values: [16]}\n");
+  const std::string yaml = s.scenario_yaml(0);
+  CHECK(yaml.find("\"gpus\": \"4\"") != std::string::npos);
+  CHECK(yaml.find("\"chunks\": \"8\"") != std::string::npos);
+  CHECK(s.axes()[1].column == "axis.h100s");
+  const auto rows = s.evaluate(0);
+  REQUIRE(rows.size() == 2);
+  REQUIRE(rows[1].get("gpu_count"));
+  CHECK(std::get<std::string>(*rows[0].get("plan")) == "one 4090");
+  CHECK(as_int(*rows[0].get("gpu_count")) == 1);
+  CHECK(as_int(*rows[1].get("gpu_count")) == 4);
+  CHECK(as_int(*rows[1].get("axis.h100s")) == 4);
+  CHECK(as_int(*rows[1].get("point")) == 0);
+  // The full result fields of DESIGN.md's contract are there.
+  for (const char* k : {"feasible",
+                        "infeasible_reason",
+                        "gpu_allocated_peak_bytes",
+                        "gpu_reserved_peak_bytes",
+                        "gpu_peak_bytes",
+                        "host_peak_bytes",
+                        "nvme_bytes",
+                        "step_time_s",
+                        "tokens_per_s",
+                        "mfu",
+                        "hfu",
+                        "model_tflops_per_gpu",
+                        "hardware_tflops_per_gpu",
+                        "job_time_s",
+                        "peak_power_w",
+                        "energy_kwh",
+                        "cost_usd",
+                        "memory.gpu.weights_bytes",
+                        "meets_constraints",
+                        "cheapest_plan"})
+    CHECK_MESSAGE(rows[1].get(k) != nullptr, k);
+}
+
+TEST_CASE("an invalid point is a row per plan with the reader's reason, not an error") {
+  /* There is no fine-tuning method "dora" here: the scenario reader refuses it. */
+  const auto s = make("axes:\n  - {key: job.method, values: [lora, dora]}\n");
+  const auto ok = s.evaluate(0);
+  CHECK(std::get<bool>(*ok[0].get("feasible")));
+  const auto bad = s.evaluate(1);
+  REQUIRE(bad.size() == 2);
+  for (const auto& row : bad) {
+    CHECK_FALSE(std::get<bool>(*row.get("feasible")));
+    const auto& why = std::get<std::string>(*row.get("infeasible_reason"));
+    CHECK(why.find("invalid scenario: job.method: 'dora' is not one of") != std::string::npos);
+  }
+  CHECK(std::get<std::string>(*bad[1].get("plan")) == "two.h100");
+}
+
+TEST_CASE("a wrong sweep file names its line, column and key") {
+  // Axis key the scenario does not have: at the axis's key (line 12 of the text), with a suggestion.
+  std::string e = error_of("axes:\n  - key: job.seq_lenn\n    values: [1024]\n");
+  CHECK(e.find("sweep.yaml:12:10: job.seq_lenn: not a key of the scenario (did you mean") != std::string::npos);
+  CHECK(e.find("did you mean 'seq_len'") != std::string::npos);
+  // Unknown key of the sweep format itself.
+  e = error_of("axes:\n  - {key: job.seq_len, valuse: [1]}\n");
+  CHECK(e.find("sweep.yaml:12:") != std::string::npos);
+  CHECK(e.find("axes[0].valuse: unknown key (did you mean 'values'?)") != std::string::npos);
+  // A plan that is not there.
+  e = error_of("axes:\n  - {key: 'plans[three].cluster.gpus', values: [1]}\n");
+  CHECK(e.find("sweep.yaml:12:") != std::string::npos);
+  CHECK(e.find("plans has no item named 'three'") != std::string::npos);
+  // Through a scalar.
+  e = error_of("axes:\n  - {key: model.layers, values: [2]}\n");
+  CHECK(e.find("model is llama-3.2-1b, not a mapping") != std::string::npos);
+  // Zip lengths, continuous range without sampling, bad sample method, missing axes.
+  CHECK(error_of("axes:\n  - zip:\n    - {key: job.seq_len, values: [1, 2]}\n    - {key: job.steps, values: [1]}\n")
+            .find("zipped axes pair value by value") != std::string::npos);
+  CHECK(error_of("axes:\n  - {key: job.seq_len, range: {from: 1, to: 2}}\n").find("give a `step`, or `sample`") !=
+        std::string::npos);
+  CHECK(error_of("axes:\n  - {key: job.seq_len, values: [1]}\nsample: {method: lhc, count: 3}\n")
+            .find("did you mean 'lhs'") != std::string::npos);
+  CHECK(error_of("").find("axes: is required") != std::string::npos);
+}
+
+TEST_CASE("shards are disjoint and together hold every point") {
+  const auto s = sweep::parse_shard("2/3");
+  CHECK(s.index == 2);
+  CHECK(s.count == 3);
+  for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/2x"})
+    CHECK_THROWS_AS(sweep::parse_shard(bad), std::invalid_argument);
+  for (int n : {1, 2, 3, 7}) {
+    std::vector<int> owners(100, 0);
+    for (int k = 1; k <= n; ++k)
+      for (std::int64_t p = 0; p < 100; ++p) owners[p] += sweep::Shard{k, n}.contains(p);
+    CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));
+  }
+}
+
+TEST_CASE("the journal keeps whole lines and drops one cut short") {
+  std::vector<io::Row> rows(1);
+  rows[0].fields = {
+      {"point", std::int64_t{3}}, {"plan", std::string("a")}, {"x", 0.1 + 0.2}, {"n", nullptr}, {"ok", true}};
+  const std::string whole = sweep::journal_header(0xabcdef) + sweep::journal_line(3, rows);
+  const std::string cut = whole + sweep::journal_line(4, rows).substr(0, 20);
+  const auto j = sweep::parse_journal(cut, "j");
+  CHECK(j.has_header);
+  CHECK(j.fingerprint == 0xabcdef);
+  CHECK(j.complete_bytes == whole.size());
+  REQUIRE(j.points.count(3) == 1);
+  CHECK(j.points.count(4) == 0);
+  // Values come back exactly (0.1 + 0.2 is not 0.3).
+  CHECK(as_double(*j.points.at(3)[0].get("x")) == 0.1 + 0.2);
+  CHECK(std::holds_alternative<std::nullptr_t>(*j.points.at(3)[0].get("n")));
+  CHECK_THROWS_AS(sweep::parse_journal(whole + "garbage\n", "j"), InputError);
+}
+
+TEST_CASE("merged shards equal one unsharded run, in CSV and JSON Lines, whatever order they finish in") {
+  const auto s = make(
+      "axes:\n"
+      "  - {key: job.method, values: [lora, dora, qlora]}\n"
+      "  - {key: plans.*.cluster.gpus, values: [1, 2]}\n");
+  std::vector<std::vector<io::Row>> by_point;
+  for (std::int64_t p = 0; p < s.size(); ++p) by_point.push_back(s.evaluate(p));
+  std::vector<std::string> axis_columns;
+  for (const auto& a : s.axes()) axis_columns.push_back(a.column);
+  const auto table = [&](sweep::OutputFormat f, sweep::Shard shard) {
+    std::vector<io::Row> rows;
+    for (std::int64_t p = 0; p < s.size(); ++p)
+      if (shard.contains(p)) rows.insert(rows.end(), by_point[p].begin(), by_point[p].end());
+    return sweep::format_table(f, rows, axis_columns);
+  };
+  for (auto f : {sweep::OutputFormat::csv, sweep::OutputFormat::jsonl}) {
+    const std::string whole = table(f, {1, 1});
+    // Shards given out of order, one of them empty of feasible rows.
+    const auto m = sweep::merge(
+        f, {{"c", table(f, {3, 4})}, {"a", table(f, {1, 4})}, {"b", table(f, {2, 4})}, {"d", table(f, {4, 4})}});
+    CHECK(m.points == 6);
+    CHECK(m.rows == 12);
+    CHECK(m.text == whole);
+    // A missing shard and a shard given twice are refused.
+    CHECK(test::input_error_of([&] {
+            sweep::merge(f, {{"a", table(f, {1, 2})}});
+          }).find("is a shard missing") != std::string::npos);
+    CHECK(test::input_error_of([&] {
+            sweep::merge(f, {{"a", table(f, {1, 1})}, {"b", table(f, {2, 2})}});
+          }).find("point 1 is also in a") != std::string::npos);
+  }
+  // The columns do not depend on which rows come first: point, axes, the result fields in order.
+  const std::string csv = table(sweep::OutputFormat::csv, {1, 1});
+  CHECK(csv.rfind("point,axis.job.method,axis.plans.*.cluster.gpus,plan,feasible,infeasible_reason,gpu_count,", 0) ==
+        0);
+  // Point 2 (dora) is invalid: its rows have only a few columns. Which rows come first does not
+  // change the header.
+  REQUIRE(by_point[2][0].fields.size() < by_point[0][0].fields.size());
+  std::vector<io::Row> valid_first = by_point[0], invalid_first = by_point[2];
+  valid_first.insert(valid_first.end(), by_point[2].begin(), by_point[2].end());
+  invalid_first.insert(invalid_first.end(), by_point[0].begin(), by_point[0].end());
+  const auto header = [&](const std::vector<io::Row>& rows) {
+    const std::string t = sweep::format_table(sweep::OutputFormat::csv, rows, axis_columns);
+    return t.substr(0, t.find('\n'));
+  };
+  CHECK(header(valid_first) == header(invalid_first));
+}
+
+TEST_CASE("sweep::run evaluates every point once, and its rows do not depend on the thread count") {
+  const auto s = make("axes:\n  - {key: job.seq_len, values: [256, 512, 768, 1024, 1280, 1536]}\n");
+  std::vector<std::int64_t> points = {0, 1, 2, 3, 4, 5};
+  std::map<std::int64_t, std::string> one, three;
+  std::vector<std::string> cols = {"axis.job.seq_len"};
+  sweep::run(s, points, 1, [&](std::int64_t p, std::vector<io::Row>& r) {
+    one[p] = sweep::format_table(sweep::OutputFormat::jsonl, r, cols);
+  });
+  sweep::run(s, points, 3, [&](std::int64_t p, std::vector<io::Row>& r) {
+    CHECK(three.count(p) == 0);
+    three[p] = sweep::format_table(sweep::OutputFormat::jsonl, r, cols);
+  });
+  CHECK(one.size() == 6);
+  CHECK(one == three);
+  // A failing callback stops the run and comes back to the caller.
+  CHECK_THROWS_AS(
+      sweep::run(s, points, 2, [](std::int64_t, std::vector<io::Row>&) { throw std::runtime_error("disk full"); }),
+      std::runtime_error);
+}
+
+TEST_CASE("every shipped sweep loads, and the tiered map's committed CSV has a row per point and plan") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::zoo_dir().parent_path() / "scenarios")) {
+    if (e.path().extension() != ".yaml" || e.path().filename().string().rfind("sweep-", 0) != 0) continue;
+    CAPTURE(e.path().string());
+    const auto s = sweep::Sweep::load(e.path(), test::zoo(), test::catalog());
+    CHECK(s.size() > 1);
+    ++n;
+  }
+  CHECK(n >= 3);
+  const auto s = sweep::Sweep::load(test::zoo_dir().parent_path() / "scenarios" / "sweep-tiered-vs-gpus.yaml",
+                                    test::zoo(), test::catalog());
+  std::ifstream in(test::zoo_dir().parent_path() / "scenarios" / "results" / "sweep-tiered-vs-gpus.csv");
+  const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto rows = sweep::parse_table(sweep::OutputFormat::csv, csv, "sweep-tiered-vs-gpus.csv");
+  CHECK(static_cast<std::int64_t>(rows.size()) == 2 * s.size());
+  // Its first point is the first of the grid: rented, the smallest model, the shortest deadline.
+  const auto v = s.values(0);
+  CHECK(std::get<std::string>(*rows[0].get("axis.cost.mode")) == std::get<std::string>(v[0]));
+  CHECK(std::get<std::string>(*rows[0].get("axis.model")) == "llama-3.1-8b");
+}
