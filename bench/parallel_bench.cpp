@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/allocator.hpp"
+
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
 #include "io/scenario_io.hpp"
@@ -28,6 +30,7 @@ long max_rss_kib() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ftplan::keep_freed_memory();
   const std::filesystem::path zoo_dir = argc > 1 ? argv[1] : FTPLAN_ZOO_DIR;
   const auto zoo = io::load_zoo(zoo_dir);
   const auto catalog = io::load_catalog(zoo_dir);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/allocator.hpp"
+
 #include "app.hpp"
 #include "common/error.hpp"
 
@@ -46,6 +48,7 @@ options shared by all verbs:
 }  // namespace
 
 int main(int argc, char** argv) {
+  ftplan::keep_freed_memory();
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() < 2 || args[1] == "help" || args[1] == "--help" || args[1] == "-h") {
     std::fputs(kUsage, args.size() < 2 ? stderr : stdout);

@@ -1,6 +1,7 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <array>
 #include <cmath>
 
@@ -93,21 +94,38 @@ double peak_window_average(const std::vector<Segment>& segs, double period_s, do
     e.push_back(e.back() + s.watts * (s.t1 - s.t0));
   }
   const double period_energy = e.back();
-  const auto energy_at = [&](double x) {  // E(x) over the periodic curve, x >= 0
-    const double cycles = std::floor(x / period_s);
-    double r = x - cycles * period_s;
-    auto it = std::upper_bound(t.begin(), t.end(), r);
-    std::size_t k = static_cast<std::size_t>(std::max<std::ptrdiff_t>(1, it - t.begin())) - 1;
-    k = std::min(k, segs.size() - 1);
+  // E(cycles x period + r) for r in [0, period], with a cursor `k` that only moves forward while
+  // r grows (reset by the caller when r wraps).
+  const auto energy = [&](double cycles, double r, std::size_t& k) {
+    while (k + 1 < segs.size() && !(r < t[k + 1])) ++k;
     return cycles * period_energy + e[k] + segs[k].watts * (r - t[k]);
   };
-  double best = 0;
   // The window average is piecewise linear in its start; its maximum is at a start where the
-  // window's start or end meets a breakpoint.
-  for (double b : t) {
-    for (double a : {b, std::fmod(b - std::fmod(window_s, period_s) + period_s, period_s)}) {
-      best = std::max(best, (energy_at(a + window_s) - energy_at(a)) / window_s);
+  // window's start or its end meets a breakpoint. Both candidate lists ascend (the second is the
+  // first shifted back by the window, modulo the period: a rotation of a sorted list), and so do
+  // the window ends: one pass with forward-only cursors.
+  const double shift = std::fmod(window_s, period_s);
+  std::vector<double> starts;
+  starts.reserve(2 * t.size());
+  std::vector<double> back;
+  back.reserve(t.size());
+  for (double b : t) back.push_back(std::fmod(b - shift + period_s, period_s));
+  const auto lowest = std::min_element(back.begin(), back.end());
+  std::rotate(back.begin(), lowest, back.end());
+  std::merge(t.begin(), t.end(), back.begin(), back.end(), std::back_inserter(starts));
+  double best = 0;
+  std::size_t ka = 0, kb = 0;
+  double wrap_cycles = -1;
+  for (double a : starts) {
+    if (a >= period_s) continue;  // the same start as 0, a candidate already
+    const double x = a + window_s;
+    const double cycles = std::floor(x / period_s);
+    if (cycles != wrap_cycles) {  // the window's end entered a new period: restart its cursor
+      wrap_cycles = cycles;
+      kb = 0;
     }
+    const double end = energy(cycles, x - cycles * period_s, kb);
+    best = std::max(best, (end - energy(0, a, ka)) / window_s);
   }
   return best;
 }

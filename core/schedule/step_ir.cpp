@@ -93,8 +93,8 @@ Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int layer, i
 
 class Builder {
  public:
-  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches)
-      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches) {
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches, bool names)
+      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names) {
     tp_ = std::max(1, p.parallel.tp);
     cp_ = std::max(1, p.parallel.cp);
     dp_ = plan::data_parallel_degree(p);
@@ -182,6 +182,12 @@ class Builder {
   bool fused_ = false;
   int micro_override_ = 0;
   double load_ = 1.0;  // routed tokens an expert rank computes, relative to the even share
+  bool names_ = true;
+  // An op's or tensor's name, formatted only when names are wanted (traces, dry-run messages).
+  template <class... Args>
+  std::string name(fmt::format_string<Args...> f, Args&&... args) const {
+    return names_ ? fmt::format(f, std::forward<Args>(args)...) : std::string();
+  }
 };
 
 double Builder::eager_score_bytes(const LayerWork& w) const {
@@ -284,8 +290,8 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
 int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
-  const std::string tag = fmt::format("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
-                                      inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
+  const std::string tag = name("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
+                                      inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
   // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
   Op ew = make_op(OpKind::elementwise, Stream::compute, pass, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, false) * T;
@@ -347,7 +353,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
 int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
-  const std::string tag = fmt::format("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? fmt::format(" m{}", micro) : "");
+  const std::string tag = name("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
   const double k = w.experts_per_token;
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double routed = T * k * (moe ? load_ : 1.0);
@@ -447,17 +453,17 @@ int Builder::attention(Op op, bool backward) {
   // Each rank holds seq/cp queries and, in turn, every rank's K and V block: cp - 1 passes of
   // T (2 kv) values (and in backward their gradients too) overlap with the blocks' compute.
   const double block_bytes = tokens_ * 2.0 * work_of(op.layer).kv * act_B_ * (backward ? 2.0 : 1.0);
-  const std::string name = op.name + " kv";
-  return blocked(std::move(op), cp_, block_bytes, Group::cp, name);
+  const std::string pass_name = op.name + " kv";
+  return blocked(std::move(op), cp_, block_bytes, Group::cp, pass_name);
 }
 
 int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name) {
-  const std::string name = op.name;
+  const std::string base = op.name;
   const std::vector<int> deps = op.deps;
   int last = -1, pass = -1;
   for (int b = 0; b < blocks; ++b) {
     Op block = op;
-    block.name = fmt::format("{} block {}", name, b);
+    block.name = name("{} block {}", base, b);
     block.flops /= blocks;
     block.model_flops /= blocks;
     block.recompute_flops /= blocks;
@@ -466,7 +472,7 @@ int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::s
     if (b > 0) block.reads.clear();
     if (b + 1 < blocks) {
       // The next block's data travel while this one computes.
-      pass = collective(Stream::comm, Collective::send_recv, g, 2, pass_bytes, fmt::format("{} pass {}", pass_name, b + 1),
+      pass = collective(Stream::comm, Collective::send_recv, g, 2, pass_bytes, name("{} pass {}", pass_name, b + 1),
                         op.layer, op.micro, b == 0 ? deps : std::vector<int>{pass});
     }
     last = add(std::move(block));
@@ -512,7 +518,7 @@ StepIR Builder::build() {
   const plan::Offload& off = p_.offload;
   const int shard = inv_.shard_degree;
   const auto micro_name = [&](const std::string& base, int mb) {
-    return micro_batches > 1 ? fmt::format("{} m{}", base, mb) : base;
+    return micro_batches > 1 ? name("{} m{}", base, mb) : base;
   };
 
   // ---- persistent state and buffers: alive from the start.
@@ -558,7 +564,7 @@ StepIR Builder::build() {
   std::vector<int> grad_tensor(layers, -1);
   if (grads_group)
     for (int l = 0; l < layers; ++l)
-      grad_tensor[l] = tensor(fmt::format("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
+      grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
                               grads_group->total() / std::max(1, layers), layer_of[l]);
 
   const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
@@ -571,7 +577,7 @@ StepIR Builder::build() {
   // allocated when the fetch is issued; at most `units_in_flight` are outstanding
   // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
   const auto fetch = [&](int layer, int mb, bool backward, int release_before, int& buffer) {
-    const std::string what = fmt::format("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? fmt::format(" m{}", mb) : "");
+    const std::string what = name("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? name(" m{}", mb) : "");
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer);
     std::vector<int> deps;
     if (release_before >= 0) deps.push_back(release_before);
@@ -618,7 +624,7 @@ StepIR Builder::build() {
   };
   const auto receive = [&](int mb, int from_vs, int vs, bool gradient) {
     Op op = make_op(OpKind::marker, Stream::compute, gradient ? Pass::backward : Pass::forward,
-                    micro_name(fmt::format("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb),
+                    micro_name(name("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb),
                     -1, mb);
     op.peer = from_vs % pp;
     op.tag = pipe_tag(mb, vs, gradient);
@@ -627,7 +633,7 @@ StepIR Builder::build() {
   };
   const auto send = [&](int mb, int to_vs, bool gradient) {
     const int s = collective(Stream::p2p, Collective::send_recv, Group::pp, 2, p2p_bytes,
-                             micro_name(fmt::format("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb),
+                             micro_name(name("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb),
                              -1, mb, {last_compute});
     ir_.ops[s].peer = to_vs % pp;
     ir_.ops[s].tag = pipe_tag(mb, to_vs, gradient);
@@ -659,7 +665,7 @@ StepIR Builder::build() {
       }
       const TensorGroup* acts = saved_group;
       if (acts) {
-        saved[l] = tensor(micro_name(fmt::format("saved activations L{}", layer), mb), Category::activations, Tier::gpu,
+        saved[l] = tensor(micro_name(name("saved activations L{}", layer), mb), Category::activations, Tier::gpu,
                           acts->bytes, layer);
         deps.push_back(alloc(Stream::compute, saved[l], {last_compute}));
       }
@@ -669,7 +675,7 @@ StepIR Builder::build() {
       // Activation offload (SSDTrain, DeepSpeed cpu_checkpointing): copy the saved tensors out
       // and free the GPU copy once it has left.
       if (offloaded_group && saved[l] >= 0) {
-        const std::string what = micro_name(fmt::format("activations L{}", layer), mb);
+        const std::string what = micro_name(name("activations L{}", layer), mb);
         host_saved[l] = tensor(what + " (offloaded)", Category::activations, offloaded_group->tier, acts->bytes, layer);
         int a = alloc(Stream::d2h, host_saved[l], {last_compute});
         const Tier dst = offloaded_group->tier;
@@ -743,7 +749,7 @@ StepIR Builder::build() {
       }
       // Offloaded activations come back before their layer's backward.
       if (host_saved[l] >= 0) {
-        const std::string what = micro_name(fmt::format("activations L{}", layer), mb);
+        const std::string what = micro_name(name("activations L{}", layer), mb);
         saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
         int a = alloc(Stream::h2d, saved[l], {stash_done[l]});
         if (offloaded_group->tier == Tier::nvme) {
@@ -764,7 +770,7 @@ StepIR Builder::build() {
       if (saved[l] >= 0) reads.push_back(saved[l]);
       std::vector<int> bwd_tensors;
       for (const auto* g : backward_groups) {
-        bwd_tensors.push_back(tensor(fmt::format("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer));
+        bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer));
         deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
       }
       const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
@@ -776,13 +782,13 @@ StepIR Builder::build() {
                  inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
         // torchtitan op-SAC recomputes the unsaved matmuls (wk, wo, w3) and the pointwise ops.
         const LayerWork w = work_of(layer);
-        cur = gemm(fmt::format("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
+        cur = gemm(name("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
                    w.kv + w.h + w.f * w.experts_per_token, false, deps);
       } else {
         Op join;
         join.kind = OpKind::marker;
         join.stream = Stream::compute;
-        join.name = fmt::format("bwd L{} ready", layer);
+        join.name = name("bwd L{} ready", layer);
         join.deps = deps;
         cur = add(std::move(join));
       }
@@ -801,7 +807,7 @@ StepIR Builder::build() {
         const bool scatter = inv_.zero >= 1 || stream_params;
         last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
-                                 micro_name(fmt::format("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
+                                 micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
                                  mb, {cur});
         produced = last_reduce;
       }
@@ -811,15 +817,15 @@ StepIR Builder::build() {
         const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
         int t = alloc(Stream::d2h, grad_tensor[l], {produced});
         if (grads_group->tier == Tier::nvme) {
-          const int staging = tensor(fmt::format("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer);
+          const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer);
           alloc(Stream::d2h, staging, {t});
-          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, fmt::format("d2h gradients L{}", layer), layer, mb, {t}, {},
+          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
                    {staging});
-          t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, fmt::format("nvme write gradients L{}", layer), layer,
+          t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, name("nvme write gradients L{}", layer), layer,
                    mb, {t}, {staging}, {grad_tensor[l]});
           t = release(Stream::nvme_write, staging, {t});
         } else {
-          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, fmt::format("d2h gradients L{}", layer), layer, mb, {t}, {},
+          t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
                    {grad_tensor[l]});
         }
         last_grad_offload = t;
@@ -882,14 +888,14 @@ StepIR Builder::build() {
     for (int c = 0; c < chunks; ++c) {
       const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
       std::vector<int> deps = opt_deps;
-      const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, fmt::format("nvme read optimizer chunk {}", c),
+      const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
                           -1, 0, deps, state >= 0 ? std::vector<int>{state} : std::vector<int>{}, {});
       std::vector<int> udeps = {rd};
       if (prev_update >= 0) udeps.push_back(prev_update);
-      const int up = optimizer_op(params, fmt::format("optimizer step chunk {}", c), udeps);
+      const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
       prev_update = up;
       last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
-                  fmt::format("nvme write optimizer chunk {}", c), -1, 0, {up}, {}, {});
+                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, {}, {});
     }
   } else {
     last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
@@ -981,8 +987,8 @@ std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, 
 }
 
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
-                  int micro_batches) {
-  return Builder(model, plan, inventory, micro_batches).build();
+                  int micro_batches, bool names) {
+  return Builder(model, plan, inventory, micro_batches, names).build();
 }
 
 std::vector<std::string> dry_run(const StepIR& ir) {

@@ -117,8 +117,9 @@ std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, 
 // `inventory` must be build_inventory(model, plan, stage).
 // `micro_batches` > 0 builds only that many of the step's micro-batches (for steady-state
 // extrapolation); 0 builds them all.
+// `names` false leaves ops' and tensors' names empty (faster; the simulator wants them only for traces).
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
-                  int micro_batches = 0);
+                  int micro_batches = 0, bool names = true);
 
 // Walks the IR in order and checks that every op finds the tensors it reads live in their tier,
 // that nothing is freed twice or used after free, and that deps point backwards. Returns the

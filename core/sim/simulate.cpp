@@ -660,7 +660,7 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
   for (int s = 0; s < pp; ++s) {
     const inventory::Inventory inv = inventory::build_inventory(m, p, s);
-    irs[s] = schedule::build_step(m, p, inv, micro_batches);
+    irs[s] = schedule::build_step(m, p, inv, micro_batches, trace);
   }
   if (!full) {
     for (int s = 0; s < pp; ++s) {
