@@ -40,47 +40,57 @@ struct Segment {
 };
 
 // Piecewise-constant power of one component from overlapping intervals: the highest draw wins.
-// An interval covers a piece when start <= the piece's midpoint < end. The midpoints ascend, so
-// each interval covers a contiguous run of pieces, found by binary search and marked with a
-// count per activity at its ends: O((pieces + intervals) log) rather than pieces x intervals
-// (a step of many micro-batches has thousands of intervals).
-template <class PowerOf>
+// One sort of the intervals' ends, then a sweep that keeps a count of each activity in progress:
+// O(n log n) for n intervals (a step of many micro-batches has thousands). Also returns, in
+// `busy_s`, the time some activity for which `counts` is true was in progress.
+template <class PowerOf, class Counts>
 std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component component, double step_s, double idle_w,
-                           PowerOf power_of) {
-  std::vector<double> cuts = {0.0, step_s};
+                           PowerOf power_of, Counts counts, double& busy_s) {
+  struct End {
+    double t;
+    int activity;
+    int delta;
+  };
+  std::vector<End> ends;
   for (const auto& i : in)
     if (i.component == component) {
-      cuts.push_back(std::clamp(i.start_s, 0.0, step_s));
-      cuts.push_back(std::clamp(i.end_s, 0.0, step_s));
+      const double t0 = std::clamp(i.start_s, 0.0, step_s), t1 = std::clamp(i.end_s, 0.0, step_s);
+      if (!(t0 < t1)) continue;
+      ends.push_back({t0, static_cast<int>(i.activity), +1});
+      ends.push_back({t1, static_cast<int>(i.activity), -1});
     }
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  const std::size_t pieces = cuts.size() - 1;
-  std::vector<double> mids(pieces);
-  for (std::size_t k = 0; k < pieces; ++k) mids[k] = 0.5 * (cuts[k] + cuts[k + 1]);
+  std::sort(ends.begin(), ends.end(), [](const End& x, const End& y) { return x.t < y.t; });
   constexpr std::size_t kActivities = static_cast<std::size_t>(Activity::idle) + 1;
-  std::vector<std::array<int, kActivities>> delta(pieces + 1, std::array<int, kActivities>{});
-  for (const auto& i : in) {
-    if (i.component != component) continue;
-    const auto lo = static_cast<std::size_t>(std::lower_bound(mids.begin(), mids.end(), i.start_s) - mids.begin());
-    const auto hi = static_cast<std::size_t>(std::lower_bound(mids.begin(), mids.end(), i.end_s) - mids.begin());
-    if (lo >= hi) continue;
-    ++delta[lo][static_cast<std::size_t>(i.activity)];
-    --delta[hi][static_cast<std::size_t>(i.activity)];
-  }
   std::array<double, kActivities> watts{};
-  for (std::size_t a = 0; a < kActivities; ++a) watts[a] = power_of(static_cast<Activity>(a));
+  std::array<bool, kActivities> counted{};
+  for (std::size_t a = 0; a < kActivities; ++a) {
+    watts[a] = power_of(static_cast<Activity>(a));
+    counted[a] = counts(static_cast<Activity>(a));
+  }
   std::array<int, kActivities> active{};
   std::vector<Segment> out;
-  out.reserve(pieces);
-  for (std::size_t k = 0; k < pieces; ++k) {
+  out.reserve(ends.size() + 1);
+  busy_s = 0;
+  double t = 0;
+  const auto emit = [&](double until) {
+    if (!(t < until)) return;
     double w = idle_w;
-    for (std::size_t a = 0; a < kActivities; ++a) {
-      active[a] += delta[k][a];
-      if (active[a] > 0) w = std::max(w, watts[a]);
-    }
-    out.push_back({cuts[k], cuts[k + 1], w});
+    bool busy = false;
+    for (std::size_t a = 0; a < kActivities; ++a)
+      if (active[a] > 0) {
+        w = std::max(w, watts[a]);
+        busy = busy || counted[a];
+      }
+    if (busy) busy_s += until - t;
+    if (!out.empty() && out.back().watts == w) out.back().t1 = until;  // same draw: extend
+    else out.push_back({t, until, w});
+    t = until;
+  };
+  for (const End& e : ends) {
+    emit(e.t);
+    active[static_cast<std::size_t>(e.activity)] += e.delta;
   }
+  emit(step_s);
   return out;
 }
 
@@ -158,43 +168,35 @@ PowerReport power(const plan::Plan& p, const std::vector<Interval>& iv, double s
 
   // One rank's GPU curve, times every GPU; the CPU and drives per node follow the rank's CPU and
   // NVMe activity (every rank of a node does the same at the same time).
-  const auto gpu_curve = curve(iv, Interval::Component::gpu, step_s, gpu_waiting, gpu_w);
-  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle, [&](Activity) { return cpu_max; });
+  double busy = 0, unused = 0;
+  const auto none = [](Activity) { return false; };
+  // Idle compute: GPU time not spent in kernels (waiting on communication, copies, the CPU, bubbles).
+  const auto gpu_curve = curve(iv, Interval::Component::gpu, step_s, gpu_waiting, gpu_w, [](Activity a) {
+    return a == Activity::gemm || a == Activity::attention || a == Activity::memory_bound;
+  }, busy);
+  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle, [&](Activity) { return cpu_max; }, none, unused);
   const auto nvme_curve = curve(iv, Interval::Component::nvme, step_s, drive_idle,
-                                [&](Activity a) { return a == Activity::nvme_write ? drive_write : drive_read; });
-  std::vector<double> cuts = {0.0, step_s};
-  for (const auto* cv : {&gpu_curve, &cpu_curve, &nvme_curve})
-    for (const auto& s : *cv) cuts.push_back(s.t0);
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  // The watts of the piece of `cv` holding x (else its last piece's). Pieces ascend and x ascends
-  // from call to call, so each curve keeps a cursor instead of searching from its start.
-  const auto at = [](const std::vector<Segment>& cv, std::size_t& j, double x) {
-    while (j < cv.size() && !(x < cv[j].t1)) ++j;
-    if (j < cv.size() && cv[j].t0 <= x) return cv[j].watts;
-    return cv.empty() ? 0.0 : cv.back().watts;
-  };
-  std::size_t jg = 0, jc = 0, jn = 0;
+                                [&](Activity a) { return a == Activity::nvme_write ? drive_write : drive_read; }, none, unused);
+  // The three curves cover [0, step) each: walk them together, cutting at every breakpoint.
   std::vector<Segment> total;
-  for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
-    const double mid = 0.5 * (cuts[k] + cuts[k + 1]);
-    const double w = gpus * at(gpu_curve, jg, mid) +
-                     nodes * (base + dram_w + nic_w + at(cpu_curve, jc, mid) + at(nvme_curve, jn, mid));
-    total.push_back({cuts[k], cuts[k + 1], w});
+  total.reserve(gpu_curve.size() + cpu_curve.size() + nvme_curve.size());
+  std::size_t jg = 0, jc = 0, jn = 0;
+  double t = 0;
+  while (jg < gpu_curve.size() && jc < cpu_curve.size() && jn < nvme_curve.size()) {
+    const double until = std::min({gpu_curve[jg].t1, cpu_curve[jc].t1, nvme_curve[jn].t1});
+    const double w = gpus * gpu_curve[jg].watts + nodes * (base + dram_w + nic_w + cpu_curve[jc].watts + nvme_curve[jn].watts);
+    if (until > t) total.push_back({t, until, w});
+    t = until;
+    if (!(gpu_curve[jg].t1 > until)) ++jg;
+    if (!(cpu_curve[jc].t1 > until)) ++jc;
+    if (!(nvme_curve[jn].t1 > until)) ++jn;
   }
   double energy = 0;
-  for (const auto& s : total) energy += s.watts * (s.t1 - s.t0);
+  for (const auto& seg : total) energy += seg.watts * (seg.t1 - seg.t0);
   r.energy_per_step_j = energy;
   r.average_power_w = energy / step_s;
   // Facilities provision for the highest 1-second average (DESIGN.md "Power").
   r.peak_power_w = peak_window_average(total, step_s, 1.0);
-  // Idle compute: GPU time not spent in kernels (waiting on communication, copies, the CPU, bubbles).
-  const auto computing = curve(iv, Interval::Component::gpu, step_s, 0.0, [](Activity a) {
-    return a == Activity::gemm || a == Activity::attention || a == Activity::memory_bound ? 1.0 : 0.0;
-  });
-  double busy = 0;
-  for (const auto& s : computing)
-    if (s.watts > 0) busy += s.t1 - s.t0;
   r.gpu_idle_s_per_step = (step_s - busy) * gpus;
   return r;
 }

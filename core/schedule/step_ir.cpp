@@ -121,14 +121,14 @@ class Builder {
     ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer});
     return static_cast<int>(ir_.tensors.size()) - 1;
   }
-  int alloc(Stream s, int t, std::vector<int> deps = {}) {
+  int alloc(Stream s, int t, Ids deps = {}) {
     Op op = make_op(OpKind::alloc, s, Pass::other, "alloc " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
     op.writes = {t};
     return add(std::move(op));
   }
-  int release(Stream s, int t, std::vector<int> deps = {}) {
+  int release(Stream s, int t, Ids deps = {}) {
     Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
@@ -143,12 +143,12 @@ class Builder {
   double pointwise_bytes(const LayerWork& w, bool backward) const;
   double eager_score_bytes(const LayerWork& w) const;
   // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
-  int layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved);
-  int layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads);
+  int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
+  int layer_backward(int layer, int micro, Ids deps, Ids reads);
   int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
-           std::vector<int> deps);
+           Ids deps);
   Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
-               std::vector<int> deps) const;
+               Ids deps) const;
   // A GEMM of a tensor-parallel block with the communication Megatron puts around it
   // (Shoeybi et al. 2019 fig. 3; Korthikanti et al. 2022 fig. 5): `before` its input is
   // all-gathered (sequence parallelism), `after` its output all-reduced or reduce-scattered.
@@ -159,9 +159,9 @@ class Builder {
   // group `g` on the comm stream between consecutive pieces (the next piece waits for it).
   int blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name);
   int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
-                 int micro, std::vector<int> deps);
+                 int micro, Ids deps);
   int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
-           std::vector<int> deps, std::vector<int> reads, std::vector<int> writes);
+           Ids deps, Ids reads, Ids writes);
   // Expert parallelism: the all-to-all that sends each token to the ranks of its top-k experts
   // (dispatch) or brings the results back (combine) (GShard, Lepikhin et al. 2021; Megatron-core
   // MoE token dispatcher). Returns `after` when the layer has no experts or ep is 1.
@@ -245,7 +245,7 @@ LayerWork Builder::work_of(int layer) const {
 }
 
 int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
-                  bool weight_grad, std::vector<int> deps) {
+                  bool weight_grad, Ids deps) {
   return add(make_gemm(name, layer, micro, pass, m, k, n, weight_grad, std::move(deps)));
 }
 
@@ -266,7 +266,7 @@ int Builder::tp_gemm(Op op, TpComm comm, const std::string& name) {
 }
 
 Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
-                      bool weight_grad, std::vector<int> deps) const {
+                      bool weight_grad, Ids deps) const {
   Op op = make_op(OpKind::gemm, Stream::compute, pass, name, layer, micro);
   op.m = static_cast<std::int64_t>(m);
   op.k = static_cast<std::int64_t>(k);
@@ -287,7 +287,7 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   return op;
 }
 
-int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> deps, std::vector<int> reads, int saved) {
+int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
   const std::string tag = name("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
@@ -350,7 +350,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, std::vector<int> dep
   return last;
 }
 
-int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::vector<int> reads) {
+int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
   const std::string tag = name("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
@@ -431,7 +431,7 @@ int Builder::layer_backward(int layer, int micro, std::vector<int> deps, std::ve
 }
 
 int Builder::collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
-                        int micro, std::vector<int> deps) {
+                        int micro, Ids deps) {
   Op op = make_op(OpKind::collective, s, Pass::other, name, layer, micro);
   op.collective = c;
   op.group = g;
@@ -459,7 +459,7 @@ int Builder::attention(Op op, bool backward) {
 
 int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name) {
   const std::string base = op.name;
-  const std::vector<int> deps = op.deps;
+  const Ids deps = op.deps;
   int last = -1, pass = -1;
   for (int b = 0; b < blocks; ++b) {
     Op block = op;
@@ -468,12 +468,12 @@ int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::s
     block.model_flops /= blocks;
     block.recompute_flops /= blocks;
     block.bytes /= blocks;
-    block.deps = b == 0 ? deps : std::vector<int>{last, pass};
+    block.deps = b == 0 ? deps : Ids{last, pass};
     if (b > 0) block.reads.clear();
     if (b + 1 < blocks) {
       // The next block's data travel while this one computes.
       pass = collective(Stream::comm, Collective::send_recv, g, 2, pass_bytes, name("{} pass {}", pass_name, b + 1),
-                        op.layer, op.micro, b == 0 ? deps : std::vector<int>{pass});
+                        op.layer, op.micro, b == 0 ? deps : Ids{pass});
     }
     last = add(std::move(block));
   }
@@ -481,7 +481,7 @@ int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::s
 }
 
 int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
-                  std::vector<int> deps, std::vector<int> reads, std::vector<int> writes) {
+                  Ids deps, Ids reads, Ids writes) {
   Op op = make_op(OpKind::copy, s, Pass::other, name, layer, micro);
   op.src = src;
   op.dst = dst;
@@ -514,6 +514,10 @@ StepIR Builder::build() {
   int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
   if (micro_override_ > 0) micro_batches = std::min(micro_batches, micro_override_);
   ir_.micro_batches = micro_batches;
+  // Room for every op up front (about 60 per layer and micro-batch with recompute, fetches and
+  // collectives): growing the array would move each op several times.
+  ir_.ops.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 64 + 256);
+  ir_.tensors.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 8 + 64);
   ir_.stage = inv_.stage;
   const plan::Offload& off = p_.offload;
   const int shard = inv_.shard_degree;
@@ -579,7 +583,7 @@ StepIR Builder::build() {
   const auto fetch = [&](int layer, int mb, bool backward, int release_before, int& buffer) {
     const std::string what = name("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? name(" m{}", mb) : "");
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer);
-    std::vector<int> deps;
+    Ids deps;
     if (release_before >= 0) deps.push_back(release_before);
     const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
     int last = alloc(first_stream, buffer, deps);
@@ -653,8 +657,8 @@ StepIR Builder::build() {
     std::vector<int> released(layers, -1);
     for (int l = c0; l < c1; ++l) {
       const int layer = layer_of[l];
-      std::vector<int> deps = {last_compute};
-      std::vector<int> reads;
+      Ids deps = {last_compute};
+      Ids reads;
       int buffer = -1;
       if (stream_params) {
         const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
@@ -736,8 +740,8 @@ StepIR Builder::build() {
       const int layer = layer_of[l];
       const bool first_backward = backwards[l] == 0;
       const bool last_backward = ++backwards[l] == micro_batches;
-      std::vector<int> deps = {last_compute};
-      std::vector<int> reads;
+      Ids deps = {last_compute};
+      Ids reads;
       int buffer = -1;
       if (stream_params) {
         const int back = l + units_in_flight;
@@ -842,7 +846,7 @@ StepIR Builder::build() {
   for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
 
   // ---- optimizer step over this rank's shard
-  std::vector<int> opt_deps = {last_compute};
+  Ids opt_deps = {last_compute};
   if (last_reduce >= 0) opt_deps.push_back(last_reduce);
   if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
   // ZeRO-Offload's one-step delayed parameter update (Ren et al. 2021, sec. 5.2): the CPU step
@@ -856,7 +860,7 @@ StepIR Builder::build() {
   }
   const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard : inv_.params.trainable;
   const bool cpu_step = off.optimizer_step == Tier::cpu;
-  const auto optimizer_op = [&](double params, const std::string& name, std::vector<int> deps) {
+  const auto optimizer_op = [&](double params, const std::string& name, Ids deps) {
     Op opt;
     opt.kind = OpKind::optimizer;
     opt.pass = Pass::optimizer;
@@ -887,10 +891,10 @@ StepIR Builder::build() {
     int prev_update = -1;
     for (int c = 0; c < chunks; ++c) {
       const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
-      std::vector<int> deps = opt_deps;
+      Ids deps = opt_deps;
       const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
-                          -1, 0, deps, state >= 0 ? std::vector<int>{state} : std::vector<int>{}, {});
-      std::vector<int> udeps = {rd};
+                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, {});
+      Ids udeps = {rd};
       if (prev_update >= 0) udeps.push_back(prev_update);
       const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
       prev_update = up;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "inventory/inventory.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
@@ -44,6 +46,10 @@ enum class Group { dp, tp, pp, cp, ep };
 
 enum class Pass { forward, recompute, backward, optimizer, other };
 const char* to_string(Pass p);
+
+// Op and tensor indices of one op: almost always one to three, kept inline (no allocation per op;
+// a step has tens of thousands of ops and a sweep builds thousands of steps).
+using Ids = boost::container::small_vector<int, 3>;
 
 struct Tensor {
   std::string name;
@@ -85,9 +91,9 @@ struct Op {
   int peer = -1;
   std::int64_t tag = -1;
 
-  std::vector<int> deps;    // ops (indices) that must finish first; same-stream order is implicit
-  std::vector<int> reads;   // tensors read (must be live in their tier)
-  std::vector<int> writes;  // tensors written
+  Ids deps;    // ops (indices) that must finish first; same-stream order is implicit
+  Ids reads;   // tensors read (must be live in their tier)
+  Ids writes;  // tensors written
 };
 
 struct StepIR {
