@@ -109,7 +109,7 @@ class Builder {
   StepIR build();
 
  private:
-  int add(Op op) {
+  int add(Op&& op) {
     op.kernels = std::max(op.kernels, op.kind == OpKind::gemm || op.kind == OpKind::attention ||
                                               op.kind == OpKind::elementwise || op.kind == OpKind::loss
                                           ? 1
