@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #ifdef FTPLAN_HAVE_NCCL
 #include <nccl.h>
 #endif
@@ -23,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "cuda/cuda_bench.hpp"
 #include "cuda/nvml.hpp"
@@ -44,6 +46,106 @@ std::string cat(const T&... parts) {
   return os.str();
 }
 
+// cuBLAS, cuBLASLt and NCCL are opened at run time, when the GPU calibration first needs them:
+// linked, these libraries (hundreds of MB with static initializers) load at every start of the
+// ftplan command, ~0.4 s on the dev VM, for the one verb that uses them. Names go through the
+// headers' macros (cublasCreate is cublasCreate_v2), so the symbols are those the headers declare.
+#define FTPLAN_STR2(x) #x
+#define FTPLAN_STR(x) FTPLAN_STR2(x)
+#define FTPLAN_FN(name) decltype(&::name) name = nullptr;
+struct Libraries {
+  std::string error;  // why cuBLAS could not be loaded ("" = loaded)
+  bool nccl = false;  // NCCL loaded (optional: collectives are skipped without it)
+  FTPLAN_FN(cublasLtMatrixLayoutDestroy)
+  FTPLAN_FN(cublasLtMatrixLayoutCreate)
+  FTPLAN_FN(cublasSetStream)
+  FTPLAN_FN(cublasLtMatmulDescSetAttribute)
+  FTPLAN_FN(cublasLtMatmulDescCreate)
+  FTPLAN_FN(cublasLtMatmul)
+  FTPLAN_FN(cublasLtCreate)
+  // (Overloaded in C++: the exported one takes a cublasComputeType_t.)
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                               const void*, const void*, cudaDataType, int, long long, const void*,
+                                               cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                               long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  FTPLAN_FN(cublasCreate)
+  FTPLAN_FN(cublasLtMatmulPreferenceSetAttribute)
+  FTPLAN_FN(cublasLtMatmulPreferenceDestroy)
+  FTPLAN_FN(cublasLtMatmulPreferenceCreate)
+  FTPLAN_FN(cublasLtMatmulDescDestroy)
+  FTPLAN_FN(cublasLtMatmulAlgoGetHeuristic)
+  FTPLAN_FN(cublasLtDestroy)
+  FTPLAN_FN(cublasDestroy)
+#ifdef FTPLAN_HAVE_NCCL
+  FTPLAN_FN(ncclReduceScatter)
+  FTPLAN_FN(ncclGroupStart)
+  FTPLAN_FN(ncclGroupEnd)
+  FTPLAN_FN(ncclCommInitAll)
+  FTPLAN_FN(ncclAllReduce)
+  FTPLAN_FN(ncclAllGather)
+  FTPLAN_FN(ncclGetErrorString)
+  FTPLAN_FN(ncclCommDestroy)
+#endif
+};
+
+Libraries load_libraries() {
+  Libraries l;
+  // By soname through the loader's search path, else from where the build found the toolkit.
+  const auto open_from = [](const char* soname, const char* dir) -> void* {
+    if (void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL)) return h;
+    return dir[0] ? dlopen(cat(dir, "/", soname).c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
+  };
+  const auto open = [&](const char* soname) -> void* {
+    void* h = open_from(soname, FTPLAN_CUDA_LIBRARY_DIR);
+    if (!h && l.error.empty()) l.error = cat("cannot load ", soname, " (", dlerror(), ")");
+    return h;
+  };
+  const auto bind = [&](void* h, auto& fn, const char* symbol) {
+    if (!h) return false;
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, symbol));
+    if (!fn && l.error.empty()) l.error = cat("no ", symbol, " in cuBLAS");
+    return fn != nullptr;
+  };
+  void* lt = open("libcublasLt.so." FTPLAN_STR(CUBLAS_VER_MAJOR));
+  void* blas = open("libcublas.so." FTPLAN_STR(CUBLAS_VER_MAJOR));
+  bind(lt, l.cublasLtMatrixLayoutDestroy, FTPLAN_STR(cublasLtMatrixLayoutDestroy));
+  bind(lt, l.cublasLtMatrixLayoutCreate, FTPLAN_STR(cublasLtMatrixLayoutCreate));
+  bind(lt, l.cublasLtMatmulDescSetAttribute, FTPLAN_STR(cublasLtMatmulDescSetAttribute));
+  bind(lt, l.cublasLtMatmulDescCreate, FTPLAN_STR(cublasLtMatmulDescCreate));
+  bind(lt, l.cublasLtMatmul, FTPLAN_STR(cublasLtMatmul));
+  bind(lt, l.cublasLtCreate, FTPLAN_STR(cublasLtCreate));
+  bind(lt, l.cublasLtMatmulPreferenceSetAttribute, FTPLAN_STR(cublasLtMatmulPreferenceSetAttribute));
+  bind(lt, l.cublasLtMatmulPreferenceDestroy, FTPLAN_STR(cublasLtMatmulPreferenceDestroy));
+  bind(lt, l.cublasLtMatmulPreferenceCreate, FTPLAN_STR(cublasLtMatmulPreferenceCreate));
+  bind(lt, l.cublasLtMatmulDescDestroy, FTPLAN_STR(cublasLtMatmulDescDestroy));
+  bind(lt, l.cublasLtMatmulAlgoGetHeuristic, FTPLAN_STR(cublasLtMatmulAlgoGetHeuristic));
+  bind(lt, l.cublasLtDestroy, FTPLAN_STR(cublasLtDestroy));
+  bind(blas, l.cublasSetStream, FTPLAN_STR(cublasSetStream));
+  bind(blas, l.cublasGemmStridedBatchedEx, FTPLAN_STR(cublasGemmStridedBatchedEx));
+  bind(blas, l.cublasCreate, FTPLAN_STR(cublasCreate));
+  bind(blas, l.cublasDestroy, FTPLAN_STR(cublasDestroy));
+#ifdef FTPLAN_HAVE_NCCL
+  if (void* n = open_from("libnccl.so." FTPLAN_STR(NCCL_MAJOR), FTPLAN_NCCL_LIBRARY_DIR)) {
+    l.nccl = true;
+    l.nccl = (l.ncclReduceScatter = reinterpret_cast<decltype(l.ncclReduceScatter)>(dlsym(n, FTPLAN_STR(ncclReduceScatter)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclGroupStart = reinterpret_cast<decltype(l.ncclGroupStart)>(dlsym(n, FTPLAN_STR(ncclGroupStart)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclGroupEnd = reinterpret_cast<decltype(l.ncclGroupEnd)>(dlsym(n, FTPLAN_STR(ncclGroupEnd)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclCommInitAll = reinterpret_cast<decltype(l.ncclCommInitAll)>(dlsym(n, FTPLAN_STR(ncclCommInitAll)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclAllReduce = reinterpret_cast<decltype(l.ncclAllReduce)>(dlsym(n, FTPLAN_STR(ncclAllReduce)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclAllGather = reinterpret_cast<decltype(l.ncclAllGather)>(dlsym(n, FTPLAN_STR(ncclAllGather)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclGetErrorString = reinterpret_cast<decltype(l.ncclGetErrorString)>(dlsym(n, FTPLAN_STR(ncclGetErrorString)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclCommDestroy = reinterpret_cast<decltype(l.ncclCommDestroy)>(dlsym(n, FTPLAN_STR(ncclCommDestroy)))) != nullptr && l.nccl;
+  }
+#endif
+  return l;
+}
+
+// Loaded once, on first use (probe_cuda calls it first).
+const Libraries& lib() {
+  static const Libraries libraries = load_libraries();
+  return libraries;
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(cat(what, ": ", cudaGetErrorString(e)));
 }
@@ -52,7 +154,7 @@ void check(cublasStatus_t s, const char* what) {
 }
 #ifdef FTPLAN_HAVE_NCCL
 void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(cat(what, ": ", ncclGetErrorString(r)));
+  if (r != ncclSuccess) throw std::runtime_error(cat(what, ": ", lib().ncclGetErrorString(r)));
 }
 #endif
 #define FTPLAN_CUDA(call) check((call), #call)
@@ -203,30 +305,30 @@ class LtGemm {
   LtGemm(cublasLtHandle_t lt, Dtype d, std::int64_t m, std::int64_t n, std::int64_t k, void* ws, std::size_t ws_bytes)
       : lt_(lt), ws_(ws), ws_bytes_(ws_bytes) {
     const LtTypes t = lt_types(d);
-    check(cublasLtMatmulDescCreate(&desc_, t.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check(lib().cublasLtMatmulDescCreate(&desc_, t.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "TRANSA");
-    check(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "TRANSB");
-    check(cublasLtMatrixLayoutCreate(&a_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout A");
-    check(cublasLtMatrixLayoutCreate(&b_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "layout B");
-    check(cublasLtMatrixLayoutCreate(&c_, t.c, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m), "layout C");
-    check(cublasLtMatmulPreferenceCreate(&pref_), "preference");
-    check(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
+    check(lib().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "TRANSA");
+    check(lib().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "TRANSB");
+    check(lib().cublasLtMatrixLayoutCreate(&a_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout A");
+    check(lib().cublasLtMatrixLayoutCreate(&b_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "layout B");
+    check(lib().cublasLtMatrixLayoutCreate(&c_, t.c, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m), "layout C");
+    check(lib().cublasLtMatmulPreferenceCreate(&pref_), "preference");
+    check(lib().cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
                                                sizeof ws_bytes_),
           "workspace preference");
     int found = 0;
-    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, c_, c_, pref_, 1, &heur_, &found);
+    const cublasStatus_t s = lib().cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, c_, c_, pref_, 1, &heur_, &found);
     supported_ = s == CUBLAS_STATUS_SUCCESS && found > 0;
     bytes_a_ = static_cast<std::size_t>(m) * static_cast<std::size_t>(k) * element_bytes(t.ab);
     bytes_b_ = static_cast<std::size_t>(k) * static_cast<std::size_t>(n) * element_bytes(t.ab);
     bytes_c_ = static_cast<std::size_t>(m) * static_cast<std::size_t>(n) * element_bytes(t.c);
   }
   ~LtGemm() {
-    cublasLtMatmulPreferenceDestroy(pref_);
-    cublasLtMatrixLayoutDestroy(c_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatmulDescDestroy(desc_);
+    lib().cublasLtMatmulPreferenceDestroy(pref_);
+    lib().cublasLtMatrixLayoutDestroy(c_);
+    lib().cublasLtMatrixLayoutDestroy(b_);
+    lib().cublasLtMatrixLayoutDestroy(a_);
+    lib().cublasLtMatmulDescDestroy(desc_);
   }
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
@@ -237,7 +339,7 @@ class LtGemm {
   std::size_t bytes_c() const { return bytes_c_; }
   void run(const void* a, const void* b, void* c, cudaStream_t s) const {
     const float alpha = 1.0f, beta = 0.0f;
-    check(cublasLtMatmul(lt_, desc_, &alpha, a, a_, b, b_, &beta, c, c_, c, c_, &heur_.algo, ws_, ws_bytes_, s),
+    check(lib().cublasLtMatmul(lt_, desc_, &alpha, a, a_, b, b_, &beta, c, c_, c, c_, &heur_.algo, ws_, ws_bytes_, s),
           "cublasLtMatmul");
   }
 
@@ -255,8 +357,8 @@ class LtGemm {
 
 struct LtHandle {
   cublasLtHandle_t h{};
-  LtHandle() { check(cublasLtCreate(&h), "cublasLtCreate"); }
-  ~LtHandle() { cublasLtDestroy(h); }
+  LtHandle() { check(lib().cublasLtCreate(&h), "cublasLtCreate"); }
+  ~LtHandle() { lib().cublasLtDestroy(h); }
 };
 
 bool dtype_supported(Dtype d, int major, int minor) {
@@ -299,6 +401,10 @@ CudaStatus probe_cuda() {
   if (e != cudaSuccess || s.devices == 0) {
     s.devices = 0;
     s.reason = cat("no CUDA device found (", e == cudaSuccess ? "none visible" : cudaGetErrorString(e), ")");
+    return s;
+  }
+  if (!lib().error.empty()) {
+    s.reason = cat("cuBLAS is not installed where the loader finds it: ", lib().error);
     return s;
   }
   s.usable = true;
@@ -474,8 +580,8 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
   progress.step(step++, total, "GPU: attention matmuls");
   if (dtype_supported(Dtype::bf16, major, minor)) {
     cublasHandle_t blas{};
-    check(cublasCreate(&blas), "cublasCreate");
-    check(cublasSetStream(blas, s), "cublasSetStream");
+    check(lib().cublasCreate(&blas), "cublasCreate");
+    check(lib().cublasSetStream(blas, s), "cublasSetStream");
     const std::int64_t batch = 1, heads = 32, head_dim = 128;
     for (const std::int64_t seq : plan.attention_seqs) {
       const std::int64_t bh = batch * heads;
@@ -490,11 +596,11 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       const int sq = static_cast<int>(seq), hd = static_cast<int>(head_dim);
       // Scores S = Q K^T (seq x seq per head), then O = P V (seq x head_dim per head); column-major.
       const auto launch = [&] {
-        check(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, sq, sq, hd, &alpha, k.p, CUDA_R_16BF, hd,
+        check(lib().cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, sq, sq, hd, &alpha, k.p, CUDA_R_16BF, hd,
                                          seq * head_dim, q.p, CUDA_R_16BF, hd, seq * head_dim, &beta, p.p, CUDA_R_16BF,
                                          sq, seq * seq, static_cast<int>(bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "attention QK^T");
-        check(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, sq, sq, &alpha, v.p, CUDA_R_16BF, hd,
+        check(lib().cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, sq, sq, &alpha, v.p, CUDA_R_16BF, hd,
                                          seq * head_dim, p.p, CUDA_R_16BF, sq, seq * seq, &beta, o.p, CUDA_R_16BF, hd,
                                          seq * head_dim, static_cast<int>(bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "attention PV");
@@ -520,7 +626,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
                                  0, 0, ""});
       out.attention.push_back(row);
     }
-    cublasDestroy(blas);
+    lib().cublasDestroy(blas);
   }
   progress.note(
       "attention: fused cuDNN SDPA is not measured (it needs the cudnn-frontend headers, which neither "
@@ -615,7 +721,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     ~NcclState() {
       for (std::size_t i = 0; i < comms.size(); ++i) {
         cudaSetDevice(static_cast<int>(i));
-        ncclCommDestroy(comms[i]);
+        lib().ncclCommDestroy(comms[i]);
         cudaStreamDestroy(streams[i]);
         cudaFree(send[i]);
         cudaFree(recv[i]);
@@ -624,11 +730,11 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     }
   };
   std::unique_ptr<NcclState> nccl;
-  if (devices > 1 && !plan.collective_sizes.empty()) {
+  if (devices > 1 && lib().nccl && !plan.collective_sizes.empty()) {
     nccl = std::make_unique<NcclState>();
     const int n = devices;
     nccl->comms.resize(static_cast<std::size_t>(n));
-    check(ncclCommInitAll(nccl->comms.data(), n, nullptr), "ncclCommInitAll");
+    check(lib().ncclCommInitAll(nccl->comms.data(), n, nullptr), "ncclCommInitAll");
     const std::size_t max_bytes = *std::max_element(plan.collective_sizes.begin(), plan.collective_sizes.end());
     for (int i = 0; i < n; ++i) {
       FTPLAN_CUDA(cudaSetDevice(i));
@@ -647,22 +753,22 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     const auto collective = [st, n](hardware::CollectiveOp op, std::size_t bytes) {
       // nccl-tests' sizes: `bytes` is the full buffer; gathers move bytes/n per rank in.
       const std::size_t count = bytes / sizeof(float);
-      check(ncclGroupStart(), "ncclGroupStart");
+      check(lib().ncclGroupStart(), "ncclGroupStart");
       for (int i = 0; i < n; ++i) {
         const auto u = static_cast<std::size_t>(i);
         if (op == hardware::CollectiveOp::all_reduce)
-          check(ncclAllReduce(st->send[u], st->recv[u], count, ncclFloat, ncclSum, st->comms[u], st->streams[u]),
+          check(lib().ncclAllReduce(st->send[u], st->recv[u], count, ncclFloat, ncclSum, st->comms[u], st->streams[u]),
                 "ncclAllReduce");
         else if (op == hardware::CollectiveOp::all_gather)
-          check(ncclAllGather(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, st->comms[u],
+          check(lib().ncclAllGather(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, st->comms[u],
                               st->streams[u]),
                 "ncclAllGather");
         else
-          check(ncclReduceScatter(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, ncclSum,
+          check(lib().ncclReduceScatter(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, ncclSum,
                                   st->comms[u], st->streams[u]),
                 "ncclReduceScatter");
       }
-      check(ncclGroupEnd(), "ncclGroupEnd");
+      check(lib().ncclGroupEnd(), "ncclGroupEnd");
     };
     const auto sync_all = [st, n] {
       for (int i = 0; i < n; ++i) FTPLAN_CUDA(cudaStreamSynchronize(st->streams[static_cast<std::size_t>(i)]));
