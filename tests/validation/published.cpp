@@ -222,7 +222,9 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
       parallel = fmt::format("{{tp: {}, pp: {}, dp: {}, zero: 1}}", m[1].str(), m[2].str(), m[3].str());
   }
   std::string checkpointing = "none";
+  // ("none" contains "on": the negative spellings are read first.)
   if (contains(ckpt, "selective")) checkpointing = "selective";
+  else if (ckpt == "none" || ckpt == "off" || contains(ckpt, "none") || contains(ckpt, "off")) checkpointing = "none";
   else if (contains(ckpt, "on") || contains(ckpt, "full")) checkpointing = "full";
   const std::string optimizer = contains(row.at("optimizer"), "8bit") ? "adamw-8bit" : "adamw";
 
