@@ -528,6 +528,12 @@ void Engine::depends(TaskId task, TaskId before) {
   impl_->deps.emplace_back(task.index, before.index);
 }
 
+void Engine::reserve(std::size_t tasks, std::size_t dependencies) {
+  impl_->tasks.reserve(tasks);
+  impl_->labels.reserve(tasks);
+  impl_->deps.reserve(dependencies);
+}
+
 std::size_t Engine::task_count() const { return impl_->tasks.size(); }
 const Label& Engine::label(TaskId task) const { return impl_->labels.at(task.index); }
 const std::string& Engine::queue_name(QueueId q) const { return impl_->queues.at(q.index).name; }

@@ -141,6 +141,8 @@ class Engine {
   // `task` starts only after `before` has finished (like a CUDA event wait across streams).
   void depends(TaskId task, TaskId before);
 
+  // Room for `tasks` tasks and `dependencies` dependencies (saves regrowing the arrays).
+  void reserve(std::size_t tasks, std::size_t dependencies);
   std::size_t task_count() const;
   const Label& label(TaskId task) const;
   const std::string& queue_name(QueueId q) const;

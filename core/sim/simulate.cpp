@@ -573,7 +573,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
 }
 
 // What one stage's rank did, read from the engine's result.
-StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l) {
+StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
+                       bool activity) {
   StageRun out;
   out.step_s = static_cast<double>(r.makespan) * 1e-9;
   for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
@@ -610,6 +611,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     prev_end = std::max(prev_end, end);
   }
   // What each component did, for the power model.
+  if (!activity) return out;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
     const des::Time start = l.start(r, i), end = l.end(r, i);
@@ -647,7 +649,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
 // the GPU memory high-water mark over all stages, and that stage's IR in `ir_out`.
 StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff, bool trace,
                   schedule::StepIR& ir_out, int& stage_out, double compute_slowdown, int micro_batches = 0,
-                  bool full = false) {
+                  bool full = false, bool activity = true) {
   const int pp = std::max(1, p.parallel.pp);
   const Topology topo = topology_of(p, eff);
   const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
@@ -661,6 +663,12 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
   for (int s = 0; s < pp; ++s) {
     const inventory::Inventory inv = inventory::build_inventory(m, p, s);
     irs[s] = schedule::build_step(m, p, inv, micro_batches, trace);
+  }
+  {
+    std::size_t ops = 0;
+    for (const auto& ir : irs) ops += ir.ops.size();
+    const std::size_t copies = full ? static_cast<std::size_t>(tp * cp * dp) : 1;
+    e.reserve(ops * copies * 3 / 2, ops * copies * 2);
   }
   if (!full) {
     for (int s = 0; s < pp; ++s) {
@@ -746,13 +754,14 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
   for (std::size_t i = 0; i < lowered.size(); ++i)
     for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
   for (int s = 0; s < pp; ++s) {
-    StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]]);
+    StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
     if (run.compute_s > best_busy) {
       best_busy = run.compute_s;
       best = s;
       out = std::move(run);
     }
   }
+  if (activity && pp > 1) out = collect_stage(e, r, irs[best], lowered[reported[best]], true);  // the busiest stage's timeline
   for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
   if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
   if (!problem.empty()) out.problem = problem;
@@ -805,7 +814,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   if (sms > 0 && p.cluster.gpus() > 1) {
     schedule::StepIR probe_ir;
     int probe_stage = 0;
-    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0, full);
+    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0, full, false);
     double comm_busy = 0;
     for (const auto& st : probe.streams)
       if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
@@ -819,7 +828,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       // k1 and k2 simulated micro-batches.
       schedule::StepIR fewer;
       int fewer_stage = 0;
-      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2, full);
+      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2, full, false);
       const double per_micro = (run.step_s - less.step_s) / (k1 - k2);
       const double extra = static_cast<double>(accumulation - k1) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
