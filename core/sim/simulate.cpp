@@ -646,24 +646,26 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
 // One step of every pipeline stage (one representative rank each) in one engine, so the
 // pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
 // stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
-// the GPU memory high-water mark over all stages, and that stage's IR in `ir_out`.
-StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff, bool trace,
-                  schedule::StepIR& ir_out, int& stage_out, double compute_slowdown, int micro_batches = 0,
-                  bool full = false, bool activity = true) {
+// the GPU memory high-water mark over all stages, and that stage in `stage_out`.
+// `irs` are the stages' step IRs (build_stages).
+std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names) {
+  std::vector<schedule::StepIR> irs(std::max(1, p.parallel.pp));
+  for (int s = 0; s < static_cast<int>(irs.size()); ++s)
+    irs[s] = schedule::build_step(m, p, inventory::build_inventory(m, p, s), micro_batches, names);
+  return irs;
+}
+
+StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                  int& stage_out, double compute_slowdown, bool full, bool activity) {
   const int pp = std::max(1, p.parallel.pp);
   const Topology topo = topology_of(p, eff);
   const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
   const int ranks_between_stages = std::max(1, tp * cp * dp);
   const bool pp_across_nodes = ranks_between_stages >= topo.gpus_per_node && p.cluster.nodes > 1;
   des::Engine e;
-  std::vector<schedule::StepIR> irs(pp);
   std::vector<Lowered> lowered;     // representative: one per stage; full: one per rank
   std::vector<int> reported(pp, 0);  // index in `lowered` of each stage's reported rank
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
-  for (int s = 0; s < pp; ++s) {
-    const inventory::Inventory inv = inventory::build_inventory(m, p, s);
-    irs[s] = schedule::build_step(m, p, inv, micro_batches, trace);
-  }
   {
     std::size_t ops = 0;
     for (const auto& ir : irs) ops += ir.ops.size();
@@ -772,7 +774,6 @@ StageRun run_step(const model::ModelSpec& m, const plan::Plan& p, const Efficien
                               oom.capacity_bytes / (1u << 30));
   }
   if (trace) out.trace = des::chrome_trace(e, r);
-  ir_out = std::move(irs[best]);
   stage_out = best;
   return out;
 }
@@ -784,7 +785,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   StepResult res;
   res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
   StageRun worst;
-  schedule::StepIR worst_ir;
+  double model_flops_per_rank = 0, hardware_flops_per_rank = 0;
   // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
   // much of the step the communication streams are busy, slow the compute kernels by the SM
   // share they lose for that fraction of the time, and simulate again.
@@ -811,10 +812,11 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     k1 = k2 + pp;
   }
   const bool shortcut = k >= 2 && accumulation > k1;
+  // The probe and the step simulate the same IR (only kernel durations differ): built once.
+  const std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
   if (sms > 0 && p.cluster.gpus() > 1) {
-    schedule::StepIR probe_ir;
     int probe_stage = 0;
-    const StageRun probe = run_step(m, p, res.efficiency, false, probe_ir, probe_stage, 1.0, shortcut ? k1 : 0, full, false);
+    const StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
     double comm_busy = 0;
     for (const auto& st : probe.streams)
       if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
@@ -822,13 +824,14 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
   }
   {
-    StageRun run = run_step(m, p, res.efficiency, options.trace, worst_ir, res.stage, slowdown, shortcut ? k1 : 0, full);
+    StageRun run = run_step(p, res.efficiency, options.trace, irs, res.stage, slowdown, full, true);
+    model_flops_per_rank = irs[res.stage].model_flops_per_rank;
+    hardware_flops_per_rank = irs[res.stage].hardware_flops_per_rank;
     if (shortcut) {
       // Every further micro-batch repeats the same work: extrapolate by the difference between
       // k1 and k2 simulated micro-batches.
-      schedule::StepIR fewer;
       int fewer_stage = 0;
-      const StageRun less = run_step(m, p, res.efficiency, false, fewer, fewer_stage, slowdown, k2, full, false);
+      const StageRun less = run_step(p, res.efficiency, false, build_stages(m, p, k2, false), fewer_stage, slowdown, full, false);
       const double per_micro = (run.step_s - less.step_s) / (k1 - k2);
       const double extra = static_cast<double>(accumulation - k1) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
@@ -848,8 +851,8 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       }
       run.nvme_written *= scale;
       // Recompute the accounting of the partial IR as if it were whole.
-      worst_ir.model_flops_per_rank *= scale;
-      worst_ir.hardware_flops_per_rank *= scale;
+      model_flops_per_rank *= scale;
+      hardware_flops_per_rank *= scale;
     }
     worst = std::move(run);
   }
@@ -893,8 +896,8 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   // hardware FLOPs add recompute counted the same way (Narayanan et al. 2021, eq. 3).
   const auto per_token = model::flops_per_token(m, p.job.seq_len);
   res.model_flops_per_step = per_token.training() * res.tokens_per_step / pad;
-  const double recompute_share = worst_ir.model_flops_per_rank > 0
-                                     ? worst_ir.hardware_flops_per_rank / worst_ir.model_flops_per_rank
+  const double recompute_share = model_flops_per_rank > 0
+                                     ? hardware_flops_per_rank / model_flops_per_rank
                                      : 1.0;
   res.hardware_flops_per_step = res.model_flops_per_step * recompute_share;
   if (res.step_time_s > 0) {
