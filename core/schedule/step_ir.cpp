@@ -146,9 +146,9 @@ class Builder {
   int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
   int layer_backward(int layer, int micro, Ids deps, Ids reads);
   int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
-           Ids deps);
+           const Ids& deps);
   Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
-               Ids deps) const;
+               const Ids& deps) const;
   // A GEMM of a tensor-parallel block with the communication Megatron puts around it
   // (Shoeybi et al. 2019 fig. 3; Korthikanti et al. 2022 fig. 5): `before` its input is
   // all-gathered (sequence parallelism), `after` its output all-reduced or reduce-scattered.
@@ -245,8 +245,8 @@ LayerWork Builder::work_of(int layer) const {
 }
 
 int Builder::gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
-                  bool weight_grad, Ids deps) {
-  return add(make_gemm(name, layer, micro, pass, m, k, n, weight_grad, std::move(deps)));
+                  bool weight_grad, const Ids& deps) {
+  return add(make_gemm(name, layer, micro, pass, m, k, n, weight_grad, deps));
 }
 
 int Builder::tp_gemm(Op op, TpComm comm, const std::string& name) {
@@ -266,7 +266,7 @@ int Builder::tp_gemm(Op op, TpComm comm, const std::string& name) {
 }
 
 Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n,
-                      bool weight_grad, Ids deps) const {
+                      bool weight_grad, const Ids& deps) const {
   Op op = make_op(OpKind::gemm, Stream::compute, pass, name, layer, micro);
   op.m = static_cast<std::int64_t>(m);
   op.k = static_cast<std::int64_t>(k);
@@ -283,7 +283,7 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   if (pass == Pass::backward) op.model_flops = 2.0 * fwd;
   op.bytes = times * (act_B_ * (m * k + m * n) + w_B_ * k * n);
   op.kernels = static_cast<int>(times);
-  op.deps = std::move(deps);
+  op.deps = deps;
   return op;
 }
 
