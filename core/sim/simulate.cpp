@@ -638,7 +638,12 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
         break;
       default: continue;
     }
-    out.intervals.push_back(iv);
+    // Back-to-back intervals of one component doing the same thing draw the same power: one interval.
+    if (!out.intervals.empty() && out.intervals.back().component == iv.component &&
+        out.intervals.back().activity == iv.activity && out.intervals.back().end_s == iv.start_s)
+      out.intervals.back().end_s = iv.end_s;
+    else
+      out.intervals.push_back(iv);
   }
   return out;
 }
