@@ -437,8 +437,10 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       case Sharding::yafsdp:
         // YaFSDP preallocates two parameter and two gradient buffers of one layer, reused by every layer
         // (yandex/YaFSDP README, "buffers").
-        add("YaFSDP parameter buffers", Category::buffers, gpu, 2.0 * rp.largest_layer * rec.compute_B, 1,
-            Lifetime::persistent);
+        // Each layer is all-gathered into one of the two parameter buffers (the next layer's into
+        // the other while this one computes), as FSDP gathers units: streamed per layer.
+        add("YaFSDP parameter buffers", Category::buffers, gpu, rp.largest_layer * rec.compute_B, 2, Lifetime::layer,
+            false, true);
         add("YaFSDP gradient buffers", Category::buffers, gpu, 2.0 * rp.trainable_largest_layer * rec.compute_B, 1,
             Lifetime::persistent);
         break;
