@@ -13,6 +13,8 @@ namespace {
 
 std::string ratio(double base, double x) {
   if (base <= 0 || x <= 0) return "";
+  // A ratio to a near-zero base (e.g. idle GPU time of a plan that never idles) says nothing.
+  if (x / base > 999 || base / x > 999) return "";
   return fmt::format("{:.2f}x", x / base);
 }
 
