@@ -255,6 +255,10 @@ struct StageRun {
   std::string trace;
   std::vector<Interval> intervals;
   double nvme_written = 0;
+  std::vector<double> backward_end_s;  // per micro-batch: when its last backward kernel ended
+  // Busy time of the comm and comm-reduce streams between the first and the last micro-batch's
+  // backward end (the steady state, for extrapolating the SM-sharing probe).
+  double comm_window_s[2] = {0, 0};
 };
 
 // The blended write rate of a rank's share of the drives over one step: a drive writes at its
@@ -588,6 +592,23 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
     out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
+  // When each micro-batch's backward finished on the compute stream.
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (op.stream != Stream::compute || op.pass != schedule::Pass::backward || op.micro < 0) continue;
+    if (out.backward_end_s.size() <= static_cast<std::size_t>(op.micro)) out.backward_end_s.resize(op.micro + 1, 0.0);
+    out.backward_end_s[op.micro] = std::max(out.backward_end_s[op.micro], static_cast<double>(l.end(r, i)) * 1e-9);
+  }
+  if (out.backward_end_s.size() >= 2) {
+    const double w0 = out.backward_end_s.front(), w1 = out.backward_end_s.back();
+    for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+      const Op& op = ir.ops[i];
+      if (op.stream != Stream::comm && op.stream != Stream::comm_reduce) continue;
+      const double a = std::max(w0, static_cast<double>(l.start(r, i)) * 1e-9);
+      const double b = std::min(w1, static_cast<double>(l.end(r, i)) * 1e-9);
+      if (b > a) out.comm_window_s[op.stream == Stream::comm ? 0 : 1] += b - a;
+    }
+  }
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
   // versus anything else (idle, pipeline bubbles included).
   des::Time prev_end = 0;
@@ -822,10 +843,23 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   if (sms > 0 && p.cluster.gpus() > 1) {
     int probe_stage = 0;
     const StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
-    double comm_busy = 0;
+    double comm_busy = 0, probe_step = probe.step_s;
     for (const auto& st : probe.streams)
       if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
-    const double overlap = probe.step_s > 0 ? std::min(1.0, comm_busy / probe.step_s) : 0.0;
+    // Under the shortcut the probe saw k1 micro-batches: extend its busy time and step by the
+    // steady state's per micro-batch, as the step itself is extended below.
+    const auto& ends = probe.backward_end_s;
+    if (shortcut && pp == 1 && ends.size() >= 2 && ends.back() > ends.front()) {
+      const double n = static_cast<double>(ends.size() - 1), extra = static_cast<double>(accumulation - k1);
+      double busy[2] = {0, 0};
+      for (const auto& st : probe.streams) {
+        if (st.name.ends_with("comm-reduce")) busy[1] = st.busy_s;
+        else if (st.name.ends_with("comm")) busy[0] = st.busy_s;
+      }
+      comm_busy = std::max(busy[0] + extra * probe.comm_window_s[0] / n, busy[1] + extra * probe.comm_window_s[1] / n);
+      probe_step += extra * (ends.back() - ends.front()) / n;
+    }
+    const double overlap = probe_step > 0 ? std::min(1.0, comm_busy / probe_step) : 0.0;
     slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
   }
   {
@@ -835,9 +869,19 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     if (shortcut) {
       // Every further micro-batch repeats the same work: extrapolate by the difference between
       // k1 and k2 simulated micro-batches.
-      int fewer_stage = 0;
-      const StageRun less = run_step(p, res.efficiency, false, build_stages(m, p, k2, false), fewer_stage, slowdown, full, false);
-      const double per_micro = (run.step_s - less.step_s) / (k1 - k2);
+      // Without a pipeline, the spacing of the last two micro-batches' backward ends in the k1
+      // run is that difference (the step's head and tail are the same either way), so no second
+      // run is needed.
+      double per_micro = 0;
+      const auto& ends = run.backward_end_s;
+      if (pp == 1 && k2 == k1 - 1 && ends.size() >= 2 && ends[ends.size() - 1] > ends[ends.size() - 2]) {
+        per_micro = ends[ends.size() - 1] - ends[ends.size() - 2];
+      } else {
+        int fewer_stage = 0;
+        const StageRun less =
+            run_step(p, res.efficiency, false, build_stages(m, p, k2, false), fewer_stage, slowdown, full, false);
+        per_micro = (run.step_s - less.step_s) / (k1 - k2);
+      }
       const double extra = static_cast<double>(accumulation - k1) * per_micro;
       const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
       run.step_s += extra;

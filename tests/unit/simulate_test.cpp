@@ -115,3 +115,31 @@ TEST_CASE("a calibration profile's measured host rates replace the catalog's in 
   CHECK(cpu_busy(with) == doctest::Approx(params / eff.cpu_optimizer_params_per_s).epsilon(0.01));
   CHECK(cpu_busy(with) > cpu_busy(without));
 }
+
+TEST_CASE("the steady-state shortcut stays within 0.5% over a grid of single-node plans") {
+  /* The sweep bench's grid: seq x micro-batch x GPUs x GPU type x method, global batch 32. */
+  double worst = 0;
+  std::string where;
+  for (int seq : {1024, 4096})
+    for (int mb : {1, 2, 4})
+      for (int gpus : {1, 2, 8})
+        for (const char* gpu : {"h100-sxm-80gb", "a100-sxm4-80gb"})
+          for (const char* method : {"lora", "full"}) {
+            const auto s = parse(fmt::format("{{method: {}, seq_len: {}, micro_batch: {}, global_batch: 32, steps: 1, "
+                                             "activation_checkpointing: full, framework: pytorch-fsdp}}",
+                                             method, seq, mb),
+                                 fmt::format("    cluster: {{gpu: {}, gpus: {}}}\n", gpu, gpus));
+            const auto full = sim::simulate_step(s.model, s.plans[0]);
+            sim::Options o;
+            o.max_micro_batches = 3;
+            const auto fast = sim::simulate_step(s.model, s.plans[0], o);
+            if (!full.ok || !fast.ok) continue;
+            const double err = std::abs(fast.step_time_s / full.step_time_s - 1);
+            if (err > worst) {
+              worst = err;
+              where = fmt::format("{} seq {} mb {} {}x {}", method, seq, mb, gpus, gpu);
+            }
+          }
+  MESSAGE(fmt::format("largest shortcut error {:.3f}% ({})", 100 * worst, where));
+  CHECK(worst < 0.005);
+}
