@@ -840,6 +840,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   const bool shortcut = k >= 2 && accumulation > k1;
   // The probe and the step simulate the same IR (only kernel durations differ): built once.
   const std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
+  // A pipeline's shortcut also simulates k2 micro-batches.
+  std::vector<schedule::StepIR> fewer_irs;
+  if (shortcut && pp > 1) fewer_irs = build_stages(m, p, k2, false);
   if (sms > 0 && p.cluster.gpus() > 1) {
     int probe_stage = 0;
     const StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
@@ -879,7 +882,8 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       } else {
         int fewer_stage = 0;
         const StageRun less =
-            run_step(p, res.efficiency, false, build_stages(m, p, k2, false), fewer_stage, slowdown, full, false);
+            run_step(p, res.efficiency, false, fewer_irs.empty() ? build_stages(m, p, k2, false) : fewer_irs, fewer_stage,
+                     slowdown, full, false);
         per_micro = (run.step_s - less.step_s) / (k1 - k2);
       }
       const double extra = static_cast<double>(accumulation - k1) * per_micro;

@@ -153,6 +153,10 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out ahead of 
                       rm.hardware_tflops_per_gpu, rz.hardware_tflops_per_gpu, ratio));
   CHECK(ratio > 1.05);
   WARN(ratio >= 2.0);
+  // The steady-state shortcut (used above and by the bench) against all 96 micro-batches.
+  const auto all = sim::simulate_step(s.model, s.plans[0]);
+  MESSAGE(fmt::format("GPT-3 step: shortcut {:.3f} s, full {:.3f} s", rm.step_time_s, all.step_time_s));
+  CHECK(rm.step_time_s == doctest::Approx(all.step_time_s).epsilon(0.005));
 }
 
 TEST_CASE("expert parallelism: all-to-all dispatch and combine around the experts; capacity factor pads their work") {
