@@ -369,7 +369,7 @@ struct Sweep::Impl {
   bool sampled = false;
   std::int64_t points = 0;
   std::vector<double> samples;  // points x dims, each in [0, 1)
-  bool steady_state = false;
+  bool steady_state = true;  // the tested shortcut (0.5% bound; 0.11% worst on the bench grid)
   std::uint64_t fingerprint = 0;
 
   AxisValue value_of(std::size_t axis, std::size_t index) const { return axes[axis].values[index]; }

@@ -54,6 +54,13 @@ TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") 
                            "    cluster: {gpu: a100-sxm4-80gb, gpus: 16}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
                            "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
+                           // Flash tiers: ZeRO-Infinity and aiDAPTIV+ on a workstation.
+                           "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
+                           "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
+                           "    parallel: {zero: 3}\n    offload: {preset: aidaptiv}\n    job: {framework: deepspeed, global_batch: 32}\n",
+                           "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
+                           "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
+                           "    parallel: {zero: 3}\n    offload: {preset: zero-infinity}\n    job: {framework: deepspeed, global_batch: 32}\n",
                            // Pipelines: 1F1B, GPipe and interleaved over 4 stages, 32 micro-batches.
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
                            "    job: {framework: megatron, global_batch: 32}\n",
