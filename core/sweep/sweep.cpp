@@ -74,79 +74,25 @@ Tree to_tree(const YAML::Node& n, const std::string& file) {
   return t;
 }
 
-void quote(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        out += c;
-    }
-  }
-  out += '"';
-}
-
-// Flow YAML (JSON-shaped) for the scenario reader: every scalar quoted, so none is reinterpreted.
-void emit(const Tree& t, std::string& out) {
+// Flow YAML (JSON-shaped) of a tree. For the scenario reader (`as_written` false) every scalar and
+// key is quoted, so none is reinterpreted; for an axis column (`as_written` true) scalars appear
+// as the person wrote them: {gpu: h100-sxm-80gb, gpus: 8}.
+void emit(const Tree& t, std::string& out, bool as_written = false) {
   switch (t.kind) {
     case Tree::Kind::null:
       out += "null";
       return;
     case Tree::Kind::scalar:
-      quote(out, t.text);
-      return;
-    case Tree::Kind::seq:
-      out += '[';
-      for (std::size_t i = 0; i < t.items.size(); ++i) {
-        if (i) out += ", ";
-        emit(t.items[i], out);
-      }
-      out += ']';
-      return;
-    case Tree::Kind::map:
-      out += '{';
-      for (std::size_t i = 0; i < t.entries.size(); ++i) {
-        if (i) out += ", ";
-        quote(out, t.entries[i].first);
-        out += ": ";
-        emit(t.entries[i].second, out);
-      }
-      out += '}';
-      return;
-  }
-}
-
-// How a person wrote it, for the axis column of a list or mapping value: {gpu: h100-sxm-80gb, gpus: 8}.
-void show(const Tree& t, std::string& out) {
-  switch (t.kind) {
-    case Tree::Kind::null:
-      out += "null";
-      return;
-    case Tree::Kind::scalar:
-      if (t.plain)
+      if (as_written && t.plain)
         out += t.text;
       else
-        quote(out, t.text);
+        append_quoted(out, t.text);
       return;
     case Tree::Kind::seq:
       out += '[';
       for (std::size_t i = 0; i < t.items.size(); ++i) {
         if (i) out += ", ";
-        show(t.items[i], out);
+        emit(t.items[i], out, as_written);
       }
       out += ']';
       return;
@@ -154,13 +100,19 @@ void show(const Tree& t, std::string& out) {
       out += '{';
       for (std::size_t i = 0; i < t.entries.size(); ++i) {
         if (i) out += ", ";
-        out += t.entries[i].first + ": ";
-        show(t.entries[i].second, out);
+        if (as_written)
+          out += t.entries[i].first;
+        else
+          append_quoted(out, t.entries[i].first);
+        out += ": ";
+        emit(t.entries[i].second, out, as_written);
       }
       out += '}';
       return;
   }
 }
+
+void show(const Tree& t, std::string& out) { emit(t, out, true); }
 
 // ---------------------------------------------------------------------------------------------
 // Dotted keys: "job.seq_len", "plans.*.cluster.gpus", "plans.0.parallel.zero",
