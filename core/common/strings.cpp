@@ -86,7 +86,7 @@ bool natural_less(std::string_view a, std::string_view b) {
   return a.size() - i < b.size() - j;
 }
 
-void append_quoted(std::string& out, std::string_view s) {
+void append_yaml_quoted(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
   for (const char c : s) {
@@ -109,9 +109,9 @@ void append_quoted(std::string& out, std::string_view s) {
   out += '"';
 }
 
-std::string quoted(std::string_view s) {
+std::string yaml_quoted(std::string_view s) {
   std::string out;
-  append_quoted(out, s);
+  append_yaml_quoted(out, s);
   return out;
 }
 

@@ -24,8 +24,8 @@ std::string to_lower(std::string_view s);
 
 // `s` as a double-quoted YAML scalar (escaped as JSON escapes, which YAML's double-quoted style
 // accepts; other control characters as \xNN), appended to `out` or returned.
-void append_quoted(std::string& out, std::string_view s);
-std::string quoted(std::string_view s);
+void append_yaml_quoted(std::string& out, std::string_view s);
+std::string yaml_quoted(std::string_view s);
 
 // Orders names with numbers by value: megatron-gpt-7.5b before megatron-gpt-18.4b.
 bool natural_less(std::string_view a, std::string_view b);

@@ -356,7 +356,7 @@ std::string list(const std::vector<double>& v) {
 
 std::string list(const std::vector<std::string>& v) {
   std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + quoted(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + yaml_quoted(v[i]);
   return out + "]";
 }
 
@@ -373,7 +373,7 @@ class Writer {
   }
   // `key: "text"`, skipped when empty (the reader leaves such fields at "").
   void text(int indent, std::string_view key, const std::string& value) {
-    if (!value.empty()) field(indent, key, quoted(value));
+    if (!value.empty()) field(indent, key, yaml_quoted(value));
   }
   // A list item at `indent`: "- first: ..." then the other fields under it.
   void row(int indent, const Fields& fields) {
@@ -401,7 +401,7 @@ void optional(Fields& f, const char* key, double value) {
 }
 
 void optional(Fields& f, const char* key, const std::string& value) {
-  if (!value.empty()) f.emplace_back(key, quoted(value));
+  if (!value.empty()) f.emplace_back(key, yaml_quoted(value));
 }
 
 }  // namespace
@@ -462,7 +462,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
   w.text(4, "simd", m.cpu.simd);
   w.field(4, "dram_bytes", num(m.cpu.dram_bytes));
   w.table(2, "gpus", m.gpus, [](const ProfileGpu& g) {
-    Fields f{{"index", std::to_string(g.index)}, {"name", quoted(g.name)}};
+    Fields f{{"index", std::to_string(g.index)}, {"name", yaml_quoted(g.name)}};
     optional(f, "compute_capability", g.compute_capability);
     optional(f, "memory_bytes", g.memory_bytes);
     optional(f, "pcie_gen", g.pcie_gen);
@@ -472,7 +472,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
   w.text(2, "gpu_driver_version", m.gpu_driver_version);
   w.text(2, "cuda_runtime_version", m.cuda_runtime_version);
   w.table(2, "drives", m.drives, [](const ProfileDrive& d) {
-    Fields f{{"path", quoted(d.path)}};
+    Fields f{{"path", yaml_quoted(d.path)}};
     optional(f, "device", d.device);
     optional(f, "model", d.model);
     f.emplace_back("rotational", yes_no(d.rotational));
@@ -579,7 +579,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
   });
   w.table(0, "power", p.power, [](const PowerSample& s) {
     return Fields{{"gpu", std::to_string(s.gpu)},
-                  {"kernel_class", quoted(s.kernel_class)},
+                  {"kernel_class", yaml_quoted(s.kernel_class)},
                   {"power_w", num(s.power_w)},
                   {"samples", list(s.samples)}};
   });

@@ -86,7 +86,7 @@ void emit(const Tree& t, std::string& out, bool as_written = false) {
       if (as_written && t.plain)
         out += t.text;
       else
-        append_quoted(out, t.text);
+        append_yaml_quoted(out, t.text);
       return;
     case Tree::Kind::seq:
       out += '[';
@@ -103,7 +103,7 @@ void emit(const Tree& t, std::string& out, bool as_written = false) {
         if (as_written)
           out += t.entries[i].first;
         else
-          append_quoted(out, t.entries[i].first);
+          append_yaml_quoted(out, t.entries[i].first);
         out += ": ";
         emit(t.entries[i].second, out, as_written);
       }
