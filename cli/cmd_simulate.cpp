@@ -17,10 +17,33 @@
 namespace ftplan::cli {
 namespace {
 
+// How the data-parallel dimension shards state: the framework decides for FSDP and YaFSDP.
+std::string sharding(const plan::Plan& p) {
+  switch (p.job.framework) {
+    case plan::Framework::pytorch_fsdp:
+    case plan::Framework::pytorch_fsdp2: return fmt::format("FSDP {}", plan::to_string(p.parallel.fsdp));
+    case plan::Framework::yafsdp: return "YaFSDP";
+    default: return fmt::format("ZeRO {}", p.parallel.zero);
+  }
+}
+
+// The layout: "dp 24 x tp 8 x pp 8 (interleaved x2)", with cp, ep and SP when used.
+std::string layout(const plan::Plan& p) {
+  const plan::Parallel& q = p.parallel;
+  std::string out = fmt::format("dp {} x tp {}{} x pp {}", q.dp, q.tp, q.sequence_parallel ? (q.async_tp ? " (SP, async)" : " (SP)") : "",
+                                q.pp);
+  if (q.pp > 1)
+    out += q.schedule == plan::PipelineSchedule::interleaved ? fmt::format(" (interleaved 1F1B x{})", q.virtual_stages)
+                                                             : fmt::format(" ({})", plan::to_string(q.schedule));
+  if (q.cp > 1) out += fmt::format(" x cp {}", q.cp);
+  if (q.ep > 1) out += fmt::format(", ep {}", q.ep);
+  return out;
+}
+
 void print_plan(const plan::Plan& p, const footprint::Footprint& f, const sim::StepResult& s, double steps) {
-  fmt::print("== {} — {} x {}, dp {} x tp {} x pp {}, ZeRO {}, micro-batch {} x seq {}, {} accumulation step(s)\n", p.name,
-             p.cluster.gpus(), p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.zero,
-             p.job.micro_batch, p.job.seq_len, plan::grad_accumulation_steps(p));
+  fmt::print("== {} — {} x {}, {}, {}, micro-batch {} x seq {}, {} accumulation step(s)\n", p.name, p.cluster.gpus(),
+             p.cluster.gpu.display_name, layout(p), sharding(p), p.job.micro_batch, p.job.seq_len,
+             plan::grad_accumulation_steps(p));
   if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
   if (!s.ok) fmt::print("simulation: {}\n", s.problem);
   Table t;
@@ -31,7 +54,7 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, const sim::S
   t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});
   t.row({"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * s.mfu, 100 * s.hfu)});
   t.row({"model / hardware TFLOP/s per GPU", fmt::format("{:.1f} / {:.1f}", s.model_tflops_per_gpu, s.hardware_tflops_per_gpu)});
-  t.row({"compute / exposed comm / idle", fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
+  t.row({p.parallel.pp > 1 ? "compute / exposed comm / idle (bubble)" : "compute / exposed comm / idle", fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
                                                       io::format_duration(s.exposed_comm_s), io::format_duration(s.idle_s))});
   t.row({"GPU memory peak (simulated / analytic)", fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes),
                                                                io::format_bytes(f.gpu_allocated_peak_bytes))});
