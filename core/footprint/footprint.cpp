@@ -56,11 +56,13 @@ void judge(Footprint& f, const plan::Plan& plan) {
 
 // Bytes of `g` alive at `phase`. With gradient accumulation the gradients of earlier
 // micro-batches are alive from the start; without, they grow layer by layer during backward
-// (the first backward layer holds one layer's share).
-double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int layers) {
+// (the first backward layer holds one layer's share). Under GPipe every forward comes before any
+// backward, so no gradient of the step is alive at the end of the forwards.
+double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int layers, bool forwards_first) {
   switch (g.lifetime) {
     case Lifetime::persistent: return g.total();
     case Lifetime::gradients:
+      if (forwards_first && phase == Phase::forward) return 0;
       if (accumulation > 1 || phase == Phase::backward_end || phase == Phase::optimizer) return g.total();
       return phase == Phase::backward ? g.total() / std::max(1, layers) : 0;
     case Lifetime::forward_backward: return phase == Phase::optimizer ? 0 : g.total();
@@ -82,7 +84,7 @@ constexpr Phase kPhases[] = {Phase::forward, Phase::backward, Phase::backward_en
 TierBytes tier_at(const inventory::Inventory& inv, Tier tier, Phase phase) {
   TierBytes t;
   for (const auto& g : inv.groups)
-    if (g.tier == tier) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers);
+    if (g.tier == tier) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers, inv.forwards_first);
   return t;
 }
 

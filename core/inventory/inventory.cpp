@@ -495,6 +495,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     }
   }
   inv.micro_batches_in_flight = in_flight;
+  inv.forwards_first = pp > 1 && par.schedule == plan::PipelineSchedule::gpipe;
   ActivationContext ac;
   ac.a = rec.activation_B;
   ac.wide = rec.autocast_copies ? 4.0 : rec.activation_B;

@@ -65,6 +65,7 @@ struct Inventory {
   int stage = 0;               // pipeline stage this rank runs
   int layers = 0;              // layers on this stage
   int micro_batches_in_flight = 1;  // micro-batches whose activations the stage holds at once
+  bool forwards_first = false;      // every forward of the step runs before any backward (GPipe)
   std::int64_t grad_accumulation = 1;
   int ranks_per_node = 1;      // ranks sharing one host (for host and NVMe totals)
   int shard_degree = 1;        // data-parallel ranks the sharded state is split over
