@@ -669,6 +669,72 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
   return out;
 }
 
+// Full fidelity: every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and
+// the node's shared ones at their whole rate (the PCIe switch uplinks, host DRAM, the drives);
+// `reported[s]` is the index in `lowered` of stage s's first rank.
+void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<schedule::StepIR>& irs, const Efficiency& eff,
+                      const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
+                      std::vector<Lowered>& lowered, std::vector<int>& reported,
+                      std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
+                      std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
+  const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
+  const int pp = std::max(1, p.parallel.pp);
+  const int ranks = tp * cp * dp * pp, g = topo.gpus_per_node;
+  std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
+  std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
+  int behind_switch = 0;
+  for (const auto& sw : p.cluster.node.pcie_switches)
+    if (sw.gpus > 0) {
+      behind_switch = sw.gpus;
+      break;
+    }
+  std::map<std::pair<int, int>, des::LinkId> uplinks;
+  for (int r = 0; r < ranks; ++r) {
+    RankPlace place;
+    place.rank = r;
+    place.ranks = ranks;
+    place.pp_stride = tp * cp * dp;
+    place.tp = tp;
+    place.cp = cp;
+    place.dp = dp;
+    place.t = r % tp;
+    place.c = (r / tp) % cp;
+    place.d = (r / (tp * cp)) % dp;
+    place.s = r / (tp * cp * dp);
+    place.joins = &joins;
+    place.prefix = fmt::format("rank {} ", r);
+    const int node = r / g, local = r % g;
+    const schedule::StepIR& ir = irs[place.s];
+    auto shared = node_links.find(node);
+    if (shared == node_links.end()) {
+      RankLinks n;
+      const std::string np = fmt::format("node {} ", node);
+      n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
+      n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
+      n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
+      shared = node_links.emplace(node, n).first;
+    }
+    RankLinks k = shared->second;
+    k.nvlink = e.add_link(place.prefix + (topo.nvlink ? "nvlink" : "gpu-gpu (pcie)"), std::max(1.0, topo.nvlink_Bps));
+    k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
+    k.pcie = e.add_link(place.prefix + "pcie", std::max(1.0, topo.pcie_Bps));
+    if (behind_switch > 0) {
+      const auto key = std::make_pair(node, local / behind_switch);
+      auto it = uplinks.find(key);
+      if (it == uplinks.end())
+        it = uplinks.emplace(key, e.add_link(fmt::format("node {} pcie switch uplink {}", node, key.second),
+                                             std::max(1.0, topo.uplink_Bps * behind_switch))).first;
+      k.uplink = it->second;
+    } else {
+      k.uplink = k.pcie;
+    }
+    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write};
+    if (place.t == 0 && place.c == 0 && place.d == 0) reported[place.s] = static_cast<int>(lowered.size());
+    lowered.push_back(
+        lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
+  }
+}
+
 // One step of every pipeline stage (one representative rank each) in one engine, so the
 // pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
 // stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
@@ -708,62 +774,7 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
                                     receives));
     }
   } else {
-    // Every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and the node's
-    // shared ones at their whole rate: the PCIe switch uplinks, host DRAM, the drives.
-    const int ranks = tp * cp * dp * pp, g = topo.gpus_per_node;
-    std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
-    std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
-    int behind_switch = 0;
-    for (const auto& sw : p.cluster.node.pcie_switches)
-      if (sw.gpus > 0) {
-        behind_switch = sw.gpus;
-        break;
-      }
-    std::map<std::pair<int, int>, des::LinkId> uplinks;
-    for (int r = 0; r < ranks; ++r) {
-      RankPlace place;
-      place.rank = r;
-      place.ranks = ranks;
-      place.pp_stride = tp * cp * dp;
-      place.tp = tp;
-      place.cp = cp;
-      place.dp = dp;
-      place.t = r % tp;
-      place.c = (r / tp) % cp;
-      place.d = (r / (tp * cp)) % dp;
-      place.s = r / (tp * cp * dp);
-      place.joins = &joins;
-      place.prefix = fmt::format("rank {} ", r);
-      const int node = r / g, local = r % g;
-      const schedule::StepIR& ir = irs[place.s];
-      auto shared = node_links.find(node);
-      if (shared == node_links.end()) {
-        RankLinks n;
-        const std::string np = fmt::format("node {} ", node);
-        n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
-        n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
-        n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
-        shared = node_links.emplace(node, n).first;
-      }
-      RankLinks k = shared->second;
-      k.nvlink = e.add_link(place.prefix + (topo.nvlink ? "nvlink" : "gpu-gpu (pcie)"), std::max(1.0, topo.nvlink_Bps));
-      k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
-      k.pcie = e.add_link(place.prefix + "pcie", std::max(1.0, topo.pcie_Bps));
-      if (behind_switch > 0) {
-        const auto key = std::make_pair(node, local / behind_switch);
-        auto it = uplinks.find(key);
-        if (it == uplinks.end())
-          it = uplinks.emplace(key, e.add_link(fmt::format("node {} pcie switch uplink {}", node, key.second),
-                                               std::max(1.0, topo.uplink_Bps * behind_switch))).first;
-        k.uplink = it->second;
-      } else {
-        k.uplink = k.pcie;
-      }
-      k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write};
-      if (place.t == 0 && place.c == 0 && place.d == 0) reported[place.s] = static_cast<int>(lowered.size());
-      lowered.push_back(
-          lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
-    }
+    lower_every_rank(e, p, irs, eff, topo, compute_slowdown, pp_across_nodes, trace, lowered, reported, sends, receives);
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string problem;
