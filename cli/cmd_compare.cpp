@@ -27,9 +27,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Evaluation> ev;
+  const sim::Options sim_options = simulation_options(args);  // bad options fail before any work
   for (const auto& p : s.plans) {
     const auto eff = profile_efficiency(args, p);
-    ev.push_back(io::evaluate(s.model, p, s.cost, simulation_options(args), eff ? &*eff : nullptr));
+    ev.push_back(io::evaluate(s.model, p, s.cost, sim_options, eff ? &*eff : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
 

@@ -87,11 +87,12 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
   std::vector<io::Row> rows;
+  const sim::Options base_options = simulation_options(args);  // bad options fail before any output
   print_headline(app, s);
   const auto trace = args.value("trace");
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
-    sim::Options o = simulation_options(args);
+    sim::Options o = base_options;
     o.trace = trace.has_value();
     const auto eff = profile_efficiency(args, p);
     const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);

@@ -254,6 +254,8 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     if ((dp * p.cp) % p.ep != 0)
       bad("parallel.ep", fmt::format("{} does not divide dp x cp = {}", p.ep, dp * p.cp));
   }
+  if (p.capacity_factor > 0 && !model.is_moe())
+    bad("parallel.capacity_factor", fmt::format("{} has no experts to route to", model.name));
   // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only.
   if (p.pp > 1 && p.zero >= 2)
     bad("parallel.zero", fmt::format("ZeRO stage {} cannot shard across pipeline stages (pp {}); use zero 0 or 1", p.zero, p.pp));
