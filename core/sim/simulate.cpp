@@ -47,10 +47,12 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
     e.nvlink = 0.8;
     e.source = "B200: MAMF 77.6%; attention and links by analogy with Hopper (estimate)";
   } else if (a == "volta") {
-    e.gemm = 0.80;  // estimate: cuBLAS fp16 HGEMM ~100 of 125 TFLOPS
+    // cuBLAS mixed-precision GEMM on a V100 SXM2 reaches 83 of 125 TFLOPS at best (Markidis et
+    // al. 2018, "NVIDIA Tensor Core Programmability, Performance & Precision", IPDPSW).
+    e.gemm = 83.0 / 125.0;
     e.attention = 0.35;
     e.nvlink = 0.75;
-    e.source = "V100: estimates (no MAMF figure in the reference)";
+    e.source = "V100: GEMM 83/125 TFLOPS measured (Markidis et al. 2018); attention and NVLink estimates";
   } else {
     e.gemm = 0.70;
     e.attention = 0.45;
@@ -120,6 +122,46 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
       e.cpu_optimizer_params_per_s = o.params_per_s;
     }
   if (e.cpu_optimizer_params_per_s > 0) measured.push_back("CPU AdamW");
+  // Copies: the per-copy cost from the smallest and largest pinned H2D transfers (time = latency +
+  // bytes / rate), and pageable over pinned at the largest size measured for both.
+  {
+    const hardware::CopySample* small = nullptr;
+    const hardware::CopySample* large = nullptr;
+    const hardware::CopySample* pageable = nullptr;
+    for (const auto& c : prof.copy) {
+      if (c.direction != hardware::CopyDirection::h2d || c.bandwidth_Bps <= 0) continue;
+      if (c.pinned) {
+        if (!small || c.bytes < small->bytes) small = &c;
+        if (!large || c.bytes > large->bytes) large = &c;
+      } else if (!pageable || c.bytes > pageable->bytes) {
+        pageable = &c;
+      }
+    }
+    if (small && large && small->bytes < large->bytes) {
+      e.copy_latency_s = std::max(0.0, small->bytes / small->bandwidth_Bps - small->bytes / large->bandwidth_Bps);
+      measured.push_back("copy latency");
+    }
+    if (large && pageable && large->bandwidth_Bps > 0) {
+      e.pageable_fraction = std::clamp(pageable->bandwidth_Bps / large->bandwidth_Bps, 0.01, 1.0);
+      measured.push_back("pageable copies");
+    }
+  }
+  // NVMe: the striped runs closest to the offload engine's requests, DeepSpeed's aio defaults of
+  // 1 MiB blocks at queue depth 8 (docs "aio" config: block_size 1048576, queue_depth 8).
+  for (const auto op : {hardware::StorageOp::read, hardware::StorageOp::write}) {
+    const hardware::StorageSample* best = nullptr;
+    double best_d = 0;
+    for (const auto& r : prof.storage.runs) {
+      if (r.op != op || r.bandwidth_Bps <= 0 || r.block_bytes <= 0 || r.queue_depth <= 0) continue;
+      const double d = std::abs(std::log2(r.block_bytes / 1048576.0)) + std::abs(std::log2(r.queue_depth / 8.0));
+      if (!best || d < best_d || (d == best_d && r.paths.size() > best->paths.size())) {
+        best = &r;
+        best_d = d;
+      }
+    }
+    if (best) (op == hardware::StorageOp::read ? e.nvme_read_Bps : e.nvme_write_Bps) = best->bandwidth_Bps;
+  }
+  if (e.nvme_read_Bps > 0 || e.nvme_write_Bps > 0) measured.push_back("NVMe");
   e.source = fmt::format("calibration profile of {} ({}): measured {}; the rest: {}", prof.machine.hostname,
                          prof.machine.date, measured.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(measured, ", ")),
                          e.source);
@@ -234,6 +276,8 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
     read += n * std::min(d.seq_read_Bps, link);
     write += n * std::min(d.sustained_write_Bps, link);
   }
+  if (eff.nvme_read_Bps > 0) read = eff.nvme_read_Bps;  // measured on this machine's drives
+  if (eff.nvme_write_Bps > 0) write = eff.nvme_write_Bps;
   t.nvme_read_Bps = read / ranks;
   t.nvme_write_Bps = write / ranks;
   // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host, or what
@@ -314,13 +358,16 @@ bool gpu_kernel(const Op& op) {
 // The links one rank's traffic crosses, and those reported as its own.
 struct RankLinks {
   des::LinkId nvlink{}, nic{}, pcie{}, uplink{}, dram{}, nvme_read{}, nvme_write{};
+  // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
+  // chunk by chunk, so such copies also cross this (slower) stage.
+  des::LinkId pageable{};
   std::vector<des::LinkId> own;
 };
 
 // The representative rank of a stage: every link its own, with its share of what the node's
 // ranks share (they all do the same at the same time).
 RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
-                               const std::string& prefix) {
+                               const Efficiency& eff, const std::string& prefix) {
   RankLinks k;
   const auto link = [&](const std::string& name, double Bps) {
     k.own.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
@@ -333,6 +380,7 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.dram = link("host dram (share)", topo.dram_Bps);
   k.nvme_read = link("nvme read (share)", topo.nvme_read_Bps);
   k.nvme_write = link("nvme write (share)", nvme_write_rate(p, ir, topo.nvme_write_Bps));
+  k.pageable = link("pageable staging", topo.pcie_Bps * eff.pageable_fraction);
   return k;
 }
 
@@ -368,7 +416,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   l.nvlink = links.nvlink;
   l.nic = links.nic;
   const des::LinkId pcie = links.pcie, uplink = links.uplink, dram = links.dram, nvme_read = links.nvme_read,
-                    nvme_write = links.nvme_write;
+                    nvme_write = links.nvme_write, pageable = links.pageable;
   // The task a collective's latency part waits on: its own deps, or in full fidelity the join of
   // its group instance, which waits for every member's deps.
   const auto collective_start = [&](std::size_t i, const Op& op, des::TaskId wait, const std::vector<des::TaskId>& task) {
@@ -553,7 +601,19 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         std::vector<des::LinkId> path;
         if (op.src == plan::Tier::nvme) path = {nvme_read, dram};
         else if (op.dst == plan::Tier::nvme) path = {nvme_write, dram};
-        else path = {pcie, uplink, dram};
+        else if (p.offload.pinned) path = {pcie, uplink, dram};
+        else path = {pageable, pcie, uplink, dram};
+        const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
+        if (gpu_host && eff.copy_latency_s > 0) {
+          // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.
+          const des::TaskId wait = e.compute(q, ns(eff.copy_latency_s),
+                                             des::Label{trace ? op.name + " (latency)" : std::string(), "latency",
+                                                        static_cast<std::int32_t>(i)});
+          for (int d : op.deps) e.depends(wait, task[d]);
+          task[i] = e.transfer(q, path, op.bytes, std::move(label));
+          e.depends(task[i], wait);
+          continue;
+        }
         task[i] = e.transfer(q, path, op.bytes, std::move(label));
         break;
       }
@@ -728,7 +788,8 @@ void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<sch
     } else {
       k.uplink = k.pcie;
     }
-    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write};
+    k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * eff.pageable_fraction));
+    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable};
     if (place.t == 0 && place.c == 0 && place.d == 0) reported[place.s] = static_cast<int>(lowered.size());
     lowered.push_back(
         lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
@@ -768,7 +829,7 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
     for (int s = 0; s < pp; ++s) {
       RankPlace place;
       place.prefix = pp > 1 ? fmt::format("stage {} ", s) : std::string();
-      const RankLinks links = representative_links(e, p, irs[s], topo, place.prefix);
+      const RankLinks links = representative_links(e, p, irs[s], topo, eff, place.prefix);
       reported[s] = s;
       lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, links, place, sends,
                                     receives));

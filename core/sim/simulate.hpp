@@ -32,6 +32,14 @@ struct Efficiency {
   // Host figures measured by a calibration profile (0 = derive from the catalog).
   double dram_Bps = 0;                   // achieved DRAM bandwidth of the whole host (STREAM triad, all threads)
   double cpu_optimizer_params_per_s = 0; // AdamW parameters per second of the whole host
+  double nvme_read_Bps = 0;              // striped drives of the node at the offload engine's block and depth
+  double nvme_write_Bps = 0;
+  // Host <-> GPU copies: a fixed cost per copy (DMA setup, launch) besides the link time, and
+  // pageable copies' rate relative to pinned ones. Without a profile: no per-copy cost (the
+  // schedule's copies are MBs), and pageable at 1/6 of pinned (DeepSpeed PR #5301 measured 6x
+  // faster H2D when ZeRO-Offload moved to pinned buffers on one GPU).
+  double copy_latency_s = 0;
+  double pageable_fraction = 1.0 / 6.0;
   std::string source;           // where these figures come from
 };
 Efficiency default_efficiency(const hardware::GpuSpec& gpu);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "footprint/footprint.hpp"
+#include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "sim/simulate.hpp"
 #include "test_support.hpp"
@@ -70,10 +71,8 @@ TEST_CASE("ZeRO-Offload trains the 10B model on one V100-32GB at about 40 TFLOPS
   MESSAGE(fmt::format("ZeRO-Offload 10B on one V100: micro-batch {}, {:.1f} hardware TFLOP/s ({:.1f} model), bound by {} "
                       "(paper: ~40)",
                       p.job.micro_batch, r.hardware_tflops_per_gpu, r.model_tflops_per_gpu, r.bound_by));
-  // The issue's bound is +-25%; the V100 compute figures are estimates (no MAMF measurement) and
-  // run fast elsewhere too (BERT rows of the throughput validation): warn on the goal, hold +-40%.
-  WARN(std::abs(r.hardware_tflops_per_gpu / 40.0 - 1.0) <= 0.25);
-  CHECK(std::abs(r.hardware_tflops_per_gpu / 40.0 - 1.0) <= 0.40);
+  // The issue's bound: +-25% (V100 GEMMs at the 83 of 125 TFLOPS cuBLAS measured, Markidis et al. 2018).
+  CHECK(std::abs(r.hardware_tflops_per_gpu / 40.0 - 1.0) <= 0.25);
 }
 
 TEST_CASE("ZeRO-Infinity's NVMe offload of a 10B model on 2 A100 PCIe nodes is much slower than CPU offload") {
@@ -112,4 +111,52 @@ TEST_CASE("an NVMe-offloaded 70B step speeds up with striped drives until other 
   for (std::size_t i = 1; i < step.size(); ++i) CHECK(step[i] < step[i - 1]);
   CHECK(step[0] / step[1] > 1.6);    // drive-bound: doubling drives nearly halves the step
   CHECK(step[3] / step[4] < 1.25);   // no longer drive-bound: doubling helps little
+}
+
+TEST_CASE("pageable host buffers slow ZeRO-Offload's copies (DeepSpeed PR #5301: pinned is ~6x faster)") {
+  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+                       "plans:\n  - name: pinned\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "    offload: {preset: zero-offload}\n"
+                       "  - name: pageable\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "    offload: {preset: zero-offload, pinned: false}\n");
+  const auto pinned = sim::simulate_step(s.model, s.plans[0]);
+  const auto pageable = sim::simulate_step(s.model, s.plans[1]);
+  const auto h2d = [](const sim::StepResult& r) {
+    for (const auto& st : r.streams)
+      if (st.name == "h2d") return st.busy_s;
+    return 0.0;
+  };
+  MESSAGE(fmt::format("ZeRO-Offload 10B step: pinned {:.2f} s (h2d busy {:.2f} s), pageable {:.2f} s (h2d busy {:.2f} s)",
+                      pinned.step_time_s, h2d(pinned), pageable.step_time_s, h2d(pageable)));
+  // Pageable copies move at the driver's staging rate, 1/6 of the pinned PCIe rate.
+  double staged = 0, staged_s = 0;
+  for (const auto& l : pageable.links)
+    if (l.name == "pageable staging") {
+      staged = l.bytes;
+      staged_s = l.busy_s;
+    }
+  REQUIRE(staged_s > 0);
+  const auto& gpu = s.plans[1].cluster.gpu;
+  CHECK(staged / staged_s ==
+        doctest::Approx(gpu.host_link.bandwidth_Bps() * sim::default_efficiency(gpu).pcie / 6.0).epsilon(0.05));
+  CHECK(h2d(pageable) > 2.0 * h2d(pinned));
+  CHECK(pageable.step_time_s > pinned.step_time_s);
+}
+
+TEST_CASE("a calibration profile's NVMe runs set the drives' rates (nearest to DeepSpeed aio's 1 MiB x depth 8)") {
+  const auto profile = io::load_profile(test::zoo_dir() / "hardware" / "profiles" / "dev-vm-cpu-storage.yaml");
+  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+                       "plans:\n  - name: nvme\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 3}\n"
+                       "    offload: {preset: zero-infinity}\n");
+  const auto eff = sim::efficiency_from_profile(profile, s.plans[0].cluster.gpu, hardware::Dtype::bf16);
+  CHECK(eff.nvme_read_Bps > 0);
+  CHECK(eff.nvme_write_Bps > 0);
+  CHECK(eff.source.find("NVMe") != std::string::npos);
+  const auto measured = sim::simulate_step(s.model, s.plans[0], {}, &eff);
+  const auto catalog = sim::simulate_step(s.model, s.plans[0]);
+  MESSAGE(fmt::format("ZeRO-Infinity 10B on one H100: {:.1f} s with the dev VM's disk ({:.2f} GB/s read), {:.1f} s with "
+                      "the catalog's drives",
+                      measured.step_time_s, eff.nvme_read_Bps / 1e9, catalog.step_time_s));
+  // The dev VM's virtual disk is far slower than a datacenter NVMe drive.
+  CHECK(measured.step_time_s > catalog.step_time_s);
 }
