@@ -58,6 +58,13 @@ const std::vector<std::pair<std::string, StorageOp>>& storage_ops() {
 constexpr double kBig = 1e30;  // no measured rate, size or count in a profile comes near this
 
 // The row's samples: a non-empty list of non-negative numbers.
+// A key the row must have, read with its bounds (the reader reports a missing one, then any other problem).
+template <class T, class... Bounds>
+void required(MapView& v, const char* key, T& out, Bounds... bounds) {
+  v.require(key);
+  v.get(key, out, bounds...);
+}
+
 void read_samples(MapView& v, const char* key, std::vector<double>& out, bool required = true) {
   if (required) v.require(key, "the raw samples, one per repeat");
   const auto items = v.seq(key);
@@ -121,8 +128,7 @@ void read_machine(MapView& m, ProfileMachine& out) {
   m.get("kernel", out.kernel);
   m.require("cpu");
   if (MapView c = m.map("cpu"); c.valid()) {
-    c.require("model");
-    c.get("model", out.cpu.model);
+    required(c, "model", out.cpu.model);
     c.get("sockets", out.cpu.sockets, 0, 64);
     c.get("cores", out.cpu.cores, 0, 1 << 20);
     c.get("threads", out.cpu.threads, 0, 1 << 20);
@@ -133,10 +139,8 @@ void read_machine(MapView& m, ProfileMachine& out) {
   }
   for_rows(m, "gpus", [&](MapView& g) {
     ProfileGpu gpu;
-    g.require("index");
-    g.get("index", gpu.index, 0, 1024);
-    g.require("name");
-    g.get("name", gpu.name);
+    required(g, "index", gpu.index, 0, 1024);
+    required(g, "name", gpu.name);
     g.get("compute_capability", gpu.compute_capability);
     g.get("memory_bytes", gpu.memory_bytes, 0, kBig);
     g.get("pcie_gen", gpu.pcie_gen, 0, 16);
@@ -147,8 +151,7 @@ void read_machine(MapView& m, ProfileMachine& out) {
   m.get("cuda_runtime_version", out.cuda_runtime_version);
   for_rows(m, "drives", [&](MapView& d) {
     ProfileDrive drive;
-    d.require("path");
-    d.get("path", drive.path);
+    required(d, "path", drive.path);
     d.get("device", drive.device);
     d.get("model", drive.model);
     d.get("rotational", drive.rotational);
@@ -173,8 +176,7 @@ void read_gemm(MapView& r, std::vector<GemmSample>& rows) {
   r.get("m", g.m, 1);
   r.get("n", g.n, 1);
   r.get("k", g.k, 1);
-  r.require("flops_per_s");
-  r.get("flops_per_s", g.flops_per_s, 0, kBig);
+  required(r, "flops_per_s", g.flops_per_s, 0, kBig);
   r.get("peak_flops_per_s", g.peak_flops_per_s, 0, kBig);
   read_samples(r, "samples", g.samples);
   check_within_samples(r, "flops_per_s", g.flops_per_s, g.samples);
@@ -195,8 +197,7 @@ void read_attention(MapView& r, std::vector<AttentionSample>& rows) {
   r.get("seq", a.seq, 1);
   r.get("head_dim", a.head_dim, 1);
   r.get("causal", a.causal);
-  r.require("flops_per_s");
-  r.get("flops_per_s", a.flops_per_s, 0, kBig);
+  required(r, "flops_per_s", a.flops_per_s, 0, kBig);
   read_samples(r, "samples", a.samples);
   check_within_samples(r, "flops_per_s", a.flops_per_s, a.samples);
   if (a.kv_heads > a.heads || (a.kv_heads > 0 && a.heads % a.kv_heads != 0))
@@ -208,10 +209,8 @@ void read_memory(MapView& r, std::vector<MemorySample>& rows) {
   MemorySample s;
   r.get("gpu", s.gpu, 0, 1024);
   r.get_enum<std::string>("op", s.op, {{"copy", "copy"}});
-  r.require("bytes");
-  r.get("bytes", s.bytes, 1, kBig);
-  r.require("bandwidth_Bps");
-  r.get("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+  required(r, "bytes", s.bytes, 1, kBig);
+  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("bound_Bps", s.bound_Bps, 0, kBig);
   read_samples(r, "samples", s.samples);
   check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
@@ -222,12 +221,9 @@ void read_copy(MapView& r, std::vector<CopySample>& rows) {
   CopySample s;
   r.require("direction");
   r.get_enum("direction", s.direction, copy_directions());
-  r.require("pinned");
-  r.get("pinned", s.pinned);
-  r.require("bytes");
-  r.get("bytes", s.bytes, 1, kBig);
-  r.require("bandwidth_Bps");
-  r.get("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+  required(r, "pinned", s.pinned);
+  required(r, "bytes", s.bytes, 1, kBig);
+  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("bound_Bps", s.bound_Bps, 0, kBig);
   read_samples(r, "samples", s.samples);
   check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
@@ -238,12 +234,9 @@ void read_collective(MapView& r, std::vector<CollectiveSample>& rows) {
   CollectiveSample s;
   r.require("op");
   r.get_enum("op", s.op, collective_ops());
-  r.require("ranks");
-  r.get("ranks", s.ranks, 2, 1 << 20);
-  r.require("bytes");
-  r.get("bytes", s.bytes, 1, kBig);
-  r.require("bus_bandwidth_Bps");
-  r.get("bus_bandwidth_Bps", s.bus_bandwidth_Bps, 0, kBig);
+  required(r, "ranks", s.ranks, 2, 1 << 20);
+  required(r, "bytes", s.bytes, 1, kBig);
+  required(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, 0, kBig);
   read_samples(r, "samples", s.samples);
   check_within_samples(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, s.samples);
   rows.push_back(std::move(s));
@@ -254,15 +247,12 @@ void read_storage_run(MapView& r, std::vector<StorageSample>& rows) {
   read_paths(r, s.paths);
   r.require("op");
   r.get_enum("op", s.op, storage_ops());
-  r.require("block_bytes");
-  r.get("block_bytes", s.block_bytes, 512, kBig);
+  required(r, "block_bytes", s.block_bytes, 512, kBig);
   if (s.block_bytes > 0 && std::fmod(s.block_bytes, 512.0) != 0)
     r.reader().error(r.location_of("block_bytes"), r.key_path("block_bytes"),
                      fmt::format("must be a multiple of 512 (O_DIRECT); got {}", s.block_bytes));
-  r.require("queue_depth");
-  r.get("queue_depth", s.queue_depth, 1, 65536);
-  r.require("bandwidth_Bps");
-  r.get("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+  required(r, "queue_depth", s.queue_depth, 1, 65536);
+  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("iops", s.iops, 0, kBig);
   read_samples(r, "samples", s.samples);
   check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
@@ -275,18 +265,12 @@ void read_storage_run(MapView& r, std::vector<StorageSample>& rows) {
 void read_sustained(MapView& r, std::vector<SustainedWriteSample>& rows) {
   SustainedWriteSample s;
   read_paths(r, s.paths);
-  r.require("block_bytes");
-  r.get("block_bytes", s.block_bytes, 512, kBig);
-  r.require("queue_depth");
-  r.get("queue_depth", s.queue_depth, 1, 65536);
-  r.require("bytes_written");
-  r.get("bytes_written", s.bytes_written, 0, kBig);
-  r.require("interval_s");
-  r.get("interval_s", s.interval_s, 1e-6, 3600);
-  r.require("burst_bandwidth_Bps");
-  r.get("burst_bandwidth_Bps", s.burst_bandwidth_Bps, 0, kBig);
-  r.require("sustained_bandwidth_Bps");
-  r.get("sustained_bandwidth_Bps", s.sustained_bandwidth_Bps, 0, kBig);
+  required(r, "block_bytes", s.block_bytes, 512, kBig);
+  required(r, "queue_depth", s.queue_depth, 1, 65536);
+  required(r, "bytes_written", s.bytes_written, 0, kBig);
+  required(r, "interval_s", s.interval_s, 1e-6, 3600);
+  required(r, "burst_bandwidth_Bps", s.burst_bandwidth_Bps, 0, kBig);
+  required(r, "sustained_bandwidth_Bps", s.sustained_bandwidth_Bps, 0, kBig);
   r.get("cache_bytes", s.cache_bytes, 0, kBig);
   read_samples(r, "samples", s.samples);
   if (s.cache_bytes > s.bytes_written)
@@ -300,12 +284,9 @@ void read_cpu(MapView& c, CpuSection& out) {
     DramSample s;
     r.require("kernel");
     r.get_enum<std::string>("kernel", s.kernel, {{"copy", "copy"}, {"triad", "triad"}});
-    r.require("threads");
-    r.get("threads", s.threads, 1, 1 << 20);
-    r.require("array_bytes");
-    r.get("array_bytes", s.array_bytes, 1, kBig);
-    r.require("bandwidth_Bps");
-    r.get("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+    required(r, "threads", s.threads, 1, 1 << 20);
+    required(r, "array_bytes", s.array_bytes, 1, kBig);
+    required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
     read_samples(r, "samples", s.samples);
     check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
     out.dram.push_back(std::move(s));
@@ -314,14 +295,10 @@ void read_cpu(MapView& c, CpuSection& out) {
     OptimizerSample s;
     r.require("optimizer");
     r.get_enum<std::string>("optimizer", s.optimizer, {{"adamw", "adamw"}});
-    r.require("threads");
-    r.get("threads", s.threads, 1, 1 << 20);
-    r.require("params");
-    r.get("params", s.params, 1);
-    r.require("params_per_s");
-    r.get("params_per_s", s.params_per_s, 0, kBig);
-    r.require("bytes_per_param");
-    r.get("bytes_per_param", s.bytes_per_param, 1, 1024);
+    required(r, "threads", s.threads, 1, 1 << 20);
+    required(r, "params", s.params, 1);
+    required(r, "params_per_s", s.params_per_s, 0, kBig);
+    required(r, "bytes_per_param", s.bytes_per_param, 1, 1024);
     r.get("triad_fraction", s.triad_fraction, 0, 100);
     read_samples(r, "samples", s.samples);
     check_within_samples(r, "params_per_s", s.params_per_s, s.samples);
@@ -333,10 +310,8 @@ void read_cpu(MapView& c, CpuSection& out) {
 void read_power(MapView& r, std::vector<PowerSample>& rows) {
   PowerSample s;
   r.get("gpu", s.gpu, 0, 1024);
-  r.require("kernel_class");
-  r.get("kernel_class", s.kernel_class);
-  r.require("power_w");
-  r.get("power_w", s.power_w, 0, 1e5);
+  required(r, "kernel_class", s.kernel_class);
+  required(r, "power_w", s.power_w, 0, 1e5);
   read_samples(r, "samples", s.samples);
   check_within_samples(r, "power_w", s.power_w, s.samples);
   rows.push_back(std::move(s));
