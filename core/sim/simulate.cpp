@@ -417,11 +417,19 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   l.nic = links.nic;
   const des::LinkId pcie = links.pcie, uplink = links.uplink, dram = links.dram, nvme_read = links.nvme_read,
                     nvme_write = links.nvme_write, pageable = links.pageable;
+  // The fixed cost an op pays before its bytes move (ring steps, DMA setup), as a task on its queue.
+  const auto latency_task = [&](des::QueueId q, double seconds, std::size_t i, const Op& op) {
+    return e.compute(q, ns(seconds),
+                     des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
+  };
+  const auto after_deps = [&](des::TaskId t, const Op& op, const std::vector<des::TaskId>& task) {
+    for (int d : op.deps) e.depends(t, task[d]);
+  };
   // The task a collective's latency part waits on: its own deps, or in full fidelity the join of
   // its group instance, which waits for every member's deps.
   const auto collective_start = [&](std::size_t i, const Op& op, des::TaskId wait, const std::vector<des::TaskId>& task) {
     if (!place.joins) {
-      for (int d : op.deps) e.depends(wait, task[d]);
+      after_deps(wait, op, task);
       return;
     }
     const auto key = std::make_pair(i, place.group_key(op.group, op.group_size));
@@ -526,8 +534,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           // Pipeline send to the neighbouring stage: over the NIC when stages sit on different
           // nodes (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
           const double latency = pp_across_nodes ? topo.nic_latency_s : eff.collective_step_s;
-          const des::TaskId wait = e.compute(q, ns(latency), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
-          for (int d : op.deps) e.depends(wait, task[d]);
+          const des::TaskId wait = latency_task(q, latency, i, op);
+          after_deps(wait, op, task);
           task[i] = e.transfer(q, {pp_across_nodes ? l.nic : l.nvlink}, op.bytes, std::move(label));
           e.depends(task[i], wait);
           const int receiver = place.rank + (op.peer - ir.stage) * place.pp_stride;
@@ -567,7 +575,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           alpha = std::min(alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) *
                                              (eff.collective_step_s + topo.nic_latency_s) +
                                          (local - 1) * eff.collective_step_s));
-        const des::TaskId wait = e.compute(q, ns(alpha), des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
+        const des::TaskId wait = latency_task(q, alpha, i, op);
         collective_start(i, op, wait, task);
         double intra_bytes = ring_bytes(op.collective, op.bytes, local);
         double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
@@ -606,10 +614,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
         if (gpu_host && eff.copy_latency_s > 0) {
           // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.
-          const des::TaskId wait = e.compute(q, ns(eff.copy_latency_s),
-                                             des::Label{trace ? op.name + " (latency)" : std::string(), "latency",
-                                                        static_cast<std::int32_t>(i)});
-          for (int d : op.deps) e.depends(wait, task[d]);
+          const des::TaskId wait = latency_task(q, eff.copy_latency_s, i, op);
+          after_deps(wait, op, task);
           task[i] = e.transfer(q, path, op.bytes, std::move(label));
           e.depends(task[i], wait);
           continue;
@@ -630,7 +636,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         if (op.peer >= 0) receives.emplace_back(op.tag * place.ranks + place.rank, task[i]);
         break;
     }
-    for (int d : op.deps) e.depends(task[i], task[d]);
+    after_deps(task[i], op, task);
   }
   flush();
   return l;
