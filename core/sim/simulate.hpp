@@ -61,9 +61,11 @@ struct Interval {
 
 struct Options {
   bool trace = false;  // keep a Chrome trace of the simulated step
-  // Steady-state shortcut: with more micro-batches than this, simulate this many and one fewer,
-  // and extrapolate the step by the difference (every further micro-batch repeats the same
-  // work). 0 simulates every micro-batch. Checked against the full simulation in the tests.
+  // Steady-state shortcut: with more micro-batches than this, simulate this many and extend the
+  // step by the spacing of the last two micro-batches' backward ends per missing micro-batch
+  // (every further micro-batch repeats the same work); a pipeline simulates 2 pp and pp
+  // micro-batches and extrapolates linearly. 0 simulates every micro-batch. Checked against the
+  // full simulation in the tests.
   int max_micro_batches = 0;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every
