@@ -70,7 +70,7 @@ plans:
       for (int i = 0; i < 3; ++i) {
         const auto start = std::chrono::steady_clock::now();
         sim::Options o;
-        o.max_micro_batches = 3;  // the steady-state shortcut (tests/unit/simulate_test.cpp bounds its error)
+        o.max_micro_batches = sim::kSteadyStateMicroBatches;
         r = sim::simulate_step(s.model, p, o);
         best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       }

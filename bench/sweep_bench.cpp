@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
 
   // One thread, split: reading the scenario vs evaluating it (with the sweep's steady-state shortcut).
   sim::Options options;
-  options.max_micro_batches = 3;
+  options.max_micro_batches = sim::kSteadyStateMicroBatches;
   double read_s = 0, eval_s = 0, footprint_s = 0, simulate_s = 0, power_s = 0, micro_batches = 0;
   for (auto p : points) {
     auto t0 = std::chrono::steady_clock::now();

@@ -126,7 +126,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
         Candidate c;
         c.plan = survivors[i];
         sim::Options o;
-        o.max_micro_batches = 3;  // steady-state shortcut (tests/unit/simulate_test.cpp bounds its error)
+        o.max_micro_batches = sim::kSteadyStateMicroBatches;
         c.evaluation = io::evaluate(model, c.plan, cost, o);
         const auto& e = c.evaluation;
         c.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&

@@ -59,6 +59,10 @@ struct Interval {
   enum class Component { gpu, cpu, nvme, nic } component = Component::gpu;
 };
 
+// The steady-state shortcut's micro-batch count used by the planner, sweeps and benches, the one
+// tests/unit/simulate_test.cpp bounds at 0.5% of the full simulation.
+inline constexpr int kSteadyStateMicroBatches = 3;
+
 struct Options {
   bool trace = false;  // keep a Chrome trace of the simulated step
   // Steady-state shortcut: with more micro-batches than this, simulate this many and extend the

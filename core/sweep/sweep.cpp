@@ -774,7 +774,7 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
   }
   sim::Options options;
   // Steady-state shortcut, only when the sweep asks: tests/unit/simulate_test.cpp bounds it to 0.5%.
-  if (im.steady_state) options.max_micro_batches = 3;
+  if (im.steady_state) options.max_micro_batches = sim::kSteadyStateMicroBatches;
   const plan::Constraints& k = s.constraints;
   std::string cheapest;
   double cheapest_usd = 0;

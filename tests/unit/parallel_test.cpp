@@ -151,7 +151,7 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out ahead of 
   const auto z = parse("gpt-3-175b", job,
                        "    cluster: {node: dgx-a100-80gb, nodes: 192}\n    parallel: {zero: 3}\n    job: {framework: deepspeed}\n");
   sim::Options o;
-  o.max_micro_batches = 3;
+  o.max_micro_batches = sim::kSteadyStateMicroBatches;
   const auto rm = sim::simulate_step(s.model, s.plans[0], o);
   const auto rz = sim::simulate_step(z.model, z.plans[0], o);
   REQUIRE(rm.ok);

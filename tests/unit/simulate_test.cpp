@@ -74,7 +74,7 @@ TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") 
                          plan);
     const auto full = sim::simulate_step(s.model, s.plans[0]);
     sim::Options o;
-    o.max_micro_batches = 3;
+    o.max_micro_batches = sim::kSteadyStateMicroBatches;
     const auto fast = sim::simulate_step(s.model, s.plans[0], o);
     CHECK(plan::grad_accumulation_steps(s.plans[0]) > 3);
     CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(0.005));
@@ -138,7 +138,7 @@ TEST_CASE("the steady-state shortcut stays within 0.5% over a grid of single-nod
                                  fmt::format("    cluster: {{gpu: {}, gpus: {}}}\n", gpu, gpus));
             const auto full = sim::simulate_step(s.model, s.plans[0]);
             sim::Options o;
-            o.max_micro_batches = 3;
+            o.max_micro_batches = sim::kSteadyStateMicroBatches;
             const auto fast = sim::simulate_step(s.model, s.plans[0], o);
             if (!full.ok || !fast.ok) continue;
             const double err = std::abs(fast.step_time_s / full.step_time_s - 1);
