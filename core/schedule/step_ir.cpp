@@ -313,6 +313,10 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   at.recompute_flops = pass == Pass::recompute ? square : 0;
   at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : eager_score_bytes(w) * T);
   at.kernels = flash ? 1 : 5;
+  at.flash = flash;
+  at.m = static_cast<std::int64_t>(T);
+  at.n = static_cast<std::int64_t>(w.attended);
+  at.k = m_.head_dim_or_default();
   at.deps = {last};
   last = attention(std::move(at), false);
   last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
@@ -395,6 +399,10 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   at.model_flops = 2.0 * square;
   at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 2.0 * eager_score_bytes(w) * T);
   at.kernels = flash ? 2 : 6;
+  at.flash = flash;
+  at.m = static_cast<std::int64_t>(T);
+  at.n = static_cast<std::int64_t>(w.attended);
+  at.k = m_.head_dim_or_default();
   at.deps = {last};
   last = attention(std::move(at), true);
   last = tp_gemm(make_gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),

@@ -75,6 +75,8 @@ struct Op {
   double bytes = 0;
   int kernels = 0;
   bool fp8 = false;
+  bool flash = false;  // attention: a fused flash-style kernel (else the eager matmuls and softmax)
+  // GEMM: C[m x n] = A[m x k] B[k x n] of the forward. Attention: m queries, n keys, k head dim.
   std::int64_t m = 0, n = 0, k = 0;
 
   // Collective / copy: payload bytes (the full tensor), the group and its size.

@@ -84,10 +84,18 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     if (gpu.memory_bandwidth_Bps > 0) memory.push_back(m.bandwidth_Bps / gpu.memory_bandwidth_Bps);
   if (!gemm.empty()) {
     e.gemm = std::clamp(median(gemm), 0.01, 1.0);
-    measured.push_back("GEMM");
+    for (const auto& g : prof.gemm)
+      if (g.dtype == dtype && g.m > 0 && g.n > 0 && g.k > 0)
+        e.gemm_shapes.push_back({static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k),
+                                 std::clamp(g.flops_per_s / peak, 0.001, 1.0)});
+    measured.push_back(fmt::format("GEMM ({} shapes)", e.gemm_shapes.size()));
   }
   if (!attention.empty()) {
     e.attention = std::clamp(median(attention), 0.01, 1.0);
+    for (const auto& a : prof.attention)
+      if (a.dtype == dtype && a.seq > 0 && a.head_dim > 0)
+        e.attention_shapes.push_back({static_cast<double>(a.seq), static_cast<double>(a.head_dim), a.pass == "bwd",
+                                      a.impl != "cublas-matmuls", std::clamp(a.flops_per_s / peak, 0.001, 1.0)});
     measured.push_back("attention");
   }
   if (!memory.empty()) {
@@ -194,12 +202,87 @@ hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
 
 }  // namespace
 
+namespace {
+
+// Inverse-distance weighting of the `nearest` closest points (Shepard 1968, "A two-dimensional
+// interpolation function for irregularly-spaced data"), distances in log2 of each coordinate, so
+// that 2048 sits as far from 1024 as from 4096. A point at distance 0 is returned as it is.
+template <class Point, class Distance>
+double interpolate(const std::vector<Point>& points, Distance distance, std::size_t nearest = 4) {
+  std::vector<std::pair<double, double>> by_distance;  // (distance, fraction)
+  for (const auto& pt : points) by_distance.emplace_back(distance(pt), pt.fraction);
+  if (by_distance.empty()) return 0;
+  const std::size_t n = std::min(nearest, by_distance.size());
+  std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(n), by_distance.end());
+  if (by_distance.front().first <= 1e-12) return by_distance.front().second;
+  double weights = 0, sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double w = 1.0 / (by_distance[i].first * by_distance[i].first);
+    weights += w;
+    sum += w * by_distance[i].second;
+  }
+  return sum / weights;
+}
+
+double log_gap(double a, double b) { return std::abs(std::log2(a / b)); }
+
+}  // namespace
+
+double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return eff.gemm;
+  if (!eff.gemm_shapes.empty())
+    return interpolate(eff.gemm_shapes, [&](const Efficiency::GemmPoint& g) {
+      const double dm = log_gap(m, g.m), dn = log_gap(n, g.n), dk = log_gap(k, g.k);
+      return std::sqrt(dm * dm + dn * dn + dk * dk);
+    });
+  // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", sec. "Wave
+  // quantization"): the output is computed in tiles, one per SM at a time (256 x 128 for large
+  // GEMMs on A100, the guide's example); a last, partial wave leaves SMs idle. `eff.gemm` is the
+  // best case (a whole number of waves). Below one wave cuBLAS switches to smaller tiles or
+  // split-K, which the guide does not quantify: left at the best case (such GEMMs are usually
+  // bound by memory or by the host's dispatch anyway).
+  const double tiles = std::ceil(m / 256.0) * std::ceil(n / 128.0);
+  const double sms = gpu.sm_count;
+  if (sms <= 0 || tiles < sms) return eff.gemm;
+  return eff.gemm * tiles / (std::ceil(tiles / sms) * sms);
+}
+
+double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused) {
+  if (seq <= 0 || head_dim <= 0) return eff.attention;
+  std::vector<Efficiency::AttentionPoint> same;
+  for (const auto& a : eff.attention_shapes)
+    if (a.backward == backward && a.fused == fused) same.push_back(a);
+  if (same.empty()) return eff.attention;
+  return interpolate(same, [&](const Efficiency::AttentionPoint& a) {
+    const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
+    return std::sqrt(ds * ds + dh * dh);
+  });
+}
+
 double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff) {
   const hardware::GpuSpec& gpu = p.cluster.gpu;
   double flops_rate = 0;
   switch (op.kind) {
-    case OpKind::gemm: flops_rate = gpu.peak_for(compute_dtype(p, op.fp8)) * eff.gemm; break;
-    case OpKind::attention: flops_rate = gpu.peak_for(compute_dtype(p, false)) * eff.attention; break;
+    case OpKind::gemm: {
+      // A backward op runs the input gradient dA[m x k] = dC[m x n] B^T and, when the weight
+      // trains (two kernels), the weight gradient dB[k x n] = A^T dC: each at its own shape's rate.
+      const auto m = static_cast<double>(op.m), n = static_cast<double>(op.n), k = static_cast<double>(op.k);
+      double fraction;
+      if (op.pass != schedule::Pass::backward) {
+        fraction = gemm_fraction(eff, gpu, m, n, k);
+      } else {
+        fraction = gemm_fraction(eff, gpu, m, k, n);
+        if (op.kernels >= 2) fraction = 2.0 / (1.0 / fraction + 1.0 / gemm_fraction(eff, gpu, k, n, m));
+      }
+      flops_rate = gpu.peak_for(compute_dtype(p, op.fp8)) * fraction;
+      break;
+    }
+    case OpKind::attention:
+      // The op's shape: m queries, n keys, k the head dimension.
+      flops_rate = gpu.peak_for(compute_dtype(p, false)) *
+                   attention_fraction(eff, static_cast<double>(op.n), static_cast<double>(op.k),
+                                      op.pass == schedule::Pass::backward, op.flash);
+      break;
     case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
     default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);
   }

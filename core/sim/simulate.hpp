@@ -40,6 +40,21 @@ struct Efficiency {
   // faster H2D when ZeRO-Offload moved to pinned buffers on one GPU).
   double copy_latency_s = 0;
   double pageable_fraction = 1.0 / 6.0;
+  // Shapes a calibration profile measured, each as a fraction of the dtype's dense peak. When
+  // present, an op's rate is interpolated between them by shape (gemm_fraction,
+  // attention_fraction); `gemm` and `attention` above are then their medians.
+  struct GemmPoint {
+    double m = 0, n = 0, k = 0;  // C[m x n] = A[m x k] B[k x n]
+    double fraction = 0;
+  };
+  struct AttentionPoint {
+    double seq = 0, head_dim = 0;
+    bool backward = false;
+    bool fused = true;  // flash-style kernel (cudnn-sdpa) vs the eager path's two matmuls
+    double fraction = 0;
+  };
+  std::vector<GemmPoint> gemm_shapes;
+  std::vector<AttentionPoint> attention_shapes;
   std::string source;           // where these figures come from
 };
 Efficiency default_efficiency(const hardware::GpuSpec& gpu);
@@ -132,6 +147,13 @@ StepResult simulate_step(const model::ModelSpec& model, const plan::Plan& plan, 
 // Duration of one compute op on `gpu` at `eff`, seconds (max of compute and memory time, plus
 // launch overhead when the host cannot keep up). Exposed for tests.
 double compute_seconds(const schedule::Op& op, const plan::Plan& plan, const Efficiency& eff);
+// Achieved fraction of peak of one GEMM C[m x n] = A[m x k] B[k x n] on `gpu`: interpolated
+// between the profile's measured shapes when it has some, else the best-case `eff.gemm` times
+// wave quantization over the GPU's SMs.
+double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k);
+// Achieved fraction of peak of an attention kernel over `seq` keys at `head_dim`: interpolated
+// between the profile's measured points of the same kind (fused or not) and pass, else `eff.attention`.
+double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused);
 // Bytes each rank sends over its slowest link for a collective of `bytes` over `n` ranks with
 // the ring algorithm (Patarasuk & Yuan 2009; NCCL's bus-bandwidth definition).
 double ring_bytes(schedule::Collective c, double bytes, int n);

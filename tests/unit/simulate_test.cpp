@@ -48,6 +48,40 @@ TEST_CASE("a compute op takes the slower of its FLOPs and its bytes (roofline), 
   CHECK(sim::compute_seconds(ew, s.plans[0], eff) == doctest::Approx(eff.launch_s));
 }
 
+TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a profile's shapes interpolated") {
+  /* A100: 108 SMs, 256 x 128 tiles. 8192 x 4096: 32 x 32 = 1024 tiles = 9.48 waves -> 10 waves,
+   * 1024 / 1080 of the best case. 6912 x 4096 = 27 x 32 = 864 tiles = exactly 8 waves: the best
+   * case. Under one wave (a skinny GEMM) the best case is kept. */
+  const auto s = parse("{steps: 1}", "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
+  const auto& gpu = s.plans[0].cluster.gpu;
+  auto eff = sim::default_efficiency(gpu);
+  CHECK(sim::gemm_fraction(eff, gpu, 8192, 4096, 4096) == doctest::Approx(eff.gemm * 1024.0 / 1080.0));
+  CHECK(sim::gemm_fraction(eff, gpu, 6912, 4096, 4096) == doctest::Approx(eff.gemm));
+  CHECK(sim::gemm_fraction(eff, gpu, 4096, 16, 4096) == doctest::Approx(eff.gemm));
+  // Measured shapes: an exact match is the measurement; between two shapes a factor 2 apart on
+  // one axis, the midpoint in log space is their mean (equal inverse-distance weights).
+  eff.gemm_shapes = {{4096, 4096, 4096, 0.8}, {4096, 4096, 16384, 0.6}};
+  CHECK(sim::gemm_fraction(eff, gpu, 4096, 4096, 4096) == doctest::Approx(0.8));
+  CHECK(sim::gemm_fraction(eff, gpu, 4096, 4096, 8192) == doctest::Approx(0.7));
+  // A backward op's rate combines its input-gradient and weight-gradient shapes (harmonic mean of
+  // the two, equal FLOPs each): forward C[4096 x 4096] = A[4096 x 16384] B -> dgrad (4096, 16384,
+  // 4096), wgrad (16384, 4096, 4096).
+  eff.gemm_shapes = {{4096, 16384, 4096, 0.5}, {16384, 4096, 4096, 1.0}};
+  schedule::Op op;
+  op.kind = schedule::OpKind::gemm;
+  op.pass = schedule::Pass::backward;
+  op.m = 4096, op.k = 16384, op.n = 4096;
+  op.kernels = 2;
+  op.flops = 2 * 2.0 * 4096 * 16384 * 4096;
+  const double peak = gpu.peak_for(hardware::Dtype::bf16);
+  CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
+        doctest::Approx(op.flops / 2 / (peak * 0.5) + op.flops / 2 / (peak * 1.0)));
+  // Attention points apply to their own pass and kind only.
+  eff.attention_shapes = {{4096, 128, false, true, 0.6}, {4096, 128, true, true, 0.4}};
+  CHECK(sim::attention_fraction(eff, 4096, 128, true, true) == doctest::Approx(0.4));
+  CHECK(sim::attention_fraction(eff, 4096, 128, false, false) == doctest::Approx(eff.attention));
+}
+
 TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") {
   /* 16 accumulation steps simulated in full, and as 3 and 2 micro-batches extrapolated. */
   for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
