@@ -153,6 +153,11 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
                          {"deepspeed", Framework::deepspeed}, {"megatron", Framework::megatron},
                          {"hf-trainer", Framework::hf_trainer}, {"torchtune", Framework::torchtune},
                          {"yafsdp", Framework::yafsdp}});
+  v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch,
+                         {{"prefetch", Zero3Fetch::prefetch}, {"per-parameter", Zero3Fetch::per_parameter}});
+  if (v.has("zero3_fetch") && job.framework != Framework::deepspeed)
+    v.reader().error(v.location_of("zero3_fetch"), v.key_path("zero3_fetch"),
+                     "describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
   v.get("dropout", job.dropout, 0.0, 1.0);
   v.get("compile", job.compile);
   v.get("gradients_persist", job.gradients_persist);

@@ -71,6 +71,11 @@ const char* to_string(Pass p) {
 
 namespace {
 
+// Host cost of one parameter all-gather in DeepSpeed ZeRO-3 before PR #1188: issue #1069 measured
+// pre-launch 130 us + launch 250 us per parameter on one 8-GPU node; its 8 list-API launches
+// (~6 us each, the simulator's default dispatch cost) are counted per rank instead.
+constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
+
 // Shapes and per-token work of one layer on one rank (after TP).
 struct LayerWork {
   double h = 0, q = 0, kv = 0, f = 0;
@@ -141,6 +146,8 @@ class Builder {
   }
   LayerWork work_of(int layer) const;
   double pointwise_bytes(const LayerWork& w, bool backward) const;
+  // The parameter tensors of one layer, in the order its modules run, as shares of its parameters.
+  std::vector<double> parameter_tensor_shares(int layer) const;
   double eager_score_bytes(const LayerWork& w) const;
   // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
   int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
@@ -224,6 +231,53 @@ double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
   // Backward reads the saved inputs and the incoming gradient and writes the outgoing gradient:
   // about twice the forward traffic.
   return backward ? 2.0 * fwd : fwd;
+}
+
+std::vector<double> Builder::parameter_tensor_shares(int layer) const {
+  const LayerWork w = work_of(layer);
+  const bool bias_all = m_.bias == model::BiasKind::all;
+  const bool bias_qkv = bias_all || m_.bias == model::BiasKind::qkv;
+  // Families whose checkpoints hold Q, K and V as one matrix (GPT-2 / Megatron c_attn and
+  // query_key_value, BLOOM, Falcon, MPT Wqkv, Phi-3 qkv_proj, Qwen c_attn); Phi-3 fuses gate_up too.
+  const std::string& fam = m_.family;
+  const bool fused_qkv = fam == "gpt" || fam == "bloom" || fam == "falcon" || fam == "mpt" || fam == "phi3" || fam == "qwen";
+  std::vector<double> t;
+  const auto matrix = [&](double in, double out, bool bias) {
+    t.push_back(in * out);
+    if (bias) t.push_back(out);
+  };
+  const auto norm = [&] {
+    t.push_back(w.h);
+    if (m_.norm == model::NormKind::layernorm) t.push_back(w.h);
+  };
+  norm();
+  if (fused_qkv) {
+    matrix(w.h, w.q + 2 * w.kv, bias_qkv);
+  } else {
+    matrix(w.h, w.q, bias_qkv);
+    matrix(w.h, w.kv, bias_qkv);
+    matrix(w.h, w.kv, bias_qkv);
+  }
+  matrix(w.q, w.h, bias_all);
+  if (m_.norms_per_layer >= 2) norm();
+  const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
+  const int experts = moe ? std::max(1, m_.moe.experts) : 1;
+  if (moe) matrix(w.h, experts, false);  // router
+  for (int e = 0; e < experts; ++e) {
+    if (w.gated && fam == "phi3") {
+      matrix(w.h, 2 * w.f, bias_all);
+    } else if (w.gated) {
+      matrix(w.h, w.f, bias_all);
+      matrix(w.h, w.f, bias_all);
+    } else {
+      matrix(w.h, w.f, bias_all);
+    }
+    matrix(w.f, w.h, bias_all);
+  }
+  double sum = 0;
+  for (double x : t) sum += x;
+  for (double& x : t) x /= sum;
+  return t;
 }
 
 LayerWork Builder::work_of(int layer) const {
@@ -588,7 +642,11 @@ StepIR Builder::build() {
   // of the other ranks' shards. Returns the op the layer's compute waits for. The buffer is
   // allocated when the fetch is issued; at most `units_in_flight` are outstanding
   // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
-  const auto fetch = [&](int layer, int mb, bool backward, int release_before, int& buffer) {
+  // DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per parameter tensor, each after a
+  // device synchronize (plan::Zero3Fetch::per_parameter).
+  const bool per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
+                             p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
+  const auto fetch = [&](int layer, int mb, bool backward, int release_before, int after, int& buffer) {
     const std::string what = name("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? name(" m{}", mb) : "");
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer);
     Ids deps;
@@ -612,7 +670,24 @@ StepIR Builder::build() {
                   {buffer});
       source = buffer;
     }
-    if (shard > 1) {
+    if (per_parameter) {
+      // Each tensor: torch.cuda.synchronize() first (DeepSpeed issue #1069; PR #1188: "the async
+      // version is not async at all, because each all_gather calls torch.cuda.synchronize()"), so
+      // it waits for the compute issued before it; then torch.distributed.all_gather into a
+      // list of world-size views, whose NCCL backend copies the flat result back into each view
+      // (torch ProcessGroupNCCL::allgather): a host launch per rank. Fixed host cost per call:
+      // what #1069 measured on one 8-GPU node (pre-launch 130 us + launch 250 us), less its 8
+      // per-rank launches, which `kernels` counts for every group size.
+      const std::vector<double> shares = parameter_tensor_shares(layer);
+      for (std::size_t t = 0; t < shares.size(); ++t) {
+        last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes * shares[t],
+                          name("all-gather {} p{}", what, t), layer, mb, {last, after});
+        ir_.ops[last].host_s = kDeepSpeedPerParameterFetch_s;
+        ir_.ops[last].kernels = shard;
+        ir_.ops[last].reads = {source};
+        ir_.ops[last].writes = {buffer};
+      }
+    } else if (shard > 1) {
       last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
                         {last});
       ir_.ops[last].reads = {source};
@@ -670,7 +745,7 @@ StepIR Builder::build() {
       int buffer = -1;
       if (stream_params) {
         const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
-        deps.push_back(fetch(layer, mb, false, before, buffer));
+        deps.push_back(fetch(layer, mb, false, before, last_compute, buffer));
         reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);
@@ -754,7 +829,7 @@ StepIR Builder::build() {
       if (stream_params) {
         const int back = l + units_in_flight;
         const int before = back < c1 ? released_bwd[back] : -1;
-        deps.push_back(fetch(layer, mb, true, before, buffer));
+        deps.push_back(fetch(layer, mb, true, before, last_compute, buffer));
         reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);

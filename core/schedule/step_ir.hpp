@@ -79,6 +79,10 @@ struct Op {
   // GEMM: C[m x n] = A[m x k] B[k x n] of the forward. Attention: m queries, n keys, k head dim.
   std::int64_t m = 0, n = 0, k = 0;
 
+  // Host time before the op can be issued (a framework's Python hooks and bookkeeping, measured);
+  // a collective's `kernels` are further host launches it makes (list-API copies, one per rank).
+  double host_s = 0;
+
   // Collective / copy: payload bytes (the full tensor), the group and its size.
   Collective collective = Collective::all_reduce;
   Group group = Group::dp;

@@ -658,6 +658,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           alpha = std::min(alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) *
                                              (eff.collective_step_s + topo.nic_latency_s) +
                                          (local - 1) * eff.collective_step_s));
+        // The framework's host work before the collective can be issued (see Op::host_s).
+        alpha += op.host_s + op.kernels * eff.launch_s;
         const des::TaskId wait = latency_task(q, alpha, i, op);
         collective_start(i, op, wait, task);
         double intra_bytes = ring_bytes(op.collective, op.bytes, local);

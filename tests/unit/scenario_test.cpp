@@ -122,6 +122,9 @@ TEST_CASE("impossible combinations") {
   // LoRA settings on a full fine-tune.
   CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
         "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");
+  // DeepSpeed's fetch mode on another framework.
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  zero3_fetch: per-parameter\n")) ==
+        "x.yaml:11:16: job.zero3_fetch: describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
   // Two plans with one name.
   CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
         "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");
