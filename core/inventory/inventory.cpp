@@ -97,17 +97,6 @@ double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t,
   return p + experts * mlp;
 }
 
-// Layers [first, last) of pipeline stage `stage`: an even split, earlier stages taking the remainder
-// (Megatron-LM's default even split; uneven first/last stages are a later refinement).
-std::pair<int, int> stage_layers(int total_layers, int pp, int stage) {
-  const int base = total_layers / pp, extra = total_layers % pp;
-  const int first = stage * base + std::min(stage, extra);
-  return {first, first + base + (stage < extra ? 1 : 0)};
-}
-
-int total_layers(const ModelSpec& m) {
-  return m.layers + (m.architecture == model::Architecture::encoder_decoder ? m.encoder_layers : 0);
-}
 
 // Activation bytes one layer saves for backward, per token, derived tensor by tensor as in
 // Korthikanti et al. 2022, sec. 4.1 (whose GPT block - MHA, 4h GELU MLP, dropout, 16-bit - gives
@@ -197,6 +186,24 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
 
 }  // namespace
 
+std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int last) {
+  if (stages > 1 && (first > 0 || last > 0)) {
+    if (vs == 0 && first > 0) return {0, first};
+    if (vs == stages - 1 && last > 0) return {total - last, total};
+    // The middle: what the end stages left, split evenly among the stages between them.
+    const int lo = first > 0 ? 1 : 0, hi = last > 0 ? stages - 1 : stages;
+    const auto [a, b] = stage_layers(total - first - last, hi - lo, vs - lo);
+    return {first + a, first + b};
+  }
+  const int base = total / stages, extra = total % stages;
+  const int begin = vs * base + std::min(vs, extra);
+  return {begin, begin + base + (vs < extra ? 1 : 0)};
+}
+
+int total_layers(const ModelSpec& m) {
+  return m.layers + (m.architecture == model::Architecture::encoder_decoder ? m.encoder_layers : 0);
+}
+
 std::int64_t lora_params(const ModelSpec& m, const Job& job) {
   const Trainable tr(job);
   double total = 0;
@@ -253,7 +260,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   inv.zero = zero;
 
   // ---- parameters on this rank
-  const auto [first, last] = stage_layers(total_layers(m), pp, stage);
+  const auto [first, last] = stage_layers(total_layers(m), pp, stage, plan.parallel.first_stage_layers,
+                                          plan.parallel.last_stage_layers);
   inv.layers = last - first;
   RankParams& rp = inv.params;
   rp = RankParams{};

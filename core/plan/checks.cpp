@@ -231,6 +231,19 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   } else if (p.virtual_stages != 1) {
     bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
   }
+  if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
+    const char* key = p.first_stage_layers > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
+    const int total = model.layers + (model.architecture == model::Architecture::encoder_decoder ? model.encoder_layers : 0);
+    const int middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+    const int rest = total - p.first_stage_layers - p.last_stage_layers;
+    if (p.pp < 2)
+      bad(key, "sets the layers of an end pipeline stage; needs pp > 1");
+    else if (p.schedule == PipelineSchedule::interleaved)
+      bad(key, "uneven end stages are for 1f1b and gpipe schedules, not interleaved");
+    else if (middle == 0 ? rest != 0 : rest < middle)
+      bad(key, fmt::format("first {} + last {} leave {} of the {} layers for {} middle stage(s){}", p.first_stage_layers,
+                           p.last_stage_layers, rest, total, middle, middle == 0 ? " (they must add up to all layers)" : ""));
+  }
   // Load-balanced ring attention cuts each sequence into 2 x cp chunks (Megatron-core context parallel).
   if (p.cp > 1 && plan.job.seq_len % (2 * p.cp) != 0)
     bad("parallel.cp", fmt::format("2 x cp = {} does not divide seq_len {}", 2 * p.cp, plan.job.seq_len));

@@ -49,6 +49,11 @@ struct Parallel {
   FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;  // interleaved 1F1B model chunks per stage
+  // Layers of the first and last pipeline stages, the rest split evenly among the middle ones
+  // (Megatron-core decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers: lighter end
+  // stages make room for the embedding and the LM head); 0 = an even split.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   // MoE routing: experts padded to capacity_factor x their even share of tokens (GShard, Lepikhin
   // et al. 2021; Switch, Fedus et al. 2022); 0 = dropless, tokens spread evenly on average.
   double capacity_factor = 0;

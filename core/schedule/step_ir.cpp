@@ -565,13 +565,11 @@ StepIR Builder::build() {
   const int virtual_stages = pp * chunks;
   const int chunk_layers = layers / chunks;
   std::vector<int> layer_of(layers);  // model layer of each of this stage's layers, chunk by chunk
-  {
-    const int total = m_.layers + (m_.architecture == model::Architecture::encoder_decoder ? m_.encoder_layers : 0);
-    for (int c = 0; c < chunks; ++c) {
-      const int vs = c * pp + stage, base = total / virtual_stages, extra = total % virtual_stages;
-      const int first = vs * base + std::min(vs, extra);
-      for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
-    }
+  for (int c = 0; c < chunks; ++c) {
+    const int first = inventory::stage_layers(inventory::total_layers(m_), virtual_stages, c * pp + stage,
+                                              p_.parallel.first_stage_layers, p_.parallel.last_stage_layers)
+                          .first;
+    for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
   }
   int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
   if (micro_override_ > 0) micro_batches = std::min(micro_batches, micro_override_);

@@ -113,6 +113,41 @@ TEST_CASE("the pipeline bubble emerges from the simulation: (pp - 1) / (m + pp -
   }
 }
 
+TEST_CASE("uneven pipeline stages: lighter end stages make room for the LM head") {
+  /* Even split: earlier stages take the remainder (126 layers on 16 stages: 14 x 8 + 2 x 7).
+   * first/last_stage_layers (Megatron-core decoder_first/last_pipeline_num_layers) fix the end
+   * stages and split the rest among the middle ones: 32 = 9 | 9 8 | 6. */
+  CHECK(inventory::stage_layers(126, 16, 0) == std::pair{0, 8});
+  CHECK(inventory::stage_layers(126, 16, 14) == std::pair{112, 119});
+  CHECK(inventory::stage_layers(126, 16, 15) == std::pair{119, 126});
+  CHECK(inventory::stage_layers(32, 4, 0, 9, 6) == std::pair{0, 9});
+  CHECK(inventory::stage_layers(32, 4, 1, 9, 6) == std::pair{9, 18});
+  CHECK(inventory::stage_layers(32, 4, 2, 9, 6) == std::pair{18, 26});
+  CHECK(inventory::stage_layers(32, 4, 3, 9, 6) == std::pair{26, 32});
+  CHECK(inventory::stage_layers(32, 4, 0, 0, 5) == std::pair{0, 9});
+  CHECK(inventory::stage_layers(32, 4, 3, 0, 5) == std::pair{27, 32});
+  /* Llama-3.1-8B's LM head (4096 x 128256) costs ~2.4 layers: with an even split the last stage
+   * is the slowest; five layers there balance it and the step gets shorter. */
+  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 32, steps: 1, activation_checkpointing: full, "
+                          "framework: megatron}";
+  const auto plan_for = [&](const char* extra) {
+    return parse("llama-3.1-8b", job,
+                 fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n", extra));
+  };
+  const auto even = plan_for("");
+  const auto light = plan_for(", last_stage_layers: 5");
+  CHECK(inventory::build_inventory(light.model, light.plans[0], 3).layers == 5);
+  CHECK(inventory::build_inventory(light.model, light.plans[0], 0).layers == 9);
+  const auto ir = schedule::build_step(light.model, light.plans[0], inventory::build_inventory(light.model, light.plans[0], 3));
+  CHECK(schedule::dry_run(ir).empty());
+  const auto re = sim::simulate_step(even.model, even.plans[0]);
+  const auto rl = sim::simulate_step(light.model, light.plans[0]);
+  REQUIRE(re.ok);
+  REQUIRE(rl.ok);
+  MESSAGE(fmt::format("step: even split {:.3f} s, last stage 5 layers {:.3f} s", re.step_time_s, rl.step_time_s));
+  CHECK(rl.step_time_s < 0.97 * re.step_time_s);
+}
+
 TEST_CASE("tensor parallelism: all-reduces per layer, reduce-scatter/all-gather with sequence parallelism") {
   const std::string job = "{seq_len: 2048, micro_batch: 1, steps: 1, framework: megatron}";
   for (bool sp : {false, true}) {

@@ -122,6 +122,11 @@ TEST_CASE("impossible combinations") {
   // LoRA settings on a full fine-tune.
   CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
         "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");
+  // End stages that leave the middle ones no layers.
+  const std::string uneven = error_of(replace(replace(kGood, "      tp: 2\n", "      tp: 2\n      pp: 2\n      first_stage_layers: 32\n"),
+                                              "zero: 3", "zero: 1"));
+  CHECK(uneven.find("plans[0].parallel.first_stage_layers: first 32 + last 0 leave 0 of the 32 layers for 1 middle stage(s)") !=
+        std::string::npos);
   // DeepSpeed's fetch mode on another framework.
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  zero3_fetch: per-parameter\n")) ==
         "x.yaml:11:16: job.zero3_fetch: describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
