@@ -27,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "common/allocator.hpp"
 #include "des/engine.hpp"
 
 using namespace ftplan::des;
@@ -221,6 +222,7 @@ int main(int argc, char** argv) {
   const std::size_t n_tasks = argc > 1 ? std::stoul(argv[1]) : 1'000'000;
   const std::string only = argc > 2 ? argv[2] : "all";
   const int queues = argc > 3 ? std::stoi(argv[3]) : 4096;
+  ftplan::keep_freed_memory();  // as the CLI and the other benches run
   fmt::print("{} tasks, {} queues; one core; events/s = events processed / CPU time of run(), best of {}\n", n_tasks,
              queues, kRepeats);
   fmt::print("{:<8} {:>9} {:>8} {:>10} {:>10} {:>13} {:>9} {:>13} {:>7}\n", "workload", "events", "flows", "mean flows",

@@ -2,11 +2,14 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app.hpp"
 #include "footprint/footprint.hpp"
+#include "inventory/inventory.hpp"
 #include "io/results.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
@@ -23,26 +26,40 @@ std::string sharding(const plan::Plan& p) {
     case plan::Framework::pytorch_fsdp:
     case plan::Framework::pytorch_fsdp2: return fmt::format("FSDP {}", plan::to_string(p.parallel.fsdp));
     case plan::Framework::yafsdp: return "YaFSDP";
-    default: return fmt::format("ZeRO {}", p.parallel.zero);
+    default:
+      return fmt::format("ZeRO {}{}", p.parallel.zero,
+                         p.parallel.zero == 3 && p.job.framework == plan::Framework::deepspeed &&
+                                 p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
+                             ? " (per-parameter fetch)"
+                             : "");
   }
 }
 
 // The layout: "dp 24 x tp 8 x pp 8 (interleaved x2)", with cp, ep and SP when used.
-std::string layout(const plan::Plan& p) {
+std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
   const plan::Parallel& q = p.parallel;
   std::string out = fmt::format("dp {} x tp {}{} x pp {}", q.dp, q.tp, q.sequence_parallel ? (q.async_tp ? " (SP, async)" : " (SP)") : "",
                                 q.pp);
   if (q.pp > 1)
     out += q.schedule == plan::PipelineSchedule::interleaved ? fmt::format(" (interleaved 1F1B x{})", q.virtual_stages)
                                                              : fmt::format(" ({})", plan::to_string(q.schedule));
+  if (q.pp > 1 && (q.first_stage_layers > 0 || q.last_stage_layers > 0)) {
+    std::vector<int> layers;
+    for (int s = 0; s < q.pp; ++s) {
+      const auto [a, b] = inventory::stage_layers(inventory::total_layers(model), q.pp, s, q.first_stage_layers, q.last_stage_layers);
+      layers.push_back(b - a);
+    }
+    out += fmt::format(" layers {}", fmt::join(layers, "/"));
+  }
   if (q.cp > 1) out += fmt::format(" x cp {}", q.cp);
   if (q.ep > 1) out += fmt::format(", ep {}", q.ep);
   return out;
 }
 
-void print_plan(const plan::Plan& p, const footprint::Footprint& f, const sim::StepResult& s, double steps) {
+void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f, const sim::StepResult& s,
+                double steps) {
   fmt::print("== {} — {} x {}, {}, {}, micro-batch {} x seq {}, {} accumulation step(s)\n", p.name, p.cluster.gpus(),
-             p.cluster.gpu.display_name, layout(p), sharding(p), p.job.micro_batch, p.job.seq_len,
+             p.cluster.gpu.display_name, layout(p, model), sharding(p), p.job.micro_batch, p.job.seq_len,
              plan::grad_accumulation_steps(p));
   if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
   if (!s.ok) fmt::print("simulation: {}\n", s.problem);
@@ -111,7 +128,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       if (app.format() == Format::table) fmt::print("trace of '{}' written to {}\n", p.name, path);
     }
     if (app.format() == Format::table) {
-      print_plan(p, f, r, io::job_steps(p, r.tokens_per_step));
+      print_plan(p, s.model, f, r, io::job_steps(p, r.tokens_per_step));
       continue;
     }
     rows.push_back(io::simulation_row(p, f, r));
