@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -207,11 +208,14 @@ namespace {
 // Inverse-distance weighting of the `nearest` closest points (Shepard 1968, "A two-dimensional
 // interpolation function for irregularly-spaced data"), distances in log2 of each coordinate, so
 // that 2048 sits as far from 1024 as from 4096. A point at distance 0 is returned as it is.
+// Points at an infinite distance do not take part; returns `otherwise` when none does.
 template <class Point, class Distance>
-double interpolate(const std::vector<Point>& points, Distance distance, std::size_t nearest = 4) {
+double interpolate(const std::vector<Point>& points, Distance distance, double otherwise, std::size_t nearest = 4) {
   std::vector<std::pair<double, double>> by_distance;  // (distance, fraction)
-  for (const auto& pt : points) by_distance.emplace_back(distance(pt), pt.fraction);
-  if (by_distance.empty()) return 0;
+  by_distance.reserve(points.size());
+  for (const auto& pt : points)
+    if (const double d = distance(pt); std::isfinite(d)) by_distance.emplace_back(d, pt.fraction);
+  if (by_distance.empty()) return otherwise;
   const std::size_t n = std::min(nearest, by_distance.size());
   std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(n), by_distance.end());
   if (by_distance.front().first <= 1e-12) return by_distance.front().second;
@@ -231,10 +235,13 @@ double log_gap(double a, double b) { return std::abs(std::log2(a / b)); }
 double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k) {
   if (m <= 0 || n <= 0 || k <= 0) return eff.gemm;
   if (!eff.gemm_shapes.empty())
-    return interpolate(eff.gemm_shapes, [&](const Efficiency::GemmPoint& g) {
-      const double dm = log_gap(m, g.m), dn = log_gap(n, g.n), dk = log_gap(k, g.k);
-      return std::sqrt(dm * dm + dn * dn + dk * dk);
-    });
+    return interpolate(
+        eff.gemm_shapes,
+        [&](const Efficiency::GemmPoint& g) {
+          const double dm = log_gap(m, g.m), dn = log_gap(n, g.n), dk = log_gap(k, g.k);
+          return std::sqrt(dm * dm + dn * dn + dk * dk);
+        },
+        eff.gemm);
   // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", sec. "Wave
   // quantization"): the output is computed in tiles, one per SM at a time (256 x 128 for large
   // GEMMs on A100, the guide's example); a last, partial wave leaves SMs idle. `eff.gemm` is the
@@ -249,14 +256,14 @@ double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double
 
 double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused) {
   if (seq <= 0 || head_dim <= 0) return eff.attention;
-  std::vector<Efficiency::AttentionPoint> same;
-  for (const auto& a : eff.attention_shapes)
-    if (a.backward == backward && a.fused == fused) same.push_back(a);
-  if (same.empty()) return eff.attention;
-  return interpolate(same, [&](const Efficiency::AttentionPoint& a) {
-    const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
-    return std::sqrt(ds * ds + dh * dh);
-  });
+  return interpolate(
+      eff.attention_shapes,
+      [&](const Efficiency::AttentionPoint& a) {
+        if (a.backward != backward || a.fused != fused) return std::numeric_limits<double>::infinity();
+        const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
+        return std::sqrt(ds * ds + dh * dh);
+      },
+      eff.attention);
 }
 
 double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff) {
