@@ -148,6 +148,18 @@ class Builder {
   double pointwise_bytes(const LayerWork& w, bool backward) const;
   // The parameter tensors of one layer, in the order its modules run, as shares of its parameters.
   std::vector<double> parameter_tensor_shares(int layer) const;
+  bool fused_qkv() const;
+  bool fused_gate_up() const;
+  // HBM bytes of one micro-batch's FP8 casts in one layer's forward (inputs and weights) or
+  // backward (output gradients).
+  double fp8_cast_bytes(int layer, bool backward) const;
+  int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
+    Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
+    op.bytes = fp8_cast_bytes(layer, backward);
+    op.kernels = 2 * (backward ? 7 : 8);  // amax and cast per operand (a typical 7-linear layer)
+    op.deps = {after};
+    return add(std::move(op));
+  }
   double eager_score_bytes(const LayerWork& w) const;
   // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
   int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
@@ -233,14 +245,41 @@ double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
   return backward ? 2.0 * fwd : fwd;
 }
 
+// Families whose checkpoints hold Q, K and V as one matrix (GPT-2 / Megatron c_attn and
+// query_key_value, BLOOM, Falcon, MPT Wqkv, Phi-3 qkv_proj, Qwen c_attn); Phi-3 fuses gate_up too.
+bool Builder::fused_qkv() const {
+  const std::string& f = m_.family;
+  return f == "gpt" || f == "bloom" || f == "falcon" || f == "mpt" || f == "phi3" || f == "qwen";
+}
+bool Builder::fused_gate_up() const { return m_.family == "phi3"; }
+
+double Builder::fp8_cast_bytes(int layer, bool backward) const {
+  // FP8 linears with tensor-wise scaling (torchao Float8Linear, dynamic; Transformer Engine,
+  // delayed): each bf16 operand of an FP8 GEMM is read for its amax, read again and written as FP8,
+  // plus an FP8 transposed copy for the other GEMM that uses it (Hopper's FP8 GEMMs take only the
+  // TN layout): 2 + 2 + 1 + 1 = 6 bytes per element. Forward: each linear's input (a linear of
+  // its own casts a shared input again) and its weight; backward: each linear's output gradient.
+  // Attention and the LM head stay in bf16 (torchtitan's float8 filter skips "output").
+  constexpr double kBytesPerElement = 6.0;
+  const LayerWork w = work_of(layer);
+  const double k = w.experts_per_token;
+  const double attn_in = fused_qkv() ? 1 : 3, mlp_in = w.gated && !fused_gate_up() ? 2 : 1;
+  if (backward) {
+    const double grads = (w.q + 2 * w.kv) + w.h + k * ((w.gated ? 2 : 1) * w.f + w.h);
+    return kBytesPerElement * grads * tokens_;
+  }
+  const double inputs = attn_in * w.h + w.q + k * (mlp_in * w.h + w.f);
+  const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
+  const double experts = moe ? static_cast<double>(std::max(1, m_.moe.experts)) / std::max(1, p_.parallel.ep) : 1.0;
+  const double weights = w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
+  return kBytesPerElement * (inputs * tokens_ + weights);
+}
+
 std::vector<double> Builder::parameter_tensor_shares(int layer) const {
   const LayerWork w = work_of(layer);
   const bool bias_all = m_.bias == model::BiasKind::all;
   const bool bias_qkv = bias_all || m_.bias == model::BiasKind::qkv;
-  // Families whose checkpoints hold Q, K and V as one matrix (GPT-2 / Megatron c_attn and
-  // query_key_value, BLOOM, Falcon, MPT Wqkv, Phi-3 qkv_proj, Qwen c_attn); Phi-3 fuses gate_up too.
   const std::string& fam = m_.family;
-  const bool fused_qkv = fam == "gpt" || fam == "bloom" || fam == "falcon" || fam == "mpt" || fam == "phi3" || fam == "qwen";
   std::vector<double> t;
   const auto matrix = [&](double in, double out, bool bias) {
     t.push_back(in * out);
@@ -251,7 +290,7 @@ std::vector<double> Builder::parameter_tensor_shares(int layer) const {
     if (m_.norm == model::NormKind::layernorm) t.push_back(w.h);
   };
   norm();
-  if (fused_qkv) {
+  if (fused_qkv()) {
     matrix(w.h, w.q + 2 * w.kv, bias_qkv);
   } else {
     matrix(w.h, w.q, bias_qkv);
@@ -264,7 +303,7 @@ std::vector<double> Builder::parameter_tensor_shares(int layer) const {
   const int experts = moe ? std::max(1, m_.moe.experts) : 1;
   if (moe) matrix(w.h, experts, false);  // router
   for (int e = 0; e < experts; ++e) {
-    if (w.gated && fam == "phi3") {
+    if (w.gated && fused_gate_up()) {
       matrix(w.h, 2 * w.f, bias_all);
     } else if (w.gated) {
       matrix(w.h, w.f, bias_all);
@@ -325,7 +364,7 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   op.m = static_cast<std::int64_t>(m);
   op.k = static_cast<std::int64_t>(k);
   op.n = static_cast<std::int64_t>(n);
-  op.fp8 = job_.precision == plan::Precision::fp8_mixed;
+  op.fp8 = job_.precision == plan::Precision::fp8_mixed && layer >= 0;  // the LM head stays bf16 (fp8_cast_bytes)
   const double fwd = 2.0 * m * k * n;
   // Forward: one GEMM. Backward: the input gradient, plus the weight gradient when the weight
   // trains (a frozen LoRA base needs only the input gradient).
@@ -353,6 +392,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   ew.deps = std::move(deps);
   ew.reads = reads;
   int last = add(std::move(ew));
+  if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, pass, false, last);
   last = tp_gemm(make_gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
                  TpComm::all_gather_before, tag + " tp attn in");
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
@@ -461,6 +501,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   last = attention(std::move(at), true);
   last = tp_gemm(make_gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
                  TpComm::reduce_after, tag + " tp attn");
+  if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, Pass::backward, true, last);
   Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = fused_ ? 6 : 40;

@@ -199,7 +199,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   std::string method = contains(peft, "qlora") ? "qlora" : (lora ? "lora" : "full");
   // The 16-bit format named wins over an fp32 mentioned for reductions ("param bf16 / reduce fp32").
   std::string precision = "bf16-mixed";
-  if (contains(prec, "fp8")) precision = "fp8-mixed";
+  // "FP8", "amp_fp8 (TE)", "bf16 mixed + Float8 linears (torchao)": FP8 linears on a bf16 recipe.
+  if (contains(prec, "fp8") || contains(prec, "float8")) precision = "fp8-mixed";
   else if (contains(prec, "pure bf16")) precision = "bf16";
   else if (contains(prec, "bf16")) precision = "bf16-mixed";
   else if (contains(prec, "fp16")) precision = "fp16-mixed";
