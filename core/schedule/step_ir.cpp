@@ -146,6 +146,7 @@ class Builder {
   }
   LayerWork work_of(int layer) const;
   double pointwise_bytes(const LayerWork& w, bool backward) const;
+  double activation_bytes(const LayerWork& w, bool backward) const;
   // The parameter tensors of one layer, in the order its modules run, as shares of its parameters.
   std::vector<double> parameter_tensor_shares(int layer) const;
   bool fused_qkv() const;
@@ -225,24 +226,46 @@ double Builder::eager_score_bytes(const LayerWork& w) const {
 
 double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
   // HBM bytes per token of one layer's norms, RoPE, residual adds and dropout (not the MLP
-  // activation, counted on its own). Eager PyTorch runs each op as its own kernel that reads its
-  // inputs and writes its output: HF's LlamaRMSNorm upcasts to fp32, squares, means, scales,
-  // downcasts and multiplies by the weight (~12 h activation-element reads/writes, half of them
-  // fp32: ~24 h bytes at 16 bits); apply_rotary_pos_emb multiplies, rotates (slice + cat + neg)
-  // and adds (~8 reads/writes of q and k); each residual add reads two and writes one.
-  // Fused kernels (Megatron/TE, torch.compile) read each input once and write each output once.
+  // activation, counted on its own). Fused kernels (Megatron/TE, torch.compile) read each input
+  // once and write each output once. Eager PyTorch runs each op as its own kernel that reads its
+  // inputs and writes its output, per element of a activation bytes:
+  // - RMSNorm as HF's LlamaRMSNorm and torchtitan's RMSNorm write it: x.float() (a + 4), pow (8),
+  //   mean (4), x * rsqrt (8), type_as (4 + a), * weight (2a): 28 + 4a (36 B at 16 bits; the two
+  //   casts vanish in fp32);
+  // - LayerNorm: F.layer_norm, one kernel (2a); under autocast it runs in fp32 and the next
+  //   linear casts its fp32 output back (a + 4 + 4 + a);
+  // - RoPE on q and k: HF's apply_rotary_pos_emb (q cos; rotate_half's neg and cat; sin; add) or
+  //   torchtitan's complex multiply between fp32 casts: ~10a per element;
+  // - the attention output's transpose(1, 2).contiguous() before o_proj: 2a per element;
+  // - two residual adds: 3a each.
   const double a = act_B_;
-  double fwd = 0;
+  const bool autocast = inv_.recipe.autocast_copies;
+  const bool rope = m_.positional == model::Positional::rope;
   const int norms = std::max(1, m_.norms_per_layer);
+  double fwd = 2.0 * 3.0 * a * w.h;  // residual adds
   if (fused_) {
-    fwd = norms * 2.0 * a * w.h + 2.0 * a * (w.q + w.kv) + 2.0 * 3.0 * a * w.h;
+    fwd += norms * 2.0 * a * w.h + (rope ? 2.0 * a * (w.q + w.kv) : 0.0);
   } else {
-    fwd = norms * 12.0 * a * w.h + 8.0 * a * (w.q + w.kv) + 2.0 * 3.0 * a * w.h;
+    const double norm = m_.norm == model::NormKind::rmsnorm ? (a < 4 ? 2 * a + 8 : 0.0) + 20.0 + 2 * a
+                        : autocast                        ? 2 * a + 8.0
+                                                          : 2 * a;
+    fwd += norms * norm * w.h + (rope ? 10.0 * a * (w.q + w.kv) : 0.0) + 2.0 * a * w.q;
   }
   if (job_.dropout_for(m_.dropout) > 0) fwd += 2.0 * (2.0 * a + 1.0) * w.h;  // two residual dropouts: read, write, mask
   // Backward reads the saved inputs and the incoming gradient and writes the outgoing gradient:
   // about twice the forward traffic.
   return backward ? 2.0 * fwd : fwd;
+}
+
+double Builder::activation_bytes(const LayerWork& w, bool backward) const {
+  // Per routed token: the MLP's activation (and gate product). Fused: read the input(s), write the
+  // output (backward: read the gradient and the inputs, write the input gradients). Eager SwiGLU,
+  // silu(gate) * up: silu (2a) then mul (3a); backward: mul's two input gradients (3a each) and
+  // silu's (3a). GELU alone is one kernel either way (2a; backward 3a).
+  const double a = act_B_;
+  if (!w.gated) return (backward ? 3.0 : 2.0) * a * w.f;
+  if (fused_) return (backward ? 5.0 : 3.0) * a * w.f;
+  return (backward ? 9.0 : 5.0) * a * w.f;
 }
 
 // Families whose checkpoints hold Q, K and V as one matrix (GPT-2 / Megatron c_attn and
@@ -430,7 +453,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   }
   Op act = make_op(OpKind::elementwise, Stream::compute, pass, tag + " activation", layer, micro);
   // Activation (and gate product): read the MLP input(s), write the output.
-  act.bytes = (w.gated ? 3.0 : 2.0) * routed * w.f * act_B_;
+  act.bytes = activation_bytes(w, false) * routed;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
   last = add(std::move(act));
@@ -468,7 +491,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   int last = tp_gemm(std::move(mlp_out), moe && p_.parallel.ep > 1 ? TpComm::none : TpComm::all_gather_before,
                      tag + " tp mlp out");
   Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " activation", layer, micro);
-  act.bytes = (w.gated ? 5.0 : 3.0) * routed * w.f * act_B_;
+  act.bytes = activation_bytes(w, true) * routed;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
   last = add(std::move(act));
