@@ -28,7 +28,7 @@ std::string sharding(const plan::Plan& p) {
     case plan::Framework::yafsdp: return "YaFSDP";
     default:
       return fmt::format("ZeRO {}{}", p.parallel.zero,
-                         p.parallel.zero == 3 && p.job.framework == plan::Framework::deepspeed &&
+                         p.parallel.zero == 3 && p.parallel.dp > 1 && p.job.framework == plan::Framework::deepspeed &&
                                  p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
                              ? " (per-parameter fetch)"
                              : "");
@@ -46,7 +46,7 @@ std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
   if (q.pp > 1 && (q.first_stage_layers > 0 || q.last_stage_layers > 0)) {
     std::vector<int> layers;
     for (int s = 0; s < q.pp; ++s) {
-      const auto [a, b] = inventory::stage_layers(inventory::total_layers(model), q.pp, s, q.first_stage_layers, q.last_stage_layers);
+      const auto [a, b] = inventory::stage_layers(model.total_layers(), q.pp, s, q.first_stage_layers, q.last_stage_layers);
       layers.push_back(b - a);
     }
     out += fmt::format(" layers {}", fmt::join(layers, "/"));

@@ -200,14 +200,10 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int l
   return {begin, begin + base + (vs < extra ? 1 : 0)};
 }
 
-int total_layers(const ModelSpec& m) {
-  return m.layers + (m.architecture == model::Architecture::encoder_decoder ? m.encoder_layers : 0);
-}
-
 std::int64_t lora_params(const ModelSpec& m, const Job& job) {
   const Trainable tr(job);
   double total = 0;
-  for (int layer = 0; layer < total_layers(m); ++layer) total += lora_layer_params(m, job, tr, layer);
+  for (int layer = 0; layer < m.total_layers(); ++layer) total += lora_layer_params(m, job, tr, layer);
   return static_cast<std::int64_t>(std::llround(total));
 }
 
@@ -260,7 +256,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   inv.zero = zero;
 
   // ---- parameters on this rank
-  const auto [first, last] = stage_layers(total_layers(m), pp, stage, plan.parallel.first_stage_layers,
+  const auto [first, last] = stage_layers(m.total_layers(), pp, stage, plan.parallel.first_stage_layers,
                                           plan.parallel.last_stage_layers);
   inv.layers = last - first;
   RankParams& rp = inv.params;

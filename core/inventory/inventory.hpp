@@ -86,8 +86,6 @@ void build_inventory(const model::ModelSpec& model, const plan::Plan& plan, int 
 // `first` / `last` > 0 (Parallel::first_stage_layers, last_stage_layers; not interleaved), those
 // on the end stages and the rest split the same way among the middle ones.
 std::pair<int, int> stage_layers(int total, int stages, int vs, int first = 0, int last = 0);
-// Decoder layers plus, for encoder-decoder models, encoder layers: what pipeline stages split.
-int total_layers(const model::ModelSpec& m);
 
 // Trainable LoRA parameters of the whole model for the job's targets and rank:
 // r x (fan_in + fan_out) per adapted matrix (Hu et al. 2021, sec. 4).

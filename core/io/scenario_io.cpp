@@ -215,8 +215,8 @@ void read_parallel(MapView& v, Parallel& p) {
                                {{"1f1b", PipelineSchedule::one_f_one_b}, {"gpipe", PipelineSchedule::gpipe},
                                 {"interleaved", PipelineSchedule::interleaved}});
   v.get("virtual_stages", p.virtual_stages, 1, 1024);
-  v.get("first_stage_layers", p.first_stage_layers, 1, 100000);
-  v.get("last_stage_layers", p.last_stage_layers, 1, 100000);
+  v.get("first_stage_layers", p.first_stage_layers, 0, 100000);
+  v.get("last_stage_layers", p.last_stage_layers, 0, 100000);
   v.get("capacity_factor", p.capacity_factor, 0.0, 64.0);
 }
 

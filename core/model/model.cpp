@@ -153,7 +153,7 @@ ParamCounts count_params(const ModelSpec& m) {
 
   c.embedding = embedding_params(m);
 
-  const int total_layers = m.layers + (m.architecture == Architecture::encoder_decoder ? m.encoder_layers : 0);
+  const int total_layers = m.total_layers();
   for (int layer = 0; layer < total_layers; ++layer) {
     const LayerParams p = layer_params(m, layer, is_decoder_layer_of_encoder_decoder(m, layer));
     c.attention += p.attention;
@@ -189,7 +189,7 @@ FlopsPerToken flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
   const ParamCounts c = count_params(m);
   const double hq = static_cast<double>(m.heads) * m.head_dim_or_default();
   double attention = 0;
-  const int total_layers = m.layers + (m.architecture == Architecture::encoder_decoder ? m.encoder_layers : 0);
+  const int total_layers = m.total_layers();
   for (int layer = 0; layer < total_layers; ++layer) {
     // QK^T and attention-times-V: 2 matmuls of 2 * (heads*head_dim) * T FLOPs each per token.
     attention += 4.0 * hq * static_cast<double>(attended_tokens(m, layer, seq_len));

@@ -97,6 +97,8 @@ struct ModelSpec {
     return attention.local_every <= 0 || layer % attention.local_every == 0;
   }
   bool has_lm_head() const { return architecture != Architecture::encoder || mlm_head; }
+  // Decoder layers plus, for encoder-decoder models, encoder layers: what pipeline stages split.
+  int total_layers() const { return layers + (architecture == Architecture::encoder_decoder ? encoder_layers : 0); }
 };
 
 // Parameter counts of one model by component. All counts are parameters (not bytes).

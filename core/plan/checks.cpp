@@ -232,8 +232,8 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
   }
   if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
-    const char* key = p.first_stage_layers > 0 ? "parallel.first_stage_layers" : "parallel.last_stage_layers";
-    const int total = model.layers + (model.architecture == model::Architecture::encoder_decoder ? model.encoder_layers : 0);
+    const char* key = p.last_stage_layers > 0 ? "parallel.last_stage_layers" : "parallel.first_stage_layers";
+    const int total = model.total_layers();
     const int middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
     const int rest = total - p.first_stage_layers - p.last_stage_layers;
     if (p.pp < 2)
@@ -272,6 +272,8 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only.
   if (p.pp > 1 && p.zero >= 2)
     bad("parallel.zero", fmt::format("ZeRO stage {} cannot shard across pipeline stages (pp {}); use zero 0 or 1", p.zero, p.pp));
+  if (plan.job.zero3_fetch != Zero3Fetch::prefetch && plan.job.framework == Framework::deepspeed && p.zero != 3)
+    bad("job.zero3_fetch", fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
 
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
   if (plan.job.global_batch > 0 && per_step > 0 && plan.job.global_batch % per_step != 0)

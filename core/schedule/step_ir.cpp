@@ -147,17 +147,19 @@ class Builder {
   LayerWork work_of(int layer) const;
   double pointwise_bytes(const LayerWork& w, bool backward) const;
   double activation_bytes(const LayerWork& w, bool backward) const;
+  int pointwise_kernels(bool backward) const;
   // The parameter tensors of one layer, in the order its modules run, as shares of its parameters.
   std::vector<double> parameter_tensor_shares(int layer) const;
   bool fused_qkv() const;
   bool fused_gate_up() const;
   // HBM bytes of one micro-batch's FP8 casts in one layer's forward (inputs and weights) or
-  // backward (output gradients).
-  double fp8_cast_bytes(int layer, bool backward) const;
+  // backward (output gradients), and their kernels.
+  double fp8_cast_bytes(int layer, int micro, bool backward) const;
+  int fp8_cast_kernels(bool backward) const;
   int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
     Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
-    op.bytes = fp8_cast_bytes(layer, backward);
-    op.kernels = 2 * (backward ? 7 : 8);  // amax and cast per operand (a typical 7-linear layer)
+    op.bytes = fp8_cast_bytes(layer, micro, backward);
+    op.kernels = fp8_cast_kernels(backward);
     op.deps = {after};
     return add(std::move(op));
   }
@@ -257,6 +259,19 @@ double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
   return backward ? 2.0 * fwd : fwd;
 }
 
+int Builder::pointwise_kernels(bool backward) const {
+  // The kernels behind pointwise_bytes, term by term: eager RMSNorm 8 (float, pow, mean, add eps,
+  // rsqrt, mul, type_as, mul weight), LayerNorm 1 (2 with autocast's cast back), RoPE 10 (q and k:
+  // mul, neg, cat, mul, add), the contiguous copy, two residual adds, two dropouts; backward about
+  // twice as many. Fused: a norm, RoPE and residual kernels per layer.
+  if (fused_) return backward ? 6 : 4;
+  const bool rope = m_.positional == model::Positional::rope;
+  const int norm = m_.norm == model::NormKind::rmsnorm ? 8 : (inv_.recipe.autocast_copies ? 2 : 1);
+  const int fwd = std::max(1, m_.norms_per_layer) * norm + (rope ? 10 : 0) + 1 + 2 +
+                  (job_.dropout_for(m_.dropout) > 0 ? 2 : 0);
+  return backward ? 2 * fwd : fwd;
+}
+
 double Builder::activation_bytes(const LayerWork& w, bool backward) const {
   // Per routed token: the MLP's activation (and gate product). Fused: read the input(s), write the
   // output (backward: read the gradient and the inputs, write the input gradients). Eager SwiGLU,
@@ -276,26 +291,42 @@ bool Builder::fused_qkv() const {
 }
 bool Builder::fused_gate_up() const { return m_.family == "phi3"; }
 
-double Builder::fp8_cast_bytes(int layer, bool backward) const {
+double Builder::fp8_cast_bytes(int layer, int micro, bool backward) const {
   // FP8 linears with tensor-wise scaling (torchao Float8Linear, dynamic; Transformer Engine,
   // delayed): each bf16 operand of an FP8 GEMM is read for its amax, read again and written as FP8,
   // plus an FP8 transposed copy for the other GEMM that uses it (Hopper's FP8 GEMMs take only the
   // TN layout): 2 + 2 + 1 + 1 = 6 bytes per element. Forward: each linear's input (a linear of
   // its own casts a shared input again) and its weight; backward: each linear's output gradient.
   // Attention and the LM head stay in bf16 (torchtitan's float8 filter skips "output").
+  // With sequence parallelism the hidden-wide operands (the QKV and MLP inputs, the o and down
+  // projections' output gradients) are cast on the rank's 1/tp of the sequence, before their
+  // all-gather (TE, torchao). Megatron/TE keeps a micro-batch's FP8 weights for the next ones
+  // (TE's weight caching across gradient accumulation): their casts count on micro-batch 0 only.
   constexpr double kBytesPerElement = 6.0;
   const LayerWork w = work_of(layer);
   const double k = w.experts_per_token;
+  const double sp = p_.parallel.sequence_parallel ? 1.0 / tp_ : 1.0;
   const double attn_in = fused_qkv() ? 1 : 3, mlp_in = w.gated && !fused_gate_up() ? 2 : 1;
   if (backward) {
-    const double grads = (w.q + 2 * w.kv) + w.h + k * ((w.gated ? 2 : 1) * w.f + w.h);
+    const double grads = (w.q + 2 * w.kv) + sp * w.h + k * ((w.gated ? 2 : 1) * w.f + sp * w.h);
     return kBytesPerElement * grads * tokens_;
   }
-  const double inputs = attn_in * w.h + w.q + k * (mlp_in * w.h + w.f);
+  const double inputs = sp * attn_in * w.h + w.q + k * (sp * mlp_in * w.h + w.f);
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double experts = moe ? static_cast<double>(std::max(1, m_.moe.experts)) / std::max(1, p_.parallel.ep) : 1.0;
   const double weights = w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
-  return kBytesPerElement * (inputs * tokens_ + weights);
+  const bool cached = job_.framework == plan::Framework::megatron && micro > 0;
+  return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : weights));
+}
+
+int Builder::fp8_cast_kernels(bool backward) const {
+  // Two kernels (amax, cast) per operand: each linear's input and weight forward, its output
+  // gradient backward.
+  const int linears = (fused_qkv() ? 1 : 3) + 1 + (m_.ffn_kind == model::FfnKind::swiglu || m_.ffn_kind == model::FfnKind::geglu
+                                                       ? (fused_gate_up() ? 1 : 2)
+                                                       : 1) +
+                      1;
+  return 2 * linears * (backward ? 1 : 2);
 }
 
 std::vector<double> Builder::parameter_tensor_shares(int layer) const {
@@ -323,8 +354,9 @@ std::vector<double> Builder::parameter_tensor_shares(int layer) const {
   matrix(w.q, w.h, bias_all);
   if (m_.norms_per_layer >= 2) norm();
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
-  const int experts = moe ? std::max(1, m_.moe.experts) : 1;
-  if (moe) matrix(w.h, experts, false);  // router
+  // This rank's experts (expert parallelism splits them over ep ranks).
+  const int experts = moe ? std::max(1, m_.moe.experts / std::max(1, p_.parallel.ep)) : 1;
+  if (moe) matrix(w.h, m_.moe.experts, false);  // router
   for (int e = 0; e < experts; ++e) {
     if (w.gated && fused_gate_up()) {
       matrix(w.h, 2 * w.f, bias_all);
@@ -393,6 +425,7 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   // trains (a frozen LoRA base needs only the input gradient).
   const double times = pass == Pass::backward ? (weight_grad ? 2.0 : 1.0) : 1.0;
   op.flops = fwd * times;
+  op.weight_grad = pass == Pass::backward && weight_grad;
   op.model_flops = pass == Pass::recompute ? 0 : op.flops;
   op.recompute_flops = pass == Pass::recompute ? fwd : 0;
   // Model FLOPs count the weight gradient of frozen weights too (6N per token), as MFU does.
@@ -411,7 +444,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
   Op ew = make_op(OpKind::elementwise, Stream::compute, pass, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, false) * T;
-  ew.kernels = fused_ ? 4 : 24;
+  ew.kernels = pointwise_kernels(false);
   ew.deps = std::move(deps);
   ew.reads = reads;
   int last = add(std::move(ew));
@@ -431,6 +464,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : eager_score_bytes(w) * T);
   at.kernels = flash ? 1 : 5;
   at.flash = flash;
+  at.causal = causal;
   at.m = static_cast<std::int64_t>(T);
   at.n = static_cast<std::int64_t>(w.attended);
   at.k = m_.head_dim_or_default();
@@ -517,6 +551,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 2.0 * eager_score_bytes(w) * T);
   at.kernels = flash ? 2 : 6;
   at.flash = flash;
+  at.causal = causal;
   at.m = static_cast<std::int64_t>(T);
   at.n = static_cast<std::int64_t>(w.attended);
   at.k = m_.head_dim_or_default();
@@ -527,7 +562,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, Pass::backward, true, last);
   Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " norms/rope/residual", layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
-  ew.kernels = fused_ ? 6 : 40;
+  ew.kernels = pointwise_kernels(true);
   ew.deps = {last};
   last = add(std::move(ew));
   // LoRA adapters: A and B matmuls forward and backward, r wide (small but real on small jobs).
@@ -594,6 +629,10 @@ int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::s
     block.model_flops /= blocks;
     block.recompute_flops /= blocks;
     block.bytes /= blocks;
+    // Its share of the work: a GEMM block computes m / blocks rows (async TP), an attention
+    // block attends to n / blocks keys (ring attention).
+    if (op.kind == OpKind::gemm) block.m = std::max<std::int64_t>(1, op.m / blocks);
+    if (op.kind == OpKind::attention) block.n = std::max<std::int64_t>(1, op.n / blocks);
     block.deps = b == 0 ? deps : Ids{last, pass};
     if (b > 0) block.reads.clear();
     if (b + 1 < blocks) {
@@ -630,7 +669,7 @@ StepIR Builder::build() {
   const int chunk_layers = layers / chunks;
   std::vector<int> layer_of(layers);  // model layer of each of this stage's layers, chunk by chunk
   for (int c = 0; c < chunks; ++c) {
-    const int first = inventory::stage_layers(inventory::total_layers(m_), virtual_stages, c * pp + stage,
+    const int first = inventory::stage_layers(m_.total_layers(), virtual_stages, c * pp + stage,
                                               p_.parallel.first_stage_layers, p_.parallel.last_stage_layers)
                           .first;
     for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;

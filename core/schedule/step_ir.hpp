@@ -75,7 +75,9 @@ struct Op {
   double bytes = 0;
   int kernels = 0;
   bool fp8 = false;
-  bool flash = false;  // attention: a fused flash-style kernel (else the eager matmuls and softmax)
+  bool flash = false;   // attention: a fused flash-style kernel (else the eager matmuls and softmax)
+  bool causal = false;  // attention: causal mask
+  bool weight_grad = false;  // backward GEMM: also computes the weight gradient (dB = A^T dC)
   // GEMM: C[m x n] = A[m x k] B[k x n] of the forward. Attention: m queries, n keys, k head dim.
   std::int64_t m = 0, n = 0, k = 0;
 

@@ -96,7 +96,7 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     for (const auto& a : prof.attention)
       if (a.dtype == dtype && a.seq > 0 && a.head_dim > 0)
         e.attention_shapes.push_back({static_cast<double>(a.seq), static_cast<double>(a.head_dim), a.pass == "bwd",
-                                      a.impl != "cublas-matmuls", std::clamp(a.flops_per_s / peak, 0.001, 1.0)});
+                                      a.impl != "cublas-matmuls", a.causal, std::clamp(a.flops_per_s / peak, 0.001, 1.0)});
     measured.push_back("attention");
   }
   if (!memory.empty()) {
@@ -242,24 +242,30 @@ double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double
           return std::sqrt(dm * dm + dn * dn + dk * dk);
         },
         eff.gemm);
-  // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", sec. "Wave
-  // quantization"): the output is computed in tiles, one per SM at a time (256 x 128 for large
-  // GEMMs on A100, the guide's example); a last, partial wave leaves SMs idle. `eff.gemm` is the
-  // best case (a whole number of waves). Below one wave cuBLAS switches to smaller tiles or
-  // split-K, which the guide does not quantify: left at the best case (such GEMMs are usually
-  // bound by memory or by the host's dispatch anyway).
-  const double tiles = std::ceil(m / 256.0) * std::ceil(n / 128.0);
+  // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", secs. "Tile
+  // quantization" and "Wave quantization"): the output is computed in tiles, one per SM at a time
+  // (256 x 128 for large GEMMs on A100, the guide's example; cuBLAS also has 128 x 256 and
+  // 128 x 128), so a last, partial wave leaves SMs idle: utilization = tiles / (waves x SMs), the
+  // best of the three tile shapes. `eff.gemm` is the large-GEMM rate measured with whole waves.
+  // Below one wave cuBLAS fills the SMs by splitting K (split-K / stream-K), which the guide does
+  // not quantify: no loss is charged there (such GEMMs are usually bound by memory or by the
+  // host's dispatch anyway). Past one wave the rate follows the guide's sawtooth.
   const double sms = gpu.sm_count;
-  if (sms <= 0 || tiles < sms) return eff.gemm;
-  return eff.gemm * tiles / (std::ceil(tiles / sms) * sms);
+  if (sms <= 0) return eff.gemm;
+  double best = 0;
+  for (const auto [tm, tn] : {std::pair{256.0, 128.0}, std::pair{128.0, 256.0}, std::pair{128.0, 128.0}}) {
+    const double tiles = std::ceil(m / tm) * std::ceil(n / tn);
+    best = std::max(best, tiles <= sms ? 1.0 : tiles / (std::ceil(tiles / sms) * sms));
+  }
+  return eff.gemm * best;
 }
 
-double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused) {
+double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused, bool causal) {
   if (seq <= 0 || head_dim <= 0) return eff.attention;
   return interpolate(
       eff.attention_shapes,
       [&](const Efficiency::AttentionPoint& a) {
-        if (a.backward != backward || a.fused != fused) return std::numeric_limits<double>::infinity();
+        if (a.backward != backward || a.fused != fused || a.causal != causal) return std::numeric_limits<double>::infinity();
         const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
         return std::sqrt(ds * ds + dh * dh);
       },
@@ -279,7 +285,7 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
         fraction = gemm_fraction(eff, gpu, m, n, k);
       } else {
         fraction = gemm_fraction(eff, gpu, m, k, n);
-        if (op.kernels >= 2) fraction = 2.0 / (1.0 / fraction + 1.0 / gemm_fraction(eff, gpu, k, n, m));
+        if (op.weight_grad) fraction = 2.0 / (1.0 / fraction + 1.0 / gemm_fraction(eff, gpu, k, n, m));
       }
       flops_rate = gpu.peak_for(compute_dtype(p, op.fp8)) * fraction;
       break;
@@ -288,7 +294,7 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
       // The op's shape: m queries, n keys, k the head dimension.
       flops_rate = gpu.peak_for(compute_dtype(p, false)) *
                    attention_fraction(eff, static_cast<double>(op.n), static_cast<double>(op.k),
-                                      op.pass == schedule::Pass::backward, op.flash);
+                                      op.pass == schedule::Pass::backward, op.flash, op.causal);
       break;
     case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
     default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);

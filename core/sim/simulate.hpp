@@ -51,6 +51,7 @@ struct Efficiency {
     double seq = 0, head_dim = 0;
     bool backward = false;
     bool fused = true;  // flash-style kernel (cudnn-sdpa) vs the eager path's two matmuls
+    bool causal = true;
     double fraction = 0;
   };
   std::vector<GemmPoint> gemm_shapes;
@@ -153,7 +154,7 @@ double compute_seconds(const schedule::Op& op, const plan::Plan& plan, const Eff
 double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k);
 // Achieved fraction of peak of an attention kernel over `seq` keys at `head_dim`: interpolated
 // between the profile's measured points of the same kind (fused or not) and pass, else `eff.attention`.
-double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused);
+double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused, bool causal);
 // Bytes each rank sends over its slowest link for a collective of `bytes` over `n` ranks with
 // the ring algorithm (Patarasuk & Yuan 2009; NCCL's bus-bandwidth definition).
 double ring_bytes(schedule::Collective c, double bytes, int n);

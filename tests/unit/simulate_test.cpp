@@ -49,15 +49,20 @@ TEST_CASE("a compute op takes the slower of its FLOPs and its bytes (roofline), 
 }
 
 TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a profile's shapes interpolated") {
-  /* A100: 108 SMs, 256 x 128 tiles. 8192 x 4096: 32 x 32 = 1024 tiles = 9.48 waves -> 10 waves,
-   * 1024 / 1080 of the best case. 6912 x 4096 = 27 x 32 = 864 tiles = exactly 8 waves: the best
-   * case. Under one wave (a skinny GEMM) the best case is kept. */
+  /* A100: 108 SMs. 1792 x 2048 in 256 x 128 (or 128 x 256) tiles: 112 tiles, just over one
+   * wave -> 2 waves, 112/216; in 128 x 128 tiles: 224 tiles -> 3 waves, 224/324, the best of the
+   * three. 6912 x 4096 = 27 x 32 tiles of 256 x 128 = exactly 8 waves: no loss. Under one wave
+   * (a skinny GEMM) split-K fills the SMs: no loss charged. */
   const auto s = parse("{steps: 1}", "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
   const auto& gpu = s.plans[0].cluster.gpu;
   auto eff = sim::default_efficiency(gpu);
-  CHECK(sim::gemm_fraction(eff, gpu, 8192, 4096, 4096) == doctest::Approx(eff.gemm * 1024.0 / 1080.0));
+  CHECK(sim::gemm_fraction(eff, gpu, 1792, 2048, 4096) == doctest::Approx(eff.gemm * 224.0 / 324.0));
   CHECK(sim::gemm_fraction(eff, gpu, 6912, 4096, 4096) == doctest::Approx(eff.gemm));
   CHECK(sim::gemm_fraction(eff, gpu, 4096, 16, 4096) == doctest::Approx(eff.gemm));
+  // A bigger GEMM is never slower than a smaller one by more than its extra work by much: the
+  // sawtooth, not a cliff (1792 -> 1920 rows: 15 x 16 = 240 tiles of 128 x 128, 3 waves).
+  CHECK(2.0 * 1920 * 2048 / sim::gemm_fraction(eff, gpu, 1920, 2048, 4096) <
+        1.2 * 2.0 * 1792 * 2048 / sim::gemm_fraction(eff, gpu, 1792, 2048, 4096));
   // Measured shapes: an exact match is the measurement; between two shapes a factor 2 apart on
   // one axis, the midpoint in log space is their mean (equal inverse-distance weights).
   eff.gemm_shapes = {{4096, 4096, 4096, 0.8}, {4096, 4096, 16384, 0.6}};
@@ -72,14 +77,16 @@ TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a pro
   op.pass = schedule::Pass::backward;
   op.m = 4096, op.k = 16384, op.n = 4096;
   op.kernels = 2;
+  op.weight_grad = true;
   op.flops = 2 * 2.0 * 4096 * 16384 * 4096;
   const double peak = gpu.peak_for(hardware::Dtype::bf16);
   CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
         doctest::Approx(op.flops / 2 / (peak * 0.5) + op.flops / 2 / (peak * 1.0)));
   // Attention points apply to their own pass and kind only.
-  eff.attention_shapes = {{4096, 128, false, true, 0.6}, {4096, 128, true, true, 0.4}};
-  CHECK(sim::attention_fraction(eff, 4096, 128, true, true) == doctest::Approx(0.4));
-  CHECK(sim::attention_fraction(eff, 4096, 128, false, false) == doctest::Approx(eff.attention));
+  eff.attention_shapes = {{4096, 128, false, true, true, 0.6}, {4096, 128, true, true, true, 0.4}};
+  CHECK(sim::attention_fraction(eff, 4096, 128, true, true, true) == doctest::Approx(0.4));
+  CHECK(sim::attention_fraction(eff, 4096, 128, false, false, true) == doctest::Approx(eff.attention));
+  CHECK(sim::attention_fraction(eff, 4096, 128, false, true, false) == doctest::Approx(eff.attention));  // not causal
 }
 
 TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") {
