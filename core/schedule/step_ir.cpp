@@ -156,6 +156,7 @@ class Builder {
   // backward (output gradients), and their kernels.
   double fp8_cast_bytes(int layer, int micro, bool backward) const;
   int fp8_cast_kernels(bool backward) const;
+  int linear_count() const;  // nn.Linear modules of a (dense) layer
   int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
     Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
     op.bytes = fp8_cast_bytes(layer, micro, backward);
@@ -319,14 +320,14 @@ double Builder::fp8_cast_bytes(int layer, int micro, bool backward) const {
   return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : weights));
 }
 
+int Builder::linear_count() const {
+  return (fused_qkv() ? 1 : 3) + 1 + (model::is_gated(m_.ffn_kind) ? (fused_gate_up() ? 1 : 2) : 1) + 1;
+}
+
 int Builder::fp8_cast_kernels(bool backward) const {
   // Two kernels (amax, cast) per operand: each linear's input and weight forward, its output
   // gradient backward.
-  const int linears = (fused_qkv() ? 1 : 3) + 1 + (m_.ffn_kind == model::FfnKind::swiglu || m_.ffn_kind == model::FfnKind::geglu
-                                                       ? (fused_gate_up() ? 1 : 2)
-                                                       : 1) +
-                      1;
-  return 2 * linears * (backward ? 1 : 2);
+  return 2 * linear_count() * (backward ? 1 : 2);
 }
 
 std::vector<double> Builder::parameter_tensor_shares(int layer) const {
@@ -449,6 +450,17 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   ew.reads = reads;
   int last = add(std::move(ew));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, pass, false, last);
+  if (inv_.recipe.autocast_copies) {
+    // torch.autocast casts each fp32 weight to 16 bits on every forward (the cast cache lives for
+    // one autocast region; a checkpointed recompute casts again): one kernel per linear that
+    // reads 4 bytes and writes 2 per parameter (torch/csrc/autograd autocast, cached_cast).
+    const double params = w.h * (w.q + 2 * w.kv) + w.q * w.h + w.experts_per_token * (w.gated ? 3 : 2) * w.h * w.f;
+    Op cast = make_op(OpKind::elementwise, Stream::compute, pass, tag + " autocast weight casts", layer, micro);
+    cast.bytes = params * (4.0 + w_B_);
+    cast.kernels = linear_count();
+    cast.deps = {last};
+    last = add(std::move(cast));
+  }
   last = tp_gemm(make_gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
                  TpComm::all_gather_before, tag + " tp attn in");
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
@@ -893,6 +905,12 @@ StepIR Builder::build() {
         last_compute = alloc(Stream::compute, peak.back(), {last_compute});
       }
       const double V = static_cast<double>(m_.vocab) / tp_;
+      if (inv_.recipe.autocast_copies) {  // the LM head's weight cast (see layer_forward)
+        Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
+        cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
+        cast.deps = {last_compute};
+        last_compute = add(std::move(cast));
+      }
       last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
                           false, {last_compute});
       Op loss;
