@@ -13,6 +13,30 @@
 
 namespace ftplan::planner {
 
+// Layers for the last of `pp` pipeline stages so that they and the LM head cost about what an
+// even stage costs: per token the head multiplies hidden x vocab weights, a layer its matmul
+// weights (2 FLOPs per weight per token either way, forward and backward alike). The layers it
+// gives up go to the middle stages, not the first (which holds the most micro-batches in flight
+// under 1F1B). 0 = keep the even split: no pipeline, no head, or the busiest stage would not get
+// at least 3% lighter.
+int balanced_last_stage(const model::ModelSpec& m, int pp) {
+  if (pp < 3 || !m.has_lm_head() || m.layers < 1) return 0;
+  const double layer = static_cast<double>(model::layer_params(m, 0).active_matmul);
+  if (layer <= 0) return 0;
+  const double head = static_cast<double>(m.hidden) * static_cast<double>(m.vocab) / layer;  // in layers
+  const int total = m.total_layers();
+  const int base = total / pp;
+  const int last = std::max(1, static_cast<int>(std::lround(static_cast<double>(total) / pp - head)));
+  if (last >= base) return 0;
+  // Busiest stage, in layers: even split (earlier stages take the remainder) against first = base,
+  // last = `last`, the rest over the pp - 2 middle stages.
+  const double even = std::max<double>(base + (total % pp ? 1 : 0), base + head);
+  const int middle = total - base - last;
+  const double balanced =
+      std::max({static_cast<double>(base), last + head, std::ceil(static_cast<double>(middle) / (pp - 2))});
+  return balanced < 0.97 * even ? last : 0;
+}
+
 using plan::OffloadPreset;
 using plan::Tier;
 
@@ -89,6 +113,14 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
                       if (drives >= 0 && nvme) p.name += fmt::format(" {}nvme", drives);
                       p.parallel.tp = tp;
                       p.parallel.pp = pp;
+                      // A pipeline's last stage also runs the LM head and the loss: give it fewer
+                      // layers so that its work matches the others' (as Megatron users set
+                      // decoder_last_pipeline_num_layers), when the head is worth at least half a layer.
+                      if (const int last = balanced_last_stage(model, pp); last > 0) {
+                        p.parallel.first_stage_layers = model.total_layers() / pp;
+                        p.parallel.last_stage_layers = last;
+                        p.name += fmt::format(" last{}", last);
+                      }
                       p.parallel.dp = 0;
                       p.parallel.zero = zero;
                       if (fsdp)

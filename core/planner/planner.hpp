@@ -44,4 +44,9 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
 // Plans of `candidates` that no other candidate beats in all of job time, cost and peak power.
 std::vector<int> pareto_front(const std::vector<Candidate>& candidates);
 
+// Layers for the last of `pp` pipeline stages that balance the LM head against the other
+// stages' layers (the planner's pipelines use it, with total / pp on the first stage); 0 = keep
+// the even split.
+int balanced_last_stage(const model::ModelSpec& m, int pp);
+
 }  // namespace ftplan::planner
