@@ -938,6 +938,12 @@ StepIR Builder::build() {
     const int c0 = chunk * chunk_layers, c1 = c0 + chunk_layers, vs = chunk * pp + stage;
     if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
     std::vector<int> released_bwd(layers, -1);
+    std::vector<int> fetched(layers, -1), fetched_buffer(layers, -1);
+    const auto fetch_backward = [&](int l) {
+      const int back = l + units_in_flight;
+      const int before = back < c1 ? released_bwd[back] : -1;
+      fetched[l] = fetch(layer_of[l], mb, true, before, last_compute, fetched_buffer[l]);
+    };
     for (int l = c1 - 1; l >= c0; --l) {
       const int layer = layer_of[l];
       const bool first_backward = backwards[l] == 0;
@@ -946,10 +952,15 @@ StepIR Builder::build() {
       Ids reads;
       int buffer = -1;
       if (stream_params) {
-        const int back = l + units_in_flight;
-        const int before = back < c1 ? released_bwd[back] : -1;
-        deps.push_back(fetch(layer, mb, true, before, last_compute, buffer));
+        if (fetched[l] < 0) fetch_backward(l);
+        deps.push_back(fetched[l]);
+        buffer = fetched_buffer[l];
         reads.push_back(buffer);
+        // Backward prefetch (FSDP1 BACKWARD_PRE, FSDP2's and DeepSpeed's prefetch of the next
+        // module): the next layer's gather is issued before this layer's gradients are reduced,
+        // so on the process group's one stream it is not queued behind that reduce-scatter. It
+        // takes the buffer of the layer `units_in_flight` above, already released.
+        if (l > c0 && units_in_flight >= 2 && !per_parameter) fetch_backward(l - 1);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);
       }
@@ -1011,7 +1022,12 @@ StepIR Builder::build() {
       int produced = cur;
       if (any_dp && (reduce_each_micro || last_backward)) {
         const bool scatter = inv_.zero >= 1 || stream_params;
-        last_reduce = collective(Stream::comm_reduce, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
+        // FSDP, ZeRO-3 and YaFSDP gather parameters and reduce-scatter gradients through one
+        // process group: NCCL runs a communicator's collectives one after another in issue order
+        // (PyTorch FSDP2 added a separate reduce-scatter process group to lift exactly this), so
+        // the reduce-scatter queues behind the gathers on the gather stream.
+        const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
+        last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
                                  micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
                                  mb, {cur});
