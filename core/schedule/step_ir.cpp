@@ -334,7 +334,6 @@ std::vector<double> Builder::parameter_tensor_shares(int layer) const {
   const LayerWork w = work_of(layer);
   const bool bias_all = m_.bias == model::BiasKind::all;
   const bool bias_qkv = bias_all || m_.bias == model::BiasKind::qkv;
-  const std::string& fam = m_.family;
   std::vector<double> t;
   const auto matrix = [&](double in, double out, bool bias) {
     t.push_back(in * out);
