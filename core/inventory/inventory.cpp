@@ -97,7 +97,6 @@ double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t,
   return p + experts * mlp;
 }
 
-
 // Activation bytes one layer saves for backward, per token, derived tensor by tensor as in
 // Korthikanti et al. 2022, sec. 4.1 (whose GPT block - MHA, 4h GELU MLP, dropout, 16-bit - gives
 // 34 h + 5 a s bytes). Here: GQA widths; gated MLPs; a frozen linear saves no input unless an

@@ -157,6 +157,16 @@ class Builder {
   double fp8_cast_bytes(int layer, int micro, bool backward) const;
   int fp8_cast_kernels(bool backward) const;
   int linear_count() const;  // nn.Linear modules of a (dense) layer
+  // Matmul weights of one layer on this rank (after TP; MoE: this rank's experts).
+  double matmul_weights(int layer) const;
+  // Fills an attention op's shape fields: T queries, the keys each attends, the head dimension.
+  void shape_attention(Op& at, const LayerWork& w, bool flash, bool causal) const {
+    at.flash = flash;
+    at.causal = causal;
+    at.m = static_cast<std::int64_t>(tokens_);
+    at.n = static_cast<std::int64_t>(w.attended);
+    at.k = m_.head_dim_or_default();
+  }
   int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
     Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
     op.bytes = fp8_cast_bytes(layer, micro, backward);
@@ -313,11 +323,15 @@ double Builder::fp8_cast_bytes(int layer, int micro, bool backward) const {
     return kBytesPerElement * grads * tokens_;
   }
   const double inputs = sp * attn_in * w.h + w.q + k * (sp * mlp_in * w.h + w.f);
+  const bool cached = job_.framework == plan::Framework::megatron && micro > 0;
+  return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : matmul_weights(layer)));
+}
+
+double Builder::matmul_weights(int layer) const {
+  const LayerWork w = work_of(layer);
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double experts = moe ? static_cast<double>(std::max(1, m_.moe.experts)) / std::max(1, p_.parallel.ep) : 1.0;
-  const double weights = w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
-  const bool cached = job_.framework == plan::Framework::megatron && micro > 0;
-  return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : weights));
+  return w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
 }
 
 int Builder::linear_count() const {
@@ -453,9 +467,8 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
     // torch.autocast casts each fp32 weight to 16 bits on every forward (the cast cache lives for
     // one autocast region; a checkpointed recompute casts again): one kernel per linear that
     // reads 4 bytes and writes 2 per parameter (torch/csrc/autograd autocast, cached_cast).
-    const double params = w.h * (w.q + 2 * w.kv) + w.q * w.h + w.experts_per_token * (w.gated ? 3 : 2) * w.h * w.f;
     Op cast = make_op(OpKind::elementwise, Stream::compute, pass, tag + " autocast weight casts", layer, micro);
-    cast.bytes = params * (4.0 + w_B_);
+    cast.bytes = matmul_weights(layer) * (4.0 + w_B_);
     cast.kernels = linear_count();
     cast.deps = {last};
     last = add(std::move(cast));
@@ -474,11 +487,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   at.recompute_flops = pass == Pass::recompute ? square : 0;
   at.bytes = act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : eager_score_bytes(w) * T);
   at.kernels = flash ? 1 : 5;
-  at.flash = flash;
-  at.causal = causal;
-  at.m = static_cast<std::int64_t>(T);
-  at.n = static_cast<std::int64_t>(w.attended);
-  at.k = m_.head_dim_or_default();
+  shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), false);
   last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
@@ -561,11 +570,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   at.model_flops = 2.0 * square;
   at.bytes = 2.0 * act_B_ * T * (2 * w.q + 2 * w.kv) + (flash ? 0.0 : 2.0 * eager_score_bytes(w) * T);
   at.kernels = flash ? 2 : 6;
-  at.flash = flash;
-  at.causal = causal;
-  at.m = static_cast<std::int64_t>(T);
-  at.n = static_cast<std::int64_t>(w.attended);
-  at.k = m_.head_dim_or_default();
+  shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), true);
   last = tp_gemm(make_gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),

@@ -153,7 +153,8 @@ double compute_seconds(const schedule::Op& op, const plan::Plan& plan, const Eff
 // wave quantization over the GPU's SMs.
 double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k);
 // Achieved fraction of peak of an attention kernel over `seq` keys at `head_dim`: interpolated
-// between the profile's measured points of the same kind (fused or not) and pass, else `eff.attention`.
+// between the profile's measured points of the same kind (fused or not), pass and masking, else
+// `eff.attention`.
 double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused, bool causal);
 // Bytes each rank sends over its slowest link for a collective of `bytes` over `n` ranks with
 // the ring algorithm (Patarasuk & Yuan 2009; NCCL's bus-bandwidth definition).

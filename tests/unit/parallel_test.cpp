@@ -25,6 +25,12 @@ plan::Scenario parse(const std::string& model, const std::string& job, const std
                             "test.yaml", ".", test::zoo(), test::catalog());
 }
 
+// Llama-3.1-8B, tp 2 x pp 4 on one H100 node, Megatron, full recompute; `parallel` adds keys.
+plan::Scenario llama8b_tp2_pp4(const std::string& job, const char* parallel) {
+  return parse("llama-3.1-8b", job,
+               fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n", parallel));
+}
+
 }  // namespace
 
 TEST_CASE("pipeline issue orders: every micro-batch and chunk once forward, once backward, forward first") {
@@ -80,10 +86,7 @@ TEST_CASE("the pipeline bubble emerges from the simulation: (pp - 1) / (m + pp -
    * by about 2 (sec. 2.2.2); GPipe has 1F1B's bubble with all 16 micro-batches' activations live. */
   const std::string job = "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
                           "framework: megatron}";
-  const auto plan_for = [&](const char* schedule) {
-    return parse("llama-3.1-8b", job,
-                 fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n", schedule));
-  };
+  const auto plan_for = [&](const char* schedule) { return llama8b_tp2_pp4(job, schedule); };
   const auto one = plan_for("");
   const auto gpipe = plan_for(", schedule: gpipe");
   const auto inter = plan_for(", schedule: interleaved, virtual_stages: 2");
@@ -131,10 +134,7 @@ TEST_CASE("uneven pipeline stages: lighter end stages make room for the LM head"
    * is the slowest; five layers there balance it and the step gets shorter. */
   const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 32, steps: 1, activation_checkpointing: full, "
                           "framework: megatron}";
-  const auto plan_for = [&](const char* extra) {
-    return parse("llama-3.1-8b", job,
-                 fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n", extra));
-  };
+  const auto plan_for = [&](const char* extra) { return llama8b_tp2_pp4(job, extra); };
   const auto even = plan_for("");
   const auto light = plan_for(", last_stage_layers: 5");
   CHECK(inventory::build_inventory(light.model, light.plans[0], 3).layers == 5);
