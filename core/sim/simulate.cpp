@@ -253,7 +253,7 @@ double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double
   const double sms = gpu.sm_count;
   if (sms <= 0) return eff.gemm;
   double best = 0;
-  for (const auto [tm, tn] : {std::pair{256.0, 128.0}, std::pair{128.0, 256.0}, std::pair{128.0, 128.0}}) {
+  for (const auto& [tm, tn] : {std::pair{256.0, 128.0}, std::pair{128.0, 256.0}, std::pair{128.0, 128.0}}) {
     const double tiles = std::ceil(m / tm) * std::ceil(n / tn);
     best = std::max(best, tiles <= sms ? 1.0 : tiles / (std::ceil(tiles / sms) * sms));
   }
