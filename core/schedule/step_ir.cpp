@@ -755,6 +755,75 @@ StepIR Builder::build() {
   const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
   const bool any_dp = dp_ > 1;
 
+  // The memory copies each sharding framework makes around its collectives, per unit (read from
+  // their source; YaFSDP's preallocated buffers exist to avoid them: its README, "designed to
+  // reduce communications and memory operations overhead").
+  // - FSDP2 all-gathers into one flat buffer and then copies it out into each parameter's own
+  //   tensor on the compute stream, once the gather is waited for (torch
+  //   distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_all_gather_copy_out:
+  //   split_with_sizes_copy); its reduce-scatter input is built by chunk_cat of the gradients,
+  //   widened to the reduce dtype, also on the compute stream (foreach_reduce). No pre-divide:
+  //   bf16/fp32 reduce with NCCL's AVG (_get_gradient_divide_factors).
+  // - FSDP1 all-gathers straight into the unit's flat parameter, but autograd builds the flat
+  //   gradient from the original parameters' views (the backward of the split that made them: a
+  //   cat), and _reduce_grad pre-divides the whole unsharded gradient in place on the
+  //   post-backward stream before the reduce-scatter (torch distributed/fsdp/_runtime_utils.py:
+  //   _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), a factor > 1 for any
+  //   world size >= 2).
+  // - DeepSpeed ZeRO-3 gathers into a flat buffer the parameters view; its reduce-scatter
+  //   interleaves the gradients into one flat buffer with torch.cat and pre-divides it by the
+  //   world size (deepspeed/runtime/comm/coalesced_collectives.py reduce_scatter_coalesced), on
+  //   its reduce-and-partition stream.
+  // - YaFSDP gathers into and reduces from preallocated buffers the parameters and gradients
+  //   view, without pre-divide for bf16/fp32 (ya_fsdp/_collectives.py).
+  // Left out: the casts of the local shard (1/shard of a unit) and the post-reduce cast.
+  const plan::Sharding sharding = inv_.profile.sharding;
+  const bool sharded_units = stream_params && shard > 1;
+  const double grad_params = inv_.params.trainable_largest_layer;
+  const auto copy_out = [&](int layer, int mb, Pass pass, int gathered, int buffer) -> int {
+    if (!sharded_units || sharding != plan::Sharding::fsdp2) return gathered;
+    Op op = make_op(OpKind::elementwise, Stream::compute, pass,
+                    micro_name(name("{} L{} all-gather copy-out", pass == Pass::forward ? "fwd" : "bwd", layer), mb),
+                    layer, mb);
+    op.bytes = 2.0 * unit_bytes;  // read the gathered buffer, write the parameters
+    op.deps = {gathered};
+    op.reads = {buffer};
+    op.writes = {buffer};
+    return add(std::move(op));
+  };
+  // Returns the op the reduce-scatter of a layer's gradients waits for; `cur` is the last compute
+  // op of its backward, updated when the framework's copy runs on the compute stream.
+  const auto reduce_copy_in = [&](int layer, int mb, int& cur) -> int {
+    if (!sharded_units) return cur;
+    const double a = w_B_;  // gradients come out of autograd in the compute dtype
+    Op op = make_op(OpKind::elementwise, Stream::compute, Pass::backward, "", layer, mb);
+    op.deps = {cur};
+    switch (sharding) {
+      case plan::Sharding::fsdp2:
+        op.name = micro_name(name("bwd L{} reduce-scatter copy-in", layer), mb);
+        op.bytes = grad_params * (a + grad_reduce_B);
+        cur = add(std::move(op));
+        return cur;
+      case plan::Sharding::fsdp1: {
+        op.name = micro_name(name("bwd L{} flat gradient cat", layer), mb);
+        op.bytes = 2.0 * grad_params * a;
+        cur = add(std::move(op));
+        Op div = make_op(OpKind::elementwise, Stream::comm_reduce, Pass::backward,
+                         micro_name(name("bwd L{} gradient pre-divide", layer), mb), layer, mb);
+        div.bytes = 2.0 * grad_params * grad_reduce_B;
+        div.deps = {cur};
+        return add(std::move(div));
+      }
+      case plan::Sharding::deepspeed:
+        op.stream = Stream::comm_reduce;
+        op.name = micro_name(name("bwd L{} gradient flatten and pre-divide", layer), mb);
+        op.bytes = 4.0 * grad_params * a;  // cat: read + write; div_: read + write
+        op.kernels = 2;
+        return add(std::move(op));
+      default: return cur;
+    }
+  };
+
   // Brings layer l's parameters to a GPU buffer: NVMe -> pinned host -> GPU, then the all-gather
   // of the other ranks' shards. Returns the op the layer's compute waits for. The buffer is
   // allocated when the fetch is issued; at most `units_in_flight` are outstanding
@@ -862,7 +931,8 @@ StepIR Builder::build() {
       int buffer = -1;
       if (stream_params) {
         const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
-        deps.push_back(fetch(layer, mb, false, before, last_compute, buffer));
+        const int gathered = fetch(layer, mb, false, before, last_compute, buffer);
+        deps.push_back(copy_out(layer, mb, Pass::forward, gathered, buffer));
         reads.push_back(buffer);
       } else if (weights_tensor >= 0) {
         reads.push_back(weights_tensor);
@@ -957,8 +1027,8 @@ StepIR Builder::build() {
       int buffer = -1;
       if (stream_params) {
         if (fetched[l] < 0) fetch_backward(l);
-        deps.push_back(fetched[l]);
         buffer = fetched_buffer[l];
+        deps.push_back(copy_out(layer, mb, Pass::backward, fetched[l], buffer));
         reads.push_back(buffer);
         // Backward prefetch (FSDP1 BACKWARD_PRE, FSDP2's and DeepSpeed's prefetch of the next
         // module): the next layer's gather is issued before this layer's gradients are reduced,
@@ -1031,10 +1101,12 @@ StepIR Builder::build() {
         // (PyTorch FSDP2 added a separate reduce-scatter process group to lift exactly this), so
         // the reduce-scatter queues behind the gathers on the gather stream.
         const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
+        const int ready = reduce_copy_in(layer, mb, cur);
+        last_compute = cur;
         last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
                                  micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
-                                 mb, {cur});
+                                 mb, {ready});
         produced = last_reduce;
       }
       // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32

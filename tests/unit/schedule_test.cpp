@@ -113,3 +113,34 @@ TEST_CASE("the memory the step allocates is the inventory's") {
   CHECK(live == doctest::Approx(persistent));
   CHECK(peak > persistent);
 }
+
+TEST_CASE("each sharding framework makes its own memory copies around the collectives") {
+  /* Llama-3.1-8B on 8 GPUs, one micro-batch: 32 units gathered twice and reduced once.
+   * FSDP2: a copy-out per gather (2 bytes x 2 per parameter) and a chunk_cat per reduce-scatter
+   * (bf16 in, fp32 out); FSDP1: the flat-gradient cat and the pre-divide; DeepSpeed ZeRO-3: the
+   * flatten and pre-divide; YaFSDP: none (preallocated buffers). */
+  const auto copies = [](const std::string& framework, double& bytes) {
+    const auto ir = step_of(scenario("llama-3.1-8b", "  framework: " + framework + "\n  seq_len: 1024\n",
+                                     "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n"));
+    int n = 0;
+    bytes = 0;
+    for (const auto& op : ir.ops)
+      if (op.kind == OpKind::elementwise &&
+          (op.name.find("copy-") != std::string::npos || op.name.find("gradient") != std::string::npos)) {
+        ++n;
+        bytes += op.bytes;
+      }
+    return n;
+  };
+  const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp2\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+  const double layer = inv.params.trainable_largest_layer;
+  double bytes = 0;
+  CHECK(copies("pytorch-fsdp2", bytes) == 3 * 32);
+  CHECK(bytes == doctest::Approx(32 * layer * (2 * 2 * 2 + 2 + 4)));
+  CHECK(copies("pytorch-fsdp", bytes) == 2 * 32);
+  CHECK(bytes == doctest::Approx(32 * layer * (2 * 2 + 2 * 2)));
+  CHECK(copies("deepspeed", bytes) == 32);
+  CHECK(bytes == doctest::Approx(32 * layer * 8));
+  CHECK(copies("yafsdp", bytes) == 0);
+}
