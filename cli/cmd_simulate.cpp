@@ -13,6 +13,7 @@
 #include "io/results.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "schedule/step_ir.hpp"
 #include "scenario_source.hpp"
 #include "sim/simulate.hpp"
 #include "table.hpp"
@@ -93,12 +94,33 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   fmt::print("\n");
 }
 
+// `path` with `tag` inserted before its extension ("step.json" -> "step.A_plan.json"); characters
+// other than letters and digits in the tag become '_'.
+std::string tagged_path(const std::string& path, std::string tag) {
+  for (char& ch : tag)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return has_ext ? path.substr(0, dot) + "." + tag + path.substr(dot) : path + "." + tag;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
 }  // namespace
 
 int cmd_simulate(const std::vector<std::string>& argv) {
   auto options = scenario_options();
   options.push_back({"trace", true, "write the simulated step of each plan as Chrome trace JSON (Perfetto); "
                                     "with several plans, PLAN is appended to the name"});
+  options.push_back({"ir", true, "write the step IR each plan's ranks run (tensors with tier, type and shape; ops "
+                                 "with their streams, dependencies and the tensors they touch) as JSON, one file per "
+                                 "pipeline stage; PLAN and stageN are appended to the name as needed"});
   options.push_back(fidelity_option());
   const Args args(argv, 2, options);
   App app(args);
@@ -107,6 +129,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   const sim::Options base_options = simulation_options(args);  // bad options fail before any output
   print_headline(app, s);
   const auto trace = args.value("trace");
+  const auto ir_path = args.value("ir");
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     sim::Options o = base_options;
@@ -114,18 +137,21 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     const auto eff = profile_efficiency(args, p);
     const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);
     if (trace) {
-      std::string path = *trace;
-      if (s.plans.size() > 1) {
-        const auto dot = path.rfind('.');
-        std::string safe = p.name;
-        for (char& ch : safe)
-          if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-        path = dot == std::string::npos ? path + "." + safe : path.substr(0, dot) + "." + safe + path.substr(dot);
-      }
-      std::ofstream out(path, std::ios::binary);
-      if (!out) throw std::runtime_error("cannot write " + path);
-      out << r.trace_json;
+      const std::string path = s.plans.size() > 1 ? tagged_path(*trace, p.name) : *trace;
+      write_file(path, r.trace_json);
       if (app.format() == Format::table) fmt::print("trace of '{}' written to {}\n", p.name, path);
+    }
+    if (ir_path) {
+      const std::string base = s.plans.size() > 1 ? tagged_path(*ir_path, p.name) : *ir_path;
+      const int stages = std::max(1, p.parallel.pp);
+      for (int stage = 0; stage < stages; ++stage) {
+        const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, stage));
+        const std::string path = stages > 1 ? tagged_path(base, fmt::format("stage{}", stage)) : base;
+        write_file(path, schedule::to_json(ir, p.name));
+        if (app.format() == Format::table)
+          fmt::print("step IR of '{}'{} written to {} ({} ops, {} tensors)\n", p.name,
+                     stages > 1 ? fmt::format(" stage {}", stage) : "", path, ir.ops.size(), ir.tensors.size());
+      }
     }
     if (app.format() == Format::table) {
       print_plan(p, s.model, f, r, io::job_steps(p, r.tokens_per_step));

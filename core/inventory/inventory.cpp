@@ -29,6 +29,34 @@ const char* to_string(Category c) {
   return "?";
 }
 
+const char* to_string(Element e) {
+  switch (e) {
+    case Element::packed: return "bytes";
+    case Element::fp32: return "fp32";
+    case Element::bf16: return "bf16";
+    case Element::fp16: return "fp16";
+    case Element::fp8: return "fp8";
+  }
+  return "?";
+}
+
+double element_bytes(Element e) {
+  switch (e) {
+    case Element::packed: return 1;
+    case Element::fp32: return 4;
+    case Element::bf16:
+    case Element::fp16: return 2;
+    case Element::fp8: return 1;
+  }
+  return 1;
+}
+
+Element Inventory::element_of(double bytes_per_element) const {
+  if (bytes_per_element == 4) return Element::fp32;
+  if (bytes_per_element == 2) return fp16 ? Element::fp16 : Element::bf16;
+  return Element::packed;
+}
+
 double quantized_bytes_per_param(const plan::QuantSpec& q) {
   const double block = q.block_size;
   switch (q.kind) {
@@ -220,6 +248,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   inv.stage = stage;
   inv.profile = plan::framework_profile(job);
   inv.recipe = plan::precision_recipe(job, inv.profile);
+  inv.fp16 = job.precision == plan::Precision::fp16_mixed;
   const plan::FrameworkProfile& prof = inv.profile;
   const plan::PrecisionRecipe& rec = inv.recipe;
 
@@ -324,11 +353,15 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   rp.frozen = rp.total - rp.trainable;
   rp.frozen_quantized = job.method == Method::qlora ? frozen_linear : 0;
 
-  const auto add = [&](const char* name, Category c, Tier tier, double bytes, int count, Lifetime life,
+  // `e`: the element type (Element::packed for mixed buffers).
+  const auto add = [&](const char* name, Category c, Tier tier, double bytes, int count, Lifetime life, Element e,
                        bool per_layer = false, bool per_unit = false) {
     if (bytes <= 0 || count <= 0) return;
-    inv.groups.push_back(TensorGroup{name, c, tier, bytes, count, life, per_layer, per_unit});
+    inv.groups.push_back(TensorGroup{name, c, tier, bytes, count, life, per_layer, per_unit, e});
   };
+  const auto elem = [&](double bytes_per_element) { return inv.element_of(bytes_per_element); };
+  const Element packed = Element::packed;
+  const Element compute = inv.compute_element();
   const Tier gpu = Tier::gpu;
   const plan::Offload& off = plan.offload;
   const auto shard_if = [&](double bytes, int min_stage) { return zero >= min_stage ? bytes / shard : bytes; };
@@ -338,8 +371,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const double frozen_B = rec.compute_B;
   const double frozen_bytes = (rp.frozen - rp.frozen_quantized) * frozen_B +
                               rp.frozen_quantized * quantized_bytes_per_param(job.quant);
-  add("frozen base weights", Category::weights, off.params, shard_if(frozen_bytes, 3), 1, Lifetime::persistent);
-  add("trainable weights", Category::weights, off.params, shard_if(rp.trainable * rec.weight_B, 3), 1, Lifetime::persistent);
+  add("frozen base weights", Category::weights, off.params, shard_if(frozen_bytes, 3), 1, Lifetime::persistent, rp.frozen_quantized > 0 ? packed : compute);
+  add("trainable weights", Category::weights, off.params, shard_if(rp.trainable * rec.weight_B, 3), 1, Lifetime::persistent, elem(rec.weight_B));
 
   // ---- optimizer state (+ master copy)
   const double trainable_shard = zero >= 1 ? rp.trainable / shard : rp.trainable;
@@ -363,8 +396,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     }
   }
   const Tier opt_tier = off.optimizer;
-  add("optimizer state", Category::optimizer, opt_tier, trainable_shard * states, 1, Lifetime::persistent);
-  add("fp32 master weights", Category::optimizer, opt_tier, trainable_shard * rec.master_B, 1, Lifetime::persistent);
+  add("optimizer state", Category::optimizer, opt_tier, trainable_shard * states, 1, Lifetime::persistent, job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? packed : elem(rec.state_B));
+  add("fp32 master weights", Category::optimizer, opt_tier, trainable_shard * rec.master_B, 1, Lifetime::persistent, Element::fp32);
 
   // ---- gradients
   const double grad_elems = zero >= 2 ? rp.trainable / shard : rp.trainable;
@@ -373,19 +406,19 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     if (in_backward) {
       // Optimizer-in-backward frees each gradient right after its step: one layer's at a time (torchtune).
       add("gradients (one layer, optimizer in backward)", Category::gradients, gpu,
-          rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer);
+          rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer, elem(rec.grad_B));
     } else {
       add("gradients", Category::gradients, gpu, grad_elems * rec.grad_B, 1,
-          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients);
+          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients, elem(rec.grad_B));
     }
   } else {
     // ZeRO-Offload: gradients are reduced into buckets and copied to fp32 host buffers (Ren et al. 2021, sec. 4).
-    add("gradients (host fp32)", Category::gradients, off.gradients, grad_elems * 4.0, 1, Lifetime::gradients);
-    add("gradient buckets", Category::buffers, gpu, 2.0 * h * h * rec.compute_B, 1, Lifetime::persistent);
+    add("gradients (host fp32)", Category::gradients, off.gradients, grad_elems * 4.0, 1, Lifetime::gradients, Element::fp32);
+    add("gradient buckets", Category::buffers, gpu, 2.0 * h * h * rec.compute_B, 1, Lifetime::persistent, compute);
   }
   if (off.optimizer_step == Tier::cpu && off.gradients == Tier::gpu)
     add("gradients (host fp32 copy for CPU step)", Category::gradients, Tier::cpu, trainable_shard * 4.0, 1,
-        Lifetime::gradients);
+        Lifetime::gradients, Element::fp32);
 
   // ---- data-parallel machinery
   if (dp > 1 || zero == 3) {
@@ -393,24 +426,24 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       case Sharding::none:
         // torch DDP Reducer: flat bucket copies of every gradient unless gradient_as_bucket_view.
         if (prof.ddp_bucket_copy && dp > 1)
-          add("DDP gradient buckets", Category::buffers, gpu, rp.trainable * rec.grad_B, 1, Lifetime::persistent);
+          add("DDP gradient buckets", Category::buffers, gpu, rp.trainable * rec.grad_B, 1, Lifetime::persistent, elem(rec.grad_B));
         break;
       case Sharding::deepspeed:
         if (zero <= 2) {
           // ZeRO-1/2: two reduce buckets (overlap_comm) + one all-gather bucket, hidden^2 elements each
           // (HF Trainer "auto": reduce_bucket_size = hidden_size^2).
           add("ZeRO reduce/all-gather buckets", Category::buffers, gpu, 3.0 * h * h * rec.compute_B, 1,
-              Lifetime::persistent);
+              Lifetime::persistent, compute);
         } else {
           // ZeRO-3: modules fetched on use plus the prefetch bucket (0.9 hidden^2 elements, "auto").
           add("ZeRO-3 gathered parameters", Category::temporaries, gpu,
-              (rp.largest_layer + 0.9 * h * h / tp) * rec.compute_B, 1, Lifetime::layer, false, true);
+              (rp.largest_layer + 0.9 * h * h / tp) * rec.compute_B, 1, Lifetime::layer, compute, false, true);
           add("ZeRO-3 gradient reduce buffer", Category::temporaries, gpu,
-              rp.trainable_largest_layer * rec.compute_B, 1, Lifetime::backward_layer);
+              rp.trainable_largest_layer * rec.compute_B, 1, Lifetime::backward_layer, compute);
         }
         // DeepSpeed upcasts the gradient partition to fp32 for the optimizer step (stage_1_and_2.py, stage3.py).
         if (off.optimizer_step == Tier::gpu && rec.grad_B < 4)
-          add("fp32 gradient partition", Category::temporaries, gpu, trainable_shard * 4.0, 1, Lifetime::optimizer);
+          add("fp32 gradient partition", Category::temporaries, gpu, trainable_shard * 4.0, 1, Lifetime::optimizer, Element::fp32);
         break;
       case Sharding::fsdp1:
       case Sharding::fsdp2:
@@ -419,33 +452,33 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
           // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
           const double unit_bytes =
               rp.largest_layer * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B);
-          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer, false,
+          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer, rp.frozen_quantized > 0 ? packed : compute, false,
               true);
           if (prof.root_stays_gathered)
             add("FSDP root unit (embeddings, head)", Category::temporaries, gpu, rp.root * rec.compute_B, 1,
-                Lifetime::forward_backward);
+                Lifetime::forward_backward, compute);
           else if (stage == pp - 1 && m.has_lm_head())
             add("FSDP gathered head", Category::temporaries, gpu, static_cast<double>(m.vocab) * h / tp * rec.compute_B,
-                1, Lifetime::loss);
+                1, Lifetime::loss, compute);
         } else if (zero == 2) {
           // SHARD_GRAD_OP: parameters stay gathered from forward through backward.
           add("FSDP gathered parameters", Category::temporaries, gpu, rp.total * rec.compute_B, 1,
-              Lifetime::forward_backward);
+              Lifetime::forward_backward, compute);
         }
         // Unsharded gradients of one unit before reduce-scatter, in the compute and reduce dtypes.
         if (zero >= 2)
           add("FSDP unit gradients before reduce-scatter", Category::temporaries, gpu,
-              rp.trainable_largest_layer * (rec.compute_B + rec.grad_B), 1, Lifetime::backward_layer);
+              rp.trainable_largest_layer * (rec.compute_B + rec.grad_B), 1, Lifetime::backward_layer, packed);
         break;
       case Sharding::yafsdp:
         // YaFSDP preallocates two parameter and two gradient buffers of one layer, reused by every layer
         // (yandex/YaFSDP README, "buffers").
         // Each layer is all-gathered into one of the two parameter buffers (the next layer's into
         // the other while this one computes), as FSDP gathers units: streamed per layer.
-        add("YaFSDP parameter buffers", Category::buffers, gpu, rp.largest_layer * rec.compute_B, 2, Lifetime::layer,
+        add("YaFSDP parameter buffers", Category::buffers, gpu, rp.largest_layer * rec.compute_B, 2, Lifetime::layer, compute,
             false, true);
         add("YaFSDP gradient buffers", Category::buffers, gpu, 2.0 * rp.trainable_largest_layer * rec.compute_B, 1,
-            Lifetime::persistent);
+            Lifetime::persistent, compute);
         break;
       case Sharding::megatron:
         break;  // the contiguous grad buffer is the gradients; the distributed optimizer reuses it for gathers
@@ -458,15 +491,15 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       std::none_of(inv.groups.begin(), inv.groups.end(), [](const TensorGroup& g) { return g.per_unit; })) {
     const double per_param = rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B;
     add("streamed parameter buffers", Category::buffers, gpu, rp.largest_layer * per_param,
-        1 + std::max(1, off.prefetch_depth), Lifetime::layer, false, true);
+        1 + std::max(1, off.prefetch_depth), Lifetime::layer, rp.frozen_quantized > 0 ? packed : compute, false, true);
   }
   // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward.
   if (rec.autocast_copies && job.method == Method::full)
     add("autocast 16-bit weight copies", Category::temporaries, gpu, rp.total * rec.compute_B / std::max(1, inv.layers),
-        inv.layers, Lifetime::saved, true);
+        inv.layers, Lifetime::saved, compute, true);
   // QLoRA dequantizes one weight at a time to the compute dtype (bitsandbytes dequantize_4bit).
   if (rp.frozen_quantized > 0)
-    add("dequantized weight", Category::temporaries, gpu, rp.largest_linear * rec.compute_B, 1, Lifetime::layer);
+    add("dequantized weight", Category::temporaries, gpu, rp.largest_linear * rec.compute_B, 1, Lifetime::layer, compute);
 
   // PyTorch's foreach AdamW materialises one full-size temporary list (torch/optim/adamw.py,
   // _multi_tensor_adamw: exp_avg_sq_sqrt = torch._foreach_sqrt(...)); a per-parameter loop needs
@@ -476,10 +509,10 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
                                        : job.optimizer.implementation;
   if (off.optimizer_step == Tier::gpu && states > 0) {
     if (impl == plan::OptimizerImpl::foreach)
-      add("optimizer step temporaries", Category::temporaries, gpu, trainable_shard * rec.state_B, 1, Lifetime::optimizer);
+      add("optimizer step temporaries", Category::temporaries, gpu, trainable_shard * rec.state_B, 1, Lifetime::optimizer, elem(rec.state_B));
     else if (impl == plan::OptimizerImpl::per_parameter)
       add("optimizer step temporaries", Category::temporaries, gpu,
-          std::max(rp.largest_linear, job.method == Method::full ? rp.root : 0.0) * rec.state_B, 1, Lifetime::optimizer);
+          std::max(rp.largest_linear, job.method == Method::full ? rp.root : 0.0) * rec.state_B, 1, Lifetime::optimizer, elem(rec.state_B));
   }
 
   // ---- activations
@@ -539,21 +572,21 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   if (inv.layers > 0) {
     const double per_layer = saved_total / inv.layers;
     if (act_tier == Tier::gpu) {
-      add("saved activations", Category::activations, gpu, per_layer, inv.layers * in_flight, Lifetime::saved, true);
+      add("saved activations", Category::activations, gpu, per_layer, inv.layers * in_flight, Lifetime::saved, packed, true);
     } else {
       // Activation offload (SSDTrain; DeepSpeed cpu_checkpointing): the GPU keeps the layer being
       // produced or consumed plus the prefetched ones; the rest waits in host memory or on flash.
       const int resident = std::min(inv.layers, 1 + std::max(1, off.prefetch_depth));
-      add("saved activations (resident)", Category::activations, gpu, per_layer, resident, Lifetime::saved, true);
-      add("saved activations (offloaded)", Category::activations, act_tier, per_layer, inv.layers * in_flight, Lifetime::saved,
+      add("saved activations (resident)", Category::activations, gpu, per_layer, resident, Lifetime::saved, packed, true);
+      add("saved activations (offloaded)", Category::activations, act_tier, per_layer, inv.layers * in_flight, Lifetime::saved, packed,
           true);
       if (act_tier == Tier::nvme)
-        add("activation staging buffers (pinned)", Category::buffers, Tier::cpu, 2.0 * per_layer, 1, Lifetime::persistent);
+        add("activation staging buffers (pinned)", Category::buffers, Tier::cpu, 2.0 * per_layer, 1, Lifetime::persistent, packed);
     }
   }
   if (job.checkpointing == Checkpointing::full)
-    add("recomputed layer activations", Category::activations, gpu, recompute_layer, 1, Lifetime::backward_layer);
-  add("activation gradients", Category::temporaries, gpu, grad_layer, 1, Lifetime::backward_layer);
+    add("recomputed layer activations", Category::activations, gpu, recompute_layer, 1, Lifetime::backward_layer, packed);
+  add("activation gradients", Category::temporaries, gpu, grad_layer, 1, Lifetime::backward_layer, inv.activation_element());
 
   // The final norm and the loss on the last stage.
   if (stage == pp - 1 && m.has_lm_head()) {
@@ -562,7 +595,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const double a = rec.activation_B;
     // Final norm input, and its output when the head is trainable (the head's weight gradient needs it).
     add("final norm activations", Category::activations, gpu, (ac.wide + (job.method == Method::full ? a : 0.0)) * h * n,
-        1, Lifetime::loss);
+        1, Lifetime::loss, packed);
     // Cross-entropy over the vocabulary, per token of V logits. log_softmax keeps its output for
     // backward (and nll_loss the same tensor). HF transformers (loss_utils.ForCausalLMLoss) and
     // torchtitan upcast the logits to fp32 first: forward holds 16-bit logits + fp32 copy + fp32
@@ -584,8 +617,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       kept = a * V * n;
       peak = 2.0 * a * V * n;
     }
-    add("logits and log-softmax", Category::activations, gpu, kept, 1, Lifetime::loss);
-    add("loss temporaries (logits, fp32 upcast, logit gradients)", Category::temporaries, gpu, peak, 1, Lifetime::loss_peak);
+    add("logits and log-softmax", Category::activations, gpu, kept, 1, Lifetime::loss, packed);
+    add("loss temporaries (logits, fp32 upcast, logit gradients)", Category::temporaries, gpu, peak, 1, Lifetime::loss_peak, packed);
   }
 
   // ---- offload engine buffers (pinned host memory and GPU staging)
@@ -594,19 +627,19 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     // DeepSpeed offload_param (nvme): buffer_count x buffer_size pinned buffers (defaults 5 x 1e8 elements).
     const double buffer = off.buffer_bytes > 0 ? off.buffer_bytes : 1e8 * rec.compute_B;
     add("parameter swap buffers (pinned)", Category::buffers, Tier::cpu, std::max(5, off.buffer_count) * buffer, 1,
-        Lifetime::persistent);
+        Lifetime::persistent, packed);
   }
   if (off.optimizer == Tier::nvme) {
     // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a time
     // (sub_group_size default 1e9 elements; fp32 master, m, v and gradient = 16 B per element).
     const double chunk = off.chunk_bytes > 0 ? off.chunk_bytes : std::min(trainable_shard, 1e9) * 16.0;
-    add("optimizer swap buffers (pinned)", Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent);
+    add("optimizer swap buffers (pinned)", Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent, packed);
   }
 
   // ---- fixed overheads
-  add("CUDA context", Category::overhead, gpu, prof.cuda_context_bytes, 1, Lifetime::persistent);
-  add("cuBLAS and attention workspaces", Category::overhead, gpu, prof.workspace_bytes, 1, Lifetime::persistent);
-  if (world > 1) add("NCCL buffers", Category::overhead, gpu, prof.nccl_buffer_bytes, 1, Lifetime::persistent);
+  add("CUDA context", Category::overhead, gpu, prof.cuda_context_bytes, 1, Lifetime::persistent, packed);
+  add("cuBLAS and attention workspaces", Category::overhead, gpu, prof.workspace_bytes, 1, Lifetime::persistent, packed);
+  if (world > 1) add("NCCL buffers", Category::overhead, gpu, prof.nccl_buffer_bytes, 1, Lifetime::persistent, packed);
 }
 
 }  // namespace ftplan::inventory

@@ -36,6 +36,13 @@ enum class Lifetime {
   optimizer,         // only during the optimizer step
 };
 
+// The element type of a tensor group as an executor allocates it. `packed`: one buffer holding
+// tensors of several types (a layer's saved activations, 4-bit weights with their scales, the
+// CUDA context), allocated as raw bytes.
+enum class Element { packed, fp32, bf16, fp16, fp8 };
+const char* to_string(Element e);
+double element_bytes(Element e);  // packed: 1 (a byte)
+
 struct TensorGroup {
   const char* name;  // static text, e.g. "saved activations: attention"
   Category category;
@@ -45,6 +52,7 @@ struct TensorGroup {
   Lifetime lifetime;
   bool per_layer = false;  // `count` is the stage's layers, freed/created layer by layer
   bool per_unit = false;   // gathered parameters of a sharded unit: live from its all-gather to its reshard
+  Element element = Element::packed;
   double total() const { return bytes * count; }
 };
 
@@ -74,6 +82,12 @@ struct Inventory {
   RankParams params;
   plan::FrameworkProfile profile;
   plan::PrecisionRecipe recipe;
+  // The element type of `bytes`-per-element figures of the recipe: 4 fp32, 2 the job's 16-bit
+  // type (fp16 under fp16-mixed, else bf16), anything else packed.
+  Element element_of(double bytes_per_element) const;
+  Element compute_element() const { return element_of(recipe.compute_B); }
+  Element activation_element() const { return element_of(recipe.activation_B); }
+  bool fp16 = false;  // the job's 16-bit type is fp16
 };
 
 // Builds the inventory of pipeline stage `stage` of `plan`. REQUIRES: a plan that passed check_plan.

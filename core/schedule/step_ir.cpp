@@ -9,6 +9,7 @@
 
 namespace ftplan::schedule {
 
+using inventory::Element;
 using inventory::Category;
 using inventory::Lifetime;
 using inventory::TensorGroup;
@@ -54,6 +55,17 @@ const char* to_string(Collective c) {
     case Collective::reduce_scatter: return "reduce-scatter";
     case Collective::all_to_all: return "all-to-all";
     case Collective::send_recv: return "send/recv";
+  }
+  return "?";
+}
+
+const char* to_string(Group g) {
+  switch (g) {
+    case Group::dp: return "dp";
+    case Group::tp: return "tp";
+    case Group::pp: return "pp";
+    case Group::cp: return "cp";
+    case Group::ep: return "ep";
   }
   return "?";
 }
@@ -119,11 +131,31 @@ class Builder {
                                               op.kind == OpKind::elementwise || op.kind == OpKind::loss
                                           ? 1
                                           : 0);
+    if (op.element == Element::packed) op.element = element_of(op);
     ir_.ops.push_back(std::move(op));
     return static_cast<int>(ir_.ops.size()) - 1;
   }
-  int tensor(std::string name, Category c, Tier tier, double bytes, int layer) {
-    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer});
+  // An op's element type when its builder did not set one: GEMMs and attention compute in the
+  // compute type (FP8 linears in fp8), memory-bound kernels in the activation type, the optimizer
+  // in fp32; collectives and copies move the type of the tensor they write (or read).
+  Element element_of(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::gemm: return op.fp8 ? Element::fp8 : inv_.compute_element();
+      case OpKind::attention: return inv_.compute_element();
+      case OpKind::elementwise:
+      case OpKind::loss: return inv_.activation_element();
+      case OpKind::optimizer: return Element::fp32;
+      case OpKind::collective:
+      case OpKind::copy:
+        if (!op.writes.empty()) return ir_.tensors[op.writes.front()].element;
+        if (!op.reads.empty()) return ir_.tensors[op.reads.front()].element;
+        return op.group == Group::dp ? inv_.compute_element() : inv_.activation_element();
+      default: return Element::packed;
+    }
+  }
+  int tensor(std::string name, Category c, Tier tier, double bytes, int layer, Element e = Element::packed) {
+    const double count = std::round(bytes / inventory::element_bytes(e));
+    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer, e, {static_cast<std::int64_t>(count)}});
     return static_cast<int>(ir_.tensors.size()) - 1;
   }
   int alloc(Stream s, int t, Ids deps = {}) {
@@ -716,7 +748,7 @@ StepIR Builder::build() {
   for (const auto& g : inv_.groups) {
     switch (g.lifetime) {
       case Lifetime::persistent: {
-        const int t = tensor(g.name, g.category, g.tier, g.total(), -1);
+        const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
         if (g.category == Category::weights && weights_tensor < 0) weights_tensor = t;
         alloc(Stream::compute, t, {start});
         break;
@@ -742,15 +774,32 @@ StepIR Builder::build() {
   const int units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
 
   std::vector<int> fb_tensors;
-  for (const auto* g : fb_groups) fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+  for (const auto* g : fb_groups) fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
   // Gradients: one share per layer, created by that layer's first backward, in their tier.
   std::vector<int> grad_tensor(layers, -1);
   if (grads_group)
     for (int l = 0; l < layers; ++l)
       grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
-                              grads_group->total() / std::max(1, layers), layer_of[l]);
+                              grads_group->total() / std::max(1, layers), layer_of[l], grads_group->element);
 
-  const double grad_reduce_B = p_.job.framework == plan::Framework::pytorch_fsdp2 ? 4.0 : inv_.recipe.compute_B;
+  // Bytes per element the gradients are reduced in:
+  // - DDP all-reduces the .grad tensors themselves: fp32 under torch.autocast (fp32 parameters);
+  // - Megatron-LM with bf16 accumulates and all-reduces gradients in fp32 (megatron/training/
+  //   arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32), with fp16 in 16 bits;
+  // - torchtitan's FSDP2 reduces in fp32 (mixed_precision_reduce = "float32");
+  // - FSDP1 (MixedPrecision(param_dtype) without reduce_dtype), DeepSpeed, YaFSDP and torchtune in
+  //   the 16-bit compute type.
+  double grad_reduce_B = inv_.recipe.compute_B;
+  switch (inv_.profile.sharding) {
+    case plan::Sharding::none: grad_reduce_B = inv_.recipe.grad_B; break;
+    case plan::Sharding::megatron:
+      if (job_.precision == plan::Precision::bf16_mixed || job_.precision == plan::Precision::fp8_mixed)
+        grad_reduce_B = inv_.recipe.grad_B;
+      break;
+    default:
+      if (p_.job.framework == plan::Framework::pytorch_fsdp2) grad_reduce_B = 4.0;
+      break;
+  }
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
   const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
   const bool any_dp = dp_ > 1;
@@ -834,7 +883,7 @@ StepIR Builder::build() {
                              p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
   const auto fetch = [&](int layer, int mb, bool backward, int release_before, int after, int& buffer) {
     const std::string what = name("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? name(" m{}", mb) : "");
-    buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer);
+    buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer, unit_group->element);
     Ids deps;
     if (release_before >= 0) deps.push_back(release_before);
     const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
@@ -843,7 +892,7 @@ StepIR Builder::build() {
     int source = weights_tensor;
     if (param_tier == Tier::nvme) {
       // ZeRO-Infinity / aiDAPTIV: read the layer's shard from flash into a pinned host buffer.
-      const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer);
+      const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer, unit_group->element);
       alloc(Stream::nvme_read, staging, {last});
       last = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, shard_bytes, "nvme read params " + what, layer, mb, {last},
                   {weights_tensor}, {staging});
@@ -971,11 +1020,11 @@ StepIR Builder::build() {
     if (vs == virtual_stages - 1 && m_.has_lm_head()) {
       std::vector<int> loss_tensors, peak;
       for (const auto* g : loss_groups) {
-        loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+        loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
         last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
       }
       for (const auto* g : loss_peak_groups) {
-        peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+        peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
         last_compute = alloc(Stream::compute, peak.back(), {last_compute});
       }
       const double V = static_cast<double>(m_.vocab) / tp_;
@@ -1061,7 +1110,7 @@ StepIR Builder::build() {
       if (saved[l] >= 0) reads.push_back(saved[l]);
       std::vector<int> bwd_tensors;
       for (const auto* g : backward_groups) {
-        bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer));
+        bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer, g->element));
         deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
       }
       const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
@@ -1107,6 +1156,7 @@ StepIR Builder::build() {
                                  shard > 1 ? shard : dp_, layer_grad_bytes,
                                  micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
                                  mb, {ready});
+        ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
         produced = last_reduce;
       }
       // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
@@ -1115,7 +1165,8 @@ StepIR Builder::build() {
         const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
         int t = alloc(Stream::d2h, grad_tensor[l], {produced});
         if (grads_group->tier == Tier::nvme) {
-          const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer);
+          const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer,
+                                     Element::fp32);
           alloc(Stream::d2h, staging, {t});
           t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
                    {staging});
@@ -1149,7 +1200,7 @@ StepIR Builder::build() {
   if (off.delayed_update && off.optimizer_step == Tier::cpu) opt_deps = {start};
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
-    opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1));
+    opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
     opt_deps.push_back(alloc(Stream::compute, opt_tensors.back(), {last_compute}));
   }
   const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard : inv_.params.trainable;
@@ -1292,8 +1343,19 @@ StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const i
 std::vector<std::string> dry_run(const StepIR& ir) {
   std::vector<std::string> problems;
   std::vector<int> state(ir.tensors.size(), 0);  // 0 never allocated, 1 live, 2 freed
+  // Every tensor can be allocated as described: its shape's elements of its type are its bytes.
+  for (std::size_t t = 0; t < ir.tensors.size(); ++t) {
+    const Tensor& x = ir.tensors[t];
+    double elements = x.shape.empty() ? 0.0 : 1.0;
+    for (const std::int64_t d : x.shape) elements *= static_cast<double>(d);
+    if (std::abs(elements * inventory::element_bytes(x.element) - x.bytes) > inventory::element_bytes(x.element))
+      problems.push_back(fmt::format("tensor {} '{}': {} elements of {} are not its {} bytes", t, x.name, elements,
+                                     inventory::to_string(x.element), x.bytes));
+  }
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
+    if (op.kind == OpKind::gemm && (op.m <= 0 || op.n <= 0 || op.k <= 0))
+      problems.push_back(fmt::format("op {} '{}' is a GEMM without its shape", i, op.name));
     for (int d : op.deps)
       if (d < 0 || static_cast<std::size_t>(d) >= i)
         problems.push_back(fmt::format("op {} '{}' depends on op {} which does not come before it", i, op.name, d));

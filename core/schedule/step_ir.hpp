@@ -43,6 +43,7 @@ const char* to_string(OpKind k);
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
 const char* to_string(Collective c);
 enum class Group { dp, tp, pp, cp, ep };
+const char* to_string(Group g);
 
 enum class Pass { forward, recompute, backward, optimizer, other };
 const char* to_string(Pass p);
@@ -51,12 +52,18 @@ const char* to_string(Pass p);
 // a step has tens of thousands of ops and a sweep builds thousands of steps).
 using Ids = boost::container::small_vector<int, 3>;
 
+// A tensor as an executor allocates it: a flat buffer of `shape[0]` elements of `element` in
+// `tier` (packed: raw bytes holding tensors of several types, e.g. a layer's saved activations).
+// Frameworks hold parameters, gradients and optimizer state as flat buffers too (FSDP flat
+// parameters, DeepSpeed partitions, YaFSDP's buffers); an op's own operand shapes are its m, n, k.
 struct Tensor {
   std::string name;
   inventory::Category category = inventory::Category::activations;
   plan::Tier tier = plan::Tier::gpu;
   double bytes = 0;
   int layer = -1;
+  inventory::Element element = inventory::Element::packed;
+  std::vector<std::int64_t> shape;  // elements: {bytes / element_bytes(element)}
 };
 
 struct Op {
@@ -75,6 +82,9 @@ struct Op {
   double bytes = 0;
   int kernels = 0;
   bool fp8 = false;
+  // The element type it computes in (GEMMs: its inputs; FP8 GEMMs fp8) or moves (collectives,
+  // copies: the payload's).
+  inventory::Element element = inventory::Element::packed;
   bool flash = false;   // attention: a fused flash-style kernel (else the eager matmuls and softmax)
   bool causal = false;  // attention: causal mask
   bool weight_grad = false;  // backward GEMM: also computes the weight gradient (dB = A^T dC)
@@ -139,5 +149,11 @@ StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const i
 // that nothing is freed twice or used after free, and that deps point backwards. Returns the
 // problems found (empty when the IR is executable).
 std::vector<std::string> dry_run(const StepIR& ir);
+
+// The IR as a JSON document (format "ftplan-step-ir", version 1; docs/step-ir.md): every tensor
+// with its tier, element type, shape and bytes; every op with its stream, pass, layer, element
+// type, shape (GEMMs, attention), FLOPs and bytes, collective and group, dependencies and the
+// tensors it reads and writes.
+std::string to_json(const StepIR& ir, const std::string& plan_name);
 
 }  // namespace ftplan::schedule

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "inventory/inventory.hpp"
 #include "io/scenario_io.hpp"
@@ -143,4 +144,53 @@ TEST_CASE("each sharding framework makes its own memory copies around the collec
   CHECK(copies("deepspeed", bytes) == 32);
   CHECK(bytes == doctest::Approx(32 * layer * 8));
   CHECK(copies("yafsdp", bytes) == 0);
+}
+
+TEST_CASE("the step IR names each tensor's type and shape and is written as JSON an executor can read") {
+  /* FSDP2 with FP8 linears on 8 GPUs: fp32 parameter shards, bf16 gathered units, packed saved
+   * activations; fp8 GEMMs with their m, n, k; reduce-scatters in fp32 (torchtitan). The JSON has
+   * every tensor and op, with ids the deps, reads and writes refer to. */
+  const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp2\n  precision: fp8-mixed\n  seq_len: 1024\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto ir = step_of(s);
+  CHECK(schedule::dry_run(ir).empty());
+  int fp8_gemms = 0, fp32_reduces = 0, bf16_gathers = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind == OpKind::gemm && op.element == inventory::Element::fp8) ++fp8_gemms;
+    if (op.kind == OpKind::collective && op.collective == schedule::Collective::reduce_scatter)
+      fp32_reduces += op.element == inventory::Element::fp32;
+    if (op.kind == OpKind::collective && op.collective == schedule::Collective::all_gather)
+      bf16_gathers += op.element == inventory::Element::bf16;
+  }
+  CHECK(fp8_gemms > 32 * 4);
+  CHECK(fp32_reduces == 32);
+  CHECK(bf16_gathers == 2 * 32);
+  for (const auto& t : ir.tensors) {
+    REQUIRE(t.shape.size() == 1);
+    CHECK(static_cast<double>(t.shape[0]) * inventory::element_bytes(t.element) ==
+          doctest::Approx(t.bytes).epsilon(1e-9));
+  }
+
+  const auto doc = nlohmann::json::parse(schedule::to_json(ir, "p"));
+  CHECK(doc["format"] == "ftplan-step-ir");
+  CHECK(doc["version"] == 1);
+  REQUIRE(doc["ops"].size() == ir.ops.size());
+  REQUIRE(doc["tensors"].size() == ir.tensors.size());
+  for (const auto& op : doc["ops"]) {
+    const auto id = op["id"].get<std::size_t>();
+    for (const char* list : {"deps", "reads", "writes"}) {
+      if (!op.contains(list)) continue;
+      const std::size_t bound = std::string(list) == "deps" ? id : ir.tensors.size();  // deps point back
+      for (const auto& ref : op[list]) CHECK(ref.get<std::size_t>() < bound);
+    }
+    if (op["kind"] == "gemm") {
+      CHECK(op["m"].get<long>() > 0);
+      CHECK(op.contains("element"));
+    }
+  }
+  // FSDP's sharded parameters are fp32 and are the master weights; Adam's state is fp32.
+  for (const auto& t : doc["tensors"]) {
+    if (t["name"] == "trainable weights" || t["name"] == "optimizer state") CHECK(t["element"] == "fp32");
+    if (t["name"] == "saved activations L0") CHECK(t["element"] == "bytes");
+  }
 }
