@@ -1120,10 +1120,19 @@ StepIR Builder::build() {
         cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
       } else if (job_.checkpointing == Checkpointing::selective &&
                  inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
-        // torchtitan op-SAC recomputes the unsaved matmuls (wk, wo, w3) and the pointwise ops.
+        // torchtitan op-SAC (torchtitan/models/llama3/parallelize: _get_custom_policy) saves only
+        // the outputs of ops in its save list (matmuls, SDPA, reduce-scatter, max), and of the
+        // matmuls every other one, so backward recomputes the unsaved matmuls (wk, wo, w3) and
+        // every other forward op: the norms, RoPE, residual adds and the activation.
         const LayerWork w = work_of(layer);
+        Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::recompute, name("re L{} pointwise", layer), layer, mb);
+        ew.bytes = pointwise_bytes(w, false) * tokens_ + activation_bytes(w, false) * tokens_ * w.experts_per_token;
+        ew.kernels = pointwise_kernels(false) + (w.gated ? 2 : 1);
+        ew.deps = deps;
+        ew.reads = reads;
+        cur = add(std::move(ew));
         cur = gemm(name("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
-                   w.kv + w.h + w.f * w.experts_per_token, false, deps);
+                   w.kv + w.h + w.f * w.experts_per_token, false, {cur});
       } else {
         Op join;
         join.kind = OpKind::marker;
