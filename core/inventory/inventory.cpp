@@ -450,25 +450,27 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         if (zero == 3) {
           // Gathered 16-bit copies of the units in flight (FSDP unshard; limit_all_gathers allows two).
           // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
+          // (In fp32 under an fp32 param_dtype: plan::PrecisionRecipe::gather_B.)
+          const Element gathered = elem(rec.gather_B);
           const double unit_bytes =
-              rp.largest_layer * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.compute_B);
-          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer, rp.frozen_quantized > 0 ? packed : compute, false,
-              true);
+              rp.largest_layer * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.gather_B);
+          add("FSDP gathered units", Category::temporaries, gpu, unit_bytes, prof.gathered_units, Lifetime::layer,
+              rp.frozen_quantized > 0 ? packed : gathered, false, true);
           if (prof.root_stays_gathered)
-            add("FSDP root unit (embeddings, head)", Category::temporaries, gpu, rp.root * rec.compute_B, 1,
-                Lifetime::forward_backward, compute);
+            add("FSDP root unit (embeddings, head)", Category::temporaries, gpu, rp.root * rec.gather_B, 1,
+                Lifetime::forward_backward, gathered);
           else if (stage == pp - 1 && m.has_lm_head())
-            add("FSDP gathered head", Category::temporaries, gpu, static_cast<double>(m.vocab) * h / tp * rec.compute_B,
-                1, Lifetime::loss, compute);
+            add("FSDP gathered head", Category::temporaries, gpu, static_cast<double>(m.vocab) * h / tp * rec.gather_B,
+                1, Lifetime::loss, gathered);
         } else if (zero == 2) {
           // SHARD_GRAD_OP: parameters stay gathered from forward through backward.
-          add("FSDP gathered parameters", Category::temporaries, gpu, rp.total * rec.compute_B, 1,
-              Lifetime::forward_backward, compute);
+          add("FSDP gathered parameters", Category::temporaries, gpu, rp.total * rec.gather_B, 1,
+              Lifetime::forward_backward, elem(rec.gather_B));
         }
         // Unsharded gradients of one unit before reduce-scatter, in the compute and reduce dtypes.
         if (zero >= 2)
           add("FSDP unit gradients before reduce-scatter", Category::temporaries, gpu,
-              rp.trainable_largest_layer * (rec.compute_B + rec.grad_B), 1, Lifetime::backward_layer, packed);
+              rp.trainable_largest_layer * (rec.gather_B + rec.reduce_B), 1, Lifetime::backward_layer, packed);
         break;
       case Sharding::yafsdp:
         // YaFSDP preallocates two parameter and two gradient buffers of one layer, reused by every layer

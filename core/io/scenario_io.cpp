@@ -158,6 +158,20 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   if (v.has("zero3_fetch") && job.framework != Framework::deepspeed)
     v.reader().error(v.location_of("zero3_fetch"), v.key_path("zero3_fetch"),
                      "describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
+  if (MapView mp = v.map("fsdp_mixed_precision"); mp.valid()) {
+    // Values as torch names them; the 16-bit one must be the job's own 16-bit type.
+    const bool fp16 = job.precision == plan::Precision::fp16_mixed;
+    const char* half = fp16 ? "fp16" : "bf16";
+    const std::vector<std::pair<std::string, plan::WireType>> types = {{half, plan::WireType::half},
+                                                                       {"fp32", plan::WireType::fp32}};
+    mp.get_enum<plan::WireType>("param_dtype", job.fsdp_mixed_precision.param, types);
+    mp.get_enum<plan::WireType>("reduce_dtype", job.fsdp_mixed_precision.reduce, types);
+    mp.finish();
+    // (A framework other than FSDP's is refused per plan by plan::check_plan: a plan may change it.)
+    if (job.precision != plan::Precision::bf16_mixed && job.precision != plan::Precision::fp16_mixed)
+      v.reader().error(v.location_of("fsdp_mixed_precision"), v.key_path("fsdp_mixed_precision"),
+                       "applies to precision bf16-mixed or fp16-mixed");
+  }
   v.get("dropout", job.dropout, 0.0, 1.0);
   v.get("compile", job.compile);
   v.get("gradients_persist", job.gradients_persist);

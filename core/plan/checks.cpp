@@ -275,6 +275,13 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   if (plan.job.zero3_fetch != Zero3Fetch::prefetch && plan.job.framework == Framework::deepspeed && p.zero != 3)
     bad("job.zero3_fetch", fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
 
+  const bool fsdp = plan.job.framework == Framework::pytorch_fsdp || plan.job.framework == Framework::pytorch_fsdp2 ||
+                    plan.job.framework == Framework::torchtune;
+  if (plan.job.fsdp_mixed_precision != FsdpMixedPrecision{} && !fsdp)
+    bad("job.fsdp_mixed_precision",
+        fmt::format("is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
+                    to_string(plan.job.framework)));
+
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
   if (plan.job.global_batch > 0 && per_step > 0 && plan.job.global_batch % per_step != 0)
     bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",

@@ -100,8 +100,11 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
         case Sharding::fsdp1:
         case Sharding::fsdp2:
           // FSDP MixedPrecision(param_dtype=bf16): sharded fp32 parameters and gradients, bf16 copies
-          // only in the gathered units (torch/distributed/fsdp/_flat_param.py).
+          // only in the gathered units (torch/distributed/fsdp/_flat_param.py). With
+          // param_dtype=fp32 the units are gathered in fp32 and torch.autocast casts the weights
+          // to 16 bits on each forward, keeping the casts for backward.
           r = {4, 4, 0, 4, 2, false, 2};
+          if (job.fsdp_mixed_precision.param == WireType::fp32) r.autocast_copies = true;
           break;
         case Sharding::none:
           // torch.autocast: fp32 parameters and gradients; each forward casts the weights to bf16 and
@@ -111,6 +114,32 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
       }
       break;
   }
+  // Gathered parameters: the compute type, or fp32 under an fp32 FSDP param_dtype.
+  r.gather_B = job.fsdp_mixed_precision.param == WireType::fp32 ? 4.0 : r.compute_B;
+  // Gradient reduction, in the type each framework reduces in:
+  // - DDP all-reduces the .grad tensors themselves: fp32 under torch.autocast (fp32 parameters);
+  // - Megatron-LM with bf16 accumulates and all-reduces gradients in fp32 (megatron/training/
+  //   arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32), with fp16 in 16 bits;
+  // - torchtitan's FSDP2 reduces in fp32 (its mixed_precision_reduce = "float32");
+  // - FSDP1 (MixedPrecision without reduce_dtype reduces in param_dtype), DeepSpeed, YaFSDP and
+  //   torchtune in the 16-bit compute type;
+  // - an FSDP reduce_dtype, when the job gives one, wins.
+  r.reduce_B = r.compute_B;
+  switch (profile.sharding) {
+    case Sharding::none: r.reduce_B = r.grad_B; break;
+    case Sharding::megatron:
+      if (job.precision == Precision::bf16_mixed || job.precision == Precision::fp8_mixed) r.reduce_B = r.grad_B;
+      break;
+    case Sharding::fsdp1:
+      if (job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
+      break;
+    case Sharding::fsdp2:
+      if (job.framework == Framework::pytorch_fsdp2 || job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
+      break;
+    default: break;
+  }
+  if (job.fsdp_mixed_precision.reduce != WireType::framework_default)
+    r.reduce_B = job.fsdp_mixed_precision.reduce == WireType::fp32 ? 4.0 : 2.0;
   return r;
 }
 

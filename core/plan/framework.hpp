@@ -16,6 +16,8 @@ struct PrecisionRecipe {
   double compute_B = 2;      // bytes per element of the 16-bit compute copy (gathered/autocast)
   bool autocast_copies = false;  // weights cast to 16 bit per forward and saved for backward (PyTorch AMP)
   double activation_B = 2;   // bytes per activation element
+  double gather_B = 2;       // bytes per element of gathered (unsharded) parameters (FSDP, ZeRO-3)
+  double reduce_B = 2;       // bytes per element gradients are reduced in
 };
 
 enum class Sharding {

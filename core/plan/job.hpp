@@ -76,6 +76,19 @@ struct LossSpec {
   int chunks = 0;           // chunked cross-entropy pieces; 0 = not chunked (torchtune: 8)
 };
 
+// FSDP's mixed-precision policy under bf16/fp16-mixed (torch.distributed.fsdp.MixedPrecision,
+// FSDP2's MixedPrecisionPolicy): the type units are gathered in (`param`) and the type gradients
+// are reduced in (`reduce`). `framework_default` is what the framework does unless told
+// otherwise: FSDP1 gathers and reduces in the 16-bit type; torchtitan's FSDP2 gathers in 16 bits
+// and reduces in fp32; torchtune 16 bits both. An fp32 `param` keeps the gathered weights in fp32
+// and computes under torch.autocast (Composer's "DEFAULT" before 2024: param fp32, reduce 16-bit).
+enum class WireType { framework_default, half, fp32 };
+struct FsdpMixedPrecision {
+  WireType param = WireType::framework_default;
+  WireType reduce = WireType::framework_default;
+  bool operator==(const FsdpMixedPrecision&) const = default;
+};
+
 struct Job {
   Method method = Method::full;
   LoraSpec lora;
@@ -94,6 +107,7 @@ struct Job {
   AttentionImpl attention = AttentionImpl::flash;
   Framework framework = Framework::pytorch_fsdp;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // DeepSpeed ZeRO-3 only
+  FsdpMixedPrecision fsdp_mixed_precision;         // FSDP frameworks only
   double dropout = -1;  // training dropout; < 0 = the model's published value
   bool compile = false;  // torch.compile: fused pointwise ops are recomputed in backward, not saved
   // Gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), PyTorch's

@@ -782,24 +782,7 @@ StepIR Builder::build() {
       grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
                               grads_group->total() / std::max(1, layers), layer_of[l], grads_group->element);
 
-  // Bytes per element the gradients are reduced in:
-  // - DDP all-reduces the .grad tensors themselves: fp32 under torch.autocast (fp32 parameters);
-  // - Megatron-LM with bf16 accumulates and all-reduces gradients in fp32 (megatron/training/
-  //   arguments.py: bf16 forces accumulate_allreduce_grads_in_fp32), with fp16 in 16 bits;
-  // - torchtitan's FSDP2 reduces in fp32 (mixed_precision_reduce = "float32");
-  // - FSDP1 (MixedPrecision(param_dtype) without reduce_dtype), DeepSpeed, YaFSDP and torchtune in
-  //   the 16-bit compute type.
-  double grad_reduce_B = inv_.recipe.compute_B;
-  switch (inv_.profile.sharding) {
-    case plan::Sharding::none: grad_reduce_B = inv_.recipe.grad_B; break;
-    case plan::Sharding::megatron:
-      if (job_.precision == plan::Precision::bf16_mixed || job_.precision == plan::Precision::fp8_mixed)
-        grad_reduce_B = inv_.recipe.grad_B;
-      break;
-    default:
-      if (p_.job.framework == plan::Framework::pytorch_fsdp2) grad_reduce_B = 4.0;
-      break;
-  }
+  const double grad_reduce_B = inv_.recipe.reduce_B;  // plan::precision_recipe says why
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
   const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
   const bool any_dp = dp_ > 1;
@@ -844,7 +827,7 @@ StepIR Builder::build() {
   // op of its backward, updated when the framework's copy runs on the compute stream.
   const auto reduce_copy_in = [&](int layer, int mb, int& cur) -> int {
     if (!sharded_units) return cur;
-    const double a = w_B_;  // gradients come out of autograd in the compute dtype
+    const double a = inv_.recipe.gather_B;  // gradients come out of autograd in the gathered parameters' type
     Op op = make_op(OpKind::elementwise, Stream::compute, Pass::backward, "", layer, mb);
     op.deps = {cur};
     switch (sharding) {
@@ -921,12 +904,14 @@ StepIR Builder::build() {
         ir_.ops[last].kernels = shard;
         ir_.ops[last].reads = {source};
         ir_.ops[last].writes = {buffer};
+        ir_.ops[last].element = ir_.tensors[buffer].element;
       }
     } else if (shard > 1) {
       last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
                         {last});
       ir_.ops[last].reads = {source};
       ir_.ops[last].writes = {buffer};
+      ir_.ops[last].element = ir_.tensors[buffer].element;
     }
     return last;
   };

@@ -130,6 +130,16 @@ TEST_CASE("impossible combinations") {
   // DeepSpeed's fetch mode on another framework.
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  zero3_fetch: per-parameter\n")) ==
         "x.yaml:11:16: job.zero3_fetch: describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
+  // FSDP's mixed-precision policy: torch's type names, the job's own 16-bit type, FSDP only.
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  fsdp_mixed_precision: {param_dtype: fp16}\n")) ==
+        "x.yaml:11:39: job.fsdp_mixed_precision.param_dtype: 'fp16' is not one of bf16, fp32");
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n",
+                         "  tokens: 500M\n  framework: deepspeed\n  fsdp_mixed_precision: {param_dtype: fp32}\n")) ==
+        "x.yaml:12:25: job.fsdp_mixed_precision: is FSDP's mixed-precision policy; this plan runs deepspeed (use "
+        "pytorch-fsdp, pytorch-fsdp2 or torchtune) (plan 'eight')\n"
+        "x.yaml:12:25: job.fsdp_mixed_precision: is FSDP's mixed-precision policy; this plan runs deepspeed (use "
+        "pytorch-fsdp, pytorch-fsdp2 or torchtune) (plan 'one')");
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n")).empty());
   // Two plans with one name.
   CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
         "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");

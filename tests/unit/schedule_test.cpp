@@ -194,3 +194,40 @@ TEST_CASE("the step IR names each tensor's type and shape and is written as JSON
     if (t["name"] == "saved activations L0") CHECK(t["element"] == "bytes");
   }
 }
+
+TEST_CASE("FSDP's mixed-precision policy sets what is gathered and what is reduced") {
+  /* Composer's old "DEFAULT": fp32 parameters gathered (twice the bytes of bf16), cast by
+   * torch.autocast in every forward, gradients reduced in bf16. torchtitan's FSDP2 reduces in
+   * fp32 by default; an explicit reduce_dtype wins. */
+  const auto dp_bytes = [](const std::string& job, schedule::Collective c, inventory::Element& element, int& casts) {
+    const auto ir = step_of(scenario("llama-3.1-8b", job + "  seq_len: 1024\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"));
+    double bytes = 0;
+    casts = 0;
+    for (const auto& op : ir.ops) {
+      if (op.kind == OpKind::collective && op.collective == c && op.group == schedule::Group::dp) {
+        bytes += op.bytes;
+        element = op.element;
+      }
+      casts += op.name.find("autocast weight casts") != std::string::npos;
+    }
+    return bytes;
+  };
+  inventory::Element e{};
+  int casts = 0;
+  const double bf16 = dp_bytes("  framework: pytorch-fsdp\n", schedule::Collective::all_gather, e, casts);
+  CHECK(e == inventory::Element::bf16);
+  CHECK(casts == 0);
+  const double fp32 = dp_bytes("  framework: pytorch-fsdp\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n",
+                               schedule::Collective::all_gather, e, casts);
+  CHECK(e == inventory::Element::fp32);
+  CHECK(fp32 == doctest::Approx(2 * bf16));
+  CHECK(casts == 32);
+  dp_bytes("  framework: pytorch-fsdp\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n",
+           schedule::Collective::reduce_scatter, e, casts);
+  CHECK(e == inventory::Element::bf16);
+  dp_bytes("  framework: pytorch-fsdp2\n", schedule::Collective::reduce_scatter, e, casts);
+  CHECK(e == inventory::Element::fp32);
+  dp_bytes("  framework: pytorch-fsdp2\n  fsdp_mixed_precision: {reduce_dtype: bf16}\n", schedule::Collective::reduce_scatter,
+           e, casts);
+  CHECK(e == inventory::Element::bf16);
+}

@@ -256,6 +256,12 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   }
   if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated"))
     extra += "  compile: true\n";
+  // Composer's FSDP mixed_precision "DEFAULT" of llm-foundry's benchmark tables (torch 1.13 era,
+  // Composer 0.13-0.14, composer/trainer/dist_strategy.py get_mixed_precision): param_dtype fp32,
+  // reduce_dtype the autocast type, under torch.autocast ("amp_bf16"). (Composer later changed
+  // DEFAULT to bf16 parameters and fp32 reduction.) "PURE" is 16-bit throughout.
+  if (contains(prec, "mp=default") && framework == "pytorch-fsdp")
+    extra += "  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n";
   // The row's sequence length is what it trained with; ALiBi models (MPT) have no fixed context, so
   // the zoo's max_context is raised to it after reading (validation would refuse it first).
   const std::int64_t zoo_context = test::zoo().find(model)->max_context;
