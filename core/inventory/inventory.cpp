@@ -495,8 +495,13 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     add("streamed parameter buffers", Category::buffers, gpu, rp.largest_layer * per_param,
         1 + std::max(1, off.prefetch_depth), Lifetime::layer, rp.frozen_quantized > 0 ? packed : compute, false, true);
   }
-  // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward.
-  if (rec.autocast_copies && job.method == Method::full)
+  // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward: the matmuls save
+  // them, and autocast's cast cache holds the casts of leaf weights until the autocast region
+  // ends (torch/csrc/autograd autocast_mode.cpp cached_cast: leaf, not a view, requires grad).
+  // Under full checkpointing the checkpointed forward saves nothing, and FSDP1's parameters are
+  // views into its flat parameter, which the cache skips: no copies outlive a layer.
+  const bool fsdp_views = prof.sharding == Sharding::fsdp1;
+  if (rec.autocast_copies && job.method == Method::full && !(fsdp_views && job.checkpointing == Checkpointing::full))
     add("autocast 16-bit weight copies", Category::temporaries, gpu, rp.total * rec.compute_B / std::max(1, inv.layers),
         inv.layers, Lifetime::saved, compute, true);
   // QLoRA dequantizes one weight at a time to the compute dtype (bitsandbytes dequantize_4bit).
