@@ -550,6 +550,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const Tier act_tier = off.activations;
   // Per-layer saved bytes, summed over the stage's layers (layers differ: local/global, MoE/dense).
   double saved_total = 0, recompute_layer = 0, grad_layer = 0;
+  int checkpointed = 0;  // layers of the stage full checkpointing recomputes
+  for (int i = 0; i < inv.layers; ++i) checkpointed += job.checkpointed(i);
   for (int k = 0; k < 8; ++k) {
     if (kind_count[k] == 0) continue;
     const int model_layer = kinds[k].model_layer;
@@ -561,11 +563,13 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const double per_token = (par.sequence_parallel ? t.sequence / tp : t.sequence) + t.tensor / tp;
     const double quadratic = t.quadratic * attended / tp;
     const double full_layer = (per_token + quadratic) * tokens;
-    if (job.checkpointing == Checkpointing::full) {
-      // Only the layer input is kept (h per token; split by tp under SP). Backward recomputes the
-      // layer from it: the recomputed tensors minus the input, which is already held.
+    if (checkpointed > 0) {
+      // A checkpointed layer keeps only its input (h per token; split by tp under SP). Backward
+      // recomputes the layer from it: the recomputed tensors minus the input, already held.
+      // (With checkpoint_every > 1, each kind of layer counted at the stage's share of them.)
       const double input = ac.wide * h * tokens / (par.sequence_parallel ? tp : 1);
-      saved_total += input * kind_count[k];
+      const double share = static_cast<double>(checkpointed) / std::max(1, inv.layers);
+      saved_total += (input * share + full_layer * (1 - share)) * kind_count[k];
       recompute_layer = std::max(recompute_layer, full_layer - input);
     } else {
       saved_total += full_layer * kind_count[k];
@@ -591,7 +595,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         add("activation staging buffers (pinned)", Category::buffers, Tier::cpu, 2.0 * per_layer, 1, Lifetime::persistent, packed);
     }
   }
-  if (job.checkpointing == Checkpointing::full)
+  if (checkpointed > 0)
     add("recomputed layer activations", Category::activations, gpu, recompute_layer, 1, Lifetime::backward_layer, packed);
   add("activation gradients", Category::temporaries, gpu, grad_layer, 1, Lifetime::backward_layer, inv.activation_element());
 

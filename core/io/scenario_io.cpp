@@ -172,6 +172,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
       v.reader().error(v.location_of("fsdp_mixed_precision"), v.key_path("fsdp_mixed_precision"),
                        "applies to precision bf16-mixed or fp16-mixed");
   }
+  v.get("checkpoint_every", job.checkpoint_every, 1, 1 << 20);  // (with full checkpointing: plan::check_plan)
   v.get("dropout", job.dropout, 0.0, 1.0);
   v.get("compile", job.compile);
   v.get("gradients_persist", job.gradients_persist);

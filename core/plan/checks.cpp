@@ -282,6 +282,10 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
         fmt::format("is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
                     to_string(plan.job.framework)));
 
+  if (plan.job.checkpoint_every > 1 && plan.job.checkpointing != Checkpointing::full)
+    bad("job.checkpoint_every", fmt::format("picks the layers full checkpointing recomputes; this plan's checkpointing is {}",
+                                            to_string(plan.job.checkpointing)));
+
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
   if (plan.job.global_batch > 0 && per_step > 0 && plan.job.global_batch % per_step != 0)
     bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",

@@ -104,6 +104,12 @@ struct Job {
   Precision precision = Precision::bf16_mixed;
   OptimizerSpec optimizer;
   Checkpointing checkpointing = Checkpointing::none;
+  // Under full checkpointing, every `checkpoint_every`-th layer of a stage is checkpointed and the
+  // others keep their activations (torchtitan's layer SAC, ac_freq; Megatron-LM's uniform
+  // --recompute-num-layers): the 2nd, 4th, ... with 2. 1 = every layer.
+  int checkpoint_every = 1;
+  // Whether the layer at `index` on its stage (0-based) is recomputed in backward.
+  bool checkpointed(int index) const { return checkpointing == Checkpointing::full && (index + 1) % checkpoint_every == 0; }
   AttentionImpl attention = AttentionImpl::flash;
   Framework framework = Framework::pytorch_fsdp;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // DeepSpeed ZeRO-3 only

@@ -1101,7 +1101,7 @@ StepIR Builder::build() {
       const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
       if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
       int cur;
-      if (job_.checkpointing == Checkpointing::full) {
+      if (job_.checkpointed(l)) {
         cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
       } else if (job_.checkpointing == Checkpointing::selective &&
                  inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {

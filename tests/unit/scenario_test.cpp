@@ -140,6 +140,10 @@ TEST_CASE("impossible combinations") {
         "x.yaml:12:25: job.fsdp_mixed_precision: is FSDP's mixed-precision policy; this plan runs deepspeed (use "
         "pytorch-fsdp, pytorch-fsdp2 or torchtune) (plan 'one')");
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n")).empty());
+  // Which layers to checkpoint, on a plan that does not checkpoint (plan 'one' does: no error).
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  checkpoint_every: 2\n")) ==
+        "x.yaml:11:21: job.checkpoint_every: picks the layers full checkpointing recomputes; this plan's checkpointing is "
+        "none (plan 'eight')");
   // Two plans with one name.
   CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
         "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");

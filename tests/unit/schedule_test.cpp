@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -230,4 +232,30 @@ TEST_CASE("FSDP's mixed-precision policy sets what is gathered and what is reduc
   dp_bytes("  framework: pytorch-fsdp2\n  fsdp_mixed_precision: {reduce_dtype: bf16}\n", schedule::Collective::reduce_scatter,
            e, casts);
   CHECK(e == inventory::Element::bf16);
+}
+
+TEST_CASE("checkpointing every other layer recomputes half the layers and keeps half the activations") {
+  /* torchtitan's layer SAC (ac_freq 2), Megatron's uniform recompute: with checkpoint_every 2 the
+   * 2nd, 4th, ... layer is recomputed; saved activations fall between none and full. */
+  const auto run = [](const std::string& ckpt, double& saved) {
+    const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp2\n  seq_len: 4096\n" + ckpt,
+                            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+    const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+    saved = 0;
+    for (const auto& g : inv.groups)
+      if (g.category == inventory::Category::activations && g.lifetime == inventory::Lifetime::saved) saved += g.total();
+    const auto ir = schedule::build_step(s.model, s.plans[0], inv);
+    std::set<int> recomputed;
+    for (const auto& op : ir.ops)
+      if (op.pass == schedule::Pass::recompute && op.layer >= 0) recomputed.insert(op.layer);
+    return recomputed;
+  };
+  double none = 0, full = 0, half = 0;
+  CHECK(run("  activation_checkpointing: none\n", none).empty());
+  CHECK(run("  activation_checkpointing: full\n", full).size() == 32);
+  const auto every2 = run("  activation_checkpointing: full\n  checkpoint_every: 2\n", half);
+  CHECK(every2.size() == 16);
+  CHECK(every2.count(1) == 1);
+  CHECK(every2.count(0) == 0);
+  CHECK(half == doctest::Approx((none + full) / 2));
 }

@@ -223,8 +223,11 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
       parallel = fmt::format("{{tp: {}, pp: {}, dp: {}, zero: 1}}", m[1].str(), m[2].str(), m[3].str());
   }
   std::string checkpointing = "none";
-  // ("none" contains "on": the negative spellings are read first.)
-  if (contains(ckpt, "selective")) checkpointing = "selective";
+  // ("none" contains "on": the negative spellings are read first.) torchtitan's "selective layer"
+  // is full checkpointing of every other layer (its selective_ac_option "2", the tomls' setting
+  // then); "selective op" its op-level policy.
+  if (contains(ckpt, "selective layer")) checkpointing = "full\n  checkpoint_every: 2";
+  else if (contains(ckpt, "selective")) checkpointing = "selective";
   else if (ckpt == "none" || ckpt == "off" || contains(ckpt, "none") || contains(ckpt, "off")) checkpointing = "none";
   else if (contains(ckpt, "on") || contains(ckpt, "full")) checkpointing = "full";
   const std::string optimizer = contains(row.at("optimizer"), "8bit") ? "adamw-8bit" : "adamw";
