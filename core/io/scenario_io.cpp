@@ -147,7 +147,8 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
                             {{"none", Checkpointing::none}, {"selective", Checkpointing::selective}, {"full", Checkpointing::full}});
   v.get_enum<AttentionImpl>("attention", job.attention,
-                            {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager}});
+                            {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager},
+                             {"flash-v1", AttentionImpl::flash_v1}});
   v.get_enum<Framework>("framework", job.framework,
                         {{"pytorch-fsdp", Framework::pytorch_fsdp}, {"pytorch-fsdp2", Framework::pytorch_fsdp2},
                          {"deepspeed", Framework::deepspeed}, {"megatron", Framework::megatron},

@@ -58,6 +58,7 @@ const char* to_string(AttentionImpl a) {
     case AttentionImpl::flash: return "flash";
     case AttentionImpl::sdpa: return "sdpa";
     case AttentionImpl::eager: return "eager";
+    case AttentionImpl::flash_v1: return "flash-v1";
   }
   return "?";
 }

@@ -17,7 +17,9 @@ enum class Precision {
 };
 enum class OptimizerKind { adamw, adam, adamw_8bit, sgd, sgd_momentum, adafactor, lion };
 enum class Checkpointing { none, selective, full };
-enum class AttentionImpl { flash, sdpa, eager };
+// flash_v1: FlashAttention-1-class kernels (flash-attn 1.x, the Triton FlashAttention of 2022-23
+// that llm-foundry ran as attn_impl: triton), about half FlashAttention-2's speed.
+enum class AttentionImpl { flash, sdpa, eager, flash_v1 };
 enum class Framework { pytorch_fsdp, pytorch_fsdp2, deepspeed, megatron, hf_trainer, torchtune, yafsdp };
 // How DeepSpeed ZeRO-3 brings a module's parameters in before it runs.
 enum class Zero3Fetch {

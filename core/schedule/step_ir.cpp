@@ -194,6 +194,7 @@ class Builder {
   // Fills an attention op's shape fields: T queries, the keys each attends, the head dimension.
   void shape_attention(Op& at, const LayerWork& w, bool flash, bool causal) const {
     at.flash = flash;
+    at.flash_v1 = flash && job_.attention == plan::AttentionImpl::flash_v1;
     at.causal = causal;
     at.m = static_cast<std::int64_t>(tokens_);
     at.n = static_cast<std::int64_t>(w.attended);

@@ -86,6 +86,7 @@ struct Op {
   // copies: the payload's).
   inventory::Element element = inventory::Element::packed;
   bool flash = false;   // attention: a fused flash-style kernel (else the eager matmuls and softmax)
+  bool flash_v1 = false;  // attention: a FlashAttention-1-class kernel (plan::AttentionImpl::flash_v1)
   bool causal = false;  // attention: causal mask
   bool weight_grad = false;  // backward GEMM: also computes the weight gradient (dB = A^T dC)
   // GEMM: C[m x n] = A[m x k] B[k x n] of the forward. Attention: m queries, n keys, k head dim.

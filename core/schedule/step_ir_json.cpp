@@ -39,6 +39,7 @@ std::string to_json(const StepIR& ir, const std::string& plan_name) {
         if (op.kind == OpKind::gemm) j["weight_grad"] = op.weight_grad;
         else {
           j["flash"] = op.flash;
+          if (op.flash_v1) j["flash_v1"] = true;
           j["causal"] = op.causal;
         }
         [[fallthrough]];

@@ -232,6 +232,11 @@ double log_gap(double a, double b) { return std::abs(std::log2(a / b)); }
 
 }  // namespace
 
+// FlashAttention-1-class kernels against FlashAttention-2 (Dao 2023, abstract: FlashAttention
+// reaches 25-40% of the A100's peak, FlashAttention-2 50-73%: midpoints 32.5 / 61.5). The same
+// ratio is assumed on other GPUs.
+constexpr double kFlashV1Ratio = 32.5 / 61.5;
+
 // Fixed time per output tile of a GEMM (prologue and epilogue), from XLA's measured H100 table
 // (gemm_fraction).
 constexpr double kGemmTileFixed_s = 1.2e-6;
@@ -307,10 +312,12 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
       break;
     }
     case OpKind::attention:
-      // The op's shape: m queries, n keys, k the head dimension.
+      // The op's shape: m queries, n keys, k the head dimension. A FlashAttention-1-class kernel
+      // runs at FlashAttention-2's rate x kFlashV1Ratio.
       flops_rate = gpu.peak_for(compute_dtype(p, false)) *
                    attention_fraction(eff, static_cast<double>(op.n), static_cast<double>(op.k),
-                                      op.pass == schedule::Pass::backward, op.flash, op.causal);
+                                      op.pass == schedule::Pass::backward, op.flash, op.causal) *
+                   (op.flash_v1 ? kFlashV1Ratio : 1.0);
       break;
     case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
     default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);

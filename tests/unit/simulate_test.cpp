@@ -87,6 +87,16 @@ TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a pro
   const double peak = gpu.peak_for(hardware::Dtype::bf16);
   CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
         doctest::Approx(op.flops / 2 / (peak * 0.5) + op.flops / 2 / (peak * 1.0)));
+  // A FlashAttention-1-class kernel runs at 32.5/61.5 of FlashAttention-2's rate.
+  schedule::Op at;
+  at.kind = schedule::OpKind::attention;
+  at.flash = at.causal = true;
+  at.m = at.n = 4096;
+  at.k = 128;
+  at.flops = 1e12;
+  const double fa2 = sim::compute_seconds(at, s.plans[0], sim::default_efficiency(gpu));
+  at.flash_v1 = true;
+  CHECK(sim::compute_seconds(at, s.plans[0], sim::default_efficiency(gpu)) == doctest::Approx(fa2 * 61.5 / 32.5));
   // Attention points apply to their own pass and kind only.
   eff.attention_shapes = {{4096, 128, false, true, true, 0.6}, {4096, 128, true, true, true, 0.4}};
   CHECK(sim::attention_fraction(eff, 4096, 128, true, true, true) == doctest::Approx(0.4));

@@ -259,6 +259,10 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   }
   if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated"))
     extra += "  compile: true\n";
+  // llm-foundry's benchmark script runs MPT with attn_impl "triton" (scripts/train/benchmarking/
+  // submit_benchmarks.py, its default): flash-attn's Triton FlashAttention, FlashAttention-1's
+  // algorithm (it supports ALiBi's bias, which flash-attn 1.x's CUDA kernels did not).
+  if (contains(source, "llm-foundry")) extra += "  attention: flash-v1\n";
   // Composer's FSDP mixed_precision "DEFAULT" of llm-foundry's benchmark tables (torch 1.13 era,
   // Composer 0.13-0.14, composer/trainer/dist_strategy.py get_mixed_precision): param_dtype fp32,
   // reduce_dtype the autocast type, under torch.autocast ("amp_bf16"). (Composer later changed

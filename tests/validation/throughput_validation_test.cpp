@@ -29,11 +29,16 @@ bool data_parallel(const validation::PublishedRow& r) {
   return p.find("TP ") == std::string::npos || p.find("TP 1 x PP 1") != std::string::npos;
 }
 
+// Median of sorted values.
+double median_of(const std::vector<double>& v) {
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 }  // namespace
 
 TEST_CASE("published data-parallel throughput is predicted within 15% median error") {
   const auto rows = validation::read_published((test::data_dir() / "validation" / "published_public.csv").string());
-  std::vector<double> errors;
+  std::vector<double> errors, signed_errors;
   std::string table = fmt::format("{:>4}  {:<44} {:>22} {:>10} {:>10} {:>8} {:>7}\n", "line", "case", "metric", "measured",
                                   "predicted", "error", "MFU");
   std::string unsaid;
@@ -56,18 +61,19 @@ TEST_CASE("published data-parallel throughput is predicted within 15% median err
     else pred = r.hardware_tflops_per_gpu;
     const double err = (pred - measured) / measured;
     errors.push_back(std::abs(err));
+    signed_errors.push_back(err);
     table += fmt::format("{:>4}  {:<44} {:>22} {:>10.1f} {:>10.1f} {:>+7.1f}% {:>6.1f}%\n", row.line, label,
                          metric.substr(0, 22), measured, pred, 100 * err, 100 * r.mfu);
   }
+  std::vector<double> sorted_signed = signed_errors;
+  std::sort(sorted_signed.begin(), sorted_signed.end());
   std::sort(errors.begin(), errors.end());
   REQUIRE(errors.size() >= 10);
-  const double median = errors.size() % 2 ? errors[errors.size() / 2]
-                                          : 0.5 * (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]);
-  MESSAGE("\n", table, "median absolute error ", fmt::format("{:.1f}%", 100 * median), " over ", errors.size(),
+  const double median = median_of(errors);
+  MESSAGE("\n", table, "median absolute error ", fmt::format("{:.1f}%", 100 * median), " (median signed error ",
+          fmt::format("{:+.1f}%", 100 * median_of(sorted_signed)), ") over ", errors.size(),
           " rows\nrows without enough configuration:\n", unsaid);
-  // The issue's goal is a median under 15%; the model is not there yet (systematically fast by
-  // 20-35% on H100 and on llm-foundry's stack: see docs/simulation.md). WARN shows the goal in
-  // every run; the CHECK keeps today's accuracy from getting worse.
-  WARN(median < 0.15);
-  CHECK(median < 0.30);
+  // The issue's goal: a median under 15%. (The model is still fast on most rows, by a median
+  // +13%: docs/simulation.md lists what it leaves out.)
+  CHECK(median < 0.15);
 }
