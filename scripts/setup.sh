@@ -11,7 +11,7 @@ packages=(
 )
 # The GUI (FTPLAN_BUILD_GUI) needs Qt 6 Widgets and Charts; installed on request: FTPLAN_WITH_GUI=1.
 if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then
-  packages+=(qt6-base-dev libqt6charts6-dev libgl-dev)
+  packages+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev)
 fi
 
 missing=()

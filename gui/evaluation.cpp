@@ -1,0 +1,77 @@
+#include "evaluation.hpp"
+
+#include <chrono>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "io/scenario_io.hpp"
+#include "io/verdict.hpp"
+#include "plan/checks.hpp"
+
+namespace ftplan::gui {
+
+namespace {
+
+// The line of "name:LINE:COL: ..." (the reader's diagnostics), or 0.
+int line_of(const std::string& diagnostic, const std::string& name) {
+  if (diagnostic.rfind(name + ":", 0) != 0) return 0;
+  std::smatch m;
+  const std::string rest = diagnostic.substr(name.size());
+  if (std::regex_search(rest, m, std::regex("^:([0-9]+):"))) return std::stoi(m[1].str());
+  return 0;
+}
+
+}  // namespace
+
+Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides) {
+  const auto started = std::chrono::steady_clock::now();
+  Outcome out;
+  plan::Scenario s;
+  try {
+    s = io::parse_scenario(text, name, base_dir, zoo, catalog);
+  } catch (const InputError& e) {
+    // One diagnostic per line of what().
+    const std::string all = e.what();
+    std::size_t at = 0;
+    while (at < all.size()) {
+      const std::size_t end = all.find('\n', at);
+      const std::string line = all.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (!line.empty()) out.errors.push_back(line);
+      if (end == std::string::npos) break;
+      at = end + 1;
+    }
+    for (const auto& d : out.errors)
+      if ((out.error_line = line_of(d, name)) > 0) break;
+    return out;
+  } catch (const std::exception& e) {
+    out.errors.push_back(e.what());
+    return out;
+  }
+  // The knobs, on every plan (and the scenario's own job, which the verdict's headline reads).
+  const auto apply = [&](plan::Job& job) {
+    if (overrides.seq_len) job.seq_len = *overrides.seq_len;
+    if (overrides.micro_batch) job.micro_batch = *overrides.micro_batch;
+    if (overrides.checkpointing) job.checkpointing = *overrides.checkpointing;
+    if (overrides.precision) job.precision = *overrides.precision;
+  };
+  apply(s.job);
+  for (auto& p : s.plans) apply(p.job);
+  if (overrides.any()) {
+    // The same checks the reader ran, now on the changed plans.
+    for (const auto& f : plan::check_job(s.model, s.job)) out.errors.push_back(fmt::format("what-if: {}: {}", f.key, f.message));
+    for (const auto& p : s.plans)
+      for (const auto& f : plan::check_plan(s.model, p))
+        out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
+    if (!out.errors.empty()) return out;
+  }
+  for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p, s.cost));
+  out.verdict = io::verdict(s.plans, out.evaluations);
+  out.scenario = std::move(s);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return out;
+}
+
+}  // namespace ftplan::gui

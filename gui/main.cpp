@@ -1,0 +1,73 @@
+// ftplan-gui [SCENARIO] [--zoo DIR] [--screenshot FILE.png]
+// The desktop planner. With --screenshot it evaluates SCENARIO, renders the window off screen
+// and writes it as an image, then exits (how the docs' pictures and the GUI's test are made).
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include <QApplication>
+#include <QPixmap>
+
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "main_window.hpp"
+
+#ifndef FTPLAN_ZOO_DIR
+#define FTPLAN_ZOO_DIR "model_zoo"
+#endif
+
+int main(int argc, char** argv) {
+  std::string scenario, screenshot, zoo_dir;
+  if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env) zoo_dir = env;
+  else zoo_dir = FTPLAN_ZOO_DIR;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--screenshot" || a == "--zoo") && i + 1 < argc) {
+      (a == "--zoo" ? zoo_dir : screenshot) = argv[++i];
+    } else if (a == "--help" || a == "-h") {
+      std::cout << "usage: ftplan-gui [SCENARIO] [--zoo DIR] [--screenshot FILE.png]\n";
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "ftplan-gui: unknown option " << a << " (usage: ftplan-gui [SCENARIO] [--zoo DIR] [--screenshot FILE.png])\n";
+      return 2;
+    } else if (scenario.empty()) {
+      scenario = a;
+    } else {
+      std::cerr << "ftplan-gui: one scenario at a time\n";
+      return 2;
+    }
+  }
+  if (!screenshot.empty() && scenario.empty()) {
+    std::cerr << "ftplan-gui: --screenshot needs a SCENARIO\n";
+    return 2;
+  }
+  // A screenshot needs no display.
+  if (!screenshot.empty() && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+
+  QApplication app(argc, argv);
+  try {
+    const ftplan::model::Zoo zoo = ftplan::io::load_zoo(zoo_dir);
+    const ftplan::hardware::Catalog catalog = ftplan::io::load_catalog(zoo_dir);
+    ftplan::gui::MainWindow window(zoo, catalog);
+    window.resize(1600, 1000);
+    if (!scenario.empty() && !window.open_file(scenario)) return 1;
+    if (!screenshot.empty()) {
+      window.evaluate_now();
+      window.show();
+      QApplication::processEvents();
+      if (!window.grab().save(QString::fromStdString(screenshot))) {
+        std::cerr << "ftplan-gui: cannot write " << screenshot << "\n";
+        return 1;
+      }
+      std::cout << "wrote " << screenshot << "\n";
+      return 0;
+    }
+    window.show();
+    return app.exec();
+  } catch (const std::exception& e) {
+    std::cerr << "ftplan-gui: " << e.what() << "\n";
+    return 1;
+  }
+}

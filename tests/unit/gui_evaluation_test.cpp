@@ -1,0 +1,64 @@
+// The GUI's evaluation (gui/evaluation.cpp, Qt-free): scenario text + what-if knobs through the
+// CLI's reader, checks and evaluation.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "evaluation.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+std::string read(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+gui::Outcome run(const std::string& text, const gui::Overrides& o = {}) {
+  return gui::evaluate(text, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), o);
+}
+
+}  // namespace
+
+TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and applies what-if knobs") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
+  const auto base = run(text);
+  REQUIRE(base.scenario);
+  CHECK(base.errors.empty());
+  REQUIRE(base.evaluations.size() == 2);
+  CHECK(!base.verdict.empty());
+  CHECK(base.evaluations[0].feasible());
+
+  // Without checkpointing the 32-GPU plan keeps every layer's activations: more memory.
+  gui::Overrides none;
+  none.checkpointing = plan::Checkpointing::none;
+  const auto more = run(text, none);
+  REQUIRE(more.scenario);
+  CHECK(more.evaluations[0].memory.gpu_peak_bytes > base.evaluations[0].memory.gpu_peak_bytes);
+
+  // A knob the plans cannot take is reported like the reader's checks, naming plan and key.
+  // (The scenario's global batch of 32 does not split into micro-batches of 3 on 32 GPUs.)
+  gui::Overrides odd;
+  odd.micro_batch = 3;
+  const auto refused = run(text, odd);
+  CHECK(!refused.scenario);
+  REQUIRE(!refused.errors.empty());
+  CHECK(refused.errors.front().find("plan 'A 32x H100 FSDP': job.global_batch") != std::string::npos);
+
+  // A typo in the text: the reader's message with its line, which the editor marks.
+  std::string typo = text;
+  const auto at = typo.find("seq_len:");
+  REQUIRE(at != std::string::npos);
+  typo.replace(at, 8, "seq_lenn:");
+  const auto bad = run(typo);
+  CHECK(!bad.scenario);
+  REQUIRE(!bad.errors.empty());
+  CHECK(bad.errors.front().rfind("s.yaml:", 0) == 0);
+  CHECK(bad.error_line == 1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
+}
