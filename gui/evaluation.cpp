@@ -1,5 +1,6 @@
 #include "evaluation.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <regex>
 
@@ -67,8 +68,34 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
         out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
     if (!out.errors.empty()) return out;
   }
-  for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p, s.cost));
-  out.verdict = io::verdict(s.plans, out.evaluations);
+  if (s.has_search) {
+    // The planner, as `ftplan plan` runs it (the knobs apply to the job it holds fixed).
+    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost);
+    const planner::Result& r = *out.search;
+    // One plan can be the pick for several constraints: shown once, named for each.
+    std::vector<std::pair<int, std::string>> picks;  // candidate, what it was picked for
+    for (const auto& [label, index] : {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest},
+                                       std::pair{"lowest power", r.lowest_power}, std::pair{"fewest GPUs", r.fewest_gpus}}) {
+      if (index < 0) continue;
+      const auto at = std::find_if(picks.begin(), picks.end(), [&](const auto& p) { return p.first == index; });
+      if (at != picks.end()) at->second += std::string(", ") + label;
+      else picks.emplace_back(index, label);
+    }
+    for (const auto& [index, labels] : picks) {
+      const planner::Candidate& c = r.candidates[static_cast<std::size_t>(index)];
+      out.plans.push_back(c.plan);
+      out.plans.back().name = labels + ": " + c.plan.name;
+      out.evaluations.push_back(c.evaluation);
+    }
+    out.verdict = fmt::format("{} layouts: {} refused by the checks, {} do not fit, {} simulated in {:.1f} s; {} on the Pareto "
+                              "front of job time, dollars and peak power. ",
+                              r.enumerated, r.invalid, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
+    out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
+  } else {
+    for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p, s.cost));
+    out.plans = s.plans;
+    out.verdict = io::verdict(s.plans, out.evaluations);
+  }
   out.scenario = std::move(s);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;

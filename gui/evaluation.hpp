@@ -12,6 +12,7 @@
 #include "io/results.hpp"
 #include "model/zoo.hpp"
 #include "plan/scenario.hpp"
+#include "planner/planner.hpp"
 
 namespace ftplan::gui {
 
@@ -26,7 +27,11 @@ struct Overrides {
 
 struct Outcome {
   std::optional<plan::Scenario> scenario;     // set when the text read and checked clean
-  std::vector<io::Evaluation> evaluations;    // one per plan
+  // What to show side by side: the scenario's plans, or for a `search` scenario the planner's
+  // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
+  std::vector<plan::Plan> plans;
+  std::vector<io::Evaluation> evaluations;    // one per shown plan
+  std::optional<planner::Result> search;      // a `search` scenario's whole result
   std::string verdict;
   std::vector<std::string> errors;            // "name:line:col: key: message" or "plan 'X': key: message"
   int error_line = 0;                         // line of the first error in the text (1-based); 0 = none

@@ -19,6 +19,8 @@
 #include <QHeaderView>
 #include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
+#include <QLogValueAxis>
+#include <QScatterSeries>
 #include <QLabel>
 #include <QListWidget>
 #include <QMenuBar>
@@ -84,6 +86,12 @@ void attach_axes(QChart* chart, QAbstractBarSeries* series, const QStringList& n
 // Short labels for chart categories: the plans' first words when those are short and distinct
 // ("A", "B" of "A 32x H100 FSDP", ...), else "plan 1", "plan 2", ...
 QStringList short_names(const std::vector<plan::Plan>& plans) {
+  // A planner pick ("cheapest: 32x h100 ...") is named by what it was picked for.
+  if (std::all_of(plans.begin(), plans.end(), [](const plan::Plan& p) { return p.name.find(": ") != std::string::npos; })) {
+    QStringList picks;
+    for (const auto& p : plans) picks << q(p.name.substr(0, p.name.find(": ")));
+    if (QSet<QString>(picks.begin(), picks.end()).size() == picks.size()) return picks;
+  }
   QStringList first;
   for (const auto& p : plans) first << q(p.name).section(' ', 0, 0);
   const bool usable = std::all_of(first.begin(), first.end(), [](const QString& w) { return !w.isEmpty() && w.size() <= 8; }) &&
@@ -311,11 +319,13 @@ void MainWindow::show_outcome(const Outcome& o) {
   verdict_->setText(q(o.verdict));
   show_table(o);
   show_charts(o);
-  statusBar()->showMessage(QString("%1 plan(s) evaluated in %2 s").arg(s.plans.size()).arg(o.seconds, 0, 'f', 2));
+  statusBar()->showMessage(o.search ? QString("%1 layouts searched, %2 simulated, in %3 s")
+                                          .arg(o.search->enumerated).arg(o.search->simulated).arg(o.seconds, 0, 'f', 2)
+                                    : QString("%1 plan(s) evaluated in %2 s").arg(o.plans.size()).arg(o.seconds, 0, 'f', 2));
 }
 
 void MainWindow::show_table(const Outcome& o) {
-  const plan::Scenario& s = *o.scenario;
+  const std::vector<plan::Plan>& plans = o.plans;
   const auto& ev = o.evaluations;
   struct Row {
     const char* name;
@@ -352,22 +362,23 @@ void MainWindow::show_table(const Outcome& o) {
   const int n_rows = static_cast<int>(std::size(rows));
   table_->clear();
   table_->setRowCount(n_rows + 1);
-  table_->setColumnCount(static_cast<int>(s.plans.size()));
+  table_->setColumnCount(static_cast<int>(plans.size()));
   QStringList names;
-  const QStringList shorts = short_names(s.plans);
-  for (std::size_t i = 0; i < s.plans.size(); ++i) {
-    const QString full = q(s.plans[i].name);
+  const QStringList shorts = short_names(plans);
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const QString full = q(plans[i].name);
     names << (full.startsWith(shorts[static_cast<int>(i)]) ? full : shorts[static_cast<int>(i)] + ": " + full);
+    names.back().replace(": ", ":\n");  // long names on two lines
   }
   table_->setHorizontalHeaderLabels(names);
   QStringList labels;
   for (const Row& r : rows) labels << r.name;
   labels << "why not";
   table_->setVerticalHeaderLabels(labels);
-  for (std::size_t c = 0; c < s.plans.size(); ++c) {
+  for (std::size_t c = 0; c < plans.size(); ++c) {
     const bool ok = ev[c].feasible();
     for (int r = 0; r < n_rows; ++r) {
-      auto* item = new QTableWidgetItem(q(rows[r].cell(s.plans[c], ev[c])));
+      auto* item = new QTableWidgetItem(q(rows[r].cell(plans[c], ev[c])));
       item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       if (!ok) item->setBackground(QColor(255, 235, 235));
       table_->setItem(r, static_cast<int>(c), item);
@@ -377,22 +388,61 @@ void MainWindow::show_table(const Outcome& o) {
     table_->setItem(n_rows, static_cast<int>(c), why);
   }
   // As tall as its rows: the charts get the rest.
-  int height = table_->horizontalHeader()->height() + 2 * table_->frameWidth();
+  for (int c = 0; c < table_->columnCount(); ++c)
+    if (QTableWidgetItem* h = table_->horizontalHeaderItem(c)) h->setToolTip(h->text());
+  int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth();
   for (int r = 0; r < table_->rowCount(); ++r) height += table_->verticalHeader()->sectionSize(r);
   table_->setFixedHeight(height);
 }
 
 void MainWindow::show_charts(const Outcome& o) {
-  const plan::Scenario& s = *o.scenario;
-  const QStringList names = short_names(s.plans);
+  const std::vector<plan::Plan>& plans = o.plans;
+  const QStringList names = short_names(plans);
 
-  // Job time, hours; infeasible plans show none.
-  {
+  if (o.search) {
+    // The planner's whole search: every simulated layout by job time and dollars, the Pareto
+    // front (time, $, peak power) drawn over them.
+    QChart* chart = new_chart("Searched plans: job time vs cost");
+    auto* all = new QScatterSeries;
+    all->setName("simulated");
+    all->setMarkerSize(6);
+    all->setColor(QColor(170, 170, 170));
+    auto* front = new QScatterSeries;
+    front->setName("Pareto front");
+    front->setMarkerSize(9);
+    front->setColor(QColor(200, 40, 40));
+    const planner::Result& r = *o.search;
+    for (std::size_t i = 0; i < r.candidates.size(); ++i) {
+      const auto& e = r.candidates[i].evaluation;
+      if (!e.feasible()) continue;
+      const QPointF p(e.cost.job_time_s / 3600, e.cost.cost_usd);
+      if (std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end()) *front << p;
+      else *all << p;
+    }
+    chart->addSeries(all);
+    chart->addSeries(front);
+    auto* x = new QLogValueAxis;
+    x->setTitleText("job time (h)");
+    x->setLabelFormat("%.3g");
+    auto* y = new QLogValueAxis;
+    y->setTitleText("cost ($)");
+    y->setLabelFormat("%.3g");
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+    for (QScatterSeries* series : {all, front}) {
+      series->attachAxis(x);
+      series->attachAxis(y);
+    }
+    QChart* old = time_chart_->chart();
+    time_chart_->setChart(chart);
+    delete old;
+  } else {
+    // Job time, hours; infeasible plans show none.
     QChart* chart = new_chart("Job time (hours)");
     // Horizontal bars fill from the bottom: plans go in last to first, so the first is on top.
     auto* set = new QBarSet("job time");
     QStringList labelled;  // the exact figure by each bar: a fast plan's bar can be a sliver
-    for (std::size_t i = s.plans.size(); i-- > 0;) {
+    for (std::size_t i = plans.size(); i-- > 0;) {
       const auto& e = o.evaluations[i];
       *set << (e.feasible() ? e.cost.job_time_s / 3600 : 0.0);
       labelled << names[static_cast<int>(i)] + "  " + (e.feasible() ? q(io::format_duration(e.cost.job_time_s)) : "does not fit");
@@ -412,7 +462,7 @@ void MainWindow::show_charts(const Outcome& o) {
     auto* energy = new QBarSet("energy");
     auto* wear = new QBarSet("flash wear");
     QStringList labelled;
-    for (std::size_t i = s.plans.size(); i-- > 0;) {
+    for (std::size_t i = plans.size(); i-- > 0;) {
       const auto& e = o.evaluations[i];
       const bool ok = e.feasible();
       *hw << (ok ? e.cost.hardware_usd : 0.0);

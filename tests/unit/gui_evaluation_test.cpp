@@ -62,3 +62,29 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(bad.errors.front().rfind("s.yaml:", 0) == 0);
   CHECK(bad.error_line == 1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
 }
+
+TEST_CASE("for a search scenario the GUI shows the planner's picks and keeps the whole search") {
+  const std::string text = R"(schema_version: 1
+name: small search
+model: llama-3.1-8b
+job: {method: full, seq_len: 2048, global_batch: 16, tokens: 10M, framework: deepspeed}
+search:
+  gpus: [h100-sxm-80gb]
+  gpu_counts: [1, 8]
+  zero: [1, 3]
+  micro_batch: [1, 2]
+  activation_checkpointing: [full]
+  offload: [none, zero-offload]
+constraints: {max_gpus: 8}
+)";
+  const auto o = run(text);
+  REQUIRE(o.scenario);
+  REQUIRE(o.search);
+  CHECK(o.search->simulated > 0);
+  REQUIRE(!o.plans.empty());
+  CHECK(o.plans.size() == o.evaluations.size());
+  // Each shown plan says what it was picked for; a plan picked for several says so once.
+  CHECK(o.plans.front().name.rfind("fastest", 0) == 0);
+  for (const auto& p : o.plans) CHECK(p.name.find(": ") != std::string::npos);
+  CHECK(o.verdict.find("layouts") != std::string::npos);
+}
