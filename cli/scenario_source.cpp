@@ -167,6 +167,12 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
       throw InputError(ds);
     }
   }
+  // A scenario made for `ftplan plan` may list no plans: say where to take it instead of printing
+  // an empty table.
+  if (s.plans.empty())
+    throw UsageError(s.has_search ? "the scenario lists no plans; its search block is for `ftplan plan " +
+                                        args.positionals()[0] + "`"
+                                  : std::string("the scenario lists no plans"));
   if (auto only = args.value("plan")) {
     std::vector<plan::Plan> keep;
     std::vector<std::string> names;
