@@ -1,6 +1,7 @@
 #include "sim/simulate.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -205,25 +206,30 @@ hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
 
 namespace {
 
-// Inverse-distance weighting of the `nearest` closest points (Shepard 1968, "A two-dimensional
+// Inverse-distance weighting of the kNearest closest points (Shepard 1968, "A two-dimensional
 // interpolation function for irregularly-spaced data"), distances in log2 of each coordinate, so
 // that 2048 sits as far from 1024 as from 4096. A point at distance 0 is returned as it is.
-// Points at an infinite distance do not take part; returns `otherwise` when none does.
+// Points at an infinite distance do not take part; returns `otherwise` when none does. Called for
+// every GEMM and attention op when a profile is given: it keeps the nearest in place, no heap.
 template <class Point, class Distance>
-double interpolate(const std::vector<Point>& points, Distance distance, double otherwise, std::size_t nearest = 4) {
-  std::vector<std::pair<double, double>> by_distance;  // (distance, fraction)
-  by_distance.reserve(points.size());
-  for (const auto& pt : points)
-    if (const double d = distance(pt); std::isfinite(d)) by_distance.emplace_back(d, pt.fraction);
-  if (by_distance.empty()) return otherwise;
-  const std::size_t n = std::min(nearest, by_distance.size());
-  std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(n), by_distance.end());
-  if (by_distance.front().first <= 1e-12) return by_distance.front().second;
+double interpolate(const std::vector<Point>& points, Distance distance, double otherwise) {
+  constexpr std::size_t kNearest = 4;
+  std::array<std::pair<double, double>, kNearest> best;  // (distance, fraction), nearest first
+  std::size_t n = 0;
+  for (const auto& pt : points) {
+    const double d = distance(pt);
+    if (!std::isfinite(d) || (n == kNearest && d >= best[n - 1].first)) continue;
+    std::size_t at = n < kNearest ? n++ : n - 1;  // the slot it takes, then moved up past farther ones
+    for (; at > 0 && best[at - 1].first > d; --at) best[at] = best[at - 1];
+    best[at] = {d, pt.fraction};
+  }
+  if (n == 0) return otherwise;
+  if (best[0].first <= 1e-12) return best[0].second;
   double weights = 0, sum = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const double w = 1.0 / (by_distance[i].first * by_distance[i].first);
+    const double w = 1.0 / (best[i].first * best[i].first);
     weights += w;
-    sum += w * by_distance[i].second;
+    sum += w * best[i].second;
   }
   return sum / weights;
 }
