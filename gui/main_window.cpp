@@ -210,6 +210,8 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   statusBar()->showMessage("Open a scenario to compare its plans.");
 }
 
+MainWindow::~MainWindow() { watcher_.waitForFinished(); }
+
 bool MainWindow::open_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -270,7 +272,8 @@ void MainWindow::start_evaluation() {
   const std::filesystem::path base = path_.empty() ? std::filesystem::current_path() : path_.parent_path();
   const Overrides o = overrides();
   statusBar()->showMessage("evaluating…");
-  watcher_.setFuture(QtConcurrent::run([this, text, name, base, o] { return evaluate(text, name, base, zoo_, catalog_, o); }));
+  watcher_.setFuture(QtConcurrent::run(
+      [&zoo = zoo_, &catalog = catalog_, text, name, base, o] { return evaluate(text, name, base, zoo, catalog, o); }));
 }
 
 void MainWindow::evaluation_done() {

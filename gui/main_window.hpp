@@ -27,6 +27,7 @@ class MainWindow : public QMainWindow {
 
  public:
   MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog);
+  ~MainWindow() override;  // waits for a running evaluation (it reads the zoo and catalog)
 
   // Loads a scenario file into the editor (false, with a message, when it cannot be read).
   bool open_file(const std::filesystem::path& path);
