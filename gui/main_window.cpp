@@ -44,6 +44,7 @@
 #include "inventory/inventory.hpp"
 #include "io/units.hpp"
 #include "model/model.hpp"
+#include "sim/simulate.hpp"
 
 namespace ftplan::gui {
 
@@ -192,6 +193,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   open->setShortcut(QKeySequence::Open);
   QAction* save = file->addAction("&Save scenario as…", this, &MainWindow::save_dialog);
   save->setShortcut(QKeySequence::SaveAs);
+  file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace);
   file->addSeparator();
   file->addAction("&Quit", qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
   QAction* run = menuBar()->addAction("&Evaluate", this, &MainWindow::start_evaluation);
@@ -258,6 +260,30 @@ Overrides MainWindow::overrides() const {
   return o;
 }
 
+// One simulated step of the plan whose column is selected (else the first), as Chrome trace-event
+// JSON for Perfetto: what `ftplan simulate --trace` writes.
+void MainWindow::export_trace() {
+  if (shown_.plans.empty()) {
+    QMessageBox::information(this, "ftplan", "Nothing evaluated yet.");
+    return;
+  }
+  const int column = std::max(0, table_->currentColumn());
+  const plan::Plan& p = shown_.plans[static_cast<std::size_t>(std::min<int>(column, static_cast<int>(shown_.plans.size()) - 1))];
+  const QString file = QFileDialog::getSaveFileName(this, q("Step trace of " + p.name), "step-trace.json",
+                                                    "Chrome trace (*.json)");
+  if (file.isEmpty()) return;
+  sim::Options o;
+  o.trace = true;
+  const sim::StepResult r = sim::simulate_step(shown_.scenario->model, p, o);
+  std::ofstream out(file.toStdString(), std::ios::binary);
+  out << r.trace_json;
+  if (!out) {
+    QMessageBox::warning(this, "ftplan", "cannot write " + file);
+    return;
+  }
+  statusBar()->showMessage("trace of '" + q(p.name) + "' written to " + file + " (open it in ui.perfetto.dev)");
+}
+
 void MainWindow::schedule_evaluation() { debounce_->start(); }
 
 void MainWindow::start_evaluation() {
@@ -314,6 +340,7 @@ void MainWindow::show_outcome(const Outcome& o) {
     return;
   }
   errors_->hide();
+  shown_ = o;
   const plan::Scenario& s = *o.scenario;
   headline_->setText(q(fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
                                    io::format_count(static_cast<double>(model::count_params(s.model).total)),

@@ -37,6 +37,7 @@ class MainWindow : public QMainWindow {
  private slots:
   void open_dialog();
   void save_dialog();
+  void export_trace();
   void schedule_evaluation();
   void start_evaluation();
   void evaluation_done();
@@ -51,6 +52,7 @@ class MainWindow : public QMainWindow {
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
   std::filesystem::path path_;  // the file the text came from ("" = none)
+  Outcome shown_;               // what the window shows now (the last good evaluation)
 
   QPlainTextEdit* editor_ = nullptr;
   QSpinBox* seq_ = nullptr;
