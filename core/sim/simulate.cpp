@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "des/engine.hpp"
 #include "inventory/inventory.hpp"
@@ -1003,6 +1004,33 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
     out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
                               static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
                               oom.capacity_bytes / (1u << 30));
+    // What was live then, by memory category: the stage's tensors allocated and not yet freed.
+    for (int s = 0; s < pp; ++s) {
+      const Lowered& l = lowered[reported[s]];
+      if (std::none_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; }))
+        continue;
+      const schedule::StepIR& ir = irs[s];
+      std::array<double, inventory::kCategories> live{};
+      for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+        const Op& op = ir.ops[i];
+        if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || l.task[i].index == des::kNone) continue;
+        const schedule::Tensor& t = ir.tensors[op.tensor];
+        if (l.pools[static_cast<int>(t.tier)].index != oom.pool.index) continue;
+        // Done before the overflowing allocation: earlier, or at the same instant and issued before it.
+        const des::Time end = r.tasks[l.task[i].index].end;
+        if (end == des::kNever || end > oom.time || (end == oom.time && l.task[i].index > oom.task.index)) continue;
+        live[static_cast<std::size_t>(t.category)] += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+      }
+      std::vector<std::pair<double, int>> largest;
+      for (int c = 0; c < inventory::kCategories; ++c)
+        if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes) largest.emplace_back(live[static_cast<std::size_t>(c)], c);
+      std::sort(largest.rbegin(), largest.rend());
+      std::vector<std::string> parts;
+      for (const auto& [bytes, c] : largest)
+        parts.push_back(fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
+      if (!parts.empty()) out.problem += fmt::format(" ({})", fmt::join(parts, ", "));
+      break;
+    }
   }
   if (trace) out.trace = des::chrome_trace(e, r);
   stage_out = best;
