@@ -15,6 +15,12 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `--help` or `-h` after a verb: what() is the verb's options, printed with status 0.
+class HelpRequested : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct OptionSpec {
   std::string name;  // without dashes
   bool takes_value = true;
@@ -23,7 +29,7 @@ struct OptionSpec {
 
 class Args {
  public:
-  // Parses argv[first..] against `options`. Throws UsageError.
+  // Parses argv[first..] against `options`. Throws UsageError, or HelpRequested for --help / -h.
   Args(const std::vector<std::string>& argv, std::size_t first, const std::vector<OptionSpec>& options);
 
   const std::vector<std::string>& positionals() const { return positionals_; }

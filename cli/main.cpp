@@ -28,6 +28,7 @@ verbs:
                            the same without a file
   simulate SCENARIO        per plan: one optimizer step simulated: step time, tokens/s, MFU/HFU,
                            time split, utilization, job time [--plan NAME] [--trace out.json]
+                           [--ir step.json] (the step graph as JSON: docs/step-ir.md)
   compare SCENARIO         the plans side by side: fit, GPUs, memory, job time, tokens/s, MFU,
                            peak power, energy, dollars, flash wear, idle GPU time; and a verdict
   plan SCENARIO            search plans (its `search` block) under its `constraints`: Pareto front over
@@ -38,7 +39,7 @@ verbs:
   sweep-merge --out F FILES...
                            join the files of a sharded sweep into the file one unsharded run writes
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
-  help                     this text
+  help                     this text; VERB --help lists a verb's options
 
 options shared by all verbs:
   --zoo DIR                model zoo folder (default: $FTPLAN_ZOO, else the shipped model_zoo)
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
     if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
+  } catch (const ftplan::cli::HelpRequested& e) {
+    fmt::print("usage: ftplan {} [arguments] [options] (the verbs: `ftplan help`)\noptions:\n{}", verb, e.what());
+    return 0;
   } catch (const ftplan::InputError& e) {
     for (const auto& d : e.diagnostics()) fmt::print(stderr, "error: {}\n", d.to_string());
     return 2;

@@ -49,7 +49,7 @@ const std::vector<Shortcut>& shortcuts() {
       {"precision", "job.precision", "fp32, bf16-mixed, fp16-mixed, bf16, fp8-mixed"},
       {"optimizer", "job.optimizer", "adamw, adamw-8bit, sgd, ..."},
       {"ckpt", "job.activation_checkpointing", "none, selective, full"},
-      {"attention", "job.attention", "flash, sdpa, eager"},
+      {"attention", "job.attention", "flash, sdpa, eager, flash-v1"},
       {"framework", "job.framework", "pytorch-fsdp, pytorch-fsdp2, deepspeed, megatron, hf-trainer, torchtune, yafsdp"},
   };
   return s;
