@@ -210,6 +210,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(precision_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
+  editor_->setFocus();
 }
 
 MainWindow::~MainWindow() { watcher_.waitForFinished(); }
