@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
     const ftplan::hardware::Catalog catalog = ftplan::io::load_catalog(zoo_dir);
     ftplan::gui::MainWindow window(zoo, catalog);
     window.resize(1600, 1000);
-    if (!scenario.empty() && !window.open_file(scenario)) return 1;
+    // A file that cannot be read: a message, then an empty window (a screenshot has nothing to show).
+    if (!scenario.empty() && !window.open_file(scenario) && !screenshot.empty()) return 1;
     if (!screenshot.empty()) {
       window.evaluate_now();
       window.show();

@@ -1,6 +1,7 @@
 #include "main_window.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -218,7 +219,8 @@ MainWindow::~MainWindow() { watcher_.waitForFinished(); }
 bool MainWindow::open_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    QMessageBox::warning(this, "ftplan", q("cannot read " + path.string()));
+    if (QApplication::platformName() == "offscreen") std::fprintf(stderr, "ftplan-gui: cannot read %s\n", path.string().c_str());
+    else QMessageBox::warning(this, "ftplan", q("cannot read " + path.string()));
     return false;
   }
   std::stringstream text;
