@@ -297,12 +297,15 @@ void MainWindow::start_evaluation() {
   }
   const std::string text = editor_->toPlainText().toStdString();
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return;
-  const std::string name = path_.empty() ? std::string("scenario") : path_.filename().string();
-  const std::filesystem::path base = path_.empty() ? std::filesystem::current_path() : path_.parent_path();
-  const Overrides o = overrides();
   statusBar()->showMessage("evaluating…");
-  watcher_.setFuture(QtConcurrent::run(
-      [&zoo = zoo_, &catalog = catalog_, text, name, base, o] { return evaluate(text, name, base, zoo, catalog, o); }));
+  watcher_.setFuture(QtConcurrent::run([&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(),
+                                        o = overrides()] { return evaluate(text, name, base, zoo, catalog, o); }));
+}
+
+std::string MainWindow::source_name() const { return path_.empty() ? std::string("scenario") : path_.filename().string(); }
+
+std::filesystem::path MainWindow::base_dir() const {
+  return path_.empty() ? std::filesystem::current_path() : path_.parent_path();
 }
 
 void MainWindow::evaluation_done() {
@@ -314,10 +317,8 @@ void MainWindow::evaluation_done() {
 }
 
 void MainWindow::evaluate_now() {
-  const std::string name = path_.empty() ? std::string("scenario") : path_.filename().string();
-  const std::filesystem::path base = path_.empty() ? std::filesystem::current_path() : path_.parent_path();
   debounce_->stop();
-  show_outcome(evaluate(editor_->toPlainText().toStdString(), name, base, zoo_, catalog_, overrides()));
+  show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides()));
 }
 
 void MainWindow::mark_error_line(int line) {
@@ -332,18 +333,19 @@ void MainWindow::mark_error_line(int line) {
   editor_->setExtraSelections(marks);
 }
 
-void MainWindow::show_outcome(const Outcome& o) {
+void MainWindow::show_outcome(Outcome outcome) {
   errors_->clear();
-  mark_error_line(o.error_line);
-  if (!o.scenario) {
-    for (const auto& e : o.errors) errors_->addItem(q(e));
-    errors_->setVisible(!o.errors.empty());
-    statusBar()->showMessage(QString("%1 problem(s) in the scenario%2").arg(o.errors.size())
+  mark_error_line(outcome.error_line);
+  if (!outcome.scenario) {
+    for (const auto& e : outcome.errors) errors_->addItem(q(e));
+    errors_->setVisible(!outcome.errors.empty());
+    statusBar()->showMessage(QString("%1 problem(s) in the scenario%2").arg(outcome.errors.size())
                                  .arg(table_->columnCount() > 0 ? "; the results shown are from the last good one" : ""));
     return;
   }
   errors_->hide();
-  shown_ = o;
+  shown_ = std::move(outcome);
+  const Outcome& o = shown_;
   const plan::Scenario& s = *o.scenario;
   headline_->setText(q(fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
                                    io::format_count(static_cast<double>(model::count_params(s.model).total)),

@@ -44,7 +44,9 @@ class MainWindow : public QMainWindow {
 
  private:
   Overrides overrides() const;
-  void show_outcome(const Outcome& outcome);
+  std::string source_name() const;           // what reader messages call the text
+  std::filesystem::path base_dir() const;    // where relative paths in it resolve
+  void show_outcome(Outcome outcome);  // kept in shown_ when it evaluated
   void show_table(const Outcome& outcome);
   void show_charts(const Outcome& outcome);
   void mark_error_line(int line);

@@ -115,7 +115,8 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
                       p.parallel.pp = pp;
                       // A pipeline's last stage also runs the LM head and the loss: give it fewer
                       // layers so that its work matches the others' (as Megatron users set
-                      // decoder_last_pipeline_num_layers), when the head is worth at least half a layer.
+                      // decoder_last_pipeline_num_layers), when that makes the busiest stage at least 3%
+                      // lighter (balanced_last_stage).
                       if (const int last = balanced_last_stage(model, pp); last > 0) {
                         p.parallel.first_stage_layers = model.total_layers() / pp;
                         p.parallel.last_stage_layers = last;

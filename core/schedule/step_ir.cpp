@@ -131,13 +131,13 @@ class Builder {
                                               op.kind == OpKind::elementwise || op.kind == OpKind::loss
                                           ? 1
                                           : 0);
-    if (op.element == Element::packed) op.element = element_of(op);
     ir_.ops.push_back(std::move(op));
     return static_cast<int>(ir_.ops.size()) - 1;
   }
   // An op's element type when its builder did not set one: GEMMs and attention compute in the
   // compute type (FP8 linears in fp8), memory-bound kernels in the activation type, the optimizer
-  // in fp32; collectives and copies move the type of the tensor they write (or read).
+  // in fp32; collectives and copies move the type of the tensor they write (or read). Set for
+  // every op at the end of build(), when all reads and writes are known.
   Element element_of(const Op& op) const {
     switch (op.kind) {
       case OpKind::gemm: return op.fp8 ? Element::fp8 : inv_.compute_element();
@@ -905,14 +905,12 @@ StepIR Builder::build() {
         ir_.ops[last].kernels = shard;
         ir_.ops[last].reads = {source};
         ir_.ops[last].writes = {buffer};
-        ir_.ops[last].element = ir_.tensors[buffer].element;
       }
     } else if (shard > 1) {
       last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
                         {last});
       ir_.ops[last].reads = {source};
       ir_.ops[last].writes = {buffer};
-      ir_.ops[last].element = ir_.tensors[buffer].element;
     }
     return last;
   };
@@ -1267,7 +1265,8 @@ StepIR Builder::build() {
   if (job_.samples.packing == plan::Packing::padded && job_.samples.mean_tokens > 0)
     tokens *= job_.samples.mean_tokens / static_cast<double>(job_.seq_len);  // padding computes, not learns
   ir_.tokens_per_rank = tokens;
-  for (const auto& op : ir_.ops) {
+  for (auto& op : ir_.ops) {
+    if (op.element == Element::packed) op.element = element_of(op);
     ir_.model_flops_per_rank += op.model_flops;
     ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
   }

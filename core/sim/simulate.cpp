@@ -930,11 +930,7 @@ void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<sch
   }
 }
 
-// One step of every pipeline stage (one representative rank each) in one engine, so the
-// pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
-// stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
-// the GPU memory high-water mark over all stages, and that stage in `stage_out`.
-// `irs` are the stages' step IRs (build_stages).
+// The step IR of every pipeline stage.
 std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names) {
   std::vector<schedule::StepIR> irs(std::max(1, p.parallel.pp));
   for (int s = 0; s < static_cast<int>(irs.size()); ++s)
@@ -942,6 +938,36 @@ std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan
   return irs;
 }
 
+// What was live in the pool of `oom` when it overflowed, by memory category, largest first:
+// " (weights 14.98 GiB, activations 10.02 GiB)": the tensors of `ir` allocated before the
+// overflowing allocation (earlier, or at that instant and issued before it) and not yet freed.
+std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const des::Result& r,
+                             const des::OutOfMemory& oom) {
+  std::array<double, inventory::kCategories> live{};
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || l.task[i].index == des::kNone) continue;
+    const schedule::Tensor& t = ir.tensors[op.tensor];
+    if (l.pools[static_cast<int>(t.tier)].index != oom.pool.index) continue;
+    const des::Time end = r.tasks[l.task[i].index].end;
+    if (end == des::kNever || end > oom.time || (end == oom.time && l.task[i].index > oom.task.index)) continue;
+    live[static_cast<std::size_t>(t.category)] += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+  }
+  std::vector<std::pair<double, int>> largest;
+  for (int c = 0; c < inventory::kCategories; ++c)
+    if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes) largest.emplace_back(live[static_cast<std::size_t>(c)], c);
+  std::sort(largest.rbegin(), largest.rend());
+  std::vector<std::string> parts;
+  for (const auto& [bytes, c] : largest)
+    parts.push_back(fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
+  return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
+}
+
+// One step of every pipeline stage (one representative rank each) in one engine, so the
+// pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
+// stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
+// the GPU memory high-water mark over all stages, and that stage in `stage_out`.
+// `irs` are the stages' step IRs (build_stages).
 StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
                   int& stage_out, double compute_slowdown, bool full, bool activity) {
   const int pp = std::max(1, p.parallel.pp);
@@ -1004,32 +1030,12 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
     out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
                               static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
                               oom.capacity_bytes / (1u << 30));
-    // What was live then, by memory category: the stage's tensors allocated and not yet freed.
     for (int s = 0; s < pp; ++s) {
       const Lowered& l = lowered[reported[s]];
-      if (std::none_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; }))
-        continue;
-      const schedule::StepIR& ir = irs[s];
-      std::array<double, inventory::kCategories> live{};
-      for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-        const Op& op = ir.ops[i];
-        if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || l.task[i].index == des::kNone) continue;
-        const schedule::Tensor& t = ir.tensors[op.tensor];
-        if (l.pools[static_cast<int>(t.tier)].index != oom.pool.index) continue;
-        // Done before the overflowing allocation: earlier, or at the same instant and issued before it.
-        const des::Time end = r.tasks[l.task[i].index].end;
-        if (end == des::kNever || end > oom.time || (end == oom.time && l.task[i].index > oom.task.index)) continue;
-        live[static_cast<std::size_t>(t.category)] += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+      if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
+        out.problem += live_by_category(irs[s], l, r, oom);
+        break;
       }
-      std::vector<std::pair<double, int>> largest;
-      for (int c = 0; c < inventory::kCategories; ++c)
-        if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes) largest.emplace_back(live[static_cast<std::size_t>(c)], c);
-      std::sort(largest.rbegin(), largest.rend());
-      std::vector<std::string> parts;
-      for (const auto& [bytes, c] : largest)
-        parts.push_back(fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
-      if (!parts.empty()) out.problem += fmt::format(" ({})", fmt::join(parts, ", "));
-      break;
     }
   }
   if (trace) out.trace = des::chrome_trace(e, r);
