@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       const auto step = sim::simulate_step(s.model, plan, options);
       simulate_s += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      (void)cost::power(plan, step.intervals, step.step_time_s);
+      (void)cost::power(plan, step.timeline);
       power_s += seconds_since(t0);
       micro_batches += step.tokens_per_step / (plan.job.seq_len * plan.job.micro_batch * plan.cluster.gpus());
     }

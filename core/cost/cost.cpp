@@ -140,12 +140,12 @@ double peak_window_average(const std::vector<Segment>& segs, double period_s, do
   return best;
 }
 
-}  // namespace
-
-PowerReport power(const plan::Plan& p, const std::vector<Interval>& iv, double step_s) {
+// Power over one simulated step of `step_s` (every step of the job alike).
+PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, double step_s) {
   PowerReport r;
   const plan::Cluster& c = p.cluster;
-  const double gpus = c.gpus(), nodes = c.nodes;
+  // Node-level parts count at the plan's share of each node (plan::Cluster::exclusive).
+  const double gpus = c.gpus(), nodes = c.nodes * c.node_share();
   const double tdp = c.gpu.tdp_w, gpu_idle = c.gpu.idle_power_w;
   const auto gpu_w = [&](Activity a) { return gpu_idle + gpu_share(a) * (tdp - gpu_idle); };
   const double gpu_waiting = gpu_w(Activity::idle);
@@ -201,6 +201,22 @@ PowerReport power(const plan::Plan& p, const std::vector<Interval>& iv, double s
   return r;
 }
 
+}  // namespace
+
+PowerReport power(const plan::Plan& p, const Timeline& t) {
+  PowerReport r = power_of_step(p, t.intervals, t.step_s);
+  if (t.repeats <= 0) return r;
+  // The steady-state shortcut: energy and waiting GPU time extrapolate exactly from the k1 and
+  // k2 runs (sim/timeline.hpp). The highest 1-second average is the k1 step's: it holds the
+  // step's head, its tail and a stretch of the steady state.
+  const PowerReport fewer = power_of_step(p, t.fewer_intervals, t.fewer_step_s);
+  const double whole_s = t.whole_step_s();
+  r.energy_per_step_j = sim::extrapolate(r.energy_per_step_j, fewer.energy_per_step_j, t.repeats);
+  r.gpu_idle_s_per_step = sim::extrapolate(r.gpu_idle_s_per_step, fewer.gpu_idle_s_per_step, t.repeats);
+  r.average_power_w = whole_s > 0 ? r.energy_per_step_j / whole_s : 0;
+  return r;
+}
+
 double capex_usd(const plan::Plan& p) {
   const plan::Cluster& c = p.cluster;
   double node = 0;
@@ -212,7 +228,7 @@ double capex_usd(const plan::Plan& p) {
     for (const auto& [d, n] : c.drives) node += n * d.price.purchase_usd.value_or(0);
     for (const auto& [nic, n] : c.nics) node += n * nic.price.purchase_usd.value_or(0);
   }
-  return node * c.nodes;
+  return node * c.nodes * c.node_share();
 }
 
 double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
@@ -221,7 +237,9 @@ double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
   if (per_node <= 0 && c.node.price.cloud_usd_per_hour) per_node = *c.node.price.cloud_usd_per_hour;
   // GPU on-demand rates are quoted per GPU with the host share included (mercatus-ai.com, 2026-05).
   if (per_node <= 0) per_node = c.gpu.price.cloud_usd_per_hour.value_or(0) * c.node.gpus;
-  return per_node * c.nodes;
+  // A slice of a node rents at the node's rate times its share of the GPUs (cloud providers
+  // price 1-, 2-, 4- and 8-GPU shapes of a server linearly: GCP a2-highgpu-1g/2g/4g/8g).
+  return per_node * c.nodes * c.node_share();
 }
 
 CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport& pw, double steps, double step_s,
@@ -245,8 +263,8 @@ CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport&
     endurance += d.endurance_bytes * n;
     drive_price += d.price.purchase_usd.value_or(0) * n;
   }
-  endurance *= p.cluster.nodes;
-  drive_price *= p.cluster.nodes;
+  endurance *= p.cluster.nodes * p.cluster.node_share();
+  drive_price *= p.cluster.nodes * p.cluster.node_share();
   r.nvme_written_bytes = nvme_written_per_step * steps;
   if (endurance > 0 && r.nvme_written_bytes > 0) {
     r.wear_fraction = r.nvme_written_bytes / endurance;

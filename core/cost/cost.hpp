@@ -8,12 +8,13 @@
 
 #include "plan/cost_spec.hpp"
 #include "plan/plan.hpp"
-#include "sim/simulate.hpp"
+#include "sim/timeline.hpp"
 
 namespace ftplan::cost {
 
 using sim::Activity;
 using sim::Interval;
+using sim::Timeline;
 
 using plan::CostSpec;
 
@@ -26,8 +27,8 @@ struct PowerReport {
   double gpu_idle_s_per_step = 0; // GPU-seconds per step spent waiting (all GPUs)
 };
 
-// Power of the plan's cluster over one step built from one rank's intervals (every rank alike).
-PowerReport power(const plan::Plan& plan, const std::vector<Interval>& rank_intervals, double step_s);
+// Power of the plan's cluster over one step built from one rank's timeline (every rank alike).
+PowerReport power(const plan::Plan& plan, const Timeline& rank_timeline);
 
 struct CostReport {
   double job_time_s = 0;

@@ -101,7 +101,7 @@ Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const
   e.memory = footprint::footprint(model, plan);
   e.step = sim::simulate_step(model, plan, options, efficiency);
   e.steps = job_steps(plan, e.step.tokens_per_step);
-  e.power = cost::power(plan, e.step.intervals, e.step.step_time_s);
+  e.power = cost::power(plan, e.step.timeline);
   e.cost = cost::dollars(plan, spec, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
                          e.step.nvme_written_bytes * plan.cluster.gpus());
   return e;

@@ -261,10 +261,13 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
             forms == 0 ? "say what hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N} or {parts: {...}, nodes: N}"
                        : "give only one of gpu, node and parts");
     v.take("gpu"), v.take("node"), v.take("parts"), v.take("gpus"), v.take("nodes"), v.take("gpus_per_node");
-    v.take("dram"), v.take("drives"), v.take("nics");
+    v.take("dram"), v.take("drives"), v.take("nics"), v.take("exclusive");
     return false;
   }
   bool ok = true;
+  // A machine described part by part is taken as owned: the plan has it to itself.
+  c.exclusive = v.has("parts");
+  v.get("exclusive", c.exclusive);
   int gpus_per_node = 0;
   v.get("gpus_per_node", gpus_per_node, 1, 1024);
   if (v.has("gpu")) {

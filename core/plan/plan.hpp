@@ -2,6 +2,8 @@
 // (docs/scenario-format.md, section `plans`). Defaults live here.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,7 +33,21 @@ struct Cluster {
   std::vector<std::pair<hardware::NicSpec, int>> nics;      // per node: NIC and count
   int nodes = 1;
   int gpus_per_node = 0;    // GPUs used per node (<= node.gpus)
+  // Whether the plan has its nodes to itself. A plan that uses k of a node's n GPUs without it
+  // rents (and powers, and fits into) a slice of the node: k/n of its host (DRAM, bandwidth,
+  // CPU), drives, NICs, base power and price, as cloud instances that carve a server by GPU
+  // do (GCP a2-highgpu-1g: 1 A100, 12 vCPU, 85 GB = 1/8 of a2-highgpu-8g's 96 vCPU and 680 GB;
+  // cloud.google.com/compute/docs/gpus, A2 machine types). Scenario key cluster.exclusive;
+  // default false, except for the parts form (a machine described part by part is owned).
+  bool exclusive = false;
   int gpus() const { return nodes * gpus_per_node; }
+  // The share of each node the plan uses: 1 when exclusive, else its GPUs over the node's.
+  double node_share() const {
+    return exclusive || node.gpus <= gpus_per_node ? 1.0 : static_cast<double>(gpus_per_node) / node.gpus;
+  }
+  // GPUs among which a node's host, drives and NICs are divided, seen from one rank: the plan's
+  // GPUs on the node when exclusive, else all the node's GPUs (each slice gets its share).
+  int host_ranks() const { return std::max(1, exclusive ? gpus_per_node : std::max(gpus_per_node, node.gpus)); }
 };
 
 struct Parallel {

@@ -1394,4 +1394,11 @@ std::vector<std::string> dry_run(const StepIR& ir) {
   return problems;
 }
 
+double nvme_written_bytes(const StepIR& ir) {
+  double written = 0;
+  for (const auto& op : ir.ops)
+    if (op.kind == OpKind::copy && op.dst == plan::Tier::nvme) written += op.bytes;
+  return written;
+}
+
 }  // namespace ftplan::schedule

@@ -123,7 +123,14 @@ struct StepIR {
   double model_flops_per_rank = 0;     // sum of ops' model_flops
   double hardware_flops_per_rank = 0;  // model + recompute FLOPs, counted the model way
   int stage = 0;
+  // Bytes this rank writes to NVMe over the whole step, where the IR holds only some of the
+  // step's micro-batches (the simulator's steady-state shortcut sets it from two partial IRs); a
+  // drive's write rate depends on how much of a step fits its write cache. < 0: the IR's own.
+  double nvme_step_written_bytes = -1;
 };
+
+// Bytes the IR's ops copy to NVMe.
+double nvme_written_bytes(const StepIR& ir);
 
 // One entry of a pipeline stage's issue order: the forward or backward of a micro-batch through
 // one of the stage's model chunks (chunk 0 unless the schedule is interleaved).

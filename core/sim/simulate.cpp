@@ -383,7 +383,7 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
     nic += spec.bandwidth_Bps * spec.ports * count;
     latency = std::max(latency, spec.latency_s);
   }
-  t.nic_Bps = nic > 0 ? nic / t.gpus_per_node * eff.network : 1.25e9;  // no NIC listed: 10 GbE
+  t.nic_Bps = nic > 0 ? nic / c.host_ranks() * eff.network : 1.25e9;  // no NIC listed: 10 GbE
   t.nic_latency_s = latency > 0 ? latency : 5e-6;
 
   // The switch uplink a GPU shares with the GPUs (and their traffic) behind the same switch.
@@ -393,7 +393,7 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
       t.uplink_Bps = std::min(t.pcie_Bps, sw.uplink.bandwidth_Bps() * eff.pcie / sw.gpus);
       break;
     }
-  const int ranks = t.gpus_per_node;
+  const int ranks = c.host_ranks();  // this rank's share of the host and drives
   t.dram_Bps = (eff.dram_Bps > 0 ? eff.dram_Bps : c.host.dram_bandwidth_Bps() * kDramEfficiency) / ranks;
   // Striped drives (RAID-0): the sum of the drives, each capped by its own PCIe link.
   double read = 0, write = 0;
@@ -437,9 +437,7 @@ struct StageRun {
 // rest at sustained). (The cache is taken as empty at each step's start: an optimistic bound
 // when steps follow back to back.)
 double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double sustained_share_Bps) {
-  double written = 0;
-  for (const auto& op : ir.ops)
-    if (op.kind == OpKind::copy && op.dst == plan::Tier::nvme) written += op.bytes;
+  const double written = ir.nvme_step_written_bytes >= 0 ? ir.nvme_step_written_bytes : schedule::nvme_written_bytes(ir);
   double drives = 0, burst = 0, sustained = 0, cache = 0;
   for (const auto& [d, n] : p.cluster.drives) {
     drives += n;
@@ -448,10 +446,11 @@ double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double s
     cache += n * d.write_cache_bytes;
   }
   if (written <= 0 || drives <= 0 || burst <= sustained) return sustained_share_Bps;
-  const double node_bytes = written * std::max(1, p.cluster.gpus_per_node);
+  const int ranks = p.cluster.host_ranks();  // the drives' share of this plan's ranks, and theirs
+  const double node_bytes = written * ranks;
   const double cached = std::min(node_bytes, cache);
   const double node_rate = node_bytes / (cached / burst + (node_bytes - cached) / sustained);
-  return node_rate / std::max(1, p.cluster.gpus_per_node);
+  return node_rate / ranks;
 }
 
 // One stage's representative rank lowered onto an engine: its streams, links and pools, and the
@@ -566,10 +565,10 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   };
   const plan::Cluster& c = p.cluster;
   l.pools[0] = e.add_pool(prefix + "gpu", c.gpu.usable_memory_bytes);
-  l.pools[1] = e.add_pool(prefix + "host (per rank)", c.host.dram_bytes / std::max(1, c.gpus_per_node));
+  l.pools[1] = e.add_pool(prefix + "host (per rank)", c.host.dram_bytes / c.host_ranks());
   double nvme_capacity = 0;
   for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
-  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", std::max(1.0, nvme_capacity / std::max(1, c.gpus_per_node)));
+  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", std::max(1.0, nvme_capacity / c.host_ranks()));
 
   std::vector<des::TaskId>& task = l.task;
   const std::size_t n = ir.ops.size();
@@ -1077,11 +1076,20 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     k1 = k2 + pp;
   }
   const bool shortcut = k >= 2 && accumulation > k1;
+  // Under the shortcut the step is simulated with k1 and with k2 micro-batches, and every additive
+  // figure extrapolated: f(n) = f(k1) + repeats (f(k1) - f(k2)) (sim/timeline.hpp).
+  const double repeats = shortcut ? static_cast<double>(accumulation - k1) / (k1 - k2) : 0.0;
   // The probe and the step simulate the same IR (only kernel durations differ): built once.
-  const std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
-  // A pipeline's shortcut also simulates k2 micro-batches.
+  std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
   std::vector<schedule::StepIR> fewer_irs;
-  if (shortcut && pp > 1) fewer_irs = build_stages(m, p, k2, false);
+  if (shortcut) {
+    fewer_irs = build_stages(m, p, k2, false);
+    // A drive's write rate depends on how much of the whole step its cache absorbs.
+    for (std::size_t s = 0; s < irs.size(); ++s) {
+      const double whole = extrapolate(schedule::nvme_written_bytes(irs[s]), schedule::nvme_written_bytes(fewer_irs[s]), repeats);
+      irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
+    }
+  }
   if (sms > 0 && p.cluster.gpus() > 1) {
     int probe_stage = 0;
     const StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
@@ -1108,43 +1116,34 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     StageRun run = run_step(p, res.efficiency, options.trace, irs, res.stage, slowdown, full, true);
     model_flops_per_rank = irs[res.stage].model_flops_per_rank;
     hardware_flops_per_rank = irs[res.stage].hardware_flops_per_rank;
+    res.timeline.step_s = run.step_s;
     if (shortcut) {
-      // Every further micro-batch repeats the same work: extrapolate by the difference between
-      // k1 and k2 simulated micro-batches.
-      // Without a pipeline, the spacing of the last two micro-batches' backward ends in the k1
-      // run is that difference (the step's head and tail are the same either way), so no second
-      // run is needed.
-      double per_micro = 0;
-      const auto& ends = run.backward_end_s;
-      if (pp == 1 && k2 == k1 - 1 && ends.size() >= 2 && ends[ends.size() - 1] > ends[ends.size() - 2]) {
-        per_micro = ends[ends.size() - 1] - ends[ends.size() - 2];
-      } else {
-        int fewer_stage = 0;
-        const StageRun less =
-            run_step(p, res.efficiency, false, fewer_irs.empty() ? build_stages(m, p, k2, false) : fewer_irs, fewer_stage,
-                     slowdown, full, false);
-        per_micro = (run.step_s - less.step_s) / (k1 - k2);
+      // Every further micro-batch repeats the same work: each additive figure grows by its
+      // difference between the k1 and k2 runs per (k1 - k2) micro-batches. The same stage is
+      // compared in both runs (a pipeline's bottleneck stage does not change with the count).
+      int fewer_stage = res.stage;
+      const StageRun less = run_step(p, res.efficiency, false, fewer_irs, fewer_stage, slowdown, full, true);
+      const auto more = [&](double& at_k1, double at_k2) { at_k1 = extrapolate(at_k1, at_k2, repeats); };
+      more(model_flops_per_rank, fewer_irs[res.stage].model_flops_per_rank);
+      more(hardware_flops_per_rank, fewer_irs[res.stage].hardware_flops_per_rank);
+      res.timeline.fewer_step_s = less.step_s;
+      res.timeline.fewer_intervals = less.intervals;
+      res.timeline.repeats = repeats;
+      more(run.step_s, less.step_s);
+      more(run.compute_s, less.compute_s);
+      more(run.exposed_comm_s, less.exposed_comm_s);
+      more(run.nvme_written, less.nvme_written);
+      for (auto& st : run.streams) {
+        const auto it = std::find_if(less.streams.begin(), less.streams.end(), [&](const StreamUse& x) { return x.name == st.name; });
+        more(st.busy_s, it == less.streams.end() ? 0.0 : it->busy_s);
       }
-      const double extra = static_cast<double>(accumulation - k1) * per_micro;
-      const double scale = run.step_s > 0 ? (run.step_s + extra) / run.step_s : 1.0;
-      run.step_s += extra;
-      run.compute_s *= scale;
-      run.exposed_comm_s *= scale;
-      for (auto& st : run.streams) st.busy_s *= scale;
       for (auto& l : run.links) {
-        l.busy_s *= scale;
-        l.bytes *= scale;
+        const auto it = std::find_if(less.links.begin(), less.links.end(), [&](const LinkUse& x) { return x.name == l.name; });
+        more(l.bytes, it == less.links.end() ? 0.0 : it->bytes);
+        more(l.busy_s, it == less.links.end() ? 0.0 : it->busy_s);
       }
-      // Stretch the activity timeline over the whole step (activity shares are those of the
-      // simulated micro-batches) and scale what the partial step wrote.
-      for (auto& iv : run.intervals) {
-        iv.start_s *= scale;
-        iv.end_s *= scale;
-      }
-      run.nvme_written *= scale;
-      // Recompute the accounting of the partial IR as if it were whole.
-      model_flops_per_rank *= scale;
-      hardware_flops_per_rank *= scale;
+      for (auto& st : run.streams) st.utilization = run.step_s > 0 ? st.busy_s / run.step_s : 0;
+      for (auto& l : run.links) l.utilization = run.step_s > 0 ? l.busy_s / run.step_s : 0;
     }
     worst = std::move(run);
   }
@@ -1168,7 +1167,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   res.host_peak_bytes = worst.peak[1];
   res.nvme_peak_bytes = worst.peak[2];
   res.trace_json = std::move(worst.trace);
-  res.intervals = std::move(worst.intervals);
+  res.timeline.intervals = std::move(worst.intervals);
   res.nvme_written_bytes = worst.nvme_written;
   if (!worst.problem.empty()) {
     res.ok = false;

@@ -11,6 +11,7 @@
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "schedule/step_ir.hpp"
+#include "sim/timeline.hpp"
 
 namespace ftplan::sim {
 
@@ -64,16 +65,6 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu);
 // H2D copies over the link rate, NCCL bus bandwidth over NVLink, host DRAM and CPU AdamW.
 Efficiency efficiency_from_profile(const hardware::CalibrationProfile& profile, const hardware::GpuSpec& gpu,
                                    hardware::Dtype dtype);
-
-// What a component of a rank is doing, for the power model (cost/ reads these, not the schedule).
-enum class Activity { gemm, attention, memory_bound, communication, copy, cpu_compute, nvme_read, nvme_write, idle };
-
-// One busy interval of one rank's component within a step (seconds from the step's start).
-struct Interval {
-  double start_s = 0, end_s = 0;
-  Activity activity = Activity::idle;
-  enum class Component { gpu, cpu, nvme, nic } component = Component::gpu;
-};
 
 // The steady-state shortcut's micro-batch count used by the planner, sweeps and benches, the one
 // tests/unit/simulate_test.cpp bounds at 0.5% of the full simulation.
@@ -138,8 +129,8 @@ struct StepResult {
   int stage = 0;                // the stage whose step was slowest
   std::string trace_json;       // with Options::trace
   Efficiency efficiency;
-  std::vector<Interval> intervals;  // the slowest stage's rank: what each component did when
-  double nvme_written_bytes = 0;    // per rank per step
+  Timeline timeline;               // the slowest stage's rank: what each component did when
+  double nvme_written_bytes = 0;   // per rank per step
 };
 
 StepResult simulate_step(const model::ModelSpec& model, const plan::Plan& plan, const Options& options = {},

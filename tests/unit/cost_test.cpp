@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cost/cost.hpp"
+#include "footprint/footprint.hpp"
 #include "io/scenario_io.hpp"
 #include "test_support.hpp"
 
@@ -28,7 +29,7 @@ TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-s
   const double I = p.cluster.gpu.idle_power_w, T = p.cluster.gpu.tdp_w;
   const double gemm = I + 0.95 * (T - I), wait = I + 0.12 * (T - I);
   const std::vector<sim::Interval> iv = {{0.0, 0.25, sim::Activity::gemm, sim::Interval::Component::gpu}};
-  const auto r = cost::power(p, iv, 0.5);
+  const auto r = cost::power(p, sim::Timeline{iv, 0.5, {}, 0, 0});
   const double node = r.idle_power_w - I;  // everything but the GPU
   CHECK(r.average_power_w == doctest::Approx(node + 0.5 * gemm + 0.5 * wait));
   CHECK(r.peak_power_w == doctest::Approx(r.average_power_w));
@@ -40,7 +41,7 @@ TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-s
   /* Step of 4 s: GEMM for 1 s, then 3 s waiting. The best 1-s window sits on the GEMM: peak =
    * node + gemm, while the average is node + (gemm + 3 wait) / 4. Peak and energy differ. */
   const std::vector<sim::Interval> long_iv = {{0.0, 1.0, sim::Activity::gemm, sim::Interval::Component::gpu}};
-  const auto q = cost::power(p, long_iv, 4.0);
+  const auto q = cost::power(p, sim::Timeline{long_iv, 4.0, {}, 0, 0});
   CHECK(q.peak_power_w == doctest::Approx(node + gemm));
   CHECK(q.average_power_w == doctest::Approx(node + (gemm + 3 * wait) / 4));
 }
@@ -76,4 +77,35 @@ TEST_CASE("dollars: rent by the hour or second, owned capex over its life plus e
   CHECK(c.wear_fraction == doctest::Approx(10e12 / endurance));
   CHECK(c.wear_usd == doctest::Approx(10e12 / endurance * price));
   CHECK(c.drive_lifetime_years == doctest::Approx(endurance / (1e12 / 540) / (365.0 * 24 * 3600)));
+}
+
+TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
+  /* One A100 of a DGX A100 (8 GPUs, 2 TB DRAM, 8 NVMe drives): rent = node rate / 8; idle power =
+   * one GPU's idle + 1/8 of the node's other parts; host DRAM and flash capacity 1/8 of the node's.
+   * `exclusive: true` (an owned or dedicated node) keeps all of it: the whole node's rent and parts. */
+  const plan::Plan one = plan_on("{gpu: a100-sxm4-80gb, gpus: 1}");
+  const plan::Plan whole = plan_on("{gpu: a100-sxm4-80gb, gpus: 8}");
+  const plan::Plan dedicated = plan_on("{gpu: a100-sxm4-80gb, gpus: 1, exclusive: true}");
+  REQUIRE(whole.cluster.node.gpus == 8);
+  const plan::CostSpec spec;
+  const double node_rate = cost::rent_usd_per_hour(whole, spec);
+  CHECK(cost::rent_usd_per_hour(one, spec) == doctest::Approx(node_rate / 8));
+  CHECK(cost::rent_usd_per_hour(dedicated, spec) == doctest::Approx(node_rate));
+  CHECK(cost::capex_usd(one) == doctest::Approx(cost::capex_usd(whole) / 8));
+
+  const double gpu_idle = whole.cluster.gpu.idle_power_w;
+  const double node_parts = cost::power(whole, {}).idle_power_w - 8 * gpu_idle;
+  CHECK(node_parts > 0);
+  CHECK(cost::power(one, {}).idle_power_w == doctest::Approx(gpu_idle + node_parts / 8));
+  CHECK(cost::power(dedicated, {}).idle_power_w == doctest::Approx(gpu_idle + node_parts));
+
+  const model::ModelSpec* m = test::zoo().find("llama-3.2-1b");
+  REQUIRE(m);
+  const auto f_one = footprint::footprint(*m, one), f_whole = footprint::footprint(*m, whole);
+  CHECK(f_one.host_capacity_bytes == doctest::Approx(f_whole.host_capacity_bytes / 8));
+  CHECK(f_one.nvme_capacity_bytes == doctest::Approx(f_whole.nvme_capacity_bytes / 8));
+
+  /* The parts form describes a machine part by part: owned, so exclusive unless it says otherwise. */
+  CHECK(plan_on("{parts: {gpu: a100-sxm4-80gb, gpus: 8, host: " + whole.cluster.node.host + "}, nodes: 1, gpus_per_node: 1}")
+            .cluster.exclusive);
 }

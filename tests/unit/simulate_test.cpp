@@ -6,6 +6,7 @@
 
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "cost/cost.hpp"
 #include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
 #include "sim/simulate.hpp"
@@ -184,7 +185,7 @@ TEST_CASE("a calibration profile's measured host rates replace the catalog's in 
   const auto profile = io::load_profile(test::zoo_dir() / "hardware" / "profiles" / "dev-vm-cpu-storage.yaml");
   const auto s = parse("{seq_len: 1024, micro_batch: 1, steps: 1, method: full, framework: deepspeed, "
                        "activation_checkpointing: full}",
-                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n");
+                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n");
   const auto eff = sim::efficiency_from_profile(profile, s.plans[0].cluster.gpu, hardware::Dtype::bf16);
   CHECK(eff.cpu_optimizer_params_per_s > 0);
   CHECK(eff.dram_Bps > 0);
@@ -268,4 +269,45 @@ TEST_CASE("an out-of-memory step says when, in which pool, and what was live by 
   CHECK(r.problem.find("gpu ran out of memory at ") == 0);
   CHECK(r.problem.find("GiB live of 23.99 GiB (weights ") != std::string::npos);
   CHECK(r.problem.find("activations ") != std::string::npos);
+}
+
+TEST_CASE("the steady-state shortcut is exact for the bytes it reports and within 0.5% on time and energy, tiered plans too") {
+  /* Each further micro-batch repeats the same work, so every additive figure of the whole step is
+   * f(k1) + repeats (f(k1) - f(k2)) from two partial runs (sim/timeline.hpp). Bytes moved (NVMe
+   * writes, every link) and FLOPs are sums over ops: exact. Time and energy come from the
+   * simulation: within the shortcut's 0.5% bound. (The shortcut once scaled bytes by the ratio of
+   * step times, which overstated ZeRO-Infinity's flash writes by 20%: the optimizer state is
+   * written once per step, not once per micro-batch.) */
+  const auto& catalog = test::catalog();
+  for (const char* offload : {"aidaptiv", "zero-infinity", "zero-offload", "activation-nvme"})
+    for (int micro : {1, 2}) {
+      const auto s = io::parse_scenario(
+          fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {{method: full, seq_len: 4096, micro_batch: {}, "
+                      "global_batch: 32, steps: 1, activation_checkpointing: full, framework: deepspeed}}\n"
+                      "plans:\n  - name: p\n    cluster:\n      node: workstation-4x-rtx-6000-ada\n      dram: 512 GiB\n"
+                      "      drives: [{{drive: gigabyte-ai-top-100e-2tb, count: 4}}]\n    parallel: {{zero: 3}}\n"
+                      "    offload: {{preset: {}}}\n",
+                      micro, offload),
+          "simulate_test.yaml", test::data_dir(), test::zoo(), catalog);
+      INFO(std::string(offload), " micro-batch ", micro);
+      const auto full = sim::simulate_step(s.model, s.plans[0]);
+      sim::Options o;
+      o.max_micro_batches = sim::kSteadyStateMicroBatches;
+      const auto fast = sim::simulate_step(s.model, s.plans[0], o);
+      REQUIRE(full.ok);
+      REQUIRE(fast.ok);
+      REQUIRE(fast.timeline.repeats > 0);  // the shortcut was taken
+      CHECK(fast.nvme_written_bytes == doctest::Approx(full.nvme_written_bytes).epsilon(1e-9));
+      CHECK(fast.hardware_flops_per_step == doctest::Approx(full.hardware_flops_per_step).epsilon(1e-9));
+      REQUIRE(fast.links.size() == full.links.size());
+      for (std::size_t i = 0; i < full.links.size(); ++i) {
+        INFO(full.links[i].name);
+        CHECK(fast.links[i].bytes == doctest::Approx(full.links[i].bytes).epsilon(1e-9));
+      }
+      CHECK(fast.step_time_s == doctest::Approx(full.step_time_s).epsilon(0.005));
+      const auto e_full = cost::power(s.plans[0], full.timeline), e_fast = cost::power(s.plans[0], fast.timeline);
+      CHECK(e_fast.energy_per_step_j == doctest::Approx(e_full.energy_per_step_j).epsilon(0.005));
+      CHECK(e_fast.gpu_idle_s_per_step == doctest::Approx(e_full.gpu_idle_s_per_step).epsilon(0.01));
+      CHECK(e_fast.peak_power_w == doctest::Approx(e_full.peak_power_w).epsilon(0.02));
+    }
 }

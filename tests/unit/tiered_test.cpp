@@ -39,7 +39,7 @@ TEST_CASE("ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data p
   double largest = 0;
   for (int layers = 8; layers <= 64; layers += 4) {
     const auto s = parse("schema_version: 1\n" + gpt(layers, 2048) + kJob +
-                         "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n");
+                         "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n");
     if (footprint::footprint(s.model, s.plans[0]).fits)
       largest = std::max(largest, static_cast<double>(model::count_params(s.model).total));
   }
@@ -48,8 +48,8 @@ TEST_CASE("ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data p
   CHECK(largest < 2.0e9);
   /* 10B (50 x 4096): does not fit plainly, fits with optimizer and gradients on the host. */
   const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                       "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n"
-                       "  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n"
+                       "  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
                        "    offload: {preset: zero-offload}\n");
   CHECK(model::count_params(s.model).total == doctest::Approx(10.3e9).epsilon(0.02));
   CHECK_FALSE(footprint::footprint(s.model, s.plans[0]).fits);
@@ -60,7 +60,7 @@ TEST_CASE("ZeRO-Offload trains the 10B model on one V100-32GB at about 40 TFLOPS
   /* The paper reports ~40 TFLOPS at 10B on one V100 (DGX-2; here a DGX-1 V100-32GB host), counting FLOPs as DeepSpeed does
    * with activation checkpointing (recompute included: hardware FLOPs), at the batch that fits. */
   auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                 "plans:\n  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                 "plans:\n  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
                  "    offload: {preset: zero-offload}\n");
   plan::Plan p = s.plans[0];
   p.job.micro_batch = footprint::max_micro_batch(s.model, p, 64);
@@ -115,9 +115,9 @@ TEST_CASE("an NVMe-offloaded 70B step speeds up with striped drives until other 
 
 TEST_CASE("pageable host buffers slow ZeRO-Offload's copies (DeepSpeed PR #5301: pinned is ~6x faster)") {
   const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                       "plans:\n  - name: pinned\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "plans:\n  - name: pinned\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
                        "    offload: {preset: zero-offload}\n"
-                       "  - name: pageable\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                       "  - name: pageable\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
                        "    offload: {preset: zero-offload, pinned: false}\n");
   const auto pinned = sim::simulate_step(s.model, s.plans[0]);
   const auto pageable = sim::simulate_step(s.model, s.plans[1]);
