@@ -18,6 +18,9 @@ std::string ratio(double base, double x) {
   return fmt::format("{:.2f}x", x / base);
 }
 
+// Dollars to the cent below $100 (a small job's cost is not "$1"), whole dollars above.
+std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) : fmt::format("${:.0f}", usd); }
+
 }  // namespace
 
 int cmd_compare(const std::vector<std::string>& argv) {
@@ -69,41 +72,46 @@ int cmd_compare(const std::vector<std::string>& argv) {
     }
     t.row(cells);
   };
+  // Rows of what a plan costs when it runs: "-" and no ratio for a plan that does not fit.
+  const auto run_row = [&](const std::string& name, auto value_of, auto number_of) {
+    row(name, [&](std::size_t i) { return ev[i].feasible() ? std::string(value_of(i)) : std::string("-"); },
+        [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? static_cast<double>(number_of(i)) : 0.0; });
+  };
   const auto none = [](std::size_t) { return 0.0; };
   row("fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
   row("GPUs", [&](std::size_t i) { return fmt::format("{} x {}", s.plans[i].cluster.gpus(), s.plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(s.plans[i].cluster.gpus()); });
   row("peak GPU memory", [&](std::size_t i) { return io::format_bytes(ev[i].memory.gpu_peak_bytes); },
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
-  row("job time", [&](std::size_t i) { return io::format_duration(ev[i].cost.job_time_s); },
+  run_row("job time", [&](std::size_t i) { return io::format_duration(ev[i].cost.job_time_s); },
       [&](std::size_t i) { return ev[i].cost.job_time_s; });
-  row("tokens/s", [&](std::size_t i) { return fmt::format("{:.0f}", ev[i].step.tokens_per_s); },
+  run_row("tokens/s", [&](std::size_t i) { return fmt::format("{:.0f}", ev[i].step.tokens_per_s); },
       [&](std::size_t i) { return ev[i].step.tokens_per_s; });
-  row("MFU", [&](std::size_t i) { return fmt::format("{:.1f}%", 100 * ev[i].step.mfu); },
+  run_row("MFU", [&](std::size_t i) { return fmt::format("{:.1f}%", 100 * ev[i].step.mfu); },
       [&](std::size_t i) { return ev[i].step.mfu; });
-  row("peak power", [&](std::size_t i) { return fmt::format("{:.1f} kW", ev[i].power.peak_power_w / 1e3); },
+  run_row("peak power", [&](std::size_t i) { return fmt::format("{:.1f} kW", ev[i].power.peak_power_w / 1e3); },
       [&](std::size_t i) { return ev[i].power.peak_power_w; });
-  row("energy (facility)", [&](std::size_t i) { return fmt::format("{:.1f} kWh", ev[i].cost.energy_kwh); },
+  run_row("energy (facility)", [&](std::size_t i) { return fmt::format("{:.1f} kWh", ev[i].cost.energy_kwh); },
       [&](std::size_t i) { return ev[i].cost.energy_kwh; });
-  row("cost", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.cost_usd); },
+  run_row("cost", [&](std::size_t i) { return money(ev[i].cost.cost_usd); },
       [&](std::size_t i) { return ev[i].cost.cost_usd; });
-  row("  hardware", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.hardware_usd); },
+  run_row("  hardware", [&](std::size_t i) { return money(ev[i].cost.hardware_usd); },
       [&](std::size_t i) { return ev[i].cost.hardware_usd; });
-  row("  energy", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.energy_usd); },
+  run_row("  energy", [&](std::size_t i) { return money(ev[i].cost.energy_usd); },
       [&](std::size_t i) { return ev[i].cost.energy_usd; });
-  row("  flash wear", [&](std::size_t i) { return fmt::format("${:.0f}", ev[i].cost.wear_usd); },
+  run_row("  flash wear", [&](std::size_t i) { return money(ev[i].cost.wear_usd); },
       [&](std::size_t i) { return ev[i].cost.wear_usd; });
-  row("$ per million tokens", [&](std::size_t i) { return fmt::format("${:.2f}", ev[i].cost.usd_per_million_tokens); },
+  run_row("$ per million tokens", [&](std::size_t i) { return fmt::format("${:.2f}", ev[i].cost.usd_per_million_tokens); },
       [&](std::size_t i) { return ev[i].cost.usd_per_million_tokens; });
-  row("flash written (wear)",
+  run_row("flash written (wear)",
       [&](std::size_t i) {
         return ev[i].cost.nvme_written_bytes > 0
                    ? fmt::format("{:.1f} TB ({:.2f}%)", ev[i].cost.nvme_written_bytes / 1e12, 100 * ev[i].cost.wear_fraction)
                    : std::string("-");
       },
       [&](std::size_t i) { return ev[i].cost.nvme_written_bytes; });
-  row("idle GPU time",
-      [&](std::size_t i) { return fmt::format("{:.0f} GPU-h", ev[i].power.gpu_idle_s_per_step * ev[i].steps / 3600); },
+  run_row("idle GPU time",
+      [&](std::size_t i) { return fmt::format("{:.1f} GPU-h", ev[i].power.gpu_idle_s_per_step * ev[i].steps / 3600); },
       [&](std::size_t i) { return ev[i].power.gpu_idle_s_per_step * ev[i].steps; });
   fmt::print("{}\n", t.text());
   for (std::size_t i = 0; i < s.plans.size(); ++i)

@@ -67,6 +67,13 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   Table t;
   using A = Table::Align;
   t.columns({{"metric", A::left}, {"value", A::right}});
+  if (!f.fits || !s.ok) {
+    // A step that cannot run has no time: show where the memory went, nothing that uses a time.
+    t.row({"GPU memory peak (simulated / analytic)", fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes),
+                                                                 io::format_bytes(f.gpu_allocated_peak_bytes))});
+    fmt::print("{}\n", t.text());
+    return;
+  }
   t.row({"step time", io::format_duration(s.step_time_s)});
   t.row({"tokens/s (all GPUs)", fmt::format("{:.0f}", s.tokens_per_s)});
   t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});

@@ -43,29 +43,38 @@ double job_steps(const plan::Plan& plan, double tokens_per_step) {
   return 0;
 }
 
+namespace {
+
+// A figure that only means something for a plan that runs: null for one that does not fit (a
+// step that cannot run has no time, no throughput and no cost).
+Value if_runs(bool feasible, Value v) { return feasible ? std::move(v) : Value(nullptr); }
+
+}  // namespace
+
 Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s) {
   Row r = footprint_row(plan, f);
   const bool feasible = f.fits && s.ok;
   r.set("feasible", feasible);
   if (!feasible) r.set("infeasible_reason", f.fits ? s.problem : f.infeasible_reason);
   const double steps = job_steps(plan, s.tokens_per_step);
-  r.set("step_time_s", s.step_time_s);
+  r.set("step_time_s", if_runs(feasible, s.step_time_s));
   r.set("tokens_per_step", s.tokens_per_step);
-  r.set("tokens_per_s", s.tokens_per_s);
-  r.set("tokens_per_s_per_gpu", s.tokens_per_s_per_gpu);
-  r.set("mfu", s.mfu);
-  r.set("hfu", s.hfu);
-  r.set("model_tflops_per_gpu", s.model_tflops_per_gpu);
-  r.set("hardware_tflops_per_gpu", s.hardware_tflops_per_gpu);
+  r.set("tokens_per_s", if_runs(feasible, s.tokens_per_s));
+  r.set("tokens_per_s_per_gpu", if_runs(feasible, s.tokens_per_s_per_gpu));
+  r.set("mfu", if_runs(feasible, s.mfu));
+  r.set("hfu", if_runs(feasible, s.hfu));
+  r.set("model_tflops_per_gpu", if_runs(feasible, s.model_tflops_per_gpu));
+  r.set("hardware_tflops_per_gpu", if_runs(feasible, s.hardware_tflops_per_gpu));
   r.set("job_steps", static_cast<std::int64_t>(steps));
-  r.set("job_time_s", steps * s.step_time_s);
-  r.set("time.compute_s", s.compute_s);
-  r.set("time.exposed_comm_s", s.exposed_comm_s);
-  r.set("time.idle_s", s.idle_s);
+  r.set("job_time_s", if_runs(feasible, steps * s.step_time_s));
+  r.set("time.compute_s", if_runs(feasible, s.compute_s));
+  r.set("time.exposed_comm_s", if_runs(feasible, s.exposed_comm_s));
+  r.set("time.idle_s", if_runs(feasible, s.idle_s));
   r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes));
   r.set("simulated_stage", static_cast<std::int64_t>(s.stage));
-  r.set("bound_by", s.bound_by);
-  r.set("bound_utilization", s.bound_utilization);
+  r.set("bound_by", if_runs(feasible, s.bound_by));
+  r.set("bound_utilization", if_runs(feasible, s.bound_utilization));
+  if (!feasible) return r;
   for (const auto& st : s.streams) r.set("utilization." + st.name, st.utilization);
   for (const auto& l : s.links) {
     r.set("links." + l.name + ".bytes", bytes(l.bytes));
@@ -77,21 +86,22 @@ Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const 
 Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s, const cost::PowerReport& pw,
              const cost::CostReport& c) {
   Row r = simulation_row(plan, f, s);
-  r.set("peak_power_w", pw.peak_power_w);
-  r.set("average_power_w", pw.average_power_w);
+  const bool feasible = f.fits && s.ok;
+  r.set("peak_power_w", if_runs(feasible, pw.peak_power_w));
+  r.set("average_power_w", if_runs(feasible, pw.average_power_w));
   r.set("idle_power_w", pw.idle_power_w);
   r.set("max_power_w", pw.max_power_w);
-  r.set("energy_kwh", c.energy_kwh);
-  r.set("cost_usd", c.cost_usd);
-  r.set("cost.hardware_usd", c.hardware_usd);
-  r.set("cost.energy_usd", c.energy_usd);
-  r.set("cost.wear_usd", c.wear_usd);
-  r.set("usd_per_million_tokens", c.usd_per_million_tokens);
-  r.set("nvme_written_bytes", bytes(c.nvme_written_bytes));
-  r.set("flash_wear_fraction", c.wear_fraction);
-  r.set("drive_lifetime_years", c.drive_lifetime_years > 0 ? Value(c.drive_lifetime_years) : Value(nullptr));
+  r.set("energy_kwh", if_runs(feasible, c.energy_kwh));
+  r.set("cost_usd", if_runs(feasible, c.cost_usd));
+  r.set("cost.hardware_usd", if_runs(feasible, c.hardware_usd));
+  r.set("cost.energy_usd", if_runs(feasible, c.energy_usd));
+  r.set("cost.wear_usd", if_runs(feasible, c.wear_usd));
+  r.set("usd_per_million_tokens", if_runs(feasible, c.usd_per_million_tokens));
+  r.set("nvme_written_bytes", if_runs(feasible, bytes(c.nvme_written_bytes)));
+  r.set("flash_wear_fraction", if_runs(feasible, c.wear_fraction));
+  r.set("drive_lifetime_years", feasible && c.drive_lifetime_years > 0 ? Value(c.drive_lifetime_years) : Value(nullptr));
   const double steps = job_steps(plan, s.tokens_per_step);
-  r.set("idle_gpu_hours", pw.gpu_idle_s_per_step * steps / 3600.0);
+  r.set("idle_gpu_hours", if_runs(feasible, pw.gpu_idle_s_per_step * steps / 3600.0));
   return r;
 }
 

@@ -200,6 +200,19 @@ class Builder {
     at.n = static_cast<std::int64_t>(w.attended);
     at.k = m_.head_dim_or_default();
   }
+  // QLoRA: bitsandbytes' MatMul4Bit dequantizes each 4-bit base weight to the compute dtype right
+  // before its matmul, forward and backward (and again in a checkpointed recompute):
+  // F.dequantize_4bit reads the packed codes and block constants and writes a 16-bit copy, one
+  // kernel per linear (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward/backward).
+  // Returns `after` when the layer has no quantized weights.
+  int dequantize(const std::string& tag, int layer, int micro, Pass pass, Ids deps) {
+    Op dq = make_op(OpKind::elementwise, Stream::compute, pass, tag + " dequantize 4-bit weights", layer, micro);
+    dq.bytes = matmul_weights(layer) * (inventory::quantized_bytes_per_param(job_.quant) + w_B_);
+    dq.kernels = linear_count();
+    dq.deps = std::move(deps);
+    return add(std::move(dq));
+  }
+  bool quantized_base() const { return inv_.params.frozen_quantized > 0; }
   int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
     Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
     op.bytes = fp8_cast_bytes(layer, micro, backward);
@@ -475,8 +488,9 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   op.weight_grad = pass == Pass::backward && weight_grad;
   op.model_flops = pass == Pass::recompute ? 0 : op.flops;
   op.recompute_flops = pass == Pass::recompute ? fwd : 0;
-  // Model FLOPs count the weight gradient of frozen weights too (6N per token), as MFU does.
-  if (pass == Pass::backward) op.model_flops = 2.0 * fwd;
+  // Model FLOPs are the FLOPs the method needs: a frozen (LoRA/QLoRA base) weight has no weight
+  // gradient, so its backward is one GEMM, not two. (Counting 6N for LoRA put its MFU above the
+  // GEMM rate the GPU reaches: 93% on an A100.)
   op.bytes = times * (act_B_ * (m * k + m * n) + w_B_ * k * n);
   op.kernels = static_cast<int>(times);
   op.deps = deps;
@@ -496,6 +510,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   ew.reads = reads;
   int last = add(std::move(ew));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, pass, false, last);
+  if (quantized_base()) last = dequantize(tag, layer, micro, pass, {last});
   if (inv_.recipe.autocast_copies) {
     // torch.autocast casts each fp32 weight to 16 bits on every forward (the cast cache lives for
     // one autocast region; a checkpointed recompute casts again): one kernel per linear that
@@ -571,6 +586,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
     join.deps = std::move(deps);
     deps = {dispatch(moe, tag + " combine", layer, micro, add(std::move(join)))};
   }
+  if (quantized_base()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
   // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
   // an all-reduce's is an all-reduce on the other side of the block.
   Op mlp_out = make_gemm(tag + " mlp_out", layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
@@ -1269,6 +1285,7 @@ StepIR Builder::build() {
     if (op.element == Element::packed) op.element = element_of(op);
     ir_.model_flops_per_rank += op.model_flops;
     ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
+    if (op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad) ir_.frozen_weight_grad_flops_per_rank += op.flops;
   }
   return std::move(ir_);
 }

@@ -122,6 +122,8 @@ struct StepIR {
   double tokens_per_rank = 0;      // tokens this rank processes per step
   double model_flops_per_rank = 0;     // sum of ops' model_flops
   double hardware_flops_per_rank = 0;  // model + recompute FLOPs, counted the model way
+  // The weight gradients a full fine-tune would add: those of the frozen weights (LoRA's base).
+  double frozen_weight_grad_flops_per_rank = 0;
   int stage = 0;
   // Bytes this rank writes to NVMe over the whole step, where the IR holds only some of the
   // step's micro-batches (the simulator's steady-state shortcut sets it from two partial IRs); a

@@ -1049,7 +1049,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   StepResult res;
   res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
   StageRun worst;
-  double model_flops_per_rank = 0, hardware_flops_per_rank = 0;
+  double model_flops_per_rank = 0, hardware_flops_per_rank = 0, frozen_grad_flops_per_rank = 0;
   // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
   // much of the step the communication streams are busy, slow the compute kernels by the SM
   // share they lose for that fraction of the time, and simulate again.
@@ -1116,6 +1116,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     StageRun run = run_step(p, res.efficiency, options.trace, irs, res.stage, slowdown, full, true);
     model_flops_per_rank = irs[res.stage].model_flops_per_rank;
     hardware_flops_per_rank = irs[res.stage].hardware_flops_per_rank;
+    frozen_grad_flops_per_rank = irs[res.stage].frozen_weight_grad_flops_per_rank;
     res.timeline.step_s = run.step_s;
     if (shortcut) {
       // Every further micro-batch repeats the same work: each additive figure grows by its
@@ -1126,6 +1127,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       const auto more = [&](double& at_k1, double at_k2) { at_k1 = extrapolate(at_k1, at_k2, repeats); };
       more(model_flops_per_rank, fewer_irs[res.stage].model_flops_per_rank);
       more(hardware_flops_per_rank, fewer_irs[res.stage].hardware_flops_per_rank);
+      more(frozen_grad_flops_per_rank, fewer_irs[res.stage].frozen_weight_grad_flops_per_rank);
       res.timeline.fewer_step_s = less.step_s;
       res.timeline.fewer_intervals = less.intervals;
       res.timeline.repeats = repeats;
@@ -1183,10 +1185,14 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     res.tokens_per_s = res.tokens_per_step / res.step_time_s;
     res.tokens_per_s_per_gpu = res.tokens_per_s / gpus;
   }
-  // Model FLOPs: PaLM's 6N + 12 L H Q T per token (model::flops_per_token), N incl. the head;
+  // Model FLOPs: PaLM's 6N + 12 L H Q T per token (model::flops_per_token), N incl. the head,
+  // less the weight gradients a frozen LoRA base does not compute (the IR's share of them);
   // hardware FLOPs add recompute counted the same way (Narayanan et al. 2021, eq. 3).
   const auto per_token = model::flops_per_token(m, p.job.seq_len);
-  res.model_flops_per_step = per_token.training() * res.tokens_per_step / pad;
+  const double method_share = model_flops_per_rank > 0
+                                  ? model_flops_per_rank / (model_flops_per_rank + frozen_grad_flops_per_rank)
+                                  : 1.0;
+  res.model_flops_per_step = per_token.training() * res.tokens_per_step / pad * method_share;
   const double recompute_share = model_flops_per_rank > 0
                                      ? hardware_flops_per_rank / model_flops_per_rank
                                      : 1.0;

@@ -8,6 +8,7 @@
 #include "io/scenario_io.hpp"
 #include "cost/cost.hpp"
 #include "footprint/footprint.hpp"
+#include "inventory/inventory.hpp"
 #include "plan/checks.hpp"
 #include "sim/simulate.hpp"
 #include "test_support.hpp"
@@ -310,4 +311,44 @@ TEST_CASE("the steady-state shortcut is exact for the bytes it reports and withi
       CHECK(e_fast.gpu_idle_s_per_step == doctest::Approx(e_full.gpu_idle_s_per_step).epsilon(0.01));
       CHECK(e_fast.peak_power_w == doctest::Approx(e_full.peak_power_w).epsilon(0.02));
     }
+}
+
+TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model assigns; QLoRA pays for its dequantization") {
+  /* The FLOPs a step executes (forward, recompute, backward: each op's own count, flash's causal
+   * half included) over the compute stream's busy time can be at most the dtype's peak x the best
+   * GEMM efficiency the model assigns. HFU above it would mean missing work. QLoRA's step is LoRA's
+   * plus bitsandbytes' dequantize_4bit of every base weight before each matmul, forward, recompute
+   * and backward: 0.5 + constants read, 2 B written per parameter (MatMul4Bit). */
+  for (const char* gpu : {"a100-sxm4-80gb", "h100-sxm-80gb", "rtx-4090"})
+    for (const char* method : {"lora", "qlora", "full"})
+      for (const char* ckpt : {"none", "full"}) {
+        INFO(std::string(gpu), " ", std::string(method), " ckpt ", std::string(ckpt));
+        const auto s = parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, activation_checkpointing: {}, "
+                                         "framework: hf-trainer}}",
+                                         method, ckpt),
+                             fmt::format("    cluster: {{gpu: {}, gpus: 1}}\n", gpu));
+        const auto& p = s.plans[0];
+        const auto r = sim::simulate_step(s.model, p);
+        const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
+        double executed = 0;
+        for (const auto& op : ir.ops)
+          if (op.stream == schedule::Stream::compute) executed += op.flops;
+        double busy = 0;
+        for (const auto& st : r.streams)
+          if (st.name == "compute") busy = st.busy_s;
+        REQUIRE(busy > 0);
+        const double peak = p.cluster.gpu.peak_for(hardware::Dtype::bf16);
+        CHECK(executed / busy <= peak * r.efficiency.gemm * 1.001);
+        CHECK(r.hfu <= r.efficiency.gemm);
+      }
+  const auto step = [](const char* method) {
+    const auto s = parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, framework: hf-trainer}}", method),
+                         "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
+    return sim::simulate_step(s.model, s.plans[0]).step_time_s;
+  };
+  /* Llama-3.1-8B: 6.98e9 linear parameters in the 32 layers (the head stays 16-bit), ~2.53 B each
+   * (NF4 + double-quantized constants read, bf16 written), twice a step without checkpointing: at
+   * ~0.85 x 2.04 TB/s that is ~20 ms more than LoRA. */
+  const double lora = step("lora"), qlora = step("qlora");
+  CHECK(qlora - lora == doctest::Approx(2 * 6.98e9 * 2.53 / (0.85 * 2.039e12)).epsilon(0.15));
 }
