@@ -51,9 +51,9 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
 
 void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb,
                 std::int64_t max_seq) {
-  fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), ZeRO {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
-             p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.zero, p.job.micro_batch,
-             p.job.seq_len);
+  fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
+             p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, plan::sharding_in_effect(p).label,
+             p.job.micro_batch, p.job.seq_len);
   Table t;
   using A = Table::Align;
   t.columns({{"GiB", A::left}, {"GPU (per GPU)", A::right}, {"host DRAM (per node)", A::right}, {"NVMe (per node)", A::right}});

@@ -21,19 +21,13 @@
 namespace ftplan::cli {
 namespace {
 
-// How the data-parallel dimension shards state: the framework decides for FSDP and YaFSDP.
+// How the data-parallel dimension shards state (the framework's rule, plan::sharding_in_effect).
 std::string sharding(const plan::Plan& p) {
-  switch (p.job.framework) {
-    case plan::Framework::pytorch_fsdp:
-    case plan::Framework::pytorch_fsdp2: return fmt::format("FSDP {}", plan::to_string(p.parallel.fsdp));
-    case plan::Framework::yafsdp: return "YaFSDP";
-    default:
-      return fmt::format("ZeRO {}{}", p.parallel.zero,
-                         p.parallel.zero == 3 && p.parallel.dp > 1 && p.job.framework == plan::Framework::deepspeed &&
-                                 p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
-                             ? " (per-parameter fetch)"
-                             : "");
-  }
+  return plan::sharding_in_effect(p).label +
+         (p.parallel.zero == 3 && p.parallel.dp > 1 && p.job.framework == plan::Framework::deepspeed &&
+                  p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
+              ? " (per-parameter fetch)"
+              : "");
 }
 
 // The layout: "dp 24 x tp 8 x pp 8 (interleaved x2)", with cp, ep and SP when used.

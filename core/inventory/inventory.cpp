@@ -259,27 +259,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   inv.grad_accumulation = plan::grad_accumulation_steps(plan);
 
   // ZeRO stage in effect and the group the state is sharded over.
-  int zero = par.zero;
-  int shard = dp;
-  if (prof.sharding == Sharding::fsdp1 || prof.sharding == Sharding::fsdp2 || prof.sharding == Sharding::yafsdp) {
-    switch (par.fsdp) {
-      case plan::FsdpSharding::full_shard: zero = 3; break;
-      case plan::FsdpSharding::shard_grad_op: zero = 2; break;
-      case plan::FsdpSharding::hybrid_shard:
-        zero = 3;
-        shard = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp * cp)));  // shard inside a node
-        break;
-      case plan::FsdpSharding::no_shard: zero = 0; break;
-    }
-  } else if (prof.sharding == Sharding::megatron) {
-    zero = std::min(zero, 1);  // the distributed optimizer shards optimizer state only
-  } else if (prof.sharding == Sharding::none) {
-    zero = 0;
-  }
-  // One rank: FSDP1 switches FULL_SHARD to NO_SHARD (torch/distributed/fsdp/_init_utils.py warns
-  // "switching to use NO_SHARD"), and torchtune's single-device recipes use no FSDP at all.
-  if (dp == 1 && (prof.sharding == Sharding::fsdp1 || job.framework == plan::Framework::torchtune)) zero = 0;
-  if (dp == 1) shard = 1;
+  const plan::ShardingInEffect in_effect = plan::sharding_in_effect(plan);
+  const int zero = in_effect.zero, shard = in_effect.shard_degree;
   inv.shard_degree = shard;
   inv.zero = zero;
 
@@ -511,7 +492,12 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   // PyTorch's foreach AdamW materialises one full-size temporary list (torch/optim/adamw.py,
   // _multi_tensor_adamw: exp_avg_sq_sqrt = torch._foreach_sqrt(...)); a per-parameter loop needs
   // one parameter's worth; fused kernels none.
-  const plan::OptimizerImpl impl = job.optimizer.implementation == plan::OptimizerImpl::framework_default
+  // bitsandbytes' 8-bit optimizers update tensor by tensor with one fused kernel that reads and
+  // writes the block-quantized states in place (bitsandbytes/optim/optimizer.py,
+  // Optimizer8bit.step -> update_step -> F.optimizer_update_8bit_blockwise): no step temporary,
+  // whatever the framework's default for torch optimizers.
+  const plan::OptimizerImpl impl = job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? plan::OptimizerImpl::fused
+                                   : job.optimizer.implementation == plan::OptimizerImpl::framework_default
                                        ? prof.optimizer_impl
                                        : job.optimizer.implementation;
   if (off.optimizer_step == Tier::gpu && states > 0) {

@@ -316,6 +316,34 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
                          o.activations == Tier::nvme;
   if (uses_nvme && c.drives.empty())
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
+  // Keys the framework would not act on: say what to write instead of computing something else.
+  const Framework fw = plan.job.framework;
+  const bool fsdp_like = fsdp || fw == Framework::yafsdp;
+  if (fw == Framework::hf_trainer && p.zero > 0)
+    bad("parallel.zero", fmt::format("HF Trainer shards through its DeepSpeed or FSDP integration: write job.framework: deepspeed "
+                                     "(Trainer --deepspeed) with parallel.zero: {}, or pytorch-fsdp (Trainer --fsdp) with "
+                                     "parallel.fsdp",
+                                     p.zero));
+  if (fw == Framework::megatron && p.zero > 1)
+    bad("parallel.zero", fmt::format("Megatron's distributed optimizer shards the optimizer state only (ZeRO 1); ZeRO {} "
+                                     "is DeepSpeed's (job.framework: deepspeed)",
+                                     p.zero));
+  if (fsdp_like && p.zero > 0) {
+    const int fsdp_zero = p.fsdp == FsdpSharding::shard_grad_op ? 2 : p.fsdp == FsdpSharding::no_shard ? 0 : 3;
+    if (p.zero != fsdp_zero)
+      bad("parallel.zero", fmt::format("{} shards by parallel.fsdp ({} = ZeRO {}); for ZeRO {} write fsdp: {}", to_string(fw),
+                                       to_string(p.fsdp), fsdp_zero, p.zero,
+                                       p.zero == 2 ? "shard_grad_op" : p.zero == 3 ? "full_shard" : "no_shard"));
+  }
+  // The presets named after DeepSpeed's systems are DeepSpeed's (Ren et al. 2021; Rajbhandari et
+  // al. 2021): under another framework they would keep that framework's state where it is.
+  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) && fw != Framework::deepspeed)
+    bad("offload.preset", fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
+                                      to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
+  if (plan.job.optimizer.kind == OptimizerKind::adamw_8bit && plan.job.optimizer.implementation != OptimizerImpl::framework_default &&
+      plan.job.optimizer.implementation != OptimizerImpl::fused)
+    bad("job.optimizer.implementation", fmt::format("bitsandbytes' 8-bit AdamW has one fused implementation, not {}",
+                                                    to_string(plan.job.optimizer.implementation)));
   if (plan.job.method == Method::qlora && plan.job.precision == Precision::fp32)
     bad("job.precision", "QLoRA computes in 16-bit; use bf16-mixed, fp16-mixed or bf16");
   return out;

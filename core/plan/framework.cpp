@@ -1,5 +1,11 @@
 #include "plan/framework.hpp"
 
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "plan/checks.hpp"
+
 namespace ftplan::plan {
 
 FrameworkProfile framework_profile(const Job& job) {
@@ -141,6 +147,54 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
   if (job.fsdp_mixed_precision.reduce != WireType::framework_default)
     r.reduce_B = job.fsdp_mixed_precision.reduce == WireType::fp32 ? 4.0 : 2.0;
   return r;
+}
+
+ShardingInEffect sharding_in_effect(const Plan& plan) {
+  const Parallel& par = plan.parallel;
+  const Job& job = plan.job;
+  const Sharding sharding = framework_profile(job).sharding;
+  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp);
+  const int dp = data_parallel_degree(plan);
+  ShardingInEffect out;
+  out.zero = par.zero;
+  out.shard_degree = dp;
+  const char* name = "ZeRO";
+  switch (sharding) {
+    case Sharding::fsdp1:
+    case Sharding::fsdp2:
+    case Sharding::yafsdp:
+      name = sharding == Sharding::yafsdp ? "YaFSDP" : sharding == Sharding::fsdp2 ? "FSDP2" : "FSDP";
+      switch (par.fsdp) {
+        case FsdpSharding::full_shard: out.zero = 3; break;
+        case FsdpSharding::shard_grad_op: out.zero = 2; break;
+        case FsdpSharding::hybrid_shard:
+          out.zero = 3;
+          out.shard_degree = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp * cp)));  // shard inside a node
+          break;
+        case FsdpSharding::no_shard: out.zero = 0; break;
+      }
+      out.label = fmt::format("{} {}", name, to_string(par.fsdp));
+      break;
+    case Sharding::megatron:
+      out.zero = std::min(out.zero, 1);  // the distributed optimizer shards optimizer state only
+      out.label = out.zero == 1 ? "distributed optimizer (ZeRO 1)" : "ZeRO 0";
+      break;
+    case Sharding::none:
+      out.zero = 0;
+      out.label = "DDP (ZeRO 0)";
+      break;
+    case Sharding::deepspeed:
+      out.label = fmt::format("ZeRO {}", out.zero);
+      break;
+  }
+  // One rank: FSDP1 switches FULL_SHARD to NO_SHARD (torch/distributed/fsdp/_init_utils.py warns
+  // "switching to use NO_SHARD"), and torchtune's single-device recipes use no FSDP at all.
+  if (dp == 1 && (sharding == Sharding::fsdp1 || job.framework == Framework::torchtune) && out.zero > 0) {
+    out.zero = 0;
+    out.label += " (1 rank: NO_SHARD)";
+  }
+  if (dp == 1) out.shard_degree = 1;
+  return out;
 }
 
 }  // namespace ftplan::plan

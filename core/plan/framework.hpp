@@ -3,7 +3,9 @@
 // per Framework; each figure cites the framework source it comes from (docs/memory-model.md).
 #pragma once
 
-#include "plan/job.hpp"
+#include <string>
+
+#include "plan/plan.hpp"
 
 namespace ftplan::plan {
 
@@ -67,6 +69,16 @@ struct FrameworkProfile {
 
 // The profile of a job's framework, with its precision recipe resolved for the job.
 FrameworkProfile framework_profile(const Job& job);
+
+// How a plan's data-parallel state is really sharded: the ZeRO stage in effect (FSDP FULL_SHARD
+// = 3, SHARD_GRAD_OP = 2, NO_SHARD = 0; Megatron's distributed optimizer 1; plain DDP 0) and the
+// ranks it is split over. The one place that says it: inventory, step IR and every verb's label.
+struct ShardingInEffect {
+  int zero = 0;
+  int shard_degree = 1;
+  std::string label;  // "FSDP full_shard", "ZeRO 2", "FSDP full_shard (1 rank: NO_SHARD)", ...
+};
+ShardingInEffect sharding_in_effect(const Plan& plan);
 PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile);
 
 }  // namespace ftplan::plan

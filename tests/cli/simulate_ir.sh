@@ -15,7 +15,7 @@ grep -q '"format": "ftplan-step-ir"' "$dir/step.json" || fail "no format in the 
 grep -q '"kind": "gemm"' "$dir/step.json" || fail "no GEMM in the file"
 grep -q '"element": "bf16"' "$dir/step.json" || fail "no element types in the file"
 # A pipeline writes one file per stage.
-"$ftplan" simulate --model llama-3.1-8b --gpu h100-sxm-80gb --gpus 8 --tp 2 --pp 2 --zero 1 --seq 1024 \
+"$ftplan" simulate --model llama-3.1-8b --gpu h100-sxm-80gb --gpus 8 --tp 2 --pp 2 --framework megatron --zero 1 --seq 1024 \
   --ir "$dir/pp.json" >"$dir/out.txt" 2>&1 || fail "pipeline: exit status $?"
 [[ -s "$dir/pp.stage0.json" && -s "$dir/pp.stage1.json" ]] || fail "no file per stage: $(ls "$dir")"
 echo "ok"

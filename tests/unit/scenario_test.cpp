@@ -3,7 +3,9 @@
 #include <string>
 
 #include "io/scenario_io.hpp"
+#include "inventory/inventory.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -218,4 +220,40 @@ TEST_CASE("every shipped scenario loads") {
     ++n;
   }
   CHECK(n >= 3);
+}
+
+TEST_CASE("keys a framework would not act on are refused with what to write instead") {
+  /* Each of these used to be accepted and computed as something else: HF Trainer with ZeRO 3 as
+   * plain DDP; ZeRO-Offload under FSDP with the fp32 weights left on the GPU; Megatron's ZeRO 2 as
+   * its distributed optimizer (ZeRO 1); FSDP's full_shard with zero 1 as ZeRO 3. */
+  const auto plan_with = [&](const std::string& job, const std::string& parallel, const std::string& offload = "") {
+    return error_of("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1, " + job + "}\nplans:\n  - name: p\n"
+                    "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: " + parallel + "\n" + offload);
+  };
+  CHECK(plan_with("framework: hf-trainer", "{zero: 3}").find("write job.framework: deepspeed") != std::string::npos);
+  CHECK(plan_with("framework: pytorch-fsdp", "{zero: 2}", "    offload: {preset: zero-offload}\n")
+            .find("zero-offload is DeepSpeed's: write job.framework: deepspeed") != std::string::npos);
+  CHECK(plan_with("framework: megatron", "{zero: 2}").find("distributed optimizer shards the optimizer state only") !=
+        std::string::npos);
+  CHECK(plan_with("framework: pytorch-fsdp", "{zero: 1}").find("shards by parallel.fsdp (full_shard = ZeRO 3)") !=
+        std::string::npos);
+  CHECK(plan_with("framework: deepspeed, optimizer: {name: adamw-8bit, implementation: foreach}", "{zero: 1}")
+            .find("one fused implementation") != std::string::npos);
+  // What the frameworks do accept still loads.
+  CHECK(plan_with("framework: pytorch-fsdp", "{zero: 3, fsdp: full_shard}").empty());
+  CHECK(plan_with("framework: pytorch-fsdp", "{zero: 2, fsdp: shard_grad_op}").empty());
+  CHECK(plan_with("framework: deepspeed", "{zero: 2}", "    offload: {preset: zero-offload}\n").empty());
+  CHECK(plan_with("framework: megatron", "{zero: 1}").empty());
+}
+
+TEST_CASE("one sharding label for a plan, from the rule the inventory applies") {
+  const auto s = parse("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1}\nplans:\n"
+                       "  - name: one\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"
+                       "  - name: eight\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
+                       "  - name: ddp\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {framework: hf-trainer}\n");
+  CHECK(plan::sharding_in_effect(s.plans[0]).label == "FSDP full_shard (1 rank: NO_SHARD)");
+  CHECK(plan::sharding_in_effect(s.plans[0]).zero == inventory::build_inventory(s.model, s.plans[0]).zero);
+  CHECK(plan::sharding_in_effect(s.plans[1]).label == "FSDP full_shard");
+  CHECK(inventory::build_inventory(s.model, s.plans[1]).zero == 3);
+  CHECK(plan::sharding_in_effect(s.plans[2]).label == "DDP (ZeRO 0)");
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "inventory/inventory.hpp"
 #include "io/scenario_io.hpp"
 #include "model/model.hpp"
@@ -44,17 +45,26 @@ TEST_CASE("every op of the step finds its inputs live in the tier it reads them 
                          "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
                          "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    offload: {preset: activation-cpu}\n"};
+  int built = 0;
   for (const char* model : {"llama-3.1-8b", "mixtral-8x7b", "gemma-2-9b"})
     for (const char* job : jobs)
       for (const char* plan : plans) {
         CAPTURE(std::string(model));
         CAPTURE(std::string(job));
         CAPTURE(std::string(plan));
-        const auto ir = step_of(scenario(model, std::string(job) + "  micro_batch: 2\n  seq_len: 1024\n", plan));
+        plan::Scenario s;
+        try {
+          s = scenario(model, std::string(job) + "  micro_batch: 2\n  seq_len: 1024\n", plan);
+        } catch (const InputError&) {
+          continue;  // a layout its framework refuses (parallel.zero under FSDP's own sharding, ...)
+        }
+        ++built;
+        const auto ir = step_of(s);
         const auto problems = schedule::dry_run(ir);
         CHECK_MESSAGE(problems.empty(), (problems.empty() ? "" : problems.front()));
         CHECK(ir.ops.size() > 10);
       }
+  CHECK(built >= 80);  // of 3 x 6 x 8
 }
 
 TEST_CASE("the step's model FLOPs are PaLM's 6N + 12LHQT per token") {

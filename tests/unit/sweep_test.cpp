@@ -140,7 +140,7 @@ TEST_CASE("dotted keys set one key for every plan, one plan by name or index, an
       "axes:\n"
       "  - {key: plans.*.job.micro_batch, values: [2]}\n"
       "  - {key: 'plans[two.h100].cluster.gpus', name: h100s, values: [4]}\n"
-      "  - {key: plans.0.parallel.zero, values: [1]}\n"
+      "  - {key: plans.0.parallel.fsdp, values: [shard_grad_op]}\n"
       "  - {key: job.loss.chunks, values: [8]}\n"
       "  - {key: job.global_batch, values: [16]}\n");
   const std::string yaml = s.scenario_yaml(0);

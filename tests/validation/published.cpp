@@ -244,7 +244,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   std::smatch version;
   if (contains(source, "transformers") && std::regex_search(source, version, std::regex("\\(v4\\.([0-9]+)\\)")) &&
       std::stoi(version[1]) < 36)
-    extra += "  attention: eager\n  optimizer: {name: " + optimizer + ", implementation: per-parameter}\n" +
+    extra += "  attention: eager\n  optimizer: " +
+             (optimizer == "adamw" ? std::string("{name: adamw, implementation: per-parameter}") : optimizer) + "\n" +
              std::string(std::stoi(version[1]) <= 27 ? "  gradients_persist: true\n" : "");
   else
     extra += "  optimizer: " + optimizer + "\n";
