@@ -276,7 +276,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   struct Kind {
     bool ready = false;
     int model_layer = 0;
-    double total = 0, linear = 0, largest_linear = 0, lora = 0;
+    double total = 0, linear = 0, largest_linear = 0, lora = 0, expert = 0;
   };
   std::array<Kind, 8> kinds{};
   std::array<int, 8> kind_count{};
@@ -307,6 +307,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const LayerShape s = shape_of(m, kd.model_layer);
     kd.largest_linear = std::max(s.h * s.q, s.h * s.f) / tp;
     kd.lora = lora_layer_params(m, job, trainable, kd.model_layer) / tp;
+    // The experts' share of the layer's parameters on this rank (their MLPs, split by tp x ep).
+    kd.expert = (k & 1) ? static_cast<double>(lp.mlp) / split : 0;
   }
   for (int k = 0; k < 8; ++k) {
     if (kind_count[k] == 0) continue;
@@ -316,6 +318,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     frozen_linear += kd.linear * kind_count[k];
     rp.largest_linear = std::max(rp.largest_linear, kd.largest_linear);
     rp.trainable += kd.lora * kind_count[k];
+    rp.expert += kd.expert * kind_count[k];
     rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? kd.total : kd.lora);
   }
   const double h = static_cast<double>(m.hidden);
@@ -333,6 +336,10 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   }
   rp.frozen = rp.total - rp.trainable;
   rp.frozen_quantized = job.method == Method::qlora ? frozen_linear : 0;
+  // Expert parameters train (full fine-tune) or stay frozen (LoRA leaves the experts' base frozen;
+  // its adapters are counted with the dense part).
+  const double expert_trainable = job.method == Method::full ? rp.expert : 0.0;
+  const double expert_frozen = rp.expert - expert_trainable;
 
   // `e`: the element type (Element::packed for mixed buffers).
   const auto add = [&](const char* name, Category c, Tier tier, double bytes, int count, Lifetime life, Element e,
@@ -345,18 +352,29 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const Element compute = inv.compute_element();
   const Tier gpu = Tier::gpu;
   const plan::Offload& off = plan.offload;
-  const auto shard_if = [&](double bytes, int min_stage) { return zero >= min_stage ? bytes / shard : bytes; };
+  // Expert parameters are split by ep first, then sharded only over the data-parallel ranks that
+  // hold the same experts: the expert-data-parallel group, dp / ep of them (DeepSpeed-MoE
+  // expert_data_parallel_group, deepspeed/utils/groups.py; Megatron-core's expert data-parallel
+  // group, parallel_state.py). Dense parameters shard over all dp ranks.
+  const int expert_shard = ep > 1 && shard % ep == 0 ? shard / ep : (ep > 1 ? 1 : shard);
+  const auto shard_parts = [&](double dense_bytes, double expert_bytes, int min_stage) {
+    return zero >= min_stage ? dense_bytes / shard + expert_bytes / expert_shard : dense_bytes + expert_bytes;
+  };
 
   // ---- weights
   // Frozen base (LoRA/QLoRA) is loaded in the 16-bit compute dtype; QLoRA quantizes its linear weights.
   const double frozen_B = rec.compute_B;
   const double frozen_bytes = (rp.frozen - rp.frozen_quantized) * frozen_B +
                               rp.frozen_quantized * quantized_bytes_per_param(job.quant);
-  add("frozen base weights", Category::weights, off.params, shard_if(frozen_bytes, 3), 1, Lifetime::persistent, rp.frozen_quantized > 0 ? packed : compute);
-  add("trainable weights", Category::weights, off.params, shard_if(rp.trainable * rec.weight_B, 3), 1, Lifetime::persistent, elem(rec.weight_B));
+  const double expert_frozen_bytes = expert_frozen * (rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : frozen_B);
+  add("frozen base weights", Category::weights, off.params, shard_parts(frozen_bytes - expert_frozen_bytes, expert_frozen_bytes, 3),
+      1, Lifetime::persistent, rp.frozen_quantized > 0 ? packed : compute);
+  add("trainable weights", Category::weights, off.params,
+      shard_parts((rp.trainable - expert_trainable) * rec.weight_B, expert_trainable * rec.weight_B, 3), 1, Lifetime::persistent,
+      elem(rec.weight_B));
 
   // ---- optimizer state (+ master copy)
-  const double trainable_shard = zero >= 1 ? rp.trainable / shard : rp.trainable;
+  const double trainable_shard = shard_parts(rp.trainable - expert_trainable, expert_trainable, 1);
   double states = 0;  // bytes per trainable parameter
   switch (job.optimizer.kind) {
     case plan::OptimizerKind::adamw:
@@ -381,7 +399,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   add("fp32 master weights", Category::optimizer, opt_tier, trainable_shard * rec.master_B, 1, Lifetime::persistent, Element::fp32);
 
   // ---- gradients
-  const double grad_elems = zero >= 2 ? rp.trainable / shard : rp.trainable;
+  const double grad_elems = shard_parts(rp.trainable - expert_trainable, expert_trainable, 2);
   if (off.gradients == Tier::gpu) {
     const bool in_backward = job.optimizer.in_backward && inv.grad_accumulation == 1;
     if (in_backward) {

@@ -62,6 +62,7 @@ struct RankParams {
   double trainable = 0;    // full fine-tune: total; LoRA: adapters
   double frozen = 0;       // total - trainable (LoRA base)
   double frozen_quantized = 0;  // of frozen: the linear weights QLoRA quantizes
+  double expert = 0;            // of total: the MoE experts' parameters on this rank (after the ep split)
   double largest_layer = 0;     // parameters of the largest layer (an FSDP unit)
   double largest_linear = 0;    // parameters of the largest single linear weight
   double root = 0;              // embeddings + final norm + head on this stage (FSDP root unit)

@@ -187,3 +187,23 @@ TEST_CASE("bitsandbytes' 8-bit AdamW updates in place: no optimizer-step tempora
     CHECK(group_bytes(inventory::build_inventory(t.model, t.plans[0]), "optimizer step temporaries") > 1e9);  // foreach AdamW
   }
 }
+
+TEST_CASE("expert weights split by ep, then shard only over the ranks that hold the same experts") {
+  /* Mixtral-8x7B on 8 H100s, ep 8, FSDP full_shard (ZeRO 3): each GPU holds one whole expert per
+   * layer, 3 x 4096 x 14336 x 32 = 5.637e9 parameters, whose expert-data-parallel group is dp / ep = 1
+   * rank (nothing to shard them over); the dense ~1.60e9 (attention, embeddings, head, router,
+   * norms) shard over all 8. FSDP keeps fp32 parameters: weights = 4 x (5.637e9 + 1.60e9 / 8).
+   * They were sharded twice (over ep, then over all 8): 3.4 GiB instead of ~21.7. */
+  const auto s = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {ep: 8}\n");
+  const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+  const double expert = 3.0 * 4096 * 14336 * 32;
+  CHECK(inv.params.expert == doctest::Approx(expert).epsilon(1e-4));  // + the router's eighth, as the MLP is split
+  const double dense = inv.params.total - inv.params.expert;
+  CHECK(dense == doctest::Approx(1.60e9).epsilon(0.02));
+  CHECK(gpu_bytes(inv, Category::weights) == doctest::Approx(4 * (expert + dense / 8)).epsilon(1e-4));
+  CHECK(gpu_bytes(inv, Category::optimizer) == doctest::Approx(8 * (expert + dense / 8)).epsilon(1e-4));
+  /* On 16 GPUs with ep 8, each expert has two replicas: its state shards over 2. */
+  const auto t = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {ep: 8}\n");
+  const auto inv16 = inventory::build_inventory(t.model, t.plans[0]);
+  CHECK(gpu_bytes(inv16, Category::weights) == doctest::Approx(4 * (expert / 2 + dense / 16)).epsilon(1e-4));
+}
