@@ -93,6 +93,13 @@ nodes:
     host: xeon-8480c-2s
     base_power: 100 W
     sources: {default: "test"}
+  - name: cloudy
+    gpu: toy
+    gpus: 1
+    host: xeon-8480c-2s
+    base_power: 100 W
+    cloud_instance: true
+    sources: {default: "test"}
 )";
   const std::string msg = test::input_error_of([&] { io::load_catalog(dir); });
   const std::string gpus = (dir / "hardware" / "gpus.yaml").string();
@@ -100,5 +107,7 @@ nodes:
   CHECK(msg.find(gpus + ":4:13: gpus[0].memory: expected a size like '80 GiB' or '141 GB'; got '16 Gb': unknown unit "
                         "'Gb' (did you mean 'GB'?)") != std::string::npos);
   CHECK(msg.find(nodes + ":3:5: nodes[0].gpu: no GPU 'toy2' in gpus.yaml (did you mean 'toy'?)") != std::string::npos);
+  CHECK(msg.find("nodes[1].cloud_instance: a named cloud instance needs its own price.cloud_hourly") !=
+        std::string::npos);
   std::filesystem::remove_all(dir);
 }
