@@ -51,8 +51,10 @@ std::vector<GemmShape> unique_shapes(const std::vector<GemmShape>& shapes) {
 const hardware::GpuSpec* match_catalog_gpu(const hardware::Catalog& catalog, const std::string& device_name,
                                            double memory_bytes) {
   const std::string name = to_lower(device_name);
-  // The model number: a letter-digit token such as h100, a100, h200, l40s, rtx 4090, mi300x, b200.
-  static const std::regex model_re(R"(\b(?:rtx\s*)?([a-z]{0,3}\d{2,4}[a-z]?)\b)");
+  // The model number: a letter-digit token such as h100, a100, h200, l40s, rtx 4090, mi300x, b200;
+  // and the module generation (sxm2, sxm3, sxm4), which tells apart same-memory parts such as the
+  // V100 SXM2 32GB (DGX-1) and V100 SXM3 32GB (DGX-2).
+  static const std::regex model_re(R"(\b(?:rtx\s*)?([a-z]{0,3}\d{2,4}[a-z]?|sxm\d)\b)");
   std::set<std::string> tokens;
   for (auto it = std::sregex_iterator(name.begin(), name.end(), model_re); it != std::sregex_iterator(); ++it)
     tokens.insert((*it)[1].str());

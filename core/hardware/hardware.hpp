@@ -132,6 +132,9 @@ struct NodeSpec {
   double base_power_w = 0;
   double max_power_w = 0;
   std::vector<std::string> default_for;
+  // A named cloud instance (AWS p4de.24xlarge, GCP g2-standard-96): its price.cloud_hourly is that
+  // provider's own list price. Otherwise a node's hourly rate is derived: gpus x the GPU's rate.
+  bool cloud_instance = false;
   Price price;
   Sources sources;
   std::string notes;

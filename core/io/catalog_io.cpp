@@ -236,6 +236,7 @@ NodeSpec read_node(MapView& v) {
   v.get_quantity("base_power", io::Quantity::power, n.base_power_w, 0);
   v.get_quantity("max_power", io::Quantity::power, n.max_power_w, 0);
   v.get_strings("default_for", n.default_for);
+  v.get("cloud_instance", n.cloud_instance);
   read_price(v, n.price);
   return n;
 }
@@ -307,6 +308,8 @@ Catalog load_catalog(const std::filesystem::path& zoo_dir) {
       auto [it, fresh] = default_owner.emplace(g, n.name);
       if (!fresh) all.error(at, key + ".default_for", fmt::format("'{}' already has default node '{}'", g, it->second));
     }
+    if (n.cloud_instance && !n.price.cloud_usd_per_hour)
+      all.error(at, key + ".cloud_instance", "a named cloud instance needs its own price.cloud_hourly");
     int switched_gpus = 0;
     for (const auto& s : n.pcie_switches) switched_gpus += s.count * s.gpus;
     if (!n.pcie_switches.empty() && switched_gpus != n.gpus)

@@ -331,6 +331,8 @@ TEST_CASE("a device name finds its catalog GPU") {
   CHECK(name_of("NVIDIA A100 80GB PCIe", 85100000000.0) == "a100-pcie-80gb");
   CHECK(name_of("NVIDIA H200", 150e9) == "h200-sxm-141gb");
   CHECK(name_of("NVIDIA GeForce RTX 4090", 25.2e9) == "rtx-4090");
+  CHECK(name_of("Tesla V100-SXM2-32GB", 34089664512.0) == "v100-sxm2-32gb");
+  CHECK(name_of("Tesla V100-SXM3-32GB", 34359738368.0) == "v100-sxm3-32gb");
   CHECK(name_of("Some Accelerator 9000", 80e9) == "none");
 }
 

@@ -10,9 +10,9 @@ using hardware::Dtype;
 
 TEST_CASE("the catalog covers the GPUs people train on, each with a typical node and sources") {
   const auto& c = test::catalog();
-  for (const char* name : {"v100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-40gb",
-                           "a100-pcie-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h100-96gb-500w", "h200-sxm-141gb", "b200",
-                           "l40s", "l4", "rtx-4090", "rtx-6000-ada", "rtx-a6000", "mi300x"}) {
+  for (const char* name : {"v100-sxm2-16gb", "v100-sxm2-32gb", "v100-sxm3-32gb", "a100-sxm4-40gb", "a100-sxm4-80gb",
+                           "a100-pcie-40gb", "a100-pcie-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h100-96gb-500w",
+                           "h200-sxm-141gb", "b200", "l40s", "l4", "rtx-4090", "rtx-6000-ada", "rtx-a6000", "mi300x"}) {
     CAPTURE(name);
     const auto* g = c.gpu(name);
     REQUIRE(g);
@@ -55,6 +55,37 @@ TEST_CASE("catalog figures agree with the sourced reference (../shared/reference
   CHECK(v100->peak_for(Dtype::bf16) == v100->peak_flops.at(Dtype::fp16));
 }
 
+TEST_CASE("the offload papers' machines: a DGX-2 and a one-RTX-4090 workstation with many drives") {
+  /* DGX-2 (datacenterdynamics.com / pcper.com, 2018-03; DGX-2 datasheet): 16 V100 32GB at 350 W on
+   * NVSwitch, 2x Xeon Platinum 8168, 1.5 TB DRAM, 8x 3.84 TB NVMe = 30.72 TB, 10 kW.
+   * Fuyou/LoHan (arXiv 2403.06504): one RTX 4090, 256 GB of DRAM, 12 NVMe drives in RAID-0. */
+  const auto& c = test::catalog();
+  const auto* dgx2 = c.node("dgx-2");
+  REQUIRE(dgx2);
+  CHECK(dgx2->gpus == 16);
+  CHECK(dgx2->gpu_interconnect == "nvlink");
+  CHECK(dgx2->max_power_w == doctest::Approx(10e3));
+  const auto* v100 = c.gpu(dgx2->gpu);
+  REQUIRE(v100);
+  CHECK(v100->tdp_w == 350);
+  CHECK(v100->memory_bytes == doctest::Approx(32e9));
+  const auto* host = c.host(dgx2->host);
+  REQUIRE(host);
+  CHECK(host->cores() == 48);
+  CHECK(host->dram_bytes == doctest::Approx(1.5 * 1099511627776.0));
+  REQUIRE(dgx2->drives.size() == 1);
+  CHECK(dgx2->drives[0].count * c.drive(dgx2->drives[0].name)->capacity_bytes == doctest::Approx(30.72e12));
+
+  const auto* ws = c.node("workstation-1x-rtx-4090-12x-nvme");
+  REQUIRE(ws);
+  CHECK(ws->gpus == 1);
+  CHECK(ws->gpu == "rtx-4090");
+  CHECK(c.host(ws->host)->dram_bytes == doctest::Approx(256.0 * 1073741824.0));
+  REQUIRE(ws->drives.size() == 1);
+  CHECK(ws->drives[0].count == 12);
+  CHECK(c.default_node_for("rtx-4090")->name == "desktop-1x-rtx-4090");  // still the typical 4090 box
+}
+
 TEST_CASE("link arithmetic: PCIe per direction and DRAM channels") {
   /* PCIe Gen4 x16: 16 GT/s x 16 lanes x 128/130 / 8 = 31.5 GB/s; Gen5 doubles it (63.0 GB/s). */
   CHECK(hardware::PcieLink{4, 16}.bandwidth_Bps() == doctest::Approx(31.5e9).epsilon(0.001));
@@ -93,6 +124,13 @@ nodes:
     host: xeon-8480c-2s
     base_power: 100 W
     sources: {default: "test"}
+  - name: cloudy
+    gpu: toy
+    gpus: 1
+    host: xeon-8480c-2s
+    base_power: 100 W
+    cloud_instance: true
+    sources: {default: "test"}
 )";
   const std::string msg = test::input_error_of([&] { io::load_catalog(dir); });
   const std::string gpus = (dir / "hardware" / "gpus.yaml").string();
@@ -100,5 +138,7 @@ nodes:
   CHECK(msg.find(gpus + ":4:13: gpus[0].memory: expected a size like '80 GiB' or '141 GB'; got '16 Gb': unknown unit "
                         "'Gb' (did you mean 'GB'?)") != std::string::npos);
   CHECK(msg.find(nodes + ":3:5: nodes[0].gpu: no GPU 'toy2' in gpus.yaml (did you mean 'toy'?)") != std::string::npos);
+  CHECK(msg.find("nodes[1].cloud_instance: a named cloud instance needs its own price.cloud_hourly") !=
+        std::string::npos);
   std::filesystem::remove_all(dir);
 }

@@ -84,6 +84,7 @@ std::string gpu_name(const std::string& g) {
   if (contains(g, "a100") && contains(g, "40gb")) return "a100-sxm4-40gb";
   if (contains(g, "40gb gpus")) return "a100-sxm4-40gb";
   if (contains(g, "a100")) return "a100-sxm4-80gb";
+  if (contains(g, "v100") && (contains(g, "sxm3") || contains(g, "dgx-2"))) return "v100-sxm3-32gb";  // DGX-2 / HGX-2
   if (contains(g, "v100") && contains(g, "16gb")) return "v100-sxm2-16gb";
   if (contains(g, "v100")) return "v100-sxm2-32gb";
   if (contains(g, "4090")) return "rtx-4090";
