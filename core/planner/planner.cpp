@@ -158,9 +158,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
       for (std::size_t i = next++; i < survivors.size(); i = next++) {
         Candidate c;
         c.plan = survivors[i];
-        sim::Options o;
-        o.max_micro_batches = sim::kSteadyStateMicroBatches;
-        c.evaluation = io::evaluate(model, c.plan, cost, o);
+        c.evaluation = io::evaluate(model, c.plan, cost, sim::Options{});
         const auto& e = c.evaluation;
         c.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
                               (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&

@@ -1075,7 +1075,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     k2 = pp * ((std::max(k, pp) + pp - 1) / pp);
     k1 = k2 + pp;
   }
-  const bool shortcut = k >= 2 && accumulation > k1;
+  // Not for GPipe: it holds every micro-batch's activations at once, so its memory peak (not an
+  // additive figure) grows with the count (1F1B holds at most pp, which k2 >= pp covers).
+  const bool shortcut = k >= 2 && accumulation > k1 && !(pp > 1 && p.parallel.schedule == plan::PipelineSchedule::gpipe);
   // Under the shortcut the step is simulated with k1 and with k2 micro-batches, and every additive
   // figure extrapolated: f(n) = f(k1) + repeats (f(k1) - f(k2)) (sim/timeline.hpp).
   const double repeats = shortcut ? static_cast<double>(accumulation - k1) / (k1 - k2) : 0.0;

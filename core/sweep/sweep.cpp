@@ -772,9 +772,8 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
     }
     return rows;
   }
-  sim::Options options;
-  // Steady-state shortcut, only when the sweep asks: tests/unit/simulate_test.cpp bounds it to 0.5%.
-  if (im.steady_state) options.max_micro_batches = sim::kSteadyStateMicroBatches;
+  sim::Options options;  // the steady-state shortcut, as every verb uses it (sim::Options)
+  if (!im.steady_state) options.max_micro_batches = 0;  // every micro-batch simulated
   const plan::Constraints& k = s.constraints;
   std::string cheapest;
   double cheapest_usd = 0;

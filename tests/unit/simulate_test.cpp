@@ -17,6 +17,13 @@ using namespace ftplan;
 
 namespace {
 
+// Every micro-batch simulated: the reference the steady-state shortcut is checked against.
+const sim::Options kEveryMicroBatch = [] {
+  sim::Options o;
+  o.max_micro_batches = 0;
+  return o;
+}();
+
 plan::Scenario parse(const std::string& job, const std::string& plan) {
   return io::parse_scenario(fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {}\nplans:\n  - name: p\n{}", job, plan),
                             "simulate_test.yaml", test::data_dir(), test::zoo(), test::catalog());
@@ -152,7 +159,7 @@ TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") 
     CAPTURE(std::string(plan));
     const auto s = parse("{seq_len: 2048, micro_batch: 1, global_batch: 128, steps: 1, activation_checkpointing: full}",
                          plan);
-    const auto full = sim::simulate_step(s.model, s.plans[0]);
+    const auto full = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
     sim::Options o;
     o.max_micro_batches = sim::kSteadyStateMicroBatches;
     const auto fast = sim::simulate_step(s.model, s.plans[0], o);
@@ -216,7 +223,7 @@ TEST_CASE("the steady-state shortcut stays within 0.5% over a grid of single-nod
                                              "activation_checkpointing: full, framework: pytorch-fsdp}}",
                                              method, seq, mb),
                                  fmt::format("    cluster: {{gpu: {}, gpus: {}}}\n", gpu, gpus));
-            const auto full = sim::simulate_step(s.model, s.plans[0]);
+            const auto full = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
             sim::Options o;
             o.max_micro_batches = sim::kSteadyStateMicroBatches;
             const auto fast = sim::simulate_step(s.model, s.plans[0], o);
@@ -291,7 +298,7 @@ TEST_CASE("the steady-state shortcut is exact for the bytes it reports and withi
                       micro, offload),
           "simulate_test.yaml", test::data_dir(), test::zoo(), catalog);
       INFO(std::string(offload), " micro-batch ", micro);
-      const auto full = sim::simulate_step(s.model, s.plans[0]);
+      const auto full = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
       sim::Options o;
       o.max_micro_batches = sim::kSteadyStateMicroBatches;
       const auto fast = sim::simulate_step(s.model, s.plans[0], o);
