@@ -1,0 +1,164 @@
+// One plan, one answer: the same plan evaluated through each verb's path gives the same figures,
+// field by field (issue 15). memory = the footprint row; simulate = simulate_step + its row;
+// compare = io::evaluate + the cost row; sweep = a one-point sweep of the same scenario; the GUI =
+// gui::evaluate of the same text; plan = the planner's evaluation of its candidates.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "evaluation.hpp"
+#include "footprint/footprint.hpp"
+#include "io/results.hpp"
+#include "io/scenario_io.hpp"
+#include "planner/planner.hpp"
+#include "sim/simulate.hpp"
+#include "sweep/sweep.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+// Every field of `want` is in `got` with the same value: "" when so, else the first difference.
+std::string differs(const io::Row& want, const io::Row& got) {
+  for (const auto& [key, value] : want.fields) {
+    const io::Value* v = got.get(key);
+    if (!v) return "missing " + key;
+    if (*v != value) return fmt::format("{}: {} vs {}", key, io::csv_cell(value), io::csv_cell(*v));
+  }
+  return {};
+}
+
+// A random plan of the kinds users compare: single GPUs and nodes, sharded and not, pipelines,
+// LoRA and QLoRA, MoE, tiered (CPU and NVMe offload). Deterministic: rng() % n, not a
+// distribution (their output is implementation-defined).
+std::string random_scenario(std::mt19937& rng) {
+  const auto pick = [&](std::initializer_list<const char*> xs) { return *(xs.begin() + rng() % xs.size()); };
+  const auto pick_int = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
+  const std::string model = pick({"llama-3.2-1b", "qwen2.5-0.5b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-2b"});
+  const std::string method = pick({"full", "lora", "qlora"});
+  const std::string framework =
+      pick({"pytorch-fsdp", "pytorch-fsdp2", "deepspeed", "deepspeed", "deepspeed", "megatron", "hf-trainer", "torchtune"});
+  const int seq = pick_int({512, 1024, 2048});
+  const int micro = pick_int({1, 2, 4});
+  const int accumulation = pick_int({1, 2, 4, 8});
+  const std::string ckpt = pick({"none", "full", "selective"});
+  const std::string precision = pick({"bf16-mixed", "bf16"});
+  std::string cluster, parallel, offload;
+  int gpus = 1;
+  switch (rng() % 4) {
+    case 0:
+      gpus = pick_int({1, 2, 4, 8, 16});
+      cluster = fmt::format("{{gpu: {}, gpus: {}}}", pick({"h100-sxm-80gb", "a100-sxm4-80gb", "a100-sxm4-40gb"}), gpus);
+      break;
+    case 1:
+      gpus = 1;
+      cluster = fmt::format("{{gpu: {}, gpus: 1{}}}", pick({"rtx-4090", "l40s", "h100-sxm-80gb"}), rng() % 2 ? ", exclusive: true" : "");
+      break;
+    default:
+      gpus = 4;
+      cluster = "{node: workstation-4x-rtx-6000-ada, dram: 512 GiB, drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}";
+      break;
+  }
+  const int tp = gpus >= 2 ? pick_int({1, 1, 2}) : 1;
+  const int pp = gpus >= 4 && framework == std::string("megatron") ? pick_int({1, 2}) : 1;
+  const int ep = model == "mixtral-8x7b" && gpus >= 8 ? pick_int({1, 8}) : 1;
+  const int dp = gpus / (tp * pp);
+  int zero = 0;
+  if (framework == std::string("deepspeed")) zero = pick_int({0, 1, 2, 3});
+  if (framework == std::string("megatron")) zero = pick_int({0, 1});
+  parallel = fmt::format("{{tp: {}, pp: {}, ep: {}{}}}", tp, pp, ep, zero > 0 ? fmt::format(", zero: {}", zero) : "");
+  if (framework == std::string("deepspeed") && rng() % 2)
+    offload = fmt::format("    offload: {{preset: {}}}\n", pick({"zero-offload", "zero-infinity", "aidaptiv", "activation-cpu"}));
+  return fmt::format(
+      "schema_version: 1\nmodel: {}\njob: {{method: {}, framework: {}, seq_len: {}, micro_batch: {}, global_batch: {}, "
+      "tokens: 10M, activation_checkpointing: {}, precision: {}}}\nplans:\n  - name: p\n    cluster: {}\n    parallel: {}\n{}",
+      model, method, framework, seq, micro, micro * dp * accumulation, ckpt, precision, cluster, parallel, offload);
+}
+
+std::string indented(const std::string& text) {
+  std::string out = "  ";
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "  ";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI agree field by field on 200 random plans") {
+  std::mt19937 rng(20261203);
+  int checked = 0, tiered = 0, sharded = 0, pipelines = 0, adapters = 0, moe = 0, infeasible = 0;
+  for (int tries = 0; checked < 200 && tries < 5000; ++tries) {
+    const std::string text = random_scenario(rng);
+    plan::Scenario s;
+    try {
+      s = io::parse_scenario(text, "consistency.yaml", test::data_dir(), test::zoo(), test::catalog());
+    } catch (const InputError&) {
+      continue;  // a layout the frameworks refuse
+    }
+    const plan::Plan& p = s.plans.front();
+    INFO(text);
+    // compare (and the reference for the rest)
+    const io::Evaluation e = io::evaluate(s.model, p, s.cost);
+    const io::Row compared = io::cost_row(p, e.memory, e.step, e.power, e.cost);
+    // memory
+    const footprint::Footprint f = footprint::footprint(s.model, p);
+    CHECK_MESSAGE(differs(io::footprint_row(p, f), compared).empty(), differs(io::footprint_row(p, f), compared));
+    // simulate
+    const io::Row simulated = io::simulation_row(p, f, sim::simulate_step(s.model, p, sim::Options{}));
+    CHECK_MESSAGE(differs(simulated, compared).empty(), differs(simulated, compared));
+    // sweep: the same scenario as a one-point sweep
+    const auto sw = sweep::Sweep::parse("schema_version: 1\nscenario:\n" + indented(text) + "\naxes:\n  - {key: job.tokens, values: [10M]}\n",
+                                        "consistency-sweep.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto swept = sw.evaluate(0);
+    REQUIRE(swept.size() == 1);
+    CHECK_MESSAGE(differs(compared, swept[0]).empty(), differs(compared, swept[0]));
+    // the GUI
+    const gui::Outcome g = gui::evaluate(text, "consistency.yaml", test::data_dir(), test::zoo(), test::catalog(), {});
+    REQUIRE(g.evaluations.size() == 1);
+    const auto& ge = g.evaluations[0];
+    const io::Row shown = io::cost_row(g.plans[0], ge.memory, ge.step, ge.power, ge.cost);
+    CHECK_MESSAGE(differs(compared, shown).empty(), differs(compared, shown));
+
+    ++checked;
+    tiered += p.offload.preset != plan::OffloadPreset::none;
+    sharded += plan::sharding_in_effect(p).zero > 0;
+    pipelines += p.parallel.pp > 1;
+    adapters += p.job.method != plan::Method::full;
+    moe += s.model.is_moe();
+    infeasible += !e.feasible();
+  }
+  MESSAGE(fmt::format("{} plans: {} tiered, {} sharded, {} pipelines, {} LoRA/QLoRA, {} MoE, {} that do not fit", checked,
+                      tiered, sharded, pipelines, adapters, moe, infeasible));
+  CHECK(checked >= 200);
+  CHECK(tiered >= 10);
+  CHECK(sharded >= 20);
+  CHECK(pipelines >= 5);
+  CHECK(adapters >= 50);
+  CHECK(moe >= 10);
+}
+
+TEST_CASE("the planner's figures for a plan are the ones compare gives that plan") {
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: 1, global_batch: 16, "
+      "tokens: 10M, framework: deepspeed}\nsearch:\n  gpus: [h100-sxm-80gb, rtx-4090]\n  gpu_counts: [1, 2, 8]\n"
+      "  zero: [0, 1, 3]\n  micro_batch: [1, 2]\n",
+      "consistency-plan.yaml", test::data_dir(), test::zoo(), test::catalog());
+  REQUIRE(s.has_search);
+  const auto r = planner::search(s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 2);
+  REQUIRE(r.candidates.size() >= 10);
+  for (const auto& c : r.candidates) {
+    INFO(c.plan.name);
+    const io::Evaluation e = io::evaluate(s.model, c.plan, s.cost);
+    const auto& pe = c.evaluation;
+    const io::Row planned = io::cost_row(c.plan, pe.memory, pe.step, pe.power, pe.cost);
+    const io::Row compared = io::cost_row(c.plan, e.memory, e.step, e.power, e.cost);
+    CHECK_MESSAGE(differs(compared, planned).empty(), differs(compared, planned));
+  }
+}
