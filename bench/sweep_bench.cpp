@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     read_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     for (const auto& plan : s.plans) {
-      const io::Evaluation e = io::evaluate(s.model, plan, s.cost, options);
+      const io::Evaluation e = io::evaluate(s.model, plan, options);
       (void)io::cost_row(plan, e.memory, e.step, e.power, e.cost);
     }
     eval_s += seconds_since(t0);

@@ -18,6 +18,14 @@ std::string ratio(double base, double x) {
   return fmt::format("{:.2f}x", x / base);
 }
 
+// How a plan is paid for, in words: "rented, billed per second" or "owned, 5-year life at 70% use, ...".
+std::string cost_basis(const plan::CostSpec& c) {
+  if (c.mode == plan::CostSpec::Mode::rent)
+    return std::string("rented, billed per ") + (c.billing == plan::CostSpec::Billing::per_hour ? "hour" : "second");
+  return fmt::format("owned, {:.0f}-year life at {:.0f}% use, ${:.3f}/kWh x PUE {:.2f}", c.lifetime_years, 100 * c.utilization,
+                     c.energy_usd_per_kwh, c.pue);
+}
+
 // Dollars to the cent below $100 (a small job's cost is not "$1"), whole dollars above.
 std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) : fmt::format("${:.0f}", usd); }
 
@@ -33,7 +41,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const sim::Options sim_options = simulation_options(args);  // bad options fail before any work
   for (const auto& p : s.plans) {
     const auto eff = profile_efficiency(args, p);
-    ev.push_back(io::evaluate(s.model, p, s.cost, sim_options, eff ? &*eff : nullptr));
+    ev.push_back(io::evaluate(s.model, p, sim_options, eff ? &*eff : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
 
@@ -50,12 +58,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
   fmt::print("{} — {} ({} params), {} fine-tune, {} tokens of seq {}\n", s.name, s.model.display_name,
              io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method),
              io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len);
-  fmt::print("costs: {}{}\n\n",
-             s.cost.mode == plan::CostSpec::Mode::rent ? "rented, billed per " : "owned, ",
-             s.cost.mode == plan::CostSpec::Mode::rent
-                 ? (s.cost.billing == plan::CostSpec::Billing::per_hour ? std::string("hour") : std::string("second"))
-                 : fmt::format("{:.0f}-year life at {:.0f}% use, ${:.3f}/kWh x PUE {:.2f}", s.cost.lifetime_years,
-                               100 * s.cost.utilization, s.cost.energy_usd_per_kwh, s.cost.pue));
+  // One cost basis for all plans goes in the header; plans that differ get a row of their own.
+  bool one_basis = true;
+  for (const auto& p : s.plans) one_basis = one_basis && cost_basis(p.cost) == cost_basis(s.plans.front().cost);
+  fmt::print("costs: {}\n\n", one_basis ? cost_basis(s.plans.front().cost) : std::string("per plan (the 'costs' row)"));
   Table t;
   using A = Table::Align;
   std::vector<std::pair<std::string, A>> cols = {{"", A::left}};
@@ -78,6 +84,9 @@ int cmd_compare(const std::vector<std::string>& argv) {
         [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? static_cast<double>(number_of(i)) : 0.0; });
   };
   const auto none = [](std::size_t) { return 0.0; };
+  if (!one_basis)
+    row("costs", [&](std::size_t i) { return s.plans[i].cost.mode == plan::CostSpec::Mode::rent ? std::string("rented") : std::string("owned"); },
+        none);
   row("fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
   row("GPUs", [&](std::size_t i) { return fmt::format("{} x {}", s.plans[i].cluster.gpus(), s.plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(s.plans[i].cluster.gpus()); });

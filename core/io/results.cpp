@@ -105,14 +105,14 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
   return r;
 }
 
-Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const plan::CostSpec& spec,
-                    const sim::Options& options, const sim::Efficiency* efficiency) {
+Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,
+                    const sim::Efficiency* efficiency) {
   Evaluation e;
   e.memory = footprint::footprint(model, plan);
   e.step = sim::simulate_step(model, plan, options, efficiency);
   e.steps = job_steps(plan, e.step.tokens_per_step);
   e.power = cost::power(plan, e.step.timeline);
-  e.cost = cost::dollars(plan, spec, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
+  e.cost = cost::dollars(plan, plan.cost, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
                          e.step.nvme_written_bytes * plan.cluster.gpus());
   return e;
 }

@@ -34,7 +34,8 @@ struct Evaluation {
   bool feasible() const { return memory.fits && step.ok; }
   std::string reason() const { return !memory.fits ? memory.infeasible_reason : step.problem; }
 };
-Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const plan::CostSpec& spec,
-                    const sim::Options& options = {}, const sim::Efficiency* efficiency = nullptr);
+// Dollars follow the plan's own cost settings (plan::Plan::cost).
+Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options = {},
+                    const sim::Efficiency* efficiency = nullptr);
 
 }  // namespace ftplan::io

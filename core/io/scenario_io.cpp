@@ -215,6 +215,19 @@ void read_offload(MapView& v, Offload& o) {
   v.get("delayed_update", o.delayed_update);
 }
 
+// cost: {mode, billing, energy_price, pue, lifetime_years, utilization, rent}: the keys given
+// replace those of `c` (the scenario's, for a plan's own block).
+void read_cost(MapView& c, CostSpec& cost) {
+  c.get_enum<CostSpec::Mode>("mode", cost.mode, {{"rent", CostSpec::Mode::rent}, {"own", CostSpec::Mode::own}});
+  c.get_enum<CostSpec::Billing>("billing", cost.billing,
+                                {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
+  c.get_quantity("energy_price", Quantity::money_per_energy, cost.energy_usd_per_kwh, 0);
+  c.get("pue", cost.pue, 1.0, 5.0);
+  c.get("lifetime_years", cost.lifetime_years, 0.1, 50.0);
+  c.get("utilization", cost.utilization, 0.01, 1.0);
+  c.get_quantity("rent", Quantity::money_per_hour, cost.rent_usd_per_hour, 0);
+}
+
 void read_parallel(MapView& v, Parallel& p) {
   v.get("dp", p.dp, 1, 1 << 24);
   v.get("tp", p.tp, 1, 1024);
@@ -442,14 +455,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     }
 
   if (MapView c = root.map("cost"); c.valid()) {
-    c.get_enum<CostSpec::Mode>("mode", s.cost.mode, {{"rent", CostSpec::Mode::rent}, {"own", CostSpec::Mode::own}});
-    c.get_enum<CostSpec::Billing>("billing", s.cost.billing,
-                                  {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
-    c.get_quantity("energy_price", Quantity::money_per_energy, s.cost.energy_usd_per_kwh, 0);
-    c.get("pue", s.cost.pue, 1.0, 5.0);
-    c.get("lifetime_years", s.cost.lifetime_years, 0.1, 50.0);
-    c.get("utilization", s.cost.utilization, 0.01, 1.0);
-    c.get_quantity("rent", Quantity::money_per_hour, s.cost.rent_usd_per_hour, 0);
+    read_cost(c, s.cost);
     c.finish();
   }
   if (MapView sv = root.map("search"); sv.valid()) {
@@ -549,6 +555,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     if (!pv.valid()) continue;
     Plan p;
     p.job = s.job;
+    p.cost = s.cost;
     pv.require("name");
     if (pv.get("name", p.name) && !names.insert(p.name).second)
       r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
@@ -566,6 +573,10 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     }
     if (MapView v = pv.map("job"); v.valid()) {
       read_job(v, p.job, s.model);
+      v.finish();
+    }
+    if (MapView v = pv.map("cost"); v.valid()) {
+      read_cost(v, p.cost);
       v.finish();
     }
     pv.finish();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware/hardware.hpp"
+#include "plan/cost_spec.hpp"
 #include "plan/job.hpp"
 
 namespace ftplan::plan {
@@ -99,6 +100,9 @@ struct Plan {
   Parallel parallel;
   Offload offload;
   Job job;  // the scenario's job with this plan's overrides applied
+  // How this plan is paid for: the scenario's `cost` with the plan's own `cost` keys on top (a
+  // rented cloud plan beside an owned workstation in one comparison).
+  CostSpec cost;
 };
 
 }  // namespace ftplan::plan

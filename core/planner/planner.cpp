@@ -91,6 +91,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
           if (drives >= 0 && !node.drives.empty()) node.drives = {{node.drives.front().name, drives}};
           plan::Plan base;
           base.job = job;
+          base.cost = cost;
           if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, base.cluster).empty()) continue;
           for (int tp : space.tp)
             for (int pp : space.pp)
@@ -158,7 +159,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
       for (std::size_t i = next++; i < survivors.size(); i = next++) {
         Candidate c;
         c.plan = survivors[i];
-        c.evaluation = io::evaluate(model, c.plan, cost, sim::Options{});
+        c.evaluation = io::evaluate(model, c.plan);
         const auto& e = c.evaluation;
         c.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
                               (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&

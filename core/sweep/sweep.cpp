@@ -781,7 +781,7 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
     io::Row row = prefix;
     bool meets = false;
     try {
-      const io::Evaluation e = io::evaluate(s.model, p, s.cost, options);
+      const io::Evaluation e = io::evaluate(s.model, p, options);
       io::Row r = io::cost_row(p, e.memory, e.step, e.power, e.cost);
       row.fields.insert(row.fields.end(), std::make_move_iterator(r.fields.begin()),
                         std::make_move_iterator(r.fields.end()));

@@ -105,7 +105,7 @@ TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI ag
     const plan::Plan& p = s.plans.front();
     INFO(text);
     // compare (and the reference for the rest)
-    const io::Evaluation e = io::evaluate(s.model, p, s.cost);
+    const io::Evaluation e = io::evaluate(s.model, p);
     const io::Row compared = io::cost_row(p, e.memory, e.step, e.power, e.cost);
     // memory
     const footprint::Footprint f = footprint::footprint(s.model, p);
@@ -155,7 +155,7 @@ TEST_CASE("the planner's figures for a plan are the ones compare gives that plan
   REQUIRE(r.candidates.size() >= 10);
   for (const auto& c : r.candidates) {
     INFO(c.plan.name);
-    const io::Evaluation e = io::evaluate(s.model, c.plan, s.cost);
+    const io::Evaluation e = io::evaluate(s.model, c.plan);
     const auto& pe = c.evaluation;
     const io::Row planned = io::cost_row(c.plan, pe.memory, pe.step, pe.power, pe.cost);
     const io::Row compared = io::cost_row(c.plan, e.memory, e.step, e.power, e.cost);

@@ -4,6 +4,7 @@
 
 #include "cost/cost.hpp"
 #include "footprint/footprint.hpp"
+#include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "test_support.hpp"
 
@@ -108,4 +109,24 @@ TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the
   /* The parts form describes a machine part by part: owned, so exclusive unless it says otherwise. */
   CHECK(plan_on("{parts: {gpu: a100-sxm4-80gb, gpus: 8, host: " + whole.cluster.node.host + "}, nodes: 1, gpus_per_node: 1}")
             .cluster.exclusive);
+}
+
+TEST_CASE("each plan can say how it is paid for: a rented cloud plan beside an owned workstation in one scenario") {
+  /* plans[].cost takes the scenario's cost keys; what it gives replaces the scenario's for that
+   * plan only. The owned plan costs what the same plan costs in a scenario that owns everything. */
+  const std::string plans = "plans:\n  - name: cloud\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
+                            "  - name: desk\n    cluster: {node: workstation-4x-rtx-6000-ada}\n";
+  const std::string head = "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 10, framework: hf-trainer}\n";
+  const auto mixed = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans + "    cost: {mode: own, lifetime_years: 4}\n",
+                                        "mixed.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto owned = io::parse_scenario(head + "cost: {mode: own, lifetime_years: 4, billing: per-hour}\n" + plans,
+                                        "owned.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto rented = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans, "rented.yaml", test::data_dir(),
+                                         test::zoo(), test::catalog());
+  CHECK(mixed.plans[0].cost.mode == plan::CostSpec::Mode::rent);
+  CHECK(mixed.plans[1].cost.mode == plan::CostSpec::Mode::own);
+  CHECK(mixed.plans[1].cost.billing == plan::CostSpec::Billing::per_hour);  // the scenario's, not overridden
+  CHECK(io::evaluate(mixed.model, mixed.plans[0]).cost.cost_usd == doctest::Approx(io::evaluate(rented.model, rented.plans[0]).cost.cost_usd));
+  CHECK(io::evaluate(mixed.model, mixed.plans[1]).cost.cost_usd == doctest::Approx(io::evaluate(owned.model, owned.plans[1]).cost.cost_usd));
+  CHECK(io::evaluate(mixed.model, mixed.plans[1]).cost.cost_usd != doctest::Approx(io::evaluate(rented.model, rented.plans[1]).cost.cost_usd));
 }
