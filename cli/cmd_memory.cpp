@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "common/strings.hpp"
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
 #include "io/results.hpp"
@@ -49,8 +50,8 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
              inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
 }
 
-void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb,
-                std::int64_t max_seq) {
+void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, std::int64_t max_seq,
+                const std::vector<footprint::FitChange>& changes) {
   fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
              p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, plan::sharding_in_effect(p).label,
              p.job.micro_batch, p.job.seq_len);
@@ -69,6 +70,12 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb,
     fmt::print("fits: yes, {} GiB of GPU memory to spare\n", gib(f.gpu_capacity_bytes - f.gpu_peak_bytes));
   else
     fmt::print("fits: NO — {}\n", f.infeasible_reason);
+  if (!f.fits && !changes.empty()) {
+    fmt::print("it would fit with one of these changes (nearest first; GPU memory then, of {} GiB):\n", gib(f.gpu_capacity_bytes));
+    for (const auto& c : changes) fmt::print("  {:<60} {} GiB\n", c.change, gib(c.gpu_peak_bytes));
+  } else if (!f.fits) {
+    fmt::print("no single change of micro-batch, checkpointing, sharding, offload, precision or up to 8x the GPUs makes it fit\n");
+  }
   fmt::print("largest micro-batch that fits at seq {}: {}; largest seq at micro-batch {}: {}\n\n", p.job.seq_len,
              max_mb > 0 ? std::to_string(max_mb) : "none", p.job.micro_batch,
              max_seq > 0 ? std::to_string(max_seq) : "none");
@@ -88,14 +95,18 @@ int cmd_memory(const std::vector<std::string>& argv) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     const int max_mb = footprint::max_micro_batch(s.model, p);
     const std::int64_t max_seq = footprint::max_seq_len(s.model, p);
+    const auto changes = footprint::what_would_fit(s.model, p);
     if (app.format() == Format::table) {
-      print_plan(p, f, max_mb, max_seq);
+      print_plan(p, f, max_mb, max_seq, changes);
       if (args.flag("detail")) print_detail(s.model, p, f);
       continue;
     }
     io::Row r = io::footprint_row(p, f);
     r.set("max_micro_batch", static_cast<std::int64_t>(max_mb));
     r.set("max_seq_len", max_seq);
+    std::vector<std::string> fixes;
+    for (const auto& c : changes) fixes.push_back(c.change);
+    r.set("fits_with", fixes.empty() ? io::Value(nullptr) : io::Value(join(fixes, "; ")));
     rows.push_back(std::move(r));
   }
   print_rows(app, s, rows);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "io/units.hpp"
+#include "plan/checks.hpp"
 
 namespace ftplan::footprint {
 
@@ -192,6 +193,125 @@ std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan) {
     (fits(mid) ? lo : hi) = mid;
   }
   return lo * kStep;
+}
+
+std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan::Plan& plan) {
+  std::vector<FitChange> out;
+  if (footprint(model, plan).fits) return out;
+  using plan::Framework;
+  const auto consider = [&](std::string change, plan::Plan p) {
+    if (p.parallel.dp > 0) p.parallel.dp = 0;  // re-derived for the changed layout
+    if (!plan::check_plan(model, p).empty()) return;
+    p.parallel.dp = plan::data_parallel_degree(p);
+    const Footprint f = footprint(model, p);
+    if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes});
+  };
+  const plan::Job& job = plan.job;
+  const int dp = plan::data_parallel_degree(plan);
+  // Micro-batch: the largest smaller one that splits the global batch (more accumulation steps).
+  for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
+    plan::Plan p = plan;
+    p.job.micro_batch = mb;
+    if (job.global_batch > 0 && job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
+    if (!footprint(model, p).fits) continue;
+    consider(fmt::format("micro-batch {} ({} accumulation steps)", mb, plan::grad_accumulation_steps(p)), p);
+    break;
+  }
+  // Activation checkpointing.
+  for (auto c : {plan::Checkpointing::selective, plan::Checkpointing::full})
+    if (static_cast<int>(c) > static_cast<int>(job.checkpointing)) {
+      plan::Plan p = plan;
+      p.job.checkpointing = c;
+      p.job.checkpoint_every = 1;
+      consider(fmt::format("activation checkpointing {}", plan::to_string(c)), p);
+    }
+  // Both of the above, when neither alone is enough: full checkpointing at the largest micro-batch
+  // that then fits.
+  if (out.empty() && job.checkpointing != plan::Checkpointing::full)
+    for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
+      plan::Plan p = plan;
+      p.job.micro_batch = mb;
+      p.job.checkpointing = plan::Checkpointing::full;
+      p.job.checkpoint_every = 1;
+      if (job.global_batch > 0 && job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
+      if (!footprint(model, p).fits) continue;
+      consider(fmt::format("micro-batch {} ({} accumulation steps) and activation checkpointing full", mb,
+                           plan::grad_accumulation_steps(p)),
+               p);
+      break;
+    }
+  // Sharding, as the framework does it.
+  const Framework fw = job.framework;
+  if (fw == Framework::deepspeed) {
+    for (int z = plan.parallel.zero + 1; z <= 3; ++z) {
+      plan::Plan p = plan;
+      p.parallel.zero = z;
+      consider(fmt::format("ZeRO {}", z), p);
+    }
+  } else if (fw == Framework::pytorch_fsdp || fw == Framework::pytorch_fsdp2 || fw == Framework::torchtune ||
+             fw == Framework::yafsdp) {
+    if (plan.parallel.fsdp != plan::FsdpSharding::full_shard) {
+      plan::Plan p = plan;
+      p.parallel.fsdp = plan::FsdpSharding::full_shard;
+      p.parallel.zero = 0;
+      consider("FSDP full_shard", p);
+    }
+  } else if (dp > 1) {
+    plan::Plan p = plan;
+    p.job.framework = Framework::pytorch_fsdp;
+    p.parallel.zero = 0;
+    p.parallel.fsdp = plan::FsdpSharding::full_shard;
+    consider("framework pytorch-fsdp (FSDP full_shard)", p);
+  }
+  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere).
+  const bool drives = !plan.cluster.drives.empty();
+  const auto offload = [&](plan::OffloadPreset preset, bool deepspeed, int zero) {
+    if (plan.offload.preset == preset) return;
+    plan::Plan p = plan;
+    std::string change = std::string("offload ") + plan::to_string(preset);
+    if (deepspeed && fw != Framework::deepspeed) {
+      p.job.framework = Framework::deepspeed;
+      change += " (framework deepspeed)";
+    }
+    if (deepspeed && p.parallel.zero < zero) {
+      p.parallel.zero = zero;
+      change += fmt::format(" with ZeRO {}", zero);
+    }
+    p.offload = plan::Offload{};
+    p.offload.preset = preset;
+    plan::apply_preset(p.offload);
+    consider(change, p);
+  };
+  offload(plan::OffloadPreset::activation_cpu, false, 0);
+  offload(plan::OffloadPreset::zero_offload, true, 2);
+  if (drives) {
+    offload(plan::OffloadPreset::zero_infinity, true, 3);
+    offload(plan::OffloadPreset::aidaptiv, true, 3);
+  }
+  // 16-bit state: pure bf16 (torchtune's dtype=bf16) and 8-bit Adam.
+  if (job.precision == plan::Precision::bf16_mixed) {
+    plan::Plan p = plan;
+    p.job.precision = plan::Precision::bf16;
+    consider("precision bf16 (16-bit weights, gradients and optimizer state)", p);
+  }
+  if (job.optimizer.kind == plan::OptimizerKind::adamw || job.optimizer.kind == plan::OptimizerKind::adam) {
+    plan::Plan p = plan;
+    p.job.optimizer.kind = plan::OptimizerKind::adamw_8bit;
+    p.job.optimizer.implementation = plan::OptimizerImpl::framework_default;
+    consider("optimizer adamw-8bit", p);
+  }
+  // More of the same GPU (state sharded or split over more ranks), up to 8x.
+  for (int k : {2, 4, 8}) {
+    plan::Plan p = plan;
+    const int gpus = plan.cluster.gpus() * k;
+    p.cluster.gpus_per_node = std::min(gpus, std::max(plan.cluster.gpus_per_node, plan.cluster.node.gpus));
+    if (gpus % p.cluster.gpus_per_node != 0) continue;
+    p.cluster.nodes = gpus / p.cluster.gpus_per_node;
+    const std::size_t before = out.size();
+    consider(fmt::format("{} GPUs", gpus), p);
+    if (out.size() > before) break;
+  }
+  return out;
 }
 
 }  // namespace ftplan::footprint

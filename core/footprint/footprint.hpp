@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "inventory/inventory.hpp"
 #include "model/model.hpp"
@@ -55,5 +56,19 @@ Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan);
 int max_micro_batch(const model::ModelSpec& model, plan::Plan plan, int limit = 4096);
 // The largest sequence length (multiple of 128, up to the model's max context) that fits; 0 if none.
 std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan);
+
+// One change to a plan that does not fit, after which it fits: what changes, the changed plan
+// and its GPU peak (device view, judged for fit).
+struct FitChange {
+  std::string change;  // "micro-batch 1 (16 accumulation steps)", "activation checkpointing full", ...
+  plan::Plan plan;
+  double gpu_peak_bytes = 0;
+};
+// What would make `plan` fit, nearest first: one knob at a time, from what leaves the job and the
+// hardware as they are (micro-batch at the same global batch, checkpointing), through sharding,
+// offload presets and 16-bit state, to more of the same GPU. Each change passes the framework's
+// checks (plan::check_plan). From the footprint alone: no simulation. Empty when it fits already
+// or nothing single does.
+std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan::Plan& plan);
 
 }  // namespace ftplan::footprint

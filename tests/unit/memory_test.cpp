@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "footprint/footprint.hpp"
+#include "plan/checks.hpp"
 #include "inventory/inventory.hpp"
 #include "io/scenario_io.hpp"
 #include "test_support.hpp"
@@ -206,4 +207,26 @@ TEST_CASE("expert weights split by ep, then shard only over the ranks that hold 
   const auto t = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {ep: 8}\n");
   const auto inv16 = inventory::build_inventory(t.model, t.plans[0]);
   CHECK(gpu_bytes(inv16, Category::weights) == doctest::Approx(4 * (expert / 2 + dense / 16)).epsilon(1e-4));
+}
+
+TEST_CASE("a plan that does not fit is told what would make it fit, nearest first") {
+  /* Llama-3.1-8B LoRA on one RTX 4090 at micro-batch 4, no checkpointing: ~60 GiB of 24. Neither a
+   * smaller micro-batch nor checkpointing alone fits; both together do (micro-batch 1, 16
+   * accumulation steps at the global batch of 16), and so does aiDAPTIV+ on its drives. Each change
+   * listed fits, passes the framework's checks, and the nearest (the one that leaves hardware and
+   * framework as they are) comes first. A plan that fits gets no list. */
+  const auto s = scenario("llama-3.1-8b", "  method: lora\n  micro_batch: 4\n  global_batch: 16\n  seq_len: 2048\n  framework: hf-trainer\n",
+                          "    cluster: {gpu: rtx-4090, gpus: 1}\n");
+  const auto& p = s.plans[0];
+  REQUIRE_FALSE(footprint::footprint(s.model, p).fits);
+  const auto changes = footprint::what_would_fit(s.model, p);
+  REQUIRE(!changes.empty());
+  CHECK(changes.front().change == "micro-batch 1 (16 accumulation steps) and activation checkpointing full");
+  for (const auto& c : changes) {
+    INFO(c.change);
+    CHECK(footprint::footprint(s.model, c.plan).fits);
+    CHECK(plan::check_plan(s.model, c.plan).empty());
+    CHECK(c.gpu_peak_bytes <= c.plan.cluster.gpu.usable_memory_bytes);
+  }
+  CHECK(footprint::what_would_fit(s.model, changes.front().plan).empty());
 }
