@@ -54,6 +54,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     io::Row top;
     top.set("search.enumerated", r.enumerated);
     top.set("search.invalid", r.invalid);
+    top.set("search.duplicates", r.duplicates);
     top.set("search.pruned_memory", r.pruned_memory);
     top.set("search.simulated", r.simulated);
     const auto name_of = [&](int i) { return i >= 0 ? io::Value(r.candidates[i].plan.name) : io::Value(nullptr); };
@@ -65,8 +66,8 @@ int cmd_plan(const std::vector<std::string>& argv) {
     return 0;
   }
 
-  fmt::print("{} — {}: {} layouts, {} refused by the plan checks, {} do not fit, {} simulated in {:.1f} s\n\n", s.name,
-             s.model.display_name, r.enumerated, r.invalid, r.pruned_memory, r.simulated, r.seconds);
+  fmt::print("{} — {}: {} layouts, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s\n\n",
+             s.name, s.model.display_name, r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds);
   Table t;
   using A = Table::Align;
   t.columns({{args.flag("all") ? "plan" : "Pareto front (job time, $, peak power)", A::left}, {"job time", A::right},

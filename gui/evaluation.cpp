@@ -87,9 +87,9 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       out.plans.back().name = labels + ": " + c.plan.name;
       out.evaluations.push_back(c.evaluation);
     }
-    out.verdict = fmt::format("{} layouts: {} refused by the checks, {} do not fit, {} simulated in {:.1f} s; {} on the Pareto "
-                              "front of job time, dollars and peak power. ",
-                              r.enumerated, r.invalid, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
+    out.verdict = fmt::format("{} layouts: {} refused by the checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s; "
+                              "{} on the Pareto front of job time, dollars and peak power. ",
+                              r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
     out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
   } else {
     for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p));

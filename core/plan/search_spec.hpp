@@ -18,7 +18,9 @@ struct SearchSpace {
   std::vector<int> zero = {0, 1, 2, 3};
   std::vector<int> micro_batch = {1, 2, 4};
   std::vector<Checkpointing> checkpointing = {Checkpointing::none, Checkpointing::full};
-  std::vector<OffloadPreset> offload = {OffloadPreset::none, OffloadPreset::zero_offload};
+  // Offload presets are searched only when the scenario lists them: each implies a framework and a
+  // ZeRO stage (DeepSpeed's systems), which the job's framework may not be.
+  std::vector<OffloadPreset> offload = {OffloadPreset::none};
   std::vector<double> dram_bytes;          // host DRAM per node to try (empty: the node's own)
   std::vector<int> drive_counts;           // NVMe drives per node to try for NVMe offload (empty: the node's own)
 };

@@ -138,6 +138,12 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
                         ++result.invalid;
                         continue;
                       }
+                      // One data-parallel rank has nothing to shard: ZeRO 1-3 without offload are the
+                      // ZeRO 0 layout again (offload presets need their stage, so those stay).
+                      if (zero > 0 && off == OffloadPreset::none && plan::data_parallel_degree(p) == 1) {
+                        ++result.duplicates;
+                        continue;
+                      }
                       p.parallel.dp = plan::data_parallel_degree(p);
                       if (!footprint::footprint(model, p).fits) {
                         ++result.pruned_memory;

@@ -32,6 +32,7 @@ struct Result {
   int fastest = -1, cheapest = -1, lowest_power = -1, fewest_gpus = -1;  // among those meeting the constraints
   std::int64_t enumerated = 0;        // layouts generated
   std::int64_t invalid = 0;           // refused by the plan checks (degrees that do not divide, ...)
+  std::int64_t duplicates = 0;        // the same layout as another (ZeRO stages on one data-parallel rank)
   std::int64_t pruned_memory = 0;     // do not fit by the footprint
   std::int64_t simulated = 0;
   double seconds = 0;

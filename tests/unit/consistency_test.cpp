@@ -162,3 +162,17 @@ TEST_CASE("the planner's figures for a plan are the ones compare gives that plan
     CHECK_MESSAGE(differs(compared, planned).empty(), differs(compared, planned));
   }
 }
+
+TEST_CASE("the planner lists each layout once and searches offload only when asked") {
+  /* One GPU: ZeRO 1-3 without offload are ZeRO 0 again (one data-parallel rank shards nothing).
+   * No offload list: no offload preset in any candidate. */
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: 1, global_batch: 16, "
+      "tokens: 10M, framework: deepspeed}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [1, 2]\n  tp: [1]\n  pp: [1]\n"
+      "  zero: [0, 1, 2, 3]\n  micro_batch: [1]\n  activation_checkpointing: [none]\n",
+      "dedup.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto r = planner::search(s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 1);
+  CHECK(r.duplicates == 3);                // ZeRO 1, 2, 3 on the one GPU
+  CHECK(r.candidates.size() == 1 + 4);     // 1 GPU: ZeRO 0; 2 GPUs: ZeRO 0-3
+  for (const auto& c : r.candidates) CHECK(c.plan.offload.preset == plan::OffloadPreset::none);
+}
