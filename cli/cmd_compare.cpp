@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "common/strings.hpp"
 #include "io/results.hpp"
 #include "io/units.hpp"
 #include "io/verdict.hpp"
@@ -51,6 +52,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
       rows.push_back(io::cost_row(s.plans[i], ev[i].memory, ev[i].step, ev[i].power, ev[i].cost));
     io::Row extra;
     extra.set("verdict", verdict);
+    const auto notes = io::advice(s.model, s.plans, ev);
+    extra.set("advice", notes.empty() ? io::Value(nullptr) : io::Value(join(notes, " ")));
     print_rows(app, s, rows, std::move(extra));
     return 0;
   }
@@ -126,6 +129,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   for (std::size_t i = 0; i < s.plans.size(); ++i)
     if (!ev[i].feasible()) fmt::print("{}: {}\n", s.plans[i].name, ev[i].reason());
   fmt::print("{}\n", verdict);
+  for (const auto& line : io::advice(s.model, s.plans, ev)) fmt::print("note: {}\n", line);
   return 0;
 }
 

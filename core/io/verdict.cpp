@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
+#include "footprint/footprint.hpp"
+#include "plan/checks.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::io {
 
@@ -61,6 +64,34 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<Eval
   }
   if (!infeasible.empty()) sentences.push_back(join(infeasible, "; ") + ".");
   return join(sentences, " ");
+}
+
+std::vector<std::string> advice(const model::ModelSpec& model, const std::vector<plan::Plan>& plans,
+                                const std::vector<Evaluation>& ev) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < plans.size() && i < ev.size(); ++i) {
+    const plan::Plan& p = plans[i];
+    const Evaluation& e = ev[i];
+    if (!e.feasible() || e.memory.gpu_capacity_bytes <= 0) continue;
+    if (e.memory.gpu_peak_bytes > 0.5 * e.memory.gpu_capacity_bytes) continue;
+    const int largest = footprint::max_micro_batch(model, p, 64);
+    if (largest <= p.job.micro_batch) continue;
+    const std::int64_t accumulation = plan::grad_accumulation_steps(p);
+    std::string line = fmt::format("{} uses {:.1f} of {:.1f} GiB per GPU at micro-batch {} ({} accumulation steps); micro-batches up to {} fit",
+                                   p.name, e.memory.gpu_peak_bytes / (1u << 30), e.memory.gpu_capacity_bytes / (1u << 30),
+                                   p.job.micro_batch, accumulation, largest);
+    // ZeRO-3 and offloaded parameters are gathered or fetched again for every micro-batch.
+    const bool restreams = accumulation > 1 && (plan::sharding_in_effect(p).zero == 3 || p.offload.params != plan::Tier::gpu);
+    if (restreams)
+      line += fmt::format(", and its parameters are {} {} times a step", p.offload.params == plan::Tier::nvme  ? "read from flash"
+                          : p.offload.params == plan::Tier::cpu ? "copied from host DRAM"
+                                                                : "gathered",
+                          accumulation);
+    if (restreams && e.step.bound_by.rfind("link ", 0) == 0)
+      line += fmt::format(" (the step is bound by {})", e.step.bound_by);
+    out.push_back(line + ": a larger micro-batch may change this comparison.");
+  }
+  return out;
 }
 
 }  // namespace ftplan::io
