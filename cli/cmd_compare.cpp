@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "plan/checks.hpp"
 #include "common/strings.hpp"
 #include "io/results.hpp"
 #include "io/units.hpp"
@@ -91,6 +92,12 @@ int cmd_compare(const std::vector<std::string>& argv) {
     row("costs", [&](std::size_t i) { return s.plans[i].cost.mode == plan::CostSpec::Mode::rent ? std::string("rented") : std::string("owned"); },
         none);
   row("fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
+  row("micro-batch", [&](std::size_t i) {
+        const auto& j = s.plans[i].job;
+        return fmt::format("{} x {} step{}{}", j.micro_batch, plan::grad_accumulation_steps(s.plans[i]),
+                           plan::grad_accumulation_steps(s.plans[i]) == 1 ? "" : "s", j.micro_batch_auto ? " (auto)" : "");
+      },
+      none);
   row("GPUs", [&](std::size_t i) { return fmt::format("{} x {}", s.plans[i].cluster.gpus(), s.plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(s.plans[i].cluster.gpus()); });
   row("peak GPU memory", [&](std::size_t i) { return io::format_bytes(ev[i].memory.gpu_peak_bytes); },

@@ -1,6 +1,9 @@
 #include "io/results.hpp"
 
+#include <algorithm>
 #include <cmath>
+
+#include "plan/checks.hpp"
 
 namespace ftplan::io {
 
@@ -103,6 +106,27 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
   const double steps = job_steps(plan, s.tokens_per_step);
   r.set("idle_gpu_hours", if_runs(feasible, pw.gpu_idle_s_per_step * steps / 3600.0));
   return r;
+}
+
+void choose_micro_batch(const model::ModelSpec& model, plan::Plan& plan) {
+  const int dp = std::max(1, plan::data_parallel_degree(plan));
+  const int largest = footprint::max_micro_batch(model, plan, 256);
+  int best = 1;
+  double best_s = 0;
+  for (int mb = 1; mb <= largest; ++mb) {
+    if (plan.job.global_batch > 0 && plan.job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
+    plan::Plan p = plan;
+    p.job.micro_batch = mb;
+    const sim::StepResult r = sim::simulate_step(model, p);
+    if (!r.ok || r.step_time_s <= 0) continue;
+    // Without a fixed global batch each micro-batch is its own recipe: compare time per sample.
+    const double per = plan.job.global_batch > 0 ? r.step_time_s : r.step_time_s / mb;
+    if (best_s == 0 || per < best_s) {
+      best_s = per;
+      best = mb;
+    }
+  }
+  plan.job.micro_batch = best;
 }
 
 Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,

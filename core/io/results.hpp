@@ -34,6 +34,12 @@ struct Evaluation {
   bool feasible() const { return memory.fits && step.ok; }
   std::string reason() const { return !memory.fits ? memory.infeasible_reason : step.problem; }
 };
+// micro_batch: auto: sets plan.job.micro_batch to the micro-batch whose simulated step is fastest
+// among those that fit and split the global batch over the data-parallel ranks (every micro-batch
+// count trains the same recipe, so the fastest step is the shortest job); 1 when none fits.
+// Deterministic, so every verb that reads the scenario makes the same choice.
+void choose_micro_batch(const model::ModelSpec& model, plan::Plan& plan);
+
 // Dollars follow the plan's own cost settings (plan::Plan::cost).
 Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options = {},
                     const sim::Efficiency* efficiency = nullptr);

@@ -6,6 +6,7 @@
 
 #include "common/strings.hpp"
 #include "io/model_io.hpp"
+#include "io/results.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
@@ -119,7 +120,13 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
       v.reader().error(s.location_of("min"), s.key_path("min"), "is larger than samples.max");
     s.finish();
   }
-  v.get("micro_batch", job.micro_batch, 1, 1'000'000);
+  if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {
+    v.take("micro_batch");
+    job.micro_batch_auto = true;
+    job.micro_batch = 1;  // until chosen per plan (io::choose_micro_batch)
+  } else if (v.get("micro_batch", job.micro_batch, 1, 1'000'000)) {
+    job.micro_batch_auto = false;
+  }
   v.get("global_batch", job.global_batch, 1);
   v.get("tokens", job.tokens, 1);
   v.get("steps", job.steps, 1);
@@ -590,6 +597,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
       }
     }
     if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
+    if (p.job.micro_batch_auto) choose_micro_batch(s.model, p);
     s.plans.push_back(std::move(p));
   }
   root.finish();

@@ -98,6 +98,10 @@ struct Job {
   std::int64_t seq_len = 2048;
   SampleSpec samples;
   int micro_batch = 1;
+  // micro_batch: auto: the micro-batch is chosen per plan, at the fixed global batch, as the one
+  // whose simulated step is fastest among those that fit (io::choose_micro_batch); micro_batch
+  // then holds the choice.
+  bool micro_batch_auto = false;
   std::int64_t global_batch = 0;  // samples per optimizer step; 0 = micro_batch x data-parallel degree
   std::int64_t tokens = 0;        // tokens to train on; exactly one of tokens, steps, epochs is given
   std::int64_t steps = 0;

@@ -15,6 +15,7 @@
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"
+#include "plan/checks.hpp"
 #include "planner/planner.hpp"
 #include "sim/simulate.hpp"
 #include "sweep/sweep.hpp"
@@ -179,15 +180,44 @@ TEST_CASE("the planner lists each layout once and searches offload only when ask
 }
 
 TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU memory idle") {
-  /* The default scenario's workstation runs micro-batch 1 x 8 accumulation steps in 9.7 of its 48 GiB
-   * per GPU while aiDAPTIV+ reads the parameters from flash for every micro-batch: the comparison
-   * hinges on that setting, and compare says so. The 32-GPU plan uses 60% of its memory: no note. */
-  const auto s = io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
-                                   test::zoo(), test::catalog());
+  /* The default scenario's workstation at micro-batch 1 x 8 accumulation steps (as it was written
+   * before `auto`): 9.7 of its 48 GiB per GPU while aiDAPTIV+ reads the parameters from flash for
+   * every micro-batch: the comparison hinges on that setting, and compare says so. The 32-GPU plan
+   * uses 60% of its memory: no note. */
+  auto s = io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
+                             test::zoo(), test::catalog());
+  for (auto& p : s.plans) {
+    p.job.micro_batch = 1;
+    p.job.micro_batch_auto = false;
+  }
   std::vector<io::Evaluation> ev;
   for (const auto& p : s.plans) ev.push_back(io::evaluate(s.model, p));
   const auto notes = io::advice(s.model, s.plans, ev);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find(s.plans[1].name) == 0);
   CHECK(notes[0].find("read from flash 8 times a step") != std::string::npos);
+}
+
+TEST_CASE("micro_batch: auto runs each plan at its fastest micro-batch that fits and splits the global batch") {
+  /* The default scenario (global batch 32): the workstation's step is fastest at micro-batch 4 (2
+   * accumulation steps; 8 would not fit), the 32 H100s can only run 1. Every other micro-batch that
+   * fits and divides is no faster. */
+  const auto s = io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
+                                   test::zoo(), test::catalog());
+  for (const auto& p : s.plans) {
+    INFO(p.name);
+    CHECK(p.job.micro_batch_auto);
+    const int dp = plan::data_parallel_degree(p);
+    CHECK(p.job.global_batch % (p.job.micro_batch * dp) == 0);
+    CHECK(footprint::footprint(s.model, p).fits);
+    const double chosen = sim::simulate_step(s.model, p).step_time_s;
+    for (int mb = 1; mb <= 8; ++mb) {
+      plan::Plan q = p;
+      q.job.micro_batch = mb;
+      if (p.job.global_batch % (mb * dp) != 0 || !footprint::footprint(s.model, q).fits) continue;
+      CHECK(sim::simulate_step(s.model, q).step_time_s >= chosen);
+    }
+  }
+  CHECK(s.plans[0].job.micro_batch == 1);
+  CHECK(s.plans[1].job.micro_batch == 4);
 }
