@@ -244,6 +244,7 @@ void read_parallel(MapView& v, Parallel& p) {
   v.get("sequence_parallel", p.sequence_parallel);
   v.get("async_tp", p.async_tp);
   v.get("zero", p.zero, 0, 3);
+  p.fsdp_given = p.fsdp_given || v.has("fsdp");
   v.get_enum<FsdpSharding>("fsdp", p.fsdp,
                            {{"full_shard", FsdpSharding::full_shard}, {"shard_grad_op", FsdpSharding::shard_grad_op},
                             {"hybrid_shard", FsdpSharding::hybrid_shard}, {"no_shard", FsdpSharding::no_shard}});

@@ -328,6 +328,11 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     bad("parallel.zero", fmt::format("Megatron's distributed optimizer shards the optimizer state only (ZeRO 1); ZeRO {} "
                                      "is DeepSpeed's (job.framework: deepspeed)",
                                      p.zero));
+  if (p.fsdp_given && !fsdp_like)
+    bad("parallel.fsdp", fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw),
+                                     fw == Framework::hf_trainer
+                                         ? "HF Trainer shards through FSDP with job.framework: pytorch-fsdp (Trainer --fsdp)"
+                                         : "write job.framework: pytorch-fsdp, pytorch-fsdp2 or torchtune, or parallel.zero"));
   if (fsdp_like && p.zero > 0) {
     const int fsdp_zero = p.fsdp == FsdpSharding::shard_grad_op ? 2 : p.fsdp == FsdpSharding::no_shard ? 0 : 3;
     if (p.zero != fsdp_zero)

@@ -237,6 +237,7 @@ TEST_CASE("keys a framework would not act on are refused with what to write inst
         std::string::npos);
   CHECK(plan_with("framework: pytorch-fsdp", "{zero: 1}").find("shards by parallel.fsdp (full_shard = ZeRO 3)") !=
         std::string::npos);
+  CHECK(plan_with("framework: hf-trainer", "{fsdp: full_shard}").find("Trainer --fsdp") != std::string::npos);
   CHECK(plan_with("framework: deepspeed, optimizer: {name: adamw-8bit, implementation: foreach}", "{zero: 1}")
             .find("one fused implementation") != std::string::npos);
   // What the frameworks do accept still loads.
