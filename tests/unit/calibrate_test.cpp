@@ -50,6 +50,11 @@ struct ScratchDir {
   }
 };
 
+// The cases that time this machine's CPU, memory and drives: CTest runs them as their own test
+// (unit_hardware), one at a time with the other drive benchmark (tests/CMakeLists.txt). What they
+// assert holds on a loaded machine too: structure and bounds, never a rate.
+const auto kHardware = doctest::test_suite("hardware");
+
 // 1 TB/s is beyond any host's DRAM or any single drive; a figure above it is a timing bug.
 constexpr double kPhysicalLimit_Bps = 1e12;
 
@@ -133,7 +138,7 @@ TEST_CASE("the vectorized AdamW step matches torch.optim.AdamW's formula in doub
   CHECK(v[5] == doctest::Approx(vd[5]).epsilon(1e-4));
 }
 
-TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized by their median, bounded") {
+TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized by their median, bounded" * kHardware) {
   ThreadTeam team(allowed_cpus());
   const auto dram = cpu::measure_dram(team, 4u << 20, 3);
   REQUIRE(dram.size() == 2);
@@ -154,7 +159,7 @@ TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized 
   CHECK(adam.triad_fraction == doctest::Approx(adam.params_per_s * 28 / triad));
 }
 
-TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always") {
+TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always" * kHardware) {
   ThreadTeam team(allowed_cpus());
   const auto rows = cpu::measure_host_copy(team, {1u << 20, 4u << 20}, 2);
   int pageable = 0;
@@ -168,7 +173,7 @@ TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always"
   CHECK((rows.size() == 2 || rows.size() == 4));
 }
 
-TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves what was asked") {
+TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves what was asked" * kHardware) {
   ScratchDir dir("uring");
   fs::path path;
   {
@@ -203,7 +208,8 @@ TEST_CASE("a directory that does not exist, or a file too big for the disk, is r
   CHECK(dir.entries() == 0);
 }
 
-TEST_CASE("the storage plan measures each directory and both striped, beside fio, and leaves nothing behind") {
+TEST_CASE("the storage plan measures each directory and both striped, beside fio, and leaves nothing behind" *
+          kHardware) {
   ScratchDir a("storage-a"), b("storage-b");
   storage::StoragePlan plan;
   plan.dirs = {a.path, b.path};
@@ -347,7 +353,7 @@ TEST_CASE("without a usable CUDA device the GPU part says why") {
   }
 }
 
-TEST_CASE("a quick CPU-only calibration makes a profile that reads back unchanged") {
+TEST_CASE("a quick CPU-only calibration makes a profile that reads back unchanged" * kHardware) {
   Options o;
   o.quick = true;
   o.gpu = false;

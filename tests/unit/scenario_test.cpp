@@ -197,7 +197,7 @@ TEST_CASE("files that cannot be read: missing, a directory, too large") {
   };
   CHECK(load("/nonexistent/x.yaml") == "/nonexistent/x.yaml: no such file");
   CHECK(load(test::data_dir()) == test::data_dir().string() + ": is a directory, not a file");
-  const auto big = std::filesystem::temp_directory_path() / "ftplan_big_scenario.yaml";
+  const auto big = test::scratch_path("big_scenario.yaml");
   {
     std::FILE* f = std::fopen(big.string().c_str(), "wb");
     REQUIRE(f);
