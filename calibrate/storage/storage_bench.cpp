@@ -144,6 +144,21 @@ WriteCacheKnee find_write_cache_knee(const std::vector<double>& w, double thresh
   return k;
 }
 
+bool sustained_write_goes_on(const std::vector<double>& w, double elapsed_s, const SustainedPlan& plan) {
+  if (elapsed_s >= plan.max_s) return false;
+  const WriteCacheKnee k = find_write_cache_knee(w);
+  return !(k.found && w.size() - k.index >= kSustainedWindowsAfterDrop);
+}
+
+WriteCacheKnee summarize_sustained_write(hardware::SustainedWriteSample& row) {
+  const WriteCacheKnee k = find_write_cache_knee(row.samples);
+  row.burst_bandwidth_Bps = k.burst_Bps;
+  row.sustained_bandwidth_Bps = k.sustained_Bps;
+  row.cache_bytes = 0;
+  for (std::size_t i = 0; k.found && i < k.index; ++i) row.cache_bytes += row.samples[i] * row.interval_s;
+  return k;
+}
+
 StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int first_step, int total) {
   StorageResults out;
   int step = first_step;
@@ -218,21 +233,12 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
         const double start = now_s();
         const auto on_window = [&](double rate) {
           row.samples.push_back(rate);
-          if (now_s() - start >= s.max_s) return false;
-          // Stop once the drop has lasted long enough to trust the rate after it.
-          const WriteCacheKnee k = find_write_cache_knee(row.samples);
-          return !(k.found && row.samples.size() - k.index >= 10);
+          return sustained_write_goes_on(row.samples, now_s() - start, s);
         };
         const IoResult res = run_io_windows({&file}, s.pattern, s.window_s, s.max_bytes, on_window);
         row.bytes_written = static_cast<double>(res.bytes);
-        const WriteCacheKnee k = find_write_cache_knee(row.samples);
-        row.burst_bandwidth_Bps = k.burst_Bps;
-        row.sustained_bandwidth_Bps = k.sustained_Bps;
-        if (k.found) {
-          double before = 0;
-          for (std::size_t i = 0; i < k.index; ++i) before += row.samples[i] * s.window_s;
-          row.cache_bytes = before;
-        } else {
+        const WriteCacheKnee k = summarize_sustained_write(row);
+        if (!k.found) {
           progress.note(fmt::format("storage {}: no drop in write rate within {} written", dir.string(),
                                     io::format_bytes(row.bytes_written)));
         }
