@@ -46,6 +46,35 @@ std::size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
+// Refuses a document whose aliases expand it past kMaxYamlNodes (YAML's "billion laughs": nine
+// anchors of ten aliases each are 10^9 nodes written in 200 bytes). yaml-cpp shares an anchored
+// node among its aliases, so the parse itself is small; what explodes is every walk that follows
+// them (the sweep copies the whole tree). The count stops at the limit, so this costs at most
+// kMaxYamlNodes steps, whatever the document; it needs no recursion, so deep nesting is safe too.
+void check_expanded_size(const YAML::Node& root, const std::string& name) {
+  std::vector<YAML::Node> stack{root};
+  std::size_t visited = 0;
+  while (!stack.empty()) {
+    const YAML::Node n = std::move(stack.back());
+    stack.pop_back();
+    if (++visited > kMaxYamlNodes) {
+      const auto mark = n.Mark();
+      throw InputError({name, mark.is_null() ? 0 : mark.line + 1, mark.is_null() ? 0 : mark.column + 1}, "",
+                       fmt::format("with its aliases (*name) expanded the document holds more than {} values; "
+                                   "an ftplan input holds far fewer (aliases repeated inside aliases?)",
+                                   kMaxYamlNodes));
+    }
+    if (n.IsSequence()) {
+      for (const auto& item : n) stack.push_back(item);
+    } else if (n.IsMap()) {
+      for (const auto& kv : n) {
+        stack.push_back(kv.first);
+        stack.push_back(kv.second);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
@@ -71,6 +100,7 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (docs.size() > 1)
     throw InputError({name, docs[1].Mark().line + 1, docs[1].Mark().column + 1}, "",
                      "the file holds more than one YAML document ('---'); expected one");
+  check_expanded_size(docs.front(), name);
   return docs.front();
 }
 
