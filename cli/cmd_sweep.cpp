@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "io/output_file.hpp"
 #include "io/units.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
@@ -44,23 +45,6 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
     if (n <= 0) throw std::runtime_error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
     data.remove_prefix(static_cast<std::size_t>(n));
   }
-}
-
-// Writes `text` to `path` whole or not at all: a temporary file beside it, flushed to disk, then
-// renamed over it (rename is atomic within a file system).
-void write_atomically(const fs::path& path, std::string_view text) {
-  const fs::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
-  try {
-    write_all(fd, text, tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error(fmt::format("writing {}: {}", tmp.string(), std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
-  fs::rename(tmp, path);
 }
 
 std::string clock_text(double s) {
@@ -297,7 +281,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> axis_columns;
   for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
-  write_atomically(out, sweep::format_table(format, rows, axis_columns));
+  io::write_file_atomically(out, sweep::format_table(format, rows, axis_columns));
   fs::remove(journal, ec);
   const double t = progress.elapsed_s();
   fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
@@ -332,7 +316,7 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
     inputs.push_back({in, read_file(in)});
   }
   const sweep::Merged m = sweep::merge(format, inputs);
-  write_atomically(out, m.text);
+  io::write_file_atomically(out, m.text);
   fmt::print(stderr, "merged {} files: {} points, {} rows -> {}\n", inputs.size(), m.points, m.rows, out.string());
   return 0;
 }

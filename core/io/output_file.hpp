@@ -1,0 +1,27 @@
+// The files ftplan writes (profiles, traces, step IR, sweep results): whole or not at all.
+// Every writer in cli/ goes through write_file_atomically, so a killed run,
+// a full disk or a failed write never leaves a truncated file or loses the previous one.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ftplan::io {
+
+// Replaces `path` with `text`, all or nothing: writes a temporary file in the same directory
+// (rename is atomic only within one file system), fsyncs it, renames it over `path`, and fsyncs
+// the directory so the rename itself survives a power cut (without the two fsyncs a crash can
+// leave an empty or a missing file: Pillai et al., "All File Systems Are Not Created Equal",
+// OSDI 2014, section 2). On any failure
+// the temporary file is removed, `path` keeps its old content (or stays absent), and a
+// std::runtime_error names the file and the reason. A new file gets mode 0666 less the umask;
+// a replaced file keeps its mode.
+void write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
+// Checks now that write_file_atomically(path, ...) can work later: the directory exists and a
+// file can be created in it. For commands that measure or compute for minutes before writing.
+void check_file_writable(const std::filesystem::path& path);
+
+}  // namespace ftplan::io
