@@ -111,10 +111,13 @@ class Progress {
 };
 
 // Ctrl-C: say where the finished points are, then die of the signal as usual.
+// The lock file goes too (unlink is async-signal-safe; the lock itself dies with the process).
 char g_interrupt_message[1024];
 std::size_t g_interrupt_length = 0;
+char g_lock_path[4096];
 extern "C" void on_interrupt(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
+  if (g_lock_path[0] != 0) ::unlink(g_lock_path);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -195,6 +198,9 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  // One sweep at a time on this output: a second one would compute everything again and write
+  // its points into the same journal.
+  const io::OutputLock lock(out);
   const fs::path journal = out.string() + ".part";
   // The journal belongs to this sweep, this slice and this format, and nothing else.
   const std::uint64_t fingerprint =
@@ -247,6 +253,8 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       "\ninterrupted: the finished points are kept in {}; run the same command again to resume\n", journal.string());
   g_interrupt_length = std::min(message.size(), sizeof g_interrupt_message);
   std::memcpy(g_interrupt_message, message.data(), g_interrupt_length);
+  const std::string lock_path = lock.lock_path().string();
+  if (lock_path.size() < sizeof g_lock_path) std::memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
 
@@ -265,6 +273,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   progress.finish(finished);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
+  g_lock_path[0] = 0;
 
   // The finished file, from the journal (so a resumed run writes exactly what an uninterrupted one does).
   const sweep::Journal j = sweep::parse_journal(read_file(journal), journal.string());

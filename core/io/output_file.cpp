@@ -1,6 +1,7 @@
 #include "io/output_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +99,56 @@ void check_file_writable(const fs::path& path) {
   const int fd = open_temporary(path, tmp);
   ::close(fd);
   ::unlink(tmp.c_str());
+}
+
+OutputLock::OutputLock(const fs::path& path) : lock_path_(path.string() + ".lock") {
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ < 0)
+      throw std::runtime_error(
+          fmt::format("cannot create the lock file {}: {}", lock_path_.string(), errno_text(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      long pid = 0;
+      char buf[32] = {};
+      if (err == EWOULDBLOCK) {
+        const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+        if (n > 0) pid = std::strtol(buf, nullptr, 10);
+      }
+      ::close(fd_);
+      fd_ = -1;
+      if (err != EWOULDBLOCK)
+        throw std::runtime_error(fmt::format("cannot lock {}: {}", lock_path_.string(), errno_text(err)));
+      throw OutputLocked(fmt::format("{}: another sweep writes this file, pid {} (lock {})", path.string(),
+                                     pid > 0 ? std::to_string(pid) : "unknown", lock_path_.string()),
+                         pid);
+    }
+    // The holder before us may have removed the file between our open and our flock: then we hold a
+    // lock on a file nobody else can find. Lock only the file that is still at the path.
+    struct stat held {
+    }, named{};
+    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino)
+      break;
+    ::close(fd_);
+    fd_ = -1;
+    if (attempt >= 100) throw std::runtime_error(fmt::format("cannot lock {}: it keeps changing", lock_path_.string()));
+  }
+  const std::string pid = fmt::format("{}\n", ::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    const int err = errno;
+    ::unlink(lock_path_.c_str());
+    ::close(fd_);
+    throw std::runtime_error(fmt::format("cannot write the lock file {}: {}", lock_path_.string(), errno_text(err)));
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  // Unlink while still holding the lock: a process that opened the old file then sees it is no
+  // longer at the path (above) and tries again on a new one.
+  ::unlink(lock_path_.c_str());
+  ::close(fd_);
 }
 
 }  // namespace ftplan::io

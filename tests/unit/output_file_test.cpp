@@ -1,5 +1,5 @@
 // The files ftplan writes: replaced whole or not at all (a failed write keeps the old file and
-// leaves no temporary behind).
+// leaves no temporary behind), and one writer at a time through the output lock.
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
@@ -101,4 +101,34 @@ TEST_CASE("a write that fails midway (disk full, file too large) keeps the old f
   CHECK_THROWS_WITH_AS(io::check_file_writable(dir.path), doctest::Contains("is a directory"), std::runtime_error);
   io::check_file_writable(p);
   CHECK(dir.names() == std::vector<std::string>{"trace.json"});
+}
+
+TEST_CASE("the output lock: one holder at a time, the holder's pid in the refusal, a stale lock taken over") {
+  Folder dir("lock");
+  const fs::path out = dir.path / "results.csv";
+  {
+    const io::OutputLock first(out);
+    CHECK(first.lock_path() == dir.path / "results.csv.lock");
+    CHECK(read(first.lock_path()) == std::to_string(::getpid()) + "\n");
+    /* flock locks belong to the open file, so a second open in this same process is refused as
+     * another process would be, and told the holder's pid. */
+    try {
+      const io::OutputLock second(out);
+      FAIL("a second lock on the same output was granted");
+    } catch (const io::OutputLocked& e) {
+      CHECK(e.pid() == ::getpid());
+      CHECK(std::string(e.what()) == out.string() + ": another sweep writes this file, pid " +
+                                         std::to_string(::getpid()) + " (lock " +
+                                         (dir.path / "results.csv.lock").string() + ")");
+    }
+    CHECK(fs::exists(first.lock_path()));  // the refused one did not remove the holder's file
+  }
+  CHECK(dir.names().empty());  // released: the lock file is gone
+  /* A lock file left by a process that died (no one holds the lock on it) is simply taken. */
+  std::ofstream(dir.path / "results.csv.lock") << "999999\n";
+  {
+    const io::OutputLock again(out);
+    CHECK(read(again.lock_path()) == std::to_string(::getpid()) + "\n");
+  }
+  CHECK(dir.names().empty());
 }
