@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -129,7 +130,14 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   o.gpu = !args.flag("no-gpu");
   o.fio = !args.flag("no-fio");
   if (!args.flag("no-storage"))
-    for (const auto& d : split_list(args.value_or("storage-dir", "/var/tmp"))) o.storage_dirs.emplace_back(d);
+    for (const auto& d : split_list(args.value_or("storage-dir", "/var/tmp"))) {
+      // A typo fails now, not after the CPU part (a full or read-only directory fails after storage).
+      std::error_code ec;
+      if (!std::filesystem::is_directory(d, ec))
+        throw UsageError(fmt::format("--storage-dir: '{}' is not a directory{}", d,
+                                     std::filesystem::exists(d, ec) ? "" : " (it does not exist)"));
+      o.storage_dirs.emplace_back(d);
+    }
   o.sustained_write = args.flag("sustained-write");
   if (auto v = args.value("sustained-bytes"))
     o.sustained_bytes = static_cast<std::uint64_t>(parse_option("sustained-bytes", *v, io::Quantity::bytes));

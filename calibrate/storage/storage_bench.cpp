@@ -1,7 +1,9 @@
 #include "storage/storage_bench.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -166,6 +168,8 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
   if (plan.use_fio && !fio) progress.note("fio is not installed: storage figures are shown without fio's beside them");
 
   std::vector<std::unique_ptr<ScratchFile>> files;  // one per directory that works
+  std::map<fs::path, std::string> why_not;          // directory -> last problem seen on it
+  std::set<fs::path> measured;                      // directories with a figure of their own
   double striped_link_Bps = 0;
   for (const auto& dir : plan.dirs) {
     const DriveInfo drive = identify_drive(dir);
@@ -181,6 +185,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
       run_io({file.get()}, {StorageOp::write, kMiB, 16}, 1e9, plan.file_bytes);
     } catch (const std::exception& e) {
       progress.note(fmt::format("storage {} skipped: {}", dir.string(), e.what()));
+      why_not[dir] = e.what();
       step += static_cast<int>(plan.patterns.size());
       continue;
     }
@@ -188,9 +193,11 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
       for (const auto& pp : plan.patterns) {
         progress.step(step++, total, fmt::format("storage {}: {}", dir.string(), describe(pp.pattern)));
         out.section.runs.push_back(measure_pattern({file.get()}, pp, plan, fio, link_Bps, out.comparisons));
+        measured.insert(dir);
       }
     } catch (const std::exception& e) {
       progress.note(fmt::format("storage {} stopped: {}", dir.string(), e.what()));
+      why_not[dir] = e.what();
     }
     files.push_back(std::move(file));
     // Drives behind one link would share it; separate NVMe drives each have their own.
@@ -248,11 +255,18 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
              row.sustained_bandwidth_Bps, relative_spread(row.samples), 0, "", row.burst_bandwidth_Bps, 0,
              "burst (before the drop)"});
         out.section.sustained_write.push_back(std::move(row));
+        measured.insert(dir);
       } catch (const std::exception& e) {
         progress.note(fmt::format("sustained write on {} skipped: {}", dir.string(), e.what()));
+        why_not[dir] = e.what();
       }
     }
   }
+  for (const auto& dir : plan.dirs)
+    if (!measured.count(dir)) {
+      const auto it = why_not.find(dir);
+      out.unmeasured.emplace_back(dir, it != why_not.end() ? it->second : "no measurement was planned for it");
+    }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -50,6 +52,9 @@ struct StorageResults {
   hardware::StorageSection section;
   std::vector<Comparison> comparisons;
   std::vector<hardware::ProfileDrive> drives;
+  // The directories of the plan that gave no figure at all, each with the reason (read-only, full,
+  // missing, no O_DIRECT...), in the plan's order.
+  std::vector<std::pair<std::filesystem::path, std::string>> unmeasured;
 };
 
 // Runs the plan. Progress steps are reported through `progress` (`first_step` onwards, of `total`).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The files the CLI writes are replaced whole or not at all: a write that fails midway (here the
 # file-size limit, `ulimit -f`, which fails writes as a full disk does) keeps the previous file and
-# leaves no temporary beside it.
+# leaves no temporary beside it; a calibration that measured none of its storage directories
+# fails and keeps the previous profile.
 # Usage: outputs.sh FTPLAN SCRATCH_DIR
 set -uo pipefail
 ftplan=$1 dir=$2
@@ -34,4 +35,22 @@ status=$?
 [[ $(cat "$dir/sim/step.json") == old-ir ]] || fail "the old step IR was lost: $(head -c 80 "$dir/sim/step.json")"
 [[ $(files sim) == "step.json trace.json " ]] || fail "files left beside the outputs: $(files sim)"
 
+# calibrate: storage asked for on a directory that cannot hold a file (/proc: no free space, like a
+# full or read-only disk) measures nothing there, so it fails, and the old profile stays.
+mkdir "$dir/cal"
+echo old-profile >"$dir/cal/profile.yaml"
+"$ftplan" calibrate --quick --no-cpu --no-gpu --storage-dir /proc --out "$dir/cal/profile.yaml" >"$dir/out.txt" 2>&1
+status=$?
+[[ $status == 1 ]] || fail "calibrate with nothing measurable: exit status $status, expected 1"
+grep -q "^error: storage: not one of the directories asked for could be measured" "$dir/out.txt" ||
+  fail "no error saying storage measured nothing"
+[[ $(cat "$dir/cal/profile.yaml") == old-profile ]] || fail "the old profile was lost"
+[[ $(files cal) == "profile.yaml " ]] || fail "files left beside the profile: $(files cal)"
+# A directory that is not there fails at once, before anything is measured.
+"$ftplan" calibrate --quick --no-gpu --storage-dir "$dir/none" --out "$dir/cal/profile.yaml" >"$dir/out.txt" 2>&1
+status=$?
+[[ $status == 2 ]] || fail "calibrate --storage-dir on a missing directory: exit status $status, expected 2"
+grep -q "^error: --storage-dir: '$dir/none' is not a directory (it does not exist)" "$dir/out.txt" ||
+  fail "no error naming the missing directory"
+[[ $(cat "$dir/cal/profile.yaml") == old-profile ]] || fail "the old profile was lost"
 echo "ok"

@@ -208,6 +208,36 @@ TEST_CASE("a directory that does not exist, or a file too big for the disk, is r
   CHECK(dir.entries() == 0);
 }
 
+TEST_CASE("a directory that gives no figure is listed with its reason; a calibration that measured none fails" *
+          kHardware) {
+  /* /proc is a directory on every Linux system with no free space and no room for files (statvfs
+   * reports 0 blocks): as unwritable as a read-only or full disk, for root as for anyone. */
+  ScratchDir good("storage-good");
+  storage::StoragePlan plan;
+  plan.dirs = {"/proc", good.path};
+  plan.file_bytes = 8u << 20;
+  plan.run_s = 0.05;
+  plan.repeats = 1;
+  plan.use_fio = false;
+  plan.patterns = {{{StorageOp::read, 1 << 20, 4}, false}};
+  SilentProgress progress;
+  const auto res = storage::measure_storage(plan, progress, 0, plan.steps());
+  REQUIRE(res.unmeasured.size() == 1);
+  CHECK(res.unmeasured[0].first == "/proc");
+  CHECK(res.unmeasured[0].second.find("/proc") != std::string::npos);
+  CHECK(res.section.runs.size() == 1);
+  CHECK(good.entries() == 0);
+
+  Options o;
+  o.quick = true;
+  o.cpu = false;
+  o.gpu = false;
+  o.storage_dirs = {"/proc"};
+  CHECK_THROWS_WITH_AS(run_calibration(o, progress), doctest::Contains("not one of the directories asked for"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(run_calibration(o, progress), doctest::Contains("/proc: "), std::runtime_error);
+}
+
 TEST_CASE("the storage plan measures each directory and both striped, beside fio, and leaves nothing behind" *
           kHardware) {
   ScratchDir a("storage-a"), b("storage-b");
@@ -261,6 +291,7 @@ TEST_CASE("a sustained write on a real drive stops at its byte limit or by its r
   SilentProgress progress;
   const auto res = storage::measure_storage(plan, progress, 0, plan.steps());
   REQUIRE(res.section.sustained_write.size() == 1);
+  CHECK(res.unmeasured.empty());
   const auto& row = res.section.sustained_write[0];
   CHECK(row.paths == std::vector<std::string>{dir.path.string()});
   CHECK(row.interval_s == s.window_s);
