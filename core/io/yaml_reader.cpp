@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -75,6 +76,41 @@ void check_expanded_size(const YAML::Node& root, const std::string& name) {
   }
 }
 
+// yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its parser
+// emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF config).
+// A document cannot hold more nodes than its text has bytes, give or take (an implicit null still
+// takes its ',', ':' or '-'), so a first pass counts the parser's events and stops the parse at
+// 4 per byte plus a margin: text that is anywhere near that is not a document yaml-cpp read.
+class EventBudget : public YAML::EventHandler {
+ public:
+  EventBudget(std::size_t budget, std::string name) : left_(budget), name_(std::move(name)) {}
+  void OnDocumentStart(const YAML::Mark& m) override { spend(m); }
+  void OnDocumentEnd() override { spend(last_); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { spend(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    spend(m);
+  }
+  void OnSequenceEnd() override { spend(last_); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    spend(m);
+  }
+  void OnMapEnd() override { spend(last_); }
+
+ private:
+  void spend(const YAML::Mark& m) {
+    last_ = m;
+    if (left_-- > 0) return;
+    throw InputError({name_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1}, "",
+                     "YAML syntax error: the parser does not come to an end here (a stray ',' after a "
+                     "'{...}' or '[...]'?)");
+  }
+  std::size_t left_;
+  std::string name_;
+  YAML::Mark last_ = YAML::Mark::null_mark();
+};
+
 }  // namespace
 
 YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
@@ -89,6 +125,13 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (trim(text).empty()) throw InputError({name, 0, 0}, "", "the file is empty");
   std::vector<YAML::Node> docs;
   try {
+    {
+      std::stringstream in{std::string(text)};
+      YAML::Parser parser(in);
+      EventBudget budget(4 * text.size() + 1024, name);
+      while (parser.HandleNextDocument(budget)) {
+      }
+    }
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     // yaml-cpp's messages read "yaml-cpp: error at line L, column C: what"; keep only `what`.
