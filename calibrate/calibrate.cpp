@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -222,6 +223,14 @@ Calibration run_calibration(const Options& o, Progress& outer) {
   if (!o.storage_dirs.empty()) {
     auto r = storage::measure_storage(sp, progress, step, total);
     step += storage_steps;
+    // Storage was asked for: a profile without a single storage figure is not what was asked, and a
+    // script must not mistake it for a success (a read-only, full or missing directory).
+    if (r.unmeasured.size() == o.storage_dirs.size()) {
+      std::string why;
+      for (const auto& [dir, reason] : r.unmeasured) why += fmt::format("\n  {}: {}", dir.string(), reason);
+      throw std::runtime_error(fmt::format(
+          "storage: not one of the directories asked for could be measured (--no-storage skips storage):{}", why));
+    }
     p.storage = std::move(r.section);
     p.machine.drives = std::move(r.drives);
     out.comparisons.insert(out.comparisons.end(), r.comparisons.begin(), r.comparisons.end());

@@ -5,7 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -14,6 +14,7 @@
 #include "app.hpp"
 #include "calibrate.hpp"
 #include "common/strings.hpp"
+#include "io/output_file.hpp"
 #include "io/profile_io.hpp"
 #include "io/units.hpp"
 #include "storage/uring.hpp"
@@ -129,7 +130,14 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   o.gpu = !args.flag("no-gpu");
   o.fio = !args.flag("no-fio");
   if (!args.flag("no-storage"))
-    for (const auto& d : split_list(args.value_or("storage-dir", "/var/tmp"))) o.storage_dirs.emplace_back(d);
+    for (const auto& d : split_list(args.value_or("storage-dir", "/var/tmp"))) {
+      // A typo fails now, not after the CPU part (a full or read-only directory fails after storage).
+      std::error_code ec;
+      if (!std::filesystem::is_directory(d, ec))
+        throw UsageError(fmt::format("--storage-dir: '{}' is not a directory{}", d,
+                                     std::filesystem::exists(d, ec) ? "" : " (it does not exist)"));
+      o.storage_dirs.emplace_back(d);
+    }
   o.sustained_write = args.flag("sustained-write");
   if (auto v = args.value("sustained-bytes"))
     o.sustained_bytes = static_cast<std::uint64_t>(parse_option("sustained-bytes", *v, io::Quantity::bytes));
@@ -170,11 +178,14 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
       }
   }
   const auto out_path = args.value("out");
-  // Open the output before measuring, so a bad path fails now rather than after minutes of work.
-  std::ofstream out_file;
+  // Check the output before measuring, so a bad path fails now rather than after minutes of work;
+  // the file itself is replaced only when the profile is complete.
   if (out_path) {
-    out_file.open(*out_path);
-    if (!out_file) throw UsageError(fmt::format("--out: cannot write '{}'", *out_path));
+    try {
+      io::check_file_writable(*out_path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("--out: {}", e.what()));
+    }
   }
 
   calibrate::storage::remove_scratch_files_on_signal();
@@ -183,9 +194,7 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   progress.done();
 
   if (out_path) {
-    out_file << io::profile_to_yaml(cal.profile);
-    out_file.close();
-    if (!out_file) throw std::runtime_error(fmt::format("writing '{}' failed", *out_path));
+    io::write_file_atomically(*out_path, io::profile_to_yaml(cal.profile));
     fmt::print(stderr, "profile written to {}\n", *out_path);
   }
 

@@ -1,7 +1,6 @@
 // `ftplan simulate`: one optimizer step simulated per plan; time, throughput, utilization.
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include "app.hpp"
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
+#include "io/output_file.hpp"
 #include "io/results.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
@@ -107,13 +107,6 @@ std::string tagged_path(const std::string& path, std::string tag) {
   return has_ext ? path.substr(0, dot) + "." + tag + path.substr(dot) : path + "." + tag;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  out << text;
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
-
 }  // namespace
 
 int cmd_simulate(const std::vector<std::string>& argv) {
@@ -143,7 +136,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);
     if (trace) {
       const std::string path = s.plans.size() > 1 ? tagged_path(*trace, p.name) : *trace;
-      write_file(path, r.trace_json);
+      io::write_file_atomically(path, r.trace_json);
       if (app.format() == Format::table)
         fmt::print("trace of '{}' written to {} (every micro-batch simulated for it)\n", p.name, path);
     }
@@ -153,7 +146,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       for (int stage = 0; stage < stages; ++stage) {
         const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, stage));
         const std::string path = stages > 1 ? tagged_path(base, fmt::format("stage{}", stage)) : base;
-        write_file(path, schedule::to_json(ir, p.name));
+        io::write_file_atomically(path, schedule::to_json(ir, p.name));
         if (app.format() == Format::table)
           fmt::print("step IR of '{}'{} written to {} ({} ops, {} tensors)\n", p.name,
                      stages > 1 ? fmt::format(" stage {}", stage) : "", path, ir.ops.size(), ir.tensors.size());

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "io/output_file.hpp"
 #include "io/units.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
@@ -44,23 +45,6 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
     if (n <= 0) throw std::runtime_error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
     data.remove_prefix(static_cast<std::size_t>(n));
   }
-}
-
-// Writes `text` to `path` whole or not at all: a temporary file beside it, flushed to disk, then
-// renamed over it (rename is atomic within a file system).
-void write_atomically(const fs::path& path, std::string_view text) {
-  const fs::path tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp.string(), std::strerror(errno)));
-  try {
-    write_all(fd, text, tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error(fmt::format("writing {}: {}", tmp.string(), std::strerror(errno)));
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
-  fs::rename(tmp, path);
 }
 
 std::string clock_text(double s) {
@@ -127,10 +111,13 @@ class Progress {
 };
 
 // Ctrl-C: say where the finished points are, then die of the signal as usual.
+// The lock file goes too (unlink is async-signal-safe; the lock itself dies with the process).
 char g_interrupt_message[1024];
 std::size_t g_interrupt_length = 0;
+char g_lock_path[4096];
 extern "C" void on_interrupt(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
+  if (g_lock_path[0] != 0) ::unlink(g_lock_path);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -211,6 +198,9 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  // One sweep at a time on this output: a second one would compute everything again and write
+  // its points into the same journal.
+  const io::OutputLock lock(out);
   const fs::path journal = out.string() + ".part";
   // The journal belongs to this sweep, this slice and this format, and nothing else.
   const std::uint64_t fingerprint =
@@ -263,6 +253,8 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       "\ninterrupted: the finished points are kept in {}; run the same command again to resume\n", journal.string());
   g_interrupt_length = std::min(message.size(), sizeof g_interrupt_message);
   std::memcpy(g_interrupt_message, message.data(), g_interrupt_length);
+  const std::string lock_path = lock.lock_path().string();
+  if (lock_path.size() < sizeof g_lock_path) std::memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
 
@@ -281,6 +273,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   progress.finish(finished);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
+  g_lock_path[0] = 0;
 
   // The finished file, from the journal (so a resumed run writes exactly what an uninterrupted one does).
   const sweep::Journal j = sweep::parse_journal(read_file(journal), journal.string());
@@ -297,7 +290,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> axis_columns;
   for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
-  write_atomically(out, sweep::format_table(format, rows, axis_columns));
+  io::write_file_atomically(out, sweep::format_table(format, rows, axis_columns));
   fs::remove(journal, ec);
   const double t = progress.elapsed_s();
   fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
@@ -332,7 +325,7 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
     inputs.push_back({in, read_file(in)});
   }
   const sweep::Merged m = sweep::merge(format, inputs);
-  write_atomically(out, m.text);
+  io::write_file_atomically(out, m.text);
   fmt::print(stderr, "merged {} files: {} points, {} rows -> {}\n", inputs.size(), m.points, m.rows, out.string());
   return 0;
 }

@@ -1,4 +1,5 @@
 // ftplan: the command line. Thin adapters from argv to core calls to writers.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -50,6 +51,9 @@ options shared by all verbs:
 
 int main(int argc, char** argv) {
   ftplan::keep_freed_memory();
+  // Past the file-size limit (ulimit -f) a write should fail with EFBIG, which the writers report
+  // and clean up after, rather than kill the process with SIGXFSZ halfway through a file.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv, argv + argc);
   if (args.size() < 2 || args[1] == "help" || args[1] == "--help" || args[1] == "-h") {
     std::fputs(kUsage, args.size() < 2 ? stderr : stdout);

@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-ctest --test-dir build --output-on-failure --timeout 600
+# In parallel, one test per core: no test depends on an idle machine, and tests that share a
+# drive take turns (tests/CMakeLists.txt).
+ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"

@@ -1,7 +1,9 @@
 #include "storage/storage_bench.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -144,6 +146,21 @@ WriteCacheKnee find_write_cache_knee(const std::vector<double>& w, double thresh
   return k;
 }
 
+bool sustained_write_goes_on(const std::vector<double>& w, double elapsed_s, const SustainedPlan& plan) {
+  if (elapsed_s >= plan.max_s) return false;
+  const WriteCacheKnee k = find_write_cache_knee(w);
+  return !(k.found && w.size() - k.index >= kSustainedWindowsAfterDrop);
+}
+
+WriteCacheKnee summarize_sustained_write(hardware::SustainedWriteSample& row) {
+  const WriteCacheKnee k = find_write_cache_knee(row.samples);
+  row.burst_bandwidth_Bps = k.burst_Bps;
+  row.sustained_bandwidth_Bps = k.sustained_Bps;
+  row.cache_bytes = 0;
+  for (std::size_t i = 0; k.found && i < k.index; ++i) row.cache_bytes += row.samples[i] * row.interval_s;
+  return k;
+}
+
 StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int first_step, int total) {
   StorageResults out;
   int step = first_step;
@@ -151,6 +168,8 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
   if (plan.use_fio && !fio) progress.note("fio is not installed: storage figures are shown without fio's beside them");
 
   std::vector<std::unique_ptr<ScratchFile>> files;  // one per directory that works
+  std::map<fs::path, std::string> why_not;          // directory -> last problem seen on it
+  std::set<fs::path> measured;                      // directories with a figure of their own
   double striped_link_Bps = 0;
   for (const auto& dir : plan.dirs) {
     const DriveInfo drive = identify_drive(dir);
@@ -166,6 +185,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
       run_io({file.get()}, {StorageOp::write, kMiB, 16}, 1e9, plan.file_bytes);
     } catch (const std::exception& e) {
       progress.note(fmt::format("storage {} skipped: {}", dir.string(), e.what()));
+      why_not[dir] = e.what();
       step += static_cast<int>(plan.patterns.size());
       continue;
     }
@@ -173,9 +193,11 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
       for (const auto& pp : plan.patterns) {
         progress.step(step++, total, fmt::format("storage {}: {}", dir.string(), describe(pp.pattern)));
         out.section.runs.push_back(measure_pattern({file.get()}, pp, plan, fio, link_Bps, out.comparisons));
+        measured.insert(dir);
       }
     } catch (const std::exception& e) {
       progress.note(fmt::format("storage {} stopped: {}", dir.string(), e.what()));
+      why_not[dir] = e.what();
     }
     files.push_back(std::move(file));
     // Drives behind one link would share it; separate NVMe drives each have their own.
@@ -218,21 +240,12 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
         const double start = now_s();
         const auto on_window = [&](double rate) {
           row.samples.push_back(rate);
-          if (now_s() - start >= s.max_s) return false;
-          // Stop once the drop has lasted long enough to trust the rate after it.
-          const WriteCacheKnee k = find_write_cache_knee(row.samples);
-          return !(k.found && row.samples.size() - k.index >= 10);
+          return sustained_write_goes_on(row.samples, now_s() - start, s);
         };
         const IoResult res = run_io_windows({&file}, s.pattern, s.window_s, s.max_bytes, on_window);
         row.bytes_written = static_cast<double>(res.bytes);
-        const WriteCacheKnee k = find_write_cache_knee(row.samples);
-        row.burst_bandwidth_Bps = k.burst_Bps;
-        row.sustained_bandwidth_Bps = k.sustained_Bps;
-        if (k.found) {
-          double before = 0;
-          for (std::size_t i = 0; i < k.index; ++i) before += row.samples[i] * s.window_s;
-          row.cache_bytes = before;
-        } else {
+        const WriteCacheKnee k = summarize_sustained_write(row);
+        if (!k.found) {
           progress.note(fmt::format("storage {}: no drop in write rate within {} written", dir.string(),
                                     io::format_bytes(row.bytes_written)));
         }
@@ -242,11 +255,18 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
              row.sustained_bandwidth_Bps, relative_spread(row.samples), 0, "", row.burst_bandwidth_Bps, 0,
              "burst (before the drop)"});
         out.section.sustained_write.push_back(std::move(row));
+        measured.insert(dir);
       } catch (const std::exception& e) {
         progress.note(fmt::format("sustained write on {} skipped: {}", dir.string(), e.what()));
+        why_not[dir] = e.what();
       }
     }
   }
+  for (const auto& dir : plan.dirs)
+    if (!measured.count(dir)) {
+      const auto it = why_not.find(dir);
+      out.unmeasured.emplace_back(dir, it != why_not.end() ? it->second : "no measurement was planned for it");
+    }
   return out;
 }
 

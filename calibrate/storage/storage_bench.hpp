@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common.hpp"
@@ -50,6 +52,9 @@ struct StorageResults {
   hardware::StorageSection section;
   std::vector<Comparison> comparisons;
   std::vector<hardware::ProfileDrive> drives;
+  // The directories of the plan that gave no figure at all, each with the reason (read-only, full,
+  // missing, no O_DIRECT...), in the plan's order.
+  std::vector<std::pair<std::filesystem::path, std::string>> unmeasured;
 };
 
 // Runs the plan. Progress steps are reported through `progress` (`first_step` onwards, of `total`).
@@ -66,5 +71,15 @@ struct WriteCacheKnee {
 };
 WriteCacheKnee find_write_cache_knee(const std::vector<double>& window_Bps, double threshold = 0.7, int persist = 3,
                                      std::size_t min_before = 2);
+
+// The sustained write's rules, apart from the drive: measure_storage applies them to the windows
+// it measures, a test to a synthetic drive. Write on after these windows (B/s each, in time order)
+// at `elapsed_s`? No once `plan.max_s` has passed, nor once the drop has lasted
+// kSustainedWindowsAfterDrop windows (enough to trust the rate after it).
+inline constexpr std::size_t kSustainedWindowsAfterDrop = 10;
+bool sustained_write_goes_on(const std::vector<double>& window_Bps, double elapsed_s, const SustainedPlan& plan);
+// Fills the row's burst and sustained rates and its cache bytes (written before the drop, each
+// window counted at `interval_s`; 0 when no drop was seen) from `row.samples`. Returns the knee.
+WriteCacheKnee summarize_sustained_write(hardware::SustainedWriteSample& row);
 
 }  // namespace ftplan::calibrate::storage

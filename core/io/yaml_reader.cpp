@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -46,6 +47,70 @@ std::size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
+// Refuses a document whose aliases expand it past kMaxYamlNodes (YAML's "billion laughs": nine
+// anchors of ten aliases each are 10^9 nodes written in 200 bytes). yaml-cpp shares an anchored
+// node among its aliases, so the parse itself is small; what explodes is every walk that follows
+// them (the sweep copies the whole tree). The count stops at the limit, so this costs at most
+// kMaxYamlNodes steps, whatever the document; it needs no recursion, so deep nesting is safe too.
+void check_expanded_size(const YAML::Node& root, const std::string& name) {
+  std::vector<YAML::Node> stack{root};
+  std::size_t visited = 0;
+  while (!stack.empty()) {
+    const YAML::Node n = std::move(stack.back());
+    stack.pop_back();
+    if (++visited > kMaxYamlNodes) {
+      const auto mark = n.Mark();
+      throw InputError({name, mark.is_null() ? 0 : mark.line + 1, mark.is_null() ? 0 : mark.column + 1}, "",
+                       fmt::format("with its aliases (*name) expanded the document holds more than {} values; "
+                                   "an ftplan input holds far fewer (aliases repeated inside aliases?)",
+                                   kMaxYamlNodes));
+    }
+    if (n.IsSequence()) {
+      for (const auto& item : n) stack.push_back(item);
+    } else if (n.IsMap()) {
+      for (const auto& kv : n) {
+        stack.push_back(kv.first);
+        stack.push_back(kv.second);
+      }
+    }
+  }
+}
+
+// yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its parser
+// emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF config).
+// A document cannot hold more nodes than its text has bytes, give or take (an implicit null still
+// takes its ',', ':' or '-'), so a first pass counts the parser's events and stops the parse at
+// 4 per byte plus a margin: text that is anywhere near that is not a document yaml-cpp read.
+class EventBudget : public YAML::EventHandler {
+ public:
+  EventBudget(std::size_t budget, std::string name) : left_(budget), name_(std::move(name)) {}
+  void OnDocumentStart(const YAML::Mark& m) override { spend(m); }
+  void OnDocumentEnd() override { spend(last_); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { spend(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    spend(m);
+  }
+  void OnSequenceEnd() override { spend(last_); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    spend(m);
+  }
+  void OnMapEnd() override { spend(last_); }
+
+ private:
+  void spend(const YAML::Mark& m) {
+    last_ = m;
+    if (left_-- > 0) return;
+    throw InputError({name_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1}, "",
+                     "YAML syntax error: the parser does not come to an end here (a stray ',' after a "
+                     "'{...}' or '[...]'?)");
+  }
+  std::size_t left_;
+  std::string name_;
+  YAML::Mark last_ = YAML::Mark::null_mark();
+};
+
 }  // namespace
 
 YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
@@ -60,6 +125,13 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (trim(text).empty()) throw InputError({name, 0, 0}, "", "the file is empty");
   std::vector<YAML::Node> docs;
   try {
+    {
+      std::stringstream in{std::string(text)};
+      YAML::Parser parser(in);
+      EventBudget budget(4 * text.size() + 1024, name);
+      while (parser.HandleNextDocument(budget)) {
+      }
+    }
     docs = YAML::LoadAll(std::string(text));
   } catch (const YAML::Exception& e) {
     // yaml-cpp's messages read "yaml-cpp: error at line L, column C: what"; keep only `what`.
@@ -71,6 +143,7 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (docs.size() > 1)
     throw InputError({name, docs[1].Mark().line + 1, docs[1].Mark().column + 1}, "",
                      "the file holds more than one YAML document ('---'); expected one");
+  check_expanded_size(docs.front(), name);
   return docs.front();
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.hpp"
@@ -21,11 +22,17 @@ namespace ftplan::io::detail {
 
 // Largest input file read (scenarios, zoo entries, config.json): anything bigger is not one of ours.
 inline constexpr std::uintmax_t kMaxInputBytes = 16u << 20;
+// Most values (scalars, lists and mappings, keys included) in one document with its aliases
+// expanded. The largest shipped inputs hold about a thousand (model_zoo/hardware/gpus.yaml 1,270,
+// the calibration profile in model_zoo/hardware/profiles/ 1,009); a million is an alias bomb,
+// refused before any reader walks it.
+inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
 
 // Reads a whole input file; missing, unreadable, directory or oversized files throw InputError.
 std::string read_input_file(const std::filesystem::path& path);
-// Reads and parses `path`. Empty, binary, non-UTF-8, oversized, multi-document or unparsable
-// files throw InputError naming the file (and line/column where the parser knows it).
+// Reads and parses `path`. Empty, binary, non-UTF-8, oversized, multi-document, unparsable or
+// alias-bomb (more than kMaxYamlNodes values once expanded) files throw InputError naming the
+// file (and line/column where the parser knows it).
 YAML::Node load_yaml_file(const std::filesystem::path& path);
 // Same for text already in memory; `name` is used as the file name in messages.
 YAML::Node load_yaml_text(std::string_view text, const std::string& name);

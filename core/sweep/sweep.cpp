@@ -29,29 +29,43 @@ namespace {
 // that threads can copy and edit them freely (yaml-cpp nodes share state behind the scenes),
 // and so a point's scenario is emitted without yaml-cpp's emitter.
 
+// A mapping's entry. Its own type, not std::pair<std::string, Tree>: a pair needs a complete
+// Tree, which a member of Tree cannot have (GCC lets it pass, Clang's libstdc++ checks refuse it).
+struct TreeEntry;
+
 struct Tree {
   enum class Kind { null, scalar, seq, map };
   Kind kind = Kind::null;
-  std::string text;                                   // scalar
-  bool plain = true;                                  // scalar written without quotes in its file
-  std::vector<Tree> items;                            // seq
-  std::vector<std::pair<std::string, Tree>> entries;  // map, in file order
+  std::string text;                // scalar
+  bool plain = true;               // scalar written without quotes in its file
+  std::vector<Tree> items;         // seq
+  std::vector<TreeEntry> entries;  // map, in file order
   SourceLocation where;
 
-  static Tree scalar(std::string text, bool plain = true) {
-    Tree t;
-    t.kind = Kind::scalar;
-    t.text = std::move(text);
-    t.plain = plain;
-    return t;
-  }
-  Tree* find(const std::string& key) {
-    for (auto& [k, v] : entries)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  static Tree scalar(std::string text, bool plain = true);
+  Tree* find(const std::string& key);
   const Tree* find(const std::string& key) const { return const_cast<Tree*>(this)->find(key); }
 };
+
+struct TreeEntry {
+  std::string first;
+  Tree second;
+  TreeEntry(std::string key, Tree value) : first(std::move(key)), second(std::move(value)) {}
+};
+
+Tree Tree::scalar(std::string text, bool plain) {
+  Tree t;
+  t.kind = Kind::scalar;
+  t.text = std::move(text);
+  t.plain = plain;
+  return t;
+}
+
+Tree* Tree::find(const std::string& key) {
+  for (auto& [k, v] : entries)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 Tree to_tree(const YAML::Node& n, const std::string& file) {
   Tree t;

@@ -50,6 +50,11 @@ struct ScratchDir {
   }
 };
 
+// The cases that time this machine's CPU, memory and drives: CTest runs them as their own test
+// (unit_hardware), one at a time with the other drive benchmark (tests/CMakeLists.txt). What they
+// assert holds on a loaded machine too: structure and bounds, never a rate.
+const auto kHardware = doctest::test_suite("hardware");
+
 // 1 TB/s is beyond any host's DRAM or any single drive; a figure above it is a timing bug.
 constexpr double kPhysicalLimit_Bps = 1e12;
 
@@ -133,7 +138,7 @@ TEST_CASE("the vectorized AdamW step matches torch.optim.AdamW's formula in doub
   CHECK(v[5] == doctest::Approx(vd[5]).epsilon(1e-4));
 }
 
-TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized by their median, bounded") {
+TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized by their median, bounded" * kHardware) {
   ThreadTeam team(allowed_cpus());
   const auto dram = cpu::measure_dram(team, 4u << 20, 3);
   REQUIRE(dram.size() == 2);
@@ -154,7 +159,7 @@ TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized 
   CHECK(adam.triad_fraction == doctest::Approx(adam.params_per_s * 28 / triad));
 }
 
-TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always") {
+TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always" * kHardware) {
   ThreadTeam team(allowed_cpus());
   const auto rows = cpu::measure_host_copy(team, {1u << 20, 4u << 20}, 2);
   int pageable = 0;
@@ -168,7 +173,7 @@ TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always"
   CHECK((rows.size() == 2 || rows.size() == 4));
 }
 
-TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves what was asked") {
+TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves what was asked" * kHardware) {
   ScratchDir dir("uring");
   fs::path path;
   {
@@ -203,7 +208,38 @@ TEST_CASE("a directory that does not exist, or a file too big for the disk, is r
   CHECK(dir.entries() == 0);
 }
 
-TEST_CASE("the storage plan measures each directory and both striped, beside fio, and leaves nothing behind") {
+TEST_CASE("a directory that gives no figure is listed with its reason; a calibration that measured none fails" *
+          kHardware) {
+  /* /proc is a directory on every Linux system with no free space and no room for files (statvfs
+   * reports 0 blocks): as unwritable as a read-only or full disk, for root as for anyone. */
+  ScratchDir good("storage-good");
+  storage::StoragePlan plan;
+  plan.dirs = {"/proc", good.path};
+  plan.file_bytes = 8u << 20;
+  plan.run_s = 0.05;
+  plan.repeats = 1;
+  plan.use_fio = false;
+  plan.patterns = {{{StorageOp::read, 1 << 20, 4}, false}};
+  SilentProgress progress;
+  const auto res = storage::measure_storage(plan, progress, 0, plan.steps());
+  REQUIRE(res.unmeasured.size() == 1);
+  CHECK(res.unmeasured[0].first == "/proc");
+  CHECK(res.unmeasured[0].second.find("/proc") != std::string::npos);
+  CHECK(res.section.runs.size() == 1);
+  CHECK(good.entries() == 0);
+
+  Options o;
+  o.quick = true;
+  o.cpu = false;
+  o.gpu = false;
+  o.storage_dirs = {"/proc"};
+  CHECK_THROWS_WITH_AS(run_calibration(o, progress), doctest::Contains("not one of the directories asked for"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(run_calibration(o, progress), doctest::Contains("/proc: "), std::runtime_error);
+}
+
+TEST_CASE("the storage plan measures each directory and both striped, beside fio, and leaves nothing behind" *
+          kHardware) {
   ScratchDir a("storage-a"), b("storage-b");
   storage::StoragePlan plan;
   plan.dirs = {a.path, b.path};
@@ -234,7 +270,12 @@ TEST_CASE("the storage plan measures each directory and both striped, beside fio
   CHECK(b.entries() == 0);
 }
 
-TEST_CASE("a sustained write records windows and stops at its byte limit") {
+TEST_CASE("a sustained write on a real drive stops at its byte limit or by its rules, its figures from its windows" *
+          kHardware) {
+  /* What a 10 ms window catches depends on the drive and on what else writes to it (another test, a
+   * build): a window may see nothing. So this checks what holds under any load: the byte limit is
+   * kept, the write ends at it unless the stopping rule fired on the windows recorded, and the
+   * row's figures are those its windows give. The rules themselves: the synthetic drive below. */
   ScratchDir dir("sustained");
   storage::StoragePlan plan;
   plan.dirs = {dir.path};
@@ -244,17 +285,73 @@ TEST_CASE("a sustained write records windows and stops at its byte limit") {
   storage::SustainedPlan s;
   s.max_bytes = 32u << 20;
   s.window_s = 0.01;
-  s.max_s = 20;
+  s.max_s = 600;
   s.pattern = {StorageOp::write, 1 << 20, 4};
   plan.sustained = s;
   SilentProgress progress;
   const auto res = storage::measure_storage(plan, progress, 0, plan.steps());
   REQUIRE(res.section.sustained_write.size() == 1);
+  CHECK(res.unmeasured.empty());
   const auto& row = res.section.sustained_write[0];
-  CHECK(row.bytes_written == (32u << 20));
-  CHECK(row.burst_bandwidth_Bps > 0);
+  CHECK(row.paths == std::vector<std::string>{dir.path.string()});
+  CHECK(row.interval_s == s.window_s);
+  CHECK(row.bytes_written <= s.max_bytes);
+  CHECK(std::fmod(row.bytes_written, 1 << 20) == 0);  // whole 1 MiB blocks
+  if (row.bytes_written < s.max_bytes) CHECK_FALSE(storage::sustained_write_goes_on(row.samples, 0, s));
+  for (const double w : row.samples) {
+    CHECK(w >= 0);
+    CHECK(w < kPhysicalLimit_Bps);
+  }
+  hardware::SustainedWriteSample again = row;
+  storage::summarize_sustained_write(again);
+  CHECK(again == row);
+  /* Each window lasts at least window_s, so rate x window_s never exceeds what it wrote. */
   CHECK(row.cache_bytes <= row.bytes_written);
   CHECK(dir.entries() == 0);
+}
+
+TEST_CASE("a sustained write stops 10 windows after the cache runs out, and finds burst, sustained and cache") {
+  /* A synthetic drive: 6 GB/s until its 24 GB cache is full, then 2 GB/s; 1 s windows, no limit
+   * on bytes or time. Windows 0-3 write 6 GB each (24 GB), then 2 GB each. The drop is found at
+   * window 4 once windows 4, 5, 6 are all below 0.7 x 6 = 4.2 GB/s, and the write stops when 10
+   * windows follow it: 14 windows. Burst 6 GB/s, sustained 2 GB/s, cache 4 x 6 GB = 24 GB. */
+  storage::SustainedPlan s;
+  s.window_s = 1;
+  s.max_s = 1e9;
+  const auto drive = [](double written) { return written < 24e9 ? 6e9 : 2e9; };
+  hardware::SustainedWriteSample row;
+  row.interval_s = s.window_s;
+  double written = 0, t = 0;
+  do {
+    const double rate = drive(written);
+    written += rate * s.window_s;
+    t += s.window_s;
+    row.samples.push_back(rate);
+  } while (storage::sustained_write_goes_on(row.samples, t, s) && row.samples.size() < 1000);
+  CHECK(row.samples.size() == 14);
+  const auto k = storage::summarize_sustained_write(row);
+  CHECK(k.found);
+  CHECK(k.index == 4);
+  CHECK(row.burst_bandwidth_Bps == doctest::Approx(6e9));
+  CHECK(row.sustained_bandwidth_Bps == doctest::Approx(2e9));
+  CHECK(row.cache_bytes == doctest::Approx(24e9));
+  /* The time limit: with max_s = 5 the write stops after the window that ends at 5 s. */
+  s.max_s = 5;
+  std::vector<double> w;
+  t = 0;
+  do {
+    w.push_back(6e9);
+    t += s.window_s;
+  } while (storage::sustained_write_goes_on(w, t, s) && w.size() < 1000);
+  CHECK(w.size() == 5);
+  /* No drop seen: burst = sustained = the median of all windows, and no cache bytes. */
+  hardware::SustainedWriteSample flat;
+  flat.interval_s = 1;
+  flat.samples = {5e9, 6e9, 7e9};
+  CHECK_FALSE(storage::summarize_sustained_write(flat).found);
+  CHECK(flat.burst_bandwidth_Bps == doctest::Approx(6e9));
+  CHECK(flat.sustained_bandwidth_Bps == doctest::Approx(6e9));
+  CHECK(flat.cache_bytes == 0);
 }
 
 TEST_CASE("the write cache knee is where the rate stays below 70% of what came before") {
@@ -347,7 +444,7 @@ TEST_CASE("without a usable CUDA device the GPU part says why") {
   }
 }
 
-TEST_CASE("a quick CPU-only calibration makes a profile that reads back unchanged") {
+TEST_CASE("a quick CPU-only calibration makes a profile that reads back unchanged" * kHardware) {
   Options o;
   o.quick = true;
   o.gpu = false;

@@ -172,7 +172,8 @@ TEST_CASE("the price sanity rules catch the inverted A100 prices of issue 15") {
   /* Copy the shipped catalog and put back the old A100 SXM 40GB rate: $1.99/h (one provider's list
    * price) beside the 80GB part's $1.30/h (a band midpoint). Expected: the memory ordering breaks,
    * and so does the DGX A100 40GB's rate, which is derived from the GPU rate (8 x $1.00 = $8.00). */
-  const auto dir = std::filesystem::temp_directory_path() / "ftplan_price_sanity";
+  const auto dir = test::scratch_path("price_sanity");
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "hardware");
   for (const char* f : {"gpus.yaml", "hosts.yaml", "drives.yaml", "nics.yaml", "nodes.yaml"})
     std::filesystem::copy_file(test::zoo_dir() / "hardware" / f, dir / "hardware" / f,

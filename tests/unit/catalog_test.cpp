@@ -100,7 +100,8 @@ TEST_CASE("link arithmetic: PCIe per direction and DRAM channels") {
 }
 
 TEST_CASE("a broken catalog reports every bad entry with file, line and key") {
-  const auto dir = std::filesystem::temp_directory_path() / "ftplan_bad_catalog";
+  const auto dir = test::scratch_path("bad_catalog");
+  std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "hardware");
   for (const char* f : {"hosts.yaml", "drives.yaml", "nics.yaml"})
     std::filesystem::copy_file(test::zoo_dir() / "hardware" / f, dir / "hardware" / f,

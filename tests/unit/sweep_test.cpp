@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "io/scenario_io.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
 #include "test_support.hpp"
@@ -218,6 +219,29 @@ TEST_CASE("a wrong sweep file names its line, column and key") {
   CHECK(error_of("axes:\n  - {key: job.seq_len, values: [1]}\nsample: {method: lhc, count: 3}\n")
             .find("did you mean 'lhs'") != std::string::npos);
   CHECK(error_of("").find("axes: is required") != std::string::npos);
+}
+
+TEST_CASE("a sweep file whose aliases expand past the readers' limit is refused at once, like a scenario") {
+  /* Seven levels of ten aliases: 10^7 values once expanded, past the limit of 10^6 that every
+   * reader applies (a scenario gets the same message). Written out, the file is 600 bytes. */
+  std::string bomb = "  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 7; ++i) {
+    bomb += "  a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int k = 0; k < 10; ++k) bomb += (k ? ", *a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  const std::string text =
+      std::string("schema_version: 1\n") + kScenario + bomb + "axes:\n  - {key: job.seq_len, values: [512, 1024]}\n";
+  const std::string e = test::input_error_of(
+      [&] { sweep::Sweep::parse(text, "sweep.yaml", test::data_dir(), test::zoo(), test::catalog()); });
+  CHECK(e.find("sweep.yaml:") == 0);
+  CHECK(e.find("with its aliases (*name) expanded the document holds more than 1000000 values") != std::string::npos);
+  /* The same limit, the same words, for a scenario. */
+  const std::string scenario = std::string(kScenario).substr(std::string("scenario:\n").size());
+  const std::string e2 = test::input_error_of(
+      [&] { io::parse_scenario(scenario + bomb, "x.yaml", test::data_dir(), test::zoo(), test::catalog()); });
+  CHECK(e2.find("x.yaml:") == 0);
+  CHECK(e2.find("with its aliases (*name) expanded the document holds more than 1000000 values") != std::string::npos);
 }
 
 TEST_CASE("shards are disjoint and together hold every point") {

@@ -1,9 +1,18 @@
 #include "test_support.hpp"
 
+#include <unistd.h>
+
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
 
 namespace ftplan::test {
+
+#ifdef FTPLAN_TEST_SCRATCH
+std::filesystem::path scratch_path(const std::string& name) {
+  std::filesystem::create_directories(FTPLAN_TEST_SCRATCH);
+  return std::filesystem::path(FTPLAN_TEST_SCRATCH) / (name + "-" + std::to_string(::getpid()));
+}
+#endif
 
 const model::Zoo& zoo() {
   static const model::Zoo z = io::load_zoo(zoo_dir());

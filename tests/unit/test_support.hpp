@@ -12,6 +12,12 @@ namespace ftplan::test {
 inline std::filesystem::path zoo_dir() { return FTPLAN_ZOO_DIR; }
 inline std::filesystem::path data_dir() { return FTPLAN_TEST_DATA; }
 
+#ifdef FTPLAN_TEST_SCRATCH
+// A path of this test process's own under the build tree's scratch folder ("NAME-PID"): never
+// another process's (a second ctest, another checkout's tests), unlike a fixed name in /tmp.
+std::filesystem::path scratch_path(const std::string& name);
+#endif
+
 const model::Zoo& zoo();
 const hardware::Catalog& catalog();
 

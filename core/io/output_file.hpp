@@ -1,0 +1,56 @@
+// The files ftplan writes (profiles, traces, step IR, sweep results): whole or not at all, and
+// one writer at a time. Every writer in cli/ goes through write_file_atomically, so a killed run,
+// a full disk or a failed write never leaves a truncated file or loses the previous one.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace ftplan::io {
+
+// Replaces `path` with `text`, all or nothing: writes a temporary file in the same directory
+// (rename is atomic only within one file system), fsyncs it, renames it over `path`, and fsyncs
+// the directory so the rename itself survives a power cut (without the two fsyncs a crash can
+// leave an empty or a missing file: Pillai et al., "All File Systems Are Not Created Equal",
+// OSDI 2014, section 2). On any failure
+// the temporary file is removed, `path` keeps its old content (or stays absent), and a
+// std::runtime_error names the file and the reason. A new file gets mode 0666 less the umask;
+// a replaced file keeps its mode.
+void write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
+// Checks now that write_file_atomically(path, ...) can work later: the directory exists and a
+// file can be created in it. For commands that measure or compute for minutes before writing.
+void check_file_writable(const std::filesystem::path& path);
+
+// Another process holds the lock; `pid` is the one it wrote into the lock file (0 when unknown).
+class OutputLocked : public std::runtime_error {
+ public:
+  OutputLocked(const std::string& message, long pid) : std::runtime_error(message), pid_(pid) {}
+  long pid() const { return pid_; }
+
+ private:
+  long pid_;
+};
+
+// An exclusive lock on the output `path`, held from construction to destruction: flock(2) on
+// `path` + ".lock", which holds the owner's pid. flock locks belong to the open file, so the
+// kernel drops them when the process dies, however it dies: a stale lock file is harmless and
+// simply taken over. The destructor removes the lock file. Throws OutputLocked when another
+// process holds it, std::runtime_error when the lock file cannot be created.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::filesystem::path& path);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+  const std::filesystem::path& lock_path() const { return lock_path_; }
+
+ private:
+  std::filesystem::path lock_path_;
+  int fd_ = -1;
+};
+
+}  // namespace ftplan::io

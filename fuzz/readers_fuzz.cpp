@@ -1,0 +1,117 @@
+// libFuzzer targets for the readers (issue 22): each gives arbitrary bytes to one reader, which
+// must read them or throw ftplan::InputError. Anything else is a bug libFuzzer reports: another
+// exception (uncaught, so it aborts), a crash, an ASan/UBSan report, a hang past -timeout, memory
+// past -rss_limit_mb. One executable per reader, chosen at compile time by FTPLAN_FUZZ_READER
+// (fuzz/CMakeLists.txt); scripts/fuzz.sh builds them and runs each for a given time.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/error.hpp"
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "io/profile_io.hpp"
+#include "io/scenario_io.hpp"
+#include "sweep/sweep.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+#define FTPLAN_FUZZ_IS(name) (std::string_view(FTPLAN_FUZZ_READER) == name)
+
+const ftplan::model::Zoo* g_zoo = nullptr;
+const ftplan::hardware::Catalog* g_catalog = nullptr;
+
+// A folder of this process's own, for the readers that take a path; removed at exit.
+struct Scratch {
+  fs::path dir = fs::temp_directory_path() / ("ftplan-fuzz-" + std::to_string(::getpid()));
+  Scratch() { fs::create_directories(dir); }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+Scratch* g_scratch = nullptr;
+
+void write(const fs::path& path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+// The catalog is five files; the input replaces the one whose top-level list it starts with
+// (gpus: unless another is named), the other four stay the shipped ones.
+const char* catalog_file_of(std::string_view text) {
+  for (const char* kind : {"nodes", "hosts", "drives", "nics"})
+    if (text.find(std::string("\n") + kind + ":") != std::string_view::npos ||
+        text.substr(0, std::string_view(kind).size() + 1) == std::string(kind) + ":")
+      return kind;
+  return "gpus";
+}
+std::map<std::string, std::string>* g_catalog_files = nullptr;  // shipped text of each file
+
+void read_input(std::string_view text) {
+  if (FTPLAN_FUZZ_IS("scenario")) {
+    ftplan::io::parse_scenario(text, "fuzz.yaml", FTPLAN_SOURCE_DIR "/scenarios", *g_zoo, *g_catalog);
+  } else if (FTPLAN_FUZZ_IS("sweep")) {
+    ftplan::sweep::Sweep::parse(text, "fuzz.yaml", FTPLAN_SOURCE_DIR "/scenarios", *g_zoo, *g_catalog);
+  } else if (FTPLAN_FUZZ_IS("profile")) {
+    ftplan::io::parse_profile(text, "fuzz.yaml");
+  } else if (FTPLAN_FUZZ_IS("model")) {
+    const fs::path p = g_scratch->dir / "model.yaml";
+    write(p, text);
+    ftplan::io::load_model_file(p);
+  } else if (FTPLAN_FUZZ_IS("hf_config")) {
+    const fs::path p = g_scratch->dir / "some-model" / "config.json";
+    write(p, text);
+    ftplan::io::load_hf_config(p);
+  } else if (FTPLAN_FUZZ_IS("catalog")) {
+    const std::string kind = catalog_file_of(text);
+    const fs::path p = g_scratch->dir / "hardware" / (kind + ".yaml");
+    write(p, text);
+    try {
+      ftplan::io::load_catalog(g_scratch->dir);
+    } catch (...) {
+      write(p, (*g_catalog_files)[kind]);
+      throw;
+    }
+    write(p, (*g_catalog_files)[kind]);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  g_scratch = new Scratch;
+  g_zoo = new ftplan::model::Zoo(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
+  g_catalog = new ftplan::hardware::Catalog(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
+  fs::create_directories(g_scratch->dir / "some-model");
+  if (FTPLAN_FUZZ_IS("catalog")) {
+    g_catalog_files = new std::map<std::string, std::string>;
+    fs::create_directories(g_scratch->dir / "hardware");
+    for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"}) {
+      const fs::path from = fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml");
+      std::ifstream in(from, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      write(g_scratch->dir / "hardware" / (std::string(kind) + ".yaml"), text);
+      (*g_catalog_files)[kind] = std::move(text);
+    }
+  }
+  std::atexit([] { delete g_scratch; });
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    read_input(std::string_view(reinterpret_cast<const char*>(data), size));
+  } catch (const ftplan::InputError&) {
+    // The expected answer to bad input.
+  }
+  return 0;
+}

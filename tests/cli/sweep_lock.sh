@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Two sweeps on one --out: the second is refused at once, naming the first one's pid, and touches
+# nothing; once the first is gone (even killed, leaving its lock file) the next one runs.
+# The "first sweep" is flock(1) holding the lock file and writing its pid there, as a sweep does,
+# so the test does not depend on how fast a real sweep runs.
+# Usage: sweep_lock.sh FTPLAN SCRATCH_DIR
+set -uo pipefail
+ftplan=$1 dir=$2
+cd "$(dirname "$0")/../.."  # repository root
+export FTPLAN_ZOO=model_zoo
+sweep=tests/data/sweeps/resume.yaml
+fail() { echo "FAIL: $*"; echo "--- output"; cat "$dir/out.txt" 2>/dev/null; exit 1; }
+rm -rf "$dir" && mkdir -p "$dir" || fail "cannot make $dir"
+command -v flock >/dev/null || fail "flock(1) (util-linux) is not installed"
+
+# shellcheck disable=SC2016  # $$ and $1.. belong to the inner shell
+flock -n "$dir/out.csv.lock" sh -c 'echo $$ >"$1"; echo $$ >"$2"; "$3" sweep "$4" --out "$5" --quiet >"$6" 2>&1; echo $? >"$7"' \
+  sh "$dir/out.csv.lock" "$dir/holder.pid" "$ftplan" "$sweep" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
+  fail "flock could not take the lock"
+holder=$(cat "$dir/holder.pid")
+[[ $(cat "$dir/status") == 1 ]] || fail "the second sweep: exit status $(cat "$dir/status"), expected 1"
+grep -q "^error: $dir/out.csv: another sweep writes this file, pid $holder (lock $dir/out.csv.lock)$" "$dir/out.txt" ||
+  fail "no error naming the other sweep's pid $holder"
+[[ ! -e "$dir/out.csv" && ! -e "$dir/out.csv.part" ]] || fail "the refused sweep wrote something"
+[[ -e "$dir/out.csv.lock" ]] || fail "the refused sweep removed the holder's lock file"
+
+# The holder is gone; its lock file (with its pid) is left, as after a kill: the next sweep runs.
+"$ftplan" sweep "$sweep" --out "$dir/out.csv" --quiet >"$dir/out.txt" 2>&1 || fail "the sweep after the holder: exit status $?"
+[[ $(wc -l <"$dir/out.csv") == 73 ]] || fail "out.csv has $(wc -l <"$dir/out.csv") lines, expected 1 + 72"
+[[ ! -e "$dir/out.csv.lock" && ! -e "$dir/out.csv.part" ]] || fail "lock file or journal left after the sweep"
+echo "ok"
