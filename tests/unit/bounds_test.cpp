@@ -7,9 +7,14 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "io/model_io.hpp"
+#include "io/results.hpp"
 #include "io/scenario_io.hpp"
+#include "plan/checks.hpp"
+#include "schedule/step_ir.hpp"
+#include "sim/simulate.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -105,4 +110,90 @@ TEST_CASE("every entry point to a model has the same bounds, reported at the "
     CHECK(msg.find("model.layers") != std::string::npos);
     CHECK(msg.find("more than 1024") != std::string::npos);
   }
+}
+
+namespace {
+
+// The reproduction: Llama-3.2-1B LoRA on one RTX 4090, 1M tokens,
+// global batch `batch`.
+plan::Scenario lora_1b(const std::string &batch) {
+  const std::string text =
+      "schema_version: 1\nname: big batch\nmodel: llama-3.2-1b\njob:\n  "
+      "method: lora\n"
+      "  seq_len: 2048\n  micro_batch: 1\n  global_batch: " +
+      batch +
+      "\n  tokens: 1M\n  precision: bf16-mixed\n"
+      "plans:\n  - name: one 4090\n    cluster: {gpu: rtx-4090, gpus: 1}\n";
+  return io::parse_scenario(text, "big.yaml", test::data_dir(), test::zoo(),
+                            test::catalog());
+}
+
+} // namespace
+
+TEST_CASE("a global batch past ftplan's limit is refused at its line, not "
+          "simulated") {
+  /* global_batch 4294967296 (2^32) made the accumulation count 0 as an int:
+   * SIGSEGV in the step IR builder. The reader bounds it by
+   * plan::kMaxGlobalBatch (2^24) and names line 8.        */
+  const std::string msg = test::input_error_of([] { lora_1b("4294967296"); });
+  CHECK(msg.find("big.yaml:8") != std::string::npos);
+  CHECK(msg.find("job.global_batch") != std::string::npos);
+  CHECK(msg.find(std::to_string(plan::kMaxGlobalBatch)) != std::string::npos);
+  CHECK(test::input_error_of([] {
+          lora_1b("16777216");
+        }).empty()); // the limit itself is accepted
+}
+
+TEST_CASE("a step too large to hold is refused by name; the steady-state "
+          "shortcut simulates it in bounded memory") {
+  /* The largest accepted batch: 2^24 micro-batches x 16 layers = 2^28 layer
+   * passes, 2,048x schedule::kMaxLayerPasses (2^17). Before the bound, building
+   * it reserved ~10^10 ops (std::length_error / bad_alloc) or ran out of
+   * memory. */
+  const plan::Scenario s = lora_1b(std::to_string(plan::kMaxGlobalBatch));
+  const plan::Plan &p = s.plans.front();
+  CHECK(schedule::layer_passes(s.model, p) == plan::kMaxGlobalBatch * 16);
+  const sim::StepResult full = sim::simulate_step(s.model, p);
+  CHECK_FALSE(full.ok);
+  CHECK(full.problem.find("not simulated") != std::string::npos);
+  CHECK(full.problem.find(std::to_string(schedule::kMaxLayerPasses)) !=
+        std::string::npos);
+  CHECK(full.problem.find("16777216 micro-batches x 16 layers") !=
+        std::string::npos);
+  // build_step refuses as well (the CLI's --ir path), with the same message.
+  CHECK_THROWS_WITH_AS(
+      schedule::build_step(s.model, p,
+                           inventory::build_inventory(s.model, p, 0)),
+      doctest::Contains("not simulated"), std::length_error);
+  // io::evaluate reports it as the plan's reason, with nothing else failing.
+  const io::Evaluation e = io::evaluate(s.model, p, s.cost);
+  CHECK_FALSE(e.feasible());
+  CHECK(e.reason().find("layer passes") != std::string::npos);
+
+  // The planner's and sweeps' shortcut builds 3 micro-batches whatever the
+  // batch: within bounds, and 2^24 micro-batches take 2^24 / 2^4 = 2^20 times
+  // as long as 16 (same per-micro-batch work).
+  sim::Options o;
+  o.max_micro_batches = sim::kSteadyStateMicroBatches;
+  const sim::StepResult big = sim::simulate_step(s.model, p, o);
+  REQUIRE(big.ok);
+  const plan::Scenario small = lora_1b("16");
+  const sim::StepResult sixteen =
+      sim::simulate_step(small.model, small.plans.front(), o);
+  REQUIRE(sixteen.ok);
+  CHECK(big.step_time_s / sixteen.step_time_s ==
+        doctest::Approx(1 << 20).epsilon(0.01));
+}
+
+TEST_CASE("a plan's GPU count is bounded even when nodes x gpus_per_node is "
+          "not checked by the reader") {
+  const plan::Scenario s = lora_1b("16");
+  plan::Plan p = s.plans.front();
+  p.cluster.nodes = 1 << 20; // the reader's bound on nodes
+  p.cluster.gpus_per_node = 1024;
+  const auto findings = plan::check_plan(s.model, p);
+  REQUIRE_FALSE(findings.empty());
+  CHECK(findings.front().key == "cluster.nodes");
+  CHECK(findings.front().message.find(std::to_string(plan::kMaxGpus)) !=
+        std::string::npos);
 }
