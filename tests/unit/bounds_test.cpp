@@ -3,16 +3,20 @@
 // name, and the planner survives a plan that throws and an interruption.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "evaluate/pool.hpp"
 #include "io/model_io.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
+#include "planner/planner.hpp"
 #include "schedule/step_ir.hpp"
 #include "sim/simulate.hpp"
 #include "test_support.hpp"
@@ -147,13 +151,16 @@ TEST_CASE("a global batch past ftplan's limit is refused at its line, not "
 TEST_CASE("a step too large to hold is refused by name; the steady-state "
           "shortcut simulates it in bounded memory") {
   /* The largest accepted batch: 2^24 micro-batches x 16 layers = 2^28 layer
-   * passes, 2,048x schedule::kMaxLayerPasses (2^17). Before the bound, building
+   * passes, 4,096x schedule::kMaxLayerPasses (2^16). Before the bound, building
    * it reserved ~10^10 ops (std::length_error / bad_alloc) or ran out of
-   * memory. */
+   * memory. The whole step is simulated when asked (max_micro_batches 0:
+   * simulate --trace, a sweep's steady_state: false, GPipe). */
   const plan::Scenario s = lora_1b(std::to_string(plan::kMaxGlobalBatch));
   const plan::Plan &p = s.plans.front();
   CHECK(schedule::layer_passes(s.model, p) == plan::kMaxGlobalBatch * 16);
-  const sim::StepResult full = sim::simulate_step(s.model, p);
+  sim::Options whole;
+  whole.max_micro_batches = 0;
+  const sim::StepResult full = sim::simulate_step(s.model, p, whole);
   CHECK_FALSE(full.ok);
   CHECK(full.problem.find("not simulated") != std::string::npos);
   CHECK(full.problem.find(std::to_string(schedule::kMaxLayerPasses)) !=
@@ -166,12 +173,12 @@ TEST_CASE("a step too large to hold is refused by name; the steady-state "
                            inventory::build_inventory(s.model, p, 0)),
       doctest::Contains("not simulated"), std::length_error);
   // io::evaluate reports it as the plan's reason, with nothing else failing.
-  const io::Evaluation e = io::evaluate(s.model, p, s.cost);
+  const io::Evaluation e = io::evaluate(s.model, p, whole);
   CHECK_FALSE(e.feasible());
   CHECK(e.reason().find("layer passes") != std::string::npos);
 
-  // The planner's and sweeps' shortcut builds 3 micro-batches whatever the
-  // batch: within bounds, and 2^24 micro-batches take 2^24 / 2^4 = 2^20 times
+  // The steady-state shortcut (every verb's default) builds 3 micro-batches
+  // whatever the batch: within bounds, and 2^24 micro-batches take 2^24 / 2^4 = 2^20 times
   // as long as 16 (same per-micro-batch work).
   sim::Options o;
   o.max_micro_batches = sim::kSteadyStateMicroBatches;
@@ -196,4 +203,144 @@ TEST_CASE("a plan's GPU count is bounded even when nodes x gpus_per_node is "
   CHECK(findings.front().key == "cluster.nodes");
   CHECK(findings.front().message.find(std::to_string(plan::kMaxGpus)) !=
         std::string::npos);
+}
+
+TEST_CASE("the worker pool hands a task's exception back as that task's; the "
+          "others run") {
+  /* 100 tasks on 3 workers; tasks 7 and 42 throw. Every task runs once;
+   * failed() sees 7 and 42. */
+  std::vector<std::atomic<int>> runs(100);
+  std::mutex m;
+  std::set<std::size_t> failed;
+  const std::size_t ran = evaluate::for_each(
+      100, 3,
+      [&](std::size_t i) {
+        ++runs[i];
+        if (i == 7 || i == 42)
+          throw std::length_error("vector::reserve");
+      },
+      [&](std::size_t i, std::exception_ptr) {
+        const std::lock_guard lock(m);
+        failed.insert(i);
+      });
+  CHECK(ran == 100);
+  for (const auto &r : runs)
+    CHECK(r.load() == 1);
+  CHECK(failed == std::set<std::size_t>{7, 42});
+
+  // A stop flag: no task starts once it is set (one worker: exactly the first 5
+  // run).
+  std::atomic<bool> stop{false};
+  std::size_t count = 0;
+  const std::size_t ran_stopped = evaluate::for_each(
+      100, 1, [&](std::size_t) { stop = ++count == 5; },
+      [](std::size_t, std::exception_ptr) {}, &stop);
+  CHECK(ran_stopped == 5);
+  CHECK(count == 5);
+}
+
+namespace {
+
+plan::Scenario search_scenario() {
+  // The example's recipe on Llama-3.1-8B and a smaller grid: one GPU type, 4-8
+  // GPUs, 48 layouts (44 after the layouts that need more GPUs than there are),
+  // 33 simulated.
+  std::string text =
+      read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-plan.yaml");
+  text = std::regex_replace(text, std::regex("model: llama-3.1-70b"),
+                            "model: llama-3.1-8b");
+  plan::Scenario s = io::parse_scenario(text, "plan.yaml", test::data_dir(),
+                                        test::zoo(), test::catalog());
+  s.search.gpus = {"h100-sxm-80gb"};
+  s.search.gpu_counts = {4, 8};
+  s.search.tp = {1, 2, 4};
+  s.search.pp = {1, 2};
+  s.search.zero = {1, 3};
+  s.search.micro_batch = {1};
+  s.search.offload = {plan::OffloadPreset::none};
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("the planner lists a plan whose evaluation throws as failed, with "
+          "its reason, and goes on") {
+  /* The pool ended the process (std::terminate from a worker thread, even with
+   * one thread) on one plan's std::length_error. Here every plan with "tp2" in
+   * its name throws; the rest are simulated. */
+  const plan::Scenario s = search_scenario();
+  planner::Control control;
+  control.evaluate = [&](const plan::Plan &p) {
+    if (p.name.find(" tp2 ") != std::string::npos)
+      throw std::length_error(
+          "cannot create std::vector larger than max_size()");
+    return io::evaluate(s.model, p);
+  };
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    const planner::Result r =
+        planner::search(s.model, s.job, test::catalog(), s.search,
+                        s.constraints, s.cost, threads, control);
+    REQUIRE(r.failed > 0);
+    CHECK_FALSE(r.interrupted);
+    CHECK(r.examined == r.enumerated);
+    std::int64_t failed = 0, fine = 0;
+    for (const auto &c : r.candidates) {
+      if (c.plan.name.find(" tp2 ") != std::string::npos) {
+        ++failed;
+        CHECK(c.error == "cannot create std::vector larger than max_size()");
+        CHECK_FALSE(c.evaluation.feasible());
+        CHECK(c.evaluation.reason() == "could not be evaluated: cannot create "
+                                       "std::vector larger than max_size()");
+        CHECK_FALSE(c.meets_constraints);
+      } else {
+        CHECK(c.error.empty());
+        fine += c.evaluation.feasible();
+      }
+    }
+    CHECK(failed == r.failed);
+    CHECK(fine > 0); // the search went on past the failures
+    CHECK(r.fastest >= 0);
+    for (int i : r.pareto)
+      CHECK(r.candidates[static_cast<std::size_t>(i)].error.empty());
+  }
+}
+
+TEST_CASE("an interrupted search returns the plans simulated so far, with its "
+          "picks among them, and reports progress") {
+  const plan::Scenario s = search_scenario();
+  const planner::Result whole = planner::search(
+      s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 1);
+  REQUIRE(whole.enumerated > 20);
+  std::atomic<bool> stop{false};
+  std::int64_t reports = 0, last = 0;
+  planner::Control control;
+  control.stop = &stop;
+  control.progress = [&](std::int64_t examined, std::int64_t enumerated,
+                         std::int64_t) {
+    ++reports;
+    CHECK(examined > last); // one thread: every layout reports, in order
+    CHECK(enumerated == whole.enumerated);
+    last = examined;
+    if (examined == 20)
+      stop = true;
+  };
+  const planner::Result r =
+      planner::search(s.model, s.job, test::catalog(), s.search, s.constraints,
+                      s.cost, 1, control);
+  CHECK(r.interrupted);
+  CHECK(r.examined == 20);
+  CHECK(reports == 20);
+  CHECK(r.enumerated == whole.enumerated);
+  // The first 20 layouts' plans, exactly as the whole search simulated them.
+  REQUIRE(r.simulated == static_cast<std::int64_t>(r.candidates.size()));
+  REQUIRE(r.candidates.size() <= whole.candidates.size());
+  for (std::size_t i = 0; i < r.candidates.size(); ++i) {
+    CHECK(r.candidates[i].plan.name == whole.candidates[i].plan.name);
+    CHECK(r.candidates[i].evaluation.cost.job_time_s ==
+          whole.candidates[i].evaluation.cost.job_time_s);
+  }
+  if (r.fastest >= 0)
+    CHECK(r.candidates[static_cast<std::size_t>(r.fastest)].meets_constraints);
+  CHECK(r.pareto == planner::pareto_front(r.candidates));
 }
