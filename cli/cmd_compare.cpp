@@ -36,7 +36,6 @@ std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) :
 int cmd_compare(const std::vector<std::string>& argv) {
   auto options = scenario_options();
   options.push_back(fidelity_option());
-  options.push_back(steady_state_option());
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);

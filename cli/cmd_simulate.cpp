@@ -124,7 +124,6 @@ int cmd_simulate(const std::vector<std::string>& argv) {
                                  "with their streams, dependencies and the tensors they touch) as JSON, one file per "
                                  "pipeline stage; PLAN and stageN are appended to the name as needed"});
   options.push_back(fidelity_option());
-  options.push_back(steady_state_option());
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);

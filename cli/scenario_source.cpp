@@ -193,15 +193,8 @@ OptionSpec fidelity_option() {
           "(every rank simulated; up to 1024 GPUs)"};
 }
 
-OptionSpec steady_state_option() {
-  return {"steady-state", false,
-          "simulate 3 micro-batches and extrapolate the identical rest (what plan and sweeps do: bytes exact, time "
-          "and energy within 0.5% of the full simulation in the tests), for steps too large to simulate whole"};
-}
-
 sim::Options simulation_options(const Args& args) {
   sim::Options o;
-  if (args.flag("steady-state")) o.max_micro_batches = sim::kSteadyStateMicroBatches;
   if (auto f = args.value("fidelity")) {
     if (*f == "full") o.fidelity = sim::Options::Fidelity::full;
     else if (*f != "representative")

@@ -21,9 +21,8 @@ std::vector<OptionSpec> scenario_options();
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
 
-// --fidelity and --steady-state for the verbs that simulate, and the simulation options they ask for.
+// --fidelity for the verbs that simulate, and the simulation options it asks for.
 OptionSpec fidelity_option();
-OptionSpec steady_state_option();
 sim::Options simulation_options(const Args& args);
 
 // The efficiency figures for `plan` from --profile (a calibration profile), or nullopt for the

@@ -1362,9 +1362,9 @@ std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std
   const std::int64_t passes = layer_passes(model, plan, micro_batches);
   if (passes <= kMaxLayerPasses) return {};
   return fmt::format("not simulated: the step is {} micro-batches x {} layers = {} layer passes, more than ftplan's "
-                     "limit of {} for one step (every op of the step is held in memory); simulate it with the "
-                     "steady-state shortcut (simulate --steady-state; plan and sweeps use it), or raise "
-                     "job.micro_batch or lower job.global_batch",
+                     "limit of {} for one step (every op of the step is held in memory); the steady-state shortcut "
+                     "simulates it (the default; not with simulate --trace, a sweep's steady_state: false or a "
+                     "GPipe schedule), or raise job.micro_batch or lower job.global_batch",
                      passes / std::max(1, model.total_layers()), std::max(1, model.total_layers()), passes,
                      kMaxLayerPasses);
 }

@@ -155,8 +155,7 @@ std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, 
 // shared 2-core machine (tests/cli/bounds.sh checks it). It is the largest step the validation
 // simulates whole: Megatron-1T in Narayanan et al. 2021 Table 1, 512 micro-batches x 128 layers
 // over 64 stages. Larger steps are simulated with the steady-state shortcut
-// (sim::Options::max_micro_batches), which `plan` and sweeps use and `simulate --steady-state`
-// asks for.
+// (sim::Options::max_micro_batches, every verb's default), which builds a few micro-batches.
 inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 16;
 
 // Layer passes of every stage's step for `plan`, building `micro_batches` of its micro-batches

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Memory and time bounds (issue 22): the largest inputs ftplan accepts each finish within a stated
 # wall time and peak RSS, measured with /usr/bin/time (GNU: %e seconds, %M KiB of max RSS).
-#   - max layers: a 1,024-layer model (model::kMaxLayers) simulated with 64 micro-batches on 8 GPUs, the
-#     largest step that is simulated in full (schedule::kMaxLayerPasses = 65,536 layer passes);
+#   - max layers: a 1,024-layer model (model::kMaxLayers) in a GPipe pipeline (which is always
+#     simulated whole) with 64 micro-batches, the largest whole step (schedule::kMaxLayerPasses
+#     = 65,536 layer passes);
 #   - max layers in `plan`: a search over the same model (steady-state shortcut);
 #   - max GPUs: 2^24 GPUs (plan::kMaxGpus), data-parallel;
-#   - max global batch: 2^24 samples (plan::kMaxGlobalBatch) with micro-batch 1: `simulate`
-#     refuses the step by name, `plan` simulates it with the shortcut.
-# Measured on a shared 2-core machine while others compiled: 10.9-12.2 s / 1112 MiB, 3-5 s /
-# 245 MiB, and under 0.2 s / 11 MiB for the rest; the limits leave room for a slower CI runner.
+#   - max global batch: 2^24 samples (plan::kMaxGlobalBatch) with micro-batch 1: `simulate` and
+#     `plan` simulate it with the steady-state shortcut, a GPipe step (whole) is refused by name.
+# Measured on a shared 2-core machine while others compiled: 17.3 s / 768 MiB, 7.4 s / 245 MiB,
+# and under 0.4 s / 10 MiB for the rest; the limits leave room for a slower CI runner.
 # Usage: bounds.sh FTPLAN SCRATCH_DIR
 set -uo pipefail
 ftplan=$1 dir=$2
@@ -31,19 +32,22 @@ run() {
   ((mib <= max_mib)) || fail "$name used $mib MiB, more than $max_mib MiB"
 }
 
-# A Llama-3.2-1B-sized model with the most layers ftplan accepts.
-model="{name: deepest, hidden: 2048, layers: 1024, heads: 32, kv_heads: 8, ffn: 8192, vocab: 128256, max_context: 131072}"
+# A model with the most layers ftplan accepts (Llama-3.2-1B's layer, halved in width so that its
+# GPipe step fits in memory and is simulated to the end).
+model="{name: deepest, hidden: 1024, layers: 1024, heads: 16, kv_heads: 8, ffn: 4096, vocab: 128256, max_context: 131072}"
 cat >"$dir/layers.yaml" <<YAML
 schema_version: 1
 name: max layers
 model: $model
-job: {method: lora, seq_len: 512, micro_batch: 1, global_batch: 512, tokens: 1M, activation_checkpointing: full}
+job: {method: lora, seq_len: 512, micro_batch: 1, global_batch: 256, tokens: 1M, activation_checkpointing: full,
+      framework: megatron}
 plans:
   - name: 8x H100
     cluster: {gpu: h100-sxm-80gb, gpus: 8}
+    parallel: {pp: 2, schedule: gpipe}
 YAML
 run max_layers_simulate 60 2048 0 simulate "$dir/layers.yaml"
-grep -q "8x H100" "$dir/out.txt" || fail "max_layers_simulate: no result row"
+grep -q "step time" "$dir/out.txt" || fail "max_layers_simulate: not simulated"
 
 cat >"$dir/layers_plan.yaml" <<YAML
 schema_version: 1
@@ -86,7 +90,11 @@ plans:
     cluster: {gpu: rtx-4090, gpus: 1}
 YAML
 run max_batch_simulate 5 64 0 simulate "$dir/batch.yaml"
-grep -q "65536" "$dir/out.txt" || fail "max_batch_simulate: the refusal does not name the limit"
+grep -q "step time" "$dir/out.txt" || fail "max_batch_simulate: not simulated"
+sed -e 's/gpus: 1}/gpus: 2}\n    parallel: {pp: 2, schedule: gpipe}/' -e 's/tokens: 100G}/tokens: 100G, framework: megatron}/' \
+  "$dir/batch.yaml" >"$dir/batch_gpipe.yaml"
+run max_batch_gpipe 5 64 0 simulate "$dir/batch_gpipe.yaml"
+grep -q "65536" "$dir/out.txt" || fail "max_batch_gpipe: the refusal does not name the limit"
 
 cat >"$dir/batch_plan.yaml" <<YAML
 schema_version: 1
