@@ -65,7 +65,7 @@ search:
   offload: [none]
 YAML
 run max_layers_plan 20 512 0 plan --quiet --threads 2 "$dir/layers_plan.yaml"
-grep -Eq "4 layouts, 0 refused by the plan checks, [0-9] do not fit, [1-4] simulated" "$dir/out.txt" \
+grep -Eq "4 layouts, 0 refused by the plan checks, .* [1-4] simulated" "$dir/out.txt" \
   || fail "max_layers_plan: the layouts were not simulated"
 
 cat >"$dir/gpus.yaml" <<YAML
