@@ -1,5 +1,11 @@
 // `ftplan plan`: search plans for the scenario's model and job; Pareto front and best per constraint.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -13,10 +19,56 @@
 
 namespace ftplan::cli {
 
+namespace {
+
+// Ctrl-C: the first asks the search to stop and report the plans simulated so far; a second ends
+// the process at once (the default action, restored here). std::atomic<bool> is lock-free, so
+// storing to it is allowed in a signal handler.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+extern "C" void on_plan_interrupt(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+// Layouts examined, plans simulated, rate and ETA on stderr: redrawn on a terminal, a plain line
+// every few seconds otherwise (as `sweep` does).
+class SearchProgress {
+ public:
+  explicit SearchProgress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
+  void update(std::int64_t examined, std::int64_t total, std::int64_t simulated) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < (tty_ ? 0.1 : 5.0)) return;
+    last_ = now;
+    const double t = std::chrono::duration<double>(now - start_).count();
+    const double rate = t > 0 ? static_cast<double>(examined) / t : 0;
+    const double eta = rate > 0 ? static_cast<double>(total - examined) / rate : -1;
+    const std::string text =
+        fmt::format("plan: {}/{} layouts ({:.0f}%), {} simulated, {:.0f} layouts/s, ETA {}", examined, total,
+                    total > 0 ? 100.0 * static_cast<double>(examined) / static_cast<double>(total) : 100.0, simulated,
+                    rate, eta >= 0 ? io::format_duration(eta) : std::string("--"));
+    if (tty_) fmt::print(stderr, "\r\033[K{}", text);
+    else fmt::print(stderr, "{}\n", text);
+    drawn_ = true;
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_ && tty_ && drawn_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  bool enabled_, tty_, drawn_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+};
+
+}  // namespace
+
 int cmd_plan(const std::vector<std::string>& argv) {
   auto options = common_options();
   options.push_back({"threads", true, "worker threads (default: all cores)"});
   options.push_back({"all", false, "list every simulated plan, not only the Pareto front"});
+  options.push_back({"quiet", false, "no progress on stderr"});
   const Args args(argv, 2, options);
   App app(args);
   if (args.positionals().size() != 1) throw UsageError("usage: ftplan plan SCENARIO (with a `search` block)");
@@ -31,12 +83,29 @@ int cmd_plan(const std::vector<std::string>& argv) {
     }
     if (threads <= 0) throw UsageError("--threads takes a positive whole number");
   }
-  const planner::Result r = planner::search(s.model, s.job, app.catalog(), s.search, s.constraints, s.cost, threads);
+  SearchProgress progress(!args.flag("quiet"));
+  planner::Control control;
+  control.stop = &g_stop;
+  control.progress = [&](std::int64_t examined, std::int64_t total, std::int64_t simulated) {
+    progress.update(examined, total, simulated);
+  };
+  g_stop = false;
+  const auto previous = std::signal(SIGINT, on_plan_interrupt);
+  const planner::Result r =
+      planner::search(s.model, s.job, app.catalog(), s.search, s.constraints, s.cost, threads, control);
+  std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+  progress.finish();
+  if (r.interrupted)
+    fmt::print(stderr, "interrupted: {} of {} layouts examined; the best plans among the {} simulated so far follow\n",
+               r.examined, r.enumerated, r.simulated);
+  const int status = r.interrupted ? 128 + SIGINT : 0;
 
-  std::vector<int> shown = r.pareto;
-  if (args.flag("all")) {
-    shown.clear();
-    for (std::size_t i = 0; i < r.candidates.size(); ++i) shown.push_back(static_cast<int>(i));
+  // The Pareto front (or every plan with --all), and always the plans that could not be evaluated.
+  std::vector<int> shown = r.pareto, failed;
+  for (std::size_t i = 0; i < r.candidates.size(); ++i) {
+    if (!r.candidates[i].error.empty()) failed.push_back(static_cast<int>(i));
+    else if (args.flag("all") && std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) == r.pareto.end())
+      shown.push_back(static_cast<int>(i));
   }
   std::sort(shown.begin(), shown.end(), [&](int a, int b) {
     return r.candidates[a].evaluation.cost.job_time_s < r.candidates[b].evaluation.cost.job_time_s;
@@ -51,23 +120,37 @@ int cmd_plan(const std::vector<std::string>& argv) {
       row.set("meets_constraints", c.meets_constraints);
       rows.push_back(std::move(row));
     }
+    for (int i : failed) {  // feasible false, infeasible_reason "could not be evaluated: ..."
+      const auto& c = r.candidates[i];
+      io::Row row = io::cost_row(c.plan, c.evaluation.memory, c.evaluation.step, c.evaluation.power, c.evaluation.cost);
+      row.set("pareto", false);
+      row.set("meets_constraints", false);
+      rows.push_back(std::move(row));
+    }
     io::Row top;
     top.set("search.enumerated", r.enumerated);
     top.set("search.invalid", r.invalid);
     top.set("search.duplicates", r.duplicates);
     top.set("search.pruned_memory", r.pruned_memory);
     top.set("search.simulated", r.simulated);
+    top.set("search.failed", r.failed);
+    top.set("search.examined", r.examined);
+    top.set("search.interrupted", r.interrupted);
     const auto name_of = [&](int i) { return i >= 0 ? io::Value(r.candidates[i].plan.name) : io::Value(nullptr); };
     top.set("best.fastest", name_of(r.fastest));
     top.set("best.cheapest", name_of(r.cheapest));
     top.set("best.lowest_peak_power", name_of(r.lowest_power));
     top.set("best.fewest_gpus", name_of(r.fewest_gpus));
     print_rows(app, s, rows, std::move(top));
-    return 0;
+    return status;
   }
 
-  fmt::print("{} — {}: {} layouts, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s\n\n",
-             s.name, s.model.display_name, r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds);
+  fmt::print("{} — {}: {} layouts{}, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated{} in "
+             "{:.1f} s\n\n",
+             s.name, s.model.display_name, r.enumerated,
+             r.interrupted ? fmt::format(" ({} examined before the interruption)", r.examined) : std::string(), r.invalid,
+             r.duplicates, r.pruned_memory, r.simulated,
+             r.failed > 0 ? fmt::format(" ({} could not be evaluated)", r.failed) : std::string(), r.seconds);
   Table t;
   using A = Table::Align;
   t.columns({{args.flag("all") ? "plan" : "Pareto front (job time, $, peak power)", A::left}, {"job time", A::right},
@@ -82,6 +165,11 @@ int cmd_plan(const std::vector<std::string>& argv) {
            io::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
   }
   fmt::print("{}\n", t.text());
+  if (!failed.empty()) {
+    fmt::print("could not be evaluated:\n");
+    for (int i : failed) fmt::print("  {}: {}\n", r.candidates[i].plan.name, r.candidates[i].error);
+    fmt::print("\n");
+  }
   const auto& k = s.constraints;
   std::vector<std::string> limits;
   if (k.deadline_s > 0) limits.push_back("deadline " + io::format_duration(k.deadline_s));
@@ -102,7 +190,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   line("cheapest", r.cheapest);
   line("lowest peak power", r.lowest_power);
   line("fewest GPUs", r.fewest_gpus);
-  return 0;
+  return status;
 }
 
 }  // namespace ftplan::cli

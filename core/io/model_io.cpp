@@ -32,12 +32,12 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.require("hidden");
   v.get("hidden", m.hidden, 1);
   v.require("layers");
-  v.get("layers", m.layers, 1, 100000);
-  v.get("encoder_layers", m.encoder_layers, 0, 100000);
+  v.get("layers", m.layers, 1);  // upper bounds: model::check
+  v.get("encoder_layers", m.encoder_layers, 0);
   v.require("heads");
-  v.get("heads", m.heads, 1, 100000);
-  v.get("kv_heads", m.kv_heads, 1, 100000);
-  v.get("head_dim", m.head_dim, 1, 100000);
+  v.get("heads", m.heads, 1);
+  v.get("kv_heads", m.kv_heads, 1);
+  v.get("head_dim", m.head_dim, 1);
   if (!v.has("moe")) v.require("ffn");
   v.get("ffn", m.ffn, 1);
   v.get_enum<FfnKind>("ffn_kind", m.ffn_kind,
@@ -74,7 +74,7 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("dropout", m.dropout, 0.0, 1.0);
   if (MapView e = v.map("moe"); e.valid()) {
     e.require("experts");
-    e.get("experts", m.moe.experts, 1, 100000);
+    e.get("experts", m.moe.experts, 1);
     e.require("experts_per_token");
     e.get("experts_per_token", m.moe.experts_per_token, 1, 100000);
     e.get("shared_experts", m.moe.shared_experts, 0, 1000);
@@ -176,16 +176,27 @@ namespace {
 struct HfReader {
   MapView& v;
   ModelSpec& m;
-  std::int64_t i64(const char* key, std::int64_t fallback, bool required = true) {
+  // `min` 1 for counts where 0 is not a value (num_key_value_heads: 0 would read as "as many
+  // as the query heads", silently); model::check bounds the rest.
+  std::int64_t i64(const char* key, std::int64_t fallback, bool required = true, std::int64_t min = 0) {
     std::int64_t out = fallback;
     if (!v.has(key)) {
       if (required && fallback == 0) v.require(key);
       return fallback;
     }
-    v.get(key, out, 0);
+    v.get(key, out, min);
     return out;
   }
-  int i32(const char* key, int fallback, bool required = true) { return static_cast<int>(i64(key, fallback, required)); }
+  // Into an int field: values past int's range are errors, not wrapped (2^32 + 1 layers is not 1).
+  int i32(const char* key, int fallback, bool required = true, int min = 0) {
+    int out = fallback;
+    if (!v.has(key)) {
+      if (required && fallback == 0) v.require(key);
+      return fallback;
+    }
+    v.get(key, out, min);
+    return out;
+  }
   bool flag(const char* key, bool fallback) {
     bool out = fallback;
     v.get(key, out);
@@ -208,7 +219,38 @@ struct HfReader {
     if (fallback == 0) v.require(*keys.begin());
     return fallback;
   }
+  int any32(std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (v.has(k)) return i32(k, 0);
+    v.require(*keys.begin());
+    return 0;
+  }
 };
+
+// The config.json key a ModelSpec field was read from: the first of its spellings across the
+// model types above that the file has ("" when none: a derived or defaulted field).
+std::string_view hf_key_of(MapView& v, std::string_view field) {
+  static const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> spellings = {
+      {"hidden", {"hidden_size", "n_embd", "n_embed", "d_model"}},
+      {"layers", {"num_hidden_layers", "n_layer", "n_layers", "num_decoder_layers"}},
+      {"encoder_layers", {"num_layers"}},
+      {"heads", {"num_attention_heads", "n_head", "n_heads", "num_heads"}},
+      {"kv_heads", {"num_key_value_heads", "num_kv_heads"}},
+      {"head_dim", {"head_dim", "d_kv"}},
+      {"ffn", {"intermediate_size", "n_inner", "ffn_hidden_size", "d_ff", "expansion_ratio"}},
+      {"vocab", {"vocab_size"}},
+      {"max_context", {"max_position_embeddings", "n_positions", "seq_length", "max_seq_len"}},
+      {"rope_fraction", {"rotary_pct"}},
+      {"moe.experts", {"num_local_experts"}},
+      {"moe.experts_per_token", {"num_experts_per_tok"}},
+      {"attention.sliding_window", {"sliding_window"}},
+  };
+  for (const auto& [name, keys] : spellings)
+    if (name == field)
+      for (const std::string_view k : keys)
+        if (v.has(k)) return k;
+  return {};
+}
 
 FfnKind act_kind(const std::string& act, bool gated) {
   const bool gelu = act.find("gelu") != std::string::npos;
@@ -222,7 +264,7 @@ void read_llama_like(HfReader& r, const std::string& type) {
   m.hidden = r.i64("hidden_size", 0);
   m.layers = r.i32("num_hidden_layers", 0);
   m.heads = r.i32("num_attention_heads", 0);
-  m.kv_heads = r.i32("num_key_value_heads", m.heads, false);
+  m.kv_heads = r.i32("num_key_value_heads", m.heads, false, 1);
   m.head_dim = r.i32("head_dim", 0, false);
   m.ffn = r.i64("intermediate_size", 0);
   m.vocab = r.i64("vocab_size", 0);
@@ -307,8 +349,8 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
   } else if (type == "bloom") {
     m.family = "bloom";
     m.hidden = r.any({"hidden_size", "n_embed"});
-    m.layers = static_cast<int>(r.any({"n_layer", "num_hidden_layers"}));
-    m.heads = static_cast<int>(r.any({"n_head", "num_attention_heads"}));
+    m.layers = r.any32({"n_layer", "num_hidden_layers"});
+    m.heads = r.any32({"n_head", "num_attention_heads"});
     m.ffn = 4 * m.hidden;  // BloomMLP: dense_h_to_4h
     m.vocab = r.i64("vocab_size", 0);
     m.max_context = r.i64("seq_length", 2048, false);
@@ -321,10 +363,10 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
   } else if (type == "falcon") {
     m.family = "falcon";
     m.hidden = r.i64("hidden_size", 0);
-    m.layers = static_cast<int>(r.any({"num_hidden_layers", "n_layer"}));
-    m.heads = static_cast<int>(r.any({"num_attention_heads", "n_head"}));
+    m.layers = r.any32({"num_hidden_layers", "n_layer"});
+    m.heads = r.any32({"num_attention_heads", "n_head"});
     const bool new_arch = r.flag("new_decoder_architecture", false);
-    if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false);
+    if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false, 1);
     else if (r.flag("multi_query", true)) m.kv_heads = 1;
     m.ffn = r.i64("ffn_hidden_size", 4 * m.hidden, false);
     m.vocab = r.i64("vocab_size", 0);
@@ -395,7 +437,14 @@ ModelSpec load_hf_config(const std::filesystem::path& path) {
   }
   m.display_name = m.name;
   reader.throw_if_any();
-  for (const auto& [key, message] : model::check(m)) reader.error(SourceLocation{path.string(), 0, 0}, key, message);
+  // model::check's findings, at the config.json key the field was read from.
+  for (const auto& [key, message] : model::check(m)) {
+    const std::string_view hf_key = hf_key_of(v, key);
+    if (hf_key.empty())
+      reader.error(v.location(), key, message);
+    else
+      reader.error(v.location_of(hf_key), v.key_path(hf_key), fmt::format("{} (ftplan's model.{})", message, key));
+  }
   reader.throw_if_any();
   return m;
 }

@@ -127,7 +127,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   } else if (v.get("micro_batch", job.micro_batch, 1, 1'000'000)) {
     job.micro_batch_auto = false;
   }
-  v.get("global_batch", job.global_batch, 1);
+  v.get("global_batch", job.global_batch, 1, plan::kMaxGlobalBatch);
   v.get("tokens", job.tokens, 1);
   v.get("steps", job.steps, 1);
   v.get("epochs", job.epochs, 0.0);
@@ -236,7 +236,7 @@ void read_cost(MapView& c, CostSpec& cost) {
 }
 
 void read_parallel(MapView& v, Parallel& p) {
-  v.get("dp", p.dp, 1, 1 << 24);
+  v.get("dp", p.dp, 1, plan::kMaxGpus);
   v.get("tp", p.tp, 1, 1024);
   v.get("pp", p.pp, 1, 4096);
   v.get("cp", p.cp, 1, 1024);
@@ -296,7 +296,7 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
     int gpus = 0;
     v.get("gpu", gpu);
     v.require("gpus");
-    v.get("gpus", gpus, 1, 1 << 24);
+    v.get("gpus", gpus, 1, plan::kMaxGpus);
     if (v.has("nodes")) r.error(v.location_of("nodes"), v.key_path("nodes"), "with 'gpu', give gpus (total) instead of nodes");
     v.take("nodes");
     const auto* spec = catalog.gpu(gpu);
@@ -543,7 +543,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
       }
     }
     sv.finish();
-    if (s.job.global_batch <= 0)
+    if (s.job.global_batch <= 0 && !(job.valid() && job.has("global_batch")))  // (a bad value has its own error)
       r.error(job.location(), "job.global_batch",
               "is required with `search`: every plan trains the same recipe (global batch and tokens)");
   }
@@ -551,7 +551,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     cv.get_quantity("deadline", Quantity::duration, s.constraints.deadline_s, 0);
     cv.get_quantity("budget", Quantity::money, s.constraints.budget_usd, 0);
     cv.get_quantity("peak_power", Quantity::power, s.constraints.peak_power_w, 0);
-    cv.get("max_gpus", s.constraints.max_gpus, 1, 1 << 24);
+    cv.get("max_gpus", s.constraints.max_gpus, 1, plan::kMaxGpus);
     cv.finish();
   }
   if (!s.has_search) root.require("plans", "a list of plans to compare");

@@ -205,12 +205,33 @@ FlopsPerToken flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
 std::vector<std::pair<std::string, std::string>> check(const ModelSpec& m) {
   std::vector<std::pair<std::string, std::string>> out;
   const auto bad = [&](std::string key, std::string message) { out.emplace_back(std::move(key), std::move(message)); };
+  const auto at_most = [&](const char* key, std::int64_t value, std::int64_t limit, const char* what) {
+    if (value > limit) bad(key, fmt::format("{} is more than {} {} (ftplan's limit)", value, limit, what));
+  };
   if (m.hidden <= 0) bad("hidden", "must be positive");
+  at_most("hidden", m.hidden, kMaxHidden, "hidden units");
   if (m.layers <= 0) bad("layers", "must be positive");
+  if (m.encoder_layers < 0) bad("encoder_layers", "must not be negative");
+  // Both stacks together: what a pipeline splits and a step's IR holds.
+  if (static_cast<std::int64_t>(m.layers) + m.encoder_layers > kMaxLayers)
+    bad(m.encoder_layers > 0 && m.layers <= kMaxLayers ? "encoder_layers" : "layers",
+        fmt::format("{} layers{} are more than {} (ftplan's limit: the deepest trained transformer, DeepNet, has 1,000)",
+                    static_cast<std::int64_t>(m.layers) + m.encoder_layers, m.encoder_layers > 0 ? " with the encoder's" : "",
+                    kMaxLayers));
   if (m.heads <= 0) bad("heads", "must be positive");
+  at_most("heads", m.heads, kMaxHeads, "heads");
+  if (m.kv_heads < 0) bad("kv_heads", "must be positive");
+  if (m.head_dim < 0) bad("head_dim", "must be positive");
+  at_most("head_dim", m.head_dim, kMaxHeadDim, "elements per head");
   if (m.ffn <= 0 && !m.is_moe()) bad("ffn", "must be positive");
+  at_most("ffn", m.ffn, kMaxFfn, "FFN units");
   if (m.vocab <= 0) bad("vocab", "must be positive");
+  at_most("vocab", m.vocab, kMaxVocab, "tokens in the vocabulary");
   if (m.max_context <= 0) bad("max_context", "must be positive");
+  at_most("max_context", m.max_context, kMaxContext, "tokens of context");
+  at_most("moe.experts", m.moe.experts, kMaxExperts, "experts");
+  at_most("moe.expert_ffn", m.moe.expert_ffn, kMaxFfn, "FFN units");
+  at_most("moe.shared_expert_ffn", m.moe.shared_expert_ffn, kMaxFfn, "FFN units");
   if (m.heads > 0 && m.kv_heads > 0) {
     if (m.kv_heads > m.heads) bad("kv_heads", fmt::format("{} is more than the {} query heads", m.kv_heads, m.heads));
     else if (m.heads % m.kv_heads != 0)

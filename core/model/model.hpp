@@ -149,8 +149,28 @@ struct FlopsPerToken {
 };
 FlopsPerToken flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 
-// Structural checks of a spec (positive sizes, heads dividing hidden, ...): returns messages
-// keyed by field name; empty when the spec is sound.
+// Upper bounds of a spec's counts. check() applies them, so every way a model comes in (zoo
+// YAML, a scenario's inline model, Hugging Face config.json) has the same limits.
+// Layers: the deepest published transformers have 96-128 (GPT-3, Megatron-1T, Llama-3.1-405B);
+// DeepNet trained 1,000 (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers").
+// 1024 covers it and bounds a step's IR, which holds tens of ops per layer and micro-batch.
+inline constexpr int kMaxLayers = 1024;  // layers + encoder_layers
+// Heads and head dim: the zoo's most are 160 heads (Megatron-1T) and 256 per head (Gemma-2);
+// 2^16 is far above either.
+inline constexpr int kMaxHeads = 1 << 16;
+inline constexpr int kMaxHeadDim = 1 << 16;
+// Widths, against the zoo's largest: hidden 25,600 and ffn 102,400 (Megatron-1T), vocab 256,000
+// (Gemma-2), context 131,072 (Llama-3.1; Llama-4 Scout publishes 10M). Each bound is 40x or more above.
+inline constexpr std::int64_t kMaxHidden = std::int64_t{1} << 20;
+inline constexpr std::int64_t kMaxFfn = std::int64_t{1} << 23;
+inline constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxContext = std::int64_t{1} << 30;
+// Routed experts: DeepSeek-V3 has 256 per layer; the count only scales parameter arithmetic.
+inline constexpr int kMaxExperts = 100000;
+
+// Structural checks of a spec (sizes positive and within the bounds above, heads dividing hidden,
+// ...): returns messages keyed by field name; empty when the spec is sound. The one validation
+// of a model: the zoo reader, the scenario reader and the Hugging Face importer all report these.
 std::vector<std::pair<std::string, std::string>> check(const ModelSpec& m);
 
 }  // namespace ftplan::model

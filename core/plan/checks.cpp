@@ -176,6 +176,8 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
     bad("tokens", amounts == 0 ? "say how much to train: one of tokens, steps, or epochs (with dataset_tokens)"
                                : "give only one of tokens, steps and epochs");
   if (job.epochs > 0 && job.dataset_tokens <= 0) bad("dataset_tokens", "is required with epochs");
+  if (job.global_batch > kMaxGlobalBatch)
+    bad("global_batch", fmt::format("{} samples per step are more than ftplan's limit of {}", job.global_batch, kMaxGlobalBatch));
   // Learned position embeddings have max_context rows and cannot go further; RoPE, ALiBi and
   // relative positions extend (RoPE scaling, as long-context fine-tunes do).
   if (job.seq_len > model.max_context && model.positional == model::Positional::learned)
@@ -199,8 +201,14 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   const auto bad = [&](std::string key, std::string message) { out.push_back({std::move(key), std::move(message)}); };
   const Parallel& p = plan.parallel;
   const Cluster& c = plan.cluster;
-  const int gpus = c.gpus();
   const int kv = model.kv_heads_or_default();
+  // nodes x gpus_per_node in 64 bits: both are bounded by the reader, their product is not.
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {
+    bad("cluster.nodes", fmt::format("{} nodes of {} GPUs are more than ftplan's limit of {} GPUs", c.nodes,
+                                     c.gpus_per_node, kMaxGpus));
+    return out;  // the degrees below multiply the GPU count
+  }
+  const int gpus = c.gpus();
 
   if (c.gpus_per_node > c.node.gpus)
     bad("cluster.gpus_per_node", fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));

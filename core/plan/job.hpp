@@ -91,6 +91,11 @@ struct FsdpMixedPrecision {
   bool operator==(const FsdpMixedPrecision&) const = default;
 };
 
+// Samples per optimizer step, at most. Published batches reach about 16k samples (LLaMA's 4M
+// tokens of 2048, Touvron et al. 2023; DeepSeek-V3's 15,360); 2^24 is 1,000x that, and keeps a
+// step's accumulation count (at most global_batch) within an int.
+inline constexpr std::int64_t kMaxGlobalBatch = std::int64_t{1} << 24;
+
 struct Job {
   Method method = Method::full;
   LoraSpec lora;

@@ -25,6 +25,11 @@ const char* to_string(FsdpSharding s);
 const char* to_string(PipelineSchedule s);
 const char* to_string(OffloadPreset p);
 
+// GPUs of one plan, at most: 16.8M, 100x today's largest clusters (about 100k GPUs). The
+// representative simulation's cost does not depend on it; it keeps GPU counts and products of
+// degrees within an int.
+inline constexpr int kMaxGpus = 1 << 24;
+
 // The machines a plan runs on, resolved against the catalog: `nodes` identical nodes.
 struct Cluster {
   hardware::NodeSpec node;  // resolved copy (with any overrides applied)
@@ -41,7 +46,7 @@ struct Cluster {
   // cloud.google.com/compute/docs/gpus, A2 machine types). Scenario key cluster.exclusive;
   // default false, except for the parts form (a machine described part by part is owned).
   bool exclusive = false;
-  int gpus() const { return nodes * gpus_per_node; }
+  int gpus() const { return nodes * gpus_per_node; }  // check_plan bounds it by kMaxGpus
   // The share of each node the plan uses: 1 when exclusive, else its GPUs over the node's.
   double node_share() const {
     return exclusive || node.gpus <= gpus_per_node ? 1.0 : static_cast<double>(gpus_per_node) / node.gpus;

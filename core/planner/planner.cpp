@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
 #include "plan/cluster.hpp"
@@ -67,14 +70,72 @@ std::vector<int> pareto_front(const std::vector<Candidate>& c) {
   return front;
 }
 
+namespace {
+
+// One cluster the search tries (GPU type, count, DRAM, drives), resolved once; layouts refer to it.
+struct Base {
+  plan::Plan plan;
+  std::string gpu_name;
+  int gpus = 0;
+  double dram = 0;
+  int drives = -1;
+};
+
+// One layout on a base: the degrees and recipe choices. Small: a search may hold millions.
+struct Layout {
+  int base = 0;
+  int tp = 1, pp = 1, zero = 0, mb = 1;
+  plan::Checkpointing ckpt = plan::Checkpointing::none;
+  OffloadPreset off = OffloadPreset::none;
+};
+
+plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l, bool fsdp) {
+  const bool nvme = l.off == OffloadPreset::zero_infinity || l.off == OffloadPreset::aidaptiv ||
+                    l.off == OffloadPreset::activation_nvme;
+  plan::Plan p = b.plan;
+  p.name = fmt::format("{}x {} tp{} pp{} zero{} mb{} {}{}{}", b.gpus, b.gpu_name, l.tp, l.pp, l.zero, l.mb,
+                       plan::to_string(l.ckpt),
+                       l.off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(l.off),
+                       b.dram > 0 ? fmt::format(" {:.0f}GiB", b.dram / (1u << 30)) : std::string());
+  if (b.drives >= 0 && nvme) p.name += fmt::format(" {}nvme", b.drives);
+  p.parallel.tp = l.tp;
+  p.parallel.pp = l.pp;
+  // A pipeline's last stage also runs the LM head and the loss: give it fewer layers so that its
+  // work matches the others' (as Megatron users set decoder_last_pipeline_num_layers), when that
+  // makes the busiest stage at least 3% lighter (balanced_last_stage).
+  if (const int last = balanced_last_stage(model, l.pp); last > 0) {
+    p.parallel.first_stage_layers = model.total_layers() / l.pp;
+    p.parallel.last_stage_layers = last;
+    p.name += fmt::format(" last{}", last);
+  }
+  p.parallel.dp = 0;
+  p.parallel.zero = l.zero;
+  if (fsdp)
+    p.parallel.fsdp = l.zero >= 3   ? plan::FsdpSharding::full_shard
+                      : l.zero == 2 ? plan::FsdpSharding::shard_grad_op
+                                    : plan::FsdpSharding::no_shard;
+  p.job.micro_batch = l.mb;
+  p.job.checkpointing = l.ckpt;
+  p.offload = plan::Offload{};
+  p.offload.preset = l.off;
+  plan::apply_preset(p.offload);
+  return p;
+}
+
+}  // namespace
+
 Result search(const model::ModelSpec& model, const plan::Job& job, const hardware::Catalog& catalog,
-              const SearchSpace& space, const Constraints& k, const plan::CostSpec& cost, int threads) {
+              const SearchSpace& space, const Constraints& k, const plan::CostSpec& cost, int threads,
+              const Control& control) {
   const auto t0 = std::chrono::steady_clock::now();
   Result result;
-  std::vector<plan::Plan> survivors;
   const bool fsdp = job.framework == plan::Framework::pytorch_fsdp || job.framework == plan::Framework::pytorch_fsdp2 ||
                     job.framework == plan::Framework::torchtune || job.framework == plan::Framework::yafsdp;
 
+  // Enumerate the layouts (cheap: no plan is built yet), then check, size and simulate them on
+  // the workers, so that the first plans are simulated at once and an interruption keeps them.
+  std::vector<Base> bases;
+  std::vector<Layout> layouts;
   for (const auto& gpu_name : space.gpus) {
     const hardware::NodeSpec* typical = catalog.default_node_for(gpu_name);
     if (!typical) continue;
@@ -86,95 +147,120 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
       if (gpus % per_node != 0) continue;
       for (double dram : drams)
         for (int drives : drive_counts) {
+          Base b;
           hardware::NodeSpec node = *typical;
           if (dram > 0) node.dram_bytes = dram;
           if (drives >= 0 && !node.drives.empty()) node.drives = {{node.drives.front().name, drives}};
-          plan::Plan base;
-          base.job = job;
-          base.cost = cost;
-          if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, base.cluster).empty()) continue;
+          b.plan.job = job;
+          b.plan.cost = cost;
+          if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, b.plan.cluster).empty()) continue;
+          b.gpu_name = gpu_name;
+          b.gpus = gpus;
+          b.dram = dram;
+          b.drives = drives;
+          const int base = static_cast<int>(bases.size());
+          bases.push_back(std::move(b));
           for (int tp : space.tp)
             for (int pp : space.pp)
               for (int zero : space.zero)
                 for (int mb : space.micro_batch)
                   for (auto ckpt : space.checkpointing)
                     for (auto off : space.offload) {
-                      if (tp * pp > gpus) continue;
+                      if (static_cast<std::int64_t>(tp) * pp > gpus) continue;
                       // NVMe placements only vary with the drive count; CPU ones only with DRAM.
                       const bool nvme = off == OffloadPreset::zero_infinity || off == OffloadPreset::aidaptiv ||
                                         off == OffloadPreset::activation_nvme;
                       if (!nvme && drives >= 0 && drives != drive_counts.front()) continue;
                       if (off == OffloadPreset::none && dram > 0 && dram != drams.front()) continue;
-                      ++result.enumerated;
-                      plan::Plan p = base;
-                      p.name = fmt::format("{}x {} tp{} pp{} zero{} mb{} {}{}{}", gpus, gpu_name, tp, pp, zero, mb,
-                                           plan::to_string(ckpt),
-                                           off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(off),
-                                           dram > 0 ? fmt::format(" {:.0f}GiB", dram / (1u << 30)) : std::string());
-                      if (drives >= 0 && nvme) p.name += fmt::format(" {}nvme", drives);
-                      p.parallel.tp = tp;
-                      p.parallel.pp = pp;
-                      // A pipeline's last stage also runs the LM head and the loss: give it fewer
-                      // layers so that its work matches the others' (as Megatron users set
-                      // decoder_last_pipeline_num_layers), when that makes the busiest stage at least 3%
-                      // lighter (balanced_last_stage).
-                      if (const int last = balanced_last_stage(model, pp); last > 0) {
-                        p.parallel.first_stage_layers = model.total_layers() / pp;
-                        p.parallel.last_stage_layers = last;
-                        p.name += fmt::format(" last{}", last);
-                      }
-                      p.parallel.dp = 0;
-                      p.parallel.zero = zero;
-                      if (fsdp)
-                        p.parallel.fsdp = zero >= 3   ? plan::FsdpSharding::full_shard
-                                          : zero == 2 ? plan::FsdpSharding::shard_grad_op
-                                                      : plan::FsdpSharding::no_shard;
-                      p.job.micro_batch = mb;
-                      p.job.checkpointing = ckpt;
-                      p.offload = plan::Offload{};
-                      p.offload.preset = off;
-                      plan::apply_preset(p.offload);
-                      if (!plan::check_plan(model, p).empty()) {
-                        ++result.invalid;
-                        continue;
-                      }
-                      // One data-parallel rank has nothing to shard: ZeRO 1-3 without offload are the
-                      // ZeRO 0 layout again (offload presets need their stage, so those stay).
-                      if (zero > 0 && off == OffloadPreset::none && plan::data_parallel_degree(p) == 1) {
-                        ++result.duplicates;
-                        continue;
-                      }
-                      p.parallel.dp = plan::data_parallel_degree(p);
-                      if (!footprint::footprint(model, p).fits) {
-                        ++result.pruned_memory;
-                        continue;
-                      }
-                      survivors.push_back(std::move(p));
+                      layouts.push_back({base, tp, pp, zero, mb, ckpt, off});
                     }
         }
     }
   }
+  result.enumerated = static_cast<std::int64_t>(layouts.size());
 
-  // Simulate the survivors on all cores; each plan is self-contained, the model read-only.
-  result.candidates.resize(survivors.size());
-  const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n; ++t)
-    pool.emplace_back([&] {
-      for (std::size_t i = next++; i < survivors.size(); i = next++) {
-        Candidate c;
-        c.plan = survivors[i];
-        c.evaluation = io::evaluate(model, c.plan);
-        const auto& e = c.evaluation;
-        c.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
+  // Each layout on a worker; each plan is self-contained, the model read-only. A plan whose
+  // evaluation throws is that plan's failure (evaluate::for_each), not the search's.
+  std::vector<std::unique_ptr<Candidate>> slots(layouts.size());
+  std::atomic<std::int64_t> invalid{0}, duplicates{0}, pruned{0}, simulated{0}, examined{0};
+  std::mutex report;
+  const auto progress = [&] {
+    const std::int64_t done = ++examined;
+    if (!control.progress) return;
+    const std::unique_lock lock(report, std::try_to_lock);  // one reporter at a time; the others go on
+    if (lock.owns_lock()) control.progress(done, result.enumerated, simulated.load());
+  };
+  const std::size_t ran = evaluate::for_each(
+      layouts.size(), threads,
+      [&](std::size_t i) {
+        auto c = std::make_unique<Candidate>();
+        c->plan = plan_of(model, bases[static_cast<std::size_t>(layouts[i].base)], layouts[i], fsdp);
+        plan::Plan& p = c->plan;
+        if (!plan::check_plan(model, p).empty()) {
+          ++invalid;
+          return progress();
+        }
+        // One data-parallel rank has nothing to shard: ZeRO 1-3 without offload are the
+        // ZeRO 0 layout again (offload presets need their stage, so those stay).
+        if (layouts[i].zero > 0 && layouts[i].off == OffloadPreset::none && plan::data_parallel_degree(p) == 1) {
+          ++duplicates;
+          return progress();
+        }
+        p.parallel.dp = plan::data_parallel_degree(p);
+        if (!footprint::footprint(model, p).fits) {
+          ++pruned;
+          return progress();
+        }
+        // Counted before evaluating: a plan that throws is still a simulated candidate (failed).
+        ++simulated;
+        slots[i] = std::move(c);
+        Candidate& s = *slots[i];
+        if (control.evaluate) {
+          s.evaluation = control.evaluate(s.plan);
+        } else {
+          s.evaluation = io::evaluate(model, s.plan);
+        }
+        // The activity timeline has served the power model; a search may keep millions of plans.
+        s.evaluation.step.timeline = {};
+        const auto& e = s.evaluation;
+        s.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
                               (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
                               (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w);
-        result.candidates[i] = std::move(c);
-      }
-    });
-  for (auto& t : pool) t.join();
-  result.simulated = static_cast<std::int64_t>(survivors.size());
+        progress();
+      },
+      [&](std::size_t i, std::exception_ptr error) {
+        if (!slots[i]) {  // the checks or the footprint threw: the plan is a failed candidate all the same
+          slots[i] = std::make_unique<Candidate>();
+          slots[i]->plan = plan_of(model, bases[static_cast<std::size_t>(layouts[i].base)], layouts[i], fsdp);
+          ++simulated;
+        }
+        Candidate& c = *slots[i];
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          c.error = e.what();
+        } catch (...) {
+          c.error = "unknown exception";
+        }
+        c.evaluation = io::Evaluation{};
+        c.evaluation.memory.fits = false;
+        c.evaluation.memory.infeasible_reason = "could not be evaluated: " + c.error;
+        c.meets_constraints = false;
+        progress();
+      },
+      control.stop);
+  result.interrupted = ran < layouts.size();
+  result.invalid = invalid;
+  result.duplicates = duplicates;
+  result.pruned_memory = pruned;
+  result.simulated = simulated;
+  result.examined = examined;
+  for (auto& slot : slots)
+    if (slot) {
+      if (!slot->error.empty()) ++result.failed;
+      result.candidates.push_back(std::move(*slot));
+    }
+  slots.clear();
 
   result.pareto = pareto_front(result.candidates);
   const auto pick = [&](auto key) {

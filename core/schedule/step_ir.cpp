@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "plan/checks.hpp"
 
 namespace ftplan::schedule {
@@ -739,8 +741,11 @@ StepIR Builder::build() {
                           .first;
     for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
   }
-  int micro_batches = static_cast<int>(std::max<std::int64_t>(1, inv_.grad_accumulation));
-  if (micro_override_ > 0) micro_batches = std::min(micro_batches, micro_override_);
+  // build_step bounds micro-batches x layers (too_large), so the count is an int.
+  std::int64_t wanted = std::max<std::int64_t>(1, inv_.grad_accumulation);
+  if (micro_override_ > 0) wanted = std::min<std::int64_t>(wanted, micro_override_);
+  FTPLAN_ASSERT(wanted <= kMaxLayerPasses, "build_step checks the step's size first");
+  const int micro_batches = static_cast<int>(wanted);
   ir_.micro_batches = micro_batches;
   // Room for every op up front (about 60 per layer and micro-batch with recompute, fetches and
   // collectives): growing the array would move each op several times.
@@ -1346,8 +1351,27 @@ std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, 
   return order;
 }
 
+std::int64_t layer_passes(const model::ModelSpec& model, const plan::Plan& plan, std::int64_t micro_batches) {
+  std::int64_t m = std::max<std::int64_t>(1, plan::grad_accumulation_steps(plan));
+  if (micro_batches > 0) m = std::min(m, micro_batches);
+  // Every stage builds m micro-batches of its layers: the stages together hold every layer once.
+  return m * std::max(1, model.total_layers());
+}
+
+std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std::int64_t micro_batches) {
+  const std::int64_t passes = layer_passes(model, plan, micro_batches);
+  if (passes <= kMaxLayerPasses) return {};
+  return fmt::format("not simulated: the step is {} micro-batches x {} layers = {} layer passes, more than ftplan's "
+                     "limit of {} for one step (every op of the step is held in memory); the steady-state shortcut "
+                     "simulates it (the default; not with simulate --trace, a sweep's steady_state: false or a "
+                     "GPipe schedule), or raise job.micro_batch or lower job.global_batch",
+                     passes / std::max(1, model.total_layers()), std::max(1, model.total_layers()), passes,
+                     kMaxLayerPasses);
+}
+
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
                   int micro_batches, bool names) {
+  if (std::string why = too_large(model, plan, micro_batches); !why.empty()) throw std::length_error(why);
   return Builder(model, plan, inventory, micro_batches, names).build();
 }
 

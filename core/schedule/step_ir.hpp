@@ -147,11 +147,29 @@ struct PipeAction {
 // stage (sec. 2.2.2; Megatron-LM schedules.py forward_backward_pipelining_with_interleaving).
 std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches, int chunks);
 
+// The most layer passes (one layer's forward and backward for one micro-batch, on one stage)
+// the step IRs of one simulated step may hold, summed over the pipeline's stages. An IR holds
+// every op of its step, about 40 per layer pass, and the simulator a task per op: memory and
+// time grow with micro-batches x layers, about 17 KB and 0.15 ms a pass (measured: 131,072
+// passes took 2.2 GB and 19 s). At this bound a step takes about 1.2 GB and 10-20 s on a
+// shared 2-core machine (tests/cli/bounds.sh checks it). It is the largest step the validation
+// simulates whole: Megatron-1T in Narayanan et al. 2021 Table 1, 512 micro-batches x 128 layers
+// over 64 stages. Larger steps are simulated with the steady-state shortcut
+// (sim::Options::max_micro_batches, every verb's default), which builds a few micro-batches.
+inline constexpr std::int64_t kMaxLayerPasses = std::int64_t{1} << 16;
+
+// Layer passes of every stage's step for `plan`, building `micro_batches` of its micro-batches
+// (0: all of them, its gradient accumulation count).
+std::int64_t layer_passes(const model::ModelSpec& model, const plan::Plan& plan, std::int64_t micro_batches = 0);
+// Empty when `layer_passes` is within kMaxLayerPasses; else why the step is not built, naming the limit.
+std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std::int64_t micro_batches = 0);
+
 // The step of pipeline stage `stage` of a data-parallel plan (DDP, ZeRO-1/2/3, FSDP).
 // `inventory` must be build_inventory(model, plan, stage).
 // `micro_batches` > 0 builds only that many of the step's micro-batches (for steady-state
 // extrapolation); 0 builds them all.
 // `names` false leaves ops' and tensors' names empty (faster; the simulator wants them only for traces).
+// Throws std::length_error (too_large's message) beyond kMaxLayerPasses.
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
                   int micro_batches = 0, bool names = true);
 

@@ -1081,6 +1081,23 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   // Under the shortcut the step is simulated with k1 and with k2 micro-batches, and every additive
   // figure extrapolated: f(n) = f(k1) + repeats (f(k1) - f(k2)) (sim/timeline.hpp).
   const double repeats = shortcut ? static_cast<double>(accumulation - k1) / (k1 - k2) : 0.0;
+  // The IRs hold every op of the micro-batches they build, and full fidelity lowers them once per
+  // rank: refuse a step too large to hold (schedule::kMaxLayerPasses) rather than exhaust memory.
+  {
+    std::string why = schedule::too_large(m, p, shortcut ? k1 : 0);
+    const std::int64_t copies =
+        full ? static_cast<std::int64_t>(std::max(1, p.parallel.tp)) * std::max(1, p.parallel.cp) * plan::data_parallel_degree(p)
+             : 1;
+    if (why.empty() && schedule::layer_passes(m, p, shortcut ? k1 : 0) * copies > schedule::kMaxLayerPasses)
+      why = fmt::format("not simulated: full fidelity holds {} ranks' copies of a step of {} layer passes, more than "
+                        "ftplan's limit of {} (use the default, representative fidelity)",
+                        copies, schedule::layer_passes(m, p, shortcut ? k1 : 0), schedule::kMaxLayerPasses);
+    if (!why.empty()) {
+      res.ok = false;
+      res.problem = std::move(why);
+      return res;
+    }
+  }
   // The probe and the step simulate the same IR (only kernel durations differ): built once.
   std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
   std::vector<schedule::StepIR> fewer_irs;

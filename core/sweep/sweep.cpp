@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
+#include "evaluate/pool.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "io/yaml_reader.hpp"
@@ -824,31 +825,24 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
 
 void run(const Sweep& sweep, const std::vector<std::int64_t>& points, int threads,
          const std::function<void(std::int64_t, std::vector<io::Row>&)>& done) {
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t n = std::min<std::size_t>(threads > 0 ? static_cast<std::size_t>(threads) : cores,
-                                              std::max<std::size_t>(1, points.size()));
-  std::atomic<std::size_t> next{0};
+  // Sweep::evaluate turns a plan's exception into its row; what reaches here is `done` failing
+  // (the output cannot be written): stop after the running points and rethrow.
   std::atomic<bool> stop{false};
   std::mutex mutex;
   std::exception_ptr failure;
-  const auto work = [&] {
-    for (std::size_t i = next++; i < points.size() && !stop; i = next++) {
-      std::vector<io::Row> rows;
-      try {
-        rows = sweep.evaluate(points[i]);
+  evaluate::for_each(
+      points.size(), threads,
+      [&](std::size_t i) {
+        std::vector<io::Row> rows = sweep.evaluate(points[i]);
         const std::lock_guard lock(mutex);
         if (!stop) done(points[i], rows);
-      } catch (...) {
+      },
+      [&](std::size_t, std::exception_ptr e) {
         const std::lock_guard lock(mutex);
-        if (!failure) failure = std::current_exception();
+        if (!failure) failure = std::move(e);
         stop = true;
-      }
-    }
-  };
-  std::vector<std::jthread> pool;
-  for (std::size_t t = 1; t < n; ++t) pool.emplace_back(work);
-  work();
-  pool.clear();  // joins
+      },
+      &stop);
   if (failure) std::rethrow_exception(failure);
 }
 
