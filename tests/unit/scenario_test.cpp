@@ -87,6 +87,14 @@ TEST_CASE("unknown names from the zoo and catalog get a did-you-mean") {
         "x.yaml:3:8: model: no model 'llama-3.1-8c' in the zoo (did you mean 'llama-3.1-8b'?); `ftplan zoo list` shows them");
   const std::string gpu = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100-sxm-80"));
   CHECK(gpu.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100-sxm-80' in the catalog (did you mean 'h100-sxm-80gb'?)") == 0);
+  // The name people say is a token of the catalog's: every GPU that holds it is offered.
+  const std::string h100 = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100"));
+  CHECK(h100.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100' in the catalog (did you mean 'h100-96gb-500w', "
+                  "'h100-pcie-80gb' or 'h100-sxm-80gb'?)") == 0);
+  const std::string rtx = error_of(replace(kGood, "gpu: rtx-4090", "gpu: 4090"));
+  CHECK(rtx.find("plans[1].cluster.gpu: no GPU '4090' in the catalog (did you mean 'rtx-4090'?)") != std::string::npos);
+  const std::string a100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: A100-80GB"));
+  CHECK(a100.find("(did you mean 'a100-pcie-80gb' or 'a100-sxm4-80gb'?)") != std::string::npos);
 }
 
 TEST_CASE("numbers out of range and wrong types") {
