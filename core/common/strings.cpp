@@ -106,6 +106,22 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string identifier(std::string_view name) {
+  std::string out;
+  bool gap = false;
+  for (const char ch : name) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      if (gap && !out.empty()) out += '_';
+      out += c;
+      gap = false;
+    } else {
+      gap = true;
+    }
+  }
+  return out;
+}
+
 std::string to_lower(std::string_view s) {
   std::string out(s);
   for (auto& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

@@ -27,6 +27,11 @@ std::string_view trim(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);
 
+// A display name as a plain snake_case identifier for a CSV column or JSON key: lower case, each
+// run of other characters than [a-z0-9] one '_', none at either end ("host dram (share)" ->
+// "host_dram_share", "gpu-gpu (pcie)" -> "gpu_gpu_pcie").
+std::string identifier(std::string_view name);
+
 // `s` as a double-quoted YAML scalar (escaped as JSON escapes, which YAML's double-quoted style
 // accepts; other control characters as \xNN), appended to `out` or returned.
 void append_yaml_quoted(std::string& out, std::string_view s);
