@@ -102,8 +102,9 @@ int cmd_memory(const std::vector<std::string>& argv) {
       continue;
     }
     io::Row r = io::footprint_row(p, f);
-    r.set("max_micro_batch", static_cast<std::int64_t>(max_mb));
-    r.set("max_seq_len", max_seq);
+    // 0 means no micro-batch (or length) fits: no such value, written null as the table writes "none".
+    r.set("max_micro_batch", max_mb > 0 ? io::Value(static_cast<std::int64_t>(max_mb)) : io::Value(nullptr));
+    r.set("max_seq_len", max_seq > 0 ? io::Value(max_seq) : io::Value(nullptr));
     std::vector<std::string> fixes;
     for (const auto& c : changes) fixes.push_back(c.change);
     r.set("fits_with", fixes.empty() ? io::Value(nullptr) : io::Value(join(fixes, "; ")));

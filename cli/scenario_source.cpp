@@ -1,6 +1,7 @@
 #include "scenario_source.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -65,6 +66,75 @@ std::string yaml_quoted(const std::string& v) {
   return out + "\"";
 }
 
+// Where a --set item starts: a dotted key (letters, digits, '_', '-', '.') and '='.
+bool starts_item(const std::string& text, std::size_t at) {
+  std::size_t i = at;
+  const auto key_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  };
+  if (i >= text.size() || !(std::isalpha(static_cast<unsigned char>(text[i])) || text[i] == '_')) return false;
+  while (i < text.size() && key_char(text[i])) ++i;
+  return i < text.size() && text[i] == '=';
+}
+
+// --set's KEY=VALUE items. A comma starts the next item only where KEY= follows it; any other
+// comma, and every comma inside [ ], belongs to the value. So a list needs no quoting:
+// `job.lora.targets=q,v,o,job.seq_len=2048` is two items, and the first value is q,v,o.
+std::vector<std::pair<std::string, std::string>> set_items(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::size_t start = 0;
+  int depth = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size()) {
+      if (text[i] == '[')
+        ++depth;
+      else if (text[i] == ']')
+        depth = std::max(0, depth - 1);
+      if (text[i] != ',' || depth > 0 || !starts_item(text, i + 1)) continue;
+    }
+    const std::string item = text.substr(start, i - start);
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--set takes KEY=VALUE; got '" + item + "'");
+    out.emplace_back(std::string(trim(item.substr(0, eq))), item.substr(eq + 1));
+    start = i + 1;
+  }
+  return out;
+}
+
+// The items of a list written on the command line, "a,b,c" or "[a,b,c]", as a YAML flow list of
+// quoted scalars.
+std::string yaml_list(const std::string& flag, std::string_view v) {
+  v = trim(v);
+  if (v.size() >= 2 && v.front() == '[' && v.back() == ']') v = trim(v.substr(1, v.size() - 2));
+  if (v.empty()) return "[]";
+  std::string out = "[";
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = v.find(',', start);
+    const std::string_view item =
+        trim(v.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (item.empty()) throw UsageError(fmt::format("{}: an empty item in the list '{}'", flag, v));
+    if (out.size() > 1) out += ", ";
+    out += yaml_quoted(std::string(item));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out + "]";
+}
+
+// A --set value as YAML: [a,b] or a,b is a list (as `key: [a, b]` in a file); anything else one
+// quoted scalar. A comma between two digits is a thousands separator ("1,024 GiB"), as the unit
+// parser reads it, not a list; write a list of numbers in brackets: [1,2].
+std::string yaml_value(const std::string& key, const std::string& v) {
+  const std::string_view t = trim(v);
+  if (!t.empty() && t.front() == '[' && t.back() == ']') return yaml_list("--set " + key, t);
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (t[i] == ',' && !(i > 0 && i + 1 < t.size() && std::isdigit(static_cast<unsigned char>(t[i - 1])) &&
+                         std::isdigit(static_cast<unsigned char>(t[i + 1]))))
+      return yaml_list("--set " + key, t);
+  return yaml_quoted(v);
+}
+
 // Nested YAML from dotted keys.
 void emit(std::string& out, const std::vector<std::pair<std::string, std::string>>& kv, const std::string& prefix, int indent) {
   std::vector<std::string> done;
@@ -91,7 +161,9 @@ std::vector<OptionSpec> scenario_options() {
   o.push_back({"plan", true, "only the plan of this name"});
   for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
   o.push_back({"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
-  o.push_back({"set", true, "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); repeatable as KEY=V,KEY2=V2"});
+  o.push_back({"set", true,
+               "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); several as KEY=V,KEY2=V2; a list as "
+               "KEY=a,b or KEY=[a,b] (a comma starts a new item only before KEY=)"});
   return o;
 }
 
@@ -106,23 +178,13 @@ std::string quick_scenario_yaml(const Args& args) {
       continue;
     }
     if (std::string(s.key) == "job.lora.targets") {
-      kv.emplace_back(s.key, "[" + *v + "]");
+      kv.emplace_back(s.key, yaml_list("--lora-targets", *v));
       continue;
     }
     kv.emplace_back(s.key, yaml_quoted(*v));
   }
-  if (auto set = args.value("set")) {
-    std::size_t start = 0;
-    while (start < set->size()) {
-      auto comma = set->find(',', start);
-      const std::string item = set->substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      const auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) throw UsageError("--set takes KEY=VALUE; got '" + item + "'");
-      kv.emplace_back(item.substr(0, eq), yaml_quoted(item.substr(eq + 1)));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  if (auto set = args.value("set"))
+    for (const auto& [key, value] : set_items(*set)) kv.emplace_back(key, yaml_value(key, value));
   // Quick-form defaults: a one-step job is enough for memory; simulate/compare take --tokens.
   const auto has = [&](const std::string& k) {
     return std::any_of(kv.begin(), kv.end(), [&](const auto& p) { return p.first == k; });

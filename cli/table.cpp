@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.hpp"
+
 namespace ftplan::cli {
 
 void Table::columns(std::vector<std::pair<std::string, Align>> cols) { cols_ = std::move(cols); }
@@ -50,7 +52,8 @@ std::string csv_escape(const std::string& cell) {
 
 std::string Table::csv() const {
   std::string out;
-  for (std::size_t c = 0; c < cols_.size(); ++c) out += (c ? "," : "") + csv_escape(cols_[c].first);
+  // Headers are for people ("dp x tp x pp x cp"); CSV columns are plain identifiers (dp_x_tp_x_pp_x_cp).
+  for (std::size_t c = 0; c < cols_.size(); ++c) out += (c ? "," : "") + csv_escape(identifier(cols_[c].first));
   out += "\n";
   for (const auto& r : rows_) {
     for (std::size_t c = 0; c < r.size(); ++c) out += (c ? "," : "") + csv_escape(r[c]);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+
 namespace ftplan {
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -37,9 +39,56 @@ std::optional<std::string> closest_match(std::string_view word, const std::vecto
   return std::nullopt;
 }
 
+namespace {
+
+std::vector<std::string> tokens_of(std::string_view s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : s) {
+    if (c == '-' || c == '_' || c == '.' || c == ' ') {
+      if (!cur.empty()) out.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> likely_matches(std::string_view word, const std::vector<std::string>& candidates) {
+  if (auto m = closest_match(word, candidates)) return {*m};
+  // A short name for a long one: catalog names are tokens joined by '-' (h100-sxm-80gb), and people
+  // type the token they know (h100, 4090). Every name holding all the typed tokens is a candidate.
+  const std::vector<std::string> wanted = tokens_of(word);
+  std::vector<std::string> out;
+  if (wanted.empty()) return out;
+  for (const auto& c : candidates) {
+    if (c == word) return {};
+    const std::vector<std::string> have = tokens_of(c);
+    if (std::all_of(wanted.begin(), wanted.end(),
+                    [&](const std::string& t) { return std::find(have.begin(), have.end(), t) != have.end(); }))
+      out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
-  if (auto m = closest_match(word, candidates)) return " (did you mean '" + *m + "'?)";
-  return {};
+  const std::vector<std::string> m = likely_matches(word, candidates);
+  if (m.empty()) return {};
+  // Past a handful the list stops helping; the message's own list (or `hardware list`) has them all.
+  constexpr std::size_t kShown = 6;
+  std::string out = " (did you mean ";
+  for (std::size_t i = 0; i < m.size() && i < kShown; ++i) {
+    if (i) out += i + 1 == std::min(m.size(), kShown) && m.size() <= kShown ? " or " : ", ";
+    out += "'" + m[i] + "'";
+  }
+  if (m.size() > kShown) out += fmt::format(" or {} more", m.size() - kShown);
+  return out + "?)";
 }
 
 std::string_view trim(std::string_view s) {
@@ -53,6 +102,22 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (i) out += sep;
     out += parts[i];
+  }
+  return out;
+}
+
+std::string identifier(std::string_view name) {
+  std::string out;
+  bool gap = false;
+  for (const char ch : name) {
+    const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      if (gap && !out.empty()) out += '_';
+      out += c;
+      gap = false;
+    } else {
+      gap = true;
+    }
   }
   return out;
 }

@@ -15,12 +15,22 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // (distance <= max(1, len/3)), else nullopt. Case differences count as half a typo.
 std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
-// " (did you mean 'x'?)" or "".
+// The candidates `word` most likely means: the closest_match if there is one, else every candidate
+// that holds each of word's tokens (split at '-', '_', '.', ' ') as a whole token, in natural order
+// ("h100" -> h100-pcie-80gb, h100-sxm-80gb; "4090" -> rtx-4090). Empty when nothing is close.
+std::vector<std::string> likely_matches(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)", " (did you mean 'x' or 'y'?)" (from likely_matches), or "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
 std::string_view trim(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string to_lower(std::string_view s);
+
+// A display name as a plain snake_case identifier for a CSV column or JSON key: lower case, each
+// run of other characters than [a-z0-9] one '_', none at either end ("host dram (share)" ->
+// "host_dram_share", "gpu-gpu (pcie)" -> "gpu_gpu_pcie").
+std::string identifier(std::string_view name);
 
 // `s` as a double-quoted YAML scalar (escaped as JSON escapes, which YAML's double-quoted style
 // accepts; other control characters as \xNN), appended to `out` or returned.

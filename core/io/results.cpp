@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/strings.hpp"
 #include "plan/checks.hpp"
 
 namespace ftplan::io {
@@ -76,12 +77,15 @@ Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const 
   r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes));
   r.set("simulated_stage", static_cast<std::int64_t>(s.stage));
   r.set("bound_by", if_runs(feasible, s.bound_by));
-  r.set("bound_utilization", if_runs(feasible, s.bound_utilization));
+  r.set("bound_utilization_fraction", if_runs(feasible, s.bound_utilization));
   if (!feasible) return r;
-  for (const auto& st : s.streams) r.set("utilization." + st.name, st.utilization);
+  // Streams and links carry display names ("host dram (share)", "stage 1 comm-reduce"); their
+  // columns are plain identifiers (links.host_dram_share.bytes) that every CSV and JSON reader takes.
+  for (const auto& st : s.streams) r.set("utilization." + identifier(st.name) + "_fraction", st.utilization);
   for (const auto& l : s.links) {
-    r.set("links." + l.name + ".bytes", bytes(l.bytes));
-    r.set("links." + l.name + ".utilization", l.utilization);
+    const std::string key = "links." + identifier(l.name);
+    r.set(key + ".bytes", bytes(l.bytes));
+    r.set(key + ".utilization_fraction", l.utilization);
   }
   return r;
 }
@@ -101,7 +105,10 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
   r.set("cost.wear_usd", if_runs(feasible, c.wear_usd));
   r.set("usd_per_million_tokens", if_runs(feasible, c.usd_per_million_tokens));
   r.set("nvme_written_bytes", if_runs(feasible, bytes(c.nvme_written_bytes)));
-  r.set("flash_wear_fraction", if_runs(feasible, c.wear_fraction));
+  // Wear of drives the plan does not have (or whose endurance is not rated) is no figure, not 0.
+  const bool has_drives = std::any_of(plan.cluster.drives.begin(), plan.cluster.drives.end(),
+                                      [](const auto& d) { return d.second > 0 && d.first.endurance_bytes > 0; });
+  r.set("flash_wear_fraction", if_runs(feasible && has_drives, c.wear_fraction));
   r.set("drive_lifetime_years", feasible && c.drive_lifetime_years > 0 ? Value(c.drive_lifetime_years) : Value(nullptr));
   const double steps = job_steps(plan, s.tokens_per_step);
   r.set("idle_gpu_hours", if_runs(feasible, pw.gpu_idle_s_per_step * steps / 3600.0));

@@ -394,12 +394,17 @@ bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const
   }
   MapView v = root.map("model");
   if (!v.valid()) return false;
+  // max_context beside zoo or hf_config: a model trained past its recorded context (RoPE scaling or
+  // position interpolation, as long-context fine-tunes do; learned positions get the extra rows).
+  std::int64_t max_context = 0;
+  v.get("max_context", max_context, 1, 100'000'000);
   if (v.has("zoo")) {
     std::string name;
     v.get("zoo", name);
     v.finish();
     if (const auto* spec = zoo.find(name)) {
       m = *spec;
+      if (max_context > 0) m.max_context = max_context;
       return true;
     }
     r.error(v.location_of("zoo"), "model.zoo", fmt::format("no model '{}' in the zoo{}", name, did_you_mean(name, zoo.names())));
@@ -416,6 +421,7 @@ bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const
     try {
       m = load_hf_config(p);
       if (!name.empty()) m.name = m.display_name = name;
+      if (max_context > 0) m.max_context = max_context;
       return true;
     } catch (const InputError& e) {
       r.error(v.location_of("hf_config"), "model.hf_config", fmt::format("cannot import {}:", path));
@@ -456,10 +462,12 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   root.require("job", "what to train: seq_len, micro_batch, tokens or steps, method, ...");
   read_job(job, s.job, s.model);
   job.finish();
+  std::set<std::pair<std::string, std::string>> job_findings;  // reported once, not again for each plan
   if (model_ok && job.valid())
     for (const auto& f : check_job(s.model, s.job)) {
       const YAML::Node at = find_nearest(job.raw(), f.key.substr(4));
       r.error(at, f.key, f.message);
+      job_findings.emplace(f.key, f.message);
     }
 
   if (MapView c = root.map("cost"); c.valid()) {
@@ -589,7 +597,12 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     }
     pv.finish();
     if (!cluster_ok || !model_ok) continue;
-    for (const auto& f : check_plan(s.model, p)) {
+    std::vector<Finding> findings = check_plan(s.model, p);
+    // A plan's own job block (plans[].job) is checked as the scenario's job is.
+    if (pv.has("job"))
+      for (auto& f : check_job(s.model, p.job))
+        if (!job_findings.count({f.key, f.message})) findings.push_back(std::move(f));
+    for (const auto& f : findings) {
       // A finding about a job key points at the plan's override when there is one, else at the scenario's job.
       if (f.key.rfind("job.", 0) == 0 && !find_path(pv.raw(), f.key).IsDefined()) {
         r.error(find_nearest(job.raw(), f.key.substr(4)), f.key, fmt::format("{} (plan '{}')", f.message, p.name));

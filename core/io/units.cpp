@@ -1,5 +1,6 @@
 #include "io/units.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
@@ -78,6 +79,26 @@ std::vector<std::string> unit_names(Quantity kind) {
   return names;
 }
 
+// " (did you mean ...?)" for a unit that is not one of `kind`'s. A bare prefix ("192G") means a
+// unit that starts with it: the two shortest of those, so bytes get "GB or GiB" and bandwidths
+// "GB/s or Gb/s" (edit distance alone would offer "B", one deletion away). Otherwise the nearest by
+// spelling.
+std::string unit_hint(const std::string& unit, Quantity kind) {
+  const auto names = unit_names(kind);
+  std::vector<std::string> starts;
+  for (const bool exact_case : {true, false}) {
+    for (const auto& n : names)
+      if (n.size() > unit.size() && (exact_case ? n.rfind(unit, 0) == 0 : to_lower(n).rfind(to_lower(unit), 0) == 0))
+        starts.push_back(n);
+    if (!starts.empty()) break;
+  }
+  std::stable_sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  if (starts.size() > 2) starts.resize(2);
+  if (starts.size() == 2) return fmt::format(" (did you mean '{}' or '{}'?)", starts[0], starts[1]);
+  if (starts.size() == 1) return fmt::format(" (did you mean '{}'?)", starts[0]);
+  return did_you_mean(unit, names);
+}
+
 }  // namespace
 
 std::string_view describe(Quantity kind) {
@@ -152,7 +173,7 @@ double parse_quantity(std::string_view text, Quantity kind) {
 
   const auto names = unit_names(kind);
   if (unit.empty()) throw fail(fmt::format("a unit is needed (one of {})", join(names, ", ")));
-  throw fail(fmt::format("unknown unit '{}'{}; use one of {}", unit, did_you_mean(unit, names), join(names, ", ")));
+  throw fail(fmt::format("unknown unit '{}'{}; use one of {}", unit, unit_hint(unit, kind), join(names, ", ")));
 }
 
 std::string format_bytes(double bytes) {

@@ -178,11 +178,26 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
   if (job.epochs > 0 && job.dataset_tokens <= 0) bad("dataset_tokens", "is required with epochs");
   if (job.global_batch > kMaxGlobalBatch)
     bad("global_batch", fmt::format("{} samples per step are more than ftplan's limit of {}", job.global_batch, kMaxGlobalBatch));
-  // Learned position embeddings have max_context rows and cannot go further; RoPE, ALiBi and
-  // relative positions extend (RoPE scaling, as long-context fine-tunes do).
-  if (job.seq_len > model.max_context && model.positional == model::Positional::learned)
-    bad("seq_len", fmt::format("{} is longer than the {} positions {} has learned embeddings for (max_context)",
-                               job.seq_len, model.max_context, model.name));
+  // The model's context length bounds a sample. Learned position embeddings have max_context rows
+  // and cannot go further. RoPE's max_context is the range its frequencies were trained (or scaled,
+  // HF config.json max_position_embeddings with rope_scaling) for; beyond it attention degrades
+  // unless the run rescales RoPE (position interpolation, YaRN; MLPerf's Llama-2-70B LoRA trains at
+  // 8192 of 4096), which the scenario says with model: {zoo: NAME, max_context: N}. ALiBi: MPT's
+  // forward refuses longer input (llm-foundry modeling_mpt.py, "Cannot forward input with seq_len >
+  // max_seq_len"). T5's bucketed relative positions and position-free models record no limit and
+  // take any length.
+  const bool bounded = model.positional == model::Positional::learned || model.positional == model::Positional::rope ||
+                       model.positional == model::Positional::alibi;
+  if (bounded && model.max_context > 0 && job.seq_len > model.max_context)
+    bad("seq_len",
+        fmt::format("{} is longer than {}; to train past it, write model: {{zoo: {}, "
+                    "max_context: {}}} (or max_context beside hf_config)",
+                    job.seq_len,
+                    model.positional == model::Positional::learned
+                        ? fmt::format("the {} positions {} has learned embeddings for (its max_context)",
+                                      model.max_context, model.name)
+                        : fmt::format("{}'s context of {} tokens (its max_context)", model.name, model.max_context),
+                    model.name, job.seq_len));
   if (job.samples.max_tokens > job.seq_len)
     bad("samples.max", fmt::format("{} is longer than seq_len {}", job.samples.max_tokens, job.seq_len));
   if (job.samples.mean_tokens > static_cast<double>(job.seq_len))

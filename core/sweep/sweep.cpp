@@ -392,6 +392,28 @@ struct Sweep::Impl {
 namespace {
 
 // Reads one axis mapping (not a zip group).
+// An axis's key or name as a column: each dotted part (dots inside [ ] belong to their part) a
+// plain identifier, so plans[8x H100 LoRA].job.micro_batch -> plans_8x_h100_lora.job.micro_batch,
+// and a wildcard part (plans.*.cluster.dram) drops out: plans.cluster.dram.
+std::string column_label(const std::string& label) {
+  std::vector<std::string> parts;
+  std::string cur;
+  int depth = 0;
+  for (const char c : label) {
+    if (c == '[') ++depth;
+    if (c == ']') depth = std::max(0, depth - 1);
+    if (c == '.' && depth == 0) {
+      parts.push_back(identifier(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(identifier(cur));
+  parts.erase(std::remove(parts.begin(), parts.end(), std::string()), parts.end());
+  return join(parts, ".");
+}
+
 AxisDef read_axis(MapView& m, Reader& r, const std::string& file, bool sampled) {
   AxisDef a;
   a.axis.where = m.location();
@@ -403,7 +425,7 @@ AxisDef read_axis(MapView& m, Reader& r, const std::string& file, bool sampled) 
   }
   std::string label = a.axis.key;
   m.get("name", label);
-  a.axis.column = "axis." + label;
+  a.axis.column = "axis." + column_label(label);
   m.get("unit", a.unit);
   const int kinds = m.has("values") + m.has("range") + m.has("geometric");
   if (kinds != 1) {

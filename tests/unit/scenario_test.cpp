@@ -87,6 +87,14 @@ TEST_CASE("unknown names from the zoo and catalog get a did-you-mean") {
         "x.yaml:3:8: model: no model 'llama-3.1-8c' in the zoo (did you mean 'llama-3.1-8b'?); `ftplan zoo list` shows them");
   const std::string gpu = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100-sxm-80"));
   CHECK(gpu.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100-sxm-80' in the catalog (did you mean 'h100-sxm-80gb'?)") == 0);
+  // The name people say is a token of the catalog's: every GPU that holds it is offered.
+  const std::string h100 = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100"));
+  CHECK(h100.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100' in the catalog (did you mean 'h100-96gb-500w', "
+                  "'h100-pcie-80gb' or 'h100-sxm-80gb'?)") == 0);
+  const std::string rtx = error_of(replace(kGood, "gpu: rtx-4090", "gpu: 4090"));
+  CHECK(rtx.find("plans[1].cluster.gpu: no GPU '4090' in the catalog (did you mean 'rtx-4090'?)") != std::string::npos);
+  const std::string a100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: A100-80GB"));
+  CHECK(a100.find("(did you mean 'a100-pcie-80gb' or 'a100-sxm4-80gb'?)") != std::string::npos);
 }
 
 TEST_CASE("numbers out of range and wrong types") {
@@ -117,10 +125,9 @@ TEST_CASE("impossible combinations") {
   CHECK(v100.find("has no bf16 support; use fp16-mixed or fp32 (plan 'one')") != std::string::npos);
   // Sequence longer than learned position embeddings allow (RoPE models may extend).
   const std::string learned = replace(replace(kGood, "model: llama-3.1-8b", "model: megatron-gpt-1.7b"), "  lora: {rank: 16, targets: all-linear}\n", "");
-  CHECK(error_of(replace(learned, "seq_len: 4096", "seq_len: 8192")).find(
-            "job.seq_len: 8192 is longer than the 2048 positions megatron-gpt-1.7b has learned embeddings for") !=
+  CHECK(error_of(replace(learned, "seq_len: 4096", "seq_len: 8192"))
+            .find("job.seq_len: 8192 is longer than the 2048 positions megatron-gpt-1.7b has learned embeddings for") !=
         std::string::npos);
-  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 200000")).find("job.seq_len") == std::string::npos);
   // LoRA settings on a full fine-tune.
   CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
         "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");
@@ -152,6 +159,32 @@ TEST_CASE("impossible combinations") {
   // More GPUs per node than the node has.
   CHECK(error_of(replace(kGood, "gpus: 8}", "gpus: 32, gpus_per_node: 16}")) ==
         "x.yaml:13:60: plans[0].cluster.gpus_per_node: 16 is more than the 8 GPUs of a dgx-h100 node");
+}
+
+TEST_CASE("a sequence longer than the model's context is an error naming its limit") {
+  /* Llama-3.1-8B's config.json: max_position_embeddings 131072 (RoPE, llama3 scaling). A job at
+   * 200000 tokens is refused where it is written, in the scenario's job or in a plan's own job;
+   * exactly 131072 is accepted, and so is a longer one when the scenario raises max_context (RoPE
+   * scaling for a long-context fine-tune). */
+  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 200000")) ==
+        "x.yaml:7:12: job.seq_len: 200000 is longer than llama-3.1-8b's context of 131072 tokens (its max_context); "
+        "to train past it, write model: {zoo: llama-3.1-8b, max_context: 200000} (or "
+        "max_context beside hf_config)");
+  CHECK(error_of(replace(replace(kGood, "seq_len: 4096", "seq_len: 200000"), "model: llama-3.1-8b",
+                         "model: {zoo: llama-3.1-8b, max_context: 200000}"))
+            .empty());
+  CHECK(error_of(replace(kGood, "seq_len: 4096", "seq_len: 131072")).find("seq_len") == std::string::npos);
+  CHECK(error_of(replace(kGood, "job: {micro_batch: 1,", "job: {seq_len: 131073, micro_batch: 1,")) ==
+        "x.yaml:19:20: plans[1].job.seq_len: 131073 is longer than llama-3.1-8b's context of 131072 tokens (its "
+        "max_context); to train past it, write model: {zoo: llama-3.1-8b, max_context: "
+        "131073} (or max_context beside hf_config)");
+  // ALiBi: MPT's own forward refuses input past max_seq_len (2048 for MPT-7B).
+  CHECK(error_of(replace(kGood, "model: llama-3.1-8b", "model: mpt-7b"))
+            .find("x.yaml:7:12: job.seq_len: 4096 is longer than mpt-7b's context of 2048 tokens") == 0);
+  // T5's bucketed relative positions record no limit: any length is accepted.
+  const std::string t5 =
+      replace(replace(kGood, "model: llama-3.1-8b", "model: t0-3b"), "seq_len: 4096", "seq_len: 200000");
+  CHECK(error_of(t5).find("seq_len") == std::string::npos);
 }
 
 TEST_CASE("all problems in a file are reported at once") {

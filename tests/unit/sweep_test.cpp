@@ -195,6 +195,37 @@ TEST_CASE("an invalid point is a row per plan with the reader's reason, not an e
   CHECK(std::get<std::string>(*bad[1].get("plan")) == "two.h100");
 }
 
+TEST_CASE("a point past the model's context is invalid, with the reader's reason naming the limit") {
+  /* Llama-3.2-1B: max_position_embeddings 131072. The point at 200000 tokens goes through the
+   * scenario reader like a file and is refused there. */
+  const auto s = make("axes:\n  - {key: job.seq_len, values: [131072, 200000]}\n");
+  for (const auto& row : s.evaluate(0)) {
+    const io::Value* why = row.get("infeasible_reason");
+    REQUIRE(why);
+    if (const auto* text = std::get_if<std::string>(why)) CHECK(text->find("invalid scenario") == std::string::npos);
+  }
+  const auto bad = s.evaluate(1);
+  REQUIRE(bad.size() == 2);
+  for (const auto& row : bad) {
+    CHECK_FALSE(std::get<bool>(*row.get("feasible")));
+    CHECK(std::get<std::string>(*row.get("infeasible_reason"))
+              .find("invalid scenario: job.seq_len: 200000 is longer than llama-3.2-1b's context of 131072 tokens") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("axis columns are plain identifiers, part by part") {
+  const auto s = make(
+      "axes:\n"
+      "  - {key: 'plans[two.h100].cluster.gpus', values: [4]}\n"
+      "  - {key: plans.*.job.micro_batch, values: [1]}\n"
+      "  - {key: job.seq_len, name: Seq Len (tokens), values: [512]}\n");
+  REQUIRE(s.axes().size() == 3);
+  CHECK(s.axes()[0].column == "axis.plans_two_h100.cluster.gpus");
+  CHECK(s.axes()[1].column == "axis.plans.job.micro_batch");
+  CHECK(s.axes()[2].column == "axis.seq_len_tokens");
+}
+
 TEST_CASE("a wrong sweep file names its line, column and key") {
   // Axis key the scenario does not have: at the axis's key (line 12 of the text), with a suggestion.
   std::string e = error_of("axes:\n  - key: job.seq_lenn\n    values: [1024]\n");
@@ -309,8 +340,7 @@ TEST_CASE("merged shards equal one unsharded run, in CSV and JSON Lines, whateve
   }
   // The columns do not depend on which rows come first: point, axes, the result fields in order.
   const std::string csv = table(sweep::OutputFormat::csv, {1, 1});
-  CHECK(csv.rfind("point,axis.job.method,axis.plans.*.cluster.gpus,plan,feasible,infeasible_reason,gpu_count,", 0) ==
-        0);
+  CHECK(csv.rfind("point,axis.job.method,axis.plans.cluster.gpus,plan,feasible,infeasible_reason,gpu_count,", 0) == 0);
   // Point 2 (dora) is invalid: its rows have only a few columns. Which rows come first does not
   // change the header.
   REQUIRE(by_point[2][0].fields.size() < by_point[0][0].fields.size());

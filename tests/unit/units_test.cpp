@@ -55,6 +55,22 @@ TEST_CASE("bad quantities say what was expected") {
     return std::string();
   }();
   CHECK(msg.find("unknown unit 'gib' (did you mean 'GiB'?)") != std::string::npos);
+  // A bare prefix means a unit that starts with it, for the quantity asked: a size "192G" is GB or
+  // GiB (edit distance alone would say "B", one deletion away); a bandwidth "25G" is GB/s or Gb/s.
+  const auto message = [](std::string_view text, Quantity kind) {
+    try {
+      parse_quantity(text, kind);
+    } catch (const UnitError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message("192G", Quantity::bytes).find("unknown unit 'G' (did you mean 'GB' or 'GiB'?)") != std::string::npos);
+  CHECK(message("192 g", Quantity::bytes).find("unknown unit 'g' (did you mean 'GB' or 'GiB'?)") != std::string::npos);
+  CHECK(message("2 Ti", Quantity::bytes).find("unknown unit 'Ti' (did you mean 'TiB'?)") != std::string::npos);
+  CHECK(message("25 G", Quantity::bandwidth).find("unknown unit 'G' (did you mean 'GB/s' or 'Gb/s'?)") !=
+        std::string::npos);
+  CHECK(message("10 k", Quantity::power).find("unknown unit 'k' (did you mean 'kW'?)") != std::string::npos);
   CHECK_THROWS_AS(parse_quantity("fast", Quantity::bandwidth), UnitError);
   CHECK_THROWS_AS(parse_quantity("2.99/h", Quantity::money_per_hour), UnitError);  // no '$'
   CHECK_THROWS_AS(parse_quantity("$700 W", Quantity::power), UnitError);
