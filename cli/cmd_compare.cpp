@@ -98,6 +98,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
                            plan::grad_accumulation_steps(s.plans[i]) == 1 ? "" : "s", j.micro_batch_auto ? " (auto)" : "");
       },
       none);
+  row("activation checkpointing", [&](std::size_t i) {
+        const auto& j = s.plans[i].job;
+        return std::string(plan::to_string(j.checkpointing)) + (j.checkpointing_auto ? " (auto)" : "");
+      },
+      none);
   row("GPUs", [&](std::size_t i) { return fmt::format("{} x {}", s.plans[i].cluster.gpus(), s.plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(s.plans[i].cluster.gpus()); });
   row("peak GPU memory", [&](std::size_t i) { return io::format_bytes(ev[i].memory.gpu_peak_bytes); },

@@ -115,25 +115,36 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
   return r;
 }
 
-void choose_micro_batch(const model::ModelSpec& model, plan::Plan& plan) {
+void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
   const int dp = std::max(1, plan::data_parallel_degree(plan));
-  const int largest = footprint::max_micro_batch(model, plan, 256);
-  int best = 1;
+  std::vector<plan::Checkpointing> ckpts = {plan.job.checkpointing};
+  if (plan.job.checkpointing_auto)
+    ckpts = {plan::Checkpointing::none, plan::Checkpointing::selective, plan::Checkpointing::full};
+  int best_mb = plan.job.micro_batch_auto ? 1 : plan.job.micro_batch;
+  plan::Checkpointing best_ckpt = plan.job.checkpointing_auto ? plan::Checkpointing::full : plan.job.checkpointing;
   double best_s = 0;
-  for (int mb = 1; mb <= largest; ++mb) {
-    if (plan.job.global_batch > 0 && plan.job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
-    plan::Plan p = plan;
-    p.job.micro_batch = mb;
-    const sim::StepResult r = sim::simulate_step(model, p);
-    if (!r.ok || r.step_time_s <= 0) continue;
-    // Without a fixed global batch each micro-batch is its own recipe: compare time per sample.
-    const double per = plan.job.global_batch > 0 ? r.step_time_s : r.step_time_s / mb;
-    if (best_s == 0 || per < best_s) {
-      best_s = per;
-      best = mb;
+  for (const auto ckpt : ckpts) {
+    plan::Plan q = plan;
+    q.job.checkpointing = ckpt;
+    const int largest = plan.job.micro_batch_auto ? footprint::max_micro_batch(model, q, 256) : plan.job.micro_batch;
+    for (int mb = plan.job.micro_batch_auto ? 1 : plan.job.micro_batch; mb <= largest; ++mb) {
+      if (plan.job.global_batch > 0 && plan.job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
+      plan::Plan p = q;
+      p.job.micro_batch = mb;
+      if (!footprint::footprint(model, p).fits) continue;
+      const sim::StepResult r = sim::simulate_step(model, p);
+      if (!r.ok || r.step_time_s <= 0) continue;
+      // Without a fixed global batch each micro-batch is its own recipe: compare time per sample.
+      const double per = plan.job.global_batch > 0 ? r.step_time_s : r.step_time_s / mb;
+      if (best_s == 0 || per < best_s) {
+        best_s = per;
+        best_mb = mb;
+        best_ckpt = ckpt;
+      }
     }
   }
-  plan.job.micro_batch = best;
+  plan.job.micro_batch = best_mb;
+  plan.job.checkpointing = best_ckpt;
 }
 
 Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,

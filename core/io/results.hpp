@@ -34,11 +34,12 @@ struct Evaluation {
   bool feasible() const { return memory.fits && step.ok; }
   std::string reason() const { return !memory.fits ? memory.infeasible_reason : step.problem; }
 };
-// micro_batch: auto: sets plan.job.micro_batch to the micro-batch whose simulated step is fastest
-// among those that fit and split the global batch over the data-parallel ranks (every micro-batch
-// count trains the same recipe, so the fastest step is the shortest job); 1 when none fits.
+// micro_batch: auto and activation_checkpointing: auto: sets the open knobs to the combination
+// whose simulated step is fastest among those that fit and split the global batch over the
+// data-parallel ranks (every choice trains the same recipe, so the fastest step is the shortest
+// job); micro-batch 1 and full checkpointing when nothing fits. Knobs the plan fixes stay.
 // Deterministic, so every verb that reads the scenario makes the same choice.
-void choose_micro_batch(const model::ModelSpec& model, plan::Plan& plan);
+void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan);
 
 // Dollars follow the plan's own cost settings (plan::Plan::cost).
 Evaluation evaluate(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options = {},

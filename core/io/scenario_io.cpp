@@ -123,7 +123,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {
     v.take("micro_batch");
     job.micro_batch_auto = true;
-    job.micro_batch = 1;  // until chosen per plan (io::choose_micro_batch)
+    job.micro_batch = 1;  // until chosen per plan (io::choose_open_knobs)
   } else if (v.get("micro_batch", job.micro_batch, 1, 1'000'000)) {
     job.micro_batch_auto = false;
   }
@@ -151,8 +151,16 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   } else {
     v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
   }
-  v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
-                            {{"none", Checkpointing::none}, {"selective", Checkpointing::selective}, {"full", Checkpointing::full}});
+  if (v.has("activation_checkpointing") && v.raw()["activation_checkpointing"].IsScalar() &&
+      v.raw()["activation_checkpointing"].Scalar() == "auto") {
+    v.take("activation_checkpointing");
+    job.checkpointing_auto = true;
+    job.checkpointing = Checkpointing::none;  // until chosen per plan (io::choose_open_knobs)
+  } else if (v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
+                                       {{"none", Checkpointing::none}, {"selective", Checkpointing::selective},
+                                        {"full", Checkpointing::full}, {"auto", Checkpointing::none}})) {
+    job.checkpointing_auto = false;
+  }
   v.get_enum<AttentionImpl>("attention", job.attention,
                             {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager},
                              {"flash-v1", AttentionImpl::flash_v1}});
@@ -611,7 +619,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
       }
     }
     if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
-    if (p.job.micro_batch_auto) choose_micro_batch(s.model, p);
+    if (p.job.micro_batch_auto || p.job.checkpointing_auto) choose_open_knobs(s.model, p);
     s.plans.push_back(std::move(p));
   }
   root.finish();

@@ -221,3 +221,26 @@ TEST_CASE("micro_batch: auto runs each plan at its fastest micro-batch that fits
   CHECK(s.plans[0].job.micro_batch == 1);
   CHECK(s.plans[1].job.micro_batch == 4);
 }
+
+TEST_CASE("activation_checkpointing: auto picks, with the micro-batch, the fastest combination that fits") {
+  /* Llama-3.2-1B full fine-tune on one H100, global batch 16: without checkpointing the step
+   * recomputes nothing, and micro-batches up to 16 fit; auto must find a combination no other
+   * fitting, dividing (micro-batch, checkpointing) beats, and it is not full checkpointing. */
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: auto, global_batch: 16, "
+      "steps: 1, activation_checkpointing: auto, framework: hf-trainer}\nplans:\n  - name: p\n"
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
+      "auto.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto& p = s.plans[0];
+  CHECK(p.job.checkpointing_auto);
+  CHECK(p.job.checkpointing != plan::Checkpointing::full);
+  const double chosen = sim::simulate_step(s.model, p).step_time_s;
+  for (auto c : {plan::Checkpointing::none, plan::Checkpointing::selective, plan::Checkpointing::full})
+    for (int mb : {1, 2, 4, 8, 16}) {
+      plan::Plan q = p;
+      q.job.checkpointing = c;
+      q.job.micro_batch = mb;
+      if (!footprint::footprint(s.model, q).fits) continue;
+      CHECK(sim::simulate_step(s.model, q).step_time_s >= chosen);
+    }
+}
