@@ -207,16 +207,17 @@ std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan:
     if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes});
   };
   const plan::Job& job = plan.job;
-  const int dp = plan::data_parallel_degree(plan);
-  // Micro-batch: the largest smaller one that splits the global batch (more accumulation steps).
-  for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
-    plan::Plan p = plan;
-    p.job.micro_batch = mb;
-    if (job.global_batch > 0 && job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
-    if (!footprint(model, p).fits) continue;
-    consider(fmt::format("micro-batch {} ({} accumulation steps)", mb, plan::grad_accumulation_steps(p)), p);
-    break;
-  }
+  // The largest micro-batch below the plan's that splits the global batch and fits with `p`'s
+  // other settings (more accumulation steps), as a change; none when no smaller one fits.
+  const auto smaller_micro_batch = [&](plan::Plan p, const std::string& also) {
+    for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
+      p.job.micro_batch = mb;
+      if (!plan::splits_global_batch(p, mb) || !footprint(model, p).fits) continue;
+      consider(fmt::format("micro-batch {} ({} accumulation steps){}", mb, plan::grad_accumulation_steps(p), also), p);
+      return;
+    }
+  };
+  smaller_micro_batch(plan, "");
   // Activation checkpointing.
   for (auto c : {plan::Checkpointing::selective, plan::Checkpointing::full})
     if (static_cast<int>(c) > static_cast<int>(job.checkpointing)) {
@@ -225,23 +226,16 @@ std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan:
       p.job.checkpoint_every = 1;
       consider(fmt::format("activation checkpointing {}", plan::to_string(c)), p);
     }
-  // Both of the above, when neither alone is enough: full checkpointing at the largest micro-batch
-  // that then fits.
-  if (out.empty() && job.checkpointing != plan::Checkpointing::full)
-    for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
-      plan::Plan p = plan;
-      p.job.micro_batch = mb;
-      p.job.checkpointing = plan::Checkpointing::full;
-      p.job.checkpoint_every = 1;
-      if (job.global_batch > 0 && job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
-      if (!footprint(model, p).fits) continue;
-      consider(fmt::format("micro-batch {} ({} accumulation steps) and activation checkpointing full", mb,
-                           plan::grad_accumulation_steps(p)),
-               p);
-      break;
-    }
+  // Both of the above, when neither alone is enough.
+  if (out.empty() && job.checkpointing != plan::Checkpointing::full) {
+    plan::Plan p = plan;
+    p.job.checkpointing = plan::Checkpointing::full;
+    p.job.checkpoint_every = 1;
+    smaller_micro_batch(p, " and activation checkpointing full");
+  }
   // Sharding, as the framework does it.
   const Framework fw = job.framework;
+  const int dp = plan::data_parallel_degree(plan);
   if (fw == Framework::deepspeed) {
     for (int z = plan.parallel.zero + 1; z <= 3; ++z) {
       plan::Plan p = plan;

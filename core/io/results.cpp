@@ -116,7 +116,6 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
 }
 
 void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
-  const int dp = std::max(1, plan::data_parallel_degree(plan));
   std::vector<plan::Checkpointing> ckpts = {plan.job.checkpointing};
   if (plan.job.checkpointing_auto)
     ckpts = {plan::Checkpointing::none, plan::Checkpointing::selective, plan::Checkpointing::full};
@@ -128,7 +127,7 @@ void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
     q.job.checkpointing = ckpt;
     const int largest = plan.job.micro_batch_auto ? footprint::max_micro_batch(model, q, 256) : plan.job.micro_batch;
     for (int mb = plan.job.micro_batch_auto ? 1 : plan.job.micro_batch; mb <= largest; ++mb) {
-      if (plan.job.global_batch > 0 && plan.job.global_batch % (static_cast<std::int64_t>(mb) * dp) != 0) continue;
+      if (!plan::splits_global_batch(plan, mb)) continue;
       plan::Plan p = q;
       p.job.micro_batch = mb;
       if (!footprint::footprint(model, p).fits) continue;

@@ -152,6 +152,11 @@ const std::vector<std::string>& lora_target_names() {
   return names;
 }
 
+bool splits_global_batch(const Plan& plan, int micro_batch) {
+  const std::int64_t per_step = static_cast<std::int64_t>(micro_batch) * data_parallel_degree(plan);
+  return plan.job.global_batch <= 0 || per_step <= 0 || plan.job.global_batch % per_step == 0;
+}
+
 int data_parallel_degree(const Plan& plan) {
   if (plan.parallel.dp > 0) return plan.parallel.dp;
   const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;
@@ -311,7 +316,7 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
                                             to_string(plan.job.checkpointing)));
 
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
-  if (plan.job.global_batch > 0 && per_step > 0 && plan.job.global_batch % per_step != 0)
+  if (!splits_global_batch(plan, plan.job.micro_batch))
     bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",
                                         plan.job.global_batch, plan.job.micro_batch, dp, per_step));
 

@@ -25,6 +25,9 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job);
 
 // Data-parallel degree of a plan: parallel.dp if given, else GPUs / (tp x pp x cp).
 int data_parallel_degree(const Plan& plan);
+// Whether `micro_batch` per rank splits the plan's global batch over its data-parallel ranks into
+// whole accumulation steps (true when the job sets no global batch).
+bool splits_global_batch(const Plan& plan, int micro_batch);
 // Micro-batches per optimizer step on each data-parallel rank (gradient accumulation steps).
 std::int64_t grad_accumulation_steps(const Plan& plan);
 // Global batch in samples (the job's, or micro_batch x dp when the job leaves it unset).
