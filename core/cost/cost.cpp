@@ -205,14 +205,17 @@ PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, 
 
 PowerReport power(const plan::Plan& p, const Timeline& t) {
   PowerReport r = power_of_step(p, t.intervals, t.step_s);
-  if (t.repeats <= 0) return r;
-  // The steady-state shortcut: energy and waiting GPU time extrapolate exactly from the k1 and
-  // k2 runs (sim/timeline.hpp). The highest 1-second average is the k1 step's: it holds the
-  // step's head, its tail and a stretch of the steady state.
-  const PowerReport fewer = power_of_step(p, t.fewer_intervals, t.fewer_step_s);
+  if (t.partials.empty()) return r;
+  // The simulator's shortcuts: energy and waiting GPU time extrapolate exactly from the main and
+  // partial runs (sim/timeline.hpp). The highest 1-second average is the main step's: it holds
+  // the step's head, its tail and a stretch of the steady state.
+  const PowerReport main = r;
+  for (const auto& q : t.partials) {
+    const PowerReport part = power_of_step(p, q.intervals, q.step_s);
+    r.energy_per_step_j += q.weight * (main.energy_per_step_j - part.energy_per_step_j);
+    r.gpu_idle_s_per_step += q.weight * (main.gpu_idle_s_per_step - part.gpu_idle_s_per_step);
+  }
   const double whole_s = t.whole_step_s();
-  r.energy_per_step_j = sim::extrapolate(r.energy_per_step_j, fewer.energy_per_step_j, t.repeats);
-  r.gpu_idle_s_per_step = sim::extrapolate(r.gpu_idle_s_per_step, fewer.gpu_idle_s_per_step, t.repeats);
   r.average_power_w = whole_s > 0 ? r.energy_per_step_j / whole_s : 0;
   return r;
 }

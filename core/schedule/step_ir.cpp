@@ -112,8 +112,9 @@ Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int layer, i
 
 class Builder {
  public:
-  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches, bool names)
-      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names) {
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches, bool names,
+          PipelineView view)
+      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names), view_(view) {
     tp_ = std::max(1, p.parallel.tp);
     cp_ = std::max(1, p.parallel.cp);
     dp_ = plan::data_parallel_degree(p);
@@ -264,6 +265,7 @@ class Builder {
   int micro_override_ = 0;
   double load_ = 1.0;  // routed tokens an expert rank computes, relative to the even share
   bool names_ = true;
+  PipelineView view_;
   // An op's or tensor's name, formatted only when names are wanted (traces, dry-run messages).
   template <class... Args>
   std::string name(fmt::format_string<Args...> f, Args&&... args) const {
@@ -728,15 +730,20 @@ StepIR Builder::build() {
   const int layers = inv_.layers;
   // Pipeline: this stage runs `chunks` model chunks (virtual stages chunk x pp + stage under
   // interleaved 1F1B, Narayanan et al. 2021 sec. 2.2.2), each an even share of the layers.
-  const int pp = std::max(1, p_.parallel.pp), stage = inv_.stage;
-  const int chunks = pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved
+  // The layers come from the plan's stage (the inventory's); the schedule, the point-to-point
+  // peers and tags from the stage's place in the pipeline simulated (PipelineView: the plan's own
+  // unless the simulator runs a shortened pipeline).
+  const int real_pp = std::max(1, p_.parallel.pp);
+  const int pp = view_.stages > 0 ? view_.stages : real_pp;
+  const int stage = view_.stages > 0 ? view_.position : inv_.stage;
+  const int chunks = real_pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved
                          ? std::max(1, p_.parallel.virtual_stages)
                          : 1;
   const int virtual_stages = pp * chunks;
   const int chunk_layers = layers / chunks;
   std::vector<int> layer_of(layers);  // model layer of each of this stage's layers, chunk by chunk
   for (int c = 0; c < chunks; ++c) {
-    const int first = inventory::stage_layers(m_.total_layers(), virtual_stages, c * pp + stage,
+    const int first = inventory::stage_layers(m_.total_layers(), real_pp * chunks, c * real_pp + inv_.stage,
                                               p_.parallel.first_stage_layers, p_.parallel.last_stage_layers)
                           .first;
     for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
@@ -751,7 +758,7 @@ StepIR Builder::build() {
   // collectives): growing the array would move each op several times.
   ir_.ops.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 64 + 256);
   ir_.tensors.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 8 + 64);
-  ir_.stage = inv_.stage;
+  ir_.stage = stage;
   const plan::Offload& off = p_.offload;
   const int shard = inv_.shard_degree;
   const auto micro_name = [&](const std::string& base, int mb) {
@@ -1370,9 +1377,10 @@ std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std
 }
 
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
-                  int micro_batches, bool names) {
+                  int micro_batches, bool names, PipelineView view) {
   if (std::string why = too_large(model, plan, micro_batches); !why.empty()) throw std::length_error(why);
-  return Builder(model, plan, inventory, micro_batches, names).build();
+  FTPLAN_ASSERT(view.stages <= 0 || (view.position >= 0 && view.position < view.stages), "a view's stage lies in it");
+  return Builder(model, plan, inventory, micro_batches, names, view).build();
 }
 
 std::vector<std::string> dry_run(const StepIR& ir) {

@@ -170,8 +170,18 @@ std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std
 // extrapolation); 0 builds them all.
 // `names` false leaves ops' and tensors' names empty (faster; the simulator wants them only for traces).
 // Throws std::length_error (too_large's message) beyond kMaxLayerPasses.
+// Where a stage sits in the pipeline being simulated, when that is not the plan's own: the
+// simulator's shortened pipeline (sim/simulate.cpp, stage symmetry) runs the plan's first stage,
+// some of its identical middle stages and its last stage as a pipeline of `stages`; the stage's
+// schedule (warm-up length), peers and tags follow `position` in it, its layers and memory the
+// inventory's stage. stages 0: the plan's pipeline.
+struct PipelineView {
+  int stages = 0;
+  int position = 0;
+};
+
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
-                  int micro_batches = 0, bool names = true);
+                  int micro_batches = 0, bool names = true, PipelineView view = {});
 
 // Walks the IR in order and checks that every op finds the tensors it reads live in their tier,
 // that nothing is freed twice or used after free, and that deps point backwards. Returns the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -426,6 +427,20 @@ struct StageRun {
   std::vector<Interval> intervals;
   double nvme_written = 0;
   std::vector<double> backward_end_s;  // per micro-batch: when its last backward kernel ended
+  // Per stage, per tier (gpu, host, nvme): the pool's high-water mark up to the end of the
+  // stage's last backward kernel (the pipeline's in-flight activations) and after it (the
+  // optimizer step), for the shortened pipeline's extrapolation (run_step fills it).
+  // `steady` is the high-water mark from the first backward kernel's start to the last forward's
+  // end (the pipeline's steady state, the stage's in-flight micro-batches all held), `ramp` the
+  // one before and after it up to the last backward's end (the warm-up and the drain), `after`
+  // the one after that (the optimizer step); `held` the live bytes as the first backward starts.
+  struct PhasePeaks {
+    double steady[3] = {0, 0, 0};
+    double ramp[3] = {0, 0, 0};
+    double after[3] = {0, 0, 0};
+    double held[3] = {0, 0, 0};
+  };
+  std::vector<PhasePeaks> stage_peaks;
   // Busy time of the comm and comm-reduce streams between the first and the last micro-batch's
   // backward end (the steady state, for extrapolating the SM-sharing probe).
   double comm_window_s[2] = {0, 0};
@@ -967,9 +982,11 @@ std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const
 // stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
 // the GPU memory high-water mark over all stages, and that stage in `stage_out`.
 // `irs` are the stages' step IRs (build_stages).
+// `real_stage[s]` is the plan's stage that irs[s] runs (a shortened pipeline's; empty: irs[s] is stage s).
 StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                  int& stage_out, double compute_slowdown, bool full, bool activity) {
-  const int pp = std::max(1, p.parallel.pp);
+                  int& stage_out, double compute_slowdown, bool full, bool activity,
+                  const std::vector<int>& real_stage = {}) {
+  const int pp = static_cast<int>(irs.size());
   const Topology topo = topology_of(p, eff);
   const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
   const int ranks_between_stages = std::max(1, tp * cp * dp);
@@ -987,7 +1004,7 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
   if (!full) {
     for (int s = 0; s < pp; ++s) {
       RankPlace place;
-      place.prefix = pp > 1 ? fmt::format("stage {} ", s) : std::string();
+      place.prefix = pp > 1 ? fmt::format("stage {} ", real_stage.empty() ? s : real_stage[s]) : std::string();
       const RankLinks links = representative_links(e, p, irs[s], topo, eff, place.prefix);
       reported[s] = s;
       lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, links, place, sends,
@@ -1012,8 +1029,35 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
   double best_busy = -1, peaks[3] = {0, 0, 0};
   for (std::size_t i = 0; i < lowered.size(); ++i)
     for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
+  std::vector<StageRun::PhasePeaks> stage_peaks(pp);
   for (int s = 0; s < pp; ++s) {
     StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
+    {
+      const Lowered& l = lowered[reported[s]];
+      des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
+      for (std::size_t i = 0; i < irs[s].ops.size(); ++i) {
+        const Op& op = irs[s].ops[i];
+        if (op.stream != Stream::compute || !gpu_kernel(op)) continue;
+        if (op.pass == schedule::Pass::backward) {
+          first_backward = std::min(first_backward, l.start(r, i));
+          last_backward = std::max(last_backward, l.end(r, i));
+        } else if (op.pass == schedule::Pass::forward) {
+          last_forward = std::max(last_forward, l.end(r, i));
+        }
+      }
+      StageRun::PhasePeaks& pk = stage_peaks[s];
+      for (int t = 0; t < 3; ++t) {
+        const auto& series = r.pool_series[l.pools[t].index];
+        for (const des::PoolSample& x : series) {
+          if (x.time < first_backward) pk.held[t] = x.live_bytes;
+          double& peak = x.time > last_backward                            ? pk.after[t]
+                         : x.time >= first_backward && x.time <= last_forward ? pk.steady[t]
+                                                                           : pk.ramp[t];
+          peak = std::max(peak, x.live_bytes);
+        }
+        pk.steady[t] = std::max(pk.steady[t], pk.held[t]);
+      }
+    }
     if (run.compute_s > best_busy) {
       best_busy = run.compute_s;
       best = s;
@@ -1022,6 +1066,7 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
   }
   if (activity && pp > 1) out = collect_stage(e, r, irs[best], lowered[reported[best]], true);  // the busiest stage's timeline
   for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
+  out.stage_peaks = std::move(stage_peaks);
   if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
   if (!problem.empty()) out.problem = problem;
   if (!r.out_of_memory.empty()) {
@@ -1042,14 +1087,187 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
   return out;
 }
 
+// What a simulated step gives the result: the reported stage's run (every additive figure
+// already extrapolated to the whole step where a shortcut was taken), its per-rank FLOPs and
+// its timeline for the power model.
+struct Simulated {
+  StageRun run;
+  int stage = 0;
+  double model_flops = 0, hardware_flops = 0, frozen_grad_flops = 0;
+  Timeline timeline;
+};
+
+// main + sum of w x (main - other) for every additive figure of a stage's run (sim/timeline.hpp):
+// step, compute and exposed time, NVMe bytes, each stream's busy time, each link's bytes and busy
+// time (matched by name).
+StageRun extrapolate_run(const StageRun& main, const std::vector<std::pair<const StageRun*, double>>& others) {
+  StageRun out = main;
+  for (const auto& [o, w] : others) {
+    out.step_s += w * (main.step_s - o->step_s);
+    out.compute_s += w * (main.compute_s - o->compute_s);
+    out.exposed_comm_s += w * (main.exposed_comm_s - o->exposed_comm_s);
+    out.nvme_written += w * (main.nvme_written - o->nvme_written);
+    for (std::size_t i = 0; i < out.streams.size(); ++i) {
+      const auto it = std::find_if(o->streams.begin(), o->streams.end(), [&](const StreamUse& x) { return x.name == main.streams[i].name; });
+      out.streams[i].busy_s += w * (main.streams[i].busy_s - (it == o->streams.end() ? 0.0 : it->busy_s));
+    }
+    for (std::size_t i = 0; i < out.links.size(); ++i) {
+      const auto it = std::find_if(o->links.begin(), o->links.end(), [&](const LinkUse& x) { return x.name == main.links[i].name; });
+      out.links[i].bytes += w * (main.links[i].bytes - (it == o->links.end() ? 0.0 : it->bytes));
+      out.links[i].busy_s += w * (main.links[i].busy_s - (it == o->links.end() ? 0.0 : it->busy_s));
+    }
+  }
+  for (auto& st : out.streams) st.utilization = out.step_s > 0 ? st.busy_s / out.step_s : 0;
+  for (auto& l : out.links) l.utilization = out.step_s > 0 ? l.busy_s / out.step_s : 0;
+  return out;
+}
+
+// The busier of the reported stage's communication streams (NCCL's kernels), seconds.
+double comm_busy_s(const StageRun& run) {
+  double busy = 0;
+  for (const auto& st : run.streams)
+    if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) busy = std::max(busy, st.busy_s);
+  return busy;
+}
+
+// NCCL kernels take SMs from the compute kernels they overlap with: compute slows by the SMs'
+// share NCCL holds for the fraction of the step its streams are busy (capped at half the SMs).
+double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, double step_s) {
+  const double overlap = step_s > 0 ? std::min(1.0, comm_busy / step_s) : 0.0;
+  return 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(eff.nccl_sms) / sms));
+}
+
+// Pipelines from this many stages are simulated shortened (shortened_pipeline).
+constexpr int kShortenFromStages = 6;
+
+// Stage symmetry (performance issue): the middle stages of a 1F1B pipeline run the same work, and
+// a 1F1B step with uniform stages lasts (m + pp - 1) slots (Narayanan et al. 2021 sec. 2.2.1): each
+// further stage adds a slot of the pipeline's fill and drain, each further micro-batch one of its
+// steady state, and neither changes what the other adds. So the step of pp stages and M
+// micro-batches is simulated as three short pipelines of the plan's own stages, A = 4 stages
+// (first, two middle, last) x 8 micro-batches, B = 3 stages x 8 and C = 4 stages x 4, and every
+// additive figure is f(A) + (pp - 4)(f(A) - f(B)) + (M - 8)/4 (f(A) - f(C)) (sim/timeline.hpp).
+// Interleaved 1F1B (sec. 2.2.2: (m + (pp - 1)/v) chunk slots, also linear in each) the same with
+// 12, 12 and 8 micro-batches, whole groups of 4 and 3 stages.
+// The SM-sharing probe is extrapolated the same way. Memory: a 1F1B stage s holds min(pp - s, M)
+// micro-batches' activations (ibid.; interleaved: (pp - s - 1) 2 + (v - 1) pp + 1 chunks', v + 1
+// more per stage), so through its steady state the first stage and the first middle stage hold
+// (pp - 4) x (what A's stage holds more than B's as its first backward starts) more than in A;
+// their warm-up and drain, what follows (the optimizer step) and the last stage are A's own.
+// Taken only where it is exact in that sense: representative fidelity, no trace, the shortcut on,
+// 1F1B with pp >= kShortenFromStages and M >= pp (every warm-up whole; interleaved: M a multiple of
+// pp and at least 12), a decoder whose middle
+// stages hold the same kinds of layers, no NVMe traffic (a drive's write rate depends on the whole
+// step's bytes) and memory more than 2% below every pool's capacity (else the whole pipeline is
+// simulated, for the exact verdict and its message). Otherwise nullopt: the caller simulates the
+// plan's pipeline. tests/unit/simulate_test.cpp bounds it against the whole simulation.
+std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+  const int pp = std::max(1, p.parallel.pp);
+  const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
+  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
+      pp < kShortenFromStages || p.parallel.schedule == plan::PipelineSchedule::gpipe || accumulation < pp ||
+      m.architecture == model::Architecture::encoder_decoder)
+    return std::nullopt;
+  // Interleaved 1F1B runs micro-batches in groups of pp (Megatron requires whole groups): the
+  // short pipelines' counts are whole groups of 3 and of 4 stages, and the plan's of pp.
+  if (interleaved && accumulation % pp != 0) return std::nullopt;
+  // The middle stages' layers, chunk by chunk and kind by kind (MoE or dense, local or global attention).
+  const int chunks = interleaved ? p.parallel.virtual_stages : 1;
+  std::vector<int> first_middle;
+  for (int s = 1; s < pp - 1; ++s) {
+    std::vector<int> kinds;
+    for (int c = 0; c < chunks; ++c) {
+      const auto [a, b] = inventory::stage_layers(m.total_layers(), pp * chunks, c * pp + s,
+                                                  p.parallel.first_stage_layers, p.parallel.last_stage_layers);
+      kinds.push_back(-(b - a));
+      for (int l = a; l < b; ++l)
+        kinds.push_back((l < m.layers && m.is_moe_layer(l) ? 1 : 0) | (l < m.layers && m.is_local_layer(l) ? 2 : 0));
+    }
+    if (s == 1) first_middle = std::move(kinds);
+    else if (kinds != first_middle) return std::nullopt;
+  }
+  const int k_long = static_cast<int>(std::min<std::int64_t>(accumulation, interleaved ? 12 : 8));
+  const int k_short = interleaved ? 8 : 4;
+  if (interleaved && accumulation < 12) return std::nullopt;
+  struct Shape {
+    std::vector<int> real;  // the plan's stage at each position
+    int micro;
+  };
+  const Shape shapes[3] = {{{0, 1, 2, pp - 1}, k_long}, {{0, 1, pp - 1}, k_long}, {{0, 1, 2, pp - 1}, k_short}};
+  const double w_stages = pp - 4;
+  const double w_micro = static_cast<double>(accumulation - k_long) / (k_long - k_short);
+  std::map<int, inventory::Inventory> inventories;
+  for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
+  std::vector<schedule::StepIR> irs[3];
+  for (int i = 0; i < 3; ++i) {
+    const int q = static_cast<int>(shapes[i].real.size());
+    for (int pos = 0; pos < q; ++pos) {
+      irs[i].push_back(schedule::build_step(m, p, inventories.at(shapes[i].real[pos]), shapes[i].micro, false,
+                                            schedule::PipelineView{q, pos}));
+      if (schedule::nvme_written_bytes(irs[i].back()) > 0) return std::nullopt;
+    }
+  }
+  double slowdown = 1.0;
+  if (multi_gpu) {
+    StageRun probe[3];
+    int stage[3] = {0, 0, 0};
+    for (int i = 0; i < 3; ++i) probe[i] = run_step(p, eff, false, irs[i], stage[i], 1.0, false, false, shapes[i].real);
+    if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
+      return std::nullopt;
+    const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_stages}, {&probe[2], w_micro}});
+    slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
+  }
+  StageRun run[3];
+  int stage[3] = {0, 0, 0};
+  for (int i = 0; i < 3; ++i) {
+    run[i] = run_step(p, eff, false, irs[i], stage[i], slowdown, false, true, shapes[i].real);
+    if (!run[i].problem.empty()) return std::nullopt;
+  }
+  if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
+    return std::nullopt;
+  Simulated sim;
+  sim.run = extrapolate_run(run[0], {{&run[1], w_stages}, {&run[2], w_micro}});
+  // Memory: positions 0 and 1 of A are the plan's stages 0 and 1 (B's too); the last position is
+  // the plan's last stage.
+  const plan::Cluster& c = p.cluster;
+  double nvme_capacity = 0;
+  for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
+  const double capacity[3] = {c.gpu.usable_memory_bytes, c.host.dram_bytes / c.host_ranks(),
+                              std::max(1.0, nvme_capacity / c.host_ranks())};
+  const auto& a = run[0].stage_peaks;
+  const auto& b = run[1].stage_peaks;
+  for (int t = 0; t < 3; ++t) {
+    // The last stage holds one micro-batch whatever the depth: A's own. The first and the first
+    // middle stage hold one more per further stage through their steady state: A's, raised by
+    // what one more stage in front adds (A's held bytes over B's as the first backward starts).
+    double peak = std::max(a.back().steady[t], a.back().ramp[t]);
+    for (const auto& x : a) peak = std::max(peak, x.after[t]);
+    for (int pos : {0, 1})
+      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[pos].held[t] - b[pos].held[t])});
+    if (peak > 0.98 * capacity[t]) return std::nullopt;
+    sim.run.peak[t] = peak;
+  }
+  const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]], &ic = irs[2][stage[2]];
+  const auto more = [&](double fa, double fb, double fc) { return fa + w_stages * (fa - fb) + w_micro * (fa - fc); };
+  sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, ic.model_flops_per_rank);
+  sim.hardware_flops = more(ia.hardware_flops_per_rank, ib.hardware_flops_per_rank, ic.hardware_flops_per_rank);
+  sim.frozen_grad_flops = more(ia.frozen_weight_grad_flops_per_rank, ib.frozen_weight_grad_flops_per_rank,
+                               ic.frozen_weight_grad_flops_per_rank);
+  sim.stage = shapes[0].real[stage[0]];
+  sim.timeline.intervals = run[0].intervals;
+  sim.timeline.step_s = run[0].step_s;
+  sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_stages});
+  sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_micro});
+  return sim;
+}
+
 }  // namespace
 
 StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                          const Efficiency* efficiency) {
   StepResult res;
   res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
-  StageRun worst;
-  double model_flops_per_rank = 0, hardware_flops_per_rank = 0, frozen_grad_flops_per_rank = 0;
   // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
   // much of the step the communication streams are busy, slow the compute kernels by the SM
   // share they lose for that fraction of the time, and simulate again.
@@ -1098,76 +1316,58 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       return res;
     }
   }
-  // The probe and the step simulate the same IR (only kernel durations differ): built once.
-  std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
-  std::vector<schedule::StepIR> fewer_irs;
-  if (shortcut) {
-    fewer_irs = build_stages(m, p, k2, false);
-    // A drive's write rate depends on how much of the whole step its cache absorbs.
-    for (std::size_t s = 0; s < irs.size(); ++s) {
-      const double whole = extrapolate(schedule::nvme_written_bytes(irs[s]), schedule::nvme_written_bytes(fewer_irs[s]), repeats);
-      irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
-    }
-  }
-  if (sms > 0 && p.cluster.gpus() > 1) {
-    int probe_stage = 0;
-    const StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
-    double comm_busy = 0, probe_step = probe.step_s;
-    for (const auto& st : probe.streams)
-      if (st.name.ends_with("comm") || st.name.ends_with("comm-reduce")) comm_busy = std::max(comm_busy, st.busy_s);
-    // Under the shortcut the probe saw k1 micro-batches: extend its busy time and step by the
-    // steady state's per micro-batch, as the step itself is extended below.
-    const auto& ends = probe.backward_end_s;
-    if (shortcut && pp == 1 && ends.size() >= 2 && ends.back() > ends.front()) {
-      const double n = static_cast<double>(ends.size() - 1), extra = static_cast<double>(accumulation - k1);
-      double busy[2] = {0, 0};
-      for (const auto& st : probe.streams) {
-        if (st.name.ends_with("comm-reduce")) busy[1] = st.busy_s;
-        else if (st.name.ends_with("comm")) busy[0] = st.busy_s;
+  const bool multi_gpu = sms > 0 && p.cluster.gpus() > 1;
+  Simulated sim;
+  if (auto shortened = shortened_pipeline(m, p, options, res.efficiency, accumulation, multi_gpu)) {
+    sim = std::move(*shortened);
+  } else {
+    // The probe and the step simulate the same IR (only kernel durations differ): built once.
+    std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
+    std::vector<schedule::StepIR> fewer_irs;
+    if (shortcut) {
+      fewer_irs = build_stages(m, p, k2, false);
+      // A drive's write rate depends on how much of the whole step its cache absorbs.
+      for (std::size_t s = 0; s < irs.size(); ++s) {
+        const double whole = extrapolate(schedule::nvme_written_bytes(irs[s]), schedule::nvme_written_bytes(fewer_irs[s]), repeats);
+        irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
       }
-      comm_busy = std::max(busy[0] + extra * probe.comm_window_s[0] / n, busy[1] + extra * probe.comm_window_s[1] / n);
-      probe_step += extra * (ends.back() - ends.front()) / n;
     }
-    const double overlap = probe_step > 0 ? std::min(1.0, comm_busy / probe_step) : 0.0;
-    slowdown = 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(res.efficiency.nccl_sms) / sms));
-  }
-  {
-    StageRun run = run_step(p, res.efficiency, options.trace, irs, res.stage, slowdown, full, true);
-    model_flops_per_rank = irs[res.stage].model_flops_per_rank;
-    hardware_flops_per_rank = irs[res.stage].hardware_flops_per_rank;
-    frozen_grad_flops_per_rank = irs[res.stage].frozen_weight_grad_flops_per_rank;
-    res.timeline.step_s = run.step_s;
+    if (multi_gpu) {
+      // The probe sees the whole step: under the shortcut its k1 and k2 runs extrapolated the
+      // same way as the step's.
+      int probe_stage = 0;
+      StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
+      if (shortcut) {
+        const StageRun fewer = run_step(p, res.efficiency, false, fewer_irs, probe_stage, 1.0, full, false);
+        probe = extrapolate_run(probe, {{&fewer, repeats}});
+      }
+      slowdown = sm_sharing_slowdown(res.efficiency, sms, comm_busy_s(probe), probe.step_s);
+    }
+    StageRun run = run_step(p, res.efficiency, options.trace, irs, sim.stage, slowdown, full, true);
+    sim.model_flops = irs[sim.stage].model_flops_per_rank;
+    sim.hardware_flops = irs[sim.stage].hardware_flops_per_rank;
+    sim.frozen_grad_flops = irs[sim.stage].frozen_weight_grad_flops_per_rank;
+    sim.timeline.step_s = run.step_s;
+    sim.timeline.intervals = run.intervals;
     if (shortcut) {
       // Every further micro-batch repeats the same work: each additive figure grows by its
       // difference between the k1 and k2 runs per (k1 - k2) micro-batches. The same stage is
       // compared in both runs (a pipeline's bottleneck stage does not change with the count).
-      int fewer_stage = res.stage;
-      const StageRun less = run_step(p, res.efficiency, false, fewer_irs, fewer_stage, slowdown, full, true);
-      const auto more = [&](double& at_k1, double at_k2) { at_k1 = extrapolate(at_k1, at_k2, repeats); };
-      more(model_flops_per_rank, fewer_irs[res.stage].model_flops_per_rank);
-      more(hardware_flops_per_rank, fewer_irs[res.stage].hardware_flops_per_rank);
-      more(frozen_grad_flops_per_rank, fewer_irs[res.stage].frozen_weight_grad_flops_per_rank);
-      res.timeline.fewer_step_s = less.step_s;
-      res.timeline.fewer_intervals = less.intervals;
-      res.timeline.repeats = repeats;
-      more(run.step_s, less.step_s);
-      more(run.compute_s, less.compute_s);
-      more(run.exposed_comm_s, less.exposed_comm_s);
-      more(run.nvme_written, less.nvme_written);
-      for (auto& st : run.streams) {
-        const auto it = std::find_if(less.streams.begin(), less.streams.end(), [&](const StreamUse& x) { return x.name == st.name; });
-        more(st.busy_s, it == less.streams.end() ? 0.0 : it->busy_s);
-      }
-      for (auto& l : run.links) {
-        const auto it = std::find_if(less.links.begin(), less.links.end(), [&](const LinkUse& x) { return x.name == l.name; });
-        more(l.bytes, it == less.links.end() ? 0.0 : it->bytes);
-        more(l.busy_s, it == less.links.end() ? 0.0 : it->busy_s);
-      }
-      for (auto& st : run.streams) st.utilization = run.step_s > 0 ? st.busy_s / run.step_s : 0;
-      for (auto& l : run.links) l.utilization = run.step_s > 0 ? l.busy_s / run.step_s : 0;
+      int fewer_stage = sim.stage;
+      StageRun less = run_step(p, res.efficiency, false, fewer_irs, fewer_stage, slowdown, full, true);
+      sim.model_flops = extrapolate(sim.model_flops, fewer_irs[sim.stage].model_flops_per_rank, repeats);
+      sim.hardware_flops = extrapolate(sim.hardware_flops, fewer_irs[sim.stage].hardware_flops_per_rank, repeats);
+      sim.frozen_grad_flops = extrapolate(sim.frozen_grad_flops, fewer_irs[sim.stage].frozen_weight_grad_flops_per_rank, repeats);
+      sim.timeline.partials.push_back({std::move(less.intervals), less.step_s, repeats});
+      run = extrapolate_run(run, {{&less, repeats}});
     }
-    worst = std::move(run);
+    sim.run = std::move(run);
   }
+  res.stage = sim.stage;
+  res.timeline = std::move(sim.timeline);
+  StageRun& worst = sim.run;
+  const double model_flops_per_rank = sim.model_flops, hardware_flops_per_rank = sim.hardware_flops,
+               frozen_grad_flops_per_rank = sim.frozen_grad_flops;
   res.step_time_s = worst.step_s;
   res.compute_s = worst.compute_s;
   res.exposed_comm_s = worst.exposed_comm_s;
@@ -1188,7 +1388,6 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   res.host_peak_bytes = worst.peak[1];
   res.nvme_peak_bytes = worst.peak[2];
   res.trace_json = std::move(worst.trace);
-  res.timeline.intervals = std::move(worst.intervals);
   res.nvme_written_bytes = worst.nvme_written;
   if (!worst.problem.empty()) {
     res.ok = false;

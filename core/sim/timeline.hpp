@@ -16,21 +16,28 @@ struct Interval {
   enum class Component { gpu, cpu, nvme, nic } component = Component::gpu;
 };
 
-// One rank's step. When the steady-state shortcut simulated only some of the step's identical
-// micro-batches, the step is given by two simulated steps, of k1 and of k2 < k1 micro-batches
-// (`intervals`/`step_s` and `fewer_intervals`/`fewer_step_s`), and `repeats` = (n - k1) / (k1 - k2)
-// for the step's n micro-batches: every additive figure f of the whole step (time, energy, busy
-// time) is f(k1) + repeats x (f(k1) - f(k2)), exact wherever the further micro-batches repeat the
-// same work. repeats = 0: `intervals` cover the whole step.
+// One rank's step. When the simulator took a shortcut (the steady-state shortcut over identical
+// micro-batches, the shortened pipeline over identical stages; sim/simulate.hpp), the step is
+// given by a simulated step `intervals`/`step_s` and partial ones that differ from it by some
+// repeated work: every additive figure f of the whole step (time, energy, busy time) is
+// f(main) + sum of weight x (f(main) - f(partial)), exact wherever the further micro-batches
+// (or stages) repeat the same work. No partials: `intervals` cover the whole step.
 struct Timeline {
+  struct Partial {
+    std::vector<Interval> intervals;
+    double step_s = 0;
+    double weight = 0;
+  };
   std::vector<Interval> intervals;
   double step_s = 0;
-  std::vector<Interval> fewer_intervals;
-  double fewer_step_s = 0;
-  double repeats = 0;
+  std::vector<Partial> partials;
 
   // The whole step's duration.
-  double whole_step_s() const { return step_s + repeats * (step_s - fewer_step_s); }
+  double whole_step_s() const {
+    double s = step_s;
+    for (const auto& q : partials) s += q.weight * (step_s - q.step_s);
+    return s;
+  }
 };
 
 // f(k1) + repeats x (f(k1) - f(k2)): the steady-state extrapolation of an additive figure.

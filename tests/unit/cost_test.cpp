@@ -30,7 +30,7 @@ TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-s
   const double I = p.cluster.gpu.idle_power_w, T = p.cluster.gpu.tdp_w;
   const double gemm = I + 0.95 * (T - I), wait = I + 0.12 * (T - I);
   const std::vector<sim::Interval> iv = {{0.0, 0.25, sim::Activity::gemm, sim::Interval::Component::gpu}};
-  const auto r = cost::power(p, sim::Timeline{iv, 0.5, {}, 0, 0});
+  const auto r = cost::power(p, sim::Timeline{iv, 0.5, {}});
   const double node = r.idle_power_w - I;  // everything but the GPU
   CHECK(r.average_power_w == doctest::Approx(node + 0.5 * gemm + 0.5 * wait));
   CHECK(r.peak_power_w == doctest::Approx(r.average_power_w));
@@ -42,7 +42,7 @@ TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-s
   /* Step of 4 s: GEMM for 1 s, then 3 s waiting. The best 1-s window sits on the GEMM: peak =
    * node + gemm, while the average is node + (gemm + 3 wait) / 4. Peak and energy differ. */
   const std::vector<sim::Interval> long_iv = {{0.0, 1.0, sim::Activity::gemm, sim::Interval::Component::gpu}};
-  const auto q = cost::power(p, sim::Timeline{long_iv, 4.0, {}, 0, 0});
+  const auto q = cost::power(p, sim::Timeline{long_iv, 4.0, {}});
   CHECK(q.peak_power_w == doctest::Approx(node + gemm));
   CHECK(q.average_power_w == doctest::Approx(node + (gemm + 3 * wait) / 4));
 }
