@@ -469,6 +469,13 @@ TaskId Engine::compute(QueueId queue, Time duration, Label label) {
   return impl_->add(t, queue, std::move(label));
 }
 
+void Engine::set_duration(TaskId task, Time duration) {
+  require(task.index < impl_->tasks.size() && impl_->tasks[task.index].kind == TaskKind::compute,
+          "set_duration takes a compute task");
+  require(duration >= 0, "compute duration must be >= 0");
+  impl_->tasks[task.index].time = duration;
+}
+
 TaskId Engine::transfer(QueueId queue, std::vector<LinkId> path, double bytes, Label label) {
   require(bytes >= 0 && std::isfinite(bytes), "transfer bytes must be finite and >= 0");
   Impl::Task t;

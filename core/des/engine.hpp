@@ -138,6 +138,9 @@ class Engine {
   // Does nothing but order others (zero duration); useful as a join point.
   TaskId marker(QueueId queue = kNoQueue, Label label = {});
 
+  // A compute task's new duration, for running the same model again with other durations.
+  void set_duration(TaskId task, Time duration);
+
   // `task` starts only after `before` has finished (like a CUDA event wait across streams).
   void depends(TaskId task, TaskId before);
 

@@ -480,6 +480,8 @@ struct Lowered {
   // -1 for ops that are a task of their own.
   std::vector<des::Time> offset;
   std::vector<des::Time> duration;
+  // Compute ops: the kernel's time before SM sharing (compute_seconds), for retime.
+  std::vector<double> base_s;
   des::Time start(const des::Result& r, std::size_t i) const {
     const des::Time base = r.tasks[task[i].index].start;
     return offset[i] < 0 ? base : base + offset[i];
@@ -590,6 +592,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   task.resize(n);
   l.offset.assign(n, -1);
   l.duration.assign(n, 0);
+  l.base_s.assign(n, -1.0);
   // Back-to-back GPU kernels on the compute stream that nothing else waits for in between run as
   // one engine task of their summed (nanosecond-rounded) durations: the stream is serial and
   // their durations are fixed, so every op's start and end are exactly what separate tasks would
@@ -634,7 +637,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
                          dependents[chain.back()] == on_back;
       if (!joins) flush();
       // (The optimizer step runs after the step's communication: no SMs lost to NCCL.)
-      const des::Time d = ns(compute_seconds(op, p, eff) * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+      l.base_s[i] = compute_seconds(op, p, eff);
+      const des::Time d = ns(l.base_s[i] * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
       l.offset[i] = chain_ns;
       l.duration[i] = d;
       chain_ns += d;
@@ -655,7 +659,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
       case OpKind::attention:
       case OpKind::elementwise:
       case OpKind::loss:
-        task[i] = e.compute(q, ns(compute_seconds(op, p, eff) * compute_slowdown), std::move(label));
+        l.base_s[i] = compute_seconds(op, p, eff);
+        task[i] = e.compute(q, ns(l.base_s[i] * compute_slowdown), std::move(label));
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
@@ -666,7 +671,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           const double seconds = params / std::max(1.0, topo.cpu_params_per_s);
           task[i] = e.transfer(q, {dram}, seconds * topo.dram_Bps, std::move(label));
         } else {
-          task[i] = e.compute(q, ns(compute_seconds(op, p, eff)), std::move(label));
+          l.base_s[i] = compute_seconds(op, p, eff);
+          task[i] = e.compute(q, ns(l.base_s[i]), std::move(label));
         }
         break;
       case OpKind::collective: {
@@ -782,6 +788,28 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
   }
   flush();
   return l;
+}
+
+// A lowered stage's kernels set to `compute_slowdown` (the durations lower_stage gives them,
+// from each op's base time): the same engine runs again without being lowered again. `sums` is
+// scratch indexed by task.
+void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums) {
+  sums.assign(e.task_count(), -1);
+  std::vector<std::uint32_t> touched;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    if (l.base_s[i] < 0) continue;
+    const Op& op = ir.ops[i];
+    const des::Time d = ns(l.base_s[i] * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+    des::Time& sum = sums[l.task[i].index];
+    if (sum < 0) {
+      sum = 0;
+      touched.push_back(l.task[i].index);
+    }
+    if (l.offset[i] >= 0) l.offset[i] = sum;
+    l.duration[i] = d;
+    sum += d;
+  }
+  for (std::uint32_t t : touched) e.set_duration(des::TaskId{t}, sums[t]);
 }
 
 // What one stage's rank did, read from the engine's result.
@@ -982,18 +1010,30 @@ std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const
 // stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
 // the GPU memory high-water mark over all stages, and that stage in `stage_out`.
 // `irs` are the stages' step IRs (build_stages).
-// `real_stage[s]` is the plan's stage that irs[s] runs (a shortened pipeline's; empty: irs[s] is stage s).
-StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                  int& stage_out, double compute_slowdown, bool full, bool activity,
-                  const std::vector<int>& real_stage = {}) {
+// One step of every pipeline stage (one representative rank each, or every rank in full
+// fidelity) lowered onto one engine, so the pipeline's bubbles and its point-to-point traffic come
+// out of the simulation; kept so that the step can run again with other kernel durations (retime:
+// the SM-sharing probe, then the step). `real_stage[s]` is the plan's stage that irs[s] runs (a
+// shortened pipeline's; empty: irs[s] is stage s).
+struct LoweredStep {
+  des::Engine e;
+  std::vector<Lowered> lowered;  // representative: one per stage; full: one per rank
+  std::vector<int> reported;     // index in `lowered` of each stage's reported rank
+  std::string problem;
+};
+
+LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                       double compute_slowdown, bool full, const std::vector<int>& real_stage = {}) {
   const int pp = static_cast<int>(irs.size());
   const Topology topo = topology_of(p, eff);
   const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp), dp = plan::data_parallel_degree(p);
   const int ranks_between_stages = std::max(1, tp * cp * dp);
   const bool pp_across_nodes = ranks_between_stages >= topo.gpus_per_node && p.cluster.nodes > 1;
-  des::Engine e;
-  std::vector<Lowered> lowered;     // representative: one per stage; full: one per rank
-  std::vector<int> reported(pp, 0);  // index in `lowered` of each stage's reported rank
+  LoweredStep out;
+  des::Engine& e = out.e;
+  std::vector<Lowered>& lowered = out.lowered;
+  std::vector<int>& reported = out.reported;
+  reported.assign(pp, 0);
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
   {
     std::size_t ops = 0;
@@ -1014,16 +1054,41 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
     lower_every_rank(e, p, irs, eff, topo, compute_slowdown, pp_across_nodes, trace, lowered, reported, sends, receives);
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string problem;
   for (const auto& [tag, recv] : receives) {
     const auto it = std::lower_bound(sends.begin(), sends.end(), tag, [](const auto& s, std::int64_t t) { return s.first < t; });
     if (it == sends.end() || it->first != tag) {
-      problem = "the pipeline schedule receives a tensor no stage sends";
+      out.problem = "the pipeline schedule receives a tensor no stage sends";
       continue;
     }
     e.depends(recv, it->second);
   }
-  const des::Result r = e.run();
+  return out;
+}
+
+// Every lowered kernel at `compute_slowdown`.
+void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown) {
+  std::vector<des::Time> sums;
+  const bool full = step.lowered.size() != irs.size();
+  for (std::size_t i = 0; i < step.lowered.size(); ++i) {
+    std::size_t s = i;
+    if (full) {
+      for (s = irs.size(); s-- > 0;)
+        if (static_cast<std::size_t>(step.reported[s]) <= i) break;
+    }
+    retime(step.e, step.lowered[i], irs[s], compute_slowdown, sums);
+  }
+}
+
+// What a run of a lowered step gives: the stage whose compute stream is busiest (the pipeline's
+// bottleneck) with the step's makespan, the memory high-water marks over all stages, and that
+// stage in `stage_out`.
+StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
+                      int& stage_out, bool activity, bool trace) {
+  const int pp = static_cast<int>(irs.size());
+  const des::Engine& e = step.e;
+  const std::vector<Lowered>& lowered = step.lowered;
+  const std::vector<int>& reported = step.reported;
+  const std::string& problem = step.problem;
   StageRun out;
   int best = 0;
   double best_busy = -1, peaks[3] = {0, 0, 0};
@@ -1085,6 +1150,13 @@ StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const 
   if (trace) out.trace = des::chrome_trace(e, r);
   stage_out = best;
   return out;
+}
+
+StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                  int& stage_out, double compute_slowdown, bool full, bool activity,
+                  const std::vector<int>& real_stage = {}) {
+  LoweredStep step = lower_step(p, eff, trace, irs, compute_slowdown, full, real_stage);
+  return collect_step(step, step.e.run(), irs, stage_out, activity, trace);
 }
 
 // What a simulated step gives the result: the reported stage's run (every additive figure
@@ -1208,20 +1280,22 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
       if (schedule::nvme_written_bytes(irs[i].back()) > 0) return std::nullopt;
     }
   }
-  double slowdown = 1.0;
+  std::vector<LoweredStep> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real));
   if (multi_gpu) {
     StageRun probe[3];
     int stage[3] = {0, 0, 0};
-    for (int i = 0; i < 3; ++i) probe[i] = run_step(p, eff, false, irs[i], stage[i], 1.0, false, false, shapes[i].real);
+    for (int i = 0; i < 3; ++i) probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], false, false);
     if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
       return std::nullopt;
     const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_stages}, {&probe[2], w_micro}});
-    slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
+    const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
+    for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
   }
   StageRun run[3];
   int stage[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    run[i] = run_step(p, eff, false, irs[i], stage[i], slowdown, false, true, shapes[i].real);
+    run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false);
     if (!run[i].problem.empty()) return std::nullopt;
   }
   if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
@@ -1294,8 +1368,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     k1 = k2 + pp;
   }
   // Not for GPipe: it holds every micro-batch's activations at once, so its memory peak (not an
-  // additive figure) grows with the count (1F1B holds at most pp, which k2 >= pp covers).
-  const bool shortcut = k >= 2 && accumulation > k1 && !(pp > 1 && p.parallel.schedule == plan::PipelineSchedule::gpipe);
+  // additive figure) grows with the count (1F1B holds at most pp, which k2 >= pp covers). Taken
+  // only where it saves work: simulating k1 + k2 micro-batches instead of all of them.
+  const bool shortcut = k >= 2 && accumulation > k1 + k2 && !(pp > 1 && p.parallel.schedule == plan::PipelineSchedule::gpipe);
   // Under the shortcut the step is simulated with k1 and with k2 micro-batches, and every additive
   // figure extrapolated: f(n) = f(k1) + repeats (f(k1) - f(k2)) (sim/timeline.hpp).
   const double repeats = shortcut ? static_cast<double>(accumulation - k1) / (k1 - k2) : 0.0;
@@ -1332,18 +1407,26 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
         irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
       }
     }
+    // Lowered once at full speed; the SM-sharing probe runs it, then it runs again retimed.
+    LoweredStep step = lower_step(p, res.efficiency, false, irs, 1.0, full);
+    std::optional<LoweredStep> fewer_step;
+    if (shortcut) fewer_step.emplace(lower_step(p, res.efficiency, false, fewer_irs, 1.0, full));
     if (multi_gpu) {
       // The probe sees the whole step: under the shortcut its k1 and k2 runs extrapolated the
       // same way as the step's.
       int probe_stage = 0;
-      StageRun probe = run_step(p, res.efficiency, false, irs, probe_stage, 1.0, full, false);
+      StageRun probe = collect_step(step, step.e.run(), irs, probe_stage, false, false);
       if (shortcut) {
-        const StageRun fewer = run_step(p, res.efficiency, false, fewer_irs, probe_stage, 1.0, full, false);
+        const StageRun fewer = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, probe_stage, false, false);
         probe = extrapolate_run(probe, {{&fewer, repeats}});
       }
       slowdown = sm_sharing_slowdown(res.efficiency, sms, comm_busy_s(probe), probe.step_s);
+      retime_step(step, irs, slowdown);
+      if (shortcut) retime_step(*fewer_step, fewer_irs, slowdown);
     }
-    StageRun run = run_step(p, res.efficiency, options.trace, irs, sim.stage, slowdown, full, true);
+    // A trace keeps one engine task per op: lowered again for it.
+    StageRun run = options.trace ? run_step(p, res.efficiency, true, irs, sim.stage, slowdown, full, true)
+                                 : collect_step(step, step.e.run(), irs, sim.stage, true, false);
     sim.model_flops = irs[sim.stage].model_flops_per_rank;
     sim.hardware_flops = irs[sim.stage].hardware_flops_per_rank;
     sim.frozen_grad_flops = irs[sim.stage].frozen_weight_grad_flops_per_rank;
@@ -1354,7 +1437,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       // difference between the k1 and k2 runs per (k1 - k2) micro-batches. The same stage is
       // compared in both runs (a pipeline's bottleneck stage does not change with the count).
       int fewer_stage = sim.stage;
-      StageRun less = run_step(p, res.efficiency, false, fewer_irs, fewer_stage, slowdown, full, true);
+      StageRun less = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, fewer_stage, true, false);
       sim.model_flops = extrapolate(sim.model_flops, fewer_irs[sim.stage].model_flops_per_rank, repeats);
       sim.hardware_flops = extrapolate(sim.hardware_flops, fewer_irs[sim.stage].hardware_flops_per_rank, repeats);
       sim.frozen_grad_flops = extrapolate(sim.frozen_grad_flops, fewer_irs[sim.stage].frozen_weight_grad_flops_per_rank, repeats);

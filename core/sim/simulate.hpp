@@ -72,11 +72,13 @@ inline constexpr int kSteadyStateMicroBatches = 3;
 
 struct Options {
   bool trace = false;  // keep a Chrome trace of the simulated step
-  // Steady-state shortcut: with more micro-batches than this, simulate k1 and k2 of them (pp == 1:
-  // this many and one fewer; a pipeline 2 pp and pp) and extrapolate every additive figure
-  // linearly (sim/timeline.hpp): exact for bytes and FLOPs, within 0.5% of the full simulation for
-  // time and energy (tests/unit/simulate_test.cpp). On by default, so that every verb (simulate,
-  // compare, plan, sweep, the GUI) gives one plan one answer; 0 simulates every micro-batch.
+  // Steady-state shortcut: simulate k1 and k2 of the step's micro-batches (pp == 1: this many and
+  // one fewer; a pipeline 2 pp and pp) when it has more than k1 + k2, and extrapolate every
+  // additive figure linearly (sim/timeline.hpp): exact for bytes and FLOPs, within 0.5% of the
+  // full simulation for time and energy (tests/unit/simulate_test.cpp). Pipelines of 6 stages and
+  // more are simulated as three short pipelines of their own stages (stage symmetry, simulate.cpp
+  // shortened_pipeline). On by default, so that every verb (simulate, compare, plan, sweep, the
+  // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage.
   int max_micro_batches = kSteadyStateMicroBatches;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every

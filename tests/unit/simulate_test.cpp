@@ -294,7 +294,7 @@ TEST_CASE("the steady-state shortcut is exact for the bytes it reports and withi
     for (int micro : {1, 2}) {
       const auto s = io::parse_scenario(
           fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {{method: full, seq_len: 4096, micro_batch: {}, "
-                      "global_batch: 32, steps: 1, activation_checkpointing: full, framework: deepspeed}}\n"
+                      "global_batch: 64, steps: 1, activation_checkpointing: full, framework: deepspeed}}\n"
                       "plans:\n  - name: p\n    cluster:\n      node: workstation-4x-rtx-6000-ada\n      dram: 512 GiB\n"
                       "      drives: [{{drive: gigabyte-ai-top-100e-2tb, count: 4}}]\n    parallel: {{zero: 3}}\n"
                       "    offload: {{preset: {}}}\n",
