@@ -426,7 +426,6 @@ struct StageRun {
   std::string trace;
   std::vector<Interval> intervals;
   double nvme_written = 0;
-  std::vector<double> backward_end_s;  // per micro-batch: when its last backward kernel ended
   // Per stage, per tier (gpu, host, nvme): the pool's high-water mark up to the end of the
   // stage's last backward kernel (the pipeline's in-flight activations) and after it (the
   // optimizer step), for the shortened pipeline's extrapolation (run_step fills it).
@@ -546,6 +545,38 @@ struct RankPlace {
   }
 };
 
+// compute_seconds of the ops of one lowering: identical layers repeat the same few GEMM and
+// attention shapes, so their durations are looked up among the last distinct ones (a few dozen)
+// rather than recomputed for every layer and micro-batch.
+class DurationMemo {
+ public:
+  double operator()(const Op& op, const plan::Plan& p, const Efficiency& eff) {
+    if (op.kind != OpKind::gemm && op.kind != OpKind::attention) return compute_seconds(op, p, eff);
+    const Key key{op.kind, op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal, op.kernels,
+                  op.m, op.n, op.k, op.flops, op.bytes};
+    for (std::size_t i = 0; i < size_; ++i)
+      if (entries_[i].first == key) return entries_[i].second;
+    const double seconds = compute_seconds(op, p, eff);
+    entries_[next_] = {key, seconds};
+    next_ = (next_ + 1) % entries_.size();
+    size_ = std::min(size_ + 1, entries_.size());
+    return seconds;
+  }
+
+ private:
+  struct Key {
+    OpKind kind;
+    schedule::Pass pass;
+    bool weight_grad, fp8, flash, flash_v1, causal;
+    int kernels;
+    std::int64_t m, n, k;
+    double flops, bytes;
+    bool operator==(const Key&) const = default;
+  };
+  std::array<std::pair<Key, double>, 32> entries_{};
+  std::size_t size_ = 0, next_ = 0;
+};
+
 Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
                     const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
                     const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
@@ -589,6 +620,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
 
   std::vector<des::TaskId>& task = l.task;
   const std::size_t n = ir.ops.size();
+  DurationMemo seconds_of;
   task.resize(n);
   l.offset.assign(n, -1);
   l.duration.assign(n, 0);
@@ -637,7 +669,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
                          dependents[chain.back()] == on_back;
       if (!joins) flush();
       // (The optimizer step runs after the step's communication: no SMs lost to NCCL.)
-      l.base_s[i] = compute_seconds(op, p, eff);
+      l.base_s[i] = seconds_of(op, p, eff);
       const des::Time d = ns(l.base_s[i] * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
       l.offset[i] = chain_ns;
       l.duration[i] = d;
@@ -659,7 +691,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
       case OpKind::attention:
       case OpKind::elementwise:
       case OpKind::loss:
-        l.base_s[i] = compute_seconds(op, p, eff);
+        l.base_s[i] = seconds_of(op, p, eff);
         task[i] = e.compute(q, ns(l.base_s[i] * compute_slowdown), std::move(label));
         break;
       case OpKind::optimizer:
@@ -827,23 +859,6 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     if (r.link_bytes[k.index] <= 0) continue;
     const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
     out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
-  }
-  // When each micro-batch's backward finished on the compute stream.
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-    const Op& op = ir.ops[i];
-    if (op.stream != Stream::compute || op.pass != schedule::Pass::backward || op.micro < 0) continue;
-    if (out.backward_end_s.size() <= static_cast<std::size_t>(op.micro)) out.backward_end_s.resize(op.micro + 1, 0.0);
-    out.backward_end_s[op.micro] = std::max(out.backward_end_s[op.micro], static_cast<double>(l.end(r, i)) * 1e-9);
-  }
-  if (out.backward_end_s.size() >= 2) {
-    const double w0 = out.backward_end_s.front(), w1 = out.backward_end_s.back();
-    for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-      const Op& op = ir.ops[i];
-      if (op.stream != Stream::comm && op.stream != Stream::comm_reduce) continue;
-      const double a = std::max(w0, static_cast<double>(l.start(r, i)) * 1e-9);
-      const double b = std::min(w1, static_cast<double>(l.end(r, i)) * 1e-9);
-      if (b > a) out.comm_window_s[op.stream == Stream::comm ? 0 : 1] += b - a;
-    }
   }
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
   // versus anything else (idle, pipeline bubbles included).
@@ -1082,8 +1097,9 @@ void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, do
 // What a run of a lowered step gives: the stage whose compute stream is busiest (the pipeline's
 // bottleneck) with the step's makespan, the memory high-water marks over all stages, and that
 // stage in `stage_out`.
+// `phases`: also each stage's high-water marks by phase (StageRun::stage_peaks).
 StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
-                      int& stage_out, bool activity, bool trace) {
+                      int& stage_out, bool activity, bool trace, bool phases = false) {
   const int pp = static_cast<int>(irs.size());
   const des::Engine& e = step.e;
   const std::vector<Lowered>& lowered = step.lowered;
@@ -1094,10 +1110,10 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   double best_busy = -1, peaks[3] = {0, 0, 0};
   for (std::size_t i = 0; i < lowered.size(); ++i)
     for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
-  std::vector<StageRun::PhasePeaks> stage_peaks(pp);
+  std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
   for (int s = 0; s < pp; ++s) {
     StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
-    {
+    if (phases) {
       const Lowered& l = lowered[reported[s]];
       des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
       for (std::size_t i = 0; i < irs[s].ops.size(); ++i) {
@@ -1295,7 +1311,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   StageRun run[3];
   int stage[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false);
+    run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false, true);
     if (!run[i].problem.empty()) return std::nullopt;
   }
   if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
