@@ -140,8 +140,9 @@ double peak_window_average(const std::vector<Segment>& segs, double period_s, do
   return best;
 }
 
-// Power over one simulated step of `step_s` (every step of the job alike).
-PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, double step_s) {
+// Power over one simulated step of `step_s` (every step of the job alike). `peak` false leaves
+// the peak 1-second average out (a shortcut's partial runs need only energy and idle time).
+PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, double step_s, bool peak = true) {
   PowerReport r;
   const plan::Cluster& c = p.cluster;
   // Node-level parts count at the plan's share of each node (plan::Cluster::exclusive).
@@ -196,7 +197,7 @@ PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, 
   r.energy_per_step_j = energy;
   r.average_power_w = energy / step_s;
   // Facilities provision for the highest 1-second average (DESIGN.md "Power").
-  r.peak_power_w = peak_window_average(total, step_s, 1.0);
+  if (peak) r.peak_power_w = peak_window_average(total, step_s, 1.0);
   r.gpu_idle_s_per_step = (step_s - busy) * gpus;
   return r;
 }
@@ -211,7 +212,7 @@ PowerReport power(const plan::Plan& p, const Timeline& t) {
   // the step's head, its tail and a stretch of the steady state.
   const PowerReport main = r;
   for (const auto& q : t.partials) {
-    const PowerReport part = power_of_step(p, q.intervals, q.step_s);
+    const PowerReport part = power_of_step(p, q.intervals, q.step_s, false);
     r.energy_per_step_j += q.weight * (main.energy_per_step_j - part.energy_per_step_j);
     r.gpu_idle_s_per_step += q.weight * (main.gpu_idle_s_per_step - part.gpu_idle_s_per_step);
   }

@@ -519,6 +519,18 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     ints("gpu_counts", sp.gpu_counts, 1, 1 << 20);
     ints("tp", sp.tp, 1, 1024);
     ints("pp", sp.pp, 1, 1024);
+    ints("virtual_stages", sp.virtual_stages, 1, 1024);
+    if (const auto items = sv.seq("sequence_parallel"); !items.empty()) {
+      sp.sequence_parallel.clear();
+      for (const auto& item : items) {
+        bool v = false;
+        if (!YAML::convert<bool>::decode(item, v)) {
+          r.error(item, sv.key_path("sequence_parallel"), "expected true or false");
+          break;
+        }
+        sp.sequence_parallel.push_back(v);
+      }
+    }
     ints("zero", sp.zero, 0, 3);
     ints("micro_batch", sp.micro_batch, 1, 1 << 16);
     ints("drives", sp.drive_counts, 0, 64);

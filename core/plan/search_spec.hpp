@@ -15,6 +15,10 @@ struct SearchSpace {
   std::vector<int> gpu_counts = {1, 2, 4, 8, 16, 32, 64};
   std::vector<int> tp = {1, 2, 4, 8};
   std::vector<int> pp = {1, 2, 4};
+  // Model chunks per pipeline stage (interleaved 1F1B where > 1; only with pp > 1) and Megatron
+  // sequence parallelism (only with tp > 1): not searched unless the scenario lists them.
+  std::vector<int> virtual_stages = {1};
+  std::vector<bool> sequence_parallel = {false};
   std::vector<int> zero = {0, 1, 2, 3};
   std::vector<int> micro_batch = {1, 2, 4};
   std::vector<Checkpointing> checkpointing = {Checkpointing::none, Checkpointing::full};

@@ -84,7 +84,8 @@ struct Base {
 // One layout on a base: the degrees and recipe choices. Small: a search may hold millions.
 struct Layout {
   int base = 0;
-  int tp = 1, pp = 1, zero = 0, mb = 1;
+  int tp = 1, pp = 1, zero = 0, mb = 1, vs = 1;
+  bool sp = false;
   plan::Checkpointing ckpt = plan::Checkpointing::none;
   OffloadPreset off = OffloadPreset::none;
 };
@@ -93,17 +94,22 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
   const bool nvme = l.off == OffloadPreset::zero_infinity || l.off == OffloadPreset::aidaptiv ||
                     l.off == OffloadPreset::activation_nvme;
   plan::Plan p = b.plan;
-  p.name = fmt::format("{}x {} tp{} pp{} zero{} mb{} {}{}{}", b.gpus, b.gpu_name, l.tp, l.pp, l.zero, l.mb,
-                       plan::to_string(l.ckpt),
+  p.name = fmt::format("{}x {} tp{}{} pp{}{} zero{} mb{} {}{}{}", b.gpus, b.gpu_name, l.tp, l.sp ? " sp" : "", l.pp,
+                       l.vs > 1 ? fmt::format(" v{}", l.vs) : std::string(), l.zero, l.mb, plan::to_string(l.ckpt),
                        l.off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(l.off),
                        b.dram > 0 ? fmt::format(" {:.0f}GiB", b.dram / (1u << 30)) : std::string());
   if (b.drives >= 0 && nvme) p.name += fmt::format(" {}nvme", b.drives);
   p.parallel.tp = l.tp;
   p.parallel.pp = l.pp;
+  p.parallel.sequence_parallel = l.sp;
+  if (l.vs > 1) {
+    p.parallel.schedule = plan::PipelineSchedule::interleaved;
+    p.parallel.virtual_stages = l.vs;
+  }
   // A pipeline's last stage also runs the LM head and the loss: give it fewer layers so that its
   // work matches the others' (as Megatron users set decoder_last_pipeline_num_layers), when that
   // makes the busiest stage at least 3% lighter (balanced_last_stage).
-  if (const int last = balanced_last_stage(model, l.pp); last > 0) {
+  if (const int last = l.vs > 1 ? 0 : balanced_last_stage(model, l.pp); last > 0) {
     p.parallel.first_stage_layers = model.total_layers() / l.pp;
     p.parallel.last_stage_layers = last;
     p.name += fmt::format(" last{}", last);
@@ -161,18 +167,22 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
           const int base = static_cast<int>(bases.size());
           bases.push_back(std::move(b));
           for (int tp : space.tp)
+            for (bool sp : space.sequence_parallel)
             for (int pp : space.pp)
+            for (int vs : space.virtual_stages)
               for (int zero : space.zero)
                 for (int mb : space.micro_batch)
                   for (auto ckpt : space.checkpointing)
                     for (auto off : space.offload) {
                       if (static_cast<std::int64_t>(tp) * pp > gpus) continue;
+                      // Sequence parallelism needs tensor parallelism, virtual stages a pipeline.
+                      if ((sp && tp == 1) || (vs > 1 && pp == 1)) continue;
                       // NVMe placements only vary with the drive count; CPU ones only with DRAM.
                       const bool nvme = off == OffloadPreset::zero_infinity || off == OffloadPreset::aidaptiv ||
                                         off == OffloadPreset::activation_nvme;
                       if (!nvme && drives >= 0 && drives != drive_counts.front()) continue;
                       if (off == OffloadPreset::none && dram > 0 && dram != drams.front()) continue;
-                      layouts.push_back({base, tp, pp, zero, mb, ckpt, off});
+                      layouts.push_back({base, tp, pp, zero, mb, vs, sp, ckpt, off});
                     }
         }
     }
