@@ -179,6 +179,36 @@ TEST_CASE("the planner lists each layout once and searches offload only when ask
   for (const auto& c : r.candidates) CHECK(c.plan.offload.preset == plan::OffloadPreset::none);
 }
 
+TEST_CASE("the planner searches interleaving and sequence parallelism where they apply, and only when asked") {
+  /* 4 GPUs, tp {1, 2} x pp {1, 2} x virtual stages {1, 2} x sequence parallel {false, true}: virtual
+   * stages only with a pipeline, sequence parallelism only with tensor parallelism, so 1 (tp1 pp1)
+   * + 2 (tp1 pp2) + 2 (tp2 pp1) + 4 (tp2 pp2) = 9 layouts; each candidate is the layout it names. */
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: 1, global_batch: 16, "
+      "tokens: 10M, framework: megatron}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [4]\n  tp: [1, 2]\n  pp: [1, 2]\n"
+      "  virtual_stages: [1, 2]\n  sequence_parallel: [false, true]\n  zero: [0]\n  micro_batch: [1]\n"
+      "  activation_checkpointing: [none]\n",
+      "interleaving.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto r = planner::search(s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 1);
+  CHECK(r.enumerated == 9);
+  int interleaved = 0, sequence_parallel = 0;
+  for (const auto& c : r.candidates) {
+    INFO(c.plan.name);
+    const auto& par = c.plan.parallel;
+    CHECK((par.virtual_stages > 1) == (c.plan.name.find(" v2") != std::string::npos));
+    CHECK(par.sequence_parallel == (c.plan.name.find(" sp") != std::string::npos));
+    if (par.virtual_stages > 1) CHECK(par.schedule == plan::PipelineSchedule::interleaved);
+    interleaved += par.virtual_stages > 1;
+    sequence_parallel += par.sequence_parallel;
+  }
+  CHECK(interleaved >= 1);
+  CHECK(sequence_parallel >= 1);
+  CHECK_THROWS_WITH_AS(io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {global_batch: 16, tokens: 10M}\n"
+                                          "search:\n  gpus: [h100-sxm-80gb]\n  sequence_parallel: [maybe]\n",
+                                          "bad.yaml", test::data_dir(), test::zoo(), test::catalog()),
+                       doctest::Contains("bad.yaml:6:23: search.sequence_parallel: expected true or false"), InputError);
+}
+
 TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU memory idle") {
   /* The default scenario's workstation at micro-batch 1 x 8 accumulation steps (as it was written
    * before `auto`): 9.7 of its 48 GiB per GPU while aiDAPTIV+ reads the parameters from flash for
