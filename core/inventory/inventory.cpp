@@ -419,12 +419,14 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     add("gradients (host fp32 copy for CPU step)", Category::gradients, Tier::cpu, trainable_shard * 4.0, 1,
         Lifetime::gradients, Element::fp32);
 
-  // ---- data-parallel machinery
-  if (dp > 1 || zero == 3) {
+  // ---- data-parallel machinery (over the data-parallel ranks with the context-parallel ones,
+  // plan::sharding_in_effect)
+  const int grad_group = dp * cp;
+  if (grad_group > 1 || zero == 3) {
     switch (prof.sharding) {
       case Sharding::none:
         // torch DDP Reducer: flat bucket copies of every gradient unless gradient_as_bucket_view.
-        if (prof.ddp_bucket_copy && dp > 1)
+        if (prof.ddp_bucket_copy && grad_group > 1)
           add("DDP gradient buckets", Category::buffers, gpu, rp.trainable * rec.grad_B, 1, Lifetime::persistent, elem(rec.grad_B));
         break;
       case Sharding::deepspeed:

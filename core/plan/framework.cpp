@@ -154,7 +154,13 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
   const Job& job = plan.job;
   const Sharding sharding = framework_profile(job).sharding;
   const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp);
-  const int dp = data_parallel_degree(plan);
+  // The data-parallel group that reduces gradients and shards state includes the context-parallel
+  // ranks (they hold the same parameters and see other parts of the sequence): torchtitan builds
+  // its FSDP mesh over dp_shard x cp (torchtitan/distributed/parallel_dims.py, "dp_shard_cp"),
+  // Megatron's distributed optimizer shards over get_data_parallel_group(with_context_parallel=True)
+  // (megatron/core/parallel_state.py), DeepSpeed's ZeRO over the sequence-data-parallel group
+  // with Ulysses (deepspeed/runtime/engine.py, seq_data_parallel_group).
+  const int dp = data_parallel_degree(plan) * cp;
   ShardingInEffect out;
   out.zero = par.zero;
   out.shard_degree = dp;
@@ -169,7 +175,7 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
         case FsdpSharding::shard_grad_op: out.zero = 2; break;
         case FsdpSharding::hybrid_shard:
           out.zero = 3;
-          out.shard_degree = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp * cp)));  // shard inside a node
+          out.shard_degree = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp)));  // shard inside a node
           break;
         case FsdpSharding::no_shard: out.zero = 0; break;
       }

@@ -72,7 +72,7 @@ FrameworkProfile framework_profile(const Job& job);
 
 // How a plan's data-parallel state is really sharded: the ZeRO stage in effect (FSDP FULL_SHARD
 // = 3, SHARD_GRAD_OP = 2, NO_SHARD = 0; Megatron's distributed optimizer 1; plain DDP 0) and the
-// ranks it is split over. The one place that says it: inventory, step IR and every verb's label.
+// ranks it is split over: the data-parallel ranks times the context-parallel ones (framework.cpp). The one place that says it: inventory, step IR and every verb's label.
 struct ShardingInEffect {
   int zero = 0;
   int shard_degree = 1;

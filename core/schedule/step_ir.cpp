@@ -814,7 +814,10 @@ StepIR Builder::build() {
   const double grad_reduce_B = inv_.recipe.reduce_B;  // plan::precision_recipe says why
   const double layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
   const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
-  const bool any_dp = dp_ > 1;
+  // Gradients are reduced over the data-parallel ranks with the context-parallel ones
+  // (plan::sharding_in_effect): each of those computes part of the same parameters' gradients.
+  const int grad_group = dp_ * cp_;
+  const bool any_dp = grad_group > 1;
 
   // The memory copies each sharding framework makes around its collectives, per unit (read from
   // their source; YaFSDP's preallocated buffers exist to avoid them: its README, "designed to
@@ -1174,7 +1177,7 @@ StepIR Builder::build() {
         const int ready = reduce_copy_in(layer, mb, cur);
         last_compute = cur;
         last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
-                                 shard > 1 ? shard : dp_, layer_grad_bytes,
+                                 shard > 1 ? shard : grad_group, layer_grad_bytes,
                                  micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
                                  mb, {ready});
         ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);

@@ -371,8 +371,10 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t;
   const plan::Cluster& c = p.cluster;
   t.gpus_per_node = std::max(1, c.gpus_per_node);
-  const int inner = std::max(1, p.parallel.tp * p.parallel.cp);  // ranks between two dp neighbours (Megatron order)
-  const int dp = plan::data_parallel_degree(p);
+  // The data-parallel group holds the context-parallel ranks too (plan::sharding_in_effect): in
+  // Megatron's order (tp, cp, dp from the inside out) its members are tp ranks apart.
+  const int inner = std::max(1, p.parallel.tp);
+  const int dp = plan::data_parallel_degree(p) * std::max(1, p.parallel.cp);
   t.dp_per_node = std::max(1, std::min(dp, t.gpus_per_node / std::min(inner, t.gpus_per_node)));
   t.dp_spans_nodes = dp > t.dp_per_node;
   t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
@@ -539,7 +541,12 @@ struct RankPlace {
   std::int64_t group_key(schedule::Group g, int size) const {
     size = std::max(1, size);
     std::int64_t k = s;
-    k = k * dp + (g == schedule::Group::dp || g == schedule::Group::ep ? d / size : d);
+    if (g == schedule::Group::dp) {
+      // The data-parallel group spans the context-parallel ranks: blocks of `size` of d x cp + c.
+      k = k * dp * cp + (static_cast<std::int64_t>(d) * cp + c) / size;
+      return k * tp + t;
+    }
+    k = k * dp + (g == schedule::Group::ep ? d / size : d);
     k = k * cp + (g == schedule::Group::cp ? c / size : c);
     return k * tp + (g == schedule::Group::tp ? t / size : t);
   }
