@@ -136,7 +136,8 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
       std::filesystem::path ds = *p;
       // The Trainer opens the path from the working directory; a copy next to the arguments file is
       // what a checked-in pair of files means.
-      if (ds.is_relative() && !std::filesystem::exists(ds)) ds = path.parent_path() / ds;
+      std::error_code ec;
+      if (ds.is_relative() && !std::filesystem::exists(ds, ec)) ds = path.parent_path() / ds;
       ctx.read_file(ds, ConfigFormat::deepspeed, d->where);
     }
   }

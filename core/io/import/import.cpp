@@ -97,7 +97,9 @@ long long int_of(const Entry* e) {
   if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
   long long v = -1;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  return ec == std::errc() && p == t.data() + t.size() ? v : -1;
+  // Counts past 2^20 are left to the scenario reader's range checks; the batch arithmetic below
+  // multiplies at most three of them, which then cannot overflow.
+  return ec == std::errc() && p == t.data() + t.size() && v <= (1LL << 20) ? v : -1;
 }
 
 // The order keys appear in the scenario (docs/scenario-format.md's order); others follow.
@@ -266,7 +268,8 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     }
   };
   ctx.read_file = [&](const std::filesystem::path& p, ConfigFormat expected, const SourceLocation& at) {
-    if (!std::filesystem::exists(p)) {
+    std::error_code exists_error;
+    if (!std::filesystem::exists(p, exists_error)) {
       diagnostics.error(at, "", fmt::format("names {}, which does not exist", p.string()));
       return;
     }
@@ -320,7 +323,8 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   long long gas = int_of(draft.get("_gas"));
   const Entry* tb_entry = draft.get("_train_batch");
   const long long tb = int_of(tb_entry);
-  if (tb > 0 && gpus <= 0 && micro > 0 && gas > 0 && tb % (micro * gas) == 0) {
+  if (tb > 0 && gpus <= 0 && micro > 0 && gas > 0 && tb % (micro * gas) == 0 &&
+      tb / (micro * gas) <= (1LL << 30) / (tp * pp * cp)) {
     gpus = tb / (micro * gas) * tp * pp * cp;
     Entry e = *tb_entry;
     e.key = "plan.cluster.gpus";
@@ -413,6 +417,13 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
         "job.optimizer.name", "adamw",
         fmt::format("default of {}: TrainingArguments.optim adamw_torch (adamw_torch_fused with torch >= 2.8)",
                     kTransformers));
+  // What no file and no framework default decides: ftplan's own default, said so.
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"job.framework", "pytorch-fsdp"},
+                                                        {"job.precision", "bf16-mixed"},
+                                                        {"job.activation_checkpointing", "none"}})
+    draft.set_default(key, value,
+                      fmt::format("not in the configs: ftplan's default {}; --set {}=... sets it", value, key));
   if (!draft.has("job.seq_len"))
     draft.set_default("job.seq_len", "2048",
                       draft.has("_torchtitan") ? fmt::format("default of {}: training.seq_len 2048", kTorchtitan)

@@ -121,7 +121,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
     tf.ignore_matching("dataset", "dataset source: ftplan takes sample lengths from job.samples");
     tf.finish();
   }
-  int degrees = 1;
+  long long degrees = 1;  // capped at 2^30: the scenario reader refuses such GPU counts by name
   bool rest = false;
   if (const Node* p = f.take("parallelism"); p && p->is_map()) {
     Fields pf(ctx, *p, file, "parallelism", kFormat);
@@ -134,7 +134,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
         rest = true;
         return;
       }
-      if (*v >= 1) degrees *= static_cast<int>(std::min<long long>(*v, 1 << 20));
+      if (*v >= 1) degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
       if (scenario_key) pf.set(scenario_key, std::to_string(*v), key, *n);
     };
     degree("tensor_parallel_degree", "plan.parallel.tp");
@@ -144,7 +144,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
     if (const Node* r = pf.take("data_parallel_replicate_degree")) {
       if (const auto v = as_int(pf, "data_parallel_replicate_degree", *r)) {
         if (*v > 1) {
-          degrees *= static_cast<int>(std::min<long long>(*v, 1 << 20));
+          degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
           const Node* s = p->find("data_parallel_shard_degree");
           const bool ddp = s && s->is_scalar() && s->text == "1";
           pf.set("plan.parallel.fsdp", ddp ? "no_shard" : "hybrid_shard", "data_parallel_replicate_degree", *r,
