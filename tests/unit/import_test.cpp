@@ -309,3 +309,32 @@ TEST_CASE("Hugging Face ids map to zoo entries") {
   CHECK(io::import::zoo_name_for_hf_id("Qwen/Qwen2.5-7B-Instruct", test::zoo()) == "qwen2.5-7b");
   CHECK(io::import::zoo_name_for_hf_id("someone/unknown-13b", test::zoo()).empty());
 }
+
+TEST_CASE("TrainingArguments naming a ds_config.json, with a PEFT adapter_config.json: three files, one job") {
+  /* TrainingArguments: micro-batch 4, fp16, checkpointing, and the DeepSpeed file (ZeRO-3, CPU
+   * offload, fp16 on, gradient_accumulation_steps 1) by path; the adapter: LoRA r 10 on the MLP.
+   * Global batch 4 x 1 x 8 GPUs = 32. bf16 or accumulation 2 in TrainingArguments against the
+   * DeepSpeed file's fp16 and 1 are refused, as transformers refuses the mismatch. */
+  const fs::path ds = example("deepspeed/zero_stage3_offload_config.json");
+  const fs::path args = write_scratch("args.json", R"({"output_dir": "out", "per_device_train_batch_size": 4,
+ "fp16": true, "gradient_checkpointing": true, "deepspeed": ")" +
+                                                       ds.string() + R"("})");
+  const auto files = std::vector<fs::path>{args, example("peft/adapter_config.json")};
+  const auto t = translate(files, cluster("8", "llama-3.2-3b"));
+  REQUIRE(t.files.size() == 3);
+  const plan::Plan p = io::load_imported(t, fs::current_path(), test::zoo(), test::catalog()).plans.at(0);
+  CHECK(p.job.framework == plan::Framework::deepspeed);
+  CHECK(p.job.micro_batch == 4);
+  CHECK(plan::global_batch_samples(p) == 32);
+  CHECK(p.job.precision == plan::Precision::fp16_mixed);
+  CHECK(p.job.checkpointing == plan::Checkpointing::full);
+  CHECK(p.parallel.zero == 3);
+  CHECK(p.offload.optimizer == Tier::cpu);
+  CHECK(p.job.method == plan::Method::lora);
+  CHECK(p.job.lora.rank == 10);
+  CHECK(p.job.lora.targets == std::vector<std::string>{"down", "gate", "up"});
+  const fs::path bf16 =
+      write_scratch("args_bf16.json", R"({"output_dir": "out", "bf16": true, "deepspeed": ")" + ds.string() + R"("})");
+  CHECK(test::input_error_of([&] { translate({bf16}, cluster("8", "llama-3.2-3b")); }).find("make them agree") !=
+        std::string::npos);
+}

@@ -52,9 +52,16 @@ void read_offload_param(Fields& z, const Node& block) {
   if (const Node* d = o.take("device"))
     if (const auto dev = offload_device(o, "device", *d); dev && *dev != "none")
       o.set("plan.offload.params", *dev, "device", *d);
-  if (const Node* p = o.take("pin_memory"))
-    if (const auto b = as_bool(o, "pin_memory", *p))
+  if (const Node* p = o.take("pin_memory")) {
+    // One offload.pinned in ftplan; DeepSpeed pins parameter and optimizer buffers separately.
+    const Entry* have = o.ctx().draft.get("plan.offload.pinned");
+    const auto b = as_bool(o, "pin_memory", *p);
+    if (b && have && have->value != (*b ? "true" : "false"))
+      o.not_modelled("pin_memory", *p,
+                     "pinning parameter buffers differently from optimizer buffers (ftplan has one offload.pinned)");
+    else if (b)
       o.set("plan.offload.pinned", *b ? "true" : "false", "pin_memory", *p);
+  }
   if (const Node* c = o.take("buffer_count"))
     if (const auto v = as_int(o, "buffer_count", *c))
       o.set("plan.offload.buffer_count", std::to_string(*v), "buffer_count", *c);

@@ -22,10 +22,11 @@ namespace ftplan::io::import {
 struct Node {
   enum class Kind { null, scalar, map, seq };
   Kind kind = Kind::null;
-  std::string text;                                 // scalar text (TOML booleans "true"/"false")
-  bool quoted = false;                              // a string in the source (not a number or bool)
-  std::vector<std::pair<std::string, Node>> items;  // map, in file order
-  std::vector<Node> elems;                          // sequence
+  std::string text;     // scalar text (TOML booleans "true"/"false")
+  bool quoted = false;  // a string in the source (not a number or bool)
+  struct Item;
+  std::vector<Item> items;  // map, in file order (std::pair<std::string, Node> would need Node complete)
+  std::vector<Node> elems;  // sequence
   SourceLocation where;
 
   bool is_map() const { return kind == Kind::map; }
@@ -33,6 +34,11 @@ struct Node {
   bool is_scalar() const { return kind == Kind::scalar; }
   bool is_null() const { return kind == Kind::null; }
   const Node* find(std::string_view key) const;
+};
+
+struct Node::Item {
+  std::string key;
+  Node value;
 };
 
 // JSON and YAML through yaml-cpp (JSON is YAML), TOML through toml++. Throw InputError naming the

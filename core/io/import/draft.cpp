@@ -28,8 +28,11 @@ void Draft::set(Entry e) {
       return;
     }
     // Two files disagree: both places are named, the person chooses.
+    const std::string what = e.key == "_gas"           ? "the gradient accumulation steps"
+                             : e.key == "_train_batch" ? "the train batch size"
+                                                       : e.key;
     diagnostics_->error(e.where, e.source_key,
-                        fmt::format("sets {} to {}, but {} ({}) sets it to {}; make them agree", e.key, e.value,
+                        fmt::format("sets {} to {}, but {} ({}) sets it to {}; make them agree", what, e.value,
                                     have.source_key, place(have.where), have.value));
     return;
   }

@@ -43,7 +43,7 @@ Node from_yaml(const YAML::Node& y, const std::string& file, int depth) {
           const Node k = from_yaml(kv.first, file, depth + 1);
           throw InputError(k.where, "", "a mapping key that is not text");
         }
-        n.items.emplace_back(kv.first.Scalar(), from_yaml(kv.second, file, depth + 1));
+        n.items.push_back(Node::Item{kv.first.Scalar(), from_yaml(kv.second, file, depth + 1)});
       }
       break;
   }
@@ -61,7 +61,7 @@ Node from_toml(const toml::node& t, const std::string& file, int depth) {
   if (depth > kMaxDepth) throw InputError(n.where, "", fmt::format("nested deeper than {} levels", kMaxDepth));
   if (const auto* tab = t.as_table()) {
     n.kind = Node::Kind::map;
-    for (const auto& [k, v] : *tab) n.items.emplace_back(std::string(k.str()), from_toml(v, file, depth + 1));
+    for (const auto& [k, v] : *tab) n.items.push_back(Node::Item{std::string(k.str()), from_toml(v, file, depth + 1)});
   } else if (const auto* arr = t.as_array()) {
     n.kind = Node::Kind::seq;
     for (const auto& e : *arr) n.elems.push_back(from_toml(e, file, depth + 1));
