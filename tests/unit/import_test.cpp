@@ -76,7 +76,7 @@ TEST_CASE("DeepSpeed: ZeRO-3 with CPU offload (accelerate's zero_stage3_offload_
   CHECK(reason_for(t, "zero_optimization.stage3_prefetch_bucket_size").rfind("not modelled yet", 0) == 0);
   CHECK(reason_for(t, "train_batch_size").rfind("auto", 0) == 0);
   // Every value line names where it came from.
-  CHECK(t.yaml.find("micro_batch: 8  # default of transformers") != std::string::npos);
+  CHECK(t.yaml.find("micro_batch: 8  # DeepSpeed auto, filled from TrainingArguments: default of transformers") != std::string::npos);
   CHECK(t.yaml.find("zero: 3  # " + files[0].string() + ": zero_optimization.stage 3") != std::string::npos);
 }
 

@@ -184,9 +184,10 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     if (!ctx.draft.has("job.method")) f.set("job.method", "lora", "use_peft_lora", *root.find("use_peft_lora"));
     if (const Node* r = f.take("lora_r"))
       if (const auto v = as_int(f, "lora_r", *r)) f.set("job.lora.rank", std::to_string(*v), "lora_r", *r);
-    if (const Node* a = f.take("lora_alpha"); a && a->is_scalar()) f.set("job.lora.alpha", a->text, "lora_alpha", *a);
+    if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
+      f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
     if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
-      f.set("job.lora.dropout", d->text, "lora_dropout", *d);
+      f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
     if (const Node* t = f.take("lora_target_modules"); t && t->is_scalar()) {
       std::vector<std::string> items;
       std::string w;
@@ -292,9 +293,10 @@ void read_peft_adapter(Context& ctx, const Node& root, const std::string& file) 
   }
   if (const Node* r = f.take("r"))
     if (const auto v = as_int(f, "r", *r)) f.set("job.lora.rank", std::to_string(*v), "r", *r);
-  if (const Node* a = f.take("lora_alpha"); a && a->is_scalar()) f.set("job.lora.alpha", a->text, "lora_alpha", *a);
+  if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
+    f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
   if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
-    f.set("job.lora.dropout", d->text, "lora_dropout", *d);
+    f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
   if (const Node* t = f.take("target_modules")) {
     if (t->is_seq()) {
       std::vector<std::string> items;

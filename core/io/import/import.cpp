@@ -181,6 +181,13 @@ void insert(TreeNode& t, const Entry& e) {
   at->entry = &e;
 }
 
+// Config text in a comment: control characters (line breaks above all) become spaces.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return s;
+}
+
 class Writer {
  public:
   explicit Writer(ImportedScenario& out) : out_(out) {}
@@ -193,7 +200,8 @@ class Writer {
     for (const auto& c : t.children) {
       const std::string pad(static_cast<std::size_t>(indent), ' ');
       if (c.entry)
-        line(fmt::format("{}{}: {}  # {}", pad, c.name, c.entry->value, c.entry->origin), c.entry);
+        // The comment quotes config text: on one line, so nothing in it can become YAML.
+        line(one_line(fmt::format("{}{}: {}  # {}", pad, c.name, c.entry->value, c.entry->origin)), c.entry);
       else {
         line(pad + c.name + ":");
         tree(c, indent + 2);
@@ -204,12 +212,6 @@ class Writer {
  private:
   ImportedScenario& out_;
 };
-
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
-  return s;
-}
 
 }  // namespace
 
@@ -306,9 +308,11 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
                       "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
   if (!draft.has("job.micro_batch")) {
     if (hf || ds_auto)
-      draft.set_default("job.micro_batch", "8",
-                        fmt::format("default of {}: TrainingArguments.per_device_train_batch_size 8 (training_args.py)",
-                                    kTransformers));
+      draft.set_default(
+          "job.micro_batch", "8",
+          fmt::format("{}default of {}: TrainingArguments.per_device_train_batch_size 8 (training_args.py); "
+                      "--micro-batch sets it",
+                      ds_auto ? "DeepSpeed auto, filled from TrainingArguments: " : "", kTransformers));
     else if (framework == "pytorch-fsdp2" && draft.has("_torchtitan"))
       draft.set_default("job.micro_batch", "8",
                         fmt::format("default of {}: training.local_batch_size 8 (config/job_config.py)", kTorchtitan));
@@ -359,6 +363,13 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
                                     tb, micro, gas, dp, micro * gas * dp));
   }
   if (gas <= 0) gas = 1;  // DeepSpeed, TrainingArguments and torchtune: 1 when not given
+  if (!draft.has("job.micro_batch")) {
+    // accelerate configs and PEFT adapters carry no batch size: the training script's dataloader has it.
+    draft.set_default(
+        "job.micro_batch", "1",
+        "not in the configs (the training script's dataloader sets it): ftplan's default 1; --micro-batch sets it");
+    micro = 1;
+  }
   if (!draft.has("job.global_batch") && micro > 0 && dp > 0) {
     const Entry* g = draft.get("_gas");
     Entry e;
@@ -445,7 +456,7 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   Writer w(out);
   w.line("# Imported by `ftplan import` (docs/import.md) from:");
   for (std::size_t i = 0; i < out.files.size(); ++i)
-    w.line(fmt::format("#   {} ({})", out.files[i], to_string(out.formats[i])));
+    w.line(one_line(fmt::format("#   {} ({})", out.files[i], to_string(out.formats[i]))));
   if (out.ignored.empty()) {
     w.line("# Every key of the configs was used.");
   } else {

@@ -275,11 +275,12 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
     ctx.ignored.push_back({q->where, "quantize",
                            float8 ? "float8 scaling options: ftplan models fp8 as a precision recipe"
                                   : "quantization options without a model converter: not in effect"});
+  f.ignore("lr_scheduler", "learning-rate schedule: no effect on memory or step time");
   if (const Node* m = f.take("memory_estimation"); m && m->is_map())
     ctx.ignored.push_back(
         {m->where, "memory_estimation", "torchtitan's own memory estimate; ftplan's is `ftplan memory`"});
-  for (const char* k : {"job", "profiling", "metrics", "checkpoint", "lr_scheduler", "validation", "comm",
-                        "experimental", "fault_tolerance", "debug"})
+  for (const char* k :
+       {"job", "profiling", "metrics", "checkpoint", "validation", "comm", "experimental", "fault_tolerance", "debug"})
     f.ignore(k, kIo);
   f.finish();
 }

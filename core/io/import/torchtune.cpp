@@ -110,10 +110,10 @@ void read_model(Fields& top, const Node& block) {
   if (const Node* r = m.take("lora_rank"))
     if (const auto v = as_int(m, "lora_rank", *r)) m.set("job.lora.rank", std::to_string(*v), "lora_rank", *r);
   if (const Node* a = m.take("lora_alpha")) {
-    if (a->is_scalar()) m.set("job.lora.alpha", a->text, "lora_alpha", *a);
+    if (a->is_scalar()) m.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
   }
   if (const Node* d = m.take("lora_dropout")) {
-    if (d->is_scalar()) m.set("job.lora.dropout", d->text, "lora_dropout", *d);
+    if (d->is_scalar()) m.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
   }
   if (const Node* d = m.take("use_dora"))
     if (const auto b = as_bool(m, "use_dora", *d); b && *b)
