@@ -214,6 +214,24 @@ std::string quick_scenario_yaml(const Args& args) {
   return yaml;
 }
 
+plan::Scenario load_scenario_file(App& app, const std::string& path) {
+  try {
+    return io::load_scenario(path, app.zoo(), app.catalog());
+  } catch (const InputError& e) {
+    // A training config given where a scenario belongs: say how to use it, instead of a list of
+    // schema errors about keys a scenario does not have.
+    std::optional<io::ConfigFormat> format;
+    try {
+      format = io::detect_config_format(path);
+    } catch (const InputError&) {
+    }
+    if (!format) throw;
+    throw UsageError(fmt::format("{} is a {}, not a scenario: `ftplan import {} --gpu G --gpus N [--model M] --out "
+                                 "scenario.yaml`, or give it with --from (docs/import.md)",
+                                 path, io::to_string(*format), path));
+  }
+}
+
 std::vector<io::ImportOverride> import_overrides(const Args& args) {
   std::vector<io::ImportOverride> out;
   const auto scenario_key = [](const std::string& key) {
@@ -263,7 +281,7 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
     if (args.positionals().size() > 1) throw UsageError("one scenario file at a time");
     for (const auto& sc : shortcuts())
       if (args.value(sc.flag)) throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
-    s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
+    s = load_scenario_file(app, args.positionals()[0]);
   } else {
     if (!args.value("model")) throw UsageError("give a scenario file, or --model and --gpu for the quick form");
     const std::string yaml = quick_scenario_yaml(args);

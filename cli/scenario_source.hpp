@@ -23,6 +23,9 @@ std::vector<OptionSpec> scenario_options();
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
 
+// A scenario file; a training config given instead is refused with how to import it.
+plan::Scenario load_scenario_file(App& app, const std::string& path);
+
 // `--from` and `ftplan import`: the configuration files (--from's value, then the positionals),
 // the quick-form flags and --set items as overrides of what they say, and the list of keys not used.
 std::vector<std::filesystem::path> import_files(const Args& args);
