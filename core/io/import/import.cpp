@@ -289,7 +289,7 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     e.value = o.yaml_value;
     e.origin = o.origin;
     e.where = {"command line", 0, 0};
-    e.source_key = o.origin;
+    e.source_key = o.origin.rfind("command line ", 0) == 0 ? o.origin.substr(13) : o.origin;
     draft.override_with(e);
   }
 
