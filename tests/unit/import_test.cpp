@@ -76,7 +76,8 @@ TEST_CASE("DeepSpeed: ZeRO-3 with CPU offload (accelerate's zero_stage3_offload_
   CHECK(reason_for(t, "zero_optimization.stage3_prefetch_bucket_size").rfind("not modelled yet", 0) == 0);
   CHECK(reason_for(t, "train_batch_size").rfind("auto", 0) == 0);
   // Every value line names where it came from.
-  CHECK(t.yaml.find("micro_batch: 8  # DeepSpeed auto, filled from TrainingArguments: default of transformers") != std::string::npos);
+  CHECK(t.yaml.find("micro_batch: 8  # DeepSpeed auto, filled from TrainingArguments: default of transformers") !=
+        std::string::npos);
   CHECK(t.yaml.find("zero: 3  # " + files[0].string() + ": zero_optimization.stage 3") != std::string::npos);
 }
 
@@ -138,6 +139,9 @@ TEST_CASE("accelerate: FSDP with CPU offload and no mixed precision (PEFT's fsdp
   const plan::Plan q =
       scenario_of({example("accelerate/config_yaml_templates/fsdp.yaml")}, cluster("", "llama-3.2-1b")).plans.at(0);
   CHECK(q.job.precision == plan::Precision::bf16_mixed);
+  // accelerate reduces in the compute type (param_dtype = reduce_dtype), also for FSDP2.
+  CHECK(q.job.fsdp_mixed_precision.param == plan::WireType::half);
+  CHECK(q.job.fsdp_mixed_precision.reduce == plan::WireType::half);
   CHECK(q.offload.params == Tier::gpu);
   CHECK(q.job.checkpointing == plan::Checkpointing::none);
 }
@@ -337,4 +341,16 @@ TEST_CASE("TrainingArguments naming a ds_config.json, with a PEFT adapter_config
       write_scratch("args_bf16.json", R"({"output_dir": "out", "bf16": true, "deepspeed": ")" + ds.string() + R"("})");
   CHECK(test::input_error_of([&] { translate({bf16}, cluster("8", "llama-3.2-3b")); }).find("make them agree") !=
         std::string::npos);
+}
+
+TEST_CASE("TrainingArguments with fsdp and fsdp_config version 2: FSDP2, reducing in bf16 as accelerate does") {
+  const fs::path f =
+      write_scratch("fsdp_args.json", R"({"output_dir": "o", "bf16": true, "fsdp": "full_shard auto_wrap",
+ "fsdp_config": {"fsdp_version": 2, "activation_checkpointing": true}, "per_device_train_batch_size": 2})");
+  const plan::Plan p = scenario_of({f}, cluster("4", "llama-3.2-1b")).plans.at(0);
+  CHECK(p.job.framework == plan::Framework::pytorch_fsdp2);
+  CHECK(p.parallel.fsdp == plan::FsdpSharding::full_shard);
+  CHECK(p.job.checkpointing == plan::Checkpointing::full);
+  CHECK(p.job.fsdp_mixed_precision.reduce == plan::WireType::half);  // torchtitan's FSDP2 default would be fp32
+  CHECK(plan::global_batch_samples(p) == 8);
 }

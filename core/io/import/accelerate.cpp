@@ -164,6 +164,13 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
         f.error(*m, "mixed_precision", fmt::format("expected no, fp16, bf16 or fp8, got '{}'", *t));
       else
         f.set("job.precision", p, "mixed_precision", *m);
+      // FSDP under accelerate casts parameters and reduces gradients in the same 16-bit type, for
+      // FSDP1 and FSDP2 alike (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision:
+      // param_dtype = reduce_dtype = dtype), unlike torchtitan's FSDP2, which reduces in fp32.
+      if (type == "FSDP" && (*t == "bf16" || *t == "fp16")) {
+        f.set("job.fsdp_mixed_precision.param_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+        f.set("job.fsdp_mixed_precision.reduce_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+      }
     }
   }
   long long processes = 0, machines = 1;

@@ -47,7 +47,7 @@ void read_optim(Fields& f, const Node& n) {
 }
 
 // TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
-void read_fsdp(Fields& f, const Node& n) {
+void read_fsdp(Fields& f, const Node& n, bool fsdp2) {
   std::vector<const Node*> words;
   std::vector<Node> split;
   if (n.is_seq()) {
@@ -69,7 +69,7 @@ void read_fsdp(Fields& f, const Node& n) {
     for (const auto& e : split) words.push_back(&e);
   }
   if (words.empty()) return;
-  f.set("job.framework", "pytorch-fsdp", "fsdp", n);
+  f.set("job.framework", fsdp2 ? "pytorch-fsdp2" : "pytorch-fsdp", "fsdp", n, fsdp2 ? "fsdp_config version 2" : "");
   for (const Node* w : words) {
     const std::string t = w->is_scalar() ? w->text : "";
     if (t == "full_shard" || t == "shard_grad_op" || t == "hybrid_shard" || t == "no_shard")
@@ -92,9 +92,8 @@ void read_fsdp_config(Fields& top, const Node& block) {
   for (const char* k : {"activation_checkpointing", "fsdp_activation_checkpointing"})
     if (const Node* a = f.take(k))
       if (const auto b = as_bool(f, k, *a); b && *b) f.set("job.activation_checkpointing", "full", k, *a);
-  for (const char* k : {"fsdp_version", "version"})
-    if (const Node* v = f.take(k))
-      if (const auto n = as_int(f, k, *v); n && *n == 2) f.set("job.framework", "pytorch-fsdp2", k, *v);
+  for (const char* k : {"fsdp_version", "version"})  // read with `fsdp` (read_fsdp)
+    if (const Node* v = f.take(k)) as_int(f, k, *v);
   f.ignore_matching(
       "", "FSDP wrapping, prefetch and loading options: ftplan wraps each transformer layer and prefetches one unit");
   f.finish();
@@ -141,7 +140,11 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
       ctx.read_file(ds, ConfigFormat::deepspeed, d->where);
     }
   }
-  if (const Node* s = f.take("fsdp")) read_fsdp(f, *s);
+  bool fsdp2 = false;
+  if (const Node* c = root.find("fsdp_config"); c && c->is_map())
+    for (const char* k : {"fsdp_version", "version"})
+      if (const Node* v = c->find(k); v && v->is_scalar() && v->text == "2") fsdp2 = true;
+  if (const Node* s = f.take("fsdp")) read_fsdp(f, *s, fsdp2);
   if (const Node* c = f.take("fsdp_config")) {
     if (c->is_map())
       read_fsdp_config(f, *c);

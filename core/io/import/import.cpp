@@ -428,6 +428,18 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
         "job.optimizer.name", "adamw",
         fmt::format("default of {}: TrainingArguments.optim adamw_torch (adamw_torch_fused with torch >= 2.8)",
                     kTransformers));
+  // The Trainer's FSDP is accelerate's: parameters and gradient reduction in the 16-bit type
+  // (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision).
+  if (hf && (framework == "pytorch-fsdp" || framework == "pytorch-fsdp2") &&
+      !draft.has("job.fsdp_mixed_precision.reduce_dtype"))
+    if (const Entry* p = draft.get("job.precision"); p && (p->value == "bf16-mixed" || p->value == "fp16-mixed")) {
+      const std::string half = p->value.substr(0, 4);
+      for (const char* k : {"job.fsdp_mixed_precision.param_dtype", "job.fsdp_mixed_precision.reduce_dtype"})
+        draft.set_default(
+            k, half,
+            fmt::format("default of {}: FSDP MixedPrecision param_dtype = reduce_dtype = the compute type, {}",
+                        kAccelerate, half));
+    }
   // What no file and no framework default decides: ftplan's own default, said so.
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, std::string>>{{"job.framework", "pytorch-fsdp"},
