@@ -46,5 +46,6 @@ int cmd_plan(const std::vector<std::string>& argv);
 int cmd_calibrate(const std::vector<std::string>& argv);
 int cmd_sweep(const std::vector<std::string>& argv);
 int cmd_sweep_merge(const std::vector<std::string>& argv);
+int cmd_import(const std::vector<std::string>& argv);
 
 }  // namespace ftplan::cli

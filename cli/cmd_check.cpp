@@ -6,6 +6,7 @@
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "scenario_source.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {
@@ -14,7 +15,7 @@ int cmd_check(const std::vector<std::string>& argv) {
   const Args args(argv, 2, common_options());
   App app(args);
   if (args.positionals().size() != 1) throw UsageError("usage: ftplan check SCENARIO");
-  const plan::Scenario s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
+  const plan::Scenario s = load_scenario_file(app, args.positionals()[0]);
   const auto params = model::count_params(s.model).total;
   if (app.format() == Format::json) {
     nlohmann::ordered_json doc;

@@ -39,6 +39,12 @@ verbs:
                            [--threads N] [--shard K/N] [--dry-run] (docs/sweep-format.md)
   sweep-merge --out F FILES...
                            join the files of a sharded sweep into the file one unsharded run writes
+  import FILE... [--out F] a scenario from training configs (DeepSpeed ds_config.json, accelerate config
+                           YAML, torchtune recipe, torchtitan .toml, TrainingArguments JSON, PEFT
+                           adapter_config.json), each value commented with its source, unused keys listed;
+                           --model, --gpu, --gpus and the quick-form flags override (docs/import.md)
+  memory|simulate|compare --from FILE...
+                           the same scenario, evaluated without writing it
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
   help                     this text; VERB --help lists a verb's options
 
@@ -70,6 +76,7 @@ int main(int argc, char** argv) {
     if (verb == "plan") return ftplan::cli::cmd_plan(args);
     if (verb == "sweep") return ftplan::cli::cmd_sweep(args);
     if (verb == "sweep-merge") return ftplan::cli::cmd_sweep_merge(args);
+    if (verb == "import") return ftplan::cli::cmd_import(args);
     if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/strings.hpp"
+#include "io/import/import.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
@@ -159,6 +160,10 @@ void emit(std::string& out, const std::vector<std::pair<std::string, std::string
 std::vector<OptionSpec> scenario_options() {
   std::vector<OptionSpec> o = common_options();
   o.push_back({"plan", true, "only the plan of this name"});
+  o.push_back({"from", true,
+               "read the scenario from training configs instead (DeepSpeed, accelerate, torchtune, torchtitan, "
+               "TrainingArguments, PEFT adapter; more files as further arguments); the flags below override them "
+               "(docs/import.md)"});
   for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
   o.push_back({"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
   o.push_back({"set", true,
@@ -209,13 +214,74 @@ std::string quick_scenario_yaml(const Args& args) {
   return yaml;
 }
 
+plan::Scenario load_scenario_file(App& app, const std::string& path) {
+  try {
+    return io::load_scenario(path, app.zoo(), app.catalog());
+  } catch (const InputError& e) {
+    // A training config given where a scenario belongs: say how to use it, instead of a list of
+    // schema errors about keys a scenario does not have.
+    std::optional<io::ConfigFormat> format;
+    try {
+      format = io::detect_config_format(path);
+    } catch (const InputError&) {
+    }
+    if (!format) throw;
+    throw UsageError(fmt::format("{} is a {}, not a scenario: `ftplan import {} --gpu G --gpus N [--model M] --out "
+                                 "scenario.yaml`, or give it with --from (docs/import.md)",
+                                 path, io::to_string(*format), path));
+  }
+}
+
+std::vector<io::ImportOverride> import_overrides(const Args& args) {
+  std::vector<io::ImportOverride> out;
+  const auto scenario_key = [](const std::string& key) {
+    for (const char* block : {"cluster.", "parallel.", "offload."})
+      if (key.rfind(block, 0) == 0) return "plan." + key;
+    if (key == "model" || key.rfind("job.", 0) == 0) return key;
+    throw UsageError("--set " + key + ": keys start with job., cluster., parallel. or offload.");
+  };
+  for (const auto& s : shortcuts()) {
+    auto v = args.value(s.flag);
+    if (!v) continue;
+    std::string value = yaml_quoted(*v);
+    if (std::string(s.key) == "model" && std::filesystem::path(*v).extension() == ".json")
+      value = "{hf_config: " + yaml_quoted(std::filesystem::absolute(*v).string()) + "}";
+    if (std::string(s.key) == "job.lora.targets") value = yaml_list("--lora-targets", *v);
+    out.push_back({scenario_key(s.key), value, fmt::format("command line --{}", s.flag)});
+  }
+  if (auto set = args.value("set"))
+    for (const auto& [key, value] : set_items(*set))
+      out.push_back({scenario_key(key), yaml_value(key, value), fmt::format("command line --set {}", key)});
+  return out;
+}
+
+std::vector<std::filesystem::path> import_files(const Args& args) {
+  std::vector<std::filesystem::path> files;
+  if (auto from = args.value("from")) files.emplace_back(*from);
+  for (const auto& p : args.positionals()) files.emplace_back(p);
+  if (files.empty()) throw UsageError("name at least one configuration file");
+  return files;
+}
+
+void print_ignored(const io::ImportedScenario& imported) {
+  if (imported.ignored.empty()) return;
+  fmt::print(stderr, "note: {} key(s) of the configs are not used (ftplan import writes them into the scenario):\n",
+             imported.ignored.size());
+  for (const auto& i : imported.ignored)
+    fmt::print(stderr, "  {}:{}:{}: {}: {}\n", i.where.file, i.where.line, i.where.column, i.key, i.reason);
+}
+
 plan::Scenario scenario_from_args(App& app, const Args& args) {
   plan::Scenario s;
-  if (!args.positionals().empty()) {
+  if (args.value("from")) {
+    const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
+    if (app.format() == Format::table) print_ignored(imported);
+    s = io::load_imported(imported, std::filesystem::current_path(), app.zoo(), app.catalog());
+  } else if (!args.positionals().empty()) {
     if (args.positionals().size() > 1) throw UsageError("one scenario file at a time");
     for (const auto& sc : shortcuts())
       if (args.value(sc.flag)) throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
-    s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
+    s = load_scenario_file(app, args.positionals()[0]);
   } else {
     if (!args.value("model")) throw UsageError("give a scenario file, or --model and --gpu for the quick form");
     const std::string yaml = quick_scenario_yaml(args);

@@ -3,12 +3,14 @@
 // scenario YAML and read by the same reader, so they are validated exactly like a file.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "app.hpp"
 #include <optional>
 
+#include "io/import/import.hpp"
 #include "io/rows.hpp"
 #include "plan/scenario.hpp"
 #include "sim/simulate.hpp"
@@ -20,6 +22,15 @@ std::vector<OptionSpec> scenario_options();
 
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
+
+// A scenario file; a training config given instead is refused with how to import it.
+plan::Scenario load_scenario_file(App& app, const std::string& path);
+
+// `--from` and `ftplan import`: the configuration files (--from's value, then the positionals),
+// the quick-form flags and --set items as overrides of what they say, and the list of keys not used.
+std::vector<std::filesystem::path> import_files(const Args& args);
+std::vector<io::ImportOverride> import_overrides(const Args& args);
+void print_ignored(const io::ImportedScenario& imported);
 
 // --fidelity for the verbs that simulate, and the simulation options it asks for.
 OptionSpec fidelity_option();

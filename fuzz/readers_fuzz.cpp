@@ -15,6 +15,7 @@
 
 #include "common/error.hpp"
 #include "io/catalog_io.hpp"
+#include "io/import/import.hpp"
 #include "io/model_io.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
@@ -71,6 +72,19 @@ void read_input(std::string_view text) {
     const fs::path p = g_scratch->dir / "some-model" / "config.json";
     write(p, text);
     ftplan::io::load_hf_config(p);
+  } else if (std::string_view(FTPLAN_FUZZ_READER).rfind("import_", 0) == 0) {
+    // The importers: the input as one config file of the target's kind (the file name carries
+    // the extension detection looks at), translated and read back as a scenario.
+    const fs::path p =
+        g_scratch->dir / (FTPLAN_FUZZ_IS("import_torchtitan")                                         ? "train.toml"
+                          : FTPLAN_FUZZ_IS("import_accelerate") || FTPLAN_FUZZ_IS("import_torchtune") ? "config.yaml"
+                                                                                                      : "config.json");
+    write(p, text);
+    const std::vector<ftplan::io::ImportOverride> overrides = {{"model", "llama-3.2-1b", "fuzz"},
+                                                               {"plan.cluster.gpu", "h100-sxm-80gb", "fuzz"},
+                                                               {"plan.cluster.gpus", "8", "fuzz"}};
+    const auto imported = ftplan::io::import_configs({p}, overrides, *g_zoo);
+    ftplan::io::load_imported(imported, g_scratch->dir, *g_zoo, *g_catalog);
   } else if (FTPLAN_FUZZ_IS("catalog")) {
     const std::string kind = catalog_file_of(text);
     const fs::path p = g_scratch->dir / "hardware" / (kind + ".yaml");

@@ -29,6 +29,12 @@ seeds_of() {
     catalog) ls model_zoo/hardware/*.yaml ;;
     profile) ls model_zoo/hardware/profiles/*.yaml ;;
     hf_config) ls tests/data/hf/*/config.json ;;
+    import_deepspeed) ls tests/data/import/deepspeed/*.json tests/data/import/accelerate/deepspeed_config_templates/*.json ;;
+    import_accelerate) ls tests/data/import/accelerate/*.yaml tests/data/import/accelerate/config_yaml_templates/*.yaml ;;
+    import_torchtune) ls tests/data/import/torchtune/*.yaml ;;
+    import_torchtitan) ls tests/data/import/torchtitan/*.toml ;;
+    import_training_args) ls tests/data/import/hf_trainer/*.json ;;
+    import_peft) ls tests/data/import/peft/*.json ;;
   esac
 }
 

@@ -1,0 +1,227 @@
+// accelerate config YAML (`accelerate config` writes it; `accelerate launch --config_file` reads
+// it). Keys and defaults: accelerate 1.x (huggingface/accelerate 16cb6eb8),
+// src/accelerate/commands/config/config_args.py (ClusterConfig) and src/accelerate/utils/dataclasses.py
+// (FullyShardedDataParallelPlugin, DeepSpeedPlugin).
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "io/import/detail.hpp"
+
+namespace ftplan::io::import {
+namespace {
+
+constexpr const char* kFormat = "accelerate";
+constexpr const char* kLaunch = "launcher setting: no effect on memory or step time";
+
+std::string precision_of(const std::string& mp) {
+  if (mp == "no") return "fp32";
+  if (mp == "fp16") return "fp16-mixed";
+  if (mp == "bf16") return "bf16-mixed";
+  if (mp == "fp8") return "fp8-mixed";
+  return {};
+}
+
+// FullyShardedDataParallelPlugin's sharding_strategy: names or torch's ShardingStrategy numbers 1-5.
+std::string fsdp_sharding_of(std::string s) {
+  if (s == "1" || s == "FULL_SHARD") return "full_shard";
+  if (s == "2" || s == "SHARD_GRAD_OP") return "shard_grad_op";
+  if (s == "3" || s == "NO_SHARD") return "no_shard";
+  if (s == "4" || s == "HYBRID_SHARD") return "hybrid_shard";
+  return {};  // 5 / _HYBRID_SHARD_ZERO2 and anything else
+}
+
+void read_fsdp_config(Fields& top, const Node& block) {
+  Fields f(top.ctx(), block, top.file(), top.key_path("fsdp_config"), kFormat);
+  std::string version = "1";
+  if (const Node* v = f.take("fsdp_version")) {
+    if (const auto n = as_int(f, "fsdp_version", *v)) {
+      version = std::to_string(*n);
+      if (*n != 1 && *n != 2) f.error(*v, "fsdp_version", fmt::format("expected 1 or 2, got {}", *n));
+    }
+    f.set("job.framework", version == "2" ? "pytorch-fsdp2" : "pytorch-fsdp", "fsdp_version", *v);
+  } else {
+    // FullyShardedDataParallelPlugin.fsdp_version defaults to 1 (utils/dataclasses.py).
+    f.ctx().draft.set(
+        {"job.framework", "pytorch-fsdp",
+         fmt::format("{}: distributed_type FSDP (fsdp_version: default of accelerate 1.x, 1)", top.file()), block.where,
+         top.key_path("fsdp_config"), false});
+  }
+  for (const char* key : {"fsdp_sharding_strategy", "fsdp_reshard_after_forward"}) {
+    const Node* s = f.take(key);
+    if (!s) continue;
+    const auto text = as_string(f, key, *s);
+    if (!text) continue;
+    std::string sharding = fsdp_sharding_of(*text);
+    // FSDP2 (fsdp_version 2) takes reshard_after_forward: true = FULL_SHARD, false = SHARD_GRAD_OP.
+    if (std::string(key) == "fsdp_reshard_after_forward") {
+      if (*text == "true" || *text == "True")
+        sharding = "full_shard";
+      else if (*text == "false" || *text == "False")
+        sharding = "shard_grad_op";
+    }
+    if (sharding.empty())
+      f.not_modelled(key, *s, fmt::format("FSDP sharding '{}'", *text));
+    else
+      f.set("plan.parallel.fsdp", sharding, key, *s);
+  }
+  if (const Node* o = f.take("fsdp_offload_params")) {
+    if (const auto b = as_bool(f, "fsdp_offload_params", *o); b && *b) {
+      // torch CPUOffload(offload_params=True): parameters and gradients live on the host and the
+      // optimizer steps there (torch/distributed/fsdp/api.py CPUOffload).
+      for (const char* k :
+           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
+        f.set(k, "cpu", "fsdp_offload_params", *o);
+    }
+  }
+  if (const Node* a = f.take("fsdp_activation_checkpointing"))
+    if (const auto b = as_bool(f, "fsdp_activation_checkpointing", *a))
+      f.set("job.activation_checkpointing", *b ? "full" : "none", "fsdp_activation_checkpointing", *a);
+  if (const Node* w = f.take("fsdp_auto_wrap_policy")) {
+    if (const auto t = as_string(f, "fsdp_auto_wrap_policy", *w); t && *t != "TRANSFORMER_BASED_WRAP")
+      f.not_modelled("fsdp_auto_wrap_policy", *w,
+                     fmt::format("wrap policy {} (ftplan wraps each transformer layer, TRANSFORMER_BASED_WRAP)", *t));
+  }
+  f.ignore("fsdp_transformer_layer_cls_to_wrap", "ftplan wraps each transformer layer");
+  f.ignore("fsdp_min_num_params", "not modelled yet: SIZE_BASED_WRAP units");
+  f.ignore("fsdp_backward_prefetch", "ftplan prefetches the next unit in backward (BACKWARD_PRE)");
+  f.ignore("fsdp_forward_prefetch", "not modelled yet: explicit forward prefetch");
+  f.ignore("fsdp_state_dict_type", kIo);
+  f.ignore("fsdp_sync_module_states", "model loading: outside the training step");
+  f.ignore("fsdp_cpu_ram_efficient_loading", "model loading: outside the training step");
+  f.ignore("fsdp_use_orig_params", kNoEffect);
+  f.ignore("fsdp_limit_all_gathers", "ftplan's FSDP1 profile limits all-gathers in flight to two (the default True)");
+  f.finish();
+}
+
+void read_deepspeed_config(Fields& top, const Node& block, const std::filesystem::path& path) {
+  Fields f(top.ctx(), block, top.file(), top.key_path("deepspeed_config"), kFormat);
+  if (const Node* file = f.take("deepspeed_config_file")) {
+    if (const auto p = as_string(f, "deepspeed_config_file", *file); p && !p->empty() && *p != "none") {
+      // A relative path is read from the config file's folder (as the examples in accelerate's
+      // repository name ../deepspeed_config_templates/...).
+      std::filesystem::path ds = *p;
+      if (ds.is_relative()) ds = path.parent_path() / ds;
+      top.ctx().read_file(ds, ConfigFormat::deepspeed, file->where);
+    }
+  }
+  if (const Node* s = f.take("zero_stage"))
+    if (const auto v = as_int(f, "zero_stage", *s)) f.set("plan.parallel.zero", std::to_string(*v), "zero_stage", *s);
+  if (const Node* g = f.take("gradient_accumulation_steps"); g && !is_auto(*g))
+    if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
+      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);
+  if (const Node* o = f.take("offload_optimizer_device")) {
+    if (const auto d = as_string(f, "offload_optimizer_device", *o); d && (*d == "cpu" || *d == "nvme")) {
+      f.set("plan.offload.optimizer", *d, "offload_optimizer_device", *o);
+      f.set("plan.offload.optimizer_step", "cpu", "offload_optimizer_device", *o,
+            "DeepSpeedCPUAdam runs the step on the host");
+      f.set("plan.offload.gradients", "cpu", "offload_optimizer_device", *o,
+            "gradient partitions go to the host for the CPU step");
+    } else if (d && *d != "none") {
+      f.error(*o, "offload_optimizer_device", fmt::format("expected none, cpu or nvme, got '{}'", *d));
+    }
+  }
+  if (const Node* o = f.take("offload_param_device")) {
+    if (const auto d = as_string(f, "offload_param_device", *o); d && (*d == "cpu" || *d == "nvme"))
+      f.set("plan.offload.params", *d, "offload_param_device", *o);
+    else if (d && *d != "none")
+      f.error(*o, "offload_param_device", fmt::format("expected none, cpu or nvme, got '{}'", *d));
+  }
+  f.ignore("offload_optimizer_nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
+  f.ignore("offload_param_nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
+  f.ignore("gradient_clipping", kNoEffect);
+  f.ignore("zero3_init_flag", "model loading: outside the training step");
+  f.ignore("zero3_save_16bit_model", kIo);
+  f.ignore("deepspeed_multinode_launcher", kLaunch);
+  f.ignore("deepspeed_hostfile", kLaunch);
+  f.ignore("deepspeed_exclusion_filter", kLaunch);
+  f.ignore("deepspeed_inclusion_filter", kLaunch);
+  f.ignore("deepspeed_moe_layer_cls_names", "ftplan reads experts from the model");
+  f.finish();
+}
+
+}  // namespace
+
+void read_accelerate(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
+  Fields f(ctx, root, file, {}, kFormat);
+  std::string type = "NO";  // ClusterConfig.distributed_type has no default; `accelerate config` writes NO for one GPU
+  if (const Node* d = f.take("distributed_type")) {
+    if (const auto t = as_string(f, "distributed_type", *d)) {
+      type = *t;
+      if (type == "MULTI_GPU" || type == "NO")
+        // torch DDP (or one process): ftplan's hf-trainer profile is plain DDP.
+        ctx.draft.set_default(
+            "job.framework", "hf-trainer",
+            fmt::format("{}: distributed_type {} (torch DDP: ftplan's hf-trainer profile)", file, type));
+      else if (type != "FSDP" && type != "DEEPSPEED")
+        f.not_modelled("distributed_type", *d, fmt::format("distributed type {} (ftplan models NVIDIA GPUs)", type));
+    }
+  }
+  if (const Node* m = f.take("mixed_precision")) {
+    if (const auto t = as_string(f, "mixed_precision", *m)) {
+      const std::string p = precision_of(*t);
+      if (p.empty())
+        f.error(*m, "mixed_precision", fmt::format("expected no, fp16, bf16 or fp8, got '{}'", *t));
+      else
+        f.set("job.precision", p, "mixed_precision", *m);
+      // FSDP under accelerate casts parameters and reduces gradients in the same 16-bit type, for
+      // FSDP1 and FSDP2 alike (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision:
+      // param_dtype = reduce_dtype = dtype), unlike torchtitan's FSDP2, which reduces in fp32.
+      if (type == "FSDP" && (*t == "bf16" || *t == "fp16")) {
+        f.set("job.fsdp_mixed_precision.param_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+        f.set("job.fsdp_mixed_precision.reduce_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+      }
+    }
+  }
+  long long processes = 0, machines = 1;
+  if (const Node* n = f.take("num_processes")) {
+    if (const auto v = as_int(f, "num_processes", *n)) {
+      processes = *v;
+      f.set("plan.cluster.gpus", std::to_string(*v), "num_processes", *n);
+    }
+  }
+  if (const Node* n = f.take("num_machines")) {
+    if (const auto v = as_int(f, "num_machines", *n)) {
+      machines = *v;
+      if (processes > 0 && *v > 1 && processes % *v == 0)
+        f.set("plan.cluster.gpus_per_node", std::to_string(processes / *v), "num_machines", *n,
+              fmt::format("num_processes {} / num_machines {}", processes, *v));
+      else if (processes > 0 && *v > 1)
+        f.error(*n, "num_machines",
+                fmt::format("num_processes {} is not a multiple of num_machines {}", processes, *v));
+    }
+  }
+  (void)machines;
+  if (const Node* c = f.take("fsdp_config"); c && c->is_map() && type == "FSDP")
+    read_fsdp_config(f, *c);
+  else if (c)
+    ctx.ignored.push_back({c->where, "fsdp_config", "distributed_type is not FSDP: accelerate does not use it"});
+  if (const Node* c = f.take("deepspeed_config"); c && c->is_map() && type == "DEEPSPEED") {
+    ctx.draft.set({"job.framework", "deepspeed", fmt::format("{}: distributed_type DEEPSPEED", file), c->where,
+                   "distributed_type", false});
+    read_deepspeed_config(f, *c, path);
+  } else if (c) {
+    ctx.ignored.push_back(
+        {c->where, "deepspeed_config", "distributed_type is not DEEPSPEED: accelerate does not use it"});
+  }
+  if (const Node* u = f.take("use_cpu"))
+    if (const auto b = as_bool(f, "use_cpu", *u); b && *b) f.not_modelled("use_cpu", *u, "training on CPUs");
+  if (const Node* d = f.take("dynamo_config"); d && d->is_map()) {
+    if (const Node* b = d->find("dynamo_backend"); b && b->is_scalar() && b->text != "NO")
+      f.set("job.compile", "true", "dynamo_config", *b, "dynamo_backend " + b->text);
+    else
+      ctx.ignored.push_back({d->where, "dynamo_config", "torch.compile not enabled"});
+  }
+  f.ignore("downcast_bf16", "TPU only");
+  for (const char* k : {"compute_environment", "debug", "machine_rank", "main_training_function", "rdzv_backend",
+                        "same_network", "main_process_ip", "main_process_port", "gpu_ids", "enable_cpu_affinity"})
+    f.ignore(k, kLaunch);
+  f.ignore_matching("tpu_", "TPU only");
+  f.ignore_matching("ipex_", "Intel CPU/XPU only");
+  f.ignore("megatron_lm_config", "not modelled yet: accelerate's Megatron-LM plugin");
+  f.ignore("fp8_config", "ftplan models fp8 as a precision recipe, not its scaling options");
+  f.ignore("parallelism_config", "not modelled yet: accelerate's ParallelismConfig (read tp/cp with --tp/--cp)");
+  f.finish();
+}
+
+}  // namespace ftplan::io::import

@@ -1,0 +1,156 @@
+// Private machinery of the importers: one tree for JSON, YAML and TOML documents (each value with
+// its file:line:column), the draft scenario the format readers fill, and a reader of one mapping
+// that makes sure every key is either used or listed as ignored.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/error.hpp"
+#include "io/import/import.hpp"
+#include "model/zoo.hpp"
+
+namespace ftplan::io::import {
+
+// One value of a JSON, YAML or TOML document.
+struct Node {
+  enum class Kind { null, scalar, map, seq };
+  Kind kind = Kind::null;
+  std::string text;     // scalar text (TOML booleans "true"/"false")
+  bool quoted = false;  // a string in the source (not a number or bool)
+  struct Item;
+  std::vector<Item> items;  // map, in file order (std::pair<std::string, Node> would need Node complete)
+  std::vector<Node> elems;  // sequence
+  SourceLocation where;
+
+  bool is_map() const { return kind == Kind::map; }
+  bool is_seq() const { return kind == Kind::seq; }
+  bool is_scalar() const { return kind == Kind::scalar; }
+  bool is_null() const { return kind == Kind::null; }
+  const Node* find(std::string_view key) const;
+};
+
+struct Node::Item {
+  std::string key;
+  Node value;
+};
+
+// JSON and YAML through yaml-cpp (JSON is YAML), TOML through toml++. Throw InputError naming the
+// file, line and column.
+Node load_yaml_tree(const std::filesystem::path& path);
+Node load_toml_tree(const std::filesystem::path& path);
+
+// One scenario value and where it came from.
+struct Entry {
+  std::string key;         // "job.micro_batch", "plan.parallel.zero"; "_gas" etc. are facts, not emitted
+  std::string value;       // YAML text
+  std::string origin;      // comment text: "ds_config.json: zero_optimization.stage" or "default of ..."
+  SourceLocation where;    // of the config value (file empty: a default or the command line)
+  std::string source_key;  // the config key (or flag) it came from
+  bool is_default = false;
+};
+
+struct Context;
+
+// The scenario being assembled. Two files that give one key different values are an error at
+// both places (as transformers' DeepSpeed integration refuses mismatches); a default yields to
+// any value a file gives; the command line replaces everything.
+class Draft {
+ public:
+  explicit Draft(Diagnostics& diagnostics) : diagnostics_(&diagnostics) {}
+  void set(Entry e);
+  void set_default(std::string key, std::string value, std::string origin);
+  void override_with(Entry e);
+  const Entry* get(std::string_view key) const;
+  bool has(std::string_view key) const { return get(key) != nullptr; }
+  void erase(std::string_view key);
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  Diagnostics* diagnostics_;
+  std::vector<Entry> entries_;
+};
+
+// What the format readers share.
+struct Context {
+  Draft& draft;
+  std::vector<IgnoredKey>& ignored;
+  Diagnostics& diagnostics;
+  const model::Zoo& zoo;
+  std::vector<std::string>& files;
+  std::vector<ConfigFormat>& formats;
+  // Reads another file (a DeepSpeed config named by an accelerate config or TrainingArguments).
+  std::function<void(const std::filesystem::path&, ConfigFormat expected, const SourceLocation& named_at)> read_file;
+  // Reads an inline DeepSpeed config (TrainingArguments "deepspeed": {...}).
+  std::function<void(const Node&, const std::string& file)> read_deepspeed_node;
+};
+
+// A mapping being read: each key is taken (used), ignored with a reason, or, at finish(), listed
+// as not known to the importer. Nothing is dropped without a trace.
+class Fields {
+ public:
+  Fields(Context& ctx, const Node& map, std::string file, std::string prefix, std::string format_name);
+
+  const Node* take(std::string_view key);
+  void ignore(std::string_view key, std::string reason);
+  // Ignores every key not taken yet whose name starts with `prefix` ("" for all).
+  void ignore_matching(std::string_view prefix, const std::string& reason);
+  void finish();
+
+  std::string key_path(std::string_view key) const {
+    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+  }
+  const std::string& file() const { return file_; }
+  Context& ctx() { return *ctx_; }
+
+  // An Entry for `key` of this map at `node`.
+  Entry entry(std::string scenario_key, std::string value, std::string_view key, const Node& node,
+              std::string note = {}) const;
+  void set(std::string scenario_key, std::string value, std::string_view key, const Node& node, std::string note = {}) {
+    ctx_->draft.set(entry(std::move(scenario_key), std::move(value), key, node, std::move(note)));
+  }
+  void error(const Node& node, std::string_view key, std::string message);
+  void not_modelled(std::string_view key, const Node& node, std::string why);
+
+ private:
+  Context* ctx_;
+  const Node* map_;
+  std::string file_, prefix_, format_;
+  std::vector<std::string> done_;
+};
+
+// Scalar readers: nullopt (and a diagnostic at the value) when the value is not of the kind.
+std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n);
+std::optional<long long> as_int(Fields& f, std::string_view key, const Node& n);
+std::optional<std::string> as_string(Fields& f, std::string_view key, const Node& n);
+bool is_auto(const Node& n);
+std::string yaml_scalar(const std::string& text);  // quoted when YAML would read it otherwise
+std::string yaml_flow_list(const std::vector<std::string>& items);
+
+// The zoo entry for a Hugging Face model id ("meta-llama/Meta-Llama-3.1-8B-Instruct" ->
+// llama-3.1-8b), or "" when none matches.
+std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo);
+// Sets "model" from a Hugging Face id, or reports that no zoo model matches.
+void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n);
+
+// The format readers (one per file kind).
+void read_deepspeed(Context& ctx, const Node& root, const std::string& file, const std::string& prefix = {});
+void read_accelerate(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
+void read_torchtune(Context& ctx, const Node& root, const std::string& file);
+void read_torchtitan(Context& ctx, const Node& root, const std::string& file);
+void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
+void read_peft_adapter(Context& ctx, const Node& root, const std::string& file);
+
+// Reasons shared by several readers.
+inline constexpr const char* kNoEffect = "no effect on memory or step time";
+inline constexpr const char* kHyperparameter = "optimizer hyperparameter: no effect on memory or step time";
+inline constexpr const char* kIo =
+    "paths, logging, checkpoint saving or evaluation: outside the training step ftplan models";
+
+}  // namespace ftplan::io::import

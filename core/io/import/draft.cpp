@@ -1,0 +1,206 @@
+// The draft scenario, the key-by-key reader of a mapping, and the scalar readers.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+#include "io/import/detail.hpp"
+
+namespace ftplan::io::import {
+
+namespace {
+std::string place(const SourceLocation& w) {
+  return w.line > 0 ? fmt::format("{}:{}:{}", w.file, w.line, w.column) : w.file;
+}
+}  // namespace
+
+void Draft::set(Entry e) {
+  for (auto& have : entries_) {
+    if (have.key != e.key) continue;
+    if (have.is_default || have.value == e.value) {
+      if (have.is_default)
+        have = std::move(e);
+      else
+        have.origin += "; also " + e.origin;
+      return;
+    }
+    // Two files disagree: both places are named, the person chooses.
+    const std::string what = e.key == "_gas"           ? "the gradient accumulation steps"
+                             : e.key == "_train_batch" ? "the train batch size"
+                                                       : e.key;
+    diagnostics_->error(e.where, e.source_key,
+                        fmt::format("sets {} to {}, but {} ({}) sets it to {}; make them agree", what, e.value,
+                                    have.source_key, place(have.where), have.value));
+    return;
+  }
+  entries_.push_back(std::move(e));
+}
+
+void Draft::set_default(std::string key, std::string value, std::string origin) {
+  if (has(key)) return;
+  Entry e;
+  e.key = std::move(key);
+  e.value = std::move(value);
+  e.origin = std::move(origin);
+  e.is_default = true;
+  entries_.push_back(std::move(e));
+}
+
+void Draft::override_with(Entry e) {
+  erase(e.key);
+  entries_.push_back(std::move(e));
+}
+
+const Entry* Draft::get(std::string_view key) const {
+  for (const auto& e : entries_)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
+void Draft::erase(std::string_view key) {
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; }),
+                 entries_.end());
+}
+
+Fields::Fields(Context& ctx, const Node& map, std::string file, std::string prefix, std::string format_name)
+    : ctx_(&ctx), map_(&map), file_(std::move(file)), prefix_(std::move(prefix)), format_(std::move(format_name)) {}
+
+const Node* Fields::take(std::string_view key) {
+  const Node* n = map_->find(key);
+  if (n) done_.emplace_back(key);
+  return n;
+}
+
+void Fields::ignore(std::string_view key, std::string reason) {
+  const Node* n = map_->find(key);
+  if (!n || std::find(done_.begin(), done_.end(), key) != done_.end()) return;
+  done_.emplace_back(key);
+  ctx_->ignored.push_back({n->where, key_path(key), std::move(reason)});
+}
+
+void Fields::ignore_matching(std::string_view prefix, const std::string& reason) {
+  for (const auto& [k, v] : map_->items)
+    if (k.rfind(prefix, 0) == 0) ignore(k, reason);
+}
+
+void Fields::finish() {
+  for (const auto& [k, v] : map_->items) {
+    if (std::find(done_.begin(), done_.end(), k) != done_.end()) continue;
+    done_.push_back(k);
+    ctx_->ignored.push_back({v.where, key_path(k), fmt::format("not a {} key ftplan knows", format_)});
+  }
+}
+
+Entry Fields::entry(std::string scenario_key, std::string value, std::string_view key, const Node& node,
+                    std::string note) const {
+  Entry e;
+  e.key = std::move(scenario_key);
+  e.value = std::move(value);
+  e.source_key = key_path(key);
+  e.where = node.where;
+  e.origin = fmt::format("{}: {}", file_, e.source_key);
+  if (node.is_scalar()) e.origin += " " + node.text;
+  if (!note.empty()) e.origin += " (" + note + ")";
+  return e;
+}
+
+void Fields::error(const Node& node, std::string_view key, std::string message) {
+  ctx_->diagnostics.error(node.where, key_path(key), std::move(message));
+}
+
+void Fields::not_modelled(std::string_view key, const Node& node, std::string why) {
+  ctx_->ignored.push_back({node.where, key_path(key), "not modelled yet: " + why});
+}
+
+bool is_auto(const Node& n) { return n.is_scalar() && n.text == "auto"; }
+
+std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {
+  if (n.is_scalar()) {
+    const std::string t = n.text;
+    if (t == "true" || t == "True" || t == "TRUE") return true;
+    if (t == "false" || t == "False" || t == "FALSE") return false;
+  }
+  f.error(n, key, fmt::format("expected true or false, got {}", n.is_scalar() ? "'" + n.text + "'" : "a structure"));
+  return std::nullopt;
+}
+
+std::optional<long long> as_int(Fields& f, std::string_view key, const Node& n) {
+  if (n.is_scalar() && !n.quoted) {
+    const std::string& t = n.text;
+    long long v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec == std::errc() && p == t.data() + t.size()) return v;
+    // DeepSpeed configs write sizes as 1e9, 5e8.
+    double d = 0;
+    auto [q, ec2] = std::from_chars(t.data(), t.data() + t.size(), d);
+    if (ec2 == std::errc() && q == t.data() + t.size() && std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e18)
+      return static_cast<long long>(d);
+  }
+  f.error(n, key, fmt::format("expected an integer, got {}", n.is_scalar() ? "'" + n.text + "'" : "a structure"));
+  return std::nullopt;
+}
+
+std::optional<std::string> as_string(Fields& f, std::string_view key, const Node& n) {
+  if (n.is_scalar()) return n.text;
+  f.error(n, key, "expected text, got a structure");
+  return std::nullopt;
+}
+
+std::string yaml_scalar(const std::string& text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  if (plain) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string yaml_flow_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (const auto& i : items) out += (out.size() > 1 ? ", " : "") + yaml_scalar(i);
+  return out + "]";
+}
+
+std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
+  // The repository name, lowercased, then without the suffixes of fine-tuned or converted
+  // variants, which share the base model's architecture.
+  std::string name = id.substr(id.rfind('/') == std::string::npos ? 0 : id.rfind('/') + 1);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::vector<std::string> suffixes = {"-instruct", "-hf",   "-chat", "-base", "-it",      "-v0.1",
+                                                    "-v0.2",     "-v0.3", "-4k",   "-128k", "-bnb-4bit"};
+  for (int round = 0; round < 4; ++round) {
+    for (const std::string& candidate : {name, name.rfind("meta-", 0) == 0 ? name.substr(5) : name})
+      if (zoo.find(candidate)) return candidate;
+    for (const auto& s : suffixes)
+      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+        name.resize(name.size() - s.size());
+  }
+  return {};
+}
+
+void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
+  const auto id = as_string(f, key, n);
+  if (!id || id->empty()) return;
+  const std::string zoo_name = zoo_name_for_hf_id(*id, f.ctx().zoo);
+  if (zoo_name.empty()) {
+    f.error(n, key,
+            fmt::format("no zoo model for the Hugging Face model '{}'{}: give --model NAME (ftplan zoo list) or "
+                        "--model path/to/config.json",
+                        *id, did_you_mean(*id, f.ctx().zoo.names())));
+    return;
+  }
+  f.set("model", zoo_name, key, n);
+}
+
+}  // namespace ftplan::io::import

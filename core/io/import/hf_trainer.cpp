@@ -1,0 +1,363 @@
+// Hugging Face TrainingArguments as JSON (HfArgumentParser.parse_json_file reads the same keys the
+// command line takes) and PEFT adapter_config.json. Keys and defaults: transformers
+// (huggingface/transformers fd798335) src/transformers/training_args.py; PEFT 0.17
+// (huggingface/peft 5d602fdb) src/peft/tuners/lora/config.py and src/peft/utils/constants.py.
+#include <fmt/format.h>
+
+#include "io/import/detail.hpp"
+
+namespace ftplan::io::import {
+namespace {
+
+constexpr const char* kArgs = "TrainingArguments";
+constexpr const char* kPeft = "PEFT adapter_config";
+
+// TrainingArguments.optim (transformers OptimizerNames) -> ftplan optimizer.
+void read_optim(Fields& f, const Node& n) {
+  const auto t = as_string(f, "optim", n);
+  if (!t) return;
+  const std::string& o = *t;
+  std::string name, impl;
+  if (o == "adamw_torch_fused")
+    name = "adamw", impl = "fused";
+  else if (o == "adamw_torch" || o == "adamw_hf" || o == "adamw_apex_fused" || o == "adamw_anyprecision" ||
+           o == "adamw_torch_xla" || o == "adamw_torch_npu_fused" || o == "paged_adamw_32bit" || o == "paged_adamw")
+    name = "adamw";
+  else if (o == "adamw_bnb_8bit" || o == "adamw_8bit" || o == "paged_adamw_8bit" || o == "adamw_torch_8bit" ||
+           o == "adamw_torch_4bit")
+    name = "adamw-8bit";
+  else if (o == "adafactor")
+    name = "adafactor";
+  else if (o == "sgd")
+    name = "sgd";
+  else if (o == "lion_32bit" || o == "paged_lion_32bit")
+    name = "lion";
+  if (name.empty()) {
+    f.not_modelled("optim", n,
+                   fmt::format("optimizer '{}' (ftplan models AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", o));
+    return;
+  }
+  f.set("job.optimizer.name", name, "optim", n);
+  if (!impl.empty()) f.set("job.optimizer.implementation", impl, "optim", n);
+  if (o.rfind("paged_", 0) == 0)
+    f.not_modelled(
+        "optim", n,
+        "paged optimizer state (bitsandbytes pages it to host memory under pressure); modelled as resident on the GPU");
+  if (o == "adamw_torch_4bit") f.not_modelled("optim", n, "4-bit AdamW state (torchao); modelled as 8-bit");
+}
+
+// TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
+void read_fsdp(Fields& f, const Node& n, bool fsdp2) {
+  std::vector<const Node*> words;
+  std::vector<Node> split;
+  if (n.is_seq()) {
+    for (const auto& e : n.elems) words.push_back(&e);
+  } else if (n.is_scalar()) {
+    std::string w;
+    for (std::size_t i = 0; i <= n.text.size(); ++i) {
+      if (i == n.text.size() || n.text[i] == ' ') {
+        if (!w.empty()) {
+          Node e = n;
+          e.text = w;
+          split.push_back(e);
+        }
+        w.clear();
+      } else {
+        w += n.text[i];
+      }
+    }
+    for (const auto& e : split) words.push_back(&e);
+  }
+  if (words.empty()) return;
+  f.set("job.framework", fsdp2 ? "pytorch-fsdp2" : "pytorch-fsdp", "fsdp", n, fsdp2 ? "fsdp_config version 2" : "");
+  for (const Node* w : words) {
+    const std::string t = w->is_scalar() ? w->text : "";
+    if (t == "full_shard" || t == "shard_grad_op" || t == "hybrid_shard" || t == "no_shard")
+      f.set("plan.parallel.fsdp", t, "fsdp", *w);
+    else if (t == "hybrid_shard_zero2")
+      f.not_modelled("fsdp", *w, "HYBRID_SHARD_ZERO2");
+    else if (t == "offload")
+      for (const char* k :
+           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
+        f.set(k, "cpu", "fsdp", *w, "CPUOffload(offload_params=True)");
+    else if (t != "auto_wrap")
+      f.error(
+          *w, "fsdp",
+          fmt::format("expected full_shard, shard_grad_op, hybrid_shard, no_shard, offload or auto_wrap, got '{}'", t));
+  }
+}
+
+void read_fsdp_config(Fields& top, const Node& block) {
+  Fields f(top.ctx(), block, top.file(), "fsdp_config", kArgs);
+  for (const char* k : {"activation_checkpointing", "fsdp_activation_checkpointing"})
+    if (const Node* a = f.take(k))
+      if (const auto b = as_bool(f, k, *a); b && *b) f.set("job.activation_checkpointing", "full", k, *a);
+  for (const char* k : {"fsdp_version", "version"})  // read with `fsdp` (read_fsdp)
+    if (const Node* v = f.take(k)) as_int(f, k, *v);
+  f.ignore_matching(
+      "", "FSDP wrapping, prefetch and loading options: ftplan wraps each transformer layer and prefetches one unit");
+  f.finish();
+}
+
+}  // namespace
+
+void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
+  Fields f(ctx, root, file, {}, kArgs);
+  ctx.draft.set_default("job.framework", "hf-trainer",
+                        fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
+  ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});
+  if (const Node* b = f.take("per_device_train_batch_size"))
+    if (const auto v = as_int(f, "per_device_train_batch_size", *b))
+      f.set("job.micro_batch", std::to_string(*v), "per_device_train_batch_size", *b);
+  if (const Node* g = f.take("gradient_accumulation_steps"))
+    if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
+      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);
+  const Node* bf = f.take("bf16");
+  const Node* fp = f.take("fp16");
+  const auto bf_on = bf ? as_bool(f, "bf16", *bf) : std::optional<bool>();
+  const auto fp_on = fp ? as_bool(f, "fp16", *fp) : std::optional<bool>();
+  if (bf_on && *bf_on)
+    f.set("job.precision", "bf16-mixed", "bf16", *bf);
+  else if (fp_on && *fp_on)
+    f.set("job.precision", "fp16-mixed", "fp16", *fp);
+  else if (bf_on || fp_on)
+    f.set("job.precision", "fp32", bf ? "bf16" : "fp16", bf ? *bf : *fp, "neither bf16 nor fp16");
+  if (const Node* g = f.take("gradient_checkpointing"))
+    if (const auto b = as_bool(f, "gradient_checkpointing", *g))
+      f.set("job.activation_checkpointing", *b ? "full" : "none", "gradient_checkpointing", *g);
+  f.ignore("gradient_checkpointing_kwargs", "reentrant or not: same memory and time in ftplan");
+  if (const Node* o = f.take("optim")) read_optim(f, *o);
+  f.ignore("optim_args", kHyperparameter);
+  if (const Node* d = f.take("deepspeed")) {
+    if (d->is_map()) {
+      ctx.read_deepspeed_node(*d, file);
+    } else if (const auto p = as_string(f, "deepspeed", *d); p && !p->empty()) {
+      std::filesystem::path ds = *p;
+      // The Trainer opens the path from the working directory; a copy next to the arguments file is
+      // what a checked-in pair of files means.
+      std::error_code ec;
+      if (ds.is_relative() && !std::filesystem::exists(ds, ec)) ds = path.parent_path() / ds;
+      ctx.read_file(ds, ConfigFormat::deepspeed, d->where);
+    }
+  }
+  bool fsdp2 = false;
+  if (const Node* c = root.find("fsdp_config"); c && c->is_map())
+    for (const char* k : {"fsdp_version", "version"})
+      if (const Node* v = c->find(k); v && v->is_scalar() && v->text == "2") fsdp2 = true;
+  if (const Node* s = f.take("fsdp")) read_fsdp(f, *s, fsdp2);
+  if (const Node* c = f.take("fsdp_config")) {
+    if (c->is_map())
+      read_fsdp_config(f, *c);
+    else if (!c->is_null())
+      f.not_modelled("fsdp_config", *c, "fsdp_config as a file path: write its keys inline");
+  }
+  if (const Node* m = f.take("max_steps"))
+    if (const auto v = as_int(f, "max_steps", *m); v && *v > 0) f.set("job.steps", std::to_string(*v), "max_steps", *m);
+  f.ignore("num_train_epochs", "epochs need the dataset size in tokens: give --tokens or --steps");
+  if (const Node* c = f.take("torch_compile"))
+    if (const auto b = as_bool(f, "torch_compile", *c))
+      f.set("job.compile", *b ? "true" : "false", "torch_compile", *c);
+  f.ignore_matching("torch_compile_", "torch.compile options: ftplan models compile on or off");
+  // Script arguments that share the JSON file with TrainingArguments (HfArgumentParser reads
+  // several dataclasses from one file): run_clm.py's ModelArguments, TRL's SFTConfig, and PEFT's
+  // examples/sft/train.py ModelArguments.
+  if (const Node* m = f.take("model_name_or_path")) set_model_from_hf_id(f, "model_name_or_path", *m);
+  for (const char* k : {"max_seq_length", "max_length", "model_max_length", "block_size"})
+    if (const Node* s = f.take(k); s && !s->is_null())
+      if (const auto v = as_int(f, k, *s)) f.set("job.seq_len", std::to_string(*v), k, *s);
+  if (const Node* p = f.take("packing"))
+    if (const auto b = as_bool(f, "packing", *p)) f.set("job.samples.packing", *b ? "packed" : "padded", "packing", *p);
+  if (const Node* a = f.take("attn_implementation"); a && a->is_scalar()) {
+    const std::string t = a->text;
+    const std::string ours = t == "flash_attention_2" ? "flash" : t == "sdpa" ? "sdpa" : t == "eager" ? "eager" : "";
+    if (!ours.empty())
+      f.set("job.attention", ours, "attn_implementation", *a);
+    else
+      f.not_modelled("attn_implementation", *a, fmt::format("attention '{}'", t));
+  }
+  if (const Node* a = f.take("use_flash_attn"))
+    if (const auto b = as_bool(f, "use_flash_attn", *a); b && *b) f.set("job.attention", "flash", "use_flash_attn", *a);
+  bool peft = false;
+  if (const Node* u = f.take("use_peft_lora"))
+    if (const auto b = as_bool(f, "use_peft_lora", *u); b && *b) peft = true;
+  if (const Node* q = f.take("use_4bit_quantization"))
+    if (const auto b = as_bool(f, "use_4bit_quantization", *q); b && *b && peft)
+      f.set("job.method", "qlora", "use_4bit_quantization", *q);
+  if (peft) {
+    if (!ctx.draft.has("job.method")) f.set("job.method", "lora", "use_peft_lora", *root.find("use_peft_lora"));
+    if (const Node* r = f.take("lora_r"))
+      if (const auto v = as_int(f, "lora_r", *r)) f.set("job.lora.rank", std::to_string(*v), "lora_r", *r);
+    if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
+      f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
+    if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
+      f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+    if (const Node* t = f.take("lora_target_modules"); t && t->is_scalar()) {
+      std::vector<std::string> items;
+      std::string w;
+      for (char c : t->text + ",") {
+        if (c == ',') {
+          if (!w.empty()) items.push_back(w);
+          w.clear();
+        } else if (c != ' ') {
+          w += c;
+        }
+      }
+      f.set("job.lora.targets", items.size() == 1 ? yaml_scalar(items[0]) : yaml_flow_list(items),
+            "lora_target_modules", *t);
+    }
+  } else {
+    for (const char* k : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"})
+      f.ignore(k, "use_peft_lora is not true");
+  }
+  f.ignore("tf32", "not modelled yet: TF32 matmul rates for fp32 training");
+  f.ignore("per_device_eval_batch_size", kIo);
+  f.ignore("auto_find_batch_size", "ftplan's micro_batch: auto picks the fastest that fits");
+  f.ignore("use_reentrant", "reentrant or not: same memory and time in ftplan");
+  for (const char* k :
+       {"learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+        "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "label_smoothing_factor"})
+    f.ignore(k, kHyperparameter);
+  for (const char* p : {"eval",
+                        "save_",
+                        "logging_",
+                        "push_to_hub",
+                        "hub_",
+                        "dataloader_",
+                        "do_",
+                        "log_",
+                        "report_to",
+                        "run_name",
+                        "output_dir",
+                        "overwrite_output_dir",
+                        "seed",
+                        "data_seed",
+                        "load_best_model_at_end",
+                        "metric_for_best_model",
+                        "greater_is_better",
+                        "remove_unused_columns",
+                        "label_names",
+                        "resume_from_checkpoint",
+                        "dataset_",
+                        "chat_template",
+                        "add_special_tokens",
+                        "append_concat_token",
+                        "splits",
+                        "disable_tqdm",
+                        "include_",
+                        "ddp_",
+                        "group_by_length",
+                        "length_column_name",
+                        "prediction_loss_only",
+                        "ignore_data_skip",
+                        "full_determinism",
+                        "use_cpu",
+                        "local_rank",
+                        "jit_mode_eval",
+                        "bf16_full_eval",
+                        "fp16_full_eval",
+                        "fp16_opt_level",
+                        "fp16_backend",
+                        "half_precision_backend",
+                        "tpu_",
+                        "past_index",
+                        "debug",
+                        "skip_memory_metrics",
+                        "use_legacy_prediction_loop",
+                        "neftune_noise_alpha",
+                        "optim_target_modules",
+                        "batch_eval_metrics",
+                        "restore_callback_states_from_checkpoint",
+                        "average_tokens_across_devices",
+                        "use_liger_kernel",
+                        "accelerator_config",
+                        "trust_remote_code",
+                        "torch_dtype",
+                        "use_unsloth",
+                        "use_nested_quant",
+                        "bnb_4bit_",
+                        "use_8bit_quantization",
+                        "use_reentrant",
+                        "completion_only_loss",
+                        "assistant_only_loss"})
+    f.ignore_matching(p, "training-loop, data, logging or saving option: no effect on the step ftplan models");
+  f.finish();
+}
+
+void read_peft_adapter(Context& ctx, const Node& root, const std::string& file) {
+  Fields f(ctx, root, file, {}, kPeft);
+  if (const Node* t = f.take("peft_type")) {
+    const std::string type = t->is_scalar() ? t->text : "";
+    if (type != "LORA") {
+      f.error(*t, "peft_type", fmt::format("PEFT method {} is not modelled yet (ftplan models LoRA and QLoRA)", type));
+      return;
+    }
+    if (!ctx.draft.has("job.method") || ctx.draft.get("job.method")->value != "qlora")
+      f.set("job.method", "lora", "peft_type", *t);
+  }
+  if (const Node* r = f.take("r"))
+    if (const auto v = as_int(f, "r", *r)) f.set("job.lora.rank", std::to_string(*v), "r", *r);
+  if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
+    f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
+  if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
+    f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+  if (const Node* t = f.take("target_modules")) {
+    if (t->is_seq()) {
+      std::vector<std::string> items;
+      for (const auto& e : t->elems)
+        if (e.is_scalar()) items.push_back(e.text);
+      f.set("job.lora.targets", yaml_flow_list(items), "target_modules", *t);
+    } else if (t->is_scalar()) {
+      // "all-linear", or a regular expression, which names modules ftplan cannot match.
+      if (t->text == "all-linear")
+        f.set("job.lora.targets", "all-linear", "target_modules", *t);
+      else
+        f.not_modelled("target_modules", *t, "a regular expression of module names; give --lora-targets");
+    } else {
+      // null: PEFT's default for the model type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING in
+      // peft/utils/constants.py: llama, mistral, qwen2, gemma2 ["q_proj", "v_proj"]).
+      ctx.draft.set(f.entry("job.lora.targets", "[q_proj, v_proj]", "target_modules", *t,
+                            "null: PEFT 0.17's default for llama, mistral, qwen2 and gemma2"));
+    }
+  }
+  if (const Node* b = f.take("base_model_name_or_path"); b && !b->is_null())
+    set_model_from_hf_id(f, "base_model_name_or_path", *b);
+  for (const char* k : {"use_dora", "lora_bias"})
+    if (const Node* d = f.take(k))
+      if (const auto b = as_bool(f, k, *d); b && *b)
+        f.not_modelled(k, *d,
+                       k == std::string("use_dora") ? "DoRA's magnitude vectors" : "a bias in the LoRA B matrix");
+  if (const Node* b = f.take("bias"); b && b->is_scalar() && b->text != "none")
+    f.not_modelled("bias", *b, fmt::format("training the base model's biases ('{}')", b->text));
+  for (const char* k : {"modules_to_save", "layers_to_transform", "layer_replication", "exclude_modules"})
+    if (const Node* m = f.take(k); m && !m->is_null())
+      f.not_modelled(k, *m, fmt::format("{}: adapters on part of the layers or fully trained modules", k));
+  for (const char* k : {"rank_pattern", "alpha_pattern"})
+    if (const Node* m = f.take(k); m && m->is_map() && !m->items.empty())
+      f.not_modelled(k, *m, "per-module ranks or alphas");
+  f.ignore("use_rslora", "rank-stabilized scaling: no effect on memory or step time");
+  for (const char* k : {"task_type",
+                        "inference_mode",
+                        "init_lora_weights",
+                        "fan_in_fan_out",
+                        "revision",
+                        "auto_mapping",
+                        "megatron_config",
+                        "megatron_core",
+                        "loftq_config",
+                        "eva_config",
+                        "corda_config",
+                        "layers_pattern",
+                        "peft_version",
+                        "use_qalora",
+                        "qalora_group_size",
+                        "target_parameters",
+                        "trainable_token_indices",
+                        "alora_invocation_tokens",
+                        "arrow_config",
+                        "ensure_weight_tying",
+                        "lora_ga_config"})
+    f.ignore(k, "adapter initialisation or bookkeeping: no effect on memory or step time");
+  f.finish();
+}
+
+}  // namespace ftplan::io::import

@@ -1,0 +1,519 @@
+// Import: which format each file is, the readers in turn, the defaults of the frameworks, the
+// batch arithmetic, and the scenario text with a comment on every value.
+#include "io/import/import.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/strings.hpp"
+#include "io/import/detail.hpp"
+#include "io/scenario_io.hpp"
+
+namespace ftplan::io {
+
+using import::Context;
+using import::Draft;
+using import::Entry;
+using import::Node;
+
+std::string to_string(ConfigFormat f) {
+  switch (f) {
+    case ConfigFormat::deepspeed:
+      return "DeepSpeed config";
+    case ConfigFormat::accelerate:
+      return "accelerate config";
+    case ConfigFormat::torchtune:
+      return "torchtune recipe";
+    case ConfigFormat::torchtitan:
+      return "torchtitan config";
+    case ConfigFormat::hf_training_args:
+      return "TrainingArguments";
+    case ConfigFormat::peft_adapter:
+      return "PEFT adapter config";
+  }
+  return "?";
+}
+
+namespace {
+
+// Framework versions whose defaults this importer states (docs/import.md).
+constexpr const char* kDeepSpeed = "DeepSpeed 0.16.5";
+constexpr const char* kTransformers = "transformers (fd798335)";
+constexpr const char* kTorchtitan = "torchtitan v0.2.2";
+constexpr const char* kTorchtune = "torchtune 0.7.0";
+constexpr const char* kAccelerate = "accelerate 1.x";
+
+bool has_component(const Node& n, int depth = 0) {
+  if (depth > 3 || !n.is_map()) return false;
+  for (const auto& [k, v] : n.items) {
+    if (k == "_component_" && v.is_scalar() && v.text.rfind("torchtune.", 0) == 0) return true;
+    if (has_component(v, depth + 1)) return true;
+  }
+  return false;
+}
+
+struct Loaded {
+  ConfigFormat format;
+  Node root;
+};
+
+Loaded load_config(const std::filesystem::path& path) {
+  const std::string ext = path.extension().string();
+  if (ext == ".toml") {
+    Node root = import::load_toml_tree(path);
+    return {ConfigFormat::torchtitan, std::move(root)};
+  }
+  Node root = import::load_yaml_tree(path);
+  const SourceLocation at{path.string(), 1, 1};
+  if (!root.is_map())
+    throw InputError(at, "", "not a configuration ftplan imports: expected a mapping (JSON object) at the top");
+  const auto has = [&](const char* k) { return root.find(k) != nullptr; };
+  if (has("peft_type")) return {ConfigFormat::peft_adapter, std::move(root)};
+  if (has("zero_optimization") || has("train_micro_batch_size_per_gpu") || has("train_batch_size") ||
+      (root.find("bf16") && root.find("bf16")->is_map()) || (root.find("fp16") && root.find("fp16")->is_map()))
+    return {ConfigFormat::deepspeed, std::move(root)};
+  if (has("distributed_type") || has("compute_environment")) return {ConfigFormat::accelerate, std::move(root)};
+  if (has_component(root)) return {ConfigFormat::torchtune, std::move(root)};
+  if (has("per_device_train_batch_size") || has("gradient_checkpointing") || has("output_dir") || has("optim") ||
+      has("num_train_epochs") || has("learning_rate"))
+    return {ConfigFormat::hf_training_args, std::move(root)};
+  if (has("schema_version") && has("plans"))
+    throw InputError(at, "", "this is an ftplan scenario: give it to check, memory, simulate or compare as it is");
+  if (has("model_type") || has("hidden_size"))
+    throw InputError(at, "", "this is a Hugging Face model config.json: give it with --model");
+  throw InputError(at, "",
+                   "not a configuration ftplan imports: none of the keys of a DeepSpeed config (zero_optimization, "
+                   "train_micro_batch_size_per_gpu), an accelerate config (distributed_type), a torchtune recipe "
+                   "(model._component_ torchtune.*), TrainingArguments (per_device_train_batch_size, output_dir) or a "
+                   "PEFT adapter_config.json (peft_type); torchtitan configs are .toml files");
+}
+
+long long int_of(const Entry* e) {
+  if (!e) return -1;
+  std::string t = e->value;
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
+  long long v = -1;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  // Counts past 2^20 are left to the scenario reader's range checks; the batch arithmetic below
+  // multiplies at most three of them, which then cannot overflow.
+  return ec == std::errc() && p == t.data() + t.size() && v <= (1LL << 20) ? v : -1;
+}
+
+// The order keys appear in the scenario (docs/scenario-format.md's order); others follow.
+int rank_of(const std::string& key) {
+  static const std::vector<std::string> order = {"model",
+                                                 "job.framework",
+                                                 "job.method",
+                                                 "job.lora.rank",
+                                                 "job.lora.alpha",
+                                                 "job.lora.dropout",
+                                                 "job.lora.targets",
+                                                 "job.quant.kind",
+                                                 "job.seq_len",
+                                                 "job.samples.packing",
+                                                 "job.micro_batch",
+                                                 "job.global_batch",
+                                                 "job.steps",
+                                                 "job.tokens",
+                                                 "job.precision",
+                                                 "job.fsdp_mixed_precision.param_dtype",
+                                                 "job.fsdp_mixed_precision.reduce_dtype",
+                                                 "job.optimizer.name",
+                                                 "job.optimizer.implementation",
+                                                 "job.optimizer.in_backward",
+                                                 "job.activation_checkpointing",
+                                                 "job.checkpoint_every",
+                                                 "job.attention",
+                                                 "job.compile",
+                                                 "job.loss.chunks",
+                                                 "plan.cluster.gpu",
+                                                 "plan.cluster.node",
+                                                 "plan.cluster.gpus",
+                                                 "plan.cluster.nodes",
+                                                 "plan.cluster.gpus_per_node",
+                                                 "plan.parallel.dp",
+                                                 "plan.parallel.tp",
+                                                 "plan.parallel.pp",
+                                                 "plan.parallel.cp",
+                                                 "plan.parallel.ep",
+                                                 "plan.parallel.sequence_parallel",
+                                                 "plan.parallel.async_tp",
+                                                 "plan.parallel.zero",
+                                                 "plan.parallel.fsdp",
+                                                 "plan.parallel.schedule",
+                                                 "plan.offload.preset",
+                                                 "plan.offload.params",
+                                                 "plan.offload.gradients",
+                                                 "plan.offload.optimizer",
+                                                 "plan.offload.activations",
+                                                 "plan.offload.optimizer_step",
+                                                 "plan.offload.pinned",
+                                                 "plan.offload.buffer_count",
+                                                 "plan.offload.buffer_size"};
+  const auto it = std::find(order.begin(), order.end(), key);
+  return it == order.end() ? 1000 : static_cast<int>(it - order.begin());
+}
+
+struct TreeNode {
+  std::string name;
+  const Entry* entry = nullptr;
+  std::vector<TreeNode> children;
+};
+
+void insert(TreeNode& t, const Entry& e) {
+  TreeNode* at = &t;
+  std::size_t start = 0;
+  for (;;) {
+    const auto dot = e.key.find('.', start);
+    const std::string part = e.key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    auto it = std::find_if(at->children.begin(), at->children.end(), [&](const TreeNode& c) { return c.name == part; });
+    if (it == at->children.end()) {
+      at->children.push_back({part, nullptr, {}});
+      it = at->children.end() - 1;
+    }
+    at = &*it;
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  at->entry = &e;
+}
+
+// Config text in a comment: control characters (line breaks above all) become spaces.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return s;
+}
+
+class Writer {
+ public:
+  explicit Writer(ImportedScenario& out) : out_(out) {}
+  void line(const std::string& text, const Entry* e = nullptr) {
+    out_.yaml += text + "\n";
+    out_.line_source.push_back(e ? e->where : SourceLocation{});
+    out_.line_key.push_back(e ? e->source_key : std::string());
+  }
+  void tree(const TreeNode& t, int indent) {
+    for (const auto& c : t.children) {
+      const std::string pad(static_cast<std::size_t>(indent), ' ');
+      if (c.entry)
+        // The comment quotes config text: on one line, so nothing in it can become YAML.
+        line(one_line(fmt::format("{}{}: {}  # {}", pad, c.name, c.entry->value, c.entry->origin)), c.entry);
+      else {
+        line(pad + c.name + ":");
+        tree(c, indent + 2);
+      }
+    }
+  }
+
+ private:
+  ImportedScenario& out_;
+};
+
+}  // namespace
+
+ConfigFormat detect_config_format(const std::filesystem::path& path) { return load_config(path).format; }
+
+ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
+                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo) {
+  ImportedScenario out;
+  out.name = "imported scenario";
+  Diagnostics diagnostics;
+  Draft draft(diagnostics);
+  std::set<std::filesystem::path> seen;
+  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, {}, {}};
+  std::function<void(const std::filesystem::path&, const Loaded&)> read_loaded;
+  const auto read_path = [&](const std::filesystem::path& path, std::optional<ConfigFormat> expected,
+                             const SourceLocation& named_at) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(path, ec);
+    if (!seen.insert(ec ? path : canonical).second) return;
+    try {
+      const Loaded l = load_config(path);
+      if (expected && l.format != *expected) {
+        diagnostics.error(
+            named_at.file.empty() ? SourceLocation{path.string(), 1, 1} : named_at, "",
+            fmt::format("{} is a {}, expected a {}", path.string(), to_string(l.format), to_string(*expected)));
+        return;
+      }
+      read_loaded(path, l);
+    } catch (const InputError& e) {
+      diagnostics.append(e.diagnostics());
+    }
+  };
+  read_loaded = [&](const std::filesystem::path& path, const Loaded& l) {
+    const std::string file = path.string();
+    out.files.push_back(file);
+    out.formats.push_back(l.format);
+    switch (l.format) {
+      case ConfigFormat::deepspeed:
+        import::read_deepspeed(ctx, l.root, file);
+        break;
+      case ConfigFormat::accelerate:
+        import::read_accelerate(ctx, l.root, file, path);
+        break;
+      case ConfigFormat::torchtune:
+        import::read_torchtune(ctx, l.root, file);
+        break;
+      case ConfigFormat::torchtitan:
+        import::read_torchtitan(ctx, l.root, file);
+        break;
+      case ConfigFormat::hf_training_args:
+        import::read_training_args(ctx, l.root, file, path);
+        break;
+      case ConfigFormat::peft_adapter:
+        import::read_peft_adapter(ctx, l.root, file);
+        break;
+    }
+  };
+  ctx.read_file = [&](const std::filesystem::path& p, ConfigFormat expected, const SourceLocation& at) {
+    std::error_code exists_error;
+    if (!std::filesystem::exists(p, exists_error)) {
+      diagnostics.error(at, "", fmt::format("names {}, which does not exist", p.string()));
+      return;
+    }
+    read_path(p, expected, at);
+  };
+  ctx.read_deepspeed_node = [&](const Node& n, const std::string& file) {
+    import::read_deepspeed(ctx, n, file, "deepspeed");
+  };
+  for (const auto& f : files) read_path(f, std::nullopt, {});
+  diagnostics.throw_if_any();
+
+  for (const auto& o : overrides) {
+    Entry e;
+    e.key = o.key;
+    e.value = o.yaml_value;
+    e.origin = o.origin;
+    e.where = {"command line", 0, 0};
+    e.source_key = o.origin.rfind("command line ", 0) == 0 ? o.origin.substr(13) : o.origin;
+    draft.override_with(e);
+  }
+
+  // What the configs leave open: the framework's own default, each with its source.
+  const Entry* fw = draft.get("job.framework");
+  const std::string framework = fw ? fw->value : "";
+  const bool hf = draft.has("_hf_trainer");
+  const bool ds_auto = draft.has("_ds_micro_auto");
+  const SourceLocation cli{"command line", 0, 0};
+  if (!draft.has("model"))
+    diagnostics.error(
+        cli, "--model",
+        "the configs name no model ftplan knows: give --model NAME (ftplan zoo list) or --model path/to/config.json");
+  if (!draft.has("plan.cluster.gpu") && !draft.has("plan.cluster.node"))
+    diagnostics.error(cli, "--gpu",
+                      "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
+  if (!draft.has("job.micro_batch")) {
+    if (hf || ds_auto)
+      draft.set_default(
+          "job.micro_batch", "8",
+          fmt::format("{}default of {}: TrainingArguments.per_device_train_batch_size 8 (training_args.py); "
+                      "--micro-batch sets it",
+                      ds_auto ? "DeepSpeed auto, filled from TrainingArguments: " : "", kTransformers));
+    else if (framework == "pytorch-fsdp2" && draft.has("_torchtitan"))
+      draft.set_default("job.micro_batch", "8",
+                        fmt::format("default of {}: training.local_batch_size 8 (config/job_config.py)", kTorchtitan));
+  }
+  // DeepSpeed's batch triangle: train_batch_size = micro x gradient_accumulation_steps x world
+  // (deepspeed/runtime/config.py _set_batch_related_parameters, transformers fills it the same way).
+  const long long tp = std::max(1LL, int_of(draft.get("plan.parallel.tp"))),
+                  pp = std::max(1LL, int_of(draft.get("plan.parallel.pp"))),
+                  cp = std::max(1LL, int_of(draft.get("plan.parallel.cp")));
+  long long gpus = int_of(draft.get("plan.cluster.gpus"));
+  long long micro = int_of(draft.get("job.micro_batch"));
+  long long gas = int_of(draft.get("_gas"));
+  const Entry* tb_entry = draft.get("_train_batch");
+  const long long tb = int_of(tb_entry);
+  if (tb > 0 && gpus <= 0 && micro > 0 && gas > 0 && tb % (micro * gas) == 0 &&
+      tb / (micro * gas) <= (1LL << 30) / (tp * pp * cp)) {
+    gpus = tb / (micro * gas) * tp * pp * cp;
+    Entry e = *tb_entry;
+    e.key = "plan.cluster.gpus";
+    e.value = std::to_string(gpus);
+    e.origin += fmt::format(" / (micro-batch {} x gradient_accumulation_steps {})", micro, gas);
+    draft.set(e);
+  }
+  if (gpus <= 0 && !draft.has("plan.cluster.nodes") && !draft.has("plan.cluster.node"))
+    diagnostics.error(cli, "--gpus",
+                      "the configs do not say how many GPUs (the launcher does: torchrun --nproc_per_node, tune run, "
+                      "NGPU): give --gpus N");
+  const long long dp = gpus > 0 ? gpus / (tp * pp * cp) : -1;
+  if (tb > 0 && dp > 0) {
+    if (micro <= 0 && gas > 0 && tb % (gas * dp) == 0) {
+      micro = tb / (gas * dp);
+      Entry e = *tb_entry;
+      e.key = "job.micro_batch";
+      e.value = std::to_string(micro);
+      e.origin += fmt::format(" / (gradient_accumulation_steps {} x {} data-parallel ranks)", gas, dp);
+      draft.set(e);
+    } else if (micro > 0 && gas <= 0 && tb % (micro * dp) == 0) {
+      gas = tb / (micro * dp);
+      Entry e = *tb_entry;
+      e.key = "_gas";
+      e.value = std::to_string(gas);
+      draft.set(e);
+    }
+    if (micro > 0 && gas > 0 && tb != micro * gas * dp)
+      diagnostics.error(tb_entry->where, tb_entry->source_key,
+                        fmt::format("train_batch_size {} is not micro-batch {} x gradient_accumulation_steps {} x {} "
+                                    "data-parallel ranks = {} (DeepSpeed refuses this too)",
+                                    tb, micro, gas, dp, micro * gas * dp));
+  }
+  if (gas <= 0) gas = 1;  // DeepSpeed, TrainingArguments and torchtune: 1 when not given
+  if (!draft.has("job.micro_batch")) {
+    // accelerate configs and PEFT adapters carry no batch size: the training script's dataloader has it.
+    draft.set_default(
+        "job.micro_batch", "1",
+        "not in the configs (the training script's dataloader sets it): ftplan's default 1; --micro-batch sets it");
+    micro = 1;
+  }
+  if (!draft.has("job.global_batch") && micro > 0 && dp > 0) {
+    const Entry* g = draft.get("_gas");
+    Entry e;
+    e.key = "job.global_batch";
+    e.value = std::to_string(micro * gas * dp);
+    e.origin = fmt::format("micro-batch {} x gradient accumulation {} x {} data-parallel ranks ({})", micro, gas, dp,
+                           g ? g->origin : "gradient accumulation: default 1");
+    if (g) {
+      e.where = g->where;
+      e.source_key = g->source_key;
+    }
+    draft.set(e);
+  }
+  if (!draft.has("job.precision")) {
+    if (framework == "deepspeed")
+      draft.set_default("job.precision", "fp32",
+                        draft.has("_ds_precision_auto")
+                            ? fmt::format("fp16/bf16 enabled auto: TrainingArguments bf16 and fp16, default False ({})",
+                                          kTransformers)
+                            : fmt::format("default of {}: fp16 and bf16 disabled (runtime/config.py)", kDeepSpeed));
+    else if (hf)
+      draft.set_default("job.precision", "fp32",
+                        fmt::format("default of {}: TrainingArguments bf16 and fp16 False", kTransformers));
+    else if (framework == "hf-trainer" || framework == "pytorch-fsdp")
+      draft.set_default("job.precision", "fp32", fmt::format("default of {}: mixed_precision no", kAccelerate));
+  }
+  if (!draft.has("job.activation_checkpointing")) {
+    if (draft.has("_torchtitan"))
+      draft.set_default(
+          "job.activation_checkpointing", "full",
+          fmt::format(
+              "default of {}: activation_checkpoint.mode selective, selective_ac_option \"2\" (every 2nd block)",
+              kTorchtitan));
+    else if (framework == "torchtune")
+      draft.set_default(
+          "job.activation_checkpointing", "none",
+          fmt::format("default of {}: enable_activation_checkpointing False (recipes' cfg.get)", kTorchtune));
+    else if (hf)
+      draft.set_default("job.activation_checkpointing", "none",
+                        fmt::format("default of {}: TrainingArguments.gradient_checkpointing False", kTransformers));
+    else if (!framework.empty())
+      draft.set_default(
+          "job.activation_checkpointing", "none",
+          fmt::format("the configs enable no activation checkpointing ({} checkpoints only what the model asks)",
+                      framework));
+  }
+  if (draft.has("_torchtitan") && !draft.has("job.checkpoint_every") &&
+      draft.get("job.activation_checkpointing")->is_default)
+    draft.set_default("job.checkpoint_every", "2",
+                      fmt::format("default of {}: selective_ac_option \"2\"", kTorchtitan));
+  if (framework == "deepspeed" && !draft.has("plan.parallel.zero"))
+    draft.set_default("plan.parallel.zero", "0",
+                      fmt::format("default of {}: zero_optimization.stage 0 (runtime/zero/config.py)", kDeepSpeed));
+  if (!draft.has("job.optimizer.name") && (hf || framework == "deepspeed"))
+    draft.set_default(
+        "job.optimizer.name", "adamw",
+        fmt::format("default of {}: TrainingArguments.optim adamw_torch (adamw_torch_fused with torch >= 2.8)",
+                    kTransformers));
+  // The Trainer's FSDP is accelerate's: parameters and gradient reduction in the 16-bit type
+  // (accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision).
+  if (hf && (framework == "pytorch-fsdp" || framework == "pytorch-fsdp2") &&
+      !draft.has("job.fsdp_mixed_precision.reduce_dtype"))
+    if (const Entry* p = draft.get("job.precision"); p && (p->value == "bf16-mixed" || p->value == "fp16-mixed")) {
+      const std::string half = p->value.substr(0, 4);
+      for (const char* k : {"job.fsdp_mixed_precision.param_dtype", "job.fsdp_mixed_precision.reduce_dtype"})
+        draft.set_default(
+            k, half,
+            fmt::format("default of {}: FSDP MixedPrecision param_dtype = reduce_dtype = the compute type, {}",
+                        kAccelerate, half));
+    }
+  // What no file and no framework default decides: ftplan's own default, said so.
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"job.framework", "pytorch-fsdp"},
+                                                        {"job.precision", "bf16-mixed"},
+                                                        {"job.activation_checkpointing", "none"}})
+    draft.set_default(key, value,
+                      fmt::format("not in the configs: ftplan's default {}; --set {}=... sets it", value, key));
+  if (!draft.has("job.seq_len"))
+    draft.set_default("job.seq_len", "2048",
+                      draft.has("_torchtitan") ? fmt::format("default of {}: training.seq_len 2048", kTorchtitan)
+                                               : "not in the configs: ftplan's default 2048; --seq sets it");
+  if (!draft.has("job.steps") && !draft.has("job.tokens") && !draft.has("job.epochs"))
+    draft.set_default(
+        "job.steps", "1",
+        "no step count in the configs (epochs need the dataset size): one step; --steps or --tokens sets it");
+  diagnostics.throw_if_any();
+
+  // The scenario text.
+  std::vector<const Entry*> entries;
+  for (const auto& e : draft.entries())
+    if (!e.key.empty() && e.key[0] != '_') entries.push_back(&e);
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry* a, const Entry* b) { return rank_of(a->key) < rank_of(b->key); });
+  TreeNode root;
+  for (const Entry* e : entries) insert(root, *e);
+  Writer w(out);
+  w.line("# Imported by `ftplan import` (docs/import.md) from:");
+  for (std::size_t i = 0; i < out.files.size(); ++i)
+    w.line(one_line(fmt::format("#   {} ({})", out.files[i], to_string(out.formats[i]))));
+  if (out.ignored.empty()) {
+    w.line("# Every key of the configs was used.");
+  } else {
+    w.line(fmt::format("# {} keys of the configs are not used here:", out.ignored.size()));
+    for (const auto& i : out.ignored)
+      w.line(one_line(fmt::format("#   {}:{}:{} {}: {}", i.where.file, i.where.line, i.where.column, i.key, i.reason)));
+  }
+  w.line("schema_version: 1");
+  std::string name = files.empty() ? "imported" : files.front().stem().string();
+  w.line("name: " + import::yaml_scalar(name));
+  TreeNode plan;
+  for (const auto& c : root.children) {
+    if (c.name == "plan") {
+      plan = c;
+      continue;
+    }
+    TreeNode one;
+    one.children.push_back(c);
+    w.tree(one, 0);
+  }
+  w.line("plans:");
+  w.line("  - name: imported  # the configs describe one job on one cluster");
+  w.tree(plan, 4);
+  return out;
+}
+
+plan::Scenario load_imported(const ImportedScenario& imported, const std::filesystem::path& base_dir,
+                             const model::Zoo& zoo, const hardware::Catalog& catalog) {
+  try {
+    return parse_scenario(imported.yaml, imported.name, base_dir, zoo, catalog);
+  } catch (const InputError& e) {
+    // Each finding at the config value it concerns, with the scenario key it became.
+    std::vector<Diagnostic> ds = e.diagnostics();
+    for (auto& d : ds) {
+      if (d.where.file != imported.name || d.where.line <= 0) continue;
+      const auto i = static_cast<std::size_t>(d.where.line - 1);
+      if (i >= imported.line_source.size()) continue;
+      const SourceLocation& src = imported.line_source[i];
+      if (src.file.empty()) continue;
+      d.message += fmt::format(" (imported as scenario key {})", d.key);
+      d.key = imported.line_key[i];
+      d.where = src;
+    }
+    throw InputError(ds);
+  }
+}
+
+}  // namespace ftplan::io

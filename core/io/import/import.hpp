@@ -1,0 +1,68 @@
+// Reading the configuration files people already train with (docs/import.md): DeepSpeed
+// ds_config.json, accelerate config YAML, torchtune recipe YAML, torchtitan TOML, Hugging Face
+// TrainingArguments JSON and PEFT adapter_config.json. Several files combine into one scenario.
+//
+// The translation writes scenario YAML (docs/scenario-format.md) in which every value carries a
+// comment naming the file and key it came from, or the framework default it stands for; every key
+// of the inputs that does not reach the scenario is listed as ignored, with the reason. The text is
+// then read by the scenario reader, and its findings are reported at the config key they came from.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "hardware/hardware.hpp"
+#include "model/zoo.hpp"
+#include "plan/scenario.hpp"
+
+namespace ftplan::io {
+
+enum class ConfigFormat { deepspeed, accelerate, torchtune, torchtitan, hf_training_args, peft_adapter };
+std::string to_string(ConfigFormat f);
+
+// The format of one file, from its content (and, for TOML, its extension). Throws InputError
+// naming the file when it is none of the six.
+ConfigFormat detect_config_format(const std::filesystem::path& path);
+
+// A scenario value given on the command line, e.g. {"plan.cluster.gpu", "\"h100-sxm-80gb\"", "--gpu"}.
+// Keys: "model", "job.*", "plan.cluster.*", "plan.parallel.*", "plan.offload.*". It replaces what the
+// files say.
+struct ImportOverride {
+  std::string key;
+  std::string yaml_value;  // YAML text (a quoted scalar or a flow list)
+  std::string origin;      // how the person gave it, for the comment: "command line --gpu"
+};
+
+// A key of an input that the scenario does not take, and why.
+struct IgnoredKey {
+  SourceLocation where;
+  std::string key;  // dotted path in its file
+  std::string reason;
+};
+
+// The result of one translation. `yaml` is a complete scenario file.
+struct ImportedScenario {
+  std::string yaml;
+  std::string name;  // stands for the scenario in messages: "imported scenario"
+  std::vector<std::string> files;
+  std::vector<ConfigFormat> formats;
+  std::vector<IgnoredKey> ignored;
+  // Per line of `yaml` (index 0 = line 1): where its value came from (file empty: a default or
+  // the command line; then `origin` says which).
+  std::vector<SourceLocation> line_source;
+  std::vector<std::string> line_key;  // the config key (or flag) of that line, "" for none
+};
+
+// Translates `files` (each of the six formats; a DeepSpeed config named by an accelerate config or
+// TrainingArguments is read too). Throws InputError listing every problem found in the files.
+ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
+                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo);
+
+// Reads the translated scenario with the scenario reader; its findings are reported at the file,
+// line, column and key of the config value they concern.
+plan::Scenario load_imported(const ImportedScenario& imported, const std::filesystem::path& base_dir,
+                             const model::Zoo& zoo, const hardware::Catalog& catalog);
+
+}  // namespace ftplan::io

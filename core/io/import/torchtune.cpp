@@ -1,0 +1,288 @@
+// torchtune recipe YAML. Keys and defaults: torchtune 0.7.0 (pytorch/torchtune bd2a0fc7), the
+// recipes' cfg.get(...) calls in recipes/lora_finetune_distributed.py, full_finetune_distributed.py
+// and *_single_device.py; model builders in torchtune/models/*/_model_builders.py.
+#include <fmt/format.h>
+
+#include "io/import/detail.hpp"
+
+namespace ftplan::io::import {
+namespace {
+
+constexpr const char* kFormat = "torchtune";
+
+// torchtune model builders (torchtune/models/<family>/_model_builders.py) -> zoo entries. The
+// lora_ / qlora_ builders build the same architecture with adapters.
+const std::vector<std::pair<std::string, std::string>>& builders() {
+  static const std::vector<std::pair<std::string, std::string>> b = {
+      {"llama3_1_8b", "llama-3.1-8b"},
+      {"llama3_1_70b", "llama-3.1-70b"},
+      {"llama3_1_405b", "llama-3.1-405b"},
+      {"llama3_8b", "llama-3-8b"},
+      {"llama3_70b", "llama-3-70b"},
+      {"llama3_2_1b", "llama-3.2-1b"},
+      {"llama3_2_3b", "llama-3.2-3b"},
+      {"llama2_7b", "llama-2-7b"},
+      {"llama2_13b", "llama-2-13b"},
+      {"llama2_70b", "llama-2-70b"},
+      {"mistral_7b", "mistral-7b"},
+      {"gemma2_2b", "gemma-2-2b"},
+      {"gemma2_9b", "gemma-2-9b"},
+      {"gemma2_27b", "gemma-2-27b"},
+      {"qwen2_5_0_5b", "qwen2.5-0.5b"},
+      {"qwen2_5_7b_base", "qwen2.5-7b"},
+      {"qwen2_5_7b_instruct", "qwen2.5-7b"},
+      {"qwen2_5_14b_base", "qwen2.5-14b"},
+      {"qwen2_5_14b_instruct", "qwen2.5-14b"},
+      {"qwen2_5_32b_base", "qwen2.5-32b"},
+      {"qwen2_5_32b_instruct", "qwen2.5-32b"},
+      {"qwen2_5_72b_base", "qwen2.5-72b"},
+      {"qwen2_5_72b_instruct", "qwen2.5-72b"},
+      {"phi3_mini", "phi-3-mini"},
+  };
+  return b;
+}
+
+// torchtune's LoRA module names (torchtune/modules/peft/lora.py, LORA_ATTN_MODULES) -> ftplan targets.
+std::string target_of(const std::string& m) {
+  if (m == "q_proj") return "q";
+  if (m == "k_proj") return "k";
+  if (m == "v_proj") return "v";
+  if (m == "output_proj") return "o";
+  return {};
+}
+
+void read_model(Fields& top, const Node& block) {
+  Fields m(top.ctx(), block, top.file(), "model", kFormat);
+  bool lora = false;
+  if (const Node* c = m.take("_component_")) {
+    if (const auto comp = as_string(m, "_component_", *c)) {
+      std::string builder = comp->substr(comp->rfind('.') == std::string::npos ? 0 : comp->rfind('.') + 1);
+      std::string method = "full";
+      if (builder.rfind("qlora_", 0) == 0)
+        builder = builder.substr(6), method = "qlora";
+      else if (builder.rfind("lora_", 0) == 0)
+        builder = builder.substr(5), method = "lora";
+      lora = method != "full";
+      std::string zoo_name;
+      for (const auto& [b, z] : builders())
+        if (b == builder) zoo_name = z;
+      if (zoo_name.empty())
+        m.error(*c, "_component_",
+                fmt::format("no zoo model for the torchtune builder '{}': give --model NAME (ftplan zoo list)", *comp));
+      else
+        m.set("model", zoo_name, "_component_", *c);
+      m.set("job.method", method, "_component_", *c, method == "full" ? "no adapters" : method + "_ builder");
+      // torchtune's QLoRA builders quantize the base to NF4 (torchao NF4Tensor: blocks of 64, the
+      // scales quantized again: torchtune/modules/peft/lora.py to_nf4, torchao/dtypes/nf4tensor.py).
+      if (method == "qlora") m.set("job.quant.kind", "nf4", "_component_", *c, "torchao NF4, blocks of 64");
+    }
+  }
+  std::vector<std::string> targets;
+  bool targets_given = false;
+  if (const Node* a = m.take("lora_attn_modules")) {
+    targets_given = true;
+    if (a->is_seq()) {
+      for (const auto& e : a->elems) {
+        const std::string t = e.is_scalar() ? target_of(e.text) : std::string();
+        if (t.empty())
+          m.error(e, "lora_attn_modules",
+                  fmt::format("expected q_proj, k_proj, v_proj or output_proj, got '{}'", e.text));
+        else
+          targets.push_back(t);
+      }
+    } else {
+      m.error(*a, "lora_attn_modules", "expected a list");
+    }
+  }
+  if (const Node* mlp = m.take("apply_lora_to_mlp")) {
+    targets_given = true;
+    if (const auto b = as_bool(m, "apply_lora_to_mlp", *mlp); b && *b)
+      targets.insert(targets.end(), {"gate", "up", "down"});
+  }
+  if (targets_given && lora) {
+    const Node& at =
+        block.find("lora_attn_modules") ? *block.find("lora_attn_modules") : *block.find("apply_lora_to_mlp");
+    m.set("job.lora.targets", yaml_flow_list(targets), "lora_attn_modules", at, "with apply_lora_to_mlp");
+  }
+  if (const Node* o = m.take("apply_lora_to_output"))
+    if (const auto b = as_bool(m, "apply_lora_to_output", *o); b && *b)
+      m.not_modelled("apply_lora_to_output", *o, "a LoRA adapter on the output projection (LM head)");
+  if (const Node* r = m.take("lora_rank"))
+    if (const auto v = as_int(m, "lora_rank", *r)) m.set("job.lora.rank", std::to_string(*v), "lora_rank", *r);
+  if (const Node* a = m.take("lora_alpha")) {
+    if (a->is_scalar()) m.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
+  }
+  if (const Node* d = m.take("lora_dropout")) {
+    if (d->is_scalar()) m.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+  }
+  if (const Node* d = m.take("use_dora"))
+    if (const auto b = as_bool(m, "use_dora", *d); b && *b)
+      m.not_modelled("use_dora", *d, "DoRA's magnitude vectors and extra norm");
+  m.ignore("quantize_base", "QLoRA follows from the qlora_ builder");
+  m.finish();
+}
+
+// Optimizers by class path. bitsandbytes' paged optimizers page their state to host memory under
+// pressure through CUDA unified memory; ftplan keeps it on the GPU (not modelled).
+void read_optimizer(Fields& top, const Node& block) {
+  Fields o(top.ctx(), block, top.file(), "optimizer", kFormat);
+  if (const Node* c = o.take("_component_")) {
+    if (const auto comp = as_string(o, "_component_", *c)) {
+      const std::string cls = comp->substr(comp->rfind('.') == std::string::npos ? 0 : comp->rfind('.') + 1);
+      std::string name;
+      if (cls == "AdamW" || cls == "Adam" || cls == "PagedAdamW" || cls == "PagedAdamW32bit")
+        name = "adamw";
+      else if (cls == "AdamW8bit" || cls == "Adam8bit" || cls == "PagedAdamW8bit")
+        name = "adamw-8bit";
+      else if (cls == "SGD")
+        name = "sgd";
+      else if (cls == "Adafactor")
+        name = "adafactor";
+      else if (cls == "Lion" || cls == "PagedLion")
+        name = "lion";
+      if (name.empty())
+        o.not_modelled("_component_", *c, fmt::format("optimizer {}", *comp));
+      else
+        o.set("job.optimizer.name", name, "_component_", *c);
+      if (cls.rfind("Paged", 0) == 0)
+        o.not_modelled("_component_", *c,
+                       "paged optimizer state (bitsandbytes pages it to host memory under pressure); modelled as "
+                       "resident on the GPU");
+    }
+  }
+  if (const Node* fu = o.take("fused"))
+    if (const auto b = as_bool(o, "fused", *fu); b && *b) o.set("job.optimizer.implementation", "fused", "fused", *fu);
+  if (const Node* fe = o.take("foreach"))
+    if (const auto b = as_bool(o, "foreach", *fe); b && *b)
+      o.set("job.optimizer.implementation", "foreach", "foreach", *fe);
+  o.ignore_matching("", kHyperparameter);
+  o.finish();
+}
+
+}  // namespace
+
+void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
+  Fields f(ctx, root, file, {}, kFormat);
+  ctx.draft.set({"job.framework", "torchtune", fmt::format("{}: a torchtune recipe", file), root.where, "", false});
+  if (const Node* m = f.take("model"); m && m->is_map()) read_model(f, *m);
+  if (const Node* t = f.take("tokenizer"); t && t->is_map()) {
+    Fields tk(ctx, *t, file, "tokenizer", kFormat);
+    if (const Node* s = tk.take("max_seq_len")) {
+      if (s->is_null() || (s->is_scalar() && s->text == "null"))
+        ctx.ignored.push_back({s->where, "tokenizer.max_seq_len",
+                               "null: samples are not truncated, so the sequence length is the dataset's; give --seq"});
+      else if (const auto v = as_int(tk, "max_seq_len", *s))
+        tk.set("job.seq_len", std::to_string(*v), "max_seq_len", *s);
+    }
+    tk.ignore_matching("", "tokenizer files: no effect on memory or step time");
+    tk.finish();
+  }
+  if (const Node* d = f.take("dataset"); d && d->is_map()) {
+    Fields ds(ctx, *d, file, "dataset", kFormat);
+    if (const Node* p = ds.take("packed"))
+      if (const auto b = as_bool(ds, "packed", *p))
+        ds.set("job.samples.packing", *b ? "packed" : "padded", "packed", *p);
+    ds.ignore_matching("", "dataset source: ftplan takes sample lengths from job.samples");
+    ds.finish();
+  }
+  if (const Node* b = f.take("batch_size"))
+    if (const auto v = as_int(f, "batch_size", *b)) f.set("job.micro_batch", std::to_string(*v), "batch_size", *b);
+  if (const Node* g = f.take("gradient_accumulation_steps"))
+    if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
+      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);
+  long long epochs = -1;
+  const Node* epochs_node = f.take("epochs");
+  if (epochs_node)
+    if (const auto v = as_int(f, "epochs", *epochs_node)) epochs = *v;
+  if (const Node* s = f.take("max_steps_per_epoch")) {
+    if (s->is_null() || (s->is_scalar() && s->text == "null")) {
+      if (epochs_node)
+        ctx.ignored.push_back(
+            {epochs_node->where, "epochs", "epochs need the dataset size in tokens: give --tokens or --steps"});
+    } else if (const auto v = as_int(f, "max_steps_per_epoch", *s); v && epochs > 0) {
+      f.set("job.steps", std::to_string(*v * epochs), "max_steps_per_epoch", *s, fmt::format("x epochs {}", epochs));
+    }
+  } else if (epochs_node) {
+    ctx.ignored.push_back(
+        {epochs_node->where, "epochs", "epochs need the dataset size in tokens: give --tokens or --steps"});
+  }
+  if (const Node* d = f.take("dtype")) {
+    if (const auto t = as_string(f, "dtype", *d)) {
+      // torchtune trains in the dtype given, without autocast or fp32 master weights
+      // (torchtune/training/precision.py, recipes' training.set_default_dtype).
+      if (*t == "bf16")
+        f.set("job.precision", "bf16", "dtype", *d, "pure bf16: no fp32 master copy");
+      else if (*t == "fp32")
+        f.set("job.precision", "fp32", "dtype", *d);
+      else
+        f.error(*d, "dtype", fmt::format("expected bf16 or fp32 (torchtune refuses fp16 for training), got '{}'", *t));
+    }
+  }
+  if (const Node* a = f.take("enable_activation_checkpointing"))
+    if (const auto b = as_bool(f, "enable_activation_checkpointing", *a))
+      f.set("job.activation_checkpointing", *b ? "full" : "none", "enable_activation_checkpointing", *a);
+  if (const Node* a = f.take("ac_mode")) {
+    if (!a->is_null() && a->is_scalar() && a->text != "null")
+      f.not_modelled("ac_mode", *a, "torchtune's experimental selective AC modes");
+  }
+  f.ignore("ac_option", "with ac_mode only");
+  if (const Node* o = f.take("enable_activation_offloading"))
+    if (const auto b = as_bool(f, "enable_activation_offloading", *o); b && *b)
+      // torchtune's OffloadActivations (torchtune/training/_activation_offloading.py) moves each saved
+      // tensor to pinned host memory after forward and back before backward, as ftplan's activations: cpu.
+      f.set("plan.offload.activations", "cpu", "enable_activation_offloading", *o);
+  if (const Node* c = f.take("compile"))
+    if (const auto b = as_bool(f, "compile", *c)) f.set("job.compile", *b ? "true" : "false", "compile", *c);
+  if (const Node* o = f.take("optimizer"); o && o->is_map()) read_optimizer(f, *o);
+  if (const Node* b = f.take("optimizer_in_bwd"))
+    if (const auto v = as_bool(f, "optimizer_in_bwd", *b); v && *v)
+      f.set("job.optimizer.in_backward", "true", "optimizer_in_bwd", *b);
+  if (const Node* o = f.take("fsdp_cpu_offload"))
+    if (const auto b = as_bool(f, "fsdp_cpu_offload", *o); b && *b)
+      // FSDP2 CPUOffloadPolicy: sharded parameters, gradients and the optimizer step on the host.
+      for (const char* k :
+           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
+        f.set(k, "cpu", "fsdp_cpu_offload", *o);
+  if (const Node* r = f.take("fsdp_reshard_after_forward"))
+    if (const auto b = as_bool(f, "fsdp_reshard_after_forward", *r))
+      f.set("plan.parallel.fsdp", *b ? "full_shard" : "shard_grad_op", "fsdp_reshard_after_forward", *r);
+  if (const Node* t = f.take("tensor_parallel_dim"))
+    if (const auto v = as_int(f, "tensor_parallel_dim", *t))
+      f.set("plan.parallel.tp", std::to_string(*v), "tensor_parallel_dim", *t);
+  if (const Node* c = f.take("context_parallel_dim"))
+    if (const auto v = as_int(f, "context_parallel_dim", *c))
+      f.set("plan.parallel.cp", std::to_string(*v), "context_parallel_dim", *c);
+  if (const Node* r = f.take("data_parallel_replicate_dim"))
+    if (const auto v = as_int(f, "data_parallel_replicate_dim", *r); v && *v > 1)
+      f.set("plan.parallel.fsdp", "hybrid_shard", "data_parallel_replicate_dim", *r);
+  f.ignore("data_parallel_shard_dim",
+           "-1 (the default): the GPUs left after tp, cp and replication; ftplan derives dp the same way");
+  if (const Node* l = f.take("loss"); l && l->is_map()) {
+    if (const Node* c = l->find("_component_"); c && c->is_scalar()) {
+      // CEWithChunkedOutputLoss and LinearCrossEntropyLoss split the output projection and loss into
+      // num_output_chunks = 8 pieces (torchtune/modules/loss/cross_entropy_loss.py).
+      if (c->text.find("CEWithChunkedOutputLoss") != std::string::npos ||
+          c->text.find("LinearCrossEntropyLoss") != std::string::npos)
+        f.ctx().draft.set(f.entry("job.loss.chunks", "8", "loss._component_", *c, "num_output_chunks 8"));
+      else
+        ctx.ignored.push_back({c->where, "loss._component_", "unchunked cross-entropy: ftplan's default loss"});
+    }
+    for (const auto& [k, v] : l->items)
+      if (k != "_component_") ctx.ignored.push_back({v.where, "loss." + k, kNoEffect});
+  }
+  if (const Node* d = f.take("device"))
+    if (d->is_scalar() && d->text != "cuda")
+      f.not_modelled("device", *d, fmt::format("training on '{}' (ftplan models NVIDIA GPUs)", d->text));
+  f.ignore("custom_sharded_layers", "not modelled yet: embeddings and output sharded as their own FSDP units");
+  f.ignore("clip_grad_norm", kNoEffect);
+  f.ignore("lr_scheduler", "learning-rate schedule: no effect on memory or step time");
+  for (const char* k :
+       {"checkpointer", "output_dir", "metric_logger", "log_every_n_steps", "log_peak_memory_stats", "log_level",
+        "profiler", "resume_from_checkpoint", "save_adapter_weights_only", "seed", "shuffle", "dataset_val",
+        "batch_size_val", "run_val_every_n_steps", "enable_async_checkpointing", "low_cpu_ram",
+        "cudnn_deterministic_mode", "collate_fn", "profile_memory"})
+    f.ignore(k, kIo);
+  f.finish();
+}
+
+}  // namespace ftplan::io::import
