@@ -1,4 +1,6 @@
 // `ftplan memory`: does it fit, and where does the memory go.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "app.hpp"
@@ -57,11 +59,13 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, 
              p.job.micro_batch, p.job.seq_len);
   Table t;
   using A = Table::Align;
-  t.columns({{"GiB", A::left}, {"GPU (per GPU)", A::right}, {"host DRAM (per node)", A::right}, {"NVMe (per node)", A::right}});
+  t.columns({{"GiB", A::left}, {"GPU at its peak", A::right}, {"each own peak", A::right}, {"host DRAM (per node)", A::right},
+             {"NVMe (per node)", A::right}});
   for (int c = 0; c < inventory::kCategories; ++c)
-    t.row({inventory::to_string(static_cast<Category>(c)), gib(f.gpu.bytes[c]), gib(f.host.bytes[c]), gib(f.nvme.bytes[c])});
-  t.row({"total", gib(f.gpu.total()), gib(f.host_peak_bytes), gib(f.nvme_bytes)});
-  t.row({"capacity", gib(f.gpu_capacity_bytes), gib(f.host_capacity_bytes), gib(f.nvme_capacity_bytes)});
+    t.row({inventory::to_string(static_cast<Category>(c)), gib(f.gpu.bytes[c]), gib(f.gpu_category_peaks.bytes[c]),
+           gib(f.host.bytes[c]), gib(f.nvme.bytes[c])});
+  t.row({"total", gib(f.gpu.total()), "", gib(f.host_peak_bytes), gib(f.nvme_bytes)});
+  t.row({"capacity", gib(f.gpu_capacity_bytes), "", gib(f.host_capacity_bytes), gib(f.nvme_capacity_bytes)});
   fmt::print("{}", t.text());
   fmt::print("GPU peak at {} (stage {}): allocated {} GiB, reserved {} GiB, device (nvidia-smi) {} GiB\n",
              footprint::to_string(f.peak_phase), f.peak_stage, gib(f.gpu_allocated_peak_bytes),
@@ -102,6 +106,10 @@ int cmd_memory(const std::vector<std::string>& argv) {
       continue;
     }
     io::Row r = io::footprint_row(p, f);
+    // Each category's own peak over the step (footprint::Footprint::gpu_category_peaks).
+    for (int c = 0; c < inventory::kCategories; ++c)
+      r.set(std::string("peaks.") + inventory::to_string(static_cast<Category>(c)) + "_bytes",
+            static_cast<std::int64_t>(std::llround(f.gpu_category_peaks.bytes[c])));
     // 0 means no micro-batch (or length) fits: no such value, written null as the table writes "none".
     r.set("max_micro_batch", max_mb > 0 ? io::Value(static_cast<std::int64_t>(max_mb)) : io::Value(nullptr));
     r.set("max_seq_len", max_seq > 0 ? io::Value(max_seq) : io::Value(nullptr));

@@ -113,6 +113,11 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   Footprint f;
   const auto [gpu, phase] = peak_of(inv, Tier::gpu);
   f.gpu = gpu;
+  for (Phase p : kPhases) {
+    const TierBytes t = tier_at(inv, Tier::gpu, p);
+    for (int c = 0; c < inventory::kCategories; ++c)
+      f.gpu_category_peaks.bytes[c] = std::max(f.gpu_category_peaks.bytes[c], t.bytes[c]);
+  }
   f.peak_phase = phase;
   f.peak_stage = inv.stage;
   const double overhead = gpu[Category::overhead];
@@ -138,14 +143,18 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
 Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
   Footprint worst;
   double host = 0, nvme = 0;
+  TierBytes category_peaks;
   inventory::Inventory inv;
   for (int stage = 0; stage < std::max(1, plan.parallel.pp); ++stage) {
     inventory::build_inventory(model, plan, stage, inv);
     Footprint f = footprint(inv, plan);
     host = std::max(host, f.host_peak_bytes);
     nvme = std::max(nvme, f.nvme_bytes);
+    for (int c = 0; c < inventory::kCategories; ++c)
+      category_peaks.bytes[c] = std::max(category_peaks.bytes[c], f.gpu_category_peaks.bytes[c]);
     if (stage == 0 || f.gpu_peak_bytes > worst.gpu_peak_bytes) worst = std::move(f);
   }
+  worst.gpu_category_peaks = category_peaks;
   // A node hosts ranks of several stages; take the most demanding one for every rank (an upper bound).
   worst.host_peak_bytes = host;
   worst.nvme_bytes = nvme;

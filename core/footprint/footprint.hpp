@@ -27,6 +27,10 @@ const char* to_string(Phase p);
 struct Footprint {
   // Per GPU (max over pipeline stages): the GPU tier by category at its peak moment.
   TierBytes gpu;
+  // Per GPU: each category's own peak over the step (max over the step's phases and the
+  // pipeline's stages): activations peak at the end of forward, gradients and optimizer
+  // temporaries later, so these do not add up to the GPU peak (`gpu` is the split at that moment).
+  TierBytes gpu_category_peaks;
   // Per node: host DRAM and NVMe by category (their own peaks).
   TierBytes host;
   TierBytes nvme;

@@ -230,3 +230,25 @@ TEST_CASE("a plan that does not fit is told what would make it fit, nearest firs
   }
   CHECK(footprint::what_would_fit(s.model, changes.front().plan).empty());
 }
+
+TEST_CASE("each category's own peak: activations at the end of forward, full gradients at the end of backward") {
+  /* Llama-3.2-1B full fine-tune on one H100 without checkpointing, DeepSpeed ZeRO 0, one
+   * micro-batch: the GPU peaks at the end of forward with every activation saved and no gradient
+   * yet; the bf16 gradients of every trainable parameter (2 B each) are live only at the end of
+   * backward. Each category's own peak is at least its share at the peak moment, and the
+   * gradients' own peak is the whole gradient (memory issue: users compare these with published
+   * activation and model-state figures). */
+  const auto s = scenario("llama-3.2-1b",
+                          "  method: full\n  seq_len: 4096\n  micro_batch: 1\n  global_batch: 1\n  activation_checkpointing: none\n"
+                          "  framework: deepspeed\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto& p = s.plans[0];
+  const auto f = footprint::footprint(s.model, p);
+  CHECK(f.peak_phase == footprint::Phase::forward);
+  for (int c = 0; c < inventory::kCategories; ++c) CHECK(f.gpu_category_peaks.bytes[c] >= f.gpu.bytes[c]);
+  const auto inv = inventory::build_inventory(s.model, p, 0);
+  CHECK(f.gpu[Category::gradients] < f.gpu_category_peaks[Category::gradients]);
+  CHECK(f.gpu_category_peaks[Category::gradients] ==
+        doctest::Approx(static_cast<double>(inv.params.trainable) * inv.recipe.grad_B).epsilon(0.02));
+  CHECK(f.gpu_category_peaks[Category::activations] == doctest::Approx(f.gpu[Category::activations]));
+}
