@@ -68,6 +68,7 @@ const char* to_string(Group g) {
     case Group::pp: return "pp";
     case Group::cp: return "cp";
     case Group::ep: return "ep";
+    case Group::replicate: return "replicate";
   }
   return "?";
 }
@@ -1181,6 +1182,17 @@ StepIR Builder::build() {
                                  micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
                                  mb, {ready});
         ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+        // Hybrid sharding (FSDP HYBRID_SHARD, FSDP2 over a 2-D mesh): each shard group sits in a
+        // node and its replicas across nodes all-reduce the reduced shard, the second collective
+        // (torch distributed/fsdp/_runtime_utils.py _reduce_grad: reduce_scatter, then
+        // all_reduce over _inter_node_pg; FSDP2 _fsdp_collectives.py foreach_reduce:
+        // all_reduce over the replicate group).
+        if (shard > 1 && shard < grad_group) {
+          last_reduce = collective(reduce_stream, Collective::all_reduce, Group::replicate, grad_group / shard,
+                                   layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer,
+                                   mb, {last_reduce});
+          ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+        }
         produced = last_reduce;
       }
       // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32

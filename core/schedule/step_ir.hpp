@@ -42,7 +42,9 @@ const char* to_string(OpKind k);
 
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv };
 const char* to_string(Collective c);
-enum class Group { dp, tp, pp, cp, ep };
+// dp: the data-parallel ranks with the context-parallel ones (or, under hybrid sharding, the
+// shard group inside a node); replicate: hybrid sharding's replicas of one shard across nodes.
+enum class Group { dp, tp, pp, cp, ep, replicate };
 const char* to_string(Group g);
 
 enum class Pass { forward, recompute, backward, optimizer, other };

@@ -541,6 +541,12 @@ struct RankPlace {
   std::int64_t group_key(schedule::Group g, int size) const {
     size = std::max(1, size);
     std::int64_t k = s;
+    if (g == schedule::Group::replicate) {
+      // Hybrid sharding's replicas: the ranks at the same place of every shard group.
+      const int shard = std::max(1, dp * cp / size);
+      k = k * dp * cp + (static_cast<std::int64_t>(d) * cp + c) % shard;
+      return k * tp + t;
+    }
     if (g == schedule::Group::dp) {
       // The data-parallel group spans the context-parallel ranks: blocks of `size` of d x cp + c.
       k = k * dp * cp + (static_cast<std::int64_t>(d) * cp + c) / size;
@@ -736,12 +742,14 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         // Megatron's rank order is tp, cp, ep, dp, pp from the inside out: a group spans nodes
         // when it and the groups inside it outgrow a node.
         const int tp = std::max(1, p.parallel.tp), cp = std::max(1, p.parallel.cp);
-        if (op.group == schedule::Group::dp) inter = topo.dp_spans_nodes;
+        if (op.group == schedule::Group::replicate) inter = true;  // one member per node (shard groups fill nodes)
+        else if (op.group == schedule::Group::dp) inter = topo.dp_spans_nodes;
         else if (op.group == schedule::Group::tp) inter = tp > topo.gpus_per_node;
         else if (op.group == schedule::Group::cp) inter = tp * cp > topo.gpus_per_node;
         else if (op.group == schedule::Group::ep) inter = tp * cp * group > topo.gpus_per_node;
         int per_node = topo.gpus_per_node;  // ranks of the group inside one node
-        if (op.group == schedule::Group::dp) per_node = topo.dp_per_node;
+        if (op.group == schedule::Group::replicate) per_node = 1;
+        else if (op.group == schedule::Group::dp) per_node = topo.dp_per_node;
         else if (op.group == schedule::Group::cp) per_node = std::max(1, topo.gpus_per_node / tp);
         else if (op.group == schedule::Group::ep) per_node = std::max(1, topo.gpus_per_node / (tp * cp));
         const int local = inter ? std::max(1, std::min(group, per_node)) : group;

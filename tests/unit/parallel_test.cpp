@@ -336,6 +336,48 @@ TEST_CASE("data-parallel sharding and gradient reduction span the context-parall
   CHECK(all_reduces >= 1);
 }
 
+TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-reduced across the replicas") {
+  /* FSDP HYBRID_SHARD on 2 nodes of 8 H100s: parameters and gradients shard over the 8 GPUs of a
+   * node, and each layer's reduced shard (1/8 of its gradient) is all-reduced between the 2
+   * replicas over the network (torch _reduce_grad: reduce_scatter, then all_reduce over the
+   * inter-node group). Without the second collective the replicas would train apart. */
+  const auto s = parse("llama-3.1-8b", "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp}",
+                       "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {fsdp: hybrid_shard}\n");
+  const auto& p = s.plans[0];
+  CHECK(plan::sharding_in_effect(p).shard_degree == 8);
+  const auto inv = inventory::build_inventory(s.model, p, 0);
+  const auto ir = schedule::build_step(s.model, p, inv);
+  int scatters = 0, replica = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind != schedule::OpKind::collective) continue;
+    if (op.group == schedule::Group::dp && op.collective == schedule::Collective::reduce_scatter) {
+      CHECK(op.group_size == 8);
+      ++scatters;
+    }
+    if (op.group == schedule::Group::replicate) {
+      CHECK(op.collective == schedule::Collective::all_reduce);
+      CHECK(op.group_size == 2);
+      CHECK(op.bytes == doctest::Approx(inv.params.trainable_largest_layer * inv.recipe.reduce_B / 8));
+      ++replica;
+    }
+  }
+  CHECK(scatters > 0);
+  CHECK(replica == scatters);
+  CHECK(schedule::dry_run(ir).empty());
+  const auto r = sim::simulate_step(s.model, p);
+  REQUIRE(r.ok);
+  double network = 0;
+  for (const auto& l : r.links)
+    if (l.name.find("network") != std::string::npos) network += l.bytes;
+  CHECK(network > 0);  // the replicas' all-reduce crosses nodes
+  // Full fidelity (every rank, each replica group waiting for its 2 members) agrees within 1%.
+  sim::Options full;
+  full.fidelity = sim::Options::Fidelity::full;
+  const auto every = sim::simulate_step(s.model, p, full);
+  REQUIRE(every.ok);
+  CHECK(every.step_time_s == doctest::Approx(r.step_time_s).epsilon(0.01));
+}
+
 TEST_CASE("async TP overlaps sequence parallelism's collectives with the GEMMs they feed and drain") {
   const std::string job = "{seq_len: 8192, micro_batch: 1, steps: 1, framework: megatron}";
   const auto sp = parse("llama-3.1-70b", job,
