@@ -227,6 +227,21 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int l
   return {begin, begin + base + (vs < extra ? 1 : 0)};
 }
 
+std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stage, std::vector<int>* chunk_begin) {
+  const plan::Parallel& par = plan.parallel;
+  const int pp = std::max(1, par.pp);
+  const int chunks = pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  std::vector<int> list;
+  if (chunk_begin) chunk_begin->clear();
+  for (int c = 0; c < chunks; ++c) {
+    if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
+    const auto [a, b] = stage_layers(m.total_layers(), pp * chunks, c * pp + stage, par.first_stage_layers, par.last_stage_layers);
+    for (int l = a; l < b; ++l) list.push_back(l);
+  }
+  if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
+  return list;
+}
+
 std::int64_t lora_params(const ModelSpec& m, const Job& job) {
   const Trainable tr(job);
   double total = 0;
@@ -265,9 +280,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   inv.zero = zero;
 
   // ---- parameters on this rank
-  const auto [first, last] = stage_layers(m.total_layers(), pp, stage, plan.parallel.first_stage_layers,
-                                          plan.parallel.last_stage_layers);
-  inv.layers = last - first;
+  const std::vector<int> stage_list = stage_layer_list(m, plan, stage);
+  inv.layers = static_cast<int>(stage_list.size());
   RankParams& rp = inv.params;
   rp = RankParams{};
   double frozen_linear = 0;
@@ -292,7 +306,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const bool local = ml < m.layers && m.is_local_layer(ml);
     return (moe ? 1 : 0) | (local ? 2 : 0) | (cross ? 4 : 0);
   };
-  for (int layer = first; layer < last; ++layer) {
+  for (const int layer : stage_list) {
     const int k = kind_of(layer);
     ++kind_count[k];
     Kind& kd = kinds[k];

@@ -101,6 +101,14 @@ void build_inventory(const model::ModelSpec& model, const plan::Plan& plan, int 
 // `first` / `last` > 0 (Parallel::first_stage_layers, last_stage_layers; not interleaved), those
 // on the end stages and the rest split the same way among the middle ones.
 std::pair<int, int> stage_layers(int total, int stages, int vs, int first = 0, int last = 0);
+// The model layers pipeline stage `stage` runs, chunk by chunk: the layers of virtual stages
+// c x pp + stage for each of the plan's model chunks (interleaved 1F1B; one chunk otherwise). With
+// layers that do not divide by pp x chunks the virtual stages differ by one layer, earlier ones
+// taking the remainder (stage_layers; torchtitan's even split of layers over pp x v stages,
+// generate_llm_fqn_per_model_part). `chunk_begin` (if given) gets each chunk's first index in the
+// list and the list's size last.
+std::vector<int> stage_layer_list(const model::ModelSpec& model, const plan::Plan& plan, int stage,
+                                  std::vector<int>* chunk_begin = nullptr);
 
 // Trainable LoRA parameters of the whole model for the job's targets and rank:
 // r x (fan_in + fan_out) per adapted matrix (Hu et al. 2021, sec. 4).

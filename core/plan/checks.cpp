@@ -250,9 +250,12 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   if (p.schedule == PipelineSchedule::interleaved) {
     if (p.pp < 2) bad("parallel.schedule", "interleaved 1F1B needs pp > 1");
     if (p.virtual_stages < 2) bad("parallel.virtual_stages", "interleaved 1F1B needs at least 2 virtual stages");
-    if (model.layers % (p.pp * std::max(1, p.virtual_stages)) != 0)
-      bad("parallel.virtual_stages", fmt::format("pp {} x virtual_stages {} does not divide {} layers", p.pp,
-                                                 p.virtual_stages, model.layers));
+    // Layers that do not divide evenly: the virtual stages differ by one layer, earlier ones
+    // taking the remainder (inventory::stage_layer_list; torchtitan and Megatron accept it). Each
+    // virtual stage needs a layer.
+    if (model.total_layers() < p.pp * std::max(1, p.virtual_stages))
+      bad("parallel.virtual_stages", fmt::format("pp {} x virtual_stages {} = {} virtual stages for {} layers", p.pp,
+                                                 p.virtual_stages, p.pp * std::max(1, p.virtual_stages), model.total_layers()));
     // Megatron-LM asserts it (schedules.py, forward_backward_pipelining_with_interleaving).
     if (p.pp > 1 && grad_accumulation_steps(plan) % p.pp != 0)
       bad("parallel.schedule", fmt::format("interleaved 1F1B needs the micro-batches per step ({}) to be a multiple of pp {}",

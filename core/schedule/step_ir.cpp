@@ -741,14 +741,11 @@ StepIR Builder::build() {
                          ? std::max(1, p_.parallel.virtual_stages)
                          : 1;
   const int virtual_stages = pp * chunks;
-  const int chunk_layers = layers / chunks;
-  std::vector<int> layer_of(layers);  // model layer of each of this stage's layers, chunk by chunk
-  for (int c = 0; c < chunks; ++c) {
-    const int first = inventory::stage_layers(m_.total_layers(), real_pp * chunks, c * real_pp + inv_.stage,
-                                              p_.parallel.first_stage_layers, p_.parallel.last_stage_layers)
-                          .first;
-    for (int j = 0; j < chunk_layers; ++j) layer_of[c * chunk_layers + j] = first + j;
-  }
+  // The model layer of each of this stage's layers, chunk by chunk, and where each chunk starts
+  // (chunks may differ by a layer: inventory::stage_layer_list).
+  std::vector<int> chunk_begin;
+  const std::vector<int> layer_of = inventory::stage_layer_list(m_, p_, inv_.stage, &chunk_begin);
+  FTPLAN_ASSERT(static_cast<int>(layer_of.size()) == layers, "the inventory counts the stage's layers");
   // build_step bounds micro-batches x layers (too_large), so the count is an int.
   std::int64_t wanted = std::max<std::int64_t>(1, inv_.grad_accumulation);
   if (micro_override_ > 0) wanted = std::min<std::int64_t>(wanted, micro_override_);
@@ -986,7 +983,7 @@ StepIR Builder::build() {
     std::vector<int>& saved = saved_of[mb];
     std::vector<int>& host_saved = host_saved_of[mb];
     std::vector<int>& stash_done = stash_done_of[mb];
-    const int c0 = chunk * chunk_layers, c1 = c0 + chunk_layers, vs = chunk * pp + stage;
+    const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
     if (vs > 0) receive(mb, vs - 1, vs, false);
     std::vector<int> released(layers, -1);
     for (int l = c0; l < c1; ++l) {
@@ -1074,7 +1071,7 @@ StepIR Builder::build() {
     std::vector<int>& saved = saved_of[mb];
     std::vector<int>& host_saved = host_saved_of[mb];
     std::vector<int>& stash_done = stash_done_of[mb];
-    const int c0 = chunk * chunk_layers, c1 = c0 + chunk_layers, vs = chunk * pp + stage;
+    const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
     if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
     std::vector<int> released_bwd(layers, -1);
     std::vector<int> fetched(layers, -1), fetched_buffer(layers, -1);

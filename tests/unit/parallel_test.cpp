@@ -336,6 +336,39 @@ TEST_CASE("data-parallel sharding and gradient reduction span the context-parall
   CHECK(all_reduces >= 1);
 }
 
+TEST_CASE("interleaved pipelines whose layers do not divide: virtual stages differ by one layer") {
+  /* Llama-3.1-405B's 126 layers on pp 8 x 2 virtual stages = 16 virtual stages: 126 = 16 x 7 + 14,
+   * so virtual stages 0-13 run 8 layers and 14-15 run 7 (earlier ones take the remainder, as
+   * torchtitan splits them). Stage s runs virtual stages s and 8 + s: stages 0-5 hold 16 layers,
+   * 6 and 7 hold 15; together 126. */
+  const auto s = parse("llama-3.1-405b", "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: megatron}",
+                       "    cluster: {node: dgx-h100, nodes: 16}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, zero: 1}\n");
+  const auto& p = s.plans[0];
+  CHECK(plan::check_plan(s.model, p).empty());
+  int total = 0;
+  for (int stage = 0; stage < 8; ++stage) {
+    std::vector<int> begin;
+    const auto layers = inventory::stage_layer_list(s.model, p, stage, &begin);
+    CHECK(static_cast<int>(layers.size()) == (stage < 6 ? 16 : 15));
+    REQUIRE(begin.size() == 3);
+    CHECK(begin[1] == 8);  // the first chunk (virtual stage s < 14) has 8 layers
+    CHECK(layers.front() == 8 * stage);
+    total += static_cast<int>(layers.size());
+    const auto inv = inventory::build_inventory(s.model, p, stage);
+    CHECK(inv.layers == static_cast<int>(layers.size()));
+    const auto ir = schedule::build_step(s.model, p, inv, 4, false);
+    CHECK(schedule::dry_run(ir).empty());
+  }
+  CHECK(total == 126);
+  // 80 layers over pp 6 x 4 virtual stages (24: 8 of 4 layers, 16 of 3) on 48 H100s: simulated.
+  const auto t = parse("llama-3.1-70b", "{seq_len: 4096, micro_batch: 1, global_batch: 48, steps: 1, activation_checkpointing: full, framework: megatron}",
+                       "    cluster: {node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, virtual_stages: 4, zero: 1}\n");
+  CHECK(plan::check_plan(t.model, t.plans[0]).empty());
+  const auto r = sim::simulate_step(t.model, t.plans[0]);
+  REQUIRE(r.ok);
+  CHECK(r.step_time_s > 0);
+}
+
 TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-reduced across the replicas") {
   /* FSDP HYBRID_SHARD on 2 nodes of 8 H100s: parameters and gradients shard over the 8 GPUs of a
    * node, and each layer's reduced shard (1/8 of its gradient) is all-reduced between the 2
