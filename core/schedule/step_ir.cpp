@@ -763,6 +763,7 @@ StepIR Builder::build() {
   begin.name = "step start";
   const int start = add(std::move(begin));
   int weights_tensor = -1;
+  Ids state_allocs;  // the optimizer state's allocations (the step reads that state)
   const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
   const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;
@@ -772,7 +773,8 @@ StepIR Builder::build() {
       case Lifetime::persistent: {
         const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
         if (g.category == Category::weights && weights_tensor < 0) weights_tensor = t;
-        alloc(Stream::compute, t, {start});
+        const int a = alloc(Stream::compute, t, {start});
+        if (g.category == Category::optimizer) state_allocs.push_back(a);
         break;
       }
       case Lifetime::gradients: grads_group = &g; break;
@@ -1210,8 +1212,13 @@ StepIR Builder::build() {
   if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
   // ZeRO-Offload's one-step delayed parameter update (Ren et al. 2021, sec. 5.2): the CPU step
   // applies the previous step's gradients while the GPU runs this step's forward and backward,
-  // so it waits for nothing of this step. In steady state each step is the longer of the two paths.
-  if (off.delayed_update && off.optimizer_step == Tier::cpu) opt_deps = {start};
+  // so it waits for nothing of this step but its state's existence (the executor, exec/, found
+  // it starting before the allocation of the state it updates). In steady state each step is the
+  // longer of the two paths.
+  if (off.delayed_update && off.optimizer_step == Tier::cpu) {
+    opt_deps = {start};
+    for (int a : state_allocs) opt_deps.push_back(a);
+  }
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
     opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
