@@ -40,6 +40,9 @@ verbs:
   sweep-merge --out F FILES...
                            join the files of a sharded sweep into the file one unsharded run writes
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
+  validate SCENARIO        per plan: run the step for real with the executor on this machine and
+                           compare with the simulation [--plan NAME] [--steps N] [--scale layers=N,hidden=H]
+                           [--storage-dir DIR[,DIR]] [--trace out]
   help                     this text; VERB --help lists a verb's options
 
 options shared by all verbs:
@@ -71,6 +74,7 @@ int main(int argc, char** argv) {
     if (verb == "sweep") return ftplan::cli::cmd_sweep(args);
     if (verb == "sweep-merge") return ftplan::cli::cmd_sweep_merge(args);
     if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
+    if (verb == "validate") return ftplan::cli::cmd_validate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::cli::HelpRequested& e) {
