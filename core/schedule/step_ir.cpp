@@ -764,6 +764,7 @@ StepIR Builder::build() {
   const int start = add(std::move(begin));
   int weights_tensor = -1;
   Ids state_allocs;  // the optimizer state's allocations (the step reads that state)
+  int weights_alloc = -1;  // the weights' allocation (parameter fetches read them)
   const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
   const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;
@@ -772,8 +773,11 @@ StepIR Builder::build() {
     switch (g.lifetime) {
       case Lifetime::persistent: {
         const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
-        if (g.category == Category::weights && weights_tensor < 0) weights_tensor = t;
         const int a = alloc(Stream::compute, t, {start});
+        if (g.category == Category::weights && weights_tensor < 0) {
+          weights_tensor = t;
+          weights_alloc = a;
+        }
         if (g.category == Category::optimizer) state_allocs.push_back(a);
         break;
       }
@@ -893,6 +897,9 @@ StepIR Builder::build() {
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer, unit_group->element);
     Ids deps;
     if (release_before >= 0) deps.push_back(release_before);
+    // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
+    // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
+    if (weights_alloc >= 0) deps.push_back(weights_alloc);
     const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
     int last = alloc(first_stream, buffer, deps);
     const double shard_bytes = unit_bytes / std::max(1, shard);
@@ -1279,9 +1286,12 @@ StepIR Builder::build() {
   if (any_dp && !stream_params && inv_.zero >= 1 && shard > 1)
     last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
-  // Gradients are freed after the step (zero_grad(set_to_none=True)).
+  // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the
+  // host has finished (which the optimizer step waits for anyway, but the delayed one does not:
+  // the executor, exec/, found the free racing the copy).
   for (int l = 0; l < layers; ++l)
-    if (grad_tensor[l] >= 0) last = release(Stream::compute, grad_tensor[l], {last});
+    if (grad_tensor[l] >= 0)
+      last = release(Stream::compute, grad_tensor[l], last_grad_offload >= 0 ? Ids{last, last_grad_offload} : Ids{last});
   Op end;
   end.kind = OpKind::marker;
   end.name = "step end";
