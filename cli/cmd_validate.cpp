@@ -104,8 +104,22 @@ nlohmann::json to_json(const exec::Validation& v) {
 
 }  // namespace
 
-int cmd_validate(const std::vector<std::string>& argv) {
+int cmd_validate(const std::vector<std::string>& argv_in) {
+  // --steps is the executor's step count here, not the quick form's job length: taken out of argv
+  // before the scenario options see it.
+  std::vector<std::string> argv;
+  std::string steps = "3";
+  for (std::size_t i = 0; i < argv_in.size(); ++i) {
+    if (argv_in[i] == "--steps" && i + 1 < argv_in.size()) {
+      steps = argv_in[++i];
+    } else if (argv_in[i].starts_with("--steps=")) {
+      steps = argv_in[i].substr(8);
+    } else {
+      argv.push_back(argv_in[i]);
+    }
+  }
   auto options = scenario_options();
+  std::erase_if(options, [](const OptionSpec& o) { return o.name == "steps"; });
   options.push_back({"steps", true, "optimizer steps the executor runs (default 3; the first is a warm-up)"});
   options.push_back(
       {"scale", true, "shrink the model: layers=N,hidden=H[,vocab=V][,seq=S] (placements and ratios kept)"});
@@ -118,7 +132,9 @@ int cmd_validate(const std::vector<std::string>& argv) {
   plan::Scenario s = scenario_from_args(app, args);
   exec::ValidateOptions o;
   try {
-    o.steps = std::stoi(args.value_or("steps", "3"));
+    std::size_t used = 0;
+    o.steps = std::stoi(steps, &used);
+    if (used != steps.size()) throw std::invalid_argument(steps);
   } catch (const std::exception&) {
     throw UsageError("--steps wants a whole number");
   }

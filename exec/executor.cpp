@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -687,7 +688,8 @@ double covered_s(std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
 
 Measured Runner::run() {
   Measured out;
-  const std::string why = unsupported(ir_);
+  std::string why = unsupported(ir_);
+  if (why.empty()) why = schedulable(ir_);
   if (!why.empty()) {
     out.ok = false;
     out.problem = why;
@@ -820,13 +822,64 @@ std::string schedulable(const schedule::StepIR& ir) {
         moved = true;
       }
   }
-  if (taken == ir.ops.size()) return {};
-  for (std::size_t s = 0; s < order.size(); ++s)
-    if (next[s] < order[s].size())
-      return fmt::format("stream {} waits forever at op {} ({}): {} of {} ops ran",
-                         schedule::to_string(static_cast<Stream>(s)), order[s][next[s]], ir.ops[order[s][next[s]]].name,
-                         taken, ir.ops.size());
-  return "some ops never ran";
+  if (taken != ir.ops.size()) {
+    for (std::size_t s = 0; s < order.size(); ++s)
+      if (next[s] < order[s].size())
+        return fmt::format("stream {} waits forever at op {} ({}): {} of {} ops ran",
+                           schedule::to_string(static_cast<Stream>(s)), order[s][next[s]],
+                           ir.ops[order[s][next[s]]].name, taken, ir.ops.size());
+  }
+  // Races: streams run concurrently, so an op may use a tensor only once its allocation has
+  // happened before it (through deps and stream order), and a free must come after every use.
+  // Vector clocks over the streams: clock[i][s] = how many ops of stream s happen before op i ends.
+  const std::size_t n = ir.ops.size();
+  std::vector<std::array<std::uint32_t, schedule::kStreams>> clock(n);
+  std::vector<std::uint32_t> position(n);  // 1-based place of each op in its stream
+  std::array<std::uint32_t, schedule::kStreams> count{};
+  std::array<int, schedule::kStreams> previous;
+  previous.fill(-1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto st = static_cast<std::size_t>(ir.ops[i].stream);
+    position[i] = ++count[st];
+    auto& c = clock[i];
+    c.fill(0);
+    const auto join = [&](std::size_t d) {
+      for (std::size_t k = 0; k < c.size(); ++k) c[k] = std::max(c[k], clock[d][k]);
+    };
+    if (previous[st] >= 0) join(static_cast<std::size_t>(previous[st]));
+    for (const int d : ir.ops[i].deps) join(static_cast<std::size_t>(d));
+    c[st] = position[i];
+    previous[st] = static_cast<int>(i);
+  }
+  const auto before = [&](std::size_t a, std::size_t b) {  // a ends before b starts
+    return a == b ? false : clock[b][static_cast<std::size_t>(ir.ops[a].stream)] >= position[a] && (a < b);
+  };
+  std::vector<int> alloc_of(ir.tensors.size(), -1);
+  std::vector<std::vector<std::size_t>> users(ir.tensors.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ir.ops[i];
+    if (op.kind == OpKind::alloc && op.tensor >= 0) {
+      alloc_of[static_cast<std::size_t>(op.tensor)] = static_cast<int>(i);
+      users[static_cast<std::size_t>(op.tensor)].clear();
+      continue;
+    }
+    if (op.kind == OpKind::free && op.tensor >= 0) {
+      for (const std::size_t u : users[static_cast<std::size_t>(op.tensor)])
+        if (!before(u, i))
+          return fmt::format("op {} ({}) frees {} while op {} ({}) may still use it", i, op.name,
+                             ir.tensors[static_cast<std::size_t>(op.tensor)].name, u, ir.ops[u].name);
+      continue;
+    }
+    for (const auto* list : {&op.reads, &op.writes})
+      for (const int t : *list) {
+        const int a = alloc_of[static_cast<std::size_t>(t)];
+        if (a >= 0 && !before(static_cast<std::size_t>(a), i))
+          return fmt::format("op {} ({}) may use {} before op {} ({}) allocates it", i, op.name,
+                             ir.tensors[static_cast<std::size_t>(t)].name, a, ir.ops[static_cast<std::size_t>(a)].name);
+        users[static_cast<std::size_t>(t)].push_back(i);
+      }
+  }
+  return {};
 }
 
 std::string unsupported(const schedule::StepIR& ir) {

@@ -80,8 +80,11 @@ Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device,
 
 // The ops each stream's worker runs, in order: the IR's ops of that stream in issue order.
 std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir);
-// Empty when in-order workers, each starting an op once its deps are done, run every op of `ir`;
-// else where they would wait forever.
+// Empty when in-order workers, each starting an op once its deps are done, run every op of `ir`
+// without a race: every op that reads or writes a tensor comes after the tensor's allocation,
+// and its free after every such op, in the order deps and streams impose (not only in issue
+// order, which is all schedule::dry_run checks). Else the first problem: where the workers would
+// wait forever, or which op may touch a tensor before it exists or after it is freed.
 std::string schedulable(const schedule::StepIR& ir);
 
 // An attention op as the device runs it: S = Q K^T and O = S V over `n` keys, `repeats` times,
