@@ -171,8 +171,13 @@ class Builder {
     Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
-    return add(std::move(op));
+    const int id = add(std::move(op));
+    if (static_cast<std::size_t>(t) >= freed_by_.size()) freed_by_.resize(static_cast<std::size_t>(t) + 1, -1);
+    freed_by_[static_cast<std::size_t>(t)] = id;
+    return id;
   }
+  // The op that freed tensor t, or -1.
+  int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }
   const TensorGroup* gathered_group() const {
     for (const auto& g : inv_.groups)
       if (g.per_unit) return &g;
@@ -257,6 +262,7 @@ class Builder {
   const inventory::Inventory& inv_;
   const plan::Job& job_;
   StepIR ir_;
+  std::vector<int> freed_by_;  // by tensor: the op that freed it
   int tp_ = 1, cp_ = 1, dp_ = 1;
   double tokens_ = 0, act_B_ = 2, w_B_ = 2;
   bool full_ = true;
@@ -890,6 +896,7 @@ StepIR Builder::build() {
   // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
   // DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per parameter tensor, each after a
   // device synchronize (plan::Zero3Fetch::per_parameter).
+  std::vector<int> fetch_buffers;  // the buffer of each fetch, in issue order
   const bool per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
                              p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
   const auto fetch = [&](int layer, int mb, bool backward, int release_before, int after, int& buffer) {
@@ -897,6 +904,16 @@ StepIR Builder::build() {
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer, unit_group->element);
     Ids deps;
     if (release_before >= 0) deps.push_back(release_before);
+    // The buffers are one pool of `units_in_flight` for the whole step, as an engine's bounded
+    // prefetch holds them: a fetch takes the buffer the fetch `units_in_flight` before it freed,
+    // across passes and micro-batches too (`release_before` only bounds a pass from within; the
+    // executor, exec/, ran the NVMe reads of the next pass ahead past the simulated peak).
+    const std::size_t q = fetch_buffers.size();
+    fetch_buffers.push_back(buffer);
+    if (q >= static_cast<std::size_t>(units_in_flight)) {
+      const int freed = freed_by(fetch_buffers[q - static_cast<std::size_t>(units_in_flight)]);
+      if (freed >= 0 && std::find(deps.begin(), deps.end(), freed) == deps.end()) deps.push_back(freed);
+    }
     // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
     // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
     if (weights_alloc >= 0) deps.push_back(weights_alloc);
