@@ -4,15 +4,17 @@
 
 namespace ftplan::exec {
 
-Arena::Arena(std::uint64_t capacity_bytes, std::uint64_t alignment)
+Arena::Arena(std::uint64_t capacity_bytes, std::uint64_t alignment, std::uint64_t limit_bytes)
     : capacity_(capacity_bytes / std::max<std::uint64_t>(1, alignment) * std::max<std::uint64_t>(1, alignment)),
-      alignment_(std::max<std::uint64_t>(1, alignment)) {
+      alignment_(std::max<std::uint64_t>(1, alignment)),
+      limit_(limit_bytes > 0 ? limit_bytes : capacity_) {
   if (capacity_ > 0) free_[0] = capacity_;
 }
 
 std::int64_t Arena::allocate(std::uint64_t bytes) {
   const std::uint64_t size = std::max(alignment_, rounded(bytes));
   std::lock_guard lock(mutex_);
+  if (live_ + static_cast<double>(bytes) > static_cast<double>(limit_)) return -1;
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < size) continue;
     const std::uint64_t offset = it->first, left = it->second - size;

@@ -37,7 +37,9 @@ struct CpuDevice::Scratch {
   std::vector<std::byte> stream_src, stream_dst;
 };
 
-CpuDevice::CpuDevice(std::uint64_t capacity_bytes, int workers) : arena_(capacity_bytes) {
+// Twice the capacity as address space: the cap is on bytes (see Arena).
+CpuDevice::CpuDevice(std::uint64_t capacity_bytes, int workers)
+    : arena_(2 * capacity_bytes + (64 << 20), 4096, capacity_bytes) {
   const std::uint64_t bytes = std::max<std::uint64_t>(4096, arena_.capacity_bytes());
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of device memory", bytes));

@@ -22,7 +22,7 @@ class CpuDevice final : public Device {
   std::string describe() const override;
   std::byte* allocate(std::uint64_t bytes) override;
   void release(std::byte* block) override;
-  double capacity_bytes() const override { return static_cast<double>(arena_.capacity_bytes()); }
+  double capacity_bytes() const override { return static_cast<double>(arena_.limit_bytes()); }
   double peak_bytes() const override { return arena_.peak_bytes(); }
   void gemm(int worker, const GemmCall& call) override;
   void attention(int worker, std::int64_t m, std::int64_t n, std::int64_t k, int repeats) override;

@@ -364,9 +364,23 @@ void Runner::allocate(int t) {
   switch (x.tier) {
     case Tier::gpu:
       s.ptr = device_.allocate(static_cast<std::uint64_t>(x.bytes));
-      if (!s.ptr)
-        throw std::runtime_error(fmt::format("device memory ({:.2f} MiB) is full: cannot allocate {} ({} bytes)",
-                                             device_.capacity_bytes() / (1 << 20), x.name, x.bytes));
+      if (!s.ptr) {
+        // What is live, by category, largest first (as the simulator says of its own overflow).
+        std::map<std::string, double> live;
+        for (std::size_t u = 0; u < storage_.size(); ++u)
+          if (storage_[u].live && ir_.tensors[u].tier == Tier::gpu)
+            live[inventory::to_string(ir_.tensors[u].category)] += ir_.tensors[u].bytes;
+        std::vector<std::pair<double, std::string>> by(live.size());
+        std::transform(live.begin(), live.end(), by.begin(),
+                       [](const auto& kv) { return std::make_pair(kv.second, kv.first); });
+        std::sort(by.rbegin(), by.rend());
+        std::string parts;
+        for (const auto& [bytes, what] : by)
+          parts += fmt::format("{}{} {:.2f} MiB", parts.empty() ? "" : ", ", what, bytes / (1 << 20));
+        throw std::runtime_error(
+            fmt::format("device memory ({:.2f} MiB) is full: cannot allocate {} ({} bytes); live: {}",
+                        device_.capacity_bytes() / (1 << 20), x.name, x.bytes, parts));
+      }
       break;
     case Tier::cpu:
       s.ptr = host_->allocate(bytes);
