@@ -211,6 +211,7 @@ class Runner {
   std::vector<int> grad_tensor_;                  // per gradient share, in IR order
   std::vector<std::size_t> grad_begin_;           // its first parameter
   std::map<int, int> grad_of_layer_;              // model layer -> index in grad_tensor_
+  std::map<std::size_t, int> last_weight_grad_;   // op -> the share whose gradient it leaves
   std::vector<std::vector<float>> device_grads_;  // the compute stream's reduced gradient of each share
   std::vector<float> previous_grads_;             // delayed update: the last step's, kept when freed
   bool have_previous_ = false;
@@ -268,6 +269,15 @@ void Runner::prepare() {
       grad_tensor_.push_back(static_cast<int>(t));
     }
   }
+  // The GEMM that leaves each share's gradient: its layer's last weight-gradient GEMM of the last micro-batch.
+  std::map<int, std::size_t> last_of_layer;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ir_.ops[i];
+    if (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
+        op.micro == ir_.micro_batches - 1 && grad_of_layer_.count(op.layer))
+      last_of_layer[op.layer] = i;
+  }
+  for (const auto& [layer, i] : last_of_layer) last_weight_grad_[i] = grad_of_layer_.at(layer);
   device_grads_.resize(grad_tensor_.size());
   for (std::size_t g = 0; g < grad_tensor_.size(); ++g)
     device_grads_[g].assign(static_cast<std::size_t>(ir_.tensors[grad_tensor_[g]].shape[0]), 0.0f);
@@ -605,16 +615,30 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
       g.repeats = std::max(1, static_cast<int>(std::lround(op.flops / per)));
       device_.gemm(worker, g);
       // The layer's gradient: the weight-gradient GEMM's output reduced deterministically (element
-      // j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU produces it. The last
-      // micro-batch's last weight-gradient GEMM of the layer leaves it.
-      const auto it = grad_of_layer_.find(op.layer);
-      if (g.weight_grad && g.backward && op.micro == ir_.micro_batches - 1 && it != grad_of_layer_.end()) {
+      // j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU produces it; left by
+      // the layer's last weight-gradient GEMM of the last micro-batch (the one that counts), in
+      // one pass that also stores it in a share kept on the device. (This pass is the executor's
+      // own cost, about a nanosecond per parameter: on a GPU the GEMM's epilogue writes dB.)
+      if (last_weight_grad_.count(i)) {
+        const int share = last_weight_grad_.at(i);
         std::int64_t e = 0;
         const float* dB = device_.weight_gradient(worker, e);
-        std::vector<float>& out = device_grads_[static_cast<std::size_t>(it->second)];
+        std::vector<float>& out = device_grads_[static_cast<std::size_t>(share)];
+        const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+        const schedule::Tensor& x =
+            ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+        auto* bf16 = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2
+                         ? reinterpret_cast<std::uint16_t*>(st.ptr)
+                         : nullptr;
         const float scale = 1.0f / static_cast<float>(1 + step_);
-        for (std::size_t j = 0; dB && e > 0 && j < out.size(); ++j)
-          out[j] = from_bf16(to_bf16(dB[j % static_cast<std::size_t>(e)] * scale));
+        for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
+          const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
+          for (std::size_t j = 0; j < n; ++j) {
+            const std::uint16_t h = to_bf16(dB[j] * scale);
+            out[base + j] = from_bf16(h);
+            if (bf16) bf16[base + j] = h;
+          }
+        }
       }
       break;
     }
@@ -634,20 +658,6 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
       copy(i, worker, io);
       break;
   }
-  // A kernel that writes a gradient share kept on the device stores the layer's gradient in it (bf16).
-  if (op.kind != OpKind::copy)
-    for (int t : op.writes) {
-      const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(t)];
-      const auto it = grad_of_layer_.find(x.layer);
-      if (x.category != Category::gradients || x.tier != Tier::gpu || it == grad_of_layer_.end() ||
-          grad_tensor_[static_cast<std::size_t>(it->second)] != t || !storage_[static_cast<std::size_t>(t)].live)
-        continue;
-      const std::vector<float>& g = device_grads_[static_cast<std::size_t>(it->second)];
-      std::vector<std::uint16_t> h(g.size());
-      for (std::size_t j = 0; j < g.size(); ++j) h[j] = to_bf16(g[j]);
-      std::memcpy(storage_[static_cast<std::size_t>(t)].ptr, h.data(),
-                  std::min<std::size_t>(h.size() * 2, storage_[static_cast<std::size_t>(t)].size));
-    }
 }
 
 void Runner::step(int s, Measured& out) {
