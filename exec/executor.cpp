@@ -207,6 +207,7 @@ class Runner {
   std::vector<std::size_t> chunk_begin_, chunk_params_;
   std::map<std::size_t, int> chunk_of_op_;  // optimizer, its NVMe swap-in and swap-out copies -> chunk
   std::vector<std::byte*> swap_;            // host swap buffer of each chunk while swapped in
+  std::vector<char> swap_owned_;            // the executor allocated it (not the IR's swap buffers)
   int weights_tensor_ = -1;
   std::vector<int> grad_tensor_;                  // per gradient share, in IR order
   std::vector<std::size_t> grad_begin_;           // its first parameter
@@ -258,6 +259,7 @@ void Runner::prepare() {
         chunk_of_op_[j] = c;
   }
   swap_.assign(chunk_params_.size(), nullptr);
+  swap_owned_.assign(chunk_params_.size(), 0);
   for (std::size_t t = 0; t < ir_.tensors.size(); ++t) {
     const schedule::Tensor& x = ir_.tensors[t];
     if (x.category == Category::weights && weights_tensor_ < 0) weights_tensor_ = static_cast<int>(t);
@@ -526,14 +528,27 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
       const auto c = static_cast<std::size_t>(chunk->second);
       const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
       if (!write) {
-        swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
-        if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
-        if (c == 0 && step_ == 0) {
-          std::lock_guard lock(mutex_);
-          notes_.push_back(
-              fmt::format("the optimizer's NVMe swap holds each chunk's master weights and moments in a host buffer "
-                          "the IR does not name ({:.1f} MiB for chunk 0): the simulated host peak misses it",
-                          static_cast<double>(round_up(4 * k) + round_up(8 * k)) / (1 << 20)));
+        // The IR's swap buffers (the copy's destination) when they hold every chunk the IR may have
+        // in flight at once (its reads run ahead of the updates); else a buffer of the executor's own.
+        std::uint64_t slot = 0;
+        for (const std::size_t kk : chunk_params_) slot = std::max(slot, round_up(4 * kk) + round_up(8 * kk));
+        if (live(dst) && storage_[static_cast<std::size_t>(dst)].size >= slot * chunk_params_.size()) {
+          swap_[c] = storage_[static_cast<std::size_t>(dst)].ptr + slot * c;
+          swap_owned_[c] = false;
+        } else {
+          swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
+          swap_owned_[c] = true;
+          if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
+          if (c == 0 && step_ == 0) {
+            std::lock_guard lock(mutex_);
+            notes_.push_back(
+                fmt::format("the optimizer's NVMe swap reads {} chunks ahead of their updates, more than the IR's swap "
+                            "buffers hold; "
+                            "the executor holds each chunk's master weights and moments in a buffer of its own ({:.1f} "
+                            "MiB for chunk "
+                            "0), which the simulated host peak misses",
+                            chunk_params_.size(), static_cast<double>(round_up(4 * k) + round_up(8 * k)) / (1 << 20)));
+          }
         }
         part_io(master_, c, swap_[c], false, io);
         part_io(moments_, c, swap_[c] + round_up(4 * k), false, io);
@@ -550,7 +565,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
                        w.size > round_up(rest) ? w.size - round_up(rest) : 0);
           nvme_io(io, static_cast<std::uint64_t>(w.nvme) + at, scratch.get(rest), rest, true);
         }
-        host_->release(swap_[c]);
+        if (swap_owned_[c]) host_->release(swap_[c]);
         swap_[c] = nullptr;
       }
       return;

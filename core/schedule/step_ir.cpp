@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -771,6 +772,7 @@ StepIR Builder::build() {
   int weights_tensor = -1;
   Ids state_allocs;  // the optimizer state's allocations (the step reads that state)
   int weights_alloc = -1;  // the weights' allocation (parameter fetches read them)
+  int optimizer_swap = -1;  // the pinned buffers the NVMe optimizer swap goes through
   const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
   const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;
@@ -785,6 +787,7 @@ StepIR Builder::build() {
           weights_alloc = a;
         }
         if (g.category == Category::optimizer) state_allocs.push_back(a);
+        if (std::string_view(g.name) == inventory::kOptimizerSwapBuffers) optimizer_swap = t;
         break;
       }
       case Lifetime::gradients: grads_group = &g; break;
@@ -1282,14 +1285,19 @@ StepIR Builder::build() {
     for (int c = 0; c < chunks; ++c) {
       const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
       Ids deps = opt_deps;
+      // Through the pinned swap buffers (the inventory's): read into them, updated there, written
+      // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
+      const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
       const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
-                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, {});
+                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
       Ids udeps = {rd};
       if (prev_update >= 0) udeps.push_back(prev_update);
       const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
+      ir_.ops[up].reads = swap;
+      ir_.ops[up].writes = swap;
       prev_update = up;
       last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
-                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, {}, {});
+                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
     }
   } else {
     last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
