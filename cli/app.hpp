@@ -44,6 +44,7 @@ int cmd_simulate(const std::vector<std::string>& argv);
 int cmd_compare(const std::vector<std::string>& argv);
 int cmd_plan(const std::vector<std::string>& argv);
 int cmd_calibrate(const std::vector<std::string>& argv);
+int cmd_validate(const std::vector<std::string>& argv);
 int cmd_sweep(const std::vector<std::string>& argv);
 int cmd_sweep_merge(const std::vector<std::string>& argv);
 int cmd_import(const std::vector<std::string>& argv);

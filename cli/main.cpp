@@ -46,6 +46,9 @@ verbs:
   memory|simulate|compare --from FILE...
                            the same scenario, evaluated without writing it
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
+  validate SCENARIO        per plan: run the step for real with the executor on this machine and
+                           compare with the simulation [--plan NAME] [--steps N] [--scale layers=N,hidden=H]
+                           [--storage-dir DIR[,DIR]] [--trace out]
   help                     this text; VERB --help lists a verb's options
 
 options shared by all verbs:
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
     if (verb == "sweep-merge") return ftplan::cli::cmd_sweep_merge(args);
     if (verb == "import") return ftplan::cli::cmd_import(args);
     if (verb == "calibrate") return ftplan::cli::cmd_calibrate(args);
+    if (verb == "validate") return ftplan::cli::cmd_validate(args);
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::cli::HelpRequested& e) {

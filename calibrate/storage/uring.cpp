@@ -287,4 +287,55 @@ IoResult run_io_windows(const std::vector<ScratchFile*>& files, const IoPattern&
   return run(files, pattern, 0, max_bytes, window_s, &on_window);
 }
 
+struct DirectIo::Ring {
+  io_uring ring{};
+};
+
+DirectIo::DirectIo(int queue_depth) : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
+  const int rc = io_uring_queue_init(depth_, &ring_->ring, 0);
+  if (rc < 0) throw std::runtime_error(fmt::format("io_uring is unavailable here: {}", errno_text(-rc)));
+}
+
+DirectIo::~DirectIo() { io_uring_queue_exit(&ring_->ring); }
+
+void DirectIo::run(const std::vector<IoRequest>& requests) {
+  io_uring& ring = ring_->ring;
+  std::size_t next = 0;
+  unsigned inflight = 0;
+  std::string error;
+  const auto submit_more = [&] {
+    while (next < requests.size() && inflight < depth_ && error.empty()) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (!sqe) break;
+      const IoRequest& r = requests[next];
+      if (r.write)
+        io_uring_prep_write(sqe, r.fd, r.buffer, r.bytes, static_cast<off_t>(r.offset));
+      else
+        io_uring_prep_read(sqe, r.fd, r.buffer, r.bytes, static_cast<off_t>(r.offset));
+      io_uring_sqe_set_data64(sqe, next);
+      ++next;
+      ++inflight;
+    }
+    io_uring_submit(&ring);
+  };
+  submit_more();
+  while (inflight > 0) {
+    io_uring_cqe* cqe = nullptr;
+    const int w = io_uring_wait_cqe(&ring, &cqe);
+    if (w < 0) {
+      if (w == -EINTR) continue;
+      throw std::runtime_error(fmt::format("io_uring wait failed: {}", errno_text(-w)));
+    }
+    const int res = cqe->res;
+    const IoRequest& r = requests[io_uring_cqe_get_data64(cqe)];
+    io_uring_cqe_seen(&ring, cqe);
+    --inflight;
+    if (res < 0 && error.empty()) error = fmt::format("{} failed: {}", r.write ? "write" : "read", errno_text(-res));
+    else if (res >= 0 && static_cast<std::uint32_t>(res) != r.bytes && error.empty())
+      error = fmt::format("short {}: {} of {} bytes", r.write ? "write" : "read", res, r.bytes);
+    submit_more();
+  }
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
 }  // namespace ftplan::calibrate::storage

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,5 +71,34 @@ IoResult run_io(const std::vector<ScratchFile*>& files, const IoPattern& pattern
 // `max_bytes` per file. Returns what run_io would.
 IoResult run_io_windows(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double window_s,
                         std::uint64_t max_bytes, const std::function<bool(double)>& on_window);
+
+// One direct read or write of `bytes` at `offset` of `fd` (an O_DIRECT file: buffer, offset and
+// size aligned to the logical block, 4096 covers every drive).
+struct IoRequest {
+  int fd = -1;
+  std::byte* buffer = nullptr;
+  std::uint32_t bytes = 0;
+  std::uint64_t offset = 0;
+  bool write = false;
+};
+
+// A ring of one thread that runs lists of requests with up to `queue_depth` in flight, reaping
+// completions as they come (the executor's NVMe streams, exec/; DeepSpeed's aio handle does the
+// same with its queue_depth). Throws std::runtime_error when io_uring is unavailable.
+class DirectIo {
+ public:
+  explicit DirectIo(int queue_depth);
+  ~DirectIo();
+  DirectIo(const DirectIo&) = delete;
+  DirectIo& operator=(const DirectIo&) = delete;
+  // Runs every request; returns when all have completed. Throws std::runtime_error on an I/O
+  // error or a short transfer.
+  void run(const std::vector<IoRequest>& requests);
+
+ private:
+  struct Ring;
+  std::unique_ptr<Ring> ring_;
+  unsigned depth_ = 1;
+};
 
 }  // namespace ftplan::calibrate::storage

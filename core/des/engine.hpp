@@ -161,6 +161,7 @@ class Engine {
 
  private:
   friend std::string chrome_trace(const Engine& engine, const Result& result);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -168,5 +169,19 @@ class Engine {
 // Chrome trace-event JSON (viewable in Perfetto / chrome://tracing): one track per queue, flows
 // on link tracks with their bytes, a counter track per pool with live bytes.
 std::string chrome_trace(const Engine& engine, const Result& result);
+
+// A measured run in the same format (the executor's timeline, exec/): one track per queue and per
+// link, each span on a lane of its track where spans overlap, `bytes` in its args when nonzero.
+struct TraceSpan {
+  std::string name;
+  std::string category;
+  Time begin = 0, end = 0;
+  double bytes = 0;
+};
+struct TraceTrack {
+  std::string name;
+  std::vector<TraceSpan> spans;
+};
+std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vector<TraceTrack>& links);
 
 }  // namespace ftplan::des

@@ -208,4 +208,32 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   return w.finish();
 }
 
+std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vector<TraceTrack>& links) {
+  Writer w;
+  const auto section = [&](int pid, const char* process, const std::vector<TraceTrack>& tracks) {
+    w.process(pid, process);
+    int tid = 0;
+    for (const TraceTrack& track : tracks) {
+      std::vector<Span> spans;
+      for (std::size_t i = 0; i < track.spans.size(); ++i)
+        spans.push_back({track.spans[i].begin, track.spans[i].end, static_cast<std::uint32_t>(i)});
+      int lanes = 0;
+      const std::vector<int> lane = assign_lanes(spans, lanes);
+      for (int l = 0; l < std::max(lanes, 1); ++l) w.thread(pid, tid + l, lane_name(track.name, l));
+      for (std::size_t i = 0; i < spans.size(); ++i) {
+        const TraceSpan& s = track.spans[spans[i].task];
+        nlohmann::json args = nlohmann::json::object();
+        if (s.bytes != 0) args["bytes"] = s.bytes;
+        if (s.bytes != 0 && s.end > s.begin) args["mean_Bps"] = s.bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
+        w.add({{"name", s.name}, {"cat", s.category}, {"ph", "X"}, {"pid", pid}, {"tid", tid + lane[i]},
+               {"ts", us(s.begin)}, {"dur", us(s.end - s.begin)}, {"args", std::move(args)}});
+      }
+      tid += std::max(lanes, 1);
+    }
+  };
+  section(kQueuesPid, "queues", queues);
+  section(kLinksPid, "links", links);
+  return w.finish();
+}
+
 }  // namespace ftplan::des

@@ -664,7 +664,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a time
     // (sub_group_size default 1e9 elements; fp32 master, m, v and gradient = 16 B per element).
     const double chunk = off.chunk_bytes > 0 ? off.chunk_bytes : std::min(trainable_shard, 1e9) * 16.0;
-    add("optimizer swap buffers (pinned)", Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent, packed);
+    add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent, packed);
   }
 
   // ---- fixed overheads

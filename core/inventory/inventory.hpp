@@ -43,6 +43,10 @@ enum class Element { packed, fp32, bf16, fp16, fp8 };
 const char* to_string(Element e);
 double element_bytes(Element e);  // packed: 1 (a byte)
 
+// The name of the pinned host buffers the NVMe optimizer swap goes through (the step IR's swap
+// copies and the CPU optimizer step name this tensor).
+inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pinned)";
+
 struct TensorGroup {
   const char* name;  // static text, e.g. "saved activations: attention"
   Category category;

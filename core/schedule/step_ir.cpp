@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -173,8 +174,13 @@ class Builder {
     Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
-    return add(std::move(op));
+    const int id = add(std::move(op));
+    if (static_cast<std::size_t>(t) >= freed_by_.size()) freed_by_.resize(static_cast<std::size_t>(t) + 1, -1);
+    freed_by_[static_cast<std::size_t>(t)] = id;
+    return id;
   }
+  // The op that freed tensor t, or -1.
+  int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }
   const TensorGroup* gathered_group() const {
     for (const auto& g : inv_.groups)
       if (g.per_unit) return &g;
@@ -259,6 +265,7 @@ class Builder {
   const inventory::Inventory& inv_;
   const plan::Job& job_;
   StepIR ir_;
+  std::vector<int> freed_by_;  // by tensor: the op that freed it
   int tp_ = 1, cp_ = 1, dp_ = 1;
   double tokens_ = 0, act_B_ = 2, w_B_ = 2;
   bool full_ = true;
@@ -768,6 +775,9 @@ StepIR Builder::build() {
   begin.name = "step start";
   const int start = add(std::move(begin));
   int weights_tensor = -1;
+  Ids state_allocs;  // the optimizer state's allocations (the step reads that state)
+  int weights_alloc = -1;  // the weights' allocation (parameter fetches read them)
+  int optimizer_swap = -1;  // the pinned buffers the NVMe optimizer swap goes through
   const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
   const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;
@@ -776,8 +786,13 @@ StepIR Builder::build() {
     switch (g.lifetime) {
       case Lifetime::persistent: {
         const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
-        if (g.category == Category::weights && weights_tensor < 0) weights_tensor = t;
-        alloc(Stream::compute, t, {start});
+        const int a = alloc(Stream::compute, t, {start});
+        if (g.category == Category::weights && weights_tensor < 0) {
+          weights_tensor = t;
+          weights_alloc = a;
+        }
+        if (g.category == Category::optimizer) state_allocs.push_back(a);
+        if (std::string_view(g.name) == inventory::kOptimizerSwapBuffers) optimizer_swap = t;
         break;
       }
       case Lifetime::gradients: grads_group = &g; break;
@@ -892,6 +907,7 @@ StepIR Builder::build() {
   // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
   // DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per parameter tensor, each after a
   // device synchronize (plan::Zero3Fetch::per_parameter).
+  std::vector<int> fetch_buffers;  // the buffer of each fetch, in issue order
   const bool per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
                              p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
   const auto fetch = [&](int layer, int mb, bool backward, int release_before, int after, int& buffer) {
@@ -899,6 +915,19 @@ StepIR Builder::build() {
     buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer, unit_group->element);
     Ids deps;
     if (release_before >= 0) deps.push_back(release_before);
+    // The buffers are one pool of `units_in_flight` for the whole step, as an engine's bounded
+    // prefetch holds them: a fetch takes the buffer the fetch `units_in_flight` before it freed,
+    // across passes and micro-batches too (`release_before` only bounds a pass from within; the
+    // executor, exec/, ran the NVMe reads of the next pass ahead past the simulated peak).
+    const std::size_t q = fetch_buffers.size();
+    fetch_buffers.push_back(buffer);
+    if (q >= static_cast<std::size_t>(units_in_flight)) {
+      const int freed = freed_by(fetch_buffers[q - static_cast<std::size_t>(units_in_flight)]);
+      if (freed >= 0 && std::find(deps.begin(), deps.end(), freed) == deps.end()) deps.push_back(freed);
+    }
+    // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
+    // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
+    if (weights_alloc >= 0) deps.push_back(weights_alloc);
     const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
     int last = alloc(first_stream, buffer, deps);
     const double shard_bytes = unit_bytes / std::max(1, shard);
@@ -1229,8 +1258,13 @@ StepIR Builder::build() {
   if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
   // ZeRO-Offload's one-step delayed parameter update (Ren et al. 2021, sec. 5.2): the CPU step
   // applies the previous step's gradients while the GPU runs this step's forward and backward,
-  // so it waits for nothing of this step. In steady state each step is the longer of the two paths.
-  if (off.delayed_update && off.optimizer_step == Tier::cpu) opt_deps = {start};
+  // so it waits for nothing of this step but its state's existence (the executor, exec/, found
+  // it starting before the allocation of the state it updates). In steady state each step is the
+  // longer of the two paths.
+  if (off.delayed_update && off.optimizer_step == Tier::cpu) {
+    opt_deps = {start};
+    for (int a : state_allocs) opt_deps.push_back(a);
+  }
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
     opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
@@ -1270,14 +1304,19 @@ StepIR Builder::build() {
     for (int c = 0; c < chunks; ++c) {
       const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
       Ids deps = opt_deps;
+      // Through the pinned swap buffers (the inventory's): read into them, updated there, written
+      // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
+      const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
       const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
-                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, {});
+                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
       Ids udeps = {rd};
       if (prev_update >= 0) udeps.push_back(prev_update);
       const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
+      ir_.ops[up].reads = swap;
+      ir_.ops[up].writes = swap;
       prev_update = up;
       last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
-                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, {}, {});
+                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
     }
   } else {
     last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
@@ -1291,9 +1330,12 @@ StepIR Builder::build() {
   if (any_dp && !stream_params && inv_.zero >= 1 && shard > 1)
     last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
-  // Gradients are freed after the step (zero_grad(set_to_none=True)).
+  // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the
+  // host has finished (which the optimizer step waits for anyway, but the delayed one does not:
+  // the executor, exec/, found the free racing the copy).
   for (int l = 0; l < layers; ++l)
-    if (grad_tensor[l] >= 0) last = release(Stream::compute, grad_tensor[l], {last});
+    if (grad_tensor[l] >= 0)
+      last = release(Stream::compute, grad_tensor[l], last_grad_offload >= 0 ? Ids{last, last_grad_offload} : Ids{last});
   Op end;
   end.kind = OpKind::marker;
   end.name = "step end";

@@ -193,6 +193,27 @@ double ring_bytes(Collective c, double bytes, int n) {
   return bytes;
 }
 
+std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
+  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::dram};
+  if (op.kind != OpKind::copy) return {};
+  if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
+  if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
+  if (p.offload.pinned) return {HostLink::pcie, HostLink::uplink, HostLink::dram};
+  return {HostLink::pageable, HostLink::pcie, HostLink::uplink, HostLink::dram};
+}
+
+const char* to_string(HostLink l) {
+  switch (l) {
+    case HostLink::pcie: return "pcie";
+    case HostLink::uplink: return "pcie switch uplink (share)";
+    case HostLink::dram: return "host dram (share)";
+    case HostLink::nvme_read: return "nvme read (share)";
+    case HostLink::nvme_write: return "nvme write (share)";
+    case HostLink::pageable: return "pageable staging";
+  }
+  return "?";
+}
+
 namespace {
 
 hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
@@ -518,12 +539,12 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   };
   k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
   k.nic = link("network", topo.nic_Bps);
-  k.pcie = link("pcie", topo.pcie_Bps);
-  k.uplink = link("pcie switch uplink (share)", topo.uplink_Bps);
-  k.dram = link("host dram (share)", topo.dram_Bps);
-  k.nvme_read = link("nvme read (share)", topo.nvme_read_Bps);
-  k.nvme_write = link("nvme write (share)", nvme_write_rate(p, ir, topo.nvme_write_Bps));
-  k.pageable = link("pageable staging", topo.pcie_Bps * eff.pageable_fraction);
+  k.pcie = link(to_string(HostLink::pcie), topo.pcie_Bps);
+  k.uplink = link(to_string(HostLink::uplink), topo.uplink_Bps);
+  k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
+  k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
+  k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
+  k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
   return k;
 }
 
@@ -802,10 +823,16 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
         // crosses the drives and host DRAM (no GPUDirect Storage).
         std::vector<des::LinkId> path;
-        if (op.src == plan::Tier::nvme) path = {nvme_read, dram};
-        else if (op.dst == plan::Tier::nvme) path = {nvme_write, dram};
-        else if (p.offload.pinned) path = {pcie, uplink, dram};
-        else path = {pageable, pcie, uplink, dram};
+        for (const HostLink h : host_path(op, p)) {
+          switch (h) {
+            case HostLink::pcie: path.push_back(pcie); break;
+            case HostLink::uplink: path.push_back(uplink); break;
+            case HostLink::dram: path.push_back(dram); break;
+            case HostLink::nvme_read: path.push_back(nvme_read); break;
+            case HostLink::nvme_write: path.push_back(nvme_write); break;
+            case HostLink::pageable: path.push_back(pageable); break;
+          }
+        }
         const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
         if (gpu_host && eff.copy_latency_s > 0) {
           // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.

@@ -149,6 +149,15 @@ double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double
 // between the profile's measured points of the same kind (fused or not), pass and masking, else
 // `eff.attention`.
 double attention_fraction(const Efficiency& eff, double seq, double head_dim, bool backward, bool fused, bool causal);
+// The host-side links an op's bytes cross as the simulator lowers it: a GPU <-> host copy the
+// GPU's PCIe link, its switch uplink and host DRAM (a pageable one first the driver's staging
+// copy); an NVMe copy the drives and host DRAM (no GPUDirect Storage); the CPU optimizer host DRAM.
+// Empty for every other op. The executor (exec/) counts its bytes on the same links.
+enum class HostLink { pcie, uplink, dram, nvme_read, nvme_write, pageable };
+std::vector<HostLink> host_path(const schedule::Op& op, const plan::Plan& plan);
+// The name of a representative rank's link in StepResult::links.
+const char* to_string(HostLink l);
+
 // Bytes each rank sends over its slowest link for a collective of `bytes` over `n` ranks with
 // the ring algorithm (Patarasuk & Yuan 2009; NCCL's bus-bandwidth definition).
 double ring_bytes(schedule::Collective c, double bytes, int n);

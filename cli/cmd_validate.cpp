@@ -1,0 +1,196 @@
+// `ftplan validate`: each plan simulated and run for real by the executor on this machine,
+// measured against simulated (exec/validate.hpp).
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "app.hpp"
+#include "io/output_file.hpp"
+#include "io/units.hpp"
+#include "scenario_source.hpp"
+#include "storage/uring.hpp"
+#include "table.hpp"
+#include "validate.hpp"
+
+namespace ftplan::cli {
+namespace {
+
+std::vector<std::filesystem::path> split_dirs(const std::string& s) {
+  std::vector<std::filesystem::path> out;
+  std::stringstream in(s);
+  std::string part;
+  while (std::getline(in, part, ','))
+    if (!part.empty()) out.emplace_back(part);
+  return out;
+}
+
+std::string pct(double simulated, double measured) {
+  return fmt::format("{:+.1f}%", exec::error_pct(simulated, measured));
+}
+
+void print_table(const exec::Validation& v) {
+  fmt::print("== {}\n", v.plan);
+  if (!v.ok) {
+    fmt::print("not validated: {}\n\n", v.problem);
+    return;
+  }
+  using A = Table::Align;
+  Table t;
+  t.columns({{"", A::left}, {"measured", A::right}, {"simulated", A::right}, {"error", A::right}});
+  t.row({"step time", io::format_duration(v.measured_step_time_s), io::format_duration(v.simulated_step_time_s),
+         pct(v.simulated_step_time_s, v.measured_step_time_s)});
+  t.row({"device peak", io::format_bytes(v.measured_device_peak_bytes), io::format_bytes(v.simulated_device_peak_bytes),
+         pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes)});
+  t.row({"host peak", io::format_bytes(v.measured_host_peak_bytes), io::format_bytes(v.simulated_host_peak_bytes),
+         pct(v.simulated_host_peak_bytes, v.measured_host_peak_bytes)});
+  if (v.measured_nvme_peak_bytes > 0 || v.simulated_nvme_peak_bytes > 0)
+    t.row({"NVMe peak", io::format_bytes(v.measured_nvme_peak_bytes), io::format_bytes(v.simulated_nvme_peak_bytes),
+           pct(v.simulated_nvme_peak_bytes, v.measured_nvme_peak_bytes)});
+  for (const auto& s : v.streams)
+    t.row({"stream " + s.name + " busy", io::format_duration(s.measured_busy_s),
+           io::format_duration(s.simulated_busy_s), pct(s.simulated_busy_s, s.measured_busy_s)});
+  for (const auto& l : v.links) {
+    t.row({"link " + l.name + " bytes", io::format_bytes(l.measured_bytes), io::format_bytes(l.simulated_bytes),
+           pct(l.simulated_bytes, l.measured_bytes)});
+    t.row({"link " + l.name + " busy", io::format_duration(l.measured_busy_s), io::format_duration(l.simulated_busy_s),
+           pct(l.simulated_busy_s, l.measured_busy_s)});
+  }
+  t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
+  fmt::print("{}", t.text());
+  fmt::print("host memory: {}\n", v.host_memory);
+  for (const auto& n : v.notes) fmt::print("note: {}\n", n);
+  fmt::print("\n");
+}
+
+nlohmann::json to_json(const exec::Validation& v) {
+  nlohmann::json j = {{"plan", v.plan}, {"ok", v.ok}};
+  if (!v.ok) {
+    j["problem"] = v.problem;
+    return j;
+  }
+  j["measured_step_time_s"] = v.measured_step_time_s;
+  j["simulated_step_time_s"] = v.simulated_step_time_s;
+  j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
+  j["measured_step_times_s"] = v.measured.step_s;
+  j["measured_device_peak_bytes"] = v.measured_device_peak_bytes;
+  j["simulated_device_peak_bytes"] = v.simulated_device_peak_bytes;
+  j["device_peak_error_pct"] = exec::error_pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes);
+  j["measured_host_peak_bytes"] = v.measured_host_peak_bytes;
+  j["simulated_host_peak_bytes"] = v.simulated_host_peak_bytes;
+  j["measured_nvme_peak_bytes"] = v.measured_nvme_peak_bytes;
+  j["simulated_nvme_peak_bytes"] = v.simulated_nvme_peak_bytes;
+  j["host_memory"] = v.host_memory;
+  j["host_pinned"] = v.measured.host_pinned;
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : v.links)
+    links.push_back({{"name", l.name},
+                     {"measured_bytes", l.measured_bytes},
+                     {"simulated_bytes", l.simulated_bytes},
+                     {"measured_busy_s", l.measured_busy_s},
+                     {"simulated_busy_s", l.simulated_busy_s}});
+  j["links"] = links;
+  nlohmann::json streams = nlohmann::json::array();
+  for (const auto& s : v.streams)
+    streams.push_back(
+        {{"name", s.name}, {"measured_busy_s", s.measured_busy_s}, {"simulated_busy_s", s.simulated_busy_s}});
+  j["streams"] = streams;
+  j["bound_by"] = {{"measured", v.measured_bound_by}, {"simulated", v.simulated_bound_by}};
+  j["notes"] = v.notes;
+  return j;
+}
+
+}  // namespace
+
+int cmd_validate(const std::vector<std::string>& argv_in) {
+  // --steps is the executor's step count here, not the quick form's job length: taken out of argv
+  // before the scenario options see it.
+  std::vector<std::string> argv;
+  std::string steps = "3";
+  for (std::size_t i = 0; i < argv_in.size(); ++i) {
+    if (argv_in[i] == "--steps" && i + 1 < argv_in.size()) {
+      steps = argv_in[++i];
+    } else if (argv_in[i].starts_with("--steps=")) {
+      steps = argv_in[i].substr(8);
+    } else {
+      argv.push_back(argv_in[i]);
+    }
+  }
+  auto options = scenario_options();
+  std::erase_if(options, [](const OptionSpec& o) { return o.name == "steps"; });
+  options.push_back({"steps", true, "optimizer steps the executor runs (default 3; the first is a warm-up)"});
+  options.push_back(
+      {"scale", true, "shrink the model: layers=N,hidden=H[,vocab=V][,seq=S] (placements and ratios kept)"});
+  options.push_back({"storage-dir", true, "directories of the NVMe tier's files, comma-separated (striped over them)"});
+  options.push_back({"trace", true,
+                     "write the measured timeline of each plan's last step as Chrome trace JSON "
+                     "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
+  const Args args(argv, 2, options);
+  App app(args);
+  plan::Scenario s = scenario_from_args(app, args);
+  exec::ValidateOptions o;
+  try {
+    std::size_t used = 0;
+    o.steps = std::stoi(steps, &used);
+    if (used != steps.size()) throw std::invalid_argument(steps);
+  } catch (const std::exception&) {
+    throw UsageError("--steps wants a whole number");
+  }
+  if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be 1..1000");
+  exec::Scale scale;
+  try {
+    if (auto text = args.value("scale")) scale = exec::parse_scale(*text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (auto dirs = args.value("storage-dir")) o.storage_dirs = split_dirs(*dirs);
+  const auto trace = args.value("trace");
+  o.trace = trace.has_value();
+  o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };
+  calibrate::storage::remove_scratch_files_on_signal();
+  model::ModelSpec model = s.model;
+  std::string note;
+  if (scale.any()) {
+    model = exec::scaled(s.model, scale);
+    note = exec::scale_note(s.model, model, scale);
+    for (auto& p : s.plans)
+      if (scale.seq_len > 0) p.job.seq_len = scale.seq_len;
+  }
+  if (app.format() == Format::table && !note.empty()) fmt::print("{}\n\n", note);
+  std::vector<exec::Validation> results;
+  for (const auto& p : s.plans) {
+    results.push_back(exec::validate(model, p, o));
+    const exec::Validation& v = results.back();
+    if (trace && v.ok) {
+      std::string tag = p.name;
+      for (char& ch : tag)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      io::write_file_atomically(*trace + "." + tag + ".json", v.measured.trace_json);
+      io::write_file_atomically(*trace + "." + tag + ".sim.json", v.simulated.trace_json);
+    }
+    if (app.format() == Format::table) print_table(v);
+  }
+  if (app.format() == Format::json) {
+    nlohmann::json doc = {{"schema_version", kOutputSchemaVersion}, {"scenario", s.name}, {"model", model.name}};
+    if (!note.empty()) doc["scale"] = note;
+    doc["results"] = nlohmann::json::array();
+    for (const auto& v : results) doc["results"].push_back(to_json(v));
+    fmt::print("{}\n", doc.dump(2));
+  } else if (app.format() == Format::csv) {
+    fmt::print(
+        "plan,ok,measured_step_time_s,simulated_step_time_s,step_time_error_pct,measured_device_peak_bytes,"
+        "simulated_device_peak_bytes,measured_bound_by,simulated_bound_by\n");
+    for (const auto& v : results)
+      fmt::print("\"{}\",{},{},{},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.measured_step_time_s,
+                 v.simulated_step_time_s, exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
+                 v.measured_device_peak_bytes, v.simulated_device_peak_bytes, v.measured_bound_by,
+                 v.simulated_bound_by);
+  }
+  for (const auto& v : results)
+    if (!v.ok) return 1;
+  return 0;
+}
+
+}  // namespace ftplan::cli

@@ -1,0 +1,47 @@
+// What the executor needs of an accelerator: bounded device memory, the step's kernels at the IR's
+// shapes, and copies between its memory and host buffers. The CPU device (cpu_device.hpp) plays a
+// GPU on any machine: an arena of host memory as HBM, Eigen GEMMs on a fixed thread count, memcpy
+// as the copy engine. A CUDA device would implement the same calls with cudaMalloc'd memory under
+// the same cap, cuBLASLt GEMMs and cudaMemcpyAsync on per-stream CUDA streams (issue 18).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ftplan::exec {
+
+// One GEMM call of the step: C[m x n] = A[m x k] B[k x n] (the IR's forward shape) or its backward,
+// dA = dC B^T and, with `weight_grad`, dB = A^T dC; `repeats` times (the op's FLOPs over its shape's).
+struct GemmCall {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool backward = false;
+  bool weight_grad = false;
+  int repeats = 1;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string describe() const = 0;
+  // Device memory, capped at capacity_bytes(): nullptr when the block does not fit.
+  virtual std::byte* allocate(std::uint64_t bytes) = 0;
+  virtual void release(std::byte* block) = 0;
+  virtual double capacity_bytes() const = 0;
+  virtual double peak_bytes() const = 0;  // high-water mark of the bytes asked for
+  // Kernels, run by the calling stream's worker (`worker` indexes its scratch). A GEMM with
+  // `weight_grad` leaves dB in weight_gradient(worker) (k x n, column-major) for the step's
+  // gradients.
+  virtual void gemm(int worker, const GemmCall& call) = 0;
+  // Attention as its two matmuls, S = Q K^T (m x n over k) and O = S V, `repeats` times.
+  virtual void attention(int worker, std::int64_t m, std::int64_t n, std::int64_t k, int repeats) = 0;
+  // A memory-bound kernel that reads and writes `bytes` of device memory in all.
+  virtual void memory_bound(int worker, double bytes) = 0;
+  virtual const float* weight_gradient(int worker, std::int64_t& elements) const = 0;
+  // Copies between device memory and host memory (either may be the other's address on a CPU device).
+  virtual void copy_to_device(std::byte* device, const std::byte* host, std::size_t bytes) = 0;
+  virtual void copy_to_host(std::byte* host, const std::byte* device, std::size_t bytes) = 0;
+};
+
+}  // namespace ftplan::exec

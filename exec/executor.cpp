@@ -1,0 +1,950 @@
+#include "executor.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "arena.hpp"
+#include "cpu/kernels.hpp"
+#include "des/engine.hpp"
+#include "sim/simulate.hpp"
+#include "storage/uring.hpp"
+
+namespace ftplan::exec {
+
+using inventory::Category;
+using inventory::Element;
+using plan::Tier;
+using schedule::Op;
+using schedule::OpKind;
+using schedule::Stream;
+namespace storage = calibrate::storage;
+
+namespace {
+
+constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
+std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+std::uint64_t round_down(std::uint64_t x) { return x / kAlign * kAlign; }
+
+// bf16 as the GPU stores it: the upper half of the fp32, rounded to nearest even.
+std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Host memory of the host tier: one reservation (pages come on first touch, so a tensor the step never
+// touches costs nothing), page-locked when pinned and allowed.
+class HostTier {
+ public:
+  HostTier(std::uint64_t bytes, bool pinned)
+      : arena_(bytes), bytes_(std::max<std::uint64_t>(kAlign, arena_.capacity_bytes())) {
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of host memory", bytes_));
+    base_ = static_cast<std::byte*>(p);
+    if (!pinned) {
+      note_ = "pageable (the plan does not pin host buffers)";
+    } else if (mlock(base_, bytes_) == 0) {
+      locked_ = true;
+      note_ = fmt::format("pinned (mlock'd {:.1f} MiB)", static_cast<double>(bytes_) / (1 << 20));
+    } else {
+      note_ = fmt::format("pageable: the plan pins host buffers but mlock of {:.1f} MiB failed ({}; see ulimit -l)",
+                          static_cast<double>(bytes_) / (1 << 20), std::strerror(errno));
+    }
+  }
+  ~HostTier() {
+    if (locked_) munlock(base_, bytes_);
+    munmap(base_, bytes_);
+  }
+  std::byte* allocate(std::uint64_t bytes) {
+    const std::int64_t at = arena_.allocate(bytes);
+    return at < 0 ? nullptr : base_ + at;
+  }
+  void release(std::byte* p) { arena_.release(p - base_); }
+  double peak_bytes() const { return arena_.peak_bytes(); }
+  bool locked() const { return locked_; }
+  const std::string& note() const { return note_; }
+
+ private:
+  Arena arena_;
+  std::uint64_t bytes_;
+  std::byte* base_ = nullptr;
+  bool locked_ = false;
+  std::string note_;
+};
+
+// The NVMe tier: one address space striped round-robin over a scratch file per directory.
+class NvmeTier {
+ public:
+  NvmeTier(std::uint64_t bytes, const std::vector<std::filesystem::path>& dirs, std::uint32_t stripe)
+      : arena_(bytes), stripe_(std::max<std::uint32_t>(kAlign, stripe / kAlign * kAlign)) {
+    const std::uint64_t stripes = (arena_.capacity_bytes() + stripe_ - 1) / stripe_;
+    const std::uint64_t per_file = ((stripes + dirs.size() - 1) / dirs.size() + 1) * stripe_;
+    for (const auto& d : dirs) files_.push_back(std::make_unique<storage::ScratchFile>(d, per_file));
+  }
+  std::int64_t allocate(std::uint64_t bytes) { return arena_.allocate(bytes); }
+  void release(std::int64_t offset) { arena_.release(offset); }
+  double peak_bytes() const { return arena_.peak_bytes(); }
+  // The requests moving [offset, offset + bytes) of the address space to or from `buffer`, in
+  // pieces of at most `block` that do not cross a stripe.
+  std::vector<storage::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
+                                           std::uint32_t block) const {
+    std::vector<storage::IoRequest> out;
+    std::uint64_t done = 0;
+    while (done < bytes) {
+      const std::uint64_t at = offset + done;
+      const std::uint64_t s = at / stripe_, within = at % stripe_;
+      const std::uint64_t n = std::min({bytes - done, stripe_ - within, static_cast<std::uint64_t>(block)});
+      const auto& f = *files_[s % files_.size()];
+      out.push_back(
+          {f.fd(), buffer + done, static_cast<std::uint32_t>(n), (s / files_.size()) * stripe_ + within, write});
+      done += n;
+    }
+    return out;
+  }
+
+ private:
+  Arena arena_;
+  std::uint64_t stripe_;
+  std::vector<std::unique_ptr<storage::ScratchFile>> files_;
+};
+
+// Where a live tensor is.
+struct Storage {
+  bool live = false;
+  std::byte* ptr = nullptr;  // device or host memory
+  std::int64_t nvme = -1;    // offset in the NVMe tier's address space
+  std::uint64_t size = 0;    // bytes usable (the IR's, rounded up)
+};
+
+// A stream worker's buffers for the sides of a copy the IR does not name, grown as needed.
+struct Scratch {
+  std::vector<std::byte, std::allocator<std::byte>> raw;
+  std::byte* get(std::uint64_t bytes) {
+    const std::uint64_t need = round_up(bytes) + kAlign;
+    if (raw.size() < need) raw.assign(need, std::byte{0});
+    const auto addr = reinterpret_cast<std::uintptr_t>(raw.data());
+    return raw.data() + (round_up(addr) - addr);
+  }
+};
+
+// Master weights or moments: chunk c at base + offset[c] of the IR tensor `tensor` (see Runner).
+struct Part {
+  int tensor = -1;
+  std::uint64_t base = 0, per_param = 0;
+  std::vector<std::uint64_t> offset;
+  std::uint64_t end() const { return offset.empty() ? base : base + offset.back(); }
+};
+
+class Runner {
+ public:
+  Runner(const schedule::StepIR& ir, const plan::Plan& p, Device& device, const Options& o)
+      : ir_(ir), plan_(p), device_(device), opt_(o) {}
+
+  Measured run();
+
+ private:
+  void prepare();
+  void step(int s, Measured& out);
+  void execute(std::size_t i, int worker, storage::DirectIo* io);
+  void fail(const std::string& why);
+  void allocate(int t);
+  void release(int t);
+  void optimizer(std::size_t i, int chunk);
+  void copy(std::size_t i, int worker, storage::DirectIo* io);
+  void nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write);
+  std::uint64_t nvme_position(const Op& op, int t, std::uint64_t bytes) const;
+  void initial_master(float* out, std::size_t begin, std::size_t k);
+  std::byte* part_ptr(const Part& part, std::size_t c);
+  void part_io(const Part& part, std::size_t c, std::byte* buf, bool write, storage::DirectIo* io);
+  // The gradients of parameters [begin, begin + k) the optimizer step applies, and those held
+  // now in their shares' tiers.
+  void gradients(std::size_t begin, std::size_t k, float* out) const;
+  void live_gradients(std::size_t begin, std::size_t k, float* out) const;
+
+  const schedule::StepIR& ir_;
+  const plan::Plan& plan_;
+  Device& device_;
+  const Options& opt_;
+  std::unique_ptr<HostTier> host_;
+  std::unique_ptr<NvmeTier> nvme_;
+  std::vector<Storage> storage_;
+  std::vector<std::vector<std::size_t>> stream_ops_;
+  std::unique_ptr<std::atomic<int>[]> done_;
+  std::atomic<bool> failed_{false};
+  std::mutex mutex_;
+  std::string problem_;
+  std::vector<OpRecord> records_;
+  std::chrono::steady_clock::time_point t0_;
+  int step_ = 0;
+  std::vector<std::string> notes_;
+  // Numerics. Trainable parameters P = the optimizer ops' parameters, in chunks (one per
+  // optimizer op, in issue order). The fp32 master weights (4 B per parameter) and Adam's moments
+  // (m then v, 8 B) are parts of the IR's optimizer tensors, in whatever tier those are: chunk c
+  // of a part at base + offset[c] of its tensor (offsets aligned for O_DIRECT).
+  Part master_, moments_;
+  bool state_ = false;  // master and moments live in the IR's tensors
+  std::size_t params_ = 0;
+  std::vector<std::size_t> chunk_begin_, chunk_params_;
+  std::map<std::size_t, int> chunk_of_op_;  // optimizer, its NVMe swap-in and swap-out copies -> chunk
+  std::vector<std::byte*> swap_;            // host swap buffer of each chunk while swapped in
+  std::vector<char> swap_owned_;            // the executor allocated it (not the IR's swap buffers)
+  int weights_tensor_ = -1;
+  std::vector<int> grad_tensor_;                  // per gradient share, in IR order
+  std::vector<std::size_t> grad_begin_;           // its first parameter
+  std::map<int, int> grad_of_layer_;              // model layer -> index in grad_tensor_
+  std::map<std::size_t, int> last_weight_grad_;   // op -> the share whose gradient it leaves
+  std::vector<std::vector<float>> device_grads_;  // the compute stream's reduced gradient of each share
+  std::vector<float> previous_grads_;             // delayed update: the last step's, kept when freed
+  bool have_previous_ = false;
+  std::vector<float> master_fallback_;
+  std::vector<float> gather_;     // the optimizer's gradients of one chunk
+  std::vector<Scratch> scratch_;  // per stream worker: a copy's unnamed source, and its unnamed destination
+  Scratch own_scratch_;           // the state's first values and last read-back
+};
+
+void Runner::fail(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (problem_.empty()) problem_ = why;
+  }
+  failed_ = true;
+  for (std::size_t i = 0; i < ir_.ops.size(); ++i) {
+    done_[i].store(1);
+    done_[i].notify_all();
+  }
+}
+
+void Runner::prepare() {
+  const std::size_t n = ir_.ops.size();
+  stream_ops_ = stream_order(ir_);
+  done_ = std::make_unique<std::atomic<int>[]>(n);
+  storage_.assign(ir_.tensors.size(), Storage{});
+  scratch_.resize(2 * schedule::kStreams);
+  // The trainable parameters, chunk by chunk.
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ir_.ops[i];
+    if (op.kind != OpKind::optimizer) continue;
+    const auto k = static_cast<std::size_t>(std::llround(op.bytes / 28.0));  // AdamW: 28 B per parameter (step_ir.cpp)
+    const int c = static_cast<int>(chunk_params_.size());
+    chunk_of_op_[i] = c;
+    chunk_begin_.push_back(params_);
+    chunk_params_.push_back(k);
+    params_ += k;
+    for (int d : op.deps)  // its NVMe swap-in
+      if (ir_.ops[d].kind == OpKind::copy && ir_.ops[d].src == Tier::nvme)
+        chunk_of_op_[static_cast<std::size_t>(d)] = c;
+    for (std::size_t j = i + 1; j < n; ++j)  // its swap-out
+      if (ir_.ops[j].kind == OpKind::copy && ir_.ops[j].dst == Tier::nvme &&
+          std::find(ir_.ops[j].deps.begin(), ir_.ops[j].deps.end(), static_cast<int>(i)) != ir_.ops[j].deps.end())
+        chunk_of_op_[j] = c;
+  }
+  swap_.assign(chunk_params_.size(), nullptr);
+  swap_owned_.assign(chunk_params_.size(), 0);
+  for (std::size_t t = 0; t < ir_.tensors.size(); ++t) {
+    const schedule::Tensor& x = ir_.tensors[t];
+    if (x.category == Category::weights && weights_tensor_ < 0) weights_tensor_ = static_cast<int>(t);
+    if (x.category == Category::gradients && x.layer >= 0 && !x.shape.empty()) {
+      grad_of_layer_[x.layer] = static_cast<int>(grad_tensor_.size());
+      grad_begin_.push_back(grad_tensor_.empty() ? 0
+                                                 : grad_begin_.back() + static_cast<std::size_t>(
+                                                                            ir_.tensors[grad_tensor_.back()].shape[0]));
+      grad_tensor_.push_back(static_cast<int>(t));
+    }
+  }
+  // The GEMM that leaves each share's gradient: its layer's last weight-gradient GEMM of the last micro-batch.
+  std::map<int, std::size_t> last_of_layer;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ir_.ops[i];
+    if (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
+        op.micro == ir_.micro_batches - 1 && grad_of_layer_.count(op.layer))
+      last_of_layer[op.layer] = i;
+  }
+  for (const auto& [layer, i] : last_of_layer) last_weight_grad_[i] = grad_of_layer_.at(layer);
+  device_grads_.resize(grad_tensor_.size());
+  for (std::size_t g = 0; g < grad_tensor_.size(); ++g)
+    device_grads_[g].assign(static_cast<std::size_t>(ir_.tensors[grad_tensor_[g]].shape[0]), 0.0f);
+  const std::size_t grads = grad_tensor_.empty() ? 0 : grad_begin_.back() + device_grads_.back().size();
+  if (grads != params_)
+    notes_.push_back(
+        fmt::format("the gradient shares hold {} parameters, the optimizer steps {}; the missing ones get no gradient",
+                    grads, params_));
+  // The master weights: an optimizer tensor of 4 B per parameter; the moments one of 8 B; or one
+  // tensor of 12 B holding both.
+  const double P = static_cast<double>(params_);
+  for (std::size_t t = 0; t < ir_.tensors.size(); ++t) {
+    const schedule::Tensor& x = ir_.tensors[t];
+    if (x.category != Category::optimizer || params_ == 0) continue;
+    if (std::abs(x.bytes - 4 * P) < 1 && master_.tensor < 0)
+      master_.tensor = static_cast<int>(t), master_.per_param = 4;
+    else if (std::abs(x.bytes - 8 * P) < 1 && moments_.tensor < 0)
+      moments_.tensor = static_cast<int>(t), moments_.per_param = 8;
+    else if (std::abs(x.bytes - 12 * P) < 1 && master_.tensor < 0 && moments_.tensor < 0) {
+      master_.tensor = moments_.tensor = static_cast<int>(t);
+      master_.per_param = 4;
+      moments_.per_param = 8;
+    }
+  }
+  for (Part* part : {&master_, &moments_}) {
+    part->offset = {0};
+    for (const std::size_t k : chunk_params_)
+      part->offset.push_back(part->offset.back() + round_up(part->per_param * k));
+  }
+  if (master_.tensor >= 0 && master_.tensor == moments_.tensor) moments_.base = master_.end();
+  state_ = master_.tensor >= 0 && moments_.tensor >= 0;
+  if (!state_) {
+    notes_.push_back(
+        "no optimizer tensors of 4 and 8 (or 12) B per parameter: master weights and moments kept outside the tiers");
+    master_fallback_.assign(3 * params_, 0.0f);
+    initial_master(master_fallback_.data(), 0, params_);
+  }
+  // Tiers: the host's and the NVMe files' capacities cover every tensor the IR places there at
+  // once (an upper bound of its peak) plus the optimizer's swap buffers.
+  double host = 0, nv = 0, swap = 0;
+  for (const auto& x : ir_.tensors) {
+    if (x.tier == Tier::cpu) host += static_cast<double>(round_up(static_cast<std::uint64_t>(x.bytes)));
+    if (x.tier == Tier::nvme)
+      nv += static_cast<double>(round_up(static_cast<std::uint64_t>(x.bytes)) + kAlign * chunk_params_.size());
+  }
+  for (const std::size_t k : chunk_params_) swap += static_cast<double>(round_up(k * 16 + kAlign));
+  const double host_bytes = opt_.host_capacity_bytes > 0 ? opt_.host_capacity_bytes : host + swap + (16 << 20);
+  host_ = std::make_unique<HostTier>(static_cast<std::uint64_t>(host_bytes), plan_.offload.pinned);
+  if (nv > 0) {
+    if (opt_.storage_dirs.empty())
+      throw std::runtime_error("the plan keeps tensors on NVMe: give the executor storage directories");
+    const double nvme_bytes = opt_.nvme_capacity_bytes > 0 ? opt_.nvme_capacity_bytes : nv + (16 << 20);
+    nvme_ = std::make_unique<NvmeTier>(static_cast<std::uint64_t>(nvme_bytes), opt_.storage_dirs, opt_.stripe_bytes);
+  }
+}
+
+void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
+  std::fill(out, out + k, 0.0f);
+  if (plan_.offload.delayed_update) {
+    if (begin < previous_grads_.size())
+      std::copy_n(previous_grads_.begin() + static_cast<std::ptrdiff_t>(begin),
+                  std::min(k, previous_grads_.size() - begin), out);
+    return;
+  }
+  live_gradients(begin, k, out);
+}
+
+void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const {
+  // Share by share: the part of [begin, begin + k) each holds, read in its element type.
+  for (std::size_t g = 0; g < grad_tensor_.size(); ++g) {
+    const std::size_t a = std::max(begin, grad_begin_[g]);
+    const std::size_t b = std::min(begin + k, grad_begin_[g] + device_grads_[g].size());
+    const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
+    if (a >= b || !s.live) continue;
+    const std::size_t e = a - grad_begin_[g];
+    if (ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])].element == Element::fp32) {
+      std::memcpy(out + (a - begin), s.ptr + e * 4, (b - a) * 4);
+    } else {
+      const auto* h = reinterpret_cast<const std::uint16_t*>(s.ptr) + e;
+      for (std::size_t j = 0; j < b - a; ++j) out[a - begin + j] = from_bf16(h[j]);
+    }
+  }
+}
+
+void Runner::allocate(int t) {
+  Storage& s = storage_[static_cast<std::size_t>(t)];
+  if (s.live) return;  // persistent state from an earlier step
+  const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(t)];
+  auto bytes = static_cast<std::uint64_t>(std::ceil(x.bytes));
+  if (state_)
+    for (const Part* part : {&master_, &moments_})
+      if (part->tensor == t) bytes = std::max<std::uint64_t>(bytes, part->end());
+  s.size = round_up(bytes);
+  switch (x.tier) {
+    case Tier::gpu:
+      s.ptr = device_.allocate(static_cast<std::uint64_t>(x.bytes));
+      if (!s.ptr) {
+        // What is live, by category, largest first (as the simulator says of its own overflow).
+        std::map<std::string, double> live;
+        for (std::size_t u = 0; u < storage_.size(); ++u)
+          if (storage_[u].live && ir_.tensors[u].tier == Tier::gpu)
+            live[inventory::to_string(ir_.tensors[u].category)] += ir_.tensors[u].bytes;
+        std::vector<std::pair<double, std::string>> by(live.size());
+        std::transform(live.begin(), live.end(), by.begin(),
+                       [](const auto& kv) { return std::make_pair(kv.second, kv.first); });
+        std::sort(by.rbegin(), by.rend());
+        std::string parts;
+        for (const auto& [bytes, what] : by)
+          parts += fmt::format("{}{} {:.2f} MiB", parts.empty() ? "" : ", ", what, bytes / (1 << 20));
+        throw std::runtime_error(
+            fmt::format("device memory ({:.2f} MiB) is full: cannot allocate {} ({} bytes); live: {}",
+                        device_.capacity_bytes() / (1 << 20), x.name, x.bytes, parts));
+      }
+      break;
+    case Tier::cpu:
+      s.ptr = host_->allocate(bytes);
+      if (!s.ptr)
+        throw std::runtime_error(fmt::format("host tier is full: cannot allocate {} ({} bytes)", x.name, x.bytes));
+      break;
+    case Tier::nvme:
+      s.nvme = nvme_->allocate(s.size);
+      if (s.nvme < 0)
+        throw std::runtime_error(fmt::format("NVMe files are full: cannot allocate {} ({} bytes)", x.name, x.bytes));
+      break;
+  }
+  s.live = true;
+  // The master weights' first values, and zero moments (a fresh optimizer).
+  if (!state_) return;
+  for (const Part* part : {&master_, &moments_}) {
+    if (part->tensor != t) continue;
+    for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
+      const std::size_t k = chunk_params_[c];
+      const std::uint64_t n = round_up(part->per_param * k);
+      std::byte* buf = x.tier == Tier::nvme ? own_scratch_.get(n) : s.ptr + part->base + part->offset[c];
+      std::memset(buf, 0, n);
+      if (part == &master_) initial_master(reinterpret_cast<float*>(buf), chunk_begin_[c], k);
+      if (x.tier == Tier::nvme) {
+        storage::DirectIo io(opt_.io_queue_depth);
+        nvme_io(&io, static_cast<std::uint64_t>(s.nvme) + part->base + part->offset[c], buf, n, true);
+      }
+    }
+  }
+}
+
+void Runner::initial_master(float* out, std::size_t begin, std::size_t k) {
+  for (std::size_t j = 0; j < k; ++j)
+    out[j] = 0.02f * (static_cast<float>(((begin + j) * 7919) % 2001) - 1000.0f) / 1000.0f;
+}
+
+std::byte* Runner::part_ptr(const Part& part, std::size_t c) {
+  return storage_[static_cast<std::size_t>(part.tensor)].ptr + part.base + part.offset[c];
+}
+
+void Runner::part_io(const Part& part, std::size_t c, std::byte* buf, bool write, storage::DirectIo* io) {
+  const Storage& s = storage_[static_cast<std::size_t>(part.tensor)];
+  if (!s.live) throw std::runtime_error("the optimizer state is not live");
+  nvme_io(io, static_cast<std::uint64_t>(s.nvme) + part.base + part.offset[c], buf, part.per_param * chunk_params_[c],
+          write);
+}
+
+void Runner::release(int t) {
+  Storage& s = storage_[static_cast<std::size_t>(t)];
+  if (!s.live) return;
+  // Delayed update: the step after applies these gradients (DeepSpeed keeps them in a second fp32
+  // buffer; the IR frees them at the step's end).
+  const auto g = std::find(grad_tensor_.begin(), grad_tensor_.end(), t);
+  if (plan_.offload.delayed_update && g != grad_tensor_.end()) {
+    const std::size_t gi = static_cast<std::size_t>(g - grad_tensor_.begin());
+    previous_grads_.resize(std::max(previous_grads_.size(), grad_begin_[gi] + device_grads_[gi].size()));
+    live_gradients(grad_begin_[gi], device_grads_[gi].size(), previous_grads_.data() + grad_begin_[gi]);
+    if (gi + 1 == grad_tensor_.size()) have_previous_ = true;
+  }
+  switch (ir_.tensors[static_cast<std::size_t>(t)].tier) {
+    case Tier::gpu:
+      device_.release(s.ptr);
+      break;
+    case Tier::cpu:
+      host_->release(s.ptr);
+      break;
+    case Tier::nvme:
+      nvme_->release(s.nvme);
+      break;
+  }
+  s = Storage{};
+}
+
+void Runner::nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write) {
+  io->run(nvme_->requests(offset, host, round_up(bytes), write, opt_.io_block_bytes));
+}
+
+// Where in an NVMe tensor a copy of `bytes` starts: layer l's share of a tensor holding every
+// layer (the parameters), else its start; aligned for O_DIRECT.
+std::uint64_t Runner::nvme_position(const Op& op, int t, std::uint64_t bytes) const {
+  const Storage& s = storage_[static_cast<std::size_t>(t)];
+  if (op.layer < 0 || s.size <= round_up(bytes)) return 0;
+  const std::uint64_t at = round_down(static_cast<std::uint64_t>(op.layer) * bytes);
+  return std::min(at, s.size - round_up(bytes));
+}
+
+void Runner::optimizer(std::size_t i, int c) {
+  const std::size_t k = chunk_params_[static_cast<std::size_t>(c)], begin = chunk_begin_[static_cast<std::size_t>(c)];
+  const auto cc = static_cast<std::size_t>(c);
+  float *master = nullptr, *m = nullptr;
+  if (!state_) {
+    master = master_fallback_.data() + begin;
+    m = master_fallback_.data() + params_ + 2 * begin;
+  } else if (swap_[cc]) {  // swapped in from NVMe: [master | m v]
+    master = reinterpret_cast<float*>(swap_[cc]);
+    m = reinterpret_cast<float*>(swap_[cc] + round_up(4 * k));
+  } else {
+    for (const Part* part : {&master_, &moments_})
+      if (!storage_[static_cast<std::size_t>(part->tensor)].live ||
+          ir_.tensors[static_cast<std::size_t>(part->tensor)].tier == Tier::nvme)
+        throw std::runtime_error(fmt::format("{}: the optimizer state is not in memory", ir_.ops[i].name));
+    master = reinterpret_cast<float*>(part_ptr(master_, cc));
+    m = reinterpret_cast<float*>(part_ptr(moments_, cc));
+  }
+  float* v = m + k;
+  if (plan_.offload.delayed_update && !have_previous_) return;  // the first step has no earlier gradients
+  // The chunk's gradients gathered into one buffer, kept between steps (fresh pages would cost a
+  // page fault each, more than the update itself).
+  if (gather_.size() < k) gather_.resize(k);
+  gradients(begin, k, gather_.data());
+  calibrate::cpu::adamw_step(master, gather_.data(), m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
+}
+
+void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
+  const Op& op = ir_.ops[i];
+  const auto bytes = static_cast<std::uint64_t>(std::ceil(op.bytes));
+  const int src = op.reads.empty() ? -1 : op.reads.front();
+  const int dst = op.writes.empty() ? -1 : op.writes.front();
+  Scratch& scratch = scratch_[static_cast<std::size_t>(worker)];
+  const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
+  const auto chunk = chunk_of_op_.find(i);
+  // NVMe <-> host.
+  if (op.src == Tier::nvme || op.dst == Tier::nvme) {
+    if (!io)
+      throw std::runtime_error(fmt::format("{}: an NVMe copy on stream {}", op.name, schedule::to_string(op.stream)));
+    const bool write = op.dst == Tier::nvme;
+    const bool swapped = state_ && ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::nvme &&
+                         ir_.tensors[static_cast<std::size_t>(moments_.tensor)].tier == Tier::nvme;
+    if (chunk != chunk_of_op_.end() && swapped) {
+      // The optimizer's swap of chunk c: its master, m and v (12 B per parameter) through a host
+      // swap buffer [master | m v] (the IR names none; see notes); the write-back also writes the
+      // chunk's 16-bit parameters (the rest of its bytes).
+      const auto c = static_cast<std::size_t>(chunk->second);
+      const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
+      if (!write) {
+        // The IR's swap buffers (the copy's destination) when they hold every chunk the IR may have
+        // in flight at once (its reads run ahead of the updates); else a buffer of the executor's own.
+        std::uint64_t slot = 0;
+        for (const std::size_t kk : chunk_params_) slot = std::max(slot, round_up(4 * kk) + round_up(8 * kk));
+        if (live(dst) && storage_[static_cast<std::size_t>(dst)].size >= slot * chunk_params_.size()) {
+          swap_[c] = storage_[static_cast<std::size_t>(dst)].ptr + slot * c;
+          swap_owned_[c] = false;
+        } else {
+          swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
+          swap_owned_[c] = true;
+          if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
+          if (c == 0 && step_ == 0) {
+            std::lock_guard lock(mutex_);
+            notes_.push_back(
+                fmt::format("the optimizer's NVMe swap reads {} chunks ahead of their updates, more than the IR's swap "
+                            "buffers hold; "
+                            "the executor holds each chunk's master weights and moments in a buffer of its own ({:.1f} "
+                            "MiB for chunk "
+                            "0), which the simulated host peak misses",
+                            chunk_params_.size(), static_cast<double>(round_up(4 * k) + round_up(8 * k)) / (1 << 20)));
+          }
+        }
+        part_io(master_, c, swap_[c], false, io);
+        part_io(moments_, c, swap_[c] + round_up(4 * k), false, io);
+      } else {
+        if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
+        part_io(master_, c, swap_[c], true, io);
+        part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
+        if (bytes > state_bytes && live(weights_tensor_) &&
+            ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+          const std::uint64_t rest = bytes - state_bytes;
+          const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+          const std::uint64_t at =
+              std::min(round_down(chunk_begin_[c] * (rest / std::max<std::size_t>(1, chunk_params_[c]))),
+                       w.size > round_up(rest) ? w.size - round_up(rest) : 0);
+          nvme_io(io, static_cast<std::uint64_t>(w.nvme) + at, scratch.get(rest), rest, true);
+        }
+        if (swap_owned_[c]) host_->release(swap_[c]);
+        swap_[c] = nullptr;
+      }
+      return;
+    }
+    const int nv = write ? dst : src, hb = write ? src : dst;
+    std::byte* host = live(hb) ? storage_[static_cast<std::size_t>(hb)].ptr : scratch.get(bytes);
+    if (live(hb) && storage_[static_cast<std::size_t>(hb)].size < round_up(bytes)) host = scratch.get(bytes);
+    std::uint64_t offset = 0;
+    if (live(nv)) {
+      offset = static_cast<std::uint64_t>(storage_[static_cast<std::size_t>(nv)].nvme) + nvme_position(op, nv, bytes);
+    } else {
+      throw std::runtime_error(fmt::format("{}: names no live NVMe tensor", op.name));
+    }
+    nvme_io(io, offset, host, bytes, write);
+    return;
+  }
+  // Device <-> host. A gradient's device-to-host copy: the compute stream's reduced gradient of
+  // its layer, upcast to fp32 (ZeRO-Offload keeps fp32 gradients on the host, Ren et al. 2021 sec. 4.1).
+  if (op.src == Tier::gpu && src < 0 && dst >= 0 &&
+      ir_.tensors[static_cast<std::size_t>(dst)].element == Element::fp32) {
+    const auto it = grad_of_layer_.find(op.layer);
+    if (it != grad_of_layer_.end() && live(dst)) {
+      const std::vector<float>& g = device_grads_[static_cast<std::size_t>(it->second)];
+      const std::size_t n = std::min<std::size_t>(g.size() * 4, storage_[static_cast<std::size_t>(dst)].size);
+      device_.copy_to_host(storage_[static_cast<std::size_t>(dst)].ptr, reinterpret_cast<const std::byte*>(g.data()),
+                           n);
+      return;
+    }
+  }
+  std::byte* from = live(src) && storage_[static_cast<std::size_t>(src)].size >= bytes
+                        ? storage_[static_cast<std::size_t>(src)].ptr
+                        : scratch.get(bytes);
+  std::byte* to = live(dst) && storage_[static_cast<std::size_t>(dst)].size >= bytes
+                      ? storage_[static_cast<std::size_t>(dst)].ptr
+                      : scratch_[static_cast<std::size_t>(worker) + schedule::kStreams].get(bytes);
+  if (op.dst == Tier::gpu)
+    device_.copy_to_device(to, from, bytes);
+  else
+    device_.copy_to_host(to, from, bytes);
+}
+
+void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
+  const Op& op = ir_.ops[i];
+  switch (op.kind) {
+    case OpKind::alloc:
+      allocate(op.tensor);
+      break;
+    case OpKind::free:
+      release(op.tensor);
+      break;
+    case OpKind::marker:
+      break;
+    case OpKind::collective:
+      if (op.group_size > 1)
+        throw std::runtime_error(fmt::format("{}: a collective over {} ranks", op.name, op.group_size));
+      break;
+    case OpKind::gemm: {
+      GemmCall g{op.m, op.n, op.k, op.pass == schedule::Pass::backward, op.weight_grad, 1};
+      const double per = 2.0 * static_cast<double>(op.m) * static_cast<double>(op.n) * static_cast<double>(op.k) *
+                         (g.backward && g.weight_grad ? 2.0 : 1.0);
+      if (per <= 0 || op.flops <= 0) break;
+      g.repeats = std::max(1, static_cast<int>(std::lround(op.flops / per)));
+      device_.gemm(worker, g);
+      // The layer's gradient: the weight-gradient GEMM's output reduced deterministically (element
+      // j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU produces it; left by
+      // the layer's last weight-gradient GEMM of the last micro-batch (the one that counts), in
+      // one pass that also stores it in a share kept on the device. (This pass is the executor's
+      // own cost, about a nanosecond per parameter: on a GPU the GEMM's epilogue writes dB.)
+      if (last_weight_grad_.count(i)) {
+        const int share = last_weight_grad_.at(i);
+        std::int64_t e = 0;
+        const float* dB = device_.weight_gradient(worker, e);
+        std::vector<float>& out = device_grads_[static_cast<std::size_t>(share)];
+        const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+        const schedule::Tensor& x =
+            ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+        auto* bf16 = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2
+                         ? reinterpret_cast<std::uint16_t*>(st.ptr)
+                         : nullptr;
+        const float scale = 1.0f / static_cast<float>(1 + step_);
+        for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
+          const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
+          for (std::size_t j = 0; j < n; ++j) {
+            const std::uint16_t h = to_bf16(dB[j] * scale);
+            out[base + j] = from_bf16(h);
+            if (bf16) bf16[base + j] = h;
+          }
+        }
+      }
+      break;
+    }
+    case OpKind::attention: {
+      const AttentionCall a = attention_call(op);
+      if (a.repeats > 0) device_.attention(worker, a.m, a.n, a.k, a.repeats);
+      break;
+    }
+    case OpKind::elementwise:
+    case OpKind::loss:
+      device_.memory_bound(worker, op.bytes);
+      break;
+    case OpKind::optimizer:
+      optimizer(i, chunk_of_op_.at(i));
+      break;
+    case OpKind::copy:
+      copy(i, worker, io);
+      break;
+  }
+}
+
+void Runner::step(int s, Measured& out) {
+  step_ = s;
+  const std::size_t n = ir_.ops.size();
+  for (std::size_t i = 0; i < n; ++i) done_[i].store(0);
+  records_.assign(n, OpRecord{});
+  t0_ = std::chrono::steady_clock::now();
+  const auto now_ns = [&] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
+  };
+  std::vector<std::thread> workers;
+  for (int st = 0; st < schedule::kStreams; ++st) {
+    if (stream_ops_[static_cast<std::size_t>(st)].empty()) continue;
+    workers.emplace_back([&, st] {
+      std::unique_ptr<storage::DirectIo> io;
+      const auto stream = static_cast<Stream>(st);
+      try {
+        if (stream == Stream::nvme_read || stream == Stream::nvme_write)
+          if (nvme_) io = std::make_unique<storage::DirectIo>(opt_.io_queue_depth);
+        for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)]) {
+          for (const int d : ir_.ops[i].deps) done_[static_cast<std::size_t>(d)].wait(0);
+          if (failed_) return;
+          records_[i].op = static_cast<int>(i);
+          records_[i].start_ns = now_ns();
+          execute(i, st, io.get());
+          records_[i].end_ns = now_ns();
+          done_[i].store(1);
+          done_[i].notify_all();
+        }
+      } catch (const std::exception& e) {
+        fail(e.what());
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  double end = 0;
+  for (const auto& r : records_) end = std::max(end, static_cast<double>(r.end_ns) * 1e-9);
+  out.step_s.push_back(end);
+}
+
+// The union of intervals, seconds.
+double covered_s(std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
+  std::sort(spans.begin(), spans.end());
+  double total = 0;
+  std::int64_t a = 0, b = -1;
+  for (const auto& [s, e] : spans) {
+    if (s > b) {
+      if (b > a) total += static_cast<double>(b - a);
+      a = s;
+      b = e;
+    } else {
+      b = std::max(b, e);
+    }
+  }
+  if (b > a) total += static_cast<double>(b - a);
+  return total * 1e-9;
+}
+
+Measured Runner::run() {
+  Measured out;
+  std::string why = unsupported(ir_);
+  if (why.empty()) why = schedulable(ir_);
+  if (!why.empty()) {
+    out.ok = false;
+    out.problem = why;
+    return out;
+  }
+  try {
+    prepare();
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.problem = e.what();
+    return out;
+  }
+  out.host_pinned = host_->locked();
+  out.host_note = host_->note();
+  for (int s = 0; s < std::max(1, opt_.steps) && !failed_; ++s) {
+    if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
+    step(s, out);
+  }
+  if (failed_) {
+    out.ok = false;
+    out.problem = problem_;
+    return out;
+  }
+  std::vector<double> later(out.step_s.size() > 1 ? out.step_s.begin() + 1 : out.step_s.begin(), out.step_s.end());
+  std::sort(later.begin(), later.end());
+  out.step_time_s = later.empty() ? 0 : later[later.size() / 2];
+  // Streams and links of the last step.
+  std::vector<des::TraceTrack> queues(schedule::kStreams);
+  std::map<std::string, std::pair<double, std::vector<std::pair<std::int64_t, std::int64_t>>>> links;
+  std::map<std::string, des::TraceTrack> link_tracks;
+  for (std::size_t i = 0; i < ir_.ops.size(); ++i) {
+    const Op& op = ir_.ops[i];
+    const OpRecord& r = records_[i];
+    out.ops.push_back(r);
+    auto& q = queues[static_cast<std::size_t>(op.stream)];
+    q.name = schedule::to_string(op.stream);
+    if (opt_.trace && op.kind != OpKind::alloc && op.kind != OpKind::free)
+      q.spans.push_back({op.name.empty() ? schedule::to_string(op.kind) : op.name, schedule::to_string(op.kind),
+                         r.start_ns, r.end_ns, op.kind == OpKind::copy ? op.bytes : 0.0});
+    for (const sim::HostLink h : sim::host_path(op, plan_)) {
+      auto& l = links[sim::to_string(h)];
+      l.first += op.bytes;
+      l.second.emplace_back(r.start_ns, r.end_ns);
+      if (opt_.trace) {
+        link_tracks[sim::to_string(h)].name = sim::to_string(h);
+        link_tracks[sim::to_string(h)].spans.push_back(
+            {op.name, schedule::to_string(op.kind), r.start_ns, r.end_ns, op.bytes});
+      }
+    }
+    if (op.kind == OpKind::copy && op.dst == Tier::nvme) out.nvme_written_bytes += op.bytes;
+  }
+  for (int st = 0; st < schedule::kStreams; ++st) {
+    double busy = 0;
+    for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)])
+      busy += static_cast<double>(records_[i].end_ns - records_[i].start_ns) * 1e-9;
+    if (!stream_ops_[static_cast<std::size_t>(st)].empty())
+      out.streams.push_back({schedule::to_string(static_cast<Stream>(st)), busy});
+  }
+  for (auto& [name, l] : links) out.links.push_back({name, l.first, covered_s(l.second)});
+  out.device_peak_bytes = device_.peak_bytes();
+  out.host_peak_bytes = host_->peak_bytes();
+  out.nvme_peak_bytes = nvme_ ? nvme_->peak_bytes() : 0;
+  // The master weights after the last step.
+  out.master.resize(params_);
+  for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
+    const std::size_t k = chunk_params_[c];
+    if (!state_) {
+      std::copy_n(master_fallback_.begin() + static_cast<std::ptrdiff_t>(chunk_begin_[c]), k,
+                  out.master.begin() + static_cast<std::ptrdiff_t>(chunk_begin_[c]));
+      continue;
+    }
+    if (!storage_[static_cast<std::size_t>(master_.tensor)].live) continue;
+    if (ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::nvme) {
+      storage::DirectIo io(opt_.io_queue_depth);
+      std::byte* buf = own_scratch_.get(round_up(4 * k));
+      part_io(master_, c, buf, false, &io);
+      std::memcpy(out.master.data() + chunk_begin_[c], buf, 4 * k);
+    } else {
+      std::memcpy(out.master.data() + chunk_begin_[c], part_ptr(master_, c), 4 * k);
+    }
+  }
+  out.notes = notes_;
+  if (opt_.trace) {
+    std::vector<des::TraceTrack> used, link_list;
+    for (auto& q : queues)
+      if (!q.name.empty()) used.push_back(std::move(q));
+    for (auto& [name, t] : link_tracks) link_list.push_back(std::move(t));
+    out.trace_json = des::chrome_trace(used, link_list);
+  }
+  return out;
+}
+
+}  // namespace
+
+AttentionCall attention_call(const schedule::Op& op) {
+  AttentionCall a{op.m, op.n, op.k, 0};
+  const double per = 4.0 * static_cast<double>(op.m) * static_cast<double>(op.n) * static_cast<double>(op.k);
+  if (per <= 0 || op.flops <= 0) return a;
+  a.repeats = std::max(1, static_cast<int>(op.flops / per));
+  a.n = std::max<std::int64_t>(
+      1, std::llround(op.flops / (4.0 * static_cast<double>(op.m) * static_cast<double>(op.k) * a.repeats)));
+  return a;
+}
+
+std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir) {
+  std::vector<std::vector<std::size_t>> out(schedule::kStreams);
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) out[static_cast<std::size_t>(ir.ops[i].stream)].push_back(i);
+  return out;
+}
+
+std::string schedulable(const schedule::StepIR& ir) {
+  // Run the workers symbolically: each takes its next op when that op's deps are done; until no
+  // worker can move. Every op must be taken.
+  const auto order = stream_order(ir);
+  std::vector<std::size_t> next(order.size(), 0);
+  std::vector<char> done(ir.ops.size(), 0);
+  std::size_t taken = 0;
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::size_t s = 0; s < order.size(); ++s)
+      while (next[s] < order[s].size()) {
+        const std::size_t i = order[s][next[s]];
+        bool ready = true;
+        for (const int d : ir.ops[i].deps)
+          ready = ready && d >= 0 && static_cast<std::size_t>(d) < ir.ops.size() && done[static_cast<std::size_t>(d)];
+        if (!ready) break;
+        done[i] = 1;
+        ++next[s];
+        ++taken;
+        moved = true;
+      }
+  }
+  if (taken != ir.ops.size()) {
+    for (std::size_t s = 0; s < order.size(); ++s)
+      if (next[s] < order[s].size())
+        return fmt::format("stream {} waits forever at op {} ({}): {} of {} ops ran",
+                           schedule::to_string(static_cast<Stream>(s)), order[s][next[s]],
+                           ir.ops[order[s][next[s]]].name, taken, ir.ops.size());
+  }
+  // Races: streams run concurrently, so an op may use a tensor only once its allocation has
+  // happened before it (through deps and stream order), and a free must come after every use.
+  // Vector clocks over the streams: clock[i][s] = how many ops of stream s happen before op i ends.
+  const std::size_t n = ir.ops.size();
+  std::vector<std::array<std::uint32_t, schedule::kStreams>> clock(n);
+  std::vector<std::uint32_t> position(n);  // 1-based place of each op in its stream
+  std::array<std::uint32_t, schedule::kStreams> count{};
+  std::array<int, schedule::kStreams> previous;
+  previous.fill(-1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto st = static_cast<std::size_t>(ir.ops[i].stream);
+    position[i] = ++count[st];
+    auto& c = clock[i];
+    c.fill(0);
+    const auto join = [&](std::size_t d) {
+      for (std::size_t k = 0; k < c.size(); ++k) c[k] = std::max(c[k], clock[d][k]);
+    };
+    if (previous[st] >= 0) join(static_cast<std::size_t>(previous[st]));
+    for (const int d : ir.ops[i].deps) join(static_cast<std::size_t>(d));
+    c[st] = position[i];
+    previous[st] = static_cast<int>(i);
+  }
+  const auto before = [&](std::size_t a, std::size_t b) {  // a ends before b starts
+    return a == b ? false : clock[b][static_cast<std::size_t>(ir.ops[a].stream)] >= position[a] && (a < b);
+  };
+  std::vector<int> alloc_of(ir.tensors.size(), -1);
+  std::vector<std::vector<std::size_t>> users(ir.tensors.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = ir.ops[i];
+    if (op.kind == OpKind::alloc && op.tensor >= 0) {
+      alloc_of[static_cast<std::size_t>(op.tensor)] = static_cast<int>(i);
+      users[static_cast<std::size_t>(op.tensor)].clear();
+      continue;
+    }
+    if (op.kind == OpKind::free && op.tensor >= 0) {
+      for (const std::size_t u : users[static_cast<std::size_t>(op.tensor)])
+        if (!before(u, i))
+          return fmt::format("op {} ({}) frees {} while op {} ({}) may still use it", i, op.name,
+                             ir.tensors[static_cast<std::size_t>(op.tensor)].name, u, ir.ops[u].name);
+      continue;
+    }
+    for (const auto* list : {&op.reads, &op.writes})
+      for (const int t : *list) {
+        const int a = alloc_of[static_cast<std::size_t>(t)];
+        if (a >= 0 && !before(static_cast<std::size_t>(a), i))
+          return fmt::format("op {} ({}) may use {} before op {} ({}) allocates it", i, op.name,
+                             ir.tensors[static_cast<std::size_t>(t)].name, a, ir.ops[static_cast<std::size_t>(a)].name);
+        users[static_cast<std::size_t>(t)].push_back(i);
+      }
+  }
+  return {};
+}
+
+std::string unsupported(const schedule::StepIR& ir) {
+  for (const Op& op : ir.ops) {
+    if (op.kind == OpKind::collective && op.group_size > 1)
+      return fmt::format("the step has collectives over {} ranks ({}); the executor runs one rank", op.group_size,
+                         op.name);
+    if (op.kind == OpKind::marker && op.peer >= 0)
+      return "the step is one stage of a pipeline; the executor runs one rank";
+  }
+  for (const auto& t : ir.tensors)
+    if (t.category == Category::gradients && t.tier == Tier::nvme)
+      return "the plan keeps gradients on NVMe, and the IR never reads them back for the optimizer step";
+  return {};
+}
+
+Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options) {
+  Runner r(ir, plan, device, options);
+  return r.run();
+}
+
+}  // namespace ftplan::exec

@@ -1,0 +1,103 @@
+// The tiered-offload executor: runs a step IR (core/schedule/step_ir.hpp, the one description of a
+// step the simulator lowers too) for real on a Device, with the plan's host DRAM and NVMe tiers.
+// Each IR stream is an in-order worker thread; an op starts when its stream reaches it and its
+// `deps` have finished. Tensors get real storage in their tier when their alloc op runs; copies
+// move the IR's bytes between those storages (memcpy, or io_uring O_DIRECT on files striped over
+// the storage directories); GEMMs and attention run at the IR's shapes and FLOPs; memory-bound
+// kernels stream their bytes; the optimizer is calibrate's AdamW on real fp32 master weights,
+// gradients and moments in the tiers the plan puts them.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "device.hpp"
+#include "plan/plan.hpp"
+#include "schedule/step_ir.hpp"
+
+namespace ftplan::exec {
+
+struct Options {
+  int steps = 1;  // optimizer steps to run, each the IR once. REQUIRES: >= 1.
+  // Directories of the NVMe tier's files (striped round-robin in `stripe_bytes` units). Needed
+  // when the IR places anything on NVMe; each must be on a file system that takes O_DIRECT.
+  std::vector<std::filesystem::path> storage_dirs;
+  std::uint32_t stripe_bytes = 1 << 20;
+  // I/Os in flight per NVMe stream and their size (DeepSpeed's aio defaults: queue_depth 8,
+  // block_size 1 MiB; docs "aio" config).
+  int io_queue_depth = 8;
+  std::uint32_t io_block_bytes = 1 << 20;
+  // Capacity of the host tier and of the NVMe files; 0 = what the IR's peak needs plus alignment.
+  double host_capacity_bytes = 0;
+  double nvme_capacity_bytes = 0;
+  bool trace = false;  // keep a Chrome trace of the last step
+  std::function<void(const std::string&)> progress;
+};
+
+struct StreamMeasure {
+  std::string name;
+  double busy_s = 0;
+};
+
+// Bytes the IR moved over a link in one step and the time some op was moving them (the union of
+// the ops' intervals). Names are the simulator's (sim/simulate.cpp representative_links).
+struct LinkMeasure {
+  std::string name;
+  double bytes = 0;
+  double busy_s = 0;
+};
+
+struct OpRecord {
+  int op = -1;
+  std::int64_t start_ns = 0, end_ns = 0;
+};
+
+struct Measured {
+  bool ok = true;
+  std::string problem;                 // why the run stopped, when !ok
+  std::vector<double> step_s;          // each step's wall time
+  double step_time_s = 0;              // the median over the steps after the first (all when one)
+  std::vector<StreamMeasure> streams;  // of the last step
+  std::vector<LinkMeasure> links;      // of the last step
+  double device_peak_bytes = 0;        // arena high-water mark over the run (bytes the IR asked for)
+  double host_peak_bytes = 0;
+  double nvme_peak_bytes = 0;
+  bool host_pinned = false;        // the host tier is mlock'd
+  std::string host_note;           // pinned or pageable, and why
+  double nvme_written_bytes = 0;   // of the last step
+  std::vector<float> master;       // the fp32 master weights after the last step
+  std::vector<OpRecord> ops;       // of the last step, in completion order per stream
+  std::vector<std::string> notes;  // where the IR did not say something the executor needed
+  std::string trace_json;          // with Options::trace
+};
+
+// Runs `ir` (one rank's step of `plan`) `options.steps` times on `device`. Input the executor
+// cannot run (collectives over several ranks, gradients on NVMe, a tensor that does not fit)
+// comes back as ok = false with the problem; it never throws for such input.
+Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
+
+// The ops each stream's worker runs, in order: the IR's ops of that stream in issue order.
+std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir);
+// Empty when in-order workers, each starting an op once its deps are done, run every op of `ir`
+// without a race: every op that reads or writes a tensor comes after the tensor's allocation,
+// and its free after every such op, in the order deps and streams impose (not only in issue
+// order, which is all schedule::dry_run checks). Else the first problem: where the workers would
+// wait forever, or which op may touch a tensor before it exists or after it is freed.
+std::string schedulable(const schedule::StepIR& ir);
+
+// An attention op as the device runs it: S = Q K^T and O = S V over `n` keys, `repeats` times,
+// with n chosen so that the FLOPs are the op's (a causal kernel computes about half the scores:
+// its n is half the keys).
+struct AttentionCall {
+  std::int64_t m = 0, n = 0, k = 0;
+  int repeats = 0;
+};
+AttentionCall attention_call(const schedule::Op& op);
+
+// Why `ir` cannot run on one machine (collectives over more than one rank, pipeline sends,
+// gradients kept on NVMe, which the IR never reads back for the optimizer step); empty when it can.
+std::string unsupported(const schedule::StepIR& ir);
+
+}  // namespace ftplan::exec

@@ -1,0 +1,374 @@
+#include "validate.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "common.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu_device.hpp"
+#include "inventory/inventory.hpp"
+#include "storage/uring.hpp"
+
+namespace ftplan::exec {
+
+namespace {
+
+// The CPU device's nominal peak: every measured rate is a fraction of it (the simulator wants
+// rates as fractions of a peak; any positive number serves).
+constexpr double kPeak = 1e12;
+
+// Best of three timings of `f`, each repeated until it takes at least 20 ms; seconds per call.
+double time_per_call(const std::function<void()>& f) {
+  double best = 1e300;
+  for (int round = 0; round < 3; ++round) {
+    int calls = 0;
+    const double t0 = calibrate::now_s();
+    double t = 0;
+    do {
+      f();
+      ++calls;
+      t = calibrate::now_s() - t0;
+    } while (t < 0.02);
+    best = std::min(best, t / calls);
+  }
+  return best;
+}
+
+// Median of five single calls of `f`, each after `flush` (which is not timed): a GEMM in a step
+// finds its operands evicted by the memory-bound kernels between GEMMs, and a GEMM of few rows
+// is bound by reading its weights from memory; timed back to back it finds them in cache and
+// runs up to twice as fast (measured here at hidden 1024 x 64 tokens).
+double time_cold(const std::function<void()>& f, const std::function<void()>& flush) {
+  std::vector<double> t;
+  for (int round = 0; round < 5; ++round) {
+    flush();
+    const double t0 = calibrate::now_s();
+    f();
+    t.push_back(calibrate::now_s() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+Scale parse_scale(const std::string& text) {
+  Scale s;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    at = comma + 1;
+    if (part.empty()) continue;
+    const auto eq = part.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument(fmt::format("--scale: '{}' is not KEY=VALUE", part));
+    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    long long v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stoll(value, &used);
+      if (used != value.size()) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument(fmt::format("--scale: {} wants a whole number, not '{}'", key, value));
+    }
+    if (v < 1 || v > (1 << 20))
+      throw std::invalid_argument(fmt::format("--scale: {}={} is out of range (1..1048576)", key, v));
+    if (key == "layers")
+      s.layers = static_cast<int>(v);
+    else if (key == "hidden")
+      s.hidden = v;
+    else if (key == "vocab")
+      s.vocab = v;
+    else if (key == "seq")
+      s.seq_len = static_cast<int>(v);
+    else
+      throw std::invalid_argument(fmt::format("--scale: unknown key '{}' (layers, hidden, vocab, seq)", key));
+  }
+  return s;
+}
+
+model::ModelSpec scaled(const model::ModelSpec& m, const Scale& s) {
+  model::ModelSpec out = m;
+  if (s.layers > 0) out.layers = s.layers;
+  if (s.vocab > 0) out.vocab = s.vocab;
+  if (s.hidden > 0 && m.hidden > 0) {
+    const int head_dim = m.head_dim_or_default();
+    const double r = static_cast<double>(s.hidden) / static_cast<double>(m.hidden);
+    out.hidden = s.hidden;
+    out.heads = std::max(1, static_cast<int>(s.hidden / std::max(1, head_dim)));
+    out.head_dim = static_cast<int>(s.hidden / out.heads);
+    const int kv = m.kv_heads_or_default();
+    out.kv_heads = std::max(1, out.heads * kv / std::max(1, m.heads));
+    while (out.heads % out.kv_heads != 0) --out.kv_heads;
+    out.ffn = std::max<std::int64_t>(1, std::llround(static_cast<double>(m.ffn) * r));
+  }
+  out.name = m.name + " (scaled)";
+  return out;
+}
+
+std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to, const Scale& s) {
+  return fmt::format(
+      "scaled {} from {} layers x hidden {} (ffn {}, vocab {}) to {} x {} (ffn {}, vocab {}){}: kept the plan's "
+      "placements, "
+      "precision, method, micro-batch, accumulation, head dimension and the heads:kv-heads and ffn:hidden ratios, so "
+      "the step has the same ops, streams, dependencies and tiers; lost: absolute sizes, so compute (~hidden^2) and "
+      "transfers (~hidden) stand in a different balance than in the full model, and the comparison checks the "
+      "simulator's mechanisms, not the full model's step time",
+      from.name, from.layers, from.hidden, from.ffn, from.vocab, to.layers, to.hidden, to.ffn, to.vocab,
+      s.seq_len > 0 ? fmt::format(", sequence {}", s.seq_len) : std::string());
+}
+
+double error_pct(double simulated, double measured) {
+  if (measured == 0) return simulated == 0 ? 0 : 100.0;
+  return 100.0 * (simulated - measured) / measured;
+}
+
+DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs) {
+  DeviceRates r;
+  CpuDevice dev(std::uint64_t{1} << 20, 1);
+  // GEMMs at every shape the simulator will ask for: an op's forward C[m x n] = A[m x k] B[k x n],
+  // and a backward's dA (m x k over n) and dB (k x n over m) (sim::compute_seconds).
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+  const schedule::Op* attention = nullptr;
+  for (const auto& op : ir.ops) {
+    if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
+    if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
+    if (op.pass != schedule::Pass::backward) {
+      shapes.insert({op.m, op.n, op.k});
+    } else {
+      shapes.insert({op.m, op.k, op.n});
+      if (op.weight_grad) shapes.insert({op.k, op.n, op.m});
+    }
+  }
+  CpuDevice flusher(std::uint64_t{1} << 20, 1);
+  const auto flush = [&] { flusher.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
+  for (const auto& [m, n, k] : shapes) {
+    const double t = time_cold([&, m = m, n = n, k = k] { dev.gemm(0, GemmCall{m, n, k, false, false, 1}); }, flush);
+    r.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t});
+  }
+  if (attention) {
+    const AttentionCall a = attention_call(*attention);
+    const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush);
+    r.attention_flops_per_s = 4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
+  }
+  constexpr std::size_t kBytes = std::size_t{32} << 20;
+  r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); });
+  std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
+  r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
+  r.dram_Bps = 2.0 * kBytes / time_per_call([&] {
+                 std::thread other([&] { std::memcpy(d.data(), c.data(), kBytes); });
+                 std::memcpy(b.data(), a.data(), kBytes);
+                 other.join();
+               });
+  {
+    // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
+    constexpr std::size_t kParams = std::size_t{8} << 20;
+    std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
+    int step = 0;
+    r.adam_params_per_s =
+        kParams / time_per_call([&] {
+          calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams, calibrate::cpu::AdamW{}, ++step);
+        });
+  }
+  if (!dirs.empty()) {
+    // The storage directories striped, as the executor uses them: write first (reads of never
+    // written extents would not reach the drive), then read, 1 MiB at depth 8 per file.
+    constexpr std::uint64_t kFile = std::uint64_t{64} << 20;
+    std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
+    std::vector<calibrate::storage::ScratchFile*> ptrs;
+    for (const auto& dir : dirs) {
+      files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, kFile));
+      ptrs.push_back(files.back().get());
+    }
+    calibrate::storage::IoPattern w{hardware::StorageOp::write, 1 << 20, 8};
+    r.nvme_write_Bps = calibrate::storage::run_io(ptrs, w, 1.0, kFile).bandwidth_Bps();
+    calibrate::storage::IoPattern rd{hardware::StorageOp::read, 1 << 20, 8};
+    r.nvme_read_Bps = calibrate::storage::run_io(ptrs, rd, 1.0, kFile).bandwidth_Bps();
+  }
+  return r;
+}
+
+plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& r, double device_bytes, int storage_dirs) {
+  plan::Plan p = plan;
+  hardware::GpuSpec& g = p.cluster.gpu;
+  g = hardware::GpuSpec{};
+  g.name = "cpu-device";
+  g.display_name = "CPU device (this machine)";
+  g.vendor = "ftplan";
+  g.architecture = "cpu-device";
+  g.sm_count = 0;  // no wave quantization: rates are measured per shape
+  g.memory_bytes = g.usable_memory_bytes = device_bytes;
+  g.memory_bandwidth_Bps = std::max(1.0, r.memory_Bps);
+  for (const auto d : {hardware::Dtype::fp32, hardware::Dtype::tf32, hardware::Dtype::bf16, hardware::Dtype::fp16,
+                       hardware::Dtype::fp8})
+    g.peak_flops[d] = kPeak;
+  g.host_link.gen = 4;
+  g.host_link.lanes = 16;
+  p.cluster.nodes = 1;
+  p.cluster.gpus_per_node = 1;
+  p.cluster.exclusive = true;
+  p.cluster.node.gpus = 1;
+  p.cluster.node.pcie_switches.clear();
+  p.cluster.host.dram_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  p.cluster.drives.clear();
+  if (storage_dirs > 0) {
+    hardware::DriveSpec d;
+    d.name = "storage-dir";
+    d.display_name = "a storage directory of this machine";
+    d.interface.gen = 4;
+    d.interface.lanes = 4;
+    d.capacity_bytes = 1e12;
+    d.seq_read_Bps = std::max(1.0, r.nvme_read_Bps / storage_dirs);
+    d.seq_write_Bps = d.sustained_write_Bps = std::max(1.0, r.nvme_write_Bps / storage_dirs);
+    d.write_cache_bytes = 0;
+    p.cluster.drives.emplace_back(d, storage_dirs);
+  }
+  return p;
+}
+
+sim::Efficiency efficiency_of(const DeviceRates& r) {
+  sim::Efficiency e;
+  std::vector<double> fractions;
+  for (const auto& g : r.gemm) {
+    e.gemm_shapes.push_back(
+        {static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k), g.flops_per_s / kPeak});
+    fractions.push_back(g.flops_per_s / kPeak);
+  }
+  std::sort(fractions.begin(), fractions.end());
+  if (!fractions.empty()) e.gemm = fractions[fractions.size() / 2];
+  if (r.attention_flops_per_s > 0) e.attention = r.attention_flops_per_s / kPeak;
+  e.memory = 1.0;
+  hardware::PcieLink link{4, 16};
+  e.pcie = r.copy_Bps / link.bandwidth_Bps();
+  // The executor issues each op from its stream's thread: no framework dispatch to model.
+  e.launch_s = 1e-6;
+  e.copy_latency_s = 0;
+  e.pageable_fraction = 1.0;  // memcpy from pageable memory is memcpy
+  e.dram_Bps = r.dram_Bps;
+  e.cpu_optimizer_params_per_s = r.adam_params_per_s;
+  e.nvme_read_Bps = r.nvme_read_Bps;
+  e.nvme_write_Bps = r.nvme_write_Bps;
+  e.source = "the executor's CPU device, measured by ftplan validate";
+  return e;
+}
+
+Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const ValidateOptions& o) {
+  Validation v;
+  v.plan = plan.name;
+  const auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(fmt::format("{}: {}", plan.name, s));
+  };
+  const int dirs = static_cast<int>(o.storage_dirs.size());
+  constexpr double kLarge = 1e15;  // device memory while simulating: the peak is what we learn
+  plan::Plan p = on_this_machine(plan, DeviceRates{}, kLarge, dirs);
+  schedule::StepIR ir;
+  try {
+    ir = schedule::build_step(model, p, inventory::build_inventory(model, p, 0));
+  } catch (const std::exception& e) {
+    v.ok = false;
+    v.problem = e.what();
+    return v;
+  }
+  if (const std::string why = unsupported(ir); !why.empty()) {
+    v.ok = false;
+    v.problem = why;
+    return v;
+  }
+  bool nvme = false;
+  for (const auto& t : ir.tensors) nvme = nvme || t.tier == plan::Tier::nvme;
+  if (nvme && o.storage_dirs.empty()) {
+    v.ok = false;
+    v.problem = "the plan keeps tensors on NVMe: give --storage-dir";
+    return v;
+  }
+  say("measuring the CPU device's rates at the step's shapes");
+  DeviceRates rates;
+  try {
+    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{});
+  } catch (const std::exception& e) {
+    v.ok = false;
+    v.problem = e.what();
+    return v;
+  }
+  p = on_this_machine(plan, rates, kLarge, nvme ? dirs : 0);
+  const sim::Efficiency eff = efficiency_of(rates);
+  say("simulating");
+  sim::Options so;
+  so.max_micro_batches = 0;  // every micro-batch, as the executor runs them
+  so.trace = o.trace;
+  v.simulated = sim::simulate_step(model, p, so, &eff);
+  if (!v.simulated.ok) {
+    v.ok = false;
+    v.problem = "simulation: " + v.simulated.problem;
+    return v;
+  }
+  // The device's memory: the simulated peak, plus a page per live tensor of rounding.
+  const double device_bytes =
+      v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
+  say(fmt::format("running {} step(s) on the CPU device", o.steps));
+  CpuDevice device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  Options eo;
+  eo.steps = o.steps;
+  eo.storage_dirs = o.storage_dirs;
+  eo.trace = o.trace;
+  eo.progress = [&](const std::string& s) { say(s); };
+  try {
+    v.measured = run(ir, p, device, eo);
+  } catch (const std::exception& e) {
+    v.measured.ok = false;
+    v.measured.problem = e.what();
+  }
+  if (!v.measured.ok) {
+    v.ok = false;
+    v.problem = "executor: " + v.measured.problem;
+    return v;
+  }
+  const Measured& m = v.measured;
+  const sim::StepResult& s = v.simulated;
+  v.measured_step_time_s = m.step_time_s;
+  v.simulated_step_time_s = s.step_time_s;
+  v.measured_device_peak_bytes = m.device_peak_bytes;
+  v.simulated_device_peak_bytes = s.gpu_peak_bytes;
+  v.measured_host_peak_bytes = m.host_peak_bytes;
+  v.simulated_host_peak_bytes = s.host_peak_bytes;
+  v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
+  v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
+  v.host_memory = m.host_note;
+  v.notes = m.notes;
+  // Links: the simulator's, with what the executor moved over each.
+  for (const auto& l : s.links) {
+    LinkRow row{l.name, 0, l.bytes, 0, l.busy_s};
+    for (const auto& x : m.links)
+      if (x.name == l.name) row.measured_bytes = x.bytes, row.measured_busy_s = x.busy_s;
+    v.links.push_back(row);
+  }
+  for (const auto& x : m.links)
+    if (std::none_of(v.links.begin(), v.links.end(), [&](const LinkRow& r) { return r.name == x.name; }))
+      v.links.push_back({x.name, x.bytes, 0, x.busy_s, 0});
+  for (const auto& st : s.streams) {
+    LinkRow row{st.name, 0, 0, 0, st.busy_s};
+    for (const auto& x : m.streams)
+      if (x.name == st.name) row.measured_busy_s = x.busy_s;
+    v.streams.push_back(row);
+  }
+  v.simulated_bound_by = s.bound_by;
+  double best = 0;
+  for (const auto& x : m.streams)
+    if (x.busy_s > best) best = x.busy_s, v.measured_bound_by = "stream " + x.name;
+  for (const auto& x : m.links)
+    if (x.busy_s > best && x.name != sim::to_string(sim::HostLink::uplink))
+      best = x.busy_s, v.measured_bound_by = "link " + x.name;
+  return v;
+}
+
+}  // namespace ftplan::exec

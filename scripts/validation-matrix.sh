@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The executor's validation matrix (issue 18; results in docs/validation.md): every plan of
+# scenarios/validate-local.yaml run for real on this machine's CPU device and simulated with the
+# device's measured rates, then ZeRO-Infinity again striped over two storage directories.
+#   scripts/validation-matrix.sh [BUILD_DIR] [STORAGE_DIR_1] [STORAGE_DIR_2] [SCALE]
+# SCALE (optional) is validate's --scale, e.g. layers=4,hidden=1024,seq=32 (a step with more
+# parameters per token: more of it is transfers).
+# Storage directories must be on a file system that takes O_DIRECT (not tmpfs); by default two
+# folders under the build directory. JSON per run goes to BUILD_DIR/validation/.
+set -euo pipefail
+build=${1:-build}
+d1=${2:-$build/validation/nvme0}
+d2=${3:-$build/validation/nvme1}
+scale=()
+[[ -n "${4:-}" ]] && scale=(--scale "$4")
+mkdir -p "$build/validation" "$d1" "$d2"
+ftplan=$build/cli/ftplan
+# (validate exits 1 when a plan could not be validated; the table says which and why.)
+"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --storage-dir "$d1" --steps 5 --format json \
+  > "$build/validation/matrix.json" || true
+"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --plan ZeRO-Infinity --storage-dir "$d1,$d2" --steps 5 --format json \
+  > "$build/validation/zero-infinity-2dirs.json" || true
+python3 - "$build/validation/matrix.json" "$build/validation/zero-infinity-2dirs.json" <<'PY'
+import json, sys
+print("| configuration | step measured: median (range of steps 2-5) | simulated | error | compute stream busy meas. / sim. "
+      "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    two = "2dirs" in path
+    for r in json.load(open(path))["results"]:
+        name = r["plan"] + (", 2 directories" if two else "")
+        if not r["ok"]:
+            print(f"| {name} | not run: {r['problem']} |||||||")
+            continue
+        later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
+        compute = next((s for s in r["streams"] if s["name"] == "compute"), {"measured_busy_s": 0, "simulated_busy_s": 0})
+        links = "; ".join(f"{l['name'].replace(' (share)', '')} {l['measured_bytes'] / 2**20:.1f} "
+                          f"{'=' if l['measured_bytes'] == l['simulated_bytes'] else '≠'} {l['simulated_bytes'] / 2**20:.1f} MiB"
+                          for l in r["links"] if "uplink" not in l["name"]) or "(no copies)"
+        mib = lambda b: f"{b / 2**20:.2f}"
+        print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
+              f"| {r['simulated_step_time_s'] * 1e3:.0f} ms | {r['step_time_error_pct']:+.1f}% "
+              f"| {compute['measured_busy_s'] * 1e3:.0f} / {compute['simulated_busy_s'] * 1e3:.0f} ms "
+              f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "
+              f"| {mib(r['measured_host_peak_bytes'])} / {mib(r['simulated_host_peak_bytes'])} MiB | {links} "
+              f"| {r['bound_by']['measured'].replace(' (share)', '')} / {r['bound_by']['simulated'].replace(' (share)', '')} |")
+PY

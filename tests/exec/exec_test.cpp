@@ -1,0 +1,222 @@
+// The tiered-offload executor (exec/): it runs the simulator's step IR for real on the CPU device.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "cpu_device.hpp"
+#include "executor.hpp"
+#include "inventory/inventory.hpp"
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "io/scenario_io.hpp"
+#include "storage/uring.hpp"
+#include "validate.hpp"
+
+namespace fs = std::filesystem;
+using namespace ftplan;
+
+namespace {
+
+const model::Zoo& zoo() {
+  static const model::Zoo z = io::load_zoo(FTPLAN_ZOO_DIR);
+  return z;
+}
+const hardware::Catalog& catalog() {
+  static const hardware::Catalog c = io::load_catalog(FTPLAN_ZOO_DIR);
+  return c;
+}
+
+// This process's own scratch directory under the build tree (O_DIRECT needs a real file system,
+// not the tmpfs /tmp may be); removed when the test ends.
+struct ScratchDir {
+  fs::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(fs::path(FTPLAN_TEST_SCRATCH) / (name + "-" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  bool empty() const { return fs::is_empty(path); }
+};
+
+// The validation matrix scenario (scenarios/validate-local.yaml) with its model made smaller still:
+// 2 layers, hidden 128, vocab 512, sequence 128 (a step takes tens of milliseconds).
+plan::Scenario tiny() {
+  plan::Scenario s = io::load_scenario(fs::path(FTPLAN_SOURCE_DIR) / "scenarios/validate-local.yaml", zoo(), catalog());
+  exec::Scale scale;
+  scale.layers = 2;
+  scale.hidden = 128;
+  scale.vocab = 512;
+  scale.seq_len = 128;
+  s.model = exec::scaled(s.model, scale);
+  for (auto& p : s.plans) p.job.seq_len = scale.seq_len;
+  return s;
+}
+
+const plan::Plan& plan_named(const plan::Scenario& s, const std::string& name) {
+  for (const auto& p : s.plans)
+    if (p.name == name) return p;
+  FAIL("no plan " << name);
+  return s.plans.front();
+}
+
+// The master weights after `steps` steps of `name` run by the executor.
+std::vector<float> master_after(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir) {
+  const plan::Plan p = exec::on_this_machine(plan_named(s, name), exec::DeviceRates{}, 1e15, 1);
+  const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
+  exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
+  exec::Options o;
+  o.steps = steps;
+  o.storage_dirs = {dir};
+  const exec::Measured m = exec::run(ir, p, device, o);
+  REQUIRE_MESSAGE(m.ok, m.problem);
+  return m.master;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("offloaded runs end with the in-memory run's parameters, bit for bit") {
+  /* Three steps of the same step sequence, the optimizer state and gradients kept on the device
+   * (no offload), in host DRAM (ZeRO-Offload: CPU AdamW), on NVMe (ZeRO-Infinity: parameters and
+   * optimizer state swapped through host buffers in chunks), and with activations offloaded to
+   * DRAM and NVMe. Gradients are the weight-gradient GEMMs' outputs rounded to bf16, so every
+   * placement feeds AdamW the same values: the fp32 master weights must be identical. */
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-equal");
+  const std::vector<float> reference = master_after(s, "no offload", 3, dir.path);
+  REQUIRE(reference.size() > 100000);
+  // The update did something: the weights moved from their first values.
+  const std::vector<float> one_step = master_after(s, "no offload", 1, dir.path);
+  CHECK_FALSE(bitwise_equal(reference, one_step));
+  for (const std::string name :
+       {"ZeRO-Offload", "ZeRO-Infinity", "ZeRO-Infinity prefetch 2", "activations to DRAM", "activations to NVMe"}) {
+    CAPTURE(name);
+    CHECK(bitwise_equal(master_after(s, name, 3, dir.path), reference));
+  }
+  // ZeRO-Offload's delayed update applies each step's gradients one step late: not the same.
+  CHECK_FALSE(bitwise_equal(master_after(s, "ZeRO-Offload delayed update", 3, dir.path), reference));
+  // Nothing of the NVMe tier is left behind.
+  CHECK(dir.empty());
+}
+
+TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
+  /* ZeRO-Infinity on one storage directory: every byte the IR copies is counted on the link the
+   * simulator puts it on, so the byte counts agree exactly; the device's high-water mark is the
+   * simulated pool's (the same allocations in the same order on the compute stream); the step time
+   * agrees within a loose factor (this machine is shared and small: timing is not what this test
+   * is about, see docs/validation.md). */
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-validate");
+  exec::ValidateOptions o;
+  o.steps = 2;
+  o.storage_dirs = {dir.path};
+  const exec::Validation v = exec::validate(s.model, plan_named(s, "ZeRO-Infinity"), o);
+  REQUIRE_MESSAGE(v.ok, v.problem);
+  int compared = 0;
+  for (const auto& l : v.links) {
+    CAPTURE(l.name);
+    // (Host DRAM: the simulator charges the CPU optimizer an equivalent of its time, not its bytes.)
+    if (l.name != "host dram (share)") CHECK(l.measured_bytes == l.simulated_bytes);
+    if (l.name.starts_with("nvme") || l.name == "pcie") compared += l.measured_bytes > 0;
+  }
+  CHECK(compared == 3);  // pcie, nvme read, nvme write all carried bytes
+  CHECK(v.measured_device_peak_bytes == doctest::Approx(v.simulated_device_peak_bytes).epsilon(0.02));
+  CHECK(v.measured_nvme_peak_bytes == doctest::Approx(v.simulated_nvme_peak_bytes).epsilon(0.02));
+  // The host tier holds what the IR allocates there, the optimizer's swap buffers included.
+  CHECK(v.measured_host_peak_bytes == doctest::Approx(v.simulated_host_peak_bytes).epsilon(0.001));
+  CHECK(v.measured_step_time_s > v.simulated_step_time_s / 4);
+  CHECK(v.measured_step_time_s < v.simulated_step_time_s * 4);
+  CHECK(dir.empty());
+}
+
+TEST_CASE("the executor runs every example scenario's IR: every op once, on its stream, in issue order") {
+  /* The executor's workers take the IR's ops stream by stream in issue order and start each when
+   * its deps are done; the simulator lowers the same IR. For every plan of every example
+   * scenario (one micro-batch, stage 0), the workers' lists hold each op exactly once, on its own
+   * stream, in issue order, and the symbolic run of the workers takes every op (no wait forever). */
+  int plans = 0;
+  for (const auto& entry : fs::directory_iterator(fs::path(FTPLAN_SOURCE_DIR) / "scenarios")) {
+    if (entry.path().extension() != ".yaml" || entry.path().filename().string().starts_with("sweep")) continue;
+    const plan::Scenario s = io::load_scenario(entry.path(), zoo(), catalog());
+    for (const auto& p : s.plans) {
+      CAPTURE(entry.path().filename().string());
+      CAPTURE(p.name);
+      const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0), 1, true);
+      const auto order = exec::stream_order(ir);
+      std::vector<int> seen(ir.ops.size(), 0);
+      for (std::size_t st = 0; st < order.size(); ++st)
+        for (std::size_t j = 0; j < order[st].size(); ++j) {
+          const std::size_t i = order[st][j];
+          ++seen[i];
+          CHECK(static_cast<std::size_t>(ir.ops[i].stream) == st);
+          if (j > 0) CHECK(order[st][j - 1] < i);
+        }
+      CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(ir.ops.size()));
+      const std::string why = exec::schedulable(ir);
+      CHECK_MESSAGE(why.empty(), why);
+      ++plans;
+    }
+  }
+  CHECK(plans >= 10);
+}
+
+TEST_CASE("a step whose deps wait on a later op of their own stream is reported, not run") {
+  /* Two ops on the compute stream, the first waiting on the second: in-order workers would wait
+   * forever. */
+  schedule::StepIR ir;
+  ir.ops.resize(2);
+  ir.ops[0].deps = {1};
+  CHECK(exec::schedulable(ir).find("waits forever") != std::string::npos);
+}
+
+TEST_CASE("an op that may touch a tensor before its allocation, or after its free, is a race") {
+  /* A tensor allocated on the compute stream and read by a copy on the h2d stream: without a
+   * dep from the copy to the allocation the two streams may run them in either order, though
+   * the copy comes later in issue order (what schedule::dry_run checks). With the dep: no race;
+   * then a free on the compute stream that does not wait for the copy is one. */
+  schedule::StepIR ir;
+  ir.tensors.resize(1);
+  ir.tensors[0].name = "x";
+  ir.ops.resize(3);
+  ir.ops[0].kind = schedule::OpKind::alloc;
+  ir.ops[0].tensor = 0;
+  ir.ops[1].kind = schedule::OpKind::copy;
+  ir.ops[1].stream = schedule::Stream::h2d;
+  ir.ops[1].reads = {0};
+  ir.ops[2].kind = schedule::OpKind::free;
+  ir.ops[2].tensor = 0;
+  ir.ops[2].deps = {1};
+  CHECK(exec::schedulable(ir).find("before op 0") != std::string::npos);
+  ir.ops[1].deps = {0};
+  CHECK(exec::schedulable(ir) == "");
+  ir.ops[2].deps.clear();
+  CHECK(exec::schedulable(ir).find("frees x while op 1") != std::string::npos);
+}
+
+TEST_CASE("--scale keeps the head dimension and the ratios, and rejects what it cannot read") {
+  const exec::Scale s = exec::parse_scale("layers=2,hidden=256");
+  const model::ModelSpec* m8b = zoo().find("llama-3.1-8b");  // hidden 4096, 32 heads of 128, 8 kv heads, ffn 14336
+  REQUIRE(m8b);
+  const model::ModelSpec& m = *m8b;
+  const model::ModelSpec t = exec::scaled(m, s);
+  CHECK(t.layers == 2);
+  CHECK(t.hidden == 256);
+  CHECK(t.head_dim == 128);
+  CHECK(t.heads == 2);
+  CHECK(t.kv_heads == 1);  // heads : kv heads stays 4 : 1 where it can, at least one
+  CHECK(t.ffn == 896);     // 14336 x 256 / 4096
+  CHECK_THROWS_AS(exec::parse_scale("layers=two"), std::invalid_argument);
+  CHECK_THROWS_AS(exec::parse_scale("depth=2"), std::invalid_argument);
+  CHECK_THROWS_AS(exec::parse_scale("hidden=0"), std::invalid_argument);
+}
