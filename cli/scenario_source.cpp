@@ -12,6 +12,7 @@
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
+#include "plan/checks.hpp"
 
 namespace ftplan::cli {
 namespace {
@@ -335,11 +336,7 @@ std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::
   const auto path = args.value("profile");
   if (!path) return std::nullopt;
   const hardware::CalibrationProfile profile = io::load_profile(*path);
-  const hardware::Dtype dtype = plan.job.precision == plan::Precision::fp32        ? hardware::Dtype::fp32
-                                : plan.job.precision == plan::Precision::fp16_mixed ? hardware::Dtype::fp16
-                                : plan.job.precision == plan::Precision::fp8_mixed  ? hardware::Dtype::fp8
-                                                                                    : hardware::Dtype::bf16;
-  return sim::efficiency_from_profile(profile, plan.cluster.gpu, dtype);
+  return sim::efficiency_from_profile(profile, plan.cluster.gpu, plan::compute_dtype(plan.job.precision));
 }
 
 void print_headline(const App& app, const plan::Scenario& s) {

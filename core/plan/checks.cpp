@@ -157,6 +157,15 @@ bool splits_global_batch(const Plan& plan, int micro_batch) {
   return plan.job.global_batch <= 0 || per_step <= 0 || plan.job.global_batch % per_step == 0;
 }
 
+hardware::Dtype compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::fp32: return hardware::Dtype::fp32;
+    case Precision::fp16_mixed: return hardware::Dtype::fp16;
+    case Precision::fp8_mixed: return hardware::Dtype::fp8;
+    default: return hardware::Dtype::bf16;
+  }
+}
+
 int data_parallel_degree(const Plan& plan) {
   if (plan.parallel.dp > 0) return plan.parallel.dp;
   const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;

@@ -23,6 +23,12 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
 // Checks of a job that do not depend on the plan (amount of training, LoRA targets, sample lengths).
 std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job);
 
+// The data type a job's matrix multiplies run in, and whose peak its MFU is counted against: FP8
+// for fp8-mixed (its FP8 linears, Transformer Engine; its other GEMMs run in bf16, sim's
+// per-op choice), else the precision's own. The one precision -> dtype map (simulator, MFU,
+// calibration profiles).
+hardware::Dtype compute_dtype(Precision precision);
+
 // Data-parallel degree of a plan: parallel.dp if given, else GPUs / (tp x pp x cp).
 int data_parallel_degree(const Plan& plan);
 // Whether `micro_batch` per rank splits the plan's global batch over its data-parallel ranks into

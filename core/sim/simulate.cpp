@@ -216,13 +216,10 @@ const char* to_string(HostLink l) {
 
 namespace {
 
+// An op's dtype: fp8-mixed runs its FP8 linears in FP8 and the rest in bf16 (plan::compute_dtype).
 hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
-  switch (p.job.precision) {
-    case plan::Precision::fp32: return hardware::Dtype::fp32;
-    case plan::Precision::fp16_mixed: return hardware::Dtype::fp16;
-    case plan::Precision::fp8_mixed: return fp8_op ? hardware::Dtype::fp8 : hardware::Dtype::bf16;
-    default: return hardware::Dtype::bf16;
-  }
+  if (p.job.precision == plan::Precision::fp8_mixed && !fp8_op) return hardware::Dtype::bf16;
+  return plan::compute_dtype(p.job.precision);
 }
 
 }  // namespace
@@ -1559,10 +1556,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   if (res.step_time_s > 0) {
     res.model_tflops_per_gpu = res.model_flops_per_step / gpus / res.step_time_s / 1e12;
     res.hardware_tflops_per_gpu = res.hardware_flops_per_step / gpus / res.step_time_s / 1e12;
-    const double peak = p.cluster.gpu.peak_for(p.job.precision == plan::Precision::fp8_mixed ? hardware::Dtype::fp8
-                                               : p.job.precision == plan::Precision::fp32   ? hardware::Dtype::fp32
-                                               : p.job.precision == plan::Precision::fp16_mixed ? hardware::Dtype::fp16
-                                                                                                : hardware::Dtype::bf16);
+    const double peak = p.cluster.gpu.peak_for(plan::compute_dtype(p.job.precision));
     if (peak > 0) {
       res.mfu = res.model_tflops_per_gpu * 1e12 / peak;
       res.hfu = res.hardware_tflops_per_gpu * 1e12 / peak;
