@@ -315,6 +315,9 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  // The same lock as `sweep` on its --out: a merge and a sweep (or two merges) never write one
+  // file at once.
+  const io::OutputLock lock(out);
   std::vector<sweep::MergeInput> inputs;
   for (const auto& in : args.positionals()) {
     std::error_code ec;

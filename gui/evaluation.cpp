@@ -77,7 +77,8 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     for (const auto& [label, index] : {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest},
                                        std::pair{"lowest power", r.lowest_power}, std::pair{"fewest GPUs", r.fewest_gpus}}) {
       if (index < 0) continue;
-      const auto at = std::find_if(picks.begin(), picks.end(), [&](const auto& p) { return p.first == index; });
+      const auto at =
+          std::find_if(picks.begin(), picks.end(), [want = index](const auto& p) { return p.first == want; });
       if (at != picks.end()) at->second += std::string(", ") + label;
       else picks.emplace_back(index, label);
     }

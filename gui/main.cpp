@@ -6,12 +6,16 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include <QApplication>
+#include <QBuffer>
+#include <QByteArray>
 #include <QPixmap>
 
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
+#include "io/output_file.hpp"
 #include "main_window.hpp"
 
 #ifndef FTPLAN_ZOO_DIR
@@ -58,10 +62,16 @@ int main(int argc, char** argv) {
       window.evaluate_now();
       window.show();
       QApplication::processEvents();
-      if (!window.grab().save(QString::fromStdString(screenshot))) {
-        std::cerr << "ftplan-gui: cannot write " << screenshot << "\n";
+      // Encoded in memory, then written whole (io::write_file_atomically), like every other output.
+      QByteArray png;
+      QBuffer buffer(&png);
+      buffer.open(QIODevice::WriteOnly);
+      if (!window.grab().save(&buffer, "PNG")) {
+        std::cerr << "ftplan-gui: cannot encode the screenshot\n";
         return 1;
       }
+      ftplan::io::write_file_atomically(screenshot,
+                                        std::string_view(png.constData(), static_cast<std::size_t>(png.size())));
       std::cout << "wrote " << screenshot << "\n";
       return 0;
     }

@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 
 #include "inventory/inventory.hpp"
+#include "io/output_file.hpp"
 #include "io/units.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
@@ -237,15 +238,22 @@ void MainWindow::open_dialog() {
   if (!file.isEmpty()) open_file(file.toStdString());
 }
 
+// Every file the window saves goes through io::write_file_atomically, as the CLI's do: a failed
+// or interrupted save leaves the previous file whole. On failure, a message with the reason.
+bool MainWindow::write_or_warn(const QString& file, const std::string& text) {
+  try {
+    io::write_file_atomically(file.toStdString(), text);
+    return true;
+  } catch (const std::exception& e) {
+    QMessageBox::warning(this, "ftplan", q(e.what()));
+    return false;
+  }
+}
+
 void MainWindow::save_dialog() {
   const QString file = QFileDialog::getSaveFileName(this, "Save scenario as", q(path_.string()), "Scenarios (*.yaml *.yml)");
   if (file.isEmpty()) return;
-  std::ofstream out(file.toStdString(), std::ios::binary);
-  out << editor_->toPlainText().toStdString();
-  if (!out) {
-    QMessageBox::warning(this, "ftplan", "cannot write " + file);
-    return;
-  }
+  if (!write_or_warn(file, editor_->toPlainText().toStdString())) return;
   path_ = file.toStdString();
   setWindowTitle(q(path_.filename().string() + " — ftplan"));
 }
@@ -278,12 +286,7 @@ void MainWindow::export_trace() {
   sim::Options o;
   o.trace = true;
   const sim::StepResult r = sim::simulate_step(shown_.scenario->model, p, o);
-  std::ofstream out(file.toStdString(), std::ios::binary);
-  out << r.trace_json;
-  if (!out) {
-    QMessageBox::warning(this, "ftplan", "cannot write " + file);
-    return;
-  }
+  if (!write_or_warn(file, r.trace_json)) return;
   statusBar()->showMessage("trace of '" + q(p.name) + "' written to " + file + " (open it in ui.perfetto.dev)");
 }
 

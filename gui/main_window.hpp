@@ -50,6 +50,7 @@ class MainWindow : public QMainWindow {
   void show_table(const Outcome& outcome);
   void show_charts(const Outcome& outcome);
   void mark_error_line(int line);
+  bool write_or_warn(const QString& file, const std::string& text);  // atomically; false after a message
 
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the readers (scenario, sweep, model, catalog, profile, HF config.json) with libFuzzer,
 # under ASan + UBSan: builds build-asan/ with Clang 14 (FTPLAN_BUILD_FUZZERS, no CUDA), seeds each
-# target from the files it reads in scenarios/, model_zoo/ and tests/data/, and runs each for
-# SECONDS (default 20). Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+# target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the committed
+# corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
 # New inputs go to build-asan/fuzz/corpus/TARGET (kept between runs, so a longer run continues);
 # a crash, hang or leak leaves its input in build-asan/fuzz/crashes/TARGET-* and fails the script.
 # Per target it prints libFuzzer's last status line: executions, coverage, corpus, exec/s.
@@ -13,12 +14,7 @@ shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config)
 
-FTPLAN_WITH_FUZZ=1 scripts/setup.sh
-if [[ ! -f build-asan/CMakeCache.txt ]]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DFTPLAN_BUILD_CUDA=OFF -DFTPLAN_SANITIZE=address,undefined -DFTPLAN_BUILD_FUZZERS=ON >/dev/null
-fi
-cmake --build build-asan --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
+scripts/build-asan.sh "${targets[@]/#/fuzz_}"
 
 # Seeds: the shipped and test files of each kind.
 seeds_of() {
@@ -46,7 +42,9 @@ for t in "${targets[@]}"; do
   seeds_of "$t" | while read -r f; do cp "$f" "$seeds/$(echo "$f" | tr / _)"; done
   log=build-asan/fuzz/$t.log
   # -timeout: one input taking longer than 10 s is a hang; -rss_limit_mb: 2 GiB is a blow-up.
-  if build-asan/fuzz/fuzz_"$t" "$corpus" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  committed=()
+  [[ -d fuzz/corpus/$t ]] && committed=("fuzz/corpus/$t")
+  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/crashes/$t-" >"$log" 2>&1; then
     echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
   else

@@ -15,7 +15,8 @@ packages=(
 if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then
   packages+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev)
 fi
-# scripts/fuzz.sh needs Clang 14 with its ASan, UBSan and libFuzzer runtimes: FTPLAN_WITH_FUZZ=1.
+# The sanitized build (scripts/build-asan.sh: scripts/test.sh, so CI, and scripts/fuzz.sh) needs
+# Clang 14 with its ASan, UBSan and libFuzzer runtimes: FTPLAN_WITH_FUZZ=1 (those scripts set it).
 if [[ "${FTPLAN_WITH_FUZZ:-0}" == 1 ]]; then
   packages+=(clang-14 libclang-rt-14-dev)
 fi

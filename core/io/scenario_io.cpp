@@ -27,7 +27,9 @@ YAML::Node find_path(YAML::Node root, const std::string& dotted) {
   while (start <= dotted.size()) {
     const auto dot = dotted.find('.', start);
     const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!cur.IsMap() || !cur[part].IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    // IsDefined first: an absent block (root["job"] of a file without one) is an invalid node,
+    // on which yaml-cpp's IsMap() throws.
+    if (!cur.IsDefined() || !cur.IsMap() || !cur[part].IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
     cur.reset(cur[part]);  // reset, not '=': assignment writes through to the tree in yaml-cpp
     if (dot == std::string::npos) break;
     start = dot + 1;
@@ -625,13 +627,17 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     for (const auto& f : findings) {
       // A finding about a job key points at the plan's override when there is one, else at the scenario's job.
       if (f.key.rfind("job.", 0) == 0 && !find_path(pv.raw(), f.key).IsDefined()) {
-        r.error(find_nearest(job.raw(), f.key.substr(4)), f.key, fmt::format("{} (plan '{}')", f.message, p.name));
+        // At the scenario's job block; without one (already reported missing), at the plan.
+        r.error(job.valid() ? find_nearest(job.raw(), f.key.substr(4)) : pv.raw(), f.key,
+                fmt::format("{} (plan '{}')", f.message, p.name));
       } else {
         r.error(find_nearest(pv.raw(), f.key), path + "." + f.key, f.message);
       }
     }
     if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
-    if (p.job.micro_batch_auto || p.job.checkpointing_auto) choose_open_knobs(s.model, p);
+    // Choosing open knobs simulates the plan several times; a file with errors is refused below,
+    // so it is not worth the time (found by fuzz_scenario: a mistyped copy of the shipped scenario).
+    if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty()) choose_open_knobs(s.model, p);
     s.plans.push_back(std::move(p));
   }
   root.finish();

@@ -746,9 +746,11 @@ Sweep Sweep::parse(std::string_view text, const std::string& name, const std::fi
     double total = 1;
     for (const auto& d : impl->dims) total *= static_cast<double>(d.length);
     if (total > static_cast<double>(kMaxPoints))
-      throw InputError(root.location_of("axes"), "axes",
-                       fmt::format("the grid has {:.3g} points; a sweep holds at most {} (sample it, or split it)",
-                                   total, kMaxPoints));
+      throw InputError(
+          root.location_of("axes"), "axes",
+          fmt::format("the grid has {} points; a sweep holds at most {} (sample it, or split it)",
+                      // exact up to 2^53; past that the size is what matters
+                      total < 0x1p53 ? fmt::format("{:.0f}", total) : fmt::format("{:.3g}", total), kMaxPoints));
     impl->points = static_cast<std::int64_t>(total);
   }
   for (const auto& a : impl->axes) impl->public_axes.push_back(a.axis);

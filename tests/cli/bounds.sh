@@ -7,9 +7,11 @@
 #   - max layers in `plan`: a search over the same model (steady-state shortcut);
 #   - max GPUs: 2^24 GPUs (plan::kMaxGpus), data-parallel;
 #   - max global batch: 2^24 samples (plan::kMaxGlobalBatch) with micro-batch 1: `simulate` and
-#     `plan` simulate it with the steady-state shortcut, a GPipe step (whole) is refused by name.
+#     `plan` simulate it with the steady-state shortcut, a GPipe step (whole) is refused by name;
+#   - max sweep points: 10^7, listed (--dry-run) and one shard of them run; 10^7 + 1 refused.
 # Measured on a shared 2-core machine while others compiled: 17.3 s / 768 MiB, 7.4 s / 245 MiB,
-# and under 0.4 s / 10 MiB for the rest; the limits leave room for a slower CI runner.
+# 2.5 s / 168 MiB for the 10^7 sweep points listed, and under 0.7 s / 11 MiB for the rest; the limits
+# leave room for a slower CI runner.
 # Usage: bounds.sh FTPLAN SCRATCH_DIR
 set -uo pipefail
 ftplan=$1 dir=$2
@@ -25,7 +27,8 @@ run() {
   /usr/bin/time -f "%e %M" -o "$dir/$name.time" "$ftplan" "$@" >"$dir/out.txt" 2>&1
   local status=$?
   [[ $status == "$want" ]] || fail "$name: exit status $status, expected $want"
-  read -r secs kib <"$dir/$name.time"
+  # The last line: GNU time puts "Command exited with non-zero status N" before it.
+  read -r secs kib < <(tail -n 1 "$dir/$name.time")
   local mib=$((kib / 1024))
   printf '%-22s %6.2f s (limit %s s)  %5d MiB (limit %s MiB)\n' "$name" "$secs" "$max_s" "$mib" "$max_mib"
   awk -v s="$secs" -v m="$max_s" 'BEGIN { exit !(s <= m) }' || fail "$name took $secs s, more than $max_s s"
@@ -113,4 +116,31 @@ search:
 YAML
 run max_batch_plan 5 64 0 plan --quiet --threads 2 --all "$dir/batch_plan.yaml"
 grep -Eq "[1-9][0-9]* simulated" "$dir/out.txt" || fail "max_batch_plan: no plan simulated"
+
+# Max sweep points: 10^7 (kMaxPoints in core/sweep/sweep.cpp), a 10,000 x 1,000 grid. Listing them
+# and running one shard of ten points walk the whole point range; one point more is refused by name.
+cat >"$dir/sweep.yaml" <<YAML
+schema_version: 1
+name: max points
+scenario:
+  schema_version: 1
+  model: llama-3.2-1b
+  job: {method: lora, seq_len: 512, micro_batch: 1, global_batch: 8, steps: 100}
+  plans:
+    - name: one 4090
+      cluster: {gpu: rtx-4090, gpus: 1}
+axes:
+  - key: job.steps
+    range: {from: 1, to: 10000, step: 1}
+  - key: job.global_batch
+    range: {from: 1, to: 1000, step: 1}
+YAML
+run max_sweep_dry_run 10 512 0 sweep --dry-run "$dir/sweep.yaml"
+grep -q "^max points: 10000000 points$" "$dir/out.txt" || fail "max_sweep_dry_run: not 10^7 points"
+run max_sweep_shard 20 512 0 sweep --quiet --threads 2 --shard 1/1000000 --out "$dir/sweep.csv" "$dir/sweep.yaml"
+[[ $(wc -l <"$dir/sweep.csv") == 11 ]] || fail "max_sweep_shard: $(wc -l <"$dir/sweep.csv") lines, expected 1 + 10"
+sed 's/to: 1000, step: 1}/to: 1001, step: 1}/' "$dir/sweep.yaml" >"$dir/sweep_over.yaml"
+run max_sweep_over 5 256 2 sweep --dry-run "$dir/sweep_over.yaml"
+grep -q "the grid has 10010000 points; a sweep holds at most 10000000" "$dir/out.txt" ||
+  fail "max_sweep_over: the refusal does not name the size and the limit"
 echo "ok"

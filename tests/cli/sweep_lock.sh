@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Two sweeps on one --out: the second is refused at once, naming the first one's pid, and touches
-# nothing; once the first is gone (even killed, leaving its lock file) the next one runs.
+# nothing; once the first is gone (even killed, leaving its lock file) the next one runs. The same
+# for sweep-merge, which takes the same lock on its --out.
 # The "first sweep" is flock(1) holding the lock file and writing its pid there, as a sweep does,
 # so the test does not depend on how fast a real sweep runs.
 # Usage: sweep_lock.sh FTPLAN SCRATCH_DIR
@@ -28,4 +29,19 @@ grep -q "^error: $dir/out.csv: another sweep writes this file, pid $holder (lock
 "$ftplan" sweep "$sweep" --out "$dir/out.csv" --quiet >"$dir/out.txt" 2>&1 || fail "the sweep after the holder: exit status $?"
 [[ $(wc -l <"$dir/out.csv") == 73 ]] || fail "out.csv has $(wc -l <"$dir/out.csv") lines, expected 1 + 72"
 [[ ! -e "$dir/out.csv.lock" && ! -e "$dir/out.csv.part" ]] || fail "lock file or journal left after the sweep"
+
+# sweep-merge takes the same lock on its --out: refused while another process holds it, writing
+# nothing; runs once the holder is gone, and removes its lock file.
+# shellcheck disable=SC2016
+flock -n "$dir/merged.csv.lock" sh -c 'echo $$ >"$1"; echo $$ >"$2"; "$3" sweep-merge --out "$4" "$5" >"$6" 2>&1; echo $? >"$7"' \
+  sh "$dir/merged.csv.lock" "$dir/holder.pid" "$ftplan" "$dir/merged.csv" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
+  fail "flock could not take the merge lock"
+holder=$(cat "$dir/holder.pid")
+[[ $(cat "$dir/status") == 1 ]] || fail "the locked sweep-merge: exit status $(cat "$dir/status"), expected 1"
+grep -q "^error: $dir/merged.csv: another sweep writes this file, pid $holder (lock $dir/merged.csv.lock)$" "$dir/out.txt" ||
+  fail "sweep-merge: no error naming the holder's pid $holder"
+[[ ! -e "$dir/merged.csv" ]] || fail "the refused sweep-merge wrote its output"
+"$ftplan" sweep-merge --out "$dir/merged.csv" "$dir/out.csv" >"$dir/out.txt" 2>&1 || fail "sweep-merge after the holder: exit status $?"
+cmp -s "$dir/merged.csv" "$dir/out.csv" || fail "merging one complete shard changed it"
+[[ ! -e "$dir/merged.csv.lock" ]] || fail "sweep-merge left its lock file"
 echo "ok"

@@ -443,7 +443,9 @@ TEST_CASE("full fidelity (every rank) agrees with the representative ranks withi
       {"mixtral-8x7b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
                        "    job: {framework: megatron}\n"},
   };
-  for (const auto& [model, plan] : plans) {
+  for (const auto& row : plans) {  // not a structured binding: Clang 14 cannot capture one (CAPTURE is a lambda)
+    const char* model = row[0];
+    const char* plan = row[1];
     CAPTURE(std::string(plan));
     const auto s = parse(model, job, plan);
     const auto rep = sim::simulate_step(s.model, s.plans[0]);
@@ -472,7 +474,9 @@ TEST_CASE("fusing back-to-back kernels into one engine task changes no result (t
       {"mixtral-8x7b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
                        "    job: {framework: megatron}\n"},
   };
-  for (const auto& [model, plan] : plans) {
+  for (const auto& row : plans) {  // not a structured binding: Clang 14 cannot capture one (CAPTURE is a lambda)
+    const char* model = row[0];
+    const char* plan = row[1];
     CAPTURE(std::string(plan));
     const auto s = parse(model, job, plan);
     sim::Options traced;

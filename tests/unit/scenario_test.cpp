@@ -296,3 +296,21 @@ TEST_CASE("one sharding label for a plan, from the rule the inventory applies") 
   CHECK(inventory::build_inventory(s.model, s.plans[1]).zero == 3);
   CHECK(plan::sharding_in_effect(s.plans[2]).label == "DDP (ZeRO 0)");
 }
+
+TEST_CASE("a plan's job finding in a scenario without a job block is located, not a yaml-cpp exception") {
+  /* Found by fuzz_scenario (issue 22): the plan's own job block sends its findings to the
+   * scenario's job block, which is absent here; yaml-cpp threw InvalidNode (the fuzzer's abort,
+   * the CLI's unlocated "invalid node; first invalid key: "job""). Expectations: both problems,
+   * the missing block at the top, the finding at the plan (line 4).                             */
+  const std::string e = error_of(R"(schema_version: 1
+model: llama-3.1-70b
+plans:
+  - name: B
+    cluster: {node: workstation-4x-rtx-6000-ada, nodes: 1}
+    parallel: {zero: 3}
+    job: {framework: deepspeed}
+)");
+  CHECK(e.find("x.yaml:1:1: job: is required") != std::string::npos);
+  CHECK(e.find("x.yaml:4:") != std::string::npos);
+  CHECK(e.find("(plan 'B')") != std::string::npos);
+}
