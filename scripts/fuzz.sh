@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the readers (scenario, sweep, model, catalog, profile, HF config.json) with libFuzzer,
+# Fuzzes the readers (scenario, sweep, model, catalog, profile, HF config.json, and the importers'
+# DeepSpeed, accelerate, torchtune, torchtitan, TrainingArguments and PEFT readers) with libFuzzer,
 # under ASan + UBSan: builds build-asan/ with Clang 14 (FTPLAN_BUILD_FUZZERS, no CUDA), seeds each
 # target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the committed
 # corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
@@ -12,7 +13,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config)
+((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config import_deepspeed import_accelerate import_torchtune
+  import_torchtitan import_training_args import_peft)
 
 scripts/build-asan.sh "${targets[@]/#/fuzz_}"
 
