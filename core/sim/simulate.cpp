@@ -446,13 +446,12 @@ struct StageRun {
   std::string trace;
   std::vector<Interval> intervals;
   double nvme_written = 0;
-  // Per stage, per tier (gpu, host, nvme): the pool's high-water mark up to the end of the
-  // stage's last backward kernel (the pipeline's in-flight activations) and after it (the
-  // optimizer step), for the shortened pipeline's extrapolation (run_step fills it).
-  // `steady` is the high-water mark from the first backward kernel's start to the last forward's
-  // end (the pipeline's steady state, the stage's in-flight micro-batches all held), `ramp` the
-  // one before and after it up to the last backward's end (the warm-up and the drain), `after`
-  // the one after that (the optimizer step); `held` the live bytes as the first backward starts.
+  // Per stage, per tier (gpu, host, nvme), for the shortened pipeline's extrapolation (filled by
+  // collect_step when asked): `steady` is the pool's high-water mark from the first backward
+  // kernel's start to the last forward's end (the pipeline's steady state, the stage's in-flight
+  // micro-batches all held), `ramp` the one before and after it up to the last backward's end
+  // (the warm-up and the drain), `after` the one after that (the optimizer step); `held` the live
+  // bytes as the first backward starts.
   struct PhasePeaks {
     double steady[3] = {0, 0, 0};
     double ramp[3] = {0, 0, 0};
