@@ -59,9 +59,15 @@ int cmd_compare(const std::vector<std::string>& argv) {
     return 0;
   }
 
-  fmt::print("{} — {} ({} params), {} fine-tune, {} tokens of seq {}\n", s.name, s.model.display_name,
-             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method),
-             io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len);
+  // The amount of training as the job gives it: tokens, steps or epochs (one of them).
+  const plan::Job& j = s.job;
+  const std::string amount = j.tokens > 0  ? io::format_count(static_cast<double>(j.tokens)) + " tokens"
+                             : j.steps > 0 ? fmt::format("{} step{}", j.steps, j.steps == 1 ? "" : "s")
+                                           : fmt::format("{:g} epoch{} of {} tokens", j.epochs, j.epochs == 1 ? "" : "s",
+                                                         io::format_count(static_cast<double>(j.dataset_tokens)));
+  fmt::print("{} — {} ({} params), {} fine-tune, {} of seq {}\n", s.name, s.model.display_name,
+             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method), amount,
+             j.seq_len);
   // One cost basis for all plans goes in the header; plans that differ get a row of their own.
   bool one_basis = true;
   for (const auto& p : s.plans) one_basis = one_basis && cost_basis(p.cost) == cost_basis(s.plans.front().cost);
