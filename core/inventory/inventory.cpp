@@ -268,7 +268,6 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const plan::PrecisionRecipe& rec = inv.recipe;
 
   const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp), ep = std::max(1, par.ep);
-  const int dp = plan::data_parallel_degree(plan);
   const int world = plan.cluster.gpus();
   inv.ranks_per_node = std::max(1, plan.cluster.gpus_per_node);
   inv.grad_accumulation = plan::grad_accumulation_steps(plan);
@@ -435,7 +434,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
 
   // ---- data-parallel machinery (over the data-parallel ranks with the context-parallel ones,
   // plan::sharding_in_effect)
-  const int grad_group = dp * cp;
+  const int grad_group = plan::gradient_group_size(plan);
   if (grad_group > 1 || zero == 3) {
     switch (prof.sharding) {
       case Sharding::none:

@@ -166,6 +166,8 @@ hardware::Dtype compute_dtype(Precision precision) {
   }
 }
 
+int gradient_group_size(const Plan& plan) { return data_parallel_degree(plan) * std::max(1, plan.parallel.cp); }
+
 int data_parallel_degree(const Plan& plan) {
   if (plan.parallel.dp > 0) return plan.parallel.dp;
   const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;

@@ -31,6 +31,10 @@ hardware::Dtype compute_dtype(Precision precision);
 
 // Data-parallel degree of a plan: parallel.dp if given, else GPUs / (tp x pp x cp).
 int data_parallel_degree(const Plan& plan);
+// The ranks that reduce gradients and shard data-parallel state: the data-parallel ranks with the
+// context-parallel ones (dp x cp; they hold the same parameters and see other parts of the
+// sequence). Sources in plan::sharding_in_effect.
+int gradient_group_size(const Plan& plan);
 // Whether `micro_batch` per rank splits the plan's global batch over its data-parallel ranks into
 // whole accumulation steps (true when the job sets no global batch).
 bool splits_global_batch(const Plan& plan, int micro_batch);

@@ -153,14 +153,14 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
   const Parallel& par = plan.parallel;
   const Job& job = plan.job;
   const Sharding sharding = framework_profile(job).sharding;
-  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp), cp = std::max(1, par.cp);
+  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
   // The data-parallel group that reduces gradients and shards state includes the context-parallel
   // ranks (they hold the same parameters and see other parts of the sequence): torchtitan builds
   // its FSDP mesh over dp_shard x cp (torchtitan/distributed/parallel_dims.py, "dp_shard_cp"),
   // Megatron's distributed optimizer shards over get_data_parallel_group(with_context_parallel=True)
   // (megatron/core/parallel_state.py), DeepSpeed's ZeRO over the sequence-data-parallel group
   // with Ulysses (deepspeed/runtime/engine.py, seq_data_parallel_group).
-  const int dp = data_parallel_degree(plan) * cp;
+  const int dp = gradient_group_size(plan);
   ShardingInEffect out;
   out.zero = par.zero;
   out.shard_degree = dp;

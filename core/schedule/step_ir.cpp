@@ -829,7 +829,7 @@ StepIR Builder::build() {
   const bool reduce_each_micro = shard > 1 && inv_.zero >= 2;
   // Gradients are reduced over the data-parallel ranks with the context-parallel ones
   // (plan::sharding_in_effect): each of those computes part of the same parameters' gradients.
-  const int grad_group = dp_ * cp_;
+  const int grad_group = plan::gradient_group_size(p_);
   const bool any_dp = grad_group > 1;
 
   // The memory copies each sharding framework makes around its collectives, per unit (read from

@@ -392,7 +392,7 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   // The data-parallel group holds the context-parallel ranks too (plan::sharding_in_effect): in
   // Megatron's order (tp, cp, dp from the inside out) its members are tp ranks apart.
   const int inner = std::max(1, p.parallel.tp);
-  const int dp = plan::data_parallel_degree(p) * std::max(1, p.parallel.cp);
+  const int dp = plan::gradient_group_size(p);
   t.dp_per_node = std::max(1, std::min(dp, t.gpus_per_node / std::min(inner, t.gpus_per_node)));
   t.dp_spans_nodes = dp > t.dp_per_node;
   t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
@@ -607,6 +607,20 @@ class DurationMemo {
   std::size_t size_ = 0, next_ = 0;
 };
 
+// A GPU kernel's engine duration from its base time: slowed by the SMs NCCL takes, except the
+// optimizer step, which runs after the step's communication (lower_stage and retime).
+des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown) {
+  return ns(base_s * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+}
+
+// What a rank's pools hold at most (gpu, host, nvme): the GPU's usable memory, its share of the
+// host's DRAM and of the drives (lower_stage's pools; the shortened pipeline's memory check).
+std::array<double, 3> pool_capacities(const plan::Cluster& c) {
+  double nvme = 0;
+  for (const auto& [d, n] : c.drives) nvme += d.capacity_bytes * n;
+  return {c.gpu.usable_memory_bytes, c.host.dram_bytes / c.host_ranks(), std::max(1.0, nvme / c.host_ranks())};
+}
+
 Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
                     const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
                     const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
@@ -642,11 +656,10 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
     e.depends(wait, it->second);
   };
   const plan::Cluster& c = p.cluster;
-  l.pools[0] = e.add_pool(prefix + "gpu", c.gpu.usable_memory_bytes);
-  l.pools[1] = e.add_pool(prefix + "host (per rank)", c.host.dram_bytes / c.host_ranks());
-  double nvme_capacity = 0;
-  for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
-  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", std::max(1.0, nvme_capacity / c.host_ranks()));
+  const std::array<double, 3> capacity = pool_capacities(c);
+  l.pools[0] = e.add_pool(prefix + "gpu", capacity[0]);
+  l.pools[1] = e.add_pool(prefix + "host (per rank)", capacity[1]);
+  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", capacity[2]);
 
   std::vector<des::TaskId>& task = l.task;
   const std::size_t n = ir.ops.size();
@@ -698,9 +711,8 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
       const bool joins = !chain.empty() && inside && static_cast<int>(chain.back()) == last_compute &&
                          dependents[chain.back()] == on_back;
       if (!joins) flush();
-      // (The optimizer step runs after the step's communication: no SMs lost to NCCL.)
       l.base_s[i] = seconds_of(op, p, eff);
-      const des::Time d = ns(l.base_s[i] * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+      const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown);
       l.offset[i] = chain_ns;
       l.duration[i] = d;
       chain_ns += d;
@@ -722,7 +734,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
       case OpKind::elementwise:
       case OpKind::loss:
         l.base_s[i] = seconds_of(op, p, eff);
-        task[i] = e.compute(q, ns(l.base_s[i] * compute_slowdown), std::move(label));
+        task[i] = e.compute(q, kernel_ns(op, l.base_s[i], compute_slowdown), std::move(label));
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
@@ -734,7 +746,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
           task[i] = e.transfer(q, {dram}, seconds * topo.dram_Bps, std::move(label));
         } else {
           l.base_s[i] = compute_seconds(op, p, eff);
-          task[i] = e.compute(q, ns(l.base_s[i]), std::move(label));
+          task[i] = e.compute(q, kernel_ns(op, l.base_s[i], compute_slowdown), std::move(label));
         }
         break;
       case OpKind::collective: {
@@ -869,7 +881,7 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     if (l.base_s[i] < 0) continue;
     const Op& op = ir.ops[i];
-    const des::Time d = ns(l.base_s[i] * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
+    const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown);
     des::Time& sum = sums[l.task[i].index];
     if (sum < 0) {
       sum = 0;
@@ -1321,6 +1333,10 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     int micro;
   };
   const Shape shapes[3] = {{{0, 1, 2, pp - 1}, k_long}, {{0, 1, pp - 1}, k_long}, {{0, 1, 2, pp - 1}, k_short}};
+  // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
+  const auto same_stage = [&](const int(&stage)[3]) {
+    return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
+  };
   const double w_stages = pp - 4;
   const double w_micro = static_cast<double>(accumulation - k_long) / (k_long - k_short);
   std::map<int, inventory::Inventory> inventories;
@@ -1340,8 +1356,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     StageRun probe[3];
     int stage[3] = {0, 0, 0};
     for (int i = 0; i < 3; ++i) probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], false, false);
-    if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
-      return std::nullopt;
+    if (!same_stage(stage)) return std::nullopt;
     const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_stages}, {&probe[2], w_micro}});
     const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
     for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
@@ -1352,17 +1367,12 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false, true);
     if (!run[i].problem.empty()) return std::nullopt;
   }
-  if (shapes[1].real[stage[1]] != shapes[0].real[stage[0]] || shapes[2].real[stage[2]] != shapes[0].real[stage[0]])
-    return std::nullopt;
+  if (!same_stage(stage)) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_stages}, {&run[2], w_micro}});
   // Memory: positions 0 and 1 of A are the plan's stages 0 and 1 (B's too); the last position is
   // the plan's last stage.
-  const plan::Cluster& c = p.cluster;
-  double nvme_capacity = 0;
-  for (const auto& [d, n] : c.drives) nvme_capacity += d.capacity_bytes * n;
-  const double capacity[3] = {c.gpu.usable_memory_bytes, c.host.dram_bytes / c.host_ranks(),
-                              std::max(1.0, nvme_capacity / c.host_ranks())};
+  const std::array<double, 3> capacity = pool_capacities(p.cluster);
   const auto& a = run[0].stage_peaks;
   const auto& b = run[1].stage_peaks;
   for (int t = 0; t < 3; ++t) {
