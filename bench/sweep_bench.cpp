@@ -1,6 +1,6 @@
 // Simulations per second per core of `ftplan sweep` on Llama-3.1-8B single-node plans, through
 // the sweep's own code path (sweep::run -> Sweep::evaluate: apply the point's values, read the
-// scenario, io::evaluate the plan with a full simulation, build its row), with nothing reused
+// scenario, evaluate::evaluate_plan the plan with a full simulation, build its row), with nothing reused
 // across points. Goal (sweep issue): at least 1,000 full simulations per second per core. Prints
 // its figures with the core count; not a test. Build with scripts/build.sh (Release, -O2), then:
 //
@@ -96,11 +96,11 @@ int main(int argc, char** argv) {
     read_s += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     for (const auto& plan : s.plans) {
-      const io::Evaluation e = io::evaluate(s.model, plan, options);
+      const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, plan, options);
       (void)io::cost_row(plan, e.memory, e.step, e.power, e.cost);
     }
     eval_s += seconds_since(t0);
-    // The parts of io::evaluate, again, one by one.
+    // The parts of evaluate::evaluate_plan, again, one by one.
     for (const auto& plan : s.plans) {
       t0 = std::chrono::steady_clock::now();
       const auto f = footprint::footprint(s.model, plan);

@@ -39,11 +39,11 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
-  std::vector<io::Evaluation> ev;
+  std::vector<evaluate::Evaluation> ev;
   const sim::Options sim_options = simulation_options(args);  // bad options fail before any work
   for (const auto& p : s.plans) {
     const auto eff = profile_efficiency(args, p);
-    ev.push_back(io::evaluate(s.model, p, sim_options, eff ? &*eff : nullptr));
+    ev.push_back(evaluate::evaluate_plan(s.model, p, sim_options, eff ? &*eff : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
 

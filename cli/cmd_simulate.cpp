@@ -153,7 +153,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       }
     }
     if (app.format() == Format::table) {
-      print_plan(p, s.model, f, r, io::job_steps(p, r.tokens_per_step));
+      print_plan(p, s.model, f, r, evaluate::job_steps(p, r.tokens_per_step));
       continue;
     }
     rows.push_back(io::simulation_row(p, f, r));

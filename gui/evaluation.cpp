@@ -93,7 +93,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
                               r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
     out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
   } else {
-    for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p));
+    for (const auto& p : s.plans) out.evaluations.push_back(evaluate::evaluate_plan(s.model, p));
     out.plans = s.plans;
     out.verdict = io::verdict(s.plans, out.evaluations);
   }

@@ -1,5 +1,5 @@
 // What the GUI evaluates: scenario text plus the what-if knobs on top, through the same reader,
-// checks and evaluation the CLI uses (io::parse_scenario, plan::check_plan, io::evaluate,
+// checks and evaluation the CLI uses (io::parse_scenario, plan::check_plan, evaluate::evaluate_plan,
 // io::verdict). Qt-free, so it runs on a worker thread and in tests.
 #pragma once
 
@@ -30,7 +30,7 @@ struct Outcome {
   // What to show side by side: the scenario's plans, or for a `search` scenario the planner's
   // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
   std::vector<plan::Plan> plans;
-  std::vector<io::Evaluation> evaluations;    // one per shown plan
+  std::vector<evaluate::Evaluation> evaluations;    // one per shown plan
   std::optional<planner::Result> search;      // a `search` scenario's whole result
   std::string verdict;
   std::vector<std::string> errors;            // "name:line:col: key: message" or "plan 'X': key: message"

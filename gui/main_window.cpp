@@ -367,31 +367,31 @@ void MainWindow::show_table(const Outcome& o) {
   const auto& ev = o.evaluations;
   struct Row {
     const char* name;
-    std::string (*cell)(const plan::Plan&, const io::Evaluation&);
+    std::string (*cell)(const plan::Plan&, const evaluate::Evaluation&);
   };
   static const Row rows[] = {
-      {"fits?", [](const plan::Plan&, const io::Evaluation& e) { return std::string(e.feasible() ? "yes" : "NO"); }},
+      {"fits?", [](const plan::Plan&, const evaluate::Evaluation& e) { return std::string(e.feasible() ? "yes" : "NO"); }},
       {"GPUs",
-       [](const plan::Plan& p, const io::Evaluation&) { return fmt::format("{} x {}", p.cluster.gpus(), p.cluster.gpu.name); }},
+       [](const plan::Plan& p, const evaluate::Evaluation&) { return fmt::format("{} x {}", p.cluster.gpus(), p.cluster.gpu.name); }},
       {"peak GPU memory (of usable)",
-       [](const plan::Plan&, const io::Evaluation& e) {
+       [](const plan::Plan&, const evaluate::Evaluation& e) {
          return fmt::format("{} / {}", io::format_bytes(e.memory.gpu_peak_bytes), io::format_bytes(e.memory.gpu_capacity_bytes));
        }},
-      {"step time", [](const plan::Plan&, const io::Evaluation& e) { return io::format_duration(e.step.step_time_s); }},
-      {"job time", [](const plan::Plan&, const io::Evaluation& e) { return io::format_duration(e.cost.job_time_s); }},
-      {"tokens/s", [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("{:.0f}", e.step.tokens_per_s); }},
-      {"MFU", [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("{:.1f}%", 100 * e.step.mfu); }},
+      {"step time", [](const plan::Plan&, const evaluate::Evaluation& e) { return io::format_duration(e.step.step_time_s); }},
+      {"job time", [](const plan::Plan&, const evaluate::Evaluation& e) { return io::format_duration(e.cost.job_time_s); }},
+      {"tokens/s", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.0f}", e.step.tokens_per_s); }},
+      {"MFU", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f}%", 100 * e.step.mfu); }},
       {"bound by",
-       [](const plan::Plan&, const io::Evaluation& e) {
+       [](const plan::Plan&, const evaluate::Evaluation& e) {
          return fmt::format("{} ({:.0f}%)", e.step.bound_by, 100 * e.step.bound_utilization);
        }},
-      {"peak power", [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3); }},
-      {"energy (facility)", [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); }},
-      {"cost", [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("${:.0f}", e.cost.cost_usd); }},
+      {"peak power", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3); }},
+      {"energy (facility)", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); }},
+      {"cost", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("${:.0f}", e.cost.cost_usd); }},
       {"$ per million tokens",
-       [](const plan::Plan&, const io::Evaluation& e) { return fmt::format("${:.2f}", e.cost.usd_per_million_tokens); }},
+       [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("${:.2f}", e.cost.usd_per_million_tokens); }},
       {"flash written (wear)",
-       [](const plan::Plan&, const io::Evaluation& e) {
+       [](const plan::Plan&, const evaluate::Evaluation& e) {
          return e.cost.nvme_written_bytes > 0
                     ? fmt::format("{:.1f} TB ({:.2f}%)", e.cost.nvme_written_bytes / 1e12, 100 * e.cost.wear_fraction)
                     : std::string("-");

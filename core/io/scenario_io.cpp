@@ -6,7 +6,7 @@
 
 #include "common/strings.hpp"
 #include "io/model_io.hpp"
-#include "io/results.hpp"
+#include "evaluate/evaluate.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
@@ -125,7 +125,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {
     v.take("micro_batch");
     job.micro_batch_auto = true;
-    job.micro_batch = 1;  // until chosen per plan (io::choose_open_knobs)
+    job.micro_batch = 1;  // until chosen per plan (evaluate::choose_open_knobs)
   } else if (v.get("micro_batch", job.micro_batch, 1, 1'000'000)) {
     job.micro_batch_auto = false;
   }
@@ -157,7 +157,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
       v.raw()["activation_checkpointing"].Scalar() == "auto") {
     v.take("activation_checkpointing");
     job.checkpointing_auto = true;
-    job.checkpointing = Checkpointing::none;  // until chosen per plan (io::choose_open_knobs)
+    job.checkpointing = Checkpointing::none;  // until chosen per plan (evaluate::choose_open_knobs)
   } else if (v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
                                        {{"none", Checkpointing::none}, {"selective", Checkpointing::selective},
                                         {"full", Checkpointing::full}, {"auto", Checkpointing::none}})) {
@@ -637,7 +637,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
     // Choosing open knobs simulates the plan several times; a file with errors is refused below,
     // so it is not worth the time (found by fuzz_scenario: a mistyped copy of the shipped scenario).
-    if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty()) choose_open_knobs(s.model, p);
+    if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty()) evaluate::choose_open_knobs(s.model, p);
     s.plans.push_back(std::move(p));
   }
   root.finish();

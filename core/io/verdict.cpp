@@ -24,20 +24,20 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
   return fmt::format("{:.0f}% {}", 100 * (r - 1), more_word);
 }
 
-std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<Evaluation>& ev) {
+std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
   if (plans.empty()) return "";
   std::vector<std::string> sentences;
   std::vector<std::string> infeasible;
   for (std::size_t i = 0; i < plans.size(); ++i)
     if (!ev[i].feasible()) infeasible.push_back(fmt::format("{} does not fit ({})", plans[i].name, ev[i].reason()));
-  const Evaluation& a = ev[0];
+  const evaluate::Evaluation& a = ev[0];
   if (!a.feasible()) {
     sentences.push_back(fmt::format("The reference plan {} does not run as planned, so the others are compared with its "
                                     "estimates anyway.",
                                     plans[0].name));
   }
   for (std::size_t i = 1; i < plans.size(); ++i) {
-    const Evaluation& b = ev[i];
+    const evaluate::Evaluation& b = ev[i];
     if (!b.feasible()) continue;
     const double ga = plans[0].cluster.gpus(), gb = plans[i].cluster.gpus();
     std::vector<std::string> parts;
@@ -67,11 +67,11 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<Eval
 }
 
 std::vector<std::string> advice(const model::ModelSpec& model, const std::vector<plan::Plan>& plans,
-                                const std::vector<Evaluation>& ev) {
+                                const std::vector<evaluate::Evaluation>& ev) {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < plans.size() && i < ev.size(); ++i) {
     const plan::Plan& p = plans[i];
-    const Evaluation& e = ev[i];
+    const evaluate::Evaluation& e = ev[i];
     if (!e.feasible() || e.memory.gpu_capacity_bytes <= 0) continue;
     if (e.memory.gpu_peak_bytes > 0.5 * e.memory.gpu_capacity_bytes) continue;
     const int largest = footprint::max_micro_batch(model, p, 64);

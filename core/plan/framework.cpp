@@ -1,4 +1,5 @@
 #include "plan/framework.hpp"
+#include "plan/rank_layout.hpp"
 
 #include <algorithm>
 
@@ -153,7 +154,6 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
   const Parallel& par = plan.parallel;
   const Job& job = plan.job;
   const Sharding sharding = framework_profile(job).sharding;
-  const int tp = std::max(1, par.tp), pp = std::max(1, par.pp);
   // The data-parallel group that reduces gradients and shards state includes the context-parallel
   // ranks (they hold the same parameters and see other parts of the sequence): torchtitan builds
   // its FSDP mesh over dp_shard x cp (torchtitan/distributed/parallel_dims.py, "dp_shard_cp"),
@@ -175,7 +175,9 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
         case FsdpSharding::shard_grad_op: out.zero = 2; break;
         case FsdpSharding::hybrid_shard:
           out.zero = 3;
-          out.shard_degree = std::max(1, std::min(dp, plan.cluster.gpus_per_node / (tp * pp)));  // shard inside a node
+          // Shard inside a node, replicate across nodes: the shard group is the data-parallel
+          // ranks of one node (torch.distributed.fsdp HYBRID_SHARD; torchtitan dp_shard x dp_replicate).
+          out.shard_degree = RankLayout(plan).members_per_node(Group::dp, dp);
           break;
         case FsdpSharding::no_shard: out.zero = 0; break;
       }

@@ -104,7 +104,7 @@ struct Job {
   SampleSpec samples;
   int micro_batch = 1;
   // micro_batch: auto: the micro-batch is chosen per plan, at the fixed global batch, as the one
-  // whose simulated step is fastest among those that fit (io::choose_open_knobs); micro_batch
+  // whose simulated step is fastest among those that fit (evaluate::choose_open_knobs); micro_batch
   // then holds the choice.
   bool micro_batch_auto = false;
   std::int64_t global_batch = 0;  // samples per optimizer step; 0 = micro_batch x data-parallel degree
@@ -115,7 +115,7 @@ struct Job {
   Precision precision = Precision::bf16_mixed;
   OptimizerSpec optimizer;
   Checkpointing checkpointing = Checkpointing::none;
-  // activation_checkpointing: auto: chosen per plan with the micro-batch (io::choose_open_knobs):
+  // activation_checkpointing: auto: chosen per plan with the micro-batch (evaluate::choose_open_knobs):
   // the fastest fitting step over none, selective and full; `checkpointing` then holds the choice.
   bool checkpointing_auto = false;
   // Under full checkpointing, every `checkpoint_every`-th layer of a stage is checkpointed and the

@@ -45,12 +45,12 @@ using plan::Tier;
 
 namespace {
 
-bool better_or_equal(const io::Evaluation& a, const io::Evaluation& b) {
+bool better_or_equal(const evaluate::Evaluation& a, const evaluate::Evaluation& b) {
   return a.cost.job_time_s <= b.cost.job_time_s && a.cost.cost_usd <= b.cost.cost_usd &&
          a.power.peak_power_w <= b.power.peak_power_w;
 }
 
-bool strictly_better_somewhere(const io::Evaluation& a, const io::Evaluation& b) {
+bool strictly_better_somewhere(const evaluate::Evaluation& a, const evaluate::Evaluation& b) {
   return a.cost.job_time_s < b.cost.job_time_s || a.cost.cost_usd < b.cost.cost_usd ||
          a.power.peak_power_w < b.power.peak_power_w;
 }
@@ -228,14 +228,12 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
         if (control.evaluate) {
           s.evaluation = control.evaluate(s.plan);
         } else {
-          s.evaluation = io::evaluate(model, s.plan);
+          s.evaluation = evaluate::evaluate_plan(model, s.plan);
         }
         // The activity timeline has served the power model; a search may keep millions of plans.
         s.evaluation.step.timeline = {};
         const auto& e = s.evaluation;
-        s.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
-                              (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
-                              (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w);
+        s.meets_constraints = evaluate::meets_constraints(k, s.plan, e);
         progress();
       },
       [&](std::size_t i, std::exception_ptr error) {
@@ -252,7 +250,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
         } catch (...) {
           c.error = "unknown exception";
         }
-        c.evaluation = io::Evaluation{};
+        c.evaluation = evaluate::Evaluation{};
         c.evaluation.memory.fits = false;
         c.evaluation.memory.infeasible_reason = "could not be evaluated: " + c.error;
         c.meets_constraints = false;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hardware/hardware.hpp"
-#include "io/results.hpp"
+#include "evaluate/evaluate.hpp"
 #include "model/model.hpp"
 #include "plan/cost_spec.hpp"
 #include "plan/plan.hpp"
@@ -24,7 +24,7 @@ using plan::SearchSpace;
 
 struct Candidate {
   plan::Plan plan;
-  io::Evaluation evaluation;
+  evaluate::Evaluation evaluation;
   bool meets_constraints = false;
   // Why the plan could not be evaluated (its evaluation threw); empty otherwise. Such a plan is
   // infeasible: evaluation.reason() says "could not be evaluated: " and this.
@@ -54,9 +54,9 @@ struct Control {
   // Called now and then from a worker thread, never two at a time: layouts examined of
   // `enumerated`, and plans simulated so far.
   std::function<void(std::int64_t examined, std::int64_t enumerated, std::int64_t simulated)> progress;
-  // How a plan that fits is evaluated; empty: io::evaluate (as every verb evaluates a plan). Called from the workers at once; may throw (tests use it to
+  // How a plan that fits is evaluated; empty: evaluate::evaluate_plan (as every verb evaluates a plan). Called from the workers at once; may throw (tests use it to
   // fail a chosen plan).
-  std::function<io::Evaluation(const plan::Plan&)> evaluate;
+  std::function<evaluate::Evaluation(const plan::Plan&)> evaluate;
 };
 
 // Runs the search on `threads` threads (0 = all cores). The job must set global_batch.

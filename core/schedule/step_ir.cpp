@@ -62,18 +62,6 @@ const char* to_string(Collective c) {
   return "?";
 }
 
-const char* to_string(Group g) {
-  switch (g) {
-    case Group::dp: return "dp";
-    case Group::tp: return "tp";
-    case Group::pp: return "pp";
-    case Group::cp: return "cp";
-    case Group::ep: return "ep";
-    case Group::replicate: return "replicate";
-  }
-  return "?";
-}
-
 const char* to_string(Pass p) {
   switch (p) {
     case Pass::forward: return "forward";

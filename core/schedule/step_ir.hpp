@@ -15,6 +15,7 @@
 #include "inventory/inventory.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
+#include "plan/rank_layout.hpp"
 
 namespace ftplan::schedule {
 
@@ -44,8 +45,8 @@ enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send
 const char* to_string(Collective c);
 // dp: the data-parallel ranks with the context-parallel ones (or, under hybrid sharding, the
 // shard group inside a node); replicate: hybrid sharding's replicas of one shard across nodes.
-enum class Group { dp, tp, pp, cp, ep, replicate };
-const char* to_string(Group g);
+using Group = plan::Group;  // the communication groups (plan/rank_layout.hpp)
+using plan::to_string;
 
 enum class Pass { forward, recompute, backward, optimizer, other };
 const char* to_string(Pass p);

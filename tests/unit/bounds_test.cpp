@@ -172,8 +172,8 @@ TEST_CASE("a step too large to hold is refused by name; the steady-state "
       schedule::build_step(s.model, p,
                            inventory::build_inventory(s.model, p, 0)),
       doctest::Contains("not simulated"), std::length_error);
-  // io::evaluate reports it as the plan's reason, with nothing else failing.
-  const io::Evaluation e = io::evaluate(s.model, p, whole);
+  // evaluate::evaluate_plan reports it as the plan's reason, with nothing else failing.
+  const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, p, whole);
   CHECK_FALSE(e.feasible());
   CHECK(e.reason().find("layer passes") != std::string::npos);
 
@@ -274,7 +274,7 @@ TEST_CASE("the planner lists a plan whose evaluation throws as failed, with "
     if (p.name.find(" tp2 ") != std::string::npos)
       throw std::length_error(
           "cannot create std::vector larger than max_size()");
-    return io::evaluate(s.model, p);
+    return evaluate::evaluate_plan(s.model, p);
   };
   for (int threads : {1, 2}) {
     CAPTURE(threads);

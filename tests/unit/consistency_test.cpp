@@ -1,6 +1,6 @@
 // One plan, one answer: the same plan evaluated through each verb's path gives the same figures,
 // field by field (issue 15). memory = the footprint row; simulate = simulate_step + its row;
-// compare = io::evaluate + the cost row; sweep = a one-point sweep of the same scenario; the GUI =
+// compare = evaluate::evaluate_plan + the cost row; sweep = a one-point sweep of the same scenario; the GUI =
 // gui::evaluate of the same text; plan = the planner's evaluation of its candidates.
 #include <doctest/doctest.h>
 
@@ -107,7 +107,7 @@ TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI ag
     const plan::Plan& p = s.plans.front();
     INFO(text);
     // compare (and the reference for the rest)
-    const io::Evaluation e = io::evaluate(s.model, p);
+    const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, p);
     const io::Row compared = io::cost_row(p, e.memory, e.step, e.power, e.cost);
     // memory
     const footprint::Footprint f = footprint::footprint(s.model, p);
@@ -157,7 +157,7 @@ TEST_CASE("the planner's figures for a plan are the ones compare gives that plan
   REQUIRE(r.candidates.size() >= 10);
   for (const auto& c : r.candidates) {
     INFO(c.plan.name);
-    const io::Evaluation e = io::evaluate(s.model, c.plan);
+    const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, c.plan);
     const auto& pe = c.evaluation;
     const io::Row planned = io::cost_row(c.plan, pe.memory, pe.step, pe.power, pe.cost);
     const io::Row compared = io::cost_row(c.plan, e.memory, e.step, e.power, e.cost);
@@ -220,8 +220,8 @@ TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU m
     p.job.micro_batch = 1;
     p.job.micro_batch_auto = false;
   }
-  std::vector<io::Evaluation> ev;
-  for (const auto& p : s.plans) ev.push_back(io::evaluate(s.model, p));
+  std::vector<evaluate::Evaluation> ev;
+  for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p));
   const auto notes = io::advice(s.model, s.plans, ev);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find(s.plans[1].name) == 0);

@@ -126,7 +126,7 @@ TEST_CASE("each plan can say how it is paid for: a rented cloud plan beside an o
   CHECK(mixed.plans[0].cost.mode == plan::CostSpec::Mode::rent);
   CHECK(mixed.plans[1].cost.mode == plan::CostSpec::Mode::own);
   CHECK(mixed.plans[1].cost.billing == plan::CostSpec::Billing::per_hour);  // the scenario's, not overridden
-  CHECK(io::evaluate(mixed.model, mixed.plans[0]).cost.cost_usd == doctest::Approx(io::evaluate(rented.model, rented.plans[0]).cost.cost_usd));
-  CHECK(io::evaluate(mixed.model, mixed.plans[1]).cost.cost_usd == doctest::Approx(io::evaluate(owned.model, owned.plans[1]).cost.cost_usd));
-  CHECK(io::evaluate(mixed.model, mixed.plans[1]).cost.cost_usd != doctest::Approx(io::evaluate(rented.model, rented.plans[1]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[0]).cost.cost_usd == doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[0]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd == doctest::Approx(evaluate::evaluate_plan(owned.model, owned.plans[1]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd != doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[1]).cost.cost_usd));
 }

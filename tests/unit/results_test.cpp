@@ -24,7 +24,7 @@ plan::Scenario scenario(const std::string& plan_yaml) {
 }
 
 io::Row row_of(const plan::Scenario& s, const plan::Plan& p) {
-  const io::Evaluation e = io::evaluate(s.model, p);
+  const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, p);
   return io::cost_row(p, e.memory, e.step, e.power, e.cost);
 }
 

@@ -33,7 +33,7 @@ plans:
     cluster: {gpu: h100-sxm-80gb, gpus: 8}
 )",
                                     "mlperf.yaml", test::data_dir(), test::zoo(), test::catalog());
-  const auto e = io::evaluate(s.model, s.plans.front());
+  const auto e = evaluate::evaluate_plan(s.model, s.plans.front());
   REQUIRE(e.feasible());
   const double measured_w = 3.27e3 / (29.1 / 60.0);  // kWh / h = 6.74 kW
   MESSAGE(fmt::format("average node power: predicted {:.2f} kW, measured {:.2f} kW ({:+.1f}%); idle {:.2f} kW, "

@@ -1,0 +1,70 @@
+#include "evaluate/evaluate.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "plan/checks.hpp"
+
+namespace ftplan::evaluate {
+
+double job_steps(const plan::Plan& plan, double tokens_per_step) {
+  const plan::Job& j = plan.job;
+  if (j.steps > 0) return static_cast<double>(j.steps);
+  if (tokens_per_step <= 0) return 0;
+  if (j.tokens > 0) return std::ceil(static_cast<double>(j.tokens) / tokens_per_step);
+  if (j.epochs > 0) return std::ceil(j.epochs * static_cast<double>(j.dataset_tokens) / tokens_per_step);
+  return 0;
+}
+
+void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
+  std::vector<plan::Checkpointing> ckpts = {plan.job.checkpointing};
+  if (plan.job.checkpointing_auto)
+    ckpts = {plan::Checkpointing::none, plan::Checkpointing::selective, plan::Checkpointing::full};
+  int best_mb = plan.job.micro_batch_auto ? 1 : plan.job.micro_batch;
+  plan::Checkpointing best_ckpt = plan.job.checkpointing_auto ? plan::Checkpointing::full : plan.job.checkpointing;
+  double best_s = 0;
+  for (const auto ckpt : ckpts) {
+    plan::Plan q = plan;
+    q.job.checkpointing = ckpt;
+    const int largest = plan.job.micro_batch_auto ? footprint::max_micro_batch(model, q, 256) : plan.job.micro_batch;
+    for (int mb = plan.job.micro_batch_auto ? 1 : plan.job.micro_batch; mb <= largest; ++mb) {
+      if (!plan::splits_global_batch(plan, mb)) continue;
+      plan::Plan p = q;
+      p.job.micro_batch = mb;
+      if (!footprint::footprint(model, p).fits) continue;
+      const sim::StepResult r = sim::simulate_step(model, p);
+      if (!r.ok || r.step_time_s <= 0) continue;
+      // Without a fixed global batch each micro-batch is its own recipe: compare time per sample.
+      const double per = plan.job.global_batch > 0 ? r.step_time_s : r.step_time_s / mb;
+      if (best_s == 0 || per < best_s) {
+        best_s = per;
+        best_mb = mb;
+        best_ckpt = ckpt;
+      }
+    }
+  }
+  plan.job.micro_batch = best_mb;
+  plan.job.checkpointing = best_ckpt;
+}
+
+Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,
+                    const sim::Efficiency* efficiency) {
+  Evaluation e;
+  e.memory = footprint::footprint(model, plan);
+  e.step = sim::simulate_step(model, plan, options, efficiency);
+  e.steps = job_steps(plan, e.step.tokens_per_step);
+  e.power = cost::power(plan, e.step.timeline);
+  e.cost = cost::dollars(plan, plan.cost, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
+                         e.step.nvme_written_bytes * plan.cluster.gpus());
+  return e;
+}
+
+
+bool meets_constraints(const plan::Constraints& k, const plan::Plan& plan, const Evaluation& e) {
+  return e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
+         (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
+         (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w) &&
+         (k.max_gpus <= 0 || plan.cluster.gpus() <= k.max_gpus);
+}
+
+}  // namespace ftplan::evaluate

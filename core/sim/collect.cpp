@@ -1,0 +1,184 @@
+#include "sim/lowering.hpp"
+
+namespace ftplan::sim {
+
+
+namespace detail {
+
+StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
+                       bool activity) {
+  StageRun out;
+  out.step_s = static_cast<double>(r.makespan) * 1e-9;
+  for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
+  for (const des::QueueId q : l.queues) {
+    const double busy = static_cast<double>(r.queue_busy[q.index]) * 1e-9;
+    if (busy <= 0) continue;
+    out.streams.push_back({e.queue_name(q), busy, out.step_s > 0 ? busy / out.step_s : 0});
+  }
+  for (const des::LinkId k : l.links) {
+    if (r.link_bytes[k.index] <= 0) continue;
+    const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
+    out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
+  }
+  // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
+  // versus anything else (idle, pipeline bubbles included).
+  des::Time prev_end = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (op.stream != Stream::compute) continue;
+    const des::Time start = l.start(r, i), end = l.end(r, i);
+    if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+        op.kind == OpKind::loss || op.kind == OpKind::optimizer)
+      out.compute_s += static_cast<double>(end - start) * 1e-9;
+    const des::Time gap = start - prev_end;
+    if (gap > 0) {
+      bool comm = false;
+      for (int d : op.deps) {
+        const Op& dep = ir.ops[d];
+        if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
+          if (l.end(r, d) >= start) comm = true;
+      }
+      if (comm) out.exposed_comm_s += static_cast<double>(gap) * 1e-9;
+    }
+    prev_end = std::max(prev_end, end);
+  }
+  // What each component did, for the power model.
+  if (!activity) return out;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    const des::Time start = l.start(r, i), end = l.end(r, i);
+    if (end <= start) continue;
+    Interval iv;
+    iv.start_s = static_cast<double>(start) * 1e-9;
+    iv.end_s = static_cast<double>(end) * 1e-9;
+    switch (op.kind) {
+      case OpKind::gemm: iv.activity = Activity::gemm; break;
+      case OpKind::attention: iv.activity = Activity::attention; break;
+      case OpKind::elementwise:
+      case OpKind::loss: iv.activity = Activity::memory_bound; break;
+      case OpKind::optimizer:
+        iv.activity = op.stream == Stream::cpu ? Activity::cpu_compute : Activity::memory_bound;
+        if (op.stream == Stream::cpu) iv.component = Interval::Component::cpu;
+        break;
+      case OpKind::collective: iv.activity = Activity::communication; break;
+      case OpKind::copy:
+        iv.activity = op.stream == Stream::nvme_write ? Activity::nvme_write
+                      : op.stream == Stream::nvme_read ? Activity::nvme_read
+                                                       : Activity::copy;
+        if (op.stream == Stream::nvme_read || op.stream == Stream::nvme_write) iv.component = Interval::Component::nvme;
+        if (op.stream == Stream::nvme_write) out.nvme_written += op.bytes;
+        break;
+      default: continue;
+    }
+    // Back-to-back intervals of one component doing the same thing draw the same power: one interval.
+    if (!out.intervals.empty() && out.intervals.back().component == iv.component &&
+        out.intervals.back().activity == iv.activity && out.intervals.back().end_s == iv.start_s)
+      out.intervals.back().end_s = iv.end_s;
+    else
+      out.intervals.push_back(iv);
+  }
+  return out;
+}
+
+std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const des::Result& r,
+                             const des::OutOfMemory& oom) {
+  std::array<double, inventory::kCategories> live{};
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || l.task[i].index == des::kNone) continue;
+    const schedule::Tensor& t = ir.tensors[op.tensor];
+    if (l.pools[static_cast<int>(t.tier)].index != oom.pool.index) continue;
+    const des::Time end = r.tasks[l.task[i].index].end;
+    if (end == des::kNever || end > oom.time || (end == oom.time && l.task[i].index > oom.task.index)) continue;
+    live[static_cast<std::size_t>(t.category)] += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+  }
+  std::vector<std::pair<double, int>> largest;
+  for (int c = 0; c < inventory::kCategories; ++c)
+    if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes) largest.emplace_back(live[static_cast<std::size_t>(c)], c);
+  std::sort(largest.rbegin(), largest.rend());
+  std::vector<std::string> parts;
+  for (const auto& [bytes, c] : largest)
+    parts.push_back(fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
+  return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
+}
+
+StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
+                      int& stage_out, bool activity, bool trace, bool phases) {
+  const int pp = static_cast<int>(irs.size());
+  const des::Engine& e = step.e;
+  const std::vector<Lowered>& lowered = step.lowered;
+  const std::vector<int>& reported = step.reported;
+  const std::string& problem = step.problem;
+  StageRun out;
+  int best = 0;
+  double best_busy = -1, peaks[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < lowered.size(); ++i)
+    for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
+  std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
+  for (int s = 0; s < pp; ++s) {
+    StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
+    if (phases) {
+      const Lowered& l = lowered[reported[s]];
+      des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
+      for (std::size_t i = 0; i < irs[s].ops.size(); ++i) {
+        const Op& op = irs[s].ops[i];
+        if (op.stream != Stream::compute || !gpu_kernel(op)) continue;
+        if (op.pass == schedule::Pass::backward) {
+          first_backward = std::min(first_backward, l.start(r, i));
+          last_backward = std::max(last_backward, l.end(r, i));
+        } else if (op.pass == schedule::Pass::forward) {
+          last_forward = std::max(last_forward, l.end(r, i));
+        }
+      }
+      StageRun::PhasePeaks& pk = stage_peaks[s];
+      for (int t = 0; t < 3; ++t) {
+        const auto& series = r.pool_series[l.pools[t].index];
+        for (const des::PoolSample& x : series) {
+          if (x.time < first_backward) pk.held[t] = x.live_bytes;
+          double& peak = x.time > last_backward                            ? pk.after[t]
+                         : x.time >= first_backward && x.time <= last_forward ? pk.steady[t]
+                                                                           : pk.ramp[t];
+          peak = std::max(peak, x.live_bytes);
+        }
+        pk.steady[t] = std::max(pk.steady[t], pk.held[t]);
+      }
+    }
+    if (run.compute_s > best_busy) {
+      best_busy = run.compute_s;
+      best = s;
+      out = std::move(run);
+    }
+  }
+  if (activity && pp > 1) out = collect_stage(e, r, irs[best], lowered[reported[best]], true);  // the busiest stage's timeline
+  for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
+  out.stage_peaks = std::move(stage_peaks);
+  if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
+  if (!problem.empty()) out.problem = problem;
+  if (!r.out_of_memory.empty()) {
+    const auto& oom = r.out_of_memory.front();
+    out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
+                              static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
+                              oom.capacity_bytes / (1u << 30));
+    for (int s = 0; s < pp; ++s) {
+      const Lowered& l = lowered[reported[s]];
+      if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
+        out.problem += live_by_category(irs[s], l, r, oom);
+        break;
+      }
+    }
+  }
+  if (trace) out.trace = des::chrome_trace(e, r);
+  stage_out = best;
+  return out;
+}
+
+StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                  int& stage_out, double compute_slowdown, bool full, bool activity,
+                  const std::vector<int>& real_stage) {
+  LoweredStep step = lower_step(p, eff, trace, irs, compute_slowdown, full, real_stage);
+  return collect_step(step, step.e.run(), irs, stage_out, activity, trace);
+}
+
+}  // namespace detail
+
+}  // namespace ftplan::sim

@@ -1,0 +1,281 @@
+// The simulator's inside, shared by its files (not part of sim's interface: that is
+// sim/simulate.hpp). How a step's IR becomes DES tasks on a rank's streams, links and pools
+// (topology.cpp, collective.cpp, lower.cpp), how a run is read back (collect.cpp), and the
+// shortcuts that simulate a long step as short ones (shortcuts.cpp; docs/performance.md).
+// Kernel times are compute.cpp's, efficiencies efficiency.cpp's; simulate.cpp runs the whole.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "des/engine.hpp"
+#include "inventory/inventory.hpp"
+#include "plan/checks.hpp"
+#include "plan/rank_layout.hpp"
+#include "sim/simulate.hpp"
+
+namespace ftplan::sim {
+
+using schedule::Collective;
+using schedule::Op;
+using schedule::OpKind;
+using schedule::Stream;
+
+namespace detail {
+
+struct Topology {
+  plan::RankLayout layout;  // where the ranks sit: nodes, groups
+  int gpus_per_node = 1;
+  bool nvlink = false;
+  double nvlink_Bps = 0;
+  double nic_Bps = 0;   // this GPU's share of the node's NICs
+  double pcie_Bps = 0;
+  double nic_latency_s = 0;
+  // Host side, per rank (every rank of a node does the same at the same time, so each gets its
+  // share of what the node's ranks share):
+  double uplink_Bps = 0;      // the PCIe switch uplink this GPU sits behind, / GPUs behind it
+  double dram_Bps = 0;        // host DRAM bandwidth / ranks per node
+  double nvme_read_Bps = 0;   // striped drives' read bandwidth / ranks per node
+  double nvme_write_Bps = 0;  // their write bandwidth (burst or sustained, see nvme_write_rate) / ranks
+  double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
+};
+
+// Bytes an AdamW step touches per parameter: read master, gradient, m, v; write master, m, v
+// (DeepSpeed CPU Adam; 26-30 B, hardware-figures.md "Host").
+constexpr double kAdamBytesPerParam = 28.0;
+
+Topology topology_of(const plan::Plan& p, const Efficiency& eff);
+
+// One rank's part of a ring (or all-to-all, or send/recv) collective over its group
+// (collective.cpp, the alpha-beta model of NCCL's rings and trees): the fixed time before its
+// bytes move (ring steps, the framework's host work, launches), and its bytes over the links
+// inside the node (NVLink) and between nodes (its NIC), which run as concurrent flows.
+struct CollectiveCost {
+  double alpha_s = 0;
+  double intra_bytes = 0;
+  double inter_bytes = 0;
+};
+CollectiveCost collective_cost(const Op& op, const Topology& topo, const Efficiency& eff);
+
+inline des::Time ns(double seconds) { return static_cast<des::Time>(std::llround(std::max(0.0, seconds) * 1e9)); }
+
+struct StageRun {
+  double step_s = 0;
+  double compute_s = 0, exposed_comm_s = 0;
+  std::vector<StreamUse> streams;
+  std::vector<LinkUse> links;
+  double peak[3] = {0, 0, 0};
+  std::string problem;
+  std::string trace;
+  std::vector<Interval> intervals;
+  double nvme_written = 0;
+  // Per stage, per tier (gpu, host, nvme), for the shortened pipeline's extrapolation (filled by
+  // collect_step when asked): `steady` is the pool's high-water mark from the first backward
+  // kernel's start to the last forward's end (the pipeline's steady state, the stage's in-flight
+  // micro-batches all held), `ramp` the one before and after it up to the last backward's end
+  // (the warm-up and the drain), `after` the one after that (the optimizer step); `held` the live
+  // bytes as the first backward starts.
+  struct PhasePeaks {
+    double steady[3] = {0, 0, 0};
+    double ramp[3] = {0, 0, 0};
+    double after[3] = {0, 0, 0};
+    double held[3] = {0, 0, 0};
+  };
+  std::vector<PhasePeaks> stage_peaks;
+  // Busy time of the comm and comm-reduce streams between the first and the last micro-batch's
+  // backward end (the steady state, for extrapolating the SM-sharing probe).
+  double comm_window_s[2] = {0, 0};
+};
+
+// The blended write rate of a rank's share of the drives over one step: a drive writes at its
+// burst rate until its SLC/DRAM cache fills, then at its sustained rate. Per step each drive
+// takes its share of the node's writes; the blended rate is bytes / (cached part at burst + the
+// rest at sustained). (The cache is taken as empty at each step's start: an optimistic bound
+// when steps follow back to back.)
+double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double sustained_share_Bps);
+
+// One stage's representative rank lowered onto an engine: its streams, links and pools, and the
+// task of each IR op.
+struct Lowered {
+  std::vector<des::QueueId> queues;  // by Stream
+  std::vector<des::LinkId> links;    // the stage's own links
+  des::LinkId nvlink{}, nic{};
+  des::PoolId pools[3]{};            // by Tier
+  std::vector<des::TaskId> task;     // by op index
+  // Compute ops fused into one engine task (see lower_stage): the op's start within its task;
+  // -1 for ops that are a task of their own.
+  std::vector<des::Time> offset;
+  std::vector<des::Time> duration;
+  // Compute ops: the kernel's time before SM sharing (compute_seconds), for retime.
+  std::vector<double> base_s;
+  des::Time start(const des::Result& r, std::size_t i) const {
+    const des::Time base = r.tasks[task[i].index].start;
+    return offset[i] < 0 ? base : base + offset[i];
+  }
+  des::Time end(const des::Result& r, std::size_t i) const {
+    return offset[i] < 0 ? r.tasks[task[i].index].end : start(r, i) + duration[i];
+  }
+};
+
+bool gpu_kernel(const Op& op);
+
+// The links one rank's traffic crosses, and those reported as its own.
+struct RankLinks {
+  des::LinkId nvlink{}, nic{}, pcie{}, uplink{}, dram{}, nvme_read{}, nvme_write{};
+  // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
+  // chunk by chunk, so such copies also cross this (slower) stage.
+  des::LinkId pageable{};
+  std::vector<des::LinkId> own;
+};
+
+// The representative rank of a stage: every link its own, with its share of what the node's
+// ranks share (they all do the same at the same time).
+RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
+                               const Efficiency& eff, const std::string& prefix);
+
+// Where a rank sits, for the full-fidelity mode (every rank simulated): its index, how many
+// there are, and its coordinates in the plan's rank layout; collectives of one group instance
+// start when every member is ready (`joins`, shared by the ranks).
+struct RankPlace {
+  int rank = 0, ranks = 1;
+  // Ranks between this rank and the same place of the next stage: the layout's stage size when
+  // every rank is lowered, 0 when one rank stands for its stage (sends are matched by tag alone).
+  int stage_stride = 0;
+  plan::RankLayout::Coord at;
+  std::map<std::pair<std::size_t, std::int64_t>, des::TaskId>* joins = nullptr;
+  std::string prefix;
+};
+
+// A GPU kernel's engine duration from its base time: slowed by the SMs NCCL takes, except the
+// optimizer step, which runs after the step's communication (lower_stage and retime).
+des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown);
+
+// What a rank's pools hold at most (gpu, host, nvme): the GPU's usable memory, its share of the
+// host's DRAM and of the drives (lower_stage's pools; the shortened pipeline's memory check).
+std::array<double, 3> pool_capacities(const plan::Cluster& c);
+
+// One stage's rank lowered onto the engine (lower.cpp).
+Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
+                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
+                    const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
+                    std::vector<std::pair<std::int64_t, des::TaskId>>& receives);
+
+// A lowered stage's kernels set to `compute_slowdown` (the durations lower_stage gives them,
+// from each op's base time): the same engine runs again without being lowered again. `sums` is
+// scratch indexed by task.
+void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums);
+
+// What one stage's rank did, read from the engine's result.
+StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
+                       bool activity);
+
+// Full fidelity: every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and
+// the node's shared ones at their whole rate (the PCIe switch uplinks, host DRAM, the drives);
+// `reported[s]` is the index in `lowered` of stage s's first rank.
+void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<schedule::StepIR>& irs, const Efficiency& eff,
+                      const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
+                      std::vector<Lowered>& lowered, std::vector<int>& reported,
+                      std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
+                      std::vector<std::pair<std::int64_t, des::TaskId>>& receives);
+
+// The step IR of every pipeline stage.
+std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names);
+
+// What was live in the pool of `oom` when it overflowed, by memory category, largest first:
+// " (weights 14.98 GiB, activations 10.02 GiB)": the tensors of `ir` allocated before the
+// overflowing allocation (earlier, or at that instant and issued before it) and not yet freed.
+std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const des::Result& r,
+                             const des::OutOfMemory& oom);
+
+// One step of every pipeline stage (one representative rank each) in one engine, so the
+// pipeline's bubbles and its point-to-point traffic come out of the simulation. Returns the
+// stage whose compute stream is busiest (the pipeline's bottleneck) with the step's makespan,
+// the GPU memory high-water mark over all stages, and that stage in `stage_out`.
+// `irs` are the stages' step IRs (build_stages).
+// One step of every pipeline stage (one representative rank each, or every rank in full
+// fidelity) lowered onto one engine, so the pipeline's bubbles and its point-to-point traffic come
+// out of the simulation; kept so that the step can run again with other kernel durations (retime:
+// the SM-sharing probe, then the step). `real_stage[s]` is the plan's stage that irs[s] runs (a
+// shortened pipeline's; empty: irs[s] is stage s).
+struct LoweredStep {
+  des::Engine e;
+  std::vector<Lowered> lowered;  // representative: one per stage; full: one per rank
+  std::vector<int> reported;     // index in `lowered` of each stage's reported rank
+  std::string problem;
+};
+
+LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                       double compute_slowdown, bool full, const std::vector<int>& real_stage = {});
+
+// Every lowered kernel at `compute_slowdown`.
+void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown);
+
+// What a run of a lowered step gives: the stage whose compute stream is busiest (the pipeline's
+// bottleneck) with the step's makespan, the memory high-water marks over all stages, and that
+// stage in `stage_out`.
+// `phases`: also each stage's high-water marks by phase (StageRun::stage_peaks).
+StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
+                      int& stage_out, bool activity, bool trace, bool phases = false);
+
+StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
+                  int& stage_out, double compute_slowdown, bool full, bool activity,
+                  const std::vector<int>& real_stage = {});
+
+// What a simulated step gives the result: the reported stage's run (every additive figure
+// already extrapolated to the whole step where a shortcut was taken), its per-rank FLOPs and
+// its timeline for the power model.
+struct Simulated {
+  StageRun run;
+  int stage = 0;
+  double model_flops = 0, hardware_flops = 0, frozen_grad_flops = 0;
+  Timeline timeline;
+};
+
+// main + sum of w x (main - other) for every additive figure of a stage's run (sim/timeline.hpp):
+// step, compute and exposed time, NVMe bytes, each stream's busy time, each link's bytes and busy
+// time (matched by name).
+StageRun extrapolate_run(const StageRun& main, const std::vector<std::pair<const StageRun*, double>>& others);
+
+// The busier of the reported stage's communication streams (NCCL's kernels), seconds.
+double comm_busy_s(const StageRun& run);
+
+// NCCL kernels take SMs from the compute kernels they overlap with: compute slows by the SMs'
+// share NCCL holds for the fraction of the step its streams are busy (capped at half the SMs).
+double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, double step_s);
+
+// Stage symmetry (performance issue): the middle stages of a 1F1B pipeline run the same work, and
+// a 1F1B step with uniform stages lasts (m + pp - 1) slots (Narayanan et al. 2021 sec. 2.2.1): each
+// further stage adds a slot of the pipeline's fill and drain, each further micro-batch one of its
+// steady state, and neither changes what the other adds. So the step of pp stages and M
+// micro-batches is simulated as three short pipelines of the plan's own stages, A = 4 stages
+// (first, two middle, last) x 8 micro-batches, B = 3 stages x 8 and C = 4 stages x 4, and every
+// additive figure is f(A) + (pp - 4)(f(A) - f(B)) + (M - 8)/4 (f(A) - f(C)) (sim/timeline.hpp).
+// Interleaved 1F1B (sec. 2.2.2: (m + (pp - 1)/v) chunk slots, also linear in each) the same with
+// 12, 12 and 8 micro-batches, whole groups of 4 and 3 stages.
+// The SM-sharing probe is extrapolated the same way. Memory: a 1F1B stage s holds min(pp - s, M)
+// micro-batches' activations (ibid.; interleaved: (pp - s - 1) 2 + (v - 1) pp + 1 chunks', v + 1
+// more per stage), so through its steady state the first stage and the first middle stage hold
+// (pp - 4) x (what A's stage holds more than B's as its first backward starts) more than in A;
+// their warm-up and drain, what follows (the optimizer step) and the last stage are A's own.
+// Taken only where it is exact in that sense: representative fidelity, no trace, the shortcut on,
+// 1F1B with pp >= kShortenFromStages and M >= pp (every warm-up whole; interleaved: M a multiple of
+// pp and at least 12), a decoder whose middle
+// stages hold the same kinds of layers, no NVMe traffic (a drive's write rate depends on the whole
+// step's bytes) and memory more than 2% below every pool's capacity (else the whole pipeline is
+// simulated, for the exact verdict and its message). Otherwise nullopt: the caller simulates the
+// plan's pipeline. tests/unit/simulate_test.cpp bounds it against the whole simulation.
+std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu);
+
+}  // namespace detail
+}  // namespace ftplan::sim

@@ -1,0 +1,122 @@
+#include "sim/lowering.hpp"
+
+namespace ftplan::sim {
+
+std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
+  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::dram};
+  if (op.kind != OpKind::copy) return {};
+  if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
+  if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
+  if (p.offload.pinned) return {HostLink::pcie, HostLink::uplink, HostLink::dram};
+  return {HostLink::pageable, HostLink::pcie, HostLink::uplink, HostLink::dram};
+}
+
+const char* to_string(HostLink l) {
+  switch (l) {
+    case HostLink::pcie: return "pcie";
+    case HostLink::uplink: return "pcie switch uplink (share)";
+    case HostLink::dram: return "host dram (share)";
+    case HostLink::nvme_read: return "nvme read (share)";
+    case HostLink::nvme_write: return "nvme write (share)";
+    case HostLink::pageable: return "pageable staging";
+  }
+  return "?";
+}
+
+namespace detail {
+
+namespace {
+
+// Achievable DRAM bandwidth over the theoretical channels x speed x 8 B: STREAM triad reaches
+// ~74-78% of peak (TI SPRAD45A; hardware-figures.md "Host").
+constexpr double kDramEfficiency = 0.75;
+
+}  // namespace
+
+Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
+  Topology t{plan::RankLayout(p)};
+  const plan::Cluster& c = p.cluster;
+  t.gpus_per_node = t.layout.gpus_per_node();
+  t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
+  t.pcie_Bps = c.gpu.host_link.bandwidth_Bps() * eff.pcie;
+  t.nvlink_Bps = t.nvlink ? c.gpu.nvlink_bandwidth_Bps * eff.nvlink
+                          : t.pcie_Bps * 0.5;  // GPU-to-GPU through the root complex: both directions share it
+  double nic = 0, latency = 0;
+  for (const auto& [spec, count] : c.nics) {
+    nic += spec.bandwidth_Bps * spec.ports * count;
+    latency = std::max(latency, spec.latency_s);
+  }
+  t.nic_Bps = nic > 0 ? nic / c.host_ranks() * eff.network : 1.25e9;  // no NIC listed: 10 GbE
+  t.nic_latency_s = latency > 0 ? latency : 5e-6;
+
+  // The switch uplink a GPU shares with the GPUs (and their traffic) behind the same switch.
+  t.uplink_Bps = t.pcie_Bps;
+  for (const auto& sw : c.node.pcie_switches)
+    if (sw.gpus > 0) {
+      t.uplink_Bps = std::min(t.pcie_Bps, sw.uplink.bandwidth_Bps() * eff.pcie / sw.gpus);
+      break;
+    }
+  const int ranks = c.host_ranks();  // this rank's share of the host and drives
+  t.dram_Bps = (eff.dram_Bps > 0 ? eff.dram_Bps : c.host.dram_bandwidth_Bps() * kDramEfficiency) / ranks;
+  // Striped drives (RAID-0): the sum of the drives, each capped by its own PCIe link.
+  double read = 0, write = 0;
+  for (const auto& [d, n] : c.drives) {
+    const double link = d.interface.bandwidth_Bps() > 0 ? d.interface.bandwidth_Bps() : d.seq_read_Bps;
+    read += n * std::min(d.seq_read_Bps, link);
+    write += n * std::min(d.sustained_write_Bps, link);
+  }
+  if (eff.nvme_read_Bps > 0) read = eff.nvme_read_Bps;  // measured on this machine's drives
+  if (eff.nvme_write_Bps > 0) write = eff.nvme_write_Bps;
+  t.nvme_read_Bps = read / ranks;
+  t.nvme_write_Bps = write / ranks;
+  // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host, or what
+  // the calibration measured.
+  t.cpu_params_per_s = eff.cpu_optimizer_params_per_s > 0 ? eff.cpu_optimizer_params_per_s / ranks
+                                                          : t.dram_Bps / kAdamBytesPerParam;
+  return t;
+}
+
+double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double sustained_share_Bps) {
+  const double written = ir.nvme_step_written_bytes >= 0 ? ir.nvme_step_written_bytes : schedule::nvme_written_bytes(ir);
+  double drives = 0, burst = 0, sustained = 0, cache = 0;
+  for (const auto& [d, n] : p.cluster.drives) {
+    drives += n;
+    burst += n * d.seq_write_Bps;
+    sustained += n * d.sustained_write_Bps;
+    cache += n * d.write_cache_bytes;
+  }
+  if (written <= 0 || drives <= 0 || burst <= sustained) return sustained_share_Bps;
+  const int ranks = p.cluster.host_ranks();  // the drives' share of this plan's ranks, and theirs
+  const double node_bytes = written * ranks;
+  const double cached = std::min(node_bytes, cache);
+  const double node_rate = node_bytes / (cached / burst + (node_bytes - cached) / sustained);
+  return node_rate / ranks;
+}
+
+RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
+                               const Efficiency& eff, const std::string& prefix) {
+  RankLinks k;
+  const auto link = [&](const std::string& name, double Bps) {
+    k.own.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
+    return k.own.back();
+  };
+  k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
+  k.nic = link("network", topo.nic_Bps);
+  k.pcie = link(to_string(HostLink::pcie), topo.pcie_Bps);
+  k.uplink = link(to_string(HostLink::uplink), topo.uplink_Bps);
+  k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
+  k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
+  k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
+  k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
+  return k;
+}
+
+std::array<double, 3> pool_capacities(const plan::Cluster& c) {
+  double nvme = 0;
+  for (const auto& [d, n] : c.drives) nvme += d.capacity_bytes * n;
+  return {c.gpu.usable_memory_bytes, c.host.dram_bytes / c.host_ranks(), std::max(1.0, nvme / c.host_ranks())};
+}
+
+}  // namespace detail
+
+}  // namespace ftplan::sim
