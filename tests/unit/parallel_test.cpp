@@ -11,6 +11,7 @@
 #include "footprint/footprint.hpp"
 #include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
+#include "plan/rank_layout.hpp"
 #include "planner/planner.hpp"
 #include "schedule/step_ir.hpp"
 #include "sim/simulate.hpp"
@@ -488,4 +489,34 @@ TEST_CASE("fusing back-to-back kernels into one engine task changes no result (t
     CHECK(a.exposed_comm_s == doctest::Approx(b.exposed_comm_s).epsilon(1e-12));
     CHECK(a.gpu_peak_bytes == b.gpu_peak_bytes);
   }
+}
+
+TEST_CASE("the rank layout: Megatron's order tp, cp, dp, pp from the inside out, and which groups cross nodes") {
+  // 32 ranks on 4 nodes of 8: tp 2, cp 2, dp 4, pp 2 (a stage is 16 ranks, two nodes).
+  const plan::RankLayout l(2, 2, 4, 2, 8, 4);
+  CHECK(l.ranks() == 32);
+  CHECK(l.stage_ranks() == 16);
+  // rank 13 = t 1, c 0, d 3 (13 / 4 = 3), stage 0; rank 21 = t 1, c 0, d 1, stage 1.
+  const auto a = l.coord(13), b = l.coord(21);
+  CHECK((a.t == 1 && a.c == 0 && a.d == 3 && a.s == 0));
+  CHECK((b.t == 1 && b.c == 0 && b.d == 1 && b.s == 1));
+  CHECK(l.node(13) == 1);
+  // tp pairs are neighbours in a node; cp pairs are 2 apart: both inside a node.
+  CHECK(l.members_per_node(plan::Group::tp, 2) == 2);
+  CHECK_FALSE(l.crosses_nodes(plan::Group::cp, 2));
+  // The gradient group (dp x cp = 8 ranks, every 2nd rank) spans 16 ranks: 4 per node, two nodes.
+  CHECK(l.members_per_node(plan::Group::dp, 8) == 4);
+  CHECK(l.crosses_nodes(plan::Group::dp, 8));
+  // Its members: same stage and t, every d x cp + c; a block of 4 (hybrid shard) stays in a node.
+  CHECK(l.group_key(l.coord(1), plan::Group::dp, 8) == l.group_key(l.coord(15), plan::Group::dp, 8));
+  CHECK(l.group_key(l.coord(1), plan::Group::dp, 8) != l.group_key(l.coord(0), plan::Group::dp, 8));
+  CHECK(l.group_key(l.coord(1), plan::Group::dp, 8) != l.group_key(l.coord(17), plan::Group::dp, 8));
+  CHECK_FALSE(l.crosses_nodes(plan::Group::dp, 4));
+  CHECK(l.group_key(l.coord(1), plan::Group::dp, 4) != l.group_key(l.coord(9), plan::Group::dp, 4));
+  // Hybrid sharding's replicas (2 of them, shard groups of 4 filling a node): one per node.
+  CHECK(l.members_per_node(plan::Group::replicate, 2) == 1);
+  CHECK(l.group_key(l.coord(1), plan::Group::replicate, 2) == l.group_key(l.coord(9), plan::Group::replicate, 2));
+  // Stages fill two nodes each: pipeline sends cross nodes; on one 64-GPU node they would not.
+  CHECK(l.stages_cross_nodes());
+  CHECK_FALSE(plan::RankLayout(2, 2, 4, 2, 64, 1).stages_cross_nodes());
 }
