@@ -1,0 +1,261 @@
+#include "schedule/builder.hpp"
+
+namespace ftplan::schedule::detail {
+
+StepIR Builder::build() {
+  plan_geometry();
+  persistent_state();
+  for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
+  for (const PipeAction& a : pipeline_order(p_.parallel.schedule, pp, stage, micro_batches, chunks)) {
+    if (a.backward) backward(a.micro, a.chunk);
+    else forward(a.micro, a.chunk);
+  }
+  for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
+
+  const int last = optimizer_step();
+  Op end;
+  end.kind = OpKind::marker;
+  end.name = "step end";
+  end.deps = {last};
+  add(std::move(end));
+
+  // Totals.
+  double tokens = tokens_ * micro_batches;
+  if (job_.samples.packing == plan::Packing::padded && job_.samples.mean_tokens > 0)
+    tokens *= job_.samples.mean_tokens / static_cast<double>(job_.seq_len);  // padding computes, not learns
+  ir_.tokens_per_rank = tokens;
+  for (auto& op : ir_.ops) {
+    if (op.element == Element::packed) op.element = element_of(op);
+    ir_.model_flops_per_rank += op.model_flops;
+    ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
+    if (op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad) ir_.frozen_weight_grad_flops_per_rank += op.flops;
+  }
+  return std::move(ir_);
+}
+
+void Builder::plan_geometry() {
+  layers = inv_.layers;
+  // Pipeline: this stage runs `chunks` model chunks (virtual stages chunk x pp + stage under
+  // interleaved 1F1B, Narayanan et al. 2021 sec. 2.2.2), each an even share of the layers.
+  // The layers come from the plan's stage (the inventory's); the schedule, the point-to-point
+  // peers and tags from the stage's place in the pipeline simulated (PipelineView: the plan's own
+  // unless the simulator runs a shortened pipeline).
+  real_pp = std::max(1, p_.parallel.pp);
+  pp = view_.stages > 0 ? view_.stages : real_pp;
+  stage = view_.stages > 0 ? view_.position : inv_.stage;
+  chunks = real_pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved
+                         ? std::max(1, p_.parallel.virtual_stages)
+                         : 1;
+  virtual_stages = pp * chunks;
+  // The model layer of each of this stage's layers, chunk by chunk, and where each chunk starts
+  // (chunks may differ by a layer: inventory::stage_layer_list).
+  layer_of = inventory::stage_layer_list(m_, p_, inv_.stage, &chunk_begin);
+  FTPLAN_ASSERT(static_cast<int>(layer_of.size()) == layers, "the inventory counts the stage's layers");
+  // build_step bounds micro-batches x layers (too_large), so the count is an int.
+  std::int64_t wanted = std::max<std::int64_t>(1, inv_.grad_accumulation);
+  if (micro_override_ > 0) wanted = std::min<std::int64_t>(wanted, micro_override_);
+  FTPLAN_ASSERT(wanted <= kMaxLayerPasses, "build_step checks the step's size first");
+  micro_batches = static_cast<int>(wanted);
+  ir_.micro_batches = micro_batches;
+  // Room for every op up front (about 60 per layer and micro-batch with recompute, fetches and
+  // collectives): growing the array would move each op several times.
+  ir_.ops.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 64 + 256);
+  ir_.tensors.reserve(static_cast<std::size_t>(micro_batches) * (inv_.layers + 2) * 8 + 64);
+  ir_.stage = stage;
+  shard = inv_.shard_degree;
+}
+
+void Builder::persistent_state() {
+  // ---- persistent state and buffers: alive from the start.
+  Op begin;
+  begin.name = "step start";
+  start = add(std::move(begin));
+  for (const auto& g : inv_.groups) {
+    switch (g.lifetime) {
+      case Lifetime::persistent: {
+        const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
+        const int a = alloc(Stream::compute, t, {start});
+        if (g.category == Category::weights && weights_tensor < 0) {
+          weights_tensor = t;
+          weights_alloc = a;
+        }
+        if (g.category == Category::optimizer) state_allocs.push_back(a);
+        if (std::string_view(g.name) == inventory::kOptimizerSwapBuffers) optimizer_swap = t;
+        break;
+      }
+      case Lifetime::gradients: grads_group = &g; break;
+      case Lifetime::saved:
+        if (g.category != Category::activations) break;  // autocast copies: accounted in the footprint only
+        if (g.tier == Tier::gpu) saved_group = &g;
+        else offloaded_group = &g;
+        break;
+      case Lifetime::layer: break;  // gathered/streamed units and dequantized weights: per layer below
+      case Lifetime::backward_layer: backward_groups.push_back(&g); break;
+      case Lifetime::loss: loss_groups.push_back(&g); break;
+      case Lifetime::loss_peak: loss_peak_groups.push_back(&g); break;
+      case Lifetime::optimizer: optimizer_groups.push_back(&g); break;
+      case Lifetime::forward_backward: fb_groups.push_back(&g); break;
+    }
+  }
+  unit_group = gathered_group();
+  param_tier = off.params;
+  stream_params = unit_group != nullptr;  // a per-layer GPU copy of the parameters is made
+  unit_bytes = unit_group ? unit_group->bytes : 0;
+  units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
+
+  for (const auto* g : fb_groups) fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+  // Gradients: one share per layer, created by that layer's first backward, in their tier.
+  grad_tensor.assign(layers, -1);
+  if (grads_group)
+    for (int l = 0; l < layers; ++l)
+      grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
+                              grads_group->total() / std::max(1, layers), layer_of[l], grads_group->element);
+
+  grad_reduce_B = inv_.recipe.reduce_B;  // plan::precision_recipe says why
+  layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
+  reduce_each_micro = shard > 1 && inv_.zero >= 2;
+  // Gradients are reduced over the data-parallel ranks with the context-parallel ones
+  // (plan::sharding_in_effect): each of those computes part of the same parameters' gradients.
+  grad_group = plan::gradient_group_size(p_);
+  any_dp = grad_group > 1;
+
+  // The memory copies each sharding framework makes around its collectives, per unit (read from
+  // their source; YaFSDP's preallocated buffers exist to avoid them: its README, "designed to
+  // reduce communications and memory operations overhead").
+  // - FSDP2 all-gathers into one flat buffer and then copies it out into each parameter's own
+  //   tensor on the compute stream, once the gather is waited for (torch
+  //   distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_all_gather_copy_out:
+  //   split_with_sizes_copy); its reduce-scatter input is built by chunk_cat of the gradients,
+  //   widened to the reduce dtype, also on the compute stream (foreach_reduce). No pre-divide:
+  //   bf16/fp32 reduce with NCCL's AVG (_get_gradient_divide_factors).
+  // - FSDP1 all-gathers straight into the unit's flat parameter, but autograd builds the flat
+  //   gradient from the original parameters' views (the backward of the split that made them: a
+  //   cat), and _reduce_grad pre-divides the whole unsharded gradient in place on the
+  //   post-backward stream before the reduce-scatter (torch distributed/fsdp/_runtime_utils.py:
+  //   _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), a factor > 1 for any
+  //   world size >= 2).
+  // - DeepSpeed ZeRO-3 gathers into a flat buffer the parameters view; its reduce-scatter
+  //   interleaves the gradients into one flat buffer with torch.cat and pre-divides it by the
+  //   world size (deepspeed/runtime/comm/coalesced_collectives.py reduce_scatter_coalesced), on
+  //   its reduce-and-partition stream.
+  // - YaFSDP gathers into and reduces from preallocated buffers the parameters and gradients
+  //   view, without pre-divide for bf16/fp32 (ya_fsdp/_collectives.py).
+  // Left out: the casts of the local shard (1/shard of a unit) and the post-reduce cast.
+  sharding = inv_.profile.sharding;
+  sharded_units = stream_params && shard > 1;
+  grad_params = inv_.params.trainable_largest_layer;
+
+  // Brings layer l's parameters to a GPU buffer: NVMe -> pinned host -> GPU, then the all-gather
+  // of the other ranks' shards. Returns the op the layer's compute waits for. The buffer is
+  // allocated when the fetch is issued; at most `units_in_flight` are outstanding
+  // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
+  // DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per parameter tensor, each after a
+  // device synchronize (plan::Zero3Fetch::per_parameter).
+  per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
+                             p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
+
+  last_compute = start;
+
+  // Pipeline point-to-point: the activation of a micro-batch goes to the next virtual stage
+  // after its forward, its gradient to the previous one after its backward. Megatron's
+  // scatter/gather optimization sends 1/tp of the tensor from each tensor-parallel rank
+  // (Narayanan et al. 2021 sec. 4.1); with sequence parallelism each rank holds only 1/tp anyway.
+  // The receiver waits on the compute stream for the matching send (same tag).
+  p2p_bytes = tokens_ * static_cast<double>(m_.hidden) * act_B_ / tp_;
+
+  // Per micro-batch state kept from its forward to its backward.
+  saved_of.assign(micro_batches, std::vector<int>(layers, -1));
+  host_saved_of = saved_of;
+  stash_done_of = saved_of;
+  backwards.assign(layers, 0);
+}
+
+int Builder::optimizer_step() {
+  // ---- optimizer step over this rank's shard
+  Ids opt_deps = {last_compute};
+  if (last_reduce >= 0) opt_deps.push_back(last_reduce);
+  if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
+  // ZeRO-Offload's one-step delayed parameter update (Ren et al. 2021, sec. 5.2): the CPU step
+  // applies the previous step's gradients while the GPU runs this step's forward and backward,
+  // so it waits for nothing of this step but its state's existence (the executor, exec/, found
+  // it starting before the allocation of the state it updates). In steady state each step is the
+  // longer of the two paths.
+  if (off.delayed_update && off.optimizer_step == Tier::cpu) {
+    opt_deps = {start};
+    for (int a : state_allocs) opt_deps.push_back(a);
+  }
+  std::vector<int> opt_tensors;
+  for (const auto* g : optimizer_groups) {
+    opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+    opt_deps.push_back(alloc(Stream::compute, opt_tensors.back(), {last_compute}));
+  }
+  const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard : inv_.params.trainable;
+  const bool cpu_step = off.optimizer_step == Tier::cpu;
+  const auto optimizer_op = [&](double params, const std::string& name, Ids deps) {
+    Op opt;
+    opt.kind = OpKind::optimizer;
+    opt.pass = Pass::optimizer;
+    opt.name = name;
+    // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
+    // writes master, m, v (12); ~12 FLOPs per parameter.
+    opt.bytes = params * 28.0;
+    opt.flops = params * 12.0;
+    opt.kernels = cpu_step ? 0 : 12;
+    opt.stream = cpu_step ? Stream::cpu : Stream::compute;
+    opt.deps = std::move(deps);
+    return add(std::move(opt));
+  };
+  int last;
+  if (off.optimizer == Tier::nvme) {
+    // ZeRO-Infinity swaps optimizer state through pinned memory one sub-group at a time
+    // (sub_group_size, default 1e9 elements): read master, m, v; CPU Adam; write them back and
+    // the updated 16-bit parameters. Reads of the next chunk overlap the update of this one.
+    const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / 16.0 : std::min(trainable_shard, 1e9);
+    const int swaps = static_cast<int>(std::ceil(trainable_shard / std::max(1.0, chunk_params)));
+    last = -1;
+    int state = -1;
+    for (const auto& t : ir_.tensors)
+      if (t.category == Category::optimizer && t.tier == Tier::nvme) {
+        state = static_cast<int>(&t - &ir_.tensors[0]);
+        break;
+      }
+    int prev_update = -1;
+    for (int c = 0; c < swaps; ++c) {
+      const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
+      Ids deps = opt_deps;
+      // Through the pinned swap buffers (the inventory's): read into them, updated there, written
+      // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
+      const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
+      const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
+                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
+      Ids udeps = {rd};
+      if (prev_update >= 0) udeps.push_back(prev_update);
+      const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
+      ir_.ops[up].reads = swap;
+      ir_.ops[up].writes = swap;
+      prev_update = up;
+      last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
+                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
+    }
+  } else {
+    last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
+  }
+  for (int t : opt_tensors) last = release(Stream::compute, t, {last});
+  // ZeRO-Offload: the updated 16-bit parameters return to the GPU.
+  if (cpu_step && param_tier == Tier::gpu)
+    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
+                {last}, {}, {weights_tensor});
+  // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
+  if (any_dp && !stream_params && inv_.zero >= 1 && shard > 1)
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
+                      "all-gather updated parameters", -1, 0, {last});
+  // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the
+  // host has finished (which the optimizer step waits for anyway, but the delayed one does not:
+  // the executor, exec/, found the free racing the copy).
+  for (int l = 0; l < layers; ++l)
+    if (grad_tensor[l] >= 0)
+      last = release(Stream::compute, grad_tensor[l], last_grad_offload >= 0 ? Ids{last, last_grad_offload} : Ids{last});
+  return last;
+}
+
+}  // namespace ftplan::schedule::detail

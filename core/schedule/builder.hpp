@@ -1,0 +1,302 @@
+// The step IR's builder (not part of schedule's interface: step_ir.hpp is). Builder turns one
+// rank's inventory into the ops of one step; its files: layer_ops.cpp (one layer's compute and
+// its tensor/context/expert-parallel communication), step_passes.cpp (parameter streaming,
+// forward and backward passes, activation offload, pipeline sends), builder.cpp (the step:
+// persistent state, the schedule's order, the optimizer step); step_ir.cpp holds the public
+// functions (pipeline_order, build_step, dry_run).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "plan/checks.hpp"
+#include "schedule/step_ir.hpp"
+
+namespace ftplan::schedule {
+
+using inventory::Element;
+using inventory::Category;
+using inventory::Lifetime;
+using inventory::TensorGroup;
+using plan::Checkpointing;
+using plan::Method;
+using plan::Tier;
+
+namespace detail {
+
+// Host cost of one parameter all-gather in DeepSpeed ZeRO-3 before PR #1188: issue #1069 measured
+// pre-launch 130 us + launch 250 us per parameter on one 8-GPU node; its 8 list-API launches
+// (~6 us each, the simulator's default dispatch cost) are counted per rank instead.
+constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
+
+// Shapes and per-token work of one layer on one rank (after TP).
+struct LayerWork {
+  double h = 0, q = 0, kv = 0, f = 0;
+  double experts_per_token = 1;
+  double attended = 0;  // tokens each query attends
+  bool gated = true;
+};
+
+// An op with its identity filled in; callers add what is particular to it.
+inline Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int layer, int micro) {
+  Op op;
+  op.kind = kind;
+  op.stream = stream;
+  op.pass = pass;
+  op.name = std::move(name);
+  op.layer = layer;
+  op.micro = micro;
+  return op;
+}
+
+// The step being built: the stage's place in the pipeline, the inventory's groups sorted by
+// lifetime, the tensors and ops every pass refers to, and the running ends of the streams.
+// Set by plan_geometry and persistent_state, then read and advanced by the passes.
+struct StepState {
+  explicit StepState(const plan::Offload& o) : off(o) {}
+  const plan::Offload& off;
+  // Pipeline geometry (plan_geometry).
+  int layers = 0;              // this stage's layers
+  int real_pp = 1;             // the plan's pipeline stages
+  int pp = 1, stage = 0;       // the pipeline simulated and this stage's place in it (PipelineView)
+  int chunks = 1;              // model chunks per stage (interleaved 1F1B)
+  int virtual_stages = 1;
+  std::vector<int> chunk_begin;  // where each chunk starts in layer_of
+  std::vector<int> layer_of;     // the model layer of each of this stage's layers
+  int micro_batches = 1;
+  int shard = 1;               // ranks the state is sharded over
+  // Persistent tensors and what the passes need of the inventory (persistent_state).
+  int start = -1;              // the step's first op
+  int weights_tensor = -1;
+  Ids state_allocs;            // the optimizer state's allocations (the step reads that state)
+  int weights_alloc = -1;      // the weights' allocation (parameter fetches read them)
+  int optimizer_swap = -1;     // the pinned buffers the NVMe optimizer swap goes through
+  const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
+  const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
+  const TensorGroup* grads_group = nullptr;
+  std::vector<const TensorGroup*> backward_groups, loss_groups, loss_peak_groups, optimizer_groups, fb_groups;
+  const TensorGroup* unit_group = nullptr;  // the per-layer GPU copy of streamed parameters
+  Tier param_tier = Tier::gpu;
+  bool stream_params = false;  // a per-layer GPU copy of the parameters is made
+  double unit_bytes = 0;
+  int units_in_flight = 1;
+  std::vector<int> fb_tensors;   // alive from the first forward to the last backward
+  std::vector<int> grad_tensor;  // by layer: its gradients' share
+  double grad_reduce_B = 2;      // bytes per gradient element reduced (plan::precision_recipe)
+  double layer_grad_bytes = 0;
+  bool reduce_each_micro = false;
+  int grad_group = 1;            // plan::gradient_group_size
+  bool any_dp = false;
+  plan::Sharding sharding = plan::Sharding::none;
+  bool sharded_units = false;
+  double grad_params = 0;
+  bool per_parameter = false;    // DeepSpeed ZeRO-3's gather per parameter tensor
+  double p2p_bytes = 0;          // a pipeline send
+  // Running state of the passes.
+  std::vector<int> fetch_buffers;  // the buffer of each parameter fetch, in issue order
+  int last_compute = -1;
+  int last_reduce = -1;
+  int last_grad_offload = -1;
+  // Per micro-batch, per layer, kept from its forward to its backward.
+  std::vector<std::vector<int>> saved_of, host_saved_of, stash_done_of;
+  std::vector<int> backwards;  // backward passes issued so far, per layer
+};
+
+class Builder : private StepState {
+ public:
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches, bool names,
+          PipelineView view)
+      : StepState(p.offload), m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names), view_(view) {
+    tp_ = std::max(1, p.parallel.tp);
+    cp_ = std::max(1, p.parallel.cp);
+    dp_ = plan::data_parallel_degree(p);
+    tokens_ = inv.tokens_per_micro_batch;
+    act_B_ = inv.recipe.activation_B;
+    w_B_ = inv.recipe.compute_B;
+    full_ = job_.method == Method::full;
+    fused_ = inv.profile.fused_pointwise || job_.compile;
+    load_ = p.parallel.capacity_factor > 0 ? p.parallel.capacity_factor : 1.0;
+  }
+
+  StepIR build();
+
+ private:
+  int add(Op&& op) {
+    op.kernels = std::max(op.kernels, op.kind == OpKind::gemm || op.kind == OpKind::attention ||
+                                              op.kind == OpKind::elementwise || op.kind == OpKind::loss
+                                          ? 1
+                                          : 0);
+    ir_.ops.push_back(std::move(op));
+    return static_cast<int>(ir_.ops.size()) - 1;
+  }
+  // An op's element type when its builder did not set one: GEMMs and attention compute in the
+  // compute type (FP8 linears in fp8), memory-bound kernels in the activation type, the optimizer
+  // in fp32; collectives and copies move the type of the tensor they write (or read). Set for
+  // every op at the end of build(), when all reads and writes are known.
+  Element element_of(const Op& op) const {
+    switch (op.kind) {
+      case OpKind::gemm: return op.fp8 ? Element::fp8 : inv_.compute_element();
+      case OpKind::attention: return inv_.compute_element();
+      case OpKind::elementwise:
+      case OpKind::loss: return inv_.activation_element();
+      case OpKind::optimizer: return Element::fp32;
+      case OpKind::collective:
+      case OpKind::copy:
+        if (!op.writes.empty()) return ir_.tensors[op.writes.front()].element;
+        if (!op.reads.empty()) return ir_.tensors[op.reads.front()].element;
+        return op.group == Group::dp ? inv_.compute_element() : inv_.activation_element();
+      default: return Element::packed;
+    }
+  }
+  int tensor(std::string name, Category c, Tier tier, double bytes, int layer, Element e = Element::packed) {
+    const double count = std::round(bytes / inventory::element_bytes(e));
+    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer, e, {static_cast<std::int64_t>(count)}});
+    return static_cast<int>(ir_.tensors.size()) - 1;
+  }
+  int alloc(Stream s, int t, Ids deps = {}) {
+    Op op = make_op(OpKind::alloc, s, Pass::other, "alloc " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
+    op.tensor = t;
+    op.deps = std::move(deps);
+    op.writes = {t};
+    return add(std::move(op));
+  }
+  int release(Stream s, int t, Ids deps = {}) {
+    Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
+    op.tensor = t;
+    op.deps = std::move(deps);
+    const int id = add(std::move(op));
+    if (static_cast<std::size_t>(t) >= freed_by_.size()) freed_by_.resize(static_cast<std::size_t>(t) + 1, -1);
+    freed_by_[static_cast<std::size_t>(t)] = id;
+    return id;
+  }
+  // The op that freed tensor t, or -1.
+  int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }
+  const TensorGroup* gathered_group() const {
+    for (const auto& g : inv_.groups)
+      if (g.per_unit) return &g;
+    return nullptr;
+  }
+  LayerWork work_of(int layer) const;
+  double pointwise_bytes(const LayerWork& w, bool backward) const;
+  double activation_bytes(const LayerWork& w, bool backward) const;
+  int pointwise_kernels(bool backward) const;
+  // The parameter tensors of one layer, in the order its modules run, as shares of its parameters.
+  std::vector<double> parameter_tensor_shares(int layer) const;
+  bool fused_qkv() const;
+  bool fused_gate_up() const;
+  // HBM bytes of one micro-batch's FP8 casts in one layer's forward (inputs and weights) or
+  // backward (output gradients), and their kernels.
+  double fp8_cast_bytes(int layer, int micro, bool backward) const;
+  int fp8_cast_kernels(bool backward) const;
+  int linear_count() const;  // nn.Linear modules of a (dense) layer
+  // Matmul weights of one layer on this rank (after TP; MoE: this rank's experts).
+  double matmul_weights(int layer) const;
+  // Fills an attention op's shape fields: T queries, the keys each attends, the head dimension.
+  void shape_attention(Op& at, const LayerWork& w, bool flash, bool causal) const {
+    at.flash = flash;
+    at.flash_v1 = flash && job_.attention == plan::AttentionImpl::flash_v1;
+    at.causal = causal;
+    at.m = static_cast<std::int64_t>(tokens_);
+    at.n = static_cast<std::int64_t>(w.attended);
+    at.k = m_.head_dim_or_default();
+  }
+  // QLoRA: bitsandbytes' MatMul4Bit dequantizes each 4-bit base weight to the compute dtype right
+  // before its matmul, forward and backward (and again in a checkpointed recompute):
+  // F.dequantize_4bit reads the packed codes and block constants and writes a 16-bit copy, one
+  // kernel per linear (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward/backward).
+  // Returns `after` when the layer has no quantized weights.
+  int dequantize(const std::string& tag, int layer, int micro, Pass pass, Ids deps) {
+    Op dq = make_op(OpKind::elementwise, Stream::compute, pass, tag + " dequantize 4-bit weights", layer, micro);
+    dq.bytes = matmul_weights(layer) * (inventory::quantized_bytes_per_param(job_.quant) + w_B_);
+    dq.kernels = linear_count();
+    dq.deps = std::move(deps);
+    return add(std::move(dq));
+  }
+  bool quantized_base() const { return inv_.params.frozen_quantized > 0; }
+  int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {
+    Op op = make_op(OpKind::elementwise, Stream::compute, pass, tag + " fp8 casts", layer, micro);
+    op.bytes = fp8_cast_bytes(layer, micro, backward);
+    op.kernels = fp8_cast_kernels(backward);
+    op.deps = {after};
+    return add(std::move(op));
+  }
+  double eager_score_bytes(const LayerWork& w) const;
+  // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
+  int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
+  int layer_backward(int layer, int micro, Ids deps, Ids reads);
+  int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
+           const Ids& deps);
+  Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
+               const Ids& deps) const;
+  // A GEMM of a tensor-parallel block with the communication Megatron puts around it
+  // (Shoeybi et al. 2019 fig. 3; Korthikanti et al. 2022 fig. 5): `before` its input is
+  // all-gathered (sequence parallelism), `after` its output all-reduced or reduce-scattered.
+  // With async TP the collective becomes tp point-to-point steps overlapping tp GEMM blocks.
+  enum class TpComm { none, all_gather_before, reduce_after };
+  int tp_gemm(Op gemm, TpComm comm, const std::string& name);
+  // `op` in `blocks` pieces on the compute stream, a point-to-point pass of `pass_bytes` over
+  // group `g` on the comm stream between consecutive pieces (the next piece waits for it).
+  int blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name);
+  int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
+                 int micro, Ids deps);
+  int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
+           Ids deps, Ids reads, Ids writes);
+  // Expert parallelism: the all-to-all that sends each token to the ranks of its top-k experts
+  // (dispatch) or brings the results back (combine) (GShard, Lepikhin et al. 2021; Megatron-core
+  // MoE token dispatcher). Returns `after` when the layer has no experts or ep is 1.
+  int dispatch(bool moe, const std::string& name, int layer, int micro, int after);
+  // Attention; under context parallelism as ring attention (Liu et al. 2023; Megatron-core CP):
+  // cp blocks, each waiting for the K/V block (forward) or K/V and their gradients (backward)
+  // passed around the ring while the previous block computes.
+  int attention(Op op, bool backward);
+
+  // build() in order: the pipeline's geometry, the persistent state, the passes in the
+  // schedule's order, the optimizer step (builder.cpp).
+  void plan_geometry();
+  void persistent_state();
+  int optimizer_step();  // returns the step's last op
+  // The passes (step_passes.cpp): parameter streaming, a micro-batch's forward and backward
+  // through this stage's layers with activation offload, the pipeline's sends and receives.
+  std::string micro_name(const std::string& base, int mb) const;
+  int copy_out(int layer, int mb, Pass pass, int gathered, int buffer);
+  // Returns the op the reduce-scatter of a layer's gradients waits for; `cur` is the last compute
+  // op of its backward, updated when the framework's copy runs on the compute stream.
+  int reduce_copy_in(int layer, int mb, int& cur);
+  int fetch(int layer, int mb, bool backward, int release_before, int after, int& buffer);
+  std::int64_t pipe_tag(int mb, int to_vs, bool gradient) const;
+  void receive(int mb, int from_vs, int vs, bool gradient);
+  void send(int mb, int to_vs, bool gradient);
+  void forward(int mb, int chunk);
+  void backward(int mb, int chunk);
+
+  const model::ModelSpec& m_;
+  const plan::Plan& p_;
+  const inventory::Inventory& inv_;
+  const plan::Job& job_;
+  StepIR ir_;
+  std::vector<int> freed_by_;  // by tensor: the op that freed it
+  int tp_ = 1, cp_ = 1, dp_ = 1;
+  double tokens_ = 0, act_B_ = 2, w_B_ = 2;
+  bool full_ = true;
+  bool fused_ = false;
+  int micro_override_ = 0;
+  double load_ = 1.0;  // routed tokens an expert rank computes, relative to the even share
+  bool names_ = true;
+  PipelineView view_;
+  // An op's or tensor's name, formatted only when names are wanted (traces, dry-run messages).
+  template <class... Args>
+  std::string name(fmt::format_string<Args...> f, Args&&... args) const {
+    return names_ ? fmt::format(f, std::forward<Args>(args)...) : std::string();
+  }
+};
+
+}  // namespace detail
+}  // namespace ftplan::schedule

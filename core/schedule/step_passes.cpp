@@ -1,0 +1,374 @@
+#include "schedule/builder.hpp"
+
+namespace ftplan::schedule::detail {
+
+std::string Builder::micro_name(const std::string& base, int mb) const {
+  return micro_batches > 1 ? name("{} m{}", base, mb) : base;
+}
+
+int Builder::copy_out(int layer, int mb, Pass pass, int gathered, int buffer) {
+  if (!sharded_units || sharding != plan::Sharding::fsdp2) return gathered;
+  Op op = make_op(OpKind::elementwise, Stream::compute, pass,
+                  micro_name(name("{} L{} all-gather copy-out", pass == Pass::forward ? "fwd" : "bwd", layer), mb),
+                  layer, mb);
+  op.bytes = 2.0 * unit_bytes;  // read the gathered buffer, write the parameters
+  op.deps = {gathered};
+  op.reads = {buffer};
+  op.writes = {buffer};
+  return add(std::move(op));
+}
+
+int Builder::reduce_copy_in(int layer, int mb, int& cur) {
+  if (!sharded_units) return cur;
+  const double a = inv_.recipe.gather_B;  // gradients come out of autograd in the gathered parameters' type
+  Op op = make_op(OpKind::elementwise, Stream::compute, Pass::backward, "", layer, mb);
+  op.deps = {cur};
+  switch (sharding) {
+    case plan::Sharding::fsdp2:
+      op.name = micro_name(name("bwd L{} reduce-scatter copy-in", layer), mb);
+      op.bytes = grad_params * (a + grad_reduce_B);
+      cur = add(std::move(op));
+      return cur;
+    case plan::Sharding::fsdp1: {
+      op.name = micro_name(name("bwd L{} flat gradient cat", layer), mb);
+      op.bytes = 2.0 * grad_params * a;
+      cur = add(std::move(op));
+      Op div = make_op(OpKind::elementwise, Stream::comm_reduce, Pass::backward,
+                       micro_name(name("bwd L{} gradient pre-divide", layer), mb), layer, mb);
+      div.bytes = 2.0 * grad_params * grad_reduce_B;
+      div.deps = {cur};
+      return add(std::move(div));
+    }
+    case plan::Sharding::deepspeed:
+      op.stream = Stream::comm_reduce;
+      op.name = micro_name(name("bwd L{} gradient flatten and pre-divide", layer), mb);
+      op.bytes = 4.0 * grad_params * a;  // cat: read + write; div_: read + write
+      op.kernels = 2;
+      return add(std::move(op));
+    default: return cur;
+  }
+}
+
+int Builder::fetch(int layer, int mb, bool backward, int release_before, int after, int& buffer) {
+  const std::string what = name("L{}{}{}", layer, backward ? " bwd" : "", micro_batches > 1 ? name(" m{}", mb) : "");
+  buffer = tensor("params " + what, Category::temporaries, Tier::gpu, unit_bytes, layer, unit_group->element);
+  Ids deps;
+  if (release_before >= 0) deps.push_back(release_before);
+  // The buffers are one pool of `units_in_flight` for the whole step, as an engine's bounded
+  // prefetch holds them: a fetch takes the buffer the fetch `units_in_flight` before it freed,
+  // across passes and micro-batches too (`release_before` only bounds a pass from within; the
+  // executor, exec/, ran the NVMe reads of the next pass ahead past the simulated peak).
+  const std::size_t q = fetch_buffers.size();
+  fetch_buffers.push_back(buffer);
+  if (q >= static_cast<std::size_t>(units_in_flight)) {
+    const int freed = freed_by(fetch_buffers[q - static_cast<std::size_t>(units_in_flight)]);
+    if (freed >= 0 && std::find(deps.begin(), deps.end(), freed) == deps.end()) deps.push_back(freed);
+  }
+  // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
+  // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
+  if (weights_alloc >= 0) deps.push_back(weights_alloc);
+  const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
+  int last = alloc(first_stream, buffer, deps);
+  const double shard_bytes = unit_bytes / std::max(1, shard);
+  int source = weights_tensor;
+  if (param_tier == Tier::nvme) {
+    // ZeRO-Infinity / aiDAPTIV: read the layer's shard from flash into a pinned host buffer.
+    const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer, unit_group->element);
+    alloc(Stream::nvme_read, staging, {last});
+    last = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, shard_bytes, "nvme read params " + what, layer, mb, {last},
+                {weights_tensor}, {staging});
+    const int h2d = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {staging},
+                         {buffer});
+    last = release(Stream::h2d, staging, {h2d});
+    source = buffer;
+  } else if (param_tier == Tier::cpu) {
+    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {weights_tensor},
+                {buffer});
+    source = buffer;
+  }
+  if (per_parameter) {
+    // Each tensor: torch.cuda.synchronize() first (DeepSpeed issue #1069; PR #1188: "the async
+    // version is not async at all, because each all_gather calls torch.cuda.synchronize()"), so
+    // it waits for the compute issued before it; then torch.distributed.all_gather into a
+    // list of world-size views, whose NCCL backend copies the flat result back into each view
+    // (torch ProcessGroupNCCL::allgather): a host launch per rank. Fixed host cost per call:
+    // what #1069 measured on one 8-GPU node (pre-launch 130 us + launch 250 us), less its 8
+    // per-rank launches, which `kernels` counts for every group size.
+    const std::vector<double> shares = parameter_tensor_shares(layer);
+    for (std::size_t t = 0; t < shares.size(); ++t) {
+      last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes * shares[t],
+                        name("all-gather {} p{}", what, t), layer, mb, {last, after});
+      ir_.ops[last].host_s = kDeepSpeedPerParameterFetch_s;
+      ir_.ops[last].kernels = shard;
+      ir_.ops[last].reads = {source};
+      ir_.ops[last].writes = {buffer};
+    }
+  } else if (shard > 1) {
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
+                      {last});
+    ir_.ops[last].reads = {source};
+    ir_.ops[last].writes = {buffer};
+  }
+  return last;
+}
+
+std::int64_t Builder::pipe_tag(int mb, int to_vs, bool gradient) const {
+  return (static_cast<std::int64_t>(mb) * virtual_stages + to_vs) * 2 + (gradient ? 1 : 0);
+}
+
+void Builder::receive(int mb, int from_vs, int vs, bool gradient) {
+  Op op = make_op(OpKind::marker, Stream::compute, gradient ? Pass::backward : Pass::forward,
+                  micro_name(name("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb),
+                  -1, mb);
+  op.peer = from_vs % pp;
+  op.tag = pipe_tag(mb, vs, gradient);
+  op.deps = {last_compute};
+  last_compute = add(std::move(op));
+}
+
+void Builder::send(int mb, int to_vs, bool gradient) {
+  const int s = collective(Stream::p2p, Collective::send_recv, Group::pp, 2, p2p_bytes,
+                           micro_name(name("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb),
+                           -1, mb, {last_compute});
+  ir_.ops[s].peer = to_vs % pp;
+  ir_.ops[s].tag = pipe_tag(mb, to_vs, gradient);
+}
+
+void Builder::forward(int mb, int chunk) {
+  std::vector<int>& saved = saved_of[mb];
+  std::vector<int>& host_saved = host_saved_of[mb];
+  std::vector<int>& stash_done = stash_done_of[mb];
+  const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
+  if (vs > 0) receive(mb, vs - 1, vs, false);
+  std::vector<int> released(layers, -1);
+  for (int l = c0; l < c1; ++l) {
+    const int layer = layer_of[l];
+    Ids deps = {last_compute};
+    Ids reads;
+    int buffer = -1;
+    if (stream_params) {
+      const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
+      const int gathered = fetch(layer, mb, false, before, last_compute, buffer);
+      deps.push_back(copy_out(layer, mb, Pass::forward, gathered, buffer));
+      reads.push_back(buffer);
+    } else if (weights_tensor >= 0) {
+      reads.push_back(weights_tensor);
+    }
+    const TensorGroup* acts = saved_group;
+    if (acts) {
+      saved[l] = tensor(micro_name(name("saved activations L{}", layer), mb), Category::activations, Tier::gpu,
+                        acts->bytes, layer);
+      deps.push_back(alloc(Stream::compute, saved[l], {last_compute}));
+    }
+    last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
+    if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
+    released[l] = last_compute;
+    // Activation offload (SSDTrain, DeepSpeed cpu_checkpointing): copy the saved tensors out
+    // and free the GPU copy once it has left.
+    if (offloaded_group && saved[l] >= 0) {
+      const std::string what = micro_name(name("activations L{}", layer), mb);
+      host_saved[l] = tensor(what + " (offloaded)", Category::activations, offloaded_group->tier, acts->bytes, layer);
+      int a = alloc(Stream::d2h, host_saved[l], {last_compute});
+      const Tier dst = offloaded_group->tier;
+      if (dst == Tier::nvme) {
+        const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, acts->bytes, layer);
+        alloc(Stream::d2h, staging, {a});
+        a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {staging});
+        a = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, acts->bytes, "nvme write " + what, layer, mb, {a}, {staging},
+                 {host_saved[l]});
+        a = release(Stream::nvme_write, staging, {a});
+      } else {
+        a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
+      }
+      stash_done[l] = release(Stream::d2h, saved[l], {a});
+      saved[l] = -1;
+    }
+  }
+  // ---- loss (last virtual stage)
+  if (vs == virtual_stages - 1 && m_.has_lm_head()) {
+    std::vector<int> loss_tensors, peak;
+    for (const auto* g : loss_groups) {
+      loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+      last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
+    }
+    for (const auto* g : loss_peak_groups) {
+      peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+      last_compute = alloc(Stream::compute, peak.back(), {last_compute});
+    }
+    const double V = static_cast<double>(m_.vocab) / tp_;
+    if (inv_.recipe.autocast_copies) {  // the LM head's weight cast (see layer_forward)
+      Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
+      cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
+      cast.deps = {last_compute};
+      last_compute = add(std::move(cast));
+    }
+    last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
+                        false, {last_compute});
+    Op loss;
+    loss.kind = OpKind::loss;
+    loss.stream = Stream::compute;
+    loss.pass = Pass::forward;
+    loss.name = micro_name("loss", mb);
+    loss.micro = mb;
+    loss.bytes = tokens_ * V * (act_B_ + 4 + 4 + 4 + 4 + act_B_);  // upcast, log-softmax, its gradient
+    loss.kernels = 6;
+    loss.deps = {last_compute};
+    last_compute = add(std::move(loss));
+    for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
+    last_compute = gemm(micro_name("bwd head", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
+                        full_, {last_compute});
+    for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
+  }
+  if (vs < virtual_stages - 1) send(mb, vs + 1, false);
+}
+
+void Builder::backward(int mb, int chunk) {
+  std::vector<int>& saved = saved_of[mb];
+  std::vector<int>& host_saved = host_saved_of[mb];
+  std::vector<int>& stash_done = stash_done_of[mb];
+  const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
+  if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
+  std::vector<int> released_bwd(layers, -1);
+  std::vector<int> fetched(layers, -1), fetched_buffer(layers, -1);
+  const auto fetch_backward = [&](int l) {
+    const int back = l + units_in_flight;
+    const int before = back < c1 ? released_bwd[back] : -1;
+    fetched[l] = fetch(layer_of[l], mb, true, before, last_compute, fetched_buffer[l]);
+  };
+  for (int l = c1 - 1; l >= c0; --l) {
+    const int layer = layer_of[l];
+    const bool first_backward = backwards[l] == 0;
+    const bool last_backward = ++backwards[l] == micro_batches;
+    Ids deps = {last_compute};
+    Ids reads;
+    int buffer = -1;
+    if (stream_params) {
+      if (fetched[l] < 0) fetch_backward(l);
+      buffer = fetched_buffer[l];
+      deps.push_back(copy_out(layer, mb, Pass::backward, fetched[l], buffer));
+      reads.push_back(buffer);
+      // Backward prefetch (FSDP1 BACKWARD_PRE, FSDP2's and DeepSpeed's prefetch of the next
+      // module): the next layer's gather is issued before this layer's gradients are reduced,
+      // so on the process group's one stream it is not queued behind that reduce-scatter. It
+      // takes the buffer of the layer `units_in_flight` above, already released.
+      if (l > c0 && units_in_flight >= 2 && !per_parameter) fetch_backward(l - 1);
+    } else if (weights_tensor >= 0) {
+      reads.push_back(weights_tensor);
+    }
+    // Offloaded activations come back before their layer's backward.
+    if (host_saved[l] >= 0) {
+      const std::string what = micro_name(name("activations L{}", layer), mb);
+      saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
+      int a = alloc(Stream::h2d, saved[l], {stash_done[l]});
+      if (offloaded_group->tier == Tier::nvme) {
+        const int staging = tensor("staging back " + what, Category::buffers, Tier::cpu, offloaded_group->bytes, layer);
+        alloc(Stream::nvme_read, staging, {a});
+        a = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, offloaded_group->bytes, "nvme read " + what, layer, mb, {a},
+                 {host_saved[l]}, {staging});
+        a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {staging},
+                 {saved[l]});
+        a = release(Stream::h2d, staging, {a});
+      } else {
+        a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {host_saved[l]},
+                 {saved[l]});
+      }
+      a = release(Stream::h2d, host_saved[l], {a});
+      deps.push_back(a);
+    }
+    if (saved[l] >= 0) reads.push_back(saved[l]);
+    std::vector<int> bwd_tensors;
+    for (const auto* g : backward_groups) {
+      bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer, g->element));
+      deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
+    }
+    const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
+    if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
+    int cur;
+    if (job_.checkpointed(l)) {
+      cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
+    } else if (job_.checkpointing == Checkpointing::selective &&
+               inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
+      // torchtitan op-SAC (torchtitan/models/llama3/parallelize: _get_custom_policy) saves only
+      // the outputs of ops in its save list (matmuls, SDPA, reduce-scatter, max), and of the
+      // matmuls every other one, so backward recomputes the unsaved matmuls (wk, wo, w3) and
+      // every other forward op: the norms, RoPE, residual adds and the activation.
+      const LayerWork w = work_of(layer);
+      Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::recompute, name("re L{} pointwise", layer), layer, mb);
+      ew.bytes = pointwise_bytes(w, false) * tokens_ + activation_bytes(w, false) * tokens_ * w.experts_per_token;
+      ew.kernels = pointwise_kernels(false) + (w.gated ? 2 : 1);
+      ew.deps = deps;
+      ew.reads = reads;
+      cur = add(std::move(ew));
+      cur = gemm(name("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
+                 w.kv + w.h + w.f * w.experts_per_token, false, {cur});
+    } else {
+      Op join;
+      join.kind = OpKind::marker;
+      join.stream = Stream::compute;
+      join.name = name("bwd L{} ready", layer);
+      join.deps = deps;
+      cur = add(std::move(join));
+    }
+    cur = layer_backward(layer, mb, {cur}, reads);
+    if (grads_on_gpu && grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
+    if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
+    for (int t : bwd_tensors) cur = release(Stream::compute, t, {cur});
+    if (buffer >= 0) cur = release(Stream::compute, buffer, {cur});
+    released_bwd[l] = cur;
+    last_compute = cur;
+    // Gradient reduction of this layer: every micro-batch when gradients are sharded
+    // (FSDP/ZeRO-2/3 reduce-scatter), else once after the last micro-batch (DDP no_sync,
+    // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
+    int produced = cur;
+    if (any_dp && (reduce_each_micro || last_backward)) {
+      const bool scatter = inv_.zero >= 1 || stream_params;
+      // FSDP, ZeRO-3 and YaFSDP gather parameters and reduce-scatter gradients through one
+      // process group: NCCL runs a communicator's collectives one after another in issue order
+      // (PyTorch FSDP2 added a separate reduce-scatter process group to lift exactly this), so
+      // the reduce-scatter queues behind the gathers on the gather stream.
+      const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
+      const int ready = reduce_copy_in(layer, mb, cur);
+      last_compute = cur;
+      last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
+                               shard > 1 ? shard : grad_group, layer_grad_bytes,
+                               micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
+                               mb, {ready});
+      ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+      // Hybrid sharding (FSDP HYBRID_SHARD, FSDP2 over a 2-D mesh): each shard group sits in a
+      // node and its replicas across nodes all-reduce the reduced shard, the second collective
+      // (torch distributed/fsdp/_runtime_utils.py _reduce_grad: reduce_scatter, then
+      // all_reduce over _inter_node_pg; FSDP2 _fsdp_collectives.py foreach_reduce:
+      // all_reduce over the replicate group).
+      if (shard > 1 && shard < grad_group) {
+        last_reduce = collective(reduce_stream, Collective::all_reduce, Group::replicate, grad_group / shard,
+                                 layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer,
+                                 mb, {last_reduce});
+        ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+      }
+      produced = last_reduce;
+    }
+    // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
+    // (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
+    if (grads_group && !grads_on_gpu && last_backward) {
+      const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
+      int t = alloc(Stream::d2h, grad_tensor[l], {produced});
+      if (grads_group->tier == Tier::nvme) {
+        const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer,
+                                   Element::fp32);
+        alloc(Stream::d2h, staging, {t});
+        t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
+                 {staging});
+        t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, name("nvme write gradients L{}", layer), layer,
+                 mb, {t}, {staging}, {grad_tensor[l]});
+        t = release(Stream::nvme_write, staging, {t});
+      } else {
+        t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
+                 {grad_tensor[l]});
+      }
+      last_grad_offload = t;
+    }
+  }
+  if (vs > 0) send(mb, vs - 1, true);
+}
+
+}  // namespace ftplan::schedule::detail
