@@ -275,6 +275,12 @@ class Builder : private StepState {
   void receive(int mb, int from_vs, int vs, bool gradient);
   void send(int mb, int to_vs, bool gradient);
   void forward(int mb, int chunk);
+  void offload_activations(int l, int layer, int mb);
+  void head_and_loss(int mb);
+  int activations_back(int l, int layer, int mb);
+  int backward_ready(int layer, int mb, const Ids& deps, const Ids& reads, int l);
+  int reduce_gradients(int layer, int mb, bool last_backward, int& cur);
+  void offload_gradients(int l, int layer, int mb, int produced);
   void backward(int mb, int chunk);
 
   const model::ModelSpec& m_;

@@ -136,8 +136,6 @@ void Builder::send(int mb, int to_vs, bool gradient) {
 
 void Builder::forward(int mb, int chunk) {
   std::vector<int>& saved = saved_of[mb];
-  std::vector<int>& host_saved = host_saved_of[mb];
-  std::vector<int>& stash_done = stash_done_of[mb];
   const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
   if (vs > 0) receive(mb, vs - 1, vs, false);
   std::vector<int> released(layers, -1);
@@ -163,69 +161,15 @@ void Builder::forward(int mb, int chunk) {
     last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
     if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
     released[l] = last_compute;
-    // Activation offload (SSDTrain, DeepSpeed cpu_checkpointing): copy the saved tensors out
-    // and free the GPU copy once it has left.
-    if (offloaded_group && saved[l] >= 0) {
-      const std::string what = micro_name(name("activations L{}", layer), mb);
-      host_saved[l] = tensor(what + " (offloaded)", Category::activations, offloaded_group->tier, acts->bytes, layer);
-      int a = alloc(Stream::d2h, host_saved[l], {last_compute});
-      const Tier dst = offloaded_group->tier;
-      if (dst == Tier::nvme) {
-        const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, acts->bytes, layer);
-        alloc(Stream::d2h, staging, {a});
-        a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {staging});
-        a = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, acts->bytes, "nvme write " + what, layer, mb, {a}, {staging},
-                 {host_saved[l]});
-        a = release(Stream::nvme_write, staging, {a});
-      } else {
-        a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
-      }
-      stash_done[l] = release(Stream::d2h, saved[l], {a});
-      saved[l] = -1;
-    }
+    if (offloaded_group && saved[l] >= 0) offload_activations(l, layer, mb);
   }
-  // ---- loss (last virtual stage)
-  if (vs == virtual_stages - 1 && m_.has_lm_head()) {
-    std::vector<int> loss_tensors, peak;
-    for (const auto* g : loss_groups) {
-      loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
-      last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
-    }
-    for (const auto* g : loss_peak_groups) {
-      peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
-      last_compute = alloc(Stream::compute, peak.back(), {last_compute});
-    }
-    const double V = static_cast<double>(m_.vocab) / tp_;
-    if (inv_.recipe.autocast_copies) {  // the LM head's weight cast (see layer_forward)
-      Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
-      cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
-      cast.deps = {last_compute};
-      last_compute = add(std::move(cast));
-    }
-    last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
-                        false, {last_compute});
-    Op loss;
-    loss.kind = OpKind::loss;
-    loss.stream = Stream::compute;
-    loss.pass = Pass::forward;
-    loss.name = micro_name("loss", mb);
-    loss.micro = mb;
-    loss.bytes = tokens_ * V * (act_B_ + 4 + 4 + 4 + 4 + act_B_);  // upcast, log-softmax, its gradient
-    loss.kernels = 6;
-    loss.deps = {last_compute};
-    last_compute = add(std::move(loss));
-    for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
-    last_compute = gemm(micro_name("bwd head", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
-                        full_, {last_compute});
-    for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
-  }
+  if (vs == virtual_stages - 1 && m_.has_lm_head()) head_and_loss(mb);
   if (vs < virtual_stages - 1) send(mb, vs + 1, false);
 }
 
 void Builder::backward(int mb, int chunk) {
   std::vector<int>& saved = saved_of[mb];
   std::vector<int>& host_saved = host_saved_of[mb];
-  std::vector<int>& stash_done = stash_done_of[mb];
   const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
   if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
   std::vector<int> released_bwd(layers, -1);
@@ -255,26 +199,7 @@ void Builder::backward(int mb, int chunk) {
     } else if (weights_tensor >= 0) {
       reads.push_back(weights_tensor);
     }
-    // Offloaded activations come back before their layer's backward.
-    if (host_saved[l] >= 0) {
-      const std::string what = micro_name(name("activations L{}", layer), mb);
-      saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
-      int a = alloc(Stream::h2d, saved[l], {stash_done[l]});
-      if (offloaded_group->tier == Tier::nvme) {
-        const int staging = tensor("staging back " + what, Category::buffers, Tier::cpu, offloaded_group->bytes, layer);
-        alloc(Stream::nvme_read, staging, {a});
-        a = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, offloaded_group->bytes, "nvme read " + what, layer, mb, {a},
-                 {host_saved[l]}, {staging});
-        a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {staging},
-                 {saved[l]});
-        a = release(Stream::h2d, staging, {a});
-      } else {
-        a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {host_saved[l]},
-                 {saved[l]});
-      }
-      a = release(Stream::h2d, host_saved[l], {a});
-      deps.push_back(a);
-    }
+    if (host_saved[l] >= 0) deps.push_back(activations_back(l, layer, mb));
     if (saved[l] >= 0) reads.push_back(saved[l]);
     std::vector<int> bwd_tensors;
     for (const auto* g : backward_groups) {
@@ -283,32 +208,7 @@ void Builder::backward(int mb, int chunk) {
     }
     const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
     if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
-    int cur;
-    if (job_.checkpointed(l)) {
-      cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
-    } else if (job_.checkpointing == Checkpointing::selective &&
-               inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
-      // torchtitan op-SAC (torchtitan/models/llama3/parallelize: _get_custom_policy) saves only
-      // the outputs of ops in its save list (matmuls, SDPA, reduce-scatter, max), and of the
-      // matmuls every other one, so backward recomputes the unsaved matmuls (wk, wo, w3) and
-      // every other forward op: the norms, RoPE, residual adds and the activation.
-      const LayerWork w = work_of(layer);
-      Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::recompute, name("re L{} pointwise", layer), layer, mb);
-      ew.bytes = pointwise_bytes(w, false) * tokens_ + activation_bytes(w, false) * tokens_ * w.experts_per_token;
-      ew.kernels = pointwise_kernels(false) + (w.gated ? 2 : 1);
-      ew.deps = deps;
-      ew.reads = reads;
-      cur = add(std::move(ew));
-      cur = gemm(name("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
-                 w.kv + w.h + w.f * w.experts_per_token, false, {cur});
-    } else {
-      Op join;
-      join.kind = OpKind::marker;
-      join.stream = Stream::compute;
-      join.name = name("bwd L{} ready", layer);
-      join.deps = deps;
-      cur = add(std::move(join));
-    }
+    int cur = backward_ready(layer, mb, deps, reads, l);
     cur = layer_backward(layer, mb, {cur}, reads);
     if (grads_on_gpu && grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
     if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
@@ -316,59 +216,182 @@ void Builder::backward(int mb, int chunk) {
     if (buffer >= 0) cur = release(Stream::compute, buffer, {cur});
     released_bwd[l] = cur;
     last_compute = cur;
-    // Gradient reduction of this layer: every micro-batch when gradients are sharded
-    // (FSDP/ZeRO-2/3 reduce-scatter), else once after the last micro-batch (DDP no_sync,
-    // ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
-    int produced = cur;
-    if (any_dp && (reduce_each_micro || last_backward)) {
-      const bool scatter = inv_.zero >= 1 || stream_params;
-      // FSDP, ZeRO-3 and YaFSDP gather parameters and reduce-scatter gradients through one
-      // process group: NCCL runs a communicator's collectives one after another in issue order
-      // (PyTorch FSDP2 added a separate reduce-scatter process group to lift exactly this), so
-      // the reduce-scatter queues behind the gathers on the gather stream.
-      const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
-      const int ready = reduce_copy_in(layer, mb, cur);
-      last_compute = cur;
-      last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
-                               shard > 1 ? shard : grad_group, layer_grad_bytes,
-                               micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
-                               mb, {ready});
-      ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
-      // Hybrid sharding (FSDP HYBRID_SHARD, FSDP2 over a 2-D mesh): each shard group sits in a
-      // node and its replicas across nodes all-reduce the reduced shard, the second collective
-      // (torch distributed/fsdp/_runtime_utils.py _reduce_grad: reduce_scatter, then
-      // all_reduce over _inter_node_pg; FSDP2 _fsdp_collectives.py foreach_reduce:
-      // all_reduce over the replicate group).
-      if (shard > 1 && shard < grad_group) {
-        last_reduce = collective(reduce_stream, Collective::all_reduce, Group::replicate, grad_group / shard,
-                                 layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer,
-                                 mb, {last_reduce});
-        ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
-      }
-      produced = last_reduce;
-    }
-    // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
-    // (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
-    if (grads_group && !grads_on_gpu && last_backward) {
-      const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
-      int t = alloc(Stream::d2h, grad_tensor[l], {produced});
-      if (grads_group->tier == Tier::nvme) {
-        const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer,
-                                   Element::fp32);
-        alloc(Stream::d2h, staging, {t});
-        t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
-                 {staging});
-        t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, name("nvme write gradients L{}", layer), layer,
-                 mb, {t}, {staging}, {grad_tensor[l]});
-        t = release(Stream::nvme_write, staging, {t});
-      } else {
-        t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
-                 {grad_tensor[l]});
-      }
-      last_grad_offload = t;
-    }
+    const int produced = reduce_gradients(layer, mb, last_backward, cur);
+    if (grads_group && !grads_on_gpu && last_backward) offload_gradients(l, layer, mb, produced);
   }
   if (vs > 0) send(mb, vs - 1, true);
+}
+
+// Offloaded activations come back before their layer's backward: flash -> pinned host -> GPU,
+// or host -> GPU. Returns the op after which they are on the GPU (saved_of[mb][l]).
+int Builder::activations_back(int l, int layer, int mb) {
+  std::vector<int>& saved = saved_of[mb];
+  std::vector<int>& host_saved = host_saved_of[mb];
+  const std::string what = micro_name(name("activations L{}", layer), mb);
+  saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
+  int a = alloc(Stream::h2d, saved[l], {stash_done_of[mb][l]});
+  if (offloaded_group->tier == Tier::nvme) {
+    const int staging = tensor("staging back " + what, Category::buffers, Tier::cpu, offloaded_group->bytes, layer);
+    alloc(Stream::nvme_read, staging, {a});
+    a = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, offloaded_group->bytes, "nvme read " + what, layer, mb, {a},
+             {host_saved[l]}, {staging});
+    a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {staging},
+             {saved[l]});
+    a = release(Stream::h2d, staging, {a});
+  } else {
+    a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {host_saved[l]},
+             {saved[l]});
+  }
+  a = release(Stream::h2d, host_saved[l], {a});
+  return a;
+}
+
+// What a layer's backward waits for: its forward recomputed (checkpointed layers), the
+// unsaved part recomputed (torchtitan's op-level selective checkpointing), or a join of `deps`.
+int Builder::backward_ready(int layer, int mb, const Ids& deps, const Ids& reads, int l) {
+  int cur;
+  if (job_.checkpointed(l)) {
+    cur = layer_forward(layer, mb, Pass::recompute, deps, reads, -1);
+  } else if (job_.checkpointing == Checkpointing::selective &&
+             inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm) {
+    // torchtitan op-SAC (torchtitan/models/llama3/parallelize: _get_custom_policy) saves only
+    // the outputs of ops in its save list (matmuls, SDPA, reduce-scatter, max), and of the
+    // matmuls every other one, so backward recomputes the unsaved matmuls (wk, wo, w3) and
+    // every other forward op: the norms, RoPE, residual adds and the activation.
+    const LayerWork w = work_of(layer);
+    Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::recompute, name("re L{} pointwise", layer), layer, mb);
+    ew.bytes = pointwise_bytes(w, false) * tokens_ + activation_bytes(w, false) * tokens_ * w.experts_per_token;
+    ew.kernels = pointwise_kernels(false) + (w.gated ? 2 : 1);
+    ew.deps = deps;
+    ew.reads = reads;
+    cur = add(std::move(ew));
+    cur = gemm(name("re L{} unsaved mm", layer), layer, mb, Pass::recompute, tokens_, w.h,
+               w.kv + w.h + w.f * w.experts_per_token, false, {cur});
+  } else {
+    Op join;
+    join.kind = OpKind::marker;
+    join.stream = Stream::compute;
+    join.name = name("bwd L{} ready", layer);
+    join.deps = deps;
+    cur = add(std::move(join));
+  }
+  return cur;
+}
+
+// Gradient reduction of this layer: every micro-batch when gradients are sharded
+// (FSDP/ZeRO-2/3 reduce-scatter), else once after the last micro-batch (DDP no_sync,
+// ZeRO-1, Megatron) as an all-reduce (DDP buckets) or reduce-scatter (distributed optimizer).
+// Returns the op the layer's gradients are ready after (`cur`, updated when the framework's
+// copy runs on the compute stream, when none is reduced now).
+int Builder::reduce_gradients(int layer, int mb, bool last_backward, int& cur) {
+  if (!any_dp || !(reduce_each_micro || last_backward)) return cur;
+  const bool scatter = inv_.zero >= 1 || stream_params;
+  // FSDP, ZeRO-3 and YaFSDP gather parameters and reduce-scatter gradients through one
+  // process group: NCCL runs a communicator's collectives one after another in issue order
+  // (PyTorch FSDP2 added a separate reduce-scatter process group to lift exactly this), so
+  // the reduce-scatter queues behind the gathers on the gather stream.
+  const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
+  const int ready = reduce_copy_in(layer, mb, cur);
+  last_compute = cur;
+  last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
+                           shard > 1 ? shard : grad_group, layer_grad_bytes,
+                           micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
+                           mb, {ready});
+  ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+  // Hybrid sharding (FSDP HYBRID_SHARD, FSDP2 over a 2-D mesh): each shard group sits in a
+  // node and its replicas across nodes all-reduce the reduced shard, the second collective
+  // (torch distributed/fsdp/_runtime_utils.py _reduce_grad: reduce_scatter, then
+  // all_reduce over _inter_node_pg; FSDP2 _fsdp_collectives.py foreach_reduce:
+  // all_reduce over the replicate group).
+  if (shard > 1 && shard < grad_group) {
+    last_reduce = collective(reduce_stream, Collective::all_reduce, Group::replicate, grad_group / shard,
+                             layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer,
+                             mb, {last_reduce});
+    ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
+  }
+  return last_reduce;
+}
+
+// ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
+// (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
+void Builder::offload_gradients(int l, int layer, int mb, int produced) {
+  const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
+  int t = alloc(Stream::d2h, grad_tensor[l], {produced});
+  if (grads_group->tier == Tier::nvme) {
+    const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer,
+                               Element::fp32);
+    alloc(Stream::d2h, staging, {t});
+    t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
+             {staging});
+    t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, name("nvme write gradients L{}", layer), layer,
+             mb, {t}, {staging}, {grad_tensor[l]});
+    t = release(Stream::nvme_write, staging, {t});
+  } else {
+    t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
+             {grad_tensor[l]});
+  }
+  last_grad_offload = t;
+}
+
+// Activation offload (SSDTrain, DeepSpeed cpu_checkpointing): copy the saved tensors out
+// and free the GPU copy once it has left.
+void Builder::offload_activations(int l, int layer, int mb) {
+  std::vector<int>& saved = saved_of[mb];
+  std::vector<int>& host_saved = host_saved_of[mb];
+  const TensorGroup* acts = saved_group;
+  const std::string what = micro_name(name("activations L{}", layer), mb);
+  host_saved[l] = tensor(what + " (offloaded)", Category::activations, offloaded_group->tier, acts->bytes, layer);
+  int a = alloc(Stream::d2h, host_saved[l], {last_compute});
+  const Tier dst = offloaded_group->tier;
+  if (dst == Tier::nvme) {
+    const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, acts->bytes, layer);
+    alloc(Stream::d2h, staging, {a});
+    a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {staging});
+    a = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, acts->bytes, "nvme write " + what, layer, mb, {a}, {staging},
+             {host_saved[l]});
+    a = release(Stream::nvme_write, staging, {a});
+  } else {
+    a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
+  }
+  stash_done_of[mb][l] = release(Stream::d2h, saved[l], {a});
+  saved[l] = -1;
+}
+
+// The last virtual stage: the LM head, the loss and the head's backward, with the loss's
+// temporaries (the inventory's loss groups).
+void Builder::head_and_loss(int mb) {
+  std::vector<int> loss_tensors, peak;
+  for (const auto* g : loss_groups) {
+    loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+    last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
+  }
+  for (const auto* g : loss_peak_groups) {
+    peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+    last_compute = alloc(Stream::compute, peak.back(), {last_compute});
+  }
+  const double V = static_cast<double>(m_.vocab) / tp_;
+  if (inv_.recipe.autocast_copies) {  // the LM head's weight cast (see layer_forward)
+    Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
+    cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
+    cast.deps = {last_compute};
+    last_compute = add(std::move(cast));
+  }
+  last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
+                      false, {last_compute});
+  Op loss;
+  loss.kind = OpKind::loss;
+  loss.stream = Stream::compute;
+  loss.pass = Pass::forward;
+  loss.name = micro_name("loss", mb);
+  loss.micro = mb;
+  loss.bytes = tokens_ * V * (act_B_ + 4 + 4 + 4 + 4 + act_B_);  // upcast, log-softmax, its gradient
+  loss.kernels = 6;
+  loss.deps = {last_compute};
+  last_compute = add(std::move(loss));
+  for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
+  last_compute = gemm(micro_name("bwd head", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
+                      full_, {last_compute});
+  for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
 }
 
 }  // namespace ftplan::schedule::detail
