@@ -196,9 +196,8 @@ int Builder::optimizer_step() {
     opt.kind = OpKind::optimizer;
     opt.pass = Pass::optimizer;
     opt.name = name;
-    // AdamW touches ~28 bytes per fp32-mastered parameter: reads master, gradient, m, v (16),
-    // writes master, m, v (12); ~12 FLOPs per parameter.
-    opt.bytes = params * 28.0;
+    opt.bytes = params * kAdamBytesPerParam;
+    // ~12 FLOPs per parameter (two moment updates, bias corrections, the update, weight decay).
     opt.flops = params * 12.0;
     opt.kernels = cpu_step ? 0 : 12;
     opt.stream = cpu_step ? Stream::cpu : Stream::compute;

@@ -45,6 +45,11 @@ enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send
 const char* to_string(Collective c);
 // dp: the data-parallel ranks with the context-parallel ones (or, under hybrid sharding, the
 // shard group inside a node); replicate: hybrid sharding's replicas of one shard across nodes.
+// Bytes an AdamW step touches per fp32-mastered parameter: reads master, gradient, m, v (16),
+// writes master, m, v (12) (DeepSpeed CPU Adam, csrc/adam/cpu_adam_impl.cpp; 26-30 B measured,
+// hardware-figures.md "Host"). The optimizer ops' bytes; the simulator's CPU Adam rate.
+inline constexpr double kAdamBytesPerParam = 28.0;
+
 using Group = plan::Group;  // the communication groups (plan/rank_layout.hpp)
 using plan::to_string;
 

@@ -51,208 +51,257 @@ des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown) {
   return ns(base_s * (op.kind == OpKind::optimizer ? 1.0 : compute_slowdown));
 }
 
-Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
-                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
-                    const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
-                    std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
-  Lowered l;
-  const std::string& prefix = place.prefix;
-  for (int s = 0; s < schedule::kStreams; ++s)
-    l.queues.push_back(e.add_queue(prefix + schedule::to_string(static_cast<Stream>(s))));
-  l.links = links.own;
-  l.nvlink = links.nvlink;
-  l.nic = links.nic;
-  const des::LinkId pcie = links.pcie, uplink = links.uplink, dram = links.dram, nvme_read = links.nvme_read,
-                    nvme_write = links.nvme_write, pageable = links.pageable;
+namespace {
+
+using Tasks = std::vector<std::pair<std::int64_t, des::TaskId>>;
+
+// Lowers one rank's IR onto the engine (lower_stage): its queues, pools and tasks, op by op.
+class StageLowering {
+ public:
+  StageLowering(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place)
+      : cx_(cx), e_(cx.e), ir_(ir), links_(links), place_(place) {}
+
+  Lowered run() {
+    add_queues_and_pools();
+    const std::size_t n = ir_.ops.size();
+    l_.task.resize(n);
+    l_.offset.assign(n, -1);
+    l_.duration.assign(n, 0);
+    l_.base_s.assign(n, -1.0);
+    dependents_.assign(n, 0);
+    for (const Op& op : ir_.ops)
+      for (int d : op.deps) ++dependents_[d];
+    pending_.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!cx_.trace && gpu_kernel(ir_.ops[i])) {
+        chain_kernel(i);
+        continue;
+      }
+      lower_op(i);
+    }
+    flush();
+    return std::move(l_);
+  }
+
+ private:
+  void add_queues_and_pools() {
+    const std::string& prefix = place_.prefix;
+    for (int s = 0; s < schedule::kStreams; ++s)
+      l_.queues.push_back(e_.add_queue(prefix + schedule::to_string(static_cast<Stream>(s))));
+    l_.links = links_.own;
+    l_.nvlink = links_.nvlink;
+    l_.nic = links_.nic;
+    const std::array<double, 3> capacity = pool_capacities(cx_.p.cluster);
+    l_.pools[0] = e_.add_pool(prefix + "gpu", capacity[0]);
+    l_.pools[1] = e_.add_pool(prefix + "host (per rank)", capacity[1]);
+    l_.pools[2] = e_.add_pool(prefix + "nvme (per rank)", capacity[2]);
+  }
+
+  // An op's task label: its name (traces only), its kind, its index.
+  des::Label label(std::size_t i) const { return label(i, "", schedule::to_string(ir_.ops[i].kind)); }
+  des::Label label(std::size_t i, const std::string& suffix, const char* kind) const {
+    return des::Label{cx_.trace ? ir_.ops[i].name + suffix : std::string(), kind, static_cast<std::int32_t>(i)};
+  }
   // The fixed cost an op pays before its bytes move (ring steps, DMA setup), as a task on its queue.
-  const auto latency_task = [&](des::QueueId q, double seconds, std::size_t i, const Op& op) {
-    return e.compute(q, ns(seconds),
-                     des::Label{trace ? op.name + " (latency)" : std::string(), "latency", static_cast<std::int32_t>(i)});
-  };
-  const auto after_deps = [&](des::TaskId t, const Op& op, const std::vector<des::TaskId>& task) {
-    for (int d : op.deps) e.depends(t, task[d]);
-  };
+  des::TaskId latency_task(des::QueueId q, double seconds, std::size_t i) {
+    return e_.compute(q, ns(seconds), label(i, " (latency)", "latency"));
+  }
+  void after_deps(des::TaskId t, const Op& op) {
+    for (int d : op.deps) e_.depends(t, l_.task[d]);
+  }
   // The task a collective's latency part waits on: its own deps, or in full fidelity the join of
   // its group instance, which waits for every member's deps.
-  const auto collective_start = [&](std::size_t i, const Op& op, des::TaskId wait, const std::vector<des::TaskId>& task) {
-    if (!place.joins) {
-      after_deps(wait, op, task);
+  void collective_start(std::size_t i, const Op& op, des::TaskId wait) {
+    if (!place_.joins) {
+      after_deps(wait, op);
       return;
     }
-    const auto key = std::make_pair(i, topo.layout.group_key(place.at, op.group, op.group_size));
-    auto it = place.joins->find(key);
-    if (it == place.joins->end()) it = place.joins->emplace(key, e.marker(des::kNoQueue, des::Label{std::string(), "join", 0})).first;
-    for (int d : op.deps) e.depends(it->second, task[d]);
-    e.depends(wait, it->second);
-  };
-  const plan::Cluster& c = p.cluster;
-  const std::array<double, 3> capacity = pool_capacities(c);
-  l.pools[0] = e.add_pool(prefix + "gpu", capacity[0]);
-  l.pools[1] = e.add_pool(prefix + "host (per rank)", capacity[1]);
-  l.pools[2] = e.add_pool(prefix + "nvme (per rank)", capacity[2]);
+    const auto key = std::make_pair(i, cx_.topo.layout.group_key(place_.at, op.group, op.group_size));
+    auto it = place_.joins->find(key);
+    if (it == place_.joins->end())
+      it = place_.joins->emplace(key, e_.marker(des::kNoQueue, des::Label{std::string(), "join", 0})).first;
+    for (int d : op.deps) e_.depends(it->second, l_.task[d]);
+    e_.depends(wait, it->second);
+  }
 
-  std::vector<des::TaskId>& task = l.task;
-  const std::size_t n = ir.ops.size();
-  DurationMemo seconds_of;
-  task.resize(n);
-  l.offset.assign(n, -1);
-  l.duration.assign(n, 0);
-  l.base_s.assign(n, -1.0);
   // Back-to-back GPU kernels on the compute stream that nothing else waits for in between run as
   // one engine task of their summed (nanosecond-rounded) durations: the stream is serial and
   // their durations are fixed, so every op's start and end are exactly what separate tasks would
   // give (collect_stage reads them back through `offset`). Traces keep one task per op.
-  std::vector<std::uint32_t> dependents(n, 0);
-  for (const Op& op : ir.ops)
-    for (int d : op.deps) ++dependents[d];
-  std::vector<char> pending(n, 0);
-  std::vector<std::size_t> chain;  // ops of the chain being built
-  des::Time chain_ns = 0;
-  int last_compute = -1;           // last op issued on the compute stream
-  const auto flush = [&] {
-    if (chain.empty()) return;
-    const Op& head = ir.ops[chain.front()];
-    const des::TaskId t = e.compute(l.queues[0], chain_ns, des::Label{std::string(), schedule::to_string(head.kind),
-                                                                       static_cast<std::int32_t>(chain.front())});
-    for (std::size_t i : chain) {
-      task[i] = t;
-      pending[i] = 0;
-      for (int d : ir.ops[i].deps)
-        if (!pending[d] && std::find(chain.begin(), chain.end(), static_cast<std::size_t>(d)) == chain.end())
-          e.depends(t, task[d]);
+  void chain_kernel(std::size_t i) {
+    const Op& op = ir_.ops[i];
+    // Joins the chain when the chain's last op is the previous op on this stream and only this op
+    // waits on it. It must wait for nothing but the chain and earlier ops of its stream: a wait on
+    // another stream would hold back the whole chain.
+    std::uint32_t on_back = 0;
+    bool inside = true;
+    if (!chain_.empty())
+      for (int d : op.deps) {
+        on_back += static_cast<std::size_t>(d) == chain_.back();
+        inside = inside && (pending_[d] || ir_.ops[d].stream == Stream::compute);
+      }
+    const bool joins = !chain_.empty() && inside && static_cast<int>(chain_.back()) == last_compute_ &&
+                       dependents_[chain_.back()] == on_back;
+    if (!joins) flush();
+    l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
+    const des::Time d = kernel_ns(op, l_.base_s[i], cx_.compute_slowdown);
+    l_.offset[i] = chain_ns_;
+    l_.duration[i] = d;
+    chain_ns_ += d;
+    chain_.push_back(i);
+    pending_[i] = 1;
+    last_compute_ = static_cast<int>(i);
+  }
+
+  void flush() {
+    if (chain_.empty()) return;
+    const Op& head = ir_.ops[chain_.front()];
+    const des::TaskId t = e_.compute(l_.queues[0], chain_ns_, des::Label{std::string(), schedule::to_string(head.kind),
+                                                                          static_cast<std::int32_t>(chain_.front())});
+    for (std::size_t i : chain_) {
+      l_.task[i] = t;
+      pending_[i] = 0;
+      for (int d : ir_.ops[i].deps)
+        if (!pending_[d] && std::find(chain_.begin(), chain_.end(), static_cast<std::size_t>(d)) == chain_.end())
+          e_.depends(t, l_.task[d]);
     }
-    if (chain.size() == 1) l.offset[chain.front()] = -1;
-    chain.clear();
-    chain_ns = 0;
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    const Op& op = ir.ops[i];
-    if (!trace && gpu_kernel(op)) {
-      // Joins the chain when the chain's last op is the previous op on this stream and only this op waits on it.
-      // It must wait for nothing but the chain and earlier ops of its stream: a wait on another
-      // stream would hold back the whole chain.
-      std::uint32_t on_back = 0;
-      bool inside = true;
-      if (!chain.empty())
-        for (int d : op.deps) {
-          on_back += static_cast<std::size_t>(d) == chain.back();
-          inside = inside && (pending[d] || ir.ops[d].stream == Stream::compute);
-        }
-      const bool joins = !chain.empty() && inside && static_cast<int>(chain.back()) == last_compute &&
-                         dependents[chain.back()] == on_back;
-      if (!joins) flush();
-      l.base_s[i] = seconds_of(op, p, eff);
-      const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown);
-      l.offset[i] = chain_ns;
-      l.duration[i] = d;
-      chain_ns += d;
-      chain.push_back(i);
-      pending[i] = 1;
-      last_compute = static_cast<int>(i);
-      continue;
-    }
-    // Anything else: the chain must exist first if this op is on the compute stream or waits on it.
+    if (chain_.size() == 1) l_.offset[chain_.front()] = -1;
+    chain_.clear();
+    chain_ns_ = 0;
+  }
+
+  // Any op but a chained kernel: the chain must exist first if this op is on the compute stream
+  // or waits on it.
+  void lower_op(std::size_t i) {
+    const Op& op = ir_.ops[i];
     bool waits = op.stream == Stream::compute;
-    for (int d : op.deps) waits = waits || pending[d];
+    for (int d : op.deps) waits = waits || pending_[d];
     if (waits) flush();
-    if (op.stream == Stream::compute) last_compute = static_cast<int>(i);
-    const des::QueueId q = l.queues[static_cast<int>(op.stream)];
-    des::Label label{trace ? op.name : std::string(), schedule::to_string(op.kind), static_cast<std::int32_t>(i)};
+    if (op.stream == Stream::compute) last_compute_ = static_cast<int>(i);
+    const des::QueueId q = l_.queues[static_cast<int>(op.stream)];
+    std::vector<des::TaskId>& task = l_.task;
     switch (op.kind) {
       case OpKind::gemm:
       case OpKind::attention:
       case OpKind::elementwise:
       case OpKind::loss:
-        l.base_s[i] = seconds_of(op, p, eff);
-        task[i] = e.compute(q, kernel_ns(op, l.base_s[i], compute_slowdown), std::move(label));
+        l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
+        task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown), label(i));
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
           // CPU Adam streams its state through DRAM: a flow on the DRAM link, so it contends with
           // the copies and NVMe traffic that also cross host memory; its bytes are scaled so the
           // uncontended time is params / the CPU's parameter rate.
-          const double params = op.bytes / kAdamBytesPerParam;
-          const double seconds = params / std::max(1.0, topo.cpu_params_per_s);
-          task[i] = e.transfer(q, {dram}, seconds * topo.dram_Bps, std::move(label));
+          const double params = op.bytes / schedule::kAdamBytesPerParam;
+          const double seconds = params / std::max(1.0, cx_.topo.cpu_params_per_s);
+          task[i] = e_.transfer(q, {links_.dram}, seconds * cx_.topo.dram_Bps, label(i));
         } else {
-          l.base_s[i] = compute_seconds(op, p, eff);
-          task[i] = e.compute(q, kernel_ns(op, l.base_s[i], compute_slowdown), std::move(label));
+          l_.base_s[i] = compute_seconds(op, cx_.p, cx_.eff);
+          task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown), label(i));
         }
         break;
-      case OpKind::collective: {
-        if (op.collective == Collective::send_recv && op.group == schedule::Group::pp) {
-          // Pipeline send to the neighbouring stage: over the NIC when stages sit on different
-          // nodes (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
-          const double latency = pp_across_nodes ? topo.nic_latency_s : eff.collective_step_s;
-          const des::TaskId wait = latency_task(q, latency, i, op);
-          after_deps(wait, op, task);
-          task[i] = e.transfer(q, {pp_across_nodes ? l.nic : l.nvlink}, op.bytes, std::move(label));
-          e.depends(task[i], wait);
-          const int receiver = place.rank + (op.peer - ir.stage) * place.stage_stride;
-          sends.emplace_back(op.tag * place.ranks + receiver, task[i]);
-          continue;
-        }
-        const CollectiveCost cost = collective_cost(op, topo, eff);
-        const des::TaskId wait = latency_task(q, cost.alpha_s, i, op);
-        collective_start(i, op, wait, task);
-        const des::TaskId a = e.transfer(q, {l.nvlink}, cost.intra_bytes, std::move(label));
-        e.depends(a, wait);
-        task[i] = a;
-        if (cost.inter_bytes > 0) {
-          // The NIC phase: a flow of its own that the op's completion also waits for.
-          const des::TaskId b = e.transfer(des::kNoQueue, {l.nic}, cost.inter_bytes,
-                                           des::Label{trace ? op.name + " (between nodes)" : std::string(), "network", static_cast<std::int32_t>(i)});
-          e.depends(b, wait);
-          const des::TaskId join = e.marker(q, des::Label{trace ? op.name + " done" : std::string(), "marker", static_cast<std::int32_t>(i)});
-          e.depends(join, a);
-          e.depends(join, b);
-          task[i] = join;
-        }
-        continue;  // deps attached to the latency part
-      }
-      case OpKind::copy: {
-        // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
-        // crosses the drives and host DRAM (no GPUDirect Storage).
-        std::vector<des::LinkId> path;
-        for (const HostLink h : host_path(op, p)) {
-          switch (h) {
-            case HostLink::pcie: path.push_back(pcie); break;
-            case HostLink::uplink: path.push_back(uplink); break;
-            case HostLink::dram: path.push_back(dram); break;
-            case HostLink::nvme_read: path.push_back(nvme_read); break;
-            case HostLink::nvme_write: path.push_back(nvme_write); break;
-            case HostLink::pageable: path.push_back(pageable); break;
-          }
-        }
-        const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
-        if (gpu_host && eff.copy_latency_s > 0) {
-          // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.
-          const des::TaskId wait = latency_task(q, eff.copy_latency_s, i, op);
-          after_deps(wait, op, task);
-          task[i] = e.transfer(q, path, op.bytes, std::move(label));
-          e.depends(task[i], wait);
-          continue;
-        }
-        task[i] = e.transfer(q, path, op.bytes, std::move(label));
+      case OpKind::collective:
+        if (op.collective == Collective::send_recv && op.group == schedule::Group::pp) pipeline_send(i, q);
+        else collective(i, q);
+        return;  // deps attached to the latency part
+      case OpKind::copy:
+        if (copy(i, q)) return;
         break;
-      }
       case OpKind::alloc:
-        task[i] = e.alloc(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
-                          std::move(label));
+        task[i] = e_.alloc(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
+                           label(i));
         break;
       case OpKind::free:
-        task[i] = e.free(q, l.pools[static_cast<int>(ir.tensors[op.tensor].tier)], ir.tensors[op.tensor].bytes,
-                         std::move(label));
+        task[i] = e_.free(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
+                          label(i));
         break;
       case OpKind::marker:
-        task[i] = e.marker(q, std::move(label));
-        if (op.peer >= 0) receives.emplace_back(op.tag * place.ranks + place.rank, task[i]);
+        task[i] = e_.marker(q, label(i));
+        if (op.peer >= 0) cx_.receives.emplace_back(op.tag * place_.ranks + place_.rank, task[i]);
         break;
     }
-    after_deps(task[i], op, task);
+    after_deps(task[i], op);
   }
-  flush();
-  return l;
+
+  // Pipeline send to the neighbouring stage: over the NIC when stages sit on different nodes
+  // (Megatron puts pp outermost), else over NVLink; the receiver waits for it.
+  void pipeline_send(std::size_t i, des::QueueId q) {
+    const Op& op = ir_.ops[i];
+    const double latency = cx_.pp_across_nodes ? cx_.topo.nic_latency_s : cx_.eff.collective_step_s;
+    const des::TaskId wait = latency_task(q, latency, i);
+    after_deps(wait, op);
+    l_.task[i] = e_.transfer(q, {cx_.pp_across_nodes ? l_.nic : l_.nvlink}, op.bytes, label(i));
+    e_.depends(l_.task[i], wait);
+    const int receiver = place_.rank + (op.peer - ir_.stage) * place_.stage_stride;
+    cx_.sends.emplace_back(op.tag * place_.ranks + receiver, l_.task[i]);
+  }
+
+  // A collective (collective_cost): its latency, then its NVLink flow and, when the group spans
+  // nodes, its NIC flow at once; the op completes when both have.
+  void collective(std::size_t i, des::QueueId q) {
+    const Op& op = ir_.ops[i];
+    const CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
+    const des::TaskId wait = latency_task(q, cost.alpha_s, i);
+    collective_start(i, op, wait);
+    const des::TaskId a = e_.transfer(q, {l_.nvlink}, cost.intra_bytes, label(i));
+    e_.depends(a, wait);
+    l_.task[i] = a;
+    if (cost.inter_bytes <= 0) return;
+    const des::TaskId b = e_.transfer(des::kNoQueue, {l_.nic}, cost.inter_bytes, label(i, " (between nodes)", "network"));
+    e_.depends(b, wait);
+    const des::TaskId join = e_.marker(q, label(i, " done", "marker"));
+    e_.depends(join, a);
+    e_.depends(join, b);
+    l_.task[i] = join;
+  }
+
+  // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
+  // crosses the drives and host DRAM (no GPUDirect Storage). True when the op's deps are attached.
+  bool copy(std::size_t i, des::QueueId q) {
+    const Op& op = ir_.ops[i];
+    std::vector<des::LinkId> path;
+    for (const HostLink h : host_path(op, cx_.p)) {
+      switch (h) {
+        case HostLink::pcie: path.push_back(links_.pcie); break;
+        case HostLink::uplink: path.push_back(links_.uplink); break;
+        case HostLink::dram: path.push_back(links_.dram); break;
+        case HostLink::nvme_read: path.push_back(links_.nvme_read); break;
+        case HostLink::nvme_write: path.push_back(links_.nvme_write); break;
+        case HostLink::pageable: path.push_back(links_.pageable); break;
+      }
+    }
+    const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
+    if (gpu_host && cx_.eff.copy_latency_s > 0) {
+      // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.
+      const des::TaskId wait = latency_task(q, cx_.eff.copy_latency_s, i);
+      after_deps(wait, op);
+      l_.task[i] = e_.transfer(q, path, op.bytes, label(i));
+      e_.depends(l_.task[i], wait);
+      return true;
+    }
+    l_.task[i] = e_.transfer(q, path, op.bytes, label(i));
+    return false;
+  }
+
+  const LoweringContext& cx_;
+  des::Engine& e_;
+  const schedule::StepIR& ir_;
+  const RankLinks& links_;
+  const RankPlace& place_;
+  Lowered l_;
+  DurationMemo seconds_of_;
+  std::vector<std::uint32_t> dependents_;  // by op: ops that wait on it
+  std::vector<char> pending_;              // by op: in the chain not yet issued
+  std::vector<std::size_t> chain_;         // ops of the chain being built
+  des::Time chain_ns_ = 0;
+  int last_compute_ = -1;                  // last op issued on the compute stream
+};
+
+}  // namespace
+
+Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place) {
+  return StageLowering(cx, ir, links, place).run();
 }
 
 void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums) {
@@ -274,11 +323,11 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
   for (std::uint32_t t : touched) e.set_duration(des::TaskId{t}, sums[t]);
 }
 
-void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<schedule::StepIR>& irs, const Efficiency& eff,
-                      const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
-                      std::vector<Lowered>& lowered, std::vector<int>& reported,
-                      std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
-                      std::vector<std::pair<std::int64_t, des::TaskId>>& receives) {
+void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs, std::vector<Lowered>& lowered,
+                      std::vector<int>& reported) {
+  des::Engine& e = cx.e;
+  const plan::Plan& p = cx.p;
+  const Topology& topo = cx.topo;
   const int ranks = topo.layout.ranks(), g = topo.gpus_per_node;
   std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
   std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
@@ -322,11 +371,10 @@ void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<sch
     } else {
       k.uplink = k.pcie;
     }
-    k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * eff.pageable_fraction));
+    k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
     k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable};
     if (place.at.t == 0 && place.at.c == 0 && place.at.d == 0) reported[place.at.s] = static_cast<int>(lowered.size());
-    lowered.push_back(
-        lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
+    lowered.push_back(lower_stage(cx, ir, k, place));
   }
 }
 
@@ -341,13 +389,13 @@ LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, c
                        double compute_slowdown, bool full, const std::vector<int>& real_stage) {
   const int pp = static_cast<int>(irs.size());
   const Topology topo = topology_of(p, eff);
-  const bool pp_across_nodes = topo.layout.stages_cross_nodes();
   LoweredStep out;
   des::Engine& e = out.e;
   std::vector<Lowered>& lowered = out.lowered;
   std::vector<int>& reported = out.reported;
   reported.assign(pp, 0);
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
+  const LoweringContext cx{e, p, eff, topo, compute_slowdown, topo.layout.stages_cross_nodes(), trace, sends, receives};
   {
     std::size_t ops = 0;
     for (const auto& ir : irs) ops += ir.ops.size();
@@ -360,11 +408,10 @@ LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, c
       place.prefix = pp > 1 ? fmt::format("stage {} ", real_stage.empty() ? s : real_stage[s]) : std::string();
       const RankLinks links = representative_links(e, p, irs[s], topo, eff, place.prefix);
       reported[s] = s;
-      lowered.push_back(lower_stage(e, p, irs[s], eff, topo, compute_slowdown, pp_across_nodes, trace, links, place, sends,
-                                    receives));
+      lowered.push_back(lower_stage(cx, irs[s], links, place));
     }
   } else {
-    lower_every_rank(e, p, irs, eff, topo, compute_slowdown, pp_across_nodes, trace, lowered, reported, sends, receives);
+    lower_every_rank(cx, irs, lowered, reported);
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [tag, recv] : receives) {

@@ -50,9 +50,6 @@ struct Topology {
   double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
 };
 
-// Bytes an AdamW step touches per parameter: read master, gradient, m, v; write master, m, v
-// (DeepSpeed CPU Adam; 26-30 B, hardware-figures.md "Host").
-constexpr double kAdamBytesPerParam = 28.0;
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff);
 
@@ -165,10 +162,20 @@ des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown);
 std::array<double, 3> pool_capacities(const plan::Cluster& c);
 
 // One stage's rank lowered onto the engine (lower.cpp).
-Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Efficiency& eff,
-                    const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace, const RankLinks& links,
-                    const RankPlace& place, std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
-                    std::vector<std::pair<std::int64_t, des::TaskId>>& receives);
+// What lowering a step's ranks share: the engine, the plan and its rates, and the pipeline's
+// sends and receives (matched by tag once every rank is lowered).
+struct LoweringContext {
+  des::Engine& e;
+  const plan::Plan& p;
+  const Efficiency& eff;
+  const Topology& topo;
+  double compute_slowdown = 1;
+  bool pp_across_nodes = false;
+  bool trace = false;
+  std::vector<std::pair<std::int64_t, des::TaskId>>& sends;
+  std::vector<std::pair<std::int64_t, des::TaskId>>& receives;
+};
+Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place);
 
 // A lowered stage's kernels set to `compute_slowdown` (the durations lower_stage gives them,
 // from each op's base time): the same engine runs again without being lowered again. `sums` is
@@ -182,11 +189,8 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
 // Full fidelity: every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and
 // the node's shared ones at their whole rate (the PCIe switch uplinks, host DRAM, the drives);
 // `reported[s]` is the index in `lowered` of stage s's first rank.
-void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<schedule::StepIR>& irs, const Efficiency& eff,
-                      const Topology& topo, double compute_slowdown, bool pp_across_nodes, bool trace,
-                      std::vector<Lowered>& lowered, std::vector<int>& reported,
-                      std::vector<std::pair<std::int64_t, des::TaskId>>& sends,
-                      std::vector<std::pair<std::int64_t, des::TaskId>>& receives);
+void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs, std::vector<Lowered>& lowered,
+                      std::vector<int>& reported);
 
 // The step IR of every pipeline stage.
 std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names);

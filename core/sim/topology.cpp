@@ -72,7 +72,7 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host, or what
   // the calibration measured.
   t.cpu_params_per_s = eff.cpu_optimizer_params_per_s > 0 ? eff.cpu_optimizer_params_per_s / ranks
-                                                          : t.dram_Bps / kAdamBytesPerParam;
+                                                          : t.dram_Bps / schedule::kAdamBytesPerParam;
   return t;
 }
 
