@@ -1,0 +1,126 @@
+// ftplan's per-layer activation model against what PyTorch autograd saves: the table
+// tests/data/saved_activations.csv, measured with torch.autograd.graph.saved_tensors_hooks on an
+// HF-style Llama decoder layer by calibrate/reference/measure_saved_activations.py.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "inventory/inventory.hpp"
+#include "io/scenario_io.hpp"
+#include "test_support.hpp"
+
+using namespace ftplan;
+
+namespace {
+
+std::vector<std::map<std::string, std::string>> read_table(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in.good(), "cannot open ", path.string());
+  std::vector<std::string> columns;
+  std::vector<std::map<std::string, std::string>> rows;
+  std::string line;
+  const auto split = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string cell; std::getline(ss, cell, ',');) out.push_back(cell);
+    return out;
+  };
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (columns.empty()) {
+      columns = split(line);
+      continue;
+    }
+    const auto cells = split(line);
+    REQUIRE(cells.size() == columns.size());
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < cells.size(); ++i) row[columns[i]] = cells[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The bytes ftplan's inventory keeps as saved activations for one micro-batch of a one-layer
+// model of the row's shape, trained as the row says.
+double ftplan_saved_bytes(const std::map<std::string, std::string>& r) {
+  // An HF Trainer job (no sharding: torch.autocast under bf16-mixed) on one GPU.
+  const std::string text =
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, framework: hf-trainer}\nplans:\n"
+      "  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n";
+  auto sc = io::parse_scenario(text, "activations_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+  model::ModelSpec m = sc.model;
+  m.hidden = std::stoll(r.at("hidden"));
+  m.heads = std::stoi(r.at("heads"));
+  m.kv_heads = std::stoi(r.at("kv_heads"));
+  m.head_dim = 0;  // hidden / heads, as the script's layer
+  m.ffn = std::stoll(r.at("ffn"));
+  m.layers = 1;
+  plan::Plan p = sc.plans.front();
+  plan::Job& job = p.job;
+  job.seq_len = std::stoll(r.at("seq"));
+  job.micro_batch = std::stoi(r.at("micro_batch"));
+  job.dropout = 0;
+  const std::string& precision = r.at("precision");
+  job.precision = precision == "fp32"   ? plan::Precision::fp32
+                  : precision == "bf16" ? plan::Precision::bf16
+                                        : plan::Precision::bf16_mixed;
+  job.attention = r.at("attention") == "eager" ? plan::AttentionImpl::eager : plan::AttentionImpl::flash;
+  job.checkpointing = r.at("checkpointing") == "full" ? plan::Checkpointing::full : plan::Checkpointing::none;
+  const std::string& method = r.at("method");
+  job.method = method == "full" ? plan::Method::full : plan::Method::lora;
+  job.lora.rank = std::stoi(r.at("lora_rank"));
+  if (method == "lora_qv") job.lora.targets = {"q", "v"};
+  if (method == "lora_all") job.lora.targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  const inventory::Inventory inv = inventory::build_inventory(m, p);
+  double bytes = 0;
+  for (const auto& g : inv.groups)
+    if (std::string(g.name) == "saved activations") bytes += g.total();
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("saved activations per layer equal what PyTorch autograd saves (tests/data/saved_activations.csv)") {
+  /* Each row: one HF Llama decoder layer (RMSNorm with its fp32 upcast, RoPE, repeat_kv, eager
+   * attention with softmax in fp32, or flash/SDPA; SwiGLU MLP) in fp32, pure bf16 or under
+   * torch.autocast(bf16); full fine-tune or LoRA r=16 on q,v or on all linears; with or without
+   * full checkpointing. ftplan's "saved activations" of a one-layer model must equal
+   *   layer_bytes   what the layer's forward saves (deduplicated by storage), plus
+   *   shared_bytes  RoPE's cos and sin, saved once for all layers (ftplan adds them to the stage).
+   * Not compared, each for its reason:
+   *   weight_copy_bytes  autocast's 16-bit casts of the weights: the inventory's separate group
+   *                      "autocast 16-bit weight copies" (of all the rank's parameters);
+   *   mean_input_bytes   torch 1.13's mean() saves its input (derivatives.yaml then:
+   *                      self.numel() in mean_backward kept self); torch 2 keeps self.sym_numel(),
+   *                      a number, and ftplan predicts torch 2 on CUDA.
+   * Exact: every figure is an integer number of bytes, well inside a double's 2^53. */
+  const auto rows = read_table(test::data_dir() / "saved_activations.csv");
+  REQUIRE(rows.size() >= 100);
+  int eager = 0, autocast = 0, lora = 0, checkpointed = 0, gqa = 0;
+  for (const auto& r : rows) {
+    std::string label;
+    for (const char* k : {"precision", "attention", "hidden", "heads", "kv_heads", "ffn", "seq", "micro_batch",
+                          "checkpointing", "method"})
+      label += r.at(k) + " ";
+    CAPTURE(label);
+    const double expected = std::stod(r.at("layer_bytes")) + std::stod(r.at("shared_bytes"));
+    CHECK(ftplan_saved_bytes(r) == expected);
+    eager += r.at("attention") == "eager";
+    autocast += r.at("precision") == "autocast";
+    lora += r.at("method") != "full";
+    checkpointed += r.at("checkpointing") == "full";
+    gqa += r.at("kv_heads") != r.at("heads");
+  }
+  // The table covers each mechanism (a shorter table would test less).
+  CHECK(eager > 0);
+  CHECK(autocast > 0);
+  CHECK(lora > 0);
+  CHECK(checkpointed > 0);
+  CHECK(gqa > 0);
+}
