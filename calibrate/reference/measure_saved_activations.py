@@ -66,7 +66,7 @@ import argparse
 import csv
 import io
 import itertools
-import math
+import os
 import sys
 
 try:
@@ -400,10 +400,13 @@ def main():
         t = measure(cfg)
         w.writerow([*cfg, LORA_RANK if cfg[-1] != "full" else 0, t["layer"], t["shared"], t["weight"], t["mean_input"]])
     if args.out:
-        with open(args.out + ".tmp", "w") as fh:
+        # Atomically: a temporary file in the same folder, flushed to disk, renamed over the table.
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as fh:
             fh.write(buf.getvalue())
-        import os
-        os.replace(args.out + ".tmp", args.out)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, args.out)
     else:
         sys.stdout.write(buf.getvalue())
 

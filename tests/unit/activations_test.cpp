@@ -46,9 +46,9 @@ std::vector<std::map<std::string, std::string>> read_table(const std::filesystem
   return rows;
 }
 
-// The bytes ftplan's inventory keeps as saved activations for one micro-batch of a one-layer
-// model of the row's shape, trained as the row says.
-double ftplan_saved_bytes(const std::map<std::string, std::string>& r) {
+// The bytes ftplan's inventory keeps as saved activations for one micro-batch of a model of
+// `layers` layers of the row's shape, trained as the row says.
+double ftplan_saved_bytes(const std::map<std::string, std::string>& r, int layers) {
   // An HF Trainer job (no sharding: torch.autocast under bf16-mixed) on one GPU.
   const std::string text =
       "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, framework: hf-trainer}\nplans:\n"
@@ -60,7 +60,7 @@ double ftplan_saved_bytes(const std::map<std::string, std::string>& r) {
   m.kv_heads = std::stoi(r.at("kv_heads"));
   m.head_dim = 0;  // hidden / heads, as the script's layer
   m.ffn = std::stoll(r.at("ffn"));
-  m.layers = 1;
+  m.layers = layers;
   plan::Plan p = sc.plans.front();
   plan::Job& job = p.job;
   job.seq_len = std::stoll(r.at("seq"));
@@ -90,9 +90,10 @@ TEST_CASE("saved activations per layer equal what PyTorch autograd saves (tests/
   /* Each row: one HF Llama decoder layer (RMSNorm with its fp32 upcast, RoPE, repeat_kv, eager
    * attention with softmax in fp32, or flash/SDPA; SwiGLU MLP) in fp32, pure bf16 or under
    * torch.autocast(bf16); full fine-tune or LoRA r=16 on q,v or on all linears; with or without
-   * full checkpointing. ftplan's "saved activations" of a one-layer model must equal
-   *   layer_bytes   what the layer's forward saves (deduplicated by storage), plus
-   *   shared_bytes  RoPE's cos and sin, saved once for all layers (ftplan adds them to the stage).
+   * full checkpointing. ftplan's "saved activations" of an L-layer model must equal
+   *   L x layer_bytes  what each layer's forward saves (deduplicated by storage), plus
+   *   shared_bytes     RoPE's cos and sin, the same two tensors for all layers (once per stage).
+   * Checked at L = 1 and L = 3, so a per-stage term counted per layer fails too.
    * Not compared, each for its reason:
    *   weight_copy_bytes  autocast's 16-bit casts of the weights: the inventory's separate group
    *                      "autocast 16-bit weight copies" (of all the rank's parameters);
@@ -109,8 +110,9 @@ TEST_CASE("saved activations per layer equal what PyTorch autograd saves (tests/
                           "checkpointing", "method"})
       label += r.at(k) + " ";
     CAPTURE(label);
-    const double expected = std::stod(r.at("layer_bytes")) + std::stod(r.at("shared_bytes"));
-    CHECK(ftplan_saved_bytes(r) == expected);
+    const double layer = std::stod(r.at("layer_bytes")), shared = std::stod(r.at("shared_bytes"));
+    CHECK(ftplan_saved_bytes(r, 1) == layer + shared);
+    CHECK(ftplan_saved_bytes(r, 3) == 3 * layer + shared);
     eager += r.at("attention") == "eager";
     autocast += r.at("precision") == "autocast";
     lora += r.at("method") != "full";
