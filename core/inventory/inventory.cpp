@@ -161,6 +161,22 @@ struct ActivationContext {
   plan::FrameworkProfile::Selective selective = plan::FrameworkProfile::Selective::attention_core;
 };
 
+// Bytes one norm of width `h` keeps per token (its output is counted by whoever consumes it).
+// `weight_trains`: the norm's weight gets a gradient (a full fine-tune).
+double norm_saved_per_token(const ModelSpec& m, const ActivationContext& c, double h, bool weight_trains) {
+  if (!c.eager_modules) return c.wide * h;  // fused kernels: the input (each also keeps a per-token fp32 rstd, negligible)
+  if (m.norm == model::NormKind::rmsnorm) {
+    // HF LlamaRMSNorm.forward (torchtitan's and torchtune's RMSNorm alike): x.to(float32), then
+    // pow(2) and the multiply by rsqrt(variance + eps) keep the fp32 input (an fp32 copy of a
+    // 16-bit stream, or the fp32 stream itself: 4 bytes either way) and the fp32 rstd per
+    // token; weight * normed.to(input_dtype) keeps `normed`, in the stream's type, for the
+    // weight's gradient when the weight trains (mul's derivative: other's grad needs self).
+    return 4.0 * h + 4.0 + (weight_trains ? c.residual * h : 0.0);
+  }
+  // nn.LayerNorm -> native_layer_norm: its input, and fp32 mean and rstd per token.
+  return c.residual * h + 8.0;
+}
+
 SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainable& tr, const ActivationContext& c,
                               int layer) {
   const LayerShape s = shape_of(m, layer);
@@ -179,23 +195,7 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   // How many of a norm's consumers keep its output: under autocast casts each matmul its own copy,
   // else the one tensor is kept once by whichever needs it.
   const auto kept = [&](int users) { return c.autocast_casts ? users : (users > 0 ? 1 : 0); };
-  if (c.eager_modules) {
-    if (m.norm == model::NormKind::rmsnorm) {
-      // HF LlamaRMSNorm.forward (torchtitan's and torchtune's RMSNorm alike): x.to(float32), then
-      // pow(2) and the multiply by rsqrt(variance + eps) keep the fp32 input (an fp32 copy of a
-      // 16-bit stream, or the fp32 stream itself: 4 bytes either way) and the fp32 rstd per
-      // token; weight * normed.to(input_dtype) keeps `normed`, in the stream's type, for the
-      // weight's gradient when the weight trains (mul's derivative: other's grad needs self).
-      const double weight_grad = job.method == Method::full ? c.residual * s.h : 0.0;
-      t.sequence += (4.0 * s.h + 4.0 + weight_grad) * m.norms_per_layer;
-    } else {
-      // nn.LayerNorm -> native_layer_norm: its input, and fp32 mean and rstd per token.
-      t.sequence += (c.residual * s.h + 8.0) * m.norms_per_layer;
-    }
-  } else {
-    // Norm inputs (the residual stream; each norm also keeps a per-token fp32 rstd, negligible).
-    t.sequence += c.wide * s.h * m.norms_per_layer;
-  }
+  t.sequence += norm_saved_per_token(m, c, s.h, job.method == Method::full) * m.norms_per_layer;
   // Attention input (norm output, as the 16-bit tensor the matmul saves): kept when Q, K or V is trainable.
   t.sequence += a * s.h * kept(tr.q + tr.k + tr.v);
   // Q and K after RoPE and V: kept by the attention kernel or the eager matmuls. Eager attention
@@ -673,9 +673,11 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const double V = static_cast<double>(m.vocab) / tp;
     const double n = tokens;
     const double a = rec.activation_B;
-    // Final norm input, and its output when the head is trainable (the head's weight gradient needs it).
-    add("final norm activations", Category::activations, gpu, (ac.wide + (job.method == Method::full ? a : 0.0)) * h * n,
-        1, Lifetime::loss, packed);
+    // The final norm (as a layer's norms), and its output when the head is trainable (the head's
+    // weight gradient needs it; under autocast on an fp32 stream, the head's 16-bit cast of it).
+    const bool head_trains = job.method == Method::full;
+    add("final norm activations", Category::activations, gpu,
+        (norm_saved_per_token(m, ac, h, head_trains) + (head_trains ? a * h : 0.0)) * n, 1, Lifetime::loss, packed);
     // Cross-entropy over the vocabulary, per token of V logits. log_softmax keeps its output for
     // backward (and nll_loss the same tensor). HF transformers (loss_utils.ForCausalLMLoss) and
     // torchtitan upcast the logits to fp32 first: forward holds 16-bit logits + fp32 copy + fp32

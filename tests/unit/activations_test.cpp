@@ -126,3 +126,28 @@ TEST_CASE("saved activations per layer equal what PyTorch autograd saves (tests/
   CHECK(checkpointed > 0);
   CHECK(gqa > 0);
 }
+
+TEST_CASE("the final norm keeps what a layer's RMSNorm keeps, plus the head's input when the head trains") {
+  /* Llama-3.2-1B (h = 2048), micro-batch 2 x seq 1024 = 2048 tokens, eager modules (HF Trainer).
+   * The final RMSNorm keeps, as each layer's norms in tests/data/saved_activations.csv: its fp32
+   * input (4h), the fp32 rstd (4) and, when its weight trains, the normalized input in the stream's
+   * type (r h); the LM head keeps its input when its weight trains: the norm output in the matmul
+   * type (a h; under autocast on an fp32 stream, the head's 16-bit cast of it).
+   *   pure bf16, full:   (4h + 4 + 2h + 2h) x 2048
+   *   autocast, full:    (4h + 4 + 4h + 2h) x 2048   (fp32 stream, 16-bit cast for the head)
+   *   autocast, LoRA:    (4h + 4) x 2048              (frozen norm and head)                    */
+  const double h = 2048, n = 2048;
+  const auto final_norm = [](const std::string& job) {
+    const std::string text = "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, framework: hf-trainer, seq_len: 1024, "
+                             "micro_batch: 2, " + job + "}\nplans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n";
+    const auto sc = io::parse_scenario(text, "activations_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto inv = inventory::build_inventory(sc.model, sc.plans.front());
+    double bytes = 0;
+    for (const auto& g : inv.groups)
+      if (std::string(g.name) == "final norm activations") bytes += g.total();
+    return bytes;
+  };
+  CHECK(final_norm("precision: bf16") == (4 * h + 4 + 2 * h + 2 * h) * n);
+  CHECK(final_norm("precision: bf16-mixed") == (4 * h + 4 + 4 * h + 2 * h) * n);
+  CHECK(final_norm("precision: bf16-mixed, method: lora") == (4 * h + 4) * n);
+}
