@@ -155,6 +155,8 @@ struct ActivationContext {
   bool autocast_casts = false;
   // The layer runs as eager PyTorch modules (not fused kernels, not compiled).
   bool eager_modules = false;
+  // K and V reach the attention kernel repeated to all heads (FrameworkProfile::sdpa_repeats_kv).
+  bool repeat_kv = false;
   double dropout = 0;
   bool flash = true;
   bool compile = false;
@@ -200,8 +202,9 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   t.sequence += a * s.h * kept(tr.q + tr.k + tr.v);
   // Q and K after RoPE and V: kept by the attention kernel or the eager matmuls. Eager attention
   // (HF eager_attention_forward) multiplies K and V after repeat_kv, which materializes them at
-  // all heads' width for GQA; flash kernels take GQA natively (flash-attn; SDPA enable_gqa).
-  t.tensor += a * (s.q + 2 * (c.eager_modules && !c.flash ? s.q : s.kv));
+  // all heads' width for GQA, and so does torchtitan before SDPA; flash kernels take GQA natively
+  // (flash-attn; SDPA enable_gqa).
+  t.tensor += a * (s.q + 2 * (c.eager_modules && (!c.flash || c.repeat_kv) ? s.q : s.kv));
   // Attention output: kept by flash attention (`out`; the kernels write it (b, s, heads, d), so
   // o_proj's input is the same storage) and, when O is trainable, by o_proj.
   if (c.flash || tr.o) t.tensor += a * s.q;
@@ -604,6 +607,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   // LoRA base is kept in the compute type (frozen_B below), so its stream is 16-bit.
   ac.residual = rec.autocast_copies && job.method == Method::full ? 4.0 : rec.activation_B;
   ac.eager_modules = !prof.fused_pointwise && !job.compile;
+  ac.repeat_kv = prof.sdpa_repeats_kv;
   ac.autocast_casts = ac.eager_modules && ac.residual != ac.a;
   ac.dropout = job.dropout_for(m.dropout);
   ac.flash = job.attention != plan::AttentionImpl::eager;

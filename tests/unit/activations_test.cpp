@@ -151,3 +151,24 @@ TEST_CASE("the final norm keeps what a layer's RMSNorm keeps, plus the head's in
   CHECK(final_norm("precision: bf16-mixed") == (4 * h + 4 + 4 * h + 2 * h) * n);
   CHECK(final_norm("precision: bf16-mixed, method: lora") == (4 * h + 4) * n);
 }
+
+TEST_CASE("torchtitan repeats K and V before SDPA: GQA keeps them at all heads' width") {
+  /* torchtitan's Attention.forward calls repeat_kv on K and V, then SDPA, which keeps its inputs
+   * for backward; HF (enable_gqa on torch >= 2.5) and flash-attn keep them at the KV width.
+   * Llama-3.1-8B (q = 4096, kv = 1024), 32 layers, bf16, flash/SDPA, 2048 tokens, no checkpointing:
+   * torchtitan (pytorch-fsdp2) keeps 2 x 2 B x (4096 - 1024) = 12,288 B per token and layer more
+   * than FSDP1 with HF: 12,288 x 2048 x 32 = 805,306,368 B. Llama-2-7B (MHA): no difference. */
+  const auto saved = [](const std::string& model, const std::string& framework) {
+    const std::string text = "schema_version: 1\nmodel: " + model + "\njob: {steps: 1, framework: " + framework +
+                             ", seq_len: 2048, micro_batch: 1, attention: sdpa}\nplans:\n  - name: p\n"
+                             "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n";
+    const auto sc = io::parse_scenario(text, "activations_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto inv = inventory::build_inventory(sc.model, sc.plans.front());
+    double bytes = 0;
+    for (const auto& g : inv.groups)
+      if (std::string(g.name) == "saved activations") bytes += g.total();
+    return bytes;
+  };
+  CHECK(saved("llama-3.1-8b", "pytorch-fsdp2") - saved("llama-3.1-8b", "pytorch-fsdp") == 805306368.0);
+  CHECK(saved("llama-2-7b", "pytorch-fsdp2") == saved("llama-2-7b", "pytorch-fsdp"));
+}
