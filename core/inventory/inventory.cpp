@@ -129,10 +129,14 @@ double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t,
 // Korthikanti et al. 2022, sec. 4.1 (whose GPT block - MHA, 4h GELU MLP, dropout, 16-bit - gives
 // 34 h + 5 a s bytes). Here: GQA widths; gated MLPs; a frozen linear saves no input unless an
 // adapter on it needs one; flash attention keeps no s x s matrix, only an fp32 log-sum-exp per
-// head (Dao 2023); under torch.autocast the residual stream, norms and softmax run in fp32
-// (autocast op lists: layer_norm and softmax autocast to float32) while matmul inputs are saved
-// as 16-bit casts; torch.compile's min-cut partitioner recomputes pointwise ops (activation
+// head (Dao 2023); torch.compile's min-cut partitioner recomputes pointwise ops (activation
 // function, gating product) instead of saving them (torch/_functorch/partitioners.py).
+// Frameworks that run the model's modules op by op (HF transformers, torchtitan, torchtune, and
+// DeepSpeed or FSDP around them) save what PyTorch autograd's formulas save for each op
+// (tools/autograd/derivatives.yaml), measured for an HF Llama layer in
+// tests/data/saved_activations.csv (calibrate/reference/measure_saved_activations.py) and checked
+// row by row by tests/unit/activations_test.cpp. Fused frameworks (Megatron-LM, Transformer
+// Engine) keep what their fused kernels save.
 struct SavedPerToken {
   double sequence = 0;   // tensors in the sequence region: replicated across TP ranks unless SP
   double tensor = 0;     // tensors inside the TP region: split across TP ranks
@@ -140,13 +144,40 @@ struct SavedPerToken {
 };
 
 struct ActivationContext {
-  double a = 2;          // bytes of a 16-bit (or fp32) activation
-  double wide = 2;       // bytes of tensors autocast keeps in fp32 (norm inputs, softmax)
+  double a = 2;          // bytes of a 16-bit (or fp32) activation: what the matmuls read
+  double wide = 2;       // fused/compiled path: bytes of tensors autocast keeps in fp32 (norm inputs, softmax)
+  // Bytes of the residual stream, the layer's input: the parameters' type, so fp32 under
+  // torch.autocast on fp32 weights (a full fine-tune) and 16-bit on a 16-bit frozen base (LoRA).
+  double residual = 2;
+  // torch.autocast on an fp32 residual stream: every matmul casts its fp32 input to 16 bits
+  // itself, and autograd keeps each cast (autocast's cast cache holds only leaf weights:
+  // aten/src/ATen/autocast_mode.cpp cached_cast), so Q, K and V each keep a copy of their input.
+  bool autocast_casts = false;
+  // The layer runs as eager PyTorch modules (not fused kernels, not compiled).
+  bool eager_modules = false;
+  // K and V reach the attention kernel repeated to all heads (FrameworkProfile::sdpa_repeats_kv).
+  bool repeat_kv = false;
   double dropout = 0;
   bool flash = true;
   bool compile = false;
   plan::FrameworkProfile::Selective selective = plan::FrameworkProfile::Selective::attention_core;
 };
+
+// Bytes one norm of width `h` keeps per token (its output is counted by whoever consumes it).
+// `weight_trains`: the norm's weight gets a gradient (a full fine-tune).
+double norm_saved_per_token(const ModelSpec& m, const ActivationContext& c, double h, bool weight_trains) {
+  if (!c.eager_modules) return c.wide * h;  // fused kernels: the input (each also keeps a per-token fp32 rstd, negligible)
+  if (m.norm == model::NormKind::rmsnorm) {
+    // HF LlamaRMSNorm.forward (torchtitan's and torchtune's RMSNorm alike): x.to(float32), then
+    // pow(2) and the multiply by rsqrt(variance + eps) keep the fp32 input (an fp32 copy of a
+    // 16-bit stream, or the fp32 stream itself: 4 bytes either way) and the fp32 rstd per
+    // token; weight * normed.to(input_dtype) keeps `normed`, in the stream's type, for the
+    // weight's gradient when the weight trains (mul's derivative: other's grad needs self).
+    return 4.0 * h + 4.0 + (weight_trains ? c.residual * h : 0.0);
+  }
+  // nn.LayerNorm -> native_layer_norm: its input, and fp32 mean and rstd per token.
+  return c.residual * h + 8.0;
+}
 
 SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainable& tr, const ActivationContext& c,
                               int layer) {
@@ -163,16 +194,27 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
     t.tensor += a * (s.q + s.kv) + k * a * s.f + a * s.h + a * s.q + 4.0 * m.heads;
     return t;
   }
-  // Norm inputs (the residual stream; each norm also keeps a per-token fp32 rstd, negligible).
-  t.sequence += c.wide * s.h * m.norms_per_layer;
-  // Attention input (norm output, as the 16-bit cast the matmul saves): kept when Q, K or V is trainable.
-  if (tr.q || tr.k || tr.v) t.sequence += a * s.h;
-  // Q, K, V after RoPE: kept by the attention kernel. Its output: kept when O is trainable
-  // (flash attention keeps `out` anyway, the same storage).
-  t.tensor += a * (s.q + 2 * s.kv);
+  // How many of a norm's consumers keep its output: under autocast casts each matmul its own copy,
+  // else the one tensor is kept once by whichever needs it.
+  const auto kept = [&](int users) { return c.autocast_casts ? users : (users > 0 ? 1 : 0); };
+  t.sequence += norm_saved_per_token(m, c, s.h, job.method == Method::full) * m.norms_per_layer;
+  // Attention input (norm output, as the 16-bit tensor the matmul saves): kept when Q, K or V is trainable.
+  t.sequence += a * s.h * kept(tr.q + tr.k + tr.v);
+  // Q and K after RoPE and V: kept by the attention kernel or the eager matmuls. Eager attention
+  // (HF eager_attention_forward) multiplies K and V after repeat_kv, which materializes them at
+  // all heads' width for GQA, and so does torchtitan before SDPA; flash kernels take GQA natively
+  // (flash-attn; SDPA enable_gqa).
+  t.tensor += a * (s.q + 2 * (c.eager_modules && (!c.flash || c.repeat_kv) ? s.q : s.kv));
+  // Attention output: kept by flash attention (`out`; the kernels write it (b, s, heads, d), so
+  // o_proj's input is the same storage) and, when O is trainable, by o_proj.
   if (c.flash || tr.o) t.tensor += a * s.q;
   if (c.flash) {
     t.tensor += 4.0 * m.heads;  // log-sum-exp, fp32 per head
+  } else if (c.eager_modules) {
+    // HF: softmax(dtype=float32) keeps its fp32 output; .to(query.dtype) (or autocast's cast for
+    // the PV matmul) a 16-bit copy the PV matmul keeps. With attention dropout (native_dropout on
+    // CUDA) its 1-byte mask, the PV matmul then keeping the dropped-out 16-bit probabilities.
+    t.quadratic += m.heads * (c.dropout > 0 ? 4.0 + 1.0 + a : 4.0 + (a != 4.0 ? a : 0.0));
   } else {
     // Softmax output (fp32 under autocast); with attention dropout its 1-byte mask and the
     // dropped-out probabilities as the AV matmul's 16-bit input; without, the cast when widths differ.
@@ -180,7 +222,7 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   }
   if (c.dropout > 0) t.sequence += 2.0 * s.h;  // residual dropout masks after attention and MLP, 1 B each
   // MLP input (norm output): kept when the first MLP matrices are trainable.
-  if (tr.up || (gated && tr.gate)) t.sequence += a * s.h;
+  t.sequence += a * s.h * kept(tr.up + (gated && tr.gate));
   if (gated) {
     // gate output (activation input) and up output always; the activation output and the product
     // (down's input) unless compiled code recomputes them; the product only when down is trainable.
@@ -561,6 +603,12 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   ActivationContext ac;
   ac.a = rec.activation_B;
   ac.wide = rec.autocast_copies ? 4.0 : rec.activation_B;
+  // The residual stream has the parameters' type: fp32 under autocast on fp32 weights, while a
+  // LoRA base is kept in the compute type (frozen_B below), so its stream is 16-bit.
+  ac.residual = rec.autocast_copies && job.method == Method::full ? 4.0 : rec.activation_B;
+  ac.eager_modules = !prof.fused_pointwise && !job.compile;
+  ac.repeat_kv = prof.sdpa_repeats_kv;
+  ac.autocast_casts = ac.eager_modules && ac.residual != ac.a;
   ac.dropout = job.dropout_for(m.dropout);
   ac.flash = job.attention != plan::AttentionImpl::eager;
   ac.compile = job.compile;
@@ -586,7 +634,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       // A checkpointed layer keeps only its input (h per token; split by tp under SP). Backward
       // recomputes the layer from it: the recomputed tensors minus the input, already held.
       // (With checkpoint_every > 1, each kind of layer counted at the stage's share of them.)
-      const double input = ac.wide * h * tokens / (par.sequence_parallel ? tp : 1);
+      const double input = ac.residual * h * tokens / (par.sequence_parallel ? tp : 1);
       const double share = static_cast<double>(checkpointed) / std::max(1, inv.layers);
       saved_total += (input * share + full_layer * (1 - share)) * kind_count[k];
       recompute_layer = std::max(recompute_layer, full_layer - input);
@@ -599,6 +647,12 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     grad_layer = std::max(grad_layer, (2.0 * 2.0 * std::max({s.f * s.experts_per_token, s.q + 2 * s.kv, s.h}) / tp +
                                        2.0 * s.h) * tokens * act_scale);
   }
+  // RoPE's cos and sin (b, s, rotary dims), in the stream's type: HF computes them once per
+  // forward (LlamaModel: position_embeddings = self.rotary_emb(hidden_states, position_ids)) and
+  // every layer's q * cos and rotate_half(q) * sin keep the same two tensors (mul keeps the other
+  // operand for the gradient of the one that requires grad); checkpointed layers keep them as inputs.
+  if (ac.eager_modules && m.positional == model::Positional::rope && inv.layers > 0)
+    saved_total += 2.0 * ac.residual * std::floor(m.head_dim_or_default() * m.rope_fraction) * tokens;
   if (inv.layers > 0) {
     const double per_layer = saved_total / inv.layers;
     if (act_tier == Tier::gpu) {
@@ -623,9 +677,11 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const double V = static_cast<double>(m.vocab) / tp;
     const double n = tokens;
     const double a = rec.activation_B;
-    // Final norm input, and its output when the head is trainable (the head's weight gradient needs it).
-    add("final norm activations", Category::activations, gpu, (ac.wide + (job.method == Method::full ? a : 0.0)) * h * n,
-        1, Lifetime::loss, packed);
+    // The final norm (as a layer's norms), and its output when the head is trainable (the head's
+    // weight gradient needs it; under autocast on an fp32 stream, the head's 16-bit cast of it).
+    const bool head_trains = job.method == Method::full;
+    add("final norm activations", Category::activations, gpu,
+        (norm_saved_per_token(m, ac, h, head_trains) + (head_trains ? a * h : 0.0)) * n, 1, Lifetime::loss, packed);
     // Cross-entropy over the vocabulary, per token of V logits. log_softmax keeps its output for
     // backward (and nll_loss the same tensor). HF transformers (loss_utils.ForCausalLMLoss) and
     // torchtitan upcast the logits to fp32 first: forward holds 16-bit logits + fp32 copy + fp32

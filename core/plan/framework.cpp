@@ -42,6 +42,7 @@ FrameworkProfile framework_profile(const Job& job) {
       // save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
       p.selective = FrameworkProfile::Selective::every_other_mm;
       p.compile_covers_loss = false;  // torchtitan compiles each TransformerBlock, not the loss
+      p.sdpa_repeats_kv = true;       // torchtitan's Attention.forward: repeat_kv, then SDPA
       // torchtitan wraps embeddings, each block and [norm, output] separately; output keeps
       // reshard_after_forward=False (torchtitan/models/llama3/infra/parallelize.py).
       p.gathered_units = 2;

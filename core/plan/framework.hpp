@@ -58,6 +58,12 @@ struct FrameworkProfile {
   // bias-GeLU/SwiGLU, softmax) rather than one eager kernel per op (HF transformers, torchtitan
   // without compile). torch.compile fuses them too.
   bool fused_pointwise = false;
+  // With GQA, the model repeats K and V to all query heads before SDPA, so SDPA keeps them at
+  // all heads' width for backward (torchtitan models/llama3/model/model.py Attention.forward:
+  // keys = repeat_kv(xk, n_rep) before the SDPA call). HF transformers on torch >= 2.5 passes
+  // enable_gqa=True instead (integrations/sdpa_attention.py use_gqa_in_sdpa), flash-attn takes
+  // GQA natively: K and V stay at their KV width.
+  bool sdpa_repeats_kv = false;
   // torch.compile of the model also compiles the loss (HF models compute it in forward; torchtune
   // compiles its loss; torchtitan compiles transformer blocks only).
   bool compile_covers_loss = true;
