@@ -76,6 +76,8 @@ std::string value_text(const std::string& unit, double v) {
   if (unit == "params/s") return fmt::format("{:.3g} G/s", v / 1e9);
   if (unit == "IOPS") return fmt::format("{:.1f}K IOPS", v / 1e3);
   if (unit == "W") return fmt::format("{:.0f} W", v);
+  if (unit == "s") return std::abs(v) < 1e-3 ? fmt::format("{:.2f} us", v * 1e6) : fmt::format("{:.3g} s", v);
+  if (unit == "of peak") return fmt::format("{:.1f}% of peak", 100 * v);
   return fmt::format("{:.4g} {}", v, unit);
 }
 
