@@ -291,7 +291,7 @@ GpuPower gpu_power_from_profile(const hardware::CalibrationProfile& profile, con
         share.push_back(gpu_share(static_cast<Activity>(a)));
         watts.push_back(w);
       };
-      if (row.samples.empty()) add(row.power_w);
+      if (row.samples.empty() && row.power_w > 0) add(row.power_w);  // as in the mean above
       for (const double w : row.samples) add(w);
     }
   }
