@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_bench.hpp"
 #include "cuda/cuda_bench.hpp"
+#include "hardware/profile_fit.hpp"
 #include "io/units.hpp"
 #include "machine.hpp"
 #include "storage/storage_bench.hpp"
@@ -253,10 +254,46 @@ Calibration run_calibration(const Options& o, Progress& outer) {
     }
   }
 
+  const auto fits = model_fits(p);
+  out.comparisons.insert(out.comparisons.end(), fits.begin(), fits.end());
+
   std::string notes;
   for (const auto& n : out.notes) notes += (notes.empty() ? "" : "\n") + n;
   p.machine.notes = notes;
   return out;
+}
+
+std::vector<Comparison> model_fits(const hardware::CalibrationProfile& p) {
+  using hardware::CopyDirection;
+  std::vector<Comparison> rows;
+  const auto row = [&](std::string item, std::string unit, double value, double spread) {
+    Comparison c;
+    c.section = "fit";
+    c.item = std::move(item);
+    c.unit = std::move(unit);
+    c.value = value;
+    c.spread = spread;
+    rows.push_back(std::move(c));
+  };
+  for (const auto d :
+       {CopyDirection::h2d, CopyDirection::d2h, CopyDirection::bidir, CopyDirection::d2d, CopyDirection::h2h})
+    for (const bool pinned : {true, false})
+      if (const auto m = hardware::fit_copy_model(p.copy, d, pinned)) {
+        const std::string what = fmt::format("{} {} copy, t = latency + bytes / bandwidth ({} samples)",
+                                             hardware::to_string(d), pinned ? "pinned" : "pageable", m->samples);
+        row(what + ": latency", "s", m->latency_s, m->rms_relative);
+        row(what + ": bandwidth", "B/s", m->bandwidth_Bps, m->rms_relative);
+      }
+  using hardware::Dtype;
+  for (const auto d :
+       {Dtype::fp64, Dtype::fp32, Dtype::tf32, Dtype::bf16, Dtype::fp16, Dtype::fp8, Dtype::int8, Dtype::int4})
+    if (const auto c = hardware::fit_gemm_curve(p.gemm, d)) {
+      const std::string what =
+          fmt::format("GEMM {}, fraction of peak = f k / (k + k0) ({} samples)", hardware::to_string(d), c->samples);
+      row(what + ": f", "of peak", c->peak_fraction, c->rms_relative);
+      row(what + ": k0", "", c->k0, c->rms_relative);
+    }
+  return rows;
 }
 
 }  // namespace ftplan::calibrate

@@ -54,4 +54,11 @@ struct Calibration {
 // each directory's reason (before the GPU part): storage was asked for and nothing was measured.
 Calibration run_calibration(const Options& options, Progress& progress);
 
+// The models fitted to a profile's samples (hardware/profile_fit.hpp), as rows beside the
+// measurements (section "fit"; spread = the fit's root-mean-square relative residual): for each
+// copy direction and kind measured at two sizes or more, its latency and asymptotic bandwidth; for
+// each GEMM dtype with a known peak, its k -> infinity fraction of peak and k0. run_calibration
+// appends them.
+std::vector<Comparison> model_fits(const hardware::CalibrationProfile& profile);
+
 }  // namespace ftplan::calibrate

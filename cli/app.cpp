@@ -1,6 +1,7 @@
 #include "app.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
@@ -8,8 +9,25 @@
 #ifndef FTPLAN_ZOO_DIR
 #define FTPLAN_ZOO_DIR "model_zoo"
 #endif
+#ifndef FTPLAN_ZOO_FROM_BIN
+#define FTPLAN_ZOO_FROM_BIN "../share/ftplan/model_zoo"
+#endif
 
 namespace ftplan::cli {
+
+namespace {
+
+// The zoo installed beside this binary (cmake --install: PREFIX/bin/ftplan and
+// PREFIX/share/ftplan/model_zoo), or "" when there is none (a build tree's binary).
+std::string installed_zoo() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  const std::filesystem::path zoo = (exe.parent_path() / FTPLAN_ZOO_FROM_BIN).lexically_normal();
+  return std::filesystem::is_directory(zoo / "models", ec) ? zoo.string() : std::string();
+}
+
+}  // namespace
 
 std::vector<OptionSpec> common_options() {
   return {{"zoo", true, "model zoo folder (default: $FTPLAN_ZOO, else the shipped model_zoo)"},
@@ -19,6 +37,8 @@ std::vector<OptionSpec> common_options() {
 App::App(const Args& args) {
   if (auto z = args.value("zoo")) zoo_dir_ = *z;
   else if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env) zoo_dir_ = env;
+  else if (std::string installed = installed_zoo(); !installed.empty())
+    zoo_dir_ = std::move(installed);
   else zoo_dir_ = FTPLAN_ZOO_DIR;
   const std::string f = args.value_or("format", "table");
   if (f == "table") format_ = Format::table;

@@ -17,6 +17,7 @@
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
 #include "io/units.hpp"
+#include "progress.hpp"
 #include "storage/uring.hpp"
 #include "table.hpp"
 
@@ -75,42 +76,24 @@ std::string value_text(const std::string& unit, double v) {
   if (unit == "params/s") return fmt::format("{:.3g} G/s", v / 1e9);
   if (unit == "IOPS") return fmt::format("{:.1f}K IOPS", v / 1e3);
   if (unit == "W") return fmt::format("{:.0f} W", v);
+  if (unit == "s") return std::abs(v) < 1e-3 ? fmt::format("{:.2f} us", v * 1e6) : fmt::format("{:.3g} s", v);
+  if (unit == "of peak") return fmt::format("{:.1f}% of peak", 100 * v);
   return fmt::format("{:.4g} {}", v, unit);
 }
 
 // Progress on stderr: one line per step with the elapsed time, rewritten in place on a terminal.
 class StderrProgress : public calibrate::Progress {
  public:
-  StderrProgress() : tty_(isatty(STDERR_FILENO) == 1), start_(calibrate::now_s()) {}
-  ~StderrProgress() override { end_line(); }
+  StderrProgress() : start_(calibrate::now_s()) {}
   void step(int index, int total, std::string_view label) override {
-    end_line();
-    const std::string text =
-        fmt::format("[{:>2}/{}] {:5.1f} s  {}", index + 1, total, calibrate::now_s() - start_, label);
-    if (tty_) {
-      fmt::print(stderr, "\r\033[K{}", text);
-      open_ = true;
-    } else {
-      fmt::print(stderr, "{}\n", text);
-    }
-    std::fflush(stderr);
+    line_.end();  // a terminal keeps each step's line
+    line_.show(fmt::format("[{:>2}/{}] {:5.1f} s  {}", index + 1, total, calibrate::now_s() - start_, label));
   }
-  void note(std::string_view text) override {
-    end_line();
-    fmt::print(stderr, "note: {}\n", text);
-  }
-  void done() {
-    end_line();
-    fmt::print(stderr, "calibration took {:.1f} s\n", calibrate::now_s() - start_);
-  }
+  void note(std::string_view text) override { line_.print(fmt::format("note: {}", text)); }
+  void done() { line_.print(fmt::format("calibration took {:.1f} s", calibrate::now_s() - start_)); }
 
  private:
-  void end_line() {
-    if (open_) fmt::print(stderr, "\n");
-    open_ = false;
-  }
-  bool tty_;
-  bool open_ = false;
+  StatusLine line_;
   double start_;
 };
 

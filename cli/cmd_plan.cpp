@@ -14,6 +14,7 @@
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
 #include "planner/planner.hpp"
+#include "progress.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
 
@@ -30,37 +31,6 @@ extern "C" void on_plan_interrupt(int sig) {
   g_stop.store(true);
   std::signal(sig, SIG_DFL);
 }
-
-// Layouts examined, plans simulated, rate and ETA on stderr: redrawn on a terminal, a plain line
-// every few seconds otherwise (as `sweep` does).
-class SearchProgress {
- public:
-  explicit SearchProgress(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) == 1) {}
-  void update(std::int64_t examined, std::int64_t total, std::int64_t simulated) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (std::chrono::duration<double>(now - last_).count() < (tty_ ? 0.1 : 5.0)) return;
-    last_ = now;
-    const double t = std::chrono::duration<double>(now - start_).count();
-    const double rate = t > 0 ? static_cast<double>(examined) / t : 0;
-    const double eta = rate > 0 ? static_cast<double>(total - examined) / rate : -1;
-    const std::string text =
-        fmt::format("plan: {}/{} layouts ({:.0f}%), {} simulated, {:.0f} layouts/s, ETA {}", examined, total,
-                    total > 0 ? 100.0 * static_cast<double>(examined) / static_cast<double>(total) : 100.0, simulated,
-                    rate, eta >= 0 ? io::format_duration(eta) : std::string("--"));
-    if (tty_) fmt::print(stderr, "\r\033[K{}", text);
-    else fmt::print(stderr, "{}\n", text);
-    drawn_ = true;
-    std::fflush(stderr);
-  }
-  void finish() {
-    if (enabled_ && tty_ && drawn_) fmt::print(stderr, "\n");
-  }
-
- private:
-  bool enabled_, tty_, drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
-};
 
 }  // namespace
 
@@ -83,18 +53,19 @@ int cmd_plan(const std::vector<std::string>& argv) {
     }
     if (threads <= 0) throw UsageError("--threads takes a positive whole number");
   }
-  SearchProgress progress(!args.flag("quiet"));
+  // Layouts examined of those enumerated so far, and plans simulated.
+  ProgressBar progress("plan", "layouts", 0, 0, !args.flag("quiet"));
   planner::Control control;
   control.stop = &g_stop;
   control.progress = [&](std::int64_t examined, std::int64_t total, std::int64_t simulated) {
-    progress.update(examined, total, simulated);
+    progress.update(examined, total, fmt::format(", {} simulated", simulated));
   };
   g_stop = false;
   const auto previous = std::signal(SIGINT, on_plan_interrupt);
   const planner::Result r =
       planner::search(s.model, s.job, app.catalog(), s.search, s.constraints, s.cost, threads, control);
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
-  progress.finish();
+  progress.finish(r.examined, fmt::format(", {} simulated", r.simulated));
   if (r.interrupted)
     fmt::print(stderr, "interrupted: {} of {} layouts examined; the best plans among the {} simulated so far follow\n",
                r.examined, r.enumerated, r.simulated);

@@ -20,6 +20,7 @@
 #include "app.hpp"
 #include "io/output_file.hpp"
 #include "io/units.hpp"
+#include "progress.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
 #include "table.hpp"
@@ -28,7 +29,6 @@ namespace ftplan::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,69 +46,6 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
     data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
-
-std::string clock_text(double s) {
-  if (!(s >= 0) || s > 360000) return "--:--";
-  const auto t = static_cast<long>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
-                   : fmt::format("{}:{:02}", t / 60, t % 60);
-}
-
-// done/total, rate and ETA on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise.
-class Progress {
- public:
-  Progress(std::int64_t total, std::int64_t already, bool enabled)
-      : total_(total),
-        already_(already),
-        enabled_(enabled),
-        tty_(::isatty(STDERR_FILENO) == 1),
-        start_(Clock::now()),
-        last_(start_) {}
-
-  void update(std::int64_t done_now) {
-    if (!enabled_) return;
-    const auto now = Clock::now();
-    const double since = std::chrono::duration<double>(now - last_).count();
-    if (since < (tty_ ? 0.1 : kLineInterval_s) && done_now + already_ < total_) return;
-    last_ = now;
-    draw(done_now, now);
-  }
-
-  void finish(std::int64_t done_now) {
-    if (!enabled_) return;
-    if (tty_) {
-      draw(done_now, Clock::now());
-      fmt::print(stderr, "\n");
-    }
-  }
-
-  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
- private:
-  void draw(std::int64_t done_now, Clock::time_point now) {
-    const double t = std::chrono::duration<double>(now - start_).count();
-    const double rate = t > 0 ? static_cast<double>(done_now) / t : 0;
-    const std::int64_t done = done_now + already_;
-    const double eta = rate > 0 ? static_cast<double>(total_ - done) / rate : -1;
-    const double share = total_ > 0 ? static_cast<double>(done) / static_cast<double>(total_) : 1;
-    if (tty_) {
-      constexpr int kWidth = 30;
-      const int filled = static_cast<int>(share * kWidth);
-      fmt::print(stderr, "\r{:>{}}/{} points [{}{}] {:3.0f}%  {:.1f}/s  ETA {}   ", done,
-                 fmt::formatted_size("{}", total_), total_, std::string(static_cast<std::size_t>(filled), '#'),
-                 std::string(static_cast<std::size_t>(kWidth - filled), '.'), 100 * share, rate, clock_text(eta));
-    } else {
-      fmt::print(stderr, "sweep: {}/{} points ({:.0f}%), {:.1f} points/s, ETA {}\n", done, total_, 100 * share, rate,
-                 clock_text(eta));
-    }
-    std::fflush(stderr);
-  }
-
-  static constexpr double kLineInterval_s = 5;
-  std::int64_t total_, already_;
-  bool enabled_, tty_;
-  Clock::time_point start_, last_;
-};
 
 // Ctrl-C: say where the finished points are, then die of the signal as usual.
 // The lock file goes too (unlink is async-signal-safe; the lock itself dies with the process).
@@ -258,7 +195,8 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
 
-  Progress progress(static_cast<std::int64_t>(expected.size()), static_cast<std::int64_t>(done.size()), !quiet);
+  ProgressBar progress("sweep", "points", static_cast<std::int64_t>(expected.size()),
+                       static_cast<std::int64_t>(done.size()), !quiet);
   std::int64_t finished = 0;
   try {
     sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
+#include "io/rows.hpp"
 
 namespace ftplan::cli {
 
@@ -40,25 +41,12 @@ std::string Table::text() const {
   return out;
 }
 
-std::string csv_escape(const std::string& cell) {
-  if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
-  std::string out = "\"";
-  for (char ch : cell) {
-    if (ch == '"') out += '"';
-    out += ch;
-  }
-  return out + "\"";
-}
-
 std::string Table::csv() const {
-  std::string out;
   // Headers are for people ("dp x tp x pp x cp"); CSV columns are plain identifiers (dp_x_tp_x_pp_x_cp).
-  for (std::size_t c = 0; c < cols_.size(); ++c) out += (c ? "," : "") + csv_escape(identifier(cols_[c].first));
-  out += "\n";
-  for (const auto& r : rows_) {
-    for (std::size_t c = 0; c < r.size(); ++c) out += (c ? "," : "") + csv_escape(r[c]);
-    out += "\n";
-  }
+  std::vector<std::string> header;
+  for (const auto& c : cols_) header.push_back(identifier(c.first));
+  std::string out = io::csv_line(header);
+  for (const auto& r : rows_) out += io::csv_line(r);
   return out;
 }
 

@@ -19,6 +19,4 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string csv_escape(const std::string& cell);
-
 }  // namespace ftplan::cli

@@ -1,9 +1,15 @@
 #include "cost/cost.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <array>
 #include <cmath>
+#include <iterator>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "common/least_squares.hpp"
+#include "common/strings.hpp"
 
 namespace ftplan::cost {
 
@@ -12,8 +18,10 @@ namespace {
 // GPU board power by what it runs, as a share between its idle and TDP. Dense GEMMs run near
 // TDP (DESIGN.md); memory-bound kernels and communication draw less; a GPU with a process
 // attached but waiting sits above bare idle at raised clocks (an A40: ~30 W idle, ~110 W at full
-// clocks with a process attached, NVIDIA/open-gpu-kernel-modules#874). Estimates until a
-// calibration profile's `power` table (NVML per kernel class) replaces them.
+// clocks with a process attached, NVIDIA/open-gpu-kernel-modules#874). Estimates where no
+// calibration profile is given; with one, its `power` table (NVML per kernel class) replaces them
+// where it measured, and these shares place the classes it did not measure on its fitted line
+// (gpu_power_from_profile).
 double gpu_share(Activity a) {
   switch (a) {
     case Activity::gemm:
@@ -60,7 +68,6 @@ std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component 
       ends.push_back({t1, static_cast<int>(i.activity), -1});
     }
   std::sort(ends.begin(), ends.end(), [](const End& x, const End& y) { return x.t < y.t; });
-  constexpr std::size_t kActivities = static_cast<std::size_t>(Activity::idle) + 1;
   std::array<double, kActivities> watts{};
   std::array<bool, kActivities> counted{};
   for (std::size_t a = 0; a < kActivities; ++a) {
@@ -142,13 +149,14 @@ double peak_window_average(const std::vector<Segment>& segs, double period_s, do
 
 // Power over one simulated step of `step_s` (every step of the job alike). `peak` false leaves
 // the peak 1-second average out (a shortcut's partial runs need only energy and idle time).
-PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, double step_s, bool peak = true) {
+PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const std::vector<Interval>& iv,
+                          double step_s, bool peak = true) {
   PowerReport r;
   const plan::Cluster& c = p.cluster;
   // Node-level parts count at the plan's share of each node (plan::Cluster::exclusive).
   const double gpus = c.gpus(), nodes = c.nodes * c.node_share();
   const double tdp = c.gpu.tdp_w, gpu_idle = c.gpu.idle_power_w;
-  const auto gpu_w = [&](Activity a) { return gpu_idle + gpu_share(a) * (tdp - gpu_idle); };
+  const auto gpu_w = [&](Activity a) { return gpu_power.at(a); };
   const double gpu_waiting = gpu_w(Activity::idle);
 
   // Node-level parts.
@@ -204,15 +212,116 @@ PowerReport power_of_step(const plan::Plan& p, const std::vector<Interval>& iv, 
 
 }  // namespace
 
-PowerReport power(const plan::Plan& p, const Timeline& t) {
-  PowerReport r = power_of_step(p, t.intervals, t.step_s);
+namespace {
+
+// default_gpu_power without its words (power() runs for every plan of a sweep).
+GpuPower estimate(const hardware::GpuSpec& gpu) {
+  GpuPower g;
+  for (std::size_t a = 0; a < kActivities; ++a)
+    g.watts[a] = gpu.idle_power_w + gpu_share(static_cast<Activity>(a)) * (gpu.tdp_w - gpu.idle_power_w);
+  return g;
+}
+
+}  // namespace
+
+GpuPower default_gpu_power(const hardware::GpuSpec& gpu) {
+  GpuPower g = estimate(gpu);
+  g.source = fmt::format("catalog estimate for {}: idle {:g} W + a share of TDP {:g} W by activity", gpu.name,
+                         gpu.idle_power_w, gpu.tdp_w);
+  return g;
+}
+
+namespace {
+
+// The kernel class of calibrate's `power` table (calibrate/cuda/cuda_bench.cu) that measures an
+// activity's draw; "" where none does. GEMMs: the plan's dtype. The GPU is "idle" (process
+// attached, waiting) while the CPU or the drives work.
+std::string kernel_class(Activity a, hardware::Dtype dtype) {
+  switch (a) {
+    case Activity::gemm:
+      return std::string("gemm_") + hardware::to_string(dtype);
+    case Activity::attention:
+      return "attention";
+    case Activity::memory_bound:
+      return "hbm_copy";
+    case Activity::communication:
+      return "nccl";
+    case Activity::copy:
+      return "h2d_copy";
+    case Activity::cpu_compute:
+    case Activity::nvme_read:
+    case Activity::nvme_write:
+    case Activity::idle:
+      return "idle";
+  }
+  return "";
+}
+
+}  // namespace
+
+GpuPower gpu_power_from_profile(const hardware::CalibrationProfile& profile, const hardware::GpuSpec& gpu,
+                                hardware::Dtype dtype) {
+  GpuPower g = default_gpu_power(gpu);
+  // Every NVML sample of the classes some activity maps to: (the activity's share, watts).
+  std::vector<double> share, watts;
+  std::array<std::optional<double>, kActivities> measured{};
+  std::vector<std::string> classes;
+  for (std::size_t a = 0; a < kActivities; ++a) {
+    const std::string cls = kernel_class(static_cast<Activity>(a), dtype);
+    double sum = 0;
+    std::size_t n = 0;
+    for (const auto& row : profile.power) {
+      if (row.kernel_class != cls) continue;
+      if (row.samples.empty() && row.power_w > 0) {
+        sum += row.power_w;
+        ++n;
+      }
+      for (const double w : row.samples) {
+        sum += w;
+        ++n;
+      }
+    }
+    if (n == 0) continue;
+    measured[a] = sum / static_cast<double>(n);
+    if (std::find(classes.begin(), classes.end(), cls) != classes.end()) continue;  // idle: one class, four activities
+    classes.push_back(cls);
+    for (const auto& row : profile.power) {
+      if (row.kernel_class != cls) continue;
+      const auto add = [&](double w) {
+        share.push_back(gpu_share(static_cast<Activity>(a)));
+        watts.push_back(w);
+      };
+      if (row.samples.empty() && row.power_w > 0) add(row.power_w);  // as in the mean above
+      for (const double w : row.samples) add(w);
+    }
+  }
+  if (classes.empty()) return g;
+  const std::optional<LineFit> line = fit_line(share, watts);
+  for (std::size_t a = 0; a < kActivities; ++a) {
+    if (measured[a])
+      g.watts[a] = *measured[a];
+    else if (line)
+      g.watts[a] = std::max(0.0, line->at(gpu_share(static_cast<Activity>(a))));
+  }
+  g.source = fmt::format("calibration profile of {} ({}): NVML power of {}; {}", profile.machine.hostname,
+                         profile.machine.date, join(classes, ", "),
+                         line ? fmt::format("the rest on the line fitted to them, {:.0f} W + {:.0f} W x share",
+                                            line->intercept, line->slope)
+                              : std::string("the rest the catalog's estimate"));
+  return g;
+}
+
+PowerReport power(const plan::Plan& p, const Timeline& t, const GpuPower* gpu) {
+  const GpuPower fallback = gpu ? GpuPower{} : estimate(p.cluster.gpu);
+  const GpuPower& g = gpu ? *gpu : fallback;
+  PowerReport r = power_of_step(p, g, t.intervals, t.step_s);
   if (t.partials.empty()) return r;
   // The simulator's shortcuts: energy and waiting GPU time extrapolate exactly from the main and
   // partial runs (sim/timeline.hpp). The highest 1-second average is the main step's: it holds
   // the step's head, its tail and a stretch of the steady state.
   const PowerReport main = r;
   for (const auto& q : t.partials) {
-    const PowerReport part = power_of_step(p, q.intervals, q.step_s, false);
+    const PowerReport part = power_of_step(p, g, q.intervals, q.step_s, false);
     r.energy_per_step_j += q.weight * (main.energy_per_step_j - part.energy_per_step_j);
     r.gpu_idle_s_per_step += q.weight * (main.gpu_idle_s_per_step - part.gpu_idle_s_per_step);
   }

@@ -3,9 +3,11 @@
 // usually lowers the peak while its longer run can use as much energy or more.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
+#include "hardware/profile.hpp"
 #include "plan/cost_spec.hpp"
 #include "plan/plan.hpp"
 #include "sim/timeline.hpp"
@@ -27,8 +29,33 @@ struct PowerReport {
   double gpu_idle_s_per_step = 0; // GPU-seconds per step spent waiting (all GPUs)
 };
 
+inline constexpr std::size_t kActivities = static_cast<std::size_t>(Activity::idle) + 1;
+
+// Board power of one GPU by what it runs, watts, indexed by Activity (idle: a process attached
+// and waiting, as between kernels; the bare idle of the report's idle_power_w is the catalog's).
+struct GpuPower {
+  std::array<double, kActivities> watts{};
+  std::string source;  // where the figures come from
+  double at(Activity a) const { return watts[static_cast<std::size_t>(a)]; }
+};
+
+// The catalog's estimate for `gpu`: idle + share(activity) x (TDP - idle), the shares in cost.cpp.
+GpuPower default_gpu_power(const hardware::GpuSpec& gpu);
+
+// From a calibration profile's `power` table (NVML board power per kernel class): each activity
+// whose kernel class was measured takes the mean of that class's samples (the least-squares
+// constant); GEMMs take the class of `dtype` (gemm_bf16, ...). The others come from a line fitted
+// by least squares to every sample of the measured classes against their activity's share:
+// watts = intercept + slope x share (a linear power model in load, Fan, Weber and Barroso 2007),
+// the catalog's idle and TDP rescaled to what this GPU drew. With fewer than two distinct shares
+// measured, the others keep the catalog's estimate.
+GpuPower gpu_power_from_profile(const hardware::CalibrationProfile& profile, const hardware::GpuSpec& gpu,
+                                hardware::Dtype dtype);
+
 // Power of the plan's cluster over one step built from one rank's timeline (every rank alike).
-PowerReport power(const plan::Plan& plan, const Timeline& rank_timeline);
+// GPU draw from `gpu` when given (a calibration profile's, gpu_power_from_profile), else the
+// catalog's estimate for the plan's GPU.
+PowerReport power(const plan::Plan& plan, const Timeline& rank_timeline, const GpuPower* gpu = nullptr);
 
 struct CostReport {
   double job_time_s = 0;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -89,20 +92,33 @@ std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, 
 
 std::string rows_to_csv(const std::vector<Row>& rows) {
   std::vector<std::string> header;
+  std::unordered_set<std::string_view> seen;
   for (const auto& row : rows)
     for (const auto& [k, v] : row.fields)
-      if (std::find(header.begin(), header.end(), k) == header.end()) header.push_back(k);
-  std::string out;
-  for (std::size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + csv_cell(header[i]);
-  out += "\n";
+      if (seen.insert(k).second) header.push_back(k);
+  return rows_to_csv(rows, header);
+}
+
+std::string rows_to_csv(const std::vector<Row>& rows, const std::vector<std::string>& columns) {
+  std::string out = csv_line(columns);
+  // A row's cells by key, so that a sweep's thousands of rows of ~100 columns cost one lookup a cell.
+  std::unordered_map<std::string_view, const Value*> cells;
   for (const auto& row : rows) {
-    for (std::size_t i = 0; i < header.size(); ++i) {
-      if (i) out += ",";
-      if (const Value* v = row.get(header[i])) out += csv_cell(*v);
+    cells.clear();
+    for (const auto& [k, v] : row.fields) cells.emplace(k, &v);
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      if (i) out += ',';
+      if (auto it = cells.find(columns[i]); it != cells.end()) out += csv_cell(*it->second);
     }
-    out += "\n";
+    out += '\n';
   }
   return out;
+}
+
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string out;
+  for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + csv_cell(cells[i]);
+  return out + '\n';
 }
 
 }  // namespace ftplan::io

@@ -22,8 +22,14 @@ struct Row {
 // {"schema_version": N, "<kind>": [rows...]} plus any top-level extras, pretty-printed.
 std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version,
                          const Row& top_level = {});
-// Header = union of keys in first-seen order; missing cells are empty.
+// The one CSV writer (RFC 4180: comma-separated, CRLF-free lines ending in \n, a cell quoted when it
+// holds a comma, quote or newline, quotes doubled). Header = union of keys in first-seen order;
+// missing cells are empty.
 std::string rows_to_csv(const std::vector<Row>& rows);
+// The same with the columns given, in that order (keys not among them are left out).
+std::string rows_to_csv(const std::vector<Row>& rows, const std::vector<std::string>& columns);
+// One CSV line of cells already as text, each quoted as csv_cell quotes text.
+std::string csv_line(const std::vector<std::string>& cells);
 // One CSV cell: null and non-finite numbers empty, numbers shortest round-trip, text quoted when it
 // holds a comma, quote or newline.
 std::string csv_cell(const Value& v);

@@ -210,26 +210,17 @@ std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
         if (seen.insert(k).second) keys.push_back(k);
   }
   const std::vector<std::string> columns = column_order(keys, axis_columns);
+  if (format == OutputFormat::csv)
+    return columns.empty() ? std::string(rows.size(), '\n') : io::rows_to_csv(rows, columns);
   std::string out;
-  if (format == OutputFormat::csv && !columns.empty()) {
-    for (std::size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + io::csv_cell(columns[i]);
-    out += '\n';
-  }
   std::unordered_map<std::string_view, const io::Value*> cells;
   for (const auto& row : rows) {
     cells.clear();
     for (const auto& [k, v] : row.fields) cells.emplace(k, &v);
-    if (format == OutputFormat::csv) {
-      for (std::size_t i = 0; i < columns.size(); ++i) {
-        if (i) out += ',';
-        if (auto it = cells.find(columns[i]); it != cells.end()) out += io::csv_cell(*it->second);
-      }
-    } else {
-      ordered_json o = ordered_json::object();
-      for (const auto& c : columns)
-        if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
-      out += o.dump();
-    }
+    ordered_json o = ordered_json::object();
+    for (const auto& c : columns)
+      if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
+    out += o.dump();
     out += '\n';
   }
   return out;

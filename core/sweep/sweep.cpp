@@ -451,7 +451,12 @@ AxisDef read_axis(MapView& m, Reader& r, const std::string& file, bool sampled) 
   const auto whole = [](double x) { return x == std::floor(x) && std::abs(x) < 9e15; };
   if (MapView g = m.map("range"); g.valid()) {
     double from = 0, to = 0, step = 0;
-    const bool ok = g.require("from") & g.require("to") & g.get("from", from) & g.get("to", to);
+    // Every check runs, in this order, so that every problem is reported (`ok = check && ok`, not
+    // `&` between bools, which Clang warns of: -Wbitwise-instead-of-logical).
+    bool ok = g.require("from");
+    ok = g.require("to") && ok;
+    ok = g.get("from", from) && ok;
+    ok = g.get("to", to) && ok;
     const bool has_step = g.get("step", step, 0);
     bool integer = false;
     const bool has_integer = g.get("integer", integer);
@@ -488,8 +493,13 @@ AxisDef read_axis(MapView& m, Reader& r, const std::string& file, bool sampled) 
   }
   if (MapView g = m.map("geometric"); g.valid()) {
     double from = 0, to = 0, factor = 0;
-    if (g.require("from") & g.require("to") & g.require("factor") & g.get("from", from, 1e-300) & g.get("to", to) &
-        g.get("factor", factor, 1.0 + 1e-9)) {
+    bool ok = g.require("from");  // every check runs, as for range
+    ok = g.require("to") && ok;
+    ok = g.require("factor") && ok;
+    ok = g.get("from", from, 1e-300) && ok;
+    ok = g.get("to", to) && ok;
+    ok = g.get("factor", factor, 1.0 + 1e-9) && ok;
+    if (ok) {
       if (to < from) {
         r.error(g.location_of("to"), g.key_path("to"), fmt::format("must not be below from ({})", from));
       } else {

@@ -463,3 +463,31 @@ TEST_CASE("a quick CPU-only calibration makes a profile that reads back unchange
   CHECK(p.machine.notes.find("GPU not measured") != std::string::npos);
   CHECK(io::parse_profile(io::profile_to_yaml(p), "calibrated.yaml") == p);
 }
+
+TEST_CASE("the calibration reports the models fitted to its samples") {
+  /* memcpy into pinned buffers at 1, 4 and 64 MiB from t = 2 us + n / 10 GB/s, pageable at one size
+   * only (no model), and bf16 GEMMs from fraction = 0.75 k / (k + 100) of a 1e15 peak: one row each
+   * for the copy's latency and bandwidth, and for the curve's f and k0.                            */
+  hardware::CalibrationProfile p;
+  for (const double n : {1048576.0, 4194304.0, 67108864.0}) {
+    const double rate = n / (2e-6 + n / 10e9);
+    p.copy.push_back({hardware::CopyDirection::h2h, true, n, rate, 0, {rate}});
+  }
+  p.copy.push_back({hardware::CopyDirection::h2h, false, 1048576, 3e9, 0, {3e9}});
+  for (const std::int64_t k : {512, 2048}) {
+    const double rate = 1e15 * 0.75 * static_cast<double>(k) / (static_cast<double>(k) + 100);
+    p.gemm.push_back({hardware::Dtype::bf16, "", 4096, 4096, k, rate, 1e15, {rate}});
+  }
+  const auto rows = model_fits(p);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0].section == "fit");
+  CHECK(rows[0].item.find("h2h pinned copy") != std::string::npos);
+  CHECK(rows[0].unit == "s");
+  CHECK(rows[0].value * 1e6 == doctest::Approx(2));  // in us
+  CHECK(rows[1].unit == "B/s");
+  CHECK(rows[1].value == doctest::Approx(10e9));
+  CHECK(rows[2].item.find("GEMM bf16") != std::string::npos);
+  CHECK(rows[2].value == doctest::Approx(0.75));
+  CHECK(rows[3].value == doctest::Approx(100));
+  CHECK(rows[3].spread == doctest::Approx(0).epsilon(1e-9));
+}

@@ -47,6 +47,64 @@ TEST_CASE("power over a step: idle floor, GEMM near TDP, peak as the highest 1-s
   CHECK(q.average_power_w == doctest::Approx(node + (gemm + 3 * wait) / 4));
 }
 
+TEST_CASE("a calibration profile's measured power replaces the estimate; its fitted line gives the rest") {
+  /* NVML on one RTX 4090: idle (process attached) 60 and 62 W, gemm_bf16 400, 410, 420 W, hbm_copy
+   * 250 W; a gemm_fp8 row is another dtype's. Measured activities take their class's mean: waiting
+   * 61 W (also while the CPU or the drives work), GEMM 410 W, memory-bound 250 W. The rest come from
+   * the least-squares line through all six samples against their activity's share (0.12, 0.95,
+   * 0.65): n = 6, Sx = 187/50, Sy = 1602, Sxx = 7897/2500, Sxy = 33641/25;
+   * slope = (n Sxy - Sx Sy) / (n Sxx - Sx^2) = 5205900/12413 = 419.39 W,
+   * intercept = (Sy - slope Sx) / n = 69260/12413 = 5.58 W.
+   * Attention (share 0.85): 5.58 + 0.85 x 419.39 = 362.06 W; NCCL (0.40) 173.34 W; copies (0.30)
+   * 131.40 W.                                                                                  */
+  const plan::Plan p = plan_on("{gpu: rtx-4090, gpus: 1}");
+  hardware::CalibrationProfile prof;
+  prof.power = {{0, "idle", 61, {60, 62}},
+                {0, "gemm_bf16", 410, {400, 410, 420}},
+                {0, "hbm_copy", 250, {250}},
+                {0, "gemm_fp8", 600, {600}}};
+  const double slope = 5205900.0 / 12413, intercept = 69260.0 / 12413;
+  const cost::GpuPower g = cost::gpu_power_from_profile(prof, p.cluster.gpu, hardware::Dtype::bf16);
+  CHECK(g.at(sim::Activity::idle) == doctest::Approx(61));
+  CHECK(g.at(sim::Activity::cpu_compute) == doctest::Approx(61));
+  CHECK(g.at(sim::Activity::nvme_write) == doctest::Approx(61));
+  CHECK(g.at(sim::Activity::gemm) == doctest::Approx(410));
+  CHECK(g.at(sim::Activity::memory_bound) == doctest::Approx(250));
+  CHECK(g.at(sim::Activity::attention) == doctest::Approx(intercept + 0.85 * slope));
+  CHECK(g.at(sim::Activity::attention) == doctest::Approx(362.06).epsilon(1e-4));
+  CHECK(g.at(sim::Activity::communication) == doctest::Approx(173.34).epsilon(1e-4));
+  CHECK(g.at(sim::Activity::copy) == doctest::Approx(131.40).epsilon(1e-4));
+  CHECK(g.source.find("gemm_bf16") != std::string::npos);
+  // FP8 GEMMs take the fp8 row.
+  CHECK(cost::gpu_power_from_profile(prof, p.cluster.gpu, hardware::Dtype::fp8).at(sim::Activity::gemm) == 600);
+
+  /* Step of 1 s: GEMM for 0.5 s, attention 0.25 s, waiting 0.25 s. GPU energy = 0.5 x 410 +
+   * 0.25 x 362.06 + 0.25 x 61 J; the rest of the node as without a profile (its bare idle from the
+   * catalog, which is also the report's idle power).                                            */
+  const std::vector<sim::Interval> iv = {{0.0, 0.5, sim::Activity::gemm, sim::Interval::Component::gpu},
+                                         {0.5, 0.75, sim::Activity::attention, sim::Interval::Component::gpu}};
+  const sim::Timeline t{iv, 1.0, {}};
+  const auto measured = cost::power(p, t, &g);
+  const auto estimated = cost::power(p, t);
+  const double node = estimated.idle_power_w - p.cluster.gpu.idle_power_w;
+  CHECK(measured.energy_per_step_j ==
+        doctest::Approx(node + 0.5 * 410 + 0.25 * (intercept + 0.85 * slope) + 0.25 * 61));
+  CHECK(measured.idle_power_w == estimated.idle_power_w);
+  // Without a profile: the catalog estimate, which the default power() also uses.
+  const cost::GpuPower d = cost::default_gpu_power(p.cluster.gpu);
+  CHECK(cost::power(p, t, &d).energy_per_step_j == doctest::Approx(estimated.energy_per_step_j));
+  CHECK(measured.energy_per_step_j != doctest::Approx(estimated.energy_per_step_j));
+
+  /* Only the idle class measured: one share, no line; the busy activities keep the estimate. */
+  hardware::CalibrationProfile idle_only;
+  idle_only.power = {{0, "idle", 61, {60, 62}}};
+  const cost::GpuPower h = cost::gpu_power_from_profile(idle_only, p.cluster.gpu, hardware::Dtype::bf16);
+  CHECK(h.at(sim::Activity::idle) == doctest::Approx(61));
+  CHECK(h.at(sim::Activity::gemm) == doctest::Approx(d.at(sim::Activity::gemm)));
+  /* No power table: the estimate. */
+  CHECK(cost::gpu_power_from_profile({}, p.cluster.gpu, hardware::Dtype::bf16).watts == d.watts);
+}
+
 TEST_CASE("dollars: rent by the hour or second, owned capex over its life plus energy, flash wear") {
   const plan::Plan p = plan_on("{gpu: h100-sxm-80gb, gpus: 8}");
   cost::PowerReport pw;

@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 
+#include "common/least_squares.hpp"
+#include "hardware/profile_fit.hpp"
 #include "io/profile_io.hpp"
 #include "test_support.hpp"
 
@@ -165,4 +168,117 @@ TEST_CASE("the shipped dev-VM profile is valid and is what it says: CPU and stor
     beside_fio += r.fio_samples.empty() ? 0 : 1;
   }
   CHECK(beside_fio == 9);  // the full plan's configurations compared with fio
+}
+
+TEST_CASE("a line fitted by least squares, plain and weighted") {
+  /* x = 0, 1, 2; y = 1, 3, 4. Mean x 1, mean y 8/3; slope = sum (x-1)(y-8/3) / sum (x-1)^2
+   * = (5/3 + 0 + 4/3) / 2 = 1.5; intercept = 8/3 - 1.5 = 7/6. Residuals -1/6, 1/3, -1/6:
+   * rms = sqrt((1/36 + 1/9 + 1/36) / 3) = sqrt(1/18).                                          */
+  const auto f = fit_line({0, 1, 2}, {1, 3, 4});
+  REQUIRE(f);
+  CHECK(f->slope == doctest::Approx(1.5));
+  CHECK(f->intercept == doctest::Approx(7.0 / 6.0));
+  CHECK(f->rms_residual == doctest::Approx(std::sqrt(1.0 / 18.0)));
+  CHECK(f->points == 3);
+  /* Weight 0 drops a point: through (0, 1) and (1, 3) alone, y = 1 + 2x exactly. */
+  const auto g = fit_line({0, 1, 2}, {1, 3, 4}, {1, 1, 0});
+  REQUIRE(g);
+  CHECK(g->slope == doctest::Approx(2));
+  CHECK(g->intercept == doctest::Approx(1));
+  CHECK(g->points == 2);
+  /* A heavy middle point pulls the line: weights 1, 4, 1. Sums: S = 6, Sx = 6, Sy = 17,
+   * Sxx = 8, Sxy = 20; slope = (S Sxy - Sx Sy) / (S Sxx - Sx^2) = (120 - 102) / (48 - 36) = 1.5,
+   * intercept = (Sy - slope Sx) / S = (17 - 9) / 6 = 4/3.                                       */
+  const auto h = fit_line({0, 1, 2}, {1, 3, 4}, {1, 4, 1});
+  REQUIRE(h);
+  CHECK(h->slope == doctest::Approx(1.5));
+  CHECK(h->intercept == doctest::Approx(4.0 / 3.0));
+  // Undetermined: one x, sizes that differ, a value that is not finite.
+  CHECK_FALSE(fit_line({2, 2, 2}, {1, 2, 3}));
+  CHECK_FALSE(fit_line({1}, {1}));
+  CHECK_FALSE(fit_line({1, 2}, {1}));
+  CHECK_FALSE(fit_line({1, 2}, {1, std::nan("")}));
+}
+
+TEST_CASE("the copy model: latency and bandwidth recovered from every sample, not two rows") {
+  /* Synthetic copies from t = 10 us + n / 25 GB/s, at 64 KiB, 1 MiB and 64 MiB: each sample's rate
+   * is n / t. The fit gives the model back; another direction's rows and the pageable copies (rates
+   * a sixth of these) take no part.                                                              */
+  const double alpha = 10e-6, beta = 25e9;
+  std::vector<CopySample> rows;
+  for (const double n : {65536.0, 1048576.0, 67108864.0}) {
+    const double rate = n / (alpha + n / beta);
+    rows.push_back({CopyDirection::h2d, true, n, rate, 0, {rate, rate}});
+    rows.push_back({CopyDirection::h2d, false, n, rate / 6, 0, {rate / 6}});
+    rows.push_back({CopyDirection::d2h, true, n, rate / 2, 0, {rate / 2}});
+  }
+  const auto m = fit_copy_model(rows, CopyDirection::h2d, true);
+  REQUIRE(m);
+  CHECK(m->latency_s * 1e6 == doctest::Approx(alpha * 1e6));  // in us: Approx's tolerance is absolute near 0
+  CHECK(m->bandwidth_Bps == doctest::Approx(beta));
+  CHECK(m->samples == 6);
+  CHECK(m->rms_relative == doctest::Approx(0).epsilon(1e-9));
+  // One size only: latency and bandwidth cannot be told apart.
+  CHECK_FALSE(fit_copy_model({rows[0]}, CopyDirection::h2d, true));
+  CHECK_FALSE(fit_copy_model(rows, CopyDirection::bidir, true));
+}
+
+TEST_CASE("the copy model of noisy samples is the relative least-squares line") {
+  /* 1, 2 and 4 MB copied in 60, 100 and 190 us (rates 16.7, 20 and 21.05 GB/s). In us and MB, fit
+   * t = a + b n with weights 1/t^2 (relative residuals). Weighted normal equations, w = 1/3600,
+   * 1/10000, 1/36100: S = sum w, Sx = sum w n, Sy = sum w t, Sxx = sum w n^2, Sxy = sum w n t;
+   * b = (S Sxy - Sx Sy) / (S Sxx - Sx^2) = 11984/281 us/MB, a = (Sy - b Sx) / S = 4732/281 us.
+   * So latency 16.84 us and bandwidth 281/11984 MB/us = 23.45 GB/s. (The unweighted line, 15 us and
+   * 22.95 GB/s, would let the 4 MB copy's time decide; the two-point rule of the smallest and
+   * largest rows gave 60 - 1 MB / 21.05 GB/s = 12.5 us from two rows alone.) Each row's relative residual: -0.0085,
+   * +0.0214, -0.0135.                                                                            */
+  const std::vector<CopySample> rows = {{CopyDirection::h2d, true, 1e6, 1e6 / 60e-6, 0, {1e6 / 60e-6}},
+                                        {CopyDirection::h2d, true, 2e6, 2e6 / 100e-6, 0, {2e6 / 100e-6}},
+                                        {CopyDirection::h2d, true, 4e6, 4e6 / 190e-6, 0, {}}};  // median only
+  const auto m = fit_copy_model(rows, CopyDirection::h2d, true);
+  REQUIRE(m);
+  CHECK(m->latency_s * 1e6 == doctest::Approx(4732.0 / 281.0));  // in us: Approx's tolerance is absolute near 0
+  CHECK(m->bandwidth_Bps == doctest::Approx(281.0 / 11984.0 * 1e12));
+  CHECK(m->samples == 3);
+  CHECK(m->rms_relative ==
+        doctest::Approx(std::sqrt((0.00854093 * 0.00854093 + 0.02135231 * 0.02135231 + 0.01352313 * 0.01352313) / 3))
+            .epsilon(1e-5));
+}
+
+TEST_CASE("the GEMM curve: peak fraction and k0 of fraction = f * k / (k + k0)") {
+  /* Synthetic: f = 0.8, k0 = 128, at k = 256, 1024, 4096 (fractions 0.5333, 0.7111, 0.7754 of a
+   * 1000 TFLOP/s peak), each with the same m and n: the fit gives the curve back.                 */
+  std::vector<GemmSample> rows;
+  for (const std::int64_t k : {256, 1024, 4096}) {
+    const double f = 0.8 * static_cast<double>(k) / (static_cast<double>(k) + 128);
+    rows.push_back({Dtype::bf16, "", 4096, 4096, k, f * 1e15, 0, {f * 1e15, f * 1e15, f * 1e15}});
+  }
+  rows.push_back({Dtype::fp8, "", 4096, 4096, 256, 1e14, 0, {1e14}});  // another dtype: not fitted
+  const auto c = fit_gemm_curve(rows, Dtype::bf16, 1e15);
+  REQUIRE(c);
+  CHECK(c->peak_fraction == doctest::Approx(0.8));
+  CHECK(c->k0 == doctest::Approx(128));
+  CHECK(c->samples == 9);
+  CHECK(c->fraction(128) == doctest::Approx(0.4));
+  /* Noisy: 0.50, 0.70, 0.78 at k = 256, 1024, 4096. Fit 1/f = a + b/k with weights f^2: the
+   * weighted normal equations give a = 2807740/2272731, b = 445276160/2272731, so the peak
+   * fraction is 1/a = 0.80945 and k0 = b/a = 158.59.                                            */
+  const std::vector<GemmSample> noisy = {{Dtype::bf16, "", 8192, 8192, 256, 0.50e15, 1e15, {0.50e15}},
+                                         {Dtype::bf16, "", 8192, 8192, 1024, 0.70e15, 1e15, {0.70e15}},
+                                         {Dtype::bf16, "", 8192, 8192, 4096, 0.78e15, 1e15, {0.78e15}}};
+  const auto d = fit_gemm_curve(noisy, Dtype::bf16);  // each row's own peak
+  REQUIRE(d);
+  CHECK(d->peak_fraction == doctest::Approx(2272731.0 / 2807740.0));
+  CHECK(d->k0 == doctest::Approx(445276160.0 / 2807740.0));
+  /* Falling with k (0.8 at k = 256, 0.7 at 4096): no fixed cost to see, the constant model. Its
+   * weighted least-squares 1/f = sum(w y) / sum(w), y = 1/f, w = 1/y^2 = f^2: (0.8 + 0.7) /
+   * (0.64 + 0.49) = 1.5 / 1.13, so f = 1.13 / 1.5 = 0.75333 and k0 = 0.                         */
+  const std::vector<GemmSample> falling = {{Dtype::bf16, "", 8192, 8192, 256, 0.8e15, 1e15, {0.8e15}},
+                                           {Dtype::bf16, "", 8192, 8192, 4096, 0.7e15, 1e15, {0.7e15}}};
+  const auto e = fit_gemm_curve(falling, Dtype::bf16);
+  REQUIRE(e);
+  CHECK(e->k0 == 0);
+  CHECK(e->peak_fraction == doctest::Approx(1.13 / 1.5));
+  CHECK_FALSE(fit_gemm_curve(noisy, Dtype::fp8));
+  CHECK_FALSE(fit_gemm_curve({{Dtype::bf16, "", 1, 1, 1, 1e12, 0, {1e12}}}, Dtype::bf16));  // no peak known
 }

@@ -2,6 +2,7 @@
 // fractions named so, and no 0 standing in for a figure that does not exist.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <regex>
 #include <string>
 
@@ -85,4 +86,24 @@ TEST_CASE("flash wear of a plan without drives is null, not 0") {
   const io::Row b = row_of(s, without);
   REQUIRE(std::get<bool>(*b.get("feasible")));
   CHECK(std::holds_alternative<std::nullptr_t>(*b.get("flash_wear_fraction")));
+}
+
+TEST_CASE("the one CSV writer: header in first-seen order, missing cells empty, text quoted as RFC 4180 says") {
+  io::Row a, b;
+  a.set("plan", std::string("8x H100, ZeRO-3"));
+  a.set("step_time_s", 1.5);
+  b.set("plan", std::string("say \"hi\"\nthere"));
+  b.set("gpu_count", std::int64_t{8});
+  b.set("mfu", std::nan(""));
+  /* Columns: plan, step_time_s (a's), then gpu_count, mfu (b's). A comma, a quote and a newline
+   * each make a quoted cell, quotes doubled; b has no step time, a no GPU count; NaN is empty. */
+  CHECK(io::rows_to_csv({a, b}) ==
+        "plan,step_time_s,gpu_count,mfu\n"
+        "\"8x H100, ZeRO-3\",1.5,,\n"
+        "\"say \"\"hi\"\"\nthere\",,8,\n");
+  /* Columns given: their order, others left out. */
+  CHECK(io::rows_to_csv({a, b}, {"gpu_count", "plan"}) ==
+        "gpu_count,plan\n,\"8x H100, ZeRO-3\"\n8,\"say \"\"hi\"\"\nthere\"\n");
+  CHECK(io::csv_line({"a,b", "c"}) == "\"a,b\",c\n");
+  CHECK(io::csv_line({}) == "\n");
 }
