@@ -42,8 +42,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
   std::vector<evaluate::Evaluation> ev;
   const sim::Options sim_options = simulation_options(args);  // bad options fail before any work
   for (const auto& p : s.plans) {
-    const auto eff = profile_efficiency(args, p);
-    ev.push_back(evaluate::evaluate_plan(s.model, p, sim_options, eff ? &*eff : nullptr));
+    const auto measured = profile_measured(args, p);
+    ev.push_back(evaluate::evaluate_plan(s.model, p, sim_options, measured ? &*measured : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
 

@@ -132,8 +132,8 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     // A trace shows the whole step: every micro-batch simulated (the figures printed are then
     // those of that run, within the shortcut's 0.5% of what the other verbs report).
     if (o.trace) o.max_micro_batches = 0;
-    const auto eff = profile_efficiency(args, p);
-    const sim::StepResult r = sim::simulate_step(s.model, p, o, eff ? &*eff : nullptr);
+    const auto measured = profile_measured(args, p);
+    const sim::StepResult r = sim::simulate_step(s.model, p, o, measured ? &measured->efficiency : nullptr);
     if (trace) {
       const std::string path = s.plans.size() > 1 ? tagged_path(*trace, p.name) : *trace;
       io::write_file_atomically(path, r.trace_json);

@@ -332,11 +332,10 @@ sim::Options simulation_options(const Args& args) {
   return o;
 }
 
-std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan) {
+std::optional<evaluate::Measured> profile_measured(const Args& args, const plan::Plan& plan) {
   const auto path = args.value("profile");
   if (!path) return std::nullopt;
-  const hardware::CalibrationProfile profile = io::load_profile(*path);
-  return sim::efficiency_from_profile(profile, plan.cluster.gpu, plan::compute_dtype(plan.job.precision));
+  return evaluate::measured_from_profile(io::load_profile(*path), plan);
 }
 
 void print_headline(const App& app, const plan::Scenario& s) {

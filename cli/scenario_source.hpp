@@ -13,6 +13,7 @@
 #include "io/import/import.hpp"
 #include "io/rows.hpp"
 #include "plan/scenario.hpp"
+#include "evaluate/evaluate.hpp"
 #include "sim/simulate.hpp"
 
 namespace ftplan::cli {
@@ -36,9 +37,9 @@ void print_ignored(const io::ImportedScenario& imported);
 OptionSpec fidelity_option();
 sim::Options simulation_options(const Args& args);
 
-// The efficiency figures for `plan` from --profile (a calibration profile), or nullopt for the
+// What --profile (a calibration profile) measured, for `plan`: efficiencies and GPU power; nullopt for the
 // GPU's shipped defaults.
-std::optional<sim::Efficiency> profile_efficiency(const Args& args, const plan::Plan& plan);
+std::optional<evaluate::Measured> profile_measured(const Args& args, const plan::Plan& plan);
 
 // The table-format headline of a scenario: "<model> (<params> params), <method> fine-tune".
 void print_headline(const App& app, const plan::Scenario& scenario);

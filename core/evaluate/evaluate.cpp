@@ -47,13 +47,19 @@ void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
   plan.job.checkpointing = best_ckpt;
 }
 
+Measured measured_from_profile(const hardware::CalibrationProfile& profile, const plan::Plan& plan) {
+  const hardware::Dtype dtype = plan::compute_dtype(plan.job.precision);
+  return {sim::efficiency_from_profile(profile, plan.cluster.gpu, dtype),
+          cost::gpu_power_from_profile(profile, plan.cluster.gpu, dtype)};
+}
+
 Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,
-                    const sim::Efficiency* efficiency) {
+                         const Measured* measured) {
   Evaluation e;
   e.memory = footprint::footprint(model, plan);
-  e.step = sim::simulate_step(model, plan, options, efficiency);
+  e.step = sim::simulate_step(model, plan, options, measured ? &measured->efficiency : nullptr);
   e.steps = job_steps(plan, e.step.tokens_per_step);
-  e.power = cost::power(plan, e.step.timeline);
+  e.power = cost::power(plan, e.step.timeline, measured ? &measured->gpu_power : nullptr);
   e.cost = cost::dollars(plan, plan.cost, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
                          e.step.nvme_written_bytes * plan.cluster.gpus());
   return e;

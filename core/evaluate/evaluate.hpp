@@ -7,6 +7,7 @@
 
 #include "cost/cost.hpp"
 #include "footprint/footprint.hpp"
+#include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "plan/search_spec.hpp"
@@ -34,9 +35,19 @@ struct Evaluation {
 // Deterministic, so every verb that reads the scenario makes the same choice.
 void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan);
 
-// Dollars follow the plan's own cost settings (plan::Plan::cost).
+// What a calibration profile measured on a machine, as evaluation uses it: the simulator's
+// efficiencies (sim::efficiency_from_profile) and the GPU's power per activity
+// (cost::gpu_power_from_profile), both for one plan's GPU and precision.
+struct Measured {
+  sim::Efficiency efficiency;
+  cost::GpuPower gpu_power;
+};
+Measured measured_from_profile(const hardware::CalibrationProfile& profile, const plan::Plan& plan);
+
+// Dollars follow the plan's own cost settings (plan::Plan::cost). Rates and power are the
+// catalog's unless `measured` is given.
 Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options = {},
-                    const sim::Efficiency* efficiency = nullptr);
+                         const Measured* measured = nullptr);
 
 
 // The scenario's `constraints` (deadline, budget, peak power, GPU count), as `plan` and `sweep`
