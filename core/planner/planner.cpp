@@ -11,6 +11,7 @@
 
 #include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
+#include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "plan/cluster.hpp"
 
@@ -233,9 +234,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
         // The activity timeline has served the power model; a search may keep millions of plans.
         s.evaluation.step.timeline = {};
         const auto& e = s.evaluation;
-        s.meets_constraints = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
-                              (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
-                              (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w);
+        s.meets_constraints = io::meets_constraints(k, s.plan, e);
         progress();
       },
       [&](std::size_t i, std::exception_ptr error) {

@@ -15,6 +15,7 @@
 #include "common/strings.hpp"
 #include "evaluate/pool.hpp"
 #include "io/results.hpp"
+#include "io/verdict.hpp"
 #include "io/scenario_io.hpp"
 #include "io/yaml_reader.hpp"
 
@@ -825,10 +826,7 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
       row.fields.insert(row.fields.end(), std::make_move_iterator(r.fields.begin()),
                         std::make_move_iterator(r.fields.end()));
       // The scenario's `constraints`, as `ftplan plan` judges them.
-      meets = e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
-              (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
-              (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w) &&
-              (k.max_gpus <= 0 || p.cluster.gpus() <= k.max_gpus);
+      meets = io::meets_constraints(k, p, e);
       if (meets && (cheapest.empty() || e.cost.cost_usd < cheapest_usd)) {
         cheapest = p.name;
         cheapest_usd = e.cost.cost_usd;
