@@ -27,7 +27,8 @@ int line_of(const std::string& diagnostic, const std::string& name) {
 }  // namespace
 
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
-                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides) {
+                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
+                 const std::atomic<bool>* stop) {
   const auto started = std::chrono::steady_clock::now();
   Outcome out;
   plan::Scenario s;
@@ -44,34 +45,52 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       if (end == std::string::npos) break;
       at = end + 1;
     }
-    for (const auto& d : out.errors)
-      if ((out.error_line = line_of(d, name)) > 0) break;
+    for (const auto& d : out.errors) out.error_lines.push_back(line_of(d, name));
     return out;
   } catch (const std::exception& e) {
     out.errors.push_back(e.what());
+    out.error_lines.push_back(0);
     return out;
   }
   // The knobs, on every plan (and the scenario's own job, which the verdict's headline reads).
   const auto apply = [&](plan::Job& job) {
     if (overrides.seq_len) job.seq_len = *overrides.seq_len;
-    if (overrides.micro_batch) job.micro_batch = *overrides.micro_batch;
-    if (overrides.checkpointing) job.checkpointing = *overrides.checkpointing;
+    if (overrides.micro_batch) {
+      job.micro_batch = *overrides.micro_batch;
+      job.micro_batch_auto = false;
+    }
+    if (overrides.checkpointing) {
+      job.checkpointing = *overrides.checkpointing;
+      job.checkpointing_auto = false;
+    }
     if (overrides.precision) job.precision = *overrides.precision;
   };
   apply(s.job);
   for (auto& p : s.plans) apply(p.job);
+  // The planner chooses micro-batch and checkpointing from its lists: a knob is the only choice.
+  if (overrides.micro_batch) s.search.micro_batch = {*overrides.micro_batch};
+  if (overrides.checkpointing) s.search.checkpointing = {*overrides.checkpointing};
   if (overrides.any()) {
     // The same checks the reader ran, now on the changed plans.
     for (const auto& f : plan::check_job(s.model, s.job)) out.errors.push_back(fmt::format("what-if: {}: {}", f.key, f.message));
     for (const auto& p : s.plans)
       for (const auto& f : plan::check_plan(s.model, p))
         out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
+    out.error_lines.assign(out.errors.size(), 0);
     if (!out.errors.empty()) return out;
   }
+  const auto stopped = [stop] { return stop && stop->load(); };
+  std::vector<plan::Plan> as_named;  // a search's picks under their own names, for the answer
   if (s.has_search) {
     // The planner, as `ftplan plan` runs it (the knobs apply to the job it holds fixed).
-    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost);
+    planner::Control control;
+    control.stop = stop;
+    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control);
     const planner::Result& r = *out.search;
+    if (r.interrupted) {
+      out.cancelled = true;
+      return out;
+    }
     // One plan can be the pick for several constraints: shown once, named for each.
     std::vector<std::pair<int, std::string>> picks;  // candidate, what it was picked for
     for (const auto& [label, index] : {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest},
@@ -83,6 +102,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       else picks.emplace_back(index, label);
     }
     for (const auto& [index, labels] : picks) {
+      as_named.push_back(r.candidates[static_cast<std::size_t>(index)].plan);
       const planner::Candidate& c = r.candidates[static_cast<std::size_t>(index)];
       out.plans.push_back(c.plan);
       out.plans.back().name = labels + ": " + c.plan.name;
@@ -93,10 +113,22 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
                               r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
     out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
   } else {
-    for (const auto& p : s.plans) out.evaluations.push_back(io::evaluate(s.model, p));
+    for (const auto& p : s.plans) {
+      if (stopped()) {
+        out.cancelled = true;
+        return out;
+      }
+      out.evaluations.push_back(io::evaluate(s.model, p));
+    }
     out.plans = s.plans;
     out.verdict = io::verdict(s.plans, out.evaluations);
   }
+  out.comparison = io::comparison(out.plans, out.evaluations);
+  out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
+                                 : io::answer(out.search ? as_named : out.plans, out.evaluations, s.constraints);
+  for (std::size_t i = 0; i < out.plans.size(); ++i)
+    out.fixes.push_back(out.evaluations[i].memory.fits ? std::vector<footprint::FitChange>{}
+                                                       : footprint::what_would_fit(s.model, out.plans[i]));
   out.scenario = std::move(s);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +35,22 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   REQUIRE(base.evaluations.size() == 2);
   CHECK(!base.verdict.empty());
   CHECK(base.evaluations[0].feasible());
+  // The table is compare's, cell by cell: cents below $100, "vs first", idle GPU time.
+  const auto row = [&](const gui::Outcome& o, const std::string& name) {
+    const auto at =
+        std::find_if(o.comparison.rows.begin(), o.comparison.rows.end(), [&](const auto& r) { return r.name == name; });
+    REQUIRE(at != o.comparison.rows.end());
+    return *at;
+  };
+  CHECK(base.comparison.basis == "rented, billed per second");
+  CHECK(row(base, "cost").cells[0] == io::money(base.evaluations[0].cost.cost_usd));
+  CHECK(row(base, "cost").cells[0].find('.') != std::string::npos);  // $82.78, not $83
+  CHECK(!row(base, "job time").vs_first[1].empty());
+  CHECK(row(base, "idle GPU time").cells[1].find("GPU-h") != std::string::npos);
+  // The answer in one line: A is cheaper and sooner; B is 1.7x the cost and 49x the time.
+  CHECK(base.answer.rfind("Cheapest: A 32x H100 FSDP, $", 0) == 0);
+  CHECK(base.answer.find("(rented, billed per second)") != std::string::npos);
+  CHECK(base.answer.find("B 4x RTX 6000 Ada + flash is 1.7x the cost and 49x the time") != std::string::npos);
 
   // Without checkpointing the 32-GPU plan keeps every layer's activations: more memory.
   gui::Overrides none;
@@ -41,6 +58,13 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   const auto more = run(text, none);
   REQUIRE(more.scenario);
   CHECK(more.evaluations[0].memory.gpu_peak_bytes > base.evaluations[0].memory.gpu_peak_bytes);
+
+  // A deadline no plan meets: the answer says so, and why each is out.
+  std::string tight = text + "constraints: {deadline: 30 min}\n";
+  const auto late = run(tight);
+  REQUIRE(late.scenario);
+  CHECK(late.answer.rfind(
+            "No plan meets the constraints (deadline 30.0 min): A 32x H100 FSDP: 51.7 min, past the deadline", 0) == 0);
 
   // A knob the plans cannot take is reported like the reader's checks, naming plan and key.
   // (The scenario's global batch of 32 does not split into micro-batches of 3 on 32 GPUs.)
@@ -60,7 +84,9 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(!bad.scenario);
   REQUIRE(!bad.errors.empty());
   CHECK(bad.errors.front().rfind("s.yaml:", 0) == 0);
-  CHECK(bad.error_line == 1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
+  REQUIRE(bad.error_lines.size() == bad.errors.size());
+  CHECK(bad.error_lines.front() ==
+        1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
 }
 
 TEST_CASE("for a search scenario the GUI shows the planner's picks and keeps the whole search") {
@@ -87,4 +113,25 @@ constraints: {max_gpus: 8}
   CHECK(o.plans.front().name.rfind("fastest", 0) == 0);
   for (const auto& p : o.plans) CHECK(p.name.find(": ") != std::string::npos);
   CHECK(o.verdict.find("layouts") != std::string::npos);
+  CHECK(o.answer.rfind("Cheapest within at most 8 GPUs: ", 0) == 0);
+
+  // The micro-batch and checkpointing knobs replace what the planner searches over.
+  gui::Overrides two;
+  two.micro_batch = 2;
+  two.checkpointing = plan::Checkpointing::none;  // the text searches [full] only
+  const auto fixed = run(text, two);
+  REQUIRE(fixed.search);
+  REQUIRE(!fixed.search->candidates.empty());
+  for (const auto& c : fixed.search->candidates) {
+    CHECK(c.plan.job.micro_batch == 2);
+    CHECK(c.plan.job.checkpointing == plan::Checkpointing::none);
+  }
+}
+
+TEST_CASE("a GUI evaluation stops when asked, with nothing to show") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
+  const std::atomic<bool> stop{true};
+  const auto o = gui::evaluate(text, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), {}, &stop);
+  CHECK(o.cancelled);
+  CHECK(o.evaluations.empty());
 }

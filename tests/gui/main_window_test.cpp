@@ -1,0 +1,227 @@
+// The desktop planner's window under Qt Test, off screen (QT_QPA_PLATFORM=offscreen): what it
+// shows for each example scenario (table cells, chart series and their values), a knob edit
+// evaluated on the worker thread, every error listed and every line marked, and closing during a
+// search. Saves a screenshot of each example scenario, each tab, under FTPLAN_SCREENSHOT_DIR.
+#include <QtTest/QtTest>
+
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLineSeries>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QTabWidget>
+#include <QTableWidget>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "io/units.hpp"
+#include "io/verdict.hpp"
+#include "main_window.hpp"
+
+using ftplan::gui::MainWindow;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kGiB = 1u << 30;
+
+int row_of(const QTableWidget* t, const QString& name) {
+  for (int r = 0; r < t->rowCount(); ++r)
+    if (t->verticalHeaderItem(r) && t->verticalHeaderItem(r)->text() == name) return r;
+  return -1;
+}
+
+QString cell(const QTableWidget* t, const QString& row, int column) {
+  const int r = row_of(t, row);
+  if (r < 0 || !t->item(r, column)) return "<none>";
+  return t->item(r, column)->text();
+}
+
+// The stacked bar's total for plan i (bars are listed bottom-up: the last plan first).
+double bar_total(const QChartView* view, std::size_t plan, std::size_t plans) {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* bars = qobject_cast<QHorizontalStackedBarSeries*>(s)) {
+      double total = 0;
+      for (QBarSet* set : bars->barSets()) total += set->at(static_cast<int>(plans - 1 - plan));
+      return total;
+    }
+  return -1;
+}
+
+// The capacity line drawn across plan i's bar (its x), or -1 when there is none.
+double capacity_line(const QChartView* view, std::size_t plan) {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s);
+        line && line->property("plan").toInt() == static_cast<int>(plan) && line->property("plan").isValid())
+      return line->at(0).x();
+  return -1;
+}
+
+}  // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<ftplan::model::Zoo> zoo_;
+  std::unique_ptr<ftplan::hardware::Catalog> catalog_;
+
+  std::unique_ptr<MainWindow> window() {
+    auto w = std::make_unique<MainWindow>(*zoo_, *catalog_);
+    w->resize(1600, 1000);
+    w->show();
+    return w;
+  }
+
+ private slots:
+  void initTestCase() {
+    zoo_ = std::make_unique<ftplan::model::Zoo>(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
+    catalog_ = std::make_unique<ftplan::hardware::Catalog>(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
+    fs::create_directories(FTPLAN_SCREENSHOT_DIR);
+  }
+
+  void example_scenario_data() {
+    QTest::addColumn<QString>("file");
+    for (const auto& entry : fs::directory_iterator(FTPLAN_SCENARIOS_DIR)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".yaml" || name.rfind("sweep-", 0) == 0) continue;  // sweeps are not scenarios
+      QTest::newRow(name.c_str()) << QString::fromStdString(entry.path().string());
+    }
+  }
+
+  // Each example: the table is compare's, the charts chart the figures judged for fit, the
+  // answer is on top; then a screenshot of each tab.
+  void example_scenario() {
+    QFETCH(QString, file);
+    auto w = window();
+    QVERIFY(w->open_file(file.toStdString()));
+    w->evaluate_now();
+    const auto& o = w->shown();
+    QVERIFY2(o.scenario.has_value(), "the example reads clean");
+    const std::size_t n = o.plans.size();
+    QVERIFY(n > 0);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    QCOMPARE(table->columnCount(), static_cast<int>(2 * n - 1));
+    for (const char* row : {"fits?", "GPUs", "peak GPU memory", "job time", "cost", "idle GPU time"})
+      QVERIFY2(row_of(table, row) >= 0, row);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& e = o.evaluations[i];
+      const int c = MainWindow::column_of(static_cast<int>(i));
+      QCOMPARE(cell(table, "fits?", c), QString(e.feasible() ? "yes" : "NO"));
+      QCOMPARE(cell(table, "peak GPU memory", c),
+               QString::fromStdString(ftplan::io::format_bytes(e.memory.gpu_peak_bytes)));
+      // No time or dollars for a plan that does not fit; cents below $100.
+      QCOMPARE(cell(table, "cost", c),
+               e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
+      QCOMPARE(cell(table, "job time", c),
+               e.feasible() ? QString::fromStdString(ftplan::io::format_duration(e.cost.job_time_s)) : QString("-"));
+      // The memory bar is the figure judged for fit (allocator slack included), the line the usable capacity.
+      const auto* memory = w->findChild<QChartView*>("memory_chart");
+      QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes / kGiB) <
+              1e-6 * (1 + e.memory.gpu_peak_bytes / kGiB));
+      QVERIFY(qAbs(capacity_line(memory, i) - e.memory.gpu_capacity_bytes / kGiB) < 1e-9 * e.memory.gpu_capacity_bytes);
+      const auto* host = w->findChild<QChartView*>("host_chart");
+      QVERIFY(qAbs(bar_total(host, i, n) - e.memory.host_peak_bytes / kGiB) <
+              1e-6 * (1 + e.memory.host_peak_bytes / kGiB));
+      const auto* nvme = w->findChild<QChartView*>("nvme_chart");
+      QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
+    }
+    QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
+    QVERIFY(!o.answer.empty());
+    auto* tabs = w->findChild<QTabWidget*>("tabs");
+    QCOMPARE(tabs->isTabVisible(2), o.search.has_value());
+    const std::string stem = fs::path(file.toStdString()).stem().string();
+    for (int t = 0; t < tabs->count(); ++t) {
+      if (!tabs->isTabVisible(t)) continue;
+      tabs->setCurrentIndex(t);
+      QApplication::processEvents();
+      const QString shot =
+          QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / (stem + "-" + std::to_string(t) + ".png"));
+      QVERIFY(w->grab().save(shot));
+    }
+  }
+
+  // The 8B scenario's RTX 4090 LoRA plan needs more than the card's usable memory: its bar runs
+  // past its capacity line, and the table shows no time or cost for it.
+  void a_plan_that_does_not_fit_is_drawn_past_its_capacity() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml"));
+    w->evaluate_now();
+    const auto& o = w->shown();
+    std::size_t at = o.plans.size();
+    for (std::size_t i = 0; i < o.plans.size(); ++i)
+      if (o.plans[i].name == "1x RTX 4090 LoRA") at = i;
+    QVERIFY(at < o.plans.size());
+    const auto& e = o.evaluations[at];
+    QVERIFY(!e.memory.fits);
+    const auto* memory = w->findChild<QChartView*>("memory_chart");
+    QVERIFY(bar_total(memory, at, o.plans.size()) > capacity_line(memory, at));
+    // ... which the categories alone (without the allocator slack) would hide.
+    double categories = 0;
+    for (double b : e.memory.gpu.bytes) categories += b;
+    QVERIFY(categories < e.memory.gpu_capacity_bytes);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    QCOMPARE(cell(table, "job time", MainWindow::column_of(static_cast<int>(at))), QString("-"));
+  }
+
+  // A knob change is evaluated on the worker thread and changes what is shown.
+  void a_knob_edit_goes_through_the_worker() {
+    auto w = window();
+    QSignalSpy done(w.get(), &MainWindow::evaluated);
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    QVERIFY(done.wait(120000));
+    QVERIFY(w->shown().scenario.has_value());
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[0].job.checkpointing, ftplan::plan::Checkpointing::none);
+    QVERIFY(w->shown().evaluations[0].memory.gpu_peak_bytes > before);
+    QCOMPARE(cell(w->findChild<QTableWidget*>("table"), "activation checkpointing", 0), QString("none"));
+  }
+
+  // Every error listed, whole; every line named marked; a click goes to its line.
+  void every_error_is_listed_and_marked() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "bad.yaml"));
+    w->evaluate_now();
+    auto* errors = w->findChild<QListWidget*>("errors");
+    QCOMPARE(errors->count(), 5);  // tests/cli/expected/check_bad.txt
+    QApplication::processEvents();
+    for (int r = 0; r < errors->count(); ++r)
+      QVERIFY2(errors->visualItemRect(errors->item(r)).bottom() <= errors->viewport()->height(), "an error is cut off");
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    QSet<int> marked;
+    for (const auto& mark : editor->extraSelections()) marked.insert(mark.cursor.blockNumber() + 1);
+    QCOMPARE(marked, (QSet<int>{6, 11, 13, 14}));
+    QTest::mouseClick(errors->viewport(), Qt::LeftButton, {}, errors->visualItemRect(errors->item(3)).center());
+    QCOMPARE(editor->textCursor().blockNumber() + 1, 13);
+  }
+
+  // Closing the window during a search returns within 0.2 s: the search stops between layouts.
+  void closing_during_a_search_is_quick() {
+    auto w = window();
+    QSignalSpy done(w.get(), &MainWindow::evaluated);
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-plan.yaml"));
+    QVERIFY(QMetaObject::invokeMethod(w.get(), "start_evaluation"));
+    QTest::qWait(300);
+    QVERIFY2(done.isEmpty(), "the search ended before the window was closed: nothing was cancelled");
+    QElapsedTimer clock;
+    clock.start();
+    w.reset();
+    const qint64 ms = clock.elapsed();
+    qInfo("closed in %lld ms", static_cast<long long>(ms));
+    QVERIFY(ms < 200);
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"
