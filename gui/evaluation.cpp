@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "io/output_schema.hpp"
+#include "io/rows.hpp"
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"
 #include "plan/checks.hpp"
@@ -133,5 +135,30 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }
+
+namespace {
+
+std::vector<io::Row> result_rows(const Outcome& o) {
+  std::vector<io::Row> rows;
+  for (std::size_t i = 0; i < o.plans.size(); ++i) {
+    const io::Evaluation& e = o.evaluations[i];
+    rows.push_back(io::cost_row(o.plans[i], e.memory, e.step, e.power, e.cost));
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string results_json(const Outcome& o) {
+  if (!o.scenario) return "";
+  io::Row top;
+  top.set("scenario", o.scenario->name);
+  top.set("model", o.scenario->model.name);
+  top.set("answer", o.answer);
+  top.set("verdict", o.verdict);
+  return io::rows_to_json(result_rows(o), "results", io::kOutputSchemaVersion, top);
+}
+
+std::string results_csv(const Outcome& o) { return o.scenario ? io::rows_to_csv(result_rows(o)) : std::string(); }
 
 }  // namespace ftplan::gui

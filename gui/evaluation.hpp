@@ -53,4 +53,9 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
                  const std::atomic<bool>* stop = nullptr);
 
+// The shown plans as `ftplan compare --format json` and `--format csv` write them (io::cost_row
+// per plan; the JSON with the scenario, the answer and the verdict on top). Empty without a scenario.
+std::string results_json(const Outcome& outcome);
+std::string results_csv(const Outcome& outcome);
+
 }  // namespace ftplan::gui

@@ -11,6 +11,8 @@
 #include <QAction>
 #include <QApplication>
 #include <QBarCategoryAxis>
+#include <QBuffer>
+#include <QPainter>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -47,6 +49,9 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QtConcurrent/QtConcurrent>
+#if FTPLAN_GUI_SVG
+#include <QSvgGenerator>
+#endif
 
 #include <fmt/format.h>
 
@@ -54,6 +59,7 @@
 #include "io/output_file.hpp"
 #include "io/units.hpp"
 #include "io/verdict.hpp"
+#include "timeline_view.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
 
@@ -163,14 +169,47 @@ struct TierView {
   QString capacity_name;
 };
 
-QChart* tier_chart(const TierView& v, const std::vector<io::Evaluation>& ev, const QStringList& names) {
+// A mark across each plan's bar at x[i] (none where x[i] <= 0): its capacity, or its figure in
+// the pinned baseline. One legend entry for all.
+void add_marks(QChart* chart, QAbstractAxis* values, QAbstractAxis* categories, const std::vector<double>& x,
+               const QString& name, const char* kind, const std::function<QPen(std::size_t)>& pen_of) {
+  const std::size_t n = x.size();
+  bool first = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!(x[i] > 0)) continue;
+    const double y = static_cast<double>(n - 1 - i);
+    auto* line = new QLineSeries;
+    line->setName(name);
+    line->setProperty("plan", static_cast<int>(i));
+    line->setProperty("kind", kind);
+    line->append(x[i], y - 0.45);
+    line->append(x[i], y + 0.45);
+    line->setPen(pen_of(i));
+    chart->addSeries(line);
+    line->attachAxis(values);
+    line->attachAxis(categories);
+    if (!first)
+      for (QLegendMarker* m : chart->legend()->markers(line)) m->setVisible(false);
+    first = false;
+  }
+}
+
+QPen pinned_pen() {
+  QPen pen(QColor(0, 110, 200));
+  pen.setWidth(2);
+  pen.setStyle(Qt::DashLine);
+  return pen;
+}
+
+QChart* tier_chart(const TierView& v, const std::vector<io::Evaluation>& ev, const QStringList& names,
+                   const std::vector<double>& pinned) {
   QChart* chart = new_chart(v.title + QString::fromUtf8(" \u2014 \u2717: over capacity"));
   const std::size_t n = ev.size();
   QStringList labels;
   double max = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double total = v.total(ev[i]), cap = v.capacity(ev[i]);
-    max = std::max({max, total / v.scale, cap / v.scale});
+    max = std::max({max, total / v.scale, cap / v.scale, pinned[i] / v.scale});
     // The figure by its bar; a cross where it runs past the capacity (whose line is then red).
     QString label = names[static_cast<int>(i)] + QString("  %1").arg(total / v.scale, 0, 'f', 2);
     if (total > cap) label += QString::fromUtf8(" \u2717");
@@ -211,26 +250,16 @@ QChart* tier_chart(const TierView& v, const std::vector<io::Evaluation>& ev, con
   series->attachAxis(categories);
   series->attachAxis(values);
   // Each plan's capacity: a line across its bar, red where the bar runs past it.
-  bool first = true;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double cap = v.capacity(ev[i]) / v.scale;
-    if (cap <= 0) continue;
-    const double y = static_cast<double>(n - 1 - i);
-    auto* line = new QLineSeries;
-    line->setName(v.capacity_name);
-    line->setProperty("plan", static_cast<int>(i));
-    line->append(cap, y - 0.45);
-    line->append(cap, y + 0.45);
+  std::vector<double> caps;
+  for (const auto& e : ev) caps.push_back(v.capacity(e) / v.scale);
+  add_marks(chart, values, categories, caps, v.capacity_name, "capacity", [&](std::size_t i) {
     QPen pen(v.total(ev[i]) > v.capacity(ev[i]) ? QColor(200, 0, 0) : QColor(20, 20, 20));
     pen.setWidth(3);
-    line->setPen(pen);
-    chart->addSeries(line);
-    line->attachAxis(values);
-    line->attachAxis(categories);
-    if (!first)
-      for (QLegendMarker* m : chart->legend()->markers(line)) m->setVisible(false);
-    first = false;
-  }
+    return pen;
+  });
+  std::vector<double> was;
+  for (double b : pinned) was.push_back(b / v.scale);
+  add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
   chart->legend()->setAlignment(Qt::AlignRight);
   return chart;
 }
@@ -339,6 +368,22 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   tabs_->addTab(tiers, "Host DRAM and NVMe");
   tabs_->addTab(search_chart_, "Search");
   tabs_->setTabVisible(2, false);
+  // One simulated step of a chosen plan, component by component.
+  auto* step = new QWidget;
+  auto* step_layout = new QVBoxLayout(step);
+  step_layout->setContentsMargins(0, 0, 0, 0);
+  timeline_plan_ = new QComboBox;
+  timeline_plan_->setObjectName("timeline_plan");
+  timeline_ = new TimelineView;
+  timeline_->setObjectName("timeline");
+  timeline_->setToolTip("Wheel: zoom; drag: pan; right click: the whole step.");
+  auto* pick = new QHBoxLayout;
+  pick->addWidget(new QLabel("Step of"));
+  pick->addWidget(timeline_plan_, 1);
+  step_layout->addLayout(pick);
+  step_layout->addWidget(timeline_, 1);
+  tabs_->addTab(step, "Step timeline");
+  connect(timeline_plan_, &QComboBox::currentIndexChanged, this, &MainWindow::show_timeline);
 
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
@@ -361,11 +406,17 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* file = menuBar()->addMenu("&File");
   QAction* open = file->addAction("&Open scenario…", this, &MainWindow::open_dialog);
   open->setShortcut(QKeySequence::Open);
-  QAction* save = file->addAction("&Save scenario as…", this, &MainWindow::save_dialog);
+  file->addAction("&Save scenario", this, &MainWindow::save)->setShortcut(QKeySequence::Save);
+  QAction* save = file->addAction("Save scenario &as…", this, &MainWindow::save_dialog);
   save->setShortcut(QKeySequence::SaveAs);
+  file->addAction("Export the ta&ble (JSON, CSV)…", this, &MainWindow::export_table_dialog);
+  file->addAction("Export the c&harts (PNG, SVG)…", this, &MainWindow::export_charts_dialog);
   file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace);
   file->addSeparator();
   file->addAction("&Quit", qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
+  auto* baseline = menuBar()->addMenu("&Baseline");
+  baseline->addAction("&Pin what is shown as the baseline", this, &MainWindow::pin)->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  baseline->addAction("&Unpin", this, &MainWindow::unpin);
   QAction* run = menuBar()->addAction("&Evaluate", this, &MainWindow::start_evaluation);
   run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
 
@@ -572,12 +623,8 @@ void MainWindow::show_outcome(Outcome outcome) {
                   io::format_count(static_cast<double>(model::count_params(s.model).total)),
                   plan::to_string(s.job.method), io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
   answer_->setText(q(o.answer));
-  basis_->setText(
-      q("costs: " + (o.comparison.one_basis ? o.comparison.basis : std::string("per plan (the 'costs' row)"))));
   verdict_->setText(q(o.verdict));
-  show_table(o);
-  show_charts(o);
-  show_search(o);
+  redraw();
   statusBar()->showMessage(o.search
                                ? QString("%1 layouts searched, %2 simulated, in %3 s")
                                      .arg(o.search->enumerated)
@@ -587,12 +634,143 @@ void MainWindow::show_outcome(Outcome outcome) {
   emit evaluated();
 }
 
+void MainWindow::redraw() {
+  const Outcome& o = shown_;
+  if (!o.scenario) return;
+  QString basis =
+      q("costs: " + (o.comparison.one_basis ? o.comparison.basis : std::string("per plan (the 'costs' row)")));
+  if (pinned_) basis += "; against the pinned baseline (blue: changes, dashed marks in the charts)";
+  basis_->setText(basis);
+  show_table(o);
+  show_charts(o);
+  show_search(o);
+  const int keep = timeline_plan_->currentIndex();
+  {
+    const QSignalBlocker quiet(timeline_plan_);
+    timeline_plan_->clear();
+    for (const auto& p : o.plans) timeline_plan_->addItem(q(p.name));
+    timeline_plan_->setCurrentIndex(keep >= 0 && keep < timeline_plan_->count() ? keep : 0);
+  }
+  show_timeline(timeline_plan_->currentIndex());
+}
+
+// The chosen plan's simulated step: the evaluation's own timeline, or (a search keeps none for
+// its millions of candidates) the plan simulated again here, as the evaluation did.
+void MainWindow::show_timeline(int index) {
+  const Outcome& o = shown_;
+  if (!o.scenario || index < 0 || index >= static_cast<int>(o.plans.size())) {
+    timeline_->set_timeline({}, QString());
+    return;
+  }
+  const auto i = static_cast<std::size_t>(index);
+  const io::Evaluation& e = o.evaluations[i];
+  if (!e.feasible()) {
+    timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
+    return;
+  }
+  sim::Timeline t = e.step.timeline;
+  if (t.intervals.empty()) t = sim::simulate_step(o.scenario->model, o.plans[i]).timeline;
+  timeline_->set_timeline(t, q(fmt::format("{}: one step, {} (slowest stage's rank)", o.plans[i].name,
+                                           io::format_duration(e.step.step_time_s))));
+}
+
+void MainWindow::pin() {
+  if (!shown_.scenario) return;
+  pinned_ = shown_;
+  redraw();
+  statusBar()->showMessage("pinned as the baseline: changes are shown against it");
+}
+
+void MainWindow::unpin() {
+  pinned_.reset();
+  redraw();
+}
+
+bool MainWindow::save() {
+  if (path_.empty()) {
+    save_dialog();
+    return !path_.empty();
+  }
+  if (!write_or_warn(q(path_.string()), editor_->toPlainText().toStdString())) return false;
+  statusBar()->showMessage(q("saved " + path_.string()));
+  return true;
+}
+
+bool MainWindow::export_table(const std::filesystem::path& file) {
+  const std::string text = file.extension() == ".csv" ? results_csv(shown_) : results_json(shown_);
+  if (text.empty()) return false;
+  return write_or_warn(q(file.string()), text);
+}
+
+std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesystem::path& file) {
+  std::vector<std::pair<const char*, QChartView*>> charts = {
+      {"job-time", time_chart_}, {"cost", cost_chart_}, {"gpu-memory", memory_chart_},
+      {"host-memory", host_chart_}, {"nvme", nvme_chart_}};
+  if (shown_.search) charts.emplace_back("search", search_chart_);
+  const bool svg = file.extension() == ".svg";
+#if !FTPLAN_GUI_SVG
+  if (svg) {
+    QMessageBox::warning(this, "ftplan", "This ftplan-gui was built without Qt Svg: export charts as .png.");
+    return {};
+  }
+#endif
+  std::vector<std::filesystem::path> written;
+  for (auto [name, view] : charts) {
+    if (!view->chart() || view->chart()->series().isEmpty()) continue;
+    // A chart on a tab not shown yet has no size of its own: render it at a readable one.
+    const QSize size = view->isVisible() ? view->size() : QSize(900, 500);
+    if (!view->isVisible()) view->resize(size);
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    if (svg) {
+#if FTPLAN_GUI_SVG
+      QSvgGenerator generator;
+      generator.setOutputDevice(&buffer);
+      generator.setSize(size);
+      generator.setViewBox(QRect(QPoint(0, 0), size));
+      generator.setTitle(view->chart()->title());
+      QPainter painter(&generator);
+      view->render(&painter);
+      painter.end();
+#endif
+    } else if (!view->grab().save(&buffer, "PNG")) {
+      continue;
+    }
+    std::filesystem::path out = file;
+    out.replace_filename(file.stem().string() + "-" + name + file.extension().string());
+    if (!write_or_warn(q(out.string()), std::string(bytes.constData(), static_cast<std::size_t>(bytes.size())))) return written;
+    written.push_back(out);
+  }
+  statusBar()->showMessage(QString("%1 chart(s) written").arg(written.size()));
+  return written;
+}
+
+void MainWindow::export_table_dialog() {
+  const QString file = QFileDialog::getSaveFileName(this, "Export the table", "results.json", "JSON (*.json);;CSV (*.csv)");
+  if (!file.isEmpty()) export_table(file.toStdString());
+}
+
+void MainWindow::export_charts_dialog() {
+  const QString file = QFileDialog::getSaveFileName(this, "Export the charts (one file each, named after the chart)",
+                                                    "charts.png", "PNG (*.png);;SVG (*.svg)");
+  if (!file.isEmpty()) export_charts(file.toStdString());
+}
+
 // `ftplan compare`'s table (io::comparison): each plan, and each after the first against the
 // first; a plan that does not fit is shaded and has no time or dollars; why, and what would fit.
 void MainWindow::show_table(const Outcome& o) {
   const std::vector<plan::Plan>& plans = o.plans;
   const io::Comparison& c = o.comparison;
   const int n = static_cast<int>(plans.size());
+  // The pinned baseline's plan of the same name as shown plan i.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  const auto pinned_index = [&](int i) {
+    if (!pinned_) return kNone;
+    for (std::size_t j = 0; j < pinned_->plans.size(); ++j)
+      if (pinned_->plans[j].name == plans[static_cast<std::size_t>(i)].name) return j;
+    return kNone;
+  };
   const int n_rows = static_cast<int>(c.rows.size());
   table_->clear();
   table_->setRowCount(n_rows + 2);
@@ -631,6 +809,24 @@ void MainWindow::show_table(const Outcome& o) {
       if (i > 0)
         put(r, column_of(i) + 1, q(row.vs_first[static_cast<std::size_t>(i)]), !ok)->setForeground(QColor(90, 90, 90));
     }
+    // Against the pinned baseline: the change of each figure of a plan of the same name.
+    const std::size_t j = pinned_index(i);
+    if (j != kNone)
+      for (int r = 0; r < n_rows; ++r) {
+        const auto& row = c.rows[static_cast<std::size_t>(r)];
+        const auto was = std::find_if(pinned_->comparison.rows.begin(), pinned_->comparison.rows.end(),
+                                      [&](const auto& p) { return p.name == row.name; });
+        if (was == pinned_->comparison.rows.end()) continue;
+        const std::string& before = was->cells[j];
+        const std::string& now = row.cells[static_cast<std::size_t>(i)];
+        if (before == now) continue;
+        QTableWidgetItem* item = table_->item(r, column_of(i));
+        const double a = was->values[j], b = row.values[static_cast<std::size_t>(i)];
+        item->setText(item->text() + (a > 0 && b > 0 ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg(100 * (b / a - 1), 0, 'f', 0)
+                                                     : QString("  (was %1)").arg(q(before))));
+        item->setToolTip(q("pinned: " + before));
+        item->setForeground(QColor(0, 90, 170));
+      }
     QTableWidgetItem* why = put(n_rows, column_of(i), ok ? QString() : q(e.reason()), !ok);
     why->setToolTip(why->text());
     why->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
@@ -669,6 +865,15 @@ void MainWindow::show_charts(const Outcome& o) {
   const auto& ev = o.evaluations;
   const QStringList names = short_names(plans);
   const std::size_t n = plans.size();
+  // Each shown plan's figure in the pinned baseline (a plan of the same name that ran there), else 0.
+  const auto pinned_of = [&](const std::function<double(const io::Evaluation&)>& figure) {
+    std::vector<double> out(n, 0.0);
+    if (!pinned_) return out;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < pinned_->plans.size(); ++j)
+        if (pinned_->plans[j].name == plans[i].name && pinned_->evaluations[j].feasible()) out[i] = figure(pinned_->evaluations[j]);
+    return out;
+  };
 
   // Job time on a log axis (51.7 min beside 3.5 d), each bar labelled; a plan that does not fit has none.
   {
@@ -687,7 +892,10 @@ void MainWindow::show_charts(const Outcome& o) {
     }
     // Whole decades around the figures, the shortest bar a visible length.
     const double min = std::pow(10.0, std::floor(std::log10(lo > 0 ? lo : 1)) - 1);
-    const double max = std::pow(10.0, std::ceil(std::log10(hi > 0 ? hi : 1) + 0.01));
+    double max = std::pow(10.0, std::ceil(std::log10(hi > 0 ? hi : 1) + 0.01));
+    if (pinned_)
+      for (double h : pinned_of([](const io::Evaluation& e) { return e.cost.job_time_s / 3600; }))
+        if (h > max) max = std::pow(10.0, std::ceil(std::log10(h) + 0.01));
     // A log axis has no 0: a plan without a time gets a bar of no length, from the axis' start.
     for (std::size_t i = n; i-- > 0;)
       *set << (ev[i].feasible() && ev[i].cost.job_time_s > 0 ? ev[i].cost.job_time_s / 3600 : min);
@@ -704,7 +912,11 @@ void MainWindow::show_charts(const Outcome& o) {
     chart->addAxis(values, Qt::AlignBottom);
     series->attachAxis(categories);
     series->attachAxis(values);
-    chart->legend()->hide();
+    const auto was = pinned_of([](const io::Evaluation& e) { return e.cost.job_time_s / 3600; });
+    add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
+    // The legend only when there is a baseline to name.
+    for (QLegendMarker* m : chart->legend()->markers(series)) m->setVisible(false);
+    chart->legend()->setVisible(std::any_of(was.begin(), was.end(), [](double h) { return h > 0; }));
     replace_chart(time_chart_, chart);
   }
   // Dollars: hardware, energy and flash wear, the total by each bar.
@@ -730,9 +942,12 @@ void MainWindow::show_charts(const Outcome& o) {
     series->append({hw, energy, wear});
     chart->addSeries(series);
     QBarCategoryAxis* categories = category_axis(chart, labels);
+    const auto was = pinned_of([](const io::Evaluation& e) { return e.cost.cost_usd; });
+    for (double usd : was) max = std::max(max, usd);
     QValueAxis* values = value_axis(chart, "$", 1.05 * max);
     series->attachAxis(categories);
     series->attachAxis(values);
+    add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
     replace_chart(cost_chart_, chart);
   }
   // Memory per tier: the figure judged for fit, against each plan's capacity.
@@ -750,7 +965,7 @@ void MainWindow::show_charts(const Outcome& o) {
     gpu.total = [](const io::Evaluation& e) { return e.memory.gpu_peak_bytes; };
     gpu.capacity = [](const io::Evaluation& e) { return e.memory.gpu_capacity_bytes; };
     gpu.capacity_name = "usable per GPU";
-    replace_chart(memory_chart_, tier_chart(gpu, ev, names));
+    replace_chart(memory_chart_, tier_chart(gpu, ev, names, pinned_of(gpu.total)));
   }
   {
     TierView host;
@@ -764,7 +979,7 @@ void MainWindow::show_charts(const Outcome& o) {
     host.total = [](const io::Evaluation& e) { return e.memory.host_peak_bytes; };
     host.capacity = [](const io::Evaluation& e) { return e.memory.host_capacity_bytes; };
     host.capacity_name = "usable per node";
-    replace_chart(host_chart_, tier_chart(host, ev, names));
+    replace_chart(host_chart_, tier_chart(host, ev, names, pinned_of(host.total)));
   }
   {
     TierView nvme;
@@ -777,7 +992,7 @@ void MainWindow::show_charts(const Outcome& o) {
     nvme.total = [](const io::Evaluation& e) { return e.memory.nvme_bytes; };
     nvme.capacity = [](const io::Evaluation& e) { return e.memory.nvme_capacity_bytes; };
     nvme.capacity_name = "capacity per node";
-    replace_chart(nvme_chart_, tier_chart(nvme, ev, names));
+    replace_chart(nvme_chart_, tier_chart(nvme, ev, names, pinned_of(nvme.total)));
   }
 }
 

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <vector>
 #include <string>
 
 #include <QFutureWatcher>
@@ -29,6 +31,8 @@ class QChartView;
 
 namespace ftplan::gui {
 
+class TimelineView;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
@@ -45,6 +49,19 @@ class MainWindow : public QMainWindow {
   // The table's column of plan `i` (each plan after the first is followed by its "vs first" column).
   static int column_of(int plan) { return plan == 0 ? 0 : 2 * plan - 1; }
 
+  // Writes the text to the file it came from (false, with a message, when it cannot; Save as when
+  // there is none).
+  bool save();
+  // The shown plans to `file`: .json or .csv as `ftplan compare --format json/csv` writes them.
+  bool export_table(const std::filesystem::path& file);
+  // Every chart to `file` with the chart's name added ("out.png" -> "out-job-time.png", ...); PNG,
+  // or SVG where the GUI was built with Qt Svg. Returns the files written (none after a message).
+  std::vector<std::filesystem::path> export_charts(const std::filesystem::path& file);
+  // Keeps what is shown as the baseline: the table and charts then show each plan of the same
+  // name against it. Again: a new baseline; unpin() drops it.
+  void pin();
+  void unpin();
+
  signals:
   // An evaluation's result is on screen (or its errors are).
   void evaluated();
@@ -57,12 +74,16 @@ class MainWindow : public QMainWindow {
   void start_evaluation();
   void evaluation_done();
   void go_to_error(QListWidgetItem* item);
+  void export_table_dialog();
+  void export_charts_dialog();
+  void show_timeline(int plan);
 
  private:
   Overrides overrides() const;
   std::string source_name() const;         // what reader messages call the text
   std::filesystem::path base_dir() const;  // where relative paths in it resolve
-  void show_outcome(Outcome outcome);      // kept in shown_ when it evaluated
+  void show_outcome(Outcome outcome);
+  void redraw();  // table and charts of shown_ (against pinned_)      // kept in shown_ when it evaluated
   void show_errors(const Outcome& outcome);
   void show_table(const Outcome& outcome);
   void show_charts(const Outcome& outcome);
@@ -73,6 +94,7 @@ class MainWindow : public QMainWindow {
   const hardware::Catalog& catalog_;
   std::filesystem::path path_;  // the file the text came from ("" = none)
   Outcome shown_;               // what the window shows now (the last good evaluation)
+  std::optional<Outcome> pinned_;  // the baseline the what-if is shown against
 
   QPlainTextEdit* editor_ = nullptr;
   QSpinBox* seq_ = nullptr;
@@ -92,6 +114,8 @@ class MainWindow : public QMainWindow {
   QChartView* host_chart_ = nullptr;
   QChartView* nvme_chart_ = nullptr;
   QChartView* search_chart_ = nullptr;
+  QComboBox* timeline_plan_ = nullptr;
+  TimelineView* timeline_ = nullptr;
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag

@@ -26,6 +26,7 @@
 #include "io/units.hpp"
 #include "io/verdict.hpp"
 #include "main_window.hpp"
+#include "timeline_view.hpp"
 
 using ftplan::gui::MainWindow;
 namespace fs = std::filesystem;
@@ -57,11 +58,11 @@ double bar_total(const QChartView* view, std::size_t plan, std::size_t plans) {
   return -1;
 }
 
-// The capacity line drawn across plan i's bar (its x), or -1 when there is none.
-double capacity_line(const QChartView* view, std::size_t plan) {
+// The capacity line (or the pinned baseline's mark) drawn across plan i's bar (its x), or -1 when there is none.
+double capacity_line(const QChartView* view, std::size_t plan, const QString& kind = "capacity") {
   for (QAbstractSeries* s : view->chart()->series())
     if (auto* line = qobject_cast<QLineSeries*>(s);
-        line && line->property("plan").toInt() == static_cast<int>(plan) && line->property("plan").isValid())
+        line && line->property("kind").toString() == kind && line->property("plan").toInt() == static_cast<int>(plan))
       return line->at(0).x();
   return -1;
 }
@@ -135,6 +136,14 @@ class MainWindowTest : public QObject {
       const auto* nvme = w->findChild<QChartView*>("nvme_chart");
       QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
     }
+    // The step timeline: the first plan's simulated step, every interval, zoomable.
+    auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    if (o.evaluations[0].feasible()) {
+      QVERIFY(timeline->timeline().step_s > 0);
+      QVERIFY(!timeline->timeline().intervals.empty());
+      if (!o.evaluations[0].step.timeline.intervals.empty())
+        QCOMPARE(timeline->timeline().intervals.size(), o.evaluations[0].step.timeline.intervals.size());
+    }
     QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
     QVERIFY(!o.answer.empty());
     auto* tabs = w->findChild<QTabWidget*>("tabs");
@@ -204,6 +213,81 @@ class MainWindowTest : public QObject {
     QCOMPARE(marked, (QSet<int>{6, 11, 13, 14}));
     QTest::mouseClick(errors->viewport(), Qt::LeftButton, {}, errors->visualItemRect(errors->item(3)).center());
     QCOMPARE(editor->textCursor().blockNumber() + 1, 13);
+  }
+
+  // Pinned: a knob change shows each changed figure against the baseline, in the table and as marks.
+  void a_pinned_baseline_shows_the_changes() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    w->evaluate_now();
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    w->pin();
+    w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
+    w->evaluate_now();
+    const double after = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    QVERIFY(after > before);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    const QString peak = cell(table, "peak GPU memory", 0);
+    QVERIFY2(peak.contains(QString::fromUtf8("\u0394+%1%").arg(100 * (after / before - 1), 0, 'f', 0)), qPrintable(peak));
+    QVERIFY(cell(table, "activation checkpointing", 0).contains("(was full (auto))"));
+    const auto* memory = w->findChild<QChartView*>("memory_chart");
+    QVERIFY(qAbs(capacity_line(memory, 0, "pinned") - before / kGiB) < 1e-9 * before);
+    w->unpin();
+    QCOMPARE(capacity_line(memory, 0, "pinned"), -1.0);
+    QVERIFY(!cell(table, "peak GPU memory", 0).contains(QString::fromUtf8("\u0394")));
+  }
+
+  // Save writes the text back to its file; the table and charts export as compare writes them.
+  void save_and_export() {
+    const fs::path dir = fs::path(FTPLAN_SCREENSHOT_DIR).parent_path() / "gui_test_files";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml", dir / "s.yaml");
+    auto w = window();
+    QVERIFY(w->open_file(dir / "s.yaml"));
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    editor->appendPlainText("# edited");
+    QVERIFY(w->save());
+    std::ifstream in(dir / "s.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    QCOMPARE(QString::fromStdString(text.str()), editor->toPlainText());
+    w->evaluate_now();
+    QVERIFY(w->export_table(dir / "t.csv"));
+    QVERIFY(w->export_table(dir / "t.json"));
+    QVERIFY(fs::file_size(dir / "t.csv") > 100);
+    std::ifstream json(dir / "t.json");
+    std::stringstream j;
+    j << json.rdbuf();
+    QVERIFY(j.str().find("\"schema_version\"") != std::string::npos);
+    const auto png = w->export_charts(dir / "c.png");
+    QCOMPARE(png.size(), std::size_t{5});
+    for (const auto& f : png) QVERIFY(fs::file_size(f) > 1000);
+    QVERIFY(fs::exists(dir / "c-gpu-memory.png"));
+#if FTPLAN_GUI_SVG
+    const auto svg = w->export_charts(dir / "c.svg");
+    QCOMPARE(svg.size(), std::size_t{5});
+    std::ifstream first(svg.front());
+    std::string head(5, ' ');
+    first.read(head.data(), 5);
+    QCOMPARE(QString::fromStdString(head), QString("<?xml"));
+#endif
+  }
+
+  // The timeline follows the chosen plan and zooms around a point.
+  void the_step_timeline_zooms() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    w->evaluate_now();
+    auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    w->findChild<QComboBox*>("timeline_plan")->setCurrentIndex(1);
+    QCOMPARE(timeline->timeline().step_s, w->shown().evaluations[1].step.timeline.step_s);
+    w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
+    QApplication::processEvents();
+    const double whole = timeline->visible_s();
+    QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
+    timeline->zoom(4, whole / 2);
+    QVERIFY(qAbs(timeline->visible_s() - whole / 4) < 1e-9 * whole);
   }
 
   // Closing the window during a search returns within 0.2 s: the search stops between layouts.

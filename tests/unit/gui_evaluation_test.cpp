@@ -7,7 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "evaluation.hpp"
+#include "io/output_schema.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -58,6 +61,17 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   const auto more = run(text, none);
   REQUIRE(more.scenario);
   CHECK(more.evaluations[0].memory.gpu_peak_bytes > base.evaluations[0].memory.gpu_peak_bytes);
+
+  // Exported as `ftplan compare --format json/csv` writes them, the answer on top.
+  const auto json = nlohmann::json::parse(gui::results_json(base));
+  CHECK(json["schema_version"] == io::kOutputSchemaVersion);
+  REQUIRE(json["results"].size() == 2);
+  CHECK(json["results"][0]["plan"] == "A 32x H100 FSDP");
+  CHECK(json["results"][0]["cost_usd"].get<double>() == doctest::Approx(base.evaluations[0].cost.cost_usd));
+  CHECK(json["answer"] == base.answer);
+  const std::string csv = gui::results_csv(base);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header + 2 plans
+  CHECK(csv.rfind("plan,", 0) == 0);
 
   // A deadline no plan meets: the answer says so, and why each is out.
   std::string tight = text + "constraints: {deadline: 30 min}\n";
