@@ -26,14 +26,10 @@ int line_of(const std::string& diagnostic, const std::string& name) {
   return 0;
 }
 
-}  // namespace
-
-Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
-                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
-                 const std::atomic<bool>* stop) {
-  const auto started = std::chrono::steady_clock::now();
-  Outcome out;
-  plan::Scenario s;
+// The text read, the knobs applied and checked: into `s`, or false with `out.errors`.
+bool read(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+          const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides, Outcome& out,
+          plan::Scenario& s) {
   try {
     s = io::parse_scenario(text, name, base_dir, zoo, catalog);
   } catch (const InputError& e) {
@@ -48,11 +44,11 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       at = end + 1;
     }
     for (const auto& d : out.errors) out.error_lines.push_back(line_of(d, name));
-    return out;
+    return false;
   } catch (const std::exception& e) {
     out.errors.push_back(e.what());
     out.error_lines.push_back(0);
-    return out;
+    return false;
   }
   // The knobs, on every plan (and the scenario's own job, which the verdict's headline reads).
   const auto apply = [&](plan::Job& job) {
@@ -68,7 +64,12 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     if (overrides.precision) job.precision = *overrides.precision;
   };
   apply(s.job);
-  for (auto& p : s.plans) apply(p.job);
+  for (auto& p : s.plans) {
+    apply(p.job);
+    // A knob left open ('auto') is chosen again for the changed job, as the reader would choose it
+    // for a text that says so.
+    if (overrides.any() && (p.job.micro_batch_auto || p.job.checkpointing_auto)) io::choose_open_knobs(s.model, p);
+  }
   // The planner chooses micro-batch and checkpointing from its lists: a knob is the only choice.
   if (overrides.micro_batch) s.search.micro_batch = {*overrides.micro_batch};
   if (overrides.checkpointing) s.search.checkpointing = {*overrides.checkpointing};
@@ -79,8 +80,29 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       for (const auto& f : plan::check_plan(s.model, p))
         out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
     out.error_lines.assign(out.errors.size(), 0);
-    if (!out.errors.empty()) return out;
+    if (!out.errors.empty()) return false;
   }
+  return true;
+}
+
+// The scenario as the knobs make it, not evaluated (`scenario` set when it reads clean).
+Outcome read_only(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides) {
+  Outcome out;
+  plan::Scenario s;
+  if (read(text, name, base_dir, zoo, catalog, overrides, out, s)) out.scenario = std::move(s);
+  return out;
+}
+
+}  // namespace
+
+Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
+                 const std::atomic<bool>* stop) {
+  const auto started = std::chrono::steady_clock::now();
+  Outcome out;
+  plan::Scenario s;
+  if (!read(text, name, base_dir, zoo, catalog, overrides, out, s)) return out;
   const auto stopped = [stop] { return stop && stop->load(); };
   std::vector<plan::Plan> as_named;  // a search's picks under their own names, for the answer
   if (s.has_search) {
@@ -148,6 +170,89 @@ std::vector<io::Row> result_rows(const Outcome& o) {
 }
 
 }  // namespace
+
+KnobEdit with_knobs(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                    const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& o) {
+  KnobEdit out;
+  std::vector<std::pair<std::string, std::string>> keys;  // key, value as the reader spells it
+  if (o.seq_len) keys.emplace_back("seq_len", std::to_string(*o.seq_len));
+  if (o.micro_batch) keys.emplace_back("micro_batch", std::to_string(*o.micro_batch));
+  if (o.checkpointing) keys.emplace_back("activation_checkpointing", plan::to_string(*o.checkpointing));
+  if (o.precision) keys.emplace_back("precision", plan::to_string(*o.precision));
+  if (keys.empty()) {
+    out.problem = "every knob is 'as written': nothing to write";
+    return out;
+  }
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = text.find('\n', at);
+    lines.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  const std::regex job_block(R"(^job:\s*(#.*)?\r?$)");
+  std::size_t job = lines.size();
+  for (std::size_t i = 0; i < lines.size() && job == lines.size(); ++i)
+    if (std::regex_match(lines[i], job_block)) job = i;
+  if (job == lines.size()) {
+    out.problem =
+        "the scenario's job is not a block ('job:' on a line of its own, its keys indented under it): "
+        "write the knobs' values into it by hand";
+    return out;
+  }
+  // The block: the lines after `job:` that are indented, blank or comments.
+  std::size_t last = job;  // its last key line
+  std::string indent;
+  for (std::size_t i = job + 1; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    const std::size_t first = l.find_first_not_of(" \t\r");
+    if (first == std::string::npos || l[first] == '#') continue;
+    if (first == 0) break;
+    if (indent.empty()) indent = l.substr(0, first);
+    last = i;
+  }
+  if (indent.empty()) indent = "  ";
+  for (const auto& [key, value] : keys) {
+    // "  key: value  # comment" -> the value replaced, the comment kept.
+    const std::regex line_re("^" + indent + key + R"(:\s*[^#\r]*?(\s*#.*)?(\r?)$)");
+    bool done = false;
+    for (std::size_t i = job + 1; i <= last && !done; ++i) {
+      std::smatch m;
+      if (std::regex_match(lines[i], m, line_re)) {
+        lines[i] = indent + key + ": " + value + m[1].str() + m[2].str();
+        done = true;
+      }
+    }
+    if (!done) lines.insert(lines.begin() + static_cast<long>(++last), indent + key + ": " + value);
+  }
+  std::string edited;
+  for (std::size_t i = 0; i < lines.size(); ++i) edited += (i ? "\n" : "") + lines[i];
+  // Read back: each plan must now run what the knobs made of it.
+  const Outcome before = read_only(text, name, base_dir, zoo, catalog, o);
+  const Outcome after = read_only(edited, name, base_dir, zoo, catalog, {});
+  if (!after.scenario || !before.scenario) {
+    out.problem = after.errors.empty() ? std::string("the edited text does not read") : after.errors.front();
+    return out;
+  }
+  for (std::size_t i = 0; i < before.scenario->plans.size(); ++i) {
+    const plan::Job& want = before.scenario->plans[i].job;
+    const plan::Job& got = after.scenario->plans[i].job;
+    if (want.seq_len != got.seq_len || want.micro_batch != got.micro_batch || want.checkpointing != got.checkpointing ||
+        want.precision != got.precision) {
+      const auto said = [](const plan::Job& j) {
+        return fmt::format("seq_len {}, micro_batch {}, activation_checkpointing {}, precision {}", j.seq_len,
+                           j.micro_batch, plan::to_string(j.checkpointing), plan::to_string(j.precision));
+      };
+      out.problem = fmt::format(
+          "read back, plan '{}' would run {} where the knobs make it {}: it sets those keys itself; "
+          "change them there by hand",
+          before.scenario->plans[i].name, said(got), said(want));
+      return out;
+    }
+  }
+  out.text = std::move(edited);
+  return out;
+}
 
 std::string results_json(const Outcome& o) {
   if (!o.scenario) return "";

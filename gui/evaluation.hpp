@@ -30,7 +30,7 @@ struct Overrides {
 };
 
 struct Outcome {
-  std::optional<plan::Scenario> scenario;     // set when the text read and checked clean
+  std::optional<plan::Scenario> scenario;  // set when the text read and checked clean
   // What to show side by side: the scenario's plans, or for a `search` scenario the planner's
   // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
   std::vector<plan::Plan> plans;
@@ -52,6 +52,18 @@ struct Outcome {
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
                  const std::atomic<bool>* stop = nullptr);
+
+// The scenario text with the knobs written into its top-level `job:` block: each value replaced
+// on its own line (a trailing comment kept), a missing key added at the block's indentation,
+// every other line as it was. `problem` instead when that cannot say what the knobs do: the job
+// is not a block, or a plan sets one of the keys itself (the knob overrides it there, the text's
+// job would not). Checked by reading the result back: its plans run what the knobs made of the text.
+struct KnobEdit {
+  std::string text;     // the edited text ("" with a problem)
+  std::string problem;  // why not ("" when done)
+};
+KnobEdit with_knobs(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                    const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides);
 
 // The shown plans as `ftplan compare --format json` and `--format csv` write them (io::cost_row
 // per plan; the JSON with the scenario, the answer and the verdict on top). Empty without a scenario.

@@ -11,9 +11,8 @@
 #include <QAction>
 #include <QApplication>
 #include <QBarCategoryAxis>
-#include <QBuffer>
-#include <QPainter>
 #include <QBarSet>
+#include <QBuffer>
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
@@ -32,6 +31,7 @@
 #include <QLogValueAxis>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPainter>
 #include <QPlainTextEdit>
 #include <QScatterSeries>
 #include <QScrollBar>
@@ -59,9 +59,9 @@
 #include "io/output_file.hpp"
 #include "io/units.hpp"
 #include "io/verdict.hpp"
-#include "timeline_view.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
+#include "timeline_view.hpp"
 
 namespace ftplan::gui {
 
@@ -409,13 +409,15 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   file->addAction("&Save scenario", this, &MainWindow::save)->setShortcut(QKeySequence::Save);
   QAction* save = file->addAction("Save scenario &as…", this, &MainWindow::save_dialog);
   save->setShortcut(QKeySequence::SaveAs);
+  file->addAction("Write the what-if &knobs into the scenario", this, &MainWindow::write_knobs);
   file->addAction("Export the ta&ble (JSON, CSV)…", this, &MainWindow::export_table_dialog);
   file->addAction("Export the c&harts (PNG, SVG)…", this, &MainWindow::export_charts_dialog);
   file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace);
   file->addSeparator();
   file->addAction("&Quit", qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
   auto* baseline = menuBar()->addMenu("&Baseline");
-  baseline->addAction("&Pin what is shown as the baseline", this, &MainWindow::pin)->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  baseline->addAction("&Pin what is shown as the baseline", this, &MainWindow::pin)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
   baseline->addAction("&Unpin", this, &MainWindow::unpin);
   QAction* run = menuBar()->addAction("&Evaluate", this, &MainWindow::start_evaluation);
   run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
@@ -686,6 +688,32 @@ void MainWindow::unpin() {
   redraw();
 }
 
+bool MainWindow::write_knobs() {
+  const KnobEdit edit =
+      with_knobs(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides());
+  if (!edit.problem.empty()) {
+    if (QApplication::platformName() == "offscreen")
+      std::fprintf(stderr, "ftplan-gui: %s\n", edit.problem.c_str());
+    else
+      QMessageBox::warning(this, "ftplan", q("The knobs were not written: " + edit.problem));
+    return false;
+  }
+  {
+    // The knobs back to "as written" (their values are in the text now), without an evaluation each.
+    const QSignalBlocker a(seq_), b(micro_), c(ckpt_), d(precision_);
+    seq_->setValue(0);
+    micro_->setValue(0);
+    ckpt_->setCurrentIndex(0);
+    precision_->setCurrentIndex(0);
+  }
+  // One edit of the document, so Undo takes it back.
+  QTextCursor all(editor_->document());
+  all.select(QTextCursor::Document);
+  all.insertText(q(edit.text));  // schedules an evaluation
+  statusBar()->showMessage("the knobs' values are in the text now (Save to keep them)");
+  return true;
+}
+
 bool MainWindow::save() {
   if (path_.empty()) {
     save_dialog();
@@ -703,9 +731,11 @@ bool MainWindow::export_table(const std::filesystem::path& file) {
 }
 
 std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesystem::path& file) {
-  std::vector<std::pair<const char*, QChartView*>> charts = {
-      {"job-time", time_chart_}, {"cost", cost_chart_}, {"gpu-memory", memory_chart_},
-      {"host-memory", host_chart_}, {"nvme", nvme_chart_}};
+  std::vector<std::pair<const char*, QChartView*>> charts = {{"job-time", time_chart_},
+                                                             {"cost", cost_chart_},
+                                                             {"gpu-memory", memory_chart_},
+                                                             {"host-memory", host_chart_},
+                                                             {"nvme", nvme_chart_}};
   if (shown_.search) charts.emplace_back("search", search_chart_);
   const bool svg = file.extension() == ".svg";
 #if !FTPLAN_GUI_SVG
@@ -739,7 +769,8 @@ std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesyst
     }
     std::filesystem::path out = file;
     out.replace_filename(file.stem().string() + "-" + name + file.extension().string());
-    if (!write_or_warn(q(out.string()), std::string(bytes.constData(), static_cast<std::size_t>(bytes.size())))) return written;
+    if (!write_or_warn(q(out.string()), std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()))))
+      return written;
     written.push_back(out);
   }
   statusBar()->showMessage(QString("%1 chart(s) written").arg(written.size()));
@@ -747,7 +778,8 @@ std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesyst
 }
 
 void MainWindow::export_table_dialog() {
-  const QString file = QFileDialog::getSaveFileName(this, "Export the table", "results.json", "JSON (*.json);;CSV (*.csv)");
+  const QString file =
+      QFileDialog::getSaveFileName(this, "Export the table", "results.json", "JSON (*.json);;CSV (*.csv)");
   if (!file.isEmpty()) export_table(file.toStdString());
 }
 
@@ -822,8 +854,10 @@ void MainWindow::show_table(const Outcome& o) {
         if (before == now) continue;
         QTableWidgetItem* item = table_->item(r, column_of(i));
         const double a = was->values[j], b = row.values[static_cast<std::size_t>(i)];
-        item->setText(item->text() + (a > 0 && b > 0 ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg(100 * (b / a - 1), 0, 'f', 0)
-                                                     : QString("  (was %1)").arg(q(before))));
+        item->setText(item->text() +
+                      (a > 0 && b > 0
+                           ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg(100 * (b / a - 1), 0, 'f', 0)
+                           : QString("  (was %1)").arg(q(before))));
         item->setToolTip(q("pinned: " + before));
         item->setForeground(QColor(0, 90, 170));
       }
@@ -871,7 +905,8 @@ void MainWindow::show_charts(const Outcome& o) {
     if (!pinned_) return out;
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < pinned_->plans.size(); ++j)
-        if (pinned_->plans[j].name == plans[i].name && pinned_->evaluations[j].feasible()) out[i] = figure(pinned_->evaluations[j]);
+        if (pinned_->plans[j].name == plans[i].name && pinned_->evaluations[j].feasible())
+          out[i] = figure(pinned_->evaluations[j]);
     return out;
   };
 

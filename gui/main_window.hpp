@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include <QFutureWatcher>
 #include <QMainWindow>
@@ -61,6 +61,9 @@ class MainWindow : public QMainWindow {
   // name against it. Again: a new baseline; unpin() drops it.
   void pin();
   void unpin();
+  // Writes the what-if knobs' values into the text's job block (with_knobs) and sets the knobs
+  // back to "as written"; false, with the reason, when that would not say what the knobs do.
+  bool write_knobs();
 
  signals:
   // An evaluation's result is on screen (or its errors are).
@@ -92,8 +95,8 @@ class MainWindow : public QMainWindow {
 
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
-  std::filesystem::path path_;  // the file the text came from ("" = none)
-  Outcome shown_;               // what the window shows now (the last good evaluation)
+  std::filesystem::path path_;     // the file the text came from ("" = none)
+  Outcome shown_;                  // what the window shows now (the last good evaluation)
   std::optional<Outcome> pinned_;  // the baseline the what-if is shown against
 
   QPlainTextEdit* editor_ = nullptr;

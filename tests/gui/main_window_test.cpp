@@ -228,7 +228,8 @@ class MainWindowTest : public QObject {
     QVERIFY(after > before);
     const auto* table = w->findChild<QTableWidget*>("table");
     const QString peak = cell(table, "peak GPU memory", 0);
-    QVERIFY2(peak.contains(QString::fromUtf8("\u0394+%1%").arg(100 * (after / before - 1), 0, 'f', 0)), qPrintable(peak));
+    QVERIFY2(peak.contains(QString::fromUtf8("\u0394+%1%").arg(100 * (after / before - 1), 0, 'f', 0)),
+             qPrintable(peak));
     QVERIFY(cell(table, "activation checkpointing", 0).contains("(was full (auto))"));
     const auto* memory = w->findChild<QChartView*>("memory_chart");
     QVERIFY(qAbs(capacity_line(memory, 0, "pinned") - before / kGiB) < 1e-9 * before);
@@ -272,6 +273,21 @@ class MainWindowTest : public QObject {
     first.read(head.data(), 5);
     QCOMPARE(QString::fromStdString(head), QString("<?xml"));
 #endif
+  }
+
+  // The knobs' values go into the text; the knobs go back to "as written"; the result is the same.
+  void knobs_are_written_into_the_text() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    auto* ckpt = w->findChild<QComboBox*>("checkpointing");
+    ckpt->setCurrentText("none");
+    w->evaluate_now();
+    const double knobbed = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    QVERIFY(w->write_knobs());
+    QCOMPARE(ckpt->currentText(), QString("as written"));
+    QVERIFY(w->findChild<QPlainTextEdit*>("editor")->toPlainText().contains("\n  activation_checkpointing: none\n"));
+    w->evaluate_now();
+    QCOMPARE(w->shown().evaluations[0].memory.gpu_peak_bytes, knobbed);
   }
 
   // The timeline follows the chosen plan and zooms around a point.

@@ -142,6 +142,35 @@ constraints: {max_gpus: 8}
   }
 }
 
+TEST_CASE("the GUI writes the what-if knobs into the scenario's job block, comments kept") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
+  gui::Overrides o;
+  o.seq_len = 2048;
+  o.checkpointing = plan::Checkpointing::none;
+  const auto edit = gui::with_knobs(text, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), o);
+  REQUIRE(edit.problem.empty());
+  CHECK(edit.text.find("  seq_len: 2048\n") != std::string::npos);
+  CHECK(edit.text.find("  activation_checkpointing: none\n") != std::string::npos);
+  CHECK(edit.text.find("seq_len: 4096") == std::string::npos);
+  CHECK(edit.text.rfind("# The project's motivating question", 0) == 0);  // comments kept
+  // Only those two lines changed.
+  CHECK(std::count(edit.text.begin(), edit.text.end(), '\n') == std::count(text.begin(), text.end(), '\n'));
+  // Read back without knobs it evaluates as the knobs made the text evaluate.
+  const auto knobbed = run(text, o);
+  const auto saved = run(edit.text);
+  REQUIRE(saved.scenario);
+  CHECK(saved.evaluations[0].memory.gpu_peak_bytes == knobbed.evaluations[0].memory.gpu_peak_bytes);
+  CHECK(saved.evaluations[1].cost.job_time_s == knobbed.evaluations[1].cost.job_time_s);
+
+  // A key a plan sets itself: the knob overrides it there, the text's job would not.
+  const std::string eight = read(test::zoo_dir().parent_path() / "scenarios" / "llama8b-single-gpu.yaml");
+  gui::Overrides micro;
+  micro.micro_batch = 1;
+  const auto refused = gui::with_knobs(eight, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), micro);
+  CHECK(refused.text.empty());
+  CHECK(refused.problem.find("plan '8x H100 LoRA'") != std::string::npos);
+}
+
 TEST_CASE("a GUI evaluation stops when asked, with nothing to show") {
   const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
   const std::atomic<bool> stop{true};
