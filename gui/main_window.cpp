@@ -61,6 +61,7 @@
 #include "io/verdict.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
+#include "sweep_window.hpp"
 #include "timeline_view.hpp"
 
 namespace ftplan::gui {
@@ -409,6 +410,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   file->addAction("&Save scenario", this, &MainWindow::save)->setShortcut(QKeySequence::Save);
   QAction* save = file->addAction("Save scenario &as…", this, &MainWindow::save_dialog);
   save->setShortcut(QKeySequence::SaveAs);
+  file->addAction("Open and run a s&weep…", this, &MainWindow::open_sweep_dialog);
   file->addAction("Write the what-if &knobs into the scenario", this, &MainWindow::write_knobs);
   file->addAction("Export the ta&ble (JSON, CSV)…", this, &MainWindow::export_table_dialog);
   file->addAction("Export the c&harts (PNG, SVG)…", this, &MainWindow::export_charts_dialog);
@@ -686,6 +688,16 @@ void MainWindow::pin() {
 void MainWindow::unpin() {
   pinned_.reset();
   redraw();
+}
+
+void MainWindow::open_sweep_dialog() {
+  const QString file = QFileDialog::getOpenFileName(this, "Open sweep", q(path_.parent_path().string()),
+                                                    "Sweeps (*.yaml *.yml);;All files (*)");
+  if (file.isEmpty()) return;
+  if (!sweep_window_) sweep_window_ = new SweepWindow(zoo_, catalog_, this);
+  sweep_window_->show();
+  sweep_window_->raise();
+  if (!sweep_window_->open(file.toStdString())) statusBar()->showMessage("the sweep did not load: see its window");
 }
 
 bool MainWindow::write_knobs() {

@@ -32,6 +32,7 @@ class QChartView;
 namespace ftplan::gui {
 
 class TimelineView;
+class SweepWindow;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -80,6 +81,7 @@ class MainWindow : public QMainWindow {
   void export_table_dialog();
   void export_charts_dialog();
   void show_timeline(int plan);
+  void open_sweep_dialog();
 
  private:
   Overrides overrides() const;
@@ -119,6 +121,7 @@ class MainWindow : public QMainWindow {
   QChartView* search_chart_ = nullptr;
   QComboBox* timeline_plan_ = nullptr;
   TimelineView* timeline_ = nullptr;
+  SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag

@@ -26,6 +26,7 @@
 #include "io/units.hpp"
 #include "io/verdict.hpp"
 #include "main_window.hpp"
+#include "sweep_window.hpp"
 #include "timeline_view.hpp"
 
 using ftplan::gui::MainWindow;
@@ -304,6 +305,53 @@ class MainWindowTest : public QObject {
     QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
     timeline->zoom(4, whole / 2);
     QVERIFY(qAbs(timeline->visible_s() - whole / 4) < 1e-9 * whole);
+  }
+
+  // A sweep runs on the workers and shows any output over two axes: which plan is cheapest within
+  // the deadline, over model size and deadline (cost.mode held at 'rent').
+  void a_sweep_runs_into_a_heatmap() {
+    ftplan::gui::SweepWindow w(*zoo_, *catalog_);
+    w.show();
+    QSignalSpy finished(&w, &ftplan::gui::SweepWindow::finished);
+    QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-tiered-vs-gpus.yaml"));
+    QVERIFY(finished.wait(300000));
+    QCOMPARE(w.rows(), std::size_t{2 * 4 * 7 * 2});  // cost modes x models x deadlines, 2 plans each
+    // Whether the tiered plan meets the deadline, over deadline and model size, cost.mode held at
+    // its first value: each cell is that point's row.
+    w.show_grid("axis.constraints.deadline", "axis.model", "meets_constraints", "tiered");
+    const auto& g = w.grid();
+    QCOMPARE(g.x.size(), std::size_t{7});
+    QCOMPARE(g.y.size(), std::size_t{4});
+    QSet<QString> seen;
+    const auto text = [](const ftplan::io::Value* v) {
+      return v ? QString::fromStdString(ftplan::io::csv_cell(*v)) : QString();
+    };
+    const auto rows = w.results();
+    for (std::size_t xi = 0; xi < g.x.size(); ++xi)
+      for (std::size_t yi = 0; yi < g.y.size(); ++yi) {
+        int found = 0;
+        for (const auto& r : rows)
+          if (text(r.get("plan")) == "tiered" && text(r.get("axis.cost.mode")) == "rent" &&
+              text(r.get("axis.constraints.deadline")) == QString::fromStdString(g.x[xi]) &&
+              text(r.get("axis.model")) == QString::fromStdString(g.y[yi])) {
+            QCOMPARE(QString::fromStdString(g.text_at(xi, yi)), text(r.get("meets_constraints")));
+            ++found;
+          }
+        QCOMPARE(found, 1);
+        seen.insert(QString::fromStdString(g.text_at(xi, yi)));
+      }
+    QVERIFY2(seen.size() == 2, "the tiered plan misses the shortest deadline and meets the longest");
+    QVERIFY(
+        w.grab().save(QString::fromStdString((fs::path(FTPLAN_SCREENSHOT_DIR) / "sweep-tiered-vs-gpus.png").string())));
+    // Cancel: the run ends after the points under way, with the rows so far.
+    QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-llama8b-grid.yaml"));
+    QTest::qWait(200);
+    w.cancel();
+    QElapsedTimer clock;
+    clock.start();
+    QVERIFY(finished.wait(10000));
+    qInfo("sweep stopped %lld ms after cancel, %zu rows", static_cast<long long>(clock.elapsed()), w.rows());
+    QVERIFY(w.rows() < std::size_t{4 * 4 * 4 * 2});
   }
 
   // Closing the window during a search returns within 0.2 s: the search stops between layouts.
