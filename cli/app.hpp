@@ -9,12 +9,12 @@
 
 #include "args.hpp"
 #include "hardware/hardware.hpp"
+#include "io/output_schema.hpp"
 #include "model/zoo.hpp"
 
 namespace ftplan::cli {
 
-// The version of the JSON documents the CLI prints.
-inline constexpr int kOutputSchemaVersion = 1;
+using io::kOutputSchemaVersion;  // of the JSON documents the CLI prints
 
 enum class Format { table, json, csv };
 

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "io/output_schema.hpp"
+#include "io/rows.hpp"
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"
 #include "plan/checks.hpp"
@@ -24,13 +26,10 @@ int line_of(const std::string& diagnostic, const std::string& name) {
   return 0;
 }
 
-}  // namespace
-
-Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
-                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides) {
-  const auto started = std::chrono::steady_clock::now();
-  Outcome out;
-  plan::Scenario s;
+// The text read, the knobs applied and checked: into `s`, or false with `out.errors`.
+bool read(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+          const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides, Outcome& out,
+          plan::Scenario& s) {
   try {
     s = io::parse_scenario(text, name, base_dir, zoo, catalog);
   } catch (const InputError& e) {
@@ -44,34 +43,78 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       if (end == std::string::npos) break;
       at = end + 1;
     }
-    for (const auto& d : out.errors)
-      if ((out.error_line = line_of(d, name)) > 0) break;
-    return out;
+    for (const auto& d : out.errors) out.error_lines.push_back(line_of(d, name));
+    return false;
   } catch (const std::exception& e) {
     out.errors.push_back(e.what());
-    return out;
+    out.error_lines.push_back(0);
+    return false;
   }
   // The knobs, on every plan (and the scenario's own job, which the verdict's headline reads).
   const auto apply = [&](plan::Job& job) {
     if (overrides.seq_len) job.seq_len = *overrides.seq_len;
-    if (overrides.micro_batch) job.micro_batch = *overrides.micro_batch;
-    if (overrides.checkpointing) job.checkpointing = *overrides.checkpointing;
+    if (overrides.micro_batch) {
+      job.micro_batch = *overrides.micro_batch;
+      job.micro_batch_auto = false;
+    }
+    if (overrides.checkpointing) {
+      job.checkpointing = *overrides.checkpointing;
+      job.checkpointing_auto = false;
+    }
     if (overrides.precision) job.precision = *overrides.precision;
   };
   apply(s.job);
-  for (auto& p : s.plans) apply(p.job);
+  for (auto& p : s.plans) {
+    apply(p.job);
+    // A knob left open ('auto') is chosen again for the changed job, as the reader would choose it
+    // for a text that says so.
+    if (overrides.any() && (p.job.micro_batch_auto || p.job.checkpointing_auto)) evaluate::choose_open_knobs(s.model, p);
+  }
+  // The planner chooses micro-batch and checkpointing from its lists: a knob is the only choice.
+  if (overrides.micro_batch) s.search.micro_batch = {*overrides.micro_batch};
+  if (overrides.checkpointing) s.search.checkpointing = {*overrides.checkpointing};
   if (overrides.any()) {
     // The same checks the reader ran, now on the changed plans.
     for (const auto& f : plan::check_job(s.model, s.job)) out.errors.push_back(fmt::format("what-if: {}: {}", f.key, f.message));
     for (const auto& p : s.plans)
       for (const auto& f : plan::check_plan(s.model, p))
         out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
-    if (!out.errors.empty()) return out;
+    out.error_lines.assign(out.errors.size(), 0);
+    if (!out.errors.empty()) return false;
   }
+  return true;
+}
+
+// The scenario as the knobs make it, not evaluated (`scenario` set when it reads clean).
+Outcome read_only(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides) {
+  Outcome out;
+  plan::Scenario s;
+  if (read(text, name, base_dir, zoo, catalog, overrides, out, s)) out.scenario = std::move(s);
+  return out;
+}
+
+}  // namespace
+
+Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
+                 const std::atomic<bool>* stop) {
+  const auto started = std::chrono::steady_clock::now();
+  Outcome out;
+  plan::Scenario s;
+  if (!read(text, name, base_dir, zoo, catalog, overrides, out, s)) return out;
+  const auto stopped = [stop] { return stop && stop->load(); };
+  std::vector<plan::Plan> as_named;  // a search's picks under their own names, for the answer
   if (s.has_search) {
     // The planner, as `ftplan plan` runs it (the knobs apply to the job it holds fixed).
-    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost);
+    planner::Control control;
+    control.stop = stop;
+    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control);
     const planner::Result& r = *out.search;
+    if (r.interrupted) {
+      out.cancelled = true;
+      return out;
+    }
     // One plan can be the pick for several constraints: shown once, named for each.
     std::vector<std::pair<int, std::string>> picks;  // candidate, what it was picked for
     for (const auto& [label, index] : {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest},
@@ -83,6 +126,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       else picks.emplace_back(index, label);
     }
     for (const auto& [index, labels] : picks) {
+      as_named.push_back(r.candidates[static_cast<std::size_t>(index)].plan);
       const planner::Candidate& c = r.candidates[static_cast<std::size_t>(index)];
       out.plans.push_back(c.plan);
       out.plans.back().name = labels + ": " + c.plan.name;
@@ -93,13 +137,133 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
                               r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
     out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
   } else {
-    for (const auto& p : s.plans) out.evaluations.push_back(evaluate::evaluate_plan(s.model, p));
+    for (const auto& p : s.plans) {
+      if (stopped()) {
+        out.cancelled = true;
+        return out;
+      }
+      out.evaluations.push_back(evaluate::evaluate_plan(s.model, p));
+    }
     out.plans = s.plans;
     out.verdict = io::verdict(s.plans, out.evaluations);
   }
+  out.comparison = io::comparison(out.plans, out.evaluations);
+  out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
+                                 : io::answer(out.search ? as_named : out.plans, out.evaluations, s.constraints);
+  for (std::size_t i = 0; i < out.plans.size(); ++i)
+    out.fixes.push_back(out.evaluations[i].memory.fits ? std::vector<footprint::FitChange>{}
+                                                       : footprint::what_would_fit(s.model, out.plans[i]));
   out.scenario = std::move(s);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }
+
+namespace {
+
+std::vector<io::Row> result_rows(const Outcome& o) {
+  std::vector<io::Row> rows;
+  for (std::size_t i = 0; i < o.plans.size(); ++i) {
+    const evaluate::Evaluation& e = o.evaluations[i];
+    rows.push_back(io::cost_row(o.plans[i], e.memory, e.step, e.power, e.cost));
+  }
+  return rows;
+}
+
+}  // namespace
+
+KnobEdit with_knobs(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                    const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& o) {
+  KnobEdit out;
+  std::vector<std::pair<std::string, std::string>> keys;  // key, value as the reader spells it
+  if (o.seq_len) keys.emplace_back("seq_len", std::to_string(*o.seq_len));
+  if (o.micro_batch) keys.emplace_back("micro_batch", std::to_string(*o.micro_batch));
+  if (o.checkpointing) keys.emplace_back("activation_checkpointing", plan::to_string(*o.checkpointing));
+  if (o.precision) keys.emplace_back("precision", plan::to_string(*o.precision));
+  if (keys.empty()) {
+    out.problem = "every knob is 'as written': nothing to write";
+    return out;
+  }
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t end = text.find('\n', at);
+    lines.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  const std::regex job_block(R"(^job:\s*(#.*)?\r?$)");
+  std::size_t job = lines.size();
+  for (std::size_t i = 0; i < lines.size() && job == lines.size(); ++i)
+    if (std::regex_match(lines[i], job_block)) job = i;
+  if (job == lines.size()) {
+    out.problem =
+        "the scenario's job is not a block ('job:' on a line of its own, its keys indented under it): "
+        "write the knobs' values into it by hand";
+    return out;
+  }
+  // The block: the lines after `job:` that are indented, blank or comments.
+  std::size_t last = job;  // its last key line
+  std::string indent;
+  for (std::size_t i = job + 1; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    const std::size_t first = l.find_first_not_of(" \t\r");
+    if (first == std::string::npos || l[first] == '#') continue;
+    if (first == 0) break;
+    if (indent.empty()) indent = l.substr(0, first);
+    last = i;
+  }
+  if (indent.empty()) indent = "  ";
+  for (const auto& [key, value] : keys) {
+    // "  key: value  # comment" -> the value replaced, the comment kept.
+    const std::regex line_re("^" + indent + key + R"(:\s*[^#\r]*?(\s*#.*)?(\r?)$)");
+    bool done = false;
+    for (std::size_t i = job + 1; i <= last && !done; ++i) {
+      std::smatch m;
+      if (std::regex_match(lines[i], m, line_re)) {
+        lines[i] = indent + key + ": " + value + m[1].str() + m[2].str();
+        done = true;
+      }
+    }
+    if (!done) lines.insert(lines.begin() + static_cast<long>(++last), indent + key + ": " + value);
+  }
+  std::string edited;
+  for (std::size_t i = 0; i < lines.size(); ++i) edited += (i ? "\n" : "") + lines[i];
+  // Read back: each plan must now run what the knobs made of it.
+  const Outcome before = read_only(text, name, base_dir, zoo, catalog, o);
+  const Outcome after = read_only(edited, name, base_dir, zoo, catalog, {});
+  if (!after.scenario || !before.scenario) {
+    out.problem = after.errors.empty() ? std::string("the edited text does not read") : after.errors.front();
+    return out;
+  }
+  for (std::size_t i = 0; i < before.scenario->plans.size(); ++i) {
+    const plan::Job& want = before.scenario->plans[i].job;
+    const plan::Job& got = after.scenario->plans[i].job;
+    if (want.seq_len != got.seq_len || want.micro_batch != got.micro_batch || want.checkpointing != got.checkpointing ||
+        want.precision != got.precision) {
+      const auto said = [](const plan::Job& j) {
+        return fmt::format("seq_len {}, micro_batch {}, activation_checkpointing {}, precision {}", j.seq_len,
+                           j.micro_batch, plan::to_string(j.checkpointing), plan::to_string(j.precision));
+      };
+      out.problem = fmt::format(
+          "read back, plan '{}' would run {} where the knobs make it {}: it sets those keys itself; "
+          "change them there by hand",
+          before.scenario->plans[i].name, said(got), said(want));
+      return out;
+    }
+  }
+  out.text = std::move(edited);
+  return out;
+}
+
+std::string results_json(const Outcome& o) {
+  if (!o.scenario) return "";
+  io::Row top;
+  top.set("scenario", o.scenario->name);
+  top.set("model", o.scenario->model.name);
+  top.set("answer", o.answer);
+  top.set("verdict", o.verdict);
+  return io::rows_to_json(result_rows(o), "results", io::kOutputSchemaVersion, top);
+}
+
+std::string results_csv(const Outcome& o) { return o.scenario ? io::rows_to_csv(result_rows(o)) : std::string(); }
 
 }  // namespace ftplan::gui

@@ -3,20 +3,24 @@
 // io::verdict). Qt-free, so it runs on a worker thread and in tests.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "footprint/footprint.hpp"
 #include "hardware/hardware.hpp"
 #include "io/results.hpp"
+#include "io/verdict.hpp"
 #include "model/zoo.hpp"
 #include "plan/scenario.hpp"
 #include "planner/planner.hpp"
 
 namespace ftplan::gui {
 
-// Knobs applied to every plan on top of what the text says; unset = as written.
+// Knobs applied to every plan on top of what the text says; unset = as written. In a `search`
+// scenario the micro-batch and checkpointing knobs replace the lists the planner searches.
 struct Overrides {
   std::optional<std::int64_t> seq_len;
   std::optional<int> micro_batch;
@@ -26,19 +30,44 @@ struct Overrides {
 };
 
 struct Outcome {
-  std::optional<plan::Scenario> scenario;     // set when the text read and checked clean
+  std::optional<plan::Scenario> scenario;  // set when the text read and checked clean
   // What to show side by side: the scenario's plans, or for a `search` scenario the planner's
   // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
   std::vector<plan::Plan> plans;
-  std::vector<evaluate::Evaluation> evaluations;    // one per shown plan
-  std::optional<planner::Result> search;      // a `search` scenario's whole result
+  std::vector<evaluate::Evaluation> evaluations;  // one per shown plan
+  std::optional<planner::Result> search;    // a `search` scenario's whole result
+  io::Comparison comparison;                // the table `ftplan compare` prints, cell by cell
+  std::string answer;                       // io::answer: the winner under the constraints, in one line
   std::string verdict;
-  std::vector<std::string> errors;            // "name:line:col: key: message" or "plan 'X': key: message"
-  int error_line = 0;                         // line of the first error in the text (1-based); 0 = none
-  double seconds = 0;                         // evaluation time
+  // For each shown plan that does not fit in memory: what would (footprint::what_would_fit), nearest first.
+  std::vector<std::vector<footprint::FitChange>> fixes;
+  std::vector<std::string> errors;  // "name:line:col: key: message" or "plan 'X': key: message"
+  std::vector<int> error_lines;     // for each error, its line in the text (1-based); 0 = none
+  bool cancelled = false;           // `stop` ended the evaluation: nothing to show
+  double seconds = 0;               // evaluation time
 };
 
+// `stop` (may be null), once true, ends the evaluation early with `cancelled` set: the search
+// stops between layouts, a comparison between plans (within a plan, when its simulation is done).
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
-                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides);
+                 const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
+                 const std::atomic<bool>* stop = nullptr);
+
+// The scenario text with the knobs written into its top-level `job:` block: each value replaced
+// on its own line (a trailing comment kept), a missing key added at the block's indentation,
+// every other line as it was. `problem` instead when that cannot say what the knobs do: the job
+// is not a block, or a plan sets one of the keys itself (the knob overrides it there, the text's
+// job would not). Checked by reading the result back: its plans run what the knobs made of the text.
+struct KnobEdit {
+  std::string text;     // the edited text ("" with a problem)
+  std::string problem;  // why not ("" when done)
+};
+KnobEdit with_knobs(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
+                    const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides);
+
+// The shown plans as `ftplan compare --format json` and `--format csv` write them (io::cost_row
+// per plan; the JSON with the scenario, the answer and the verdict on top). Empty without a scenario.
+std::string results_json(const Outcome& outcome);
+std::string results_csv(const Outcome& outcome);
 
 }  // namespace ftplan::gui

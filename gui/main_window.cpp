@@ -1,14 +1,18 @@
 #include "main_window.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include <QAction>
 #include <QApplication>
 #include <QBarCategoryAxis>
 #include <QBarSet>
+#include <QBuffer>
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
@@ -20,39 +24,53 @@
 #include <QHeaderView>
 #include <QHorizontalBarSeries>
 #include <QHorizontalStackedBarSeries>
-#include <QLogValueAxis>
-#include <QScatterSeries>
 #include <QLabel>
+#include <QLegendMarker>
+#include <QLineSeries>
 #include <QListWidget>
+#include <QLogValueAxis>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QPainter>
 #include <QPlainTextEdit>
+#include <QScatterSeries>
+#include <QScrollBar>
 #include <QSet>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStackedBarSeries>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTextBlock>
 #include <QTimer>
 #include <QToolBar>
-#include <QValueAxis>
+#include <QToolTip>
 #include <QVBoxLayout>
+#include <QValueAxis>
 #include <QtConcurrent/QtConcurrent>
+#if FTPLAN_GUI_SVG
+#include <QSvgGenerator>
+#endif
 
 #include <fmt/format.h>
 
 #include "inventory/inventory.hpp"
 #include "io/output_file.hpp"
 #include "io/units.hpp"
+#include "io/verdict.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
+#include "sweep_window.hpp"
+#include "timeline_view.hpp"
 
 namespace ftplan::gui {
 
 namespace {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
+
+constexpr double kGiB = 1u << 30;
 
 // A chart with no legend margins wasted and the given title.
 QChart* new_chart(const QString& title) {
@@ -61,48 +79,190 @@ QChart* new_chart(const QString& title) {
   chart->setAnimationOptions(QChart::NoAnimation);
   chart->legend()->setAlignment(Qt::AlignBottom);
   chart->setMargins(QMargins(4, 4, 4, 4));
+  QFont small = chart->legend()->font();
+  small.setPointSizeF(small.pointSizeF() * 0.85);
+  chart->legend()->setFont(small);
   return chart;
 }
 
-// Category axis of plan names, value axis from 0, both attached to `series`; horizontal bars
-// put the categories on the left, where long labels fit.
-void attach_axes(QChart* chart, QAbstractBarSeries* series, const QStringList& names, const QString& unit,
-                 bool horizontal = false) {
+// Tick labels with as many decimals as the axis' scale needs: "1000", not "1e+03".
+QString label_format(double max) { return max >= 10 ? "%.0f" : max >= 1 ? "%.1f" : "%.2f"; }
+
+void replace_chart(QChartView* view, QChart* chart) {
+  QChart* old = view->chart();
+  view->setChart(chart);
+  delete old;
+}
+
+// Horizontal bars: plan names (with their figure) on the left, where long labels fit; the first
+// plan on top. Returns the category axis (index i = plan n-1-i).
+QBarCategoryAxis* category_axis(QChart* chart, const QStringList& labels_top_down) {
   auto* categories = new QBarCategoryAxis;
-  categories->append(names);
+  QStringList bottom_up = labels_top_down;
+  std::reverse(bottom_up.begin(), bottom_up.end());
+  categories->append(bottom_up);
   categories->setTruncateLabels(false);
   QFont small = categories->labelsFont();
   small.setPointSizeF(small.pointSizeF() * 0.85);
   categories->setLabelsFont(small);
+  chart->addAxis(categories, Qt::AlignLeft);
+  return categories;
+}
+
+QValueAxis* value_axis(QChart* chart, const QString& title, double max) {
   auto* values = new QValueAxis;
-  values->setTitleText(unit);
-  values->setLabelFormat("%.3g");
-  values->setMin(0);
-  chart->addSeries(series);
-  chart->addAxis(categories, horizontal ? Qt::AlignLeft : Qt::AlignBottom);
-  chart->addAxis(values, horizontal ? Qt::AlignBottom : Qt::AlignLeft);
-  series->attachAxis(categories);
-  series->attachAxis(values);
+  values->setTitleText(title);
+  values->setRange(0, max > 0 ? max : 1);
   values->applyNiceNumbers();
+  values->setLabelFormat(label_format(values->max()));
+  chart->addAxis(values, Qt::AlignBottom);
+  return values;
 }
 
 // Short labels for chart categories: the plans' first words when those are short and distinct
 // ("A", "B" of "A 32x H100 FSDP", ...), else "plan 1", "plan 2", ...
 QStringList short_names(const std::vector<plan::Plan>& plans) {
   // A planner pick ("cheapest: 32x h100 ...") is named by what it was picked for.
-  if (std::all_of(plans.begin(), plans.end(), [](const plan::Plan& p) { return p.name.find(": ") != std::string::npos; })) {
+  if (std::all_of(plans.begin(), plans.end(),
+                  [](const plan::Plan& p) { return p.name.find(": ") != std::string::npos; })) {
     QStringList picks;
     for (const auto& p : plans) picks << q(p.name.substr(0, p.name.find(": ")));
     if (QSet<QString>(picks.begin(), picks.end()).size() == picks.size()) return picks;
   }
   QStringList first;
   for (const auto& p : plans) first << q(p.name).section(' ', 0, 0);
-  const bool usable = std::all_of(first.begin(), first.end(), [](const QString& w) { return !w.isEmpty() && w.size() <= 8; }) &&
-                      QSet<QString>(first.begin(), first.end()).size() == first.size();
+  const bool usable =
+      std::all_of(first.begin(), first.end(), [](const QString& w) { return !w.isEmpty() && w.size() <= 8; }) &&
+      QSet<QString>(first.begin(), first.end()).size() == first.size();
   if (usable) return first;
   QStringList numbered;
   for (std::size_t i = 0; i < plans.size(); ++i) numbered << QString("plan %1").arg(i + 1);
   return numbered;
+}
+
+// A plan's name on lines of at most `width` characters, broken at spaces (a column header never
+// hides the GPU count in an ellipsis).
+QString wrapped(const QString& name, int width = 24) {
+  QStringList lines;
+  QString line;
+  for (const QString& word : name.split(' ', Qt::SkipEmptyParts)) {
+    if (!line.isEmpty() && line.size() + 1 + word.size() > width) {
+      lines << line;
+      line.clear();
+    }
+    line += (line.isEmpty() ? "" : " ") + word;
+  }
+  if (!line.isEmpty()) lines << line;
+  return lines.join('\n');
+}
+
+// One tier's memory per plan, stacked by category, with each plan's capacity as a line across its
+// bar: the bar's length is the figure judged for fit. `extra` adds named parts on top of the
+// categories (allocator slack; other pipeline stages' share).
+struct TierView {
+  QString title;
+  QString unit;      // "GiB" or "TB"
+  double scale = 1;  // bytes per unit
+  std::function<std::array<double, inventory::kCategories>(const evaluate::Evaluation&)> categories;
+  std::vector<std::pair<QString, std::function<double(const evaluate::Evaluation&)>>> extra;
+  std::function<double(const evaluate::Evaluation&)> total;     // judged for fit
+  std::function<double(const evaluate::Evaluation&)> capacity;  // usable
+  QString capacity_name;
+};
+
+// A mark across each plan's bar at x[i] (none where x[i] <= 0): its capacity, or its figure in
+// the pinned baseline. One legend entry for all.
+void add_marks(QChart* chart, QAbstractAxis* values, QAbstractAxis* categories, const std::vector<double>& x,
+               const QString& name, const char* kind, const std::function<QPen(std::size_t)>& pen_of) {
+  const std::size_t n = x.size();
+  bool first = true;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!(x[i] > 0)) continue;
+    const double y = static_cast<double>(n - 1 - i);
+    auto* line = new QLineSeries;
+    line->setName(name);
+    line->setProperty("plan", static_cast<int>(i));
+    line->setProperty("kind", kind);
+    line->append(x[i], y - 0.45);
+    line->append(x[i], y + 0.45);
+    line->setPen(pen_of(i));
+    chart->addSeries(line);
+    line->attachAxis(values);
+    line->attachAxis(categories);
+    if (!first)
+      for (QLegendMarker* m : chart->legend()->markers(line)) m->setVisible(false);
+    first = false;
+  }
+}
+
+QPen pinned_pen() {
+  QPen pen(QColor(0, 110, 200));
+  pen.setWidth(2);
+  pen.setStyle(Qt::DashLine);
+  return pen;
+}
+
+QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& ev, const QStringList& names,
+                   const std::vector<double>& pinned) {
+  QChart* chart = new_chart(v.title + QString::fromUtf8(" \u2014 \u2717: over capacity"));
+  const std::size_t n = ev.size();
+  QStringList labels;
+  double max = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double total = v.total(ev[i]), cap = v.capacity(ev[i]);
+    max = std::max({max, total / v.scale, cap / v.scale, pinned[i] / v.scale});
+    // The figure by its bar; a cross where it runs past the capacity (whose line is then red).
+    QString label = names[static_cast<int>(i)] + QString("  %1").arg(total / v.scale, 0, 'f', 2);
+    if (total > cap) label += QString::fromUtf8(" \u2717");
+    labels << label;
+  }
+  auto* series = new QHorizontalStackedBarSeries;
+  // Bottom to top: the last plan first.
+  for (int c = 0; c < inventory::kCategories; ++c) {
+    auto* set = new QBarSet(inventory::to_string(static_cast<inventory::Category>(c)));
+    bool any = false;
+    for (std::size_t i = n; i-- > 0;) {
+      const double b = v.categories(ev[i])[static_cast<std::size_t>(c)] / v.scale;
+      any = any || b > 0;
+      *set << b;
+    }
+    if (any)
+      series->append(set);
+    else
+      delete set;
+  }
+  for (const auto& [name, part] : v.extra) {
+    auto* set = new QBarSet(name);
+    set->setColor(QColor(90, 90, 90));  // not a category: grey, apart from the palette
+    bool any = false;
+    for (std::size_t i = n; i-- > 0;) {
+      const double b = std::max(0.0, part(ev[i])) / v.scale;
+      any = any || b > 0;
+      *set << b;
+    }
+    if (any)
+      series->append(set);
+    else
+      delete set;
+  }
+  chart->addSeries(series);
+  QBarCategoryAxis* categories = category_axis(chart, labels);
+  QValueAxis* values = value_axis(chart, v.unit, 1.05 * max);
+  series->attachAxis(categories);
+  series->attachAxis(values);
+  // Each plan's capacity: a line across its bar, red where the bar runs past it.
+  std::vector<double> caps;
+  for (const auto& e : ev) caps.push_back(v.capacity(e) / v.scale);
+  add_marks(chart, values, categories, caps, v.capacity_name, "capacity", [&](std::size_t i) {
+    QPen pen(v.total(ev[i]) > v.capacity(ev[i]) ? QColor(200, 0, 0) : QColor(20, 20, 20));
+    pen.setWidth(3);
+    return pen;
+  });
+  std::vector<double> was;
+  for (double b : pinned) was.push_back(b / v.scale);
+  add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
+  chart->legend()->setAlignment(Qt::AlignRight);
+  return chart;
 }
 
 }  // namespace
@@ -114,15 +274,21 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* knobs = new QGroupBox("What if (applied to every plan)");
   auto* form = new QFormLayout(knobs);
   seq_ = new QSpinBox;
+  seq_->setObjectName("seq_len");
   seq_->setRange(0, 1 << 20);
   seq_->setSingleStep(512);
   seq_->setSpecialValueText("as written");
   micro_ = new QSpinBox;
+  micro_->setObjectName("micro_batch");
   micro_->setRange(0, 4096);
   micro_->setSpecialValueText("as written");
+  micro_->setToolTip("In a search scenario: the only micro-batch the planner tries.");
   ckpt_ = new QComboBox;
+  ckpt_->setObjectName("checkpointing");
   ckpt_->addItems({"as written", "none", "selective", "full"});
+  ckpt_->setToolTip("In a search scenario: the only checkpointing the planner tries.");
   precision_ = new QComboBox;
+  precision_->setObjectName("precision");
   precision_->addItems({"as written", "bf16-mixed", "fp16-mixed", "bf16", "fp8-mixed", "fp32"});
   form->addRow("sequence length", seq_);
   form->addRow("micro-batch", micro_);
@@ -130,15 +296,19 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   form->addRow("precision", precision_);
 
   editor_ = new QPlainTextEdit;
+  editor_->setObjectName("editor");
   editor_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   editor_->setLineWrapMode(QPlainTextEdit::NoWrap);
   editor_->setPlaceholderText("Open a scenario (File > Open), or type one: docs/scenario-format.md");
   errors_ = new QListWidget;
-  errors_->setMaximumHeight(110);
+  errors_->setObjectName("errors");
   errors_->setWordWrap(true);
   errors_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   errors_->setStyleSheet("QListWidget { color: #a00000; }");
+  errors_->setToolTip("Click an error to go to its line.");
   errors_->hide();
+  connect(errors_, &QListWidget::itemClicked, this, &MainWindow::go_to_error);
+  connect(errors_, &QListWidget::itemActivated, this, &MainWindow::go_to_error);
 
   auto* left = new QWidget;
   auto* left_layout = new QVBoxLayout(left);
@@ -148,39 +318,83 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   left_layout->addWidget(editor_, 1);
   left_layout->addWidget(errors_);
 
-  // ---- right: headline, table, verdict, charts
+  // ---- right: headline, the answer, table, verdict, charts
   headline_ = new QLabel;
   headline_->setWordWrap(true);
-  QFont bold = headline_->font();
-  bold.setBold(true);
-  headline_->setFont(bold);
+  answer_ = new QLabel;
+  answer_->setObjectName("answer");
+  answer_->setWordWrap(true);
+  answer_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  answer_->setStyleSheet("QLabel { background: #e8f3e8; padding: 6px; font-weight: bold; }");
+  basis_ = new QLabel;
   table_ = new QTableWidget;
+  table_->setObjectName("table");
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  table_->setWordWrap(true);
+  table_->horizontalHeader()->setDefaultAlignment(Qt::AlignCenter);
   verdict_ = new QLabel;
+  verdict_->setObjectName("verdict");
   verdict_->setWordWrap(true);
   verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   verdict_->setStyleSheet("QLabel { background: #f3f6fa; padding: 6px; }");
-  time_chart_ = new QChartView;
-  cost_chart_ = new QChartView;
-  memory_chart_ = new QChartView;
-  for (QChartView* v : {time_chart_, cost_chart_, memory_chart_}) {
+  const auto chart_view = [](const char* name) {
+    auto* v = new QChartView;
+    v->setObjectName(name);
     v->setRenderHint(QPainter::Antialiasing);
-    v->setMinimumHeight(300);
-  }
-  auto* charts = new QHBoxLayout;
-  charts->addWidget(time_chart_);
-  charts->addWidget(cost_chart_);
-  charts->addWidget(memory_chart_);
+    v->setMinimumHeight(280);
+    return v;
+  };
+  time_chart_ = chart_view("time_chart");
+  cost_chart_ = chart_view("cost_chart");
+  memory_chart_ = chart_view("memory_chart");
+  host_chart_ = chart_view("host_chart");
+  nvme_chart_ = chart_view("nvme_chart");
+  search_chart_ = chart_view("search_chart");
+  tabs_ = new QTabWidget;
+  tabs_->setObjectName("tabs");
+  auto* overview = new QWidget;
+  auto* overview_layout = new QHBoxLayout(overview);
+  overview_layout->setContentsMargins(0, 0, 0, 0);
+  overview_layout->addWidget(time_chart_, 2);
+  overview_layout->addWidget(cost_chart_, 2);
+  overview_layout->addWidget(memory_chart_, 3);
+  tabs_->addTab(overview, "Time, cost, GPU memory");
+  auto* tiers = new QWidget;
+  auto* tiers_layout = new QHBoxLayout(tiers);
+  tiers_layout->setContentsMargins(0, 0, 0, 0);
+  tiers_layout->addWidget(host_chart_);
+  tiers_layout->addWidget(nvme_chart_);
+  tabs_->addTab(tiers, "Host DRAM and NVMe");
+  tabs_->addTab(search_chart_, "Search");
+  tabs_->setTabVisible(2, false);
+  // One simulated step of a chosen plan, component by component.
+  auto* step = new QWidget;
+  auto* step_layout = new QVBoxLayout(step);
+  step_layout->setContentsMargins(0, 0, 0, 0);
+  timeline_plan_ = new QComboBox;
+  timeline_plan_->setObjectName("timeline_plan");
+  timeline_ = new TimelineView;
+  timeline_->setObjectName("timeline");
+  timeline_->setToolTip("Wheel: zoom; drag: pan; right click: the whole step.");
+  auto* pick = new QHBoxLayout;
+  pick->addWidget(new QLabel("Step of"));
+  pick->addWidget(timeline_plan_, 1);
+  step_layout->addLayout(pick);
+  step_layout->addWidget(timeline_, 1);
+  tabs_->addTab(step, "Step timeline");
+  connect(timeline_plan_, &QComboBox::currentIndexChanged, this, &MainWindow::show_timeline);
 
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
   right_layout->setContentsMargins(0, 0, 0, 0);
   right_layout->addWidget(headline_);
+  right_layout->addWidget(answer_);
+  right_layout->addWidget(basis_);
   right_layout->addWidget(table_);
   right_layout->addWidget(verdict_);
-  right_layout->addLayout(charts, 1);
+  right_layout->addWidget(tabs_, 1);
 
   auto* split = new QSplitter;
   split->addWidget(left);
@@ -193,11 +407,20 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* file = menuBar()->addMenu("&File");
   QAction* open = file->addAction("&Open scenario…", this, &MainWindow::open_dialog);
   open->setShortcut(QKeySequence::Open);
-  QAction* save = file->addAction("&Save scenario as…", this, &MainWindow::save_dialog);
+  file->addAction("&Save scenario", this, &MainWindow::save)->setShortcut(QKeySequence::Save);
+  QAction* save = file->addAction("Save scenario &as…", this, &MainWindow::save_dialog);
   save->setShortcut(QKeySequence::SaveAs);
+  file->addAction("Open and run a s&weep…", this, &MainWindow::open_sweep_dialog);
+  file->addAction("Write the what-if &knobs into the scenario", this, &MainWindow::write_knobs);
+  file->addAction("Export the ta&ble (JSON, CSV)…", this, &MainWindow::export_table_dialog);
+  file->addAction("Export the c&harts (PNG, SVG)…", this, &MainWindow::export_charts_dialog);
   file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace);
   file->addSeparator();
   file->addAction("&Quit", qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
+  auto* baseline = menuBar()->addMenu("&Baseline");
+  baseline->addAction("&Pin what is shown as the baseline", this, &MainWindow::pin)
+      ->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  baseline->addAction("&Unpin", this, &MainWindow::unpin);
   QAction* run = menuBar()->addAction("&Evaluate", this, &MainWindow::start_evaluation);
   run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
 
@@ -215,13 +438,19 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   editor_->setFocus();
 }
 
-MainWindow::~MainWindow() { watcher_.waitForFinished(); }
+MainWindow::~MainWindow() {
+  // A search stops between layouts and a comparison between plans: closing does not wait for the rest.
+  if (stop_) stop_->store(true);
+  watcher_.waitForFinished();
+}
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (QApplication::platformName() == "offscreen") std::fprintf(stderr, "ftplan-gui: cannot read %s\n", path.string().c_str());
-    else QMessageBox::warning(this, "ftplan", q("cannot read " + path.string()));
+    if (QApplication::platformName() == "offscreen")
+      std::fprintf(stderr, "ftplan-gui: cannot read %s\n", path.string().c_str());
+    else
+      QMessageBox::warning(this, "ftplan", q("cannot read " + path.string()));
     return false;
   }
   std::stringstream text;
@@ -251,7 +480,8 @@ bool MainWindow::write_or_warn(const QString& file, const std::string& text) {
 }
 
 void MainWindow::save_dialog() {
-  const QString file = QFileDialog::getSaveFileName(this, "Save scenario as", q(path_.string()), "Scenarios (*.yaml *.yml)");
+  const QString file =
+      QFileDialog::getSaveFileName(this, "Save scenario as", q(path_.string()), "Scenarios (*.yaml *.yml)");
   if (file.isEmpty()) return;
   if (!write_or_warn(file, editor_->toPlainText().toStdString())) return;
   path_ = file.toStdString();
@@ -265,8 +495,9 @@ Overrides MainWindow::overrides() const {
   static const plan::Checkpointing ckpts[] = {plan::Checkpointing::none, plan::Checkpointing::selective,
                                               plan::Checkpointing::full};
   if (ckpt_->currentIndex() > 0) o.checkpointing = ckpts[ckpt_->currentIndex() - 1];
-  static const plan::Precision precisions[] = {plan::Precision::bf16_mixed, plan::Precision::fp16_mixed, plan::Precision::bf16,
-                                               plan::Precision::fp8_mixed, plan::Precision::fp32};
+  static const plan::Precision precisions[] = {plan::Precision::bf16_mixed, plan::Precision::fp16_mixed,
+                                               plan::Precision::bf16, plan::Precision::fp8_mixed,
+                                               plan::Precision::fp32};
   if (precision_->currentIndex() > 0) o.precision = precisions[precision_->currentIndex() - 1];
   return o;
 }
@@ -278,10 +509,13 @@ void MainWindow::export_trace() {
     QMessageBox::information(this, "ftplan", "Nothing evaluated yet.");
     return;
   }
+  // Column 0 is the first plan; then each plan and its "vs first" column.
   const int column = std::max(0, table_->currentColumn());
-  const plan::Plan& p = shown_.plans[static_cast<std::size_t>(std::min<int>(column, static_cast<int>(shown_.plans.size()) - 1))];
-  const QString file = QFileDialog::getSaveFileName(this, q("Step trace of " + p.name), "step-trace.json",
-                                                    "Chrome trace (*.json)");
+  const int index = column == 0 ? 0 : (column + 1) / 2;
+  const plan::Plan& p =
+      shown_.plans[static_cast<std::size_t>(std::min<int>(index, static_cast<int>(shown_.plans.size()) - 1))];
+  const QString file =
+      QFileDialog::getSaveFileName(this, q("Step trace of " + p.name), "step-trace.json", "Chrome trace (*.json)");
   if (file.isEmpty()) return;
   sim::Options o;
   o.trace = true;
@@ -295,24 +529,32 @@ void MainWindow::schedule_evaluation() { debounce_->start(); }
 void MainWindow::start_evaluation() {
   debounce_->stop();
   if (watcher_.isRunning()) {
-    pending_ = true;  // evaluate again when this one is done
+    // The running evaluation is of old text or knobs: stop it, and start again when it has.
+    if (stop_) stop_->store(true);
+    pending_ = true;
     return;
   }
   const std::string text = editor_->toPlainText().toStdString();
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return;
   statusBar()->showMessage("evaluating…");
-  watcher_.setFuture(QtConcurrent::run([&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(),
-                                        o = overrides()] { return evaluate(text, name, base, zoo, catalog, o); }));
+  stop_ = std::make_shared<std::atomic<bool>>(false);
+  watcher_.setFuture(QtConcurrent::run(
+      [&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(), o = overrides(), stop = stop_] {
+        return evaluate(text, name, base, zoo, catalog, o, stop.get());
+      }));
 }
 
-std::string MainWindow::source_name() const { return path_.empty() ? std::string("scenario") : path_.filename().string(); }
+std::string MainWindow::source_name() const {
+  return path_.empty() ? std::string("scenario") : path_.filename().string();
+}
 
 std::filesystem::path MainWindow::base_dir() const {
   return path_.empty() ? std::filesystem::current_path() : path_.parent_path();
 }
 
 void MainWindow::evaluation_done() {
-  show_outcome(watcher_.result());
+  Outcome o = watcher_.result();
+  if (!o.cancelled) show_outcome(std::move(o));
   if (pending_) {
     pending_ = false;
     start_evaluation();
@@ -324,9 +566,29 @@ void MainWindow::evaluate_now() {
   show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides()));
 }
 
-void MainWindow::mark_error_line(int line) {
+void MainWindow::go_to_error(QListWidgetItem* item) {
+  const int line = item ? item->data(Qt::UserRole).toInt() : 0;
+  if (line <= 0) return;
+  QTextCursor cursor(editor_->document()->findBlockByNumber(line - 1));
+  editor_->setTextCursor(cursor);
+  editor_->centerCursor();
+  editor_->setFocus();
+}
+
+// Every error in the list, each line it names marked in the text, the list as tall as its
+// messages (up to a third of the editor; it scrolls beyond).
+void MainWindow::show_errors(const Outcome& o) {
+  errors_->clear();
   QList<QTextEdit::ExtraSelection> marks;
-  if (line > 0) {
+  QSet<int> marked;
+  for (std::size_t i = 0; i < o.errors.size(); ++i) {
+    const int line = i < o.error_lines.size() ? o.error_lines[i] : 0;
+    auto* item = new QListWidgetItem(q(o.errors[i]));
+    item->setData(Qt::UserRole, line);
+    item->setToolTip(line > 0 ? QString("line %1: click to go there").arg(line) : QString());
+    errors_->addItem(item);
+    if (line <= 0 || marked.contains(line)) continue;
+    marked.insert(line);
     QTextEdit::ExtraSelection mark;
     mark.format.setBackground(QColor(255, 225, 225));
     mark.format.setProperty(QTextFormat::FullWidthSelection, true);
@@ -334,202 +596,559 @@ void MainWindow::mark_error_line(int line) {
     marks.append(mark);
   }
   editor_->setExtraSelections(marks);
+  if (o.errors.empty()) {
+    errors_->hide();
+    return;
+  }
+  const int width = std::max(200, editor_->viewport()->width() - 12);
+  const QFontMetrics metrics(errors_->font());
+  int height = 2 * errors_->frameWidth() + 4;
+  for (int r = 0; r < errors_->count(); ++r)
+    height += metrics.boundingRect(QRect(0, 0, width, 0), Qt::TextWordWrap, errors_->item(r)->text()).height() + 6;
+  errors_->setFixedHeight(std::min(height, std::max(120, editor_->height() / 3)));
+  errors_->show();
 }
 
 void MainWindow::show_outcome(Outcome outcome) {
-  errors_->clear();
-  mark_error_line(outcome.error_line);
+  show_errors(outcome);
   if (!outcome.scenario) {
-    for (const auto& e : outcome.errors) errors_->addItem(q(e));
-    errors_->setVisible(!outcome.errors.empty());
-    statusBar()->showMessage(QString("%1 problem(s) in the scenario%2").arg(outcome.errors.size())
-                                 .arg(table_->columnCount() > 0 ? "; the results shown are from the last good one" : ""));
+    statusBar()->showMessage(
+        QString("%1 problem(s) in the scenario%2")
+            .arg(outcome.errors.size())
+            .arg(table_->columnCount() > 0 ? "; the results shown are from the last good one" : ""));
+    emit evaluated();
     return;
   }
-  errors_->hide();
   shown_ = std::move(outcome);
   const Outcome& o = shown_;
   const plan::Scenario& s = *o.scenario;
-  headline_->setText(q(fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
-                                   io::format_count(static_cast<double>(model::count_params(s.model).total)),
-                                   plan::to_string(s.job.method), io::format_count(static_cast<double>(s.job.tokens)),
-                                   s.job.seq_len)));
+  headline_->setText(q(
+      fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
+                  io::format_count(static_cast<double>(model::count_params(s.model).total)),
+                  plan::to_string(s.job.method), io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
+  answer_->setText(q(o.answer));
   verdict_->setText(q(o.verdict));
-  show_table(o);
-  show_charts(o);
-  statusBar()->showMessage(o.search ? QString("%1 layouts searched, %2 simulated, in %3 s")
-                                          .arg(o.search->enumerated).arg(o.search->simulated).arg(o.seconds, 0, 'f', 2)
-                                    : QString("%1 plan(s) evaluated in %2 s").arg(o.plans.size()).arg(o.seconds, 0, 'f', 2));
+  redraw();
+  statusBar()->showMessage(o.search
+                               ? QString("%1 layouts searched, %2 simulated, in %3 s")
+                                     .arg(o.search->enumerated)
+                                     .arg(o.search->simulated)
+                                     .arg(o.seconds, 0, 'f', 2)
+                               : QString("%1 plan(s) evaluated in %2 s").arg(o.plans.size()).arg(o.seconds, 0, 'f', 2));
+  emit evaluated();
 }
 
+void MainWindow::redraw() {
+  const Outcome& o = shown_;
+  if (!o.scenario) return;
+  QString basis =
+      q("costs: " + (o.comparison.one_basis ? o.comparison.basis : std::string("per plan (the 'costs' row)")));
+  if (pinned_) basis += "; against the pinned baseline (blue: changes, dashed marks in the charts)";
+  basis_->setText(basis);
+  show_table(o);
+  show_charts(o);
+  show_search(o);
+  const int keep = timeline_plan_->currentIndex();
+  {
+    const QSignalBlocker quiet(timeline_plan_);
+    timeline_plan_->clear();
+    for (const auto& p : o.plans) timeline_plan_->addItem(q(p.name));
+    timeline_plan_->setCurrentIndex(keep >= 0 && keep < timeline_plan_->count() ? keep : 0);
+  }
+  show_timeline(timeline_plan_->currentIndex());
+}
+
+// The chosen plan's simulated step: the evaluation's own timeline, or (a search keeps none for
+// its millions of candidates) the plan simulated again here, as the evaluation did.
+void MainWindow::show_timeline(int index) {
+  const Outcome& o = shown_;
+  if (!o.scenario || index < 0 || index >= static_cast<int>(o.plans.size())) {
+    timeline_->set_timeline({}, QString());
+    return;
+  }
+  const auto i = static_cast<std::size_t>(index);
+  const evaluate::Evaluation& e = o.evaluations[i];
+  if (!e.feasible()) {
+    timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
+    return;
+  }
+  sim::Timeline t = e.step.timeline;
+  if (t.intervals.empty()) t = sim::simulate_step(o.scenario->model, o.plans[i]).timeline;
+  timeline_->set_timeline(t, q(fmt::format("{}: one step, {} (slowest stage's rank)", o.plans[i].name,
+                                           io::format_duration(e.step.step_time_s))));
+}
+
+void MainWindow::pin() {
+  if (!shown_.scenario) return;
+  pinned_ = shown_;
+  redraw();
+  statusBar()->showMessage("pinned as the baseline: changes are shown against it");
+}
+
+void MainWindow::unpin() {
+  pinned_.reset();
+  redraw();
+}
+
+void MainWindow::open_sweep_dialog() {
+  const QString file = QFileDialog::getOpenFileName(this, "Open sweep", q(path_.parent_path().string()),
+                                                    "Sweeps (*.yaml *.yml);;All files (*)");
+  if (file.isEmpty()) return;
+  if (!sweep_window_) sweep_window_ = new SweepWindow(zoo_, catalog_, this);
+  sweep_window_->show();
+  sweep_window_->raise();
+  if (!sweep_window_->open(file.toStdString())) statusBar()->showMessage("the sweep did not load: see its window");
+}
+
+bool MainWindow::write_knobs() {
+  const KnobEdit edit =
+      with_knobs(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides());
+  if (!edit.problem.empty()) {
+    if (QApplication::platformName() == "offscreen")
+      std::fprintf(stderr, "ftplan-gui: %s\n", edit.problem.c_str());
+    else
+      QMessageBox::warning(this, "ftplan", q("The knobs were not written: " + edit.problem));
+    return false;
+  }
+  {
+    // The knobs back to "as written" (their values are in the text now), without an evaluation each.
+    const QSignalBlocker a(seq_), b(micro_), c(ckpt_), d(precision_);
+    seq_->setValue(0);
+    micro_->setValue(0);
+    ckpt_->setCurrentIndex(0);
+    precision_->setCurrentIndex(0);
+  }
+  // One edit of the document, so Undo takes it back.
+  QTextCursor all(editor_->document());
+  all.select(QTextCursor::Document);
+  all.insertText(q(edit.text));  // schedules an evaluation
+  statusBar()->showMessage("the knobs' values are in the text now (Save to keep them)");
+  return true;
+}
+
+bool MainWindow::save() {
+  if (path_.empty()) {
+    save_dialog();
+    return !path_.empty();
+  }
+  if (!write_or_warn(q(path_.string()), editor_->toPlainText().toStdString())) return false;
+  statusBar()->showMessage(q("saved " + path_.string()));
+  return true;
+}
+
+bool MainWindow::export_table(const std::filesystem::path& file) {
+  const std::string text = file.extension() == ".csv" ? results_csv(shown_) : results_json(shown_);
+  if (text.empty()) return false;
+  return write_or_warn(q(file.string()), text);
+}
+
+std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesystem::path& file) {
+  std::vector<std::pair<const char*, QChartView*>> charts = {{"job-time", time_chart_},
+                                                             {"cost", cost_chart_},
+                                                             {"gpu-memory", memory_chart_},
+                                                             {"host-memory", host_chart_},
+                                                             {"nvme", nvme_chart_}};
+  if (shown_.search) charts.emplace_back("search", search_chart_);
+  const bool svg = file.extension() == ".svg";
+#if !FTPLAN_GUI_SVG
+  if (svg) {
+    QMessageBox::warning(this, "ftplan", "This ftplan-gui was built without Qt Svg: export charts as .png.");
+    return {};
+  }
+#endif
+  std::vector<std::filesystem::path> written;
+  for (auto [name, view] : charts) {
+    if (!view->chart() || view->chart()->series().isEmpty()) continue;
+    // A chart on a tab not shown yet has no size of its own: render it at a readable one.
+    const QSize size = view->isVisible() ? view->size() : QSize(900, 500);
+    if (!view->isVisible()) view->resize(size);
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    if (svg) {
+#if FTPLAN_GUI_SVG
+      QSvgGenerator generator;
+      generator.setOutputDevice(&buffer);
+      generator.setSize(size);
+      generator.setViewBox(QRect(QPoint(0, 0), size));
+      generator.setTitle(view->chart()->title());
+      QPainter painter(&generator);
+      view->render(&painter);
+      painter.end();
+#endif
+    } else if (!view->grab().save(&buffer, "PNG")) {
+      continue;
+    }
+    std::filesystem::path out = file;
+    out.replace_filename(file.stem().string() + "-" + name + file.extension().string());
+    if (!write_or_warn(q(out.string()), std::string(bytes.constData(), static_cast<std::size_t>(bytes.size()))))
+      return written;
+    written.push_back(out);
+  }
+  statusBar()->showMessage(QString("%1 chart(s) written").arg(written.size()));
+  return written;
+}
+
+void MainWindow::export_table_dialog() {
+  const QString file =
+      QFileDialog::getSaveFileName(this, "Export the table", "results.json", "JSON (*.json);;CSV (*.csv)");
+  if (!file.isEmpty()) export_table(file.toStdString());
+}
+
+void MainWindow::export_charts_dialog() {
+  const QString file = QFileDialog::getSaveFileName(this, "Export the charts (one file each, named after the chart)",
+                                                    "charts.png", "PNG (*.png);;SVG (*.svg)");
+  if (!file.isEmpty()) export_charts(file.toStdString());
+}
+
+// `ftplan compare`'s table (io::comparison): each plan, and each after the first against the
+// first; a plan that does not fit is shaded and has no time or dollars; why, and what would fit.
 void MainWindow::show_table(const Outcome& o) {
   const std::vector<plan::Plan>& plans = o.plans;
-  const auto& ev = o.evaluations;
-  struct Row {
-    const char* name;
-    std::string (*cell)(const plan::Plan&, const evaluate::Evaluation&);
+  const io::Comparison& c = o.comparison;
+  const int n = static_cast<int>(plans.size());
+  // The pinned baseline's plan of the same name as shown plan i.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  const auto pinned_index = [&](int i) {
+    if (!pinned_) return kNone;
+    for (std::size_t j = 0; j < pinned_->plans.size(); ++j)
+      if (pinned_->plans[j].name == plans[static_cast<std::size_t>(i)].name) return j;
+    return kNone;
   };
-  static const Row rows[] = {
-      {"fits?", [](const plan::Plan&, const evaluate::Evaluation& e) { return std::string(e.feasible() ? "yes" : "NO"); }},
-      {"GPUs",
-       [](const plan::Plan& p, const evaluate::Evaluation&) { return fmt::format("{} x {}", p.cluster.gpus(), p.cluster.gpu.name); }},
-      {"peak GPU memory (of usable)",
-       [](const plan::Plan&, const evaluate::Evaluation& e) {
-         return fmt::format("{} / {}", io::format_bytes(e.memory.gpu_peak_bytes), io::format_bytes(e.memory.gpu_capacity_bytes));
-       }},
-      {"step time", [](const plan::Plan&, const evaluate::Evaluation& e) { return io::format_duration(e.step.step_time_s); }},
-      {"job time", [](const plan::Plan&, const evaluate::Evaluation& e) { return io::format_duration(e.cost.job_time_s); }},
-      {"tokens/s", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.0f}", e.step.tokens_per_s); }},
-      {"MFU", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f}%", 100 * e.step.mfu); }},
-      {"bound by",
-       [](const plan::Plan&, const evaluate::Evaluation& e) {
-         return fmt::format("{} ({:.0f}%)", e.step.bound_by, 100 * e.step.bound_utilization);
-       }},
-      {"peak power", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3); }},
-      {"energy (facility)", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); }},
-      {"cost", [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("${:.0f}", e.cost.cost_usd); }},
-      {"$ per million tokens",
-       [](const plan::Plan&, const evaluate::Evaluation& e) { return fmt::format("${:.2f}", e.cost.usd_per_million_tokens); }},
-      {"flash written (wear)",
-       [](const plan::Plan&, const evaluate::Evaluation& e) {
-         return e.cost.nvme_written_bytes > 0
-                    ? fmt::format("{:.1f} TB ({:.2f}%)", e.cost.nvme_written_bytes / 1e12, 100 * e.cost.wear_fraction)
-                    : std::string("-");
-       }},
-  };
-  const int n_rows = static_cast<int>(std::size(rows));
+  const int n_rows = static_cast<int>(c.rows.size());
   table_->clear();
-  table_->setRowCount(n_rows + 1);
-  table_->setColumnCount(static_cast<int>(plans.size()));
-  QStringList names;
+  table_->setRowCount(n_rows + 2);
+  table_->setColumnCount(n == 0 ? 0 : 2 * n - 1);
+  QStringList headers;
   const QStringList shorts = short_names(plans);
-  for (std::size_t i = 0; i < plans.size(); ++i) {
-    const QString full = q(plans[i].name);
-    names << (full.startsWith(shorts[static_cast<int>(i)]) ? full : shorts[static_cast<int>(i)] + ": " + full);
-    names.back().replace(": ", ":\n");  // long names on two lines
+  for (int i = 0; i < n; ++i) {
+    const QString full = q(plans[static_cast<std::size_t>(i)].name);
+    // A planner pick: what it was picked for on the first line, the layout under it.
+    // The charts' name for it on top when that is not the start of its own ("plan 2").
+    const QString chart_name = shorts[i];
+    const QString prefix = full.startsWith(chart_name) || full.contains(": ") ? QString() : chart_name + "\n";
+    headers << prefix + (full.contains(": ") ? full.section(": ", 0, 0) + ":\n" + wrapped(full.section(": ", 1))
+                                             : wrapped(full));
+    if (i > 0) headers << "vs first";
   }
-  table_->setHorizontalHeaderLabels(names);
+  table_->setHorizontalHeaderLabels(headers);
   QStringList labels;
-  for (const Row& r : rows) labels << r.name;
-  labels << "why not";
+  for (const auto& r : c.rows) labels << q(r.name);
+  labels << "why not"
+         << "what would fit";
   table_->setVerticalHeaderLabels(labels);
-  for (std::size_t c = 0; c < plans.size(); ++c) {
-    const bool ok = ev[c].feasible();
+  const auto put = [&](int row, int column, const QString& text, bool shaded) {
+    auto* item = new QTableWidgetItem(text);
+    item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    if (shaded) item->setBackground(QColor(255, 235, 235));
+    table_->setItem(row, column, item);
+    return item;
+  };
+  for (int i = 0; i < n; ++i) {
+    const auto& e = o.evaluations[static_cast<std::size_t>(i)];
+    const bool ok = e.feasible();
     for (int r = 0; r < n_rows; ++r) {
-      auto* item = new QTableWidgetItem(q(rows[r].cell(plans[c], ev[c])));
-      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      if (!ok) item->setBackground(QColor(255, 235, 235));
-      table_->setItem(r, static_cast<int>(c), item);
+      const auto& row = c.rows[static_cast<std::size_t>(r)];
+      put(r, column_of(i), q(row.cells[static_cast<std::size_t>(i)]), !ok);
+      if (i > 0)
+        put(r, column_of(i) + 1, q(row.vs_first[static_cast<std::size_t>(i)]), !ok)->setForeground(QColor(90, 90, 90));
     }
-    auto* why = new QTableWidgetItem(ok ? QString() : q(ev[c].reason()));
+    // Against the pinned baseline: the change of each figure of a plan of the same name.
+    const std::size_t j = pinned_index(i);
+    if (j != kNone)
+      for (int r = 0; r < n_rows; ++r) {
+        const auto& row = c.rows[static_cast<std::size_t>(r)];
+        const auto was = std::find_if(pinned_->comparison.rows.begin(), pinned_->comparison.rows.end(),
+                                      [&](const auto& p) { return p.name == row.name; });
+        if (was == pinned_->comparison.rows.end()) continue;
+        const std::string& before = was->cells[j];
+        const std::string& now = row.cells[static_cast<std::size_t>(i)];
+        if (before == now) continue;
+        QTableWidgetItem* item = table_->item(r, column_of(i));
+        const double a = was->values[j], b = row.values[static_cast<std::size_t>(i)];
+        item->setText(item->text() +
+                      (a > 0 && b > 0
+                           ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg(100 * (b / a - 1), 0, 'f', 0)
+                           : QString("  (was %1)").arg(q(before))));
+        item->setToolTip(q("pinned: " + before));
+        item->setForeground(QColor(0, 90, 170));
+      }
+    QTableWidgetItem* why = put(n_rows, column_of(i), ok ? QString() : q(e.reason()), !ok);
     why->setToolTip(why->text());
-    table_->setItem(n_rows, static_cast<int>(c), why);
+    why->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+    const auto& fixes = o.fixes[static_cast<std::size_t>(i)];
+    QStringList would;
+    for (std::size_t k = 0; k < fixes.size() && k < 2; ++k)
+      would << q(fmt::format("{} ({})", fixes[k].change, io::format_bytes(fixes[k].gpu_peak_bytes)));
+    QTableWidgetItem* fit = put(n_rows + 1, column_of(i), would.join("\n"), !ok);
+    fit->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+    QStringList all;
+    for (const auto& f : fixes) all << q(f.change);
+    fit->setToolTip(all.join("\n"));
   }
+  // Columns as wide as the figures; the reasons wrap within them.
+  table_->setRowHidden(n_rows, true);
+  table_->setRowHidden(n_rows + 1, true);
+  table_->resizeColumnsToContents();
+  table_->setRowHidden(
+      n_rows, std::all_of(o.evaluations.begin(), o.evaluations.end(), [](const auto& e) { return e.feasible(); }));
+  table_->setRowHidden(n_rows + 1,
+                       std::all_of(o.fixes.begin(), o.fixes.end(), [](const auto& f) { return f.empty(); }));
+  table_->resizeRowsToContents();
+  for (int col = 0; col < table_->columnCount(); ++col)
+    if (QTableWidgetItem* h = table_->horizontalHeaderItem(col)) h->setToolTip(h->text());
   // As tall as its rows: the charts get the rest.
-  for (int c = 0; c < table_->columnCount(); ++c)
-    if (QTableWidgetItem* h = table_->horizontalHeaderItem(c)) h->setToolTip(h->text());
-  int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth();
-  for (int r = 0; r < table_->rowCount(); ++r) height += table_->verticalHeader()->sectionSize(r);
+  int height = table_->horizontalHeader()->sizeHint().height() + 2 * table_->frameWidth() + 2;
+  for (int r = 0; r < table_->rowCount(); ++r)
+    if (!table_->isRowHidden(r)) height += table_->verticalHeader()->sectionSize(r);
+  if (table_->horizontalScrollBar()->isVisible() || table_->horizontalHeader()->length() > table_->viewport()->width())
+    height += table_->horizontalScrollBar()->sizeHint().height();
   table_->setFixedHeight(height);
 }
 
 void MainWindow::show_charts(const Outcome& o) {
   const std::vector<plan::Plan>& plans = o.plans;
+  const auto& ev = o.evaluations;
   const QStringList names = short_names(plans);
+  const std::size_t n = plans.size();
+  // Each shown plan's figure in the pinned baseline (a plan of the same name that ran there), else 0.
+  const auto pinned_of = [&](const std::function<double(const evaluate::Evaluation&)>& figure) {
+    std::vector<double> out(n, 0.0);
+    if (!pinned_) return out;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < pinned_->plans.size(); ++j)
+        if (pinned_->plans[j].name == plans[i].name && pinned_->evaluations[j].feasible())
+          out[i] = figure(pinned_->evaluations[j]);
+    return out;
+  };
 
-  if (o.search) {
-    // The planner's whole search: every simulated layout by job time and dollars, the Pareto
-    // front (time, $, peak power) drawn over them.
-    QChart* chart = new_chart("Searched plans: job time vs cost");
-    auto* all = new QScatterSeries;
-    all->setName("simulated");
-    all->setMarkerSize(6);
-    all->setColor(QColor(170, 170, 170));
-    auto* front = new QScatterSeries;
-    front->setName("Pareto front");
-    front->setMarkerSize(9);
-    front->setColor(QColor(200, 40, 40));
-    const planner::Result& r = *o.search;
-    for (std::size_t i = 0; i < r.candidates.size(); ++i) {
-      const auto& e = r.candidates[i].evaluation;
-      if (!e.feasible()) continue;
-      const QPointF p(e.cost.job_time_s / 3600, e.cost.cost_usd);
-      if (std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end()) *front << p;
-      else *all << p;
-    }
-    chart->addSeries(all);
-    chart->addSeries(front);
-    auto* x = new QLogValueAxis;
-    x->setTitleText("job time (h)");
-    x->setLabelFormat("%.3g");
-    auto* y = new QLogValueAxis;
-    y->setTitleText("cost ($)");
-    y->setLabelFormat("%.3g");
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    for (QScatterSeries* series : {all, front}) {
-      series->attachAxis(x);
-      series->attachAxis(y);
-    }
-    QChart* old = time_chart_->chart();
-    time_chart_->setChart(chart);
-    delete old;
-  } else {
-    // Job time, hours; infeasible plans show none.
-    QChart* chart = new_chart("Job time (hours)");
-    // Horizontal bars fill from the bottom: plans go in last to first, so the first is on top.
+  // Job time on a log axis (51.7 min beside 3.5 d), each bar labelled; a plan that does not fit has none.
+  {
+    QChart* chart = new_chart("Job time (hours, log scale)");
     auto* set = new QBarSet("job time");
-    QStringList labelled;  // the exact figure by each bar: a fast plan's bar can be a sliver
-    for (std::size_t i = plans.size(); i-- > 0;) {
-      const auto& e = o.evaluations[i];
-      *set << (e.feasible() ? e.cost.job_time_s / 3600 : 0.0);
-      labelled << names[static_cast<int>(i)] + "  " + (e.feasible() ? q(io::format_duration(e.cost.job_time_s)) : "does not fit");
+    QStringList labels;
+    double lo = 0, hi = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& e = ev[i];
+      labels << names[static_cast<int>(i)] + "  " +
+                    (e.feasible() ? q(io::format_duration(e.cost.job_time_s)) : "does not fit");
+      if (!e.feasible() || e.cost.job_time_s <= 0) continue;
+      const double h = e.cost.job_time_s / 3600;
+      lo = lo > 0 ? std::min(lo, h) : h;
+      hi = std::max(hi, h);
     }
+    // Whole decades around the figures, the shortest bar a visible length.
+    const double min = std::pow(10.0, std::floor(std::log10(lo > 0 ? lo : 1)) - 1);
+    double max = std::pow(10.0, std::ceil(std::log10(hi > 0 ? hi : 1) + 0.01));
+    if (pinned_)
+      for (double h : pinned_of([](const evaluate::Evaluation& e) { return e.cost.job_time_s / 3600; }))
+        if (h > max) max = std::pow(10.0, std::ceil(std::log10(h) + 0.01));
+    // A log axis has no 0: a plan without a time gets a bar of no length, from the axis' start.
+    for (std::size_t i = n; i-- > 0;)
+      *set << (ev[i].feasible() && ev[i].cost.job_time_s > 0 ? ev[i].cost.job_time_s / 3600 : min);
     auto* series = new QHorizontalBarSeries;
     series->append(set);
-    attach_axes(chart, series, labelled, "h", true);
-    chart->legend()->hide();
-    QChart* old = time_chart_->chart();
-    time_chart_->setChart(chart);
-    delete old;
+    chart->addSeries(series);
+    QBarCategoryAxis* categories = category_axis(chart, labels);
+    auto* values = new QLogValueAxis;
+    values->setTitleText("h");
+    values->setBase(10);
+    values->setRange(min, max);
+    values->setLabelFormat(min >= 1 ? "%.0f" : "%g");
+    values->setMinorTickCount(-1);
+    chart->addAxis(values, Qt::AlignBottom);
+    series->attachAxis(categories);
+    series->attachAxis(values);
+    const auto was = pinned_of([](const evaluate::Evaluation& e) { return e.cost.job_time_s / 3600; });
+    add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
+    // The legend only when there is a baseline to name.
+    for (QLegendMarker* m : chart->legend()->markers(series)) m->setVisible(false);
+    chart->legend()->setVisible(std::any_of(was.begin(), was.end(), [](double h) { return h > 0; }));
+    replace_chart(time_chart_, chart);
   }
-  // Dollars: hardware, energy and flash wear.
+  // Dollars: hardware, energy and flash wear, the total by each bar.
   {
     QChart* chart = new_chart("Cost ($)");
     auto* hw = new QBarSet("hardware");
     auto* energy = new QBarSet("energy");
     auto* wear = new QBarSet("flash wear");
-    QStringList labelled;
-    for (std::size_t i = plans.size(); i-- > 0;) {
-      const auto& e = o.evaluations[i];
-      const bool ok = e.feasible();
-      *hw << (ok ? e.cost.hardware_usd : 0.0);
-      *energy << (ok ? e.cost.energy_usd : 0.0);
-      *wear << (ok ? e.cost.wear_usd : 0.0);
-      labelled << names[static_cast<int>(i)] + "  " + (ok ? q(fmt::format("${:.0f}", e.cost.cost_usd)) : "does not fit");
+    QStringList labels;
+    double max = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool ok = ev[i].feasible();
+      labels << names[static_cast<int>(i)] + "  " + (ok ? q(io::money(ev[i].cost.cost_usd)) : "does not fit");
+      if (ok) max = std::max(max, ev[i].cost.cost_usd);
+    }
+    for (std::size_t i = n; i-- > 0;) {
+      const bool ok = ev[i].feasible();
+      *hw << (ok ? ev[i].cost.hardware_usd : 0.0);
+      *energy << (ok ? ev[i].cost.energy_usd : 0.0);
+      *wear << (ok ? ev[i].cost.wear_usd : 0.0);
     }
     auto* series = new QHorizontalStackedBarSeries;
     series->append({hw, energy, wear});
-    attach_axes(chart, series, labelled, "$", true);
-    QChart* old = cost_chart_->chart();
-    cost_chart_->setChart(chart);
-    delete old;
+    chart->addSeries(series);
+    QBarCategoryAxis* categories = category_axis(chart, labels);
+    const auto was = pinned_of([](const evaluate::Evaluation& e) { return e.cost.cost_usd; });
+    for (double usd : was) max = std::max(max, usd);
+    QValueAxis* values = value_axis(chart, "$", 1.05 * max);
+    series->attachAxis(categories);
+    series->attachAxis(values);
+    add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
+    replace_chart(cost_chart_, chart);
   }
-  // GPU memory per GPU at its peak, by category, against each plan's usable memory.
+  // Memory per tier: the figure judged for fit, against each plan's capacity.
+  using Cats = std::array<double, inventory::kCategories>;
   {
-    QChart* chart = new_chart("GPU memory per GPU at peak (GiB)");
-    auto* series = new QStackedBarSeries;
-    for (int c = 0; c < inventory::kCategories; ++c) {
-      auto* set = new QBarSet(inventory::to_string(static_cast<inventory::Category>(c)));
-      for (const auto& e : o.evaluations) *set << e.memory.gpu.bytes[static_cast<std::size_t>(c)] / (1u << 30);
-      series->append(set);
-    }
-    attach_axes(chart, series, names, "GiB (usable: see the table)");
-    chart->legend()->setAlignment(Qt::AlignRight);
-    QChart* old = memory_chart_->chart();
-    memory_chart_->setChart(chart);
-    delete old;
+    TierView gpu;
+    gpu.title = "GPU memory per GPU at its peak (GiB)";
+    gpu.unit = "GiB";
+    gpu.scale = kGiB;
+    gpu.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.gpu.bytes; };
+    // The caching allocator's slack: what fit is judged on (nvidia-smi's view) beyond the live tensors.
+    gpu.extra.emplace_back("allocator slack", [](const evaluate::Evaluation& e) {
+      return e.memory.gpu_reserved_peak_bytes - e.memory.gpu_allocated_peak_bytes;
+    });
+    gpu.total = [](const evaluate::Evaluation& e) { return e.memory.gpu_peak_bytes; };
+    gpu.capacity = [](const evaluate::Evaluation& e) { return e.memory.gpu_capacity_bytes; };
+    gpu.capacity_name = "usable per GPU";
+    replace_chart(memory_chart_, tier_chart(gpu, ev, names, pinned_of(gpu.total)));
   }
+  {
+    TierView host;
+    host.title = "Host DRAM per node at its peak (GiB)";
+    host.unit = "GiB";
+    host.scale = kGiB;
+    host.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.host.bytes; };
+    // The node's ranks of the most demanding pipeline stage (footprint: an upper bound).
+    host.extra.emplace_back("other stages",
+                            [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes - e.memory.host.total(); });
+    host.total = [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes; };
+    host.capacity = [](const evaluate::Evaluation& e) { return e.memory.host_capacity_bytes; };
+    host.capacity_name = "usable per node";
+    replace_chart(host_chart_, tier_chart(host, ev, names, pinned_of(host.total)));
+  }
+  {
+    TierView nvme;
+    nvme.title = "NVMe flash per node (TB)";
+    nvme.unit = "TB";
+    nvme.scale = 1e12;
+    nvme.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.nvme.bytes; };
+    nvme.extra.emplace_back("other stages",
+                            [](const evaluate::Evaluation& e) { return e.memory.nvme_bytes - e.memory.nvme.total(); });
+    nvme.total = [](const evaluate::Evaluation& e) { return e.memory.nvme_bytes; };
+    nvme.capacity = [](const evaluate::Evaluation& e) { return e.memory.nvme_capacity_bytes; };
+    nvme.capacity_name = "capacity per node";
+    replace_chart(nvme_chart_, tier_chart(nvme, ev, names, pinned_of(nvme.total)));
+  }
+}
+
+// The planner's whole search: every simulated layout by job time and dollars, the Pareto front
+// (time, $, peak power) and the picks over them, and the deadline and budget as lines. Hover a
+// point for its figures.
+void MainWindow::show_search(const Outcome& o) {
+  tabs_->setTabVisible(2, o.search.has_value());
+  if (!o.search) return;
+  QChart* chart = new_chart("Searched plans: job time vs cost");
+  const planner::Result& r = *o.search;
+  auto* all = new QScatterSeries;
+  all->setName("meets the constraints");
+  all->setMarkerSize(6);
+  all->setColor(QColor(120, 150, 200));
+  auto* out = new QScatterSeries;
+  out->setName("misses them");
+  out->setMarkerSize(6);
+  out->setColor(QColor(190, 190, 190));
+  auto* front = new QScatterSeries;
+  front->setName("Pareto front");
+  front->setMarkerSize(9);
+  front->setColor(QColor(200, 40, 40));
+  auto* picks = new QScatterSeries;
+  picks->setName("picks (table columns)");
+  picks->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  picks->setMarkerSize(13);
+  picks->setColor(QColor(0, 0, 0, 0));
+  picks->setBorderColor(QColor(0, 120, 0));
+  auto shared = std::make_shared<std::vector<std::pair<QPointF, QString>>>();  // for hover
+  double x_lo = 0, x_hi = 0, y_lo = 0, y_hi = 0;
+  const int picked[] = {r.fastest, r.cheapest, r.lowest_power, r.fewest_gpus};
+  for (std::size_t i = 0; i < r.candidates.size(); ++i) {
+    const auto& c = r.candidates[i];
+    const auto& e = c.evaluation;
+    if (!e.feasible() || e.cost.job_time_s <= 0 || e.cost.cost_usd <= 0) continue;
+    const QPointF p(e.cost.job_time_s / 3600, e.cost.cost_usd);
+    x_lo = x_lo > 0 ? std::min(x_lo, p.x()) : p.x();
+    y_lo = y_lo > 0 ? std::min(y_lo, p.y()) : p.y();
+    x_hi = std::max(x_hi, p.x());
+    y_hi = std::max(y_hi, p.y());
+    if (std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end())
+      *front << p;
+    else if (c.meets_constraints)
+      *all << p;
+    else
+      *out << p;
+    if (std::find(std::begin(picked), std::end(picked), static_cast<int>(i)) != std::end(picked)) *picks << p;
+    shared->emplace_back(p, q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
+                                          io::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
+                                          e.power.peak_power_w / 1e3, io::format_bytes(e.memory.gpu_peak_bytes),
+                                          c.meets_constraints ? "" : "\n(misses the constraints)")));
+  }
+  const plan::Constraints& k = o.scenario->constraints;
+  if (k.deadline_s > 0) {
+    x_lo = std::min(x_lo > 0 ? x_lo : k.deadline_s / 3600, k.deadline_s / 3600);
+    x_hi = std::max(x_hi, k.deadline_s / 3600);
+  }
+  if (k.budget_usd > 0) {
+    y_lo = std::min(y_lo > 0 ? y_lo : k.budget_usd, k.budget_usd);
+    y_hi = std::max(y_hi, k.budget_usd);
+  }
+  auto* x = new QLogValueAxis;
+  x->setTitleText("job time (h)");
+  x->setLabelFormat("%g");
+  auto* y = new QLogValueAxis;
+  y->setTitleText("cost ($)");
+  y->setLabelFormat("%.0f");
+  const double xmin = x_lo > 0 ? std::pow(10.0, std::floor(std::log10(x_lo))) : 0.1;
+  const double xmax = x_hi > 0 ? std::pow(10.0, std::ceil(std::log10(x_hi) + 0.01)) : 10;
+  const double ymin = y_lo > 0 ? std::pow(10.0, std::floor(std::log10(y_lo))) : 1;
+  const double ymax = y_hi > 0 ? std::pow(10.0, std::ceil(std::log10(y_hi) + 0.01)) : 10;
+  x->setRange(xmin, xmax);
+  y->setRange(ymin, ymax);
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QScatterSeries* series : {out, all, front, picks}) {
+    chart->addSeries(series);
+    series->attachAxis(x);
+    series->attachAxis(y);
+    connect(series, &QScatterSeries::hovered, this, [shared](const QPointF& point, bool state) {
+      if (!state) return;
+      for (const auto& [p, text] : *shared)
+        if (p == point) QToolTip::showText(QCursor::pos(), text);
+    });
+  }
+  // The constraints as lines: a plan left of the deadline and under the budget meets them.
+  const auto limit = [&](const QString& name, QPointF a, QPointF b, QColor color) {
+    auto* line = new QLineSeries;
+    line->setName(name);
+    line->append(a);
+    line->append(b);
+    QPen pen(color);
+    pen.setWidth(2);
+    pen.setStyle(Qt::DashLine);
+    line->setPen(pen);
+    chart->addSeries(line);
+    line->attachAxis(x);
+    line->attachAxis(y);
+  };
+  if (k.deadline_s > 0)
+    limit(q("deadline " + io::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin}, {k.deadline_s / 3600, ymax},
+          QColor(200, 120, 0));
+  if (k.budget_usd > 0)
+    limit(q("budget " + io::money(k.budget_usd)), {xmin, k.budget_usd}, {xmax, k.budget_usd}, QColor(120, 0, 160));
+  if (k.peak_power_w > 0)
+    chart->setTitle(chart->title() +
+                    q(fmt::format(" (peak power limit {:.1f} kW: grey points miss it)", k.peak_power_w / 1e3)));
+  replace_chart(search_chart_, chart);
 }
 
 }  // namespace ftplan::gui

@@ -1,10 +1,17 @@
 // The planner's window: the scenario as text (every key the CLI reads) with what-if knobs on
-// top, and the plans side by side: a comparison table, the verdict, and charts of job time,
-// dollars and GPU memory. Edits are evaluated on a worker thread after a short pause.
+// top, and the plans side by side: the answer in one line, the comparison table `ftplan compare`
+// prints, the verdict, and charts of job time, dollars and memory per tier (GPU, host DRAM,
+// NVMe) against each plan's capacity; for a search, every simulated plan against the
+// constraints. Edits are evaluated on a worker thread after a short pause; a newer edit, or
+// closing the window, cancels the evaluation under way.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <QFutureWatcher>
 #include <QMainWindow>
@@ -14,25 +21,54 @@
 class QComboBox;
 class QLabel;
 class QListWidget;
+class QListWidgetItem;
 class QPlainTextEdit;
 class QSpinBox;
+class QTabWidget;
 class QTableWidget;
 class QTimer;
 class QChartView;
 
 namespace ftplan::gui {
 
+class TimelineView;
+class SweepWindow;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
   MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog);
-  ~MainWindow() override;  // waits for a running evaluation (it reads the zoo and catalog)
+  ~MainWindow() override;  // cancels a running evaluation and waits for it to stop (it reads the zoo and catalog)
 
   // Loads a scenario file into the editor (false, with a message, when it cannot be read).
   bool open_file(const std::filesystem::path& path);
   // Evaluates the editor's text now, on this thread, and shows the result (for --screenshot).
   void evaluate_now();
+  // What the window shows now (the last evaluation that read clean).
+  const Outcome& shown() const { return shown_; }
+  // The table's column of plan `i` (each plan after the first is followed by its "vs first" column).
+  static int column_of(int plan) { return plan == 0 ? 0 : 2 * plan - 1; }
+
+  // Writes the text to the file it came from (false, with a message, when it cannot; Save as when
+  // there is none).
+  bool save();
+  // The shown plans to `file`: .json or .csv as `ftplan compare --format json/csv` writes them.
+  bool export_table(const std::filesystem::path& file);
+  // Every chart to `file` with the chart's name added ("out.png" -> "out-job-time.png", ...); PNG,
+  // or SVG where the GUI was built with Qt Svg. Returns the files written (none after a message).
+  std::vector<std::filesystem::path> export_charts(const std::filesystem::path& file);
+  // Keeps what is shown as the baseline: the table and charts then show each plan of the same
+  // name against it. Again: a new baseline; unpin() drops it.
+  void pin();
+  void unpin();
+  // Writes the what-if knobs' values into the text's job block (with_knobs) and sets the knobs
+  // back to "as written"; false, with the reason, when that would not say what the knobs do.
+  bool write_knobs();
+
+ signals:
+  // An evaluation's result is on screen (or its errors are).
+  void evaluated();
 
  private slots:
   void open_dialog();
@@ -41,21 +77,29 @@ class MainWindow : public QMainWindow {
   void schedule_evaluation();
   void start_evaluation();
   void evaluation_done();
+  void go_to_error(QListWidgetItem* item);
+  void export_table_dialog();
+  void export_charts_dialog();
+  void show_timeline(int plan);
+  void open_sweep_dialog();
 
  private:
   Overrides overrides() const;
-  std::string source_name() const;           // what reader messages call the text
-  std::filesystem::path base_dir() const;    // where relative paths in it resolve
-  void show_outcome(Outcome outcome);  // kept in shown_ when it evaluated
+  std::string source_name() const;         // what reader messages call the text
+  std::filesystem::path base_dir() const;  // where relative paths in it resolve
+  void show_outcome(Outcome outcome);
+  void redraw();  // table and charts of shown_ (against pinned_)      // kept in shown_ when it evaluated
+  void show_errors(const Outcome& outcome);
   void show_table(const Outcome& outcome);
   void show_charts(const Outcome& outcome);
-  void mark_error_line(int line);
+  void show_search(const Outcome& outcome);
   bool write_or_warn(const QString& file, const std::string& text);  // atomically; false after a message
 
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
-  std::filesystem::path path_;  // the file the text came from ("" = none)
-  Outcome shown_;               // what the window shows now (the last good evaluation)
+  std::filesystem::path path_;     // the file the text came from ("" = none)
+  Outcome shown_;                  // what the window shows now (the last good evaluation)
+  std::optional<Outcome> pinned_;  // the baseline the what-if is shown against
 
   QPlainTextEdit* editor_ = nullptr;
   QSpinBox* seq_ = nullptr;
@@ -64,14 +108,24 @@ class MainWindow : public QMainWindow {
   QComboBox* precision_ = nullptr;
   QListWidget* errors_ = nullptr;
   QLabel* headline_ = nullptr;
+  QLabel* answer_ = nullptr;
+  QLabel* basis_ = nullptr;
   QTableWidget* table_ = nullptr;
   QLabel* verdict_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
   QChartView* time_chart_ = nullptr;
   QChartView* cost_chart_ = nullptr;
   QChartView* memory_chart_ = nullptr;
+  QChartView* host_chart_ = nullptr;
+  QChartView* nvme_chart_ = nullptr;
+  QChartView* search_chart_ = nullptr;
+  QComboBox* timeline_plan_ = nullptr;
+  TimelineView* timeline_ = nullptr;
+  SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
-  bool pending_ = false;  // the text changed while an evaluation ran
+  std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
+  bool pending_ = false;                     // the text changed while an evaluation ran
 };
 
 }  // namespace ftplan::gui

@@ -13,7 +13,8 @@ packages=(
 )
 # The GUI (FTPLAN_BUILD_GUI) needs Qt 6 Widgets and Charts; installed on request: FTPLAN_WITH_GUI=1.
 if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then
-  packages+=(qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev)
+  # qt6-svg-dev: charts exported as SVG (optional: without it the window exports PNG only).
+  packages+=(qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev)
 fi
 # The sanitized build (scripts/build-asan.sh: scripts/test.sh, so CI, and scripts/fuzz.sh) needs
 # Clang 14 with its ASan, UBSan and libFuzzer runtimes: FTPLAN_WITH_FUZZ=1 (those scripts set it).

@@ -6,6 +6,7 @@
 
 #include "common/strings.hpp"
 #include "footprint/footprint.hpp"
+#include "io/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
@@ -22,6 +23,200 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
   }
   if (r >= 1.5) return fmt::format("{:.1f}x {}", r, more_word);
   return fmt::format("{:.0f}% {}", 100 * (r - 1), more_word);
+}
+
+std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) : fmt::format("${:.0f}", usd); }
+
+std::string cost_basis(const plan::CostSpec& c) {
+  if (c.mode == plan::CostSpec::Mode::rent)
+    return std::string("rented, billed per ") + (c.billing == plan::CostSpec::Billing::per_hour ? "hour" : "second");
+  return fmt::format("owned, {:.0f}-year life at {:.0f}% use, ${:.3f}/kWh x PUE {:.2f}", c.lifetime_years,
+                     100 * c.utilization, c.energy_usd_per_kwh, c.pue);
+}
+
+namespace {
+
+// "1.66x": x against base, for the "vs first" column.
+std::string ratio(double base, double x) {
+  if (base <= 0 || x <= 0) return "";
+  // A ratio to a near-zero base (e.g. idle GPU time of a plan that never idles) says nothing.
+  if (x / base > 999 || base / x > 999) return "";
+  return fmt::format("{:.2f}x", x / base);
+}
+
+// "0.46x", "1.7x", "49x": a ratio read in a sentence, two significant figures.
+std::string times(double base, double x) {
+  const double r = x / base;
+  return r < 1 ? fmt::format("{:.2f}x", r) : r < 10 ? fmt::format("{:.1f}x", r) : fmt::format("{:.0f}x", r);
+}
+
+}  // namespace
+
+Comparison comparison(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
+  Comparison t;
+  const std::size_t n = plans.size();
+  if (n == 0) return t;
+  t.basis = cost_basis(plans.front().cost);
+  for (const auto& p : plans) t.one_basis = t.one_basis && cost_basis(p.cost) == t.basis;
+  const auto row = [&](const std::string& name, auto value_of, auto number_of) {
+    Comparison::Row r;
+    r.name = name;
+    for (std::size_t i = 0; i < n; ++i) {
+      r.cells.push_back(value_of(i));
+      r.values.push_back(static_cast<double>(number_of(i)));
+      r.vs_first.push_back(i > 0 ? ratio(r.values[0], r.values[i]) : std::string());
+    }
+    t.rows.push_back(std::move(r));
+  };
+  // Rows of what a plan costs when it runs: "-" and no ratio for a plan that does not fit.
+  const auto run_row = [&](const std::string& name, auto value_of, auto number_of) {
+    row(
+        name, [&](std::size_t i) { return ev[i].feasible() ? std::string(value_of(i)) : std::string("-"); },
+        [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? static_cast<double>(number_of(i)) : 0.0; });
+  };
+  const auto none = [](std::size_t) { return 0.0; };
+  if (!t.one_basis)
+    row(
+        "costs",
+        [&](std::size_t i) {
+          return plans[i].cost.mode == plan::CostSpec::Mode::rent ? std::string("rented") : std::string("owned");
+        },
+        none);
+  row(
+      "fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
+  row(
+      "micro-batch",
+      [&](std::size_t i) {
+        const auto& j = plans[i].job;
+        const std::int64_t steps = plan::grad_accumulation_steps(plans[i]);
+        return fmt::format("{} x {} step{}{}", j.micro_batch, steps, steps == 1 ? "" : "s",
+                           j.micro_batch_auto ? " (auto)" : "");
+      },
+      none);
+  row(
+      "activation checkpointing",
+      [&](std::size_t i) {
+        const auto& j = plans[i].job;
+        return std::string(plan::to_string(j.checkpointing)) + (j.checkpointing_auto ? " (auto)" : "");
+      },
+      none);
+  row(
+      "GPUs", [&](std::size_t i) { return fmt::format("{} x {}", plans[i].cluster.gpus(), plans[i].cluster.gpu.name); },
+      [&](std::size_t i) { return static_cast<double>(plans[i].cluster.gpus()); });
+  row(
+      "peak GPU memory", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
+      [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
+  run_row(
+      "job time", [&](std::size_t i) { return format_duration(ev[i].cost.job_time_s); },
+      [&](std::size_t i) { return ev[i].cost.job_time_s; });
+  run_row(
+      "tokens/s", [&](std::size_t i) { return fmt::format("{:.0f}", ev[i].step.tokens_per_s); },
+      [&](std::size_t i) { return ev[i].step.tokens_per_s; });
+  run_row(
+      "MFU", [&](std::size_t i) { return fmt::format("{:.1f}%", 100 * ev[i].step.mfu); },
+      [&](std::size_t i) { return ev[i].step.mfu; });
+  run_row(
+      "peak power", [&](std::size_t i) { return fmt::format("{:.1f} kW", ev[i].power.peak_power_w / 1e3); },
+      [&](std::size_t i) { return ev[i].power.peak_power_w; });
+  run_row(
+      "energy (facility)", [&](std::size_t i) { return fmt::format("{:.1f} kWh", ev[i].cost.energy_kwh); },
+      [&](std::size_t i) { return ev[i].cost.energy_kwh; });
+  run_row(
+      "cost", [&](std::size_t i) { return money(ev[i].cost.cost_usd); },
+      [&](std::size_t i) { return ev[i].cost.cost_usd; });
+  run_row(
+      "  hardware", [&](std::size_t i) { return money(ev[i].cost.hardware_usd); },
+      [&](std::size_t i) { return ev[i].cost.hardware_usd; });
+  run_row(
+      "  energy", [&](std::size_t i) { return money(ev[i].cost.energy_usd); },
+      [&](std::size_t i) { return ev[i].cost.energy_usd; });
+  run_row(
+      "  flash wear", [&](std::size_t i) { return money(ev[i].cost.wear_usd); },
+      [&](std::size_t i) { return ev[i].cost.wear_usd; });
+  run_row(
+      "$ per million tokens", [&](std::size_t i) { return fmt::format("${:.2f}", ev[i].cost.usd_per_million_tokens); },
+      [&](std::size_t i) { return ev[i].cost.usd_per_million_tokens; });
+  run_row(
+      "flash written (wear)",
+      [&](std::size_t i) {
+        return ev[i].cost.nvme_written_bytes > 0
+                   ? fmt::format("{:.1f} TB ({:.2f}%)", ev[i].cost.nvme_written_bytes / 1e12,
+                                 100 * ev[i].cost.wear_fraction)
+                   : std::string("-");
+      },
+      [&](std::size_t i) { return ev[i].cost.nvme_written_bytes; });
+  run_row(
+      "idle GPU time",
+      [&](std::size_t i) { return fmt::format("{:.1f} GPU-h", ev[i].power.gpu_idle_s_per_step * ev[i].steps / 3600); },
+      [&](std::size_t i) { return ev[i].power.gpu_idle_s_per_step * ev[i].steps; });
+  return t;
+}
+
+std::string constraint_words(const plan::Constraints& k) {
+  std::vector<std::string> limits;
+  if (k.deadline_s > 0) limits.push_back("deadline " + format_duration(k.deadline_s));
+  if (k.budget_usd > 0) limits.push_back(fmt::format("budget ${:.0f}", k.budget_usd));
+  if (k.peak_power_w > 0) limits.push_back(fmt::format("peak power {:.1f} kW", k.peak_power_w / 1e3));
+  if (k.max_gpus > 0) limits.push_back(fmt::format("at most {} GPUs", k.max_gpus));
+  return join(limits, ", ");
+}
+
+namespace {
+
+// Why a plan that fits misses the constraints: "3.5 d, past the deadline", ...
+std::string missed(const plan::Constraints& k, const plan::Plan& p, const evaluate::Evaluation& e) {
+  std::vector<std::string> why;
+  if (k.deadline_s > 0 && e.cost.job_time_s > k.deadline_s)
+    why.push_back(format_duration(e.cost.job_time_s) + ", past the deadline");
+  if (k.budget_usd > 0 && e.cost.cost_usd > k.budget_usd) why.push_back(money(e.cost.cost_usd) + ", over the budget");
+  if (k.peak_power_w > 0 && e.power.peak_power_w > k.peak_power_w)
+    why.push_back(fmt::format("{:.1f} kW peak, over the power limit", e.power.peak_power_w / 1e3));
+  if (k.max_gpus > 0 && p.cluster.gpus() > k.max_gpus)
+    why.push_back(fmt::format("{} GPUs, over the limit", p.cluster.gpus()));
+  return join(why, "; ");
+}
+
+}  // namespace
+
+std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev,
+                   const plan::Constraints& k) {
+  if (plans.empty()) return "";
+  const std::string limits = constraint_words(k);
+  int best = -1;
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    if (evaluate::meets_constraints(k, plans[i], ev[i]) &&
+        (best < 0 || ev[i].cost.cost_usd < ev[static_cast<std::size_t>(best)].cost.cost_usd))
+      best = static_cast<int>(i);
+  std::vector<std::string> others;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (static_cast<int>(i) == best) continue;
+    const evaluate::Evaluation& e = ev[i];
+    if (!e.feasible()) {
+      others.push_back(plans[i].name + " does not fit");
+      continue;
+    }
+    const std::string out = missed(k, plans[i], e);
+    if (best < 0) {
+      others.push_back(fmt::format("{}: {}", plans[i].name, out));
+      continue;
+    }
+    const evaluate::Evaluation& w = ev[static_cast<std::size_t>(best)];
+    std::string line = plans[i].name + " is ";
+    if (w.cost.cost_usd > 0 && e.cost.cost_usd > 0) line += times(w.cost.cost_usd, e.cost.cost_usd) + " the cost";
+    if (w.cost.job_time_s > 0 && e.cost.job_time_s > 0)
+      line += " and " + times(w.cost.job_time_s, e.cost.job_time_s) + " the time";
+    if (!out.empty()) line += " (" + out + ")";
+    others.push_back(line);
+  }
+  if (best < 0)
+    return fmt::format("No plan meets the constraints{}: {}.", limits.empty() ? "" : " (" + limits + ")",
+                       join(others, "; "));
+  const plan::Plan& p = plans[static_cast<std::size_t>(best)];
+  const evaluate::Evaluation& w = ev[static_cast<std::size_t>(best)];
+  std::string s = fmt::format("Cheapest{}: {}, {}, {} ({})", limits.empty() ? "" : " within " + limits, p.name,
+                              money(w.cost.cost_usd), format_duration(w.cost.job_time_s), cost_basis(p.cost));
+  if (!others.empty()) s += "; " + join(others, "; ");
+  return s + ".";
 }
 
 std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {

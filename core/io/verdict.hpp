@@ -8,6 +8,7 @@
 #include "io/results.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
+#include "plan/search_spec.hpp"
 
 namespace ftplan::io {
 
@@ -22,5 +23,37 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
 
 // "4x fewer", "2.3x more", "63% lower", "41% less": how b compares with a.
 std::string ratio_words(double a, double b, const char* less_word, const char* more_word);
+
+// Dollars to the cent below $100 (a small job's cost is not "$1"), whole dollars above.
+std::string money(double usd);
+
+// How a plan is paid for, in words: "rented, billed per second" or "owned, 5-year life at 70% use, ...".
+std::string cost_basis(const plan::CostSpec& cost);
+
+// The comparison table `ftplan compare` prints and the GUI shows, cell by cell: one row per
+// figure, one cell per plan, and each plan after the first against the first ("1.66x"; empty when
+// a ratio says nothing). Figures of a run (time, power, dollars) are "-" for a plan that does not fit.
+struct Comparison {
+  struct Row {
+    std::string name;                   // "job time"; a cost part is indented: "  hardware"
+    std::vector<std::string> cells;     // one per plan
+    std::vector<std::string> vs_first;  // one per plan; the first's is ""
+    std::vector<double> values;         // the figure behind each cell (0 where none), for charts and deltas
+  };
+  bool one_basis = true;  // every plan pays the same way (then `basis` says how; else a "costs" row does)
+  std::string basis;      // cost_basis of the first plan
+  std::vector<Row> rows;
+};
+Comparison comparison(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
+
+// "deadline 24.0 h, budget $500": the constraints that are set, in words ("" when none is).
+std::string constraint_words(const plan::Constraints& constraints);
+
+// The answer in one line: the cheapest plan that meets the constraints, with its dollars (and
+// their basis) and time, and how each other plan compares with it or why it is out:
+// "Cheapest within deadline 24.0 h: A, $82.78, 51.7 min (rented, billed per second); B is 1.66x
+// the cost and 49.4x the time." `ftplan sweep`'s cheapest_plan is the same choice.
+std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations,
+                   const plan::Constraints& constraints);
 
 }  // namespace ftplan::io

@@ -11,6 +11,7 @@
 
 #include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
+#include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "plan/cluster.hpp"
 

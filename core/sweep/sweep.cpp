@@ -15,6 +15,7 @@
 #include "common/strings.hpp"
 #include "evaluate/pool.hpp"
 #include "io/results.hpp"
+#include "io/verdict.hpp"
 #include "io/scenario_io.hpp"
 #include "io/yaml_reader.hpp"
 

@@ -3,10 +3,14 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "evaluation.hpp"
+#include "io/output_schema.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -34,6 +38,22 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   REQUIRE(base.evaluations.size() == 2);
   CHECK(!base.verdict.empty());
   CHECK(base.evaluations[0].feasible());
+  // The table is compare's, cell by cell: cents below $100, "vs first", idle GPU time.
+  const auto row = [&](const gui::Outcome& o, const std::string& name) {
+    const auto at =
+        std::find_if(o.comparison.rows.begin(), o.comparison.rows.end(), [&](const auto& r) { return r.name == name; });
+    REQUIRE(at != o.comparison.rows.end());
+    return *at;
+  };
+  CHECK(base.comparison.basis == "rented, billed per second");
+  CHECK(row(base, "cost").cells[0] == io::money(base.evaluations[0].cost.cost_usd));
+  CHECK(row(base, "cost").cells[0].find('.') != std::string::npos);  // $82.78, not $83
+  CHECK(!row(base, "job time").vs_first[1].empty());
+  CHECK(row(base, "idle GPU time").cells[1].find("GPU-h") != std::string::npos);
+  // The answer in one line: A is cheaper and sooner; B is 1.7x the cost and 49x the time.
+  CHECK(base.answer.rfind("Cheapest: A 32x H100 FSDP, $", 0) == 0);
+  CHECK(base.answer.find("(rented, billed per second)") != std::string::npos);
+  CHECK(base.answer.find("B 4x RTX 6000 Ada + flash is 1.7x the cost and 49x the time") != std::string::npos);
 
   // Without checkpointing the 32-GPU plan keeps every layer's activations: more memory.
   gui::Overrides none;
@@ -41,6 +61,24 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   const auto more = run(text, none);
   REQUIRE(more.scenario);
   CHECK(more.evaluations[0].memory.gpu_peak_bytes > base.evaluations[0].memory.gpu_peak_bytes);
+
+  // Exported as `ftplan compare --format json/csv` writes them, the answer on top.
+  const auto json = nlohmann::json::parse(gui::results_json(base));
+  CHECK(json["schema_version"] == io::kOutputSchemaVersion);
+  REQUIRE(json["results"].size() == 2);
+  CHECK(json["results"][0]["plan"] == "A 32x H100 FSDP");
+  CHECK(json["results"][0]["cost_usd"].get<double>() == doctest::Approx(base.evaluations[0].cost.cost_usd));
+  CHECK(json["answer"] == base.answer);
+  const std::string csv = gui::results_csv(base);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header + 2 plans
+  CHECK(csv.rfind("plan,", 0) == 0);
+
+  // A deadline no plan meets: the answer says so, and why each is out.
+  std::string tight = text + "constraints: {deadline: 30 min}\n";
+  const auto late = run(tight);
+  REQUIRE(late.scenario);
+  CHECK(late.answer.rfind(
+            "No plan meets the constraints (deadline 30.0 min): A 32x H100 FSDP: 51.7 min, past the deadline", 0) == 0);
 
   // A knob the plans cannot take is reported like the reader's checks, naming plan and key.
   // (The scenario's global batch of 32 does not split into micro-batches of 3 on 32 GPUs.)
@@ -60,7 +98,9 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(!bad.scenario);
   REQUIRE(!bad.errors.empty());
   CHECK(bad.errors.front().rfind("s.yaml:", 0) == 0);
-  CHECK(bad.error_line == 1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
+  REQUIRE(bad.error_lines.size() == bad.errors.size());
+  CHECK(bad.error_lines.front() ==
+        1 + static_cast<int>(std::count(typo.begin(), typo.begin() + static_cast<long>(at), '\n')));
 }
 
 TEST_CASE("for a search scenario the GUI shows the planner's picks and keeps the whole search") {
@@ -87,4 +127,54 @@ constraints: {max_gpus: 8}
   CHECK(o.plans.front().name.rfind("fastest", 0) == 0);
   for (const auto& p : o.plans) CHECK(p.name.find(": ") != std::string::npos);
   CHECK(o.verdict.find("layouts") != std::string::npos);
+  CHECK(o.answer.rfind("Cheapest within at most 8 GPUs: ", 0) == 0);
+
+  // The micro-batch and checkpointing knobs replace what the planner searches over.
+  gui::Overrides two;
+  two.micro_batch = 2;
+  two.checkpointing = plan::Checkpointing::none;  // the text searches [full] only
+  const auto fixed = run(text, two);
+  REQUIRE(fixed.search);
+  REQUIRE(!fixed.search->candidates.empty());
+  for (const auto& c : fixed.search->candidates) {
+    CHECK(c.plan.job.micro_batch == 2);
+    CHECK(c.plan.job.checkpointing == plan::Checkpointing::none);
+  }
+}
+
+TEST_CASE("the GUI writes the what-if knobs into the scenario's job block, comments kept") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
+  gui::Overrides o;
+  o.seq_len = 2048;
+  o.checkpointing = plan::Checkpointing::none;
+  const auto edit = gui::with_knobs(text, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), o);
+  REQUIRE(edit.problem.empty());
+  CHECK(edit.text.find("  seq_len: 2048\n") != std::string::npos);
+  CHECK(edit.text.find("  activation_checkpointing: none\n") != std::string::npos);
+  CHECK(edit.text.find("seq_len: 4096") == std::string::npos);
+  CHECK(edit.text.rfind("# The project's motivating question", 0) == 0);  // comments kept
+  // Only those two lines changed.
+  CHECK(std::count(edit.text.begin(), edit.text.end(), '\n') == std::count(text.begin(), text.end(), '\n'));
+  // Read back without knobs it evaluates as the knobs made the text evaluate.
+  const auto knobbed = run(text, o);
+  const auto saved = run(edit.text);
+  REQUIRE(saved.scenario);
+  CHECK(saved.evaluations[0].memory.gpu_peak_bytes == knobbed.evaluations[0].memory.gpu_peak_bytes);
+  CHECK(saved.evaluations[1].cost.job_time_s == knobbed.evaluations[1].cost.job_time_s);
+
+  // A key a plan sets itself: the knob overrides it there, the text's job would not.
+  const std::string eight = read(test::zoo_dir().parent_path() / "scenarios" / "llama8b-single-gpu.yaml");
+  gui::Overrides micro;
+  micro.micro_batch = 1;
+  const auto refused = gui::with_knobs(eight, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), micro);
+  CHECK(refused.text.empty());
+  CHECK(refused.problem.find("plan '8x H100 LoRA'") != std::string::npos);
+}
+
+TEST_CASE("a GUI evaluation stops when asked, with nothing to show") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml");
+  const std::atomic<bool> stop{true};
+  const auto o = gui::evaluate(text, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), {}, &stop);
+  CHECK(o.cancelled);
+  CHECK(o.evaluations.empty());
 }

@@ -1,0 +1,106 @@
+#include "sweep_grid.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace ftplan::gui {
+
+namespace {
+
+std::string text_of(const io::Value& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;  // unquoted
+  return io::csv_cell(v);
+}
+
+double number_of(const io::Value& v) {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? 1 : 0;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::string>& axes, const std::string& x_axis,
+                     const std::string& y_axis, const std::string& field, const std::string& plan) {
+  SweepGrid g;
+  // Each other axis at its first value (the first row's: points come in order).
+  std::map<std::string, std::string> held;
+  std::vector<io::Row> ordered = rows;
+  const auto point = [](const io::Row& r) {
+    const io::Value* p = r.get("point");
+    return p ? number_of(*p) : 0.0;
+  };
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) { return point(a) < point(b); });
+  // An axis zipped with x or y (its value follows theirs) is not held: it moves with them.
+  const auto follows = [&](const std::string& a) {
+    std::map<std::pair<std::string, std::string>, std::string> seen;
+    for (const auto& r : ordered) {
+      const io::Value *xv = r.get(x_axis), *yv = r.get(y_axis), *av = r.get(a);
+      if (!xv || !yv || !av) continue;
+      const auto [at, fresh] = seen.emplace(std::pair{text_of(*xv), text_of(*yv)}, text_of(*av));
+      if (!fresh && at->second != text_of(*av)) return false;
+    }
+    return true;
+  };
+  for (const auto& a : axes)
+    if (a != x_axis && a != y_axis && !follows(a))
+      for (const auto& r : ordered)
+        if (const io::Value* v = r.get(a)) {
+          held[a] = text_of(*v);
+          break;
+        }
+  const auto add = [](std::vector<std::string>& to, const std::string& v) {
+    if (std::find(to.begin(), to.end(), v) == to.end()) to.push_back(v);
+  };
+  for (const auto& r : ordered) {
+    const io::Value* xv = r.get(x_axis);
+    const io::Value* yv = r.get(y_axis);
+    if (xv && yv) {
+      add(g.x, text_of(*xv));
+      add(g.y, text_of(*yv));
+    }
+  }
+  g.text.assign(g.x.size() * g.y.size(), "");
+  g.number.assign(g.x.size() * g.y.size(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<bool> filled(g.text.size(), false);
+  for (const auto& r : ordered) {
+    const io::Value* xv = r.get(x_axis);
+    const io::Value* yv = r.get(y_axis);
+    if (!xv || !yv) continue;
+    bool other = false;
+    for (const auto& [a, v] : held)
+      if (const io::Value* rv = r.get(a); rv && text_of(*rv) != v) other = true;
+    if (other) continue;
+    if (!plan.empty()) {
+      const io::Value* p = r.get("plan");
+      if (!p || text_of(*p) != plan) continue;
+    }
+    const auto xi = static_cast<std::size_t>(std::find(g.x.begin(), g.x.end(), text_of(*xv)) - g.x.begin());
+    const auto yi = static_cast<std::size_t>(std::find(g.y.begin(), g.y.end(), text_of(*yv)) - g.y.begin());
+    const std::size_t at = yi * g.x.size() + xi;
+    if (filled[at]) continue;  // the point's first plan when none is chosen
+    filled[at] = true;
+    if (const io::Value* v = r.get(field)) {
+      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none") : text_of(*v);
+      g.number[at] = number_of(*v);
+    }
+  }
+  return g;
+}
+
+std::vector<std::string> grid_fields(const std::vector<io::Row>& rows) {
+  std::vector<std::string> out;
+  for (const auto& r : rows)
+    for (const auto& [k, v] : r.fields) {
+      if (k == "point" || k.rfind("axis.", 0) == 0) continue;
+      const bool shown = k == "cheapest_plan" || std::holds_alternative<double>(v) ||
+                         std::holds_alternative<std::int64_t>(v) || std::holds_alternative<bool>(v);
+      if (shown && std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+    }
+  return out;
+}
+
+}  // namespace ftplan::gui

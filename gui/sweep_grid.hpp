@@ -1,0 +1,29 @@
+// A sweep's rows as a grid over two of its axes, for the GUI's heatmap: one cell per pair of axis
+// values, holding one output field of one plan. Other axes are held at their first value. Qt-free.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "io/rows.hpp"
+
+namespace ftplan::gui {
+
+struct SweepGrid {
+  std::vector<std::string> x, y;  // the axes' values, in the order the sweep gives them
+  // Row-major over y then x: the field's text ("" where no row) and its number (NaN where none).
+  std::vector<std::string> text;
+  std::vector<double> number;
+  const std::string& text_at(std::size_t xi, std::size_t yi) const { return text[yi * x.size() + xi]; }
+  double number_at(std::size_t xi, std::size_t yi) const { return number[yi * x.size() + xi]; }
+};
+
+// `rows` as ftplan::sweep::run hands them (each with `point`, the axis columns and `plan`);
+// `axes` every axis column, `x_axis` and `y_axis` two of them; `plan` "" takes the point's first.
+SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::string>& axes, const std::string& x_axis,
+                     const std::string& y_axis, const std::string& field, const std::string& plan);
+
+// The fields of `rows` a heatmap can show: numbers and bools, and `cheapest_plan`.
+std::vector<std::string> grid_fields(const std::vector<io::Row>& rows);
+
+}  // namespace ftplan::gui

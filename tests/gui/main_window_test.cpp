@@ -1,0 +1,377 @@
+// The desktop planner's window under Qt Test, off screen (QT_QPA_PLATFORM=offscreen): what it
+// shows for each example scenario (table cells, chart series and their values), a knob edit
+// evaluated on the worker thread, every error listed and every line marked, and closing during a
+// search. Saves a screenshot of each example scenario, each tab, under FTPLAN_SCREENSHOT_DIR.
+#include <QtTest/QtTest>
+
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QHorizontalStackedBarSeries>
+#include <QLabel>
+#include <QLineSeries>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QTabWidget>
+#include <QTableWidget>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "io/catalog_io.hpp"
+#include "io/model_io.hpp"
+#include "io/units.hpp"
+#include "io/verdict.hpp"
+#include "main_window.hpp"
+#include "sweep_window.hpp"
+#include "timeline_view.hpp"
+
+using ftplan::gui::MainWindow;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kGiB = 1u << 30;
+
+int row_of(const QTableWidget* t, const QString& name) {
+  for (int r = 0; r < t->rowCount(); ++r)
+    if (t->verticalHeaderItem(r) && t->verticalHeaderItem(r)->text() == name) return r;
+  return -1;
+}
+
+QString cell(const QTableWidget* t, const QString& row, int column) {
+  const int r = row_of(t, row);
+  if (r < 0 || !t->item(r, column)) return "<none>";
+  return t->item(r, column)->text();
+}
+
+// The stacked bar's total for plan i (bars are listed bottom-up: the last plan first).
+double bar_total(const QChartView* view, std::size_t plan, std::size_t plans) {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* bars = qobject_cast<QHorizontalStackedBarSeries*>(s)) {
+      double total = 0;
+      for (QBarSet* set : bars->barSets()) total += set->at(static_cast<int>(plans - 1 - plan));
+      return total;
+    }
+  return -1;
+}
+
+// The capacity line (or the pinned baseline's mark) drawn across plan i's bar (its x), or -1 when there is none.
+double capacity_line(const QChartView* view, std::size_t plan, const QString& kind = "capacity") {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s);
+        line && line->property("kind").toString() == kind && line->property("plan").toInt() == static_cast<int>(plan))
+      return line->at(0).x();
+  return -1;
+}
+
+}  // namespace
+
+class MainWindowTest : public QObject {
+  Q_OBJECT
+
+ private:
+  std::unique_ptr<ftplan::model::Zoo> zoo_;
+  std::unique_ptr<ftplan::hardware::Catalog> catalog_;
+
+  std::unique_ptr<MainWindow> window() {
+    auto w = std::make_unique<MainWindow>(*zoo_, *catalog_);
+    w->resize(1600, 1000);
+    w->show();
+    return w;
+  }
+
+ private slots:
+  void initTestCase() {
+    zoo_ = std::make_unique<ftplan::model::Zoo>(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
+    catalog_ = std::make_unique<ftplan::hardware::Catalog>(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
+    fs::create_directories(FTPLAN_SCREENSHOT_DIR);
+  }
+
+  void example_scenario_data() {
+    QTest::addColumn<QString>("file");
+    for (const auto& entry : fs::directory_iterator(FTPLAN_SCENARIOS_DIR)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.path().extension() != ".yaml" || name.rfind("sweep-", 0) == 0) continue;  // sweeps are not scenarios
+      QTest::newRow(name.c_str()) << QString::fromStdString(entry.path().string());
+    }
+  }
+
+  // Each example: the table is compare's, the charts chart the figures judged for fit, the
+  // answer is on top; then a screenshot of each tab.
+  void example_scenario() {
+    QFETCH(QString, file);
+    auto w = window();
+    QVERIFY(w->open_file(file.toStdString()));
+    w->evaluate_now();
+    const auto& o = w->shown();
+    QVERIFY2(o.scenario.has_value(), "the example reads clean");
+    const std::size_t n = o.plans.size();
+    QVERIFY(n > 0);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    QCOMPARE(table->columnCount(), static_cast<int>(2 * n - 1));
+    for (const char* row : {"fits?", "GPUs", "peak GPU memory", "job time", "cost", "idle GPU time"})
+      QVERIFY2(row_of(table, row) >= 0, row);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& e = o.evaluations[i];
+      const int c = MainWindow::column_of(static_cast<int>(i));
+      QCOMPARE(cell(table, "fits?", c), QString(e.feasible() ? "yes" : "NO"));
+      QCOMPARE(cell(table, "peak GPU memory", c),
+               QString::fromStdString(ftplan::io::format_bytes(e.memory.gpu_peak_bytes)));
+      // No time or dollars for a plan that does not fit; cents below $100.
+      QCOMPARE(cell(table, "cost", c),
+               e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
+      QCOMPARE(cell(table, "job time", c),
+               e.feasible() ? QString::fromStdString(ftplan::io::format_duration(e.cost.job_time_s)) : QString("-"));
+      // The memory bar is the figure judged for fit (allocator slack included), the line the usable capacity.
+      const auto* memory = w->findChild<QChartView*>("memory_chart");
+      QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes / kGiB) <
+              1e-6 * (1 + e.memory.gpu_peak_bytes / kGiB));
+      QVERIFY(qAbs(capacity_line(memory, i) - e.memory.gpu_capacity_bytes / kGiB) < 1e-9 * e.memory.gpu_capacity_bytes);
+      const auto* host = w->findChild<QChartView*>("host_chart");
+      QVERIFY(qAbs(bar_total(host, i, n) - e.memory.host_peak_bytes / kGiB) <
+              1e-6 * (1 + e.memory.host_peak_bytes / kGiB));
+      const auto* nvme = w->findChild<QChartView*>("nvme_chart");
+      QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
+    }
+    // The step timeline: the first plan's simulated step, every interval, zoomable.
+    auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    if (o.evaluations[0].feasible()) {
+      QVERIFY(timeline->timeline().step_s > 0);
+      QVERIFY(!timeline->timeline().intervals.empty());
+      if (!o.evaluations[0].step.timeline.intervals.empty())
+        QCOMPARE(timeline->timeline().intervals.size(), o.evaluations[0].step.timeline.intervals.size());
+    }
+    QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
+    QVERIFY(!o.answer.empty());
+    auto* tabs = w->findChild<QTabWidget*>("tabs");
+    QCOMPARE(tabs->isTabVisible(2), o.search.has_value());
+    const std::string stem = fs::path(file.toStdString()).stem().string();
+    for (int t = 0; t < tabs->count(); ++t) {
+      if (!tabs->isTabVisible(t)) continue;
+      tabs->setCurrentIndex(t);
+      QApplication::processEvents();
+      const QString shot =
+          QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / (stem + "-" + std::to_string(t) + ".png"));
+      QVERIFY(w->grab().save(shot));
+    }
+  }
+
+  // An 8B LoRA plan on an RTX 4090 that needs more than the card's usable memory (24.75 of 23.99
+  // GiB): its bar runs past its capacity line, and the table shows no time or cost for it.
+  void a_plan_that_does_not_fit_is_drawn_past_its_capacity() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "llama8b-4090-nofit.yaml"));
+    w->evaluate_now();
+    const auto& o = w->shown();
+    std::size_t at = o.plans.size();
+    for (std::size_t i = 0; i < o.plans.size(); ++i)
+      if (o.plans[i].name == "1x RTX 4090 LoRA") at = i;
+    QVERIFY(at < o.plans.size());
+    const auto& e = o.evaluations[at];
+    QVERIFY(!e.memory.fits);
+    const auto* memory = w->findChild<QChartView*>("memory_chart");
+    QVERIFY(bar_total(memory, at, o.plans.size()) > capacity_line(memory, at));
+    // ... which the categories alone (without the allocator slack) would hide.
+    double categories = 0;
+    for (double b : e.memory.gpu.bytes) categories += b;
+    QVERIFY(categories < e.memory.gpu_capacity_bytes);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    QCOMPARE(cell(table, "job time", MainWindow::column_of(static_cast<int>(at))), QString("-"));
+  }
+
+  // A knob change is evaluated on the worker thread and changes what is shown.
+  void a_knob_edit_goes_through_the_worker() {
+    auto w = window();
+    QSignalSpy done(w.get(), &MainWindow::evaluated);
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    QVERIFY(done.wait(120000));
+    QVERIFY(w->shown().scenario.has_value());
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[0].job.checkpointing, ftplan::plan::Checkpointing::none);
+    QVERIFY(w->shown().evaluations[0].memory.gpu_peak_bytes > before);
+    QCOMPARE(cell(w->findChild<QTableWidget*>("table"), "activation checkpointing", 0), QString("none"));
+  }
+
+  // Every error listed, whole; every line named marked; a click goes to its line.
+  void every_error_is_listed_and_marked() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "bad.yaml"));
+    w->evaluate_now();
+    auto* errors = w->findChild<QListWidget*>("errors");
+    QCOMPARE(errors->count(), 5);  // tests/cli/expected/check_bad.txt
+    QApplication::processEvents();
+    for (int r = 0; r < errors->count(); ++r)
+      QVERIFY2(errors->visualItemRect(errors->item(r)).bottom() <= errors->viewport()->height(), "an error is cut off");
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    QSet<int> marked;
+    for (const auto& mark : editor->extraSelections()) marked.insert(mark.cursor.blockNumber() + 1);
+    QCOMPARE(marked, (QSet<int>{6, 11, 13, 14}));
+    QTest::mouseClick(errors->viewport(), Qt::LeftButton, {}, errors->visualItemRect(errors->item(3)).center());
+    QCOMPARE(editor->textCursor().blockNumber() + 1, 13);
+  }
+
+  // Pinned: a knob change shows each changed figure against the baseline, in the table and as marks.
+  void a_pinned_baseline_shows_the_changes() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    w->evaluate_now();
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    w->pin();
+    w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
+    w->evaluate_now();
+    const double after = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    QVERIFY(after > before);
+    const auto* table = w->findChild<QTableWidget*>("table");
+    const QString peak = cell(table, "peak GPU memory", 0);
+    QVERIFY2(peak.contains(QString::fromUtf8("\u0394+%1%").arg(100 * (after / before - 1), 0, 'f', 0)),
+             qPrintable(peak));
+    QVERIFY(cell(table, "activation checkpointing", 0).contains("(was full (auto))"));
+    const auto* memory = w->findChild<QChartView*>("memory_chart");
+    QVERIFY(qAbs(capacity_line(memory, 0, "pinned") - before / kGiB) < 1e-9 * before);
+    w->unpin();
+    QCOMPARE(capacity_line(memory, 0, "pinned"), -1.0);
+    QVERIFY(!cell(table, "peak GPU memory", 0).contains(QString::fromUtf8("\u0394")));
+  }
+
+  // Save writes the text back to its file; the table and charts export as compare writes them.
+  void save_and_export() {
+    const fs::path dir = fs::path(FTPLAN_SCREENSHOT_DIR).parent_path() / "gui_test_files";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml", dir / "s.yaml");
+    auto w = window();
+    QVERIFY(w->open_file(dir / "s.yaml"));
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    editor->appendPlainText("# edited");
+    QVERIFY(w->save());
+    std::ifstream in(dir / "s.yaml");
+    std::stringstream text;
+    text << in.rdbuf();
+    QCOMPARE(QString::fromStdString(text.str()), editor->toPlainText());
+    w->evaluate_now();
+    QVERIFY(w->export_table(dir / "t.csv"));
+    QVERIFY(w->export_table(dir / "t.json"));
+    QVERIFY(fs::file_size(dir / "t.csv") > 100);
+    std::ifstream json(dir / "t.json");
+    std::stringstream j;
+    j << json.rdbuf();
+    QVERIFY(j.str().find("\"schema_version\"") != std::string::npos);
+    const auto png = w->export_charts(dir / "c.png");
+    QCOMPARE(png.size(), std::size_t{5});
+    for (const auto& f : png) QVERIFY(fs::file_size(f) > 1000);
+    QVERIFY(fs::exists(dir / "c-gpu-memory.png"));
+#if FTPLAN_GUI_SVG
+    const auto svg = w->export_charts(dir / "c.svg");
+    QCOMPARE(svg.size(), std::size_t{5});
+    std::ifstream first(svg.front());
+    std::string head(5, ' ');
+    first.read(head.data(), 5);
+    QCOMPARE(QString::fromStdString(head), QString("<?xml"));
+#endif
+  }
+
+  // The knobs' values go into the text; the knobs go back to "as written"; the result is the same.
+  void knobs_are_written_into_the_text() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    auto* ckpt = w->findChild<QComboBox*>("checkpointing");
+    ckpt->setCurrentText("none");
+    w->evaluate_now();
+    const double knobbed = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    QVERIFY(w->write_knobs());
+    QCOMPARE(ckpt->currentText(), QString("as written"));
+    QVERIFY(w->findChild<QPlainTextEdit*>("editor")->toPlainText().contains("\n  activation_checkpointing: none\n"));
+    w->evaluate_now();
+    QCOMPARE(w->shown().evaluations[0].memory.gpu_peak_bytes, knobbed);
+  }
+
+  // The timeline follows the chosen plan and zooms around a point.
+  void the_step_timeline_zooms() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    w->evaluate_now();
+    auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    w->findChild<QComboBox*>("timeline_plan")->setCurrentIndex(1);
+    QCOMPARE(timeline->timeline().step_s, w->shown().evaluations[1].step.timeline.step_s);
+    w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
+    QApplication::processEvents();
+    const double whole = timeline->visible_s();
+    QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
+    timeline->zoom(4, whole / 2);
+    QVERIFY(qAbs(timeline->visible_s() - whole / 4) < 1e-9 * whole);
+  }
+
+  // A sweep runs on the workers and shows any output over two axes: which plan is cheapest within
+  // the deadline, over model size and deadline (cost.mode held at 'rent').
+  void a_sweep_runs_into_a_heatmap() {
+    ftplan::gui::SweepWindow w(*zoo_, *catalog_);
+    w.show();
+    QSignalSpy finished(&w, &ftplan::gui::SweepWindow::finished);
+    QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-tiered-vs-gpus.yaml"));
+    QVERIFY(finished.wait(300000));
+    QCOMPARE(w.rows(), std::size_t{2 * 4 * 7 * 2});  // cost modes x models x deadlines, 2 plans each
+    // Whether the tiered plan meets the deadline, over deadline and model size, cost.mode held at
+    // its first value: each cell is that point's row.
+    w.show_grid("axis.constraints.deadline", "axis.model", "meets_constraints", "tiered");
+    const auto& g = w.grid();
+    QCOMPARE(g.x.size(), std::size_t{7});
+    QCOMPARE(g.y.size(), std::size_t{4});
+    QSet<QString> seen;
+    const auto text = [](const ftplan::io::Value* v) {
+      return v ? QString::fromStdString(ftplan::io::csv_cell(*v)) : QString();
+    };
+    const auto rows = w.results();
+    for (std::size_t xi = 0; xi < g.x.size(); ++xi)
+      for (std::size_t yi = 0; yi < g.y.size(); ++yi) {
+        int found = 0;
+        for (const auto& r : rows)
+          if (text(r.get("plan")) == "tiered" && text(r.get("axis.cost.mode")) == "rent" &&
+              text(r.get("axis.constraints.deadline")) == QString::fromStdString(g.x[xi]) &&
+              text(r.get("axis.model")) == QString::fromStdString(g.y[yi])) {
+            QCOMPARE(QString::fromStdString(g.text_at(xi, yi)), text(r.get("meets_constraints")));
+            ++found;
+          }
+        QCOMPARE(found, 1);
+        seen.insert(QString::fromStdString(g.text_at(xi, yi)));
+      }
+    QVERIFY2(seen.size() == 2, "the tiered plan misses the shortest deadline and meets the longest");
+    QVERIFY(
+        w.grab().save(QString::fromStdString((fs::path(FTPLAN_SCREENSHOT_DIR) / "sweep-tiered-vs-gpus.png").string())));
+    // Cancel: the run ends after the points under way, with the rows so far.
+    // (Cancelled at once: the whole grid runs in ~0.2 s on two cores, so a wait first would let it
+    // finish; the workers take at most the points already started.)
+    finished.clear();
+    QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-llama8b-grid.yaml"));
+    w.cancel();
+    QElapsedTimer clock;
+    clock.start();
+    QVERIFY(finished.count() == 1 || finished.wait(10000));
+    qInfo("sweep stopped %lld ms after cancel, %zu rows", static_cast<long long>(clock.elapsed()), w.rows());
+    QVERIFY(w.rows() < std::size_t{4 * 4 * 4 * 2});
+  }
+
+  // Closing the window during a search returns within 0.2 s: the search stops between layouts.
+  void closing_during_a_search_is_quick() {
+    auto w = window();
+    QSignalSpy done(w.get(), &MainWindow::evaluated);
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-plan.yaml"));
+    QVERIFY(QMetaObject::invokeMethod(w.get(), "start_evaluation"));
+    QTest::qWait(300);
+    QVERIFY2(done.isEmpty(), "the search ended before the window was closed: nothing was cancelled");
+    QElapsedTimer clock;
+    clock.start();
+    w.reset();
+    const qint64 ms = clock.elapsed();
+    qInfo("closed in %lld ms", static_cast<long long>(ms));
+    QVERIFY(ms < 200);
+  }
+};
+
+QTEST_MAIN(MainWindowTest)
+#include "main_window_test.moc"
