@@ -61,6 +61,8 @@ void print_table(const exec::Validation& v) {
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
   fmt::print("{}", t.text());
   fmt::print("host memory: {}\n", v.host_memory);
+  fmt::print("parameters after step {}: digest {}\n", v.measured.first_step + static_cast<int>(v.measured.step_s.size()),
+             exec::digest(v.measured.master));
   for (const auto& n : v.notes) fmt::print("note: {}\n", n);
   fmt::print("\n");
 }
@@ -75,6 +77,8 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["simulated_step_time_s"] = v.simulated_step_time_s;
   j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
   j["measured_step_times_s"] = v.measured.step_s;
+  j["first_step"] = v.measured.first_step;
+  j["parameters_digest"] = exec::digest(v.measured.master);
   j["measured_device_peak_bytes"] = v.measured_device_peak_bytes;
   j["simulated_device_peak_bytes"] = v.simulated_device_peak_bytes;
   j["device_peak_error_pct"] = exec::error_pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes);
@@ -124,6 +128,9 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   options.push_back(
       {"scale", true, "shrink the model: layers=N,hidden=H[,vocab=V][,seq=S] (placements and ratios kept)"});
   options.push_back({"storage-dir", true, "directories of the NVMe tier's files, comma-separated (striped over them)"});
+  options.push_back({"state-dir", true,
+                     "keep each plan's training state (parameters, Adam moments, step) in DIR after every step, "
+                     "and resume from it: a run killed and started again continues its steps"});
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
@@ -146,6 +153,12 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     throw UsageError(e.what());
   }
   if (auto dirs = args.value("storage-dir")) o.storage_dirs = split_dirs(*dirs);
+  if (auto dir = args.value("state-dir")) {
+    o.state_dir = *dir;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.state_dir, ec))
+      throw UsageError(fmt::format("--state-dir {}: not a directory", *dir));
+  }
   const auto trace = args.value("trace");
   o.trace = trace.has_value();
   o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };
@@ -164,9 +177,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     results.push_back(exec::validate(model, p, o));
     const exec::Validation& v = results.back();
     if (trace && v.ok) {
-      std::string tag = p.name;
-      for (char& ch : tag)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      const std::string tag = exec::file_tag(p.name);
       io::write_file_atomically(*trace + "." + tag + ".json", v.measured.trace_json);
       io::write_file_atomically(*trace + "." + tag + ".sim.json", v.simulated.trace_json);
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -126,6 +127,22 @@ std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to,
       "simulator's mechanisms, not the full model's step time",
       from.name, from.layers, from.hidden, from.ffn, from.vocab, to.layers, to.hidden, to.ffn, to.vocab,
       s.seq_len > 0 ? fmt::format(", sequence {}", s.seq_len) : std::string());
+}
+
+std::string file_tag(const std::string& plan_name) {
+  std::string tag = plan_name;
+  for (char& ch : tag)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return tag;
+}
+
+std::string state_file_name(const std::string& plan_name) { return "ftplan-exec-" + file_tag(plan_name) + ".state"; }
+
+std::string digest(const std::vector<float>& parameters) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 (Fowler, Noll, Vo)
+  const auto* p = reinterpret_cast<const unsigned char*>(parameters.data());
+  for (std::size_t i = 0; i < parameters.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return fmt::format("{:016x}", h);
 }
 
 double error_pct(double simulated, double measured) {
@@ -321,6 +338,7 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   eo.steps = o.steps;
   eo.storage_dirs = o.storage_dirs;
   eo.trace = o.trace;
+  if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
   try {
     v.measured = run(ir, p, device, eo);

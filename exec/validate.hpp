@@ -51,8 +51,18 @@ struct ValidateOptions {
   int steps = 3;
   std::vector<std::filesystem::path> storage_dirs;
   bool trace = false;
+  // Keep each plan's on-flash training state in this directory (Options::state_file, named by
+  // state_file_name) and resume from it: a validate killed and run again continues its steps.
+  std::filesystem::path state_dir;
   std::function<void(const std::string&)> progress;
 };
+
+// A plan's name as a file name part: every character but letters and digits becomes '_'.
+std::string file_tag(const std::string& plan_name);
+// The state file of `plan_name` in ValidateOptions::state_dir.
+std::string state_file_name(const std::string& plan_name);
+// FNV-1a 64 of the parameters' bytes, as 16 hex digits: equal digests, equal parameters.
+std::string digest(const std::vector<float>& parameters);
 
 struct LinkRow {
   std::string name;
