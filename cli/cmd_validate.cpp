@@ -9,6 +9,8 @@
 
 #include "app.hpp"
 #include "io/output_file.hpp"
+#include "io/profile_io.hpp"
+#include "machine.hpp"
 #include "io/units.hpp"
 #include "scenario_source.hpp"
 #include "storage/uring.hpp"
@@ -136,8 +138,21 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
   const Args args(argv, 2, options);
   App app(args);
-  plan::Scenario s = scenario_from_args(app, args);
+  // This machine, for plans on `cluster: {node: local}`: the calibration profile's CPU and DRAM
+  // (--profile), else this machine's as calibrate reads them; its storage directories are
+  // --storage-dir's, else those the profile measured.
+  hardware::CalibrationProfile machine;
+  if (auto path = args.value("profile"))
+    machine = io::load_profile(*path);
+  else
+    machine.machine.cpu = calibrate::read_cpu_identity();
   exec::ValidateOptions o;
+  if (auto dirs = args.value("storage-dir"))
+    o.storage_dirs = split_dirs(*dirs);
+  else
+    for (const auto& d : machine.machine.drives) o.storage_dirs.emplace_back(d.path);
+  app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));
+  plan::Scenario s = scenario_from_args(app, args);
   try {
     std::size_t used = 0;
     o.steps = std::stoi(steps, &used);
@@ -152,7 +167,6 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (auto dirs = args.value("storage-dir")) o.storage_dirs = split_dirs(*dirs);
   if (auto dir = args.value("state-dir")) {
     o.state_dir = *dir;
     std::error_code ec;

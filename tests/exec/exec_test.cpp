@@ -338,3 +338,57 @@ TEST_CASE("--scale keeps the head dimension and the ratios, and rejects what it 
   CHECK_THROWS_AS(exec::parse_scale("depth=2"), std::invalid_argument);
   CHECK_THROWS_AS(exec::parse_scale("hidden=0"), std::invalid_argument);
 }
+
+TEST_CASE("cluster: {node: local} is this machine from its calibration profile") {
+  /* validate adds the node "local" to the catalog from a calibration profile: the host's cores,
+   * threads and DRAM are the profile's, its drives one per storage directory, its GPU the CPU
+   * device. A plan on it keeps that host when validate puts it on this machine (a catalog node's
+   * host DRAM becomes this machine's instead). Without the node (any other verb) the reader says
+   * what 'local' is, at the line of the key. */
+  hardware::CalibrationProfile profile;
+  profile.machine.hostname = "test-box";
+  profile.machine.cpu.model = "Test CPU";
+  profile.machine.cpu.sockets = 1;
+  profile.machine.cpu.cores = 6;
+  profile.machine.cpu.threads = 12;
+  profile.machine.cpu.dram_bytes = 24.0 * (1ull << 30);
+  hardware::DramSample triad;
+  triad.bandwidth_Bps = 40e9;
+  profile.cpu.dram.push_back(triad);
+  const hardware::Catalog local = exec::with_local_node(catalog(), profile, 2);
+  const std::string text = R"(schema_version: 1
+name: local
+model: {zoo: llama-3.2-1b}
+job: {method: full, seq_len: 128, micro_batch: 1, global_batch: 1, tokens: 1M, precision: bf16-mixed, framework: deepspeed}
+plans:
+  - name: here
+    cluster: {node: local}
+    offload: {preset: zero-infinity}
+    parallel: {zero: 3}
+)";
+  const plan::Scenario s = io::parse_scenario(text, "local.yaml", ".", zoo(), local);
+  REQUIRE(s.plans.size() == 1);
+  const plan::Cluster& c = s.plans[0].cluster;
+  CHECK(c.node.name == "local");
+  CHECK(c.host.cores() == 6);
+  CHECK(c.host.threads_per_core == 2);
+  CHECK(c.host.dram_bytes == profile.machine.cpu.dram_bytes);
+  CHECK(c.host.dram_bandwidth_Bps() == doctest::Approx(40e9));
+  CHECK(c.gpu.name == "cpu-device");
+  REQUIRE(c.drives.size() == 1);
+  CHECK(c.drives[0].second == 2);
+  const plan::Plan here = exec::on_this_machine(s.plans[0], exec::DeviceRates{}, 1e15, 2);
+  CHECK(here.cluster.host.dram_bytes == profile.machine.cpu.dram_bytes);
+  const plan::Plan there = exec::on_this_machine(plan_named(tiny(), "no offload"), exec::DeviceRates{}, 1e15, 0);
+  CHECK(there.cluster.host.dram_bytes ==
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+  std::string error;
+  try {
+    io::parse_scenario(text, "local.yaml", ".", zoo(), catalog());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK_MESSAGE(error.find("local.yaml:7") != std::string::npos, error);
+  CHECK_MESSAGE(error.find("cluster.node") != std::string::npos, error);
+  CHECK_MESSAGE(error.find("only `ftplan validate`") != std::string::npos, error);
+}
