@@ -120,11 +120,18 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     e.nvlink = std::clamp(bus / gpu.nvlink_bandwidth_Bps, 0.05, 1.0);
     measured.push_back("NCCL");
   }
+  // The DRAM link carries real traffic (a copy's bytes, CPU AdamW's 28 B per parameter: every
+  // line read or written). STREAM counts triad as 24 B per element; calibrate's triad
+  // (calibrate/cpu/kernels.cpp, plain stores) also reads each destination line before writing it
+  // (write-allocate), so DRAM moved 32 B (docs/calibration-profile.md, "Counting conventions";
+  // McCalpin's STREAM counts no write-allocate traffic). Taken as counted, the dev VM profile's
+  // AdamW (28 B x its rate = 1.10 x triad) came out DRAM-bound.
+  constexpr double kTriadTrafficPerCounted = 32.0 / 24.0;
   int best_threads = 0;
   for (const auto& d : prof.cpu.dram)
     if (d.kernel == "triad" && d.threads >= best_threads) {
       best_threads = d.threads;
-      e.dram_Bps = d.bandwidth_Bps;
+      e.dram_Bps = d.bandwidth_Bps * kTriadTrafficPerCounted;
     }
   if (e.dram_Bps > 0) measured.push_back("DRAM");
   best_threads = 0;
@@ -194,7 +201,7 @@ double ring_bytes(Collective c, double bytes, int n) {
 }
 
 std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
-  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::dram};
+  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::cpu, HostLink::dram};
   if (op.kind != OpKind::copy) return {};
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
@@ -210,6 +217,7 @@ const char* to_string(HostLink l) {
     case HostLink::nvme_read: return "nvme read (share)";
     case HostLink::nvme_write: return "nvme write (share)";
     case HostLink::pageable: return "pageable staging";
+    case HostLink::cpu: return "host cpu (share)";
   }
   return "?";
 }
@@ -521,6 +529,7 @@ struct RankLinks {
   // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
   // chunk by chunk, so such copies also cross this (slower) stage.
   des::LinkId pageable{};
+  des::LinkId cpu{};  // the host cores a CPU optimizer step runs on (HostLink::cpu)
   std::vector<des::LinkId> own;
 };
 
@@ -541,6 +550,7 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
   k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
+  k.cpu = link(to_string(HostLink::cpu), topo.cpu_params_per_s * kAdamBytesPerParam);
   return k;
 }
 
@@ -738,12 +748,13 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
-          // CPU Adam streams its state through DRAM: a flow on the DRAM link, so it contends with
-          // the copies and NVMe traffic that also cross host memory; its bytes are scaled so the
-          // uncontended time is params / the CPU's parameter rate.
-          const double params = op.bytes / kAdamBytesPerParam;
-          const double seconds = params / std::max(1.0, topo.cpu_params_per_s);
-          task[i] = e.transfer(q, {dram}, seconds * topo.dram_Bps, std::move(label));
+          // CPU Adam streams its state through DRAM: the bytes it moves (the IR's 28 B per
+          // parameter: DeepSpeed's cpu_adam reads master, gradient, m and v and writes master, m
+          // and v, csrc/includes/cpu_adam.h Step_AVX) flow over the host cores, at their measured
+          // AdamW rate x 28 B, and over the DRAM link, where they contend with the copies and NVMe
+          // traffic that also cross host memory. (Before, the DRAM link carried an equivalent of
+          // its time, seconds x DRAM bandwidth: the executor showed those were not the bytes moved.)
+          task[i] = e.transfer(q, {links.cpu, dram}, op.bytes, std::move(label));
         } else {
           l.base_s[i] = compute_seconds(op, p, eff);
           task[i] = e.compute(q, kernel_ns(op, l.base_s[i], compute_slowdown), std::move(label));
@@ -839,6 +850,7 @@ Lowered lower_stage(des::Engine& e, const plan::Plan& p, const schedule::StepIR&
             case HostLink::nvme_read: path.push_back(nvme_read); break;
             case HostLink::nvme_write: path.push_back(nvme_write); break;
             case HostLink::pageable: path.push_back(pageable); break;
+            case HostLink::cpu: path.push_back(links.cpu); break;
           }
         }
         const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
@@ -1013,6 +1025,7 @@ void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<sch
       n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
       n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
       n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
+      n.cpu = e.add_link(np + "host cpu", std::max(1.0, topo.cpu_params_per_s * kAdamBytesPerParam * g));
       shared = node_links.emplace(node, n).first;
     }
     RankLinks k = shared->second;
@@ -1030,7 +1043,7 @@ void lower_every_rank(des::Engine& e, const plan::Plan& p, const std::vector<sch
       k.uplink = k.pcie;
     }
     k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * eff.pageable_fraction));
-    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable};
+    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
     if (place.t == 0 && place.c == 0 && place.d == 0) reported[place.s] = static_cast<int>(lowered.size());
     lowered.push_back(
         lower_stage(e, p, ir, eff, topo, compute_slowdown, pp_across_nodes, trace, k, place, sends, receives));
