@@ -10,8 +10,8 @@
 #include "app.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "machine.hpp"
 #include "io/units.hpp"
+#include "machine.hpp"
 #include "scenario_source.hpp"
 #include "storage/uring.hpp"
 #include "table.hpp"
@@ -62,9 +62,9 @@ void print_table(const exec::Validation& v) {
   }
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
   fmt::print("{}", t.text());
-  fmt::print("host memory: {}\n", v.host_memory);
-  fmt::print("parameters after step {}: digest {}\n", v.measured.first_step + static_cast<int>(v.measured.step_s.size()),
-             exec::digest(v.measured.master));
+  fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
+  fmt::print("parameters after step {}: digest {}\n",
+             v.measured.first_step + static_cast<int>(v.measured.step_s.size()), exec::digest(v.measured.master));
   for (const auto& n : v.notes) fmt::print("note: {}\n", n);
   fmt::print("\n");
 }
@@ -88,6 +88,14 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["simulated_host_peak_bytes"] = v.simulated_host_peak_bytes;
   j["measured_nvme_peak_bytes"] = v.measured_nvme_peak_bytes;
   j["simulated_nvme_peak_bytes"] = v.simulated_nvme_peak_bytes;
+  j["device"] = v.device;
+  j["rates"] = {{"memory_Bps", v.rates.memory_Bps},
+                {"copy_Bps", v.rates.copy_Bps},
+                {"dram_Bps", v.rates.dram_Bps},
+                {"adam_params_per_s", v.rates.adam_params_per_s},
+                {"attention_flops_per_s", v.rates.attention_flops_per_s},
+                {"nvme_read_Bps", v.rates.nvme_read_Bps},
+                {"nvme_write_Bps", v.rates.nvme_write_Bps}};
   j["host_memory"] = v.host_memory;
   j["host_pinned"] = v.measured.host_pinned;
   nlohmann::json links = nlohmann::json::array();
@@ -130,6 +138,8 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   options.push_back(
       {"scale", true, "shrink the model: layers=N,hidden=H[,vocab=V][,seq=S] (placements and ratios kept)"});
   options.push_back({"storage-dir", true, "directories of the NVMe tier's files, comma-separated (striped over them)"});
+  options.push_back(
+      {"device", true, "what plays the GPU: cpu (the CPU device, default) or cuda (a CUDA build's GPU 0)"});
   options.push_back({"state-dir", true,
                      "keep each plan's training state (parameters, Adam moments, step) in DIR after every step, "
                      "and resume from it: a run killed and started again continues its steps"});
@@ -166,6 +176,10 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     if (auto text = args.value("scale")) scale = exec::parse_scale(*text);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
+  }
+  if (auto dev = args.value("device")) {
+    if (*dev != "cpu" && *dev != "cuda") throw UsageError(fmt::format("--device: '{}' is not cpu or cuda", *dev));
+    o.cuda = *dev == "cuda";
   }
   if (auto dir = args.value("state-dir")) {
     o.state_dir = *dir;

@@ -85,6 +85,8 @@ class HostTier {
   void release(std::byte* p) { arena_.release(p - base_); }
   double peak_bytes() const { return arena_.peak_bytes(); }
   bool locked() const { return locked_; }
+  std::byte* base() const { return base_; }
+  std::uint64_t bytes() const { return bytes_; }
   const std::string& note() const { return note_; }
 
  private:
@@ -162,6 +164,9 @@ class Runner {
  public:
   Runner(const schedule::StepIR& ir, const plan::Plan& p, Device& device, const Options& o)
       : ir_(ir), plan_(p), device_(device), opt_(o) {}
+  ~Runner() {
+    if (host_pinned_by_device_) device_.unpin_host(host_->base());
+  }
 
   Measured run();
 
@@ -231,7 +236,10 @@ class Runner {
   int first_step_ = 0;
   std::vector<float> gather_;     // the optimizer's gradients of one chunk
   std::vector<Scratch> scratch_;  // per stream worker: a copy's unnamed source, and its unnamed destination
-  Scratch own_scratch_;           // the state's first values and last read-back
+  std::vector<std::vector<std::uint16_t>> bf16_;  // per stream worker: a gradient share in bf16
+  mutable std::vector<std::byte> staged_;         // device-resident gradients or state read back (CUDA device)
+  bool host_pinned_by_device_ = false;
+  Scratch own_scratch_;  // the state's first values and last read-back
 };
 
 void Runner::fail(const std::string& why) {
@@ -252,6 +260,7 @@ void Runner::prepare() {
   done_ = std::make_unique<std::atomic<int>[]>(n);
   storage_.assign(ir_.tensors.size(), Storage{});
   scratch_.resize(2 * schedule::kStreams);
+  bf16_.resize(schedule::kStreams);
   // The trainable parameters, chunk by chunk.
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ir_.ops[i];
@@ -340,6 +349,8 @@ void Runner::prepare() {
   for (const std::size_t k : chunk_params_) swap += static_cast<double>(round_up(k * 16 + kAlign));
   const double host_bytes = opt_.host_capacity_bytes > 0 ? opt_.host_capacity_bytes : host + swap + (16 << 20);
   host_ = std::make_unique<HostTier>(static_cast<std::uint64_t>(host_bytes), plan_.offload.pinned);
+  // Page-locked for the device's copy engines too (cudaHostRegister on the CUDA device).
+  if (plan_.offload.pinned) host_pinned_by_device_ = device_.pin_host(host_->base(), host_->bytes());
   if (nv > 0) {
     if (opt_.storage_dirs.empty())
       throw std::runtime_error("the plan keeps tensors on NVMe: give the executor storage directories");
@@ -371,10 +382,18 @@ void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const 
     const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
     if (a >= b || !s.live) continue;
     const std::size_t e = a - grad_begin_[g];
-    if (ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])].element == Element::fp32) {
-      std::memcpy(out + (a - begin), s.ptr + e * 4, (b - a) * 4);
+    const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
+    const std::size_t width = x.element == Element::fp32 ? 4 : 2;
+    const std::byte* at = s.ptr + e * width;
+    if (x.tier == Tier::gpu && !device_.host_addressable()) {  // read back through the device's copy
+      staged_.resize((b - a) * width);
+      device_.copy_to_host(staged_.data(), at, staged_.size());
+      at = staged_.data();
+    }
+    if (width == 4) {
+      std::memcpy(out + (a - begin), at, (b - a) * 4);
     } else {
-      const auto* h = reinterpret_cast<const std::uint16_t*>(s.ptr) + e;
+      const auto* h = reinterpret_cast<const std::uint16_t*>(at);
       for (std::size_t j = 0; j < b - a; ++j) out[a - begin + j] = from_bf16(h[j]);
     }
   }
@@ -486,8 +505,7 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 146959810
 std::uint64_t Runner::fingerprint() const {
   // What the state's meaning depends on: the ops and tensors of the step (model, plan, scale),
   // the chunks the optimizer steps and whether its update is delayed.
-  std::vector<std::uint64_t> words = {ir_.ops.size(), ir_.tensors.size(),
-                                      static_cast<std::uint64_t>(ir_.micro_batches),
+  std::vector<std::uint64_t> words = {ir_.ops.size(), ir_.tensors.size(), static_cast<std::uint64_t>(ir_.micro_batches),
                                       static_cast<std::uint64_t>(plan_.offload.delayed_update)};
   for (const auto& x : ir_.tensors)
     words.insert(words.end(), {static_cast<std::uint64_t>(x.bytes), static_cast<std::uint64_t>(x.tier),
@@ -515,9 +533,8 @@ void Runner::save_state(int steps_done) {
     read_part(moments_, c, reinterpret_cast<std::byte*>(out + k));
   }
   std::copy_n(previous_grads_.begin(), kept, payload + 3 * params_);
-  const std::uint64_t header[kStateHeader] = {
-      kStateMagic, fingerprint(), static_cast<std::uint64_t>(steps_done), params_, kept,
-      fnv1a(state.data(), state.size() * 4)};
+  const std::uint64_t header[kStateHeader] = {kStateMagic, fingerprint(), static_cast<std::uint64_t>(steps_done),
+                                              params_,     kept,          fnv1a(state.data(), state.size() * 4)};
   std::string text(sizeof header + state.size() * 4, '\0');
   std::memcpy(text.data(), header, sizeof header);
   std::memcpy(text.data() + sizeof header, state.data(), state.size() * 4);
@@ -540,8 +557,8 @@ void Runner::load_state() {
         path));
   const std::size_t kept = h[4];
   if (text.size() != sizeof h + (3 * params_ + kept) * 4)
-    throw std::runtime_error(fmt::format("{}: {} bytes where the header says {}", path, text.size(),
-                                         sizeof h + (3 * params_ + kept) * 4));
+    throw std::runtime_error(
+        fmt::format("{}: {} bytes where the header says {}", path, text.size(), sizeof h + (3 * params_ + kept) * 4));
   if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
     throw std::runtime_error(fmt::format("{}: checksum mismatch (the file is corrupt)", path));
   if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps)))
@@ -639,13 +656,32 @@ void Runner::optimizer(std::size_t i, int c) {
     master = reinterpret_cast<float*>(part_ptr(master_, cc));
     m = reinterpret_cast<float*>(part_ptr(moments_, cc));
   }
-  float* v = m + k;
   if (plan_.offload.delayed_update && !have_previous_) return;  // the first step has no earlier gradients
+  // State in device memory the host cannot address (CUDA device): staged through host copies and
+  // updated by the same AdamW as everywhere else, so every placement stays bit-equal (its time is
+  // not a GPU optimizer kernel's).
+  const bool staged = state_ && !swap_[cc] && !device_.host_addressable() &&
+                      ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::gpu;
+  std::vector<float> stage;
+  float* const master_at = master;
+  float* const m_at = m;
+  if (staged) {
+    stage.resize(3 * k);
+    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data()), reinterpret_cast<std::byte*>(master_at), 4 * k);
+    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data() + k), reinterpret_cast<std::byte*>(m_at), 8 * k);
+    master = stage.data();
+    m = stage.data() + k;
+  }
+  float* v = m + k;
   // The chunk's gradients gathered into one buffer, kept between steps (fresh pages would cost a
   // page fault each, more than the update itself).
   if (gather_.size() < k) gather_.resize(k);
   gradients(begin, k, gather_.data());
   calibrate::cpu::adamw_step(master, gather_.data(), m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
+  if (staged) {
+    device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
+    device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
+  }
 }
 
 void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
@@ -784,18 +820,18 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
         const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
         const schedule::Tensor& x =
             ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
-        auto* bf16 = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2
-                         ? reinterpret_cast<std::uint16_t*>(st.ptr)
-                         : nullptr;
+        const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
+        std::vector<std::uint16_t>& bf16 = bf16_[static_cast<std::size_t>(worker)];
+        bf16.resize(out.size());
         const float scale = 1.0f / static_cast<float>(1 + step_);
         for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
           const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
           for (std::size_t j = 0; j < n; ++j) {
-            const std::uint16_t h = to_bf16(dB[j] * scale);
-            out[base + j] = from_bf16(h);
-            if (bf16) bf16[base + j] = h;
+            bf16[base + j] = to_bf16(dB[j] * scale);
+            out[base + j] = from_bf16(bf16[base + j]);
           }
         }
+        if (keep) device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(bf16.data()), out.size() * 2);
       }
       break;
     }

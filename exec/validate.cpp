@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -17,6 +17,7 @@
 #include "common.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu_device.hpp"
+#include "cuda_device.hpp"
 #include "inventory/inventory.hpp"
 #include "storage/uring.hpp"
 
@@ -150,9 +151,10 @@ double error_pct(double simulated, double measured) {
   return 100.0 * (simulated - measured) / measured;
 }
 
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs) {
+DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device) {
   DeviceRates r;
-  CpuDevice dev(std::uint64_t{1} << 20, 1);
+  CpuDevice cpu(std::uint64_t{1} << 20, 1);
+  Device& dev = device ? *device : cpu;
   // GEMMs at every shape the simulator will ask for: an op's forward C[m x n] = A[m x k] B[k x n],
   // and a backward's dA (m x k over n) and dB (k x n over m) (sim::compute_seconds).
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
@@ -167,8 +169,8 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
       if (op.weight_grad) shapes.insert({op.k, op.n, op.m});
     }
   }
-  CpuDevice flusher(std::uint64_t{1} << 20, 1);
-  const auto flush = [&] { flusher.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
+  // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
+  const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
   for (const auto& [m, n, k] : shapes) {
     const double t = time_cold([&, m = m, n = n, k = k] { dev.gemm(0, GemmCall{m, n, k, false, false, 1}); }, flush);
     r.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t});
@@ -181,8 +183,21 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
   constexpr std::size_t kBytes = std::size_t{32} << 20;
   r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); });
   std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
-  r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
-  r.dram_Bps = 2.0 * kBytes / time_per_call([&] {
+  if (dev.host_addressable()) {
+    r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
+  } else {
+    // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
+    std::byte* on_device = dev.allocate(kBytes);
+    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
+    const bool pinned = dev.pin_host(a.data(), kBytes);
+    r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); });
+    if (pinned) dev.unpin_host(a.data());
+    dev.release(on_device);
+  }
+  // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
+  // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
+  // blocks this large with non-temporal stores: no write-allocate reads).
+  r.dram_Bps = 4.0 * kBytes / time_per_call([&] {
                  std::thread other([&] { std::memcpy(d.data(), c.data(), kBytes); });
                  std::memcpy(b.data(), a.data(), kBytes);
                  other.join();
@@ -265,8 +280,8 @@ plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& r, double 
         static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   p.cluster.drives.clear();
   if (storage_dirs > 0)
-    p.cluster.drives.emplace_back(
-        storage_dir_drive(r.nvme_read_Bps / storage_dirs, r.nvme_write_Bps / storage_dirs), storage_dirs);
+    p.cluster.drives.emplace_back(storage_dir_drive(r.nvme_read_Bps / storage_dirs, r.nvme_write_Bps / storage_dirs),
+                                  storage_dirs);
   return p;
 }
 
@@ -372,15 +387,22 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     v.problem = "the plan keeps tensors on NVMe: give --storage-dir";
     return v;
   }
-  say("measuring the CPU device's rates at the step's shapes");
+  say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
   DeviceRates rates;
   try {
-    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{});
+    std::unique_ptr<Device> gpu;
+    if (o.cuda) {
+      std::string why;
+      gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
+      if (!gpu) throw std::runtime_error("CUDA device: " + why);
+    }
+    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{}, gpu.get());
   } catch (const std::exception& e) {
     v.ok = false;
     v.problem = e.what();
     return v;
   }
+  v.rates = rates;
   p = on_this_machine(plan, rates, kLarge, nvme ? dirs : 0);
   const sim::Efficiency eff = efficiency_of(rates);
   say("simulating");
@@ -396,8 +418,21 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   // The device's memory: the simulated peak, plus a page per live tensor of rounding.
   const double device_bytes =
       v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
-  say(fmt::format("running {} step(s) on the CPU device", o.steps));
-  CpuDevice device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  std::unique_ptr<Device> device_owned;
+  if (o.cuda) {
+    std::string why;
+    device_owned = make_cuda_device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams, why);
+    if (!device_owned) {
+      v.ok = false;
+      v.problem = "CUDA device: " + why;
+      return v;
+    }
+  } else {
+    device_owned = std::make_unique<CpuDevice>(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  }
+  Device& device = *device_owned;
+  v.device = device.describe();
+  say(fmt::format("running {} step(s) on the {}", o.steps, v.device));
   Options eo;
   eo.steps = o.steps;
   eo.storage_dirs = o.storage_dirs;

@@ -311,7 +311,8 @@ struct DirectIo::Ring {
   io_uring ring{};
 };
 
-DirectIo::DirectIo(int queue_depth) : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
+DirectIo::DirectIo(int queue_depth)
+    : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
   const int rc = io_uring_queue_init(depth_, &ring_->ring, 0);
   if (rc < 0) throw std::runtime_error(fmt::format("io_uring is unavailable here: {}", errno_text(-rc)));
 }
@@ -350,7 +351,8 @@ void DirectIo::run(const std::vector<IoRequest>& requests) {
     const IoRequest& r = requests[io_uring_cqe_get_data64(cqe)];
     io_uring_cqe_seen(&ring, cqe);
     --inflight;
-    if (res < 0 && error.empty()) error = fmt::format("{} failed: {}", r.write ? "write" : "read", errno_text(-res));
+    if (res < 0 && error.empty())
+      error = fmt::format("{} failed: {}", r.write ? "write" : "read", errno_text(-res));
     else if (res >= 0 && static_cast<std::uint32_t>(res) != r.bytes && error.empty())
       error = fmt::format("short {}: {} of {} bytes", r.write ? "write" : "read", res, r.bytes);
     submit_more();

@@ -6,13 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "cpu_device.hpp"
+#include "cuda_device.hpp"
 #include "executor.hpp"
 #include "inventory/inventory.hpp"
 #include "io/catalog_io.hpp"
@@ -147,7 +149,8 @@ pid_t kill_midway(const plan::Scenario& s, const std::string& name, int steps, c
 
 }  // namespace
 
-TEST_CASE("a run killed with SIGKILL resumes from its on-flash state: the uninterrupted run's parameters, bit for bit") {
+TEST_CASE(
+    "a run killed with SIGKILL resumes from its on-flash state: the uninterrupted run's parameters, bit for bit") {
   /* Each run keeps its training state (master weights, Adam moments, step, delayed update's
    * gradients) in a state file written after every step. A child process runs 6 steps and is
    * killed with SIGKILL during step 4 (or just after it); a second run given the same state file
@@ -244,11 +247,15 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
   int compared = 0;
   for (const auto& l : v.links) {
     CAPTURE(l.name);
-    // (Host DRAM: the simulator charges the CPU optimizer an equivalent of its time, not its bytes.)
-    if (l.name != "host dram (share)") CHECK(l.measured_bytes == l.simulated_bytes);
+    CHECK(l.measured_bytes == l.simulated_bytes);
     if (l.name.starts_with("nvme") || l.name == "pcie") compared += l.measured_bytes > 0;
   }
   CHECK(compared == 3);  // pcie, nvme read, nvme write all carried bytes
+  // CPU AdamW's bytes (28 per parameter) on the host cores and host DRAM, on both sides.
+  for (const std::string name : {"host cpu (share)", "host dram (share)"})
+    CHECK(std::any_of(v.links.begin(), v.links.end(), [&](const exec::LinkRow& l) {
+      return l.name == name && l.measured_bytes > 0 && l.measured_bytes == l.simulated_bytes;
+    }));
   CHECK(v.measured_device_peak_bytes == doctest::Approx(v.simulated_device_peak_bytes).epsilon(0.02));
   CHECK(v.measured_nvme_peak_bytes == doctest::Approx(v.simulated_nvme_peak_bytes).epsilon(0.02));
   // The host tier holds what the IR allocates there, the optimizer's swap buffers included.
@@ -391,4 +398,19 @@ plans:
   CHECK_MESSAGE(error.find("local.yaml:7") != std::string::npos, error);
   CHECK_MESSAGE(error.find("cluster.node") != std::string::npos, error);
   CHECK_MESSAGE(error.find("only `ftplan validate`") != std::string::npos, error);
+}
+
+TEST_CASE("--device cuda without a usable GPU is a clear problem, not a crash") {
+  /* Built without CUDA: "built without CUDA"; built with it on a machine without a GPU: "no CUDA
+   * device found". Either way the plan is not validated and the result says why. (With a GPU,
+   * calibrate/run-on-gpu.sh runs the matrix on the CUDA device.) */
+  exec::ValidateOptions o;
+  o.steps = 1;
+  o.cuda = true;
+  std::string why;
+  if (exec::make_cuda_device(std::uint64_t{64} << 20, 1, why)) return;  // a GPU is here
+  const plan::Scenario s = tiny();
+  const exec::Validation v = exec::validate(s.model, plan_named(s, "no offload"), o);
+  CHECK_FALSE(v.ok);
+  CHECK_MESSAGE(v.problem.find("CUDA") != std::string::npos, v.problem);
 }
