@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds ftplan with CUDA and runs the full calibration on a GPU machine, writing the profile.
-# One command, under 5 minutes on a typical GPU server (build ~1 min with -j on 16 cores for the
-# present GPU's architecture only; calibration ~3 min: GPU ~1.5, storage ~1.2, CPU ~0.3).
+# Builds ftplan with CUDA and runs the full calibration on a GPU machine, writing the profile; then
+# the executor's validation matrix (scripts/validation-matrix.sh) with the CUDA device, so the
+# first GPU machine validates the executor's GPU path too (docs/validation.md).
+# Calibration in under 5 minutes on a typical GPU server (build ~1 min with -j on 16 cores for the
+# present GPU's architecture only; calibration ~3 min: GPU ~1.5, storage ~1.2, CPU ~0.3); the matrix
+# a few minutes more (FTPLAN_VALIDATE=0 skips it).
 #
 #   calibrate/run-on-gpu.sh [PROFILE.yaml] [more `ftplan calibrate` options, e.g. --storage-dir /nvme0,/nvme1]
 #
@@ -9,7 +12,8 @@
 # (found via $CUDACXX, /usr/local/cuda/bin/nvcc or PATH), cuBLAS, and an NVIDIA driver at least as new as
 # the toolkit. NCCL (for collectives, with >1 GPU) is used when nccl.h and libnccl are found.
 # Environment: FTPLAN_CUDA_ARCHS (default "native": only the GPUs present), FTPLAN_STORAGE_DIR (default
-# /var/tmp; must be on the drive to measure, not tmpfs), FTPLAN_TIME_LIMIT_S (default 285).
+# /var/tmp; must be on the drive to measure, not tmpfs), FTPLAN_TIME_LIMIT_S (default 285),
+# FTPLAN_VALIDATE_TIME_LIMIT_S (the matrix's, default 600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -45,3 +49,17 @@ left=$(( limit - ($(date +%s) - start) ))
 timeout --signal=TERM "$left" build-gpu/cli/ftplan calibrate --out "$out" \
   --storage-dir "${FTPLAN_STORAGE_DIR:-/var/tmp}" "$@" | tee "${out%.yaml}.txt"
 echo "run-on-gpu: profile in $out, table in ${out%.yaml}.txt, $(( $(date +%s) - start )) s in all" >&2
+
+if [[ ${FTPLAN_VALIDATE:-1} != 0 ]]; then
+  # The matrix on the CUDA device: the scenario as written, then scaled to more parameters per
+  # token; storage directories under the one measured (NVMe tier files, removed on exit).
+  dir=${FTPLAN_STORAGE_DIR:-/var/tmp}/ftplan-validation-$$
+  mkdir -p "$dir/nvme0" "$dir/nvme1"
+  trap 'rm -rf "$dir"' EXIT
+  FTPLAN_DEVICE=cuda timeout --signal=TERM "${FTPLAN_VALIDATE_TIME_LIMIT_S:-600}" \
+    scripts/validation-matrix.sh build-gpu "$dir/nvme0" "$dir/nvme1" | tee "${out%.yaml}-validation.md" || true
+  FTPLAN_DEVICE=cuda timeout --signal=TERM "${FTPLAN_VALIDATE_TIME_LIMIT_S:-600}" \
+    scripts/validation-matrix.sh build-gpu "$dir/nvme0" "$dir/nvme1" layers=4,hidden=1024,seq=32 \
+    | tee -a "${out%.yaml}-validation.md" || true
+  echo "run-on-gpu: validation matrix (CUDA device) in ${out%.yaml}-validation.md, JSON in build-gpu/validation/" >&2
+fi

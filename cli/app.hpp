@@ -23,6 +23,8 @@ class App {
   explicit App(const Args& args);
   const model::Zoo& zoo();
   const hardware::Catalog& catalog();
+  // Replaces the catalog the scenario reader sees (validate adds this machine as node "local").
+  void set_catalog(hardware::Catalog catalog) { catalog_ = std::move(catalog); }
   const std::filesystem::path& zoo_dir() const { return zoo_dir_; }
   Format format() const { return format_; }
 

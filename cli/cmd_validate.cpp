@@ -9,7 +9,9 @@
 
 #include "app.hpp"
 #include "io/output_file.hpp"
+#include "io/profile_io.hpp"
 #include "io/units.hpp"
+#include "machine.hpp"
 #include "scenario_source.hpp"
 #include "storage/uring.hpp"
 #include "table.hpp"
@@ -60,7 +62,9 @@ void print_table(const exec::Validation& v) {
   }
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
   fmt::print("{}", t.text());
-  fmt::print("host memory: {}\n", v.host_memory);
+  fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
+  fmt::print("parameters after step {}: digest {}\n",
+             v.measured.first_step + static_cast<int>(v.measured.step_s.size()), exec::digest(v.measured.master));
   for (const auto& n : v.notes) fmt::print("note: {}\n", n);
   fmt::print("\n");
 }
@@ -75,6 +79,8 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["simulated_step_time_s"] = v.simulated_step_time_s;
   j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
   j["measured_step_times_s"] = v.measured.step_s;
+  j["first_step"] = v.measured.first_step;
+  j["parameters_digest"] = exec::digest(v.measured.master);
   j["measured_device_peak_bytes"] = v.measured_device_peak_bytes;
   j["simulated_device_peak_bytes"] = v.simulated_device_peak_bytes;
   j["device_peak_error_pct"] = exec::error_pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes);
@@ -82,6 +88,14 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["simulated_host_peak_bytes"] = v.simulated_host_peak_bytes;
   j["measured_nvme_peak_bytes"] = v.measured_nvme_peak_bytes;
   j["simulated_nvme_peak_bytes"] = v.simulated_nvme_peak_bytes;
+  j["device"] = v.device;
+  j["rates"] = {{"memory_Bps", v.rates.memory_Bps},
+                {"copy_Bps", v.rates.copy_Bps},
+                {"dram_Bps", v.rates.dram_Bps},
+                {"adam_params_per_s", v.rates.adam_params_per_s},
+                {"attention_flops_per_s", v.rates.attention_flops_per_s},
+                {"nvme_read_Bps", v.rates.nvme_read_Bps},
+                {"nvme_write_Bps", v.rates.nvme_write_Bps}};
   j["host_memory"] = v.host_memory;
   j["host_pinned"] = v.measured.host_pinned;
   nlohmann::json links = nlohmann::json::array();
@@ -124,13 +138,31 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   options.push_back(
       {"scale", true, "shrink the model: layers=N,hidden=H[,vocab=V][,seq=S] (placements and ratios kept)"});
   options.push_back({"storage-dir", true, "directories of the NVMe tier's files, comma-separated (striped over them)"});
+  options.push_back(
+      {"device", true, "what plays the GPU: cpu (the CPU device, default) or cuda (a CUDA build's GPU 0)"});
+  options.push_back({"state-dir", true,
+                     "keep each plan's training state (parameters, Adam moments, step) in DIR after every step, "
+                     "and resume from it: a run killed and started again continues its steps"});
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
   const Args args(argv, 2, options);
   App app(args);
-  plan::Scenario s = scenario_from_args(app, args);
+  // This machine, for plans on `cluster: {node: local}`: the calibration profile's CPU and DRAM
+  // (--profile), else this machine's as calibrate reads them; its storage directories are
+  // --storage-dir's, else those the profile measured.
+  hardware::CalibrationProfile machine;
+  if (auto path = args.value("profile"))
+    machine = io::load_profile(*path);
+  else
+    machine.machine.cpu = calibrate::read_cpu_identity();
   exec::ValidateOptions o;
+  if (auto dirs = args.value("storage-dir"))
+    o.storage_dirs = split_dirs(*dirs);
+  else
+    for (const auto& d : machine.machine.drives) o.storage_dirs.emplace_back(d.path);
+  app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));
+  plan::Scenario s = scenario_from_args(app, args);
   try {
     std::size_t used = 0;
     o.steps = std::stoi(steps, &used);
@@ -145,7 +177,16 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (auto dirs = args.value("storage-dir")) o.storage_dirs = split_dirs(*dirs);
+  if (auto dev = args.value("device")) {
+    if (*dev != "cpu" && *dev != "cuda") throw UsageError(fmt::format("--device: '{}' is not cpu or cuda", *dev));
+    o.cuda = *dev == "cuda";
+  }
+  if (auto dir = args.value("state-dir")) {
+    o.state_dir = *dir;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(o.state_dir, ec))
+      throw UsageError(fmt::format("--state-dir {}: not a directory", *dir));
+  }
   const auto trace = args.value("trace");
   o.trace = trace.has_value();
   o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };
@@ -164,9 +205,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     results.push_back(exec::validate(model, p, o));
     const exec::Validation& v = results.back();
     if (trace && v.ok) {
-      std::string tag = p.name;
-      for (char& ch : tag)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      const std::string tag = exec::file_tag(p.name);
       io::write_file_atomically(*trace + "." + tag + ".json", v.measured.trace_json);
       io::write_file_atomically(*trace + "." + tag + ".sim.json", v.simulated.trace_json);
     }

@@ -1,8 +1,9 @@
 // What the executor needs of an accelerator: bounded device memory, the step's kernels at the IR's
 // shapes, and copies between its memory and host buffers. The CPU device (cpu_device.hpp) plays a
 // GPU on any machine: an arena of host memory as HBM, Eigen GEMMs on a fixed thread count, memcpy
-// as the copy engine. A CUDA device would implement the same calls with cudaMalloc'd memory under
-// the same cap, cuBLASLt GEMMs and cudaMemcpyAsync on per-stream CUDA streams (issue 18).
+// as the copy engine. The CUDA device (cuda_device.hpp) implements the same calls with one
+// cudaMalloc'd block under the same cap, cuBLASLt GEMMs and cudaMemcpyAsync on each worker's
+// CUDA stream.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +43,13 @@ class Device {
   // Copies between device memory and host memory (either may be the other's address on a CPU device).
   virtual void copy_to_device(std::byte* device, const std::byte* host, std::size_t bytes) = 0;
   virtual void copy_to_host(std::byte* host, const std::byte* device, std::size_t bytes) = 0;
+  // Whether the host may read and write device memory through its pointers (a CPU device); else
+  // every access goes through copy_to_device / copy_to_host.
+  virtual bool host_addressable() const { return true; }
+  // Page-locks host memory for the device's DMA engines (cudaHostRegister); false when the device
+  // has none to lock it for. unpin_host undoes it.
+  virtual bool pin_host(std::byte* /*host*/, std::size_t /*bytes*/) { return false; }
+  virtual void unpin_host(std::byte* /*host*/) {}
 };
 
 }  // namespace ftplan::exec

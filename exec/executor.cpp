@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -19,6 +21,7 @@
 #include "arena.hpp"
 #include "cpu/kernels.hpp"
 #include "des/engine.hpp"
+#include "io/output_file.hpp"
 #include "sim/simulate.hpp"
 #include "storage/uring.hpp"
 
@@ -82,6 +85,8 @@ class HostTier {
   void release(std::byte* p) { arena_.release(p - base_); }
   double peak_bytes() const { return arena_.peak_bytes(); }
   bool locked() const { return locked_; }
+  std::byte* base() const { return base_; }
+  std::uint64_t bytes() const { return bytes_; }
   const std::string& note() const { return note_; }
 
  private:
@@ -159,6 +164,9 @@ class Runner {
  public:
   Runner(const schedule::StepIR& ir, const plan::Plan& p, Device& device, const Options& o)
       : ir_(ir), plan_(p), device_(device), opt_(o) {}
+  ~Runner() {
+    if (host_pinned_by_device_) device_.unpin_host(host_->base());
+  }
 
   Measured run();
 
@@ -180,6 +188,13 @@ class Runner {
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
   void live_gradients(std::size_t begin, std::size_t k, float* out) const;
+  // Chunk c of a part (per_param x its parameters bytes), from whichever tier holds it.
+  void read_part(const Part& part, std::size_t c, std::byte* out);
+  // The on-flash state (Options::state_file): what identifies the step IR it belongs to, and
+  // its reading and writing.
+  std::uint64_t fingerprint() const;
+  void load_state();
+  void save_state(int steps_done);
 
   const schedule::StepIR& ir_;
   const plan::Plan& plan_;
@@ -217,9 +232,14 @@ class Runner {
   std::vector<float> previous_grads_;             // delayed update: the last step's, kept when freed
   bool have_previous_ = false;
   std::vector<float> master_fallback_;
+  std::vector<float> resume_;  // the loaded state, chunk by chunk [master | m | v]; empty: a fresh start
+  int first_step_ = 0;
   std::vector<float> gather_;     // the optimizer's gradients of one chunk
   std::vector<Scratch> scratch_;  // per stream worker: a copy's unnamed source, and its unnamed destination
-  Scratch own_scratch_;           // the state's first values and last read-back
+  std::vector<std::vector<std::uint16_t>> bf16_;  // per stream worker: a gradient share in bf16
+  mutable std::vector<std::byte> staged_;         // device-resident gradients or state read back (CUDA device)
+  bool host_pinned_by_device_ = false;
+  Scratch own_scratch_;  // the state's first values and last read-back
 };
 
 void Runner::fail(const std::string& why) {
@@ -240,6 +260,7 @@ void Runner::prepare() {
   done_ = std::make_unique<std::atomic<int>[]>(n);
   storage_.assign(ir_.tensors.size(), Storage{});
   scratch_.resize(2 * schedule::kStreams);
+  bf16_.resize(schedule::kStreams);
   // The trainable parameters, chunk by chunk.
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ir_.ops[i];
@@ -328,10 +349,16 @@ void Runner::prepare() {
   for (const std::size_t k : chunk_params_) swap += static_cast<double>(round_up(k * 16 + kAlign));
   const double host_bytes = opt_.host_capacity_bytes > 0 ? opt_.host_capacity_bytes : host + swap + (16 << 20);
   host_ = std::make_unique<HostTier>(static_cast<std::uint64_t>(host_bytes), plan_.offload.pinned);
+  // Page-locked for the device's copy engines too (cudaHostRegister on the CUDA device).
+  if (plan_.offload.pinned) host_pinned_by_device_ = device_.pin_host(host_->base(), host_->bytes());
   if (nv > 0) {
     if (opt_.storage_dirs.empty())
       throw std::runtime_error("the plan keeps tensors on NVMe: give the executor storage directories");
     const double nvme_bytes = opt_.nvme_capacity_bytes > 0 ? opt_.nvme_capacity_bytes : nv + (16 << 20);
+    // Files a killed run left (SIGKILL cannot be caught; other signals remove them as they come).
+    int stale = 0;
+    for (const auto& dir : opt_.storage_dirs) stale += storage::remove_stale_scratch_files(dir);
+    if (stale > 0) notes_.push_back(fmt::format("removed {} scratch file(s) left by killed runs", stale));
     nvme_ = std::make_unique<NvmeTier>(static_cast<std::uint64_t>(nvme_bytes), opt_.storage_dirs, opt_.stripe_bytes);
   }
 }
@@ -355,10 +382,18 @@ void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const 
     const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
     if (a >= b || !s.live) continue;
     const std::size_t e = a - grad_begin_[g];
-    if (ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])].element == Element::fp32) {
-      std::memcpy(out + (a - begin), s.ptr + e * 4, (b - a) * 4);
+    const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
+    const std::size_t width = x.element == Element::fp32 ? 4 : 2;
+    const std::byte* at = s.ptr + e * width;
+    if (x.tier == Tier::gpu && !device_.host_addressable()) {  // read back through the device's copy
+      staged_.resize((b - a) * width);
+      device_.copy_to_host(staged_.data(), at, staged_.size());
+      at = staged_.data();
+    }
+    if (width == 4) {
+      std::memcpy(out + (a - begin), at, (b - a) * 4);
     } else {
-      const auto* h = reinterpret_cast<const std::uint16_t*>(s.ptr) + e;
+      const auto* h = reinterpret_cast<const std::uint16_t*>(at);
       for (std::size_t j = 0; j < b - a; ++j) out[a - begin + j] = from_bf16(h[j]);
     }
   }
@@ -406,22 +441,146 @@ void Runner::allocate(int t) {
       break;
   }
   s.live = true;
-  // The master weights' first values, and zero moments (a fresh optimizer).
+  // The master weights' first values and zero moments (a fresh optimizer), or the loaded state's.
   if (!state_) return;
   for (const Part* part : {&master_, &moments_}) {
     if (part->tensor != t) continue;
     for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
       const std::size_t k = chunk_params_[c];
       const std::uint64_t n = round_up(part->per_param * k);
-      std::byte* buf = x.tier == Tier::nvme ? own_scratch_.get(n) : s.ptr + part->base + part->offset[c];
+      std::byte* at = x.tier == Tier::nvme ? nullptr : s.ptr + part->base + part->offset[c];
+      std::byte* buf = x.tier == Tier::cpu ? at : own_scratch_.get(n);
       std::memset(buf, 0, n);
-      if (part == &master_) initial_master(reinterpret_cast<float*>(buf), chunk_begin_[c], k);
+      const float* saved = resume_.empty() ? nullptr : resume_.data() + 3 * chunk_begin_[c];
+      if (part == &master_ && saved)
+        std::memcpy(buf, saved, 4 * k);
+      else if (part == &master_)
+        initial_master(reinterpret_cast<float*>(buf), chunk_begin_[c], k);
+      else if (saved)
+        std::memcpy(buf, saved + k, 8 * k);  // m then v, as the part holds them
       if (x.tier == Tier::nvme) {
         storage::DirectIo io(opt_.io_queue_depth);
         nvme_io(&io, static_cast<std::uint64_t>(s.nvme) + part->base + part->offset[c], buf, n, true);
+      } else if (x.tier == Tier::gpu) {
+        device_.copy_to_device(at, buf, n);
       }
     }
   }
+}
+
+void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
+  const Storage& s = storage_[static_cast<std::size_t>(part.tensor)];
+  if (!s.live) throw std::runtime_error("the optimizer state is not live");
+  const std::uint64_t n = part.per_param * chunk_params_[c];
+  switch (ir_.tensors[static_cast<std::size_t>(part.tensor)].tier) {
+    case Tier::nvme: {
+      storage::DirectIo io(opt_.io_queue_depth);
+      std::byte* buf = own_scratch_.get(round_up(n));
+      part_io(part, c, buf, false, &io);
+      std::memcpy(out, buf, n);
+      break;
+    }
+    case Tier::gpu:
+      device_.copy_to_host(out, part_ptr(part, c), n);
+      break;
+    case Tier::cpu:
+      std::memcpy(out, part_ptr(part, c), n);
+      break;
+  }
+}
+
+// The state file: a header of six 64-bit words (magic, the IR's fingerprint, steps done,
+// trainable parameters, delayed-update gradients kept, FNV-1a 64 of the payload), then per chunk
+// its master weights, m and v (fp32), then the kept gradients (fp32). Host byte order: a state
+// file is read back by the machine that wrote it.
+constexpr std::uint64_t kStateMagic = 0x31545358454c5046ULL;  // "FPLEXST1" in little-endian order
+constexpr std::size_t kStateHeader = 6;
+
+std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 14695981039346656037ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+std::uint64_t Runner::fingerprint() const {
+  // What the state's meaning depends on: the ops and tensors of the step (model, plan, scale),
+  // the chunks the optimizer steps and whether its update is delayed.
+  std::vector<std::uint64_t> words = {ir_.ops.size(), ir_.tensors.size(), static_cast<std::uint64_t>(ir_.micro_batches),
+                                      static_cast<std::uint64_t>(plan_.offload.delayed_update)};
+  for (const auto& x : ir_.tensors)
+    words.insert(words.end(), {static_cast<std::uint64_t>(x.bytes), static_cast<std::uint64_t>(x.tier),
+                               static_cast<std::uint64_t>(x.category)});
+  for (const auto& op : ir_.ops)
+    words.insert(words.end(), {static_cast<std::uint64_t>(op.kind), static_cast<std::uint64_t>(op.stream),
+                               static_cast<std::uint64_t>(op.bytes)});
+  words.insert(words.end(), chunk_params_.begin(), chunk_params_.end());
+  return fnv1a(words.data(), words.size() * sizeof(std::uint64_t));
+}
+
+void Runner::save_state(int steps_done) {
+  const std::size_t kept = have_previous_ ? previous_grads_.size() : 0;
+  std::vector<float> state(3 * params_ + kept);
+  float* payload = state.data();
+  for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
+    const std::size_t k = chunk_params_[c], begin = chunk_begin_[c];
+    float* out = payload + 3 * begin;
+    if (!state_) {
+      std::copy_n(master_fallback_.begin() + static_cast<std::ptrdiff_t>(begin), k, out);
+      std::copy_n(master_fallback_.begin() + static_cast<std::ptrdiff_t>(params_ + 2 * begin), 2 * k, out + k);
+      continue;
+    }
+    read_part(master_, c, reinterpret_cast<std::byte*>(out));
+    read_part(moments_, c, reinterpret_cast<std::byte*>(out + k));
+  }
+  std::copy_n(previous_grads_.begin(), kept, payload + 3 * params_);
+  const std::uint64_t header[kStateHeader] = {kStateMagic, fingerprint(), static_cast<std::uint64_t>(steps_done),
+                                              params_,     kept,          fnv1a(state.data(), state.size() * 4)};
+  std::string text(sizeof header + state.size() * 4, '\0');
+  std::memcpy(text.data(), header, sizeof header);
+  std::memcpy(text.data() + sizeof header, state.data(), state.size() * 4);
+  io::write_file_atomically(opt_.state_file, text);
+}
+
+void Runner::load_state() {
+  const std::string path = opt_.state_file.string();
+  std::ifstream in(opt_.state_file, std::ios::binary);
+  if (!in) return;  // no state yet: a fresh start
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t h[kStateHeader] = {};
+  if (text.size() < sizeof h)
+    throw std::runtime_error(fmt::format("{}: not an executor state file ({} bytes)", path, text.size()));
+  std::memcpy(h, text.data(), sizeof h);
+  if (h[0] != kStateMagic) throw std::runtime_error(fmt::format("{}: not an executor state file", path));
+  if (h[1] != fingerprint() || h[3] != params_)
+    throw std::runtime_error(fmt::format(
+        "{}: holds the state of another step (model, plan, scale or placement differ); remove it or give another file",
+        path));
+  const std::size_t kept = h[4];
+  if (text.size() != sizeof h + (3 * params_ + kept) * 4)
+    throw std::runtime_error(
+        fmt::format("{}: {} bytes where the header says {}", path, text.size(), sizeof h + (3 * params_ + kept) * 4));
+  if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
+    throw std::runtime_error(fmt::format("{}: checksum mismatch (the file is corrupt)", path));
+  if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps)))
+    throw std::runtime_error(
+        fmt::format("{}: all {} steps are done already ({} in the file); nothing to resume", path, opt_.steps, h[2]));
+  first_step_ = static_cast<int>(h[2]);
+  resume_.resize(3 * params_);
+  std::memcpy(resume_.data(), text.data() + sizeof h, 3 * params_ * 4);
+  if (kept > 0) {
+    previous_grads_.resize(kept);
+    std::memcpy(previous_grads_.data(), text.data() + sizeof h + 3 * params_ * 4, kept * 4);
+    have_previous_ = true;
+  }
+  if (!state_)
+    for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
+      const std::size_t k = chunk_params_[c], begin = chunk_begin_[c];
+      std::copy_n(resume_.begin() + static_cast<std::ptrdiff_t>(3 * begin), k,
+                  master_fallback_.begin() + static_cast<std::ptrdiff_t>(begin));
+      std::copy_n(resume_.begin() + static_cast<std::ptrdiff_t>(3 * begin + k), 2 * k,
+                  master_fallback_.begin() + static_cast<std::ptrdiff_t>(params_ + 2 * begin));
+    }
+  notes_.push_back(fmt::format("resumed from {} after step {}", path, first_step_));
 }
 
 void Runner::initial_master(float* out, std::size_t begin, std::size_t k) {
@@ -497,13 +656,32 @@ void Runner::optimizer(std::size_t i, int c) {
     master = reinterpret_cast<float*>(part_ptr(master_, cc));
     m = reinterpret_cast<float*>(part_ptr(moments_, cc));
   }
-  float* v = m + k;
   if (plan_.offload.delayed_update && !have_previous_) return;  // the first step has no earlier gradients
+  // State in device memory the host cannot address (CUDA device): staged through host copies and
+  // updated by the same AdamW as everywhere else, so every placement stays bit-equal (its time is
+  // not a GPU optimizer kernel's).
+  const bool staged = state_ && !swap_[cc] && !device_.host_addressable() &&
+                      ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::gpu;
+  std::vector<float> stage;
+  float* const master_at = master;
+  float* const m_at = m;
+  if (staged) {
+    stage.resize(3 * k);
+    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data()), reinterpret_cast<std::byte*>(master_at), 4 * k);
+    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data() + k), reinterpret_cast<std::byte*>(m_at), 8 * k);
+    master = stage.data();
+    m = stage.data() + k;
+  }
+  float* v = m + k;
   // The chunk's gradients gathered into one buffer, kept between steps (fresh pages would cost a
   // page fault each, more than the update itself).
   if (gather_.size() < k) gather_.resize(k);
   gradients(begin, k, gather_.data());
   calibrate::cpu::adamw_step(master, gather_.data(), m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
+  if (staged) {
+    device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
+    device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
+  }
 }
 
 void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
@@ -642,18 +820,18 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
         const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
         const schedule::Tensor& x =
             ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
-        auto* bf16 = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2
-                         ? reinterpret_cast<std::uint16_t*>(st.ptr)
-                         : nullptr;
+        const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
+        std::vector<std::uint16_t>& bf16 = bf16_[static_cast<std::size_t>(worker)];
+        bf16.resize(out.size());
         const float scale = 1.0f / static_cast<float>(1 + step_);
         for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
           const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
           for (std::size_t j = 0; j < n; ++j) {
-            const std::uint16_t h = to_bf16(dB[j] * scale);
-            out[base + j] = from_bf16(h);
-            if (bf16) bf16[base + j] = h;
+            bf16[base + j] = to_bf16(dB[j] * scale);
+            out[base + j] = from_bf16(bf16[base + j]);
           }
         }
+        if (keep) device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(bf16.data()), out.size() * 2);
       }
       break;
     }
@@ -743,6 +921,7 @@ Measured Runner::run() {
   }
   try {
     prepare();
+    if (!opt_.state_file.empty()) load_state();
   } catch (const std::exception& e) {
     out.ok = false;
     out.problem = e.what();
@@ -750,9 +929,18 @@ Measured Runner::run() {
   }
   out.host_pinned = host_->locked();
   out.host_note = host_->note();
-  for (int s = 0; s < std::max(1, opt_.steps) && !failed_; ++s) {
+  out.first_step = first_step_;
+  for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     step(s, out);
+    if (failed_ || opt_.state_file.empty()) continue;
+    try {
+      save_state(s + 1);
+    } catch (const std::exception& e) {
+      fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
+      break;
+    }
+    if (opt_.on_state_written) opt_.on_state_written(s + 1);
   }
   if (failed_) {
     out.ok = false;
@@ -808,14 +996,7 @@ Measured Runner::run() {
       continue;
     }
     if (!storage_[static_cast<std::size_t>(master_.tensor)].live) continue;
-    if (ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::nvme) {
-      storage::DirectIo io(opt_.io_queue_depth);
-      std::byte* buf = own_scratch_.get(round_up(4 * k));
-      part_io(master_, c, buf, false, &io);
-      std::memcpy(out.master.data() + chunk_begin_[c], buf, 4 * k);
-    } else {
-      std::memcpy(out.master.data() + chunk_begin_[c], part_ptr(master_, c), 4 * k);
-    }
+    read_part(master_, c, reinterpret_cast<std::byte*>(out.master.data() + chunk_begin_[c]));
   }
   out.notes = notes_;
   if (opt_.trace) {
@@ -940,6 +1121,18 @@ std::string unsupported(const schedule::StepIR& ir) {
     if (t.category == Category::gradients && t.tier == Tier::nvme)
       return "the plan keeps gradients on NVMe, and the IR never reads them back for the optimizer step";
   return {};
+}
+
+int state_steps(const std::filesystem::path& state_file) {
+  std::ifstream in(state_file, std::ios::binary | std::ios::ate);
+  if (!in) return -1;
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  std::uint64_t h[kStateHeader] = {};
+  in.seekg(0);
+  if (size < sizeof h || !in.read(reinterpret_cast<char*>(h), sizeof h) || h[0] != kStateMagic ||
+      size != sizeof h + (3 * h[3] + h[4]) * 4)
+    return -1;
+  return static_cast<int>(h[2]);
 }
 
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options) {

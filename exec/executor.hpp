@@ -34,6 +34,16 @@ struct Options {
   double nvme_capacity_bytes = 0;
   bool trace = false;  // keep a Chrome trace of the last step
   std::function<void(const std::string&)> progress;
+  // The on-flash training state (a file; put it on a storage directory). When set, after every
+  // step the executor writes there, atomically (io::write_file_atomically), the fp32 master
+  // weights, Adam's moments and the step count, and with delayed update the gradients the next
+  // step applies: what a training job checkpoints (DeepSpeed's save_checkpoint keeps the fp32
+  // master weights, the optimizer state and the global step). A run given a file that holds the
+  // state of the same step IR continues after the file's last step, so a run killed with SIGKILL
+  // and restarted ends with the uninterrupted run's parameters bit for bit.
+  std::filesystem::path state_file;
+  // Called after each step's state is on flash, with the number of steps done.
+  std::function<void(int steps_done)> on_state_written;
 };
 
 struct StreamMeasure {
@@ -57,7 +67,8 @@ struct OpRecord {
 struct Measured {
   bool ok = true;
   std::string problem;                 // why the run stopped, when !ok
-  std::vector<double> step_s;          // each step's wall time
+  int first_step = 0;                  // the step the run began with (> 0: resumed from Options::state_file)
+  std::vector<double> step_s;          // each step's wall time (of the steps this run ran)
   double step_time_s = 0;              // the median over the steps after the first (all when one)
   std::vector<StreamMeasure> streams;  // of the last step
   std::vector<LinkMeasure> links;      // of the last step
@@ -77,6 +88,10 @@ struct Measured {
 // cannot run (collectives over several ranks, gradients on NVMe, a tensor that does not fit)
 // comes back as ok = false with the problem; it never throws for such input.
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
+
+// Steps done by the state in `state_file` (Options::state_file); -1 when there is none or it is
+// not a whole state file.
+int state_steps(const std::filesystem::path& state_file);
 
 // The ops each stream's worker runs, in order: the IR's ops of that stream in issue order.
 std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "common.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu_device.hpp"
+#include "cuda_device.hpp"
 #include "inventory/inventory.hpp"
 #include "storage/uring.hpp"
 
@@ -128,14 +130,31 @@ std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to,
       s.seq_len > 0 ? fmt::format(", sequence {}", s.seq_len) : std::string());
 }
 
+std::string file_tag(const std::string& plan_name) {
+  std::string tag = plan_name;
+  for (char& ch : tag)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return tag;
+}
+
+std::string state_file_name(const std::string& plan_name) { return "ftplan-exec-" + file_tag(plan_name) + ".state"; }
+
+std::string digest(const std::vector<float>& parameters) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 (Fowler, Noll, Vo)
+  const auto* p = reinterpret_cast<const unsigned char*>(parameters.data());
+  for (std::size_t i = 0; i < parameters.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return fmt::format("{:016x}", h);
+}
+
 double error_pct(double simulated, double measured) {
   if (measured == 0) return simulated == 0 ? 0 : 100.0;
   return 100.0 * (simulated - measured) / measured;
 }
 
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs) {
+DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device) {
   DeviceRates r;
-  CpuDevice dev(std::uint64_t{1} << 20, 1);
+  CpuDevice cpu(std::uint64_t{1} << 20, 1);
+  Device& dev = device ? *device : cpu;
   // GEMMs at every shape the simulator will ask for: an op's forward C[m x n] = A[m x k] B[k x n],
   // and a backward's dA (m x k over n) and dB (k x n over m) (sim::compute_seconds).
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
@@ -150,8 +169,8 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
       if (op.weight_grad) shapes.insert({op.k, op.n, op.m});
     }
   }
-  CpuDevice flusher(std::uint64_t{1} << 20, 1);
-  const auto flush = [&] { flusher.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
+  // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
+  const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
   for (const auto& [m, n, k] : shapes) {
     const double t = time_cold([&, m = m, n = n, k = k] { dev.gemm(0, GemmCall{m, n, k, false, false, 1}); }, flush);
     r.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t});
@@ -164,8 +183,21 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
   constexpr std::size_t kBytes = std::size_t{32} << 20;
   r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); });
   std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
-  r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
-  r.dram_Bps = 2.0 * kBytes / time_per_call([&] {
+  if (dev.host_addressable()) {
+    r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
+  } else {
+    // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
+    std::byte* on_device = dev.allocate(kBytes);
+    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
+    const bool pinned = dev.pin_host(a.data(), kBytes);
+    r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); });
+    if (pinned) dev.unpin_host(a.data());
+    dev.release(on_device);
+  }
+  // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
+  // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
+  // blocks this large with non-temporal stores: no write-allocate reads).
+  r.dram_Bps = 4.0 * kBytes / time_per_call([&] {
                  std::thread other([&] { std::memcpy(d.data(), c.data(), kBytes); });
                  std::memcpy(b.data(), a.data(), kBytes);
                  other.join();
@@ -198,10 +230,12 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
   return r;
 }
 
-plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& r, double device_bytes, int storage_dirs) {
-  plan::Plan p = plan;
-  hardware::GpuSpec& g = p.cluster.gpu;
-  g = hardware::GpuSpec{};
+namespace {
+
+// The CPU device as a catalog GPU: every dtype at the nominal peak (the simulator takes the
+// measured rates as fractions of it), `device_bytes` of memory.
+hardware::GpuSpec cpu_device_gpu(const DeviceRates& r, double device_bytes) {
+  hardware::GpuSpec g;
   g.name = "cpu-device";
   g.display_name = "CPU device (this machine)";
   g.vendor = "ftplan";
@@ -214,26 +248,88 @@ plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& r, double 
     g.peak_flops[d] = kPeak;
   g.host_link.gen = 4;
   g.host_link.lanes = 16;
+  return g;
+}
+
+// A storage directory of this machine as a drive.
+hardware::DriveSpec storage_dir_drive(double read_Bps, double write_Bps) {
+  hardware::DriveSpec d;
+  d.name = "local-dir";
+  d.display_name = "a storage directory of this machine";
+  d.interface.gen = 4;
+  d.interface.lanes = 4;
+  d.capacity_bytes = 1e12;
+  d.seq_read_Bps = std::max(1.0, read_Bps);
+  d.seq_write_Bps = d.sustained_write_Bps = std::max(1.0, write_Bps);
+  d.write_cache_bytes = 0;
+  return d;
+}
+
+}  // namespace
+
+plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& r, double device_bytes, int storage_dirs) {
+  plan::Plan p = plan;
+  p.cluster.gpu = cpu_device_gpu(r, device_bytes);
   p.cluster.nodes = 1;
   p.cluster.gpus_per_node = 1;
   p.cluster.exclusive = true;
   p.cluster.node.gpus = 1;
   p.cluster.node.pcie_switches.clear();
-  p.cluster.host.dram_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (plan.cluster.node.name != kLocalNode)
+    p.cluster.host.dram_bytes =
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
   p.cluster.drives.clear();
-  if (storage_dirs > 0) {
-    hardware::DriveSpec d;
-    d.name = "storage-dir";
-    d.display_name = "a storage directory of this machine";
-    d.interface.gen = 4;
-    d.interface.lanes = 4;
-    d.capacity_bytes = 1e12;
-    d.seq_read_Bps = std::max(1.0, r.nvme_read_Bps / storage_dirs);
-    d.seq_write_Bps = d.sustained_write_Bps = std::max(1.0, r.nvme_write_Bps / storage_dirs);
-    d.write_cache_bytes = 0;
-    p.cluster.drives.emplace_back(d, storage_dirs);
-  }
+  if (storage_dirs > 0)
+    p.cluster.drives.emplace_back(storage_dir_drive(r.nvme_read_Bps / storage_dirs, r.nvme_write_Bps / storage_dirs),
+                                  storage_dirs);
   return p;
+}
+
+hardware::Catalog with_local_node(hardware::Catalog catalog, const hardware::CalibrationProfile& profile,
+                                  int storage_dirs) {
+  const hardware::ProfileCpu& cpu = profile.machine.cpu;
+  hardware::HostSpec h;
+  h.name = kLocalNode;
+  h.display_name = cpu.model.empty() ? "this machine" : "this machine (" + cpu.model + ")";
+  h.sockets = std::max(1, cpu.sockets);
+  h.cores_per_socket = std::max(1, cpu.cores / h.sockets);
+  h.threads_per_core = std::max(1, cpu.threads / std::max(1, cpu.cores));
+  h.simd = cpu.simd;
+  h.dram_bytes = cpu.dram_bytes;
+  // DRAM bandwidth as channels x transfers x 8 B: one channel per socket carrying the measured
+  // figure (STREAM triad, McCalpin; the profile's best over thread counts), else the firmware bound.
+  double dram = profile.cpu.dram_bound_Bps;
+  for (const auto& d : profile.cpu.dram)
+    if (d.kernel == "triad") dram = std::max(dram, d.bandwidth_Bps);
+  h.dram_channels_per_socket = 1;
+  h.dram_transfers_per_s = dram / 8.0 / h.sockets;
+  h.pcie_gen = 4;
+  h.pcie_lanes_per_socket = 16;
+  h.notes = "from the calibration profile of " +
+            (profile.machine.hostname.empty() ? std::string("this machine") : profile.machine.hostname);
+  double read = 0, write = 0;  // one directory's sequential 1 MiB rates
+  for (const auto& run : profile.storage.runs) {
+    if (run.paths.size() != 1 || run.block_bytes != (1 << 20)) continue;
+    if (run.op == hardware::StorageOp::read) read = std::max(read, run.bandwidth_Bps);
+    if (run.op == hardware::StorageOp::write) write = std::max(write, run.bandwidth_Bps);
+  }
+  hardware::NodeSpec n;
+  n.name = kLocalNode;
+  n.display_name = h.display_name;
+  n.gpu = "cpu-device";
+  n.gpus = 1;
+  n.host = kLocalNode;
+  if (storage_dirs > 0) n.drives.push_back({"local-dir", storage_dirs});
+  n.notes = "cluster: {node: local}: ftplan validate's CPU device on this machine";
+  std::erase_if(catalog.gpus, [](const auto& g) { return g.name == "cpu-device"; });
+  std::erase_if(catalog.hosts, [](const auto& x) { return x.name == kLocalNode; });
+  std::erase_if(catalog.drives, [](const auto& x) { return x.name == "local-dir"; });
+  std::erase_if(catalog.nodes, [](const auto& x) { return x.name == kLocalNode; });
+  catalog.gpus.push_back(cpu_device_gpu(DeviceRates{}, 1e15));
+  catalog.hosts.push_back(h);
+  catalog.drives.push_back(storage_dir_drive(read > 0 ? read : 1e9, write > 0 ? write : 1e9));
+  catalog.nodes.push_back(n);
+  return catalog;
 }
 
 sim::Efficiency efficiency_of(const DeviceRates& r) {
@@ -291,15 +387,22 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     v.problem = "the plan keeps tensors on NVMe: give --storage-dir";
     return v;
   }
-  say("measuring the CPU device's rates at the step's shapes");
+  say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
   DeviceRates rates;
   try {
-    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{});
+    std::unique_ptr<Device> gpu;
+    if (o.cuda) {
+      std::string why;
+      gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
+      if (!gpu) throw std::runtime_error("CUDA device: " + why);
+    }
+    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{}, gpu.get());
   } catch (const std::exception& e) {
     v.ok = false;
     v.problem = e.what();
     return v;
   }
+  v.rates = rates;
   p = on_this_machine(plan, rates, kLarge, nvme ? dirs : 0);
   const sim::Efficiency eff = efficiency_of(rates);
   say("simulating");
@@ -315,12 +418,26 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   // The device's memory: the simulated peak, plus a page per live tensor of rounding.
   const double device_bytes =
       v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
-  say(fmt::format("running {} step(s) on the CPU device", o.steps));
-  CpuDevice device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  std::unique_ptr<Device> device_owned;
+  if (o.cuda) {
+    std::string why;
+    device_owned = make_cuda_device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams, why);
+    if (!device_owned) {
+      v.ok = false;
+      v.problem = "CUDA device: " + why;
+      return v;
+    }
+  } else {
+    device_owned = std::make_unique<CpuDevice>(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  }
+  Device& device = *device_owned;
+  v.device = device.describe();
+  say(fmt::format("running {} step(s) on the {}", o.steps, v.device));
   Options eo;
   eo.steps = o.steps;
   eo.storage_dirs = o.storage_dirs;
   eo.trace = o.trace;
+  if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
   try {
     v.measured = run(ir, p, device, eo);
@@ -345,6 +462,11 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
   v.host_memory = m.host_note;
   v.notes = m.notes;
+  if (plan.cluster.node.name != kLocalNode)
+    v.notes.insert(v.notes.begin(),
+                   fmt::format("the plan's {} x {} ran as this machine's CPU device, its host and drives as this "
+                               "machine's (cluster: {{node: local}} says so in the scenario)",
+                               plan.cluster.gpus(), plan.cluster.gpu.display_name));
   // Links: the simulator's, with what the executor moved over each.
   for (const auto& l : s.links) {
     LinkRow row{l.name, 0, l.bytes, 0, l.busy_s};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor.hpp"
+#include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "sim/simulate.hpp"
@@ -42,17 +43,28 @@ struct DeviceRates {
   double attention_flops_per_s = 0;
   double memory_Bps = 0;                         // a memory-bound kernel's bytes (read + written) per second
   double copy_Bps = 0;                           // one memcpy between device and host memory
-  double dram_Bps = 0;                           // two memcpys at once, together (the streams' share of DRAM)
+  double dram_Bps = 0;                           // DRAM traffic (read + written) of two memcpys at once
   double adam_params_per_s = 0;                  // calibrate's AdamW on one thread
   double nvme_read_Bps = 0, nvme_write_Bps = 0;  // the storage directories, striped, 1 MiB at depth 8
 };
 
 struct ValidateOptions {
   int steps = 3;
+  bool cuda = false;  // run on the CUDA device (cuda_device.hpp) instead of the CPU device
   std::vector<std::filesystem::path> storage_dirs;
   bool trace = false;
+  // Keep each plan's on-flash training state in this directory (Options::state_file, named by
+  // state_file_name) and resume from it: a validate killed and run again continues its steps.
+  std::filesystem::path state_dir;
   std::function<void(const std::string&)> progress;
 };
+
+// A plan's name as a file name part: every character but letters and digits becomes '_'.
+std::string file_tag(const std::string& plan_name);
+// The state file of `plan_name` in ValidateOptions::state_dir.
+std::string state_file_name(const std::string& plan_name);
+// FNV-1a 64 of the parameters' bytes, as 16 hex digits: equal digests, equal parameters.
+std::string digest(const std::vector<float>& parameters);
 
 struct LinkRow {
   std::string name;
@@ -69,10 +81,12 @@ struct Validation {
   double measured_host_peak_bytes = 0, simulated_host_peak_bytes = 0;
   double measured_nvme_peak_bytes = 0, simulated_nvme_peak_bytes = 0;
   std::string host_memory;  // pinned or pageable, and why
+  std::string device;       // what ran the step (Device::describe)
   std::vector<LinkRow> links;
   std::vector<LinkRow> streams;  // busy seconds (bytes unused)
   std::string measured_bound_by, simulated_bound_by;
   std::vector<std::string> notes;
+  DeviceRates rates;  // what the simulation was given
   Measured measured;
   sim::StepResult simulated;
 };
@@ -80,12 +94,26 @@ struct Validation {
 // (simulated - measured) / measured in percent; 0 when both are 0.
 double error_pct(double simulated, double measured);
 
-// Measures the CPU device's rates for `ir`'s shapes (a second or two).
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& storage_dirs);
+// Measures the device's rates for `ir`'s shapes (a second or two): GEMMs, attention, memory-bound
+// kernels and host-to-device copies on `device` (a CPU device of its own when null), DRAM, AdamW and
+// the storage directories on the host.
+DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& storage_dirs,
+                          Device* device = nullptr);
 
 // `plan` on this machine: the GPU is the CPU device at `rates` with `device_bytes` of memory, the
-// host this machine, one drive per storage directory; and the efficiency figures to simulate it.
+// host this machine (a plan on the "local" node keeps its host: the calibration profile's), one
+// drive per storage directory; and the efficiency figures to simulate it.
 plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& rates, double device_bytes, int storage_dirs);
+
+// `cluster: {node: local}` in a scenario: this machine, as the catalog node "local" that
+// `ftplan validate` adds before it reads the scenario. Its GPU is the executor's CPU device, its
+// host the calibration profile's CPU (sockets, cores, threads, SIMD, DRAM bytes; DRAM bandwidth
+// from the profile's best STREAM triad, else its firmware bound), its drives one "local-dir" per
+// storage directory (sequential rates from the profile's 1 MiB runs where it has them). Returns
+// `catalog` with the node and its parts added.
+inline constexpr const char* kLocalNode = "local";
+hardware::Catalog with_local_node(hardware::Catalog catalog, const hardware::CalibrationProfile& profile,
+                                  int storage_dirs);
 sim::Efficiency efficiency_of(const DeviceRates& rates);
 
 Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const ValidateOptions& options);

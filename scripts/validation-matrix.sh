@@ -7,12 +7,14 @@
 # parameters per token: more of it is transfers).
 # Storage directories must be on a file system that takes O_DIRECT (not tmpfs); by default two
 # folders under the build directory. JSON per run goes to BUILD_DIR/validation/.
+# FTPLAN_DEVICE=cuda runs the step on the CUDA device (a CUDA build; calibrate/run-on-gpu.sh does).
 set -euo pipefail
 build=${1:-build}
 d1=${2:-$build/validation/nvme0}
 d2=${3:-$build/validation/nvme1}
 scale=()
 [[ -n "${4:-}" ]] && scale=(--scale "$4")
+scale+=(--device "${FTPLAN_DEVICE:-cpu}")
 mkdir -p "$build/validation" "$d1" "$d2"
 ftplan=$build/cli/ftplan
 # (validate exits 1 when a plan could not be validated; the table says which and why.)

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -277,6 +278,25 @@ void remove_scratch_files_on_signal() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_fatal_signal);
 }
 
+int remove_stale_scratch_files(const fs::path& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = kScratchPrefix;
+    if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    const std::size_t dash = name.find('-', prefix.size());
+    if (dash == std::string::npos || dash == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size(), dash - prefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 9)
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (unlink(entry.path().c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 IoResult run_io(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double duration_s,
                 std::uint64_t max_bytes) {
   return run(files, pattern, duration_s, max_bytes, 0, nullptr);
@@ -291,7 +311,8 @@ struct DirectIo::Ring {
   io_uring ring{};
 };
 
-DirectIo::DirectIo(int queue_depth) : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
+DirectIo::DirectIo(int queue_depth)
+    : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
   const int rc = io_uring_queue_init(depth_, &ring_->ring, 0);
   if (rc < 0) throw std::runtime_error(fmt::format("io_uring is unavailable here: {}", errno_text(-rc)));
 }
@@ -330,7 +351,8 @@ void DirectIo::run(const std::vector<IoRequest>& requests) {
     const IoRequest& r = requests[io_uring_cqe_get_data64(cqe)];
     io_uring_cqe_seen(&ring, cqe);
     --inflight;
-    if (res < 0 && error.empty()) error = fmt::format("{} failed: {}", r.write ? "write" : "read", errno_text(-res));
+    if (res < 0 && error.empty())
+      error = fmt::format("{} failed: {}", r.write ? "write" : "read", errno_text(-res));
     else if (res >= 0 && static_cast<std::uint32_t>(res) != r.bytes && error.empty())
       error = fmt::format("short {}: {} of {} bytes", r.write ? "write" : "read", res, r.bytes);
     submit_more();

@@ -45,6 +45,12 @@ void remove_scratch_files_on_signal();
 // The name prefix of every scratch file (tests look for leftovers with it).
 inline constexpr const char* kScratchPrefix = "ftplan-calibrate-";
 
+// SIGKILL cannot be caught: a killed run leaves its scratch files behind. Removes the scratch
+// files in `dir` whose creator (the pid in the name, "PREFIXPID-N.tmp") no longer runs
+// (kill(pid, 0) fails with ESRCH); returns how many. Files of live processes, and anything not
+// named like a scratch file, are left alone.
+int remove_stale_scratch_files(const std::filesystem::path& dir);
+
 struct IoPattern {
   hardware::StorageOp op = hardware::StorageOp::read;
   std::uint32_t block_bytes = 1 << 20;

@@ -339,6 +339,13 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
       std::string name;
       v.get("node", name);
       const auto* node = catalog.node(name);
+      if (!node && name == "local") {
+        // `ftplan validate` adds this machine to the catalog as node "local" (exec/validate.hpp).
+        r.error(v.location_of("node"), v.key_path("node"),
+                "'local' is this machine as its calibration profile describes it, which only `ftplan validate` "
+                "runs; other verbs need a catalog node (`ftplan hardware nodes`)");
+        return false;
+      }
       if (!node) {
         r.error(v.location_of("node"), v.key_path("node"),
                 fmt::format("no node '{}' in the catalog{}", name, did_you_mean(name, catalog.node_names())));

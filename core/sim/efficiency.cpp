@@ -103,11 +103,18 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     e.nvlink = std::clamp(bus / gpu.nvlink_bandwidth_Bps, 0.05, 1.0);
     measured.push_back("NCCL");
   }
+  // The DRAM link carries real traffic (a copy's bytes, CPU AdamW's 28 B per parameter: every
+  // line read or written). STREAM counts triad as 24 B per element; calibrate's triad
+  // (calibrate/cpu/kernels.cpp, plain stores) also reads each destination line before writing it
+  // (write-allocate), so DRAM moved 32 B (docs/calibration-profile.md, "Counting conventions";
+  // McCalpin's STREAM counts no write-allocate traffic). Taken as counted, the dev VM profile's
+  // AdamW (28 B x its rate = 1.10 x triad) came out DRAM-bound.
+  constexpr double kTriadTrafficPerCounted = 32.0 / 24.0;
   int best_threads = 0;
   for (const auto& d : prof.cpu.dram)
     if (d.kernel == "triad" && d.threads >= best_threads) {
       best_threads = d.threads;
-      e.dram_Bps = d.bandwidth_Bps;
+      e.dram_Bps = d.bandwidth_Bps * kTriadTrafficPerCounted;
     }
   if (e.dram_Bps > 0) measured.push_back("DRAM");
   best_threads = 0;

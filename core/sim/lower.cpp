@@ -190,12 +190,13 @@ class StageLowering {
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
-          // CPU Adam streams its state through DRAM: a flow on the DRAM link, so it contends with
-          // the copies and NVMe traffic that also cross host memory; its bytes are scaled so the
-          // uncontended time is params / the CPU's parameter rate.
-          const double params = op.bytes / schedule::kAdamBytesPerParam;
-          const double seconds = params / std::max(1.0, cx_.topo.cpu_params_per_s);
-          task[i] = e_.transfer(q, {links_.dram}, seconds * cx_.topo.dram_Bps, label(i));
+          // CPU Adam streams its state through DRAM: the bytes it moves (the IR's 28 B per
+          // parameter: DeepSpeed's cpu_adam reads master, gradient, m and v and writes master, m
+          // and v, csrc/includes/cpu_adam.h Step_AVX) flow over the host cores, at their measured
+          // AdamW rate x 28 B, and over the DRAM link, where they contend with the copies and NVMe
+          // traffic that also cross host memory. (Before, the DRAM link carried an equivalent of
+          // its time, seconds x DRAM bandwidth: the executor showed those were not the bytes moved.)
+          task[i] = e_.transfer(q, {links_.cpu, links_.dram}, op.bytes, label(i));
         } else {
           l_.base_s[i] = compute_seconds(op, cx_.p, cx_.eff);
           task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown), label(i));
@@ -269,6 +270,7 @@ class StageLowering {
         case HostLink::nvme_read: path.push_back(links_.nvme_read); break;
         case HostLink::nvme_write: path.push_back(links_.nvme_write); break;
         case HostLink::pageable: path.push_back(links_.pageable); break;
+        case HostLink::cpu: path.push_back(links_.cpu); break;
       }
     }
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
@@ -355,6 +357,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
       n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
       n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
       n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
+      n.cpu = e.add_link(np + "host cpu", std::max(1.0, topo.cpu_params_per_s * schedule::kAdamBytesPerParam * g));
       shared = node_links.emplace(node, n).first;
     }
     RankLinks k = shared->second;
@@ -372,7 +375,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
       k.uplink = k.pcie;
     }
     k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
-    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable};
+    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
     if (place.at.t == 0 && place.at.c == 0 && place.at.d == 0) reported[place.at.s] = static_cast<int>(lowered.size());
     lowered.push_back(lower_stage(cx, ir, k, place));
   }

@@ -132,6 +132,7 @@ struct RankLinks {
   // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
   // chunk by chunk, so such copies also cross this (slower) stage.
   des::LinkId pageable{};
+  des::LinkId cpu{};  // the host cores a CPU optimizer step runs on (HostLink::cpu)
   std::vector<des::LinkId> own;
 };
 

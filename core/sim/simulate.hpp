@@ -31,7 +31,9 @@ struct Efficiency {
   // ring all-gather/reduce-scatter on NVLink + InfiniBand nodes (NCCL environment docs).
   int nccl_sms = 16;
   // Host figures measured by a calibration profile (0 = derive from the catalog).
-  double dram_Bps = 0;                   // achieved DRAM bandwidth of the whole host (STREAM triad, all threads)
+  // Achieved DRAM traffic of the whole host, bytes read + written (STREAM triad with its
+  // write-allocate reads, all threads).
+  double dram_Bps = 0;
   double cpu_optimizer_params_per_s = 0; // AdamW parameters per second of the whole host
   double nvme_read_Bps = 0;              // striped drives of the node at the offload engine's block and depth
   double nvme_write_Bps = 0;
@@ -153,7 +155,9 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
 // GPU's PCIe link, its switch uplink and host DRAM (a pageable one first the driver's staging
 // copy); an NVMe copy the drives and host DRAM (no GPUDirect Storage); the CPU optimizer host DRAM.
 // Empty for every other op. The executor (exec/) counts its bytes on the same links.
-enum class HostLink { pcie, uplink, dram, nvme_read, nvme_write, pageable };
+// `cpu`: the host cores running a CPU optimizer step, a link whose capacity is their measured
+// AdamW rate x the bytes it moves per parameter; the step's flow crosses it and host DRAM.
+enum class HostLink { pcie, uplink, dram, nvme_read, nvme_write, pageable, cpu };
 std::vector<HostLink> host_path(const schedule::Op& op, const plan::Plan& plan);
 // The name of a representative rank's link in StepResult::links.
 const char* to_string(HostLink l);

@@ -3,7 +3,7 @@
 namespace ftplan::sim {
 
 std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
-  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::dram};
+  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::cpu, HostLink::dram};
   if (op.kind != OpKind::copy) return {};
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
@@ -19,6 +19,7 @@ const char* to_string(HostLink l) {
     case HostLink::nvme_read: return "nvme read (share)";
     case HostLink::nvme_write: return "nvme write (share)";
     case HostLink::pageable: return "pageable staging";
+    case HostLink::cpu: return "host cpu (share)";
   }
   return "?";
 }
@@ -108,6 +109,7 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
   k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
+  k.cpu = link(to_string(HostLink::cpu), topo.cpu_params_per_s * schedule::kAdamBytesPerParam);
   return k;
 }
 

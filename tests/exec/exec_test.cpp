@@ -2,13 +2,19 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "cpu_device.hpp"
+#include "cuda_device.hpp"
 #include "executor.hpp"
 #include "inventory/inventory.hpp"
 #include "io/catalog_io.hpp"
@@ -67,15 +73,23 @@ const plan::Plan& plan_named(const plan::Scenario& s, const std::string& name) {
   return s.plans.front();
 }
 
-// The master weights after `steps` steps of `name` run by the executor.
-std::vector<float> master_after(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir) {
+// `steps` steps of `name` run by the executor (with `state`, keeping its on-flash state there).
+exec::Measured run_plan(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
+                        const fs::path& state = {}, std::function<void(int)> on_state = {}) {
   const plan::Plan p = exec::on_this_machine(plan_named(s, name), exec::DeviceRates{}, 1e15, 1);
   const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
   exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
   exec::Options o;
   o.steps = steps;
   o.storage_dirs = {dir};
-  const exec::Measured m = exec::run(ir, p, device, o);
+  o.state_file = state;
+  o.on_state_written = std::move(on_state);
+  return exec::run(ir, p, device, o);
+}
+
+// The master weights after `steps` steps of `name` run by the executor.
+std::vector<float> master_after(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir) {
+  const exec::Measured m = run_plan(s, name, steps, dir);
   REQUIRE_MESSAGE(m.ok, m.problem);
   return m.master;
 }
@@ -84,7 +98,114 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Scratch files (the NVMe tier's) in `dir` created by process `pid`.
+int scratch_files_of(const fs::path& dir, pid_t pid) {
+  int n = 0;
+  const std::string prefix = std::string(calibrate::storage::kScratchPrefix) + std::to_string(pid) + "-";
+  for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().starts_with(prefix);
+  return n;
+}
+
+// Runs `steps` steps of `name` in a child process keeping its state in `state`; once the state
+// after step `at` is on flash, the child goes on into the next step and the parent sends it
+// `signal` 20 ms later. The child never finishes: after step `at` + 1 it waits to be killed.
+// Returns the child's pid once it is dead of `signal`.
+pid_t kill_midway(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
+                  const fs::path& state, int at, int signal) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(fds[0]);
+    calibrate::storage::remove_scratch_files_on_signal();
+    const exec::Measured m = run_plan(s, name, steps, dir, state, [&](int done) {
+      if (done == at) {
+        const char c = 1;
+        (void)!write(fds[1], &c, 1);
+      } else if (done > at) {
+        for (;;) pause();
+      }
+    });
+    std::fprintf(stderr, "child: %s\n", m.ok ? "finished before it was killed" : m.problem.c_str());
+    _exit(1);
+  }
+  close(fds[1]);
+  char c = 0;
+  const bool reached = read(fds[0], &c, 1) == 1;  // EOF: the child ended before step `at`
+  close(fds[0]);
+  if (reached) {
+    usleep(20000);
+    kill(child, signal);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  REQUIRE(reached);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == signal);
+  return child;
+}
+
 }  // namespace
+
+TEST_CASE(
+    "a run killed with SIGKILL resumes from its on-flash state: the uninterrupted run's parameters, bit for bit") {
+  /* Each run keeps its training state (master weights, Adam moments, step, delayed update's
+   * gradients) in a state file written after every step. A child process runs 6 steps and is
+   * killed with SIGKILL during step 4 (or just after it); a second run given the same state file
+   * resumes after the last step on flash and must end with the parameters of 6 uninterrupted
+   * steps. State on the device (no offload), in host DRAM with delayed update, and on NVMe
+   * (ZeRO-Infinity: the killed run leaves its NVMe files behind, the next run removes them). */
+  const plan::Scenario s = tiny();
+  constexpr int kSteps = 6;
+  for (const std::string name : {"no offload", "ZeRO-Offload delayed update", "ZeRO-Infinity"}) {
+    CAPTURE(name);
+    ScratchDir dir("exec-resume"), state_dir("exec-resume-state");
+    const fs::path state = state_dir.path / "state";
+    const std::vector<float> reference = master_after(s, name, kSteps, dir.path);
+    const pid_t killed = kill_midway(s, name, kSteps, dir.path, state, 3, SIGKILL);
+    const int saved = exec::state_steps(state);
+    CHECK(saved >= 3);
+    CHECK(saved < kSteps);
+    if (name == "ZeRO-Infinity") CHECK(scratch_files_of(dir.path, killed) > 0);  // SIGKILL cannot be caught
+    const exec::Measured resumed = run_plan(s, name, kSteps, dir.path, state);
+    REQUIRE_MESSAGE(resumed.ok, resumed.problem);
+    CHECK(resumed.first_step == saved);
+    CHECK(resumed.step_s.size() == static_cast<std::size_t>(kSteps - saved));
+    CHECK(bitwise_equal(resumed.master, reference));
+    CHECK(exec::state_steps(state) == kSteps);
+    CHECK(dir.empty());
+    // A finished state has nothing left to run; a state of another plan is refused, not used.
+    const exec::Measured again = run_plan(s, name, kSteps, dir.path, state);
+    CHECK_FALSE(again.ok);
+    CHECK(again.problem.find("nothing to resume") != std::string::npos);
+    const exec::Measured other = run_plan(s, name == "no offload" ? "ZeRO-Offload" : "no offload", 2, dir.path, state);
+    CHECK_FALSE(other.ok);
+    CHECK(other.problem.find("another step") != std::string::npos);
+  }
+}
+
+TEST_CASE("a run stopped by SIGTERM or SIGINT removes its scratch files; a torn state file is refused") {
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-signal"), state_dir("exec-signal-state");
+  const fs::path state = state_dir.path / "state";
+  for (const int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    fs::remove(state);
+    const pid_t child = kill_midway(s, "ZeRO-Infinity", 6, dir.path, state, 1, sig);
+    CHECK(scratch_files_of(dir.path, child) == 0);
+  }
+  CHECK(dir.empty());
+  // A state file cut short (not one write_file_atomically leaves, but a copy gone wrong): an error
+  // naming the file.
+  REQUIRE(exec::state_steps(state) >= 1);
+  fs::resize_file(state, fs::file_size(state) - 4);
+  CHECK(exec::state_steps(state) == -1);
+  const exec::Measured m = run_plan(s, "ZeRO-Infinity", 6, dir.path, state);
+  CHECK_FALSE(m.ok);
+  CHECK(m.problem.find(state.string()) != std::string::npos);
+}
 
 TEST_CASE("offloaded runs end with the in-memory run's parameters, bit for bit") {
   /* Three steps of the same step sequence, the optimizer state and gradients kept on the device
@@ -126,11 +247,15 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
   int compared = 0;
   for (const auto& l : v.links) {
     CAPTURE(l.name);
-    // (Host DRAM: the simulator charges the CPU optimizer an equivalent of its time, not its bytes.)
-    if (l.name != "host dram (share)") CHECK(l.measured_bytes == l.simulated_bytes);
+    CHECK(l.measured_bytes == l.simulated_bytes);
     if (l.name.starts_with("nvme") || l.name == "pcie") compared += l.measured_bytes > 0;
   }
   CHECK(compared == 3);  // pcie, nvme read, nvme write all carried bytes
+  // CPU AdamW's bytes (28 per parameter) on the host cores and host DRAM, on both sides.
+  for (const std::string name : {"host cpu (share)", "host dram (share)"})
+    CHECK(std::any_of(v.links.begin(), v.links.end(), [&](const exec::LinkRow& l) {
+      return l.name == name && l.measured_bytes > 0 && l.measured_bytes == l.simulated_bytes;
+    }));
   CHECK(v.measured_device_peak_bytes == doctest::Approx(v.simulated_device_peak_bytes).epsilon(0.02));
   CHECK(v.measured_nvme_peak_bytes == doctest::Approx(v.simulated_nvme_peak_bytes).epsilon(0.02));
   // The host tier holds what the IR allocates there, the optimizer's swap buffers included.
@@ -219,4 +344,73 @@ TEST_CASE("--scale keeps the head dimension and the ratios, and rejects what it 
   CHECK_THROWS_AS(exec::parse_scale("layers=two"), std::invalid_argument);
   CHECK_THROWS_AS(exec::parse_scale("depth=2"), std::invalid_argument);
   CHECK_THROWS_AS(exec::parse_scale("hidden=0"), std::invalid_argument);
+}
+
+TEST_CASE("cluster: {node: local} is this machine from its calibration profile") {
+  /* validate adds the node "local" to the catalog from a calibration profile: the host's cores,
+   * threads and DRAM are the profile's, its drives one per storage directory, its GPU the CPU
+   * device. A plan on it keeps that host when validate puts it on this machine (a catalog node's
+   * host DRAM becomes this machine's instead). Without the node (any other verb) the reader says
+   * what 'local' is, at the line of the key. */
+  hardware::CalibrationProfile profile;
+  profile.machine.hostname = "test-box";
+  profile.machine.cpu.model = "Test CPU";
+  profile.machine.cpu.sockets = 1;
+  profile.machine.cpu.cores = 6;
+  profile.machine.cpu.threads = 12;
+  profile.machine.cpu.dram_bytes = 24.0 * (1ull << 30);
+  hardware::DramSample triad;
+  triad.bandwidth_Bps = 40e9;
+  profile.cpu.dram.push_back(triad);
+  const hardware::Catalog local = exec::with_local_node(catalog(), profile, 2);
+  const std::string text = R"(schema_version: 1
+name: local
+model: {zoo: llama-3.2-1b}
+job: {method: full, seq_len: 128, micro_batch: 1, global_batch: 1, tokens: 1M, precision: bf16-mixed, framework: deepspeed}
+plans:
+  - name: here
+    cluster: {node: local}
+    offload: {preset: zero-infinity}
+    parallel: {zero: 3}
+)";
+  const plan::Scenario s = io::parse_scenario(text, "local.yaml", ".", zoo(), local);
+  REQUIRE(s.plans.size() == 1);
+  const plan::Cluster& c = s.plans[0].cluster;
+  CHECK(c.node.name == "local");
+  CHECK(c.host.cores() == 6);
+  CHECK(c.host.threads_per_core == 2);
+  CHECK(c.host.dram_bytes == profile.machine.cpu.dram_bytes);
+  CHECK(c.host.dram_bandwidth_Bps() == doctest::Approx(40e9));
+  CHECK(c.gpu.name == "cpu-device");
+  REQUIRE(c.drives.size() == 1);
+  CHECK(c.drives[0].second == 2);
+  const plan::Plan here = exec::on_this_machine(s.plans[0], exec::DeviceRates{}, 1e15, 2);
+  CHECK(here.cluster.host.dram_bytes == profile.machine.cpu.dram_bytes);
+  const plan::Plan there = exec::on_this_machine(plan_named(tiny(), "no offload"), exec::DeviceRates{}, 1e15, 0);
+  CHECK(there.cluster.host.dram_bytes ==
+        static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)));
+  std::string error;
+  try {
+    io::parse_scenario(text, "local.yaml", ".", zoo(), catalog());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  CHECK_MESSAGE(error.find("local.yaml:7") != std::string::npos, error);
+  CHECK_MESSAGE(error.find("cluster.node") != std::string::npos, error);
+  CHECK_MESSAGE(error.find("only `ftplan validate`") != std::string::npos, error);
+}
+
+TEST_CASE("--device cuda without a usable GPU is a clear problem, not a crash") {
+  /* Built without CUDA: "built without CUDA"; built with it on a machine without a GPU: "no CUDA
+   * device found". Either way the plan is not validated and the result says why. (With a GPU,
+   * calibrate/run-on-gpu.sh runs the matrix on the CUDA device.) */
+  exec::ValidateOptions o;
+  o.steps = 1;
+  o.cuda = true;
+  std::string why;
+  if (exec::make_cuda_device(std::uint64_t{64} << 20, 1, why)) return;  // a GPU is here
+  const plan::Scenario s = tiny();
+  const exec::Validation v = exec::validate(s.model, plan_named(s, "no offload"), o);
+  CHECK_FALSE(v.ok);
+  CHECK_MESSAGE(v.problem.find("CUDA") != std::string::npos, v.problem);
 }
