@@ -1,5 +1,7 @@
 #include "sim/lowering.hpp"
 
+#include "hardware/profile_fit.hpp"
+
 namespace ftplan::sim {
 
 namespace {
@@ -124,23 +126,22 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
       e.cpu_optimizer_params_per_s = o.params_per_s;
     }
   if (e.cpu_optimizer_params_per_s > 0) measured.push_back("CPU AdamW");
-  // Copies: the per-copy cost from the smallest and largest pinned H2D transfers (time = latency +
-  // bytes / rate), and pageable over pinned at the largest size measured for both.
+  // Copies: the per-copy cost, and pageable over pinned at the largest size measured for both.
   {
-    const hardware::CopySample* small = nullptr;
     const hardware::CopySample* large = nullptr;
     const hardware::CopySample* pageable = nullptr;
     for (const auto& c : prof.copy) {
       if (c.direction != hardware::CopyDirection::h2d || c.bandwidth_Bps <= 0) continue;
       if (c.pinned) {
-        if (!small || c.bytes < small->bytes) small = &c;
         if (!large || c.bytes > large->bytes) large = &c;
       } else if (!pageable || c.bytes > pageable->bytes) {
         pageable = &c;
       }
     }
-    if (small && large && small->bytes < large->bytes) {
-      e.copy_latency_s = std::max(0.0, small->bytes / small->bandwidth_Bps - small->bytes / large->bandwidth_Bps);
+    // The per-copy cost: Hockney's t = latency + bytes / rate fitted by least squares to every
+    // pinned H2D sample (hardware::fit_copy_model), not read off the smallest and largest rows.
+    if (const auto fit = hardware::fit_copy_model(prof.copy, hardware::CopyDirection::h2d, true)) {
+      e.copy_latency_s = fit->latency_s;
       measured.push_back("copy latency");
     }
     if (large && pageable && large->bandwidth_Bps > 0) {

@@ -6,6 +6,7 @@
 #include "common/least_squares.hpp"
 #include "hardware/profile_fit.hpp"
 #include "io/profile_io.hpp"
+#include "sim/simulate.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -221,6 +222,29 @@ TEST_CASE("the copy model: latency and bandwidth recovered from every sample, no
   // One size only: latency and bandwidth cannot be told apart.
   CHECK_FALSE(fit_copy_model({rows[0]}, CopyDirection::h2d, true));
   CHECK_FALSE(fit_copy_model(rows, CopyDirection::bidir, true));
+}
+
+TEST_CASE("the simulator's per-copy cost is the copy model's latency (every sample, not two rows)") {
+  // Three pinned H2D sizes on t = 10 us + n / 25 GB/s, the 64 KiB one noisy (8 and 12 us more):
+  // two rows (the smallest and the largest) would give latency = t(64 KiB) - 64 KiB / rate(64 MiB);
+  // the simulator takes the least-squares fit over all samples (fit_copy_model).
+  const double alpha = 10e-6, beta = 25e9;
+  ftplan::hardware::CalibrationProfile prof;
+  for (const double n : {65536.0, 1048576.0, 67108864.0}) {
+    const double t = alpha + n / beta;
+    std::vector<double> samples = {n / t, n / t};
+    if (n == 65536.0) samples = {n / (t + 8e-6), n / (t + 12e-6)};
+    prof.copy.push_back({CopyDirection::h2d, true, n, samples[0], 0, samples});
+  }
+  const auto& gpu = *test::catalog().gpu("h100-sxm-80gb");
+  const auto eff = ftplan::sim::efficiency_from_profile(prof, gpu, ftplan::hardware::Dtype::bf16);
+  const auto fit = fit_copy_model(prof.copy, CopyDirection::h2d, true);
+  REQUIRE(fit);
+  CHECK(eff.copy_latency_s == doctest::Approx(fit->latency_s));
+  CHECK(eff.copy_latency_s > alpha);  // the noisy small copies pull it up
+  // ... and it is not what the two rows give (18.0 us here; the fit, 18.9 us, weighs all six).
+  const double two_rows = 65536.0 / prof.copy[0].bandwidth_Bps - 65536.0 / prof.copy[2].bandwidth_Bps;
+  CHECK(eff.copy_latency_s != doctest::Approx(two_rows));
 }
 
 TEST_CASE("the copy model of noisy samples is the relative least-squares line") {
