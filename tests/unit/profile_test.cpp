@@ -240,11 +240,11 @@ TEST_CASE("the simulator's per-copy cost is the copy model's latency (every samp
   const auto eff = ftplan::sim::efficiency_from_profile(prof, gpu, ftplan::hardware::Dtype::bf16);
   const auto fit = fit_copy_model(prof.copy, CopyDirection::h2d, true);
   REQUIRE(fit);
-  CHECK(eff.copy_latency_s == doctest::Approx(fit->latency_s));
+  CHECK(eff.copy_latency_s * 1e6 == doctest::Approx(fit->latency_s * 1e6));  // in us: Approx is absolute near 0
   CHECK(eff.copy_latency_s > alpha);  // the noisy small copies pull it up
   // ... and it is not what the two rows give (18.0 us here; the fit, 18.9 us, weighs all six).
   const double two_rows = 65536.0 / prof.copy[0].bandwidth_Bps - 65536.0 / prof.copy[2].bandwidth_Bps;
-  CHECK(eff.copy_latency_s != doctest::Approx(two_rows));
+  CHECK(eff.copy_latency_s * 1e6 != doctest::Approx(two_rows * 1e6));
 }
 
 TEST_CASE("the copy model of noisy samples is the relative least-squares line") {
