@@ -38,9 +38,8 @@ void judge(Footprint& f, const plan::Plan& plan) {
   const plan::Cluster& c = plan.cluster;
   f.gpu_capacity_bytes = c.gpu.usable_memory_bytes;
   // A plan on a slice of a node fits into the slice's share of its host and drives.
-  f.host_capacity_bytes = c.host.dram_bytes * c.node_share() * kUsableHostFraction;
-  f.nvme_capacity_bytes = 0;
-  for (const auto& [drive, count] : c.drives) f.nvme_capacity_bytes += drive.capacity_bytes * count * c.node_share();
+  f.host_capacity_bytes = c.usable_host_bytes();
+  f.nvme_capacity_bytes = c.nvme_capacity_bytes();
 
   std::string reason;
   const auto short_of = [&](const char* what, double need, double have, const char* per) {

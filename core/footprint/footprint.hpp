@@ -48,10 +48,6 @@ struct Footprint {
   std::string infeasible_reason;  // "" when it fits
 };
 
-// Share of host DRAM a training job can use: the OS, page cache and other processes keep the
-// rest (an estimate; the page cache is not free memory to pin).
-inline constexpr double kUsableHostFraction = 0.9;
-
 Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan);
 // Over every pipeline stage of the plan (the worst GPU; host and NVMe of a node).
 Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan);

@@ -54,6 +54,17 @@ struct Cluster {
   // GPUs among which a node's host, drives and NICs are divided, seen from one rank: the plan's
   // GPUs on the node when exclusive, else all the node's GPUs (each slice gets its share).
   int host_ranks() const { return std::max(1, exclusive ? gpus_per_node : std::max(gpus_per_node, node.gpus)); }
+  // What the plan may fill of its share of a node: host DRAM (kUsableHostFraction of it) and the
+  // drives. The footprint judges fit against these; the simulator's pools are them per rank.
+  double usable_host_bytes() const { return host.dram_bytes * node_share() * kUsableHostFraction; }
+  double nvme_capacity_bytes() const {
+    double bytes = 0;
+    for (const auto& [drive, count] : drives) bytes += drive.capacity_bytes * count;
+    return bytes * node_share();
+  }
+  // Share of host DRAM a training job can use: the OS, page cache and other processes keep the
+  // rest (an estimate; the page cache is not free memory to pin).
+  static constexpr double kUsableHostFraction = 0.9;
 };
 
 struct Parallel {

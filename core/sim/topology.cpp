@@ -114,9 +114,9 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
 }
 
 std::array<double, 3> pool_capacities(const plan::Cluster& c) {
-  double nvme = 0;
-  for (const auto& [d, n] : c.drives) nvme += d.capacity_bytes * n;
-  return {c.gpu.usable_memory_bytes, c.host.dram_bytes / c.host_ranks(), std::max(1.0, nvme / c.host_ranks())};
+  // The plan's share of the node (what the footprint judges fit against) over its ranks there.
+  const double ranks = std::max(1, c.gpus_per_node);
+  return {c.gpu.usable_memory_bytes, c.usable_host_bytes() / ranks, std::max(1.0, c.nvme_capacity_bytes() / ranks)};
 }
 
 }  // namespace detail
