@@ -200,7 +200,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   }
   // One sweep at a time on this output: a second one would compute everything again and write
   // its points into the same journal.
-  const io::OutputLock lock(out);
+  const io::OutputLock lock(out, "sweep");
   const fs::path journal = out.string() + ".part";
   // The journal belongs to this sweep, this slice and this format, and nothing else.
   const std::uint64_t fingerprint =
@@ -317,7 +317,7 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
   }
   // The same lock as `sweep` on its --out: a merge and a sweep (or two merges) never write one
   // file at once.
-  const io::OutputLock lock(out);
+  const io::OutputLock lock(out, "sweep-merge");
   std::vector<sweep::MergeInput> inputs;
   for (const auto& in : args.positionals()) {
     std::error_code ec;
