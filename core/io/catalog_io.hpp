@@ -2,6 +2,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
 
 #include "hardware/hardware.hpp"
 
@@ -10,5 +13,9 @@ namespace ftplan::io {
 // Reads gpus.yaml, hosts.yaml, drives.yaml, nics.yaml and nodes.yaml under `zoo_dir`/hardware,
 // checks cross-references (a node's gpu, host, drives, nics) and reports every problem at once.
 hardware::Catalog load_catalog(const std::filesystem::path& zoo_dir);
+// The same from the files' text already in memory: `texts` maps "gpus", "hosts", "drives", "nics"
+// and "nodes" to the content of that file (one left out reads as missing); `zoo_dir` names them.
+hardware::Catalog parse_catalog(const std::map<std::string, std::string_view>& texts,
+                                const std::filesystem::path& zoo_dir);
 
 }  // namespace ftplan::io
