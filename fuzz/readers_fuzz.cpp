@@ -19,6 +19,7 @@
 #include "io/model_io.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "io/yaml_reader.hpp"
 #include "sweep/sweep.hpp"
 
 namespace {
@@ -57,7 +58,7 @@ const char* catalog_file_of(std::string_view text) {
       return kind;
   return "gpus";
 }
-std::map<std::string, std::string>* g_catalog_files = nullptr;  // shipped text of each file
+std::map<std::string, YAML::Node>* g_catalog_files = nullptr;  // each shipped file, parsed once
 
 void read_input(std::string_view text) {
   if (FTPLAN_FUZZ_IS("scenario")) {
@@ -84,9 +85,12 @@ void read_input(std::string_view text) {
     const auto imported = ftplan::io::import_configs({p}, overrides, *g_zoo);
     ftplan::io::load_imported(imported, g_scratch->dir, *g_zoo, *g_catalog);
   } else if (FTPLAN_FUZZ_IS("catalog")) {
-    std::map<std::string, std::string_view> texts(g_catalog_files->begin(), g_catalog_files->end());
-    texts[catalog_file_of(text)] = text;
-    ftplan::io::parse_catalog(texts, "fuzz");
+    // Only the varied file is parsed per input; the other four are the shipped ones, parsed once.
+    const std::string kind = catalog_file_of(text);
+    ftplan::io::detail::read_catalog("fuzz", [&](const fs::path& path) {
+      const std::string stem = path.stem().string();
+      return stem == kind ? ftplan::io::detail::load_yaml_text(text, path.string()) : g_catalog_files->at(stem);
+    });
   }
 }
 
@@ -97,12 +101,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_zoo = new ftplan::model::Zoo(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
   g_catalog = new ftplan::hardware::Catalog(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
   if (FTPLAN_FUZZ_IS("catalog")) {
-    g_catalog_files = new std::map<std::string, std::string>;
-    for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"}) {
-      const fs::path from = fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml");
-      std::ifstream in(from, std::ios::binary);
-      (*g_catalog_files)[kind] = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    }
+    g_catalog_files = new std::map<std::string, YAML::Node>;
+    for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"})
+      (*g_catalog_files)[kind] =
+          ftplan::io::detail::load_yaml_file(fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml"));
   }
   std::atexit([] { delete g_scratch; });
   return 0;

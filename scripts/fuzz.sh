@@ -36,7 +36,12 @@ seeds_of() {
   esac
 }
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Speed (measured on fuzz_catalog: 1.85x the executions per CPU second): no 0xbe fill of new
+# blocks, allocation stacks 4 frames deep, a 32 MiB quarantine of freed blocks (ASan's defaults:
+# fill up to 4 KiB, 30 frames, 256 MiB). A crash's own stack is whole; rerun its input without
+# these for deeper allocation stacks.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:max_malloc_fill_size=0:malloc_context_size=4:quarantine_size_mb=32
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${targets[@]}"; do
   seeds=build-asan/fuzz/seeds/$t corpus=build-asan/fuzz/corpus/$t

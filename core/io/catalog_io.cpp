@@ -278,7 +278,9 @@ void read_file(const std::filesystem::path& path, const LoadYaml& load, const ch
   }
 }
 
-Catalog read_catalog(const std::filesystem::path& zoo_dir, const LoadYaml& load) {
+}  // namespace
+
+Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYaml& load) {
   Catalog c;
   Diagnostics all;
   const auto dir = zoo_dir / "hardware";
@@ -322,14 +324,12 @@ Catalog read_catalog(const std::filesystem::path& zoo_dir, const LoadYaml& load)
   return c;
 }
 
-}  // namespace
-
 Catalog load_catalog(const std::filesystem::path& zoo_dir) {
-  return read_catalog(zoo_dir, [](const std::filesystem::path& path) { return detail::load_yaml_file(path); });
+  return detail::read_catalog(zoo_dir, [](const std::filesystem::path& path) { return detail::load_yaml_file(path); });
 }
 
 Catalog parse_catalog(const std::map<std::string, std::string_view>& texts, const std::filesystem::path& zoo_dir) {
-  return read_catalog(zoo_dir, [&](const std::filesystem::path& path) {
+  return detail::read_catalog(zoo_dir, [&](const std::filesystem::path& path) {
     const auto it = texts.find(path.stem().string());
     if (it == texts.end()) throw InputError({path.string(), 0, 0}, "", "no such file");
     return detail::load_yaml_text(it->second, path.string());

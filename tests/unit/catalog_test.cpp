@@ -4,6 +4,7 @@
 #include <map>
 
 #include "io/catalog_io.hpp"
+#include "io/yaml_reader.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -169,4 +170,21 @@ TEST_CASE("the catalog read from text in memory is the catalog read from its fil
   views["gpus"] = "schema_version: 1\ngpus: []\n";
   const std::string dangling = test::input_error_of([&] { io::parse_catalog(views, "z"); });
   CHECK(dangling.find("no GPU 'h100-sxm-80gb' in gpus.yaml") != std::string::npos);
+}
+
+TEST_CASE("catalog files parsed once can be read again and again: the reader only reads the nodes") {
+  /* The fuzzer parses the shipped files once and hands the same nodes to every input
+   * (io::detail::read_catalog). A reader that changed them (a key inserted by a lookup, a value
+   * removed) would make the second read differ from the first. */
+  std::map<std::string, YAML::Node> parsed;
+  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+    parsed[kind] = io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"));
+  const auto load = [&](const std::filesystem::path& p) { return parsed.at(p.stem().string()); };
+  const auto first = io::detail::read_catalog("z", load);
+  const auto second = io::detail::read_catalog("z", load);
+  CHECK(second.gpu_names() == first.gpu_names());
+  CHECK(second.nodes.size() == first.nodes.size());
+  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+    CHECK(YAML::Dump(parsed.at(kind)) == YAML::Dump(io::detail::load_yaml_file(
+                                             test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"))));
 }
