@@ -93,8 +93,9 @@ std::string line_at(int fd, std::uint64_t offset, const fs::path& path) {
   for (;;) {
     const ssize_t n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(offset + line.size()));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error(fmt::format("reading {} failed: {}", path.string(),
-                                                     n < 0 ? std::strerror(errno) : "it was cut short while read"));
+    if (n <= 0)
+      throw std::runtime_error(fmt::format("reading {} failed: {}", path.string(),
+                                           n < 0 ? std::strerror(errno) : "it was cut short while read"));
     const std::string_view got(chunk, static_cast<std::size_t>(n));
     const auto nl = got.find('\n');
     line.append(got.substr(0, nl));

@@ -77,7 +77,8 @@ void AtomicFile::flush() {
 }
 
 void AtomicFile::append(std::string_view text) {
-  if (fd_ < 0) throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  if (fd_ < 0)
+    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
   if (buffer_.size() + text.size() > kBuffer_bytes) {
     flush();
     if (text.size() > kBuffer_bytes) {
@@ -89,9 +90,11 @@ void AtomicFile::append(std::string_view text) {
 }
 
 void AtomicFile::commit() {
-  if (fd_ < 0) throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  if (fd_ < 0)
+    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
   flush();
-  if (::fsync(fd_) != 0) throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
+  if (::fsync(fd_) != 0)
+    throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {

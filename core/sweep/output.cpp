@@ -209,7 +209,8 @@ std::string table_header(OutputFormat format, const std::vector<std::string>& co
   return out;
 }
 
-std::string table_lines(OutputFormat format, const std::vector<io::Row>& rows, const std::vector<std::string>& columns) {
+std::string table_lines(OutputFormat format, const std::vector<io::Row>& rows,
+                        const std::vector<std::string>& columns) {
   std::string out;
   std::unordered_map<std::string_view, const io::Value*> cells;
   for (const auto& row : rows) {
@@ -283,8 +284,9 @@ std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
 JournalLine parse_journal_line(std::string_view text, int line, const std::string& name) {
   const ordered_json j = ordered_json::parse(text, nullptr, false);
   const auto damaged = [&] {
-    return InputError({name, line, 0}, "",
-                      "a damaged line: this is not a sweep journal, or it was edited; delete it to start the sweep over");
+    return InputError(
+        {name, line, 0}, "",
+        "a damaged line: this is not a sweep journal, or it was edited; delete it to start the sweep over");
   };
   if (j.is_discarded() || !j.is_object()) throw damaged();
   JournalLine out;

@@ -185,6 +185,6 @@ TEST_CASE("catalog files parsed once can be read again and again: the reader onl
   CHECK(second.gpu_names() == first.gpu_names());
   CHECK(second.nodes.size() == first.nodes.size());
   for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
-    CHECK(YAML::Dump(parsed.at(kind)) == YAML::Dump(io::detail::load_yaml_file(
-                                             test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"))));
+    CHECK(YAML::Dump(parsed.at(kind)) ==
+          YAML::Dump(io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"))));
 }

@@ -329,7 +329,8 @@ TEST_CASE("the journal keeps whole lines and drops one cut short") {
   // The table written piece by piece is the table written at once.
   const std::vector<std::string> columns = sweep::column_order({"x", "plan", "point", "ok", "n"}, {});
   for (auto f : {sweep::OutputFormat::csv, sweep::OutputFormat::jsonl})
-    CHECK(sweep::table_header(f, columns) + sweep::table_lines(f, rows, columns) + sweep::table_lines(f, rows, columns) ==
+    CHECK(sweep::table_header(f, columns) + sweep::table_lines(f, rows, columns) +
+              sweep::table_lines(f, rows, columns) ==
           sweep::format_table(f, {rows[0], rows[0]}, {}));
 }
 
