@@ -48,10 +48,12 @@ for t in "${targets[@]}"; do
   rm -rf "$seeds" && mkdir -p "$seeds" "$corpus" build-asan/fuzz/crashes
   seeds_of "$t" | while read -r f; do cp "$f" "$seeds/$(echo "$f" | tr / _)"; done
   log=build-asan/fuzz/$t.log
-  # -timeout: one input taking longer than 10 s is a hang; -rss_limit_mb: 2 GiB is a blow-up.
+  # -timeout: one input taking longer than 10 s is a hang (wall clock: a long run niced on a busy
+  # machine sets FTPLAN_FUZZ_TIMEOUT=60, or a starved process reads as a hang); -rss_limit_mb:
+  # 2 GiB is a blow-up.
   committed=()
   [[ -d fuzz/corpus/$t ]] && committed=("fuzz/corpus/$t")
-  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/crashes/$t-" >"$log" 2>&1; then
     echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
   else
