@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -47,13 +48,71 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
   }
 }
 
+// Calls on_line(text, offset) for each whole line of `path` (text without its '\n'), reading a
+// MiB at a time, so a journal of any size is read in bounded memory. Returns the length of the
+// whole lines: what follows them is a line cut short.
+std::uint64_t for_each_line(const fs::path& path, const std::function<void(std::string_view, std::uint64_t)>& on_line) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw InputError({path.string(), 0, 0}, "", "cannot open the file for reading");
+  std::string buffer;
+  std::uint64_t buffer_at = 0;  // file offset of buffer[0]
+  std::size_t scanned = 0;      // buffer[0, scanned) holds no '\n'
+  try {
+    for (;;) {
+      const std::size_t old = buffer.size();
+      buffer.resize(old + (1 << 20));
+      const ssize_t n = ::read(fd, buffer.data() + old, 1 << 20);
+      if (n < 0 && errno == EINTR) {
+        buffer.resize(old);
+        continue;
+      }
+      if (n < 0) throw InputError({path.string(), 0, 0}, "", fmt::format("reading failed: {}", std::strerror(errno)));
+      buffer.resize(old + static_cast<std::size_t>(n));
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = buffer.find('\n', scanned)) != std::string::npos; scanned = start) {
+        on_line(std::string_view(buffer).substr(start, nl - start), buffer_at + start);
+        start = nl + 1;
+      }
+      buffer.erase(0, start);
+      buffer_at += start;
+      scanned = buffer.size();
+      if (n == 0) break;
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return buffer_at;
+}
+
+// The whole line of the open file `fd` that starts at `offset` (without its '\n').
+std::string line_at(int fd, std::uint64_t offset, const fs::path& path) {
+  std::string line;
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(offset + line.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::runtime_error(fmt::format("reading {} failed: {}", path.string(),
+                                           n < 0 ? std::strerror(errno) : "it was cut short while read"));
+    const std::string_view got(chunk, static_cast<std::size_t>(n));
+    const auto nl = got.find('\n');
+    line.append(got.substr(0, nl));
+    if (nl != std::string_view::npos) return line;
+  }
+}
+
+
 // Ctrl-C: say where the finished points are, then die of the signal as usual.
 // The lock file goes too (unlink is async-signal-safe; the lock itself dies with the process).
 char g_interrupt_message[1024];
 std::size_t g_interrupt_length = 0;
 char g_lock_path[4096];
+char g_temporary_path[4096];  // the finished file being written, before its rename
 extern "C" void on_interrupt(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
+  if (g_temporary_path[0] != 0) ::unlink(g_temporary_path);
   if (g_lock_path[0] != 0) ::unlink(g_lock_path);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
@@ -74,22 +133,22 @@ int parse_threads(const Args& args) {
 
 std::string cell(const io::Value& v) { return io::csv_cell(v); }
 
-void print_dry_run(const sweep::Sweep& sw, const std::vector<std::int64_t>& points) {
+void print_dry_run(const sweep::Sweep& sw, const sweep::Shard& shard, std::int64_t points) {
   Table t;
   std::vector<std::pair<std::string, Table::Align>> cols = {{"point", Table::Align::right}};
   for (const auto& a : sw.axes()) cols.emplace_back(a.column.substr(5), Table::Align::right);
   t.columns(cols);
   constexpr std::size_t kShown = 50;
-  for (std::size_t i = 0; i < points.size() && i < kShown; ++i) {
-    std::vector<std::string> cells = {std::to_string(points[i])};
-    for (const auto& v : sw.values(points[i])) {
+  for (std::int64_t i = 0; i < points && i < static_cast<std::int64_t>(kShown); ++i) {
+    std::vector<std::string> cells = {std::to_string(shard.point(i))};
+    for (const auto& v : sw.values(shard.point(i))) {
       std::string c = std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : cell(v);
       cells.push_back(c);
     }
     t.row(cells);
   }
   fmt::print("{}", t.text());
-  if (points.size() > kShown) fmt::print("... and {} more points\n", points.size() - kShown);
+  if (points > static_cast<std::int64_t>(kShown)) fmt::print("... and {} more points\n", points - kShown);
 }
 
 }  // namespace
@@ -116,14 +175,14 @@ int cmd_sweep(const std::vector<std::string>& argv) {
     }
   }
   const int threads = parse_threads(args);
-  std::vector<std::int64_t> expected;
-  for (std::int64_t p = 0; p < sw.size(); ++p)
-    if (shard.contains(p)) expected.push_back(p);
+  // The slice's points, enumerated (Shard::point), never listed: a sweep of 10^7 points holds
+  // per point only its line's place in the journal and, when it runs, its number.
+  const std::int64_t expected = shard.size_of(sw.size());
 
   if (args.flag("dry-run")) {
-    fmt::print("{}: {} points{}\n", sw.name(), expected.size(),
+    fmt::print("{}: {} points{}\n", sw.name(), expected,
                shard.count > 1 ? fmt::format(" in shard {}/{} (of {})", shard.index, shard.count, sw.size()) : "");
-    print_dry_run(sw, expected);
+    print_dry_run(sw, shard, expected);
     return 0;
   }
   const auto out_arg = args.value("out");
@@ -137,7 +196,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   }
   // One sweep at a time on this output: a second one would compute everything again and write
   // its points into the same journal.
-  const io::OutputLock lock(out);
+  const io::OutputLock lock(out, "sweep");
   const fs::path journal = out.string() + ".part";
   // The journal belongs to this sweep, this slice and this format, and nothing else.
   const std::uint64_t fingerprint =
@@ -145,23 +204,35 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       (std::hash<std::string>{}(fmt::format("{}/{}:{}", shard.index, shard.count, static_cast<int>(format))) *
        0x9E3779B97F4A7C15ull);
   const bool quiet = args.flag("quiet");
+  // A journal line's point, if it is one of this slice's (a line of another slice or out of range
+  // is ignored).
+  const auto ours = [&](std::int64_t p) { return p >= 0 && p < sw.size() && shard.contains(p); };
 
   std::error_code ec;
-  std::set<std::int64_t> done;
+  std::vector<bool> done(static_cast<std::size_t>(expected), false);  // by index in the slice
+  std::int64_t done_count = 0;
   bool fresh = true;
   if (fs::exists(journal, ec)) {
-    const std::string text = read_file(journal);
-    const sweep::Journal j = sweep::parse_journal(text, journal.string());
-    if (j.has_header) {
-      if (j.fingerprint != fingerprint)
-        throw UsageError(
-            fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
-                        "output format changed since): delete it to start over, or choose another --out",
-                        journal.string()));
+    // Read line by line: a resumed journal of millions of points is never held whole.
+    bool has_header = false;
+    int line = 0;
+    const std::uint64_t complete = for_each_line(journal, [&](std::string_view text, std::uint64_t) {
+      const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
+      if (l.is_header) {
+        has_header = true;
+        if (l.fingerprint != fingerprint)
+          throw UsageError(
+              fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
+                          "output format changed since): delete it to start over, or choose another --out",
+                          journal.string()));
+      } else if (ours(l.point) && !done[static_cast<std::size_t>(shard.index_of(l.point))]) {
+        done[static_cast<std::size_t>(shard.index_of(l.point))] = true;
+        ++done_count;
+      }
+    });
+    if (has_header) {
       fresh = false;
-      if (j.complete_bytes < text.size()) fs::resize_file(journal, j.complete_bytes);  // drop a line cut short
-      for (const auto& [p, rows] : j.points)
-        if (shard.contains(p) && p < sw.size()) done.insert(p);
+      if (complete < fs::file_size(journal)) fs::resize_file(journal, complete);  // drop a line cut short
     }
   }
   if (fresh) {
@@ -171,16 +242,17 @@ int cmd_sweep(const std::vector<std::string>& argv) {
     ::close(fd);
   }
   std::vector<std::int64_t> todo;
-  for (auto p : expected)
-    if (!done.count(p)) todo.push_back(p);
+  for (std::int64_t i = 0; i < expected; ++i)
+    if (!done[static_cast<std::size_t>(i)]) todo.push_back(shard.point(i));
+  done = std::vector<bool>();
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int workers =
       static_cast<int>(std::min<std::size_t>(threads > 0 ? threads : cores, std::max<std::size_t>(1, todo.size())));
   if (!quiet) {
-    fmt::print(stderr, "{}: {} points{}{}, {} threads -> {}\n", sw.name(), expected.size(),
+    fmt::print(stderr, "{}: {} points{}{}, {} threads -> {}\n", sw.name(), expected,
                shard.count > 1 ? fmt::format(" (shard {}/{} of {})", shard.index, shard.count, sw.size()) : "",
-               done.empty() ? "" : fmt::format(", {} done before (resuming from {})", done.size(), journal.string()),
+               done_count == 0 ? "" : fmt::format(", {} done before (resuming from {})", done_count, journal.string()),
                workers, out.string());
   }
 
@@ -195,8 +267,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
 
-  ProgressBar progress("sweep", "points", static_cast<std::int64_t>(expected.size()),
-                       static_cast<std::int64_t>(done.size()), !quiet);
+  ProgressBar progress("sweep", "points", expected, done_count, !quiet);
   std::int64_t finished = 0;
   try {
     sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
@@ -209,31 +280,68 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   }
   ::close(fd);
   progress.finish(finished);
+  const std::size_t simulated = todo.size();
+  todo = std::vector<std::int64_t>();
+
+  // The finished file, from the journal in point order (so a resumed run writes exactly what an
+  // uninterrupted one does), streamed: a first pass finds each point's line and the columns, a
+  // second copies the rows point by point into the file being written. Memory: 8 bytes per point
+  // and one point's rows, whatever the number of rows (issue 22).
+  std::vector<std::uint64_t> line_of(static_cast<std::size_t>(expected), 0);  // offset + 1 of its first line
+  std::set<std::string> keys;
+  std::int64_t rows_total = 0, infeasible = 0;
+  {
+    int line = 0;
+    for_each_line(journal, [&](std::string_view text, std::uint64_t offset) {
+      const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
+      if (l.is_header || !ours(l.point)) return;
+      std::uint64_t& at = line_of[static_cast<std::size_t>(shard.index_of(l.point))];
+      if (at != 0) return;  // the first line of a point wins
+      at = offset + 1;
+      for (const auto& r : l.rows) {
+        for (const auto& [k, v] : r.fields) keys.insert(k);
+        const io::Value* f = r.get("feasible");
+        if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++infeasible;
+        ++rows_total;
+      }
+    });
+  }
+  for (std::int64_t i = 0; i < expected; ++i)
+    if (line_of[static_cast<std::size_t>(i)] == 0)
+      throw std::runtime_error(fmt::format("point {} is missing from {}", shard.point(i), journal.string()));
+  std::vector<std::string> axis_columns;
+  for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
+  const std::vector<std::string> columns = sweep::column_order({keys.begin(), keys.end()}, axis_columns);
+  {
+    io::AtomicFile file(out);
+    const std::string temporary = file.temporary_path().string();
+    if (temporary.size() < sizeof g_temporary_path)
+      std::memcpy(g_temporary_path, temporary.c_str(), temporary.size() + 1);
+    file.append(sweep::table_header(format, columns));
+    const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
+    try {
+      for (const std::uint64_t at : line_of) {
+        const sweep::JournalLine l = sweep::parse_journal_line(line_at(in, at - 1, journal), 0, journal.string());
+        file.append(sweep::table_lines(format, l.rows, columns));
+      }
+    } catch (...) {
+      ::close(in);
+      g_temporary_path[0] = 0;
+      throw;
+    }
+    ::close(in);
+    file.commit();
+    g_temporary_path[0] = 0;
+  }
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   g_lock_path[0] = 0;
-
-  // The finished file, from the journal (so a resumed run writes exactly what an uninterrupted one does).
-  const sweep::Journal j = sweep::parse_journal(read_file(journal), journal.string());
-  std::vector<io::Row> rows;
-  std::int64_t infeasible = 0;
-  for (auto p : expected) {
-    const auto it = j.points.find(p);
-    if (it == j.points.end()) throw std::runtime_error(fmt::format("point {} is missing from {}", p, journal.string()));
-    for (const auto& r : it->second) {
-      const io::Value* f = r.get("feasible");
-      if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++infeasible;
-      rows.push_back(r);
-    }
-  }
-  std::vector<std::string> axis_columns;
-  for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
-  io::write_file_atomically(out, sweep::format_table(format, rows, axis_columns));
   fs::remove(journal, ec);
   const double t = progress.elapsed_s();
   fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
-             sw.name(), rows.size(), expected.size(), infeasible, out.string(), todo.size(), io::format_duration(t),
-             t > 0 ? static_cast<double>(todo.size()) / t : 0.0);
+             sw.name(), rows_total, expected, infeasible, out.string(), simulated, io::format_duration(t),
+             t > 0 ? static_cast<double>(simulated) / t : 0.0);
   return 0;
 }
 
@@ -255,7 +363,7 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
   }
   // The same lock as `sweep` on its --out: a merge and a sweep (or two merges) never write one
   // file at once.
-  const io::OutputLock lock(out);
+  const io::OutputLock lock(out, "sweep-merge");
   std::vector<sweep::MergeInput> inputs;
   for (const auto& in : args.positionals()) {
     std::error_code ec;

@@ -19,6 +19,7 @@
 #include "io/model_io.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "io/yaml_reader.hpp"
 #include "sweep/sweep.hpp"
 
 namespace {
@@ -30,9 +31,11 @@ namespace fs = std::filesystem;
 const ftplan::model::Zoo* g_zoo = nullptr;
 const ftplan::hardware::Catalog* g_catalog = nullptr;
 
-// A folder of this process's own, for the readers that take a path; removed at exit.
+// A folder of this process's own, for the importers (which read the files they name); in memory
+// (/dev/shm) where there is one; removed at exit.
 struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("ftplan-fuzz-" + std::to_string(::getpid()));
+  fs::path dir = (fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path()) /
+                 ("ftplan-fuzz-" + std::to_string(::getpid()));
   Scratch() { fs::create_directories(dir); }
   ~Scratch() {
     std::error_code ec;
@@ -55,7 +58,7 @@ const char* catalog_file_of(std::string_view text) {
       return kind;
   return "gpus";
 }
-std::map<std::string, std::string>* g_catalog_files = nullptr;  // shipped text of each file
+std::map<std::string, YAML::Node>* g_catalog_files = nullptr;  // each shipped file, parsed once
 
 void read_input(std::string_view text) {
   if (FTPLAN_FUZZ_IS("scenario")) {
@@ -65,13 +68,9 @@ void read_input(std::string_view text) {
   } else if (FTPLAN_FUZZ_IS("profile")) {
     ftplan::io::parse_profile(text, "fuzz.yaml");
   } else if (FTPLAN_FUZZ_IS("model")) {
-    const fs::path p = g_scratch->dir / "model.yaml";
-    write(p, text);
-    ftplan::io::load_model_file(p);
+    ftplan::io::parse_model_file(text, "fuzz/model.yaml");
   } else if (FTPLAN_FUZZ_IS("hf_config")) {
-    const fs::path p = g_scratch->dir / "some-model" / "config.json";
-    write(p, text);
-    ftplan::io::load_hf_config(p);
+    ftplan::io::parse_hf_config(text, "some-model/config.json");
   } else if (std::string_view(FTPLAN_FUZZ_READER).rfind("import_", 0) == 0) {
     // The importers: the input as one config file of the target's kind (the file name carries
     // the extension detection looks at), translated and read back as a scenario.
@@ -86,16 +85,12 @@ void read_input(std::string_view text) {
     const auto imported = ftplan::io::import_configs({p}, overrides, *g_zoo);
     ftplan::io::load_imported(imported, g_scratch->dir, *g_zoo, *g_catalog);
   } else if (FTPLAN_FUZZ_IS("catalog")) {
+    // Only the varied file is parsed per input; the other four are the shipped ones, parsed once.
     const std::string kind = catalog_file_of(text);
-    const fs::path p = g_scratch->dir / "hardware" / (kind + ".yaml");
-    write(p, text);
-    try {
-      ftplan::io::load_catalog(g_scratch->dir);
-    } catch (...) {
-      write(p, (*g_catalog_files)[kind]);
-      throw;
-    }
-    write(p, (*g_catalog_files)[kind]);
+    ftplan::io::detail::read_catalog("fuzz", [&](const fs::path& path) {
+      const std::string stem = path.stem().string();
+      return stem == kind ? ftplan::io::detail::load_yaml_text(text, path.string()) : g_catalog_files->at(stem);
+    });
   }
 }
 
@@ -105,17 +100,11 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_scratch = new Scratch;
   g_zoo = new ftplan::model::Zoo(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
   g_catalog = new ftplan::hardware::Catalog(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
-  fs::create_directories(g_scratch->dir / "some-model");
   if (FTPLAN_FUZZ_IS("catalog")) {
-    g_catalog_files = new std::map<std::string, std::string>;
-    fs::create_directories(g_scratch->dir / "hardware");
-    for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"}) {
-      const fs::path from = fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml");
-      std::ifstream in(from, std::ios::binary);
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      write(g_scratch->dir / "hardware" / (std::string(kind) + ".yaml"), text);
-      (*g_catalog_files)[kind] = std::move(text);
-    }
+    g_catalog_files = new std::map<std::string, YAML::Node>;
+    for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"})
+      (*g_catalog_files)[kind] =
+          ftplan::io::detail::load_yaml_file(fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml"));
   }
   std::atexit([] { delete g_scratch; });
   return 0;

@@ -36,17 +36,24 @@ seeds_of() {
   esac
 }
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Speed (measured on fuzz_catalog: 1.85x the executions per CPU second): no 0xbe fill of new
+# blocks, allocation stacks 4 frames deep, a 32 MiB quarantine of freed blocks (ASan's defaults:
+# fill up to 4 KiB, 30 frames, 256 MiB). A crash's own stack is whole; rerun its input without
+# these for deeper allocation stacks.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:max_malloc_fill_size=0:malloc_context_size=4:quarantine_size_mb=32
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${targets[@]}"; do
   seeds=build-asan/fuzz/seeds/$t corpus=build-asan/fuzz/corpus/$t
   rm -rf "$seeds" && mkdir -p "$seeds" "$corpus" build-asan/fuzz/crashes
   seeds_of "$t" | while read -r f; do cp "$f" "$seeds/$(echo "$f" | tr / _)"; done
   log=build-asan/fuzz/$t.log
-  # -timeout: one input taking longer than 10 s is a hang; -rss_limit_mb: 2 GiB is a blow-up.
+  # -timeout: one input taking longer than 10 s is a hang (wall clock: a long run niced on a busy
+  # machine sets FTPLAN_FUZZ_TIMEOUT=60, or a starved process reads as a hang); -rss_limit_mb:
+  # 2 GiB is a blow-up.
   committed=()
   [[ -d fuzz/corpus/$t ]] && committed=("fuzz/corpus/$t")
-  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/crashes/$t-" >"$log" 2>&1; then
     echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
   else

@@ -241,12 +241,16 @@ NodeSpec read_node(MapView& v) {
   return n;
 }
 
+// Gives the parsed file `path` (from disk or from memory).
+using LoadYaml = std::function<YAML::Node(const std::filesystem::path& path)>;
+
 // Reads one catalog file: a mapping with schema_version and a list `list_key` of entries.
 template <class T>
-void read_file(const std::filesystem::path& path, const char* list_key, const std::function<T(MapView&)>& read_one,
-               std::vector<T>& out, std::vector<SourceLocation>& where, Diagnostics& all) {
+void read_file(const std::filesystem::path& path, const LoadYaml& load, const char* list_key,
+               const std::function<T(MapView&)>& read_one, std::vector<T>& out, std::vector<SourceLocation>& where,
+               Diagnostics& all) {
   try {
-    const YAML::Node root = detail::load_yaml_file(path);
+    const YAML::Node root = load(path);
     Reader reader(path.string());
     MapView v = reader.root(root);
     int version = 0;
@@ -276,16 +280,16 @@ void read_file(const std::filesystem::path& path, const char* list_key, const st
 
 }  // namespace
 
-Catalog load_catalog(const std::filesystem::path& zoo_dir) {
+Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYaml& load) {
   Catalog c;
   Diagnostics all;
   const auto dir = zoo_dir / "hardware";
   std::vector<SourceLocation> gpu_at, host_at, drive_at, nic_at, node_at;
-  read_file<GpuSpec>(dir / "gpus.yaml", "gpus", read_gpu, c.gpus, gpu_at, all);
-  read_file<HostSpec>(dir / "hosts.yaml", "hosts", read_host, c.hosts, host_at, all);
-  read_file<DriveSpec>(dir / "drives.yaml", "drives", read_drive, c.drives, drive_at, all);
-  read_file<NicSpec>(dir / "nics.yaml", "nics", read_nic, c.nics, nic_at, all);
-  read_file<NodeSpec>(dir / "nodes.yaml", "nodes", read_node, c.nodes, node_at, all);
+  read_file<GpuSpec>(dir / "gpus.yaml", load, "gpus", read_gpu, c.gpus, gpu_at, all);
+  read_file<HostSpec>(dir / "hosts.yaml", load, "hosts", read_host, c.hosts, host_at, all);
+  read_file<DriveSpec>(dir / "drives.yaml", load, "drives", read_drive, c.drives, drive_at, all);
+  read_file<NicSpec>(dir / "nics.yaml", load, "nics", read_nic, c.nics, nic_at, all);
+  read_file<NodeSpec>(dir / "nodes.yaml", load, "nodes", read_node, c.nodes, node_at, all);
 
   // Cross-references, once every file is read.
   std::map<std::string, std::string> default_owner;
@@ -318,6 +322,18 @@ Catalog load_catalog(const std::filesystem::path& zoo_dir) {
   }
   all.throw_if_any();
   return c;
+}
+
+Catalog load_catalog(const std::filesystem::path& zoo_dir) {
+  return detail::read_catalog(zoo_dir, [](const std::filesystem::path& path) { return detail::load_yaml_file(path); });
+}
+
+Catalog parse_catalog(const std::map<std::string, std::string_view>& texts, const std::filesystem::path& zoo_dir) {
+  return detail::read_catalog(zoo_dir, [&](const std::filesystem::path& path) {
+    const auto it = texts.find(path.stem().string());
+    if (it == texts.end()) throw InputError({path.string(), 0, 0}, "", "no such file");
+    return detail::load_yaml_text(it->second, path.string());
+  });
 }
 
 }  // namespace ftplan::io

@@ -136,7 +136,11 @@ ModelSpec read_zoo_model(const YAML::Node& root, Reader& reader, const std::stri
 }  // namespace
 
 ModelSpec load_model_file(const std::filesystem::path& path) {
-  const YAML::Node root = detail::load_yaml_file(path);
+  return parse_model_file(detail::read_input_file(path), path);
+}
+
+ModelSpec parse_model_file(std::string_view text, const std::filesystem::path& path) {
+  const YAML::Node root = detail::load_yaml_text(text, path.string());
   Reader reader(path.string());
   ModelSpec m = read_zoo_model(root, reader, path.stem().string());
   reader.throw_if_any();
@@ -295,7 +299,11 @@ void read_llama_like(HfReader& r, const std::string& type) {
 }  // namespace
 
 ModelSpec load_hf_config(const std::filesystem::path& path) {
-  YAML::Node root = detail::load_yaml_file(path);
+  return parse_hf_config(detail::read_input_file(path), path);
+}
+
+ModelSpec parse_hf_config(std::string_view text, const std::filesystem::path& path) {
+  YAML::Node root = detail::load_yaml_text(text, path.string());
   Reader reader(path.string());
   ModelSpec m;
   m.name = path.parent_path().filename().string();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -57,38 +58,68 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 
 }  // namespace
 
-void write_file_atomically(const fs::path& path, std::string_view text) {
-  fs::path tmp;
-  const int fd = open_temporary(path, tmp);
-  try {
-    // A replaced file keeps its permissions (a new one has 0666 less the umask, from open()).
-    struct stat old {};
-    if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode)) ::fchmod(fd, old.st_mode & 07777);
-    write_all(fd, text, path);
-    if (::fsync(fd) != 0)
-      throw std::runtime_error(fmt::format("writing {} failed: {}", path.string(), errno_text(errno)));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
+AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
+  fd_ = open_temporary(path_, tmp_);
+  // A replaced file keeps its permissions (a new one has 0666 less the umask, from open()).
+  struct stat old {};
+  if (::stat(path_.c_str(), &old) == 0 && S_ISREG(old.st_mode)) ::fchmod(fd_, old.st_mode & 07777);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::flush() {
+  write_all(fd_, buffer_, path_);
+  buffer_.clear();
+}
+
+void AtomicFile::append(std::string_view text) {
+  if (fd_ < 0)
+    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  if (buffer_.size() + text.size() > kBuffer_bytes) {
+    flush();
+    if (text.size() > kBuffer_bytes) {
+      write_all(fd_, text, path_);
+      return;
+    }
   }
+  buffer_.append(text);
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0)
+    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  flush();
+  if (::fsync(fd_) != 0)
+    throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
+  const int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("writing {} failed: {}", path.string(), errno_text(err)));
+    ::unlink(tmp_.c_str());
+    throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(err)));
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), errno_text(err)));
+    ::unlink(tmp_.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), errno_text(err)));
   }
   // The rename is in the directory: flush it too. A directory that cannot be opened or synced
   // (some network file systems refuse fsync on directories) leaves the file written all the same.
-  const int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+void write_file_atomically(const fs::path& path, std::string_view text) {
+  AtomicFile file(path);
+  file.append(text);
+  file.commit();
 }
 
 void check_file_writable(const fs::path& path) {
@@ -101,7 +132,7 @@ void check_file_writable(const fs::path& path) {
   ::unlink(tmp.c_str());
 }
 
-OutputLock::OutputLock(const fs::path& path) : lock_path_(path.string() + ".lock") {
+OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_path_(path.string() + ".lock") {
   for (int attempt = 0;; ++attempt) {
     fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd_ < 0)
@@ -109,19 +140,28 @@ OutputLock::OutputLock(const fs::path& path) : lock_path_(path.string() + ".lock
           fmt::format("cannot create the lock file {}: {}", lock_path_.string(), errno_text(errno)));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
+      // The holder wrote "PID HOLDER\n" (an older ftplan wrote "PID\n").
       long pid = 0;
-      char buf[32] = {};
+      std::string holder_of_lock;
+      char buf[128] = {};
       if (err == EWOULDBLOCK) {
         const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-        if (n > 0) pid = std::strtol(buf, nullptr, 10);
+        if (n > 0) {
+          char* end = buf;
+          pid = std::strtol(buf, &end, 10);
+          if (*end == ' ')
+            for (++end; *end != 0 && *end != '\n' && holder_of_lock.size() < 32; ++end)
+              if (std::isalnum(static_cast<unsigned char>(*end)) || *end == '-') holder_of_lock += *end;
+        }
       }
       ::close(fd_);
       fd_ = -1;
       if (err != EWOULDBLOCK)
         throw std::runtime_error(fmt::format("cannot lock {}: {}", lock_path_.string(), errno_text(err)));
-      throw OutputLocked(fmt::format("{}: another sweep writes this file, pid {} (lock {})", path.string(),
+      throw OutputLocked(fmt::format("{}: another {} writes this file, pid {} (lock {})", path.string(),
+                                     holder_of_lock.empty() ? "process" : "ftplan " + holder_of_lock,
                                      pid > 0 ? std::to_string(pid) : "unknown", lock_path_.string()),
-                         pid);
+                         pid, holder_of_lock);
     }
     // The holder before us may have removed the file between our open and our flock: then we hold a
     // lock on a file nobody else can find. Lock only the file that is still at the path.
@@ -134,7 +174,7 @@ OutputLock::OutputLock(const fs::path& path) : lock_path_(path.string() + ".lock
     fd_ = -1;
     if (attempt >= 100) throw std::runtime_error(fmt::format("cannot lock {}: it keeps changing", lock_path_.string()));
   }
-  const std::string pid = fmt::format("{}\n", ::getpid());
+  const std::string pid = fmt::format("{} {}\n", ::getpid(), holder);
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int err = errno;
     ::unlink(lock_path_.c_str());

@@ -20,28 +20,59 @@ namespace ftplan::io {
 // a replaced file keeps its mode.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
+// The same for a file too large to hold in memory, written piece by piece (a sweep's results):
+// append() goes to the temporary file beside `path` (through a buffer of kBuffer_bytes), commit()
+// flushes, fsyncs, renames and fsyncs the directory. Until commit() returns, `path` keeps its old
+// content (or stays absent); destroyed uncommitted (an exception), the temporary file is removed.
+// Failures throw std::runtime_error naming `path`. write_file_atomically is one append + commit.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::filesystem::path& path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void append(std::string_view text);
+  void commit();
+  // The temporary file, for a signal handler to unlink (the destructor does not run on a signal).
+  const std::filesystem::path& temporary_path() const { return tmp_; }
+
+  static constexpr std::size_t kBuffer_bytes = 1 << 20;
+
+ private:
+  void flush();
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
 // Checks now that write_file_atomically(path, ...) can work later: the directory exists and a
 // file can be created in it. For commands that measure or compute for minutes before writing.
 void check_file_writable(const std::filesystem::path& path);
 
-// Another process holds the lock; `pid` is the one it wrote into the lock file (0 when unknown).
+// Another process holds the lock; `pid` and `holder` are what it wrote into the lock file (0 and
+// "" when unknown: a lock file of an older ftplan, or of another program).
 class OutputLocked : public std::runtime_error {
  public:
-  OutputLocked(const std::string& message, long pid) : std::runtime_error(message), pid_(pid) {}
+  OutputLocked(const std::string& message, long pid, std::string holder)
+      : std::runtime_error(message), pid_(pid), holder_(std::move(holder)) {}
   long pid() const { return pid_; }
+  const std::string& holder() const { return holder_; }
 
  private:
   long pid_;
+  std::string holder_;
 };
 
 // An exclusive lock on the output `path`, held from construction to destruction: flock(2) on
-// `path` + ".lock", which holds the owner's pid. flock locks belong to the open file, so the
-// kernel drops them when the process dies, however it dies: a stale lock file is harmless and
-// simply taken over. The destructor removes the lock file. Throws OutputLocked when another
-// process holds it, std::runtime_error when the lock file cannot be created.
+// `path` + ".lock", which holds the owner's pid and `holder` (what it is: "sweep", "sweep-merge"),
+// as "PID HOLDER\n". flock locks belong to the open file, so the kernel drops them when the process
+// dies, however it dies: a stale lock file is harmless and simply taken over. The destructor
+// removes the lock file. Throws OutputLocked, whose message names the holder and its pid, when
+// another process holds it; std::runtime_error when the lock file cannot be created.
 class OutputLock {
  public:
-  explicit OutputLock(const std::filesystem::path& path);
+  OutputLock(const std::filesystem::path& path, std::string_view holder);
   ~OutputLock();
   OutputLock(const OutputLock&) = delete;
   OutputLock& operator=(const OutputLock&) = delete;

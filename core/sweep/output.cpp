@@ -200,6 +200,36 @@ std::vector<std::string> column_order(const std::vector<std::string>& keys,
   return out;
 }
 
+std::string table_header(OutputFormat format, const std::vector<std::string>& columns) {
+  std::string out;
+  if (format == OutputFormat::csv && !columns.empty()) out += io::csv_line(columns);
+  return out;
+}
+
+std::string table_lines(OutputFormat format, const std::vector<io::Row>& rows,
+                        const std::vector<std::string>& columns) {
+  std::string out;
+  std::unordered_map<std::string_view, const io::Value*> cells;
+  for (const auto& row : rows) {
+    cells.clear();
+    for (const auto& [k, v] : row.fields) cells.emplace(k, &v);
+    if (format == OutputFormat::csv) {
+      // Cells as the one CSV writer quotes them (io::csv_cell); a missing cell is empty.
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        if (i) out += ',';
+        if (auto it = cells.find(columns[i]); it != cells.end()) out += io::csv_cell(*it->second);
+      }
+    } else {
+      ordered_json o = ordered_json::object();
+      for (const auto& c : columns)
+        if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
+      out += o.dump();
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
                          const std::vector<std::string>& axis_columns) {
   std::vector<std::string> keys;
@@ -210,20 +240,7 @@ std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
         if (seen.insert(k).second) keys.push_back(k);
   }
   const std::vector<std::string> columns = column_order(keys, axis_columns);
-  if (format == OutputFormat::csv)
-    return columns.empty() ? std::string(rows.size(), '\n') : io::rows_to_csv(rows, columns);
-  std::string out;
-  std::unordered_map<std::string_view, const io::Value*> cells;
-  for (const auto& row : rows) {
-    cells.clear();
-    for (const auto& [k, v] : row.fields) cells.emplace(k, &v);
-    ordered_json o = ordered_json::object();
-    for (const auto& c : columns)
-      if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
-    out += o.dump();
-    out += '\n';
-  }
-  return out;
+  return table_header(format, columns) + table_lines(format, rows, columns);
 }
 
 std::vector<io::Row> parse_table(OutputFormat format, std::string_view text, const std::string& name) {
@@ -262,6 +279,36 @@ std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
   return j.dump() + "\n";
 }
 
+JournalLine parse_journal_line(std::string_view text, int line, const std::string& name) {
+  const ordered_json j = ordered_json::parse(text, nullptr, false);
+  const auto damaged = [&] {
+    return InputError(
+        {name, line, 0}, "",
+        "a damaged line: this is not a sweep journal, or it was edited; delete it to start the sweep over");
+  };
+  if (j.is_discarded() || !j.is_object()) throw damaged();
+  JournalLine out;
+  if (line == 1) {
+    if (!j.contains("ftplan_sweep_journal") || !j["fingerprint"].is_string()) throw damaged();
+    out.is_header = true;
+    try {
+      out.fingerprint = std::stoull(j["fingerprint"].get<std::string>(), nullptr, 16);
+    } catch (const std::exception&) {
+      throw damaged();
+    }
+    return out;
+  }
+  if (!j.contains("point") || !j["point"].is_number_integer() || !j.contains("rows") || !j["rows"].is_array())
+    throw damaged();
+  for (const auto& r : j["rows"]) {
+    auto row = row_of(r);
+    if (!row) throw damaged();
+    out.rows.push_back(std::move(*row));
+  }
+  out.point = j["point"].get<std::int64_t>();
+  return out;
+}
+
 Journal parse_journal(std::string_view text, const std::string& name) {
   Journal out;
   std::size_t start = 0;
@@ -269,29 +316,12 @@ Journal parse_journal(std::string_view text, const std::string& name) {
   for (;;) {
     const auto nl = text.find('\n', start);
     if (nl == std::string_view::npos) break;  // a line cut short (or nothing) at the end
-    ++line;
-    const std::string_view l = text.substr(start, nl - start);
-    const ordered_json j = ordered_json::parse(l, nullptr, false);
-    const auto damaged = [&] {
-      return InputError(
-          {name, line, 0}, "",
-          "a damaged line: this is not a sweep journal, or it was edited; delete it to start the sweep over");
-    };
-    if (j.is_discarded() || !j.is_object()) throw damaged();
-    if (line == 1) {
-      if (!j.contains("ftplan_sweep_journal") || !j["fingerprint"].is_string()) throw damaged();
+    JournalLine l = parse_journal_line(text.substr(start, nl - start), ++line, name);
+    if (l.is_header) {
       out.has_header = true;
-      out.fingerprint = std::stoull(j["fingerprint"].get<std::string>(), nullptr, 16);
+      out.fingerprint = l.fingerprint;
     } else {
-      if (!j.contains("point") || !j["point"].is_number_integer() || !j.contains("rows") || !j["rows"].is_array())
-        throw damaged();
-      std::vector<io::Row> rows;
-      for (const auto& r : j["rows"]) {
-        auto row = row_of(r);
-        if (!row) throw damaged();
-        rows.push_back(std::move(*row));
-      }
-      out.points.emplace(j["point"].get<std::int64_t>(), std::move(rows));
+      out.points.emplace(l.point, std::move(l.rows));
     }
     start = nl + 1;
     out.complete_bytes = start;

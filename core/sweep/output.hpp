@@ -27,9 +27,14 @@ std::vector<std::string> column_order(const std::vector<std::string>& keys,
 
 // The finished file: rows in the order given (by point, then plan), columns by column_order.
 // CSV: a header and one line per row. JSON Lines: one object per row with the CSV's column
-// names as keys (flat, dotted), so both read into the same table.
+// names as keys (flat, dotted), so both read into the same table. It is table_header(columns)
+// followed by table_lines(rows, columns), columns = column_order(every key of the rows).
 std::string format_table(OutputFormat format, const std::vector<io::Row>& rows,
                          const std::vector<std::string>& axis_columns);
+// The same file piece by piece, for a table too large to hold (a sweep streams its journal):
+// the header ("" for JSON Lines), then the lines of any run of rows. `columns` as column_order gives.
+std::string table_header(OutputFormat format, const std::vector<std::string>& columns);
+std::string table_lines(OutputFormat format, const std::vector<io::Row>& rows, const std::vector<std::string>& columns);
 
 // A finished file read back: rows in file order (CSV cells come back as text, empty as null).
 // Malformed input throws InputError naming the file and line.
@@ -40,6 +45,17 @@ std::vector<io::Row> parse_table(OutputFormat format, std::string_view text, con
 std::string journal_header(std::uint64_t fingerprint);
 std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows);
 
+// One whole line of a journal (without its '\n'), line 1 (the header) or a point's. Throws
+// InputError naming `name` and `line` for a damaged one.
+struct JournalLine {
+  bool is_header = false;
+  std::uint64_t fingerprint = 0;  // the header's
+  std::int64_t point = -1;        // a point line's, with its rows
+  std::vector<io::Row> rows;
+};
+JournalLine parse_journal_line(std::string_view text, int line, const std::string& name);
+
+// A whole journal in memory (parse_journal_line on each whole line).
 struct Journal {
   bool has_header = false;
   std::uint64_t fingerprint = 0;

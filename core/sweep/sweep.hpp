@@ -35,7 +35,11 @@ struct Axis {
 struct Shard {
   int index = 1;
   int count = 1;
-  bool contains(std::int64_t point) const { return point % count == index - 1; }
+  bool contains(std::int64_t point) const { return point >= 0 && point % count == index - 1; }
+  // How many of the points 0 .. total-1 the slice holds, and its i-th (0-based, ascending) one.
+  std::int64_t size_of(std::int64_t total) const { return total >= index ? (total - index + count) / count : 0; }
+  std::int64_t point(std::int64_t i) const { return index - 1 + i * count; }
+  std::int64_t index_of(std::int64_t point) const { return point / count; }  // REQUIRES: contains(point)
 };
 // "K/N" with 1 <= K <= N. Throws std::invalid_argument with a message for a person.
 Shard parse_shard(std::string_view text);

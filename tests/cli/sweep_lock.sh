@@ -2,8 +2,9 @@
 # Two sweeps on one --out: the second is refused at once, naming the first one's pid, and touches
 # nothing; once the first is gone (even killed, leaving its lock file) the next one runs. The same
 # for sweep-merge, which takes the same lock on its --out.
-# The "first sweep" is flock(1) holding the lock file and writing its pid there, as a sweep does,
-# so the test does not depend on how fast a real sweep runs.
+# The "first sweep" is flock(1) holding the lock file and writing "PID VERB" there, as a sweep or
+# a sweep-merge does, so the test does not depend on how fast a real sweep runs. The refusal names
+# the holder as it wrote itself: a sweep, a sweep-merge, or (a pid alone) another process.
 # Usage: sweep_lock.sh FTPLAN SCRATCH_DIR
 set -uo pipefail
 ftplan=$1 dir=$2
@@ -15,12 +16,12 @@ rm -rf "$dir" && mkdir -p "$dir" || fail "cannot make $dir"
 command -v flock >/dev/null || fail "flock(1) (util-linux) is not installed"
 
 # shellcheck disable=SC2016  # $$ and $1.. belong to the inner shell
-flock -n "$dir/out.csv.lock" sh -c 'echo $$ >"$1"; echo $$ >"$2"; "$3" sweep "$4" --out "$5" --quiet >"$6" 2>&1; echo $? >"$7"' \
+flock -n "$dir/out.csv.lock" sh -c 'echo $$ sweep >"$1"; echo $$ >"$2"; "$3" sweep "$4" --out "$5" --quiet >"$6" 2>&1; echo $? >"$7"' \
   sh "$dir/out.csv.lock" "$dir/holder.pid" "$ftplan" "$sweep" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
   fail "flock could not take the lock"
 holder=$(cat "$dir/holder.pid")
 [[ $(cat "$dir/status") == 1 ]] || fail "the second sweep: exit status $(cat "$dir/status"), expected 1"
-grep -q "^error: $dir/out.csv: another sweep writes this file, pid $holder (lock $dir/out.csv.lock)$" "$dir/out.txt" ||
+grep -q "^error: $dir/out.csv: another ftplan sweep writes this file, pid $holder (lock $dir/out.csv.lock)$" "$dir/out.txt" ||
   fail "no error naming the other sweep's pid $holder"
 [[ ! -e "$dir/out.csv" && ! -e "$dir/out.csv.part" ]] || fail "the refused sweep wrote something"
 [[ -e "$dir/out.csv.lock" ]] || fail "the refused sweep removed the holder's lock file"
@@ -30,15 +31,26 @@ grep -q "^error: $dir/out.csv: another sweep writes this file, pid $holder (lock
 [[ $(wc -l <"$dir/out.csv") == 73 ]] || fail "out.csv has $(wc -l <"$dir/out.csv") lines, expected 1 + 72"
 [[ ! -e "$dir/out.csv.lock" && ! -e "$dir/out.csv.part" ]] || fail "lock file or journal left after the sweep"
 
-# sweep-merge takes the same lock on its --out: refused while another process holds it, writing
-# nothing; runs once the holder is gone, and removes its lock file.
+# A sweep refused by a sweep-merge that writes the file names the sweep-merge.
+# shellcheck disable=SC2016
+flock -n "$dir/out.csv.lock" sh -c 'echo $$ sweep-merge >"$1"; echo $$ >"$2"; "$3" sweep "$4" --out "$5" --quiet >"$6" 2>&1; echo $? >"$7"' \
+  sh "$dir/out.csv.lock" "$dir/holder.pid" "$ftplan" "$sweep" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
+  fail "flock could not take the lock"
+holder=$(cat "$dir/holder.pid")
+[[ $(cat "$dir/status") == 1 ]] || fail "the sweep refused by a merge: exit status $(cat "$dir/status"), expected 1"
+grep -q "^error: $dir/out.csv: another ftplan sweep-merge writes this file, pid $holder (lock $dir/out.csv.lock)$" \
+  "$dir/out.txt" || fail "no error naming the sweep-merge that holds the lock, pid $holder"
+rm -f "$dir/out.csv.lock"
+
+# sweep-merge takes the same lock on its --out: refused while another process holds it (here one
+# that wrote only its pid), writing nothing; runs once the holder is gone, and removes its lock file.
 # shellcheck disable=SC2016
 flock -n "$dir/merged.csv.lock" sh -c 'echo $$ >"$1"; echo $$ >"$2"; "$3" sweep-merge --out "$4" "$5" >"$6" 2>&1; echo $? >"$7"' \
   sh "$dir/merged.csv.lock" "$dir/holder.pid" "$ftplan" "$dir/merged.csv" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
   fail "flock could not take the merge lock"
 holder=$(cat "$dir/holder.pid")
 [[ $(cat "$dir/status") == 1 ]] || fail "the locked sweep-merge: exit status $(cat "$dir/status"), expected 1"
-grep -q "^error: $dir/merged.csv: another sweep writes this file, pid $holder (lock $dir/merged.csv.lock)$" "$dir/out.txt" ||
+grep -q "^error: $dir/merged.csv: another process writes this file, pid $holder (lock $dir/merged.csv.lock)$" "$dir/out.txt" ||
   fail "sweep-merge: no error naming the holder's pid $holder"
 [[ ! -e "$dir/merged.csv" ]] || fail "the refused sweep-merge wrote its output"
 "$ftplan" sweep-merge --out "$dir/merged.csv" "$dir/out.csv" >"$dir/out.txt" 2>&1 || fail "sweep-merge after the holder: exit status $?"

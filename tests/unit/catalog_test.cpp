@@ -1,8 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <map>
 
 #include "io/catalog_io.hpp"
+#include "io/yaml_reader.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -142,4 +144,47 @@ nodes:
   CHECK(msg.find("nodes[1].cloud_instance: a named cloud instance needs its own price.cloud_hourly") !=
         std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the catalog read from text in memory is the catalog read from its files, errors included") {
+  /* parse_catalog is what the fuzzer drives (fuzz/readers_fuzz.cpp): it must be the same reader as
+   * load_catalog, naming the same files, not a second one. */
+  std::map<std::string, std::string> texts;
+  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"}) {
+    std::ifstream in(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"), std::ios::binary);
+    texts[kind] = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  std::map<std::string, std::string_view> views(texts.begin(), texts.end());
+  const auto from_files = io::load_catalog(test::zoo_dir());
+  const auto from_text = io::parse_catalog(views, test::zoo_dir());
+  CHECK(from_text.gpu_names() == from_files.gpu_names());
+  CHECK(from_text.nodes.size() == from_files.nodes.size());
+  CHECK(from_text.drives.size() == from_files.drives.size());
+  /* One file left out reads as missing, named as load_catalog names it; a node naming a GPU that
+   * is not there is reported at the node. */
+  views.erase("nics");
+  const std::string missing = test::input_error_of([&] { io::parse_catalog(views, "z"); });
+  CHECK(missing.find((std::filesystem::path("z") / "hardware" / "nics.yaml").string() + ": no such file") !=
+        std::string::npos);
+  views = std::map<std::string, std::string_view>(texts.begin(), texts.end());
+  views["gpus"] = "schema_version: 1\ngpus: []\n";
+  const std::string dangling = test::input_error_of([&] { io::parse_catalog(views, "z"); });
+  CHECK(dangling.find("no GPU 'h100-sxm-80gb' in gpus.yaml") != std::string::npos);
+}
+
+TEST_CASE("catalog files parsed once can be read again and again: the reader only reads the nodes") {
+  /* The fuzzer parses the shipped files once and hands the same nodes to every input
+   * (io::detail::read_catalog). A reader that changed them (a key inserted by a lookup, a value
+   * removed) would make the second read differ from the first. */
+  std::map<std::string, YAML::Node> parsed;
+  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+    parsed[kind] = io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"));
+  const auto load = [&](const std::filesystem::path& p) { return parsed.at(p.stem().string()); };
+  const auto first = io::detail::read_catalog("z", load);
+  const auto second = io::detail::read_catalog("z", load);
+  CHECK(second.gpu_names() == first.gpu_names());
+  CHECK(second.nodes.size() == first.nodes.size());
+  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+    CHECK(YAML::Dump(parsed.at(kind)) ==
+          YAML::Dump(io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"))));
 }

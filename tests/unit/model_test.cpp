@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -107,4 +108,24 @@ TEST_CASE("a broken config.json names the file and the missing key") {
   const std::string msg = test::input_error_of([&] { io::load_hf_config(path); });
   CHECK(msg.find(path.string()) != std::string::npos);
   CHECK(msg.find("hidden_size: is required") != std::string::npos);
+}
+
+TEST_CASE("a zoo file and a config.json read from text in memory are read as from their files") {
+  /* parse_model_file / parse_hf_config are what the fuzzer drives; the file readers are them plus
+   * reading the file, so both give the same model and the same messages. */
+  const auto read = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const auto zoo_file = test::zoo_dir() / "models" / "llama-3.2-1b.yaml";
+  const auto a = io::load_model_file(zoo_file), b = io::parse_model_file(read(zoo_file), zoo_file);
+  CHECK(b.name == a.name);
+  CHECK(b.layers == a.layers);
+  CHECK(model::count_params(b).total == model::count_params(a).total);
+  const auto hf = std::filesystem::path(FTPLAN_TEST_DATA) / "hf/mistral-7b-v0.1/config.json";
+  const auto c = io::load_hf_config(hf), d = io::parse_hf_config(read(hf), hf);
+  CHECK(d.name == "mistral-7b-v0.1");
+  CHECK(model::count_params(d).total == model::count_params(c).total);
+  CHECK_THROWS_WITH_AS(io::parse_hf_config("{\"num_key_value_heads\": 0}", "x/config.json"),
+                       doctest::Contains("x/config.json"), InputError);
 }

@@ -103,32 +103,44 @@ TEST_CASE("a write that fails midway (disk full, file too large) keeps the old f
   CHECK(dir.names() == std::vector<std::string>{"trace.json"});
 }
 
-TEST_CASE("the output lock: one holder at a time, the holder's pid in the refusal, a stale lock taken over") {
+TEST_CASE("the output lock: one holder at a time, the holder and its pid in the refusal, a stale lock taken over") {
   Folder dir("lock");
   const fs::path out = dir.path / "results.csv";
+  const std::string pid = std::to_string(::getpid());
   {
-    const io::OutputLock first(out);
+    const io::OutputLock first(out, "sweep-merge");
     CHECK(first.lock_path() == dir.path / "results.csv.lock");
-    CHECK(read(first.lock_path()) == std::to_string(::getpid()) + "\n");
+    CHECK(read(first.lock_path()) == pid + " sweep-merge\n");
     /* flock locks belong to the open file, so a second open in this same process is refused as
-     * another process would be, and told the holder's pid. */
+     * another process would be, and told who holds it: the sweep-merge, not "a sweep". */
     try {
-      const io::OutputLock second(out);
+      const io::OutputLock second(out, "sweep");
       FAIL("a second lock on the same output was granted");
     } catch (const io::OutputLocked& e) {
       CHECK(e.pid() == ::getpid());
-      CHECK(std::string(e.what()) == out.string() + ": another sweep writes this file, pid " +
-                                         std::to_string(::getpid()) + " (lock " +
-                                         (dir.path / "results.csv.lock").string() + ")");
+      CHECK(e.holder() == "sweep-merge");
+      CHECK(std::string(e.what()) == out.string() + ": another ftplan sweep-merge writes this file, pid " + pid +
+                                         " (lock " + (dir.path / "results.csv.lock").string() + ")");
     }
     CHECK(fs::exists(first.lock_path()));  // the refused one did not remove the holder's file
   }
   CHECK(dir.names().empty());  // released: the lock file is gone
+  {
+    const io::OutputLock first(out, "sweep");
+    try {
+      const io::OutputLock second(out, "sweep-merge");
+      FAIL("a second lock on the same output was granted");
+    } catch (const io::OutputLocked& e) {
+      CHECK(e.holder() == "sweep");
+      CHECK(std::string(e.what()).find(": another ftplan sweep writes this file, pid " + pid + " (lock") !=
+            std::string::npos);
+    }
+  }
   /* A lock file left by a process that died (no one holds the lock on it) is simply taken. */
   std::ofstream(dir.path / "results.csv.lock") << "999999\n";
   {
-    const io::OutputLock again(out);
-    CHECK(read(again.lock_path()) == std::to_string(::getpid()) + "\n");
+    const io::OutputLock again(out, "sweep");
+    CHECK(read(again.lock_path()) == pid + " sweep\n");
   }
   CHECK(dir.names().empty());
 }

@@ -287,6 +287,25 @@ TEST_CASE("shards are disjoint and together hold every point") {
       for (std::int64_t p = 0; p < 100; ++p) owners[p] += sweep::Shard{k, n}.contains(p);
     CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));
   }
+  /* size_of, point and index_of enumerate a slice without listing it: slice 2/3 of 0..9 is 1, 4, 7;
+   * of 0..0 it is empty. Checked against contains() for every slice of every small total. */
+  CHECK(sweep::Shard{2, 3}.size_of(10) == 3);
+  CHECK(sweep::Shard{2, 3}.point(2) == 7);
+  CHECK(sweep::Shard{2, 3}.size_of(1) == 0);
+  CHECK_FALSE(sweep::Shard{1, 1}.contains(-1));
+  for (int n : {1, 2, 3, 7})
+    for (int k = 1; k <= n; ++k)
+      for (std::int64_t total = 0; total < 30; ++total) {
+        const sweep::Shard shard{k, n};
+        std::vector<std::int64_t> listed;
+        for (std::int64_t p = 0; p < total; ++p)
+          if (shard.contains(p)) listed.push_back(p);
+        REQUIRE(shard.size_of(total) == static_cast<std::int64_t>(listed.size()));
+        for (std::size_t i = 0; i < listed.size(); ++i) {
+          CHECK(shard.point(static_cast<std::int64_t>(i)) == listed[i]);
+          CHECK(shard.index_of(listed[i]) == static_cast<std::int64_t>(i));
+        }
+      }
 }
 
 TEST_CASE("the journal keeps whole lines and drops one cut short") {
@@ -305,6 +324,14 @@ TEST_CASE("the journal keeps whole lines and drops one cut short") {
   CHECK(as_double(*j.points.at(3)[0].get("x")) == 0.1 + 0.2);
   CHECK(std::holds_alternative<std::nullptr_t>(*j.points.at(3)[0].get("n")));
   CHECK_THROWS_AS(sweep::parse_journal(whole + "garbage\n", "j"), InputError);
+  // A header whose fingerprint is not hex is a damaged line, not a std::invalid_argument.
+  CHECK_THROWS_AS(sweep::parse_journal("{\"ftplan_sweep_journal\":1,\"fingerprint\":\"zz\"}\n", "j"), InputError);
+  // The table written piece by piece is the table written at once.
+  const std::vector<std::string> columns = sweep::column_order({"x", "plan", "point", "ok", "n"}, {});
+  for (auto f : {sweep::OutputFormat::csv, sweep::OutputFormat::jsonl})
+    CHECK(sweep::table_header(f, columns) + sweep::table_lines(f, rows, columns) +
+              sweep::table_lines(f, rows, columns) ==
+          sweep::format_table(f, {rows[0], rows[0]}, {}));
 }
 
 TEST_CASE("merged shards equal one unsharded run, in CSV and JSON Lines, whatever order they finish in") {
