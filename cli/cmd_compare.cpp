@@ -25,12 +25,15 @@ int cmd_compare(const std::vector<std::string>& argv) {
     ev.push_back(evaluate::evaluate_plan(s.model, p, sim_options, measured ? &*measured : nullptr));
   }
   const std::string verdict = io::verdict(s.plans, ev);
+  // The answer in one line, as the GUI heads its window with it (io::answer).
+  const std::string answer = io::answer(s.plans, ev, s.constraints);
 
   if (app.format() != Format::table) {
     std::vector<io::Row> rows;
     for (std::size_t i = 0; i < s.plans.size(); ++i)
       rows.push_back(io::cost_row(s.plans[i], ev[i].memory, ev[i].step, ev[i].power, ev[i].cost));
     io::Row extra;
+    extra.set("answer", answer);
     extra.set("verdict", verdict);
     const auto notes = io::advice(s.model, s.plans, ev);
     extra.set("advice", notes.empty() ? io::Value(nullptr) : io::Value(join(notes, " ")));
@@ -49,7 +52,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
              j.seq_len);
   // One cost basis for all plans goes in the header; plans that differ get a row of their own.
   const io::Comparison c = io::comparison(s.plans, ev);
-  fmt::print("costs: {}\n\n", c.one_basis ? c.basis : std::string("per plan (the 'costs' row)"));
+  fmt::print("costs: {}\n", c.one_basis ? c.basis : std::string("per plan (the 'costs' row)"));
+  fmt::print("answer: {}\n\n", answer);
   Table t;
   using A = Table::Align;
   std::vector<std::pair<std::string, A>> cols = {{"", A::left}};
