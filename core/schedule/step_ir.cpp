@@ -12,14 +12,6 @@
 
 namespace ftplan::schedule {
 
-using inventory::Element;
-using inventory::Category;
-using inventory::Lifetime;
-using inventory::TensorGroup;
-using plan::Checkpointing;
-using plan::Method;
-using plan::Tier;
-
 const char* to_string(Stream s) {
   switch (s) {
     case Stream::compute: return "compute";
