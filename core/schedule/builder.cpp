@@ -40,7 +40,7 @@ void Builder::plan_geometry() {
   // The layers come from the plan's stage (the inventory's); the schedule, the point-to-point
   // peers and tags from the stage's place in the pipeline simulated (PipelineView: the plan's own
   // unless the simulator runs a shortened pipeline).
-  real_pp = std::max(1, p_.parallel.pp);
+  const int real_pp = std::max(1, p_.parallel.pp);
   pp = view_.stages > 0 ? view_.stages : real_pp;
   stage = view_.stages > 0 ? view_.position : inv_.stage;
   chunks = real_pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved

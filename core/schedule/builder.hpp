@@ -65,7 +65,6 @@ struct StepState {
   const plan::Offload& off;
   // Pipeline geometry (plan_geometry).
   int layers = 0;              // this stage's layers
-  int real_pp = 1;             // the plan's pipeline stages
   int pp = 1, stage = 0;       // the pipeline simulated and this stage's place in it (PipelineView)
   int chunks = 1;              // model chunks per stage (interleaved 1F1B)
   int virtual_stages = 1;

@@ -330,7 +330,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
   des::Engine& e = cx.e;
   const plan::Plan& p = cx.p;
   const Topology& topo = cx.topo;
-  const int ranks = topo.layout.ranks(), g = topo.gpus_per_node;
+  const int ranks = topo.layout.ranks(), g = topo.layout.gpus_per_node();
   std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
   std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
   int behind_switch = 0;

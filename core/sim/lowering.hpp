@@ -35,7 +35,6 @@ namespace detail {
 
 struct Topology {
   plan::RankLayout layout;  // where the ranks sit: nodes, groups
-  int gpus_per_node = 1;
   bool nvlink = false;
   double nvlink_Bps = 0;
   double nic_Bps = 0;   // this GPU's share of the node's NICs

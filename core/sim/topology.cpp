@@ -37,7 +37,6 @@ constexpr double kDramEfficiency = 0.75;
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t{plan::RankLayout(p)};
   const plan::Cluster& c = p.cluster;
-  t.gpus_per_node = t.layout.gpus_per_node();
   t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
   t.pcie_Bps = c.gpu.host_link.bandwidth_Bps() * eff.pcie;
   t.nvlink_Bps = t.nvlink ? c.gpu.nvlink_bandwidth_Bps * eff.nvlink
