@@ -148,7 +148,11 @@ void apply_preset(Offload& o) {
 }
 
 const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (model::Linear l : model::kLinears) n.emplace_back(model::to_string(l));
+    return n;
+  }();
   return names;
 }
 
@@ -172,6 +176,12 @@ int data_parallel_degree(const Plan& plan) {
   if (plan.parallel.dp > 0) return plan.parallel.dp;
   const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;
   return model_parallel > 0 ? std::max(1, plan.cluster.gpus() / model_parallel) : 1;
+}
+
+double real_token_fraction(const Job& job) {
+  if (job.samples.packing == Packing::padded && job.samples.mean_tokens > 0)
+    return job.samples.mean_tokens / static_cast<double>(job.seq_len);
+  return 1.0;
 }
 
 std::int64_t global_batch_samples(const Plan& plan) {

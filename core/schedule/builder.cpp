@@ -20,10 +20,7 @@ StepIR Builder::build() {
   add(std::move(end));
 
   // Totals.
-  double tokens = tokens_ * micro_batches;
-  if (job_.samples.packing == plan::Packing::padded && job_.samples.mean_tokens > 0)
-    tokens *= job_.samples.mean_tokens / static_cast<double>(job_.seq_len);  // padding computes, not learns
-  ir_.tokens_per_rank = tokens;
+  ir_.tokens_per_rank = tokens_ * micro_batches * plan::real_token_fraction(job_);
   for (auto& op : ir_.ops) {
     if (op.element == Element::packed) op.element = element_of(op);
     ir_.model_flops_per_rank += op.model_flops;

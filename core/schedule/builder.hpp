@@ -18,6 +18,7 @@
 
 #include "common/error.hpp"
 #include "plan/checks.hpp"
+#include "model/model.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::schedule {
@@ -37,12 +38,9 @@ namespace detail {
 // (~6 us each, the simulator's default dispatch cost) are counted per rank instead.
 constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
 
-// Shapes and per-token work of one layer on one rank (after TP).
-struct LayerWork {
-  double h = 0, q = 0, kv = 0, f = 0;
-  double experts_per_token = 1;
+// Shapes and per-token work of one layer on one rank: model::layer_shape after TP.
+struct LayerWork : model::LayerShape {
   double attended = 0;  // tokens each query attends
-  bool gated = true;
 };
 
 // An op with its identity filled in; callers add what is particular to it.
