@@ -123,6 +123,9 @@ TEST_CASE("impossible combinations") {
         "pipeline parallelism\" (pp 2); use zero 0 or 1, or FSDP inside each stage (job.framework: pytorch-fsdp2, as "
         "torchtitan)");
   CHECK_NOTHROW(parse(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: pytorch-fsdp2\n")));
+  // torchtune has no pipeline stages (its ParallelDims: dp_replicate x dp_shard x tp).
+  CHECK(error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: torchtune\n"))
+            .find("plans[0].parallel.pp: torchtune's recipes have no pipeline parallelism") != std::string::npos);
   // bf16 on a GPU without it.
   const std::string v100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: v100-sxm2-32gb"));
   CHECK(v100.find("job.precision: NVIDIA Tesla V100") != std::string::npos);
