@@ -452,6 +452,76 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
   CHECK(gathers == 128);
   CHECK(scatters == 64);
 
+  // HSDP inside the stages (torchtitan dp_replicate x dp_shard): 4 nodes, pp 2 x dp 16, each stage
+  // on 2 nodes; shards over the 8 GPUs of a node, and after the last backward each layer's
+  // reduce-scatter over them is followed by the all-reduce of its shard (872,448,000 / 8 B)
+  // between the 2 replicas: both once a step.
+  {
+    const auto h = parse("llama-3.1-8b", "{seq_len: 4096, micro_batch: 1, global_batch: 64, steps: 1, "
+                         "activation_checkpointing: full, framework: pytorch-fsdp2}",
+                         "    cluster: {node: dgx-h100, nodes: 4}\n    parallel: {pp: 2, fsdp: hybrid_shard}\n");
+    const auto& hp = h.plans[0];
+    CHECK(plan::sharding_in_effect(hp).shard_degree == 8);
+    CHECK(plan::sharding_in_effect(hp).gathered_for_step);
+    const auto i = inventory::build_inventory(h.model, hp, 0);
+    const auto ir = schedule::build_step(h.model, hp, i, 4);
+    CHECK(schedule::dry_run(ir).empty());
+    int gathers = 0, reduce = 0, replica = 0;
+    for (const auto& op : ir.ops) {
+      if (op.kind != schedule::OpKind::collective) continue;
+      if (op.group == schedule::Group::dp && op.collective == schedule::Collective::all_gather) {
+        CHECK(op.group_size == 8);
+        ++gathers;
+      }
+      if (op.group == schedule::Group::dp && op.collective == schedule::Collective::reduce_scatter) ++reduce;
+      if (op.group == schedule::Group::replicate) {
+        CHECK(op.group_size == 2);
+        CHECK(op.bytes == doctest::Approx(872448000.0 / 8));
+        ++replica;
+      }
+    }
+    CHECK(gathers == 17);
+    CHECK(reduce == 16);
+    CHECK(replica == 16);
+  }
+
+  // Megatron's distributed optimizer (ZeRO 1) under the same pipeline: bf16 weights (2 B) and fp32
+  // main grads (4 B) whole on the stage, fp32 master + Adam m, v (12 B) over dp 4; the gradients
+  // reduce-scattered once a step in fp32 (16 x 872,448,000 B), the updated bf16 parameters
+  // all-gathered once after the step (2 x 4,015,128,576 = 8,030,257,152 B).
+  auto mega = p;
+  mega.job.framework = plan::Framework::megatron;
+  mega.parallel.zero = 1;
+  mega.parallel.fsdp_given = false;
+  REQUIRE(plan::check_plan(s.model, mega).empty());
+  {
+    const auto i = inventory::build_inventory(s.model, mega, 0);
+    double weights = 0, grads = 0, optimizer = 0;
+    for (const auto& g : i.groups) {
+      if (g.category == inventory::Category::weights) weights += g.total();
+      if (g.category == inventory::Category::gradients) grads += g.total();
+      if (g.category == inventory::Category::optimizer) optimizer += g.total();
+    }
+    CHECK(weights == doctest::Approx(8030257152.0));
+    CHECK(grads == doctest::Approx(16060514304.0));
+    CHECK(optimizer == doctest::Approx(12045385728.0));
+    const auto ir = schedule::build_step(s.model, mega, i, 4);
+    int reduce = 0, gather = 0;
+    for (const auto& op : ir.ops) {
+      if (op.kind != schedule::OpKind::collective || op.group != schedule::Group::dp) continue;
+      if (op.collective == schedule::Collective::reduce_scatter) {
+        ++reduce;
+        CHECK(op.bytes == doctest::Approx(872448000.0));
+      }
+      if (op.collective == schedule::Collective::all_gather) {
+        ++gather;
+        CHECK(op.bytes == doctest::Approx(8030257152.0));
+      }
+    }
+    CHECK(reduce == 16);
+    CHECK(gather == 1);
+  }
+
   // The simulated GPU pool agrees with the analytic footprint (the kept parameters and unsharded
   // gradients in both), and the plan costs more memory than resharding per micro-batch would.
   const auto r = sim::simulate_step(s.model, p);
