@@ -485,8 +485,14 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       add("gradients (one layer, optimizer in backward)", Category::gradients, gpu,
           rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer, elem(rec.grad_B));
     } else {
+      // FSDP2 inside a pipeline stage: the sharded gradients are the reduce-scatters' outputs,
+      // made after the stage's last backward (the unsharded ones accumulate until then, below):
+      // they live from there through the optimizer step.
       add("gradients", Category::gradients, gpu, grad_elems * rec.grad_B, 1,
-          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients, elem(rec.grad_B));
+          job.gradients_persist    ? Lifetime::persistent
+          : inv.gathered_for_step ? Lifetime::optimizer
+                                  : Lifetime::gradients,
+          elem(rec.grad_B));
     }
   } else {
     // ZeRO-Offload: gradients are reduced into buckets and copied to fp32 host buffers (Ren et al. 2021, sec. 4).
