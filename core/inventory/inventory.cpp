@@ -555,7 +555,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
           add(kStageGatheredParams, Category::temporaries, gpu,
               (rp.total - rp.frozen_quantized) * rec.gather_B + rp.frozen_quantized * quantized, 1,
               Lifetime::forward_backward, rp.frozen_quantized > 0 ? packed : elem(rec.gather_B));
-          add("FSDP2 unsharded gradients accumulated (PP)", Category::gradients, gpu, rp.trainable * rec.reduce_B, 1,
+          add(kStageUnshardedGrads, Category::gradients, gpu, rp.trainable * rec.reduce_B, 1,
               Lifetime::forward_backward, elem(rec.reduce_B));
         } else if (zero == 3) {
           // Gathered 16-bit copies of the units in flight (FSDP unshard; limit_all_gathers allows two).

@@ -50,6 +50,8 @@ inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pi
 // The name of FSDP2's parameters kept gathered for the step inside a pipeline stage (the step
 // IR's per-step all-gathers write this tensor; Inventory::gathered_for_step).
 inline constexpr const char* kStageGatheredParams = "FSDP2 stage parameters gathered for the step (PP)";
+// ... and its unsharded gradients, accumulated across the step's micro-batches.
+inline constexpr const char* kStageUnshardedGrads = "FSDP2 unsharded gradients accumulated (PP)";
 
 struct TensorGroup {
   const char* name;  // static text, e.g. "saved activations: attention"

@@ -113,6 +113,7 @@ void Builder::persistent_state() {
       // The stage's layers share what is not the root's (embeddings; final norm and head).
       layer_gather_bytes = (g->total() - inv_.params.root * inv_.recipe.gather_B) / std::max(1, layers);
     }
+    if (std::string_view(g->name) == inventory::kStageUnshardedGrads) unsharded_grads_tensor = fb_tensors.back();
   }
   gathered_for_step = inv_.gathered_for_step && stage_params_tensor >= 0;
   // Gradients: one share per layer, created by that layer's first backward, in their tier.

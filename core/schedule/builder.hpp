@@ -102,7 +102,7 @@ struct StepState {
   // FSDP2 inside a pipeline stage (Inventory::gathered_for_step): the stage's parameters, gathered
   // once per step at its start, and each layer's all-gather and FSDP2 copy-out.
   bool gathered_for_step = false;
-  int stage_params_tensor = -1;
+  int stage_params_tensor = -1, unsharded_grads_tensor = -1;
   double layer_gather_bytes = 0;
   int root_gather = -1;
   std::vector<int> gather_of, copied_out_of;

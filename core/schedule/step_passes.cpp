@@ -168,7 +168,10 @@ int Builder::accumulate_unsharded(int l, int mb, int cur) {
                   layer_of[l], mb);
   op.bytes = grad_params * (a + (first ? 1.0 : 2.0) * grad_reduce_B);
   op.deps = {cur};
-  op.reads = {stage_params_tensor};
+  if (unsharded_grads_tensor >= 0) {
+    op.reads = {unsharded_grads_tensor};
+    op.writes = {unsharded_grads_tensor};
+  }
   return add(std::move(op));
 }
 

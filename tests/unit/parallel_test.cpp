@@ -403,7 +403,7 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
     return 0.0;
   };
   CHECK(bytes_of(inventory::kStageGatheredParams) == doctest::Approx(8030257152.0));
-  CHECK(bytes_of("FSDP2 unsharded gradients accumulated (PP)") == doctest::Approx(16060514304.0));
+  CHECK(bytes_of(inventory::kStageUnshardedGrads) == doctest::Approx(16060514304.0));
   CHECK(bytes_of("FSDP gathered units") == 0);  // no per-micro-batch gathers
   double sharded_state = 0;
   for (const auto& g : inv.groups)
