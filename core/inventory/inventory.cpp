@@ -251,10 +251,31 @@ std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stag
   const int chunks = pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
   std::vector<int> list;
   if (chunk_begin) chunk_begin->clear();
+  // Interleaved with fixed end stages, as Megatron-core builds it (transformer_block.py,
+  // get_num_layers_to_build): the first (last) stage's layers, and each middle stage's even share
+  // of the rest, are split evenly over the stage's chunks; virtual stage c x pp + s runs its
+  // stage's chunk size, in model order (check_plan asks for Megatron's divisibilities).
+  const int first = par.first_stage_layers, last = par.last_stage_layers;
+  const bool uneven_chunks = chunks > 1 && (first > 0 || last > 0);
+  const int middle_stages = pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+  const auto chunk_size = [&](int vs) {
+    const int s = vs % pp;
+    if (s == 0 && first > 0) return first / chunks;
+    if (s == pp - 1 && last > 0) return last / chunks;
+    return middle_stages > 0 ? (m.total_layers() - first - last) / middle_stages / chunks : 0;
+  };
   for (int c = 0; c < chunks; ++c) {
     if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
-    const auto [a, b] = stage_layers(m.total_layers(), pp * chunks, c * pp + stage, par.first_stage_layers, par.last_stage_layers);
-    for (int l = a; l < b; ++l) list.push_back(l);
+    const int vs = c * pp + stage;
+    std::pair<int, int> range;
+    if (uneven_chunks) {
+      int a = 0;
+      for (int v = 0; v < vs; ++v) a += chunk_size(v);
+      range = {a, a + chunk_size(vs)};
+    } else {
+      range = stage_layers(m.total_layers(), pp * chunks, vs, first, last);
+    }
+    for (int l = range.first; l < range.second; ++l) list.push_back(l);
   }
   if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
   return list;
@@ -295,6 +316,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const int zero = in_effect.zero, shard = in_effect.shard_degree;
   inv.shard_degree = shard;
   inv.zero = zero;
+  // FSDP2 with pipeline stages keeps each stage gathered for the step (the FSDP case below says why).
+  inv.gathered_for_step = in_effect.gathered_for_step;
 
   // ---- parameters on this rank
   const std::vector<int> stage_list = stage_layer_list(m, plan, stage);
@@ -438,8 +461,14 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       add("gradients (one layer, optimizer in backward)", Category::gradients, gpu,
           rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer, elem(rec.grad_B));
     } else {
+      // FSDP2 inside a pipeline stage: the sharded gradients are the reduce-scatters' outputs,
+      // made after the stage's last backward (the unsharded ones accumulate until then, below):
+      // they live from there through the optimizer step.
       add("gradients", Category::gradients, gpu, grad_elems * rec.grad_B, 1,
-          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients, elem(rec.grad_B));
+          job.gradients_persist    ? Lifetime::persistent
+          : inv.gathered_for_step ? Lifetime::optimizer
+                                  : Lifetime::gradients,
+          elem(rec.grad_B));
     }
   } else {
     // ZeRO-Offload: gradients are reduced into buckets and copied to fp32 host buffers (Ren et al. 2021, sec. 4).
@@ -479,7 +508,32 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         break;
       case Sharding::fsdp1:
       case Sharding::fsdp2:
-        if (zero == 3) {
+        if (inv.gathered_for_step) {
+          // FSDP2 inside a pipeline stage, as torchtitan runs it:
+          // - torchtitan's reshard_after_forward policy "default" is `not pp_enabled`: "For PP, by
+          //   default do not reshard after forward to avoid per-microbatch all-gathers"
+          //   (torchtitan/distributed/fsdp.py, get_fsdp_reshard_after_forward_policy; the
+          //   embeddings and [norm, output] units likewise);
+          // - torch.distributed.pipelining runs every backward with set_reshard_after_backward(False)
+          //   and set_requires_gradient_sync(False), and only after the stage's last backward calls
+          //   post_backward on each FSDP group: reshard, then reduce-scatter (torch/distributed/
+          //   pipelining/stage.py, _PipelineStageBase.backward_maybe_with_nosync and _post_backward;
+          //   the REDUCE_GRAD action of the multi-stage schedules, schedules.py _add_reduce_grad).
+          // So the stage's parameters are gathered from the first forward to the end of the step's
+          // backward (in the gather type: the compute type, or the quantized storage under QLoRA),
+          // and the unsharded gradients accumulate across micro-batches in the reduce dtype
+          // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, to_accumulated_grad_if_needed:
+          // unsharded_grad.to(reduce_dtype); accumulate_unsharded_grad_if_needed: +=), fp32 under
+          // torchtitan's mixed_precision_reduce. With 1F1B they coexist with the stage's in-flight
+          // activations (the steady state's forwards follow backwards); under GPipe they are
+          // counted over the forwards too (conservative: there every forward precedes them).
+          const double quantized = rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.gather_B;
+          add(kStageGatheredParams, Category::temporaries, gpu,
+              (rp.total - rp.frozen_quantized) * rec.gather_B + rp.frozen_quantized * quantized, 1,
+              Lifetime::forward_backward, rp.frozen_quantized > 0 ? packed : elem(rec.gather_B));
+          add(kStageUnshardedGrads, Category::gradients, gpu, rp.trainable * rec.reduce_B, 1,
+              Lifetime::forward_backward, elem(rec.reduce_B));
+        } else if (zero == 3) {
           // Gathered 16-bit copies of the units in flight (FSDP unshard; limit_all_gathers allows two).
           // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
           // (In fp32 under an fp32 param_dtype: plan::PrecisionRecipe::gather_B.)
