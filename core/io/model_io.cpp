@@ -296,6 +296,161 @@ void read_llama_like(HfReader& r, const std::string& type) {
   }
 }
 
+void read_gpt2(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "gpt2";
+  m.hidden = r.i64("n_embd", 0);
+  m.layers = r.i32("n_layer", 0);
+  m.heads = r.i32("n_head", 0);
+  m.ffn = r.i64("n_inner", 4 * m.hidden, false);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("n_positions", 0);
+  m.ffn_kind = FfnKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.bias = BiasKind::all;
+  m.positional = Positional::learned;
+  m.tied_embeddings = r.flag("tie_word_embeddings", true);
+  m.dropout = r.real("resid_pdrop", 0.1);
+}
+
+void read_gpt_neox(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "gpt-neox";
+  m.hidden = r.i64("hidden_size", 0);
+  m.layers = r.i32("num_hidden_layers", 0);
+  m.heads = r.i32("num_attention_heads", 0);
+  m.ffn = r.i64("intermediate_size", 0);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("max_position_embeddings", 0);
+  m.ffn_kind = FfnKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.bias = r.flag("attention_bias", true) ? BiasKind::all : BiasKind::none;
+  m.positional = Positional::rope;
+  m.rope_fraction = r.real("rotary_pct", 0.25);
+  m.parallel_residual = r.flag("use_parallel_residual", true);
+  m.tied_embeddings = r.flag("tie_word_embeddings", false);
+}
+
+void read_bloom(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "bloom";
+  m.hidden = r.any({"hidden_size", "n_embed"});
+  m.layers = r.any32({"n_layer", "num_hidden_layers"});
+  m.heads = r.any32({"n_head", "num_attention_heads"});
+  m.ffn = 4 * m.hidden;  // BloomMLP: dense_h_to_4h
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("seq_length", 2048, false);
+  m.ffn_kind = FfnKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.embedding_norm = true;  // word_embeddings_layernorm
+  m.bias = BiasKind::all;
+  m.positional = Positional::alibi;
+  m.tied_embeddings = r.flag("tie_word_embeddings", true);
+}
+
+void read_falcon(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "falcon";
+  m.hidden = r.i64("hidden_size", 0);
+  m.layers = r.any32({"num_hidden_layers", "n_layer"});
+  m.heads = r.any32({"num_attention_heads", "n_head"});
+  const bool new_arch = r.flag("new_decoder_architecture", false);
+  if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false, 1);
+  else if (r.flag("multi_query", true)) m.kv_heads = 1;
+  m.ffn = r.i64("ffn_hidden_size", 4 * m.hidden, false);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("max_position_embeddings", 2048, false);
+  m.ffn_kind = FfnKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.bias = r.flag("bias", false) ? BiasKind::all : BiasKind::none;
+  m.positional = r.flag("alibi", false) ? Positional::alibi : Positional::rope;
+  m.parallel_residual = r.flag("parallel_attn", true);
+  // FalconDecoderLayer: one input_layernorm with parallel attention (old arch), ln_attn + ln_mlp (new arch).
+  m.norms_per_layer = new_arch ? 2 : (m.parallel_residual ? 1 : 2);
+  m.tied_embeddings = r.flag("tie_word_embeddings", true);
+}
+
+void read_mpt(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "mpt";
+  m.hidden = r.i64("d_model", 0);
+  m.layers = r.i32("n_layers", 0);
+  m.heads = r.i32("n_heads", 0);
+  m.ffn = r.i64("expansion_ratio", 4, false) * m.hidden;
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("max_seq_len", 2048, false);
+  m.ffn_kind = FfnKind::gelu;
+  const bool no_bias = r.flag("no_bias", true);
+  m.norm = no_bias ? NormKind::layernorm_nobias : NormKind::layernorm;
+  m.bias = no_bias ? BiasKind::none : BiasKind::all;
+  m.positional = Positional::alibi;
+  m.tied_embeddings = true;  // MPT always ties the output to wte
+}
+
+void read_t5(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = type;
+  m.architecture = Architecture::encoder_decoder;
+  m.hidden = r.i64("d_model", 0);
+  m.encoder_layers = r.i32("num_layers", 0);
+  m.layers = r.i32("num_decoder_layers", m.encoder_layers, false);
+  m.heads = r.i32("num_heads", 0);
+  m.head_dim = r.i32("d_kv", 0);
+  m.ffn = r.i64("d_ff", 0);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("n_positions", 512, false);
+  const std::string proj = r.text("feed_forward_proj", "relu");
+  m.ffn_kind = proj.rfind("gated-", 0) == 0 ? act_kind(proj, true) : act_kind(proj, false);
+  m.norm = NormKind::rmsnorm;  // T5LayerNorm: scale only, no bias
+  m.positional = Positional::relative;
+  m.relative_buckets = r.i32("relative_attention_num_buckets", 32, false);
+  m.tied_embeddings = r.flag("tie_word_embeddings", type == "t5");
+  m.dropout = r.real("dropout_rate", 0.1);
+}
+
+void read_bert(HfReader& r, [[maybe_unused]] const std::string& type) {
+  ModelSpec& m = r.m;
+  m.family = "bert";
+  m.architecture = Architecture::encoder;
+  m.hidden = r.i64("hidden_size", 0);
+  m.layers = r.i32("num_hidden_layers", 0);
+  m.heads = r.i32("num_attention_heads", 0);
+  m.ffn = r.i64("intermediate_size", 0);
+  m.vocab = r.i64("vocab_size", 0);
+  m.max_context = r.i64("max_position_embeddings", 512, false);
+  m.type_vocab = r.i32("type_vocab_size", 2, false);
+  m.ffn_kind = FfnKind::gelu;
+  m.norm = NormKind::layernorm;
+  m.embedding_norm = true;
+  m.bias = BiasKind::all;
+  m.positional = Positional::learned;
+  m.pooler = true;
+  m.tied_embeddings = true;
+  m.dropout = r.real("hidden_dropout_prob", 0.1);
+}
+
+// The config.json model types ftplan reads, each with its reader (transformers' modeling_<type>.py
+// names the keys).
+const struct HfFamily {
+  std::vector<std::string> types;
+  void (*read)(HfReader&, const std::string&);
+} kHfFamilies[] = {
+    {{"llama", "mistral", "mixtral", "qwen2", "gemma2", "phi3"}, read_llama_like},
+    {{"gpt2"}, read_gpt2},
+    {{"gpt_neox"}, read_gpt_neox},
+    {{"bloom"}, read_bloom},
+    {{"falcon"}, read_falcon},
+    {{"mpt"}, read_mpt},
+    {{"t5", "mt5"}, read_t5},
+    {{"bert"}, read_bert},
+};
+
+std::string hf_supported_types() {
+  std::vector<std::string> names;
+  for (const auto& f : kHfFamilies) names.insert(names.end(), f.types.begin(), f.types.end());
+  return join(names, ", ");
+}
+
 }  // namespace
 
 ModelSpec load_hf_config(const std::filesystem::path& path) {
@@ -319,129 +474,18 @@ ModelSpec parse_hf_config(std::string_view text, const std::filesystem::path& pa
   HfReader r{v, m};
   std::string type = r.text("model_type");
   if (type.empty()) {
-    v.require("model_type", "the model family (llama, mistral, mixtral, qwen2, gemma2, phi3, gpt2, gpt_neox, bloom, falcon, mpt, t5, bert)");
+    v.require("model_type", "the model family (" + hf_supported_types() + ")");
     reader.throw_if_any();
   }
   if (type == "RefinedWebModel" || type == "RefinedWeb") type = "falcon";
-  if (type == "llama" || type == "mistral" || type == "mixtral" || type == "qwen2" || type == "gemma2" || type == "phi3") {
-    read_llama_like(r, type);
-  } else if (type == "gpt2") {
-    m.family = "gpt2";
-    m.hidden = r.i64("n_embd", 0);
-    m.layers = r.i32("n_layer", 0);
-    m.heads = r.i32("n_head", 0);
-    m.ffn = r.i64("n_inner", 4 * m.hidden, false);
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("n_positions", 0);
-    m.ffn_kind = FfnKind::gelu;
-    m.norm = NormKind::layernorm;
-    m.bias = BiasKind::all;
-    m.positional = Positional::learned;
-    m.tied_embeddings = r.flag("tie_word_embeddings", true);
-    m.dropout = r.real("resid_pdrop", 0.1);
-  } else if (type == "gpt_neox") {
-    m.family = "gpt-neox";
-    m.hidden = r.i64("hidden_size", 0);
-    m.layers = r.i32("num_hidden_layers", 0);
-    m.heads = r.i32("num_attention_heads", 0);
-    m.ffn = r.i64("intermediate_size", 0);
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("max_position_embeddings", 0);
-    m.ffn_kind = FfnKind::gelu;
-    m.norm = NormKind::layernorm;
-    m.bias = r.flag("attention_bias", true) ? BiasKind::all : BiasKind::none;
-    m.positional = Positional::rope;
-    m.rope_fraction = r.real("rotary_pct", 0.25);
-    m.parallel_residual = r.flag("use_parallel_residual", true);
-    m.tied_embeddings = r.flag("tie_word_embeddings", false);
-  } else if (type == "bloom") {
-    m.family = "bloom";
-    m.hidden = r.any({"hidden_size", "n_embed"});
-    m.layers = r.any32({"n_layer", "num_hidden_layers"});
-    m.heads = r.any32({"n_head", "num_attention_heads"});
-    m.ffn = 4 * m.hidden;  // BloomMLP: dense_h_to_4h
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("seq_length", 2048, false);
-    m.ffn_kind = FfnKind::gelu;
-    m.norm = NormKind::layernorm;
-    m.embedding_norm = true;  // word_embeddings_layernorm
-    m.bias = BiasKind::all;
-    m.positional = Positional::alibi;
-    m.tied_embeddings = r.flag("tie_word_embeddings", true);
-  } else if (type == "falcon") {
-    m.family = "falcon";
-    m.hidden = r.i64("hidden_size", 0);
-    m.layers = r.any32({"num_hidden_layers", "n_layer"});
-    m.heads = r.any32({"num_attention_heads", "n_head"});
-    const bool new_arch = r.flag("new_decoder_architecture", false);
-    if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false, 1);
-    else if (r.flag("multi_query", true)) m.kv_heads = 1;
-    m.ffn = r.i64("ffn_hidden_size", 4 * m.hidden, false);
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("max_position_embeddings", 2048, false);
-    m.ffn_kind = FfnKind::gelu;
-    m.norm = NormKind::layernorm;
-    m.bias = r.flag("bias", false) ? BiasKind::all : BiasKind::none;
-    m.positional = r.flag("alibi", false) ? Positional::alibi : Positional::rope;
-    m.parallel_residual = r.flag("parallel_attn", true);
-    // FalconDecoderLayer: one input_layernorm with parallel attention (old arch), ln_attn + ln_mlp (new arch).
-    m.norms_per_layer = new_arch ? 2 : (m.parallel_residual ? 1 : 2);
-    m.tied_embeddings = r.flag("tie_word_embeddings", true);
-  } else if (type == "mpt") {
-    m.family = "mpt";
-    m.hidden = r.i64("d_model", 0);
-    m.layers = r.i32("n_layers", 0);
-    m.heads = r.i32("n_heads", 0);
-    m.ffn = r.i64("expansion_ratio", 4, false) * m.hidden;
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("max_seq_len", 2048, false);
-    m.ffn_kind = FfnKind::gelu;
-    const bool no_bias = r.flag("no_bias", true);
-    m.norm = no_bias ? NormKind::layernorm_nobias : NormKind::layernorm;
-    m.bias = no_bias ? BiasKind::none : BiasKind::all;
-    m.positional = Positional::alibi;
-    m.tied_embeddings = true;  // MPT always ties the output to wte
-  } else if (type == "t5" || type == "mt5") {
-    m.family = type;
-    m.architecture = Architecture::encoder_decoder;
-    m.hidden = r.i64("d_model", 0);
-    m.encoder_layers = r.i32("num_layers", 0);
-    m.layers = r.i32("num_decoder_layers", m.encoder_layers, false);
-    m.heads = r.i32("num_heads", 0);
-    m.head_dim = r.i32("d_kv", 0);
-    m.ffn = r.i64("d_ff", 0);
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("n_positions", 512, false);
-    const std::string proj = r.text("feed_forward_proj", "relu");
-    m.ffn_kind = proj.rfind("gated-", 0) == 0 ? act_kind(proj, true) : act_kind(proj, false);
-    m.norm = NormKind::rmsnorm;  // T5LayerNorm: scale only, no bias
-    m.positional = Positional::relative;
-    m.relative_buckets = r.i32("relative_attention_num_buckets", 32, false);
-    m.tied_embeddings = r.flag("tie_word_embeddings", type == "t5");
-    m.dropout = r.real("dropout_rate", 0.1);
-  } else if (type == "bert") {
-    m.family = "bert";
-    m.architecture = Architecture::encoder;
-    m.hidden = r.i64("hidden_size", 0);
-    m.layers = r.i32("num_hidden_layers", 0);
-    m.heads = r.i32("num_attention_heads", 0);
-    m.ffn = r.i64("intermediate_size", 0);
-    m.vocab = r.i64("vocab_size", 0);
-    m.max_context = r.i64("max_position_embeddings", 512, false);
-    m.type_vocab = r.i32("type_vocab_size", 2, false);
-    m.ffn_kind = FfnKind::gelu;
-    m.norm = NormKind::layernorm;
-    m.embedding_norm = true;
-    m.bias = BiasKind::all;
-    m.positional = Positional::learned;
-    m.pooler = true;
-    m.tied_embeddings = true;
-    m.dropout = r.real("hidden_dropout_prob", 0.1);
+  const HfFamily* family = nullptr;
+  for (const auto& f : kHfFamilies)
+    if (std::find(f.types.begin(), f.types.end(), type) != f.types.end()) family = &f;
+  if (family) {
+    family->read(r, type);
   } else {
     reader.error(v.location_of("model_type"), "model_type",
-                 fmt::format("'{}' is not a model type ftplan imports; supported: llama, mistral, mixtral, qwen2, "
-                             "gemma2, phi3, gpt2, gpt_neox, bloom, falcon, mpt, t5, mt5, bert",
-                             type));
+                 fmt::format("'{}' is not a model type ftplan imports; supported: {}", type, hf_supported_types()));
   }
   m.display_name = m.name;
   reader.throw_if_any();
