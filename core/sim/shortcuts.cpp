@@ -220,6 +220,15 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
                              int copies) {
   std::vector<Interval> out;
   out.reserve(in.size() * 2);
+  // Back-to-back pieces of one component doing the same thing (an interval across a window and
+  // its copies) stay one interval, as collect_stage merges them.
+  const auto push = [&out](const Interval& piece) {
+    if (!out.empty() && out.back().component == piece.component && out.back().activity == piece.activity &&
+        out.back().end_s == piece.start_s)
+      out.back().end_s = piece.end_s;
+    else
+      out.push_back(piece);
+  };
   // The shift of a time outside every window: the copies of the windows before it.
   const auto shift = [&](double t) {
     double s = 0;
@@ -236,7 +245,7 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
         Interval piece = iv;
         piece.start_s = from + shift(from);
         piece.end_s = a + shift(from);
-        out.push_back(piece);
+        push(piece);
         from = a;
       }
       const double to = std::min(b, iv.end_s), base = shift(a);
@@ -244,7 +253,7 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
         Interval piece = iv;
         piece.start_s = from + base + c * (b - a);
         piece.end_s = to + base + c * (b - a);
-        out.push_back(piece);
+        push(piece);
       }
       from = to;
     }
@@ -253,7 +262,7 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
       const double s = shift(from);
       piece.start_s = from + s;
       piece.end_s = iv.end_s + s;
-      out.push_back(piece);
+      push(piece);
     }
   }
   return out;
