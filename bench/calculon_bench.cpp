@@ -6,8 +6,8 @@
 //   GPT-3 175B on 64 A100: tp 8, pp 8, 3 virtual stages, 64 micro-batches of 1.
 //   1T on 3,072 A100: tp 4, pp 64, dp 12, micro-batch 4, 64 micro-batches, full recompute (as
 //     Narayanan et al. 2021 ran it; selective recompute does not fit 80 GB at micro-batch 4).
-// Each case also runs with every micro-batch simulated (the unabridged path, `--fidelity full`'s
-// micro-batch handling) and prints how far the default's step time is from it.
+// Each case also runs with every layer and micro-batch simulated (the unabridged path,
+// max_micro_batches = 0: no shortcut) and prints how far the default's step time is from it.
 // Usage: calculon_bench [SECONDS_PER_CASE [CASE]] (default 2 s, every case; CASE 1-3 runs one, for
 // profiling). Prints its figures; not a test.
 #include <time.h>

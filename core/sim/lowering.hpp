@@ -281,5 +281,23 @@ double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, dou
 std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                                             const Efficiency& eff, std::int64_t accumulation, bool multi_gpu);
 
+// Layer symmetry (performance issue): a step whose layers repeat the same work (one kind, or
+// kinds with a period P <= 4) is linear in its layer count L, with boundary work (embedding,
+// head, optimizer over the rest, the first and last prefetch) that does not grow with L; and
+// bilinear in layers and micro-batches (each micro-batch passes through every layer). So a
+// one-stage step is simulated with L1 = L2 + P and L2 >= 4 + prefetch depth layers (L2 = L mod P),
+// at k1 and k2 micro-batches under the micro-batch shortcut (`micro`), and every additive figure
+// extrapolated: f(L1) + (L - L1)/P (f(L1) - f(L2)), plus the micro-batch and cross terms (sim/timeline.hpp).
+// The SM-sharing probe the same way; memory by place of the compute stream, fitted as
+// a + bL + c/L through L1, L2 and L1 + P; power from the L1 run unrolled to L layers. Taken only
+// where that holds and it saves work: representative fidelity, no trace, the shortcut on, pp 1, a
+// decoder (or encoder) whose layer kinds repeat, L > L1 + L2, no NVMe writes, memory more than 2%
+// below every pool's capacity, fit and line within 5% (else nullopt: the caller simulates every
+// layer). docs/performance.md has the mechanism.
+// tests/unit/simulate_test.cpp bounds it against the whole simulation.
+std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                      const Efficiency& eff, bool multi_gpu, std::int64_t accumulation,
+                                      std::optional<std::pair<int, int>> micro);
+
 }  // namespace detail
 }  // namespace ftplan::sim

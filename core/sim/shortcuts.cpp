@@ -1,5 +1,7 @@
 #include "sim/lowering.hpp"
 
+#include "plan/framework.hpp"
+
 namespace ftplan::sim {
 
 
@@ -146,6 +148,294 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   sim.timeline.step_s = run[0].step_s;
   sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_stages});
   sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_micro});
+  return sim;
+}
+
+namespace {
+
+// The fewest layers the layer shortcut simulates (fewer_layers): the first and the last layers
+// differ from the middle ones (the embedding before, the head after, parameter prefetch that
+// starts or ends), so the shorter run keeps middle layers on both sides of that.
+constexpr int kFewestLayers = 4;
+// The longest period of layer kinds the layer shortcut follows (MoE every other layer, local
+// attention every k-th, full checkpointing every k-th).
+constexpr int kMaxLayerPeriod = 4;
+
+// Each pool's high-water mark by where the step's compute stream is when the pool changes: the
+// (pass, micro-batch, place among the `layers` layers: -1 none, 0 the first, 1 a middle one, 2
+// the last) of the last GPU kernel started by then ({-2, -2, -2} before the first).
+std::map<std::array<int, 3>, std::array<double, 3>> peaks_by_place(const schedule::StepIR& ir, const Lowered& l,
+                                                                   const des::Result& r, int layers) {
+  std::vector<std::pair<des::Time, std::array<int, 3>>> kernels;  // by start; the stream is serial
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (!gpu_kernel(op)) continue;
+    const int place = op.layer < 0 ? -1 : op.layer == 0 ? 0 : op.layer == layers - 1 ? 2 : 1;
+    kernels.push_back({l.start(r, i), {static_cast<int>(op.pass), op.micro, place}});
+  }
+  std::map<std::array<int, 3>, std::array<double, 3>> out;
+  for (int t = 0; t < 3; ++t)
+    for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
+      const auto it = std::upper_bound(kernels.begin(), kernels.end(), x.time,
+                                       [](des::Time at, const auto& k) { return at < k.first; });
+      auto& peak = out[it == kernels.begin() ? std::array<int, 3>{-2, -2, -2} : std::prev(it)->second];
+      peak[t] = std::max(peak[t], x.live_bytes);
+    }
+  return out;
+}
+
+// y(L) = a + b L + c / L through three points (x[i], y[i]), at `at`: the quadratic x y through
+// (x[i], x[i] y[i]) (Lagrange), over `at`.
+double fit_at(const double (&x)[3], const double (&y)[3], double at) {
+  double q = 0;
+  for (int i = 0; i < 3; ++i) {
+    double term = x[i] * y[i];
+    for (int j = 0; j < 3; ++j)
+      if (j != i) term *= (at - x[j]) / (x[i] - x[j]);
+    q += term;
+  }
+  return q / at;
+}
+
+// The stretches of a step where its compute stream runs layers [first, first + count) (a
+// micro-batch's forward, its backward with any recompute): from the first such kernel's start
+// to the start of the next kernel, in seconds.
+std::vector<std::pair<double, double>> layer_windows(const schedule::StepIR& ir, const Lowered& l, const des::Result& r,
+                                                     int first, int count) {
+  std::vector<std::pair<double, double>> out;
+  bool inside = false;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (!gpu_kernel(op)) continue;
+    const bool in = op.layer >= first && op.layer < first + count;
+    const double at = static_cast<double>(l.start(r, i)) * 1e-9;
+    if (in && !inside) out.push_back({at, at});
+    if (!in && inside) out.back().second = at;
+    inside = in;
+  }
+  if (inside) out.clear();  // a step does not end inside its layers (the head, the optimizer follow)
+  return out;
+}
+
+// A step's intervals with each window's content repeated `copies` more times (what follows it
+// shifted): the timeline of the step with that many more periods of layers, for the power model
+// (its highest 1-second average needs the step's own shape, not a shorter one's).
+std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<std::pair<double, double>>& windows,
+                             int copies) {
+  std::vector<Interval> out;
+  out.reserve(in.size() * 2);
+  // Back-to-back pieces of one component doing the same thing (an interval across a window and
+  // its copies) stay one interval, as collect_stage merges them.
+  const auto push = [&out](const Interval& piece) {
+    if (!out.empty() && out.back().component == piece.component && out.back().activity == piece.activity &&
+        out.back().end_s == piece.start_s)
+      out.back().end_s = piece.end_s;
+    else
+      out.push_back(piece);
+  };
+  // The shift of a time outside every window: the copies of the windows before it.
+  const auto shift = [&](double t) {
+    double s = 0;
+    for (const auto& [a, b] : windows)
+      if (b <= t) s += copies * (b - a);
+    return s;
+  };
+  for (const Interval& iv : in) {
+    double from = iv.start_s;
+    // Cut at the windows' edges: pieces outside shift; pieces inside repeat.
+    for (const auto& [a, b] : windows) {
+      if (b <= from || a >= iv.end_s) continue;
+      if (from < a) {
+        Interval piece = iv;
+        piece.start_s = from + shift(from);
+        piece.end_s = a + shift(from);
+        push(piece);
+        from = a;
+      }
+      const double to = std::min(b, iv.end_s), base = shift(a);
+      for (int c = 0; c <= copies; ++c) {
+        Interval piece = iv;
+        piece.start_s = from + base + c * (b - a);
+        piece.end_s = to + base + c * (b - a);
+        push(piece);
+      }
+      from = to;
+    }
+    if (from < iv.end_s) {
+      Interval piece = iv;
+      const double s = shift(from);
+      piece.start_s = from + s;
+      piece.end_s = iv.end_s + s;
+      push(piece);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                      const Efficiency& eff, bool multi_gpu, std::int64_t accumulation,
+                                      std::optional<std::pair<int, int>> micro) {
+  const int layers = m.layers;
+  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
+      std::max(1, p.parallel.pp) != 1 || m.architecture == model::Architecture::encoder_decoder)
+    return std::nullopt;
+  // DeepSpeed ZeRO-3's parameter coordinator: on the DGX-2 example (Llama-2-13B, 16 V100s) the
+  // GPU high-water mark of 40 layers lies 8% above the line its runs of 5 to 11 layers draw (two
+  // more gathered layers live at the last backward); the mechanism is not found, so such steps
+  // are simulated whole (tests/unit/simulate_test.cpp keeps the case).
+  if (plan::framework_profile(p.job).sharding == plan::Sharding::deepspeed && plan::sharding_in_effect(p).zero >= 3)
+    return std::nullopt;
+  // The kinds of layer (MoE or dense, local or global attention, checkpointed or kept) repeat
+  // with a period P: the short runs keep the plan's layer count modulo P.
+  const auto kind = [&](int l) {
+    return (m.is_moe_layer(l) ? 1 : 0) | (m.is_local_layer(l) ? 2 : 0) | (p.job.checkpointed(l) ? 4 : 0);
+  };
+  int period = 0;
+  for (int q = 1; q <= kMaxLayerPeriod && period == 0; ++q) {
+    bool repeats = true;
+    for (int l = q; l < layers && repeats; ++l) repeats = kind(l) == kind(l % q);
+    if (repeats) period = q;
+  }
+  if (period == 0) return std::nullopt;
+  // L2 >= kFewestLayers (and past the parameter prefetch at both ends), L2 = L mod P, L1 = L2 + P.
+  const int fewest = kFewestLayers + std::max(1, p.offload.prefetch_depth);
+  int l2 = fewest + ((layers - fewest) % period + period) % period;
+  const int l1 = l2 + period;
+  if (layers <= l1 + l2) return std::nullopt;  // taken only where it saves work
+  const double w_layers = static_cast<double>(layers - l1) / (l1 - l2);
+  const double w_micro =
+      micro ? static_cast<double>(accumulation - micro->first) / (micro->first - micro->second) : 0.0;
+  // Runs: (L1, k1), (L2, k1) and, under the micro-batch shortcut, (L1, k2), (L2, k2). Time is
+  // bilinear in layers and micro-batches (each micro-batch passes through every layer): f =
+  // f11 + wL (f11 - f21) + wM (f11 - f12) + wL wM (f11 - f21 - f12 + f22), as main + sum w (main - other).
+  struct Shape {
+    int layers, micro;
+  };
+  std::vector<Shape> shapes = {{l1, micro ? micro->first : 0}, {l2, micro ? micro->first : 0}};
+  std::vector<double> weights = {0, w_layers + w_layers * w_micro};
+  if (micro) {
+    shapes.push_back({l1, micro->second});
+    shapes.push_back({l2, micro->second});
+    weights.push_back(w_micro + w_layers * w_micro);
+    weights.push_back(-w_layers * w_micro);
+  }
+  const std::size_t n = shapes.size();
+  // Memory takes a third layer count at k1 (below): L3 = L1 + P.
+  const int l3 = l1 + period;
+  shapes.push_back({l3, shapes[0].micro});
+  std::vector<model::ModelSpec> models(n + 1, m);
+  std::vector<std::vector<schedule::StepIR>> irs(n + 1);
+  std::vector<LoweredStep> steps;
+  steps.reserve(n + 1);
+  for (std::size_t i = 0; i <= n; ++i) {
+    models[i].layers = shapes[i].layers;
+    irs[i] = build_stages(models[i], p, shapes[i].micro, false);
+    // A drive's write rate depends on the whole step's bytes (nvme_write_rate): not extrapolated.
+    if (schedule::nvme_written_bytes(irs[i][0]) > 0) return std::nullopt;
+    steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false));
+  }
+  const auto combine = [&](std::vector<StageRun>& run) {
+    std::vector<std::pair<const StageRun*, double>> others;
+    for (std::size_t i = 1; i < n; ++i) others.emplace_back(&run[i], weights[i]);
+    return extrapolate_run(run[0], others);
+  };
+  if (multi_gpu) {
+    // The SM-sharing probe sees the whole step, extrapolated the same way.
+    std::vector<StageRun> probe(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      int stage = 0;
+      probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage, false, false);
+    }
+    const StageRun whole = combine(probe);
+    const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
+    for (std::size_t i = 0; i <= n; ++i) retime_step(steps[i], irs[i], slowdown);
+  }
+  std::vector<StageRun> run(n + 1);
+  std::map<std::array<int, 3>, std::array<double, 3>> places[3];
+  // Where the step's compute stream runs one period of middle layers (layers 2 .. 2 + P - 1),
+  // in the (L1, k1) run, for the power model's timeline (unroll).
+  std::vector<std::pair<double, double>> windows[1];
+  for (std::size_t i = 0; i <= n; ++i) {
+    int stage = 0;
+    const des::Result r = steps[i].e.run();
+    run[i] = collect_step(steps[i], r, irs[i], stage, true, false);
+    if (!run[i].problem.empty()) return std::nullopt;
+    // Memory from the k1 runs: a one-stage step holds no more with more micro-batches.
+    if (i < 2 || i == n) places[i == n ? 2 : i] = peaks_by_place(irs[i][0], steps[i].lowered[0], r, shapes[i].layers);
+    if (i == 0) windows[0] = layer_windows(irs[i][0], steps[i].lowered[0], r, 2, period);
+  }
+  Simulated sim;
+  sim.run = combine(run);
+  // Memory: the high-water mark of each pool while the compute stream is at one place of the
+  // step (peaks_by_place): the first and the last layer sit at a fixed distance from the step's
+  // ends, and across the middle layers the live bytes follow a trend (weights, gradients and
+  // saved activations come and go a layer at a time) plus what one layer holds for itself, so
+  // their high-water mark is at the first or the last middle layer. What a place holds is then
+  // a + b L + c / L: layers' tensors a layer at a time, and tensors that split a whole by L (the
+  // inventory's per-layer shares of gradients that include the embedding's): fitted through L1,
+  // L2 and L3 = L1 + P. Where a place departs from that form (a trend that turns inside the
+  // middle layers), the fit and the straight line through L1 and L2 part: by more than 5% of
+  // the pool's high-water mark, the whole step is simulated. So it is near a pool's capacity,
+  // for the exact verdict and its message.
+  const std::array<double, 3> capacity = pool_capacities(p.cluster);
+  if (places[0].size() != places[1].size() || places[0].size() != places[2].size()) return std::nullopt;
+  const double xs[3] = {static_cast<double>(l1), static_cast<double>(l2), static_cast<double>(l3)};
+  for (int t = 0; t < 3; ++t) {
+    double peak = 0, apart = 0;
+    for (const auto& [where, at_l1] : places[0]) {
+      const auto b = places[1].find(where), c = places[2].find(where);
+      if (b == places[1].end() || c == places[2].end()) return std::nullopt;
+      const double ys[3] = {at_l1[t], b->second[t], c->second[t]};
+      const double fitted = fit_at(xs, ys, layers);
+      peak = std::max(peak, fitted);
+      apart = std::max(apart, std::abs(fitted - extrapolate(at_l1[t], b->second[t], w_layers)));
+    }
+    if (apart > 0.05 * peak || peak > 0.98 * capacity[t]) return std::nullopt;
+    sim.run.peak[t] = peak;
+  }
+  sim.run.stage_peaks.clear();
+  const auto more = [&](double schedule::StepIR::*f) {
+    double v = irs[0][0].*f;
+    for (std::size_t i = 1; i < n; ++i) v += weights[i] * (irs[0][0].*f - irs[i][0].*f);
+    return v;
+  };
+  sim.model_flops = more(&schedule::StepIR::model_flops_per_rank);
+  sim.hardware_flops = more(&schedule::StepIR::hardware_flops_per_rank);
+  sim.frozen_grad_flops = more(&schedule::StepIR::frozen_weight_grad_flops_per_rank);
+  sim.stage = 0;
+  // The power model's timeline. Its main step is the (L1, k1) run with its window of P middle
+  // layers repeated (L - L1) / P more times: the whole step's shape at k1 micro-batches, for the
+  // highest 1-second average (a short step's would average over its optimizer step and head).
+  // Every additive figure (time, energy, idle time) is still the runs' extrapolation: partials
+  // (L1, k1) with weight -1 - W and the others with theirs (W their sum), as
+  // U + (-1 - W)(U - f0) + sum w_i (U - f_i) = f0 + sum w_i (f0 - f_i) for every U.
+  if (windows[0].empty()) return std::nullopt;
+  const int copies = (layers - l1) / period;
+  double unrolled_s = run[0].step_s;
+  for (const auto& [a, b] : windows[0]) unrolled_s += copies * (b - a);
+  sim.timeline.intervals = unroll(run[0].intervals, windows[0], copies);
+  // What follows the last layer (gradient reductions, the optimizer step over every layer's
+  // parameters) grows with the layers too: stretched to the extrapolated step's length.
+  const double k1_step_s = run[0].step_s + w_layers * (run[0].step_s - run[1].step_s);
+  const double tail_from = windows[0].back().second + (unrolled_s - run[0].step_s);
+  const double tail_s = unrolled_s - tail_from;
+  if (tail_s > 0 && k1_step_s > tail_from) {
+    const double stretch = (k1_step_s - tail_from) / tail_s;
+    const auto map = [&](double t) { return t <= tail_from ? t : tail_from + (t - tail_from) * stretch; };
+    for (Interval& iv : sim.timeline.intervals) {
+      iv.start_s = map(iv.start_s);
+      iv.end_s = map(iv.end_s);
+    }
+    unrolled_s = k1_step_s;
+  }
+  sim.timeline.step_s = unrolled_s;
+  double others = 0;
+  for (std::size_t i = 1; i < n; ++i) others += weights[i];
+  sim.timeline.partials.push_back({std::move(run[0].intervals), run[0].step_s, -1 - others});
+  for (std::size_t i = 1; i < n; ++i)
+    sim.timeline.partials.push_back({std::move(run[i].intervals), run[i].step_s, weights[i]});
   return sim;
 }
 

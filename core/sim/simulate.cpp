@@ -60,6 +60,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   Simulated sim;
   if (auto shortened = shortened_pipeline(m, p, options, res.efficiency, accumulation, multi_gpu)) {
     sim = std::move(*shortened);
+  } else if (auto fewer = fewer_layers(m, p, options, res.efficiency, multi_gpu, accumulation,
+                                       shortcut ? std::optional<std::pair<int, int>>({k1, k2}) : std::nullopt)) {
+    sim = std::move(*fewer);
   } else {
     // The probe and the step simulate the same IR (only kernel durations differ): built once.
     std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);

@@ -79,7 +79,8 @@ struct Options {
   // additive figure linearly (sim/timeline.hpp): exact for bytes and FLOPs, within 0.5% of the
   // full simulation for time and energy (tests/unit/simulate_test.cpp). Pipelines of 6 stages and
   // more are simulated as three short pipelines of their own stages (stage symmetry, simulate.cpp
-  // shortened_pipeline). On by default, so that every verb (simulate, compare, plan, sweep, the
+  // shortened_pipeline); one-stage steps of repeating layers with fewer layers (layer symmetry,
+  // shortcuts.cpp fewer_layers). On by default, so that every verb (simulate, compare, plan, sweep, the
   // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage.
   int max_micro_batches = kSteadyStateMicroBatches;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
