@@ -471,16 +471,20 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   // ---- optimizer state (+ master copy)
   const double trainable_shard = shard_parts(rp.trainable - expert_trainable, expert_trainable, 1);
   double states = 0;  // bytes per trainable parameter
+  // bitsandbytes' 32-bit optimizers (the paged AdamW, Adam and Lion) keep fp32 state whatever the
+  // parameters' type (Optimizer2State/Optimizer1State.init_state: optim_bits 32 -> torch.float32),
+  // where torch.optim's follow the parameters (zeros_like): 4 B even under pure bf16.
+  const double state_B = job.optimizer.paged ? 4.0 : rec.state_B;
   switch (job.optimizer.kind) {
     case plan::OptimizerKind::adamw:
-    case plan::OptimizerKind::adam: states = 2 * rec.state_B; break;  // m and v (Kingma & Ba 2015)
+    case plan::OptimizerKind::adam: states = 2 * state_B; break;  // m and v (Kingma & Ba 2015)
     case plan::OptimizerKind::adamw_8bit:
       // bitsandbytes 8-bit Adam: m and v in 8 bits + fp32 absmax per 2048-element block (Dettmers et al. 2021).
       states = 2 * (1.0 + 4.0 / 2048.0);
       break;
     case plan::OptimizerKind::sgd: states = 0; break;
     case plan::OptimizerKind::sgd_momentum:
-    case plan::OptimizerKind::lion: states = rec.state_B; break;  // one momentum buffer (Chen et al. 2023 for Lion)
+    case plan::OptimizerKind::lion: states = state_B; break;  // one momentum buffer (Chen et al. 2023 for Lion)
     case plan::OptimizerKind::adafactor: {
       // Factored second moment: a row and a column vector per matrix instead of the matrix
       // (Shazeer & Stern 2018); for a d x 4d-ish transformer matrix ~ (d + 4d) / (4 d^2) per element.
@@ -490,7 +494,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     }
   }
   const Tier opt_tier = off.optimizer;
-  const Element state_element = job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? packed : elem(rec.state_B);
+  const Element state_element = job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? packed : elem(state_B);
   // A paged optimizer's state of large tensors lives in CUDA unified memory (bitsandbytes
   // functional.get_paged: cudaMallocManaged), the rest in ordinary device memory.
   const double paged_share = rp.trainable > 0 ? std::clamp(paged_trainable / rp.trainable, 0.0, 1.0) : 0.0;
@@ -670,8 +674,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   int checkpointed = 0;  // layers of the stage full checkpointing recomputes
   for (int i = 0; i < inv.layers; ++i) checkpointed += job.checkpointed(i);
   // A framework that offloads its checkpoints' inputs (Unsloth) puts them in host memory by itself.
-  const Tier act_tier = off.activations == Tier::gpu && prof.offloads_checkpoint_inputs && checkpointed > 0 ? Tier::cpu
-                                                                                                              : off.activations;
+  const Tier act_tier = plan::activation_tier(plan);
   for (int k = 0; k < 8; ++k) {
     if (kind_count[k] == 0) continue;
     const int model_layer = kinds[k].model_layer;

@@ -148,6 +148,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   v.get_enum<Precision>("precision", job.precision,
                         {{"fp32", Precision::fp32}, {"bf16-mixed", Precision::bf16_mixed},
                          {"fp16-mixed", Precision::fp16_mixed}, {"bf16", Precision::bf16}, {"fp8-mixed", Precision::fp8_mixed}});
+  job.optimizer_given = job.optimizer_given || v.has("optimizer");  // (before the key is taken)
   const std::vector<std::pair<std::string, OptimizerKind>> optimizers = {
       {"adamw", OptimizerKind::adamw}, {"adam", OptimizerKind::adam}, {"adamw-8bit", OptimizerKind::adamw_8bit},
       {"sgd", OptimizerKind::sgd}, {"sgd-momentum", OptimizerKind::sgd_momentum}, {"adafactor", OptimizerKind::adafactor},
@@ -185,8 +186,9 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
                             {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager},
                              {"flash-v1", AttentionImpl::flash_v1}});
   v.get_enum<Framework>("framework", job.framework, framework_names());
-  // A framework's own default optimizer (Unsloth's notebooks: adamw_8bit) when none is named here.
-  if (v.has("framework") && !v.has("optimizer")) job.optimizer.kind = plan::framework_row(job.framework).default_optimizer;
+  // A framework's own default optimizer (Unsloth's notebooks: adamw_8bit) unless the scenario or
+  // this plan named one.
+  if (!job.optimizer_given) job.optimizer.kind = plan::framework_row(job.framework).default_optimizer;
   v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch,
                          {{"prefetch", Zero3Fetch::prefetch}, {"per-parameter", Zero3Fetch::per_parameter}});
   if (v.has("zero3_fetch") && plan::framework_row(job.framework).sharding != plan::Sharding::deepspeed)

@@ -135,6 +135,13 @@ bool shards_by_fsdp(Sharding s) { return s == Sharding::fsdp1 || s == Sharding::
 
 const char* to_string(Framework f) { return framework_row(f).name; }
 
+Tier activation_tier(const Plan& plan) {
+  const Tier given = plan.offload.activations;
+  const bool self_offloads = framework_row(plan.job.framework).offloads_checkpoint_inputs &&
+                             plan.job.checkpointing == Checkpointing::full;
+  return given == Tier::gpu && self_offloads ? Tier::cpu : given;
+}
+
 FrameworkProfile framework_profile(const Job& job) {
   FrameworkProfile p = framework_row(job.framework);
   if (job.cuda_context_bytes > 0) p.cuda_context_bytes = job.cuda_context_bytes;

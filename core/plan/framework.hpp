@@ -128,6 +128,10 @@ const FrameworkProfile& framework_row(Framework f);
 std::optional<Framework> framework_named(std::string_view name);
 // Whether the framework shards by parallel.fsdp (FSDP1, FSDP2, YaFSDP).
 bool shards_by_fsdp(Sharding s);
+// Where the plan's saved activations live: offload.activations, or host memory when the framework
+// offloads its checkpoints' inputs by itself (FrameworkProfile::offloads_checkpoint_inputs) and
+// the job checkpoints. The inventory (and through it the step IR and simulator) and `check` use it.
+Tier activation_tier(const Plan& plan);
 
 // The profile of a job's framework, with its precision recipe resolved for the job.
 FrameworkProfile framework_profile(const Job& job);

@@ -123,6 +123,8 @@ struct Job {
   // activation_checkpointing: auto: chosen per plan with the micro-batch (evaluate::choose_open_knobs):
   // the fastest fitting step over none, selective and full; `checkpointing` then holds the choice.
   bool checkpointing_auto = false;
+  // The scenario named the optimizer (else the framework's default_optimizer applies).
+  bool optimizer_given = false;
   // Under full checkpointing, every `checkpoint_every`-th layer of a stage is checkpointed and the
   // others keep their activations (torchtitan's layer SAC, ac_freq; Megatron-LM's uniform
   // --recompute-num-layers): the 2nd, 4th, ... with 2. 1 = every layer.

@@ -153,6 +153,23 @@ TEST_CASE("paged 8-bit AdamW: which LoRA factors bitsandbytes pages (tensors of 
   CHECK(plan::check_plan(paged.model, paged.plans[0]).empty());
 }
 
+TEST_CASE("paged 32-bit AdamW keeps fp32 state under pure bf16 (torchtune's single-device QLoRA)") {
+  /* bitsandbytes' 32-bit optimizers allocate m and v in fp32 whatever the parameters' type;
+   * torch.optim.AdamW follows the parameters (bf16 under torchtune dtype=bf16). Llama-3.1-8B
+   * LoRA r16 all-linear: paged 22,020,096 x 8 = 176,160,768 B, the rest 19,922,944 x 8 =
+   * 159,383,552 B; torch AdamW: 41,943,040 x 2 x 2 = 167,772,160 B. */
+  const std::string job =
+      "  method: qlora\n  lora: {rank: 16, targets: all-linear}\n  precision: bf16\n  framework: torchtune\n";
+  const auto paged =
+      scenario("llama-3.1-8b", job + "  optimizer: paged-adamw\n", "    cluster: {gpu: rtx-4090, gpus: 1}\n");
+  const auto torch = scenario("llama-3.1-8b", job + "  optimizer: adamw\n", "    cluster: {gpu: rtx-4090, gpus: 1}\n");
+  const auto inv = inventory::build_inventory(paged.model, paged.plans[0]);
+  CHECK(group_bytes(inv, "optimizer state (paged)", Tier::gpu) == doctest::Approx(176160768.0));
+  CHECK(group_bytes(inv, "optimizer state", Tier::gpu) == doctest::Approx(159383552.0));
+  const auto tinv = inventory::build_inventory(torch.model, torch.plans[0]);
+  CHECK(group_bytes(tinv, "optimizer state", Tier::gpu) == doctest::Approx(167772160.0));
+}
+
 TEST_CASE("paged AdamW (32-bit) when the GPU is full: the overflow lives in host memory and crosses PCIe each step") {
   /* Llama-3.2-1B full fine-tune, bf16-mixed under HF Trainer (fp32 weights and gradients, 4 + 4 B
    * per parameter) with paged 32-bit AdamW (m and v fp32: 8 B per parameter) on one RTX 4090.
@@ -220,4 +237,40 @@ TEST_CASE("check: paged optimizers are bitsandbytes' AdamW, Adam, 8-bit AdamW an
   plan::Plan offloaded = ok.plans[0];
   offloaded.offload.optimizer = Tier::cpu;
   CHECK_FALSE(plan::check_plan(ok.model, offloaded).empty());
+}
+
+TEST_CASE("Unsloth offloads only what it checkpoints; an explicit offload.activations stays the plan's") {
+  /* Without checkpointing Unsloth's checkpointer never runs: activations stay on the GPU. With
+   * full checkpointing they go to host memory; a plan that names nvme keeps nvme. */
+  const std::string job = "  method: qlora\n  seq_len: 2048\n  micro_batch: 1\n  framework: unsloth\n";
+  const auto none = scenario("llama-3.1-8b", job + "  activation_checkpointing: none\n",
+                             "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  CHECK(plan::activation_tier(none.plans[0]) == Tier::gpu);
+  const auto full = scenario("llama-3.1-8b", job + "  activation_checkpointing: full\n",
+                             "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  CHECK(plan::activation_tier(full.plans[0]) == Tier::cpu);
+  plan::Plan nvme = full.plans[0];
+  nvme.offload.activations = Tier::nvme;
+  CHECK(plan::activation_tier(nvme) == Tier::nvme);
+  const auto hf = scenario(
+      "llama-3.1-8b",
+      "  method: qlora\n  seq_len: 2048\n  micro_batch: 1\n  framework: hf-trainer\n  activation_checkpointing: full\n",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  CHECK(plan::activation_tier(hf.plans[0]) == Tier::gpu);
+}
+
+TEST_CASE("a plan that switches framework gets the new framework's default optimizer, a named one stays") {
+  /* Scenario job: unsloth without an optimizer; plan a switches to hf-trainer (AdamW), plan b
+   * keeps unsloth (8-bit AdamW). With `optimizer: adamw-8bit` in the scenario job, a plan
+   * switching to hf-trainer keeps the 8-bit one the scenario named. */
+  const std::string head = "schema_version: 1\nmodel: llama-3.2-1b\njob:\n  steps: 1\n  framework: unsloth\n";
+  const std::string plans =
+      "plans:\n  - name: a\n    cluster: {gpu: rtx-4090, gpus: 1}\n    job: {framework: hf-trainer}\n"
+      "  - name: b\n    cluster: {gpu: rtx-4090, gpus: 1}\n";
+  const auto s = io::parse_scenario(head + plans, "t.yaml", test::data_dir(), test::zoo(), test::catalog());
+  CHECK(s.plans[0].job.optimizer.kind == plan::OptimizerKind::adamw);
+  CHECK(s.plans[1].job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
+  const auto named = io::parse_scenario(head + "  optimizer: adamw-8bit\n" + plans, "t.yaml", test::data_dir(),
+                                        test::zoo(), test::catalog());
+  CHECK(named.plans[0].job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
 }
