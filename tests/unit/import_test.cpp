@@ -258,6 +258,21 @@ TEST_CASE("PEFT adapter_config.json: rank, alpha and targets") {
   CHECK(p.job.lora.targets == std::vector<std::string>{"down", "gate", "up"});
 }
 
+TEST_CASE("TrainingArguments optim paged_adamw_32bit and paged_adamw_8bit are paged bitsandbytes optimizers") {
+  /* transformers OptimizerNames: paged_adamw_32bit -> bnb PagedAdamW32bit (32-bit AdamW),
+   * paged_adamw_8bit -> bnb PagedAdamW8bit; both page their state (job.optimizer.paged). */
+  const fs::path a = write_scratch("paged32.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_32bit", "output_dir": "x"})");
+  const plan::Plan p32 = scenario_of({a}, cluster("1", "llama-3.2-1b")).plans.at(0);
+  CHECK(p32.job.optimizer.kind == plan::OptimizerKind::adamw);
+  CHECK(p32.job.optimizer.paged);
+  const fs::path b = write_scratch("paged8.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_8bit", "output_dir": "x"})");
+  const plan::Plan p8 = scenario_of({b}, cluster("1", "llama-3.2-1b")).plans.at(0);
+  CHECK(p8.job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
+  CHECK(p8.job.optimizer.paged);
+  const fs::path c = write_scratch("unpaged8.json", R"({"per_device_train_batch_size": 1, "optim": "adamw_8bit", "output_dir": "x"})");
+  CHECK_FALSE(scenario_of({c}, cluster("1", "llama-3.2-1b")).plans.at(0).job.optimizer.paged);
+}
+
 TEST_CASE("two files that disagree are both named") {
   const fs::path a = write_scratch("a.json", R"({"per_device_train_batch_size": 4, "output_dir": "x"})");
   const fs::path b = write_scratch("b.json", R"({"train_micro_batch_size_per_gpu": 2})");
