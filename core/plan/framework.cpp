@@ -86,6 +86,11 @@ const std::vector<FrameworkProfile>& framework_table() {
           .optimizer_impl = OptimizerImpl::fused,  // recipes' default optimizer: AdamW(fused=True)
           .fsdp_mixed_precision_policy = true,
           .one_rank_unsharded = true,
+          // torchtune's distributed recipes parallelize over dp_replicate x dp_shard x tp (x cp): no
+          // pipeline stages (torchtune/training/_distributed.py, ParallelDims).
+          .pipeline_refusal = "torchtune's recipes have no pipeline parallelism (its ParallelDims are dp_replicate x "
+                              "dp_shard x tp); for FSDP inside pipeline stages write job.framework: pytorch-fsdp2 "
+                              "(torchtitan), pp {}",
       },
       {
           .framework = Framework::yafsdp,
@@ -113,6 +118,8 @@ const std::vector<FrameworkProfile>& framework_table() {
           .fsdp_refusal = "Unsloth trains on one GPU or with DDP; it does not shard by FSDP",
           .zero_refusal = "Unsloth trains on one GPU or with DDP; it has no ZeRO stage {}: for sharded state write "
                           "job.framework: deepspeed or pytorch-fsdp",
+          // Unsloth's trainer wraps HF Trainer/TRL on one device or DDP: no pipeline stages.
+          .pipeline_refusal = "Unsloth trains on one GPU or with DDP: no pipeline parallelism (pp {})",
       },
   };
   return table;
@@ -271,6 +278,8 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
     out.label += " (1 rank: NO_SHARD)";
   }
   if (dp == 1) out.shard_degree = 1;
+  out.gathered_for_step = sharding == Sharding::fsdp2 && par.pp > 1 && out.zero >= 2 && out.shard_degree > 1 &&
+                          plan.offload.params == Tier::gpu;
   return out;
 }
 

@@ -118,6 +118,8 @@ struct FrameworkProfile {
   // and (Sharding::none) parallel.zero > 0, `{}` standing for the stage: how to shard instead.
   const char* fsdp_refusal = "write job.framework: pytorch-fsdp, pytorch-fsdp2 or torchtune, or parallel.zero";
   const char* zero_refusal = "";
+  // Why the framework refuses pipeline parallelism, `{}` standing for pp; "" = it accepts pp.
+  const char* pipeline_refusal = "";
 };
 
 // Every framework ftplan knows, one row each, in Framework's order.
@@ -142,6 +144,11 @@ FrameworkProfile framework_profile(const Job& job);
 struct ShardingInEffect {
   int zero = 0;
   int shard_degree = 1;
+  // FSDP2 inside pipeline stages (torchtitan): each stage's parameters are gathered once per step
+  // and kept across its micro-batches, its gradients reduce-scattered once after its last
+  // backward (inventory's FSDP case cites the sources). Parameters offloaded to the host are
+  // still streamed unit by unit.
+  bool gathered_for_step = false;
   std::string label;  // "FSDP full_shard", "ZeRO 2", "FSDP full_shard (1 rank: NO_SHARD)", ...
 };
 ShardingInEffect sharding_in_effect(const Plan& plan);
