@@ -26,6 +26,236 @@ std::string dtype_of(const std::string& t) {
   return {};
 }
 
+void read_model(Context& ctx, const Node& section, const std::string& file, bool& float8) {
+  const Node* m = &section;  // the TOML table
+  Fields mf(ctx, *m, file, "model", kFormat);
+  std::string name = "llama3", flavor = "debugmodel";  // job_config.py Model defaults
+  const Node* nn = mf.take("name");
+  const Node* fl = mf.take("flavor");
+  if (nn && nn->is_scalar()) name = nn->text;
+  if (fl && fl->is_scalar()) flavor = fl->text;
+  const std::string zoo = zoo_of(name, flavor);
+  const Node& at = fl ? *fl : nn ? *nn : *m;
+  if (zoo.empty())
+    mf.error(at, fl ? "flavor" : "name",
+             fmt::format("no zoo model for torchtitan's {} {}: give --model NAME (ftplan zoo list)", name, flavor));
+  else
+    ctx.draft.set(mf.entry("model", zoo, fl ? "flavor" : "name", at, name + " " + flavor));
+  if (const Node* c = mf.take("converters"); c && c->is_seq()) {
+    for (const auto& e : c->elems) {
+      if (e.is_scalar() && e.text == "float8") {
+        float8 = true;
+        mf.set("job.precision", "fp8-mixed", "converters", e, "Float8Linear");
+      } else {
+        mf.not_modelled("converters", e, fmt::format("model converter '{}'", e.text));
+      }
+    }
+  }
+  mf.ignore("hf_assets_path", kIo);
+  mf.ignore("tokenizer_path", kIo);
+  mf.ignore("print_after_conversion", kIo);
+  mf.finish();
+}
+
+void read_training(Context& ctx, const Node& section, const std::string& file, bool float8) {
+  const Node* t = &section;  // the TOML table
+  Fields tf(ctx, *t, file, "training", kFormat);
+  for (const char* k : {"local_batch_size", "batch_size"})  // batch_size: before torchtitan 0.1.0
+    if (const Node* b = tf.take(k))
+      if (const auto v = as_int(tf, k, *b)) tf.set("job.micro_batch", std::to_string(*v), k, *b);
+  if (const Node* g = tf.take("global_batch_size"))
+    if (const auto v = as_int(tf, "global_batch_size", *g); v && *v > 0)
+      tf.set("job.global_batch", std::to_string(*v), "global_batch_size", *g);
+  if (const Node* s = tf.take("seq_len"))
+    if (const auto v = as_int(tf, "seq_len", *s)) tf.set("job.seq_len", std::to_string(*v), "seq_len", *s);
+  if (const Node* s = tf.take("steps"))
+    if (const auto v = as_int(tf, "steps", *s)) tf.set("job.steps", std::to_string(*v), "steps", *s);
+  if (const Node* o = tf.take("enable_cpu_offload"))
+    if (const auto b = as_bool(tf, "enable_cpu_offload", *o); b && *b)
+      for (const char* k :
+           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
+        tf.set(k, "cpu", "enable_cpu_offload", *o, "FSDP2 CPUOffloadPolicy");
+  std::string dtype = "fp32", param = "bf16", reduce = "fp32";  // job_config.py Training defaults
+  const Node* dn = tf.take("dtype");
+  const Node* pn = tf.take("mixed_precision_param");
+  const Node* rn = tf.take("mixed_precision_reduce");
+  for (auto [node, key, out] : {std::tuple{dn, "dtype", &dtype}, std::tuple{pn, "mixed_precision_param", &param},
+                                std::tuple{rn, "mixed_precision_reduce", &reduce}}) {
+    if (!node) continue;
+    const std::string d = node->is_scalar() ? dtype_of(node->text) : std::string();
+    if (d.empty())
+      tf.error(*node, key, fmt::format("expected bfloat16 or float32, got '{}'", node->text));
+    else
+      *out = d;
+  }
+  if (!float8) {
+    // FSDP2 MixedPrecisionPolicy(param_dtype, reduce_dtype) over fp32 sharded parameters.
+    if (dtype == "bf16") {
+      tf.set("job.precision", "bf16", "dtype", *dn, "pure bf16");
+    } else if (param == "bf16" || param == "fp16") {
+      const std::string p = param + "-mixed";
+      if (pn)
+        tf.set("job.precision", p, "mixed_precision_param", *pn);
+      else
+        ctx.draft.set_default(
+            "job.precision", p,
+            "default of torchtitan v0.2.2: training.mixed_precision_param bfloat16 over float32 parameters");
+    } else if (pn) {
+      tf.set("job.precision", "fp32", "mixed_precision_param", *pn);
+    }
+  }
+  if (dtype != "bf16" && param != "fp32") {
+    if (rn) tf.set("job.fsdp_mixed_precision.reduce_dtype", reduce, "mixed_precision_reduce", *rn);
+    if (pn) tf.set("job.fsdp_mixed_precision.param_dtype", param, "mixed_precision_param", *pn);
+  }
+  tf.ignore("max_norm", kNoEffect);
+  tf.ignore("gc_freq", kNoEffect);
+  tf.ignore("gc_debug", kIo);
+  tf.ignore("seed", kIo);
+  tf.ignore("deterministic", kIo);
+  tf.ignore("debug_moe_force_load_balance", kNoEffect);
+  tf.ignore_matching("dataset", "dataset source: ftplan takes sample lengths from job.samples");
+  tf.finish();
+}
+
+void read_parallelism(Context& ctx, const Node& section, const std::string& file, long long& degrees, bool& rest) {
+  const Node* p = &section;  // the TOML table
+  Fields pf(ctx, *p, file, "parallelism", kFormat);
+  const auto degree = [&](const char* key, const char* scenario_key) {
+    const Node* n = pf.take(key);
+    if (!n) return;
+    const auto v = as_int(pf, key, *n);
+    if (!v) return;
+    if (*v == -1) {
+      rest = true;
+      return;
+    }
+    if (*v >= 1) degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
+    if (scenario_key) pf.set(scenario_key, std::to_string(*v), key, *n);
+  };
+  degree("tensor_parallel_degree", "plan.parallel.tp");
+  degree("pipeline_parallel_degree", "plan.parallel.pp");
+  degree("context_parallel_degree", "plan.parallel.cp");
+  degree("data_parallel_shard_degree", nullptr);
+  if (const Node* r = pf.take("data_parallel_replicate_degree")) {
+    if (const auto v = as_int(pf, "data_parallel_replicate_degree", *r)) {
+      if (*v > 1) {
+        degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
+        const Node* s = p->find("data_parallel_shard_degree");
+        const bool ddp = s && s->is_scalar() && s->text == "1";
+        pf.set("plan.parallel.fsdp", ddp ? "no_shard" : "hybrid_shard", "data_parallel_replicate_degree", *r,
+               ddp ? "replicate only: DDP" : "HSDP");
+      }
+    }
+  }
+  if (const Node* e = pf.take("expert_parallel_degree"))
+    if (const auto v = as_int(pf, "expert_parallel_degree", *e); v && *v > 1)
+      pf.set("plan.parallel.ep", std::to_string(*v), "expert_parallel_degree", *e);
+  if (const Node* t = p->find("tensor_parallel_degree"); t && t->is_scalar() && t->text != "1")
+    pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
+           "torchtitan's TP plan shards norms and dropout by sequence");
+  if (const Node* a = pf.take("enable_async_tensor_parallel"))
+    if (const auto b = as_bool(pf, "enable_async_tensor_parallel", *a); b && *b)
+      pf.set("plan.parallel.async_tp", "true", "enable_async_tensor_parallel", *a);
+  if (const Node* s = pf.take("pipeline_parallel_schedule")) {
+    const std::string t = s->is_scalar() ? s->text : "";
+    const std::string ours = t == "1F1B"              ? "1f1b"
+                             : t == "GPipe"           ? "gpipe"
+                             : t == "Interleaved1F1B" ? "interleaved"
+                                                      : "";
+    if (ours.empty())
+      pf.not_modelled("pipeline_parallel_schedule", *s, fmt::format("pipeline schedule '{}'", t));
+    else
+      pf.set("plan.parallel.schedule", ours, "pipeline_parallel_schedule", *s);
+  }
+  if (const Node* r = pf.take("fsdp_reshard_after_forward")) {
+    const std::string t = r->is_scalar() ? r->text : "";
+    if (t == "never")
+      pf.set("plan.parallel.fsdp", "shard_grad_op", "fsdp_reshard_after_forward", *r);
+    else if (t != "default" && t != "always")
+      pf.error(*r, "fsdp_reshard_after_forward", "expected default, always or never");
+  }
+  pf.ignore("pipeline_parallel_microbatch_size",
+            "not modelled yet: pipeline micro-batches other than training.local_batch_size");
+  pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
+  pf.ignore("pipeline_parallel_split_points",
+            "not modelled yet: hand-placed stage boundaries (use parallel.first_stage_layers)");
+  pf.ignore("pipeline_parallel_layers_per_stage", "not modelled yet: stages of a given size");
+  pf.ignore("pipeline_parallel_first_stage_less_layers", "not modelled yet");
+  pf.ignore("pipeline_parallel_last_stage_less_layers", "not modelled yet");
+  pf.ignore("context_parallel_rotate_method", "ftplan models ring attention's all-gather of K/V");
+  pf.ignore("disable_loss_parallel", kNoEffect);
+  pf.ignore("enable_compiled_autograd", kNoEffect);
+  pf.ignore("expert_tensor_parallel_degree", "not modelled yet: tensor parallelism inside experts");
+  pf.finish();
+}
+
+void read_activation_checkpoint(Context& ctx, const Node& section, const std::string& file) {
+  const Node* a = &section;  // the TOML table
+  Fields af(ctx, *a, file, "activation_checkpoint", kFormat);
+  std::string mode = "selective";  // job_config.py ActivationCheckpoint.mode
+  const Node* mn = af.take("mode");
+  if (mn && mn->is_scalar()) mode = mn->text;
+  const Node* on = af.take("selective_ac_option");
+  const Node& anchor = mn ? *mn : on ? *on : *a;
+  if (mode == "none" || mode == "full") {
+    af.set("job.activation_checkpointing", mode, "mode", *mn);
+  } else if (mode == "selective") {
+    const std::string option = on && on->is_scalar() ? on->text : "2";  // job_config.py default "2"
+    if (option == "op") {
+      af.set("job.activation_checkpointing", "selective", on ? "selective_ac_option" : "mode", on ? *on : anchor,
+             "op-level SAC");
+    } else {
+      // An integer N: every N-th block is checkpointed in full (layer SAC), as checkpoint_every.
+      const Node& at = on ? *on : anchor;
+      const auto n = on ? as_int(af, "selective_ac_option", *on) : std::optional<long long>(2);
+      if (n && *n >= 1) {
+        af.set("job.activation_checkpointing", "full", on ? "selective_ac_option" : "mode", at, "layer SAC");
+        af.set("job.checkpoint_every", std::to_string(*n), on ? "selective_ac_option" : "mode", at,
+               on ? "" : "default of torchtitan v0.2.2: selective_ac_option \"2\"");
+      }
+    }
+  } else if (mn) {
+    af.not_modelled("mode", *mn, fmt::format("activation checkpointing mode '{}'", mode));
+  }
+  af.ignore("per_op_sac_force_recompute_mm_shapes_by_fqns", "ftplan's op SAC recomputes every second matmul");
+  af.ignore("early_stop", kNoEffect);
+  af.ignore("memory_budget", "with mode memory_budget only");
+  af.ignore("visualize_memory_budget_pareto", kIo);
+  af.ignore("preserve_rng_state", kNoEffect);
+  af.ignore("determinism_check", kNoEffect);
+  af.ignore("debug", kIo);
+  af.finish();
+}
+
+void read_optimizer(Context& ctx, const Node& section, const std::string& file) {
+  const Node* o = &section;  // the TOML table
+  Fields of(ctx, *o, file, "optimizer", kFormat);
+  if (const Node* n = of.take("name")) {
+    const std::string t = n->is_scalar() ? n->text : "";
+    if (t == "AdamW" || t == "Adam")
+      of.set("job.optimizer.name", "adamw", "name", *n);
+    else
+      of.not_modelled("name", *n, fmt::format("optimizer '{}'", t));
+  }
+  if (const Node* i = of.take("implementation")) {
+    const std::string t = i->is_scalar() ? i->text : "";
+    const std::string ours = t == "fused"      ? "fused"
+                             : t == "foreach"  ? "foreach"
+                             : t == "for-loop" ? "per-parameter"
+                                               : "";
+    if (ours.empty())
+      of.error(*i, "implementation", "expected fused, foreach or for-loop");
+    else
+      of.set("job.optimizer.implementation", ours, "implementation", *i);
+  }
+  if (const Node* b = of.take("early_step_in_backward"))
+    if (const auto v = as_bool(of, "early_step_in_backward", *b); v && *v)
+      of.set("job.optimizer.in_backward", "true", "early_step_in_backward", *b);
+  of.ignore_matching("", kHyperparameter);
+  of.finish();
+}
+
 }  // namespace
 
 void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
@@ -33,206 +263,16 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   ctx.draft.set({"job.framework", "pytorch-fsdp2", fmt::format("{}: torchtitan (FSDP2)", file), root.where, "", false});
   ctx.draft.set({"_torchtitan", "true", "", root.where, "", false});
   bool float8 = false;
-  if (const Node* m = f.take("model"); m && m->is_map()) {
-    Fields mf(ctx, *m, file, "model", kFormat);
-    std::string name = "llama3", flavor = "debugmodel";  // job_config.py Model defaults
-    const Node* nn = mf.take("name");
-    const Node* fl = mf.take("flavor");
-    if (nn && nn->is_scalar()) name = nn->text;
-    if (fl && fl->is_scalar()) flavor = fl->text;
-    const std::string zoo = zoo_of(name, flavor);
-    const Node& at = fl ? *fl : nn ? *nn : *m;
-    if (zoo.empty())
-      mf.error(at, fl ? "flavor" : "name",
-               fmt::format("no zoo model for torchtitan's {} {}: give --model NAME (ftplan zoo list)", name, flavor));
-    else
-      ctx.draft.set(mf.entry("model", zoo, fl ? "flavor" : "name", at, name + " " + flavor));
-    if (const Node* c = mf.take("converters"); c && c->is_seq()) {
-      for (const auto& e : c->elems) {
-        if (e.is_scalar() && e.text == "float8") {
-          float8 = true;
-          mf.set("job.precision", "fp8-mixed", "converters", e, "Float8Linear");
-        } else {
-          mf.not_modelled("converters", e, fmt::format("model converter '{}'", e.text));
-        }
-      }
-    }
-    mf.ignore("hf_assets_path", kIo);
-    mf.ignore("tokenizer_path", kIo);
-    mf.ignore("print_after_conversion", kIo);
-    mf.finish();
-  }
-  if (const Node* t = f.take("training"); t && t->is_map()) {
-    Fields tf(ctx, *t, file, "training", kFormat);
-    for (const char* k : {"local_batch_size", "batch_size"})  // batch_size: before torchtitan 0.1.0
-      if (const Node* b = tf.take(k))
-        if (const auto v = as_int(tf, k, *b)) tf.set("job.micro_batch", std::to_string(*v), k, *b);
-    if (const Node* g = tf.take("global_batch_size"))
-      if (const auto v = as_int(tf, "global_batch_size", *g); v && *v > 0)
-        tf.set("job.global_batch", std::to_string(*v), "global_batch_size", *g);
-    if (const Node* s = tf.take("seq_len"))
-      if (const auto v = as_int(tf, "seq_len", *s)) tf.set("job.seq_len", std::to_string(*v), "seq_len", *s);
-    if (const Node* s = tf.take("steps"))
-      if (const auto v = as_int(tf, "steps", *s)) tf.set("job.steps", std::to_string(*v), "steps", *s);
-    if (const Node* o = tf.take("enable_cpu_offload"))
-      if (const auto b = as_bool(tf, "enable_cpu_offload", *o); b && *b)
-        for (const char* k :
-             {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
-          tf.set(k, "cpu", "enable_cpu_offload", *o, "FSDP2 CPUOffloadPolicy");
-    std::string dtype = "fp32", param = "bf16", reduce = "fp32";  // job_config.py Training defaults
-    const Node* dn = tf.take("dtype");
-    const Node* pn = tf.take("mixed_precision_param");
-    const Node* rn = tf.take("mixed_precision_reduce");
-    for (auto [node, key, out] : {std::tuple{dn, "dtype", &dtype}, std::tuple{pn, "mixed_precision_param", &param},
-                                  std::tuple{rn, "mixed_precision_reduce", &reduce}}) {
-      if (!node) continue;
-      const std::string d = node->is_scalar() ? dtype_of(node->text) : std::string();
-      if (d.empty())
-        tf.error(*node, key, fmt::format("expected bfloat16 or float32, got '{}'", node->text));
-      else
-        *out = d;
-    }
-    if (!float8) {
-      // FSDP2 MixedPrecisionPolicy(param_dtype, reduce_dtype) over fp32 sharded parameters.
-      if (dtype == "bf16") {
-        tf.set("job.precision", "bf16", "dtype", *dn, "pure bf16");
-      } else if (param == "bf16" || param == "fp16") {
-        const std::string p = param + "-mixed";
-        if (pn)
-          tf.set("job.precision", p, "mixed_precision_param", *pn);
-        else
-          ctx.draft.set_default(
-              "job.precision", p,
-              "default of torchtitan v0.2.2: training.mixed_precision_param bfloat16 over float32 parameters");
-      } else if (pn) {
-        tf.set("job.precision", "fp32", "mixed_precision_param", *pn);
-      }
-    }
-    if (dtype != "bf16" && param != "fp32") {
-      if (rn) tf.set("job.fsdp_mixed_precision.reduce_dtype", reduce, "mixed_precision_reduce", *rn);
-      if (pn) tf.set("job.fsdp_mixed_precision.param_dtype", param, "mixed_precision_param", *pn);
-    }
-    tf.ignore("max_norm", kNoEffect);
-    tf.ignore("gc_freq", kNoEffect);
-    tf.ignore("gc_debug", kIo);
-    tf.ignore("seed", kIo);
-    tf.ignore("deterministic", kIo);
-    tf.ignore("debug_moe_force_load_balance", kNoEffect);
-    tf.ignore_matching("dataset", "dataset source: ftplan takes sample lengths from job.samples");
-    tf.finish();
-  }
+  if (const Node* m = f.take("model"); m && m->is_map()) read_model(ctx, *m, file, float8);
+  if (const Node* t = f.take("training"); t && t->is_map()) read_training(ctx, *t, file, float8);
   long long degrees = 1;  // capped at 2^30: the scenario reader refuses such GPU counts by name
   bool rest = false;
-  if (const Node* p = f.take("parallelism"); p && p->is_map()) {
-    Fields pf(ctx, *p, file, "parallelism", kFormat);
-    const auto degree = [&](const char* key, const char* scenario_key) {
-      const Node* n = pf.take(key);
-      if (!n) return;
-      const auto v = as_int(pf, key, *n);
-      if (!v) return;
-      if (*v == -1) {
-        rest = true;
-        return;
-      }
-      if (*v >= 1) degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
-      if (scenario_key) pf.set(scenario_key, std::to_string(*v), key, *n);
-    };
-    degree("tensor_parallel_degree", "plan.parallel.tp");
-    degree("pipeline_parallel_degree", "plan.parallel.pp");
-    degree("context_parallel_degree", "plan.parallel.cp");
-    degree("data_parallel_shard_degree", nullptr);
-    if (const Node* r = pf.take("data_parallel_replicate_degree")) {
-      if (const auto v = as_int(pf, "data_parallel_replicate_degree", *r)) {
-        if (*v > 1) {
-          degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
-          const Node* s = p->find("data_parallel_shard_degree");
-          const bool ddp = s && s->is_scalar() && s->text == "1";
-          pf.set("plan.parallel.fsdp", ddp ? "no_shard" : "hybrid_shard", "data_parallel_replicate_degree", *r,
-                 ddp ? "replicate only: DDP" : "HSDP");
-        }
-      }
-    }
-    if (const Node* e = pf.take("expert_parallel_degree"))
-      if (const auto v = as_int(pf, "expert_parallel_degree", *e); v && *v > 1)
-        pf.set("plan.parallel.ep", std::to_string(*v), "expert_parallel_degree", *e);
-    if (const Node* t = p->find("tensor_parallel_degree"); t && t->is_scalar() && t->text != "1")
-      pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
-             "torchtitan's TP plan shards norms and dropout by sequence");
-    if (const Node* a = pf.take("enable_async_tensor_parallel"))
-      if (const auto b = as_bool(pf, "enable_async_tensor_parallel", *a); b && *b)
-        pf.set("plan.parallel.async_tp", "true", "enable_async_tensor_parallel", *a);
-    if (const Node* s = pf.take("pipeline_parallel_schedule")) {
-      const std::string t = s->is_scalar() ? s->text : "";
-      const std::string ours = t == "1F1B"              ? "1f1b"
-                               : t == "GPipe"           ? "gpipe"
-                               : t == "Interleaved1F1B" ? "interleaved"
-                                                        : "";
-      if (ours.empty())
-        pf.not_modelled("pipeline_parallel_schedule", *s, fmt::format("pipeline schedule '{}'", t));
-      else
-        pf.set("plan.parallel.schedule", ours, "pipeline_parallel_schedule", *s);
-    }
-    if (const Node* r = pf.take("fsdp_reshard_after_forward")) {
-      const std::string t = r->is_scalar() ? r->text : "";
-      if (t == "never")
-        pf.set("plan.parallel.fsdp", "shard_grad_op", "fsdp_reshard_after_forward", *r);
-      else if (t != "default" && t != "always")
-        pf.error(*r, "fsdp_reshard_after_forward", "expected default, always or never");
-    }
-    pf.ignore("pipeline_parallel_microbatch_size",
-              "not modelled yet: pipeline micro-batches other than training.local_batch_size");
-    pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
-    pf.ignore("pipeline_parallel_split_points",
-              "not modelled yet: hand-placed stage boundaries (use parallel.first_stage_layers)");
-    pf.ignore("pipeline_parallel_layers_per_stage", "not modelled yet: stages of a given size");
-    pf.ignore("pipeline_parallel_first_stage_less_layers", "not modelled yet");
-    pf.ignore("pipeline_parallel_last_stage_less_layers", "not modelled yet");
-    pf.ignore("context_parallel_rotate_method", "ftplan models ring attention's all-gather of K/V");
-    pf.ignore("disable_loss_parallel", kNoEffect);
-    pf.ignore("enable_compiled_autograd", kNoEffect);
-    pf.ignore("expert_tensor_parallel_degree", "not modelled yet: tensor parallelism inside experts");
-    pf.finish();
-  }
+  if (const Node* p = f.take("parallelism"); p && p->is_map()) read_parallelism(ctx, *p, file, degrees, rest);
   if (!rest && degrees > 1)
     ctx.draft.set({"plan.cluster.gpus", std::to_string(degrees),
                    fmt::format("{}: parallelism degrees multiplied (no degree is -1)", file), root.where, "parallelism",
                    false});
-  if (const Node* a = f.take("activation_checkpoint"); a && a->is_map()) {
-    Fields af(ctx, *a, file, "activation_checkpoint", kFormat);
-    std::string mode = "selective";  // job_config.py ActivationCheckpoint.mode
-    const Node* mn = af.take("mode");
-    if (mn && mn->is_scalar()) mode = mn->text;
-    const Node* on = af.take("selective_ac_option");
-    const Node& anchor = mn ? *mn : on ? *on : *a;
-    if (mode == "none" || mode == "full") {
-      af.set("job.activation_checkpointing", mode, "mode", *mn);
-    } else if (mode == "selective") {
-      const std::string option = on && on->is_scalar() ? on->text : "2";  // job_config.py default "2"
-      if (option == "op") {
-        af.set("job.activation_checkpointing", "selective", on ? "selective_ac_option" : "mode", on ? *on : anchor,
-               "op-level SAC");
-      } else {
-        // An integer N: every N-th block is checkpointed in full (layer SAC), as checkpoint_every.
-        const Node& at = on ? *on : anchor;
-        const auto n = on ? as_int(af, "selective_ac_option", *on) : std::optional<long long>(2);
-        if (n && *n >= 1) {
-          af.set("job.activation_checkpointing", "full", on ? "selective_ac_option" : "mode", at, "layer SAC");
-          af.set("job.checkpoint_every", std::to_string(*n), on ? "selective_ac_option" : "mode", at,
-                 on ? "" : "default of torchtitan v0.2.2: selective_ac_option \"2\"");
-        }
-      }
-    } else if (mn) {
-      af.not_modelled("mode", *mn, fmt::format("activation checkpointing mode '{}'", mode));
-    }
-    af.ignore("per_op_sac_force_recompute_mm_shapes_by_fqns", "ftplan's op SAC recomputes every second matmul");
-    af.ignore("early_stop", kNoEffect);
-    af.ignore("memory_budget", "with mode memory_budget only");
-    af.ignore("visualize_memory_budget_pareto", kIo);
-    af.ignore("preserve_rng_state", kNoEffect);
-    af.ignore("determinism_check", kNoEffect);
-    af.ignore("debug", kIo);
-    af.finish();
-  }
+  if (const Node* a = f.take("activation_checkpoint"); a && a->is_map()) read_activation_checkpoint(ctx, *a, file);
   if (const Node* c = f.take("compile"); c && c->is_map()) {
     Fields cf(ctx, *c, file, "compile", kFormat);
     if (const Node* e = cf.take("enable"))
@@ -241,32 +281,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
     cf.ignore("backend", kNoEffect);
     cf.finish();
   }
-  if (const Node* o = f.take("optimizer"); o && o->is_map()) {
-    Fields of(ctx, *o, file, "optimizer", kFormat);
-    if (const Node* n = of.take("name")) {
-      const std::string t = n->is_scalar() ? n->text : "";
-      if (t == "AdamW" || t == "Adam")
-        of.set("job.optimizer.name", "adamw", "name", *n);
-      else
-        of.not_modelled("name", *n, fmt::format("optimizer '{}'", t));
-    }
-    if (const Node* i = of.take("implementation")) {
-      const std::string t = i->is_scalar() ? i->text : "";
-      const std::string ours = t == "fused"      ? "fused"
-                               : t == "foreach"  ? "foreach"
-                               : t == "for-loop" ? "per-parameter"
-                                                 : "";
-      if (ours.empty())
-        of.error(*i, "implementation", "expected fused, foreach or for-loop");
-      else
-        of.set("job.optimizer.implementation", ours, "implementation", *i);
-    }
-    if (const Node* b = of.take("early_step_in_backward"))
-      if (const auto v = as_bool(of, "early_step_in_backward", *b); v && *v)
-        of.set("job.optimizer.in_backward", "true", "early_step_in_backward", *b);
-    of.ignore_matching("", kHyperparameter);
-    of.finish();
-  }
+  if (const Node* o = f.take("optimizer"); o && o->is_map()) read_optimizer(ctx, *o, file);
   if (const Node* q = f.take("float8"); q && q->is_map())
     ctx.ignored.push_back({q->where, "float8",
                            float8 ? "float8 scaling options: ftplan models fp8 as a precision recipe"
