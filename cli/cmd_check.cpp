@@ -51,7 +51,7 @@ int cmd_check(const std::vector<std::string>& argv) {
            std::to_string(plan::sharding_in_effect(p).zero),  // as the framework shards (FSDP: full_shard by default)
            fmt::format("{} x {}", p.job.micro_batch, plan::grad_accumulation_steps(p)),
            fmt::format("{}/{}/{}/{}", plan::to_string(o.params), plan::to_string(o.gradients), plan::to_string(o.optimizer),
-                       plan::to_string(o.activations))});
+                       plan::to_string(plan::activation_tier(p)))});
   }
   fmt::print("{}", app.format() == Format::csv ? t.csv() : t.text());
   if (app.format() == Format::table) fmt::print("\nscenario is valid: {} plan(s)\n", s.plans.size());

@@ -13,6 +13,7 @@
 #include "io/results.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 #include "schedule/step_ir.hpp"
 #include "scenario_source.hpp"
 #include "sim/simulate.hpp"
@@ -24,7 +25,7 @@ namespace {
 // How the data-parallel dimension shards state (the framework's rule, plan::sharding_in_effect).
 std::string sharding(const plan::Plan& p) {
   return plan::sharding_in_effect(p).label +
-         (p.parallel.zero == 3 && p.parallel.dp > 1 && p.job.framework == plan::Framework::deepspeed &&
+         (p.parallel.zero == 3 && p.parallel.dp > 1 && plan::framework_row(p.job.framework).sharding == plan::Sharding::deepspeed &&
                   p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
               ? " (per-parameter fetch)"
               : "");

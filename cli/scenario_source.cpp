@@ -13,6 +13,7 @@
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::cli {
 namespace {
@@ -23,6 +24,16 @@ struct Shortcut {
   const char* key;  // "job.x", "cluster.x", "parallel.x", "offload.x", "model"
   const char* help;
 };
+
+// job.framework's values, from the framework table (plan::framework_table).
+const char* framework_list() {
+  static const std::string list = [] {
+    std::string out;
+    for (const plan::FrameworkProfile& row : plan::framework_table()) out += (out.empty() ? "" : ", ") + std::string(row.name);
+    return out;
+  }();
+  return list.c_str();
+}
 
 const std::vector<Shortcut>& shortcuts() {
   static const std::vector<Shortcut> s = {
@@ -53,7 +64,7 @@ const std::vector<Shortcut>& shortcuts() {
       {"optimizer", "job.optimizer", "adamw, adamw-8bit, sgd, ..."},
       {"ckpt", "job.activation_checkpointing", "none, selective, full"},
       {"attention", "job.attention", "flash, sdpa, eager, flash-v1"},
-      {"framework", "job.framework", "pytorch-fsdp, pytorch-fsdp2, deepspeed, megatron, hf-trainer, torchtune, yafsdp"},
+      {"framework", "job.framework", framework_list()},
   };
   return s;
 }

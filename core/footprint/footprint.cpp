@@ -7,6 +7,7 @@
 
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::footprint {
 
@@ -82,10 +83,11 @@ double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int la
 
 constexpr Phase kPhases[] = {Phase::forward, Phase::backward, Phase::backward_end, Phase::optimizer};
 
+// Paged (unified-memory) groups are not the caching allocator's: paged_placement places them.
 TierBytes tier_at(const inventory::Inventory& inv, Tier tier, Phase phase) {
   TierBytes t;
   for (const auto& g : inv.groups)
-    if (g.tier == tier) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers, inv.forwards_first);
+    if (g.tier == tier && !g.paged) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers, inv.forwards_first);
   return t;
 }
 
@@ -106,27 +108,57 @@ std::pair<TierBytes, Phase> peak_of(const inventory::Inventory& inv, Tier tier) 
   return {best, at};
 }
 
+// The device view of the caching allocator's peak: reserved (allocated plus its slack) plus the
+// memory outside it (CUDA context, NCCL, workspaces).
+double device_peak(const TierBytes& gpu, double fragmentation) {
+  const double overhead = gpu[Category::overhead];
+  return (gpu.total() - overhead) * (1.0 + fragmentation) + overhead;
+}
+
 }  // namespace
+
+PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan& plan) {
+  PagedPlacement out;
+  for (const auto& g : inv.groups)
+    if (g.paged && g.tier == Tier::gpu) out.state_bytes += live(g, Phase::optimizer, inv.grad_accumulation, inv.layers, inv.forwards_first);
+  if (out.state_bytes <= 0) return out;
+  // The caching allocator keeps its peak reserved for the rest of the run, and cudaMalloc'd memory
+  // is never evicted: unified memory gets what the GPU has left beside it. Pages beyond that live
+  // in host memory; each step's optimizer update prefetches them (bitsandbytes
+  // Optimizer8bit.prefetch_state -> functional.prefetch_tensor -> cudaMemPrefetchAsync), evicting
+  // as many (QLoRA paper, Dettmers et al. 2023, sec. 3 "Paged Optimizers").
+  const double other = device_peak(peak_of(inv, Tier::gpu).first, inv.profile.fragmentation);
+  out.resident_bytes = std::clamp(plan.cluster.gpu.usable_memory_bytes - other, 0.0, out.state_bytes);
+  out.host_bytes = out.state_bytes - out.resident_bytes;
+  return out;
+}
 
 Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   Footprint f;
-  const auto [gpu, phase] = peak_of(inv, Tier::gpu);
+  auto [gpu, phase] = peak_of(inv, Tier::gpu);
+  const double overhead = gpu[Category::overhead];
+  // torch.cuda's counters never see unified memory (bitsandbytes functional.get_paged wraps the
+  // cudaMallocManaged pointer with torch.frombuffer): allocated and reserved exclude paged state;
+  // the device view (nvidia-smi) holds what is resident.
+  f.gpu_allocated_peak_bytes = gpu.total() - overhead;
+  f.gpu_reserved_peak_bytes = f.gpu_allocated_peak_bytes * (1.0 + inv.profile.fragmentation);
+  f.paged = paged_placement(inv, plan);
+  gpu.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
   f.gpu = gpu;
   for (Phase p : kPhases) {
-    const TierBytes t = tier_at(inv, Tier::gpu, p);
+    TierBytes t = tier_at(inv, Tier::gpu, p);
+    t.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
     for (int c = 0; c < inventory::kCategories; ++c)
       f.gpu_category_peaks.bytes[c] = std::max(f.gpu_category_peaks.bytes[c], t.bytes[c]);
   }
   f.peak_phase = phase;
   f.peak_stage = inv.stage;
-  const double overhead = gpu[Category::overhead];
-  f.gpu_allocated_peak_bytes = gpu.total() - overhead;
-  f.gpu_reserved_peak_bytes = f.gpu_allocated_peak_bytes * (1.0 + inv.profile.fragmentation);
-  f.gpu_peak_bytes = f.gpu_reserved_peak_bytes + overhead;
+  f.gpu_peak_bytes = f.gpu_reserved_peak_bytes + overhead + f.paged.resident_bytes;
 
   const int ranks = inv.ranks_per_node;
   TierBytes host = peak_of(inv, Tier::cpu).first;
   host.bytes[static_cast<int>(Category::overhead)] += inv.profile.host_process_bytes;
+  host.bytes[static_cast<int>(Category::optimizer)] += f.paged.host_bytes;
   for (double& b : host.bytes) b *= ranks;
   f.host = host;
   f.host_peak_bytes = host.total();
@@ -242,16 +274,15 @@ std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan:
     smaller_micro_batch(p, " and activation checkpointing full");
   }
   // Sharding, as the framework does it.
-  const Framework fw = job.framework;
+  const plan::Sharding sharding = plan::framework_row(job.framework).sharding;
   const int dp = plan::data_parallel_degree(plan);
-  if (fw == Framework::deepspeed) {
+  if (sharding == plan::Sharding::deepspeed) {
     for (int z = plan.parallel.zero + 1; z <= 3; ++z) {
       plan::Plan p = plan;
       p.parallel.zero = z;
       consider(fmt::format("ZeRO {}", z), p);
     }
-  } else if (fw == Framework::pytorch_fsdp || fw == Framework::pytorch_fsdp2 || fw == Framework::torchtune ||
-             fw == Framework::yafsdp) {
+  } else if (plan::shards_by_fsdp(sharding)) {
     if (plan.parallel.fsdp != plan::FsdpSharding::full_shard) {
       plan::Plan p = plan;
       p.parallel.fsdp = plan::FsdpSharding::full_shard;
@@ -271,7 +302,7 @@ std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan:
     if (plan.offload.preset == preset) return;
     plan::Plan p = plan;
     std::string change = std::string("offload ") + plan::to_string(preset);
-    if (deepspeed && fw != Framework::deepspeed) {
+    if (deepspeed && sharding != plan::Sharding::deepspeed) {
       p.job.framework = Framework::deepspeed;
       change += " (framework deepspeed)";
     }

@@ -24,6 +24,15 @@ struct TierBytes {
 enum class Phase { forward, backward, backward_end, optimizer };
 const char* to_string(Phase p);
 
+// Where a paged optimizer's unified-memory state sits, per GPU (bytes). Resident pages are on the
+// GPU; the others in host memory, moved over PCIe both ways every optimizer step.
+struct PagedPlacement {
+  double state_bytes = 0;     // all paged state
+  double resident_bytes = 0;  // on the GPU: what the device has left beside the caching allocator's peak
+  double host_bytes = 0;      // the rest: paged out, and in and out again each optimizer step
+};
+PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan& plan);
+
 struct Footprint {
   // Per GPU (max over pipeline stages): the GPU tier by category at its peak moment.
   TierBytes gpu;
@@ -34,6 +43,7 @@ struct Footprint {
   // Per node: host DRAM and NVMe by category (their own peaks).
   TierBytes host;
   TierBytes nvme;
+  PagedPlacement paged;                 // a paged optimizer's state (zero without one)
   double gpu_allocated_peak_bytes = 0;  // live tensors (torch.cuda.max_memory_allocated)
   double gpu_reserved_peak_bytes = 0;   // + caching allocator slack (max_memory_reserved)
   double gpu_peak_bytes = 0;            // + CUDA context, NCCL, workspaces (nvidia-smi); judged for fit

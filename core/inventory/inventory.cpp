@@ -106,6 +106,35 @@ double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t,
   return p + experts * mlp;
 }
 
+// bitsandbytes gives a paged optimizer a unified-memory state buffer only for tensors of at least
+// 1e5 elements; smaller ones get torch.zeros_like on the device (bitsandbytes/optim/optimizer.py,
+// Optimizer8bit.get_state_buffer: `if not self.is_paged or p.numel() < 1e5`).
+constexpr double kPagedMinElements = 1e5;
+
+// Of one layer's trainable parameters on a rank (split by tp, experts by tp x ep), those in tensors
+// a paged optimizer pages: each weight matrix (full fine-tune) or LoRA factor, A (r x in) and B
+// (out x r), by its own size. Norm weights (h elements) stay below the threshold.
+double paged_layer_params(const ModelSpec& m, const Job& job, const Trainable& t, int layer, double tp, double ep) {
+  const LayerShape s = model::layer_shape(m, layer);
+  const double r = job.method == Method::full ? 0.0 : job.lora.rank;
+  // Experts on this rank: experts / ep of them in a full fine-tune; LoRA adapts every expert
+  // (as lora_layer_params counts them).
+  const double experts = s.experts > 0 ? (job.method == Method::full ? s.experts / ep : s.experts) : 1;
+  double paged = 0;
+  for (model::Linear l : model::kLinears) {
+    if (!t(l)) continue;
+    const model::LinearDims d = model::linear_dims(s, l);
+    const double copies = model::is_mlp(l) ? experts : 1;
+    if (job.method == Method::full) {
+      if (d.in * d.out / tp >= kPagedMinElements) paged += copies * d.in * d.out / tp;
+      continue;
+    }
+    for (const double factor : {r * d.in / tp, d.out * r / tp})
+      if (factor >= kPagedMinElements) paged += copies * factor;
+  }
+  return paged;
+}
+
 // Activation bytes one layer saves for backward, per token, derived tensor by tensor as in
 // Korthikanti et al. 2022, sec. 4.1 (whose GPT block - MHA, 4h GELU MLP, dropout, 16-bit - gives
 // 34 h + 5 a s bytes). Here: GQA widths; gated MLPs; a frozen linear saves no input unless an
@@ -325,12 +354,13 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   RankParams& rp = inv.params;
   rp = RankParams{};
   double frozen_linear = 0;
+  double paged_trainable = 0;  // trainable parameters in tensors a paged optimizer pages
   // Layers differ only by kind (MoE or dense, local or global attention, with cross-attention or
   // not): the per-layer figures are computed once per kind present on the stage.
   struct Kind {
     bool ready = false;
     int model_layer = 0;
-    double total = 0, linear = 0, largest_linear = 0, lora = 0, expert = 0;
+    double total = 0, linear = 0, largest_linear = 0, lora = 0, expert = 0, paged = 0;
   };
   std::array<Kind, 8> kinds{};
   std::array<int, 8> kind_count{};
@@ -361,6 +391,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     const LayerShape s = model::layer_shape(m, kd.model_layer);
     kd.largest_linear = std::max(s.h * s.q, s.h * s.f) / tp;
     kd.lora = lora_layer_params(m, job, trainable, kd.model_layer) / tp;
+    if (job.optimizer.paged) kd.paged = paged_layer_params(m, job, trainable, kd.model_layer, tp, ep);
     // The experts' share of the layer's parameters on this rank (their MLPs, split by tp x ep).
     kd.expert = (k & 1) ? static_cast<double>(lp.mlp) / split : 0;
   }
@@ -372,6 +403,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     frozen_linear += kd.linear * kind_count[k];
     rp.largest_linear = std::max(rp.largest_linear, kd.largest_linear);
     rp.trainable += kd.lora * kind_count[k];
+    paged_trainable += kd.paged * kind_count[k];
     rp.expert += kd.expert * kind_count[k];
     rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? kd.total : kd.lora);
   }
@@ -387,6 +419,9 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   rp.total += rp.root;
   if (job.method == Method::full) {
     rp.trainable = rp.total;
+    // The embedding, head and position tables are matrices far above the paging threshold; the
+    // final norm is not.
+    if (job.optimizer.paged) paged_trainable += rp.root - (stage == pp - 1 && m.final_norm ? norm_params : 0.0);
   }
   rp.frozen = rp.total - rp.trainable;
   rp.frozen_quantized = job.method == Method::qlora ? frozen_linear : 0;
@@ -430,16 +465,20 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   // ---- optimizer state (+ master copy)
   const double trainable_shard = shard_parts(rp.trainable - expert_trainable, expert_trainable, 1);
   double states = 0;  // bytes per trainable parameter
+  // bitsandbytes' 32-bit optimizers (the paged AdamW, Adam and Lion) keep fp32 state whatever the
+  // parameters' type (Optimizer2State/Optimizer1State.init_state: optim_bits 32 -> torch.float32),
+  // where torch.optim's follow the parameters (zeros_like): 4 B even under pure bf16.
+  const double state_B = job.optimizer.paged ? 4.0 : rec.state_B;
   switch (job.optimizer.kind) {
     case plan::OptimizerKind::adamw:
-    case plan::OptimizerKind::adam: states = 2 * rec.state_B; break;  // m and v (Kingma & Ba 2015)
+    case plan::OptimizerKind::adam: states = 2 * state_B; break;  // m and v (Kingma & Ba 2015)
     case plan::OptimizerKind::adamw_8bit:
       // bitsandbytes 8-bit Adam: m and v in 8 bits + fp32 absmax per 2048-element block (Dettmers et al. 2021).
       states = 2 * (1.0 + 4.0 / 2048.0);
       break;
     case plan::OptimizerKind::sgd: states = 0; break;
     case plan::OptimizerKind::sgd_momentum:
-    case plan::OptimizerKind::lion: states = rec.state_B; break;  // one momentum buffer (Chen et al. 2023 for Lion)
+    case plan::OptimizerKind::lion: states = state_B; break;  // one momentum buffer (Chen et al. 2023 for Lion)
     case plan::OptimizerKind::adafactor: {
       // Factored second moment: a row and a column vector per matrix instead of the matrix
       // (Shazeer & Stern 2018); for a d x 4d-ish transformer matrix ~ (d + 4d) / (4 d^2) per element.
@@ -449,7 +488,16 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     }
   }
   const Tier opt_tier = off.optimizer;
-  add("optimizer state", Category::optimizer, opt_tier, trainable_shard * states, 1, Lifetime::persistent, job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? packed : elem(rec.state_B));
+  const Element state_element = job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? packed : elem(state_B);
+  // A paged optimizer's state of large tensors lives in CUDA unified memory (bitsandbytes
+  // functional.get_paged: cudaMallocManaged), the rest in ordinary device memory.
+  const double paged_share = rp.trainable > 0 ? std::clamp(paged_trainable / rp.trainable, 0.0, 1.0) : 0.0;
+  add("optimizer state", Category::optimizer, opt_tier, trainable_shard * states * (1 - paged_share), 1, Lifetime::persistent,
+      state_element);
+  if (paged_share > 0 && states > 0) {
+    inv.groups.push_back(TensorGroup{"optimizer state (paged)", Category::optimizer, opt_tier, trainable_shard * states * paged_share,
+                                     1, Lifetime::persistent, false, false, state_element, true});
+  }
   add("fp32 master weights", Category::optimizer, opt_tier, trainable_shard * rec.master_B, 1, Lifetime::persistent, Element::fp32);
 
   // ---- gradients
@@ -601,7 +649,9 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   // writes the block-quantized states in place (bitsandbytes/optim/optimizer.py,
   // Optimizer8bit.step -> update_step -> F.optimizer_update_8bit_blockwise): no step temporary,
   // whatever the framework's default for torch optimizers.
-  const plan::OptimizerImpl impl = job.optimizer.kind == plan::OptimizerKind::adamw_8bit ? plan::OptimizerImpl::fused
+  // Its paged optimizers (32-bit ones too) run the same per-tensor update kernels.
+  const plan::OptimizerImpl impl = job.optimizer.kind == plan::OptimizerKind::adamw_8bit || job.optimizer.paged
+                                       ? plan::OptimizerImpl::fused
                                    : job.optimizer.implementation == plan::OptimizerImpl::framework_default
                                        ? prof.optimizer_impl
                                        : job.optimizer.implementation;
@@ -644,11 +694,12 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   ac.compile = job.compile;
   ac.selective = prof.selective;
   const double act_scale = rec.activation_B / 2.0;  // for the 16-bit estimates below
-  const Tier act_tier = off.activations;
   // Per-layer saved bytes, summed over the stage's layers (layers differ: local/global, MoE/dense).
   double saved_total = 0, recompute_layer = 0, grad_layer = 0;
   int checkpointed = 0;  // layers of the stage full checkpointing recomputes
   for (int i = 0; i < inv.layers; ++i) checkpointed += job.checkpointed(i);
+  // A framework that offloads its checkpoints' inputs (Unsloth) puts them in host memory by itself.
+  const Tier act_tier = plan::activation_tier(plan);
   for (int k = 0; k < 8; ++k) {
     if (kind_count[k] == 0) continue;
     const int model_layer = kinds[k].model_layer;
@@ -720,7 +771,21 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     // upcasts one chunk at a time. Compiled, the loss is one fused kernel that keeps the 16-bit
     // logits and a per-token log-sum-exp and writes a 16-bit gradient.
     double kept = 0, peak = 0;
-    if (job.compile && prof.compile_covers_loss) {
+    if (prof.fused_linear_loss) {
+      // Unsloth's fused loss (unsloth_zoo/fused_losses/cross_entropy_loss.py, UnslothFusedLoss):
+      // forward splits the tokens into chunks and, per chunk, computes the 16-bit logits, their
+      // fp32 upcast and cross-entropy, and the gradient with torch.func.grad_and_value, writing
+      // the hidden states' gradient into grad_inputs = empty_like(hidden_states) (a h per token,
+      // kept for backward). Chunks: get_chunk_size rounds fp32 logits / target up to a multiple of
+      // 4 (1 if they fit), target = min(half the free memory, 4 GiB): 4 GiB here (a GPU with more
+      // than 8 GiB free at the loss). A chunk's peak: 16-bit logits, fp32 log-probs and their
+      // fp32 gradient (a + 4 + 4 per logit; an estimate, the chunk is compiled).
+      kept = a * h * n;
+      const double fp32_logits = 4.0 * V * n, target = 4.0 * (1 << 30);
+      const double exact = fp32_logits / target;
+      const double chunks = exact <= 1.0 ? 1.0 : 4.0 * std::ceil(exact / 4.0);
+      peak = (a + 8.0) * V * n / chunks;
+    } else if (job.compile && prof.compile_covers_loss) {
       kept = a * V * n;
       peak = a * V * n / std::max(1, job.loss.chunks);
     } else if (job.loss.chunks > 0) {
@@ -733,7 +798,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       kept = a * V * n;
       peak = 2.0 * a * V * n;
     }
-    add("logits and log-softmax", Category::activations, gpu, kept, 1, Lifetime::loss, packed);
+    add(prof.fused_linear_loss ? "hidden-state gradient (fused loss)" : "logits and log-softmax", Category::activations, gpu,
+        kept, 1, Lifetime::loss, packed);
     add("loss temporaries (logits, fp32 upcast, logit gradients)", Category::temporaries, gpu, peak, 1, Lifetime::loss_peak, packed);
   }
 

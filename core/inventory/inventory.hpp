@@ -63,6 +63,9 @@ struct TensorGroup {
   bool per_layer = false;  // `count` is the stage's layers, freed/created layer by layer
   bool per_unit = false;   // gathered parameters of a sharded unit: live from its all-gather to its reshard
   Element element = Element::packed;
+  // In CUDA unified memory (bitsandbytes' paged optimizers): outside the caching allocator, on
+  // the GPU while it has room, paged to host memory when not (footprint::paged_placement).
+  bool paged = false;
   double total() const { return bytes * count; }
 };
 

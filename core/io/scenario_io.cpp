@@ -11,6 +11,7 @@
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
 #include "plan/cluster.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::io {
 
@@ -19,6 +20,16 @@ using detail::Reader;
 using namespace ftplan::plan;
 
 namespace {
+
+// The names job.framework takes: the framework table's (plan/framework.cpp).
+const std::vector<std::pair<std::string, Framework>>& framework_names() {
+  static const std::vector<std::pair<std::string, Framework>> names = [] {
+    std::vector<std::pair<std::string, Framework>> out;
+    for (const plan::FrameworkProfile& row : plan::framework_table()) out.emplace_back(row.name, row.framework);
+    return out;
+  }();
+  return names;
+}
 
 // The node at a dotted path below `root` ("parallel.tp"), or an undefined node.
 YAML::Node find_path(YAML::Node root, const std::string& dotted) {
@@ -137,6 +148,7 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   v.get_enum<Precision>("precision", job.precision,
                         {{"fp32", Precision::fp32}, {"bf16-mixed", Precision::bf16_mixed},
                          {"fp16-mixed", Precision::fp16_mixed}, {"bf16", Precision::bf16}, {"fp8-mixed", Precision::fp8_mixed}});
+  job.optimizer_given = job.optimizer_given || v.has("optimizer");  // (before the key is taken)
   const std::vector<std::pair<std::string, OptimizerKind>> optimizers = {
       {"adamw", OptimizerKind::adamw}, {"adam", OptimizerKind::adam}, {"adamw-8bit", OptimizerKind::adamw_8bit},
       {"sgd", OptimizerKind::sgd}, {"sgd-momentum", OptimizerKind::sgd_momentum}, {"adafactor", OptimizerKind::adafactor},
@@ -146,10 +158,17 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
     o.require("name");
     o.get_enum<OptimizerKind>("name", job.optimizer.kind, optimizers);
     o.get("in_backward", job.optimizer.in_backward);
+    o.get("paged", job.optimizer.paged);
     o.get_enum<OptimizerImpl>("implementation", job.optimizer.implementation,
                               {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused},
                                {"per-parameter", OptimizerImpl::per_parameter}});
     o.finish();
+  } else if (v.has("optimizer") && v.raw()["optimizer"].IsScalar() && v.raw()["optimizer"].Scalar().rfind("paged-", 0) == 0) {
+    // bitsandbytes' names: paged-adamw and paged-adamw-32bit (32-bit state), paged-adamw-8bit, paged-lion.
+    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind,
+                              {{"paged-adamw", OptimizerKind::adamw}, {"paged-adamw-32bit", OptimizerKind::adamw},
+                               {"paged-adamw-8bit", OptimizerKind::adamw_8bit}, {"paged-lion", OptimizerKind::lion}});
+    job.optimizer.paged = true;
   } else {
     v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
   }
@@ -166,14 +185,13 @@ void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   v.get_enum<AttentionImpl>("attention", job.attention,
                             {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager},
                              {"flash-v1", AttentionImpl::flash_v1}});
-  v.get_enum<Framework>("framework", job.framework,
-                        {{"pytorch-fsdp", Framework::pytorch_fsdp}, {"pytorch-fsdp2", Framework::pytorch_fsdp2},
-                         {"deepspeed", Framework::deepspeed}, {"megatron", Framework::megatron},
-                         {"hf-trainer", Framework::hf_trainer}, {"torchtune", Framework::torchtune},
-                         {"yafsdp", Framework::yafsdp}});
+  v.get_enum<Framework>("framework", job.framework, framework_names());
+  // A framework's own default optimizer (Unsloth's notebooks: adamw_8bit) unless the scenario or
+  // this plan named one.
+  if (!job.optimizer_given) job.optimizer.kind = plan::framework_row(job.framework).default_optimizer;
   v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch,
                          {{"prefetch", Zero3Fetch::prefetch}, {"per-parameter", Zero3Fetch::per_parameter}});
-  if (v.has("zero3_fetch") && job.framework != Framework::deepspeed)
+  if (v.has("zero3_fetch") && plan::framework_row(job.framework).sharding != plan::Sharding::deepspeed)
     v.reader().error(v.location_of("zero3_fetch"), v.key_path("zero3_fetch"),
                      "describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
   if (MapView mp = v.map("fsdp_mixed_precision"); mp.valid()) {

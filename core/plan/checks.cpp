@@ -1,4 +1,5 @@
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 
 #include <algorithm>
 
@@ -59,18 +60,6 @@ const char* to_string(AttentionImpl a) {
     case AttentionImpl::sdpa: return "sdpa";
     case AttentionImpl::eager: return "eager";
     case AttentionImpl::flash_v1: return "flash-v1";
-  }
-  return "?";
-}
-const char* to_string(Framework f) {
-  switch (f) {
-    case Framework::pytorch_fsdp: return "pytorch-fsdp";
-    case Framework::pytorch_fsdp2: return "pytorch-fsdp2";
-    case Framework::deepspeed: return "deepspeed";
-    case Framework::megatron: return "megatron";
-    case Framework::hf_trainer: return "hf-trainer";
-    case Framework::torchtune: return "torchtune";
-    case Framework::yafsdp: return "yafsdp";
   }
   return "?";
 }
@@ -342,29 +331,24 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   }
   if (p.capacity_factor > 0 && !model.is_moe())
     bad("parallel.capacity_factor", fmt::format("{} has no experts to route to", model.name));
+  const FrameworkProfile& prof = framework_row(plan.job.framework);
+  const bool deepspeed = prof.sharding == Sharding::deepspeed;
   // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only (deepspeed/runtime/pipe/engine.py,
   // PipelineEngine.__init__: assert zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and
   // ZeRO-3 are incompatible with pipeline parallelism"). FSDP runs inside each stage instead
   // (torchtitan: fully_shard on each stage's model part; torch.distributed.pipelining's stage
   // drives it), so pp with FSDP full_shard / shard_grad_op is accepted for the FSDP frameworks.
-  if (plan.job.framework == Framework::deepspeed && p.pp > 1 && p.zero >= 2)
+  if (deepspeed && p.pp > 1 && p.zero >= 2)
     bad("parallel.zero", fmt::format("DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline "
                                      "parallelism\" (pp {}); use zero 0 or 1, or FSDP inside each stage (job.framework: "
                                      "pytorch-fsdp2, as torchtitan)",
                                      p.pp));
-  // torchtune's distributed recipes parallelize over dp_replicate x dp_shard x tp (x cp): no
-  // pipeline stages (torchtune/training/_distributed.py, ParallelDims).
-  if (plan.job.framework == Framework::torchtune && p.pp > 1)
-    bad("parallel.pp", fmt::format("torchtune's recipes have no pipeline parallelism (its ParallelDims are dp_replicate x "
-                                   "dp_shard x tp); for FSDP inside pipeline stages write job.framework: pytorch-fsdp2 "
-                                   "(torchtitan), pp {}",
-                                   p.pp));
-  if (plan.job.zero3_fetch != Zero3Fetch::prefetch && plan.job.framework == Framework::deepspeed && p.zero != 3)
+  // Frameworks without pipeline parallelism say so in their row (FrameworkProfile::pipeline_refusal).
+  if (p.pp > 1 && *prof.pipeline_refusal != '\0') bad("parallel.pp", fmt::format(fmt::runtime(prof.pipeline_refusal), p.pp));
+  if (plan.job.zero3_fetch != Zero3Fetch::prefetch && deepspeed && p.zero != 3)
     bad("job.zero3_fetch", fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
 
-  const bool fsdp = plan.job.framework == Framework::pytorch_fsdp || plan.job.framework == Framework::pytorch_fsdp2 ||
-                    plan.job.framework == Framework::torchtune;
-  if (plan.job.fsdp_mixed_precision != FsdpMixedPrecision{} && !fsdp)
+  if (plan.job.fsdp_mixed_precision != FsdpMixedPrecision{} && !prof.fsdp_mixed_precision_policy)
     bad("job.fsdp_mixed_precision",
         fmt::format("is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
                     to_string(plan.job.framework)));
@@ -389,7 +373,7 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   // Offload placement rules of DeepSpeed (runtime/zero/offload_config.py): parameters leave the
   // GPU only under ZeRO-3; the optimizer state only under ZeRO >= 1.
   const Offload& o = plan.offload;
-  if (plan.job.framework == Framework::deepspeed) {
+  if (deepspeed) {
     if (o.params != Tier::gpu && p.zero != 3) bad("offload.params", "DeepSpeed offloads parameters only with ZeRO stage 3");
     if (o.optimizer != Tier::gpu && p.zero < 1) bad("offload.optimizer", "DeepSpeed offloads the optimizer only with ZeRO stage 1, 2 or 3");
   }
@@ -404,21 +388,15 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
   // Keys the framework would not act on: say what to write instead of computing something else.
   const Framework fw = plan.job.framework;
-  const bool fsdp_like = fsdp || fw == Framework::yafsdp;
-  if (fw == Framework::hf_trainer && p.zero > 0)
-    bad("parallel.zero", fmt::format("HF Trainer shards through its DeepSpeed or FSDP integration: write job.framework: deepspeed "
-                                     "(Trainer --deepspeed) with parallel.zero: {}, or pytorch-fsdp (Trainer --fsdp) with "
-                                     "parallel.fsdp",
-                                     p.zero));
-  if (fw == Framework::megatron && p.zero > 1)
+  const bool fsdp_like = shards_by_fsdp(prof.sharding);
+  if (prof.sharding == Sharding::none && p.zero > 0)
+    bad("parallel.zero", fmt::format(fmt::runtime(prof.zero_refusal), p.zero));
+  if (prof.sharding == Sharding::megatron && p.zero > 1)
     bad("parallel.zero", fmt::format("Megatron's distributed optimizer shards the optimizer state only (ZeRO 1); ZeRO {} "
                                      "is DeepSpeed's (job.framework: deepspeed)",
                                      p.zero));
   if (p.fsdp_given && !fsdp_like)
-    bad("parallel.fsdp", fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw),
-                                     fw == Framework::hf_trainer
-                                         ? "HF Trainer shards through FSDP with job.framework: pytorch-fsdp (Trainer --fsdp)"
-                                         : "write job.framework: pytorch-fsdp, pytorch-fsdp2 or torchtune, or parallel.zero"));
+    bad("parallel.fsdp", fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw), prof.fsdp_refusal));
   if (fsdp_like && p.zero > 0) {
     const int fsdp_zero = p.fsdp == FsdpSharding::shard_grad_op ? 2 : p.fsdp == FsdpSharding::no_shard ? 0 : 3;
     if (p.zero != fsdp_zero)
@@ -428,13 +406,27 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   }
   // The presets named after DeepSpeed's systems are DeepSpeed's (Ren et al. 2021; Rajbhandari et
   // al. 2021): under another framework they would keep that framework's state where it is.
-  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) && fw != Framework::deepspeed)
+  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) && !deepspeed)
     bad("offload.preset", fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
                                       to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
   if (plan.job.optimizer.kind == OptimizerKind::adamw_8bit && plan.job.optimizer.implementation != OptimizerImpl::framework_default &&
       plan.job.optimizer.implementation != OptimizerImpl::fused)
     bad("job.optimizer.implementation", fmt::format("bitsandbytes' 8-bit AdamW has one fused implementation, not {}",
                                                     to_string(plan.job.optimizer.implementation)));
+  // bitsandbytes has paged AdamW/Adam (8 and 32 bit) and Lion (bitsandbytes/optim/adamw.py,
+  // adam.py, lion.py: Paged* classes pass is_paged=True); their state lives in CUDA unified memory
+  // on the GPU that trains, so it cannot also be offloaded.
+  if (plan.job.optimizer.paged) {
+    const OptimizerKind k = plan.job.optimizer.kind;
+    if (k != OptimizerKind::adamw && k != OptimizerKind::adam && k != OptimizerKind::adamw_8bit && k != OptimizerKind::lion)
+      bad("job.optimizer.paged", fmt::format("bitsandbytes has paged AdamW, Adam, 8-bit AdamW and Lion, not {}", to_string(k)));
+    if (o.optimizer != Tier::gpu || o.optimizer_step != Tier::gpu)
+      bad("job.optimizer.paged", "a paged optimizer keeps its state in CUDA unified memory and steps on the GPU; drop "
+                                 "offload.optimizer and offload.optimizer_step (it pages to host memory by itself)");
+    if (plan.job.optimizer.implementation != OptimizerImpl::framework_default && plan.job.optimizer.implementation != OptimizerImpl::fused)
+      bad("job.optimizer.implementation", fmt::format("bitsandbytes' paged optimizers have one fused implementation, not {}",
+                                                      to_string(plan.job.optimizer.implementation)));
+  }
   if (plan.job.method == Method::qlora && plan.job.precision == Precision::fp32)
     bad("job.precision", "QLoRA computes in 16-bit; use bf16-mixed, fp16-mixed or bf16");
   return out;

@@ -5,79 +5,153 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "plan/checks.hpp"
 
 namespace ftplan::plan {
 
+// The frameworks, one row each: everything else reads these fields. Unnamed fields keep the
+// defaults of FrameworkProfile's members (framework.hpp, each with its source).
+const std::vector<FrameworkProfile>& framework_table() {
+  using S = FrameworkProfile::Selective;
+  static const std::vector<FrameworkProfile> table = {
+      {
+          .framework = Framework::pytorch_fsdp,
+          .name = "pytorch-fsdp",
+          .display_name = "PyTorch FSDP",
+          .sharding = Sharding::fsdp1,
+          // FSDP1 with limit_all_gathers=True lets at most two all-gathers be in flight
+          // (torch/distributed/fsdp/_limiter_utils.py), so two units are gathered at once.
+          .gathered_units = 2,
+          .root_stays_gathered = true,
+          .fsdp_mixed_precision_policy = true,
+          .one_rank_unsharded = true,
+      },
+      {
+          .framework = Framework::pytorch_fsdp2,
+          .name = "pytorch-fsdp2",
+          .display_name = "PyTorch FSDP2 (torchtitan)",
+          .sharding = Sharding::fsdp2,
+          // torchtitan wraps embeddings, each block and [norm, output] separately; output keeps
+          // reshard_after_forward=False (torchtitan/models/llama3/infra/parallelize.py).
+          .gathered_units = 2,
+          .root_stays_gathered = false,
+          // torchtitan's op-level SAC policy (torchtitan/models/llama3/infra/parallelize.py,
+          // _custom_policy): save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
+          .selective = S::every_other_mm,
+          .sdpa_repeats_kv = true,        // torchtitan's Attention.forward: repeat_kv, then SDPA
+          .compile_covers_loss = false,   // torchtitan compiles each TransformerBlock, not the loss
+          .fsdp_mixed_precision_policy = true,
+          .reduces_in_fp32 = true,
+      },
+      {
+          .framework = Framework::deepspeed,
+          .name = "deepspeed",
+          .display_name = "DeepSpeed",
+          .sharding = Sharding::deepspeed,
+          .gathered_units = 2,  // current module + stage3_prefetch_bucket_size ("auto": 0.9 hidden^2)
+          .root_stays_gathered = false,
+          .optimizer_impl = OptimizerImpl::fused,  // FusedAdam on GPU, DeepSpeedCPUAdam on the host
+          .fragmentation = 0.10,  // DeepSpeed allocates and frees flat buffers each step: more slack (estimate)
+      },
+      {
+          .framework = Framework::megatron,
+          .name = "megatron",
+          .display_name = "Megatron-LM",
+          .sharding = Sharding::megatron,
+          .root_stays_gathered = false,
+          .optimizer_impl = OptimizerImpl::fused,  // Apex / Transformer Engine FusedAdam
+          .fused_pointwise = true,                 // megatron/core/fusions, Transformer Engine
+          .caches_fp8_weights = true,
+      },
+      {
+          // Plain Trainer: single GPU or DDP (FSDP/DeepSpeed through HF use those profiles).
+          .framework = Framework::hf_trainer,
+          .name = "hf-trainer",
+          .display_name = "Hugging Face Trainer",
+          .sharding = Sharding::none,
+          .ddp_bucket_copy = true,  // torch DDP gradient_as_bucket_view=False by default
+          .fsdp_refusal = "HF Trainer shards through FSDP with job.framework: pytorch-fsdp (Trainer --fsdp)",
+          .zero_refusal = "HF Trainer shards through its DeepSpeed or FSDP integration: write job.framework: "
+                          "deepspeed (Trainer --deepspeed) with parallel.zero: {}, or pytorch-fsdp (Trainer --fsdp) "
+                          "with parallel.fsdp",
+      },
+      {
+          .framework = Framework::torchtune,
+          .name = "torchtune",
+          .display_name = "torchtune",
+          .sharding = Sharding::fsdp2,  // torchtune's distributed recipes use FSDP2 (fully_shard)
+          .gathered_units = 2,
+          .root_stays_gathered = false,
+          .optimizer_impl = OptimizerImpl::fused,  // recipes' default optimizer: AdamW(fused=True)
+          .fsdp_mixed_precision_policy = true,
+          .one_rank_unsharded = true,
+          // torchtune's distributed recipes parallelize over dp_replicate x dp_shard x tp (x cp): no
+          // pipeline stages (torchtune/training/_distributed.py, ParallelDims).
+          .pipeline_refusal = "torchtune's recipes have no pipeline parallelism (its ParallelDims are dp_replicate x "
+                              "dp_shard x tp); for FSDP inside pipeline stages write job.framework: pytorch-fsdp2 "
+                              "(torchtitan), pp {}",
+      },
+      {
+          .framework = Framework::yafsdp,
+          .name = "yafsdp",
+          .display_name = "YaFSDP",
+          .sharding = Sharding::yafsdp,
+          .gathered_units = 2,  // two preallocated parameter buffers, reused layer after layer
+          .root_stays_gathered = false,
+      },
+      {
+          // Unsloth (unslothai/unsloth, unslothai/unsloth-zoo): one GPU (or DDP through
+          // accelerate), HF Trainer/TRL underneath, its own kernels and checkpointing.
+          .framework = Framework::unsloth,
+          .name = "unsloth",
+          .display_name = "Unsloth",
+          .sharding = Sharding::none,
+          .ddp_bucket_copy = true,  // torch DDP (through accelerate), gradient_as_bucket_view=False
+          // Triton kernels for RMSNorm (unsloth/kernels/rms_layernorm.py), RoPE (rope_embedding.py),
+          // SwiGLU with the LoRA MLP and QKV (swiglu.py, fast_lora.py LoRA_MLP, LoRA_QKV).
+          .fused_pointwise = true,
+          .offloads_checkpoint_inputs = true,
+          .fused_linear_loss = true,
+          // Unsloth's notebooks train with optim = "adamw_8bit" (SFTConfig / TrainingArguments).
+          .default_optimizer = OptimizerKind::adamw_8bit,
+          .fsdp_refusal = "Unsloth trains on one GPU or with DDP; it does not shard by FSDP",
+          .zero_refusal = "Unsloth trains on one GPU or with DDP; it has no ZeRO stage {}: for sharded state write "
+                          "job.framework: deepspeed or pytorch-fsdp",
+          // Unsloth's trainer wraps HF Trainer/TRL on one device or DDP: no pipeline stages.
+          .pipeline_refusal = "Unsloth trains on one GPU or with DDP: no pipeline parallelism (pp {})",
+      },
+  };
+  return table;
+}
+
+const FrameworkProfile& framework_row(Framework f) {
+  const auto& table = framework_table();
+  const auto i = static_cast<std::size_t>(f);
+  FTPLAN_ASSERT(i < table.size() && table[i].framework == f, "framework_table rows follow Framework's order");
+  return table[i];
+}
+
+std::optional<Framework> framework_named(std::string_view name) {
+  for (const FrameworkProfile& row : framework_table())
+    if (name == row.name) return row.framework;
+  return std::nullopt;
+}
+
+bool shards_by_fsdp(Sharding s) { return s == Sharding::fsdp1 || s == Sharding::fsdp2 || s == Sharding::yafsdp; }
+
+const char* to_string(Framework f) { return framework_row(f).name; }
+
+Tier activation_tier(const Plan& plan) {
+  const Tier given = plan.offload.activations;
+  const bool self_offloads = framework_row(plan.job.framework).offloads_checkpoint_inputs &&
+                             plan.job.checkpointing == Checkpointing::full;
+  return given == Tier::gpu && self_offloads ? Tier::cpu : given;
+}
+
 FrameworkProfile framework_profile(const Job& job) {
-  FrameworkProfile p;
-  p.framework = job.framework;
-  // Device overheads shared by all PyTorch-based stacks:
-  // - CUDA context with lazy module loading (CUDA >= 11.7, PyTorch >= 1.13 default): ~0.5 GiB;
-  //   older eager loading measured 1343 MB on a V100 (HF perf_train_gpu_one.md, transformers v4.27).
-  // - NCCL: NCCL_BUFFSIZE 4 MiB per channel and direction (NCCL env docs) x up to 32 channels -> 256 MiB.
-  // - cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG ":4096:8" on Hopper = 32 MiB (PyTorch CUDA semantics
-  //   notes); attention/cuDNN workspaces add a similar amount.
-  p.cuda_context_bytes = job.cuda_context_bytes > 0 ? job.cuda_context_bytes : 512.0 * (1 << 20);
-  p.nccl_buffer_bytes = 256.0 * (1 << 20);
-  p.workspace_bytes = 64.0 * (1 << 20);
-  // Reserved-vs-allocated slack of the caching allocator at the peak: an estimate (PyTorch
-  // "CUDA semantics: memory management": blocks are rounded to 512 B / 2 MiB and split from
-  // 2 MiB / 20 MiB segments; freed blocks that cannot be reused stay reserved).
-  p.fragmentation = 0.05;
-  // Host RSS of one training process: 2.96-3.8 GB measured for single-GPU PEFT runs
-  // (huggingface/peft README, pre-2024: "CPU RAM 2.96 GB" ... "3.8 GB").
-  p.host_process_bytes = 3.0e9;
-  switch (job.framework) {
-    case Framework::pytorch_fsdp:
-      p.sharding = Sharding::fsdp1;
-      // FSDP1 with limit_all_gathers=True lets at most two all-gathers be in flight
-      // (torch/distributed/fsdp/_limiter_utils.py), so two units are gathered at once.
-      p.gathered_units = 2;
-      p.root_stays_gathered = true;
-      break;
-    case Framework::pytorch_fsdp2:
-      p.sharding = Sharding::fsdp2;
-      // torchtitan's op-level SAC policy (torchtitan/models/llama3/infra/parallelize.py, _custom_policy):
-      // save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
-      p.selective = FrameworkProfile::Selective::every_other_mm;
-      p.compile_covers_loss = false;  // torchtitan compiles each TransformerBlock, not the loss
-      p.sdpa_repeats_kv = true;       // torchtitan's Attention.forward: repeat_kv, then SDPA
-      // torchtitan wraps embeddings, each block and [norm, output] separately; output keeps
-      // reshard_after_forward=False (torchtitan/models/llama3/infra/parallelize.py).
-      p.gathered_units = 2;
-      p.root_stays_gathered = false;
-      break;
-    case Framework::torchtune:
-      p.sharding = Sharding::fsdp2;  // torchtune's distributed recipes use FSDP2 (fully_shard)
-      p.optimizer_impl = OptimizerImpl::fused;  // recipes' default optimizer: AdamW(fused=True)
-      p.gathered_units = 2;
-      p.root_stays_gathered = false;
-      break;
-    case Framework::deepspeed:
-      p.sharding = Sharding::deepspeed;
-      p.optimizer_impl = OptimizerImpl::fused;  // FusedAdam on GPU, DeepSpeedCPUAdam on the host
-      p.gathered_units = 2;  // current module + stage3_prefetch_bucket_size ("auto": 0.9 hidden^2)
-      p.root_stays_gathered = false;
-      p.fragmentation = 0.10;  // DeepSpeed allocates and frees flat buffers each step: more slack (estimate)
-      break;
-    case Framework::megatron:
-      p.sharding = Sharding::megatron;
-      p.optimizer_impl = OptimizerImpl::fused;  // Apex / Transformer Engine FusedAdam
-      p.fused_pointwise = true;                 // megatron/core/fusions, Transformer Engine
-      p.root_stays_gathered = false;
-      break;
-    case Framework::hf_trainer:
-      // Plain Trainer: single GPU or DDP (FSDP/DeepSpeed through HF use those profiles).
-      p.sharding = Sharding::none;
-      p.ddp_bucket_copy = true;  // torch DDP gradient_as_bucket_view=False by default
-      break;
-    case Framework::yafsdp:
-      p.sharding = Sharding::yafsdp;
-      p.gathered_units = 2;  // two preallocated parameter buffers, reused layer after layer
-      p.root_stays_gathered = false;
-      break;
-  }
+  FrameworkProfile p = framework_row(job.framework);
+  if (job.cuda_context_bytes > 0) p.cuda_context_bytes = job.cuda_context_bytes;
   return p;
 }
 
@@ -142,7 +216,7 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
       if (job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
       break;
     case Sharding::fsdp2:
-      if (job.framework == Framework::pytorch_fsdp2 || job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
+      if (profile.reduces_in_fp32 || job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
       break;
     default: break;
   }
@@ -154,7 +228,8 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
 ShardingInEffect sharding_in_effect(const Plan& plan) {
   const Parallel& par = plan.parallel;
   const Job& job = plan.job;
-  const Sharding sharding = framework_profile(job).sharding;
+  const FrameworkProfile& profile = framework_row(job.framework);
+  const Sharding sharding = profile.sharding;
   // The data-parallel group that reduces gradients and shards state includes the context-parallel
   // ranks (they hold the same parameters and see other parts of the sequence): torchtitan builds
   // its FSDP mesh over dp_shard x cp (torchtitan/distributed/parallel_dims.py, "dp_shard_cp"),
@@ -196,9 +271,9 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
       out.label = fmt::format("ZeRO {}", out.zero);
       break;
   }
-  // One rank: FSDP1 switches FULL_SHARD to NO_SHARD (torch/distributed/fsdp/_init_utils.py warns
-  // "switching to use NO_SHARD"), and torchtune's single-device recipes use no FSDP at all.
-  if (dp == 1 && (sharding == Sharding::fsdp1 || job.framework == Framework::torchtune) && out.zero > 0) {
+  // One rank: FSDP1 switches FULL_SHARD to NO_SHARD, torchtune's single-device recipes use no
+  // FSDP at all (FrameworkProfile::one_rank_unsharded).
+  if (dp == 1 && profile.one_rank_unsharded && out.zero > 0) {
     out.zero = 0;
     out.label += " (1 rank: NO_SHARD)";
   }

@@ -3,7 +3,10 @@
 // per Framework; each figure cites the framework source it comes from (docs/memory-model.md).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "plan/plan.hpp"
 
@@ -31,8 +34,13 @@ enum class Sharding {
   yafsdp,     // Yandex YaFSDP: preallocated gather/reduce buffers
 };
 
+// One framework: its names and the mechanisms it switches on. The rows live in one table
+// (`framework_table`, plan/framework.cpp); every other place reads these fields, never the
+// Framework enum (docs/architecture.md, "where to add a framework").
 struct FrameworkProfile {
   Framework framework = Framework::pytorch_fsdp;
+  const char* name = "";          // the scenario's job.framework value
+  const char* display_name = "";  // for people: "PyTorch FSDP", "DeepSpeed", ...
   Sharding sharding = Sharding::fsdp1;
   // Units whose full parameters are gathered at once under ZeRO-3/FSDP (current + prefetched).
   int gathered_units = 2;
@@ -43,11 +51,17 @@ struct FrameworkProfile {
   bool ddp_bucket_copy = true;
   // DeepSpeed ZeRO-1/2 reduce and all-gather buckets, elements (HF "auto": hidden^2; DS default 5e8).
   bool buckets_hidden_squared = true;
-  // Device overheads outside the caching allocator.
-  double cuda_context_bytes = 0;   // CUDA context + loaded kernels (cuBLAS, cuDNN, NCCL modules)
-  double nccl_buffer_bytes = 0;    // per rank when it communicates
-  double workspace_bytes = 0;      // cuBLAS/cuBLASLt workspace, attention workspace
-    // The optimizer implementation the framework uses by default.
+  // Device overheads outside the caching allocator, shared by all PyTorch-based stacks:
+  // - CUDA context with lazy module loading (CUDA >= 11.7, PyTorch >= 1.13 default): ~0.5 GiB;
+  //   older eager loading measured 1343 MB on a V100 (HF perf_train_gpu_one.md, transformers v4.27).
+  //   A job's measured cuda_context_bytes replaces it (framework_profile).
+  // - NCCL: NCCL_BUFFSIZE 4 MiB per channel and direction (NCCL env docs) x up to 32 channels -> 256 MiB.
+  // - cuBLAS workspace: CUBLAS_WORKSPACE_CONFIG ":4096:8" on Hopper = 32 MiB (PyTorch CUDA semantics
+  //   notes); attention/cuDNN workspaces add a similar amount.
+  double cuda_context_bytes = 512.0 * (1 << 20);  // CUDA context + loaded kernels (cuBLAS, cuDNN, NCCL modules)
+  double nccl_buffer_bytes = 256.0 * (1 << 20);   // per rank when it communicates
+  double workspace_bytes = 64.0 * (1 << 20);      // cuBLAS/cuBLASLt workspace, attention workspace
+  // The optimizer implementation the framework uses by default.
   OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   // What "selective" activation checkpointing means in this framework.
   enum class Selective {
@@ -67,11 +81,59 @@ struct FrameworkProfile {
   // torch.compile of the model also compiles the loss (HF models compute it in forward; torchtune
   // compiles its loss; torchtitan compiles transformer blocks only).
   bool compile_covers_loss = true;
-  // Caching-allocator slack: reserved / allocated - 1 at the peak.
+  // Caching-allocator slack: reserved / allocated - 1 at the peak: an estimate (PyTorch "CUDA
+  // semantics: memory management": blocks are rounded to 512 B / 2 MiB and split from 2 MiB /
+  // 20 MiB segments; freed blocks that cannot be reused stay reserved).
   double fragmentation = 0.05;
-  // Host memory of one training process (interpreter, framework, loaded model code), bytes.
+  // Host memory of one training process (interpreter, framework, loaded model code), bytes:
+  // 2.96-3.8 GB measured for single-GPU PEFT runs (huggingface/peft README, pre-2024: "CPU RAM
+  // 2.96 GB" ... "3.8 GB").
   double host_process_bytes = 3.0e9;
+  // Takes FSDP's MixedPrecision policy (job.fsdp_mixed_precision): the frameworks built on
+  // torch.distributed.fsdp (FSDP1's MixedPrecision, FSDP2's MixedPrecisionPolicy).
+  bool fsdp_mixed_precision_policy = false;
+  // With one data-parallel rank the state is not sharded: FSDP1 switches FULL_SHARD to NO_SHARD
+  // (torch/distributed/fsdp/_init_utils.py warns "switching to use NO_SHARD"), and torchtune's
+  // single-device recipes use no FSDP at all.
+  bool one_rank_unsharded = false;
+  // FSDP2 reduces gradients in fp32 whatever the job's 16-bit type (torchtitan's
+  // mixed_precision_reduce = "float32", torchtitan/config/job_config.py).
+  bool reduces_in_fp32 = false;
+  // FP8 weight casts are kept from the first micro-batch for the rest of the step (Transformer
+  // Engine's weight caching across gradient accumulation, is_first_microbatch).
+  bool caches_fp8_weights = false;
+  // Full activation checkpointing copies each layer's saved input to pinned host memory as it
+  // runs (non_blocking) and back for the recompute: the activation-offload machinery with the
+  // inputs on the host and two layers' worth on the GPU (Unsloth's "unsloth" gradient
+  // checkpointing: unsloth_zoo/gradient_checkpointing.py, UnslothCheckpointFunction with its
+  // CPU_BUFFERS and double-buffered GPU_BUFFERS; Unsloth_Offloaded_Gradient_Checkpointer).
+  bool offloads_checkpoint_inputs = false;
+  // The LM head and the loss run fused, chunk by chunk of tokens, computing the hidden states'
+  // gradient in forward: no logits of the whole sequence are kept (unsloth_zoo/fused_losses/
+  // cross_entropy_loss.py, UnslothFusedLoss with torch.func.grad_and_value per chunk).
+  bool fused_linear_loss = false;
+  // The optimizer when the scenario names none.
+  OptimizerKind default_optimizer = OptimizerKind::adamw;
+  // The check's words when a plan gives parallel.fsdp to a framework that does not shard by it,
+  // and (Sharding::none) parallel.zero > 0, `{}` standing for the stage: how to shard instead.
+  const char* fsdp_refusal = "write job.framework: pytorch-fsdp, pytorch-fsdp2 or torchtune, or parallel.zero";
+  const char* zero_refusal = "";
+  // Why the framework refuses pipeline parallelism, `{}` standing for pp; "" = it accepts pp.
+  const char* pipeline_refusal = "";
 };
+
+// Every framework ftplan knows, one row each, in Framework's order.
+const std::vector<FrameworkProfile>& framework_table();
+// The row of `f` (its defaults, before a job's overrides).
+const FrameworkProfile& framework_row(Framework f);
+// The framework named `name` (a row's `name`), or none.
+std::optional<Framework> framework_named(std::string_view name);
+// Whether the framework shards by parallel.fsdp (FSDP1, FSDP2, YaFSDP).
+bool shards_by_fsdp(Sharding s);
+// Where the plan's saved activations live: offload.activations, or host memory when the framework
+// offloads its checkpoints' inputs by itself (FrameworkProfile::offloads_checkpoint_inputs) and
+// the job checkpoints. The inventory (and through it the step IR and simulator) and `check` use it.
+Tier activation_tier(const Plan& plan);
 
 // The profile of a job's framework, with its precision recipe resolved for the job.
 FrameworkProfile framework_profile(const Job& job);

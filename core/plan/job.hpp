@@ -20,7 +20,8 @@ enum class Checkpointing { none, selective, full };
 // flash_v1: FlashAttention-1-class kernels (flash-attn 1.x, the Triton FlashAttention of 2022-23
 // that llm-foundry ran as attn_impl: triton), about half FlashAttention-2's speed.
 enum class AttentionImpl { flash, sdpa, eager, flash_v1 };
-enum class Framework { pytorch_fsdp, pytorch_fsdp2, deepspeed, megatron, hf_trainer, torchtune, yafsdp };
+// Keys of plan::framework_table's rows (plan/framework.cpp), in its order.
+enum class Framework { pytorch_fsdp, pytorch_fsdp2, deepspeed, megatron, hf_trainer, torchtune, yafsdp, unsloth };
 // How DeepSpeed ZeRO-3 brings a module's parameters in before it runs.
 enum class Zero3Fetch {
   // Coalesced all-gathers per module, prefetched ahead on their own stream while compute runs
@@ -62,6 +63,10 @@ struct OptimizerSpec {
   OptimizerImpl implementation = OptimizerImpl::framework_default;
   // Fuse the step into backward and free each gradient right after (torchtune optimizer_in_bwd).
   bool in_backward = false;
+  // bitsandbytes' paged optimizers (PagedAdamW, PagedAdamW8bit, PagedAdamW32bit, PagedLion; HF
+  // optim="paged_adamw_8bit"): the state of large tensors in CUDA unified memory, paged to host
+  // memory when the GPU is full (footprint::paged_placement).
+  bool paged = false;
 };
 
 struct SampleSpec {
@@ -118,6 +123,8 @@ struct Job {
   // activation_checkpointing: auto: chosen per plan with the micro-batch (evaluate::choose_open_knobs):
   // the fastest fitting step over none, selective and full; `checkpointing` then holds the choice.
   bool checkpointing_auto = false;
+  // The scenario named the optimizer (else the framework's default_optimizer applies).
+  bool optimizer_given = false;
   // Under full checkpointing, every `checkpoint_every`-th layer of a stage is checkpointed and the
   // others keep their activations (torchtitan's layer SAC, ac_freq; Megatron-LM's uniform
   // --recompute-num-layers): the 2nd, 4th, ... with 2. 1 = every layer.

@@ -13,6 +13,7 @@
 #include "footprint/footprint.hpp"
 #include "io/verdict.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 #include "plan/cluster.hpp"
 
 namespace ftplan::planner {
@@ -136,8 +137,7 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
               const Control& control) {
   const auto t0 = std::chrono::steady_clock::now();
   Result result;
-  const bool fsdp = job.framework == plan::Framework::pytorch_fsdp || job.framework == plan::Framework::pytorch_fsdp2 ||
-                    job.framework == plan::Framework::torchtune || job.framework == plan::Framework::yafsdp;
+  const bool fsdp = plan::shards_by_fsdp(plan::framework_row(job.framework).sharding);
 
   // Enumerate the layouts (cheap: no plan is built yet), then check, size and simulate them on
   // the workers, so that the first plans are simulated at once and an interruption keeps them.

@@ -1,5 +1,7 @@
 #include "schedule/builder.hpp"
 
+#include "footprint/footprint.hpp"
+
 namespace ftplan::schedule::detail {
 
 StepIR Builder::build() {
@@ -73,6 +75,20 @@ void Builder::persistent_state() {
   for (const auto& g : inv_.groups) {
     switch (g.lifetime) {
       case Lifetime::persistent: {
+        if (g.paged) {
+          // Unified memory: resident on the GPU as far as it has room, the rest in host memory
+          // (the footprint's rule, footprint::paged_placement, so both engines place it alike).
+          const footprint::PagedPlacement placed = footprint::paged_placement(inv_, p_);
+          const double out_share = placed.state_bytes > 0 ? placed.host_bytes / placed.state_bytes : 0.0;
+          paged_out_bytes = g.total() * out_share;
+          paged_resident_tensor = tensor(g.name, g.category, Tier::gpu, g.total() - paged_out_bytes, -1, g.element);
+          state_allocs.push_back(alloc(Stream::compute, paged_resident_tensor, {start}));
+          if (paged_out_bytes > 0) {
+            paged_out_tensor = tensor("optimizer state (paged out)", g.category, Tier::cpu, paged_out_bytes, -1, g.element);
+            state_allocs.push_back(alloc(Stream::compute, paged_out_tensor, {start}));
+          }
+          break;
+        }
         const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
         const int a = alloc(Stream::compute, t, {start});
         if (g.category == Category::weights && weights_tensor < 0) {
@@ -246,7 +262,17 @@ int Builder::optimizer_step() {
                   name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
     }
   } else {
-    last = optimizer_op(trainable_shard, "optimizer step", opt_deps);
+    Ids deps = opt_deps;
+    if (paged_out_bytes > 0) {
+      // bitsandbytes prefetches each tensor's paged state to the GPU before its update
+      // (Optimizer8bit.prefetch_state -> cudaMemPrefetchAsync) and the driver evicts as many
+      // pages to host memory to make room: the paged-out bytes cross PCIe once each way per step.
+      deps.push_back(copy(Stream::h2d, Tier::cpu, Tier::gpu, paged_out_bytes, "h2d paged optimizer state", -1, 0, opt_deps,
+                          {paged_out_tensor}, {paged_resident_tensor}));
+      deps.push_back(copy(Stream::d2h, Tier::gpu, Tier::cpu, paged_out_bytes, "d2h paged optimizer state (evicted)", -1, 0,
+                          opt_deps, {paged_resident_tensor}, {paged_out_tensor}));
+    }
+    last = optimizer_op(trainable_shard, "optimizer step", deps);
   }
   for (int t : opt_tensors) last = release(Stream::compute, t, {last});
   // ZeRO-Offload: the updated 16-bit parameters return to the GPU.

@@ -76,6 +76,10 @@ struct StepState {
   Ids state_allocs;            // the optimizer state's allocations (the step reads that state)
   int weights_alloc = -1;      // the weights' allocation (parameter fetches read them)
   int optimizer_swap = -1;     // the pinned buffers the NVMe optimizer swap goes through
+  // A paged optimizer's state beyond what the GPU holds (footprint::paged_placement): its host
+  // part, and the resident part the pages come into.
+  double paged_out_bytes = 0;
+  int paged_out_tensor = -1, paged_resident_tensor = -1;
   const TensorGroup* saved_group = nullptr;      // saved activations on the GPU
   const TensorGroup* offloaded_group = nullptr;  // saved activations kept in host memory or on flash
   const TensorGroup* grads_group = nullptr;

@@ -102,7 +102,7 @@ double Builder::fp8_cast_bytes(int layer, int micro, bool backward) const {
     return kBytesPerElement * grads * tokens_;
   }
   const double inputs = sp * attn_in * w.h + w.q + k * (sp * mlp_in * w.h + w.f);
-  const bool cached = job_.framework == plan::Framework::megatron && micro > 0;
+  const bool cached = inv_.profile.caches_fp8_weights && micro > 0;
   return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : matmul_weights(layer)));
 }
 

@@ -180,7 +180,7 @@ TEST_CASE("torchtune: QLoRA recipe targets attention and MLP") {
   CHECK(plan::global_batch_samples(p) == 16);
 }
 
-TEST_CASE("torchtune: a paged 8-bit optimizer is 8-bit AdamW, and its paging is listed as not modelled") {
+TEST_CASE("torchtune: a paged 8-bit optimizer is paged 8-bit AdamW") {
   const fs::path f = write_scratch("paged.yaml", R"(model:
   _component_: torchtune.models.llama3_2.lora_llama3_2_1b
   lora_attn_modules: [q_proj, v_proj]
@@ -196,7 +196,7 @@ dtype: bf16
   const plan::Plan p = io::load_imported(t, fs::current_path(), test::zoo(), test::catalog()).plans.at(0);
   CHECK(p.job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
   CHECK(p.offload.activations == Tier::cpu);
-  CHECK(reason_for(t, "optimizer._component_").find("not modelled yet: paged optimizer state") == 0);
+  CHECK(p.job.optimizer.paged);
 }
 
 TEST_CASE("torchtitan: Llama 3 8B and 70B train configs") {
@@ -256,6 +256,21 @@ TEST_CASE("PEFT adapter_config.json: rank, alpha and targets") {
   CHECK(p.job.lora.rank == 10);
   CHECK(p.job.lora.alpha == doctest::Approx(20));
   CHECK(p.job.lora.targets == std::vector<std::string>{"down", "gate", "up"});
+}
+
+TEST_CASE("TrainingArguments optim paged_adamw_32bit and paged_adamw_8bit are paged bitsandbytes optimizers") {
+  /* transformers OptimizerNames: paged_adamw_32bit -> bnb PagedAdamW32bit (32-bit AdamW),
+   * paged_adamw_8bit -> bnb PagedAdamW8bit; both page their state (job.optimizer.paged). */
+  const fs::path a = write_scratch("paged32.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_32bit", "output_dir": "x"})");
+  const plan::Plan p32 = scenario_of({a}, cluster("1", "llama-3.2-1b")).plans.at(0);
+  CHECK(p32.job.optimizer.kind == plan::OptimizerKind::adamw);
+  CHECK(p32.job.optimizer.paged);
+  const fs::path b = write_scratch("paged8.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_8bit", "output_dir": "x"})");
+  const plan::Plan p8 = scenario_of({b}, cluster("1", "llama-3.2-1b")).plans.at(0);
+  CHECK(p8.job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
+  CHECK(p8.job.optimizer.paged);
+  const fs::path c = write_scratch("unpaged8.json", R"({"per_device_train_batch_size": 1, "optim": "adamw_8bit", "output_dir": "x"})");
+  CHECK_FALSE(scenario_of({c}, cluster("1", "llama-3.2-1b")).plans.at(0).job.optimizer.paged);
 }
 
 TEST_CASE("two files that disagree are both named") {

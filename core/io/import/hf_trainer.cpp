@@ -39,10 +39,8 @@ void read_optim(Fields& f, const Node& n) {
   }
   f.set("job.optimizer.name", name, "optim", n);
   if (!impl.empty()) f.set("job.optimizer.implementation", impl, "optim", n);
-  if (o.rfind("paged_", 0) == 0)
-    f.not_modelled(
-        "optim", n,
-        "paged optimizer state (bitsandbytes pages it to host memory under pressure); modelled as resident on the GPU");
+  // bitsandbytes' paged optimizers: state in CUDA unified memory (job.optimizer.paged).
+  if (o.rfind("paged_", 0) == 0) f.set("job.optimizer.paged", "true", "optim", n);
   if (o == "adamw_torch_4bit") f.not_modelled("optim", n, "4-bit AdamW state (torchao); modelled as 8-bit");
 }
 

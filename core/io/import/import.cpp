@@ -124,6 +124,7 @@ int rank_of(const std::string& key) {
                                                  "job.optimizer.name",
                                                  "job.optimizer.implementation",
                                                  "job.optimizer.in_backward",
+                                                 "job.optimizer.paged",
                                                  "job.activation_checkpointing",
                                                  "job.checkpoint_every",
                                                  "job.attention",

@@ -122,8 +122,8 @@ void read_model(Fields& top, const Node& block) {
   m.finish();
 }
 
-// Optimizers by class path. bitsandbytes' paged optimizers page their state to host memory under
-// pressure through CUDA unified memory; ftplan keeps it on the GPU (not modelled).
+// Optimizers by class path. bitsandbytes' paged optimizers (the single-device LoRA recipes'
+// default, bitsandbytes.optim.PagedAdamW) keep their state in CUDA unified memory: job.optimizer.paged.
 void read_optimizer(Fields& top, const Node& block) {
   Fields o(top.ctx(), block, top.file(), "optimizer", kFormat);
   if (const Node* c = o.take("_component_")) {
@@ -144,10 +144,7 @@ void read_optimizer(Fields& top, const Node& block) {
         o.not_modelled("_component_", *c, fmt::format("optimizer {}", *comp));
       else
         o.set("job.optimizer.name", name, "_component_", *c);
-      if (cls.rfind("Paged", 0) == 0)
-        o.not_modelled("_component_", *c,
-                       "paged optimizer state (bitsandbytes pages it to host memory under pressure); modelled as "
-                       "resident on the GPU");
+      if (!name.empty() && cls.rfind("Paged", 0) == 0) o.set("job.optimizer.paged", "true", "_component_", *c);
     }
   }
   if (const Node* fu = o.take("fused"))
