@@ -35,6 +35,9 @@ struct Outcome {
   // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
   std::vector<plan::Plan> plans;
   std::vector<evaluate::Evaluation> evaluations;  // one per shown plan
+  // For each shown plan, its index in the text's `plans` (scenario->plans), or -1 for a search's
+  // pick (a search shows its picks, then the text's own plans).
+  std::vector<int> text_plan;
   std::optional<planner::Result> search;    // a `search` scenario's whole result
   io::Comparison comparison;                // the table `ftplan compare` prints, cell by cell
   std::string answer;                       // io::answer: the winner under the constraints, in one line
@@ -53,11 +56,12 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
                  const std::atomic<bool>* stop = nullptr);
 
-// The scenario text with the knobs written into its top-level `job:` block: each value replaced
-// on its own line (a trailing comment kept), a missing key added at the block's indentation,
-// every other line as it was. `problem` instead when that cannot say what the knobs do: the job
-// is not a block, or a plan sets one of the keys itself (the knob overrides it there, the text's
-// job would not). Checked by reading the result back: its plans run what the knobs made of the text.
+// The scenario text with the knobs written into its top-level `job` (io::yaml_set: each value
+// replaced on its own line or in its flow mapping, a trailing comment kept, a missing key added
+// at the block's indentation, every other line as it was). `problem` instead when that cannot say
+// what the knobs do: the writer refuses the job (an alias, say), or a plan sets one of the keys
+// itself (the knob overrides it there, the text's job would not). Checked by reading the result
+// back: its plans run what the knobs made of the text.
 struct KnobEdit {
   std::string text;     // the edited text ("" with a problem)
   std::string problem;  // why not ("" when done)
