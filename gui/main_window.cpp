@@ -356,8 +356,8 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   plan_form->addRow("node", node_);
   plan_form->addRow("layout", layout_row);
   plan_form->addRow("offload", offload_);
-  plan_form->addRow("host DRAM", dram_);
-  plan_form->addRow("drives", drive_row);
+  plan_form->addRow("DRAM per node", dram_);
+  plan_form->addRow("drives per node", drive_row);
   plan_box_->setEnabled(false);
   connect(plan_pick_, &QComboBox::currentIndexChanged, this, [this] { fill_plan_controls(); });
   for (QComboBox* c : {gpu_, node_, offload_, drive_})
@@ -755,10 +755,10 @@ void MainWindow::fill_plan_controls() {
   for (QWidget* w : std::initializer_list<QWidget*>{gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_,
                                                     drive_, drive_count_})
     w->setEnabled(i >= 0);
-  plan_box_->setEnabled(shown_.scenario && !shown_.scenario->plans.empty());
-  plan_box_->setToolTip(shown_.scenario && shown_.scenario->plans.empty()
-                            ? "The text has no plans: click a point in the Search tab to add one."
-                            : QString());
+  const bool none = shown_.scenario && shown_.scenario->plans.empty();
+  plan_box_->setEnabled(shown_.scenario && !none);
+  plan_box_->setTitle(none ? "Plan (the text has none: click a point in the Search tab to add one)"
+                           : "Plan (edits are written into its text)");
   if (i < 0) return;
   const plan::Plan& p = shown_.scenario->plans[static_cast<std::size_t>(i)];
   const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),
