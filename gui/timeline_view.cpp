@@ -277,8 +277,8 @@ void TimelineView::paint_tracks(QPainter& painter) {
                      QString("%1\npeak %2 of %3")
                          .arg(kTierNames[t], QString::fromStdString(io::format_bytes(peak)),
                               QString::fromStdString(io::format_bytes(capacity))));
-    if (top <= 0) {
-      painter.drawText(band, Qt::AlignCenter, "not used by this plan");
+    if (peak <= 0) {
+      painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
       continue;
     }
     const auto y_of = [&](double bytes) { return band.bottom() - bytes / top * band.height(); };

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/scenario_edit.hpp"
 #include "io/scenario_io.hpp"
 #include "io/yaml_edit.hpp"
 #include "test_support.hpp"
@@ -183,4 +184,75 @@ TEST_CASE("an example scenario edited: the other lines as they were, and it read
   want.replace(want.find(was), was.size(),
                "  - name: 1x RTX 4090 LoRA\n    cluster: {gpu: rtx-4090, gpus: 2}\n    offload: {preset: activation-cpu}\n");
   CHECK(edited == want);
+}
+
+TEST_CASE("a plan's settings written into its text read back as that plan, in the cluster's own form") {
+  /* scenarios/llama70b-full-h100-vs-workstation.yaml: plan A in the gpu form (flow), plan B in the
+   * node form (block, with dram and drives). Each edit goes through io::set_plan_keys; the text
+   * read back must have what was set, and the other plan as it was. */
+  const std::filesystem::path file =
+      test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml";
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string text = s.str();
+  const auto read = [&](const std::string& t) {
+    return io::parse_scenario(t, "s.yaml", file.parent_path(), test::zoo(), test::catalog());
+  };
+  const auto before = read(text);
+  // Node form: 2 of the workstation's 4 GPUs is gpus_per_node 2 on one node.
+  const auto b2 = read(io::set_plan_keys(text, 1, before.plans[1], {{"cluster.gpus", "2"}}));
+  CHECK(b2.plans[1].cluster.gpus() == 2);
+  CHECK(b2.plans[1].cluster.node.name == "workstation-4x-rtx-6000-ada");
+  CHECK(b2.plans[1].cluster.host.dram_bytes == before.plans[1].cluster.host.dram_bytes);
+  CHECK(b2.plans[0].cluster.gpus() == 32);
+  // 8 GPUs of 4-GPU nodes: two nodes.
+  const auto b8 = read(io::set_plan_keys(text, 1, before.plans[1], {{"cluster.gpus", "8"}}));
+  CHECK(b8.plans[1].cluster.nodes == 2);
+  CHECK(b8.plans[1].cluster.gpus() == 8);
+  // 6 is not a whole number of 4-GPU nodes: refused, saying so.
+  CHECK(test::input_error_of([&] {
+          io::set_plan_keys(text, 1, before.plans[1], {{"cluster.gpus", "6"}});
+        }).find("not a whole number of 4-GPU nodes") != std::string::npos);
+  // A GPU chosen for the node form turns it into the gpu form, keeping its GPU count, DRAM, drives.
+  const auto l40 = read(io::set_plan_keys(text, 1, before.plans[1], {{"cluster.gpu", "a100-sxm4-80gb"}}));
+  CHECK(l40.plans[1].cluster.gpu.name == "a100-sxm4-80gb");
+  CHECK(l40.plans[1].cluster.gpus() == 4);
+  CHECK(l40.plans[1].cluster.host.dram_bytes == 512.0 * (1u << 30));
+  // Gpu form: the count, a node chosen instead, an offload preset, a key removed ("").
+  const auto a16 = read(io::set_plan_keys(text, 0, before.plans[0], {{"cluster.gpus", "16"}, {"parallel.fsdp", ""}}));
+  CHECK(a16.plans[0].cluster.gpus() == 16);
+  CHECK(!a16.plans[0].parallel.fsdp_given);
+  const auto node = read(io::set_plan_keys(text, 0, before.plans[0], {{"cluster.node", "dgx-h100"}}));
+  CHECK(node.plans[0].cluster.node.name == "dgx-h100");
+  CHECK(node.plans[0].cluster.gpus() == 8);
+  // plan_changes: from one plan to another as keys; applied, the text reads back as the other.
+  plan::Plan want = before.plans[1];
+  want.parallel.zero = 2;
+  want.job.micro_batch = 1;
+  want.job.micro_batch_auto = false;
+  want.offload = plan::Offload{};  // as footprint::what_would_fit changes a preset
+  want.offload.preset = plan::OffloadPreset::zero_offload;
+  plan::apply_preset(want.offload);
+  const auto changes = io::plan_changes(before.plans[1], want);
+  CHECK(changes == std::vector<io::PlanKey>{
+                       {"parallel.zero", "2"}, {"offload", "{preset: zero-offload}"}, {"job.micro_batch", "1"}});
+  const auto changed = read(io::set_plan_keys(text, 1, before.plans[1], changes));
+  CHECK(changed.plans[1].parallel.zero == 2);
+  CHECK(changed.plans[1].job.micro_batch == 1);
+  CHECK(changed.plans[1].offload.preset == plan::OffloadPreset::zero_offload);
+  CHECK(changed.plans[1].offload.params == want.offload.params);
+  // add_plan: plan A written anew reads back as plan A (the same GPUs, layout and job).
+  const auto added = read(io::add_plan(text, before.job, before.plans[0], "A again"));
+  REQUIRE(added.plans.size() == 3);
+  const plan::Plan &a = before.plans[0], &b = added.plans[2];
+  CHECK(b.name == "A again");
+  CHECK(b.cluster.gpu.name == a.cluster.gpu.name);
+  CHECK(b.cluster.gpus() == a.cluster.gpus());
+  CHECK(b.cluster.gpus_per_node == a.cluster.gpus_per_node);
+  CHECK(b.cluster.host.dram_bytes == a.cluster.host.dram_bytes);
+  CHECK(b.parallel.zero == a.parallel.zero);
+  CHECK(b.job.micro_batch == a.job.micro_batch);
+  CHECK(b.job.checkpointing == a.job.checkpointing);
+  CHECK(io::plan_changes(a, b).empty());
 }
