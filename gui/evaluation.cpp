@@ -97,9 +97,21 @@ Outcome read_only(const std::string& text, const std::string& name, const std::f
 
 }  // namespace
 
+std::string search_key(const std::string& text, const Overrides& o) {
+  std::string key;
+  try {
+    key = io::yaml_erase(text, "plans");
+  } catch (const InputError&) {
+    key = text;  // the writer cannot take the plans out: any edit runs the search again
+  }
+  return key + fmt::format("\n# knobs: {} {} {} {}", o.seq_len.value_or(0), o.micro_batch.value_or(0),
+                           o.checkpointing ? plan::to_string(*o.checkpointing) : "-",
+                           o.precision ? plan::to_string(*o.precision) : "-");
+}
+
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
-                 const std::atomic<bool>* stop) {
+                 const std::atomic<bool>* stop, const SearchReuse& reuse) {
   const auto started = std::chrono::steady_clock::now();
   Outcome out;
   plan::Scenario s;
@@ -110,7 +122,12 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     // The planner, as `ftplan plan` runs it (the knobs apply to the job it holds fixed).
     planner::Control control;
     control.stop = stop;
-    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control);
+    out.search_key = search_key(text, overrides);
+    if (reuse.result && reuse.key == out.search_key)
+      out.search = reuse.result;
+    else
+      out.search = std::make_shared<const planner::Result>(
+          planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control));
     const planner::Result& r = *out.search;
     if (r.interrupted) {
       out.cancelled = true;

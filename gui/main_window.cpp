@@ -616,9 +616,10 @@ void MainWindow::start_evaluation() {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return;
   statusBar()->showMessage("evaluating…");
   stop_ = std::make_shared<std::atomic<bool>>(false);
-  watcher_.setFuture(QtConcurrent::run(
-      [&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(), o = overrides(), stop = stop_] {
-        return evaluate(text, name, base, zoo, catalog, o, stop.get());
+  watcher_.setFuture(
+      QtConcurrent::run([&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(),
+                         o = overrides(), stop = stop_, reuse = SearchReuse{shown_.search_key, shown_.search}] {
+        return evaluate(text, name, base, zoo, catalog, o, stop.get(), reuse);
       }));
 }
 
@@ -641,7 +642,8 @@ void MainWindow::evaluation_done() {
 
 void MainWindow::evaluate_now() {
   debounce_->stop();
-  show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides()));
+  show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides(),
+                        nullptr, {shown_.search_key, shown_.search}));
 }
 
 void MainWindow::go_to_error(QListWidgetItem* item) {
@@ -1310,7 +1312,7 @@ void MainWindow::show_charts(const Outcome& o) {
 // (time, $, peak power) and the picks over them, and the deadline and budget as lines. Hover a
 // point for its figures.
 void MainWindow::show_search(const Outcome& o) {
-  tabs_->setTabVisible(2, o.search.has_value());
+  tabs_->setTabVisible(2, o.search != nullptr);
   if (!o.search) return;
   QChart* chart = new_chart("Searched plans: job time vs cost");
   const planner::Result& r = *o.search;
