@@ -890,7 +890,8 @@ bool MainWindow::add_candidate(int candidate) {
   };
   for (int k = 2; taken(name); ++k) name = fmt::format("{} ({})", p.name, k);
   try {
-    replace_text(io::add_plan(editor_->toPlainText().toStdString(), shown_.scenario->job, p, name, source_name()));
+    replace_text(
+        io::add_plan(editor_->toPlainText().toStdString(), shown_.scenario->job, p, name, &catalog_, source_name()));
   } catch (const InputError& e) {
     warn(fmt::format("The layout was not added: {}", e.what()));
     return false;

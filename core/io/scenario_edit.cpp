@@ -150,13 +150,20 @@ std::string set_plan_keys(std::string_view text, std::size_t index, const plan::
 }
 
 std::string add_plan(std::string_view text, const plan::Job& job, const plan::Plan& to, const std::string& name_of_new,
-                     std::string_view name) {
+                     const hardware::Catalog* catalog, std::string_view name) {
   const plan::Cluster& c = to.cluster;
   std::string cluster = fmt::format("{{gpu: {}, gpus: {}", yaml_scalar(c.gpu.name), c.gpus());
   if (c.nodes > 1 || c.gpus_per_node != std::min(c.gpus(), c.node.gpus))
     cluster += fmt::format(", gpus_per_node: {}", c.gpus_per_node);
-  cluster += fmt::format(", dram: {}", bytes_text(c.host.dram_bytes));
-  cluster += fmt::format(", drives: {}", drives_text(c));
+  // What the gpu form's node (the catalog's typical one for the GPU) has already goes unwritten.
+  const hardware::NodeSpec* typical = catalog ? catalog->default_node_for(c.gpu.name) : nullptr;
+  const hardware::HostSpec* host = typical ? catalog->host(typical->host) : nullptr;
+  const double typical_dram = typical && typical->dram_bytes > 0 ? typical->dram_bytes : host ? host->dram_bytes : -1;
+  if (c.host.dram_bytes != typical_dram) cluster += fmt::format(", dram: {}", bytes_text(c.host.dram_bytes));
+  bool same_drives = typical && typical->drives.size() == c.drives.size();
+  for (std::size_t i = 0; same_drives && i < c.drives.size(); ++i)
+    same_drives = typical->drives[i].name == c.drives[i].first.name && typical->drives[i].count == c.drives[i].second;
+  if (!same_drives) cluster += fmt::format(", drives: {}", drives_text(c));
   if (c.exclusive) cluster += ", exclusive: true";
   cluster += "}";
   std::vector<std::pair<std::string, std::string>> item = {{"name", yaml_scalar(name_of_new)}, {"cluster", cluster}};

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hardware/hardware.hpp"
 #include "plan/plan.hpp"
 
 namespace ftplan::io {
@@ -35,8 +36,9 @@ std::string set_plan_keys(std::string_view text, std::size_t index, const plan::
                           const std::vector<PlanKey>& keys, std::string_view name = "<text>");
 
 // The text with `to` added at the end of `plans` as a new plan named `name_of_new`: its cluster in
-// the gpu form, then every key where it differs from a plan of the scenario's `job`.
+// the gpu form (its DRAM and drives where they differ from the catalog's typical node for the GPU,
+// or always without a catalog), then every key where it differs from a plan of the scenario's `job`.
 std::string add_plan(std::string_view text, const plan::Job& job, const plan::Plan& to, const std::string& name_of_new,
-                     std::string_view name = "<text>");
+                     const hardware::Catalog* catalog = nullptr, std::string_view name = "<text>");
 
 }  // namespace ftplan::io

@@ -441,6 +441,7 @@ class MainWindowTest : public QObject {
     w->evaluate_now();
     QVERIFY(!w->shown().evaluations[1].memory.fits);
     QVERIFY(!w->shown().fixes[1].empty());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "what-would-fit-before.png")));
     const std::string change = w->shown().fixes[1][0].change;
     qInfo("applying '%s'", change.c_str());
     QVERIFY(w->apply_fix(1, 0));
@@ -449,6 +450,7 @@ class MainWindowTest : public QObject {
     w->evaluate_now();
     QVERIFY(w->shown().evaluations[1].memory.fits);
     QVERIFY(w->shown().fixes[1].empty());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "what-would-fit-applied.png")));
     QVERIFY2(change.rfind("micro-batch 1 ", 0) == 0, change.c_str());  // the nearest: the same job in more steps
     QCOMPARE(w->shown().plans[1].job.micro_batch, 1);
     QVERIFY(text.contains("    cluster: {gpu: rtx-4090, gpus: 1}\n    job: {micro_batch: 1}"));
@@ -504,6 +506,7 @@ class MainWindowTest : public QObject {
     QCOMPARE(added.cost.job_time_s / 3600, p.x());
     QCOMPARE(added.cost.cost_usd, p.y());
     QCOMPARE(w->shown().text_plan.back(), 0);
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "search-point-added.png")));
   }
 
   // Closing the window during a search returns within 0.2 s: the search stops between layouts.

@@ -243,7 +243,12 @@ TEST_CASE("a plan's settings written into its text read back as that plan, in th
   CHECK(changed.plans[1].offload.preset == plan::OffloadPreset::zero_offload);
   CHECK(changed.plans[1].offload.params == want.offload.params);
   // add_plan: plan A written anew reads back as plan A (the same GPUs, layout and job).
-  const auto added = read(io::add_plan(text, before.job, before.plans[0], "A again"));
+  const std::string added_text = io::add_plan(text, before.job, before.plans[0], "A again", &test::catalog());
+  // The typical node's DRAM and drives are not repeated; without a catalog they are written.
+  CHECK(added_text.find("  - name: A again\n    cluster: {gpu: h100-sxm-80gb, gpus: 32, gpus_per_node: 8}\n") !=
+        std::string::npos);
+  CHECK(io::add_plan(text, before.job, before.plans[0], "A again").find("dram: ") != std::string::npos);
+  const auto added = read(added_text);
   REQUIRE(added.plans.size() == 3);
   const plan::Plan &a = before.plans[0], &b = added.plans[2];
   CHECK(b.name == "A again");
