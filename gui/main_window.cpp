@@ -876,7 +876,12 @@ bool MainWindow::apply_fix(int plan, int fix) {
     return false;
   }
   // From the plan as shown (the knobs on it) to the fitting one: the change alone.
-  return set_plan_keys(t, io::plan_changes(shown_.plans[i], shown_.fixes[i][static_cast<std::size_t>(fix)].plan));
+  if (!set_plan_keys(t, io::plan_changes(shown_.plans[i], shown_.fixes[i][static_cast<std::size_t>(fix)].plan)))
+    return false;
+  if (overrides().any())
+    statusBar()->showMessage(statusBar()->currentMessage() +
+                             " — the what-if knobs still apply on top of the text: set them to \"as written\"");
+  return true;
 }
 
 bool MainWindow::add_candidate(int candidate) {

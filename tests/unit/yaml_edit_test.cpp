@@ -181,8 +181,9 @@ TEST_CASE("an example scenario edited: the other lines as they were, and it read
   const std::string was = "  - name: 1x RTX 4090 LoRA\n    cluster: {gpu: rtx-4090, gpus: 1}\n";
   std::string want = text;
   REQUIRE(want.find(was) != std::string::npos);
-  want.replace(want.find(was), was.size(),
-               "  - name: 1x RTX 4090 LoRA\n    cluster: {gpu: rtx-4090, gpus: 2}\n    offload: {preset: activation-cpu}\n");
+  want.replace(
+      want.find(was), was.size(),
+      "  - name: 1x RTX 4090 LoRA\n    cluster: {gpu: rtx-4090, gpus: 2}\n    offload: {preset: activation-cpu}\n");
   CHECK(edited == want);
 }
 
