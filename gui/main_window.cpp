@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include <QAction>
 #include <QApplication>
@@ -512,6 +513,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(ckpt_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(precision_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
+  connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
   editor_->setFocus();
 }
@@ -520,6 +522,7 @@ MainWindow::~MainWindow() {
   // A search stops between layouts and a comparison between plans: closing does not wait for the rest.
   if (stop_) stop_->store(true);
   watcher_.waitForFinished();
+  timeline_watcher_.waitForFinished();  // it reads no member: at most one plan's traced step
 }
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
@@ -923,6 +926,7 @@ void MainWindow::fix_clicked(int row, int column) {
 void MainWindow::show_timeline(int index) {
   const Outcome& o = shown_;
   timeline_stale_ = false;
+  ++timeline_generation_;  // a traced step under way is of an older choice now
   if (!o.scenario || index < 0 || index >= static_cast<int>(o.plans.size())) {
     timeline_->set_timeline({}, QString());
     return;
@@ -933,19 +937,49 @@ void MainWindow::show_timeline(int index) {
     timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
     return;
   }
-  // Simulated again with a trace (every micro-batch, no steady-state shortcut): its streams, links
-  // and memory per tier, as `ftplan simulate --trace` writes them.
+  // Simulated again with a trace (every micro-batch, no steady-state shortcut), on a worker
+  // thread: its streams, links and memory per tier, as `ftplan simulate --trace` writes them.
   // (Under the steady-state shortcut a trace holds only the simulated micro-batches; the whole
   // step is shown, within the shortcut's 0.5% of the evaluation's. 0.01-0.9 s of CPU for the
   // example scenarios' plans.)
-  sim::Options traced;
-  traced.trace = true;
-  traced.max_micro_batches = 0;
-  sim::StepResult r = sim::simulate_step(o.scenario->model, o.plans[i], traced);
-  timeline_->set_timeline(r.timeline,
-                          q(fmt::format("{}: one step, {} (slowest stage's rank; wheel: zoom, drag: pan)",
-                                        o.plans[i].name, io::format_duration(r.step_time_s))),
-                          std::move(r.tracks));
+  if (timeline_watcher_.isRunning()) {
+    timeline_pending_ = index;  // shown when the one under way is done
+    return;
+  }
+  timeline_->set_timeline({}, q(o.plans[i].name + ": simulating the step with a trace…"));
+  timeline_watcher_.setFuture(
+      QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_] {
+        sim::Options traced;
+        traced.trace = true;
+        traced.max_micro_batches = 0;
+        TracedStep out;
+        out.plan = plan.name;
+        out.generation = generation;
+        out.step = sim::simulate_step(model, plan, traced);
+        return out;
+      }));
+}
+
+void MainWindow::timeline_done() {
+  TracedStep r = timeline_watcher_.result();
+  if (timeline_pending_ >= 0) {
+    const int next = std::exchange(timeline_pending_, -1);
+    show_timeline(next);  // a newer choice (or evaluation) came while this one ran
+    return;
+  }
+  if (r.generation != timeline_generation_) return;  // what is shown now is newer
+  timeline_->set_timeline(r.step.timeline,
+                          q(fmt::format("{}: one step, {} (slowest stage's rank; wheel: zoom, drag: pan)", r.plan,
+                                        io::format_duration(r.step.step_time_s))),
+                          std::move(r.step.tracks));
+  emit timeline_shown();
+}
+
+void MainWindow::wait_for_timeline() {
+  while (timeline_watcher_.isRunning() || timeline_pending_ >= 0) {
+    timeline_watcher_.waitForFinished();
+    QApplication::processEvents();  // delivers finished(): timeline_done
+  }
 }
 
 void MainWindow::pin() {

@@ -18,6 +18,7 @@
 
 #include "evaluation.hpp"
 #include "io/scenario_edit.hpp"
+#include "sim/simulate.hpp"
 
 class QComboBox;
 class QGroupBox;
@@ -78,10 +79,14 @@ class MainWindow : public QMainWindow {
   bool add_candidate(int candidate);
   // The text plan the per-plan controls edit (-1: none).
   int control_plan() const;
+  // Until the step timeline's traced simulation (on a worker thread) is on screen.
+  void wait_for_timeline();
 
  signals:
   // An evaluation's result is on screen (or its errors are).
   void evaluated();
+  // The step timeline shows a newly simulated step.
+  void timeline_shown();
 
  private slots:
   void open_dialog();
@@ -94,6 +99,7 @@ class MainWindow : public QMainWindow {
   void export_table_dialog();
   void export_charts_dialog();
   void show_timeline(int plan);
+  void timeline_done();
   void open_sweep_dialog();
 
  private:
@@ -157,6 +163,14 @@ class MainWindow : public QMainWindow {
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
+  struct TracedStep {
+    std::string plan;
+    sim::StepResult step;
+    int generation = 0;
+  };
+  QFutureWatcher<TracedStep> timeline_watcher_;
+  int timeline_pending_ = -1;                // a plan chosen while a traced step was simulated
+  int timeline_generation_ = 0;              // which show_timeline call the traced step under way answers
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
   bool pending_ = false;                     // the text changed while an evaluation ran
   bool timeline_stale_ = true;               // the step timeline is not of what is shown

@@ -143,6 +143,7 @@ class MainWindowTest : public QObject {
     // within the steady-state shortcut's 0.5% of the evaluation's; its streams and links.
     auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
     w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
+    w->wait_for_timeline();  // simulated on a worker thread
     if (o.evaluations[0].feasible()) {
       qInfo("traced step %.6f s, evaluated %.6f s (timeline %.6f s)", timeline->timeline().step_s,
             o.evaluations[0].step.step_time_s, o.evaluations[0].step.timeline.whole_step_s());
@@ -303,7 +304,9 @@ class MainWindowTest : public QObject {
     QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
     w->evaluate_now();
     auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    QSignalSpy shown(w.get(), &MainWindow::timeline_shown);
     w->findChild<QComboBox*>("timeline_plan")->setCurrentIndex(1);
+    QVERIFY(shown.wait(60000));  // the traced step comes from a worker thread
     // The workstation plan's step simulated whole with a trace: within the steady-state shortcut's
     // 0.5% of the evaluation's step; a row per stream and per link; memory per tier under them,
     // peaking where the evaluation's simulation did (the host tier holds the offloaded state).
