@@ -11,6 +11,7 @@
 #include "io/rows.hpp"
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"
+#include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
 
 namespace ftplan::gui {
@@ -96,9 +97,21 @@ Outcome read_only(const std::string& text, const std::string& name, const std::f
 
 }  // namespace
 
+std::string search_key(const std::string& text, const Overrides& o) {
+  std::string key;
+  try {
+    key = io::yaml_erase(text, "plans");
+  } catch (const InputError&) {
+    key = text;  // the writer cannot take the plans out: any edit runs the search again
+  }
+  return key + fmt::format("\n# knobs: {} {} {} {}", o.seq_len.value_or(0), o.micro_batch.value_or(0),
+                           o.checkpointing ? plan::to_string(*o.checkpointing) : "-",
+                           o.precision ? plan::to_string(*o.precision) : "-");
+}
+
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
-                 const std::atomic<bool>* stop) {
+                 const std::atomic<bool>* stop, const SearchReuse& reuse) {
   const auto started = std::chrono::steady_clock::now();
   Outcome out;
   plan::Scenario s;
@@ -109,7 +122,12 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     // The planner, as `ftplan plan` runs it (the knobs apply to the job it holds fixed).
     planner::Control control;
     control.stop = stop;
-    out.search = planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control);
+    out.search_key = search_key(text, overrides);
+    if (reuse.result && reuse.key == out.search_key)
+      out.search = reuse.result;
+    else
+      out.search = std::make_shared<const planner::Result>(
+          planner::search(s.model, s.job, catalog, s.search, s.constraints, s.cost, 0, control));
     const planner::Result& r = *out.search;
     if (r.interrupted) {
       out.cancelled = true;
@@ -132,6 +150,18 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       out.plans.back().name = labels + ": " + c.plan.name;
       out.evaluations.push_back(c.evaluation);
     }
+    out.text_plan.assign(out.plans.size(), -1);
+    // The text's own plans beside the picks (a layout clicked in the search is added there).
+    for (std::size_t i = 0; i < s.plans.size(); ++i) {
+      if (stopped()) {
+        out.cancelled = true;
+        return out;
+      }
+      out.plans.push_back(s.plans[i]);
+      as_named.push_back(s.plans[i]);
+      out.evaluations.push_back(evaluate::evaluate_plan(s.model, s.plans[i]));
+      out.text_plan.push_back(static_cast<int>(i));
+    }
     out.verdict = fmt::format("{} layouts: {} refused by the checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s; "
                               "{} on the Pareto front of job time, dollars and peak power. ",
                               r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
@@ -145,6 +175,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       out.evaluations.push_back(evaluate::evaluate_plan(s.model, p));
     }
     out.plans = s.plans;
+    for (std::size_t i = 0; i < s.plans.size(); ++i) out.text_plan.push_back(static_cast<int>(i));
     out.verdict = io::verdict(s.plans, out.evaluations);
   }
   out.comparison = io::comparison(out.plans, out.evaluations);
@@ -183,50 +214,14 @@ KnobEdit with_knobs(const std::string& text, const std::string& name, const std:
     out.problem = "every knob is 'as written': nothing to write";
     return out;
   }
-  std::vector<std::string> lines;
-  for (std::size_t at = 0; at <= text.size();) {
-    const std::size_t end = text.find('\n', at);
-    lines.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  const std::regex job_block(R"(^job:\s*(#.*)?\r?$)");
-  std::size_t job = lines.size();
-  for (std::size_t i = 0; i < lines.size() && job == lines.size(); ++i)
-    if (std::regex_match(lines[i], job_block)) job = i;
-  if (job == lines.size()) {
-    out.problem =
-        "the scenario's job is not a block ('job:' on a line of its own, its keys indented under it): "
-        "write the knobs' values into it by hand";
+  // Each value replaced on its line (comments kept) or added to the job block (io::yaml_set).
+  std::string edited = text;
+  try {
+    for (const auto& [key, value] : keys) edited = io::yaml_set(edited, "job." + key, value, name);
+  } catch (const InputError& e) {
+    out.problem = e.what();
     return out;
   }
-  // The block: the lines after `job:` that are indented, blank or comments.
-  std::size_t last = job;  // its last key line
-  std::string indent;
-  for (std::size_t i = job + 1; i < lines.size(); ++i) {
-    const std::string& l = lines[i];
-    const std::size_t first = l.find_first_not_of(" \t\r");
-    if (first == std::string::npos || l[first] == '#') continue;
-    if (first == 0) break;
-    if (indent.empty()) indent = l.substr(0, first);
-    last = i;
-  }
-  if (indent.empty()) indent = "  ";
-  for (const auto& [key, value] : keys) {
-    // "  key: value  # comment" -> the value replaced, the comment kept.
-    const std::regex line_re("^" + indent + key + R"(:\s*[^#\r]*?(\s*#.*)?(\r?)$)");
-    bool done = false;
-    for (std::size_t i = job + 1; i <= last && !done; ++i) {
-      std::smatch m;
-      if (std::regex_match(lines[i], m, line_re)) {
-        lines[i] = indent + key + ": " + value + m[1].str() + m[2].str();
-        done = true;
-      }
-    }
-    if (!done) lines.insert(lines.begin() + static_cast<long>(++last), indent + key + ": " + value);
-  }
-  std::string edited;
-  for (std::size_t i = 0; i < lines.size(); ++i) edited += (i ? "\n" : "") + lines[i];
   // Read back: each plan must now run what the knobs made of it.
   const Outcome before = read_only(text, name, base_dir, zoo, catalog, o);
   const Outcome after = read_only(edited, name, base_dir, zoo, catalog, {});

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +36,12 @@ struct Outcome {
   // picks (fastest, cheapest, lowest power, fewest GPUs among those meeting the constraints).
   std::vector<plan::Plan> plans;
   std::vector<evaluate::Evaluation> evaluations;  // one per shown plan
-  std::optional<planner::Result> search;    // a `search` scenario's whole result
+  // For each shown plan, its index in the text's `plans` (scenario->plans), or -1 for a search's
+  // pick (a search shows its picks, then the text's own plans).
+  std::vector<int> text_plan;
+  // A `search` scenario's whole result (shared: an edit of the text's plans alone reuses it).
+  std::shared_ptr<const planner::Result> search;
+  std::string search_key;                   // what the search depends on (search_key of the text and knobs)
   io::Comparison comparison;                // the table `ftplan compare` prints, cell by cell
   std::string answer;                       // io::answer: the winner under the constraints, in one line
   std::string verdict;
@@ -47,17 +53,29 @@ struct Outcome {
   double seconds = 0;               // evaluation time
 };
 
+// What a search's result depends on: the text without its `plans` (the search never reads them)
+// and the knobs. Equal keys, equal searches.
+std::string search_key(const std::string& text, const Overrides& overrides);
+
+// A previous search, reused when its key is the text's (a plan added, a plan control changed: the
+// search is not run again).
+struct SearchReuse {
+  std::string key;
+  std::shared_ptr<const planner::Result> result;
+};
+
 // `stop` (may be null), once true, ends the evaluation early with `cancelled` set: the search
 // stops between layouts, a comparison between plans (within a plan, when its simulation is done).
 Outcome evaluate(const std::string& text, const std::string& name, const std::filesystem::path& base_dir,
                  const model::Zoo& zoo, const hardware::Catalog& catalog, const Overrides& overrides,
-                 const std::atomic<bool>* stop = nullptr);
+                 const std::atomic<bool>* stop = nullptr, const SearchReuse& reuse = {});
 
-// The scenario text with the knobs written into its top-level `job:` block: each value replaced
-// on its own line (a trailing comment kept), a missing key added at the block's indentation,
-// every other line as it was. `problem` instead when that cannot say what the knobs do: the job
-// is not a block, or a plan sets one of the keys itself (the knob overrides it there, the text's
-// job would not). Checked by reading the result back: its plans run what the knobs made of the text.
+// The scenario text with the knobs written into its top-level `job` (io::yaml_set: each value
+// replaced on its own line or in its flow mapping, a trailing comment kept, a missing key added
+// at the block's indentation, every other line as it was). `problem` instead when that cannot say
+// what the knobs do: the writer refuses the job (an alias, say), or a plan sets one of the keys
+// itself (the knob overrides it there, the text's job would not). Checked by reading the result
+// back: its plans run what the knobs made of the text.
 struct KnobEdit {
   std::string text;     // the edited text ("" with a problem)
   std::string problem;  // why not ("" when done)

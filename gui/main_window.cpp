@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 #include <QAction>
 #include <QApplication>
@@ -29,6 +30,7 @@
 #include <QLineSeries>
 #include <QListWidget>
 #include <QLogValueAxis>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPainter>
@@ -55,10 +57,13 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "inventory/inventory.hpp"
 #include "io/output_file.hpp"
+#include "io/scenario_edit.hpp"
 #include "io/units.hpp"
 #include "io/verdict.hpp"
+#include "io/yaml_edit.hpp"
 #include "model/model.hpp"
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
@@ -295,6 +300,74 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   form->addRow("activation checkpointing", ckpt_);
   form->addRow("precision", precision_);
 
+  // Per-plan controls: each edit is written into the chosen plan's text (io::set_plan_keys).
+  plan_box_ = new QGroupBox("Plan (edits are written into its text)");
+  plan_box_->setObjectName("plan_box");
+  auto* plan_form = new QFormLayout(plan_box_);
+  const auto spin = [&](const char* name, int lo, int hi, const char* special = nullptr) {
+    auto* b = new QSpinBox;
+    b->setObjectName(name);
+    b->setRange(lo, hi);
+    if (special) b->setSpecialValueText(special);
+    return b;
+  };
+  const auto combo = [&](const char* name, const std::vector<std::string>& items) {
+    auto* c = new QComboBox;
+    c->setObjectName(name);
+    for (const auto& i : items) c->addItem(q(i));
+    return c;
+  };
+  plan_pick_ = new QComboBox;
+  plan_pick_->setObjectName("plan_pick");
+  gpu_ = combo("gpu", catalog.gpu_names());
+  node_ = combo("node", catalog.node_names());
+  gpus_ = spin("gpus", 1, plan::kMaxGpus);
+  tp_ = spin("tp", 1, 1024);
+  pp_ = spin("pp", 1, 1024);
+  dp_ = spin("dp", 0, plan::kMaxGpus, "auto");
+  cp_ = spin("cp", 1, 1024);
+  zero_ = spin("zero", 0, 3);
+  offload_ =
+      combo("offload", {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"});
+  offload_->setToolTip("Writes offload: {preset: ...}: the preset's placements replace any written by hand.");
+  dram_ = spin("dram", 1, 1 << 20);
+  dram_->setSuffix(" GiB");
+  dram_->setToolTip("Host DRAM per node (cluster.dram)");
+  std::vector<std::string> drives = {"(none)"};
+  for (const auto& d : catalog.drive_names()) drives.push_back(d);
+  drive_ = combo("drive", drives);
+  drive_count_ = spin("drive_count", 0, 64);
+  drive_count_->setToolTip("Drives per node (cluster.drives)");
+  auto* layout_row = new QHBoxLayout;
+  for (auto [label, box] : {std::pair{"tp", tp_}, std::pair{"pp", pp_}, std::pair{"dp", dp_}, std::pair{"cp", cp_},
+                            std::pair{"ZeRO", zero_}}) {
+    layout_row->addWidget(new QLabel(label));
+    layout_row->addWidget(box);
+  }
+  auto* gpu_row = new QHBoxLayout;
+  gpu_row->addWidget(gpu_, 1);
+  gpu_row->addWidget(new QLabel("×"));
+  gpu_row->addWidget(gpus_);
+  auto* drive_row = new QHBoxLayout;
+  drive_row->addWidget(drive_, 1);
+  drive_row->addWidget(new QLabel("×"));
+  drive_row->addWidget(drive_count_);
+  plan_form->addRow("plan", plan_pick_);
+  plan_form->addRow("GPU", gpu_row);
+  plan_form->addRow("node", node_);
+  plan_form->addRow("layout", layout_row);
+  plan_form->addRow("offload", offload_);
+  plan_form->addRow("DRAM per node", dram_);
+  plan_form->addRow("drives per node", drive_row);
+  plan_box_->setEnabled(false);
+  connect(plan_pick_, &QComboBox::currentIndexChanged, this, [this] { fill_plan_controls(); });
+  for (QComboBox* c : {gpu_, node_, offload_, drive_})
+    connect(c, &QComboBox::activated, this, [this, c] { plan_control_changed(c); });
+  for (QSpinBox* b : {gpus_, tp_, pp_, dp_, cp_, zero_, dram_, drive_count_}) {
+    b->setKeyboardTracking(false);  // a value typed is written once, on Enter or leaving the box
+    connect(b, &QSpinBox::valueChanged, this, [this, b] { plan_control_changed(b); });
+  }
+
   editor_ = new QPlainTextEdit;
   editor_->setObjectName("editor");
   editor_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -314,6 +387,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(0, 0, 0, 0);
   left_layout->addWidget(knobs);
+  left_layout->addWidget(plan_box_);
   left_layout->addWidget(new QLabel("Scenario (YAML; edits are evaluated as you type)"));
   left_layout->addWidget(editor_, 1);
   left_layout->addWidget(errors_);
@@ -333,6 +407,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   table_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   table_->setWordWrap(true);
+  connect(table_, &QTableWidget::cellClicked, this, &MainWindow::fix_clicked);
   table_->horizontalHeader()->setDefaultAlignment(Qt::AlignCenter);
   verdict_ = new QLabel;
   verdict_->setObjectName("verdict");
@@ -384,6 +459,10 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   step_layout->addLayout(pick);
   step_layout->addWidget(timeline_, 1);
   tabs_->addTab(step, "Step timeline");
+  // The traced step is simulated again (every micro-batch): only when the tab is looked at.
+  connect(tabs_, &QTabWidget::currentChanged, this, [this, step](int) {
+    if (tabs_->currentWidget() == step && timeline_stale_) show_timeline(timeline_plan_->currentIndex());
+  });
   connect(timeline_plan_, &QComboBox::currentIndexChanged, this, &MainWindow::show_timeline);
 
   auto* right = new QWidget;
@@ -434,6 +513,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(ckpt_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(precision_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
+  connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
   editor_->setFocus();
 }
@@ -442,6 +522,7 @@ MainWindow::~MainWindow() {
   // A search stops between layouts and a comparison between plans: closing does not wait for the rest.
   if (stop_) stop_->store(true);
   watcher_.waitForFinished();
+  timeline_watcher_.waitForFinished();  // it reads no member: at most one plan's traced step
 }
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
@@ -538,9 +619,10 @@ void MainWindow::start_evaluation() {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) return;
   statusBar()->showMessage("evaluating…");
   stop_ = std::make_shared<std::atomic<bool>>(false);
-  watcher_.setFuture(QtConcurrent::run(
-      [&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(), o = overrides(), stop = stop_] {
-        return evaluate(text, name, base, zoo, catalog, o, stop.get());
+  watcher_.setFuture(
+      QtConcurrent::run([&zoo = zoo_, &catalog = catalog_, text, name = source_name(), base = base_dir(),
+                         o = overrides(), stop = stop_, reuse = SearchReuse{shown_.search_key, shown_.search}] {
+        return evaluate(text, name, base, zoo, catalog, o, stop.get(), reuse);
       }));
 }
 
@@ -563,7 +645,8 @@ void MainWindow::evaluation_done() {
 
 void MainWindow::evaluate_now() {
   debounce_->stop();
-  show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides()));
+  show_outcome(evaluate(editor_->toPlainText().toStdString(), source_name(), base_dir(), zoo_, catalog_, overrides(),
+                        nullptr, {shown_.search_key, shown_.search}));
 }
 
 void MainWindow::go_to_error(QListWidgetItem* item) {
@@ -655,13 +738,195 @@ void MainWindow::redraw() {
     for (const auto& p : o.plans) timeline_plan_->addItem(q(p.name));
     timeline_plan_->setCurrentIndex(keep >= 0 && keep < timeline_plan_->count() ? keep : 0);
   }
-  show_timeline(timeline_plan_->currentIndex());
+  timeline_stale_ = true;
+  if (tabs_->currentIndex() == tabs_->count() - 1) show_timeline(timeline_plan_->currentIndex());
+  {
+    const int keep_plan = plan_pick_->currentIndex();
+    const QSignalBlocker quiet(plan_pick_);
+    plan_pick_->clear();
+    for (const auto& p : o.scenario->plans) plan_pick_->addItem(q(p.name));
+    plan_pick_->setCurrentIndex(keep_plan >= 0 && keep_plan < plan_pick_->count() ? keep_plan : 0);
+  }
+  fill_plan_controls();
+}
+
+int MainWindow::control_plan() const {
+  const int i = plan_pick_->currentIndex();
+  return shown_.scenario && i >= 0 && i < static_cast<int>(shown_.scenario->plans.size()) ? i : -1;
+}
+
+void MainWindow::fill_plan_controls() {
+  const int i = control_plan();
+  for (QWidget* w : std::initializer_list<QWidget*>{gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_,
+                                                    drive_, drive_count_})
+    w->setEnabled(i >= 0);
+  const bool none = shown_.scenario && shown_.scenario->plans.empty();
+  plan_box_->setEnabled(shown_.scenario && !none);
+  plan_box_->setTitle(none ? "Plan (the text has none: click a point in the Search tab to add one)"
+                           : "Plan (edits are written into its text)");
+  if (i < 0) return;
+  const plan::Plan& p = shown_.scenario->plans[static_cast<std::size_t>(i)];
+  const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),
+      m(drive_), n(drive_count_);
+  gpu_->setCurrentText(q(p.cluster.gpu.name));
+  node_->setCurrentText(q(p.cluster.node.name));
+  gpus_->setValue(p.cluster.gpus());
+  tp_->setValue(p.parallel.tp);
+  pp_->setValue(p.parallel.pp);
+  dp_->setValue(p.parallel.dp);
+  cp_->setValue(p.parallel.cp);
+  zero_->setValue(p.parallel.zero);
+  offload_->setCurrentText(plan::to_string(p.offload.preset));
+  dram_->setValue(static_cast<int>(std::lround(p.cluster.host.dram_bytes / kGiB)));
+  drive_->setCurrentIndex(
+      p.cluster.drives.empty() ? 0 : std::max(0, drive_->findText(q(p.cluster.drives.front().first.name))));
+  drive_count_->setValue(p.cluster.drives.empty() ? 0 : p.cluster.drives.front().second);
+}
+
+// A control's new value, as the plan's keys (docs/scenario-format.md).
+void MainWindow::plan_control_changed(QObject* control) {
+  const int i = control_plan();
+  if (i < 0) return;
+  const auto n = [](const QSpinBox* b) { return std::to_string(b->value()); };
+  std::vector<io::PlanKey> keys;
+  if (control == gpu_)
+    keys = {{"cluster.gpu", gpu_->currentText().toStdString()}};
+  else if (control == node_)
+    keys = {{"cluster.node", node_->currentText().toStdString()}};
+  else if (control == gpus_)
+    keys = {{"cluster.gpus", n(gpus_)}};
+  else if (control == tp_)
+    keys = {{"parallel.tp", n(tp_)}};
+  else if (control == pp_)
+    keys = {{"parallel.pp", n(pp_)}};
+  else if (control == dp_)
+    keys = {{"parallel.dp", dp_->value() == 0 ? std::string() : n(dp_)}};  // auto: no key
+  else if (control == cp_)
+    keys = {{"parallel.cp", n(cp_)}};
+  else if (control == zero_)
+    keys = {{"parallel.zero", n(zero_)}};
+  else if (control == offload_)
+    keys = {{"offload", "{preset: " + offload_->currentText().toStdString() + "}"}};
+  else if (control == dram_)
+    keys = {{"cluster.dram", n(dram_) + " GiB"}};
+  else if (control == drive_ || control == drive_count_) {
+    if (control == drive_ && drive_->currentIndex() > 0 && drive_count_->value() == 0) {
+      const QSignalBlocker quiet(drive_count_);
+      drive_count_->setValue(1);
+    }
+    keys = {{"cluster.drives", drive_->currentIndex() == 0 || drive_count_->value() == 0
+                                   ? std::string("[]")
+                                   : fmt::format("[{{drive: {}, count: {}}}]", drive_->currentText().toStdString(),
+                                                 drive_count_->value())}};
+  }
+  if (keys.empty() || !set_plan_keys(i, keys)) fill_plan_controls();  // back to what the text says
+}
+
+void MainWindow::warn(const std::string& message) {
+  statusBar()->showMessage(q(message));
+  if (QApplication::platformName() == "offscreen")
+    std::fprintf(stderr, "ftplan-gui: %s\n", message.c_str());
+  else
+    QMessageBox::warning(this, "ftplan", q(message));
+}
+
+// Only the lines that changed are replaced (the view stays where it is), in one edit: one Undo.
+void MainWindow::replace_text(const std::string& text) {
+  const QString now = editor_->toPlainText(), want = q(text);
+  int head = 0;
+  while (head < now.size() && head < want.size() && now[head] == want[head]) ++head;
+  int tail = 0;
+  while (tail < now.size() - head && tail < want.size() - head &&
+         now[now.size() - 1 - tail] == want[want.size() - 1 - tail])
+    ++tail;
+  QTextCursor c(editor_->document());
+  c.setPosition(head);
+  c.setPosition(static_cast<int>(now.size()) - tail, QTextCursor::KeepAnchor);
+  c.insertText(want.mid(head, want.size() - head - tail));  // schedules an evaluation
+}
+
+bool MainWindow::set_plan_keys(int plan, const std::vector<io::PlanKey>& keys) {
+  if (!shown_.scenario || plan < 0 || plan >= static_cast<int>(shown_.scenario->plans.size())) return false;
+  const plan::Plan& p = shown_.scenario->plans[static_cast<std::size_t>(plan)];
+  const std::string text = editor_->toPlainText().toStdString();
+  try {
+    // The text may have changed since it was evaluated: the plan must still be there by its name.
+    const auto name = io::yaml_value(text, fmt::format("plans.{}.name", plan), source_name());
+    if (!name || *name != p.name) {
+      warn(fmt::format("plan '{}' is not item {} of the text's plans now: wait for the evaluation of the edit", p.name,
+                       plan + 1));
+      return false;
+    }
+    replace_text(io::set_plan_keys(text, static_cast<std::size_t>(plan), p, keys, source_name()));
+  } catch (const InputError& e) {
+    warn(fmt::format("Not written into plan '{}': {}", p.name, e.what()));
+    return false;
+  }
+  std::string what;
+  for (const auto& k : keys)
+    what += (what.empty() ? "" : ", ") + k.key + (k.value.empty() ? " removed" : ": " + k.value);
+  statusBar()->showMessage(q(fmt::format("plan '{}': {} (Save to keep it)", p.name, what)));
+  return true;
+}
+
+bool MainWindow::apply_fix(int plan, int fix) {
+  if (!shown_.scenario || plan < 0 || plan >= static_cast<int>(shown_.plans.size())) return false;
+  const auto i = static_cast<std::size_t>(plan);
+  if (fix < 0 || fix >= static_cast<int>(shown_.fixes[i].size())) return false;
+  const int t = i < shown_.text_plan.size() ? shown_.text_plan[i] : -1;
+  if (t < 0) {
+    warn("a search's pick is not in the text: add its layout as a plan from the Search tab first");
+    return false;
+  }
+  // From the plan as shown (the knobs on it) to the fitting one: the change alone.
+  if (!set_plan_keys(t, io::plan_changes(shown_.plans[i], shown_.fixes[i][static_cast<std::size_t>(fix)].plan)))
+    return false;
+  if (overrides().any())
+    statusBar()->showMessage(statusBar()->currentMessage() +
+                             " — the what-if knobs still apply on top of the text: set them to \"as written\"");
+  return true;
+}
+
+bool MainWindow::add_candidate(int candidate) {
+  if (!shown_.search || candidate < 0 || candidate >= static_cast<int>(shown_.search->candidates.size())) return false;
+  const plan::Plan& p = shown_.search->candidates[static_cast<std::size_t>(candidate)].plan;
+  // A name no plan of the text has yet.
+  std::string name = p.name;
+  const auto taken = [&](const std::string& n) {
+    return std::any_of(shown_.scenario->plans.begin(), shown_.scenario->plans.end(),
+                       [&](const plan::Plan& o) { return o.name == n; });
+  };
+  for (int k = 2; taken(name); ++k) name = fmt::format("{} ({})", p.name, k);
+  try {
+    replace_text(
+        io::add_plan(editor_->toPlainText().toStdString(), shown_.scenario->job, p, name, &catalog_, source_name()));
+  } catch (const InputError& e) {
+    warn(fmt::format("The layout was not added: {}", e.what()));
+    return false;
+  }
+  statusBar()->showMessage(q("added plan '" + name + "' to the text (shown beside the picks; Save to keep it)"));
+  return true;
+}
+
+void MainWindow::fix_clicked(int row, int column) {
+  if (row != table_->rowCount() - 1 || !shown_.scenario) return;
+  const int plan = column == 0 ? 0 : column % 2 == 1 ? (column + 1) / 2 : -1;  // column_of's inverse
+  if (plan < 0 || plan >= static_cast<int>(shown_.fixes.size()) || shown_.fixes[static_cast<std::size_t>(plan)].empty())
+    return;
+  QMenu menu(this);
+  const auto& fixes = shown_.fixes[static_cast<std::size_t>(plan)];
+  for (std::size_t k = 0; k < fixes.size(); ++k)
+    menu.addAction(q(fmt::format("Apply: {} ({} per GPU)", fixes[k].change, io::format_bytes(fixes[k].gpu_peak_bytes))),
+                   this, [this, plan, k] { apply_fix(plan, static_cast<int>(k)); });
+  menu.exec(QCursor::pos());
 }
 
 // The chosen plan's simulated step: the evaluation's own timeline, or (a search keeps none for
 // its millions of candidates) the plan simulated again here, as the evaluation did.
 void MainWindow::show_timeline(int index) {
   const Outcome& o = shown_;
+  timeline_stale_ = false;
+  ++timeline_generation_;  // a traced step under way is of an older choice now
   if (!o.scenario || index < 0 || index >= static_cast<int>(o.plans.size())) {
     timeline_->set_timeline({}, QString());
     return;
@@ -672,10 +937,49 @@ void MainWindow::show_timeline(int index) {
     timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
     return;
   }
-  sim::Timeline t = e.step.timeline;
-  if (t.intervals.empty()) t = sim::simulate_step(o.scenario->model, o.plans[i]).timeline;
-  timeline_->set_timeline(t, q(fmt::format("{}: one step, {} (slowest stage's rank)", o.plans[i].name,
-                                           io::format_duration(e.step.step_time_s))));
+  // Simulated again with a trace (every micro-batch, no steady-state shortcut), on a worker
+  // thread: its streams, links and memory per tier, as `ftplan simulate --trace` writes them.
+  // (Under the steady-state shortcut a trace holds only the simulated micro-batches; the whole
+  // step is shown, within the shortcut's 0.5% of the evaluation's. 0.01-0.9 s of CPU for the
+  // example scenarios' plans.)
+  if (timeline_watcher_.isRunning()) {
+    timeline_pending_ = index;  // shown when the one under way is done
+    return;
+  }
+  timeline_->set_timeline({}, q(o.plans[i].name + ": simulating the step with a trace…"));
+  timeline_watcher_.setFuture(
+      QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_] {
+        sim::Options traced;
+        traced.trace = true;
+        traced.max_micro_batches = 0;
+        TracedStep out;
+        out.plan = plan.name;
+        out.generation = generation;
+        out.step = sim::simulate_step(model, plan, traced);
+        return out;
+      }));
+}
+
+void MainWindow::timeline_done() {
+  TracedStep r = timeline_watcher_.result();
+  if (timeline_pending_ >= 0) {
+    const int next = std::exchange(timeline_pending_, -1);
+    show_timeline(next);  // a newer choice (or evaluation) came while this one ran
+    return;
+  }
+  if (r.generation != timeline_generation_) return;  // what is shown now is newer
+  timeline_->set_timeline(r.step.timeline,
+                          q(fmt::format("{}: one step, {} (slowest stage's rank; wheel: zoom, drag: pan)", r.plan,
+                                        io::format_duration(r.step.step_time_s))),
+                          std::move(r.step.tracks));
+  emit timeline_shown();
+}
+
+void MainWindow::wait_for_timeline() {
+  while (timeline_watcher_.isRunning() || timeline_pending_ >= 0) {
+    timeline_watcher_.waitForFinished();
+    QApplication::processEvents();  // delivers finished(): timeline_done
+  }
 }
 
 void MainWindow::pin() {
@@ -884,7 +1188,8 @@ void MainWindow::show_table(const Outcome& o) {
     fit->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
     QStringList all;
     for (const auto& f : fixes) all << q(f.change);
-    fit->setToolTip(all.join("\n"));
+    fit->setToolTip(all.isEmpty() ? QString()
+                                  : "Click to apply one (written into the plan's text):\n" + all.join("\n"));
   }
   // Columns as wide as the figures; the reasons wrap within them.
   table_->setRowHidden(n_rows, true);
@@ -1047,7 +1352,7 @@ void MainWindow::show_charts(const Outcome& o) {
 // (time, $, peak power) and the picks over them, and the deadline and budget as lines. Hover a
 // point for its figures.
 void MainWindow::show_search(const Outcome& o) {
-  tabs_->setTabVisible(2, o.search.has_value());
+  tabs_->setTabVisible(2, o.search != nullptr);
   if (!o.search) return;
   QChart* chart = new_chart("Searched plans: job time vs cost");
   const planner::Result& r = *o.search;
@@ -1069,7 +1374,13 @@ void MainWindow::show_search(const Outcome& o) {
   picks->setMarkerSize(13);
   picks->setColor(QColor(0, 0, 0, 0));
   picks->setBorderColor(QColor(0, 120, 0));
-  auto shared = std::make_shared<std::vector<std::pair<QPointF, QString>>>();  // for hover
+  // For hover (the figures) and click (the candidate added as a plan).
+  struct Point {
+    QPointF at;
+    QString text;
+    int candidate;
+  };
+  auto shared = std::make_shared<std::vector<Point>>();
   double x_lo = 0, x_hi = 0, y_lo = 0, y_hi = 0;
   const int picked[] = {r.fastest, r.cheapest, r.lowest_power, r.fewest_gpus};
   for (std::size_t i = 0; i < r.candidates.size(); ++i) {
@@ -1088,10 +1399,12 @@ void MainWindow::show_search(const Outcome& o) {
     else
       *out << p;
     if (std::find(std::begin(picked), std::end(picked), static_cast<int>(i)) != std::end(picked)) *picks << p;
-    shared->emplace_back(p, q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
+    shared->push_back(Point{p,
+                            q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
                                           io::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
                                           e.power.peak_power_w / 1e3, io::format_bytes(e.memory.gpu_peak_bytes),
-                                          c.meets_constraints ? "" : "\n(misses the constraints)")));
+                                          c.meets_constraints ? "" : "\n(misses the constraints)")),
+                            static_cast<int>(i)});
   }
   const plan::Constraints& k = o.scenario->constraints;
   if (k.deadline_s > 0) {
@@ -1122,8 +1435,15 @@ void MainWindow::show_search(const Outcome& o) {
     series->attachAxis(y);
     connect(series, &QScatterSeries::hovered, this, [shared](const QPointF& point, bool state) {
       if (!state) return;
-      for (const auto& [p, text] : *shared)
-        if (p == point) QToolTip::showText(QCursor::pos(), text);
+      for (const auto& p : *shared)
+        if (p.at == point) QToolTip::showText(QCursor::pos(), p.text + "\n(click: add it to the text as a plan)");
+    });
+    connect(series, &QScatterSeries::clicked, this, [this, shared](const QPointF& point) {
+      for (const auto& p : *shared)
+        if (p.at == point) {
+          add_candidate(p.candidate);
+          return;
+        }
     });
   }
   // The constraints as lines: a plan left of the deadline and under the budget meets them.

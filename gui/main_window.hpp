@@ -17,8 +17,11 @@
 #include <QMainWindow>
 
 #include "evaluation.hpp"
+#include "io/scenario_edit.hpp"
+#include "sim/simulate.hpp"
 
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QListWidget;
 class QListWidgetItem;
@@ -65,10 +68,25 @@ class MainWindow : public QMainWindow {
   // Writes the what-if knobs' values into the text's job block (with_knobs) and sets the knobs
   // back to "as written"; false, with the reason, when that would not say what the knobs do.
   bool write_knobs();
+  // The text's plan `plan` (its index in the text's `plans`) with `keys` set through
+  // io::set_plan_keys (comments and layout kept; one Undo takes it back), then evaluated again;
+  // false, with the writer's reason, when it refuses. The per-plan controls write through this.
+  bool set_plan_keys(int plan, const std::vector<io::PlanKey>& keys);
+  // Applies "what would fit" change `fix` (Outcome::fixes) of shown plan `plan` to the plan's text.
+  bool apply_fix(int plan, int fix);
+  // Adds the search's candidate `candidate` (planner::Result::candidates) to the text's `plans`,
+  // shown beside the picks from then on (the search block stays: the what-if is against it).
+  bool add_candidate(int candidate);
+  // The text plan the per-plan controls edit (-1: none).
+  int control_plan() const;
+  // Until the step timeline's traced simulation (on a worker thread) is on screen.
+  void wait_for_timeline();
 
  signals:
   // An evaluation's result is on screen (or its errors are).
   void evaluated();
+  // The step timeline shows a newly simulated step.
+  void timeline_shown();
 
  private slots:
   void open_dialog();
@@ -81,6 +99,7 @@ class MainWindow : public QMainWindow {
   void export_table_dialog();
   void export_charts_dialog();
   void show_timeline(int plan);
+  void timeline_done();
   void open_sweep_dialog();
 
  private:
@@ -94,6 +113,11 @@ class MainWindow : public QMainWindow {
   void show_charts(const Outcome& outcome);
   void show_search(const Outcome& outcome);
   bool write_or_warn(const QString& file, const std::string& text);  // atomically; false after a message
+  void warn(const std::string& message);                             // a message box (stderr off screen)
+  void replace_text(const std::string& text);                        // one edit of the document, so Undo takes it back
+  void fill_plan_controls();                                         // from the chosen text plan, without writing
+  void plan_control_changed(QObject* control);
+  void fix_clicked(int row, int column);  // the table's "what would fit" row: a menu of changes
 
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
@@ -119,13 +143,37 @@ class MainWindow : public QMainWindow {
   QChartView* host_chart_ = nullptr;
   QChartView* nvme_chart_ = nullptr;
   QChartView* search_chart_ = nullptr;
+  // Per-plan controls: written into the chosen plan's text.
+  QGroupBox* plan_box_ = nullptr;
+  QComboBox* plan_pick_ = nullptr;
+  QComboBox* gpu_ = nullptr;
+  QComboBox* node_ = nullptr;
+  QSpinBox* gpus_ = nullptr;
+  QSpinBox* tp_ = nullptr;
+  QSpinBox* pp_ = nullptr;
+  QSpinBox* dp_ = nullptr;
+  QSpinBox* cp_ = nullptr;
+  QSpinBox* zero_ = nullptr;
+  QComboBox* offload_ = nullptr;
+  QSpinBox* dram_ = nullptr;
+  QComboBox* drive_ = nullptr;
+  QSpinBox* drive_count_ = nullptr;
   QComboBox* timeline_plan_ = nullptr;
   TimelineView* timeline_ = nullptr;
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
+  struct TracedStep {
+    std::string plan;
+    sim::StepResult step;
+    int generation = 0;
+  };
+  QFutureWatcher<TracedStep> timeline_watcher_;
+  int timeline_pending_ = -1;                // a plan chosen while a traced step was simulated
+  int timeline_generation_ = 0;              // which show_timeline call the traced step under way answers
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
   bool pending_ = false;                     // the text changed while an evaluation ran
+  bool timeline_stale_ = true;               // the step timeline is not of what is shown
 };
 
 }  // namespace ftplan::gui

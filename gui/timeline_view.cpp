@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
 
 #include <QMouseEvent>
 #include <QPainter>
+#include <QPainterPath>
 #include <QToolTip>
 #include <QWheelEvent>
 
@@ -22,7 +27,18 @@ const char* const kActivityNames[kActivities] = {"GEMM",        "attention", "me
 const QColor kColors[kActivities] = {QColor(31, 119, 180), QColor(44, 160, 44),  QColor(148, 103, 189),
                                      QColor(214, 39, 40),  QColor(255, 127, 14), QColor(140, 86, 75),
                                      QColor(23, 190, 207), QColor(188, 189, 34), QColor(200, 200, 200)};
-constexpr int kLeft = 60, kTop = 46, kBottom = 34, kRight = 12;
+constexpr int kTop = 46, kBottom = 34, kRight = 12;
+constexpr int kTiers = 3;  // sim::StepTracks::memory: gpu, host, nvme
+// The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
+const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
+const QColor kTierColors[kTiers] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44)};
+
+// A track span's colour: one per category ("compute", "h2d", "allreduce", ...), in the order of
+// the categories the step has (sorted), so that no two of a step's categories share one.
+const QColor kCategoryColors[] = {QColor(31, 119, 180),  QColor(214, 39, 40),   QColor(255, 127, 14),
+                                  QColor(44, 160, 44),   QColor(148, 103, 189), QColor(140, 86, 75),
+                                  QColor(227, 119, 194), QColor(23, 190, 207),  QColor(188, 189, 34),
+                                  QColor(127, 127, 127), QColor(0, 0, 128),     QColor(128, 128, 0)};
 
 QString seconds(double s) { return QString::fromStdString(io::format_duration(s)); }
 
@@ -35,15 +51,45 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   setAutoFillBackground(true);
 }
 
-void TimelineView::set_timeline(const sim::Timeline& timeline, const QString& title) {
+void TimelineView::set_timeline(const sim::Timeline& timeline, const QString& title, sim::StepTracks tracks) {
   timeline_ = timeline;
   title_ = title;
+  tracks_ = std::move(tracks);
+  const QFontMetrics fm(font());
+  left_ = 60;
+  for (const QString& name : row_names()) left_ = std::max(left_, fm.horizontalAdvance(name) + 12);
+  if (has_tracks()) left_ = std::max(left_, fm.horizontalAdvance("peak 000.00 GiB of 000.00 GiB") + 12);
+  left_ = std::min(left_, 260);
   fit();
   update();
 }
 
+int TimelineView::row_count() const {
+  return has_tracks() ? static_cast<int>(tracks_.streams.size() + tracks_.links.size()) : kRows;
+}
+
+QStringList TimelineView::row_names() const {
+  QStringList out;
+  if (!has_tracks()) {
+    for (const char* n : kRowNames) out << n;
+    return out;
+  }
+  for (const auto& t : tracks_.streams) out << QString::fromStdString(t.name);
+  for (const auto& t : tracks_.links) out << QString::fromStdString(t.name);
+  return out;
+}
+
 QRectF TimelineView::plot() const {
-  return QRectF(kLeft, kTop, std::max(10, width() - kLeft - kRight), std::max(10, height() - kTop - kBottom));
+  const double all = std::max(10, height() - kTop - kBottom);
+  // With tracks, the memory plots take the lower third.
+  const double bars = has_tracks() ? all * 0.64 : all;
+  return QRectF(left_, kTop, std::max(10, width() - left_ - kRight), bars);
+}
+
+QRectF TimelineView::memory_plot() const {
+  if (!has_tracks()) return {};
+  const QRectF r = plot();
+  return QRectF(r.left(), r.bottom() + 10, r.width(), std::max(10.0, height() - kBottom - r.bottom() - 10));
 }
 
 double TimelineView::x_of(double s) const { return plot().left() + (s - start_s_) * px_per_s_; }
@@ -90,9 +136,39 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
     return;
   }
   const QRectF r = plot();
-  const int row = static_cast<int>((p.y() - r.top()) / (r.height() / kRows));
-  if (!r.contains(p) || row < 0 || row >= kRows) return;
   const double s = s_of(p.x());
+  if (has_tracks() && memory_plot().contains(p)) {
+    // The memory of each tier at this time.
+    QStringList lines{seconds(s)};
+    for (int t = 0; t < kTiers; ++t) {
+      double live = 0;
+      for (const auto& x : tracks_.memory[t])
+        if (x.time_s <= s) live = x.bytes;
+      lines << QString("%1: %2").arg(kTierNames[t], QString::fromStdString(io::format_bytes(live)));
+    }
+    QToolTip::showText(event->globalPosition().toPoint(), lines.join("\n"), this);
+    return;
+  }
+  const int rows = row_count();
+  const int row = static_cast<int>((p.y() - r.top()) / (r.height() / rows));
+  if (!r.contains(p) || row < 0 || row >= rows) return;
+  if (has_tracks()) {
+    const auto n_streams = static_cast<int>(tracks_.streams.size());
+    const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
+                                              : tracks_.links[static_cast<std::size_t>(row - n_streams)];
+    for (const auto& sp : track.spans)
+      if (sp.start_s <= s && s <= sp.end_s) {
+        QString text = QString("%1\n%2 (%3): %4 to %5 (%6)")
+                           .arg(QString::fromStdString(track.name), QString::fromStdString(sp.name),
+                                QString::fromStdString(sp.category), seconds(sp.start_s), seconds(sp.end_s),
+                                seconds(sp.end_s - sp.start_s));
+        if (sp.bytes > 0) text += QString(", %1").arg(QString::fromStdString(io::format_bytes(sp.bytes)));
+        QToolTip::showText(event->globalPosition().toPoint(), text, this);
+        return;
+      }
+    QToolTip::hideText();
+    return;
+  }
   for (const auto& i : timeline_.intervals)
     if (static_cast<int>(i.component) == row && i.start_s <= s && s <= i.end_s) {
       QToolTip::showText(event->globalPosition().toPoint(),
@@ -114,10 +190,129 @@ void TimelineView::paintEvent(QPaintEvent*) {
     painter.drawText(r, Qt::AlignCenter, "No simulated step to show (the plan does not fit, or is a search's).");
     return;
   }
+  if (has_tracks()) {
+    paint_tracks(painter);
+  } else {
+    paint_components(painter);
+  }
+  // Time axis: about eight ticks at round values.
+  const QRectF axis = has_tracks() ? memory_plot() : r;
+  const double span = visible_s();
+  const double raw = span / 8;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+  painter.drawLine(QPointF(axis.left(), axis.bottom()), QPointF(axis.right(), axis.bottom()));
+  for (double t = std::ceil(start_s_ / step) * step; t <= start_s_ + span + 1e-12; t += step) {
+    const double x = x_of(t);
+    painter.drawLine(QPointF(x, axis.bottom()), QPointF(x, axis.bottom() + 4));
+    painter.drawText(QRectF(x - 50, axis.bottom() + 5, 100, 16), Qt::AlignHCenter, seconds(t));
+  }
+  if (!timeline_.partials.empty() && !has_tracks())
+    painter.drawText(QRectF(0, height() - 14, width(), 14), Qt::AlignHCenter,
+                     QString("the simulated part of the step (steady-state shortcut); the whole step: %1")
+                         .arg(seconds(timeline_.whole_step_s())));
+}
+
+// A row per stream, then per link; a bar per op or flow, coloured by its category. Under them,
+// each tier's live bytes over the step as a step line against its capacity (dashed).
+void TimelineView::paint_tracks(QPainter& painter) {
+  const QRectF r = plot();
+  const QFontMetrics fm(font());
+  std::set<std::string> categories;
+  for (const auto* group : {&tracks_.streams, &tracks_.links})
+    for (const auto& t : *group)
+      for (const auto& sp : t.spans) categories.insert(sp.category);
+  std::map<std::string, QColor> color;
+  for (const auto& c : categories) color[c] = kCategoryColors[color.size() % std::size(kCategoryColors)];
+  const auto category_color = [&](const std::string& c) { return color[c]; };
+  double lx = left_;
+  for (const auto& c : categories) {
+    const QString name = QString::fromStdString(c);
+    if (lx + 24 + fm.horizontalAdvance(name) > width()) break;
+    painter.fillRect(QRectF(lx, 24, 10, 10), category_color(c));
+    painter.drawText(QPointF(lx + 14, 33), name);
+    lx += 24 + fm.horizontalAdvance(name);
+  }
+  const QStringList names = row_names();
+  const int rows = row_count();
+  const double row_h = r.height() / rows;
+  const auto n_streams = static_cast<int>(tracks_.streams.size());
+  for (int row = 0; row < rows; ++row) {
+    painter.setPen(row < n_streams ? palette().color(QPalette::Text) : QColor(90, 90, 140));
+    painter.drawText(QRectF(0, r.top() + row * row_h, left_ - 6, row_h), Qt::AlignRight | Qt::AlignVCenter,
+                     fm.elidedText(names[row], Qt::ElideLeft, left_ - 8));
+    painter.setPen(row + 1 == n_streams ? QColor(150, 150, 150) : QColor(225, 225, 225));
+    painter.drawLine(QPointF(r.left(), r.top() + (row + 1) * row_h), QPointF(r.right(), r.top() + (row + 1) * row_h));
+  }
+  painter.setPen(palette().color(QPalette::Text));
+  painter.save();
+  painter.setClipRect(r);
+  for (int row = 0; row < rows; ++row) {
+    const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
+                                              : tracks_.links[static_cast<std::size_t>(row - n_streams)];
+    for (const auto& sp : track.spans) {
+      const double x0 = x_of(sp.start_s), x1 = x_of(sp.end_s);
+      if (x1 < r.left() || x0 > r.right()) continue;
+      painter.fillRect(QRectF(x0, r.top() + row * row_h + 2, std::max(1.0, x1 - x0), std::max(1.0, row_h - 4)),
+                       category_color(sp.category));
+    }
+  }
+  painter.restore();
+  // Memory per tier: three strips, each scaled to the larger of its peak and its capacity.
+  const QRectF m = memory_plot();
+  const double strip = m.height() / kTiers;
+  for (int t = 0; t < kTiers; ++t) {
+    const QRectF band(m.left(), m.top() + t * strip + 2, m.width(), strip - 4);
+    const auto& series = tracks_.memory[t];
+    double peak = 0;
+    for (const auto& x : series) peak = std::max(peak, x.bytes);
+    // Scaled to the peak (how the tier fills and drains over the step), the capacity named, and
+    // drawn where it is within reach.
+    const double capacity = tracks_.capacity_bytes[t];
+    const double top = peak > 0 ? peak * 1.15 : capacity;
+    painter.setPen(QColor(225, 225, 225));
+    painter.drawRect(band);
+    painter.setPen(palette().color(QPalette::Text));
+    painter.drawText(QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
+                     QString("%1\npeak %2 of %3")
+                         .arg(kTierNames[t], QString::fromStdString(io::format_bytes(peak)),
+                              QString::fromStdString(io::format_bytes(capacity))));
+    if (peak <= 0) {
+      painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
+      continue;
+    }
+    const auto y_of = [&](double bytes) { return band.bottom() - bytes / top * band.height(); };
+    painter.save();
+    painter.setClipRect(band);
+    if (capacity > 0 && capacity <= top) {
+      QPen dashed(QColor(200, 40, 40));
+      dashed.setStyle(Qt::DashLine);
+      painter.setPen(dashed);
+      painter.drawLine(QPointF(band.left(), y_of(capacity)), QPointF(band.right(), y_of(capacity)));
+    }
+    QPainterPath path;
+    double last = 0;
+    path.moveTo(x_of(0), y_of(0));
+    for (const auto& x : series) {
+      path.lineTo(x_of(x.time_s), y_of(last));
+      path.lineTo(x_of(x.time_s), y_of(x.bytes));
+      last = x.bytes;
+    }
+    path.lineTo(x_of(std::max(timeline_.step_s, series.empty() ? 0.0 : series.back().time_s)), y_of(last));
+    QPen line(kTierColors[t]);
+    line.setWidthF(1.5);
+    painter.setPen(line);
+    painter.drawPath(path);
+    painter.restore();
+  }
+}
+
+void TimelineView::paint_components(QPainter& painter) {
+  const QRectF r = plot();
   // Legend: the activities this step has.
   bool used[kActivities] = {};
   for (const auto& i : timeline_.intervals) used[static_cast<int>(i.activity)] = true;
-  double lx = kLeft;
+  double lx = left_;
   const QFontMetrics fm(font());
   for (int a = 0; a < kActivities; ++a) {
     if (!used[a]) continue;
@@ -127,7 +322,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   }
   const double row_h = r.height() / kRows;
   for (int row = 0; row < kRows; ++row) {
-    painter.drawText(QRectF(0, r.top() + row * row_h, kLeft - 6, row_h), Qt::AlignRight | Qt::AlignVCenter,
+    painter.drawText(QRectF(0, r.top() + row * row_h, left_ - 6, row_h), Qt::AlignRight | Qt::AlignVCenter,
                      kRowNames[row]);
     painter.setPen(QColor(225, 225, 225));
     painter.drawLine(QPointF(r.left(), r.top() + (row + 1) * row_h), QPointF(r.right(), r.top() + (row + 1) * row_h));
@@ -144,21 +339,6 @@ void TimelineView::paintEvent(QPaintEvent*) {
                      kColors[static_cast<int>(i.activity)]);
   }
   painter.restore();
-  // Time axis: about eight ticks at round values.
-  const double span = visible_s();
-  const double raw = span / 8;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
-  painter.drawLine(QPointF(r.left(), r.bottom()), QPointF(r.right(), r.bottom()));
-  for (double t = std::ceil(start_s_ / step) * step; t <= start_s_ + span + 1e-12; t += step) {
-    const double x = x_of(t);
-    painter.drawLine(QPointF(x, r.bottom()), QPointF(x, r.bottom() + 4));
-    painter.drawText(QRectF(x - 50, r.bottom() + 5, 100, 16), Qt::AlignHCenter, seconds(t));
-  }
-  if (!timeline_.partials.empty())
-    painter.drawText(QRectF(0, height() - 14, width(), 14), Qt::AlignHCenter,
-                     QString("the simulated part of the step (steady-state shortcut); the whole step: %1")
-                         .arg(seconds(timeline_.whole_step_s())));
 }
 
 }  // namespace ftplan::gui

@@ -1,12 +1,19 @@
-// One simulated step of one plan as a Gantt chart: a row per component of the slowest stage's
-// rank (GPU, CPU, NVMe, NIC), a bar per busy interval coloured by what it runs (sim::Timeline,
-// the data the power model reads and `--trace` writes). Wheel zooms around the pointer, drag pans,
-// hover names an interval.
+// One simulated step of one plan as a Gantt chart. With the step's tracks (sim::StepTracks, the
+// data `simulate --trace` writes): a row per stream and per link of the slowest stage's rank, a
+// bar per op or flow coloured by its category, and under them the rank's memory over the step per
+// tier (GPU, host DRAM, NVMe) against each pool's capacity. Without: a row per component (GPU, CPU,
+// NVMe, NIC), a bar per busy interval coloured by what it runs (sim::Timeline, what the power
+// model reads). Wheel zooms around the pointer (the memory plots with the bars), drag pans, right
+// click shows the whole step, hover names a bar or reads the memory at that time.
 #pragma once
 
 #include <QString>
+#include <QStringList>
+
+class QPainter;
 #include <QWidget>
 
+#include "sim/simulate.hpp"
 #include "sim/timeline.hpp"
 
 namespace ftplan::gui {
@@ -16,8 +23,12 @@ class TimelineView : public QWidget {
 
  public:
   explicit TimelineView(QWidget* parent = nullptr);
-  void set_timeline(const sim::Timeline& timeline, const QString& title);
+  // The step's tracks replace the component rows (empty tracks: the components again).
+  void set_timeline(const sim::Timeline& timeline, const QString& title, sim::StepTracks tracks = {});
   const sim::Timeline& timeline() const { return timeline_; }
+  const sim::StepTracks& tracks() const { return tracks_; }
+  // The rows shown, top down ("GPU", ... or the streams' then the links' names).
+  QStringList row_names() const;
   const QString& title() const { return title_; }
   // Seconds shown across the plot now (the whole step until zoomed).
   double visible_s() const;
@@ -32,15 +43,22 @@ class TimelineView : public QWidget {
 
  private:
   QRectF plot() const;          // where bars are drawn
+  QRectF memory_plot() const;   // under it, the memory per tier (empty without tracks)
+  bool has_tracks() const { return !tracks_.streams.empty() || !tracks_.links.empty(); }
+  int row_count() const;
   double x_of(double s) const;  // seconds -> pixels
   double s_of(double x) const;  // pixels -> seconds
   void fit();                   // the whole step across the plot
+  void paint_tracks(QPainter& painter);
+  void paint_components(QPainter& painter);
 
   sim::Timeline timeline_;
+  sim::StepTracks tracks_;
   QString title_;
   double start_s_ = 0;   // left edge of the plot
   double px_per_s_ = 0;  // zoom
   double drag_x_ = -1;   // where a drag started (-1: none)
+  int left_ = 60;        // the row names' width
 };
 
 }  // namespace ftplan::gui

@@ -546,6 +546,7 @@ const Label& Engine::label(TaskId task) const { return impl_->labels.at(task.ind
 const std::string& Engine::queue_name(QueueId q) const { return impl_->queues.at(q.index).name; }
 const std::string& Engine::link_name(LinkId l) const { return impl_->links.at(l.index).name; }
 const std::string& Engine::pool_name(PoolId p) const { return impl_->pools.at(p.index).name; }
+double Engine::pool_capacity(PoolId p) const { return impl_->pools.at(p.index).capacity_bytes; }
 std::size_t Engine::queue_count() const { return impl_->queues.size(); }
 std::size_t Engine::link_count() const { return impl_->links.size(); }
 std::size_t Engine::pool_count() const { return impl_->pools.size(); }

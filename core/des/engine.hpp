@@ -108,6 +108,8 @@ struct Result {
   bool completed = true;                 // false if some task could never start (a cycle or starvation)
 };
 
+struct TraceTracks;  // below: a run as tracks
+
 class Engine {
  public:
   Engine();
@@ -151,6 +153,7 @@ class Engine {
   const std::string& queue_name(QueueId q) const;
   const std::string& link_name(LinkId l) const;
   const std::string& pool_name(PoolId p) const;
+  double pool_capacity(PoolId p) const;  // bytes
   std::size_t queue_count() const;
   std::size_t link_count() const;
   std::size_t pool_count() const;
@@ -161,6 +164,7 @@ class Engine {
 
  private:
   friend std::string chrome_trace(const Engine& engine, const Result& result);
+  friend TraceTracks trace_tracks(const Engine& engine, const Result& result);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -183,5 +187,14 @@ struct TraceTrack {
   std::vector<TraceSpan> spans;
 };
 std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vector<TraceTrack>& links);
+
+// A run's queues and links as tracks, what chrome_trace(engine, result) draws: each finished task
+// on its queue (start to end), each flow on every link of its path while its data moves (after
+// the latency), named by its label (or its kind) with its label's category and its bytes. In the
+// order the queues and links were added; those with no span are left out.
+struct TraceTracks {
+  std::vector<TraceTrack> queues, links;
+};
+TraceTracks trace_tracks(const Engine& engine, const Result& result);
 
 }  // namespace ftplan::des

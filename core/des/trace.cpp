@@ -106,7 +106,57 @@ std::string lane_name(const std::string& base, int lane) {
   return lane == 0 ? base : base + " [" + std::to_string(lane) + "]";
 }
 
+// Links: each flow on every link of its path, while its data moves (after the latency); the
+// tasks on no queue that take time in `unqueued`.
+// (A template: Engine::Impl is private to the engine and its friends, which call this.)
+template <class Model>
+std::vector<std::vector<Span>> link_spans(const Model& m, const std::vector<TaskRecord>& records,
+                                          std::vector<Span>* unqueued) {
+  std::vector<std::vector<Span>> on_link(m.links.size());
+  for (std::uint32_t t = 0; t < m.tasks.size(); ++t) {
+    const auto& d = m.tasks[t];
+    const TaskRecord& rec = records[t];
+    if (rec.end == kNever) continue;
+    if (unqueued && d.queue == kNone && rec.end > rec.start) unqueued->push_back({rec.start, rec.end, t});
+    if (d.kind != TaskKind::transfer || d.path_size == 0 || d.bytes <= 0) continue;
+    for (std::uint32_t i = 0; i < d.path_size; ++i) {
+      const std::uint32_t l = m.paths[d.path_begin + i];
+      bool repeat = false;  // a path crossing a link twice shows once on it
+      for (std::uint32_t j = 0; j < i; ++j) repeat = repeat || m.paths[d.path_begin + j] == l;
+      if (!repeat) on_link[l].push_back({rec.start + d.time, rec.end, t});
+    }
+  }
+  return on_link;
+}
+
 }  // namespace
+
+TraceTracks trace_tracks(const Engine& engine, const Result& result) {
+  const Engine::Impl& m = *engine.impl_;
+  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  const auto& records = result.tasks;
+  const auto span = [&](std::uint32_t t, Time begin, Time end) {
+    const Label& label = m.labels[t];
+    return TraceSpan{label.name.empty() ? kind_name(records[t].kind) : label.name,
+                     label.category && *label.category ? label.category : kind_name(records[t].kind), begin, end,
+                     records[t].bytes};
+  };
+  TraceTracks out;
+  for (std::size_t q = 0; q < m.queues.size(); ++q) {
+    TraceTrack track{m.queues[q].name, {}};
+    for (const std::uint32_t t : m.queues[q].order)
+      if (records[t].end != kNever) track.spans.push_back(span(t, records[t].start, records[t].end));
+    if (!track.spans.empty()) out.queues.push_back(std::move(track));
+  }
+  const std::vector<std::vector<Span>> on_link = link_spans(m, records, nullptr);
+  for (std::size_t l = 0; l < m.links.size(); ++l) {
+    if (on_link[l].empty()) continue;
+    TraceTrack track{m.links[l].name, {}};
+    for (const Span& s : on_link[l]) track.spans.push_back(span(s.task, s.begin, s.end));
+    out.links.push_back(std::move(track));
+  }
+  return out;
+}
 
 std::string chrome_trace(const Engine& engine, const Result& result) {
   const Engine::Impl& m = *engine.impl_;
@@ -143,22 +193,8 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
     tid += std::max(lanes, 1);
   }
 
-  // Links: each flow on every link of its path, while its data moves (after the latency).
-  std::vector<std::vector<Span>> on_link(m.links.size());
   std::vector<Span> unqueued;
-  for (std::uint32_t t = 0; t < m.tasks.size(); ++t) {
-    const auto& d = m.tasks[t];
-    const TaskRecord& rec = records[t];
-    if (rec.end == kNever) continue;
-    if (d.queue == kNone && rec.end > rec.start) unqueued.push_back({rec.start, rec.end, t});
-    if (d.kind != TaskKind::transfer || d.path_size == 0 || d.bytes <= 0) continue;
-    for (std::uint32_t i = 0; i < d.path_size; ++i) {
-      const std::uint32_t l = m.paths[d.path_begin + i];
-      bool repeat = false;  // a path crossing a link twice shows once on it
-      for (std::uint32_t j = 0; j < i; ++j) repeat = repeat || m.paths[d.path_begin + j] == l;
-      if (!repeat) on_link[l].push_back({rec.start + d.time, rec.end, t});
-    }
-  }
+  std::vector<std::vector<Span>> on_link = link_spans(m, records, &unqueued);
   w.process(kLinksPid, "links");
   tid = 0;
   for (std::size_t l = 0; l < m.links.size(); ++l) {

@@ -1,3 +1,5 @@
+#include <set>
+
 #include "sim/lowering.hpp"
 
 namespace ftplan::sim {
@@ -167,7 +169,32 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
       }
     }
   }
-  if (trace) out.trace = des::chrome_trace(e, r);
+  if (trace) {
+    out.trace = des::chrome_trace(e, r);
+    // The same run as data: the slowest stage's rank's streams, links and pools.
+    const Lowered& l = lowered[reported[best]];
+    std::set<std::string> mine;
+    for (const des::QueueId q : l.queues) mine.insert(e.queue_name(q));
+    for (const des::LinkId k : l.links) mine.insert(e.link_name(k));
+    const des::TraceTracks tracks = des::trace_tracks(e, r);
+    const auto convert = [&](const std::vector<des::TraceTrack>& in, std::vector<Track>& to) {
+      for (const des::TraceTrack& t : in) {
+        if (!mine.count(t.name)) continue;
+        Track track{t.name, {}};
+        for (const des::TraceSpan& s : t.spans)
+          track.spans.push_back(
+              {s.name, s.category, static_cast<double>(s.begin) * 1e-9, static_cast<double>(s.end) * 1e-9, s.bytes});
+        to.push_back(std::move(track));
+      }
+    };
+    convert(tracks.queues, out.tracks.streams);
+    convert(tracks.links, out.tracks.links);
+    for (int t = 0; t < 3; ++t) {
+      for (const des::PoolSample& x : r.pool_series[l.pools[t].index])
+        out.tracks.memory[t].push_back({static_cast<double>(x.time) * 1e-9, x.live_bytes});
+      out.tracks.capacity_bytes[t] = e.pool_capacity(l.pools[t]);
+    }
+  }
   stage_out = best;
   return out;
 }

@@ -73,6 +73,7 @@ struct StageRun {
   double peak[3] = {0, 0, 0};
   std::string problem;
   std::string trace;
+  StepTracks tracks;  // with a trace
   std::vector<Interval> intervals;
   double nvme_written = 0;
   // Per stage, per tier (gpu, host, nvme), for the shortened pipeline's extrapolation (filled by

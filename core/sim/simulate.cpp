@@ -139,6 +139,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   res.host_peak_bytes = worst.peak[1];
   res.nvme_peak_bytes = worst.peak[2];
   res.trace_json = std::move(worst.trace);
+  res.tracks = std::move(worst.tracks);
   res.nvme_written_bytes = worst.nvme_written;
   if (!worst.problem.empty()) {
     res.ok = false;

@@ -3,6 +3,7 @@
 // rank's real links with ring-algorithm volumes. Results feed `ftplan simulate`.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,31 @@ struct LinkUse {
   double utilization = 0;
 };
 
+// One simulated step as tracks, for a Gantt view (Options::trace; what trace_json holds, as data):
+// each stream (engine queue) of the slowest stage's rank with its ops, each link it uses with the
+// flows on it while their data moves, and the rank's memory per tier over the step.
+struct TrackSpan {
+  std::string name;      // the op ("fwd L3 mlp") or flow
+  std::string category;  // "compute", "h2d", "allreduce", ...
+  double start_s = 0, end_s = 0;
+  double bytes = 0;  // a transfer's bytes (0 for compute)
+};
+struct Track {
+  std::string name;  // the stream or link, as --trace names it
+  std::vector<TrackSpan> spans;
+};
+struct MemorySample {
+  double time_s = 0;
+  double bytes = 0;  // live bytes from this time on
+};
+struct StepTracks {
+  std::vector<Track> streams, links;
+  // The rank's GPU, host DRAM and NVMe pools (that order): live bytes at the step's start, then
+  // after each allocation or free (des::Result::pool_series). The allocator's slack is not in them.
+  std::array<std::vector<MemorySample>, 3> memory;
+  std::array<double, 3> capacity_bytes = {0, 0, 0};  // each pool's capacity (0: none)
+};
+
 struct StepResult {
   bool ok = true;               // false: the simulated step ran out of GPU memory or could not finish
   std::string problem;
@@ -133,6 +159,7 @@ struct StepResult {
   double nvme_peak_bytes = 0;
   int stage = 0;                // the stage whose step was slowest
   std::string trace_json;       // with Options::trace
+  StepTracks tracks;            // with Options::trace: the same step as data
   Efficiency efficiency;
   Timeline timeline;               // the slowest stage's rank: what each component did when
   double nvme_written_bytes = 0;   // per rank per step

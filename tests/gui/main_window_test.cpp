@@ -13,6 +13,8 @@
 #include <QLineSeries>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QScatterSeries>
+#include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
 
@@ -137,18 +139,23 @@ class MainWindowTest : public QObject {
       const auto* nvme = w->findChild<QChartView*>("nvme_chart");
       QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
     }
-    // The step timeline: the first plan's simulated step, every interval, zoomable.
+    // The step timeline (simulated when its tab is shown): the first plan's whole step, traced,
+    // within the steady-state shortcut's 0.5% of the evaluation's; its streams and links.
     auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
+    w->wait_for_timeline();  // simulated on a worker thread
     if (o.evaluations[0].feasible()) {
-      QVERIFY(timeline->timeline().step_s > 0);
+      qInfo("traced step %.6f s, evaluated %.6f s (timeline %.6f s)", timeline->timeline().step_s,
+            o.evaluations[0].step.step_time_s, o.evaluations[0].step.timeline.whole_step_s());
+      QVERIFY(qAbs(timeline->timeline().step_s / o.evaluations[0].step.step_time_s - 1) < 0.005);
       QVERIFY(!timeline->timeline().intervals.empty());
-      if (!o.evaluations[0].step.timeline.intervals.empty())
-        QCOMPARE(timeline->timeline().intervals.size(), o.evaluations[0].step.timeline.intervals.size());
+      QVERIFY(!timeline->tracks().streams.empty());
     }
+    w->findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
     QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
     QVERIFY(!o.answer.empty());
     auto* tabs = w->findChild<QTabWidget*>("tabs");
-    QCOMPARE(tabs->isTabVisible(2), o.search.has_value());
+    QCOMPARE(tabs->isTabVisible(2), o.search != nullptr);
     const std::string stem = fs::path(file.toStdString()).stem().string();
     for (int t = 0; t < tabs->count(); ++t) {
       if (!tabs->isTabVisible(t)) continue;
@@ -297,14 +304,38 @@ class MainWindowTest : public QObject {
     QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
     w->evaluate_now();
     auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    QSignalSpy shown(w.get(), &MainWindow::timeline_shown);
     w->findChild<QComboBox*>("timeline_plan")->setCurrentIndex(1);
-    QCOMPARE(timeline->timeline().step_s, w->shown().evaluations[1].step.timeline.step_s);
+    QVERIFY(shown.wait(60000));  // the traced step comes from a worker thread
+    // The workstation plan's step simulated whole with a trace: within the steady-state shortcut's
+    // 0.5% of the evaluation's step; a row per stream and per link; memory per tier under them,
+    // peaking where the evaluation's simulation did (the host tier holds the offloaded state).
+    const auto& e = w->shown().evaluations[1];
+    QVERIFY(qAbs(timeline->timeline().step_s / e.step.step_time_s - 1) < 0.005);
+    const auto& tracks = timeline->tracks();
+    QVERIFY(!tracks.streams.empty());
+    QVERIFY(!tracks.links.empty());
+    QCOMPARE(timeline->row_names().size(), static_cast<int>(tracks.streams.size() + tracks.links.size()));
+    const auto peak = [](const std::vector<ftplan::sim::MemorySample>& series) {
+      double p = 0;
+      for (const auto& x : series) p = std::max(p, x.bytes);
+      return p;
+    };
+    qInfo("GPU peak %.3f GiB (evaluation %.3f), host peak %.3f GiB (evaluation %.3f)", peak(tracks.memory[0]) / kGiB,
+          e.step.gpu_peak_bytes / kGiB, peak(tracks.memory[1]) / kGiB, e.step.host_peak_bytes / kGiB);
+    QVERIFY(e.step.host_peak_bytes > 0);
+    QVERIFY(qAbs(peak(tracks.memory[0]) / e.step.gpu_peak_bytes - 1) < 0.01);
+    QVERIFY(qAbs(peak(tracks.memory[1]) / e.step.host_peak_bytes - 1) < 0.01);
     w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
     QApplication::processEvents();
     const double whole = timeline->visible_s();
     QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered.png")));
     timeline->zoom(4, whole / 2);
     QVERIFY(qAbs(timeline->visible_s() - whole / 4) < 1e-9 * whole);
+    QApplication::processEvents();
+    QVERIFY(
+        w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered-zoomed.png")));
   }
 
   // A sweep runs on the workers and shows any output over two axes: which plan is cheapest within
@@ -354,6 +385,131 @@ class MainWindowTest : public QObject {
     QVERIFY(finished.count() == 1 || finished.wait(10000));
     qInfo("sweep stopped %lld ms after cancel, %zu rows", static_cast<long long>(clock.elapsed()), w.rows());
     QVERIFY(w.rows() < std::size_t{4 * 4 * 4 * 2});
+  }
+
+  // A per-plan control writes its key into that plan's text (comments and other lines as they
+  // were) and the result changes through the worker thread.
+  void a_plan_control_edit_rewrites_the_text_and_the_result() {
+    auto w = window();
+    QSignalSpy done(w.get(), &MainWindow::evaluated);
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml"));
+    QVERIFY(done.wait(120000));
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    const QString before = editor->toPlainText();
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(3);  // "8x H100 LoRA"
+    QCOMPARE(w->control_plan(), 3);
+    auto* gpus = w->findChild<QSpinBox*>("gpus");
+    QCOMPARE(gpus->value(), 8);
+    const double time_on_8 = w->shown().evaluations[3].cost.job_time_s;
+    gpus->setValue(4);
+    const QString after = editor->toPlainText();
+    // One line changed, every other byte as it was.
+    QStringList a = before.split('\n'), b = after.split('\n');
+    QCOMPARE(a.size(), b.size());
+    int changed = 0;
+    for (int i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) {
+        ++changed;
+        QCOMPARE(a[i], QString("    cluster: {gpu: h100-sxm-80gb, gpus: 8}"));
+        QCOMPARE(b[i], QString("    cluster: {gpu: h100-sxm-80gb, gpus: 4}"));
+      }
+    QCOMPARE(changed, 1);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[3].cluster.gpus(), 4);
+    QVERIFY(w->shown().evaluations[3].cost.job_time_s > time_on_8);
+    QCOMPARE(w->findChild<QSpinBox*>("gpus")->value(), 4);  // the controls follow the text
+    // A value inside a flow mapping; then a key the plan does not have, added under it.
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(0);
+    QCOMPARE(w->findChild<QSpinBox*>("zero")->value(), 2);
+    w->findChild<QSpinBox*>("zero")->setValue(3);
+    QVERIFY(editor->toPlainText().contains(
+        "ZeRO-Offload\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 3}\n"));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[0].parallel.zero, 3);
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(1);
+    auto* offload = w->findChild<QComboBox*>("offload");
+    offload->setCurrentText("activation-cpu");
+    emit offload->activated(offload->currentIndex());  // as a person choosing it
+    QVERIFY(editor->toPlainText().contains(
+        "    cluster: {gpu: rtx-4090, gpus: 1}\n    offload: {preset: activation-cpu}\n"));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[1].offload.preset, ftplan::plan::OffloadPreset::activation_cpu);
+    QVERIFY(editor->toPlainText().startsWith("# An 8B model on one GPU"));  // comments kept
+  }
+
+  // "Why it does not fit -> what would": applying the nearest change makes the plan fit.
+  void applying_what_would_fit_makes_the_plan_fit() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "llama8b-4090-nofit.yaml"));
+    w->evaluate_now();
+    QVERIFY(!w->shown().evaluations[1].memory.fits);
+    QVERIFY(!w->shown().fixes[1].empty());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "what-would-fit-before.png")));
+    const std::string change = w->shown().fixes[1][0].change;
+    qInfo("applying '%s'", change.c_str());
+    QVERIFY(w->apply_fix(1, 0));
+    const QString text = w->findChild<QPlainTextEdit*>("editor")->toPlainText();
+    QVERIFY(text.startsWith("# The 8B LoRA job of scenarios/llama8b-single-gpu.yaml"));
+    w->evaluate_now();
+    QVERIFY(w->shown().evaluations[1].memory.fits);
+    QVERIFY(w->shown().fixes[1].empty());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "what-would-fit-applied.png")));
+    QVERIFY2(change.rfind("micro-batch 1 ", 0) == 0, change.c_str());  // the nearest: the same job in more steps
+    QCOMPARE(w->shown().plans[1].job.micro_batch, 1);
+    QVERIFY(text.contains("    cluster: {gpu: rtx-4090, gpus: 1}\n    job: {micro_batch: 1}"));
+    // The other plan as it was.
+    QCOMPARE(w->shown().plans[0].job.micro_batch, 2);
+  }
+
+  // A click on a searched layout adds it to the text as a plan, shown beside the picks with the
+  // figures the search had for it.
+  void clicking_a_searched_point_adds_it_as_a_plan() {
+    auto w = window();
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    editor->setPlainText(
+        "# a small search\n"
+        "schema_version: 1\n"
+        "name: small search\n"
+        "model: llama-3.1-8b\n"
+        "job:\n"
+        "  method: lora\n"
+        "  seq_len: 2048\n"
+        "  global_batch: 16\n"
+        "  tokens: 20M\n"
+        "  precision: bf16-mixed\n"
+        "  framework: hf-trainer\n"
+        "search:\n"
+        "  gpus: [h100-sxm-80gb, rtx-4090]\n"
+        "  gpu_counts: [1, 2]\n"
+        "  micro_batch: [1, 2]\n"
+        "constraints:\n"
+        "  deadline: 3 d\n");
+    w->evaluate_now();
+    QVERIFY(w->shown().search != nullptr);
+    const auto searched = w->shown().search;
+    QVERIFY(w->shown().scenario->plans.empty());
+    const std::size_t picks = w->shown().plans.size();
+    auto* view = w->findChild<QChartView*>("search_chart");
+    QScatterSeries* points = nullptr;
+    for (QAbstractSeries* s : view->chart()->series())
+      if (auto* sc = qobject_cast<QScatterSeries*>(s); sc && sc->name() == "Pareto front" && sc->count() > 0)
+        points = sc;
+    QVERIFY(points);
+    const QPointF p = points->at(0);
+    emit points->clicked(p);
+    const QString text = editor->toPlainText();
+    QVERIFY(text.startsWith("# a small search\nschema_version: 1\n"));
+    QVERIFY(text.contains("\nplans:\n  - name: "));
+    w->evaluate_now();
+    QCOMPARE(w->shown().search, searched);  // only the plans changed: the search is not run again
+    QCOMPARE(w->shown().scenario->plans.size(), std::size_t{1});
+    QCOMPARE(w->shown().plans.size(), picks + 1);
+    const auto& added = w->shown().evaluations.back();
+    // The point's figures: job time in hours, dollars.
+    QCOMPARE(added.cost.job_time_s / 3600, p.x());
+    QCOMPARE(added.cost.cost_usd, p.y());
+    QCOMPARE(w->shown().text_plan.back(), 0);
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "search-point-added.png")));
   }
 
   // Closing the window during a search returns within 0.2 s: the search stops between layouts.

@@ -178,3 +178,25 @@ TEST_CASE("a GUI evaluation stops when asked, with nothing to show") {
   CHECK(o.cancelled);
   CHECK(o.evaluations.empty());
 }
+
+TEST_CASE("a search is reused when only the text's plans changed, and run again when what it reads changed") {
+  const std::string text = read(test::zoo_dir().parent_path() / "scenarios" / "llama70b-plan.yaml");
+  const std::string with_plan =
+      text + "plans:\n  - name: mine\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n";
+  CHECK(gui::search_key(text, {}) == gui::search_key(with_plan, {}));
+  gui::Overrides micro;
+  micro.micro_batch = 1;
+  CHECK(gui::search_key(text, {}) != gui::search_key(text, micro));
+  std::string later = text;
+  later.replace(later.find("deadline: 3 d"), 13, "deadline: 2 d");
+  CHECK(gui::search_key(text, {}) != gui::search_key(later, {}));
+  // Reused: the same result object, and the text's plan evaluated beside the picks.
+  auto fake = std::make_shared<const planner::Result>();
+  const auto o = gui::evaluate(with_plan, "s.yaml", test::data_dir(), test::zoo(), test::catalog(), {}, nullptr,
+                               {gui::search_key(text, {}), fake});
+  REQUIRE(o.scenario);
+  CHECK(o.search == fake);
+  REQUIRE(o.plans.size() == 1);  // the empty fake search has no picks
+  CHECK(o.plans[0].name == "mine");
+  CHECK(o.text_plan == std::vector<int>{0});
+}

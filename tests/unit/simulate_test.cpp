@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -510,4 +511,55 @@ TEST_CASE("a one-stage step of repeating layers simulated with fewer layers is w
     // nearly equals the period (22B: 4,705 W from 4,086 J over 1.011 s), on the whole step too.
     if (whole.step_time_s > 2) CHECK(e_fast.peak_power_w == doctest::Approx(e_whole.peak_power_w).epsilon(0.02));
   }
+}
+
+TEST_CASE("a traced step's tracks are the simulation's streams, links and memory per tier, as data") {
+  /* ZeRO-Offload on one H100 (optimizer state and step on the host): the tracks must account for
+   * what the step's summary reports. Each stream's spans cover its busy time (one server: the
+   * spans do not overlap, their lengths add up to StreamUse::busy_s); each link's flows carry
+   * LinkUse::bytes; the GPU and host pools' live bytes peak at gpu_peak_bytes and host_peak_bytes
+   * (the same pools, the same samples). */
+  const auto s = parse(
+      "{method: full, seq_len: 2048, micro_batch: 1, global_batch: 4, steps: 1, "
+      "activation_checkpointing: full, framework: deepspeed}",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+      "    offload: {preset: zero-offload}\n");
+  sim::Options traced;
+  traced.trace = true;
+  const auto r = sim::simulate_step(s.model, s.plans[0], traced);
+  REQUIRE(r.ok);
+  REQUIRE(!r.tracks.streams.empty());
+  REQUIRE(!r.tracks.links.empty());
+  for (const auto& use : r.streams) {
+    CAPTURE(use.name);
+    const auto t = std::find_if(r.tracks.streams.begin(), r.tracks.streams.end(),
+                                [&](const auto& k) { return k.name == use.name; });
+    REQUIRE(t != r.tracks.streams.end());
+    double busy = 0;
+    for (const auto& sp : t->spans) busy += sp.end_s - sp.start_s;
+    CHECK(busy == doctest::Approx(use.busy_s).epsilon(1e-6));
+  }
+  bool host_link = false;
+  for (const auto& use : r.links) {
+    CAPTURE(use.name);
+    const auto t =
+        std::find_if(r.tracks.links.begin(), r.tracks.links.end(), [&](const auto& k) { return k.name == use.name; });
+    REQUIRE(t != r.tracks.links.end());
+    double bytes = 0;
+    for (const auto& sp : t->spans) bytes += sp.bytes;
+    CHECK(bytes == doctest::Approx(use.bytes).epsilon(1e-9));
+    host_link = host_link || use.bytes > 0;
+  }
+  CHECK(host_link);
+  const auto peak = [](const std::vector<sim::MemorySample>& series) {
+    double p = 0;
+    for (const auto& x : series) p = std::max(p, x.bytes);
+    return p;
+  };
+  CHECK(peak(r.tracks.memory[0]) == r.gpu_peak_bytes);
+  CHECK(peak(r.tracks.memory[1]) == r.host_peak_bytes);
+  CHECK(r.host_peak_bytes > 0);  // the optimizer state lives on the host
+  CHECK(r.tracks.capacity_bytes[0] > r.gpu_peak_bytes);
+  // Untraced: no tracks (the planner's millions of steps keep none).
+  CHECK(sim::simulate_step(s.model, s.plans[0]).tracks.streams.empty());
 }

@@ -1,0 +1,187 @@
+#include "io/scenario_edit.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "common/error.hpp"
+#include "io/yaml_edit.hpp"
+
+namespace ftplan::io {
+
+namespace {
+
+// Bytes as the reader's unit parser reads them back exactly: whole GiB where they are, else bytes.
+std::string bytes_text(double bytes) {
+  const double gib = bytes / (1024.0 * 1024 * 1024);
+  if (std::abs(gib - std::round(gib)) < 1e-9) return fmt::format("{} GiB", static_cast<long long>(std::round(gib)));
+  return fmt::format("{:.0f}", bytes);
+}
+
+std::string drives_text(const plan::Cluster& c) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < c.drives.size(); ++i)
+    out += fmt::format("{}{{drive: {}, count: {}}}", i ? ", " : "", yaml_scalar(c.drives[i].first.name),
+                       c.drives[i].second);
+  return out + "]";
+}
+
+bool same_drives(const plan::Cluster& a, const plan::Cluster& b) {
+  if (a.drives.size() != b.drives.size()) return false;
+  for (std::size_t i = 0; i < a.drives.size(); ++i)
+    if (a.drives[i].first.name != b.drives[i].first.name || a.drives[i].second != b.drives[i].second) return false;
+  return true;
+}
+
+// The offload block that reads as `o`: its preset, and each placement the preset does not make.
+std::string offload_text(const plan::Offload& o) {
+  plan::Offload preset;
+  preset.preset = o.preset;
+  plan::apply_preset(preset);
+  std::string out = fmt::format("{{preset: {}", plan::to_string(o.preset));
+  const auto tier = [&](const char* key, plan::Tier want, plan::Tier by_preset) {
+    if (want != by_preset) out += fmt::format(", {}: {}", key, plan::to_string(want));
+  };
+  tier("params", o.params, preset.params);
+  tier("gradients", o.gradients, preset.gradients);
+  tier("optimizer", o.optimizer, preset.optimizer);
+  tier("activations", o.activations, preset.activations);
+  tier("optimizer_step", o.optimizer_step, preset.optimizer_step);
+  return out + "}";
+}
+
+bool same_placements(const plan::Offload& a, const plan::Offload& b) {
+  return a.preset == b.preset && a.params == b.params && a.gradients == b.gradients && a.optimizer == b.optimizer &&
+         a.activations == b.activations && a.optimizer_step == b.optimizer_step;
+}
+
+}  // namespace
+
+std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) {
+  std::vector<PlanKey> out;
+  const auto add = [&](const char* key, std::string value) { out.push_back({key, std::move(value)}); };
+  const plan::Cluster &a = from.cluster, &b = to.cluster;
+  if (a.gpu.name != b.gpu.name)
+    add("cluster.gpu", b.gpu.name);
+  else if (a.node.name != b.node.name)
+    add("cluster.node", b.node.name);
+  if (a.gpus() != b.gpus() || a.gpus_per_node != b.gpus_per_node) add("cluster.gpus", std::to_string(b.gpus()));
+  if (a.host.dram_bytes != b.host.dram_bytes) add("cluster.dram", bytes_text(b.host.dram_bytes));
+  if (!same_drives(a, b)) add("cluster.drives", drives_text(b));
+  const plan::Parallel &p = from.parallel, &q = to.parallel;
+  if (p.tp != q.tp) add("parallel.tp", std::to_string(q.tp));
+  if (p.pp != q.pp) add("parallel.pp", std::to_string(q.pp));
+  if (p.cp != q.cp) add("parallel.cp", std::to_string(q.cp));
+  if (p.zero != q.zero) add("parallel.zero", std::to_string(q.zero));
+  if (p.fsdp != q.fsdp) add("parallel.fsdp", plan::to_string(q.fsdp));
+  if (!same_placements(from.offload, to.offload)) add("offload", offload_text(to.offload));
+  const plan::Job &j = from.job, &k = to.job;
+  if (j.seq_len != k.seq_len) add("job.seq_len", std::to_string(k.seq_len));
+  if (j.micro_batch != k.micro_batch || j.micro_batch_auto != k.micro_batch_auto)
+    add("job.micro_batch", k.micro_batch_auto ? "auto" : std::to_string(k.micro_batch));
+  if (j.checkpointing != k.checkpointing || j.checkpointing_auto != k.checkpointing_auto)
+    add("job.activation_checkpointing", k.checkpointing_auto ? "auto" : plan::to_string(k.checkpointing));
+  if (j.checkpoint_every != k.checkpoint_every) add("job.checkpoint_every", std::to_string(k.checkpoint_every));
+  if (j.framework != k.framework) add("job.framework", plan::to_string(k.framework));
+  if (j.precision != k.precision) add("job.precision", plan::to_string(k.precision));
+  if (j.optimizer.kind != k.optimizer.kind) add("job.optimizer", plan::to_string(k.optimizer.kind));
+  return out;
+}
+
+std::string set_plan_keys(std::string_view text, std::size_t index, const plan::Plan& plan,
+                          const std::vector<PlanKey>& keys, std::string_view name) {
+  const std::string at = fmt::format("plans.{}.", index);
+  std::string out(text);
+  const auto has = [&](const std::string& key) { return yaml_value(out, at + key, name).has_value(); };
+  const auto set = [&](const std::string& key, const std::string& value) {
+    out = yaml_set(out, at + key, value, name);
+  };
+  const auto erase = [&](const std::string& key) { out = yaml_erase(out, at + key, name); };
+  // The GPUs per node the cluster will have (plan's node, unless the keys change it).
+  int node_gpus = plan.cluster.node.gpus > 0 ? plan.cluster.node.gpus : plan.cluster.gpus_per_node;
+  for (const PlanKey& k : keys) {
+    if (k.value.empty()) {
+      erase(k.key);
+    } else if (k.key == "cluster.gpu") {
+      // The gpu form: the catalog's typical node for that GPU (docs/scenario-format.md, cluster).
+      if (has("cluster.parts")) {
+        set("cluster.parts.gpu", k.value);
+        continue;
+      }
+      const int gpus = plan.cluster.gpus();
+      for (const char* other : {"cluster.node", "cluster.nodes", "cluster.gpus_per_node"}) erase(other);
+      set("cluster.gpu", k.value);
+      if (!has("cluster.gpus")) set("cluster.gpus", std::to_string(gpus));
+    } else if (k.key == "cluster.node") {
+      for (const char* other : {"cluster.gpu", "cluster.gpus", "cluster.gpus_per_node", "cluster.parts"}) erase(other);
+      set("cluster.node", k.value);
+      if (!has("cluster.nodes")) set("cluster.nodes", "1");
+      node_gpus = 0;  // the new node's own count: gpus_per_node defaults to it
+    } else if (k.key == "cluster.gpus") {
+      const int gpus = std::stoi(k.value);
+      if (has("cluster.parts")) {
+        set("cluster.parts.gpus", k.value);
+      } else if (has("cluster.node")) {
+        // {node, nodes, gpus_per_node}: whole nodes where the GPUs fill them, else one node's share.
+        if (node_gpus > 0 && gpus > node_gpus) {
+          if (gpus % node_gpus != 0)
+            throw InputError(SourceLocation{std::string(name), 0, 0}, at + "cluster.gpus",
+                             fmt::format("{} GPUs is not a whole number of {}-GPU nodes", gpus, node_gpus));
+          set("cluster.nodes", std::to_string(gpus / node_gpus));
+          if (has("cluster.gpus_per_node")) erase("cluster.gpus_per_node");
+        } else {
+          set("cluster.nodes", "1");
+          set("cluster.gpus_per_node", k.value);
+        }
+      } else {
+        set("cluster.gpus", k.value);
+        if (has("cluster.gpus_per_node") && node_gpus > 0)
+          set("cluster.gpus_per_node", std::to_string(std::min(gpus, node_gpus)));
+      }
+    } else if (k.key == "job.optimizer" && has("job.optimizer") &&
+               yaml_value(out, at + "job.optimizer", name)->empty()) {
+      set("job.optimizer.name", k.value);  // the block form {name, implementation, ...}
+    } else {
+      set(k.key, k.value);
+    }
+  }
+  return out;
+}
+
+std::string add_plan(std::string_view text, const plan::Job& job, const plan::Plan& to, const std::string& name_of_new,
+                     const hardware::Catalog* catalog, std::string_view name) {
+  const plan::Cluster& c = to.cluster;
+  std::string cluster = fmt::format("{{gpu: {}, gpus: {}", yaml_scalar(c.gpu.name), c.gpus());
+  if (c.nodes > 1 || c.gpus_per_node != std::min(c.gpus(), c.node.gpus))
+    cluster += fmt::format(", gpus_per_node: {}", c.gpus_per_node);
+  // What the gpu form's node (the catalog's typical one for the GPU) has already goes unwritten.
+  const hardware::NodeSpec* typical = catalog ? catalog->default_node_for(c.gpu.name) : nullptr;
+  const hardware::HostSpec* host = typical ? catalog->host(typical->host) : nullptr;
+  const double typical_dram = typical && typical->dram_bytes > 0 ? typical->dram_bytes : host ? host->dram_bytes : -1;
+  if (c.host.dram_bytes != typical_dram) cluster += fmt::format(", dram: {}", bytes_text(c.host.dram_bytes));
+  bool same_drives = typical && typical->drives.size() == c.drives.size();
+  for (std::size_t i = 0; same_drives && i < c.drives.size(); ++i)
+    same_drives = typical->drives[i].name == c.drives[i].first.name && typical->drives[i].count == c.drives[i].second;
+  if (!same_drives) cluster += fmt::format(", drives: {}", drives_text(c));
+  if (c.exclusive) cluster += ", exclusive: true";
+  cluster += "}";
+  std::vector<std::pair<std::string, std::string>> item = {{"name", yaml_scalar(name_of_new)}, {"cluster", cluster}};
+  // Everything else against a plan of the scenario's job with default settings.
+  plan::Plan base = to;
+  base.parallel = plan::Parallel{};
+  base.offload = plan::Offload{};
+  base.job = job;
+  std::string out = yaml_append_item(text, "plans", item, name);
+  const std::size_t index = [&] {
+    std::size_t i = 0;
+    while (yaml_value(out, fmt::format("plans.{}", i + 1), name)) ++i;
+    return i;
+  }();
+  std::vector<PlanKey> keys;
+  for (PlanKey& k : plan_changes(base, to))
+    if (k.key.rfind("cluster.", 0) != 0) keys.push_back(std::move(k));
+  return set_plan_keys(out, index, to, keys, name);
+}
+
+}  // namespace ftplan::io
