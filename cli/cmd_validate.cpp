@@ -108,8 +108,10 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["links"] = links;
   nlohmann::json streams = nlohmann::json::array();
   for (const auto& s : v.streams)
-    streams.push_back(
-        {{"name", s.name}, {"measured_busy_s", s.measured_busy_s}, {"simulated_busy_s", s.simulated_busy_s}});
+    streams.push_back({{"name", s.name},
+                       {"measured_busy_s", s.measured_busy_s},
+                       {"measured_cpu_s", s.measured_cpu_s},
+                       {"simulated_busy_s", s.simulated_busy_s}});
   j["streams"] = streams;
   j["bound_by"] = {{"measured", v.measured_bound_by}, {"simulated", v.simulated_bound_by}};
   j["notes"] = v.notes;

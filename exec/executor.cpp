@@ -1,6 +1,7 @@
 #include "executor.hpp"
 
 #include <sys/mman.h>
+#include <time.h>
 
 #include <fstream>
 
@@ -40,6 +41,13 @@ namespace {
 constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
 std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 std::uint64_t round_down(std::uint64_t x) { return x / kAlign * kAlign; }
+
+// The calling thread's CPU time, ns (POSIX CLOCK_THREAD_CPUTIME_ID).
+std::int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 // bf16 as the GPU stores it: the upper half of the fp32, rounded to nearest even.
 std::uint16_t to_bf16(float f) {
@@ -110,21 +118,12 @@ class NvmeTier {
   void release(std::int64_t offset) { arena_.release(offset); }
   double peak_bytes() const { return arena_.peak_bytes(); }
   // The requests moving [offset, offset + bytes) of the address space to or from `buffer`, in
-  // pieces of at most `block` that do not cross a stripe.
+  // pieces of at most `block` that do not cross a stripe (storage::striped_requests).
   std::vector<storage::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
                                            std::uint32_t block) const {
-    std::vector<storage::IoRequest> out;
-    std::uint64_t done = 0;
-    while (done < bytes) {
-      const std::uint64_t at = offset + done;
-      const std::uint64_t s = at / stripe_, within = at % stripe_;
-      const std::uint64_t n = std::min({bytes - done, stripe_ - within, static_cast<std::uint64_t>(block)});
-      const auto& f = *files_[s % files_.size()];
-      out.push_back(
-          {f.fd(), buffer + done, static_cast<std::uint32_t>(n), (s / files_.size()) * stripe_ + within, write});
-      done += n;
-    }
-    return out;
+    std::vector<const storage::ScratchFile*> files;
+    for (const auto& f : files_) files.push_back(f.get());
+    return storage::striped_requests(files, stripe_, offset, buffer, bytes, write, block);
   }
 
  private:
@@ -188,6 +187,7 @@ class Runner {
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
   void live_gradients(std::size_t begin, std::size_t k, float* out) const;
+  const float* gradients_in_place(std::size_t begin, std::size_t k) const;
   // Chunk c of a part (per_param x its parameters bytes), from whichever tier holds it.
   void read_part(const Part& part, std::size_t c, std::byte* out);
   // The on-flash state (Options::state_file): what identifies the step IR it belongs to, and
@@ -372,6 +372,24 @@ void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
     return;
   }
   live_gradients(begin, k, out);
+}
+
+// Where the gradients of [begin, begin + k) lie, when one live fp32 share the host can address
+// holds them all (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM); else nullptr.
+// Not with delayed update: its gradients are the previous step's copy, rewritten when this
+// step's gradients are freed.
+const float* Runner::gradients_in_place(std::size_t begin, std::size_t k) const {
+  if (plan_.offload.delayed_update) return nullptr;
+  for (std::size_t g = 0; g < grad_tensor_.size(); ++g) {
+    if (begin < grad_begin_[g] || begin + k > grad_begin_[g] + device_grads_[g].size()) continue;
+    const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
+    const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
+    if (!s.live || x.element != Element::fp32 || x.tier == Tier::nvme ||
+        (x.tier == Tier::gpu && !device_.host_addressable()) || s.size < 4 * (begin + k - grad_begin_[g]))
+      return nullptr;
+    return reinterpret_cast<const float*>(s.ptr) + (begin - grad_begin_[g]);
+  }
+  return nullptr;
 }
 
 void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const {
@@ -673,11 +691,19 @@ void Runner::optimizer(std::size_t i, int c) {
     m = stage.data() + k;
   }
   float* v = m + k;
-  // The chunk's gradients gathered into one buffer, kept between steps (fresh pages would cost a
-  // page fault each, more than the update itself).
-  if (gather_.size() < k) gather_.resize(k);
-  gradients(begin, k, gather_.data());
-  calibrate::cpu::adamw_step(master, gather_.data(), m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
+  // The chunk's gradients read where they lie when one fp32 buffer holds them, as DeepSpeed's
+  // cpu_adam reads the fp32 gradients in place (csrc/adam/cpu_adam_impl.cpp, Step_AVX): AdamW's
+  // 28 B per parameter and no more, what the simulator charges. Else gathered into one buffer
+  // (bf16 shares upcast, delayed update's copy), kept between steps (fresh pages would cost a page
+  // fault each, more than the update itself): zero fill and copy add 12 B per parameter, which
+  // made the executor's host cpu stream 1.5x the simulated one (docs/validation.md).
+  const float* grads = gradients_in_place(begin, k);
+  if (!grads) {
+    if (gather_.size() < k) gather_.resize(k);
+    gradients(begin, k, gather_.data());
+    grads = gather_.data();
+  }
+  calibrate::cpu::adamw_step(master, grads, m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
   if (staged) {
     device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
     device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
@@ -875,9 +901,11 @@ void Runner::step(int s, Measured& out) {
           for (const int d : ir_.ops[i].deps) done_[static_cast<std::size_t>(d)].wait(0);
           if (failed_) return;
           records_[i].op = static_cast<int>(i);
+          const std::int64_t cpu0 = thread_cpu_ns();
           records_[i].start_ns = now_ns();
           execute(i, st, io.get());
           records_[i].end_ns = now_ns();
+          records_[i].cpu_ns = thread_cpu_ns() - cpu0;
           done_[i].store(1);
           done_[i].notify_all();
         }
@@ -962,7 +990,7 @@ Measured Runner::run() {
     q.name = schedule::to_string(op.stream);
     if (opt_.trace && op.kind != OpKind::alloc && op.kind != OpKind::free)
       q.spans.push_back({op.name.empty() ? schedule::to_string(op.kind) : op.name, schedule::to_string(op.kind),
-                         r.start_ns, r.end_ns, op.kind == OpKind::copy ? op.bytes : 0.0});
+                         r.start_ns, r.end_ns, op.kind == OpKind::copy ? op.bytes : 0.0, r.cpu_ns});
     for (const sim::HostLink h : sim::host_path(op, plan_)) {
       auto& l = links[sim::to_string(h)];
       l.first += op.bytes;
@@ -976,11 +1004,13 @@ Measured Runner::run() {
     if (op.kind == OpKind::copy && op.dst == Tier::nvme) out.nvme_written_bytes += op.bytes;
   }
   for (int st = 0; st < schedule::kStreams; ++st) {
-    double busy = 0;
-    for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)])
+    double busy = 0, cpu = 0;
+    for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)]) {
       busy += static_cast<double>(records_[i].end_ns - records_[i].start_ns) * 1e-9;
+      cpu += static_cast<double>(records_[i].cpu_ns) * 1e-9;
+    }
     if (!stream_ops_[static_cast<std::size_t>(st)].empty())
-      out.streams.push_back({schedule::to_string(static_cast<Stream>(st)), busy});
+      out.streams.push_back({schedule::to_string(static_cast<Stream>(st)), busy, cpu});
   }
   for (auto& [name, l] : links) out.links.push_back({name, l.first, covered_s(l.second)});
   out.device_peak_bytes = device_.peak_bytes();

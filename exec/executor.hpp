@@ -49,6 +49,7 @@ struct Options {
 struct StreamMeasure {
   std::string name;
   double busy_s = 0;
+  double cpu_s = 0;  // CPU time of the stream's worker in its ops (OpRecord::cpu_ns)
 };
 
 // Bytes the IR moved over a link in one step and the time some op was moving them (the union of
@@ -62,6 +63,10 @@ struct LinkMeasure {
 struct OpRecord {
   int op = -1;
   std::int64_t start_ns = 0, end_ns = 0;
+  // CPU time of the worker thread in the op (CLOCK_THREAD_CPUTIME_ID): on a machine shared with
+  // other work, what the op cost without the waits for a core (an NVMe op's waits for its drive
+  // are not in it either).
+  std::int64_t cpu_ns = 0;
 };
 
 struct Measured {

@@ -70,6 +70,7 @@ struct LinkRow {
   std::string name;
   double measured_bytes = 0, simulated_bytes = 0;
   double measured_busy_s = 0, simulated_busy_s = 0;
+  double measured_cpu_s = 0;  // streams: CPU time of the stream's worker in its ops (StreamMeasure::cpu_s)
 };
 
 struct Validation {

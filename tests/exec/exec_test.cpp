@@ -262,7 +262,45 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
   CHECK(v.measured_host_peak_bytes == doctest::Approx(v.simulated_host_peak_bytes).epsilon(0.001));
   CHECK(v.measured_step_time_s > v.simulated_step_time_s / 4);
   CHECK(v.measured_step_time_s < v.simulated_step_time_s * 4);
+  // Each stream's CPU time: its one worker thread's, inside its ops, so never more than the ops'
+  // wall time (1 us per op of clock reading slack); the compute stream's GEMMs take CPU.
+  REQUIRE(!v.streams.empty());
+  for (const auto& st : v.streams) {
+    CAPTURE(st.name);
+    CHECK(st.measured_cpu_s <= st.measured_busy_s + 1e-3);
+    if (st.name == "compute") CHECK(st.measured_cpu_s > 0);
+  }
   CHECK(dir.empty());
+}
+
+TEST_CASE("the NVMe tier's requests stripe its address space round-robin over the directories' files") {
+  /* Two files, stripe 1 MiB, pieces of at most 1 MiB. [1.5, 3.5) MiB of the address space:
+   * stripe 1 (file 1, at 0) from 0.5 MiB: 0.5 MiB at file 1's 0.5 MiB; stripe 2 (file 0, its
+   * second stripe): 1 MiB at file 0's 1 MiB; stripe 3 (file 1, its second): 0.5 MiB at 1 MiB.
+   * validate times the directories with these requests (the executor's own). */
+  ScratchDir dir("exec-stripes");
+  fs::create_directories(dir.path / "a");
+  fs::create_directories(dir.path / "b");
+  calibrate::storage::ScratchFile f0(dir.path / "a", 4 << 20), f1(dir.path / "b", 4 << 20);
+  constexpr std::uint64_t kMiB = 1 << 20;
+  std::vector<std::byte> buffer(2 * kMiB);
+  const auto r =
+      calibrate::storage::striped_requests({&f0, &f1}, kMiB, 3 * kMiB / 2, buffer.data(), 2 * kMiB, true, 1 << 20);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].fd == f1.fd());
+  CHECK(r[0].offset == kMiB / 2);
+  CHECK(r[0].bytes == kMiB / 2);
+  CHECK(r[0].buffer == buffer.data());
+  CHECK(r[1].fd == f0.fd());
+  CHECK(r[1].offset == kMiB);
+  CHECK(r[1].bytes == kMiB);
+  CHECK(r[1].buffer == buffer.data() + kMiB / 2);
+  CHECK(r[2].fd == f1.fd());
+  CHECK(r[2].offset == kMiB);
+  CHECK(r[2].bytes == kMiB / 2);
+  CHECK(r[2].write);
+  // Pieces no larger than the block: 256 KiB blocks split the 1 MiB stripe in four.
+  CHECK(calibrate::storage::striped_requests({&f0, &f1}, kMiB, 0, buffer.data(), kMiB, false, 256 << 10).size() == 4);
 }
 
 TEST_CASE("the executor runs every example scenario's IR: every op once, on its stream, in issue order") {
