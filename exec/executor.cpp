@@ -187,7 +187,7 @@ class Runner {
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
   void live_gradients(std::size_t begin, std::size_t k, float* out) const;
-  const float* gradients_in_place(std::size_t begin, std::size_t k) const;
+  const float* gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const;
   // Chunk c of a part (per_param x its parameters bytes), from whichever tier holds it.
   void read_part(const Part& part, std::size_t c, std::byte* out);
   // The on-flash state (Options::state_file): what identifies the step IR it belongs to, and
@@ -374,20 +374,24 @@ void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
   live_gradients(begin, k, out);
 }
 
-// Where the gradients of [begin, begin + k) lie, when one live fp32 share the host can address
-// holds them all (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM); else nullptr.
-// Not with delayed update: its gradients are the previous step's copy, rewritten when this
-// step's gradients are freed.
-const float* Runner::gradients_in_place(std::size_t begin, std::size_t k) const {
+// Where the gradients from `begin` lie when the share holding them is a live fp32 buffer the host
+// can address (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM), with `length` set to
+// how many of the next `k` it holds; else nullptr, `length` then the run up to the next share's
+// start (to be gathered). Not with delayed update: its gradients are the previous step's copy.
+const float* Runner::gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const {
+  length = k;
   if (plan_.offload.delayed_update) return nullptr;
   for (std::size_t g = 0; g < grad_tensor_.size(); ++g) {
-    if (begin < grad_begin_[g] || begin + k > grad_begin_[g] + device_grads_[g].size()) continue;
+    const std::size_t first = grad_begin_[g], end = first + device_grads_[g].size();
+    if (first > begin) length = std::min(length, first - begin);
+    if (begin < first || begin >= end) continue;
+    length = std::min(k, end - begin);
     const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
     const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
     if (!s.live || x.element != Element::fp32 || x.tier == Tier::nvme ||
-        (x.tier == Tier::gpu && !device_.host_addressable()) || s.size < 4 * (begin + k - grad_begin_[g]))
+        (x.tier == Tier::gpu && !device_.host_addressable()) || s.size < 4 * (begin + length - first))
       return nullptr;
-    return reinterpret_cast<const float*>(s.ptr) + (begin - grad_begin_[g]);
+    return reinterpret_cast<const float*>(s.ptr) + (begin - first);
   }
   return nullptr;
 }
@@ -697,13 +701,16 @@ void Runner::optimizer(std::size_t i, int c) {
   // (bf16 shares upcast, delayed update's copy), kept between steps (fresh pages would cost a page
   // fault each, more than the update itself): zero fill and copy add 12 B per parameter, which
   // made the executor's host cpu stream 1.5x the simulated one (docs/validation.md).
-  const float* grads = gradients_in_place(begin, k);
-  if (!grads) {
-    if (gather_.size() < k) gather_.resize(k);
-    gradients(begin, k, gather_.data());
-    grads = gather_.data();
+  // AdamW is elementwise: updating the chunk share by share gives the same bits.
+  for (std::size_t done = 0, n = 0; done < k; done += n) {
+    const float* grads = gradients_in_place(begin + done, k - done, n);
+    if (!grads) {
+      if (gather_.size() < n) gather_.resize(n);
+      gradients(begin + done, n, gather_.data());
+      grads = gather_.data();
+    }
+    calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, calibrate::cpu::AdamW{}, step_ + 1);
   }
-  calibrate::cpu::adamw_step(master, grads, m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
   if (staged) {
     device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
     device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
