@@ -1,5 +1,6 @@
 #include "executor.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -41,6 +42,25 @@ namespace {
 constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
 std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 std::uint64_t round_down(std::uint64_t x) { return x / kAlign * kAlign; }
+
+// The cores this process may run on (sched_getaffinity), in order.
+std::vector<int> allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+// Binds the calling thread to `cores` (Options::pin_compute); false when the kernel refuses.
+bool pin_to(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int c : cores) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
 
 // The calling thread's CPU time, ns (POSIX CLOCK_THREAD_CPUTIME_ID).
 std::int64_t thread_cpu_ns() {
@@ -896,11 +916,25 @@ void Runner::step(int s, Measured& out) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
   };
   std::vector<std::thread> workers;
+  // Options::pin_compute: the compute worker on the first allowed core, the others on the rest.
+  const std::vector<int> cores = opt_.pin_compute && device_.computes_on_host() ? allowed_cores() : std::vector<int>{};
+  const bool pin = cores.size() >= 2;
+  const std::vector<int> compute_core(cores.begin(), cores.begin() + (pin ? 1 : 0));
+  const std::vector<int> other_cores(cores.begin() + (pin ? 1 : 0), cores.end());
+  if (pin && s == first_step_)
+    notes_.push_back(
+        fmt::format("the compute stream's worker ran alone on core {}, the copy, NVMe and optimizer "
+                    "workers on the other {} (Options::pin_compute)",
+                    cores.front(), other_cores.size()));
   for (int st = 0; st < schedule::kStreams; ++st) {
     if (stream_ops_[static_cast<std::size_t>(st)].empty()) continue;
     workers.emplace_back([&, st] {
       std::unique_ptr<storage::DirectIo> io;
       const auto stream = static_cast<Stream>(st);
+      if (pin && !pin_to(stream == Stream::compute ? compute_core : other_cores) && s == first_step_) {
+        std::lock_guard lock(mutex_);
+        notes_.push_back(fmt::format("could not pin the {} stream's worker to its cores", schedule::to_string(stream)));
+      }
       try {
         if (stream == Stream::nvme_read || stream == Stream::nvme_write)
           if (nvme_) io = std::make_unique<storage::DirectIo>(opt_.io_queue_depth);
@@ -913,6 +947,7 @@ void Runner::step(int s, Measured& out) {
           execute(i, st, io.get());
           records_[i].end_ns = now_ns();
           records_[i].cpu_ns = thread_cpu_ns() - cpu0;
+          records_[i].core = sched_getcpu();
           done_[i].store(1);
           done_[i].notify_all();
         }

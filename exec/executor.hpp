@@ -33,6 +33,12 @@ struct Options {
   double host_capacity_bytes = 0;
   double nvme_capacity_bytes = 0;
   bool trace = false;  // keep a Chrome trace of the last step
+  // On a device that computes on the host's cores (Device::computes_on_host) with two or more
+  // cores allowed: the compute stream's worker gets the first core to itself and every other
+  // worker the rest, as a GPU's SMs are apart from its copy engines and the host's cores (what
+  // the simulator assumes). Unpinned, the kernel's scheduler may put a copy thread on the
+  // compute thread's core, and the compute stream then runs at a share of it.
+  bool pin_compute = true;
   std::function<void(const std::string&)> progress;
   // The on-flash training state (a file; put it on a storage directory). When set, after every
   // step the executor writes there, atomically (io::write_file_atomically), the fp32 master
@@ -67,6 +73,7 @@ struct OpRecord {
   // other work, what the op cost without the waits for a core (an NVMe op's waits for its drive
   // are not in it either).
   std::int64_t cpu_ns = 0;
+  int core = -1;  // the core the op's worker ended it on (sched_getcpu)
 };
 
 struct Measured {

@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "cpu_device.hpp"
@@ -271,6 +273,39 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
     if (st.name == "compute") CHECK(st.measured_cpu_s > 0);
   }
   CHECK(dir.empty());
+}
+
+TEST_CASE("on the CPU device the compute stream's worker has a core to itself") {
+  /* Options::pin_compute: with two or more cores, the compute worker runs on the first allowed
+   * core and every other worker (copies, CPU AdamW) on the rest, as a GPU's SMs are apart from
+   * its copy engines: no op of another stream ends on the compute core, and the compute ops all
+   * end on one core. */
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  if (CPU_COUNT(&set) < 2) {
+    MESSAGE("one core: nothing to pin");
+    return;
+  }
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-pin");
+  const plan::Plan p = exec::on_this_machine(plan_named(s, "ZeRO-Offload"), exec::DeviceRates{}, 1e15, 1);
+  const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
+  exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
+  exec::Options o;
+  o.steps = 2;
+  const exec::Measured m = exec::run(ir, p, device, o);
+  REQUIRE_MESSAGE(m.ok, m.problem);
+  std::set<int> compute, others;
+  for (const auto& r : m.ops) {
+    if (r.op < 0 || r.core < 0) continue;
+    (ir.ops[static_cast<std::size_t>(r.op)].stream == schedule::Stream::compute ? compute : others).insert(r.core);
+  }
+  REQUIRE(!others.empty());  // copies and CPU AdamW ran
+  CHECK(compute.size() == 1);
+  for (const int c : compute) CHECK(others.count(c) == 0);
+  CHECK(std::any_of(m.notes.begin(), m.notes.end(),
+                    [](const std::string& n) { return n.find("ran alone on core") != std::string::npos; }));
 }
 
 TEST_CASE("the NVMe tier's requests stripe its address space round-robin over the directories' files") {
