@@ -874,8 +874,13 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
         const schedule::Tensor& x =
             ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
         const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
-        std::vector<std::uint16_t>& bf16 = bf16_[static_cast<std::size_t>(worker)];
-        bf16.resize(out.size());
+        // The kept share written in place where the host can address it (a GPU's epilogue writes
+        // dB into the gradient buffer; a staging copy is 4 B per parameter more on the compute
+        // stream); else staged and copied.
+        const bool in_place = keep && dB && e > 0 && device_.host_addressable();
+        std::vector<std::uint16_t>& staged = bf16_[static_cast<std::size_t>(worker)];
+        if (!in_place) staged.resize(out.size());
+        std::uint16_t* const bf16 = in_place ? reinterpret_cast<std::uint16_t*>(st.ptr) : staged.data();
         const float scale = 1.0f / static_cast<float>(1 + step_);
         for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
           const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
@@ -884,7 +889,8 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
             out[base + j] = from_bf16(bf16[base + j]);
           }
         }
-        if (keep) device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(bf16.data()), out.size() * 2);
+        if (keep && !in_place)
+          device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
       }
       break;
     }
