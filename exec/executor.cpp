@@ -948,11 +948,11 @@ void Runner::step(int s, Measured& out) {
           for (const int d : ir_.ops[i].deps) done_[static_cast<std::size_t>(d)].wait(0);
           if (failed_) return;
           records_[i].op = static_cast<int>(i);
-          const std::int64_t cpu0 = thread_cpu_ns();
           records_[i].start_ns = now_ns();
+          const std::int64_t cpu0 = thread_cpu_ns();  // read inside the op's wall interval
           execute(i, st, io.get());
-          records_[i].end_ns = now_ns();
           records_[i].cpu_ns = thread_cpu_ns() - cpu0;
+          records_[i].end_ns = now_ns();
           records_[i].core = sched_getcpu();
           done_[i].store(1);
           done_[i].notify_all();
