@@ -207,7 +207,11 @@ class Runner {
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
   void live_gradients(std::size_t begin, std::size_t k, float* out) const;
-  const float* gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const;
+  struct GradientsAt {
+    const std::byte* at = nullptr;  // nullptr: gather them (gradients)
+    bool bf16 = false;
+  };
+  GradientsAt gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const;
   // Chunk c of a part (per_param x its parameters bytes), from whichever tier holds it.
   void read_part(const Part& part, std::size_t c, std::byte* out);
   // The on-flash state (Options::state_file): what identifies the step IR it belongs to, and
@@ -394,13 +398,14 @@ void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
   live_gradients(begin, k, out);
 }
 
-// Where the gradients from `begin` lie when the share holding them is a live fp32 buffer the host
-// can address (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM), with `length` set to
-// how many of the next `k` it holds; else nullptr, `length` then the run up to the next share's
-// start (to be gathered). Not with delayed update: its gradients are the previous step's copy.
-const float* Runner::gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const {
+// Where the gradients from `begin` lie when the share holding them is a live buffer the host can
+// address (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM, the CPU device's bf16
+// gradients of a GPU optimizer), with `length` set to how many of the next `k` it holds; else
+// nullptr, `length` then the run up to the next share's start (to be gathered). Not with delayed
+// update: its gradients are the previous step's copy.
+Runner::GradientsAt Runner::gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const {
   length = k;
-  if (plan_.offload.delayed_update) return nullptr;
+  if (plan_.offload.delayed_update) return {};
   for (std::size_t g = 0; g < grad_tensor_.size(); ++g) {
     const std::size_t first = grad_begin_[g], end = first + device_grads_[g].size();
     if (first > begin) length = std::min(length, first - begin);
@@ -408,12 +413,13 @@ const float* Runner::gradients_in_place(std::size_t begin, std::size_t k, std::s
     length = std::min(k, end - begin);
     const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
     const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
-    if (!s.live || x.element != Element::fp32 || x.tier == Tier::nvme ||
-        (x.tier == Tier::gpu && !device_.host_addressable()) || s.size < 4 * (begin + length - first))
-      return nullptr;
-    return reinterpret_cast<const float*>(s.ptr) + (begin - first);
+    const std::size_t width = x.element == Element::fp32 ? 4 : 2;  // else bf16, as live_gradients reads it
+    if (!s.live || x.tier == Tier::nvme || (x.tier == Tier::gpu && !device_.host_addressable()) ||
+        s.size < width * (begin + length - first))
+      return {};
+    return {s.ptr + width * (begin - first), width == 2};
   }
-  return nullptr;
+  return {};
 }
 
 void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const {
@@ -715,15 +721,31 @@ void Runner::optimizer(std::size_t i, int c) {
     m = stage.data() + k;
   }
   float* v = m + k;
-  // The chunk's gradients read where they lie when one fp32 buffer holds them, as DeepSpeed's
-  // cpu_adam reads the fp32 gradients in place (csrc/adam/cpu_adam_impl.cpp, Step_AVX): AdamW's
-  // 28 B per parameter and no more, what the simulator charges. Else gathered into one buffer
-  // (bf16 shares upcast, delayed update's copy), kept between steps (fresh pages would cost a page
-  // fault each, more than the update itself): zero fill and copy add 12 B per parameter, which
-  // made the executor's host cpu stream 1.5x the simulated one (docs/validation.md).
-  // AdamW is elementwise: updating the chunk share by share gives the same bits.
+  // The chunk's gradients read where they lie, as DeepSpeed's cpu_adam reads the fp32 gradients
+  // in place (csrc/adam/cpu_adam_impl.cpp, Step_AVX) and a GPU's fused Adam its bf16 ones: AdamW's
+  // 28 B per parameter (26 with bf16 gradients, widened a block at a time in L1) and no more, what
+  // the simulator charges. Else
+  // gathered into one buffer (delayed update's copy, shares the host cannot address), kept between
+  // steps (fresh pages would cost a page fault each, more than the update itself): zero fill and
+  // copy add 12 B per parameter, which made the executor's host cpu stream 1.5x the simulated one
+  // (docs/validation.md). AdamW is elementwise: updating the chunk share by share, widening bf16
+  // as it is read, gives the same bits.
   for (std::size_t done = 0, n = 0; done < k; done += n) {
-    const float* grads = gradients_in_place(begin + done, k - done, n);
+    const GradientsAt g = gradients_in_place(begin + done, k - done, n);
+    if (g.at && g.bf16) {
+      // Widened a block at a time into a buffer that stays in L1 (16 KiB), then the same AdamW.
+      constexpr std::size_t kBlock = 4096;
+      std::array<float, kBlock> wide;
+      const auto* h = reinterpret_cast<const std::uint16_t*>(g.at);
+      for (std::size_t b = 0; b < n; b += kBlock) {
+        const std::size_t len = std::min(kBlock, n - b);
+        for (std::size_t j = 0; j < len; ++j) wide[j] = from_bf16(h[b + j]);
+        calibrate::cpu::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len,
+                                   calibrate::cpu::AdamW{}, step_ + 1);
+      }
+      continue;
+    }
+    const float* grads = reinterpret_cast<const float*>(g.at);
     if (!grads) {
       if (gather_.size() < n) gather_.resize(n);
       gradients(begin + done, n, gather_.data());
