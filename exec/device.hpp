@@ -20,6 +20,7 @@ struct GemmCall {
   bool backward = false;
   bool weight_grad = false;
   int repeats = 1;
+  bool input_grad = true;  // backward: run dA (false: dB alone, as validate times it)
 };
 
 class Device {
