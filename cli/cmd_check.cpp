@@ -6,6 +6,7 @@
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
 
@@ -28,7 +29,7 @@ int cmd_check(const std::vector<std::string>& argv) {
       doc["plans"].push_back({{"plan", p.name}, {"gpu", p.cluster.gpu.name}, {"gpu_count", p.cluster.gpus()},
                               {"nodes", p.cluster.nodes}, {"node", p.cluster.node.name}, {"dp", p.parallel.dp},
                               {"tp", p.parallel.tp}, {"pp", p.parallel.pp}, {"cp", p.parallel.cp}, {"ep", p.parallel.ep},
-                              {"zero", p.parallel.zero}, {"micro_batch", p.job.micro_batch},
+                              {"zero", plan::sharding_in_effect(p).zero}, {"micro_batch", p.job.micro_batch},
                               {"grad_accumulation", plan::grad_accumulation_steps(p)},
                               {"global_batch", plan::global_batch_samples(p)}});
     fmt::print("{}\n", doc.dump(2));
@@ -47,7 +48,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     t.row({p.name, fmt::format("{}x {}", p.cluster.gpus(), p.cluster.gpu.name),
            fmt::format("{}x {}", p.cluster.nodes, p.cluster.node.name),
            fmt::format("{} x {} x {} x {}", p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.cp),
-           std::to_string(p.parallel.zero),
+           std::to_string(plan::sharding_in_effect(p).zero),  // as the framework shards (FSDP: full_shard by default)
            fmt::format("{} x {}", p.job.micro_batch, plan::grad_accumulation_steps(p)),
            fmt::format("{}/{}/{}/{}", plan::to_string(o.params), plan::to_string(o.gradients), plan::to_string(o.optimizer),
                        plan::to_string(o.activations))});

@@ -75,53 +75,34 @@ double quantized_bytes_per_param(const plan::QuantSpec& q) {
 
 namespace {
 
-// Which linear modules have trainable weights: all of them in a full fine-tune, the adapted ones under LoRA.
+// Which linear modules have trainable weights: all of them in a full fine-tune, the adapted ones
+// under LoRA; a gate only where the MLP is gated.
 struct Trainable {
-  bool q = true, k = true, v = true, o = true, gate = true, up = true, down = true;
-  explicit Trainable(const Job& job) {
-    if (job.method == Method::full) return;
-    const auto has = [&](const char* name) {
-      return std::find(job.lora.targets.begin(), job.lora.targets.end(), name) != job.lora.targets.end();
-    };
-    q = has("q"), k = has("k"), v = has("v"), o = has("o"), gate = has("gate"), up = has("up"), down = has("down");
+  std::array<bool, std::size(model::kLinears)> on{};
+  Trainable(const ModelSpec& m, const Job& job) {
+    on.fill(job.method == Method::full);
+    if (job.method != Method::full)
+      for (const auto& name : job.lora.targets)
+        if (const auto l = model::linear_from_string(name)) on[static_cast<std::size_t>(*l)] = true;
+    if (!model::is_gated(m.ffn_kind)) on[static_cast<std::size_t>(model::Linear::gate)] = false;
   }
+  bool operator()(model::Linear l) const { return on[static_cast<std::size_t>(l)]; }
 };
 
-struct LayerShape {
-  double h, q, kv, f;  // hidden, query width (heads*head_dim), KV width, FFN width
-  int experts_per_token = 1;
-  int experts = 0;  // 0 = dense MLP
-};
-
-LayerShape shape_of(const ModelSpec& m, int layer) {
-  LayerShape s;
-  s.h = static_cast<double>(m.hidden);
-  s.q = static_cast<double>(m.heads) * m.head_dim_or_default();
-  s.kv = static_cast<double>(m.kv_heads_or_default()) * m.head_dim_or_default();
-  s.f = static_cast<double>(m.ffn);
-  if (layer < m.layers && m.is_moe_layer(layer)) {
-    s.experts = m.moe.experts;
-    s.experts_per_token = m.moe.experts_per_token;
-    s.f = static_cast<double>(m.moe.expert_ffn > 0 ? m.moe.expert_ffn : m.ffn);
-  }
-  return s;
-}
+using model::LayerShape;
 
 // LoRA parameters of one layer: r x (in + out) for each adapted matrix (Hu et al. 2021).
 double lora_layer_params(const ModelSpec& m, const Job& job, const Trainable& t, int layer) {
   if (job.method == Method::full) return 0;
-  const LayerShape s = shape_of(m, layer);
+  const LayerShape s = model::layer_shape(m, layer);
   const double r = job.lora.rank;
-  double p = 0;
-  if (t.q) p += r * (s.h + s.q);
-  if (t.k) p += r * (s.h + s.kv);
-  if (t.v) p += r * (s.h + s.kv);
-  if (t.o) p += r * (s.q + s.h);
+  double p = 0, mlp = 0;
+  for (model::Linear l : model::kLinears) {
+    if (!t(l)) continue;
+    const model::LinearDims d = model::linear_dims(s, l);
+    (model::is_mlp(l) ? mlp : p) += r * (d.in + d.out);
+  }
   const double experts = s.experts > 0 ? s.experts : 1;
-  double mlp = 0;
-  if (model::is_gated(m.ffn_kind) && t.gate) mlp += r * (s.h + s.f);
-  if (t.up) mlp += r * (s.h + s.f);
-  if (t.down) mlp += r * (s.f + s.h);
   return p + experts * mlp;
 }
 
@@ -181,7 +162,7 @@ double norm_saved_per_token(const ModelSpec& m, const ActivationContext& c, doub
 
 SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainable& tr, const ActivationContext& c,
                               int layer) {
-  const LayerShape s = shape_of(m, layer);
+  const LayerShape s = model::layer_shape(m, layer);
   const double a = c.a;
   const double k = s.experts > 0 ? s.experts_per_token : 1;  // MoE: each token runs k experts
   const bool gated = model::is_gated(m.ffn_kind);
@@ -199,7 +180,8 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   const auto kept = [&](int users) { return c.autocast_casts ? users : (users > 0 ? 1 : 0); };
   t.sequence += norm_saved_per_token(m, c, s.h, job.method == Method::full) * m.norms_per_layer;
   // Attention input (norm output, as the 16-bit tensor the matmul saves): kept when Q, K or V is trainable.
-  t.sequence += a * s.h * kept(tr.q + tr.k + tr.v);
+  using model::Linear;
+  t.sequence += a * s.h * kept(tr(Linear::q) + tr(Linear::k) + tr(Linear::v));
   // Q and K after RoPE and V: kept by the attention kernel or the eager matmuls. Eager attention
   // (HF eager_attention_forward) multiplies K and V after repeat_kv, which materializes them at
   // all heads' width for GQA, and so does torchtitan before SDPA; flash kernels take GQA natively
@@ -207,7 +189,7 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   t.tensor += a * (s.q + 2 * (c.eager_modules && (!c.flash || c.repeat_kv) ? s.q : s.kv));
   // Attention output: kept by flash attention (`out`; the kernels write it (b, s, heads, d), so
   // o_proj's input is the same storage) and, when O is trainable, by o_proj.
-  if (c.flash || tr.o) t.tensor += a * s.q;
+  if (c.flash || tr(Linear::o)) t.tensor += a * s.q;
   if (c.flash) {
     t.tensor += 4.0 * m.heads;  // log-sum-exp, fp32 per head
   } else if (c.eager_modules) {
@@ -222,31 +204,25 @@ SavedPerToken saved_per_token(const ModelSpec& m, const Job& job, const Trainabl
   }
   if (c.dropout > 0) t.sequence += 2.0 * s.h;  // residual dropout masks after attention and MLP, 1 B each
   // MLP input (norm output): kept when the first MLP matrices are trainable.
-  t.sequence += a * s.h * kept(tr.up + (gated && tr.gate));
+  t.sequence += a * s.h * kept(tr(Linear::up) + tr(Linear::gate));
   if (gated) {
     // gate output (activation input) and up output always; the activation output and the product
     // (down's input) unless compiled code recomputes them; the product only when down is trainable.
-    t.tensor += k * a * s.f * (2 + (c.compile ? 0 : 1) + (tr.down && !c.compile ? 1 : 0));
+    t.tensor += k * a * s.f * (2 + (c.compile ? 0 : 1) + (tr(Linear::down) && !c.compile ? 1 : 0));
   } else {
     // activation input always; its output (down's input) when down is trainable and not recomputed.
-    t.tensor += k * a * s.f * (1 + (tr.down && !c.compile ? 1 : 0));
+    t.tensor += k * a * s.f * (1 + (tr(Linear::down) && !c.compile ? 1 : 0));
   }
   if (s.experts > 0) t.tensor += 4.0 * s.experts;  // router logits, fp32
   // LoRA: each adapter keeps its A output (r values) for B's weight gradient; with adapter
   // dropout, also the dropped-out input and its mask (PEFT lora.Linear applies dropout before A).
   if (job.method != Method::full) {
     const double r = job.lora.rank;
-    const struct {
-      bool on;
-      double in;
-      bool mlp;
-    } mods[] = {{tr.q, s.h, false},         {tr.k, s.h, false}, {tr.v, s.h, false}, {tr.o, s.q, false},
-                {tr.gate && gated, s.h, true}, {tr.up, s.h, true},  {tr.down, s.f, true}};
-    for (const auto& mod : mods) {
-      if (!mod.on) continue;
-      const double times = mod.mlp ? k : 1.0;
+    for (Linear l : model::kLinears) {
+      if (!tr(l)) continue;
+      const double times = model::is_mlp(l) ? k : 1.0;
       t.tensor += times * a * r;
-      if (job.lora.dropout > 0) t.tensor += times * (a + 1.0) * mod.in;
+      if (job.lora.dropout > 0) t.tensor += times * (a + 1.0) * model::linear_dims(s, l).in;
     }
   }
   if (job.checkpointing == Checkpointing::selective) t.quadratic = 0;  // Megatron: recompute the attention core
@@ -275,17 +251,38 @@ std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stag
   const int chunks = pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
   std::vector<int> list;
   if (chunk_begin) chunk_begin->clear();
+  // Interleaved with fixed end stages, as Megatron-core builds it (transformer_block.py,
+  // get_num_layers_to_build): the first (last) stage's layers, and each middle stage's even share
+  // of the rest, are split evenly over the stage's chunks; virtual stage c x pp + s runs its
+  // stage's chunk size, in model order (check_plan asks for Megatron's divisibilities).
+  const int first = par.first_stage_layers, last = par.last_stage_layers;
+  const bool uneven_chunks = chunks > 1 && (first > 0 || last > 0);
+  const int middle_stages = pp - (first > 0 ? 1 : 0) - (last > 0 ? 1 : 0);
+  const auto chunk_size = [&](int vs) {
+    const int s = vs % pp;
+    if (s == 0 && first > 0) return first / chunks;
+    if (s == pp - 1 && last > 0) return last / chunks;
+    return middle_stages > 0 ? (m.total_layers() - first - last) / middle_stages / chunks : 0;
+  };
   for (int c = 0; c < chunks; ++c) {
     if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
-    const auto [a, b] = stage_layers(m.total_layers(), pp * chunks, c * pp + stage, par.first_stage_layers, par.last_stage_layers);
-    for (int l = a; l < b; ++l) list.push_back(l);
+    const int vs = c * pp + stage;
+    std::pair<int, int> range;
+    if (uneven_chunks) {
+      int a = 0;
+      for (int v = 0; v < vs; ++v) a += chunk_size(v);
+      range = {a, a + chunk_size(vs)};
+    } else {
+      range = stage_layers(m.total_layers(), pp * chunks, vs, first, last);
+    }
+    for (int l = range.first; l < range.second; ++l) list.push_back(l);
   }
   if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
   return list;
 }
 
 std::int64_t lora_params(const ModelSpec& m, const Job& job) {
-  const Trainable tr(job);
+  const Trainable tr(m, job);
   double total = 0;
   for (int layer = 0; layer < m.total_layers(); ++layer) total += lora_layer_params(m, job, tr, layer);
   return static_cast<std::int64_t>(std::llround(total));
@@ -300,7 +297,7 @@ Inventory build_inventory(const ModelSpec& model, const Plan& plan, int stage) {
 void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory& inv) {
   const Job& job = plan.job;
   const plan::Parallel& par = plan.parallel;
-  const Trainable trainable(job);
+  const Trainable trainable(m, job);
   inv.groups.clear();
   inv.stage = stage;
   inv.profile = plan::framework_profile(job);
@@ -319,6 +316,8 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
   const int zero = in_effect.zero, shard = in_effect.shard_degree;
   inv.shard_degree = shard;
   inv.zero = zero;
+  // FSDP2 with pipeline stages keeps each stage gathered for the step (the FSDP case below says why).
+  inv.gathered_for_step = in_effect.gathered_for_step;
 
   // ---- parameters on this rank
   const std::vector<int> stage_list = stage_layer_list(m, plan, stage);
@@ -359,7 +358,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     // Megatron column/row splits: attention and MLP matrices divide by tp (experts also by ep); norms replicate.
     kd.total = static_cast<double>(lp.attention) / tp + static_cast<double>(lp.mlp) / split + static_cast<double>(lp.norms);
     kd.linear = static_cast<double>(lp.attention + lp.mlp) / split;
-    const LayerShape s = shape_of(m, kd.model_layer);
+    const LayerShape s = model::layer_shape(m, kd.model_layer);
     kd.largest_linear = std::max(s.h * s.q, s.h * s.f) / tp;
     kd.lora = lora_layer_params(m, job, trainable, kd.model_layer) / tp;
     // The experts' share of the layer's parameters on this rank (their MLPs, split by tp x ep).
@@ -462,8 +461,14 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
       add("gradients (one layer, optimizer in backward)", Category::gradients, gpu,
           rp.trainable_largest_layer * rec.grad_B, 1, Lifetime::backward_layer, elem(rec.grad_B));
     } else {
+      // FSDP2 inside a pipeline stage: the sharded gradients are the reduce-scatters' outputs,
+      // made after the stage's last backward (the unsharded ones accumulate until then, below):
+      // they live from there through the optimizer step.
       add("gradients", Category::gradients, gpu, grad_elems * rec.grad_B, 1,
-          job.gradients_persist ? Lifetime::persistent : Lifetime::gradients, elem(rec.grad_B));
+          job.gradients_persist    ? Lifetime::persistent
+          : inv.gathered_for_step ? Lifetime::optimizer
+                                  : Lifetime::gradients,
+          elem(rec.grad_B));
     }
   } else {
     // ZeRO-Offload: gradients are reduced into buckets and copied to fp32 host buffers (Ren et al. 2021, sec. 4).
@@ -503,7 +508,32 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
         break;
       case Sharding::fsdp1:
       case Sharding::fsdp2:
-        if (zero == 3) {
+        if (inv.gathered_for_step) {
+          // FSDP2 inside a pipeline stage, as torchtitan runs it:
+          // - torchtitan's reshard_after_forward policy "default" is `not pp_enabled`: "For PP, by
+          //   default do not reshard after forward to avoid per-microbatch all-gathers"
+          //   (torchtitan/distributed/fsdp.py, get_fsdp_reshard_after_forward_policy; the
+          //   embeddings and [norm, output] units likewise);
+          // - torch.distributed.pipelining runs every backward with set_reshard_after_backward(False)
+          //   and set_requires_gradient_sync(False), and only after the stage's last backward calls
+          //   post_backward on each FSDP group: reshard, then reduce-scatter (torch/distributed/
+          //   pipelining/stage.py, _PipelineStageBase.backward_maybe_with_nosync and _post_backward;
+          //   the REDUCE_GRAD action of the multi-stage schedules, schedules.py _add_reduce_grad).
+          // So the stage's parameters are gathered from the first forward to the end of the step's
+          // backward (in the gather type: the compute type, or the quantized storage under QLoRA),
+          // and the unsharded gradients accumulate across micro-batches in the reduce dtype
+          // (torch/distributed/fsdp/_fully_shard/_fsdp_param.py, to_accumulated_grad_if_needed:
+          // unsharded_grad.to(reduce_dtype); accumulate_unsharded_grad_if_needed: +=), fp32 under
+          // torchtitan's mixed_precision_reduce. With 1F1B they coexist with the stage's in-flight
+          // activations (the steady state's forwards follow backwards); under GPipe they are
+          // counted over the forwards too (conservative: there every forward precedes them).
+          const double quantized = rp.frozen_quantized > 0 ? quantized_bytes_per_param(job.quant) : rec.gather_B;
+          add(kStageGatheredParams, Category::temporaries, gpu,
+              (rp.total - rp.frozen_quantized) * rec.gather_B + rp.frozen_quantized * quantized, 1,
+              Lifetime::forward_backward, rp.frozen_quantized > 0 ? packed : elem(rec.gather_B));
+          add(kStageUnshardedGrads, Category::gradients, gpu, rp.trainable * rec.reduce_B, 1,
+              Lifetime::forward_backward, elem(rec.reduce_B));
+        } else if (zero == 3) {
           // Gathered 16-bit copies of the units in flight (FSDP unshard; limit_all_gathers allows two).
           // (QLoRA under FSDP gathers the quantized storage: bitsandbytes quant_storage.)
           // (In fp32 under an fp32 param_dtype: plan::PrecisionRecipe::gather_B.)
@@ -641,7 +671,7 @@ void build_inventory(const ModelSpec& m, const Plan& plan, int stage, Inventory&
     } else {
       saved_total += full_layer * kind_count[k];
     }
-    const LayerShape s = shape_of(m, model_layer);
+    const LayerShape s = model::layer_shape(m, model_layer);
     // Activation gradients alive during one layer's backward: two of the widest intermediates
     // (e.g. d(gate) and d(up) of a gated MLP) plus the residual stream gradient (an estimate).
     grad_layer = std::max(grad_layer, (2.0 * 2.0 * std::max({s.f * s.experts_per_token, s.q + 2 * s.kv, s.h}) / tp +

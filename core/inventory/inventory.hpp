@@ -47,6 +47,12 @@ double element_bytes(Element e);  // packed: 1 (a byte)
 // copies and the CPU optimizer step name this tensor).
 inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pinned)";
 
+// The name of FSDP2's parameters kept gathered for the step inside a pipeline stage (the step
+// IR's per-step all-gathers write this tensor; Inventory::gathered_for_step).
+inline constexpr const char* kStageGatheredParams = "FSDP2 stage parameters gathered for the step (PP)";
+// ... and its unsharded gradients, accumulated across the step's micro-batches.
+inline constexpr const char* kStageUnshardedGrads = "FSDP2 unsharded gradients accumulated (PP)";
+
 struct TensorGroup {
   const char* name;  // static text, e.g. "saved activations: attention"
   Category category;
@@ -83,6 +89,10 @@ struct Inventory {
   int ranks_per_node = 1;      // ranks sharing one host (for host and NVMe totals)
   int shard_degree = 1;        // data-parallel ranks the sharded state is split over
   int zero = 0;                // ZeRO stage in effect (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2, ...)
+  // FSDP2 inside a pipeline stage (torchtitan): the stage's parameters are all-gathered once per
+  // step and stay gathered across its micro-batches; the gradients accumulate unsharded and are
+  // reduce-scattered once, after the stage's last backward (inventory.cpp says where from).
+  bool gathered_for_step = false;
   double tokens_per_micro_batch = 0;  // on this rank (after context parallel)
   RankParams params;
   plan::FrameworkProfile profile;

@@ -275,8 +275,11 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
     std::string line = fmt::format("{} uses {:.1f} of {:.1f} GiB per GPU at micro-batch {} ({} accumulation steps); micro-batches up to {} fit",
                                    p.name, e.memory.gpu_peak_bytes / (1u << 30), e.memory.gpu_capacity_bytes / (1u << 30),
                                    p.job.micro_batch, accumulation, largest);
-    // ZeRO-3 and offloaded parameters are gathered or fetched again for every micro-batch.
-    const bool restreams = accumulation > 1 && (plan::sharding_in_effect(p).zero == 3 || p.offload.params != plan::Tier::gpu);
+    // ZeRO-3 and offloaded parameters are gathered or fetched again for every micro-batch (not
+    // FSDP2 inside pipeline stages: gathered once a step, plan::ShardingInEffect::gathered_for_step).
+    const plan::ShardingInEffect in_effect = plan::sharding_in_effect(p);
+    const bool restreams = accumulation > 1 && ((in_effect.zero == 3 && !in_effect.gathered_for_step) ||
+                                                p.offload.params != plan::Tier::gpu);
     if (restreams)
       line += fmt::format(", and its parameters are {} {} times a step", p.offload.params == plan::Tier::nvme  ? "read from flash"
                           : p.offload.params == plan::Tier::cpu ? "copied from host DRAM"

@@ -11,15 +11,16 @@ std::int64_t norm_params(const ModelSpec& m) { return m.norm == NormKind::layern
 
 // Attention block: Q and O are heads*head_dim wide, K and V kv_heads*head_dim (GQA/MQA;
 // Ainslie et al. 2023). Biases per the model's bias kind (Qwen2: Q, K, V only).
+std::int64_t query_width(const ModelSpec& m) { return static_cast<std::int64_t>(m.heads) * m.head_dim_or_default(); }
+std::int64_t kv_width(const ModelSpec& m) { return static_cast<std::int64_t>(m.kv_heads_or_default()) * m.head_dim_or_default(); }
+
 std::int64_t attention_weights(const ModelSpec& m) {
-  const std::int64_t q = static_cast<std::int64_t>(m.heads) * m.head_dim_or_default();
-  const std::int64_t kv = static_cast<std::int64_t>(m.kv_heads_or_default()) * m.head_dim_or_default();
+  const std::int64_t q = query_width(m), kv = kv_width(m);
   return m.hidden * q + 2 * m.hidden * kv + q * m.hidden;
 }
 
 std::int64_t attention_biases(const ModelSpec& m) {
-  const std::int64_t q = static_cast<std::int64_t>(m.heads) * m.head_dim_or_default();
-  const std::int64_t kv = static_cast<std::int64_t>(m.kv_heads_or_default()) * m.head_dim_or_default();
+  const std::int64_t q = query_width(m), kv = kv_width(m);
   switch (m.bias) {
     case BiasKind::none: return 0;
     case BiasKind::qkv: return q + 2 * kv;
@@ -44,13 +45,59 @@ bool is_decoder_layer_of_encoder_decoder(const ModelSpec& m, int layer) {
   return m.architecture == Architecture::encoder_decoder && layer < m.layers;
 }
 
-// Tokens one attention layer looks back over for a sequence of seq_len.
+}  // namespace
+
 std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len) {
   if (layer < m.layers && m.is_local_layer(layer)) return std::min(seq_len, m.attention.sliding_window);
   return seq_len;
 }
 
-}  // namespace
+const char* to_string(Linear l) {
+  switch (l) {
+    case Linear::q: return "q";
+    case Linear::k: return "k";
+    case Linear::v: return "v";
+    case Linear::o: return "o";
+    case Linear::gate: return "gate";
+    case Linear::up: return "up";
+    case Linear::down: return "down";
+  }
+  return "?";
+}
+
+std::optional<Linear> linear_from_string(std::string_view name) {
+  for (Linear l : kLinears)
+    if (name == to_string(l)) return l;
+  return std::nullopt;
+}
+
+LinearDims linear_dims(const LayerShape& s, Linear l) {
+  switch (l) {
+    case Linear::q: return {s.h, s.q};
+    case Linear::k:
+    case Linear::v: return {s.h, s.kv};
+    case Linear::o: return {s.q, s.h};
+    case Linear::gate:
+    case Linear::up: return {s.h, s.f};
+    case Linear::down: return {s.f, s.h};
+  }
+  return {};
+}
+
+LayerShape layer_shape(const ModelSpec& m, int layer) {
+  LayerShape s;
+  s.h = static_cast<double>(m.hidden);
+  s.q = static_cast<double>(m.heads) * m.head_dim_or_default();
+  s.kv = static_cast<double>(m.kv_heads_or_default()) * m.head_dim_or_default();
+  s.f = static_cast<double>(m.ffn);
+  s.gated = is_gated(m.ffn_kind);
+  if (layer < m.layers && m.is_moe_layer(layer)) {
+    s.experts = m.moe.experts;
+    s.experts_per_token = m.moe.experts_per_token;
+    s.f = static_cast<double>(expert_ffn(m));
+  }
+  return s;
+}
 
 const char* to_string(Architecture a) {
   switch (a) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -119,6 +121,38 @@ struct ParamCounts {
   // All parameters a token touches (MoE-active).
   std::int64_t active_total = 0;
 };
+
+// The widths of one layer's matmuls, before tensor parallelism: the one place they are derived
+// (parameter counts, the inventory's per-layer tensors and the step IR's GEMM shapes read them).
+// Doubles because every user multiplies them into byte and FLOP counts.
+struct LayerShape {
+  double h = 0;    // hidden
+  double q = 0;    // query and output projection width, heads x head_dim
+  double kv = 0;   // K and V width, kv_heads x head_dim (GQA/MQA; Ainslie et al. 2023)
+  double f = 0;    // FFN width of one MLP (a MoE layer: one routed expert's)
+  int experts = 0;            // routed experts of a MoE layer; 0 = dense MLP
+  int experts_per_token = 1;  // top-k routing (1 for a dense layer)
+  bool gated = true;          // gate, up and down matrices (SwiGLU/GeGLU; Shazeer 2020)
+};
+// `layer` counts decoder layers 0..layers-1, then encoder layers for encoder-decoder models
+// (those are dense).
+LayerShape layer_shape(const ModelSpec& m, int layer);
+// Tokens one attention layer looks back over for a sequence of seq_len (a sliding-window layer:
+// at most its window).
+std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len);
+
+// The linear modules of a transformer layer (HF transformers: q_proj, k_proj, v_proj, o_proj,
+// gate_proj, up_proj, down_proj): what a full fine-tune trains and LoRA may adapt.
+enum class Linear { q, k, v, o, gate, up, down };
+inline constexpr Linear kLinears[] = {Linear::q, Linear::k, Linear::v, Linear::o, Linear::gate, Linear::up, Linear::down};
+const char* to_string(Linear l);  // "q", "k", "v", "o", "gate", "up", "down": the names job.lora.targets uses
+std::optional<Linear> linear_from_string(std::string_view name);
+inline bool is_mlp(Linear l) { return l == Linear::gate || l == Linear::up || l == Linear::down; }
+struct LinearDims {
+  double in = 0, out = 0;
+};
+// Input and output features of one module of a layer of shape `s` (an MLP module: one expert's).
+LinearDims linear_dims(const LayerShape& s, Linear l);
 
 // Counts for one layer, for sharding and per-stage accounting.
 struct LayerParams {

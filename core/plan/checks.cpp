@@ -148,7 +148,11 @@ void apply_preset(Offload& o) {
 }
 
 const std::vector<std::string>& lora_target_names() {
-  static const std::vector<std::string> names = {"q", "k", "v", "o", "gate", "up", "down"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (model::Linear l : model::kLinears) n.emplace_back(model::to_string(l));
+    return n;
+  }();
   return names;
 }
 
@@ -172,6 +176,12 @@ int data_parallel_degree(const Plan& plan) {
   if (plan.parallel.dp > 0) return plan.parallel.dp;
   const int model_parallel = plan.parallel.tp * plan.parallel.pp * plan.parallel.cp;
   return model_parallel > 0 ? std::max(1, plan.cluster.gpus() / model_parallel) : 1;
+}
+
+double real_token_fraction(const Job& job) {
+  if (job.samples.packing == Packing::padded && job.samples.mean_tokens > 0)
+    return job.samples.mean_tokens / static_cast<double>(job.seq_len);
+  return 1.0;
 }
 
 std::int64_t global_batch_samples(const Plan& plan) {
@@ -279,11 +289,31 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     const int total = model.total_layers();
     const int middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
     const int rest = total - p.first_stage_layers - p.last_stage_layers;
-    if (p.pp < 2)
+    const int vp = std::max(1, p.virtual_stages);
+    if (p.pp < 2) {
       bad(key, "sets the layers of an end pipeline stage; needs pp > 1");
-    else if (p.schedule == PipelineSchedule::interleaved)
-      bad(key, "uneven end stages are for 1f1b and gpipe schedules, not interleaved");
-    else if (middle == 0 ? rest != 0 : rest < middle)
+    } else if (p.schedule == PipelineSchedule::interleaved) {
+      // Megatron-core's rules for uneven end stages with virtual stages (transformer_config.py
+      // __post_init__, "Uneven PP"; transformer_block.py get_num_layers_to_build): each end
+      // stage's layers and each middle stage's share divide by the virtual stages, the middle
+      // layers by the middle stages.
+      if (p.first_stage_layers > 0 && p.first_stage_layers % vp != 0)
+        bad("parallel.first_stage_layers", fmt::format("number of layers at first stage: {} must be divisible by virtual "
+                                                       "pipeline parallel degree {} (Megatron-core)",
+                                                       p.first_stage_layers, vp));
+      if (p.last_stage_layers > 0 && p.last_stage_layers % vp != 0)
+        bad("parallel.last_stage_layers", fmt::format("number of layers at last stage: {} must be divisible by virtual "
+                                                      "pipeline parallel degree {} (Megatron-core)",
+                                                      p.last_stage_layers, vp));
+      if (middle == 0 ? rest != 0 : (rest <= 0 || rest % middle != 0))
+        bad(key, fmt::format("number of layers at middle stage: {} must be divisible by the middle pipeline model parallel "
+                             "size {} (Megatron-core; first {} + last {} of {} layers)",
+                             rest, middle, p.first_stage_layers, p.last_stage_layers, total));
+      else if (middle > 0 && (rest / middle) % vp != 0)
+        bad(key, fmt::format("{} layers on each middle stage must be divisible by virtual pipeline parallel degree {} "
+                             "(Megatron-core)",
+                             rest / middle, vp));
+    } else if (middle == 0 ? rest != 0 : rest < middle)
       bad(key, fmt::format("first {} + last {} leave {} of the {} layers for {} middle stage(s){}", p.first_stage_layers,
                            p.last_stage_layers, rest, total, middle, middle == 0 ? " (they must add up to all layers)" : ""));
   }
@@ -312,9 +342,23 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   }
   if (p.capacity_factor > 0 && !model.is_moe())
     bad("parallel.capacity_factor", fmt::format("{} has no experts to route to", model.name));
-  // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only.
-  if (p.pp > 1 && p.zero >= 2)
-    bad("parallel.zero", fmt::format("ZeRO stage {} cannot shard across pipeline stages (pp {}); use zero 0 or 1", p.zero, p.pp));
+  // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only (deepspeed/runtime/pipe/engine.py,
+  // PipelineEngine.__init__: assert zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and
+  // ZeRO-3 are incompatible with pipeline parallelism"). FSDP runs inside each stage instead
+  // (torchtitan: fully_shard on each stage's model part; torch.distributed.pipelining's stage
+  // drives it), so pp with FSDP full_shard / shard_grad_op is accepted for the FSDP frameworks.
+  if (plan.job.framework == Framework::deepspeed && p.pp > 1 && p.zero >= 2)
+    bad("parallel.zero", fmt::format("DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+                                     "parallelism\" (pp {}); use zero 0 or 1, or FSDP inside each stage (job.framework: "
+                                     "pytorch-fsdp2, as torchtitan)",
+                                     p.pp));
+  // torchtune's distributed recipes parallelize over dp_replicate x dp_shard x tp (x cp): no
+  // pipeline stages (torchtune/training/_distributed.py, ParallelDims).
+  if (plan.job.framework == Framework::torchtune && p.pp > 1)
+    bad("parallel.pp", fmt::format("torchtune's recipes have no pipeline parallelism (its ParallelDims are dp_replicate x "
+                                   "dp_shard x tp); for FSDP inside pipeline stages write job.framework: pytorch-fsdp2 "
+                                   "(torchtitan), pp {}",
+                                   p.pp));
   if (plan.job.zero3_fetch != Zero3Fetch::prefetch && plan.job.framework == Framework::deepspeed && p.zero != 3)
     bad("job.zero3_fetch", fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
 

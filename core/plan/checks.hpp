@@ -42,6 +42,9 @@ bool splits_global_batch(const Plan& plan, int micro_batch);
 std::int64_t grad_accumulation_steps(const Plan& plan);
 // Global batch in samples (the job's, or micro_batch x dp when the job leaves it unset).
 std::int64_t global_batch_samples(const Plan& plan);
+// The share of a step's seq_len-long sample slots that hold real tokens: 1 when samples are
+// packed, mean_tokens / seq_len when each is padded to seq_len (the padding is computed, not learned).
+double real_token_fraction(const Job& job);
 
 // Canonical LoRA target names and what HF module names map to them.
 const std::vector<std::string>& lora_target_names();

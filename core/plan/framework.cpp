@@ -203,6 +203,8 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
     out.label += " (1 rank: NO_SHARD)";
   }
   if (dp == 1) out.shard_degree = 1;
+  out.gathered_for_step = sharding == Sharding::fsdp2 && par.pp > 1 && out.zero >= 2 && out.shard_degree > 1 &&
+                          plan.offload.params == Tier::gpu;
   return out;
 }
 

@@ -82,6 +82,11 @@ FrameworkProfile framework_profile(const Job& job);
 struct ShardingInEffect {
   int zero = 0;
   int shard_degree = 1;
+  // FSDP2 inside pipeline stages (torchtitan): each stage's parameters are gathered once per step
+  // and kept across its micro-batches, its gradients reduce-scattered once after its last
+  // backward (inventory's FSDP case cites the sources). Parameters offloaded to the host are
+  // still streamed unit by unit.
+  bool gathered_for_step = false;
   std::string label;  // "FSDP full_shard", "ZeRO 2", "FSDP full_shard (1 rank: NO_SHARD)", ...
 };
 ShardingInEffect sharding_in_effect(const Plan& plan);

@@ -6,11 +6,14 @@ StepIR Builder::build() {
   plan_geometry();
   persistent_state();
   for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
+  if (gathered_for_step) gather_stage();
   for (const PipeAction& a : pipeline_order(p_.parallel.schedule, pp, stage, micro_batches, chunks)) {
     if (a.backward) backward(a.micro, a.chunk);
     else forward(a.micro, a.chunk);
   }
-  for (int t : fb_tensors) last_compute = release(Stream::compute, t, {last_compute});
+  // (Gathered for the step: freed by the post-backward's reshard, once its reduce-scatters are issued.)
+  const Ids fb_end = gathered_for_step && last_reduce >= 0 ? Ids{last_compute, last_reduce} : Ids{last_compute};
+  for (int t : fb_tensors) last_compute = release(Stream::compute, t, fb_end);
 
   const int last = optimizer_step();
   Op end;
@@ -20,10 +23,7 @@ StepIR Builder::build() {
   add(std::move(end));
 
   // Totals.
-  double tokens = tokens_ * micro_batches;
-  if (job_.samples.packing == plan::Packing::padded && job_.samples.mean_tokens > 0)
-    tokens *= job_.samples.mean_tokens / static_cast<double>(job_.seq_len);  // padding computes, not learns
-  ir_.tokens_per_rank = tokens;
+  ir_.tokens_per_rank = tokens_ * micro_batches * plan::real_token_fraction(job_);
   for (auto& op : ir_.ops) {
     if (op.element == Element::packed) op.element = element_of(op);
     ir_.model_flops_per_rank += op.model_flops;
@@ -103,7 +103,16 @@ void Builder::persistent_state() {
   unit_bytes = unit_group ? unit_group->bytes : 0;
   units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
 
-  for (const auto* g : fb_groups) fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+  for (const auto* g : fb_groups) {
+    fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
+    if (std::string_view(g->name) == inventory::kStageGatheredParams) {
+      stage_params_tensor = fb_tensors.back();
+      // The stage's layers share what is not the root's (embeddings; final norm and head).
+      layer_gather_bytes = (g->total() - inv_.params.root * inv_.recipe.gather_B) / std::max(1, layers);
+    }
+    if (std::string_view(g->name) == inventory::kStageUnshardedGrads) unsharded_grads_tensor = fb_tensors.back();
+  }
+  gathered_for_step = inv_.gathered_for_step && stage_params_tensor >= 0;
   // Gradients: one share per layer, created by that layer's first backward, in their tier.
   grad_tensor.assign(layers, -1);
   if (grads_group)
@@ -113,7 +122,7 @@ void Builder::persistent_state() {
 
   grad_reduce_B = inv_.recipe.reduce_B;  // plan::precision_recipe says why
   layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;
-  reduce_each_micro = shard > 1 && inv_.zero >= 2;
+  reduce_each_micro = shard > 1 && inv_.zero >= 2 && !gathered_for_step;
   // Gradients are reduced over the data-parallel ranks with the context-parallel ones
   // (plan::sharding_in_effect): each of those computes part of the same parameters' gradients.
   grad_group = plan::gradient_group_size(p_);
@@ -245,7 +254,8 @@ int Builder::optimizer_step() {
     last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
                 {last}, {}, {weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
-  if (any_dp && !stream_params && inv_.zero >= 1 && shard > 1)
+  // (FSDP2 in pipeline stages gathers them at the next step's start: gather_stage.)
+  if (any_dp && !stream_params && !gathered_for_step && inv_.zero >= 1 && shard > 1)
     last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
   // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the

@@ -18,6 +18,7 @@
 
 #include "common/error.hpp"
 #include "plan/checks.hpp"
+#include "model/model.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::schedule {
@@ -37,12 +38,9 @@ namespace detail {
 // (~6 us each, the simulator's default dispatch cost) are counted per rank instead.
 constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
 
-// Shapes and per-token work of one layer on one rank (after TP).
-struct LayerWork {
-  double h = 0, q = 0, kv = 0, f = 0;
-  double experts_per_token = 1;
+// Shapes and per-token work of one layer on one rank: model::layer_shape after TP.
+struct LayerWork : model::LayerShape {
   double attended = 0;  // tokens each query attends
-  bool gated = true;
 };
 
 // An op with its identity filled in; callers add what is particular to it.
@@ -99,6 +97,13 @@ struct StepState {
   double grad_params = 0;
   bool per_parameter = false;    // DeepSpeed ZeRO-3's gather per parameter tensor
   double p2p_bytes = 0;          // a pipeline send
+  // FSDP2 inside a pipeline stage (Inventory::gathered_for_step): the stage's parameters, gathered
+  // once per step at its start, and each layer's all-gather and FSDP2 copy-out.
+  bool gathered_for_step = false;
+  int stage_params_tensor = -1, unsharded_grads_tensor = -1;
+  double layer_gather_bytes = 0;
+  int root_gather = -1;
+  std::vector<int> gather_of, copied_out_of;
   // Running state of the passes.
   std::vector<int> fetch_buffers;  // the buffer of each parameter fetch, in issue order
   int last_compute = -1;
@@ -270,6 +275,12 @@ class Builder : private StepState {
   // op of its backward, updated when the framework's copy runs on the compute stream.
   int reduce_copy_in(int layer, int mb, int& cur);
   int fetch(int layer, int mb, bool backward, int release_before, int after, int& buffer);
+  // FSDP2 inside a pipeline stage: the per-step all-gathers (gather_stage), the ops a layer's
+  // compute waits for (stage_params_ready: its gather's copy-out, the first time), the
+  // accumulation of a micro-batch's unsharded gradients (accumulate_unsharded).
+  void gather_stage();
+  int stage_params_ready(int l, int mb);
+  int accumulate_unsharded(int l, int mb, int cur);
   std::int64_t pipe_tag(int mb, int to_vs, bool gradient) const;
   void receive(int mb, int from_vs, int vs, bool gradient);
   void send(int mb, int to_vs, bool gradient);

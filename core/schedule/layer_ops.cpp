@@ -169,19 +169,11 @@ std::vector<double> Builder::parameter_tensor_shares(int layer) const {
 
 LayerWork Builder::work_of(int layer) const {
   LayerWork w;
-  w.h = static_cast<double>(m_.hidden);
-  w.q = static_cast<double>(m_.heads) * m_.head_dim_or_default() / tp_;
-  w.kv = static_cast<double>(m_.kv_heads_or_default()) * m_.head_dim_or_default() / tp_;
-  w.f = static_cast<double>(m_.ffn) / tp_;
-  w.gated = model::is_gated(m_.ffn_kind);
-  if (layer < m_.layers && m_.is_moe_layer(layer)) {
-    w.f = static_cast<double>(m_.moe.expert_ffn > 0 ? m_.moe.expert_ffn : m_.ffn) / tp_;
-    w.experts_per_token = m_.moe.experts_per_token;
-  }
-  const double seq = static_cast<double>(job_.seq_len);
-  w.attended = layer < m_.layers && m_.is_local_layer(layer)
-                   ? std::min(seq, static_cast<double>(m_.attention.sliding_window))
-                   : seq;
+  static_cast<model::LayerShape&>(w) = model::layer_shape(m_, layer);
+  w.q /= tp_;  // Megatron tensor parallelism splits heads and the FFN over tp ranks (Shoeybi et al. 2019)
+  w.kv /= tp_;
+  w.f /= tp_;
+  w.attended = static_cast<double>(model::attended_tokens(m_, layer, job_.seq_len));
   return w;
 }
 
@@ -368,12 +360,10 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
     double adapter = 0;
     const double r = job_.lora.rank;
     for (const auto& t : job_.lora.targets) {
-      const double in = (t == "o") ? w.q : (t == "down" ? w.f : w.h);
-      const double out = (t == "q" || t == "o") ? (t == "q" ? w.q : w.h)
-                         : (t == "k" || t == "v") ? w.kv
-                         : (t == "down") ? w.h
-                                         : w.f;
-      adapter += 2.0 * T * r * (in + out) * ((t == "gate" || t == "up" || t == "down") ? k : 1.0);
+      const auto l = model::linear_from_string(t);
+      if (!l) continue;  // the scenario reader refuses other names
+      const model::LinearDims d = model::linear_dims(w, *l);
+      adapter += 2.0 * T * r * (d.in + d.out) * (model::is_mlp(*l) ? k : 1.0);
     }
     Op lora = make_op(OpKind::gemm, Stream::compute, Pass::backward, tag + " lora adapters", layer, micro);
     lora.flops = 4.0 * adapter;  // forward (1x, issued here for simplicity) + input and weight gradients (3x)

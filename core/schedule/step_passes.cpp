@@ -19,8 +19,10 @@ int Builder::copy_out(int layer, int mb, Pass pass, int gathered, int buffer) {
 }
 
 int Builder::reduce_copy_in(int layer, int mb, int& cur) {
-  if (!sharded_units) return cur;
-  const double a = inv_.recipe.gather_B;  // gradients come out of autograd in the gathered parameters' type
+  if (!sharded_units && !gathered_for_step) return cur;
+  // Gradients come out of autograd in the gathered parameters' type; gathered for the step,
+  // they were accumulated in the reduce type (accumulate_unsharded).
+  const double a = gathered_for_step ? grad_reduce_B : inv_.recipe.gather_B;
   Op op = make_op(OpKind::elementwise, Stream::compute, Pass::backward, "", layer, mb);
   op.deps = {cur};
   switch (sharding) {
@@ -112,6 +114,67 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
   return last;
 }
 
+// FSDP2 inside a pipeline stage (Inventory::gathered_for_step, whose sources the inventory
+// cites): torchtitan does not reshard after forward under PP and the pipelining stage does not
+// reshard after backward, so each FSDP unit of the stage is all-gathered once per step, on the
+// first forward that needs it, and kept. The gathers are issued at the step's start on the
+// gather stream, in the order the stage's layers first run (FSDP2 prefetches the next unit's
+// gather while the current one computes); the root's units (embeddings; final norm and head)
+// first.
+void Builder::gather_stage() {
+  gather_of.assign(layers, -1);
+  copied_out_of.assign(layers, -1);
+  const double root_bytes = inv_.params.root * inv_.recipe.gather_B;
+  if (root_bytes > 0) {
+    root_gather = collective(Stream::comm, Collective::all_gather, Group::dp, shard, root_bytes,
+                             "all-gather root units (kept for the step)", -1, 0, {last_compute});
+    ir_.ops[root_gather].reads = {weights_tensor};
+    ir_.ops[root_gather].writes = {stage_params_tensor};
+  }
+  for (int l = 0; l < layers; ++l) {
+    gather_of[l] = collective(Stream::comm, Collective::all_gather, Group::dp, shard, layer_gather_bytes,
+                              name("all-gather L{} (kept for the step)", layer_of[l]), layer_of[l], 0, {last_compute});
+    ir_.ops[gather_of[l]].reads = {weights_tensor};
+    ir_.ops[gather_of[l]].writes = {stage_params_tensor};
+  }
+}
+
+// What layer l's compute waits for: the first time, its gather and FSDP2's copy-out of the
+// gathered buffer into the parameters (on the compute stream: foreach_all_gather_copy_out);
+// afterwards nothing (the parameters stay gathered).
+int Builder::stage_params_ready(int l, int mb) {
+  if (copied_out_of[l] >= 0) return copied_out_of[l];
+  Op op = make_op(OpKind::elementwise, Stream::compute, Pass::forward,
+                  micro_name(name("fwd L{} all-gather copy-out", layer_of[l]), mb), layer_of[l], mb);
+  op.bytes = 2.0 * layer_gather_bytes;  // read the gathered buffer, write the parameters
+  op.deps = {gather_of[l], last_compute};
+  if (root_gather >= 0) op.deps.push_back(root_gather);
+  op.reads = {stage_params_tensor};
+  op.writes = {stage_params_tensor};
+  copied_out_of[l] = add(std::move(op));
+  return copied_out_of[l];
+}
+
+// A micro-batch's unsharded gradients of layer l join the accumulated ones in the reduce type,
+// when that differs from the gathered parameters' (FSDP2 FSDPParam.to_accumulated_grad_if_needed:
+// the first time a cast, .to(reduce_dtype); then accumulate_unsharded_grad_if_needed: +=), on the
+// compute stream. Returns the op after which the layer's backward is done.
+int Builder::accumulate_unsharded(int l, int mb, int cur) {
+  const double a = inv_.recipe.gather_B;
+  if (grad_reduce_B == a || grad_params <= 0) return cur;
+  const bool first = backwards[l] == 1;
+  Op op = make_op(OpKind::elementwise, Stream::compute, Pass::backward,
+                  micro_name(name("bwd L{} unsharded gradient {}", layer_of[l], first ? "cast" : "accumulate"), mb),
+                  layer_of[l], mb);
+  op.bytes = grad_params * (a + (first ? 1.0 : 2.0) * grad_reduce_B);
+  op.deps = {cur};
+  if (unsharded_grads_tensor >= 0) {
+    op.reads = {unsharded_grads_tensor};
+    op.writes = {unsharded_grads_tensor};
+  }
+  return add(std::move(op));
+}
+
 std::int64_t Builder::pipe_tag(int mb, int to_vs, bool gradient) const {
   return (static_cast<std::int64_t>(mb) * virtual_stages + to_vs) * 2 + (gradient ? 1 : 0);
 }
@@ -149,6 +212,9 @@ void Builder::forward(int mb, int chunk) {
       const int gathered = fetch(layer, mb, false, before, last_compute, buffer);
       deps.push_back(copy_out(layer, mb, Pass::forward, gathered, buffer));
       reads.push_back(buffer);
+    } else if (gathered_for_step) {
+      deps.push_back(stage_params_ready(l, mb));
+      reads.push_back(stage_params_tensor);
     } else if (weights_tensor >= 0) {
       reads.push_back(weights_tensor);
     }
@@ -196,6 +262,8 @@ void Builder::backward(int mb, int chunk) {
       // so on the process group's one stream it is not queued behind that reduce-scatter. It
       // takes the buffer of the layer `units_in_flight` above, already released.
       if (l > c0 && units_in_flight >= 2 && !per_parameter) fetch_backward(l - 1);
+    } else if (gathered_for_step) {
+      reads.push_back(stage_params_tensor);
     } else if (weights_tensor >= 0) {
       reads.push_back(weights_tensor);
     }
@@ -214,11 +282,22 @@ void Builder::backward(int mb, int chunk) {
     if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
     for (int t : bwd_tensors) cur = release(Stream::compute, t, {cur});
     if (buffer >= 0) cur = release(Stream::compute, buffer, {cur});
+    if (gathered_for_step) cur = accumulate_unsharded(l, mb, cur);
     released_bwd[l] = cur;
     last_compute = cur;
+    if (gathered_for_step) continue;  // reduced after the chunk's last backward, below
     const int produced = reduce_gradients(layer, mb, last_backward, cur);
     if (grads_group && !grads_on_gpu && last_backward) offload_gradients(l, layer, mb, produced);
   }
+  // FSDP2 inside a pipeline stage: after the chunk's last backward the pipelining stage calls
+  // post_backward on each FSDP group (stage.py _post_backward; the multi-stage schedules'
+  // REDUCE_GRAD action once a stage has run all its micro-batches' backwards): the unsharded
+  // gradients are reduce-scattered then, none of them overlapping this chunk's backward.
+  if (gathered_for_step && backwards[c0] == micro_batches)
+    for (int l = c1 - 1; l >= c0; --l) {
+      int cur = last_compute;
+      reduce_gradients(layer_of[l], mb, true, cur);
+    }
   if (vs > 0) send(mb, vs - 1, true);
 }
 

@@ -60,14 +60,16 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   // The middle stages' layers, chunk by chunk and kind by kind (MoE or dense, local or global attention).
   const int chunks = interleaved ? p.parallel.virtual_stages : 1;
   std::vector<int> first_middle;
+  std::vector<int> begin;
   for (int s = 1; s < pp - 1; ++s) {
     std::vector<int> kinds;
+    const std::vector<int> layers = inventory::stage_layer_list(m, p, s, &begin);
     for (int c = 0; c < chunks; ++c) {
-      const auto [a, b] = inventory::stage_layers(m.total_layers(), pp * chunks, c * pp + s,
-                                                  p.parallel.first_stage_layers, p.parallel.last_stage_layers);
-      kinds.push_back(-(b - a));
-      for (int l = a; l < b; ++l)
+      kinds.push_back(begin[c] - begin[c + 1]);
+      for (int i = begin[c]; i < begin[c + 1]; ++i) {
+        const int l = layers[i];
         kinds.push_back((l < m.layers && m.is_moe_layer(l) ? 1 : 0) | (l < m.layers && m.is_local_layer(l) ? 2 : 0));
+      }
     }
     if (s == 1) first_middle = std::move(kinds);
     else if (kinds != first_middle) return std::nullopt;

@@ -143,10 +143,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   }
 
   const int gpus = p.cluster.gpus();
-  double pad = 1.0;
-  if (p.job.samples.packing == plan::Packing::padded && p.job.samples.mean_tokens > 0)
-    pad = p.job.samples.mean_tokens / static_cast<double>(p.job.seq_len);
-  res.tokens_per_step = static_cast<double>(plan::global_batch_samples(p)) * static_cast<double>(p.job.seq_len) * pad;
+  // Every sample slot of the step, padding included (padding is computed, not learned).
+  const double slot_tokens = static_cast<double>(plan::global_batch_samples(p)) * static_cast<double>(p.job.seq_len);
+  res.tokens_per_step = slot_tokens * plan::real_token_fraction(p.job);
   if (res.step_time_s > 0) {
     res.tokens_per_s = res.tokens_per_step / res.step_time_s;
     res.tokens_per_s_per_gpu = res.tokens_per_s / gpus;
@@ -158,7 +157,7 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   const double method_share = model_flops_per_rank > 0
                                   ? model_flops_per_rank / (model_flops_per_rank + frozen_grad_flops_per_rank)
                                   : 1.0;
-  res.model_flops_per_step = per_token.training() * res.tokens_per_step / pad * method_share;
+  res.model_flops_per_step = per_token.training() * slot_tokens * method_share;
   const double recompute_share = model_flops_per_rank > 0
                                      ? hardware_flops_per_rank / model_flops_per_rank
                                      : 1.0;

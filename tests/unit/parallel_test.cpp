@@ -370,6 +370,236 @@ TEST_CASE("interleaved pipelines whose layers do not divide: virtual stages diff
   CHECK(r.step_time_s > 0);
 }
 
+TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro-batches, reduced after the last backward") {
+  /* torchtitan's Llama-3.1-8B (8,030,261,248 parameters) on 8 H100s as pp 2 x dp 4, FSDP2
+   * full_shard, bf16 compute, fp32 reduce, 4 micro-batches a step. Under PP torchtitan does not
+   * reshard after forward (torchtitan/distributed/fsdp.py: "For PP, by default do not reshard
+   * after forward to avoid per-microbatch all-gathers") and torch.distributed.pipelining runs
+   * each backward without resharding or gradient sync, then post_backward once after the stage's
+   * last backward (stage.py backward_maybe_with_nosync, _post_backward).
+   * Stage 0: 16 layers of 218,112,000 + the embedding 525,336,576 = 4,015,128,576 parameters.
+   *   All-gathers a step: 17 (16 layers of 436,224,000 bytes in bf16 + the embedding's
+   *   1,050,673,152), whatever the micro-batch count; FSDP1 under the same pipeline (no
+   *   FSDPModule: a regular backward) gathers per micro-batch: 16 x 4 x 2 = 128.
+   *   Reduce-scatters: 16 of 218,112,000 x 4 = 872,448,000 bytes (fp32), all after the last
+   *   backward of micro-batch 3.
+   *   Memory: kept gathered 2 x 4,015,128,576 = 8,030,257,152 B; unsharded fp32 gradients
+   *   4 x 4,015,128,576 = 16,060,514,304 B; sharded fp32 parameters, gradients, Adam m and v
+   *   16 x 4,015,128,576 / 4 = 16,060,514,304 B. */
+  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+                          "framework: pytorch-fsdp2}";
+  const auto s = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {pp: 2, fsdp: full_shard}\n");
+  const auto& p = s.plans[0];
+  REQUIRE(plan::check_plan(s.model, p).empty());
+  const auto in_effect = plan::sharding_in_effect(p);
+  CHECK(in_effect.zero == 3);
+  CHECK(in_effect.shard_degree == 4);
+  CHECK(in_effect.gathered_for_step);
+  const auto inv = inventory::build_inventory(s.model, p, 0);
+  CHECK(inv.params.total == doctest::Approx(4015128576.0));
+  const auto bytes_of = [&](const char* name) {
+    for (const auto& g : inv.groups)
+      if (std::string(g.name) == name) return g.total();
+    return 0.0;
+  };
+  CHECK(bytes_of(inventory::kStageGatheredParams) == doctest::Approx(8030257152.0));
+  CHECK(bytes_of(inventory::kStageUnshardedGrads) == doctest::Approx(16060514304.0));
+  CHECK(bytes_of("FSDP gathered units") == 0);  // no per-micro-batch gathers
+  double sharded_state = 0;
+  for (const auto& g : inv.groups)
+    if (g.lifetime != inventory::Lifetime::forward_backward &&
+        (g.category == inventory::Category::weights || g.category == inventory::Category::optimizer ||
+         g.category == inventory::Category::gradients))
+      sharded_state += g.total();
+  CHECK(sharded_state == doctest::Approx(16060514304.0));
+
+  const auto gathers_and_scatters = [&](const plan::Plan& plan, int micro, int& gathers, int& scatters) {
+    const auto i = inventory::build_inventory(s.model, plan, 0);
+    const auto ir = schedule::build_step(s.model, plan, i, micro);
+    CHECK(schedule::dry_run(ir).empty());
+    gathers = scatters = 0;
+    std::size_t last_backward = 0;
+    for (std::size_t k = 0; k < ir.ops.size(); ++k)
+      if (ir.ops[k].kind == schedule::OpKind::gemm && ir.ops[k].pass == schedule::Pass::backward && ir.ops[k].layer >= 0)
+        last_backward = k;
+    for (std::size_t k = 0; k < ir.ops.size(); ++k) {
+      const auto& op = ir.ops[k];
+      if (op.kind != schedule::OpKind::collective || op.group != schedule::Group::dp) continue;
+      CHECK(op.group_size == 4);
+      if (op.collective == schedule::Collective::all_gather) {
+        ++gathers;
+        if (i.gathered_for_step) CHECK(op.bytes == doctest::Approx(op.layer < 0 ? 1050673152.0 : 436224000.0));
+      }
+      if (op.collective == schedule::Collective::reduce_scatter) {
+        ++scatters;
+        if (i.gathered_for_step) {
+          CHECK(op.bytes == doctest::Approx(872448000.0));
+          CHECK(k > last_backward);
+        }
+      }
+    }
+  };
+  int gathers = 0, scatters = 0;
+  gathers_and_scatters(p, 4, gathers, scatters);
+  CHECK(gathers == 17);
+  CHECK(scatters == 16);
+  gathers_and_scatters(p, 2, gathers, scatters);
+  CHECK(gathers == 17);  // once a step, not per micro-batch
+  auto fsdp1 = p;
+  fsdp1.job.framework = plan::Framework::pytorch_fsdp;
+  CHECK_FALSE(plan::sharding_in_effect(fsdp1).gathered_for_step);
+  gathers_and_scatters(fsdp1, 4, gathers, scatters);
+  CHECK(gathers == 128);
+  CHECK(scatters == 64);
+
+  // HSDP inside the stages (torchtitan dp_replicate x dp_shard): 4 nodes, pp 2 x dp 16, each stage
+  // on 2 nodes; shards over the 8 GPUs of a node, and after the last backward each layer's
+  // reduce-scatter over them is followed by the all-reduce of its shard (872,448,000 / 8 B)
+  // between the 2 replicas: both once a step.
+  {
+    const auto h = parse("llama-3.1-8b", "{seq_len: 4096, micro_batch: 1, global_batch: 64, steps: 1, "
+                         "activation_checkpointing: full, framework: pytorch-fsdp2}",
+                         "    cluster: {node: dgx-h100, nodes: 4}\n    parallel: {pp: 2, fsdp: hybrid_shard}\n");
+    const auto& hp = h.plans[0];
+    CHECK(plan::sharding_in_effect(hp).shard_degree == 8);
+    CHECK(plan::sharding_in_effect(hp).gathered_for_step);
+    const auto i = inventory::build_inventory(h.model, hp, 0);
+    const auto ir = schedule::build_step(h.model, hp, i, 4);
+    CHECK(schedule::dry_run(ir).empty());
+    int gathers = 0, reduce = 0, replica = 0;
+    for (const auto& op : ir.ops) {
+      if (op.kind != schedule::OpKind::collective) continue;
+      if (op.group == schedule::Group::dp && op.collective == schedule::Collective::all_gather) {
+        CHECK(op.group_size == 8);
+        ++gathers;
+      }
+      if (op.group == schedule::Group::dp && op.collective == schedule::Collective::reduce_scatter) ++reduce;
+      if (op.group == schedule::Group::replicate) {
+        CHECK(op.group_size == 2);
+        CHECK(op.bytes == doctest::Approx(872448000.0 / 8));
+        ++replica;
+      }
+    }
+    CHECK(gathers == 17);
+    CHECK(reduce == 16);
+    CHECK(replica == 16);
+  }
+
+  // Megatron's distributed optimizer (ZeRO 1) under the same pipeline: bf16 weights (2 B) and fp32
+  // main grads (4 B) whole on the stage, fp32 master + Adam m, v (12 B) over dp 4; the gradients
+  // reduce-scattered once a step in fp32 (16 x 872,448,000 B), the updated bf16 parameters
+  // all-gathered once after the step (2 x 4,015,128,576 = 8,030,257,152 B).
+  auto mega = p;
+  mega.job.framework = plan::Framework::megatron;
+  mega.parallel.zero = 1;
+  mega.parallel.fsdp_given = false;
+  REQUIRE(plan::check_plan(s.model, mega).empty());
+  {
+    const auto i = inventory::build_inventory(s.model, mega, 0);
+    double weights = 0, grads = 0, optimizer = 0;
+    for (const auto& g : i.groups) {
+      if (g.category == inventory::Category::weights) weights += g.total();
+      if (g.category == inventory::Category::gradients) grads += g.total();
+      if (g.category == inventory::Category::optimizer) optimizer += g.total();
+    }
+    CHECK(weights == doctest::Approx(8030257152.0));
+    CHECK(grads == doctest::Approx(16060514304.0));
+    CHECK(optimizer == doctest::Approx(12045385728.0));
+    const auto ir = schedule::build_step(s.model, mega, i, 4);
+    int reduce = 0, gather = 0;
+    for (const auto& op : ir.ops) {
+      if (op.kind != schedule::OpKind::collective || op.group != schedule::Group::dp) continue;
+      if (op.collective == schedule::Collective::reduce_scatter) {
+        ++reduce;
+        CHECK(op.bytes == doctest::Approx(872448000.0));
+      }
+      if (op.collective == schedule::Collective::all_gather) {
+        ++gather;
+        CHECK(op.bytes == doctest::Approx(8030257152.0));
+      }
+    }
+    CHECK(reduce == 16);
+    CHECK(gather == 1);
+  }
+
+  // The simulated GPU pool agrees with the analytic footprint (the kept parameters and unsharded
+  // gradients in both), and the plan costs more memory than resharding per micro-batch would.
+  const auto r = sim::simulate_step(s.model, p);
+  REQUIRE(r.ok);
+  const auto f = footprint::footprint(s.model, p);
+  CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+  // (Through forward and backward: the kept parameters, the unsharded gradients, and the sharded
+  // fp32 parameters and Adam m, v (12 B / 4 = 12,045,385,728 B); the sharded gradients come with
+  // the reduce-scatters after the last backward: at the peak (stage 1, at the loss) the
+  // gradients are the unsharded ones only, 4 x 4,015,132,672 = 16,060,530,688 B.)
+  CHECK(f.gpu_allocated_peak_bytes > 8030257152.0 + 16060514304.0 + 12045385728.0);
+  CHECK(f.peak_stage == 1);
+  CHECK(f.gpu[inventory::Category::gradients] == doctest::Approx(16060530688.0));
+  const auto f1 = footprint::footprint(s.model, fsdp1);
+  CHECK(f1.gpu_allocated_peak_bytes < f.gpu_allocated_peak_bytes - 15e9);
+  MESSAGE(fmt::format("FSDP2 pp 2 x dp 4: step {:.3f} s, GPU peak {:.2f} GiB (FSDP1 per micro-batch: {:.2f} GiB)", r.step_time_s,
+                      f.gpu_peak_bytes / (1u << 30), f1.gpu_peak_bytes / (1u << 30)));
+}
+
+TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split and its rules") {
+  /* Llama-3.1-70B's 80 layers on pp 8 x 2 virtual stages with 4 layers on each end stage
+   * (Megatron-core num_layers_in_first/last_pipeline_stage with VPP, transformer_block.py
+   * get_num_layers_to_build): each end stage runs 2 chunks of 2 layers, each of the 6 middle
+   * stages 72 / 6 = 12 layers as 2 chunks of 6, virtual stage c x 8 + s in model order:
+   * stage 0 runs layers 0-1 and 40-41, stage 1 2-7 and 42-47, stage 7 38-39 and 78-79. */
+  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const auto with = [&](const char* extra) {
+    return parse("llama-3.1-70b", job,
+                 fmt::format("    cluster: {{node: dgx-h100, nodes: 8}}\n    parallel: {{tp: 8, pp: 8, schedule: interleaved, "
+                             "virtual_stages: 2, zero: 1, {}}}\n",
+                             extra));
+  };
+  const auto s = with("first_stage_layers: 4, last_stage_layers: 4");
+  const auto& p = s.plans[0];
+  REQUIRE(plan::check_plan(s.model, p).empty());
+  std::vector<int> begin;
+  CHECK(inventory::stage_layer_list(s.model, p, 0, &begin) == std::vector<int>{0, 1, 40, 41});
+  CHECK(begin == std::vector<int>{0, 2, 4});
+  CHECK(inventory::stage_layer_list(s.model, p, 1, &begin) ==
+        std::vector<int>{2, 3, 4, 5, 6, 7, 42, 43, 44, 45, 46, 47});
+  CHECK(begin == std::vector<int>{0, 6, 12});
+  CHECK(inventory::stage_layer_list(s.model, p, 7) == std::vector<int>{38, 39, 78, 79});
+  std::set<int> all;
+  for (int stage = 0; stage < 8; ++stage)
+    for (int l : inventory::stage_layer_list(s.model, p, stage)) CHECK(all.insert(l).second);
+  CHECK(all.size() == 80);
+  const auto inv = inventory::build_inventory(s.model, p, 1);
+  CHECK(schedule::dry_run(schedule::build_step(s.model, p, inv, 8, false)).empty());
+  // Megatron-core's refusals, in its words (transformer_config.py, "Uneven PP").
+  const auto finding = [&](const char* extra) { return test::input_error_of([&] { with(extra); }); };
+  CHECK(finding("first_stage_layers: 5, last_stage_layers: 5").find(
+            "plans[0].parallel.first_stage_layers: number of layers at first stage: 5 must be divisible by virtual pipeline "
+            "parallel degree 2 (Megatron-core)") != std::string::npos);
+  CHECK(finding("first_stage_layers: 4, last_stage_layers: 6").find(
+            "plans[0].parallel.last_stage_layers: number of layers at middle stage: 70 must be divisible by the middle "
+            "pipeline model parallel size 6 (Megatron-core; first 4 + last 6 of 80 layers)") != std::string::npos);
+  CHECK(finding("first_stage_layers: 2, last_stage_layers: 6").empty());
+  // Simulated: Llama-3.1-8B tp 2 x pp 4 x 2 chunks with 6 layers on each end stage (chunks of 3)
+  // and 10 on each middle one (chunks of 5): stage 1 runs virtual stages 1 (layers 3-7) and 5
+  // (19-23). The in-flight activations the footprint counts are what the simulated pools hold.
+  // (Time: its middle stages run 10 layers against the even split's 8 plus the head on the
+  // last stage; at seq 2048 that is 0.582 s against 0.570 s: Megatron's divisibility leaves no
+  // finer split of 32 layers over 4 x 2 that would pay.)
+  const std::string job8 = "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+                           "framework: megatron}";
+  const auto ends = llama8b_tp2_pp4(job8, ", schedule: interleaved, virtual_stages: 2, first_stage_layers: 6, last_stage_layers: 6");
+  const auto even = llama8b_tp2_pp4(job8, ", schedule: interleaved, virtual_stages: 2");
+  CHECK(inventory::stage_layer_list(ends.model, ends.plans[0], 1) ==
+        std::vector<int>{3, 4, 5, 6, 7, 19, 20, 21, 22, 23});
+  const auto re = sim::simulate_step(ends.model, ends.plans[0]);
+  const auto rv = sim::simulate_step(even.model, even.plans[0]);
+  REQUIRE(re.ok);
+  REQUIRE(rv.ok);
+  const auto fe = footprint::footprint(ends.model, ends.plans[0]);
+  CHECK(re.gpu_peak_bytes == doctest::Approx(fe.gpu_allocated_peak_bytes + fe.gpu[inventory::Category::overhead]).epsilon(0.02));
+  MESSAGE(fmt::format("interleaved, 6 layers on each end stage: {:.3f} s, even split {:.3f} s", re.step_time_s, rv.step_time_s));
+}
+
 TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-reduced across the replicas") {
   /* FSDP HYBRID_SHARD on 2 nodes of 8 H100s: parameters and gradients shard over the 8 GPUs of a
    * node, and each layer's reduced shard (1/8 of its gradient) is all-reduced between the 2

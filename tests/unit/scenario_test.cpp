@@ -116,9 +116,16 @@ TEST_CASE("impossible combinations") {
   CHECK(error_of(replace(kGood, "global_batch: 64", "global_batch: 60")) ==
         "x.yaml:9:17: job.global_batch: 60 samples do not split into micro_batch 2 x dp 4 = 8 per accumulation step "
         "(plan 'eight')");
-  // ZeRO-3 across pipeline stages.
-  CHECK(error_of(replace(kGood, "tp: 2", "pp: 2")) ==
-        "x.yaml:16:13: plans[0].parallel.zero: ZeRO stage 3 cannot shard across pipeline stages (pp 2); use zero 0 or 1");
+  // ZeRO-3 across pipeline stages: DeepSpeed's PipelineEngine refuses it, with its own words; FSDP
+  // runs inside each stage (torchtitan), so the same plan under FSDP passes.
+  CHECK(error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: deepspeed\n")) ==
+        "x.yaml:17:13: plans[0].parallel.zero: DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with "
+        "pipeline parallelism\" (pp 2); use zero 0 or 1, or FSDP inside each stage (job.framework: pytorch-fsdp2, as "
+        "torchtitan)");
+  CHECK_NOTHROW(parse(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: pytorch-fsdp2\n")));
+  // torchtune has no pipeline stages (its ParallelDims: dp_replicate x dp_shard x tp).
+  CHECK(error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: torchtune\n"))
+            .find("plans[0].parallel.pp: torchtune's recipes have no pipeline parallelism") != std::string::npos);
   // bf16 on a GPU without it.
   const std::string v100 = error_of(replace(kGood, "gpu: rtx-4090", "gpu: v100-sxm2-32gb"));
   CHECK(v100.find("job.precision: NVIDIA Tesla V100") != std::string::npos);

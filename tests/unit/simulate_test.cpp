@@ -366,6 +366,19 @@ TEST_CASE("a deep pipeline simulated as three short ones is within 0.5% of the w
        "{node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6}", false},
       {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 4, activation_checkpointing: selective}",
        "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, sequence_parallel: true}", false},
+      // Interleaved with Megatron's uneven end stages (4 layers = 2 chunks of 2 on each end stage,
+      // 72 / 6 = 12 = 2 chunks of 6 on each middle one): the middle stages are alike, but the
+      // short pipelines' busiest stages are not the same plan stage, so it falls back.
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 4, "
+       "last_stage_layers: 4, zero: 1}", false},
+      // 80 layers over 6 x 2 = 12 virtual stages (8 of 7 layers, 4 of 6): stages 0 and 1 hold 14,
+      // stages 2-5 13, so the middle stages differ: the whole pipeline is simulated.
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 24, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, virtual_stages: 2, zero: 1}", false},
+      // FSDP2 inside 8 pipeline stages (torchtitan): the stage's gathers and reduce-scatters once a step.
+      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}", true},
   };
   for (const auto& c : cases) {
     const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
