@@ -75,7 +75,7 @@ void CpuDevice::gemm(int worker, const GemmCall& g) {
     }
     // dA[m x k] = dC[m x n] B^T; dB[k x n] = A^T dC.
     Matrix dC(s.c.get(m * n), m, n), B(s.b.get(k * n), k, n), dA(s.a.get(m * k + m * k) + m * k, m, k);
-    dA.noalias() = dC * B.transpose();
+    if (g.input_grad) dA.noalias() = dC * B.transpose();
     if (g.weight_grad) {
       Matrix A(s.a.get(m * k), m, k), dB(s.grad.get(k * n), k, n);
       dB.noalias() = A.transpose() * dC;

@@ -30,6 +30,7 @@ class CpuDevice final : public Device {
   const float* weight_gradient(int worker, std::int64_t& elements) const override;
   void copy_to_device(std::byte* device, const std::byte* host, std::size_t bytes) override;
   void copy_to_host(std::byte* host, const std::byte* device, std::size_t bytes) override;
+  bool computes_on_host() const override { return true; }
 
  private:
   struct Scratch;

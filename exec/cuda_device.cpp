@@ -162,7 +162,7 @@ class CudaDevice final : public Device {
           continue;
         }
         // dA[m x k] = dC[m x n] B^T; dB[k x n] = A^T dC (fp32, for the step's gradients).
-        matmul(s, st, false, true, m, k, n, dC, m, B, k, out(s, m * k), m);
+        if (g.input_grad) matmul(s, st, false, true, m, k, n, dC, m, B, k, out(s, m * k), m);
         if (g.weight_grad) matmul(s, st, true, false, k, n, m, A, m, dC, m, grad(s, k * n), k);
       }
     });

@@ -20,6 +20,7 @@ struct GemmCall {
   bool backward = false;
   bool weight_grad = false;
   int repeats = 1;
+  bool input_grad = true;  // backward: run dA (false: dB alone, as validate times it)
 };
 
 class Device {
@@ -46,6 +47,9 @@ class Device {
   // Whether the host may read and write device memory through its pointers (a CPU device); else
   // every access goes through copy_to_device / copy_to_host.
   virtual bool host_addressable() const { return true; }
+  // Whether the kernels run on the host's cores (a CPU device), where the copy, NVMe and CPU
+  // optimizer workers could take a core from them; a GPU's kernels run on its SMs.
+  virtual bool computes_on_host() const { return false; }
   // Page-locks host memory for the device's DMA engines (cudaHostRegister); false when the device
   // has none to lock it for. unpin_host undoes it.
   virtual bool pin_host(std::byte* /*host*/, std::size_t /*bytes*/) { return false; }

@@ -1,6 +1,8 @@
 #include "executor.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include <fstream>
 
@@ -40,6 +42,32 @@ namespace {
 constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
 std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 std::uint64_t round_down(std::uint64_t x) { return x / kAlign * kAlign; }
+
+// The cores this process may run on (sched_getaffinity), in order.
+std::vector<int> allowed_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+// Binds the calling thread to `cores` (Options::pin_compute); false when the kernel refuses.
+bool pin_to(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int c : cores) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+// The calling thread's CPU time, ns (POSIX CLOCK_THREAD_CPUTIME_ID).
+std::int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 // bf16 as the GPU stores it: the upper half of the fp32, rounded to nearest even.
 std::uint16_t to_bf16(float f) {
@@ -110,21 +138,12 @@ class NvmeTier {
   void release(std::int64_t offset) { arena_.release(offset); }
   double peak_bytes() const { return arena_.peak_bytes(); }
   // The requests moving [offset, offset + bytes) of the address space to or from `buffer`, in
-  // pieces of at most `block` that do not cross a stripe.
+  // pieces of at most `block` that do not cross a stripe (storage::striped_requests).
   std::vector<storage::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
                                            std::uint32_t block) const {
-    std::vector<storage::IoRequest> out;
-    std::uint64_t done = 0;
-    while (done < bytes) {
-      const std::uint64_t at = offset + done;
-      const std::uint64_t s = at / stripe_, within = at % stripe_;
-      const std::uint64_t n = std::min({bytes - done, stripe_ - within, static_cast<std::uint64_t>(block)});
-      const auto& f = *files_[s % files_.size()];
-      out.push_back(
-          {f.fd(), buffer + done, static_cast<std::uint32_t>(n), (s / files_.size()) * stripe_ + within, write});
-      done += n;
-    }
-    return out;
+    std::vector<const storage::ScratchFile*> files;
+    for (const auto& f : files_) files.push_back(f.get());
+    return storage::striped_requests(files, stripe_, offset, buffer, bytes, write, block);
   }
 
  private:
@@ -188,6 +207,11 @@ class Runner {
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
   void live_gradients(std::size_t begin, std::size_t k, float* out) const;
+  struct GradientsAt {
+    const std::byte* at = nullptr;  // nullptr: gather them (gradients)
+    bool bf16 = false;
+  };
+  GradientsAt gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const;
   // Chunk c of a part (per_param x its parameters bytes), from whichever tier holds it.
   void read_part(const Part& part, std::size_t c, std::byte* out);
   // The on-flash state (Options::state_file): what identifies the step IR it belongs to, and
@@ -372,6 +396,30 @@ void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
     return;
   }
   live_gradients(begin, k, out);
+}
+
+// Where the gradients from `begin` lie when the share holding them is a live buffer the host can
+// address (ZeRO-Offload's and ZeRO-Infinity's fp32 gradients in DRAM, the CPU device's bf16
+// gradients of a GPU optimizer), with `length` set to how many of the next `k` it holds; else
+// nullptr, `length` then the run up to the next share's start (to be gathered). Not with delayed
+// update: its gradients are the previous step's copy.
+Runner::GradientsAt Runner::gradients_in_place(std::size_t begin, std::size_t k, std::size_t& length) const {
+  length = k;
+  if (plan_.offload.delayed_update) return {};
+  for (std::size_t g = 0; g < grad_tensor_.size(); ++g) {
+    const std::size_t first = grad_begin_[g], end = first + device_grads_[g].size();
+    if (first > begin) length = std::min(length, first - begin);
+    if (begin < first || begin >= end) continue;
+    length = std::min(k, end - begin);
+    const Storage& s = storage_[static_cast<std::size_t>(grad_tensor_[g])];
+    const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[g])];
+    const std::size_t width = x.element == Element::fp32 ? 4 : 2;  // else bf16, as live_gradients reads it
+    if (!s.live || x.tier == Tier::nvme || (x.tier == Tier::gpu && !device_.host_addressable()) ||
+        s.size < width * (begin + length - first))
+      return {};
+    return {s.ptr + width * (begin - first), width == 2};
+  }
+  return {};
 }
 
 void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const {
@@ -673,11 +721,38 @@ void Runner::optimizer(std::size_t i, int c) {
     m = stage.data() + k;
   }
   float* v = m + k;
-  // The chunk's gradients gathered into one buffer, kept between steps (fresh pages would cost a
-  // page fault each, more than the update itself).
-  if (gather_.size() < k) gather_.resize(k);
-  gradients(begin, k, gather_.data());
-  calibrate::cpu::adamw_step(master, gather_.data(), m, v, k, calibrate::cpu::AdamW{}, step_ + 1);
+  // The chunk's gradients read where they lie, as DeepSpeed's cpu_adam reads the fp32 gradients
+  // in place (csrc/adam/cpu_adam_impl.cpp, Step_AVX) and a GPU's fused Adam its bf16 ones: AdamW's
+  // 28 B per parameter (26 with bf16 gradients, widened a block at a time in L1) and no more, what
+  // the simulator charges. Else
+  // gathered into one buffer (delayed update's copy, shares the host cannot address), kept between
+  // steps (fresh pages would cost a page fault each, more than the update itself): zero fill and
+  // copy add 12 B per parameter, which made the executor's host cpu stream 1.5x the simulated one
+  // (docs/validation.md). AdamW is elementwise: updating the chunk share by share, widening bf16
+  // as it is read, gives the same bits.
+  for (std::size_t done = 0, n = 0; done < k; done += n) {
+    const GradientsAt g = gradients_in_place(begin + done, k - done, n);
+    if (g.at && g.bf16) {
+      // Widened a block at a time into a buffer that stays in L1 (16 KiB), then the same AdamW.
+      constexpr std::size_t kBlock = 4096;
+      std::array<float, kBlock> wide;
+      const auto* h = reinterpret_cast<const std::uint16_t*>(g.at);
+      for (std::size_t b = 0; b < n; b += kBlock) {
+        const std::size_t len = std::min(kBlock, n - b);
+        for (std::size_t j = 0; j < len; ++j) wide[j] = from_bf16(h[b + j]);
+        calibrate::cpu::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len,
+                                   calibrate::cpu::AdamW{}, step_ + 1);
+      }
+      continue;
+    }
+    const float* grads = reinterpret_cast<const float*>(g.at);
+    if (!grads) {
+      if (gather_.size() < n) gather_.resize(n);
+      gradients(begin + done, n, gather_.data());
+      grads = gather_.data();
+    }
+    calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, calibrate::cpu::AdamW{}, step_ + 1);
+  }
   if (staged) {
     device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
     device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
@@ -821,8 +896,13 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
         const schedule::Tensor& x =
             ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
         const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
-        std::vector<std::uint16_t>& bf16 = bf16_[static_cast<std::size_t>(worker)];
-        bf16.resize(out.size());
+        // The kept share written in place where the host can address it (a GPU's epilogue writes
+        // dB into the gradient buffer; a staging copy is 4 B per parameter more on the compute
+        // stream); else staged and copied.
+        const bool in_place = keep && dB && e > 0 && device_.host_addressable();
+        std::vector<std::uint16_t>& staged = bf16_[static_cast<std::size_t>(worker)];
+        if (!in_place) staged.resize(out.size());
+        std::uint16_t* const bf16 = in_place ? reinterpret_cast<std::uint16_t*>(st.ptr) : staged.data();
         const float scale = 1.0f / static_cast<float>(1 + step_);
         for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
           const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
@@ -831,7 +911,8 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
             out[base + j] = from_bf16(bf16[base + j]);
           }
         }
-        if (keep) device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(bf16.data()), out.size() * 2);
+        if (keep && !in_place)
+          device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
       }
       break;
     }
@@ -863,11 +944,25 @@ void Runner::step(int s, Measured& out) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0_).count();
   };
   std::vector<std::thread> workers;
+  // Options::pin_compute: the compute worker on the first allowed core, the others on the rest.
+  const std::vector<int> cores = opt_.pin_compute && device_.computes_on_host() ? allowed_cores() : std::vector<int>{};
+  const bool pin = cores.size() >= 2;
+  const std::vector<int> compute_core(cores.begin(), cores.begin() + (pin ? 1 : 0));
+  const std::vector<int> other_cores(cores.begin() + (pin ? 1 : 0), cores.end());
+  if (pin && s == first_step_)
+    notes_.push_back(
+        fmt::format("the compute stream's worker ran alone on core {}, the copy, NVMe and optimizer "
+                    "workers on the other {} (Options::pin_compute)",
+                    cores.front(), other_cores.size()));
   for (int st = 0; st < schedule::kStreams; ++st) {
     if (stream_ops_[static_cast<std::size_t>(st)].empty()) continue;
     workers.emplace_back([&, st] {
       std::unique_ptr<storage::DirectIo> io;
       const auto stream = static_cast<Stream>(st);
+      if (pin && !pin_to(stream == Stream::compute ? compute_core : other_cores) && s == first_step_) {
+        std::lock_guard lock(mutex_);
+        notes_.push_back(fmt::format("could not pin the {} stream's worker to its cores", schedule::to_string(stream)));
+      }
       try {
         if (stream == Stream::nvme_read || stream == Stream::nvme_write)
           if (nvme_) io = std::make_unique<storage::DirectIo>(opt_.io_queue_depth);
@@ -876,8 +971,11 @@ void Runner::step(int s, Measured& out) {
           if (failed_) return;
           records_[i].op = static_cast<int>(i);
           records_[i].start_ns = now_ns();
+          const std::int64_t cpu0 = thread_cpu_ns();  // read inside the op's wall interval
           execute(i, st, io.get());
+          records_[i].cpu_ns = thread_cpu_ns() - cpu0;
           records_[i].end_ns = now_ns();
+          records_[i].core = sched_getcpu();
           done_[i].store(1);
           done_[i].notify_all();
         }
@@ -962,7 +1060,7 @@ Measured Runner::run() {
     q.name = schedule::to_string(op.stream);
     if (opt_.trace && op.kind != OpKind::alloc && op.kind != OpKind::free)
       q.spans.push_back({op.name.empty() ? schedule::to_string(op.kind) : op.name, schedule::to_string(op.kind),
-                         r.start_ns, r.end_ns, op.kind == OpKind::copy ? op.bytes : 0.0});
+                         r.start_ns, r.end_ns, op.kind == OpKind::copy ? op.bytes : 0.0, r.cpu_ns});
     for (const sim::HostLink h : sim::host_path(op, plan_)) {
       auto& l = links[sim::to_string(h)];
       l.first += op.bytes;
@@ -976,11 +1074,13 @@ Measured Runner::run() {
     if (op.kind == OpKind::copy && op.dst == Tier::nvme) out.nvme_written_bytes += op.bytes;
   }
   for (int st = 0; st < schedule::kStreams; ++st) {
-    double busy = 0;
-    for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)])
+    double busy = 0, cpu = 0;
+    for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)]) {
       busy += static_cast<double>(records_[i].end_ns - records_[i].start_ns) * 1e-9;
+      cpu += static_cast<double>(records_[i].cpu_ns) * 1e-9;
+    }
     if (!stream_ops_[static_cast<std::size_t>(st)].empty())
-      out.streams.push_back({schedule::to_string(static_cast<Stream>(st)), busy});
+      out.streams.push_back({schedule::to_string(static_cast<Stream>(st)), busy, cpu});
   }
   for (auto& [name, l] : links) out.links.push_back({name, l.first, covered_s(l.second)});
   out.device_peak_bytes = device_.peak_bytes();

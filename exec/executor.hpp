@@ -33,6 +33,12 @@ struct Options {
   double host_capacity_bytes = 0;
   double nvme_capacity_bytes = 0;
   bool trace = false;  // keep a Chrome trace of the last step
+  // On a device that computes on the host's cores (Device::computes_on_host) with two or more
+  // cores allowed: the compute stream's worker gets the first core to itself and every other
+  // worker the rest, as a GPU's SMs are apart from its copy engines and the host's cores (what
+  // the simulator assumes). Unpinned, the kernel's scheduler may put a copy thread on the
+  // compute thread's core, and the compute stream then runs at a share of it.
+  bool pin_compute = true;
   std::function<void(const std::string&)> progress;
   // The on-flash training state (a file; put it on a storage directory). When set, after every
   // step the executor writes there, atomically (io::write_file_atomically), the fp32 master
@@ -49,6 +55,7 @@ struct Options {
 struct StreamMeasure {
   std::string name;
   double busy_s = 0;
+  double cpu_s = 0;  // CPU time of the stream's worker in its ops (OpRecord::cpu_ns)
 };
 
 // Bytes the IR moved over a link in one step and the time some op was moving them (the union of
@@ -62,6 +69,11 @@ struct LinkMeasure {
 struct OpRecord {
   int op = -1;
   std::int64_t start_ns = 0, end_ns = 0;
+  // CPU time of the worker thread in the op (CLOCK_THREAD_CPUTIME_ID): on a machine shared with
+  // other work, what the op cost without the waits for a core (an NVMe op's waits for its drive
+  // are not in it either).
+  std::int64_t cpu_ns = 0;
+  int core = -1;  // the core the op's worker ended it on (sched_getcpu)
 };
 
 struct Measured {

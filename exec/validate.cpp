@@ -155,25 +155,33 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
   DeviceRates r;
   CpuDevice cpu(std::uint64_t{1} << 20, 1);
   Device& dev = device ? *device : cpu;
-  // GEMMs at every shape the simulator will ask for: an op's forward C[m x n] = A[m x k] B[k x n],
-  // and a backward's dA (m x k over n) and dB (k x n over m) (sim::compute_seconds).
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+  // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
+  // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
+  // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
+  // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
+  // otherwise). Keyed by the op's (m, n, k) and which of the three.
+  using Layout = sim::Efficiency::Layout;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>> shapes;
   const schedule::Op* attention = nullptr;
   for (const auto& op : ir.ops) {
     if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
     if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
     if (op.pass != schedule::Pass::backward) {
-      shapes.insert({op.m, op.n, op.k});
+      shapes.insert({op.m, op.n, op.k, Layout::nn});
     } else {
-      shapes.insert({op.m, op.k, op.n});
-      if (op.weight_grad) shapes.insert({op.k, op.n, op.m});
+      shapes.insert({op.m, op.n, op.k, Layout::nt});
+      if (op.weight_grad) shapes.insert({op.m, op.n, op.k, Layout::tn});
     }
   }
   // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
   const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
-  for (const auto& [m, n, k] : shapes) {
-    const double t = time_cold([&, m = m, n = n, k = k] { dev.gemm(0, GemmCall{m, n, k, false, false, 1}); }, flush);
-    r.gemm.push_back({m, n, k, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t});
+  for (const auto& [m, n, k, layout] : shapes) {
+    const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
+    const double t = time_cold([&, call] { dev.gemm(0, call); }, flush);
+    const double rate = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t;
+    if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
+    if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
+    if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
   }
   if (attention) {
     const AttentionCall a = attention_call(*attention);
@@ -213,19 +221,37 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
         });
   }
   if (!dirs.empty()) {
-    // The storage directories striped, as the executor uses them: write first (reads of never
-    // written extents would not reach the drive), then read, 1 MiB at depth 8 per file.
-    constexpr std::uint64_t kFile = std::uint64_t{64} << 20;
+    // The storage directories as the executor's NVMe streams use them (Options' defaults): one
+    // address space striped round-robin over a file per directory, moved by one ring with
+    // io_queue_depth requests of io_block_bytes in flight (storage::striped_requests). Timing
+    // them any other way measures another thing: one thread and ring per directory at depth 8
+    // each (calibrate's run_io) came out 2.2 GB/s over two directories of one virtual disk where
+    // the executor's single ring moved 5.5 GB/s (docs/validation.md). Write first (reads of
+    // never written extents would not reach the drive), then read; the median of three passes.
+    const Options io;
+    constexpr std::uint64_t kPerDir = std::uint64_t{64} << 20;
+    const std::uint64_t total = kPerDir * dirs.size();
     std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
-    std::vector<calibrate::storage::ScratchFile*> ptrs;
+    std::vector<const calibrate::storage::ScratchFile*> ptrs;
     for (const auto& dir : dirs) {
-      files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, kFile));
+      files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, kPerDir + io.stripe_bytes));
       ptrs.push_back(files.back().get());
     }
-    calibrate::storage::IoPattern w{hardware::StorageOp::write, 1 << 20, 8};
-    r.nvme_write_Bps = calibrate::storage::run_io(ptrs, w, 1.0, kFile).bandwidth_Bps();
-    calibrate::storage::IoPattern rd{hardware::StorageOp::read, 1 << 20, 8};
-    r.nvme_read_Bps = calibrate::storage::run_io(ptrs, rd, 1.0, kFile).bandwidth_Bps();
+    calibrate::AlignedBuffer buffer(static_cast<std::size_t>(total));
+    std::memset(buffer.data(), 1, buffer.size());
+    calibrate::storage::DirectIo ring(io.io_queue_depth);
+    const auto pass_Bps = [&](bool write) {
+      const auto requests = calibrate::storage::striped_requests(ptrs, io.stripe_bytes, 0, buffer.data(), total, write,
+                                                                 io.io_block_bytes);
+      const double t0 = calibrate::now_s();
+      ring.run(requests);
+      return static_cast<double>(total) / (calibrate::now_s() - t0);
+    };
+    std::vector<double> w, rd;
+    for (int pass = 0; pass < 3; ++pass) w.push_back(pass_Bps(true));
+    for (int pass = 0; pass < 3; ++pass) rd.push_back(pass_Bps(false));
+    r.nvme_write_Bps = calibrate::median(w);
+    r.nvme_read_Bps = calibrate::median(rd);
   }
   return r;
 }
@@ -336,8 +362,8 @@ sim::Efficiency efficiency_of(const DeviceRates& r) {
   sim::Efficiency e;
   std::vector<double> fractions;
   for (const auto& g : r.gemm) {
-    e.gemm_shapes.push_back(
-        {static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k), g.flops_per_s / kPeak});
+    e.gemm_shapes.push_back({static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k),
+                             g.flops_per_s / kPeak, g.layout});
     fractions.push_back(g.flops_per_s / kPeak);
   }
   std::sort(fractions.begin(), fractions.end());
@@ -480,7 +506,7 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   for (const auto& st : s.streams) {
     LinkRow row{st.name, 0, 0, 0, st.busy_s};
     for (const auto& x : m.streams)
-      if (x.name == st.name) row.measured_busy_s = x.busy_s;
+      if (x.name == st.name) row.measured_busy_s = x.busy_s, row.measured_cpu_s = x.cpu_s;
     v.streams.push_back(row);
   }
   v.simulated_bound_by = s.bound_by;

@@ -38,8 +38,9 @@ struct DeviceRates {
   struct Gemm {
     std::int64_t m = 0, n = 0, k = 0;
     double flops_per_s = 0;
+    sim::Efficiency::Layout layout = sim::Efficiency::Layout::nn;
   };
-  std::vector<Gemm> gemm;  // at every GEMM shape the step's ops run
+  std::vector<Gemm> gemm;  // at every GEMM shape and layout the step's ops run
   double attention_flops_per_s = 0;
   double memory_Bps = 0;                         // a memory-bound kernel's bytes (read + written) per second
   double copy_Bps = 0;                           // one memcpy between device and host memory
@@ -70,6 +71,7 @@ struct LinkRow {
   std::string name;
   double measured_bytes = 0, simulated_bytes = 0;
   double measured_busy_s = 0, simulated_busy_s = 0;
+  double measured_cpu_s = 0;  // streams: CPU time of the stream's worker in its ops (StreamMeasure::cpu_s)
 };
 
 struct Validation {

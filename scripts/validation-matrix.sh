@@ -24,7 +24,7 @@ ftplan=$build/cli/ftplan
   > "$build/validation/zero-infinity-2dirs.json" || true
 python3 - "$build/validation/matrix.json" "$build/validation/zero-infinity-2dirs.json" <<'PY'
 import json, sys
-print("| configuration | step measured: median (range of steps 2-5) | simulated | error | compute stream busy meas. / sim. "
+print("| configuration | step measured: median (range of steps 2-5) | simulated | error | compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
 print("|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
@@ -35,14 +35,16 @@ for path in sys.argv[1:]:
             print(f"| {name} | not run: {r['problem']} |||||||")
             continue
         later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
-        compute = next((s for s in r["streams"] if s["name"] == "compute"), {"measured_busy_s": 0, "simulated_busy_s": 0})
+        compute = next((s for s in r["streams"] if s["name"] == "compute"),
+                       {"measured_busy_s": 0, "measured_cpu_s": 0, "simulated_busy_s": 0})
         links = "; ".join(f"{l['name'].replace(' (share)', '')} {l['measured_bytes'] / 2**20:.1f} "
                           f"{'=' if l['measured_bytes'] == l['simulated_bytes'] else '≠'} {l['simulated_bytes'] / 2**20:.1f} MiB"
                           for l in r["links"] if "uplink" not in l["name"]) or "(no copies)"
         mib = lambda b: f"{b / 2**20:.2f}"
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
               f"| {r['simulated_step_time_s'] * 1e3:.0f} ms | {r['step_time_error_pct']:+.1f}% "
-              f"| {compute['measured_busy_s'] * 1e3:.0f} / {compute['simulated_busy_s'] * 1e3:.0f} ms "
+              f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
+              f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "
               f"| {mib(r['measured_host_peak_bytes'])} / {mib(r['simulated_host_peak_bytes'])} MiB | {links} "
               f"| {r['bound_by']['measured'].replace(' (share)', '')} / {r['bound_by']['simulated'].replace(' (share)', '')} |")

@@ -307,6 +307,23 @@ IoResult run_io_windows(const std::vector<ScratchFile*>& files, const IoPattern&
   return run(files, pattern, 0, max_bytes, window_s, &on_window);
 }
 
+std::vector<IoRequest> striped_requests(const std::vector<const ScratchFile*>& files, std::uint64_t stripe_bytes,
+                                        std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
+                                        std::uint32_t block_bytes) {
+  std::vector<IoRequest> out;
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const std::uint64_t at = offset + done;
+    const std::uint64_t s = at / stripe_bytes, within = at % stripe_bytes;
+    const std::uint64_t n = std::min({bytes - done, stripe_bytes - within, static_cast<std::uint64_t>(block_bytes)});
+    const ScratchFile& f = *files[s % files.size()];
+    out.push_back(
+        {f.fd(), buffer + done, static_cast<std::uint32_t>(n), (s / files.size()) * stripe_bytes + within, write});
+    done += n;
+  }
+  return out;
+}
+
 struct DirectIo::Ring {
   io_uring ring{};
 };

@@ -88,6 +88,16 @@ struct IoRequest {
   bool write = false;
 };
 
+// The requests moving [offset, offset + bytes) of an address space striped round-robin over
+// `files` in units of `stripe_bytes` (stripe s lives in files[s % files.size()] at
+// (s / files.size()) * stripe_bytes) to or from `buffer`, in pieces of at most `block_bytes` that
+// do not cross a stripe: how the executor's NVMe tier lays its tensors over the storage
+// directories (exec/), and how validate measures their rate, so both issue the same I/O.
+// REQUIRES: !files.empty(), stripe_bytes > 0, block_bytes > 0.
+std::vector<IoRequest> striped_requests(const std::vector<const ScratchFile*>& files, std::uint64_t stripe_bytes,
+                                        std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
+                                        std::uint32_t block_bytes);
+
 // A ring of one thread that runs lists of requests with up to `queue_depth` in flight, reaping
 // completions as they come (the executor's NVMe streams, exec/; DeepSpeed's aio handle does the
 // same with its queue_depth). Throws std::runtime_error when io_uring is unavailable.

@@ -181,6 +181,9 @@ struct TraceSpan {
   std::string category;
   Time begin = 0, end = 0;
   double bytes = 0;
+  // CPU time the span's thread spent in it, ns (a measured run's CLOCK_THREAD_CPUTIME_ID); < 0
+  // when not measured. On a loaded machine, the span's cost without the waits for a core.
+  Time cpu = -1;
 };
 struct TraceTrack {
   std::string name;

@@ -260,6 +260,7 @@ std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vecto
         const TraceSpan& s = track.spans[spans[i].task];
         nlohmann::json args = nlohmann::json::object();
         if (s.bytes != 0) args["bytes"] = s.bytes;
+        if (s.cpu >= 0) args["cpu_us"] = static_cast<double>(s.cpu) * 1e-3;
         if (s.bytes != 0 && s.end > s.begin) args["mean_Bps"] = s.bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
         w.add({{"name", s.name}, {"cat", s.category}, {"ph", "X"}, {"pid", pid}, {"tid", tid + lane[i]},
                {"ts", us(s.begin)}, {"dur", us(s.end - s.begin)}, {"args", std::move(args)}});

@@ -52,16 +52,22 @@ constexpr double kFlashV1Ratio = 32.5 / 61.5;
 // (gemm_fraction).
 constexpr double kGemmTileFixed_s = 1.2e-6;
 
-double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k) {
+double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k,
+                     Efficiency::Layout layout) {
   if (m <= 0 || n <= 0 || k <= 0) return eff.gemm;
-  if (!eff.gemm_shapes.empty())
+  if (!eff.gemm_shapes.empty()) {
+    // The points of the kernel's own layout when the profile measured it, else all of them.
+    const bool own = std::any_of(eff.gemm_shapes.begin(), eff.gemm_shapes.end(),
+                                 [&](const Efficiency::GemmPoint& g) { return g.layout == layout; });
     return interpolate(
         eff.gemm_shapes,
         [&](const Efficiency::GemmPoint& g) {
+          if (own && g.layout != layout) return std::numeric_limits<double>::infinity();
           const double dm = log_gap(m, g.m), dn = log_gap(n, g.n), dk = log_gap(k, g.k);
           return std::sqrt(dm * dm + dn * dn + dk * dk);
         },
         eff.gemm);
+  }
   // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", secs. "Tile
   // quantization" and "Wave quantization"): the output is computed in tiles, one per SM at a time
   // (256 x 128 for large GEMMs on A100, the guide's example; cuBLAS also has 128 x 256 and
@@ -116,8 +122,9 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
       if (op.pass != schedule::Pass::backward) {
         fraction = gemm_fraction(eff, gpu, m, n, k);
       } else {
-        fraction = gemm_fraction(eff, gpu, m, k, n);
-        if (op.weight_grad) fraction = 2.0 / (1.0 / fraction + 1.0 / gemm_fraction(eff, gpu, k, n, m));
+        fraction = gemm_fraction(eff, gpu, m, k, n, Efficiency::Layout::nt);
+        if (op.weight_grad)
+          fraction = 2.0 / (1.0 / fraction + 1.0 / gemm_fraction(eff, gpu, k, n, m, Efficiency::Layout::tn));
       }
       flops_rate = gpu.peak_for(compute_dtype(p, op.fp8)) * fraction;
       break;

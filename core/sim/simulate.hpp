@@ -47,9 +47,16 @@ struct Efficiency {
   // Shapes a calibration profile measured, each as a fraction of the dtype's dense peak. When
   // present, an op's rate is interpolated between them by shape (gemm_fraction,
   // attention_fraction); `gemm` and `attention` above are then their medians.
+  // Which operand the kernel reads transposed: nn the forward C = A B, nt the backward's input
+  // gradient dA = dC B^T, tn its weight gradient dB = A^T dC. A kernel library may run them at
+  // different rates (Eigen's dC B^T ran 5-8% below the plain product of the same shape at hidden
+  // 1024 on the executor's CPU device, docs/validation.md); a profile that measured only nn serves
+  // all three.
+  enum class Layout { nn, nt, tn };
   struct GemmPoint {
     double m = 0, n = 0, k = 0;  // C[m x n] = A[m x k] B[k x n]
     double fraction = 0;
+    Layout layout = Layout::nn;
   };
   struct AttentionPoint {
     double seq = 0, head_dim = 0;
@@ -174,7 +181,8 @@ double compute_seconds(const schedule::Op& op, const plan::Plan& plan, const Eff
 // Achieved fraction of peak of one GEMM C[m x n] = A[m x k] B[k x n] on `gpu`: interpolated
 // between the profile's measured shapes when it has some, else the best-case `eff.gemm` times
 // wave quantization over the GPU's SMs.
-double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k);
+double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double m, double n, double k,
+                     Efficiency::Layout layout = Efficiency::Layout::nn);
 // Achieved fraction of peak of an attention kernel over `seq` keys at `head_dim`: interpolated
 // between the profile's measured points of the same kind (fused or not), pass and masking, else
 // `eff.attention`.

@@ -2,6 +2,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "cpu_device.hpp"
@@ -262,7 +264,78 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
   CHECK(v.measured_host_peak_bytes == doctest::Approx(v.simulated_host_peak_bytes).epsilon(0.001));
   CHECK(v.measured_step_time_s > v.simulated_step_time_s / 4);
   CHECK(v.measured_step_time_s < v.simulated_step_time_s * 4);
+  // Each stream's CPU time: its one worker thread's, inside its ops, so never more than the ops'
+  // wall time (1 us per op of clock reading slack); the compute stream's GEMMs take CPU.
+  REQUIRE(!v.streams.empty());
+  for (const auto& st : v.streams) {
+    CAPTURE(st.name);
+    CHECK(st.measured_cpu_s <= st.measured_busy_s + 1e-3);
+    if (st.name == "compute") CHECK(st.measured_cpu_s > 0);
+  }
   CHECK(dir.empty());
+}
+
+TEST_CASE("on the CPU device the compute stream's worker has a core to itself") {
+  /* Options::pin_compute: with two or more cores, the compute worker runs on the first allowed
+   * core and every other worker (copies, CPU AdamW) on the rest, as a GPU's SMs are apart from
+   * its copy engines: no op of another stream ends on the compute core, and the compute ops all
+   * end on one core. */
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  if (CPU_COUNT(&set) < 2) {
+    MESSAGE("one core: nothing to pin");
+    return;
+  }
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-pin");
+  const plan::Plan p = exec::on_this_machine(plan_named(s, "ZeRO-Offload"), exec::DeviceRates{}, 1e15, 1);
+  const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
+  exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
+  exec::Options o;
+  o.steps = 2;
+  const exec::Measured m = exec::run(ir, p, device, o);
+  REQUIRE_MESSAGE(m.ok, m.problem);
+  std::set<int> compute, others;
+  for (const auto& r : m.ops) {
+    if (r.op < 0 || r.core < 0) continue;
+    (ir.ops[static_cast<std::size_t>(r.op)].stream == schedule::Stream::compute ? compute : others).insert(r.core);
+  }
+  REQUIRE(!others.empty());  // copies and CPU AdamW ran
+  CHECK(compute.size() == 1);
+  for (const int c : compute) CHECK(others.count(c) == 0);
+  CHECK(std::any_of(m.notes.begin(), m.notes.end(),
+                    [](const std::string& n) { return n.find("ran alone on core") != std::string::npos; }));
+}
+
+TEST_CASE("the NVMe tier's requests stripe its address space round-robin over the directories' files") {
+  /* Two files, stripe 1 MiB, pieces of at most 1 MiB. [1.5, 3.5) MiB of the address space:
+   * stripe 1 (file 1, at 0) from 0.5 MiB: 0.5 MiB at file 1's 0.5 MiB; stripe 2 (file 0, its
+   * second stripe): 1 MiB at file 0's 1 MiB; stripe 3 (file 1, its second): 0.5 MiB at 1 MiB.
+   * validate times the directories with these requests (the executor's own). */
+  ScratchDir dir("exec-stripes");
+  fs::create_directories(dir.path / "a");
+  fs::create_directories(dir.path / "b");
+  calibrate::storage::ScratchFile f0(dir.path / "a", 4 << 20), f1(dir.path / "b", 4 << 20);
+  constexpr std::uint64_t kMiB = 1 << 20;
+  std::vector<std::byte> buffer(2 * kMiB);
+  const auto r =
+      calibrate::storage::striped_requests({&f0, &f1}, kMiB, 3 * kMiB / 2, buffer.data(), 2 * kMiB, true, 1 << 20);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].fd == f1.fd());
+  CHECK(r[0].offset == kMiB / 2);
+  CHECK(r[0].bytes == kMiB / 2);
+  CHECK(r[0].buffer == buffer.data());
+  CHECK(r[1].fd == f0.fd());
+  CHECK(r[1].offset == kMiB);
+  CHECK(r[1].bytes == kMiB);
+  CHECK(r[1].buffer == buffer.data() + kMiB / 2);
+  CHECK(r[2].fd == f1.fd());
+  CHECK(r[2].offset == kMiB);
+  CHECK(r[2].bytes == kMiB / 2);
+  CHECK(r[2].write);
+  // Pieces no larger than the block: 256 KiB blocks split the 1 MiB stripe in four.
+  CHECK(calibrate::storage::striped_requests({&f0, &f1}, kMiB, 0, buffer.data(), kMiB, false, 256 << 10).size() == 4);
 }
 
 TEST_CASE("the executor runs every example scenario's IR: every op once, on its stream, in issue order") {

@@ -98,6 +98,17 @@ TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a pro
   const double peak = gpu.peak_for(hardware::Dtype::bf16);
   CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
         doctest::Approx(op.flops / 2 / (peak * 0.5) + op.flops / 2 / (peak * 1.0)));
+  // Points of each layout (validate times dA = dC B^T and dB = A^T dC as the device runs them):
+  // the backward op takes the nt point for dA and the tn point for dB even where an nn point has
+  // the same shape; a layout no point has falls back to every point (a profile of nn only).
+  using L = sim::Efficiency::Layout;
+  eff.gemm_shapes = {{4096, 16384, 4096, 0.9, L::nn}, {4096, 16384, 4096, 0.4, L::nt},
+                     {16384, 4096, 4096, 0.9, L::nn}, {16384, 4096, 4096, 0.8, L::tn}};
+  CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
+        doctest::Approx(op.flops / 2 / (peak * 0.4) + op.flops / 2 / (peak * 0.8)));
+  CHECK(sim::gemm_fraction(eff, gpu, 4096, 16384, 4096) == doctest::Approx(0.9));
+  eff.gemm_shapes = {{4096, 16384, 4096, 0.9, L::nn}};
+  CHECK(sim::gemm_fraction(eff, gpu, 4096, 16384, 4096, L::nt) == doctest::Approx(0.9));
   // A FlashAttention-1-class kernel runs at 32.5/61.5 of FlashAttention-2's rate.
   schedule::Op at;
   at.kind = schedule::OpKind::attention;
