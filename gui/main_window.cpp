@@ -947,6 +947,7 @@ void MainWindow::show_timeline(int index) {
     return;
   }
   timeline_->set_timeline({}, q(o.plans[i].name + ": simulating the step with a trace…"));
+  timeline_awaited_ = true;
   timeline_watcher_.setFuture(
       QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_] {
         sim::Options traced;
@@ -961,6 +962,7 @@ void MainWindow::show_timeline(int index) {
 }
 
 void MainWindow::timeline_done() {
+  timeline_awaited_ = false;
   TracedStep r = timeline_watcher_.result();
   if (timeline_pending_ >= 0) {
     const int next = std::exchange(timeline_pending_, -1);
@@ -976,7 +978,9 @@ void MainWindow::timeline_done() {
 }
 
 void MainWindow::wait_for_timeline() {
-  while (timeline_watcher_.isRunning() || timeline_pending_ >= 0) {
+  // Until timeline_done has run for the last step started: a step that has finished but whose
+  // finished() is not delivered yet counts too (isRunning() is false by then).
+  while (timeline_awaited_ || timeline_pending_ >= 0) {
     timeline_watcher_.waitForFinished();
     QApplication::processEvents();  // delivers finished(): timeline_done
   }

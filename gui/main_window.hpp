@@ -170,6 +170,7 @@ class MainWindow : public QMainWindow {
   };
   QFutureWatcher<TracedStep> timeline_watcher_;
   int timeline_pending_ = -1;                // a plan chosen while a traced step was simulated
+  bool timeline_awaited_ = false;            // a traced step was started and timeline_done has not run for it
   int timeline_generation_ = 0;              // which show_timeline call the traced step under way answers
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
   bool pending_ = false;                     // the text changed while an evaluation ran
