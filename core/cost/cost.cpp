@@ -126,7 +126,9 @@ double peak_window_average(const std::vector<Segment>& segs, double period_s, do
   starts.reserve(2 * t.size());
   std::vector<double> back;
   back.reserve(t.size());
-  for (double b : t) back.push_back(std::fmod(b - shift + period_s, period_s));
+  // (The last breakpoint, the period's end, is the first's start again: left out, or the list
+  // would hold that start twice, once on each side of its wrap, and not ascend after the rotation.)
+  for (std::size_t i = 0; i + 1 < t.size(); ++i) back.push_back(std::fmod(t[i] - shift + period_s, period_s));
   const auto lowest = std::min_element(back.begin(), back.end());
   std::rotate(back.begin(), lowest, back.end());
   std::merge(t.begin(), t.end(), back.begin(), back.end(), std::back_inserter(starts));
