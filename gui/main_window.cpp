@@ -209,8 +209,11 @@ QPen pinned_pen() {
 
 QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& ev, const QStringList& names,
                    const std::vector<double>& pinned) {
-  QChart* chart = new_chart(v.title + QString::fromUtf8(" \u2014 \u2717: over capacity"));
   const std::size_t n = ev.size();
+  // The key to the cross only where a plan carries one (a long title is clipped in a narrow pane).
+  bool any_over = false;
+  for (std::size_t i = 0; i < n; ++i) any_over = any_over || v.total(ev[i]) > v.capacity(ev[i]);
+  QChart* chart = new_chart(any_over ? v.title + QString::fromUtf8(" \u2014 \u2717: over capacity") : v.title);
   QStringList labels;
   double max = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -471,9 +474,19 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   right_layout->addWidget(headline_);
   right_layout->addWidget(answer_);
   right_layout->addWidget(basis_);
-  right_layout->addWidget(table_);
-  right_layout->addWidget(verdict_);
-  right_layout->addWidget(tabs_, 1);
+  // The table over the verdict and charts, split so that a short window scrolls the table
+  // instead of drawing the charts over it (fill_table sizes the table to its rows).
+  auto* below = new QWidget;
+  auto* below_layout = new QVBoxLayout(below);
+  below_layout->setContentsMargins(0, 0, 0, 0);
+  below_layout->addWidget(verdict_);
+  below_layout->addWidget(tabs_, 1);
+  table_split_ = new QSplitter(Qt::Vertical);
+  table_split_->addWidget(table_);
+  table_split_->addWidget(below);
+  table_split_->setChildrenCollapsible(false);
+  table_split_->setStretchFactor(1, 1);
+  right_layout->addWidget(table_split_, 1);
 
   auto* split = new QSplitter;
   split->addWidget(left);
@@ -1212,7 +1225,10 @@ void MainWindow::show_table(const Outcome& o) {
     if (!table_->isRowHidden(r)) height += table_->verticalHeader()->sectionSize(r);
   if (table_->horizontalScrollBar()->isVisible() || table_->horizontalHeader()->length() > table_->viewport()->width())
     height += table_->horizontalScrollBar()->sizeHint().height();
-  table_->setFixedHeight(height);
+  // As tall as its rows where the window allows; else it scrolls (the charts keep their minimum).
+  table_->setMinimumHeight(std::min(height, 120));
+  table_->setMaximumHeight(height);
+  table_split_->setSizes({height, std::max(0, table_split_->height() - height)});
 }
 
 void MainWindow::show_charts(const Outcome& o) {
@@ -1310,7 +1326,7 @@ void MainWindow::show_charts(const Outcome& o) {
   using Cats = std::array<double, inventory::kCategories>;
   {
     TierView gpu;
-    gpu.title = "GPU memory per GPU at its peak (GiB)";
+    gpu.title = "Peak memory per GPU (GiB)";
     gpu.unit = "GiB";
     gpu.scale = kGiB;
     gpu.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.gpu.bytes; };
@@ -1325,7 +1341,7 @@ void MainWindow::show_charts(const Outcome& o) {
   }
   {
     TierView host;
-    host.title = "Host DRAM per node at its peak (GiB)";
+    host.title = "Peak host DRAM per node (GiB)";
     host.unit = "GiB";
     host.scale = kGiB;
     host.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.host.bytes; };

@@ -27,6 +27,7 @@ class QListWidget;
 class QListWidgetItem;
 class QPlainTextEdit;
 class QSpinBox;
+class QSplitter;
 class QTabWidget;
 class QTableWidget;
 class QTimer;
@@ -135,6 +136,7 @@ class MainWindow : public QMainWindow {
   QLabel* answer_ = nullptr;
   QLabel* basis_ = nullptr;
   QTableWidget* table_ = nullptr;
+  QSplitter* table_split_ = nullptr;  // the table over the verdict and the charts
   QLabel* verdict_ = nullptr;
   QTabWidget* tabs_ = nullptr;
   QChartView* time_chart_ = nullptr;

@@ -9,13 +9,24 @@ rm -rf "$dir" && mkdir -p "$dir"
 cd "$(dirname "$0")/../.."
 export FTPLAN_ZOO=model_zoo
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$dir/out.txt"; echo "--- stderr"; cat "$dir/err.txt"; exit 1; }
-# The example search, widened (54,000 layouts): most of a minute on one thread.
-sed -e 's/gpu_counts: .*/gpu_counts: [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]/' \
+# The example search, widened to 15 GPU types x 13 counts (336,960 layouts, 42 s on this 2-core VM): long on one
+# thread on any machine, so the search is still running when the first progress line (after 5 s) has
+# been printed and the interrupt is sent. (A fixed sleep raced a fast machine: 54,000 layouts ended
+# in 5.5 s.)
+sed -e 's/gpus: \[.*\]/gpus: [h100-sxm-80gb, a100-sxm4-80gb, rtx-6000-ada, h200-sxm-141gb, b200, l40s, a100-sxm4-40gb, h100-pcie-80gb, mi300x, h100-96gb-500w, a100-pcie-80gb, rtx-a6000, rtx-4090, l4, v100-sxm2-32gb]/' \
+    -e 's/gpu_counts: .*/gpu_counts: [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256]/' \
+    -e 's/pp: .*/pp: [1, 2, 4, 8]/' \
     -e 's/zero: .*/zero: [0, 1, 2, 3]/' -e "s/micro_batch: .*/micro_batch: [1, 2, 4, 8]/" -e "s/activation_checkpointing: .*/activation_checkpointing: [none, selective, full]/" \
     -e 's/max_gpus: .*/max_gpus: 256/' scenarios/llama70b-plan.yaml >"$dir/wide.yaml"
 "$ftplan" plan --threads 1 "$dir/wide.yaml" >"$dir/out.txt" 2>"$dir/err.txt" &
 pid=$!
-sleep 6  # progress lines come every 5 s when stderr is not a terminal
+# Interrupt once the first progress line is out (they come every 5 s when stderr is not a terminal).
+for ((i = 0; i < 600; i++)); do
+  grep -Eq '^plan: [0-9]+/[0-9]+ layouts' "$dir/err.txt" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+kill -0 "$pid" 2>/dev/null || fail "the search ended before it could be interrupted"
 kill -INT "$pid"
 wait "$pid"
 status=$?
