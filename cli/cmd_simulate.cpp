@@ -130,9 +130,8 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     sim::Options o = base_options;
     o.trace = trace.has_value();
-    // A trace shows the whole step: every micro-batch simulated (the figures printed are then
-    // those of that run, within the shortcut's 0.5% of what the other verbs report).
-    if (o.trace) o.max_micro_batches = 0;
+    // A trace shows the whole step: simulate_step simulates every micro-batch for it (the figures
+    // printed are then those of that run, within the shortcut's 0.5% of what the other verbs report).
     const auto measured = profile_measured(args, p);
     const sim::StepResult r = sim::simulate_step(s.model, p, o, measured ? &measured->efficiency : nullptr);
     if (trace) {

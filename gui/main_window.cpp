@@ -965,7 +965,6 @@ void MainWindow::show_timeline(int index) {
       QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_] {
         sim::Options traced;
         traced.trace = true;
-        traced.max_micro_batches = 0;
         TracedStep out;
         out.plan = plan.name;
         out.generation = generation;

@@ -27,7 +27,9 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   // sec. 2.2): k2 is the first multiple of pp at or above k and pp, k1 = k2 + pp (whole groups,
   // as interleaved schedules need).
   const int pp = std::max(1, p.parallel.pp);
-  const int k = options.max_micro_batches;
+  // A trace (or the GUI's timeline) shows the whole step: every micro-batch simulated, whatever
+  // the caller asked of the shortcut (the stage and layer shortcuts likewise step aside for it).
+  const int k = options.trace ? 0 : options.max_micro_batches;
   int k1 = k, k2 = k - 1;
   if (pp > 1 && k > 0) {
     k2 = pp * ((std::max(k, pp) + pp - 1) / pp);

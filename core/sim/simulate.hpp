@@ -89,7 +89,7 @@ struct Options {
   // more are simulated as three short pipelines of their own stages (stage symmetry, simulate.cpp
   // shortened_pipeline); one-stage steps of repeating layers with fewer layers (layer symmetry,
   // shortcuts.cpp fewer_layers). On by default, so that every verb (simulate, compare, plan, sweep, the
-  // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage.
+  // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage, as a trace does.
   int max_micro_batches = kSteadyStateMicroBatches;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every

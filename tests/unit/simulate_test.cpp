@@ -578,3 +578,24 @@ TEST_CASE("a traced step's tracks are the simulation's streams, links and memory
   // Untraced: no tracks (the planner's millions of steps keep none).
   CHECK(sim::simulate_step(s.model, s.plans[0]).tracks.streams.empty());
 }
+
+TEST_CASE("a traced step is the whole step: every micro-batch, whatever the shortcut setting") {
+  /* 16 micro-batches on one GPU: untraced, the default simulates 3 and 2 and extrapolates; a trace
+   * (simulate --trace, the GUI's export and timeline) must show all 16, so its step time is the
+   * whole simulation's exactly and its compute spans reach the end of the step. (The GUI's trace
+   * export once kept the default and wrote 5.97 s of an 8.30 s step.) */
+  const auto s = parse("{method: lora, seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full}",
+                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  REQUIRE(plan::grad_accumulation_steps(s.plans[0]) == 16);
+  const auto whole = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
+  sim::Options traced;  // max_micro_batches left at its default
+  traced.trace = true;
+  const auto r = sim::simulate_step(s.model, s.plans[0], traced);
+  REQUIRE(r.ok);
+  CHECK(r.step_time_s == whole.step_time_s);
+  const auto compute = std::find_if(r.tracks.streams.begin(), r.tracks.streams.end(),
+                                    [](const auto& k) { return k.name == "compute"; });
+  REQUIRE(compute != r.tracks.streams.end());
+  REQUIRE(!compute->spans.empty());
+  CHECK(compute->spans.back().end_s > 0.9 * r.step_time_s);
+}
