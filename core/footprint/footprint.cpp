@@ -193,117 +193,166 @@ Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
   return worst;
 }
 
-int max_micro_batch(const model::ModelSpec& model, plan::Plan plan, int limit) {
-  const auto fits = [&](int mb) {
-    plan.job.micro_batch = mb;
-    plan.job.global_batch = 0;  // the question is memory, not the recipe's batch split
-    return footprint(model, plan).fits;
-  };
-  if (!fits(1)) return 0;
-  // Memory grows monotonically with the micro-batch: double, then bisect.
-  int lo = 1, hi = 2;
+namespace {
+
+// The largest n in [1, limit] with fits(n), for a `fits` that holds up to some n and not beyond
+// (memory grows monotonically with the micro-batch and the sequence): double, then bisect. 0 when
+// not even 1 fits.
+template <class Int, class Fits>
+Int largest_fitting(Int limit, const Fits& fits) {
+  if (!fits(Int{1})) return 0;
+  Int lo = 1, hi = 2;
   while (hi <= limit && fits(hi)) {
     lo = hi;
     hi *= 2;
   }
   hi = std::min(hi, limit + 1);
   while (hi - lo > 1) {
-    const int mid = lo + (hi - lo) / 2;
+    const Int mid = lo + (hi - lo) / 2;
     (fits(mid) ? lo : hi) = mid;
   }
   return lo;
 }
 
-std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan) {
-  constexpr std::int64_t kStep = 128;
-  const auto fits = [&](std::int64_t steps) {
-    plan.job.seq_len = steps * kStep;
+}  // namespace
+
+int max_micro_batch(const model::ModelSpec& model, plan::Plan plan, int limit) {
+  return largest_fitting(limit, [&](int mb) {
+    plan.job.micro_batch = mb;
+    plan.job.global_batch = 0;  // the question is memory, not the recipe's batch split
     return footprint(model, plan).fits;
-  };
-  const std::int64_t limit = std::max<std::int64_t>(1, model.max_context / kStep);
-  if (!fits(1)) return 0;
-  std::int64_t lo = 1, hi = 2;
-  while (hi <= limit && fits(hi)) {
-    lo = hi;
-    hi *= 2;
-  }
-  hi = std::min(hi, limit + 1);
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo * kStep;
+  });
 }
 
-std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan::Plan& plan) {
+std::int64_t max_seq_len(const model::ModelSpec& model, plan::Plan plan) {
+  constexpr std::int64_t kStep = 128;
+  const std::int64_t limit = std::max<std::int64_t>(1, model.max_context / kStep);
+  return kStep * largest_fitting(limit, [&](std::int64_t steps) {
+           plan.job.seq_len = steps * kStep;
+           return footprint(model, plan).fits;
+         });
+}
+
+namespace {
+
+// what_would_fit's search: each family of changes adds the ones after which the plan fits (and
+// passes check_plan) to `out`, nearest first.
+class FitSearch {
+ public:
+  FitSearch(const model::ModelSpec& model, const plan::Plan& plan)
+      : model_(model), plan_(plan), job_(plan.job), sharding_(plan::framework_row(plan.job.framework).sharding) {}
+
   std::vector<FitChange> out;
-  if (footprint(model, plan).fits) return out;
-  using plan::Framework;
-  const auto consider = [&](std::string change, plan::Plan p) {
-    if (p.parallel.dp > 0) p.parallel.dp = 0;  // re-derived for the changed layout
-    if (!plan::check_plan(model, p).empty()) return;
-    p.parallel.dp = plan::data_parallel_degree(p);
-    const Footprint f = footprint(model, p);
-    if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes});
-  };
-  const plan::Job& job = plan.job;
+
   // The largest micro-batch below the plan's that splits the global batch and fits with `p`'s
   // other settings (more accumulation steps), as a change; none when no smaller one fits.
-  const auto smaller_micro_batch = [&](plan::Plan p, const std::string& also) {
-    for (int mb = job.micro_batch - 1; mb >= 1; --mb) {
+  void smaller_micro_batch(plan::Plan p, const std::string& also) {
+    for (int mb = job_.micro_batch - 1; mb >= 1; --mb) {
       p.job.micro_batch = mb;
-      if (!plan::splits_global_batch(p, mb) || !footprint(model, p).fits) continue;
+      if (!plan::splits_global_batch(p, mb) || !footprint(model_, p).fits) continue;
       consider(fmt::format("micro-batch {} ({} accumulation steps){}", mb, plan::grad_accumulation_steps(p), also), p);
       return;
     }
-  };
-  smaller_micro_batch(plan, "");
-  // Activation checkpointing.
-  for (auto c : {plan::Checkpointing::selective, plan::Checkpointing::full})
-    if (static_cast<int>(c) > static_cast<int>(job.checkpointing)) {
-      plan::Plan p = plan;
-      p.job.checkpointing = c;
+  }
+
+  // Activation checkpointing; then with a smaller micro-batch too, when neither alone is enough.
+  void checkpointing() {
+    for (auto c : {plan::Checkpointing::selective, plan::Checkpointing::full})
+      if (static_cast<int>(c) > static_cast<int>(job_.checkpointing)) {
+        plan::Plan p = plan_;
+        p.job.checkpointing = c;
+        p.job.checkpoint_every = 1;
+        consider(fmt::format("activation checkpointing {}", plan::to_string(c)), p);
+      }
+    if (out.empty() && job_.checkpointing != plan::Checkpointing::full) {
+      plan::Plan p = plan_;
+      p.job.checkpointing = plan::Checkpointing::full;
       p.job.checkpoint_every = 1;
-      consider(fmt::format("activation checkpointing {}", plan::to_string(c)), p);
+      smaller_micro_batch(p, " and activation checkpointing full");
     }
-  // Both of the above, when neither alone is enough.
-  if (out.empty() && job.checkpointing != plan::Checkpointing::full) {
-    plan::Plan p = plan;
-    p.job.checkpointing = plan::Checkpointing::full;
-    p.job.checkpoint_every = 1;
-    smaller_micro_batch(p, " and activation checkpointing full");
   }
-  // Sharding, as the framework does it.
-  const plan::Sharding sharding = plan::framework_row(job.framework).sharding;
-  const int dp = plan::data_parallel_degree(plan);
-  if (sharding == plan::Sharding::deepspeed) {
-    for (int z = plan.parallel.zero + 1; z <= 3; ++z) {
-      plan::Plan p = plan;
-      p.parallel.zero = z;
-      consider(fmt::format("ZeRO {}", z), p);
-    }
-  } else if (plan::shards_by_fsdp(sharding)) {
-    if (plan.parallel.fsdp != plan::FsdpSharding::full_shard) {
-      plan::Plan p = plan;
-      p.parallel.fsdp = plan::FsdpSharding::full_shard;
+
+  // Sharding, as the framework does it (or FSDP, for a framework that does not shard).
+  void sharding() {
+    if (sharding_ == plan::Sharding::deepspeed) {
+      for (int z = plan_.parallel.zero + 1; z <= 3; ++z) {
+        plan::Plan p = plan_;
+        p.parallel.zero = z;
+        consider(fmt::format("ZeRO {}", z), p);
+      }
+    } else if (plan::shards_by_fsdp(sharding_)) {
+      if (plan_.parallel.fsdp != plan::FsdpSharding::full_shard) {
+        plan::Plan p = plan_;
+        p.parallel.fsdp = plan::FsdpSharding::full_shard;
+        p.parallel.zero = 0;
+        consider("FSDP full_shard", p);
+      }
+    } else if (plan::data_parallel_degree(plan_) > 1) {
+      plan::Plan p = plan_;
+      p.job.framework = plan::Framework::pytorch_fsdp;
       p.parallel.zero = 0;
-      consider("FSDP full_shard", p);
+      p.parallel.fsdp = plan::FsdpSharding::full_shard;
+      consider("framework pytorch-fsdp (FSDP full_shard)", p);
     }
-  } else if (dp > 1) {
-    plan::Plan p = plan;
-    p.job.framework = Framework::pytorch_fsdp;
-    p.parallel.zero = 0;
-    p.parallel.fsdp = plan::FsdpSharding::full_shard;
-    consider("framework pytorch-fsdp (FSDP full_shard)", p);
   }
-  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere).
-  const bool drives = !plan.cluster.drives.empty();
-  const auto offload = [&](plan::OffloadPreset preset, bool deepspeed, int zero) {
-    if (plan.offload.preset == preset) return;
-    plan::Plan p = plan;
+
+  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere; NVMe ones
+  // where the nodes have drives).
+  void offload_presets() {
+    offload(plan::OffloadPreset::activation_cpu, false, 0);
+    offload(plan::OffloadPreset::zero_offload, true, 2);
+    if (!plan_.cluster.drives.empty()) {
+      offload(plan::OffloadPreset::zero_infinity, true, 3);
+      offload(plan::OffloadPreset::aidaptiv, true, 3);
+    }
+  }
+
+  // 16-bit state: pure bf16 (torchtune's dtype=bf16) and 8-bit Adam.
+  void lighter_state() {
+    if (job_.precision == plan::Precision::bf16_mixed) {
+      plan::Plan p = plan_;
+      p.job.precision = plan::Precision::bf16;
+      consider("precision bf16 (16-bit weights, gradients and optimizer state)", p);
+    }
+    if (job_.optimizer.kind == plan::OptimizerKind::adamw || job_.optimizer.kind == plan::OptimizerKind::adam) {
+      plan::Plan p = plan_;
+      p.job.optimizer.kind = plan::OptimizerKind::adamw_8bit;
+      p.job.optimizer.implementation = plan::OptimizerImpl::framework_default;
+      consider("optimizer adamw-8bit", p);
+    }
+  }
+
+  // More of the same GPU (state sharded or split over more ranks), up to 8x: the fewest that fit.
+  void more_gpus() {
+    for (int k : {2, 4, 8}) {
+      plan::Plan p = plan_;
+      const int gpus = plan_.cluster.gpus() * k;
+      p.cluster.gpus_per_node = std::min(gpus, std::max(plan_.cluster.gpus_per_node, plan_.cluster.node.gpus));
+      if (gpus % p.cluster.gpus_per_node != 0) continue;
+      p.cluster.nodes = gpus / p.cluster.gpus_per_node;
+      const std::size_t before = out.size();
+      consider(fmt::format("{} GPUs", gpus), p);
+      if (out.size() > before) break;
+    }
+  }
+
+ private:
+  // Keeps `p` as a change when it passes the checks and fits.
+  void consider(std::string change, plan::Plan p) {
+    if (p.parallel.dp > 0) p.parallel.dp = 0;  // re-derived for the changed layout
+    if (!plan::check_plan(model_, p).empty()) return;
+    p.parallel.dp = plan::data_parallel_degree(p);
+    const Footprint f = footprint(model_, p);
+    if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes});
+  }
+
+  // One offload preset, with DeepSpeed and at least ZeRO `zero` when the preset is DeepSpeed's.
+  void offload(plan::OffloadPreset preset, bool deepspeed, int zero) {
+    if (plan_.offload.preset == preset) return;
+    plan::Plan p = plan_;
     std::string change = std::string("offload ") + plan::to_string(preset);
-    if (deepspeed && sharding != plan::Sharding::deepspeed) {
-      p.job.framework = Framework::deepspeed;
+    if (deepspeed && sharding_ != plan::Sharding::deepspeed) {
+      p.job.framework = plan::Framework::deepspeed;
       change += " (framework deepspeed)";
     }
     if (deepspeed && p.parallel.zero < zero) {
@@ -314,37 +363,28 @@ std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan:
     p.offload.preset = preset;
     plan::apply_preset(p.offload);
     consider(change, p);
-  };
-  offload(plan::OffloadPreset::activation_cpu, false, 0);
-  offload(plan::OffloadPreset::zero_offload, true, 2);
-  if (drives) {
-    offload(plan::OffloadPreset::zero_infinity, true, 3);
-    offload(plan::OffloadPreset::aidaptiv, true, 3);
   }
-  // 16-bit state: pure bf16 (torchtune's dtype=bf16) and 8-bit Adam.
-  if (job.precision == plan::Precision::bf16_mixed) {
-    plan::Plan p = plan;
-    p.job.precision = plan::Precision::bf16;
-    consider("precision bf16 (16-bit weights, gradients and optimizer state)", p);
-  }
-  if (job.optimizer.kind == plan::OptimizerKind::adamw || job.optimizer.kind == plan::OptimizerKind::adam) {
-    plan::Plan p = plan;
-    p.job.optimizer.kind = plan::OptimizerKind::adamw_8bit;
-    p.job.optimizer.implementation = plan::OptimizerImpl::framework_default;
-    consider("optimizer adamw-8bit", p);
-  }
-  // More of the same GPU (state sharded or split over more ranks), up to 8x.
-  for (int k : {2, 4, 8}) {
-    plan::Plan p = plan;
-    const int gpus = plan.cluster.gpus() * k;
-    p.cluster.gpus_per_node = std::min(gpus, std::max(plan.cluster.gpus_per_node, plan.cluster.node.gpus));
-    if (gpus % p.cluster.gpus_per_node != 0) continue;
-    p.cluster.nodes = gpus / p.cluster.gpus_per_node;
-    const std::size_t before = out.size();
-    consider(fmt::format("{} GPUs", gpus), p);
-    if (out.size() > before) break;
-  }
-  return out;
+
+  const model::ModelSpec& model_;
+  const plan::Plan& plan_;
+  const plan::Job& job_;
+  const plan::Sharding sharding_;
+};
+
+}  // namespace
+
+std::vector<FitChange> what_would_fit(const model::ModelSpec& model, const plan::Plan& plan) {
+  if (footprint(model, plan).fits) return {};
+  // Nearest first: what leaves the job and the hardware as they are, then sharding, offload,
+  // lighter state, more GPUs.
+  FitSearch search(model, plan);
+  search.smaller_micro_batch(plan, "");
+  search.checkpointing();
+  search.sharding();
+  search.offload_presets();
+  search.lighter_state();
+  search.more_gpus();
+  return std::move(search.out);
 }
 
 }  // namespace ftplan::footprint

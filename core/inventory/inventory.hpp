@@ -46,6 +46,12 @@ double element_bytes(Element e);  // packed: 1 (a byte)
 // The name of the pinned host buffers the NVMe optimizer swap goes through (the step IR's swap
 // copies and the CPU optimizer step name this tensor).
 inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pinned)";
+// DeepSpeed's NVMe optimizer swap moves the state one sub-group at a time: sub_group_size
+// elements, default 1e9 (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig.sub_group_size),
+// each the fp32 master, m, v and gradient: 16 bytes. The swap buffers hold one sub-group; the step
+// IR's swap copies move one per chunk (Offload::chunk_bytes overrides the size in bytes).
+inline constexpr double kSwapSubGroupElements = 1e9;
+inline constexpr double kSwapBytesPerElement = 16.0;
 
 // The name of FSDP2's parameters kept gathered for the step inside a pipeline stage (the step
 // IR's per-step all-gathers write this tensor; Inventory::gathered_for_step).

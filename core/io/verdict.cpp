@@ -52,103 +52,119 @@ std::string times(double base, double x) {
 
 }  // namespace
 
-Comparison comparison(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
-  Comparison t;
-  const std::size_t n = plans.size();
-  if (n == 0) return t;
-  t.basis = cost_basis(plans.front().cost);
-  for (const auto& p : plans) t.one_basis = t.one_basis && cost_basis(p.cost) == t.basis;
-  const auto row = [&](const std::string& name, auto value_of, auto number_of) {
+namespace {
+
+// A row of what a plan costs when it runs: its cell's text and the figure behind it.
+struct RunRow {
+  const char* name;
+  std::string (*text)(const evaluate::Evaluation& e);
+  double (*value)(const evaluate::Evaluation& e);
+};
+
+// The comparison's rows of a plan's run, in the table's order (after the plans' settings).
+const RunRow kRunRows[] = {
+    {"job time", [](const evaluate::Evaluation& e) { return format_duration(e.cost.job_time_s); },
+     [](const evaluate::Evaluation& e) { return e.cost.job_time_s; }},
+    {"tokens/s", [](const evaluate::Evaluation& e) { return fmt::format("{:.0f}", e.step.tokens_per_s); },
+     [](const evaluate::Evaluation& e) { return e.step.tokens_per_s; }},
+    {"MFU", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f}%", 100 * e.step.mfu); },
+     [](const evaluate::Evaluation& e) { return e.step.mfu; }},
+    {"peak power", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3); },
+     [](const evaluate::Evaluation& e) { return e.power.peak_power_w; }},
+    {"energy (facility)", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); },
+     [](const evaluate::Evaluation& e) { return e.cost.energy_kwh; }},
+    {"cost", [](const evaluate::Evaluation& e) { return money(e.cost.cost_usd); },
+     [](const evaluate::Evaluation& e) { return e.cost.cost_usd; }},
+    {"  hardware", [](const evaluate::Evaluation& e) { return money(e.cost.hardware_usd); },
+     [](const evaluate::Evaluation& e) { return e.cost.hardware_usd; }},
+    {"  energy", [](const evaluate::Evaluation& e) { return money(e.cost.energy_usd); },
+     [](const evaluate::Evaluation& e) { return e.cost.energy_usd; }},
+    {"  flash wear", [](const evaluate::Evaluation& e) { return money(e.cost.wear_usd); },
+     [](const evaluate::Evaluation& e) { return e.cost.wear_usd; }},
+    {"$ per million tokens",
+     [](const evaluate::Evaluation& e) { return fmt::format("${:.2f}", e.cost.usd_per_million_tokens); },
+     [](const evaluate::Evaluation& e) { return e.cost.usd_per_million_tokens; }},
+    {"flash written (wear)",
+     [](const evaluate::Evaluation& e) {
+       return e.cost.nvme_written_bytes > 0
+                  ? fmt::format("{:.1f} TB ({:.2f}%)", e.cost.nvme_written_bytes / 1e12, 100 * e.cost.wear_fraction)
+                  : std::string("-");
+     },
+     [](const evaluate::Evaluation& e) { return e.cost.nvme_written_bytes; }},
+    {"idle GPU time",
+     [](const evaluate::Evaluation& e) {
+       return fmt::format("{:.1f} GPU-h", e.power.gpu_idle_s_per_step * e.steps / 3600);
+     },
+     [](const evaluate::Evaluation& e) { return e.power.gpu_idle_s_per_step * e.steps; }},
+};
+
+// Builds a comparison's rows: a cell and a figure per plan, and each figure against the first's.
+class RowBuilder {
+ public:
+  RowBuilder(Comparison& t, std::size_t plans) : t_(t), n_(plans) {}
+  template <class Text, class Value>
+  void row(const std::string& name, const Text& text_of, const Value& value_of) {
     Comparison::Row r;
     r.name = name;
-    for (std::size_t i = 0; i < n; ++i) {
-      r.cells.push_back(value_of(i));
-      r.values.push_back(static_cast<double>(number_of(i)));
+    for (std::size_t i = 0; i < n_; ++i) {
+      r.cells.push_back(text_of(i));
+      r.values.push_back(static_cast<double>(value_of(i)));
       r.vs_first.push_back(i > 0 ? ratio(r.values[0], r.values[i]) : std::string());
     }
-    t.rows.push_back(std::move(r));
-  };
-  // Rows of what a plan costs when it runs: "-" and no ratio for a plan that does not fit.
-  const auto run_row = [&](const std::string& name, auto value_of, auto number_of) {
-    row(
-        name, [&](std::size_t i) { return ev[i].feasible() ? std::string(value_of(i)) : std::string("-"); },
-        [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? static_cast<double>(number_of(i)) : 0.0; });
-  };
-  const auto none = [](std::size_t) { return 0.0; };
-  if (!t.one_basis)
-    row(
-        "costs",
-        [&](std::size_t i) {
-          return plans[i].cost.mode == plan::CostSpec::Mode::rent ? std::string("rented") : std::string("owned");
-        },
-        none);
-  row(
-      "fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); }, none);
-  row(
-      "micro-batch",
-      [&](std::size_t i) {
-        const auto& j = plans[i].job;
-        const std::int64_t steps = plan::grad_accumulation_steps(plans[i]);
-        return fmt::format("{} x {} step{}{}", j.micro_batch, steps, steps == 1 ? "" : "s",
-                           j.micro_batch_auto ? " (auto)" : "");
-      },
-      none);
-  row(
-      "activation checkpointing",
-      [&](std::size_t i) {
-        const auto& j = plans[i].job;
-        return std::string(plan::to_string(j.checkpointing)) + (j.checkpointing_auto ? " (auto)" : "");
-      },
-      none);
-  row(
+    t_.rows.push_back(std::move(r));
+  }
+  // A row without figures (a setting, not a quantity).
+  template <class Text>
+  void words(const std::string& name, const Text& text_of) {
+    row(name, text_of, [](std::size_t) { return 0.0; });
+  }
+
+ private:
+  Comparison& t_;
+  std::size_t n_;
+};
+
+// The plans' settings: how each pays (when they differ), fits, micro-batch, checkpointing, GPUs
+// and peak memory.
+void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan>& plans,
+                  const std::vector<evaluate::Evaluation>& ev) {
+  if (!one_basis)
+    rows.words("costs", [&](std::size_t i) {
+      return plans[i].cost.mode == plan::CostSpec::Mode::rent ? std::string("rented") : std::string("owned");
+    });
+  rows.words("fits?", [&](std::size_t i) { return ev[i].feasible() ? std::string("yes") : std::string("NO"); });
+  rows.words("micro-batch", [&](std::size_t i) {
+    const auto& j = plans[i].job;
+    const std::int64_t steps = plan::grad_accumulation_steps(plans[i]);
+    return fmt::format("{} x {} step{}{}", j.micro_batch, steps, steps == 1 ? "" : "s",
+                       j.micro_batch_auto ? " (auto)" : "");
+  });
+  rows.words("activation checkpointing", [&](std::size_t i) {
+    const auto& j = plans[i].job;
+    return std::string(plan::to_string(j.checkpointing)) + (j.checkpointing_auto ? " (auto)" : "");
+  });
+  rows.row(
       "GPUs", [&](std::size_t i) { return fmt::format("{} x {}", plans[i].cluster.gpus(), plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(plans[i].cluster.gpus()); });
-  row(
+  rows.row(
       "peak GPU memory", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
-  run_row(
-      "job time", [&](std::size_t i) { return format_duration(ev[i].cost.job_time_s); },
-      [&](std::size_t i) { return ev[i].cost.job_time_s; });
-  run_row(
-      "tokens/s", [&](std::size_t i) { return fmt::format("{:.0f}", ev[i].step.tokens_per_s); },
-      [&](std::size_t i) { return ev[i].step.tokens_per_s; });
-  run_row(
-      "MFU", [&](std::size_t i) { return fmt::format("{:.1f}%", 100 * ev[i].step.mfu); },
-      [&](std::size_t i) { return ev[i].step.mfu; });
-  run_row(
-      "peak power", [&](std::size_t i) { return fmt::format("{:.1f} kW", ev[i].power.peak_power_w / 1e3); },
-      [&](std::size_t i) { return ev[i].power.peak_power_w; });
-  run_row(
-      "energy (facility)", [&](std::size_t i) { return fmt::format("{:.1f} kWh", ev[i].cost.energy_kwh); },
-      [&](std::size_t i) { return ev[i].cost.energy_kwh; });
-  run_row(
-      "cost", [&](std::size_t i) { return money(ev[i].cost.cost_usd); },
-      [&](std::size_t i) { return ev[i].cost.cost_usd; });
-  run_row(
-      "  hardware", [&](std::size_t i) { return money(ev[i].cost.hardware_usd); },
-      [&](std::size_t i) { return ev[i].cost.hardware_usd; });
-  run_row(
-      "  energy", [&](std::size_t i) { return money(ev[i].cost.energy_usd); },
-      [&](std::size_t i) { return ev[i].cost.energy_usd; });
-  run_row(
-      "  flash wear", [&](std::size_t i) { return money(ev[i].cost.wear_usd); },
-      [&](std::size_t i) { return ev[i].cost.wear_usd; });
-  run_row(
-      "$ per million tokens", [&](std::size_t i) { return fmt::format("${:.2f}", ev[i].cost.usd_per_million_tokens); },
-      [&](std::size_t i) { return ev[i].cost.usd_per_million_tokens; });
-  run_row(
-      "flash written (wear)",
-      [&](std::size_t i) {
-        return ev[i].cost.nvme_written_bytes > 0
-                   ? fmt::format("{:.1f} TB ({:.2f}%)", ev[i].cost.nvme_written_bytes / 1e12,
-                                 100 * ev[i].cost.wear_fraction)
-                   : std::string("-");
-      },
-      [&](std::size_t i) { return ev[i].cost.nvme_written_bytes; });
-  run_row(
-      "idle GPU time",
-      [&](std::size_t i) { return fmt::format("{:.1f} GPU-h", ev[i].power.gpu_idle_s_per_step * ev[i].steps / 3600); },
-      [&](std::size_t i) { return ev[i].power.gpu_idle_s_per_step * ev[i].steps; });
+}
+
+}  // namespace
+
+Comparison comparison(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
+  Comparison t;
+  if (plans.empty()) return t;
+  t.basis = cost_basis(plans.front().cost);
+  for (const auto& p : plans) t.one_basis = t.one_basis && cost_basis(p.cost) == t.basis;
+  RowBuilder rows(t, plans.size());
+  setting_rows(rows, t.one_basis, plans, ev);
+  // Rows of what a plan costs when it runs: "-" and no ratio for a plan that does not fit.
+  for (const RunRow& run : kRunRows)
+    rows.row(
+        run.name, [&](std::size_t i) { return ev[i].feasible() ? run.text(ev[i]) : std::string("-"); },
+        [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? run.value(ev[i]) : 0.0; });
   return t;
 }
 

@@ -226,23 +226,23 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
   return out;
 }
 
-std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan) {
-  std::vector<Finding> out;
-  const auto bad = [&](std::string key, std::string message) { out.push_back({std::move(key), std::move(message)}); };
+namespace {
+
+// Collects the findings of check_plan's families, in the order they run (every problem is
+// reported, so a person fixes them all at once).
+class Findings {
+ public:
+  explicit Findings(std::vector<Finding>& out) : out_(out) {}
+  void operator()(std::string key, std::string message) { out_.push_back({std::move(key), std::move(message)}); }
+
+ private:
+  std::vector<Finding>& out_;
+};
+
+// Tensor and sequence parallelism, and the pipeline's depth and schedule.
+void check_tensor_and_pipeline(const model::ModelSpec& model, const Plan& plan, Findings& bad) {
   const Parallel& p = plan.parallel;
-  const Cluster& c = plan.cluster;
   const int kv = model.kv_heads_or_default();
-  // nodes x gpus_per_node in 64 bits: both are bounded by the reader, their product is not.
-  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {
-    bad("cluster.nodes", fmt::format("{} nodes of {} GPUs are more than ftplan's limit of {} GPUs", c.nodes,
-                                     c.gpus_per_node, kMaxGpus));
-    return out;  // the degrees below multiply the GPU count
-  }
-  const int gpus = c.gpus();
-
-  if (c.gpus_per_node > c.node.gpus)
-    bad("cluster.gpus_per_node", fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));
-
   // Megatron-LM splits attention heads and KV groups across tensor-parallel ranks
   // (megatron/core/transformer/attention.py: num_query_groups % tp == 0).
   if (p.tp > 1) {
@@ -273,43 +273,57 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   } else if (p.virtual_stages != 1) {
     bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
   }
-  if (p.first_stage_layers > 0 || p.last_stage_layers > 0) {
-    const char* key = p.last_stage_layers > 0 ? "parallel.last_stage_layers" : "parallel.first_stage_layers";
-    const int total = model.total_layers();
-    const int middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
-    const int rest = total - p.first_stage_layers - p.last_stage_layers;
-    const int vp = std::max(1, p.virtual_stages);
-    if (p.pp < 2) {
-      bad(key, "sets the layers of an end pipeline stage; needs pp > 1");
-    } else if (p.schedule == PipelineSchedule::interleaved) {
-      // Megatron-core's rules for uneven end stages with virtual stages (transformer_config.py
-      // __post_init__, "Uneven PP"; transformer_block.py get_num_layers_to_build): each end
-      // stage's layers and each middle stage's share divide by the virtual stages, the middle
-      // layers by the middle stages.
-      if (p.first_stage_layers > 0 && p.first_stage_layers % vp != 0)
-        bad("parallel.first_stage_layers", fmt::format("number of layers at first stage: {} must be divisible by virtual "
-                                                       "pipeline parallel degree {} (Megatron-core)",
-                                                       p.first_stage_layers, vp));
-      if (p.last_stage_layers > 0 && p.last_stage_layers % vp != 0)
-        bad("parallel.last_stage_layers", fmt::format("number of layers at last stage: {} must be divisible by virtual "
-                                                      "pipeline parallel degree {} (Megatron-core)",
-                                                      p.last_stage_layers, vp));
-      if (middle == 0 ? rest != 0 : (rest <= 0 || rest % middle != 0))
-        bad(key, fmt::format("number of layers at middle stage: {} must be divisible by the middle pipeline model parallel "
-                             "size {} (Megatron-core; first {} + last {} of {} layers)",
-                             rest, middle, p.first_stage_layers, p.last_stage_layers, total));
-      else if (middle > 0 && (rest / middle) % vp != 0)
-        bad(key, fmt::format("{} layers on each middle stage must be divisible by virtual pipeline parallel degree {} "
-                             "(Megatron-core)",
-                             rest / middle, vp));
-    } else if (middle == 0 ? rest != 0 : rest < middle)
-      bad(key, fmt::format("first {} + last {} leave {} of the {} layers for {} middle stage(s){}", p.first_stage_layers,
-                           p.last_stage_layers, rest, total, middle, middle == 0 ? " (they must add up to all layers)" : ""));
-  }
+}
+
+// Megatron-core's rules for uneven end stages with virtual stages (transformer_config.py
+// __post_init__, "Uneven PP"; transformer_block.py get_num_layers_to_build): each end stage's
+// layers and each middle stage's share divide by the virtual stages, the middle layers by the
+// middle stages.
+// `middle` stages between the end ones run the `rest` of the `total` layers.
+void check_interleaved_end_stages(const Parallel& p, const char* key, int total, int middle, int rest, Findings& bad) {
+  const int vp = std::max(1, p.virtual_stages);
+  if (p.first_stage_layers > 0 && p.first_stage_layers % vp != 0)
+    bad("parallel.first_stage_layers", fmt::format("number of layers at first stage: {} must be divisible by virtual "
+                                                   "pipeline parallel degree {} (Megatron-core)",
+                                                   p.first_stage_layers, vp));
+  if (p.last_stage_layers > 0 && p.last_stage_layers % vp != 0)
+    bad("parallel.last_stage_layers", fmt::format("number of layers at last stage: {} must be divisible by virtual "
+                                                  "pipeline parallel degree {} (Megatron-core)",
+                                                  p.last_stage_layers, vp));
+  if (middle == 0 ? rest != 0 : (rest <= 0 || rest % middle != 0))
+    bad(key, fmt::format("number of layers at middle stage: {} must be divisible by the middle pipeline model parallel "
+                         "size {} (Megatron-core; first {} + last {} of {} layers)",
+                         rest, middle, p.first_stage_layers, p.last_stage_layers, total));
+  else if (middle > 0 && (rest / middle) % vp != 0)
+    bad(key, fmt::format("{} layers on each middle stage must be divisible by virtual pipeline parallel degree {} "
+                         "(Megatron-core)",
+                         rest / middle, vp));
+}
+
+// The layers of the first and last pipeline stages (Parallel::first_stage_layers, last_stage_layers).
+void check_end_stages(const model::ModelSpec& model, const Parallel& p, Findings& bad) {
+  if (p.first_stage_layers <= 0 && p.last_stage_layers <= 0) return;
+  const char* key = p.last_stage_layers > 0 ? "parallel.last_stage_layers" : "parallel.first_stage_layers";
+  const int total = model.total_layers();
+  const int middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+  const int rest = total - p.first_stage_layers - p.last_stage_layers;
+  if (p.pp < 2)
+    bad(key, "sets the layers of an end pipeline stage; needs pp > 1");
+  else if (p.schedule == PipelineSchedule::interleaved)
+    check_interleaved_end_stages(p, key, total, middle, rest, bad);
+  else if (middle == 0 ? rest != 0 : rest < middle)
+    bad(key,
+        fmt::format("first {} + last {} leave {} of the {} layers for {} middle stage(s){}", p.first_stage_layers,
+                    p.last_stage_layers, rest, total, middle, middle == 0 ? " (they must add up to all layers)" : ""));
+}
+
+// Context parallelism, the product of the degrees against the GPUs, and expert parallelism.
+void check_degrees(const model::ModelSpec& model, const Plan& plan, Findings& bad) {
+  const Parallel& p = plan.parallel;
+  const int gpus = plan.cluster.gpus();
   // Load-balanced ring attention cuts each sequence into 2 x cp chunks (Megatron-core context parallel).
   if (p.cp > 1 && plan.job.seq_len % (2 * p.cp) != 0)
     bad("parallel.cp", fmt::format("2 x cp = {} does not divide seq_len {}", 2 * p.cp, plan.job.seq_len));
-
   const int model_parallel = p.tp * p.pp * p.cp;
   if (p.dp > 0) {
     if (model_parallel * p.dp != gpus)
@@ -320,7 +334,6 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
                                 model_parallel, gpus));
   }
   const int dp = data_parallel_degree(plan);
-
   if (p.ep > 1) {
     if (!model.is_moe()) bad("parallel.ep", fmt::format("{} has no experts to spread", model.name));
     else if (model.moe.experts % p.ep != 0)
@@ -331,7 +344,11 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   }
   if (p.capacity_factor > 0 && !model.is_moe())
     bad("parallel.capacity_factor", fmt::format("{} has no experts to route to", model.name));
-  const FrameworkProfile& prof = framework_row(plan.job.framework);
+}
+
+// What the framework runs with pipeline stages, ZeRO-3's fetch and FSDP's precision policy.
+void check_framework_modes(const Plan& plan, const FrameworkProfile& prof, Findings& bad) {
+  const Parallel& p = plan.parallel;
   const bool deepspeed = prof.sharding == Sharding::deepspeed;
   // DeepSpeed's PipelineEngine supports ZeRO stages 0 and 1 only (deepspeed/runtime/pipe/engine.py,
   // PipelineEngine.__init__: assert zero_optimization_stage() < ZeroStageEnum.gradients, "ZeRO-2 and
@@ -352,28 +369,37 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     bad("job.fsdp_mixed_precision",
         fmt::format("is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
                     to_string(plan.job.framework)));
+}
 
+// The job against the plan: checkpointed layers, the global batch's split, the GPU's precisions.
+void check_job_on_plan(const Plan& plan, Findings& bad) {
   if (plan.job.checkpoint_every > 1 && plan.job.checkpointing != Checkpointing::full)
     bad("job.checkpoint_every", fmt::format("picks the layers full checkpointing recomputes; this plan's checkpointing is {}",
                                             to_string(plan.job.checkpointing)));
 
+  const int dp = data_parallel_degree(plan);
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
   if (!splits_global_batch(plan, plan.job.micro_batch))
     bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",
                                         plan.job.global_batch, plan.job.micro_batch, dp, per_step));
 
   // The GPU must compute in the job's precision.
+  const Cluster& c = plan.cluster;
   const bool wants_bf16 = plan.job.precision == Precision::bf16_mixed || plan.job.precision == Precision::bf16;
   const auto& peaks = c.gpu.peak_flops;
   if (wants_bf16 && peaks.count(hardware::Dtype::bf16) == 0)
     bad("job.precision", fmt::format("{} has no bf16 support; use fp16-mixed or fp32", c.gpu.display_name));
   if (plan.job.precision == Precision::fp8_mixed && peaks.count(hardware::Dtype::fp8) == 0)
     bad("job.precision", fmt::format("{} has no FP8 tensor cores (Ada, Hopper, Blackwell and CDNA3 do)", c.gpu.display_name));
+}
 
-  // Offload placement rules of DeepSpeed (runtime/zero/offload_config.py): parameters leave the
-  // GPU only under ZeRO-3; the optimizer state only under ZeRO >= 1.
+// Offload placement rules of DeepSpeed (runtime/zero/offload_config.py): parameters leave the
+// GPU only under ZeRO-3; the optimizer state only under ZeRO >= 1. And where the step may run.
+void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad) {
+  const Parallel& p = plan.parallel;
+  const Cluster& c = plan.cluster;
   const Offload& o = plan.offload;
-  if (deepspeed) {
+  if (prof.sharding == Sharding::deepspeed) {
     if (o.params != Tier::gpu && p.zero != 3) bad("offload.params", "DeepSpeed offloads parameters only with ZeRO stage 3");
     if (o.optimizer != Tier::gpu && p.zero < 1) bad("offload.optimizer", "DeepSpeed offloads the optimizer only with ZeRO stage 1, 2 or 3");
   }
@@ -386,7 +412,12 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
                          o.activations == Tier::nvme;
   if (uses_nvme && c.drives.empty())
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
-  // Keys the framework would not act on: say what to write instead of computing something else.
+}
+
+// Keys the framework would not act on: say what to write instead of computing something else.
+void check_sharding_keys(const Plan& plan, const FrameworkProfile& prof, Findings& bad) {
+  const Parallel& p = plan.parallel;
+  const Offload& o = plan.offload;
   const Framework fw = plan.job.framework;
   const bool fsdp_like = shards_by_fsdp(prof.sharding);
   if (prof.sharding == Sharding::none && p.zero > 0)
@@ -406,29 +437,64 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   }
   // The presets named after DeepSpeed's systems are DeepSpeed's (Ren et al. 2021; Rajbhandari et
   // al. 2021): under another framework they would keep that framework's state where it is.
-  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) && !deepspeed)
+  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) &&
+      prof.sharding != Sharding::deepspeed)
     bad("offload.preset", fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
                                       to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
-  if (plan.job.optimizer.kind == OptimizerKind::adamw_8bit && plan.job.optimizer.implementation != OptimizerImpl::framework_default &&
-      plan.job.optimizer.implementation != OptimizerImpl::fused)
-    bad("job.optimizer.implementation", fmt::format("bitsandbytes' 8-bit AdamW has one fused implementation, not {}",
-                                                    to_string(plan.job.optimizer.implementation)));
+}
+
+// The optimizer's implementation and paging, and QLoRA's compute precision.
+void check_optimizer(const Plan& plan, Findings& bad) {
+  const Offload& o = plan.offload;
+  const OptimizerSpec& opt = plan.job.optimizer;
+  if (opt.kind == OptimizerKind::adamw_8bit && opt.implementation != OptimizerImpl::framework_default &&
+      opt.implementation != OptimizerImpl::fused)
+    bad("job.optimizer.implementation",
+        fmt::format("bitsandbytes' 8-bit AdamW has one fused implementation, not {}", to_string(opt.implementation)));
   // bitsandbytes has paged AdamW/Adam (8 and 32 bit) and Lion (bitsandbytes/optim/adamw.py,
   // adam.py, lion.py: Paged* classes pass is_paged=True); their state lives in CUDA unified memory
   // on the GPU that trains, so it cannot also be offloaded.
-  if (plan.job.optimizer.paged) {
-    const OptimizerKind k = plan.job.optimizer.kind;
+  if (opt.paged) {
+    const OptimizerKind k = opt.kind;
     if (k != OptimizerKind::adamw && k != OptimizerKind::adam && k != OptimizerKind::adamw_8bit && k != OptimizerKind::lion)
       bad("job.optimizer.paged", fmt::format("bitsandbytes has paged AdamW, Adam, 8-bit AdamW and Lion, not {}", to_string(k)));
     if (o.optimizer != Tier::gpu || o.optimizer_step != Tier::gpu)
       bad("job.optimizer.paged", "a paged optimizer keeps its state in CUDA unified memory and steps on the GPU; drop "
                                  "offload.optimizer and offload.optimizer_step (it pages to host memory by itself)");
-    if (plan.job.optimizer.implementation != OptimizerImpl::framework_default && plan.job.optimizer.implementation != OptimizerImpl::fused)
-      bad("job.optimizer.implementation", fmt::format("bitsandbytes' paged optimizers have one fused implementation, not {}",
-                                                      to_string(plan.job.optimizer.implementation)));
+    if (opt.implementation != OptimizerImpl::framework_default && opt.implementation != OptimizerImpl::fused)
+      bad("job.optimizer.implementation",
+          fmt::format("bitsandbytes' paged optimizers have one fused implementation, not {}",
+                      to_string(opt.implementation)));
   }
   if (plan.job.method == Method::qlora && plan.job.precision == Precision::fp32)
     bad("job.precision", "QLoRA computes in 16-bit; use bf16-mixed, fp16-mixed or bf16");
+}
+
+}  // namespace
+
+std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan) {
+  std::vector<Finding> out;
+  Findings bad(out);
+  const Cluster& c = plan.cluster;
+  // nodes x gpus_per_node in 64 bits: both are bounded by the reader, their product is not.
+  if (static_cast<std::int64_t>(c.nodes) * c.gpus_per_node > kMaxGpus) {
+    bad("cluster.nodes",
+        fmt::format("{} nodes of {} GPUs are more than ftplan's limit of {} GPUs", c.nodes, c.gpus_per_node, kMaxGpus));
+    return out;  // the degrees below multiply the GPU count
+  }
+  if (c.gpus_per_node > c.node.gpus)
+    bad("cluster.gpus_per_node",
+        fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));
+  // The families in a fixed order: a plan's findings list in the same order every time.
+  const FrameworkProfile& prof = framework_row(plan.job.framework);
+  check_tensor_and_pipeline(model, plan, bad);
+  check_end_stages(model, plan.parallel, bad);
+  check_degrees(model, plan, bad);
+  check_framework_modes(plan, prof, bad);
+  check_job_on_plan(plan, bad);
+  check_offload(plan, prof, bad);
+  check_sharding_keys(plan, prof, bad);
+  check_optimizer(plan, bad);
   return out;
 }
 

@@ -72,33 +72,30 @@ void Builder::persistent_state() {
   Op begin;
   begin.name = "step start";
   start = add(std::move(begin));
+  sort_groups();
+  unit_group = gathered_group();
+  param_tier = p_.offload.params;
+  stream_params = unit_group != nullptr;  // a per-layer GPU copy of the parameters is made
+  unit_bytes = unit_group ? unit_group->bytes : 0;
+  units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
+  forward_backward_tensors();
+  gradient_state();
+  sharding_state();
+  last_compute = start;
+  pipeline_state();
+}
+
+// The inventory's groups by lifetime: persistent ones allocated at the start, the others kept
+// for the passes that create them.
+void Builder::sort_groups() {
   for (const auto& g : inv_.groups) {
     switch (g.lifetime) {
-      case Lifetime::persistent: {
-        if (g.paged) {
-          // Unified memory: resident on the GPU as far as it has room, the rest in host memory
-          // (the footprint's rule, footprint::paged_placement, so both engines place it alike).
-          const footprint::PagedPlacement placed = footprint::paged_placement(inv_, p_);
-          const double out_share = placed.state_bytes > 0 ? placed.host_bytes / placed.state_bytes : 0.0;
-          paged_out_bytes = g.total() * out_share;
-          paged_resident_tensor = tensor(g.name, g.category, Tier::gpu, g.total() - paged_out_bytes, -1, g.element);
-          state_allocs.push_back(alloc(Stream::compute, paged_resident_tensor, {start}));
-          if (paged_out_bytes > 0) {
-            paged_out_tensor = tensor("optimizer state (paged out)", g.category, Tier::cpu, paged_out_bytes, -1, g.element);
-            state_allocs.push_back(alloc(Stream::compute, paged_out_tensor, {start}));
-          }
-          break;
-        }
-        const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
-        const int a = alloc(Stream::compute, t, {start});
-        if (g.category == Category::weights && weights_tensor < 0) {
-          weights_tensor = t;
-          weights_alloc = a;
-        }
-        if (g.category == Category::optimizer) state_allocs.push_back(a);
-        if (std::string_view(g.name) == inventory::kOptimizerSwapBuffers) optimizer_swap = t;
+      case Lifetime::persistent:
+        if (g.paged)
+          allocate_paged(g);
+        else
+          allocate_persistent(g);
         break;
-      }
       case Lifetime::gradients: grads_group = &g; break;
       case Lifetime::saved:
         if (g.category != Category::activations) break;  // autocast copies: accounted in the footprint only
@@ -113,12 +110,35 @@ void Builder::persistent_state() {
       case Lifetime::forward_backward: fb_groups.push_back(&g); break;
     }
   }
-  unit_group = gathered_group();
-  param_tier = off.params;
-  stream_params = unit_group != nullptr;  // a per-layer GPU copy of the parameters is made
-  unit_bytes = unit_group ? unit_group->bytes : 0;
-  units_in_flight = unit_group ? std::max(1, unit_group->count) : 1;
+}
 
+void Builder::allocate_persistent(const TensorGroup& g) {
+  const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
+  const int a = alloc(Stream::compute, t, {start});
+  if (g.category == Category::weights && weights_tensor < 0) {
+    weights_tensor = t;
+    weights_alloc = a;
+  }
+  if (g.category == Category::optimizer) state_allocs.push_back(a);
+  if (std::string_view(g.name) == inventory::kOptimizerSwapBuffers) optimizer_swap = t;
+}
+
+// Unified memory: resident on the GPU as far as it has room, the rest in host memory (the
+// footprint's rule, footprint::paged_placement, so both engines place it alike).
+void Builder::allocate_paged(const TensorGroup& g) {
+  const footprint::PagedPlacement placed = footprint::paged_placement(inv_, p_);
+  const double out_share = placed.state_bytes > 0 ? placed.host_bytes / placed.state_bytes : 0.0;
+  paged_out_bytes = g.total() * out_share;
+  paged_resident_tensor = tensor(g.name, g.category, Tier::gpu, g.total() - paged_out_bytes, -1, g.element);
+  state_allocs.push_back(alloc(Stream::compute, paged_resident_tensor, {start}));
+  if (paged_out_bytes > 0) {
+    paged_out_tensor = tensor("optimizer state (paged out)", g.category, Tier::cpu, paged_out_bytes, -1, g.element);
+    state_allocs.push_back(alloc(Stream::compute, paged_out_tensor, {start}));
+  }
+}
+
+// Tensors alive from the first forward to the last backward; FSDP2's stage gathered for the step.
+void Builder::forward_backward_tensors() {
   for (const auto* g : fb_groups) {
     fb_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
     if (std::string_view(g->name) == inventory::kStageGatheredParams) {
@@ -129,7 +149,11 @@ void Builder::persistent_state() {
     if (std::string_view(g->name) == inventory::kStageUnshardedGrads) unsharded_grads_tensor = fb_tensors.back();
   }
   gathered_for_step = inv_.gathered_for_step && stage_params_tensor >= 0;
-  // Gradients: one share per layer, created by that layer's first backward, in their tier.
+}
+
+// Gradients: one share per layer, created by that layer's first backward, in their tier; and how
+// they are reduced.
+void Builder::gradient_state() {
   grad_tensor.assign(layers, -1);
   if (grads_group)
     for (int l = 0; l < layers; ++l)
@@ -143,44 +167,43 @@ void Builder::persistent_state() {
   // (plan::sharding_in_effect): each of those computes part of the same parameters' gradients.
   grad_group = plan::gradient_group_size(p_);
   any_dp = grad_group > 1;
+}
 
-  // The memory copies each sharding framework makes around its collectives, per unit (read from
-  // their source; YaFSDP's preallocated buffers exist to avoid them: its README, "designed to
-  // reduce communications and memory operations overhead").
-  // - FSDP2 all-gathers into one flat buffer and then copies it out into each parameter's own
-  //   tensor on the compute stream, once the gather is waited for (torch
-  //   distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_all_gather_copy_out:
-  //   split_with_sizes_copy); its reduce-scatter input is built by chunk_cat of the gradients,
-  //   widened to the reduce dtype, also on the compute stream (foreach_reduce). No pre-divide:
-  //   bf16/fp32 reduce with NCCL's AVG (_get_gradient_divide_factors).
-  // - FSDP1 all-gathers straight into the unit's flat parameter, but autograd builds the flat
-  //   gradient from the original parameters' views (the backward of the split that made them: a
-  //   cat), and _reduce_grad pre-divides the whole unsharded gradient in place on the
-  //   post-backward stream before the reduce-scatter (torch distributed/fsdp/_runtime_utils.py:
-  //   _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), a factor > 1 for any
-  //   world size >= 2).
-  // - DeepSpeed ZeRO-3 gathers into a flat buffer the parameters view; its reduce-scatter
-  //   interleaves the gradients into one flat buffer with torch.cat and pre-divides it by the
-  //   world size (deepspeed/runtime/comm/coalesced_collectives.py reduce_scatter_coalesced), on
-  //   its reduce-and-partition stream.
-  // - YaFSDP gathers into and reduces from preallocated buffers the parameters and gradients
-  //   view, without pre-divide for bf16/fp32 (ya_fsdp/_collectives.py).
-  // Left out: the casts of the local shard (1/shard of a unit) and the post-reduce cast.
+// The memory copies each sharding framework makes around its collectives, per unit (read from
+// their source; YaFSDP's preallocated buffers exist to avoid them: its README, "designed to
+// reduce communications and memory operations overhead").
+// - FSDP2 all-gathers into one flat buffer and then copies it out into each parameter's own
+//   tensor on the compute stream, once the gather is waited for (torch
+//   distributed/fsdp/_fully_shard/_fsdp_collectives.py, foreach_all_gather_copy_out:
+//   split_with_sizes_copy); its reduce-scatter input is built by chunk_cat of the gradients,
+//   widened to the reduce dtype, also on the compute stream (foreach_reduce). No pre-divide:
+//   bf16/fp32 reduce with NCCL's AVG (_get_gradient_divide_factors).
+// - FSDP1 all-gathers straight into the unit's flat parameter, but autograd builds the flat
+//   gradient from the original parameters' views (the backward of the split that made them: a
+//   cat), and _reduce_grad pre-divides the whole unsharded gradient in place on the
+//   post-backward stream before the reduce-scatter (torch distributed/fsdp/_runtime_utils.py:
+//   _div_if_needed(padded_unsharded_grad, _gradient_predivide_factor), a factor > 1 for any
+//   world size >= 2).
+// - DeepSpeed ZeRO-3 gathers into a flat buffer the parameters view; its reduce-scatter
+//   interleaves the gradients into one flat buffer with torch.cat and pre-divides it by the
+//   world size (deepspeed/runtime/comm/coalesced_collectives.py reduce_scatter_coalesced), on
+//   its reduce-and-partition stream.
+// - YaFSDP gathers into and reduces from preallocated buffers the parameters and gradients
+//   view, without pre-divide for bf16/fp32 (ya_fsdp/_collectives.py).
+// Left out: the casts of the local shard (1/shard of a unit) and the post-reduce cast.
+void Builder::sharding_state() {
   sharding = inv_.profile.sharding;
   sharded_units = stream_params && shard > 1;
   grad_params = inv_.params.trainable_largest_layer;
-
-  // Brings layer l's parameters to a GPU buffer: NVMe -> pinned host -> GPU, then the all-gather
-  // of the other ranks' shards. Returns the op the layer's compute waits for. The buffer is
-  // allocated when the fetch is issued; at most `units_in_flight` are outstanding
-  // (`release_before` is the op that freed the buffer `units_in_flight` layers back).
-  // DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per parameter tensor, each after a
-  // device synchronize (plan::Zero3Fetch::per_parameter).
+  // Parameter fetches (fetch, step_passes.cpp) bring a layer's parameters to a GPU buffer: NVMe ->
+  // pinned host -> GPU, then the all-gather of the other ranks' shards; at most `units_in_flight`
+  // buffers are outstanding. DeepSpeed ZeRO-3 before its coalesced prefetch: a gather per
+  // parameter tensor, each after a device synchronize (plan::Zero3Fetch::per_parameter).
   per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
-                             p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
+                  p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
+}
 
-  last_compute = start;
-
+void Builder::pipeline_state() {
   // Pipeline point-to-point: the activation of a micro-batch goes to the next virtual stage
   // after its forward, its gradient to the previous one after its backward. Megatron's
   // scatter/gather optimization sends 1/tp of the tensor from each tensor-parallel rank
@@ -195,8 +218,38 @@ void Builder::persistent_state() {
   backwards.assign(layers, 0);
 }
 
-int Builder::optimizer_step() {
-  // ---- optimizer step over this rank's shard
+namespace {
+
+// About 12 FLOPs per parameter for an Adam step (two moment updates, bias corrections, the
+// update, weight decay) in about as many kernels (torch/optim/adamw.py _multi_tensor_adamw: a
+// foreach kernel for each of those); estimates.
+constexpr double kAdamFlopsPerParam = 12.0;
+constexpr int kAdamStepKernels = 12;
+// The NVMe swap reads a parameter's fp32 master, m and v (12 bytes) and writes them back with the
+// updated 16-bit parameter (ZeRO-Infinity, Rajbhandari et al. 2021; DeepSpeed
+// runtime/swap_tensor/optimizer_utils.py swaps the fp32 state; the gradient stays in host memory).
+constexpr double kSwappedStateBytesPerParam = 12.0;
+
+}  // namespace
+
+int Builder::optimizer_op(double params, const std::string& op_name, Ids deps) {
+  const bool cpu_step = p_.offload.optimizer_step == Tier::cpu;
+  Op opt;
+  opt.kind = OpKind::optimizer;
+  opt.pass = Pass::optimizer;
+  opt.name = op_name;
+  opt.bytes = params * kAdamBytesPerParam;
+  opt.flops = params * kAdamFlopsPerParam;
+  opt.kernels = cpu_step ? 0 : kAdamStepKernels;
+  opt.stream = cpu_step ? Stream::cpu : Stream::compute;
+  opt.deps = std::move(deps);
+  return add(std::move(opt));
+}
+
+// What the optimizer step waits for: the step's compute, reductions and gradient offloads, or,
+// with the delayed update, only its state's existence.
+Ids Builder::optimizer_deps() const {
+  const plan::Offload& off = p_.offload;
   Ids opt_deps = {last_compute};
   if (last_reduce >= 0) opt_deps.push_back(last_reduce);
   if (last_grad_offload >= 0) opt_deps.push_back(last_grad_offload);
@@ -209,58 +262,59 @@ int Builder::optimizer_step() {
     opt_deps = {start};
     for (int a : state_allocs) opt_deps.push_back(a);
   }
+  return opt_deps;
+}
+
+// ZeRO-Infinity swaps optimizer state through pinned memory one sub-group at a time
+// (inventory::kSwapSubGroupElements): read master, m, v; CPU Adam; write them back and the
+// updated 16-bit parameters. Reads of the next chunk overlap the update of this one.
+int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard) {
+  const plan::Offload& off = p_.offload;
+  const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / inventory::kSwapBytesPerElement
+                                                  : std::min(trainable_shard, inventory::kSwapSubGroupElements);
+  const int swaps = static_cast<int>(std::ceil(trainable_shard / std::max(1.0, chunk_params)));
+  int last = -1;
+  int state = -1;
+  for (const auto& t : ir_.tensors)
+    if (t.category == Category::optimizer && t.tier == Tier::nvme) {
+      state = static_cast<int>(&t - &ir_.tensors[0]);
+      break;
+    }
+  int prev_update = -1;
+  for (int c = 0; c < swaps; ++c) {
+    const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
+    Ids deps = opt_deps;
+    // Through the pinned swap buffers (the inventory's): read into them, updated there, written
+    // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
+    const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
+    const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * kSwappedStateBytesPerParam,
+                        name("nvme read optimizer chunk {}", c), -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
+    Ids udeps = {rd};
+    if (prev_update >= 0) udeps.push_back(prev_update);
+    const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
+    ir_.ops[up].reads = swap;
+    ir_.ops[up].writes = swap;
+    prev_update = up;
+    last =
+        copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (kSwappedStateBytesPerParam + inv_.recipe.compute_B),
+             name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
+  }
+  return last;
+}
+
+int Builder::optimizer_step() {
+  // ---- optimizer step over this rank's shard
+  const plan::Offload& off = p_.offload;
+  Ids opt_deps = optimizer_deps();
   std::vector<int> opt_tensors;
   for (const auto* g : optimizer_groups) {
     opt_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
     opt_deps.push_back(alloc(Stream::compute, opt_tensors.back(), {last_compute}));
   }
   const double trainable_shard = inv_.zero >= 1 ? inv_.params.trainable / shard : inv_.params.trainable;
-  const bool cpu_step = off.optimizer_step == Tier::cpu;
-  const auto optimizer_op = [&](double params, const std::string& name, Ids deps) {
-    Op opt;
-    opt.kind = OpKind::optimizer;
-    opt.pass = Pass::optimizer;
-    opt.name = name;
-    opt.bytes = params * kAdamBytesPerParam;
-    // ~12 FLOPs per parameter (two moment updates, bias corrections, the update, weight decay).
-    opt.flops = params * 12.0;
-    opt.kernels = cpu_step ? 0 : 12;
-    opt.stream = cpu_step ? Stream::cpu : Stream::compute;
-    opt.deps = std::move(deps);
-    return add(std::move(opt));
-  };
   int last;
   if (off.optimizer == Tier::nvme) {
-    // ZeRO-Infinity swaps optimizer state through pinned memory one sub-group at a time
-    // (sub_group_size, default 1e9 elements): read master, m, v; CPU Adam; write them back and
-    // the updated 16-bit parameters. Reads of the next chunk overlap the update of this one.
-    const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / 16.0 : std::min(trainable_shard, 1e9);
-    const int swaps = static_cast<int>(std::ceil(trainable_shard / std::max(1.0, chunk_params)));
-    last = -1;
-    int state = -1;
-    for (const auto& t : ir_.tensors)
-      if (t.category == Category::optimizer && t.tier == Tier::nvme) {
-        state = static_cast<int>(&t - &ir_.tensors[0]);
-        break;
-      }
-    int prev_update = -1;
-    for (int c = 0; c < swaps; ++c) {
-      const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
-      Ids deps = opt_deps;
-      // Through the pinned swap buffers (the inventory's): read into them, updated there, written
-      // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
-      const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
-      const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * 12.0, name("nvme read optimizer chunk {}", c),
-                          -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
-      Ids udeps = {rd};
-      if (prev_update >= 0) udeps.push_back(prev_update);
-      const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
-      ir_.ops[up].reads = swap;
-      ir_.ops[up].writes = swap;
-      prev_update = up;
-      last = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (12.0 + inv_.recipe.compute_B),
-                  name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
-    }
+    last = swapped_optimizer_step(opt_deps, trainable_shard);
   } else {
     Ids deps = opt_deps;
     if (paged_out_bytes > 0) {
@@ -275,8 +329,13 @@ int Builder::optimizer_step() {
     last = optimizer_op(trainable_shard, "optimizer step", deps);
   }
   for (int t : opt_tensors) last = release(Stream::compute, t, {last});
+  return after_optimizer_step(last, trainable_shard);
+}
+
+// After the update: updated parameters back to the GPU or gathered, gradients freed.
+int Builder::after_optimizer_step(int last, double trainable_shard) {
   // ZeRO-Offload: the updated 16-bit parameters return to the GPU.
-  if (cpu_step && param_tier == Tier::gpu)
+  if (p_.offload.optimizer_step == Tier::cpu && param_tier == Tier::gpu)
     last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
                 {last}, {}, {weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.

@@ -59,8 +59,6 @@ inline Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int l
 // lifetime, the tensors and ops every pass refers to, and the running ends of the streams.
 // Set by plan_geometry and persistent_state, then read and advanced by the passes.
 struct StepState {
-  explicit StepState(const plan::Offload& o) : off(o) {}
-  const plan::Offload& off;
   // Pipeline geometry (plan_geometry).
   int layers = 0;              // this stage's layers
   int pp = 1, stage = 0;       // the pipeline simulated and this stage's place in it (PipelineView)
@@ -120,9 +118,9 @@ struct StepState {
 
 class Builder : private StepState {
  public:
-  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches, bool names,
-          PipelineView view)
-      : StepState(p.offload), m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names), view_(view) {
+  Builder(const model::ModelSpec& m, const plan::Plan& p, const inventory::Inventory& inv, int micro_batches,
+          bool names, PipelineView view)
+      : m_(m), p_(p), inv_(inv), job_(p.job), micro_override_(micro_batches), names_(names), view_(view) {
     tp_ = std::max(1, p.parallel.tp);
     cp_ = std::max(1, p.parallel.cp);
     dp_ = plan::data_parallel_degree(p);
@@ -271,6 +269,23 @@ class Builder : private StepState {
   void plan_geometry();
   void persistent_state();
   int optimizer_step();  // returns the step's last op
+  // persistent_state's parts: the inventory's groups by lifetime (persistent ones allocated at the
+  // start, paged ones split by footprint::paged_placement), the tensors alive from forward to
+  // backward, the gradients' shares and reduction, the sharding framework's copies, the pipeline's
+  // sends and per-micro-batch state.
+  void sort_groups();
+  void allocate_persistent(const TensorGroup& g);
+  void allocate_paged(const TensorGroup& g);
+  void forward_backward_tensors();
+  void gradient_state();
+  void sharding_state();
+  void pipeline_state();
+  // optimizer_step's parts: what it waits for, one update op, ZeRO-Infinity's swapped update, and
+  // what follows the update (parameters back or gathered, gradients freed); each returns its last op.
+  Ids optimizer_deps() const;
+  int optimizer_op(double params, const std::string& op_name, Ids deps);
+  int swapped_optimizer_step(const Ids& opt_deps, double trainable_shard);
+  int after_optimizer_step(int last, double trainable_shard);
   // The passes (step_passes.cpp): parameter streaming, a micro-batch's forward and backward
   // through this stage's layers with activation offload, the pipeline's sends and receives.
   std::string micro_name(const std::string& base, int mb) const;
