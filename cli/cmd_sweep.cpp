@@ -118,19 +118,6 @@ extern "C" void on_interrupt(int sig) {
   std::raise(sig);
 }
 
-int parse_threads(const Args& args) {
-  if (auto t = args.value("threads")) {
-    int threads = -1;
-    try {
-      threads = std::stoi(*t);
-    } catch (const std::exception&) {
-    }
-    if (threads <= 0) throw UsageError("--threads takes a positive whole number");
-    return threads;
-  }
-  return 0;
-}
-
 std::string cell(const io::Value& v) { return io::csv_cell(v); }
 
 void print_dry_run(const sweep::Sweep& sw, const sweep::Shard& shard, std::int64_t points) {
