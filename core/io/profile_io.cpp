@@ -93,6 +93,12 @@ void check_within_samples(MapView& v, const char* key, double value, const std::
                      fmt::format("{} lies outside its samples ({} .. {}); it should be their median", value, *lo, *hi));
 }
 
+// The row's `samples` and that its `key` value (their median) lies within them.
+void read_samples_around(MapView& v, const char* key, double value, std::vector<double>& samples) {
+  read_samples(v, "samples", samples);
+  check_within_samples(v, key, value, samples);
+}
+
 void read_paths(MapView& v, std::vector<std::string>& paths) {
   v.require("paths", "the directories measured");
   if (v.get_strings("paths", paths) && paths.empty())
@@ -171,8 +177,7 @@ void read_gemm(MapView& r, std::vector<GemmSample>& rows) {
   r.get("k", g.k, 1);
   r.get_required("flops_per_s", g.flops_per_s, 0, kBig);
   r.get("peak_flops_per_s", g.peak_flops_per_s, 0, kBig);
-  read_samples(r, "samples", g.samples);
-  check_within_samples(r, "flops_per_s", g.flops_per_s, g.samples);
+  read_samples_around(r, "flops_per_s", g.flops_per_s, g.samples);
   rows.push_back(std::move(g));
 }
 
@@ -191,8 +196,7 @@ void read_attention(MapView& r, std::vector<AttentionSample>& rows) {
   r.get("head_dim", a.head_dim, 1);
   r.get("causal", a.causal);
   r.get_required("flops_per_s", a.flops_per_s, 0, kBig);
-  read_samples(r, "samples", a.samples);
-  check_within_samples(r, "flops_per_s", a.flops_per_s, a.samples);
+  read_samples_around(r, "flops_per_s", a.flops_per_s, a.samples);
   if (a.kv_heads > a.heads || (a.kv_heads > 0 && a.heads % a.kv_heads != 0))
     r.reader().error(r.location_of("kv_heads"), r.key_path("kv_heads"), "must divide heads");
   rows.push_back(std::move(a));
@@ -204,8 +208,7 @@ void read_bandwidth(MapView& r, Sample& s) {
   r.get_required("bytes", s.bytes, 1, kBig);
   r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("bound_Bps", s.bound_Bps, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+  read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
 }
 
 void read_memory(MapView& r, std::vector<MemorySample>& rows) {
@@ -232,8 +235,7 @@ void read_collective(MapView& r, std::vector<CollectiveSample>& rows) {
   r.get_required("ranks", s.ranks, 2, 1 << 20);
   r.get_required("bytes", s.bytes, 1, kBig);
   r.get_required("bus_bandwidth_Bps", s.bus_bandwidth_Bps, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, s.samples);
+  read_samples_around(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, s.samples);
   rows.push_back(std::move(s));
 }
 
@@ -249,8 +251,7 @@ void read_storage_run(MapView& r, std::vector<StorageSample>& rows) {
   r.get_required("queue_depth", s.queue_depth, 1, 65536);
   r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("iops", s.iops, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+  read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
   r.get("fio_bandwidth_Bps", s.fio_bandwidth_Bps, 0, kBig);
   read_samples(r, "fio_samples", s.fio_samples, r.has("fio_bandwidth_Bps"));
   check_within_samples(r, "fio_bandwidth_Bps", s.fio_bandwidth_Bps, s.fio_samples);
@@ -282,8 +283,7 @@ void read_cpu(MapView& c, CpuSection& out) {
     r.get_required("threads", s.threads, 1, 1 << 20);
     r.get_required("array_bytes", s.array_bytes, 1, kBig);
     r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
-    read_samples(r, "samples", s.samples);
-    check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+    read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
     out.dram.push_back(std::move(s));
   });
   for_rows(c, "optimizer", [&](MapView& r) {
@@ -295,8 +295,7 @@ void read_cpu(MapView& c, CpuSection& out) {
     r.get_required("params_per_s", s.params_per_s, 0, kBig);
     r.get_required("bytes_per_param", s.bytes_per_param, 1, 1024);
     r.get("triad_fraction", s.triad_fraction, 0, 100);
-    read_samples(r, "samples", s.samples);
-    check_within_samples(r, "params_per_s", s.params_per_s, s.samples);
+    read_samples_around(r, "params_per_s", s.params_per_s, s.samples);
     out.optimizer.push_back(std::move(s));
   });
   c.finish();
@@ -307,8 +306,7 @@ void read_power(MapView& r, std::vector<PowerSample>& rows) {
   r.get("gpu", s.gpu, 0, 1024);
   r.get_required("kernel_class", s.kernel_class);
   r.get_required("power_w", s.power_w, 0, 1e5);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "power_w", s.power_w, s.samples);
+  read_samples_around(r, "power_w", s.power_w, s.samples);
   rows.push_back(std::move(s));
 }
 
