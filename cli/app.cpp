@@ -34,6 +34,19 @@ std::vector<OptionSpec> common_options() {
           {"format", true, "output: table (default), json or csv"}};
 }
 
+int parse_threads(const Args& args) {
+  if (auto t = args.value("threads")) {
+    int threads = -1;
+    try {
+      threads = std::stoi(*t);
+    } catch (const std::exception&) {
+    }
+    if (threads <= 0) throw UsageError("--threads takes a positive whole number");
+    return threads;
+  }
+  return 0;
+}
+
 App::App(const Args& args) {
   if (auto z = args.value("zoo")) zoo_dir_ = *z;
   else if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env) zoo_dir_ = env;

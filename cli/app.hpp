@@ -38,6 +38,9 @@ class App {
 // Options every verb takes.
 std::vector<OptionSpec> common_options();
 
+// --threads: a positive whole number, or 0 (all cores) when absent. Throws UsageError.
+int parse_threads(const Args& args);
+
 int cmd_zoo(const std::vector<std::string>& argv);
 int cmd_hardware(const std::vector<std::string>& argv);
 int cmd_check(const std::vector<std::string>& argv);

@@ -97,16 +97,29 @@ class StderrProgress : public calibrate::Progress {
   double start_;
 };
 
-}  // namespace
+// The GPU part's options: the catalog GPU, the models and token counts of its GEMMs.
+void read_gpu_options(const Args& args, App& app, calibrate::Options& o) {
+  o.zoo = &app.zoo();
+  o.catalog = &app.catalog();
+  o.catalog_gpu = args.value_or("gpu", "");
+  if (!o.catalog_gpu.empty() && !o.catalog->gpu(o.catalog_gpu))
+    throw UsageError(fmt::format("--gpu: no GPU '{}' in the catalog (ftplan hardware list gpus)", o.catalog_gpu));
+  if (auto m = args.value("models")) {
+    o.gemm_models = split_list(*m);
+    for (const auto& name : o.gemm_models)
+      if (!o.zoo->find(name))
+        throw UsageError(fmt::format("--models: no model '{}' in the zoo (ftplan zoo list)", name));
+  }
+  if (auto t = args.value("tokens"))
+    for (const auto& s : split_list(*t)) {
+      const double v = parse_option("tokens", s, io::Quantity::count);
+      if (v < 1 || v != std::floor(v)) throw UsageError("--tokens takes whole numbers");
+      o.gemm_tokens.push_back(static_cast<std::int64_t>(v));
+    }
+}
 
-int cmd_calibrate(const std::vector<std::string>& argv) {
-  const auto options = calibrate_options();
-  const Args args(argv, 2, options);
-  App app(args);
-  if (!args.positionals().empty())
-    throw UsageError("usage: ftplan calibrate [--quick] [--out profile.yaml] [options]\n" + usage_of(options));
-  if (app.format() == Format::csv) throw UsageError("calibrate prints a table or JSON (--format table|json)");
-
+// Options from the command line; a typo fails now, before minutes of measuring.
+calibrate::Options read_options(const Args& args, App& app) {
   calibrate::Options o;
   o.quick = args.flag("quick");
   o.cpu = !args.flag("no-cpu");
@@ -141,66 +154,31 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
     o.dram_bound_Bps = host->dram_bandwidth_Bps();
     o.dram_bound_source = fmt::format("catalog {}: channels x speed", host->name);
   }
-  if (o.gpu) {
-    o.zoo = &app.zoo();
-    o.catalog = &app.catalog();
-    o.catalog_gpu = args.value_or("gpu", "");
-    if (!o.catalog_gpu.empty() && !o.catalog->gpu(o.catalog_gpu))
-      throw UsageError(fmt::format("--gpu: no GPU '{}' in the catalog (ftplan hardware list gpus)", o.catalog_gpu));
-    if (auto m = args.value("models")) {
-      o.gemm_models = split_list(*m);
-      for (const auto& name : o.gemm_models)
-        if (!o.zoo->find(name))
-          throw UsageError(fmt::format("--models: no model '{}' in the zoo (ftplan zoo list)", name));
-    }
-    if (auto t = args.value("tokens"))
-      for (const auto& s : split_list(*t)) {
-        const double v = parse_option("tokens", s, io::Quantity::count);
-        if (v < 1 || v != std::floor(v)) throw UsageError("--tokens takes whole numbers");
-        o.gemm_tokens.push_back(static_cast<std::int64_t>(v));
-      }
-  }
-  const auto out_path = args.value("out");
-  // Check the output before measuring, so a bad path fails now rather than after minutes of work;
-  // the file itself is replaced only when the profile is complete.
-  if (out_path) {
-    try {
-      io::check_file_writable(*out_path);
-    } catch (const std::runtime_error& e) {
-      throw UsageError(fmt::format("--out: {}", e.what()));
-    }
-  }
+  if (o.gpu) read_gpu_options(args, app, o);
+  return o;
+}
 
-  calibrate::storage::remove_scratch_files_on_signal();
-  StderrProgress progress;
-  const calibrate::Calibration cal = calibrate::run_calibration(o, progress);
-  progress.done();
+void print_json(const calibrate::Calibration& cal, const std::optional<std::string>& out_path) {
+  nlohmann::ordered_json doc;
+  doc["schema_version"] = kOutputSchemaVersion;
+  doc["profile"] = out_path ? nlohmann::ordered_json(*out_path) : nlohmann::ordered_json(nullptr);
+  doc["notes"] = cal.notes;
+  auto& rows = doc["results"] = nlohmann::ordered_json::array();
+  for (const auto& c : cal.comparisons)
+    rows.push_back({{"section", c.section},
+                    {"item", c.item},
+                    {"unit", c.unit},
+                    {"value", c.value},
+                    {"spread", c.spread},
+                    {"bound", c.bound},
+                    {"bound_source", c.bound_source},
+                    {"reference", c.reference},
+                    {"reference_spread", c.reference_spread},
+                    {"reference_source", c.reference_source}});
+  fmt::print("{}\n", doc.dump(2));
+}
 
-  if (out_path) {
-    io::write_file_atomically(*out_path, io::profile_to_yaml(cal.profile));
-    fmt::print(stderr, "profile written to {}\n", *out_path);
-  }
-
-  if (app.format() == Format::json) {
-    nlohmann::ordered_json doc;
-    doc["schema_version"] = kOutputSchemaVersion;
-    doc["profile"] = out_path ? nlohmann::ordered_json(*out_path) : nlohmann::ordered_json(nullptr);
-    doc["notes"] = cal.notes;
-    auto& rows = doc["results"] = nlohmann::ordered_json::array();
-    for (const auto& c : cal.comparisons)
-      rows.push_back({{"section", c.section},
-                      {"item", c.item},
-                      {"unit", c.unit},
-                      {"value", c.value},
-                      {"spread", c.spread},
-                      {"bound", c.bound},
-                      {"bound_source", c.bound_source},
-                      {"reference", c.reference},
-                      {"reference_spread", c.reference_spread},
-                      {"reference_source", c.reference_source}});
-    fmt::print("{}\n", doc.dump(2));
-    return 0;
-  }
+void print_table(const calibrate::Calibration& cal) {
   const auto& m = cal.profile.machine;
   fmt::print("{} | {} ({} cores, {}) | {} | {}\n", m.hostname, m.cpu.model, m.cpu.cores,
              io::format_bytes(m.cpu.dram_bytes), m.gpus.empty() ? "no GPU measured" : m.gpus[0].name, m.date);
@@ -226,6 +204,44 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
            c.reference > 0 ? c.reference_source : c.bound_source});
   fmt::print("{}", t.text());
   for (const auto& n : cal.notes) fmt::print("note: {}\n", n);
+}
+
+}  // namespace
+
+int cmd_calibrate(const std::vector<std::string>& argv) {
+  const auto options = calibrate_options();
+  const Args args(argv, 2, options);
+  App app(args);
+  if (!args.positionals().empty())
+    throw UsageError("usage: ftplan calibrate [--quick] [--out profile.yaml] [options]\n" + usage_of(options));
+  if (app.format() == Format::csv) throw UsageError("calibrate prints a table or JSON (--format table|json)");
+
+  const calibrate::Options o = read_options(args, app);
+  const auto out_path = args.value("out");
+  // Check the output before measuring, so a bad path fails now rather than after minutes of work;
+  // the file itself is replaced only when the profile is complete.
+  if (out_path) {
+    try {
+      io::check_file_writable(*out_path);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(fmt::format("--out: {}", e.what()));
+    }
+  }
+
+  calibrate::storage::remove_scratch_files_on_signal();
+  StderrProgress progress;
+  const calibrate::Calibration cal = calibrate::run_calibration(o, progress);
+  progress.done();
+
+  if (out_path) {
+    io::write_file_atomically(*out_path, io::profile_to_yaml(cal.profile));
+    fmt::print(stderr, "profile written to {}\n", *out_path);
+  }
+
+  if (app.format() == Format::json)
+    print_json(cal, out_path);
+  else
+    print_table(cal);
   return 0;
 }
 

@@ -32,29 +32,10 @@ extern "C" void on_plan_interrupt(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
-}  // namespace
-
-int cmd_plan(const std::vector<std::string>& argv) {
-  auto options = common_options();
-  options.push_back({"threads", true, "worker threads (default: all cores)"});
-  options.push_back({"all", false, "list every simulated plan, not only the Pareto front"});
-  options.push_back({"quiet", false, "no progress on stderr"});
-  const Args args(argv, 2, options);
-  App app(args);
-  if (args.positionals().size() != 1) throw UsageError("usage: ftplan plan SCENARIO (with a `search` block)");
-  const plan::Scenario s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
-  if (!s.has_search) throw UsageError("the scenario has no `search` block; see docs/scenario-format.md");
-  int threads = 0;
-  if (auto t = args.value("threads")) {
-    try {
-      threads = std::stoi(*t);
-    } catch (const std::exception&) {
-      threads = -1;
-    }
-    if (threads <= 0) throw UsageError("--threads takes a positive whole number");
-  }
+// Runs the search with a progress bar; Ctrl-C stops it with the plans simulated so far.
+planner::Result run_search(const plan::Scenario& s, App& app, int threads, bool quiet) {
   // Layouts examined of those enumerated so far, and plans simulated.
-  ProgressBar progress("plan", "layouts", 0, 0, !args.flag("quiet"));
+  ProgressBar progress("plan", "layouts", 0, 0, !quiet);
   planner::Control control;
   control.stop = &g_stop;
   control.progress = [&](std::int64_t examined, std::int64_t total, std::int64_t simulated) {
@@ -62,60 +43,72 @@ int cmd_plan(const std::vector<std::string>& argv) {
   };
   g_stop = false;
   const auto previous = std::signal(SIGINT, on_plan_interrupt);
-  const planner::Result r =
-      planner::search(s.model, s.job, app.catalog(), s.search, s.constraints, s.cost, threads, control);
+  planner::Result r = planner::search(s.model, s.job, app.catalog(), s.search, s.constraints, s.cost, threads, control);
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
   progress.finish(r.examined, fmt::format(", {} simulated", r.simulated));
   if (r.interrupted)
     fmt::print(stderr, "interrupted: {} of {} layouts examined; the best plans among the {} simulated so far follow\n",
                r.examined, r.enumerated, r.simulated);
-  const int status = r.interrupted ? 128 + SIGINT : 0;
+  return r;
+}
 
-  // The Pareto front (or every plan with --all), and always the plans that could not be evaluated.
-  std::vector<int> shown = r.pareto, failed;
+// The candidates shown (the Pareto front, or every plan with --all, by job time) and those that
+// could not be evaluated.
+struct Shown {
+  std::vector<int> shown, failed;
+};
+
+Shown shown_candidates(const planner::Result& r, bool all) {
+  Shown out{r.pareto, {}};
   for (std::size_t i = 0; i < r.candidates.size(); ++i) {
-    if (!r.candidates[i].error.empty()) failed.push_back(static_cast<int>(i));
-    else if (args.flag("all") && std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) == r.pareto.end())
-      shown.push_back(static_cast<int>(i));
+    if (!r.candidates[i].error.empty())
+      out.failed.push_back(static_cast<int>(i));
+    else if (all && std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) == r.pareto.end())
+      out.shown.push_back(static_cast<int>(i));
   }
-  std::sort(shown.begin(), shown.end(), [&](int a, int b) {
+  std::sort(out.shown.begin(), out.shown.end(), [&](int a, int b) {
     return r.candidates[a].evaluation.cost.job_time_s < r.candidates[b].evaluation.cost.job_time_s;
   });
+  return out;
+}
 
-  if (app.format() != Format::table) {
-    std::vector<io::Row> rows;
-    for (int i : shown) {
-      const auto& c = r.candidates[i];
-      io::Row row = io::cost_row(c.plan, c.evaluation.memory, c.evaluation.step, c.evaluation.power, c.evaluation.cost);
-      row.set("pareto", std::find(r.pareto.begin(), r.pareto.end(), i) != r.pareto.end());
-      row.set("meets_constraints", c.meets_constraints);
-      rows.push_back(std::move(row));
-    }
-    for (int i : failed) {  // feasible false, infeasible_reason "could not be evaluated: ..."
-      const auto& c = r.candidates[i];
-      io::Row row = io::cost_row(c.plan, c.evaluation.memory, c.evaluation.step, c.evaluation.power, c.evaluation.cost);
-      row.set("pareto", false);
-      row.set("meets_constraints", false);
-      rows.push_back(std::move(row));
-    }
-    io::Row top;
-    top.set("search.enumerated", r.enumerated);
-    top.set("search.invalid", r.invalid);
-    top.set("search.duplicates", r.duplicates);
-    top.set("search.pruned_memory", r.pruned_memory);
-    top.set("search.simulated", r.simulated);
-    top.set("search.failed", r.failed);
-    top.set("search.examined", r.examined);
-    top.set("search.interrupted", r.interrupted);
-    const auto name_of = [&](int i) { return i >= 0 ? io::Value(r.candidates[i].plan.name) : io::Value(nullptr); };
-    top.set("best.fastest", name_of(r.fastest));
-    top.set("best.cheapest", name_of(r.cheapest));
-    top.set("best.lowest_peak_power", name_of(r.lowest_power));
-    top.set("best.fewest_gpus", name_of(r.fewest_gpus));
-    print_rows(app, s, rows, std::move(top));
-    return status;
+// --format json or csv: a row per candidate shown and per failed one, and the search's counts
+// and best plans at the top.
+void print_plan_rows(App& app, const plan::Scenario& s, const planner::Result& r, const Shown& sh) {
+  std::vector<io::Row> rows;
+  for (int i : sh.shown) {
+    const auto& c = r.candidates[i];
+    io::Row row = io::cost_row(c.plan, c.evaluation.memory, c.evaluation.step, c.evaluation.power, c.evaluation.cost);
+    row.set("pareto", std::find(r.pareto.begin(), r.pareto.end(), i) != r.pareto.end());
+    row.set("meets_constraints", c.meets_constraints);
+    rows.push_back(std::move(row));
   }
+  for (int i : sh.failed) {  // feasible false, infeasible_reason "could not be evaluated: ..."
+    const auto& c = r.candidates[i];
+    io::Row row = io::cost_row(c.plan, c.evaluation.memory, c.evaluation.step, c.evaluation.power, c.evaluation.cost);
+    row.set("pareto", false);
+    row.set("meets_constraints", false);
+    rows.push_back(std::move(row));
+  }
+  io::Row top;
+  top.set("search.enumerated", r.enumerated);
+  top.set("search.invalid", r.invalid);
+  top.set("search.duplicates", r.duplicates);
+  top.set("search.pruned_memory", r.pruned_memory);
+  top.set("search.simulated", r.simulated);
+  top.set("search.failed", r.failed);
+  top.set("search.examined", r.examined);
+  top.set("search.interrupted", r.interrupted);
+  const auto name_of = [&](int i) { return i >= 0 ? io::Value(r.candidates[i].plan.name) : io::Value(nullptr); };
+  top.set("best.fastest", name_of(r.fastest));
+  top.set("best.cheapest", name_of(r.cheapest));
+  top.set("best.lowest_peak_power", name_of(r.lowest_power));
+  top.set("best.fewest_gpus", name_of(r.fewest_gpus));
+  print_rows(app, s, rows, std::move(top));
+}
 
+// The table: the search's counts, the candidates shown, those that failed.
+void print_plan_table(const plan::Scenario& s, const planner::Result& r, const Shown& sh, bool all) {
   fmt::print("{} — {}: {} layouts{}, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated{} in "
              "{:.1f} s\n\n",
              s.name, s.model.display_name, r.enumerated,
@@ -124,10 +117,16 @@ int cmd_plan(const std::vector<std::string>& argv) {
              r.failed > 0 ? fmt::format(" ({} could not be evaluated)", r.failed) : std::string(), r.seconds);
   Table t;
   using A = Table::Align;
-  t.columns({{args.flag("all") ? "plan" : "Pareto front (job time, $, peak power)", A::left}, {"job time", A::right},
-             {"cost", A::right}, {"peak power", A::right}, {"energy", A::right}, {"tokens/s", A::right},
-             {"MFU", A::right}, {"GPU mem", A::right}, {"meets", A::left}});
-  for (int i : shown) {
+  t.columns({{all ? "plan" : "Pareto front (job time, $, peak power)", A::left},
+             {"job time", A::right},
+             {"cost", A::right},
+             {"peak power", A::right},
+             {"energy", A::right},
+             {"tokens/s", A::right},
+             {"MFU", A::right},
+             {"GPU mem", A::right},
+             {"meets", A::left}});
+  for (int i : sh.shown) {
     const auto& c = r.candidates[i];
     const auto& e = c.evaluation;
     t.row({c.plan.name, io::format_duration(e.cost.job_time_s), fmt::format("${:.0f}", e.cost.cost_usd),
@@ -136,11 +135,15 @@ int cmd_plan(const std::vector<std::string>& argv) {
            io::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
   }
   fmt::print("{}\n", t.text());
-  if (!failed.empty()) {
+  if (!sh.failed.empty()) {
     fmt::print("could not be evaluated:\n");
-    for (int i : failed) fmt::print("  {}: {}\n", r.candidates[i].plan.name, r.candidates[i].error);
+    for (int i : sh.failed) fmt::print("  {}: {}\n", r.candidates[i].plan.name, r.candidates[i].error);
     fmt::print("\n");
   }
+}
+
+// The best plan by each measure, within the scenario's constraints.
+void print_best(const plan::Scenario& s, const planner::Result& r) {
   const auto& k = s.constraints;
   std::vector<std::string> limits;
   if (k.deadline_s > 0) limits.push_back("deadline " + io::format_duration(k.deadline_s));
@@ -161,6 +164,30 @@ int cmd_plan(const std::vector<std::string>& argv) {
   line("cheapest", r.cheapest);
   line("lowest peak power", r.lowest_power);
   line("fewest GPUs", r.fewest_gpus);
+}
+
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& argv) {
+  auto options = common_options();
+  options.push_back({"threads", true, "worker threads (default: all cores)"});
+  options.push_back({"all", false, "list every simulated plan, not only the Pareto front"});
+  options.push_back({"quiet", false, "no progress on stderr"});
+  const Args args(argv, 2, options);
+  App app(args);
+  if (args.positionals().size() != 1) throw UsageError("usage: ftplan plan SCENARIO (with a `search` block)");
+  const plan::Scenario s = io::load_scenario(args.positionals()[0], app.zoo(), app.catalog());
+  if (!s.has_search) throw UsageError("the scenario has no `search` block; see docs/scenario-format.md");
+  const int threads = parse_threads(args);
+  const planner::Result r = run_search(s, app, threads, args.flag("quiet"));
+  const int status = r.interrupted ? 128 + SIGINT : 0;
+  const Shown sh = shown_candidates(r, args.flag("all"));
+  if (app.format() != Format::table) {
+    print_plan_rows(app, s, r, sh);
+    return status;
+  }
+  print_plan_table(s, r, sh, args.flag("all"));
+  print_best(s, r);
   return status;
 }
 

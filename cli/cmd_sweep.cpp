@@ -118,19 +118,6 @@ extern "C" void on_interrupt(int sig) {
   std::raise(sig);
 }
 
-int parse_threads(const Args& args) {
-  if (auto t = args.value("threads")) {
-    int threads = -1;
-    try {
-      threads = std::stoi(*t);
-    } catch (const std::exception&) {
-    }
-    if (threads <= 0) throw UsageError("--threads takes a positive whole number");
-    return threads;
-  }
-  return 0;
-}
-
 std::string cell(const io::Value& v) { return io::csv_cell(v); }
 
 void print_dry_run(const sweep::Sweep& sw, const sweep::Shard& shard, std::int64_t points) {
@@ -151,6 +138,159 @@ void print_dry_run(const sweep::Sweep& sw, const sweep::Shard& shard, std::int64
   if (points > static_cast<std::int64_t>(kShown)) fmt::print("... and {} more points\n", points - kShown);
 }
 
+// The points of one slice of a sweep (--shard), enumerated (Shard::point), never listed: a sweep
+// of 10^7 points holds per point only its line's place in the journal and, when it runs, its number.
+struct Slice {
+  const sweep::Sweep& sw;
+  sweep::Shard shard;
+  std::int64_t expected = 0;  // points in the slice
+  // A journal line's point, if it is one of this slice's (a line of another slice or out of range
+  // is ignored).
+  bool ours(std::int64_t p) const { return p >= 0 && p < sw.size() && shard.contains(p); }
+  std::size_t index(std::int64_t p) const { return static_cast<std::size_t>(shard.index_of(p)); }
+};
+
+// What is left to run: the slice's points the journal does not hold yet.
+struct Resume {
+  std::vector<std::int64_t> todo;
+  std::int64_t done_count = 0;
+};
+
+// Reads the journal of an earlier run of this sweep, slice and format (a journal of another is an
+// error), dropping a last line cut short; or starts a fresh one (its header) when there is none.
+Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const Slice& slice) {
+  std::error_code ec;
+  std::vector<bool> done(static_cast<std::size_t>(slice.expected), false);  // by index in the slice
+  Resume r;
+  bool fresh = true;
+  if (fs::exists(journal, ec)) {
+    // Read line by line: a resumed journal of millions of points is never held whole.
+    bool has_header = false;
+    int line = 0;
+    const std::uint64_t complete = for_each_line(journal, [&](std::string_view text, std::uint64_t) {
+      const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
+      if (l.is_header) {
+        has_header = true;
+        if (l.fingerprint != fingerprint)
+          throw UsageError(
+              fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
+                          "output format changed since): delete it to start over, or choose another --out",
+                          journal.string()));
+      } else if (slice.ours(l.point) && !done[slice.index(l.point)]) {
+        done[slice.index(l.point)] = true;
+        ++r.done_count;
+      }
+    });
+    if (has_header) {
+      fresh = false;
+      if (complete < fs::file_size(journal)) fs::resize_file(journal, complete);  // drop a line cut short
+    }
+  }
+  if (fresh) {
+    const int fd = ::open(journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", journal.string(), std::strerror(errno)));
+    write_all(fd, sweep::journal_header(fingerprint), journal);
+    ::close(fd);
+  }
+  for (std::int64_t i = 0; i < slice.expected; ++i)
+    if (!done[static_cast<std::size_t>(i)]) r.todo.push_back(slice.shard.point(i));
+  return r;
+}
+
+// Ctrl-C from here on says where the finished points are and removes the lock file.
+void arm_interrupt(const fs::path& journal, const io::OutputLock& lock) {
+  const std::string message = fmt::format(
+      "\ninterrupted: the finished points are kept in {}; run the same command again to resume\n", journal.string());
+  g_interrupt_length = std::min(message.size(), sizeof g_interrupt_message);
+  std::memcpy(g_interrupt_message, message.data(), g_interrupt_length);
+  const std::string lock_path = lock.lock_path().string();
+  if (lock_path.size() < sizeof g_lock_path) std::memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
+}
+
+// Evaluates `todo` on `threads` workers, appending each point's rows to the journal as it finishes.
+// Returns how many points ran.
+std::int64_t run_points(const sweep::Sweep& sw, const std::vector<std::int64_t>& todo, int threads,
+                        const fs::path& journal, ProgressBar& progress) {
+  const int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
+  std::int64_t finished = 0;
+  try {
+    sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
+      write_all(fd, sweep::journal_line(point, rows), journal);  // one write: a whole line, or a cut last line
+      progress.update(++finished);
+    });
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return finished;
+}
+
+struct TableSummary {
+  std::int64_t rows = 0, infeasible = 0;
+};
+
+// The finished file, from the journal in point order (so a resumed run writes exactly what an
+// uninterrupted one does), streamed: a first pass finds each point's line and the columns, a
+// second copies the rows point by point into the file being written. Memory: 8 bytes per point
+// and one point's rows, whatever the number of rows (issue 22).
+TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::OutputFormat format, const Slice& slice) {
+  std::vector<std::uint64_t> line_of(static_cast<std::size_t>(slice.expected), 0);  // offset + 1 of its first line
+  std::set<std::string> keys;
+  TableSummary sum;
+  int line = 0;
+  for_each_line(journal, [&](std::string_view text, std::uint64_t offset) {
+    const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
+    if (l.is_header || !slice.ours(l.point)) return;
+    std::uint64_t& at = line_of[slice.index(l.point)];
+    if (at != 0) return;  // the first line of a point wins
+    at = offset + 1;
+    for (const auto& r : l.rows) {
+      for (const auto& [k, v] : r.fields) keys.insert(k);
+      const io::Value* f = r.get("feasible");
+      if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++sum.infeasible;
+      ++sum.rows;
+    }
+  });
+  for (std::int64_t i = 0; i < slice.expected; ++i)
+    if (line_of[static_cast<std::size_t>(i)] == 0)
+      throw std::runtime_error(fmt::format("point {} is missing from {}", slice.shard.point(i), journal.string()));
+  std::vector<std::string> axis_columns;
+  for (const auto& a : slice.sw.axes()) axis_columns.push_back(a.column);
+  const std::vector<std::string> columns = sweep::column_order({keys.begin(), keys.end()}, axis_columns);
+  io::AtomicFile file(out);
+  const std::string temporary = file.temporary_path().string();
+  if (temporary.size() < sizeof g_temporary_path)
+    std::memcpy(g_temporary_path, temporary.c_str(), temporary.size() + 1);
+  file.append(sweep::table_header(format, columns));
+  const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
+  try {
+    for (const std::uint64_t at : line_of) {
+      const sweep::JournalLine l = sweep::parse_journal_line(line_at(in, at - 1, journal), 0, journal.string());
+      file.append(sweep::table_lines(format, l.rows, columns));
+    }
+  } catch (...) {
+    ::close(in);
+    g_temporary_path[0] = 0;
+    throw;
+  }
+  ::close(in);
+  file.commit();
+  g_temporary_path[0] = 0;
+  return sum;
+}
+
+template <class T, class Parse>
+T usage_value(Parse&& parse) {
+  try {
+    return parse();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 }  // namespace
 
 int cmd_sweep(const std::vector<std::string>& argv) {
@@ -167,17 +307,10 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   const fs::path file = args.positionals()[0];
   const sweep::Sweep sw = sweep::Sweep::load(file, app.zoo(), app.catalog());
   sweep::Shard shard;
-  if (auto s = args.value("shard")) {
-    try {
-      shard = sweep::parse_shard(*s);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
+  if (auto s = args.value("shard")) shard = usage_value<sweep::Shard>([&] { return sweep::parse_shard(*s); });
   const int threads = parse_threads(args);
-  // The slice's points, enumerated (Shard::point), never listed: a sweep of 10^7 points holds
-  // per point only its line's place in the journal and, when it runs, its number.
-  const std::int64_t expected = shard.size_of(sw.size());
+  const Slice slice{sw, shard, shard.size_of(sw.size())};
+  const std::int64_t expected = slice.expected;
 
   if (args.flag("dry-run")) {
     fmt::print("{}: {} points{}\n", sw.name(), expected,
@@ -188,12 +321,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   const auto out_arg = args.value("out");
   if (!out_arg) throw UsageError("--out FILE is required: the results file (.csv or .jsonl)");
   const fs::path out = *out_arg;
-  sweep::OutputFormat format;
-  try {
-    format = sweep::output_format(out);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  const sweep::OutputFormat format = usage_value<sweep::OutputFormat>([&] { return sweep::output_format(out); });
   // One sweep at a time on this output: a second one would compute everything again and write
   // its points into the same journal.
   const io::OutputLock lock(out, "sweep");
@@ -204,143 +332,38 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       (std::hash<std::string>{}(fmt::format("{}/{}:{}", shard.index, shard.count, static_cast<int>(format))) *
        0x9E3779B97F4A7C15ull);
   const bool quiet = args.flag("quiet");
-  // A journal line's point, if it is one of this slice's (a line of another slice or out of range
-  // is ignored).
-  const auto ours = [&](std::int64_t p) { return p >= 0 && p < sw.size() && shard.contains(p); };
-
-  std::error_code ec;
-  std::vector<bool> done(static_cast<std::size_t>(expected), false);  // by index in the slice
-  std::int64_t done_count = 0;
-  bool fresh = true;
-  if (fs::exists(journal, ec)) {
-    // Read line by line: a resumed journal of millions of points is never held whole.
-    bool has_header = false;
-    int line = 0;
-    const std::uint64_t complete = for_each_line(journal, [&](std::string_view text, std::uint64_t) {
-      const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
-      if (l.is_header) {
-        has_header = true;
-        if (l.fingerprint != fingerprint)
-          throw UsageError(
-              fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
-                          "output format changed since): delete it to start over, or choose another --out",
-                          journal.string()));
-      } else if (ours(l.point) && !done[static_cast<std::size_t>(shard.index_of(l.point))]) {
-        done[static_cast<std::size_t>(shard.index_of(l.point))] = true;
-        ++done_count;
-      }
-    });
-    if (has_header) {
-      fresh = false;
-      if (complete < fs::file_size(journal)) fs::resize_file(journal, complete);  // drop a line cut short
-    }
-  }
-  if (fresh) {
-    const int fd = ::open(journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", journal.string(), std::strerror(errno)));
-    write_all(fd, sweep::journal_header(fingerprint), journal);
-    ::close(fd);
-  }
-  std::vector<std::int64_t> todo;
-  for (std::int64_t i = 0; i < expected; ++i)
-    if (!done[static_cast<std::size_t>(i)]) todo.push_back(shard.point(i));
-  done = std::vector<bool>();
+  Resume resume = resume_or_start(journal, fingerprint, slice);
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const int workers =
-      static_cast<int>(std::min<std::size_t>(threads > 0 ? threads : cores, std::max<std::size_t>(1, todo.size())));
+  const int workers = static_cast<int>(
+      std::min<std::size_t>(threads > 0 ? threads : cores, std::max<std::size_t>(1, resume.todo.size())));
   if (!quiet) {
     fmt::print(stderr, "{}: {} points{}{}, {} threads -> {}\n", sw.name(), expected,
                shard.count > 1 ? fmt::format(" (shard {}/{} of {})", shard.index, shard.count, sw.size()) : "",
-               done_count == 0 ? "" : fmt::format(", {} done before (resuming from {})", done_count, journal.string()),
+               resume.done_count == 0
+                   ? ""
+                   : fmt::format(", {} done before (resuming from {})", resume.done_count, journal.string()),
                workers, out.string());
   }
 
-  const int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
-  const std::string message = fmt::format(
-      "\ninterrupted: the finished points are kept in {}; run the same command again to resume\n", journal.string());
-  g_interrupt_length = std::min(message.size(), sizeof g_interrupt_message);
-  std::memcpy(g_interrupt_message, message.data(), g_interrupt_length);
-  const std::string lock_path = lock.lock_path().string();
-  if (lock_path.size() < sizeof g_lock_path) std::memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
+  arm_interrupt(journal, lock);
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
-
-  ProgressBar progress("sweep", "points", expected, done_count, !quiet);
-  std::int64_t finished = 0;
-  try {
-    sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
-      write_all(fd, sweep::journal_line(point, rows), journal);  // one write: a whole line, or a cut last line
-      progress.update(++finished);
-    });
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
+  ProgressBar progress("sweep", "points", expected, resume.done_count, !quiet);
+  const std::int64_t finished = run_points(sw, resume.todo, threads, journal, progress);
   progress.finish(finished);
-  const std::size_t simulated = todo.size();
-  todo = std::vector<std::int64_t>();
+  const std::size_t simulated = resume.todo.size();
+  resume.todo = std::vector<std::int64_t>();
 
-  // The finished file, from the journal in point order (so a resumed run writes exactly what an
-  // uninterrupted one does), streamed: a first pass finds each point's line and the columns, a
-  // second copies the rows point by point into the file being written. Memory: 8 bytes per point
-  // and one point's rows, whatever the number of rows (issue 22).
-  std::vector<std::uint64_t> line_of(static_cast<std::size_t>(expected), 0);  // offset + 1 of its first line
-  std::set<std::string> keys;
-  std::int64_t rows_total = 0, infeasible = 0;
-  {
-    int line = 0;
-    for_each_line(journal, [&](std::string_view text, std::uint64_t offset) {
-      const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
-      if (l.is_header || !ours(l.point)) return;
-      std::uint64_t& at = line_of[static_cast<std::size_t>(shard.index_of(l.point))];
-      if (at != 0) return;  // the first line of a point wins
-      at = offset + 1;
-      for (const auto& r : l.rows) {
-        for (const auto& [k, v] : r.fields) keys.insert(k);
-        const io::Value* f = r.get("feasible");
-        if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++infeasible;
-        ++rows_total;
-      }
-    });
-  }
-  for (std::int64_t i = 0; i < expected; ++i)
-    if (line_of[static_cast<std::size_t>(i)] == 0)
-      throw std::runtime_error(fmt::format("point {} is missing from {}", shard.point(i), journal.string()));
-  std::vector<std::string> axis_columns;
-  for (const auto& a : sw.axes()) axis_columns.push_back(a.column);
-  const std::vector<std::string> columns = sweep::column_order({keys.begin(), keys.end()}, axis_columns);
-  {
-    io::AtomicFile file(out);
-    const std::string temporary = file.temporary_path().string();
-    if (temporary.size() < sizeof g_temporary_path)
-      std::memcpy(g_temporary_path, temporary.c_str(), temporary.size() + 1);
-    file.append(sweep::table_header(format, columns));
-    const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
-    try {
-      for (const std::uint64_t at : line_of) {
-        const sweep::JournalLine l = sweep::parse_journal_line(line_at(in, at - 1, journal), 0, journal.string());
-        file.append(sweep::table_lines(format, l.rows, columns));
-      }
-    } catch (...) {
-      ::close(in);
-      g_temporary_path[0] = 0;
-      throw;
-    }
-    ::close(in);
-    file.commit();
-    g_temporary_path[0] = 0;
-  }
+  const TableSummary sum = write_table(journal, out, format, slice);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   g_lock_path[0] = 0;
+  std::error_code ec;
   fs::remove(journal, ec);
   const double t = progress.elapsed_s();
   fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
-             sw.name(), rows_total, expected, infeasible, out.string(), simulated, io::format_duration(t),
+             sw.name(), sum.rows, expected, sum.infeasible, out.string(), simulated, io::format_duration(t),
              t > 0 ? static_cast<double>(simulated) / t : 0.0);
   return 0;
 }

@@ -121,22 +121,28 @@ nlohmann::json to_json(const exec::Validation& v) {
   return j;
 }
 
-}  // namespace
-
-int cmd_validate(const std::vector<std::string>& argv_in) {
-  // --steps is the executor's step count here, not the quick form's job length: taken out of argv
-  // before the scenario options see it.
-  std::vector<std::string> argv;
+// --steps is the executor's step count here, not the quick form's job length: taken out of argv
+// before the scenario options see it (default 3).
+struct StepsArg {
+  std::vector<std::string> argv;  // the rest
   std::string steps = "3";
+};
+
+StepsArg take_steps(const std::vector<std::string>& argv_in) {
+  StepsArg out;
   for (std::size_t i = 0; i < argv_in.size(); ++i) {
     if (argv_in[i] == "--steps" && i + 1 < argv_in.size()) {
-      steps = argv_in[++i];
+      out.steps = argv_in[++i];
     } else if (argv_in[i].starts_with("--steps=")) {
-      steps = argv_in[i].substr(8);
+      out.steps = argv_in[i].substr(8);
     } else {
-      argv.push_back(argv_in[i]);
+      out.argv.push_back(argv_in[i]);
     }
   }
+  return out;
+}
+
+std::vector<OptionSpec> validate_options() {
   auto options = scenario_options();
   std::erase_if(options, [](const OptionSpec& o) { return o.name == "steps"; });
   options.push_back({"steps", true, "optimizer steps the executor runs (default 3; the first is a warm-up)"});
@@ -151,23 +157,11 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
-  const Args args(argv, 2, options);
-  App app(args);
-  // This machine, for plans on `cluster: {node: local}`: the calibration profile's CPU and DRAM
-  // (--profile), else this machine's as calibrate reads them; its storage directories are
-  // --storage-dir's, else those the profile measured.
-  hardware::CalibrationProfile machine;
-  if (auto path = args.value("profile"))
-    machine = io::load_profile(*path);
-  else
-    machine.machine.cpu = calibrate::read_cpu_identity();
-  exec::ValidateOptions o;
-  if (auto dirs = args.value("storage-dir"))
-    o.storage_dirs = split_dirs(*dirs);
-  else
-    for (const auto& d : machine.machine.drives) o.storage_dirs.emplace_back(d.path);
-  app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));
-  plan::Scenario s = scenario_from_args(app, args);
+  return options;
+}
+
+// The executor's options: --steps, --scale, --device, --state-dir. Throws UsageError.
+exec::Scale read_run_options(const Args& args, const std::string& steps, exec::ValidateOptions& o) {
   try {
     std::size_t used = 0;
     o.steps = std::stoi(steps, &used);
@@ -192,6 +186,53 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     if (!std::filesystem::is_directory(o.state_dir, ec))
       throw UsageError(fmt::format("--state-dir {}: not a directory", *dir));
   }
+  return scale;
+}
+
+// --format json or csv: every plan's validation.
+void print_results(const App& app, const plan::Scenario& s, const model::ModelSpec& model, const std::string& note,
+                   const std::vector<exec::Validation>& results) {
+  if (app.format() == Format::json) {
+    nlohmann::json doc = {{"schema_version", kOutputSchemaVersion}, {"scenario", s.name}, {"model", model.name}};
+    if (!note.empty()) doc["scale"] = note;
+    doc["results"] = nlohmann::json::array();
+    for (const auto& v : results) doc["results"].push_back(to_json(v));
+    fmt::print("{}\n", doc.dump(2));
+  } else if (app.format() == Format::csv) {
+    fmt::print(
+        "plan,ok,measured_step_time_s,simulated_step_time_s,step_time_error_pct,measured_device_peak_bytes,"
+        "simulated_device_peak_bytes,measured_bound_by,simulated_bound_by\n");
+    for (const auto& v : results)
+      fmt::print("\"{}\",{},{},{},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.measured_step_time_s,
+                 v.simulated_step_time_s, exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
+                 v.measured_device_peak_bytes, v.simulated_device_peak_bytes, v.measured_bound_by,
+                 v.simulated_bound_by);
+  }
+}
+
+}  // namespace
+
+int cmd_validate(const std::vector<std::string>& argv_in) {
+  const StepsArg taken = take_steps(argv_in);
+  const auto options = validate_options();
+  const Args args(taken.argv, 2, options);
+  App app(args);
+  // This machine, for plans on `cluster: {node: local}`: the calibration profile's CPU and DRAM
+  // (--profile), else this machine's as calibrate reads them; its storage directories are
+  // --storage-dir's, else those the profile measured.
+  hardware::CalibrationProfile machine;
+  if (auto path = args.value("profile"))
+    machine = io::load_profile(*path);
+  else
+    machine.machine.cpu = calibrate::read_cpu_identity();
+  exec::ValidateOptions o;
+  if (auto dirs = args.value("storage-dir"))
+    o.storage_dirs = split_dirs(*dirs);
+  else
+    for (const auto& d : machine.machine.drives) o.storage_dirs.emplace_back(d.path);
+  app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));
+  plan::Scenario s = scenario_from_args(app, args);
+  const exec::Scale scale = read_run_options(args, taken.steps, o);
   const auto trace = args.value("trace");
   o.trace = trace.has_value();
   o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };
@@ -216,22 +257,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     }
     if (app.format() == Format::table) print_table(v);
   }
-  if (app.format() == Format::json) {
-    nlohmann::json doc = {{"schema_version", kOutputSchemaVersion}, {"scenario", s.name}, {"model", model.name}};
-    if (!note.empty()) doc["scale"] = note;
-    doc["results"] = nlohmann::json::array();
-    for (const auto& v : results) doc["results"].push_back(to_json(v));
-    fmt::print("{}\n", doc.dump(2));
-  } else if (app.format() == Format::csv) {
-    fmt::print(
-        "plan,ok,measured_step_time_s,simulated_step_time_s,step_time_error_pct,measured_device_peak_bytes,"
-        "simulated_device_peak_bytes,measured_bound_by,simulated_bound_by\n");
-    for (const auto& v : results)
-      fmt::print("\"{}\",{},{},{},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.measured_step_time_s,
-                 v.simulated_step_time_s, exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
-                 v.measured_device_peak_bytes, v.simulated_device_peak_bytes, v.measured_bound_by,
-                 v.simulated_bound_by);
-  }
+  print_results(app, s, model, note, results);
   for (const auto& v : results)
     if (!v.ok) return 1;
   return 0;

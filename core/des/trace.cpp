@@ -106,6 +106,61 @@ std::string lane_name(const std::string& base, int lane) {
   return lane == 0 ? base : base + " [" + std::to_string(lane) + "]";
 }
 
+// `spans` on lanes of their own (assign_lanes), threads `tid`, `tid` + 1, ... of `pid` named after
+// `name` (at least `min_lanes` of them, so an idle track still shows); `event(span, its tid)`
+// makes each span's event. Returns the threads used.
+template <class Event>
+int add_lanes(Writer& w, int pid, int tid, const std::string& name, std::vector<Span>& spans, int min_lanes,
+              Event&& event) {
+  int lanes = 0;
+  const std::vector<int> lane = assign_lanes(spans, lanes);
+  for (int l = 0; l < std::max(lanes, min_lanes); ++l) w.thread(pid, tid + l, lane_name(name, l));
+  for (std::size_t i = 0; i < spans.size(); ++i) w.add(event(spans[i], tid + lane[i]));
+  return std::max(lanes, min_lanes);
+}
+
+// Task `t` as a complete ("X") event on (pid, tid) from `begin` to its end.
+template <class Model>
+nlohmann::json task_event(const Model& m, const std::vector<TaskRecord>& records, std::uint32_t t, int pid, int tid,
+                          Time begin) {
+  const Label& label = m.labels[t];
+  const TaskRecord& rec = records[t];
+  nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(rec.kind)}, {"ready_us", us(rec.ready)}};
+  if (rec.bytes != 0) args["bytes"] = rec.bytes;
+  return nlohmann::json{{"name", label.name.empty() ? kind_name(rec.kind) : label.name},
+                        {"cat", label.category && *label.category ? label.category : kind_name(rec.kind)},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"ts", us(begin)},
+                        {"dur", us(rec.end - begin)},
+                        {"args", std::move(args)}};
+}
+
+// Pools: a counter track of live bytes each, and an instant event per out-of-memory.
+template <class Model>
+void add_pools(Writer& w, const Model& m, const Result& result) {
+  w.process(kPoolsPid, "pools");
+  for (std::size_t p = 0; p < m.pools.size() && p < result.pool_series.size(); ++p)
+    for (const PoolSample& s : result.pool_series[p])
+      w.add({{"name", m.pools[p].name},
+             {"ph", "C"},
+             {"pid", kPoolsPid},
+             {"ts", us(s.time)},
+             {"args", {{"live_bytes", s.live_bytes}}}});
+  for (const OutOfMemory& o : result.out_of_memory)
+    w.add({{"name", "out of memory: " + m.pools[o.pool.index].name},
+           {"ph", "i"},
+           {"s", "g"},
+           {"pid", kPoolsPid},
+           {"tid", 0},
+           {"ts", us(o.time)},
+           {"args",
+            {{"live_bytes", o.live_bytes},
+             {"capacity_bytes", o.capacity_bytes},
+             {"task", o.task.index == kNone ? -1 : static_cast<std::int64_t>(o.task.index)}}}});
+}
+
 // Links: each flow on every link of its path, while its data moves (after the latency); the
 // tasks on no queue that take time in `unqueued`.
 // (A template: Engine::Impl is private to the engine and its friends, which call this.)
@@ -163,20 +218,6 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
   Writer w;
   const auto& records = result.tasks;
-  auto task_event = [&](std::uint32_t t, int pid, int tid, Time begin) {
-    const Label& label = m.labels[t];
-    const TaskRecord& rec = records[t];
-    nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(rec.kind)}, {"ready_us", us(rec.ready)}};
-    if (rec.bytes != 0) args["bytes"] = rec.bytes;
-    return nlohmann::json{{"name", label.name.empty() ? kind_name(rec.kind) : label.name},
-                          {"cat", label.category && *label.category ? label.category : kind_name(rec.kind)},
-                          {"ph", "X"},
-                          {"pid", pid},
-                          {"tid", tid},
-                          {"ts", us(begin)},
-                          {"dur", us(rec.end - begin)},
-                          {"args", std::move(args)}};
-  };
 
   // Queues: one thread per server lane.
   w.process(kQueuesPid, "queues");
@@ -185,62 +226,31 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
     std::vector<Span> spans;
     for (const std::uint32_t t : m.queues[q].order)
       if (records[t].end != kNever) spans.push_back({records[t].start, records[t].end, t});
-    int lanes = 0;
-    const std::vector<int> lane = assign_lanes(spans, lanes);
-    for (int l = 0; l < std::max(lanes, 1); ++l) w.thread(kQueuesPid, tid + l, lane_name(m.queues[q].name, l));
-    for (std::size_t i = 0; i < spans.size(); ++i)
-      w.add(task_event(spans[i].task, kQueuesPid, tid + lane[i], spans[i].begin));
-    tid += std::max(lanes, 1);
+    tid += add_lanes(w, kQueuesPid, tid, m.queues[q].name, spans, 1, [&](const Span& s, int lane_tid) {
+      return task_event(m, records, s.task, kQueuesPid, lane_tid, s.begin);
+    });
   }
 
   std::vector<Span> unqueued;
   std::vector<std::vector<Span>> on_link = link_spans(m, records, &unqueued);
   w.process(kLinksPid, "links");
   tid = 0;
-  for (std::size_t l = 0; l < m.links.size(); ++l) {
-    int lanes = 0;
-    const std::vector<int> lane = assign_lanes(on_link[l], lanes);
-    for (int k = 0; k < std::max(lanes, 1); ++k) w.thread(kLinksPid, tid + k, lane_name(m.links[l].name, k));
-    for (std::size_t i = 0; i < on_link[l].size(); ++i) {
-      const Span& s = on_link[l][i];
-      nlohmann::json e = task_event(s.task, kLinksPid, tid + lane[i], s.begin);
+  for (std::size_t l = 0; l < m.links.size(); ++l)
+    tid += add_lanes(w, kLinksPid, tid, m.links[l].name, on_link[l], 1, [&](const Span& s, int lane_tid) {
+      nlohmann::json e = task_event(m, records, s.task, kLinksPid, lane_tid, s.begin);
       if (s.end > s.begin)
         e["args"]["mean_Bps"] = records[s.task].bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
-      w.add(e);
-    }
-    tid += std::max(lanes, 1);
-  }
+      return e;
+    });
 
   // Tasks on no queue that take time (compute, transfers): lanes of their own.
   if (!unqueued.empty()) {
     w.process(kUnqueuedPid, "no queue");
-    int lanes = 0;
-    const std::vector<int> lane = assign_lanes(unqueued, lanes);
-    for (int k = 0; k < lanes; ++k) w.thread(kUnqueuedPid, k, lane_name("no queue", k));
-    for (std::size_t i = 0; i < unqueued.size(); ++i)
-      w.add(task_event(unqueued[i].task, kUnqueuedPid, lane[i], unqueued[i].begin));
+    add_lanes(w, kUnqueuedPid, 0, "no queue", unqueued, 0, [&](const Span& s, int lane_tid) {
+      return task_event(m, records, s.task, kUnqueuedPid, lane_tid, s.begin);
+    });
   }
-
-  // Pools: a counter track of live bytes each, and an instant event per out-of-memory.
-  w.process(kPoolsPid, "pools");
-  for (std::size_t p = 0; p < m.pools.size() && p < result.pool_series.size(); ++p)
-    for (const PoolSample& s : result.pool_series[p])
-      w.add({{"name", m.pools[p].name},
-             {"ph", "C"},
-             {"pid", kPoolsPid},
-             {"ts", us(s.time)},
-             {"args", {{"live_bytes", s.live_bytes}}}});
-  for (const OutOfMemory& o : result.out_of_memory)
-    w.add({{"name", "out of memory: " + m.pools[o.pool.index].name},
-           {"ph", "i"},
-           {"s", "g"},
-           {"pid", kPoolsPid},
-           {"tid", 0},
-           {"ts", us(o.time)},
-           {"args",
-            {{"live_bytes", o.live_bytes},
-             {"capacity_bytes", o.capacity_bytes},
-             {"task", o.task.index == kNone ? -1 : static_cast<std::int64_t>(o.task.index)}}}});
+  add_pools(w, m, result);
   return w.finish();
 }
 
@@ -253,19 +263,21 @@ std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vecto
       std::vector<Span> spans;
       for (std::size_t i = 0; i < track.spans.size(); ++i)
         spans.push_back({track.spans[i].begin, track.spans[i].end, static_cast<std::uint32_t>(i)});
-      int lanes = 0;
-      const std::vector<int> lane = assign_lanes(spans, lanes);
-      for (int l = 0; l < std::max(lanes, 1); ++l) w.thread(pid, tid + l, lane_name(track.name, l));
-      for (std::size_t i = 0; i < spans.size(); ++i) {
-        const TraceSpan& s = track.spans[spans[i].task];
+      tid += add_lanes(w, pid, tid, track.name, spans, 1, [&](const Span& span, int lane_tid) {
+        const TraceSpan& s = track.spans[span.task];
         nlohmann::json args = nlohmann::json::object();
         if (s.bytes != 0) args["bytes"] = s.bytes;
         if (s.cpu >= 0) args["cpu_us"] = static_cast<double>(s.cpu) * 1e-3;
         if (s.bytes != 0 && s.end > s.begin) args["mean_Bps"] = s.bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
-        w.add({{"name", s.name}, {"cat", s.category}, {"ph", "X"}, {"pid", pid}, {"tid", tid + lane[i]},
-               {"ts", us(s.begin)}, {"dur", us(s.end - s.begin)}, {"args", std::move(args)}});
-      }
-      tid += std::max(lanes, 1);
+        return nlohmann::json{{"name", s.name},
+                              {"cat", s.category},
+                              {"ph", "X"},
+                              {"pid", pid},
+                              {"tid", lane_tid},
+                              {"ts", us(s.begin)},
+                              {"dur", us(s.end - s.begin)},
+                              {"args", std::move(args)}};
+      });
     }
   };
   section(kQueuesPid, "queues", queues);

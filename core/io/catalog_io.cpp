@@ -55,10 +55,8 @@ void read_price(MapView& v, Price& price) {
 void read_pcie(MapView& v, const char* key, PcieLink& link) {
   MapView l = v.map(key);
   if (!l.valid()) return;
-  l.require("pcie_gen");
-  l.get("pcie_gen", link.gen, 1, 6);
-  l.require("lanes");
-  l.get("lanes", link.lanes, 1, 32);
+  l.get_required("pcie_gen", link.gen, 1, 6);
+  l.get_required("lanes", link.lanes, 1, 32);
   l.finish();
 }
 
@@ -76,12 +74,10 @@ GpuSpec read_gpu(MapView& v) {
   v.get("architecture", g.architecture);
   v.get("form_factor", g.form_factor);
   v.get("sm_count", g.sm_count, 1, 10000);
-  v.require("memory");
-  v.get_quantity("memory", io::Quantity::bytes, g.memory_bytes, 1);
+  v.get_required_quantity("memory", io::Quantity::bytes, g.memory_bytes, 1);
   v.get_quantity("usable_memory", io::Quantity::bytes, g.usable_memory_bytes, 1);
   if (g.usable_memory_bytes == 0) g.usable_memory_bytes = g.memory_bytes;
-  v.require("memory_bandwidth");
-  v.get_quantity("memory_bandwidth", io::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
+  v.get_required_quantity("memory_bandwidth", io::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
   v.require("peak", "dense peak FLOP/s per dtype");
   if (MapView p = v.map("peak"); p.valid()) {
     for (const auto& [name, dtype] : dtype_names()) {
@@ -91,10 +87,8 @@ GpuSpec read_gpu(MapView& v) {
     p.finish();
     if (g.peak_flops.count(Dtype::fp32) == 0) p.require("fp32");
   }
-  v.require("tdp");
-  v.get_quantity("tdp", io::Quantity::power, g.tdp_w, 1);
-  v.require("idle_power");
-  v.get_quantity("idle_power", io::Quantity::power, g.idle_power_w, 0);
+  v.get_required_quantity("tdp", io::Quantity::power, g.tdp_w, 1);
+  v.get_required_quantity("idle_power", io::Quantity::power, g.idle_power_w, 0);
   v.require("host_link");
   read_pcie(v, "host_link", g.host_link);
   v.get_quantity("nvlink_bandwidth", io::Quantity::bandwidth, g.nvlink_bandwidth_Bps, 0);
@@ -110,23 +104,17 @@ HostSpec read_host(MapView& v) {
   HostSpec h;
   read_common(v, h.name, h.display_name, h.sources, h.notes);
   v.get("sockets", h.sockets, 1, 16);
-  v.require("cores_per_socket");
-  v.get("cores_per_socket", h.cores_per_socket, 1, 1024);
+  v.get_required("cores_per_socket", h.cores_per_socket, 1, 1024);
   v.get("threads_per_core", h.threads_per_core, 1, 8);
   v.get_quantity("base_clock", io::Quantity::frequency, h.base_clock_hz, 0);
   v.get("simd", h.simd);
-  v.require("dram_channels_per_socket");
-  v.get("dram_channels_per_socket", h.dram_channels_per_socket, 1, 64);
-  v.require("dram_speed");
-  v.get_quantity("dram_speed", io::Quantity::transfer_rate, h.dram_transfers_per_s, 1);
-  v.require("dram");
-  v.get_quantity("dram", io::Quantity::bytes, h.dram_bytes, 1);
+  v.get_required("dram_channels_per_socket", h.dram_channels_per_socket, 1, 64);
+  v.get_required_quantity("dram_speed", io::Quantity::transfer_rate, h.dram_transfers_per_s, 1);
+  v.get_required_quantity("dram", io::Quantity::bytes, h.dram_bytes, 1);
   v.get("pcie_gen", h.pcie_gen, 1, 6);
   v.get("pcie_lanes_per_socket", h.pcie_lanes_per_socket, 0, 1024);
-  v.require("cpu_tdp");
-  v.get_quantity("cpu_tdp", io::Quantity::power, h.cpu_tdp_w, 1);
-  v.require("cpu_idle_power");
-  v.get_quantity("cpu_idle_power", io::Quantity::power, h.cpu_idle_power_w, 0);
+  v.get_required_quantity("cpu_tdp", io::Quantity::power, h.cpu_tdp_w, 1);
+  v.get_required_quantity("cpu_idle_power", io::Quantity::power, h.cpu_idle_power_w, 0);
   v.get_quantity("dram_power_per_dimm", io::Quantity::power, h.dram_power_per_dimm_w, 0);
   v.get("dimms_per_socket", h.dimms_per_socket, 0, 64);
   read_price(v, h.price);
@@ -140,23 +128,17 @@ DriveSpec read_drive(MapView& v) {
                           {{"datacenter", "datacenter"}, {"consumer", "consumer"}, {"ai-cache", "ai-cache"}});
   v.require("interface");
   read_pcie(v, "interface", d.interface);
-  v.require("capacity");
-  v.get_quantity("capacity", io::Quantity::bytes, d.capacity_bytes, 1);
-  v.require("seq_read");
-  v.get_quantity("seq_read", io::Quantity::bandwidth, d.seq_read_Bps, 1);
-  v.require("seq_write");
-  v.get_quantity("seq_write", io::Quantity::bandwidth, d.seq_write_Bps, 1);
+  v.get_required_quantity("capacity", io::Quantity::bytes, d.capacity_bytes, 1);
+  v.get_required_quantity("seq_read", io::Quantity::bandwidth, d.seq_read_Bps, 1);
+  v.get_required_quantity("seq_write", io::Quantity::bandwidth, d.seq_write_Bps, 1);
   v.get_quantity("sustained_write", io::Quantity::bandwidth, d.sustained_write_Bps, 1);
   if (d.sustained_write_Bps == 0) d.sustained_write_Bps = d.seq_write_Bps;
   v.get_quantity("write_cache", io::Quantity::bytes, d.write_cache_bytes, 0);
   v.get("random_read_iops", d.random_read_iops, 0.0);
   v.get("random_write_iops", d.random_write_iops, 0.0);
-  v.require("read_power");
-  v.get_quantity("read_power", io::Quantity::power, d.read_power_w, 0);
-  v.require("write_power");
-  v.get_quantity("write_power", io::Quantity::power, d.write_power_w, 0);
-  v.require("idle_power");
-  v.get_quantity("idle_power", io::Quantity::power, d.idle_power_w, 0);
+  v.get_required_quantity("read_power", io::Quantity::power, d.read_power_w, 0);
+  v.get_required_quantity("write_power", io::Quantity::power, d.write_power_w, 0);
+  v.get_required_quantity("idle_power", io::Quantity::power, d.idle_power_w, 0);
   double tbw = 0;
   v.get_quantity("endurance_tbw", io::Quantity::bytes, tbw, 0);
   v.get("dwpd", d.dwpd, 0.0);
@@ -175,13 +157,10 @@ NicSpec read_nic(MapView& v) {
   read_common(v, n.name, n.display_name, n.sources, n.notes);
   v.get_enum<std::string>("fabric", n.fabric,
                           {{"infiniband", "infiniband"}, {"roce", "roce"}, {"ethernet", "ethernet"}});
-  v.require("bandwidth");
-  v.get_quantity("bandwidth", io::Quantity::bandwidth, n.bandwidth_Bps, 1);
+  v.get_required_quantity("bandwidth", io::Quantity::bandwidth, n.bandwidth_Bps, 1);
   v.get("ports", n.ports, 1, 64);
-  v.require("latency");
-  v.get_quantity("latency", io::Quantity::duration, n.latency_s, 0);
-  v.require("power");
-  v.get_quantity("power", io::Quantity::power, n.power_w, 0);
+  v.get_required_quantity("latency", io::Quantity::duration, n.latency_s, 0);
+  v.get_required_quantity("power", io::Quantity::power, n.power_w, 0);
   v.get_quantity("switch_power_per_port", io::Quantity::power, n.switch_power_per_port_w, 0);
   read_price(v, n.price);
   return n;
@@ -196,8 +175,7 @@ std::vector<DeviceCount> read_counts(MapView& v, const char* key, const char* it
     DeviceCount c;
     d.require(item_key);
     d.get(item_key, c.name);
-    d.require("count");
-    d.get("count", c.count, 1, 1024);
+    d.get_required("count", c.count, 1, 1024);
     d.finish();
     out.push_back(c);
   }
@@ -207,12 +185,9 @@ std::vector<DeviceCount> read_counts(MapView& v, const char* key, const char* it
 NodeSpec read_node(MapView& v) {
   NodeSpec n;
   read_common(v, n.name, n.display_name, n.sources, n.notes);
-  v.require("gpu");
-  v.get("gpu", n.gpu);
-  v.require("gpus");
-  v.get("gpus", n.gpus, 1, 1024);
-  v.require("host");
-  v.get("host", n.host);
+  v.get_required("gpu", n.gpu);
+  v.get_required("gpus", n.gpus, 1, 1024);
+  v.get_required("host", n.host);
   v.get_quantity("dram", io::Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_counts(v, "drives", "drive");
   n.nics = read_counts(v, "nics", "nic");

@@ -29,21 +29,17 @@ void read_model_fields(MapView& v, ModelSpec& m) {
                            {{"decoder", Architecture::decoder},
                             {"encoder", Architecture::encoder},
                             {"encoder-decoder", Architecture::encoder_decoder}});
-  v.require("hidden");
-  v.get("hidden", m.hidden, 1);
-  v.require("layers");
-  v.get("layers", m.layers, 1);  // upper bounds: model::check
+  v.get_required("hidden", m.hidden, 1);
+  v.get_required("layers", m.layers, 1);  // upper bounds: model::check
   v.get("encoder_layers", m.encoder_layers, 0);
-  v.require("heads");
-  v.get("heads", m.heads, 1);
+  v.get_required("heads", m.heads, 1);
   v.get("kv_heads", m.kv_heads, 1);
   v.get("head_dim", m.head_dim, 1);
   if (!v.has("moe")) v.require("ffn");
   v.get("ffn", m.ffn, 1);
   v.get_enum<FfnKind>("ffn_kind", m.ffn_kind,
                       {{"swiglu", FfnKind::swiglu}, {"geglu", FfnKind::geglu}, {"gelu", FfnKind::gelu}, {"relu", FfnKind::relu}});
-  v.require("vocab");
-  v.get("vocab", m.vocab, 1);
+  v.get_required("vocab", m.vocab, 1);
   v.get("tied_embeddings", m.tied_embeddings);
   v.get_enum<NormKind>("norm", m.norm,
                        {{"rmsnorm", NormKind::rmsnorm}, {"layernorm", NormKind::layernorm},
@@ -58,8 +54,7 @@ void read_model_fields(MapView& v, ModelSpec& m) {
                          {{"rope", Positional::rope}, {"learned", Positional::learned}, {"alibi", Positional::alibi},
                           {"relative", Positional::relative}, {"none", Positional::none}});
   v.get("rope_fraction", m.rope_fraction, 0.0, 1.0);
-  v.require("max_context");
-  v.get("max_context", m.max_context, 1);
+  v.get_required("max_context", m.max_context, 1);
   v.get("type_vocab", m.type_vocab, 0, 1000000);
   v.get("pooler", m.pooler);
   v.get("mlm_head", m.mlm_head);
@@ -73,10 +68,8 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("final_logit_softcap", m.final_logit_softcap, 0.0);
   v.get("dropout", m.dropout, 0.0, 1.0);
   if (MapView e = v.map("moe"); e.valid()) {
-    e.require("experts");
-    e.get("experts", m.moe.experts, 1);
-    e.require("experts_per_token");
-    e.get("experts_per_token", m.moe.experts_per_token, 1, 100000);
+    e.get_required("experts", m.moe.experts, 1);
+    e.get_required("experts_per_token", m.moe.experts_per_token, 1, 100000);
     e.get("shared_experts", m.moe.shared_experts, 0, 1000);
     e.get("expert_ffn", m.moe.expert_ffn, 1);
     e.get("shared_expert_ffn", m.moe.shared_expert_ffn, 1);
@@ -86,8 +79,7 @@ void read_model_fields(MapView& v, ModelSpec& m) {
     e.finish();
   }
   if (MapView p = v.map("published"); p.valid()) {
-    p.require("params");
-    p.get("params", m.published.params, 1);
+    p.get_required("params", m.published.params, 1);
     p.get("exact", m.published.exact);
     p.get("tolerance", m.published.tolerance, 0);
     p.require("source", "where the figure comes from");

@@ -58,13 +58,6 @@ const std::vector<std::pair<std::string, StorageOp>>& storage_ops() {
 constexpr double kBig = 1e30;  // no measured rate, size or count in a profile comes near this
 
 // The row's samples: a non-empty list of non-negative numbers.
-// A key the row must have, read with its bounds (the reader reports a missing one, then any other problem).
-template <class T, class... Bounds>
-void required(MapView& v, const char* key, T& out, Bounds... bounds) {
-  v.require(key);
-  v.get(key, out, bounds...);
-}
-
 void read_samples(MapView& v, const char* key, std::vector<double>& out, bool required = true) {
   if (required) v.require(key, "the raw samples, one per repeat");
   const auto items = v.seq(key);
@@ -100,6 +93,12 @@ void check_within_samples(MapView& v, const char* key, double value, const std::
                      fmt::format("{} lies outside its samples ({} .. {}); it should be their median", value, *lo, *hi));
 }
 
+// The row's `samples` and that its `key` value (their median) lies within them.
+void read_samples_around(MapView& v, const char* key, double value, std::vector<double>& samples) {
+  read_samples(v, "samples", samples);
+  check_within_samples(v, key, value, samples);
+}
+
 void read_paths(MapView& v, std::vector<std::string>& paths) {
   v.require("paths", "the directories measured");
   if (v.get_strings("paths", paths) && paths.empty())
@@ -128,7 +127,7 @@ void read_machine(MapView& m, ProfileMachine& out) {
   m.get("kernel", out.kernel);
   m.require("cpu");
   if (MapView c = m.map("cpu"); c.valid()) {
-    required(c, "model", out.cpu.model);
+    c.get_required("model", out.cpu.model);
     c.get("sockets", out.cpu.sockets, 0, 64);
     c.get("cores", out.cpu.cores, 0, 1 << 20);
     c.get("threads", out.cpu.threads, 0, 1 << 20);
@@ -139,8 +138,8 @@ void read_machine(MapView& m, ProfileMachine& out) {
   }
   for_rows(m, "gpus", [&](MapView& g) {
     ProfileGpu gpu;
-    required(g, "index", gpu.index, 0, 1024);
-    required(g, "name", gpu.name);
+    g.get_required("index", gpu.index, 0, 1024);
+    g.get_required("name", gpu.name);
     g.get("compute_capability", gpu.compute_capability);
     g.get("memory_bytes", gpu.memory_bytes, 0, kBig);
     g.get("pcie_gen", gpu.pcie_gen, 0, 16);
@@ -151,7 +150,7 @@ void read_machine(MapView& m, ProfileMachine& out) {
   m.get("cuda_runtime_version", out.cuda_runtime_version);
   for_rows(m, "drives", [&](MapView& d) {
     ProfileDrive drive;
-    required(d, "path", drive.path);
+    d.get_required("path", drive.path);
     d.get("device", drive.device);
     d.get("model", drive.model);
     d.get("rotational", drive.rotational);
@@ -176,10 +175,9 @@ void read_gemm(MapView& r, std::vector<GemmSample>& rows) {
   r.get("m", g.m, 1);
   r.get("n", g.n, 1);
   r.get("k", g.k, 1);
-  required(r, "flops_per_s", g.flops_per_s, 0, kBig);
+  r.get_required("flops_per_s", g.flops_per_s, 0, kBig);
   r.get("peak_flops_per_s", g.peak_flops_per_s, 0, kBig);
-  read_samples(r, "samples", g.samples);
-  check_within_samples(r, "flops_per_s", g.flops_per_s, g.samples);
+  read_samples_around(r, "flops_per_s", g.flops_per_s, g.samples);
   rows.push_back(std::move(g));
 }
 
@@ -197,23 +195,27 @@ void read_attention(MapView& r, std::vector<AttentionSample>& rows) {
   r.get("seq", a.seq, 1);
   r.get("head_dim", a.head_dim, 1);
   r.get("causal", a.causal);
-  required(r, "flops_per_s", a.flops_per_s, 0, kBig);
-  read_samples(r, "samples", a.samples);
-  check_within_samples(r, "flops_per_s", a.flops_per_s, a.samples);
+  r.get_required("flops_per_s", a.flops_per_s, 0, kBig);
+  read_samples_around(r, "flops_per_s", a.flops_per_s, a.samples);
   if (a.kv_heads > a.heads || (a.kv_heads > 0 && a.heads % a.kv_heads != 0))
     r.reader().error(r.location_of("kv_heads"), r.key_path("kv_heads"), "must divide heads");
   rows.push_back(std::move(a));
+}
+
+// The measured part of a memory or copy row: bytes, bandwidth_Bps (within its samples), bound_Bps.
+template <class Sample>
+void read_bandwidth(MapView& r, Sample& s) {
+  r.get_required("bytes", s.bytes, 1, kBig);
+  r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+  r.get("bound_Bps", s.bound_Bps, 0, kBig);
+  read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
 }
 
 void read_memory(MapView& r, std::vector<MemorySample>& rows) {
   MemorySample s;
   r.get("gpu", s.gpu, 0, 1024);
   r.get_enum<std::string>("op", s.op, {{"copy", "copy"}});
-  required(r, "bytes", s.bytes, 1, kBig);
-  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
-  r.get("bound_Bps", s.bound_Bps, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+  read_bandwidth(r, s);
   rows.push_back(std::move(s));
 }
 
@@ -221,12 +223,8 @@ void read_copy(MapView& r, std::vector<CopySample>& rows) {
   CopySample s;
   r.require("direction");
   r.get_enum("direction", s.direction, copy_directions());
-  required(r, "pinned", s.pinned);
-  required(r, "bytes", s.bytes, 1, kBig);
-  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
-  r.get("bound_Bps", s.bound_Bps, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+  r.get_required("pinned", s.pinned);
+  read_bandwidth(r, s);
   rows.push_back(std::move(s));
 }
 
@@ -234,11 +232,10 @@ void read_collective(MapView& r, std::vector<CollectiveSample>& rows) {
   CollectiveSample s;
   r.require("op");
   r.get_enum("op", s.op, collective_ops());
-  required(r, "ranks", s.ranks, 2, 1 << 20);
-  required(r, "bytes", s.bytes, 1, kBig);
-  required(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, s.samples);
+  r.get_required("ranks", s.ranks, 2, 1 << 20);
+  r.get_required("bytes", s.bytes, 1, kBig);
+  r.get_required("bus_bandwidth_Bps", s.bus_bandwidth_Bps, 0, kBig);
+  read_samples_around(r, "bus_bandwidth_Bps", s.bus_bandwidth_Bps, s.samples);
   rows.push_back(std::move(s));
 }
 
@@ -247,15 +244,14 @@ void read_storage_run(MapView& r, std::vector<StorageSample>& rows) {
   read_paths(r, s.paths);
   r.require("op");
   r.get_enum("op", s.op, storage_ops());
-  required(r, "block_bytes", s.block_bytes, 512, kBig);
+  r.get_required("block_bytes", s.block_bytes, 512, kBig);
   if (s.block_bytes > 0 && std::fmod(s.block_bytes, 512.0) != 0)
     r.reader().error(r.location_of("block_bytes"), r.key_path("block_bytes"),
                      fmt::format("must be a multiple of 512 (O_DIRECT); got {}", s.block_bytes));
-  required(r, "queue_depth", s.queue_depth, 1, 65536);
-  required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+  r.get_required("queue_depth", s.queue_depth, 1, 65536);
+  r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
   r.get("iops", s.iops, 0, kBig);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+  read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
   r.get("fio_bandwidth_Bps", s.fio_bandwidth_Bps, 0, kBig);
   read_samples(r, "fio_samples", s.fio_samples, r.has("fio_bandwidth_Bps"));
   check_within_samples(r, "fio_bandwidth_Bps", s.fio_bandwidth_Bps, s.fio_samples);
@@ -265,12 +261,12 @@ void read_storage_run(MapView& r, std::vector<StorageSample>& rows) {
 void read_sustained(MapView& r, std::vector<SustainedWriteSample>& rows) {
   SustainedWriteSample s;
   read_paths(r, s.paths);
-  required(r, "block_bytes", s.block_bytes, 512, kBig);
-  required(r, "queue_depth", s.queue_depth, 1, 65536);
-  required(r, "bytes_written", s.bytes_written, 0, kBig);
-  required(r, "interval_s", s.interval_s, 1e-6, 3600);
-  required(r, "burst_bandwidth_Bps", s.burst_bandwidth_Bps, 0, kBig);
-  required(r, "sustained_bandwidth_Bps", s.sustained_bandwidth_Bps, 0, kBig);
+  r.get_required("block_bytes", s.block_bytes, 512, kBig);
+  r.get_required("queue_depth", s.queue_depth, 1, 65536);
+  r.get_required("bytes_written", s.bytes_written, 0, kBig);
+  r.get_required("interval_s", s.interval_s, 1e-6, 3600);
+  r.get_required("burst_bandwidth_Bps", s.burst_bandwidth_Bps, 0, kBig);
+  r.get_required("sustained_bandwidth_Bps", s.sustained_bandwidth_Bps, 0, kBig);
   r.get("cache_bytes", s.cache_bytes, 0, kBig);
   read_samples(r, "samples", s.samples);
   if (s.cache_bytes > s.bytes_written)
@@ -284,24 +280,22 @@ void read_cpu(MapView& c, CpuSection& out) {
     DramSample s;
     r.require("kernel");
     r.get_enum<std::string>("kernel", s.kernel, {{"copy", "copy"}, {"triad", "triad"}});
-    required(r, "threads", s.threads, 1, 1 << 20);
-    required(r, "array_bytes", s.array_bytes, 1, kBig);
-    required(r, "bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
-    read_samples(r, "samples", s.samples);
-    check_within_samples(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
+    r.get_required("threads", s.threads, 1, 1 << 20);
+    r.get_required("array_bytes", s.array_bytes, 1, kBig);
+    r.get_required("bandwidth_Bps", s.bandwidth_Bps, 0, kBig);
+    read_samples_around(r, "bandwidth_Bps", s.bandwidth_Bps, s.samples);
     out.dram.push_back(std::move(s));
   });
   for_rows(c, "optimizer", [&](MapView& r) {
     OptimizerSample s;
     r.require("optimizer");
     r.get_enum<std::string>("optimizer", s.optimizer, {{"adamw", "adamw"}});
-    required(r, "threads", s.threads, 1, 1 << 20);
-    required(r, "params", s.params, 1);
-    required(r, "params_per_s", s.params_per_s, 0, kBig);
-    required(r, "bytes_per_param", s.bytes_per_param, 1, 1024);
+    r.get_required("threads", s.threads, 1, 1 << 20);
+    r.get_required("params", s.params, 1);
+    r.get_required("params_per_s", s.params_per_s, 0, kBig);
+    r.get_required("bytes_per_param", s.bytes_per_param, 1, 1024);
     r.get("triad_fraction", s.triad_fraction, 0, 100);
-    read_samples(r, "samples", s.samples);
-    check_within_samples(r, "params_per_s", s.params_per_s, s.samples);
+    read_samples_around(r, "params_per_s", s.params_per_s, s.samples);
     out.optimizer.push_back(std::move(s));
   });
   c.finish();
@@ -310,10 +304,9 @@ void read_cpu(MapView& c, CpuSection& out) {
 void read_power(MapView& r, std::vector<PowerSample>& rows) {
   PowerSample s;
   r.get("gpu", s.gpu, 0, 1024);
-  required(r, "kernel_class", s.kernel_class);
-  required(r, "power_w", s.power_w, 0, 1e5);
-  read_samples(r, "samples", s.samples);
-  check_within_samples(r, "power_w", s.power_w, s.samples);
+  r.get_required("kernel_class", s.kernel_class);
+  r.get_required("power_w", s.power_w, 0, 1e5);
+  read_samples_around(r, "power_w", s.power_w, s.samples);
   rows.push_back(std::move(s));
 }
 
@@ -417,12 +410,10 @@ hardware::CalibrationProfile load_profile(const std::filesystem::path& path) {
   return parse_profile(detail::read_input_file(path), path.string());
 }
 
-std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
-  Writer w;
-  w.line(0, "# ftplan calibration profile; format: docs/calibration-profile.md");
-  w.field(0, "schema_version", std::to_string(p.schema_version));
+namespace {
 
-  const ProfileMachine& m = p.machine;
+// machine: who was measured, and when.
+void write_machine(Writer& w, const ProfileMachine& m) {
   w.line(0, "machine:");
   w.text(2, "hostname", m.hostname);
   w.text(2, "date", m.date);
@@ -454,11 +445,10 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
     return f;
   });
   w.text(2, "notes", m.notes);
+}
 
-  w.line(0, "settings:");
-  w.field(2, "mode", p.settings.mode);
-  if (p.settings.repeats > 0) w.field(2, "repeats", std::to_string(p.settings.repeats));
-
+// The GPU's tables: gemm, attention, memory, copy, collectives.
+void write_gpu_tables(Writer& w, const hardware::CalibrationProfile& p) {
   w.table(0, "gemm", p.gemm, [](const GemmSample& g) {
     Fields f{{"dtype", to_string(g.dtype)}};
     optional(f, "op", g.op);
@@ -506,8 +496,12 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
                   {"bus_bandwidth_Bps", num(s.bus_bandwidth_Bps)},
                   {"samples", list(s.samples)}};
   });
+}
+
+// storage: runs and sustained writes.
+void write_storage(Writer& w, const StorageSection& st) {
   w.line(0, "storage:");
-  w.table(2, "runs", p.storage.runs, [](const StorageSample& s) {
+  w.table(2, "runs", st.runs, [](const StorageSample& s) {
     Fields f{{"paths", list(s.paths)},
              {"op", to_string(s.op)},
              {"block_bytes", num(s.block_bytes)},
@@ -521,7 +515,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
     }
     return f;
   });
-  w.table(2, "sustained_write", p.storage.sustained_write, [](const SustainedWriteSample& s) {
+  w.table(2, "sustained_write", st.sustained_write, [](const SustainedWriteSample& s) {
     Fields f{{"paths", list(s.paths)},
              {"block_bytes", num(s.block_bytes)},
              {"queue_depth", std::to_string(s.queue_depth)},
@@ -533,16 +527,20 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
     f.emplace_back("samples", list(s.samples));
     return f;
   });
+}
+
+// cpu: DRAM bandwidth and the CPU optimizer.
+void write_cpu(Writer& w, const CpuSection& c) {
   w.line(0, "cpu:");
-  if (p.cpu.dram_bound_Bps > 0) w.field(2, "dram_bound_Bps", num(p.cpu.dram_bound_Bps));
-  w.table(2, "dram", p.cpu.dram, [](const DramSample& s) {
+  if (c.dram_bound_Bps > 0) w.field(2, "dram_bound_Bps", num(c.dram_bound_Bps));
+  w.table(2, "dram", c.dram, [](const DramSample& s) {
     return Fields{{"kernel", s.kernel},
                   {"threads", std::to_string(s.threads)},
                   {"array_bytes", num(s.array_bytes)},
                   {"bandwidth_Bps", num(s.bandwidth_Bps)},
                   {"samples", list(s.samples)}};
   });
-  w.table(2, "optimizer", p.cpu.optimizer, [](const OptimizerSample& s) {
+  w.table(2, "optimizer", c.optimizer, [](const OptimizerSample& s) {
     Fields f{{"optimizer", s.optimizer},
              {"threads", std::to_string(s.threads)},
              {"params", std::to_string(s.params)},
@@ -552,6 +550,20 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
     f.emplace_back("samples", list(s.samples));
     return f;
   });
+}
+}  // namespace
+
+std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
+  Writer w;
+  w.line(0, "# ftplan calibration profile; format: docs/calibration-profile.md");
+  w.field(0, "schema_version", std::to_string(p.schema_version));
+  write_machine(w, p.machine);
+  w.line(0, "settings:");
+  w.field(2, "mode", p.settings.mode);
+  if (p.settings.repeats > 0) w.field(2, "repeats", std::to_string(p.settings.repeats));
+  write_gpu_tables(w, p);
+  write_storage(w, p.storage);
+  write_cpu(w, p.cpu);
   w.table(0, "power", p.power, [](const PowerSample& s) {
     return Fields{{"gpu", std::to_string(s.gpu)},
                   {"kernel_class", yaml_quoted(s.kernel_class)},

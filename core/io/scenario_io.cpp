@@ -21,16 +21,6 @@ using namespace ftplan::plan;
 
 namespace {
 
-// The names job.framework takes: the framework table's (plan/framework.cpp).
-const std::vector<std::pair<std::string, Framework>>& framework_names() {
-  static const std::vector<std::pair<std::string, Framework>> names = [] {
-    std::vector<std::pair<std::string, Framework>> out;
-    for (const plan::FrameworkProfile& row : plan::framework_table()) out.emplace_back(row.name, row.framework);
-    return out;
-  }();
-  return names;
-}
-
 // The node at a dotted path below `root` ("parallel.tp"), or an undefined node.
 YAML::Node find_path(YAML::Node root, const std::string& dotted) {
   YAML::Node cur = root;
@@ -60,182 +50,24 @@ YAML::Node find_nearest(YAML::Node root, const std::string& dotted) {
   return root;
 }
 
-std::string canonical_lora_target(const std::string& name) {
-  static const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"}, {"gate_proj", "gate"},
-      {"up_proj", "up"}, {"down_proj", "down"}, {"query", "q"}, {"key", "k"}, {"value", "v"},
-      {"dense", "o"}, {"w1", "gate"}, {"w3", "up"}, {"w2", "down"}, {"fc1", "up"}, {"fc2", "down"},
-      {"output_proj", "o"}};
-  for (const auto& [alias, canonical] : aliases)
-    if (alias == name) return canonical;
-  return name;
-}
-
-void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
-  const bool method_ok = !v.has("method") || v.get_enum<Method>("method", job.method,
-                                                                {{"full", Method::full}, {"lora", Method::lora}, {"qlora", Method::qlora}});
-  if (MapView l = v.map("lora"); l.valid()) {
-    l.get("rank", job.lora.rank, 1, 65536);
-    l.get("alpha", job.lora.alpha, 0.0);
-    l.get("dropout", job.lora.dropout, 0.0, 1.0);
-    std::vector<std::string> targets;
-    if (l.get_strings("targets", targets)) {
-      std::vector<std::string> resolved;
-      for (const auto& t : targets) {
-        const std::string c = canonical_lora_target(t);
-        if (c == "all-linear" || c == "all") {
-          resolved = {"q", "k", "v", "o", "up", "down"};
-          if (model::is_gated(model.ffn_kind)) resolved.push_back("gate");
-        } else if (c == "attention") {
-          for (const char* x : {"q", "k", "v", "o"}) resolved.emplace_back(x);
-        } else if (c == "mlp") {
-          for (const char* x : {"up", "down"}) resolved.emplace_back(x);
-          if (model::is_gated(model.ffn_kind)) resolved.emplace_back("gate");
-        } else {
-          const auto& names = lora_target_names();
-          if (std::find(names.begin(), names.end(), c) == names.end()) {
-            std::vector<std::string> options = names;
-            for (const char* x : {"all-linear", "attention", "mlp", "q_proj", "k_proj", "v_proj", "o_proj",
-                                  "gate_proj", "up_proj", "down_proj"})
-              options.emplace_back(x);
-            v.reader().error(l.location_of("targets"), l.key_path("targets"),
-                             fmt::format("'{}' is not a module LoRA can target{}; use {}", t, did_you_mean(t, options),
-                                         join(options, ", ")));
-            continue;
-          }
-          resolved.push_back(c);
-        }
-      }
-      std::sort(resolved.begin(), resolved.end());
-      resolved.erase(std::unique(resolved.begin(), resolved.end()), resolved.end());
-      if (!resolved.empty()) job.lora.targets = resolved;
-    }
-    l.finish();
-  }
-  if (MapView q = v.map("quant"); q.valid()) {
-    q.get_enum<QuantKind>("kind", job.quant.kind,
-                          {{"nf4", QuantKind::nf4}, {"fp4", QuantKind::fp4}, {"int8", QuantKind::int8}, {"int4", QuantKind::int4}});
-    q.get("double_quant", job.quant.double_quant);
-    q.get("block_size", job.quant.block_size, 16, 4096);
-    q.finish();
-  }
-  v.get("seq_len", job.seq_len, 1, 100'000'000);
-  if (MapView s = v.map("samples"); s.valid()) {
-    s.get_enum<Packing>("packing", job.samples.packing, {{"packed", Packing::packed}, {"padded", Packing::padded}});
-    s.get_enum<LengthDistribution>("distribution", job.samples.distribution,
-                                   {{"fixed", LengthDistribution::fixed}, {"uniform", LengthDistribution::uniform},
-                                    {"normal", LengthDistribution::normal}, {"lognormal", LengthDistribution::lognormal}});
-    s.get("mean", job.samples.mean_tokens, 1.0);
-    s.get("std", job.samples.std_tokens, 0.0);
-    s.get("min", job.samples.min_tokens, 1);
-    s.get("max", job.samples.max_tokens, 1);
-    if (job.samples.max_tokens > 0 && job.samples.min_tokens > job.samples.max_tokens)
-      v.reader().error(s.location_of("min"), s.key_path("min"), "is larger than samples.max");
-    s.finish();
-  }
-  if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {
-    v.take("micro_batch");
-    job.micro_batch_auto = true;
-    job.micro_batch = 1;  // until chosen per plan (evaluate::choose_open_knobs)
-  } else if (v.get("micro_batch", job.micro_batch, 1, 1'000'000)) {
-    job.micro_batch_auto = false;
-  }
-  v.get("global_batch", job.global_batch, 1, plan::kMaxGlobalBatch);
-  v.get("tokens", job.tokens, 1);
-  v.get("steps", job.steps, 1);
-  v.get("epochs", job.epochs, 0.0);
-  v.get("dataset_tokens", job.dataset_tokens, 1);
-  v.get_enum<Precision>("precision", job.precision,
-                        {{"fp32", Precision::fp32}, {"bf16-mixed", Precision::bf16_mixed},
-                         {"fp16-mixed", Precision::fp16_mixed}, {"bf16", Precision::bf16}, {"fp8-mixed", Precision::fp8_mixed}});
-  job.optimizer_given = job.optimizer_given || v.has("optimizer");  // (before the key is taken)
-  const std::vector<std::pair<std::string, OptimizerKind>> optimizers = {
-      {"adamw", OptimizerKind::adamw}, {"adam", OptimizerKind::adam}, {"adamw-8bit", OptimizerKind::adamw_8bit},
-      {"sgd", OptimizerKind::sgd}, {"sgd-momentum", OptimizerKind::sgd_momentum}, {"adafactor", OptimizerKind::adafactor},
-      {"lion", OptimizerKind::lion}};
-  if (v.has("optimizer") && v.raw()["optimizer"].IsMap()) {
-    MapView o = v.map("optimizer");
-    o.require("name");
-    o.get_enum<OptimizerKind>("name", job.optimizer.kind, optimizers);
-    o.get("in_backward", job.optimizer.in_backward);
-    o.get("paged", job.optimizer.paged);
-    o.get_enum<OptimizerImpl>("implementation", job.optimizer.implementation,
-                              {{"foreach", OptimizerImpl::foreach}, {"fused", OptimizerImpl::fused},
-                               {"per-parameter", OptimizerImpl::per_parameter}});
-    o.finish();
-  } else if (v.has("optimizer") && v.raw()["optimizer"].IsScalar() && v.raw()["optimizer"].Scalar().rfind("paged-", 0) == 0) {
-    // bitsandbytes' names: paged-adamw and paged-adamw-32bit (32-bit state), paged-adamw-8bit, paged-lion.
-    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind,
-                              {{"paged-adamw", OptimizerKind::adamw}, {"paged-adamw-32bit", OptimizerKind::adamw},
-                               {"paged-adamw-8bit", OptimizerKind::adamw_8bit}, {"paged-lion", OptimizerKind::lion}});
-    job.optimizer.paged = true;
-  } else {
-    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
-  }
-  if (v.has("activation_checkpointing") && v.raw()["activation_checkpointing"].IsScalar() &&
-      v.raw()["activation_checkpointing"].Scalar() == "auto") {
-    v.take("activation_checkpointing");
-    job.checkpointing_auto = true;
-    job.checkpointing = Checkpointing::none;  // until chosen per plan (evaluate::choose_open_knobs)
-  } else if (v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
-                                       {{"none", Checkpointing::none}, {"selective", Checkpointing::selective},
-                                        {"full", Checkpointing::full}, {"auto", Checkpointing::none}})) {
-    job.checkpointing_auto = false;
-  }
-  v.get_enum<AttentionImpl>("attention", job.attention,
-                            {{"flash", AttentionImpl::flash}, {"sdpa", AttentionImpl::sdpa}, {"eager", AttentionImpl::eager},
-                             {"flash-v1", AttentionImpl::flash_v1}});
-  v.get_enum<Framework>("framework", job.framework, framework_names());
-  // A framework's own default optimizer (Unsloth's notebooks: adamw_8bit) unless the scenario or
-  // this plan named one.
-  if (!job.optimizer_given) job.optimizer.kind = plan::framework_row(job.framework).default_optimizer;
-  v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch,
-                         {{"prefetch", Zero3Fetch::prefetch}, {"per-parameter", Zero3Fetch::per_parameter}});
-  if (v.has("zero3_fetch") && plan::framework_row(job.framework).sharding != plan::Sharding::deepspeed)
-    v.reader().error(v.location_of("zero3_fetch"), v.key_path("zero3_fetch"),
-                     "describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
-  if (MapView mp = v.map("fsdp_mixed_precision"); mp.valid()) {
-    // Values as torch names them; the 16-bit one must be the job's own 16-bit type.
-    const bool fp16 = job.precision == plan::Precision::fp16_mixed;
-    const char* half = fp16 ? "fp16" : "bf16";
-    const std::vector<std::pair<std::string, plan::WireType>> types = {{half, plan::WireType::half},
-                                                                       {"fp32", plan::WireType::fp32}};
-    mp.get_enum<plan::WireType>("param_dtype", job.fsdp_mixed_precision.param, types);
-    mp.get_enum<plan::WireType>("reduce_dtype", job.fsdp_mixed_precision.reduce, types);
-    mp.finish();
-    // (A framework other than FSDP's is refused per plan by plan::check_plan: a plan may change it.)
-    if (job.precision != plan::Precision::bf16_mixed && job.precision != plan::Precision::fp16_mixed)
-      v.reader().error(v.location_of("fsdp_mixed_precision"), v.key_path("fsdp_mixed_precision"),
-                       "applies to precision bf16-mixed or fp16-mixed");
-  }
-  v.get("checkpoint_every", job.checkpoint_every, 1, 1 << 20);  // (with full checkpointing: plan::check_plan)
-  v.get("dropout", job.dropout, 0.0, 1.0);
-  v.get("compile", job.compile);
-  v.get("gradients_persist", job.gradients_persist);
-  v.get_quantity("cuda_context", Quantity::bytes, job.cuda_context_bytes, 0);
-  if (MapView l = v.map("loss"); l.valid()) {
-    l.get("fp32_logits", job.loss.fp32_logits);
-    l.get("chunks", job.loss.chunks, 0, 1024);
-    l.finish();
-  }
-  if (!method_ok) return;
-  if (job.method == Method::full && v.has("lora"))
-    v.reader().error(v.location_of("lora"), v.key_path("lora"), "is set, but job.method is full; use method: lora or qlora");
-  if (job.method != Method::qlora && v.has("quant"))
-    v.reader().error(v.location_of("quant"), v.key_path("quant"), "quantizes the frozen base of QLoRA; set method: qlora");
-}
-
 const std::vector<std::pair<std::string, Tier>>& tier_names() {
   static const std::vector<std::pair<std::string, Tier>> names = {{"gpu", Tier::gpu}, {"cpu", Tier::cpu}, {"nvme", Tier::nvme}};
   return names;
 }
 
+const std::vector<std::pair<std::string, OffloadPreset>>& offload_preset_names() {
+  static const std::vector<std::pair<std::string, OffloadPreset>> names = {
+      {"none", OffloadPreset::none},
+      {"zero-offload", OffloadPreset::zero_offload},
+      {"zero-infinity", OffloadPreset::zero_infinity},
+      {"aidaptiv", OffloadPreset::aidaptiv},
+      {"activation-cpu", OffloadPreset::activation_cpu},
+      {"activation-nvme", OffloadPreset::activation_nvme}};
+  return names;
+}
+
 void read_offload(MapView& v, Offload& o) {
-  v.get_enum<OffloadPreset>("preset", o.preset,
-                            {{"none", OffloadPreset::none}, {"zero-offload", OffloadPreset::zero_offload},
-                             {"zero-infinity", OffloadPreset::zero_infinity}, {"aidaptiv", OffloadPreset::aidaptiv},
-                             {"activation-cpu", OffloadPreset::activation_cpu},
-                             {"activation-nvme", OffloadPreset::activation_nvme}});
+  v.get_enum<OffloadPreset>("preset", o.preset, offload_preset_names());
   apply_preset(o);  // explicit keys below override the preset's placements
   v.get_enum<Tier>("params", o.params, tier_names());
   v.get_enum<Tier>("gradients", o.gradients, tier_names());
@@ -301,6 +133,86 @@ std::vector<hardware::DeviceCount> read_device_list(MapView& v, const char* key,
   return out;
 }
 
+// cluster: {gpu: NAME, gpus: N, gpus_per_node?}: the catalog's typical node for that GPU. False
+// if the cluster cannot be built; `ok` false if it can, with a problem.
+bool read_gpu_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog, int gpus_per_node, bool& ok) {
+  Reader& r = v.reader();
+  std::string gpu;
+  int gpus = 0;
+  v.get("gpu", gpu);
+  v.get_required("gpus", gpus, 1, plan::kMaxGpus);
+  if (v.has("nodes"))
+    r.error(v.location_of("nodes"), v.key_path("nodes"), "with 'gpu', give gpus (total) instead of nodes");
+  v.take("nodes");
+  const auto* spec = catalog.gpu(gpu);
+  if (!spec) {
+    r.error(v.location_of("gpu"), v.key_path("gpu"),
+            fmt::format("no GPU '{}' in the catalog{}", gpu, did_you_mean(gpu, catalog.gpu_names())));
+    return false;
+  }
+  const auto* node = catalog.default_node_for(gpu);
+  if (!node) {
+    r.error(v.location_of("gpu"), v.key_path("gpu"),
+            fmt::format("the catalog has no typical node for '{}'; name one with 'node'", gpu));
+    return false;
+  }
+  if (gpus == 0) return false;
+  c.node = *node;
+  if (gpus_per_node == 0) gpus_per_node = std::min(gpus, node->gpus);
+  if (gpus % gpus_per_node != 0) {
+    r.error(v.location_of("gpus"), v.key_path("gpus"),
+            fmt::format("{} GPUs do not fill whole nodes of {} (gpus_per_node)", gpus, gpus_per_node));
+    ok = false;
+  }
+  c.gpus_per_node = gpus_per_node;
+  c.nodes = std::max(1, gpus / gpus_per_node);
+  return true;
+}
+
+// cluster: {node: NAME, ...}: a catalog node. False if there is none of that name.
+bool read_named_node(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
+  Reader& r = v.reader();
+  std::string name;
+  v.get("node", name);
+  const auto* node = catalog.node(name);
+  if (!node && name == "local") {
+    // `ftplan validate` adds this machine to the catalog as node "local" (exec/validate.hpp).
+    r.error(v.location_of("node"), v.key_path("node"),
+            "'local' is this machine as its calibration profile describes it, which only `ftplan validate` "
+            "runs; other verbs need a catalog node (`ftplan hardware nodes`)");
+    return false;
+  }
+  if (!node) {
+    r.error(v.location_of("node"), v.key_path("node"),
+            fmt::format("no node '{}' in the catalog{}", name, did_you_mean(name, catalog.node_names())));
+    return false;
+  }
+  c.node = *node;
+  return true;
+}
+
+// cluster: {parts: {name?, gpu, gpus, host, dram?, drives?, nics?, gpu_interconnect?, base_power?}}:
+// a node described part by part (resolved against the catalog by the caller). False if a part is missing.
+bool read_parts(MapView& v, hardware::NodeSpec& n) {
+  MapView p = v.map("parts");
+  if (!p.valid()) return false;
+  n.name = "custom";
+  p.get("name", n.name);
+  n.display_name = n.name;
+  p.get_required("gpu", n.gpu);
+  p.require("gpus", "GPUs per node");
+  p.get("gpus", n.gpus, 1, 1024);
+  p.get_required("host", n.host);
+  p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
+  n.drives = read_device_list(p, "drives", "drive");
+  n.nics = read_device_list(p, "nics", "nic");
+  p.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
+                          {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
+  p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
+  p.finish();
+  return !(n.gpu.empty() || n.host.empty() || n.gpus == 0);
+}
+
 // cluster: {gpu, gpus, gpus_per_node} | {node, nodes, gpus_per_node} | {parts: {...}, nodes}; plus overrides.
 bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
   Reader& r = v.reader();
@@ -320,78 +232,12 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
   int gpus_per_node = 0;
   v.get("gpus_per_node", gpus_per_node, 1, 1024);
   if (v.has("gpu")) {
-    std::string gpu;
-    int gpus = 0;
-    v.get("gpu", gpu);
-    v.require("gpus");
-    v.get("gpus", gpus, 1, plan::kMaxGpus);
-    if (v.has("nodes")) r.error(v.location_of("nodes"), v.key_path("nodes"), "with 'gpu', give gpus (total) instead of nodes");
-    v.take("nodes");
-    const auto* spec = catalog.gpu(gpu);
-    if (!spec) {
-      r.error(v.location_of("gpu"), v.key_path("gpu"),
-              fmt::format("no GPU '{}' in the catalog{}", gpu, did_you_mean(gpu, catalog.gpu_names())));
-      return false;
-    }
-    const auto* node = catalog.default_node_for(gpu);
-    if (!node) {
-      r.error(v.location_of("gpu"), v.key_path("gpu"),
-              fmt::format("the catalog has no typical node for '{}'; name one with 'node'", gpu));
-      return false;
-    }
-    if (gpus == 0) return false;
-    c.node = *node;
-    if (gpus_per_node == 0) gpus_per_node = std::min(gpus, node->gpus);
-    if (gpus % gpus_per_node != 0) {
-      r.error(v.location_of("gpus"), v.key_path("gpus"),
-              fmt::format("{} GPUs do not fill whole nodes of {} (gpus_per_node)", gpus, gpus_per_node));
-      ok = false;
-    }
-    c.gpus_per_node = gpus_per_node;
-    c.nodes = std::max(1, gpus / gpus_per_node);
+    if (!read_gpu_cluster(v, c, catalog, gpus_per_node, ok)) return false;
   } else {
     v.get("nodes", c.nodes, 1, 1 << 20);
     if (v.has("gpus")) r.error(v.location_of("gpus"), v.key_path("gpus"), "with 'node' or 'parts', give nodes instead of gpus");
     v.take("gpus");
-    if (v.has("node")) {
-      std::string name;
-      v.get("node", name);
-      const auto* node = catalog.node(name);
-      if (!node && name == "local") {
-        // `ftplan validate` adds this machine to the catalog as node "local" (exec/validate.hpp).
-        r.error(v.location_of("node"), v.key_path("node"),
-                "'local' is this machine as its calibration profile describes it, which only `ftplan validate` "
-                "runs; other verbs need a catalog node (`ftplan hardware nodes`)");
-        return false;
-      }
-      if (!node) {
-        r.error(v.location_of("node"), v.key_path("node"),
-                fmt::format("no node '{}' in the catalog{}", name, did_you_mean(name, catalog.node_names())));
-        return false;
-      }
-      c.node = *node;
-    } else {
-      MapView p = v.map("parts");
-      if (!p.valid()) return false;
-      hardware::NodeSpec& n = c.node;
-      n.name = "custom";
-      p.get("name", n.name);
-      n.display_name = n.name;
-      p.require("gpu");
-      p.get("gpu", n.gpu);
-      p.require("gpus", "GPUs per node");
-      p.get("gpus", n.gpus, 1, 1024);
-      p.require("host");
-      p.get("host", n.host);
-      p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
-      n.drives = read_device_list(p, "drives", "drive");
-      n.nics = read_device_list(p, "nics", "nic");
-      p.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
-                              {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
-      p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
-      p.finish();
-      if (n.gpu.empty() || n.host.empty() || n.gpus == 0) return false;
-    }
+    if (v.has("node") ? !read_named_node(v, c, catalog) : !read_parts(v, c.node)) return false;
     c.gpus_per_node = gpus_per_node > 0 ? gpus_per_node : c.node.gpus;
   }
   // Overrides of the node's memory and devices (what the planner varies).
@@ -465,10 +311,184 @@ bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const
     }
   }
   // An inline description in the zoo format.
-  v.require("name");
-  v.get("name", m.name);
+  v.get_required("name", m.name);
   detail::read_model_fields(v, m);
   v.finish();
+  return true;
+}
+
+// search.<key>: a list of whole numbers in [lo, hi]; `out` is kept when the list is absent or wrong.
+void read_ints(MapView& sv, const char* key, std::vector<int>& out, int lo, int hi) {
+  Reader& r = sv.reader();
+  const auto items = sv.seq(key);
+  if (items.empty()) return;
+  std::vector<int> values;
+  for (const auto& item : items) {
+    int v = 0;
+    try {
+      v = item.as<int>();
+    } catch (const YAML::Exception&) {
+      r.error(item, sv.key_path(key), "expected whole numbers");
+      return;
+    }
+    if (v < lo || v > hi) {
+      r.error(item, sv.key_path(key), fmt::format("must be between {} and {}; got {}", lo, hi, v));
+      return;
+    }
+    values.push_back(v);
+  }
+  out = values;
+}
+
+// search.gpus: catalog GPUs with a typical node.
+void read_search_gpus(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog) {
+  Reader& r = sv.reader();
+  std::vector<std::string> gpus;
+  sv.require("gpus", "GPU types to consider (`ftplan hardware list gpus`)");
+  if (!sv.get_strings("gpus", gpus)) return;
+  for (const auto& g : gpus)
+    if (!catalog.gpu(g))
+      r.error(sv.location_of("gpus"), sv.key_path("gpus"),
+              fmt::format("no GPU '{}' in the catalog{}", g, did_you_mean(g, catalog.gpu_names())));
+    else if (!catalog.default_node_for(g))
+      r.error(sv.location_of("gpus"), sv.key_path("gpus"), fmt::format("the catalog has no typical node for '{}'", g));
+  sp.gpus = gpus;
+}
+
+// search.activation_checkpointing and search.offload: lists of names.
+void read_search_choices(MapView& sv, SearchSpace& sp) {
+  Reader& r = sv.reader();
+  std::vector<std::string> names;
+  if (sv.get_strings("activation_checkpointing", names)) {
+    sp.checkpointing.clear();
+    for (const auto& n : names) {
+      if (n == "none")
+        sp.checkpointing.push_back(Checkpointing::none);
+      else if (n == "selective")
+        sp.checkpointing.push_back(Checkpointing::selective);
+      else if (n == "full")
+        sp.checkpointing.push_back(Checkpointing::full);
+      else
+        r.error(sv.location_of("activation_checkpointing"), sv.key_path("activation_checkpointing"),
+                fmt::format("'{}' is not one of none, selective, full", n));
+    }
+  }
+  if (sv.get_strings("offload", names)) {
+    sp.offload.clear();
+    const auto& presets = offload_preset_names();
+    for (const auto& n : names) {
+      auto it = std::find_if(presets.begin(), presets.end(), [&](const auto& x) { return x.first == n; });
+      if (it == presets.end()) {
+        std::vector<std::string> options;
+        for (const auto& x : presets) options.push_back(x.first);
+        r.error(sv.location_of("offload"), sv.key_path("offload"),
+                fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
+      } else {
+        sp.offload.push_back(it->second);
+      }
+    }
+  }
+}
+
+// search: the space the planner searches (docs/scenario-format.md).
+void read_search(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog) {
+  Reader& r = sv.reader();
+  read_search_gpus(sv, sp, catalog);
+  read_ints(sv, "gpu_counts", sp.gpu_counts, 1, 1 << 20);
+  read_ints(sv, "tp", sp.tp, 1, 1024);
+  read_ints(sv, "pp", sp.pp, 1, 1024);
+  read_ints(sv, "virtual_stages", sp.virtual_stages, 1, 1024);
+  if (const auto items = sv.seq("sequence_parallel"); !items.empty()) {
+    sp.sequence_parallel.clear();
+    for (const auto& item : items) {
+      bool v = false;
+      if (!YAML::convert<bool>::decode(item, v)) {
+        r.error(item, sv.key_path("sequence_parallel"), "expected true or false");
+        break;
+      }
+      sp.sequence_parallel.push_back(v);
+    }
+  }
+  read_ints(sv, "zero", sp.zero, 0, 3);
+  read_ints(sv, "micro_batch", sp.micro_batch, 1, 1 << 16);
+  read_ints(sv, "drives", sp.drive_counts, 0, 64);
+  read_search_choices(sv, sp);
+  for (const auto& item : sv.seq("dram")) {
+    try {
+      sp.dram_bytes.push_back(parse_quantity(item.Scalar(), Quantity::bytes));
+    } catch (const UnitError& e) {
+      r.error(item, sv.key_path("dram"), e.what());
+    }
+  }
+  sv.finish();
+}
+
+// What a plan's reading needs of the scenario's.
+struct ScenarioContext {
+  const Scenario& s;
+  MapView& job;                                                       // the scenario's job block
+  const std::set<std::pair<std::string, std::string>>& job_findings;  // reported there already
+  bool model_ok;
+  const hardware::Catalog& catalog;
+};
+
+// Reports plan::check_plan's findings (and check_job's on the plan's own job block) where they
+// belong: a job key at the plan's override if there is one, else at the scenario's job.
+void report_plan_findings(MapView& pv, const Plan& p, const ScenarioContext& ctx) {
+  Reader& r = pv.reader();
+  std::vector<Finding> findings = check_plan(ctx.s.model, p);
+  // A plan's own job block (plans[].job) is checked as the scenario's job is.
+  if (pv.has("job"))
+    for (auto& f : check_job(ctx.s.model, p.job))
+      if (!ctx.job_findings.count({f.key, f.message})) findings.push_back(std::move(f));
+  for (const auto& f : findings) {
+    // A finding about a job key points at the plan's override when there is one, else at the scenario's job.
+    if (f.key.rfind("job.", 0) == 0 && !find_path(pv.raw(), f.key).IsDefined()) {
+      // At the scenario's job block; without one (already reported missing), at the plan.
+      r.error(ctx.job.valid() ? find_nearest(ctx.job.raw(), f.key.substr(4)) : pv.raw(), f.key,
+              fmt::format("{} (plan '{}')", f.message, p.name));
+    } else {
+      r.error(find_nearest(pv.raw(), f.key), pv.path() + "." + f.key, f.message);
+    }
+  }
+}
+
+// One item of `plans:`; false if it cannot be evaluated (its problems are reported).
+bool read_plan(MapView& pv, Plan& p, std::set<std::string>& names, const ScenarioContext& ctx) {
+  Reader& r = pv.reader();
+  p.job = ctx.s.job;
+  p.cost = ctx.s.cost;
+  pv.require("name");
+  if (pv.get("name", p.name) && !names.insert(p.name).second)
+    r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
+  pv.require("cluster", "the hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N}");
+  MapView cv = pv.map("cluster");
+  const bool cluster_ok = cv.valid() && read_cluster(cv, p.cluster, ctx.catalog);
+  cv.finish();
+  if (MapView v = pv.map("parallel"); v.valid()) {
+    read_parallel(v, p.parallel);
+    v.finish();
+  }
+  if (MapView v = pv.map("offload"); v.valid()) {
+    read_offload(v, p.offload);
+    v.finish();
+  }
+  if (MapView v = pv.map("job"); v.valid()) {
+    detail::read_job(v, p.job, ctx.s.model);
+    v.finish();
+  }
+  if (MapView v = pv.map("cost"); v.valid()) {
+    read_cost(v, p.cost);
+    v.finish();
+  }
+  pv.finish();
+  if (!cluster_ok || !ctx.model_ok) return false;
+  report_plan_findings(pv, p, ctx);
+  if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
+  // Choosing open knobs simulates the plan several times; a file with errors is refused below,
+  // so it is not worth the time (found by fuzz_scenario: a mistyped copy of the shipped scenario).
+  if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty())
+    evaluate::choose_open_knobs(ctx.s.model, p);
   return true;
 }
 
@@ -483,19 +503,14 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   MapView root = r.root(root_node);
   if (!root.valid()) r.throw_if_any();
 
-  root.require("schema_version", fmt::format("the scenario-format version; this ftplan reads {}", kScenarioSchemaVersion));
-  if (root.get("schema_version", s.schema_version, 0) && s.schema_version != kScenarioSchemaVersion)
-    r.error(root.location_of("schema_version"), "schema_version",
-            s.schema_version > kScenarioSchemaVersion
-                ? fmt::format("{} is newer than this ftplan reads ({}); update ftplan", s.schema_version, kScenarioSchemaVersion)
-                : fmt::format("{} is not a version this ftplan reads; it reads {}", s.schema_version, kScenarioSchemaVersion));
+  detail::read_schema_version(root, s.schema_version, kScenarioSchemaVersion, "scenario-format");
   root.get("name", s.name);
   root.get("description", s.description);
   const bool model_ok = read_model(root, s.model, zoo, base_dir);
 
   MapView job = root.map("job");
   root.require("job", "what to train: seq_len, micro_batch, tokens or steps, method, ...");
-  read_job(job, s.job, s.model);
+  detail::read_job(job, s.job, s.model);
   job.finish();
   std::set<std::pair<std::string, std::string>> job_findings;  // reported once, not again for each plan
   if (model_ok && job.valid())
@@ -511,93 +526,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   }
   if (MapView sv = root.map("search"); sv.valid()) {
     s.has_search = true;
-    SearchSpace& sp = s.search;
-    std::vector<std::string> gpus;
-    sv.require("gpus", "GPU types to consider (`ftplan hardware list gpus`)");
-    if (sv.get_strings("gpus", gpus)) {
-      for (const auto& g : gpus)
-        if (!catalog.gpu(g))
-          r.error(sv.location_of("gpus"), sv.key_path("gpus"),
-                  fmt::format("no GPU '{}' in the catalog{}", g, did_you_mean(g, catalog.gpu_names())));
-        else if (!catalog.default_node_for(g))
-          r.error(sv.location_of("gpus"), sv.key_path("gpus"), fmt::format("the catalog has no typical node for '{}'", g));
-      sp.gpus = gpus;
-    }
-    const auto ints = [&](const char* key, std::vector<int>& out, int lo, int hi) {
-      const auto items = sv.seq(key);
-      if (items.empty()) return;
-      std::vector<int> values;
-      for (const auto& item : items) {
-        int v = 0;
-        try {
-          v = item.as<int>();
-        } catch (const YAML::Exception&) {
-          r.error(item, sv.key_path(key), "expected whole numbers");
-          return;
-        }
-        if (v < lo || v > hi) {
-          r.error(item, sv.key_path(key), fmt::format("must be between {} and {}; got {}", lo, hi, v));
-          return;
-        }
-        values.push_back(v);
-      }
-      out = values;
-    };
-    ints("gpu_counts", sp.gpu_counts, 1, 1 << 20);
-    ints("tp", sp.tp, 1, 1024);
-    ints("pp", sp.pp, 1, 1024);
-    ints("virtual_stages", sp.virtual_stages, 1, 1024);
-    if (const auto items = sv.seq("sequence_parallel"); !items.empty()) {
-      sp.sequence_parallel.clear();
-      for (const auto& item : items) {
-        bool v = false;
-        if (!YAML::convert<bool>::decode(item, v)) {
-          r.error(item, sv.key_path("sequence_parallel"), "expected true or false");
-          break;
-        }
-        sp.sequence_parallel.push_back(v);
-      }
-    }
-    ints("zero", sp.zero, 0, 3);
-    ints("micro_batch", sp.micro_batch, 1, 1 << 16);
-    ints("drives", sp.drive_counts, 0, 64);
-    std::vector<std::string> names;
-    if (sv.get_strings("activation_checkpointing", names)) {
-      sp.checkpointing.clear();
-      for (const auto& n : names) {
-        if (n == "none") sp.checkpointing.push_back(Checkpointing::none);
-        else if (n == "selective") sp.checkpointing.push_back(Checkpointing::selective);
-        else if (n == "full") sp.checkpointing.push_back(Checkpointing::full);
-        else r.error(sv.location_of("activation_checkpointing"), sv.key_path("activation_checkpointing"),
-                     fmt::format("'{}' is not one of none, selective, full", n));
-      }
-    }
-    if (sv.get_strings("offload", names)) {
-      sp.offload.clear();
-      const std::vector<std::pair<std::string, OffloadPreset>> presets = {
-          {"none", OffloadPreset::none}, {"zero-offload", OffloadPreset::zero_offload},
-          {"zero-infinity", OffloadPreset::zero_infinity}, {"aidaptiv", OffloadPreset::aidaptiv},
-          {"activation-cpu", OffloadPreset::activation_cpu}, {"activation-nvme", OffloadPreset::activation_nvme}};
-      for (const auto& n : names) {
-        auto it = std::find_if(presets.begin(), presets.end(), [&](const auto& x) { return x.first == n; });
-        if (it == presets.end()) {
-          std::vector<std::string> options;
-          for (const auto& x : presets) options.push_back(x.first);
-          r.error(sv.location_of("offload"), sv.key_path("offload"),
-                  fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
-        } else {
-          sp.offload.push_back(it->second);
-        }
-      }
-    }
-    for (const auto& item : sv.seq("dram")) {
-      try {
-        sp.dram_bytes.push_back(parse_quantity(item.Scalar(), Quantity::bytes));
-      } catch (const UnitError& e) {
-        r.error(item, sv.key_path("dram"), e.what());
-      }
-    }
-    sv.finish();
+    read_search(sv, s.search, catalog);
     if (s.job.global_batch <= 0 && !(job.valid() && job.has("global_batch")))  // (a bad value has its own error)
       r.error(job.location(), "job.global_batch",
               "is required with `search`: every plan trains the same recipe (global batch and tokens)");
@@ -612,58 +541,12 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   if (!s.has_search) root.require("plans", "a list of plans to compare");
   std::size_t index = 0;
   std::set<std::string> names;
+  const ScenarioContext ctx{s, job, job_findings, model_ok, catalog};
   for (const auto& plan_node : root.seq("plans")) {
-    const std::string path = fmt::format("plans[{}]", index++);
-    MapView pv(r, plan_node, path);
+    MapView pv(r, plan_node, fmt::format("plans[{}]", index++));
     if (!pv.valid()) continue;
     Plan p;
-    p.job = s.job;
-    p.cost = s.cost;
-    pv.require("name");
-    if (pv.get("name", p.name) && !names.insert(p.name).second)
-      r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
-    pv.require("cluster", "the hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N}");
-    MapView cv = pv.map("cluster");
-    const bool cluster_ok = cv.valid() && read_cluster(cv, p.cluster, catalog);
-    cv.finish();
-    if (MapView v = pv.map("parallel"); v.valid()) {
-      read_parallel(v, p.parallel);
-      v.finish();
-    }
-    if (MapView v = pv.map("offload"); v.valid()) {
-      read_offload(v, p.offload);
-      v.finish();
-    }
-    if (MapView v = pv.map("job"); v.valid()) {
-      read_job(v, p.job, s.model);
-      v.finish();
-    }
-    if (MapView v = pv.map("cost"); v.valid()) {
-      read_cost(v, p.cost);
-      v.finish();
-    }
-    pv.finish();
-    if (!cluster_ok || !model_ok) continue;
-    std::vector<Finding> findings = check_plan(s.model, p);
-    // A plan's own job block (plans[].job) is checked as the scenario's job is.
-    if (pv.has("job"))
-      for (auto& f : check_job(s.model, p.job))
-        if (!job_findings.count({f.key, f.message})) findings.push_back(std::move(f));
-    for (const auto& f : findings) {
-      // A finding about a job key points at the plan's override when there is one, else at the scenario's job.
-      if (f.key.rfind("job.", 0) == 0 && !find_path(pv.raw(), f.key).IsDefined()) {
-        // At the scenario's job block; without one (already reported missing), at the plan.
-        r.error(job.valid() ? find_nearest(job.raw(), f.key.substr(4)) : pv.raw(), f.key,
-                fmt::format("{} (plan '{}')", f.message, p.name));
-      } else {
-        r.error(find_nearest(pv.raw(), f.key), path + "." + f.key, f.message);
-      }
-    }
-    if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
-    // Choosing open knobs simulates the plan several times; a file with errors is refused below,
-    // so it is not worth the time (found by fuzz_scenario: a mistyped copy of the shipped scenario).
-    if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty()) evaluate::choose_open_knobs(s.model, p);
-    s.plans.push_back(std::move(p));
+    if (read_plan(pv, p, names, ctx)) s.plans.push_back(std::move(p));
   }
   root.finish();
   r.throw_if_any();

@@ -250,17 +250,23 @@ bool MapView::scalar_of(std::string_view key, std::string& out) {
   return true;
 }
 
-bool MapView::get(std::string_view key, std::int64_t& out, std::int64_t min, std::int64_t max) {
-  std::string text;
+bool MapView::number_of(std::string_view key, std::string_view what, std::string& text, double& value) {
   if (!scalar_of(key, text)) return false;
-  const YAML::Node n = std::as_const(node_)[std::string(key)];
-  double value = 0;
   try {
     value = parse_quantity(text, Quantity::count);
   } catch (const UnitError&) {
-    reader_->error(n, key_path(key), fmt::format("expected a whole number; got '{}'", text));
+    reader_->error(std::as_const(node_)[std::string(key)], key_path(key),
+                   fmt::format("expected {}; got '{}'", what, text));
     return false;
   }
+  return true;
+}
+
+bool MapView::get(std::string_view key, std::int64_t& out, std::int64_t min, std::int64_t max) {
+  std::string text;
+  double value = 0;
+  if (!number_of(key, "a whole number", text, value)) return false;
+  const YAML::Node n = std::as_const(node_)[std::string(key)];
   if (value != std::floor(value) || std::abs(value) > 9.0e18) {
     reader_->error(n, key_path(key), fmt::format("expected a whole number; got '{}'", text));
     return false;
@@ -286,15 +292,9 @@ bool MapView::get(std::string_view key, int& out, int min, int max) {
 
 bool MapView::get(std::string_view key, double& out, double min, double max) {
   std::string text;
-  if (!scalar_of(key, text)) return false;
-  const YAML::Node n = std::as_const(node_)[std::string(key)];
   double value = 0;
-  try {
-    value = parse_quantity(text, Quantity::count);
-  } catch (const UnitError&) {
-    reader_->error(n, key_path(key), fmt::format("expected a number; got '{}'", text));
-    return false;
-  }
+  if (!number_of(key, "a number", text, value)) return false;
+  const YAML::Node n = std::as_const(node_)[std::string(key)];
   if (value < min || value > max) {
     if (std::isinf(max))
       reader_->error(n, key_path(key), fmt::format("must be at least {}; got {}", min, text));
@@ -418,6 +418,15 @@ void MapView::finish() {
     reader_->error(item.first, key_path(key),
                    fmt::format("unknown key{}; expected one of {}", did_you_mean(key, known_), join(known_, ", ")));
   }
+}
+
+void read_schema_version(MapView& root, int& version, int reads, std::string_view format) {
+  root.require("schema_version", fmt::format("the {} version; this ftplan reads {}", format, reads));
+  if (root.get("schema_version", version, 0) && version != reads)
+    root.reader().error(root.location_of("schema_version"), "schema_version",
+                        version > reads
+                            ? fmt::format("{} is newer than this ftplan reads ({}); update ftplan", version, reads)
+                            : fmt::format("{} is not a version this ftplan reads; it reads {}", version, reads));
 }
 
 }  // namespace ftplan::io::detail

@@ -70,6 +70,18 @@ class MapView {
   bool get_quantity(std::string_view key, Quantity kind, double& out, double min = 0,
                     double max = std::numeric_limits<double>::infinity());
   bool get_strings(std::string_view key, std::vector<std::string>& out);
+  // A key the mapping must have: require(key), then get(key, out, bounds...) (a missing key is
+  // reported as missing, a present one as any get reports it).
+  template <class T, class... Bounds>
+  bool get_required(std::string_view key, T& out, Bounds... bounds) {
+    require(key);
+    return get(key, out, bounds...);
+  }
+  bool get_required_quantity(std::string_view key, Quantity kind, double& out, double min = 0,
+                             double max = std::numeric_limits<double>::infinity()) {
+    require(key);
+    return get_quantity(key, kind, out, min, max);
+  }
 
   template <class E>
   bool get_enum(std::string_view key, E& out, const std::vector<std::pair<std::string, E>>& names) {
@@ -99,6 +111,8 @@ class MapView {
  private:
   void report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options);
   bool scalar_of(std::string_view key, std::string& out);
+  // The scalar at `key` as `text` and as a number (parse_quantity's count); reported as not `what`.
+  bool number_of(std::string_view key, std::string_view what, std::string& text, double& value);
 
   Reader* reader_;
   YAML::Node node_;
@@ -125,6 +139,10 @@ class Reader {
   std::string file_;
   Diagnostics diagnostics_;
 };
+
+// The file's required `schema_version` into `version`; a version other than `reads` is reported
+// with what to do (`format`: "scenario-format", "sweep-format").
+void read_schema_version(MapView& root, int& version, int reads, std::string_view format);
 
 // "a mapping", "a sequence", "the text 'x'", "nothing": how a node looks, for messages.
 std::string describe_node(const YAML::Node& node);

@@ -69,14 +69,10 @@ void read_fsdp_config(Fields& top, const Node& block) {
     if (const auto b = as_bool(f, "fsdp_offload_params", *o); b && *b) {
       // torch CPUOffload(offload_params=True): parameters and gradients live on the host and the
       // optimizer steps there (torch/distributed/fsdp/api.py CPUOffload).
-      for (const char* k :
-           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
-        f.set(k, "cpu", "fsdp_offload_params", *o);
+      f.set_cpu_offload("fsdp_offload_params", *o);
     }
   }
-  if (const Node* a = f.take("fsdp_activation_checkpointing"))
-    if (const auto b = as_bool(f, "fsdp_activation_checkpointing", *a))
-      f.set("job.activation_checkpointing", *b ? "full" : "none", "fsdp_activation_checkpointing", *a);
+  f.take_bool("fsdp_activation_checkpointing", "job.activation_checkpointing", "full", "none");
   if (const Node* w = f.take("fsdp_auto_wrap_policy")) {
     if (const auto t = as_string(f, "fsdp_auto_wrap_policy", *w); t && *t != "TRANSFORMER_BASED_WRAP")
       f.not_modelled("fsdp_auto_wrap_policy", *w,
@@ -105,8 +101,7 @@ void read_deepspeed_config(Fields& top, const Node& block, const std::filesystem
       top.ctx().read_file(ds, ConfigFormat::deepspeed, file->where);
     }
   }
-  if (const Node* s = f.take("zero_stage"))
-    if (const auto v = as_int(f, "zero_stage", *s)) f.set("plan.parallel.zero", std::to_string(*v), "zero_stage", *s);
+  f.take_int("zero_stage", "plan.parallel.zero");
   if (const Node* g = f.take("gradient_accumulation_steps"); g && !is_auto(*g))
     if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
       f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);

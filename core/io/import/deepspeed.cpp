@@ -34,9 +34,7 @@ void read_offload_optimizer(Fields& z, const Node& block) {
       o.set("plan.offload.gradients", "cpu", "device", *d, "gradient partitions go to the host for the CPU step");
     }
   }
-  if (const Node* p = o.take("pin_memory"))
-    if (const auto b = as_bool(o, "pin_memory", *p))
-      o.set("plan.offload.pinned", *b ? "true" : "false", "pin_memory", *p);
+  o.take_bool("pin_memory", "plan.offload.pinned", "true", "false");
   o.ignore("nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
   o.ignore("buffer_count", "not modelled yet: ftplan has one swap-buffer pool, sized from offload_param");
   o.ignore("pipeline_read", "not modelled yet: overlapping optimizer-state reads with the step");
@@ -62,12 +60,8 @@ void read_offload_param(Fields& z, const Node& block) {
     else if (b)
       o.set("plan.offload.pinned", *b ? "true" : "false", "pin_memory", *p);
   }
-  if (const Node* c = o.take("buffer_count"))
-    if (const auto v = as_int(o, "buffer_count", *c))
-      o.set("plan.offload.buffer_count", std::to_string(*v), "buffer_count", *c);
-  if (const Node* s = o.take("buffer_size"))
-    if (const auto v = as_int(o, "buffer_size", *s))
-      o.set("plan.offload.buffer_size", std::to_string(*v), "buffer_size", *s, "bytes");
+  o.take_int("buffer_count", "plan.offload.buffer_count");
+  o.take_int("buffer_size", "plan.offload.buffer_size", "bytes");
   o.ignore("nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
   o.ignore("max_in_cpu", "not modelled yet: a host cache of NVMe-resident parameters");
   o.finish();
@@ -92,9 +86,7 @@ void read_zero(Fields& top, const Node& block) {
     if (const auto b = as_bool(z, "cpu_offload_param", *c); b && *b)
       z.set("plan.offload.params", "cpu", "cpu_offload_param", *c, "deprecated form of offload_param.device cpu");
   }
-  if (const Node* c = z.take("cpu_offload_use_pin_memory"))
-    if (const auto b = as_bool(z, "cpu_offload_use_pin_memory", *c))
-      z.set("plan.offload.pinned", *b ? "true" : "false", "cpu_offload_use_pin_memory", *c);
+  z.take_bool("cpu_offload_use_pin_memory", "plan.offload.pinned", "true", "false");
   for (const char* k :
        {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
         "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",

@@ -118,6 +118,14 @@ class Fields {
   void error(const Node& node, std::string_view key, std::string message);
   void not_modelled(std::string_view key, const Node& node, std::string why);
 
+  // The common shapes of a key that maps onto one scenario key (each takes `key` if present):
+  // a whole number as its decimal text; a boolean as `if_true` or `if_false` ("": left unset).
+  void take_int(std::string_view key, std::string scenario_key, std::string note = {});
+  void take_bool(std::string_view key, std::string scenario_key, std::string if_true, std::string if_false);
+  // FSDP's CPU offload (torch CPUOffload(offload_params=True), FSDP2 CPUOffloadPolicy): parameters,
+  // gradients, optimizer state and the optimizer step on the host, from `key` at `node`.
+  void set_cpu_offload(std::string_view key, const Node& node, const std::string& note = {});
+
  private:
   Context* ctx_;
   const Node* map_;

@@ -115,6 +115,24 @@ void Fields::not_modelled(std::string_view key, const Node& node, std::string wh
   ctx_->ignored.push_back({node.where, key_path(key), "not modelled yet: " + why});
 }
 
+void Fields::take_int(std::string_view key, std::string scenario_key, std::string note) {
+  if (const Node* n = take(key))
+    if (const auto v = as_int(*this, key, *n))
+      set(std::move(scenario_key), std::to_string(*v), key, *n, std::move(note));
+}
+
+void Fields::take_bool(std::string_view key, std::string scenario_key, std::string if_true, std::string if_false) {
+  if (const Node* n = take(key))
+    if (const auto b = as_bool(*this, key, *n); b && !(*b ? if_true : if_false).empty())
+      set(std::move(scenario_key), *b ? std::move(if_true) : std::move(if_false), key, *n);
+}
+
+void Fields::set_cpu_offload(std::string_view key, const Node& node, const std::string& note) {
+  for (const char* k :
+       {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
+    set(k, "cpu", key, node, note);
+}
+
 bool is_auto(const Node& n) { return n.is_scalar() && n.text == "auto"; }
 
 std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {

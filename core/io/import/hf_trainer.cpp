@@ -12,6 +12,16 @@ namespace {
 constexpr const char* kArgs = "TrainingArguments";
 constexpr const char* kPeft = "PEFT adapter_config";
 
+// LoRA's rank (at `rank_key`), lora_alpha and lora_dropout, as PEFT's LoraConfig names them.
+void read_lora_scalars(Fields& f, const char* rank_key) {
+  if (const Node* r = f.take(rank_key))
+    if (const auto v = as_int(f, rank_key, *r)) f.set("job.lora.rank", std::to_string(*v), rank_key, *r);
+  if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
+    f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
+  if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
+    f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+}
+
 // TrainingArguments.optim (transformers OptimizerNames) -> ftplan optimizer.
 void read_optim(Fields& f, const Node& n) {
   const auto t = as_string(f, "optim", n);
@@ -75,9 +85,7 @@ void read_fsdp(Fields& f, const Node& n, bool fsdp2) {
     else if (t == "hybrid_shard_zero2")
       f.not_modelled("fsdp", *w, "HYBRID_SHARD_ZERO2");
     else if (t == "offload")
-      for (const char* k :
-           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
-        f.set(k, "cpu", "fsdp", *w, "CPUOffload(offload_params=True)");
+      f.set_cpu_offload("fsdp", *w, "CPUOffload(offload_params=True)");
     else if (t != "auto_wrap")
       f.error(
           *w, "fsdp",
@@ -97,19 +105,10 @@ void read_fsdp_config(Fields& top, const Node& block) {
   f.finish();
 }
 
-}  // namespace
-
-void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
-  Fields f(ctx, root, file, {}, kArgs);
-  ctx.draft.set_default("job.framework", "hf-trainer",
-                        fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
-  ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});
-  if (const Node* b = f.take("per_device_train_batch_size"))
-    if (const auto v = as_int(f, "per_device_train_batch_size", *b))
-      f.set("job.micro_batch", std::to_string(*v), "per_device_train_batch_size", *b);
-  if (const Node* g = f.take("gradient_accumulation_steps"))
-    if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
-      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);
+// per_device_train_batch_size, gradient_accumulation_steps, precision, checkpointing, optimizer.
+void read_batch_and_precision(Fields& f) {
+  f.take_int("per_device_train_batch_size", "job.micro_batch");
+  f.take_int("gradient_accumulation_steps", "_gas");
   const Node* bf = f.take("bf16");
   const Node* fp = f.take("fp16");
   const auto bf_on = bf ? as_bool(f, "bf16", *bf) : std::optional<bool>();
@@ -120,12 +119,15 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     f.set("job.precision", "fp16-mixed", "fp16", *fp);
   else if (bf_on || fp_on)
     f.set("job.precision", "fp32", bf ? "bf16" : "fp16", bf ? *bf : *fp, "neither bf16 nor fp16");
-  if (const Node* g = f.take("gradient_checkpointing"))
-    if (const auto b = as_bool(f, "gradient_checkpointing", *g))
-      f.set("job.activation_checkpointing", *b ? "full" : "none", "gradient_checkpointing", *g);
+  f.take_bool("gradient_checkpointing", "job.activation_checkpointing", "full", "none");
   f.ignore("gradient_checkpointing_kwargs", "reentrant or not: same memory and time in ftplan");
   if (const Node* o = f.take("optim")) read_optim(f, *o);
   f.ignore("optim_args", kHyperparameter);
+}
+
+// deepspeed (a file or inline), fsdp and fsdp_config.
+void read_sharding(Context& ctx, Fields& f, const Node& root, const std::string& file,
+                   const std::filesystem::path& path) {
   if (const Node* d = f.take("deepspeed")) {
     if (d->is_map()) {
       ctx.read_deepspeed_node(*d, file);
@@ -149,12 +151,15 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     else if (!c->is_null())
       f.not_modelled("fsdp_config", *c, "fsdp_config as a file path: write its keys inline");
   }
+}
+
+// How long, compile, and the script arguments that share the file: the model, sequence length,
+// packing and attention.
+void read_run(Fields& f) {
   if (const Node* m = f.take("max_steps"))
     if (const auto v = as_int(f, "max_steps", *m); v && *v > 0) f.set("job.steps", std::to_string(*v), "max_steps", *m);
   f.ignore("num_train_epochs", "epochs need the dataset size in tokens: give --tokens or --steps");
-  if (const Node* c = f.take("torch_compile"))
-    if (const auto b = as_bool(f, "torch_compile", *c))
-      f.set("job.compile", *b ? "true" : "false", "torch_compile", *c);
+  f.take_bool("torch_compile", "job.compile", "true", "false");
   f.ignore_matching("torch_compile_", "torch.compile options: ftplan models compile on or off");
   // Script arguments that share the JSON file with TrainingArguments (HfArgumentParser reads
   // several dataclasses from one file): run_clm.py's ModelArguments, TRL's SFTConfig, and PEFT's
@@ -163,8 +168,7 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
   for (const char* k : {"max_seq_length", "max_length", "model_max_length", "block_size"})
     if (const Node* s = f.take(k); s && !s->is_null())
       if (const auto v = as_int(f, k, *s)) f.set("job.seq_len", std::to_string(*v), k, *s);
-  if (const Node* p = f.take("packing"))
-    if (const auto b = as_bool(f, "packing", *p)) f.set("job.samples.packing", *b ? "packed" : "padded", "packing", *p);
+  f.take_bool("packing", "job.samples.packing", "packed", "padded");
   if (const Node* a = f.take("attn_implementation"); a && a->is_scalar()) {
     const std::string t = a->text;
     const std::string ours = t == "flash_attention_2" ? "flash" : t == "sdpa" ? "sdpa" : t == "eager" ? "eager" : "";
@@ -173,8 +177,11 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     else
       f.not_modelled("attn_implementation", *a, fmt::format("attention '{}'", t));
   }
-  if (const Node* a = f.take("use_flash_attn"))
-    if (const auto b = as_bool(f, "use_flash_attn", *a); b && *b) f.set("job.attention", "flash", "use_flash_attn", *a);
+  f.take_bool("use_flash_attn", "job.attention", "flash", "");
+}
+
+// The LoRA and QLoRA arguments of PEFT's examples/sft/train.py (use_peft_lora, lora_*).
+void read_peft_args(Context& ctx, Fields& f, const Node& root) {
   bool peft = false;
   if (const Node* u = f.take("use_peft_lora"))
     if (const auto b = as_bool(f, "use_peft_lora", *u); b && *b) peft = true;
@@ -183,12 +190,7 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
       f.set("job.method", "qlora", "use_4bit_quantization", *q);
   if (peft) {
     if (!ctx.draft.has("job.method")) f.set("job.method", "lora", "use_peft_lora", *root.find("use_peft_lora"));
-    if (const Node* r = f.take("lora_r"))
-      if (const auto v = as_int(f, "lora_r", *r)) f.set("job.lora.rank", std::to_string(*v), "lora_r", *r);
-    if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
-      f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
-    if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
-      f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+    read_lora_scalars(f, "lora_r");
     if (const Node* t = f.take("lora_target_modules"); t && t->is_scalar()) {
       std::vector<std::string> items;
       std::string w;
@@ -207,6 +209,86 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     for (const char* k : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"})
       f.ignore(k, "use_peft_lora is not true");
   }
+}
+
+// Training-loop, data, logging and saving options of TrainingArguments, TRL and the example
+// scripts (prefixes): no effect on the step ftplan models.
+constexpr const char* kLoopOptions[] = {
+    "eval",
+    "save_",
+    "logging_",
+    "push_to_hub",
+    "hub_",
+    "dataloader_",
+    "do_",
+    "log_",
+    "report_to",
+    "run_name",
+    "output_dir",
+    "overwrite_output_dir",
+    "seed",
+    "data_seed",
+    "load_best_model_at_end",
+    "metric_for_best_model",
+    "greater_is_better",
+    "remove_unused_columns",
+    "label_names",
+    "resume_from_checkpoint",
+    "dataset_",
+    "chat_template",
+    "add_special_tokens",
+    "append_concat_token",
+    "splits",
+    "disable_tqdm",
+    "include_",
+    "ddp_",
+    "group_by_length",
+    "length_column_name",
+    "prediction_loss_only",
+    "ignore_data_skip",
+    "full_determinism",
+    "use_cpu",
+    "local_rank",
+    "jit_mode_eval",
+    "bf16_full_eval",
+    "fp16_full_eval",
+    "fp16_opt_level",
+    "fp16_backend",
+    "half_precision_backend",
+    "tpu_",
+    "past_index",
+    "debug",
+    "skip_memory_metrics",
+    "use_legacy_prediction_loop",
+    "neftune_noise_alpha",
+    "optim_target_modules",
+    "batch_eval_metrics",
+    "restore_callback_states_from_checkpoint",
+    "average_tokens_across_devices",
+    "use_liger_kernel",
+    "accelerator_config",
+    "trust_remote_code",
+    "torch_dtype",
+    "use_unsloth",
+    "use_nested_quant",
+    "bnb_4bit_",
+    "use_8bit_quantization",
+    "use_reentrant",
+    "completion_only_loss",
+    "assistant_only_loss",
+};
+
+}  // namespace
+
+void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
+  Fields f(ctx, root, file, {}, kArgs);
+  ctx.draft.set_default("job.framework", "hf-trainer",
+                        fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
+  ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});
+  read_batch_and_precision(f);
+  read_sharding(ctx, f, root, file, path);
+  read_run(f);
+  read_peft_args(ctx, f, root);
   f.ignore("tf32", "not modelled yet: TF32 matmul rates for fp32 training");
   f.ignore("per_device_eval_batch_size", kIo);
   f.ignore("auto_find_batch_size", "ftplan's micro_batch: auto picks the fastest that fits");
@@ -215,68 +297,7 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
        {"learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
         "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_ratio", "warmup_steps", "label_smoothing_factor"})
     f.ignore(k, kHyperparameter);
-  for (const char* p : {"eval",
-                        "save_",
-                        "logging_",
-                        "push_to_hub",
-                        "hub_",
-                        "dataloader_",
-                        "do_",
-                        "log_",
-                        "report_to",
-                        "run_name",
-                        "output_dir",
-                        "overwrite_output_dir",
-                        "seed",
-                        "data_seed",
-                        "load_best_model_at_end",
-                        "metric_for_best_model",
-                        "greater_is_better",
-                        "remove_unused_columns",
-                        "label_names",
-                        "resume_from_checkpoint",
-                        "dataset_",
-                        "chat_template",
-                        "add_special_tokens",
-                        "append_concat_token",
-                        "splits",
-                        "disable_tqdm",
-                        "include_",
-                        "ddp_",
-                        "group_by_length",
-                        "length_column_name",
-                        "prediction_loss_only",
-                        "ignore_data_skip",
-                        "full_determinism",
-                        "use_cpu",
-                        "local_rank",
-                        "jit_mode_eval",
-                        "bf16_full_eval",
-                        "fp16_full_eval",
-                        "fp16_opt_level",
-                        "fp16_backend",
-                        "half_precision_backend",
-                        "tpu_",
-                        "past_index",
-                        "debug",
-                        "skip_memory_metrics",
-                        "use_legacy_prediction_loop",
-                        "neftune_noise_alpha",
-                        "optim_target_modules",
-                        "batch_eval_metrics",
-                        "restore_callback_states_from_checkpoint",
-                        "average_tokens_across_devices",
-                        "use_liger_kernel",
-                        "accelerator_config",
-                        "trust_remote_code",
-                        "torch_dtype",
-                        "use_unsloth",
-                        "use_nested_quant",
-                        "bnb_4bit_",
-                        "use_8bit_quantization",
-                        "use_reentrant",
-                        "completion_only_loss",
-                        "assistant_only_loss"})
+  for (const char* p : kLoopOptions)
     f.ignore_matching(p, "training-loop, data, logging or saving option: no effect on the step ftplan models");
   f.finish();
 }
@@ -292,12 +313,7 @@ void read_peft_adapter(Context& ctx, const Node& root, const std::string& file) 
     if (!ctx.draft.has("job.method") || ctx.draft.get("job.method")->value != "qlora")
       f.set("job.method", "lora", "peft_type", *t);
   }
-  if (const Node* r = f.take("r"))
-    if (const auto v = as_int(f, "r", *r)) f.set("job.lora.rank", std::to_string(*v), "r", *r);
-  if (const Node* a = f.take("lora_alpha"); a && a->is_scalar())
-    f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
-  if (const Node* d = f.take("lora_dropout"); d && d->is_scalar())
-    f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
+  read_lora_scalars(f, "r");
   if (const Node* t = f.take("target_modules")) {
     if (t->is_seq()) {
       std::vector<std::string> items;

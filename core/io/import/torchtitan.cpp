@@ -66,15 +66,11 @@ void read_training(Context& ctx, const Node& section, const std::string& file, b
   if (const Node* g = tf.take("global_batch_size"))
     if (const auto v = as_int(tf, "global_batch_size", *g); v && *v > 0)
       tf.set("job.global_batch", std::to_string(*v), "global_batch_size", *g);
-  if (const Node* s = tf.take("seq_len"))
-    if (const auto v = as_int(tf, "seq_len", *s)) tf.set("job.seq_len", std::to_string(*v), "seq_len", *s);
-  if (const Node* s = tf.take("steps"))
-    if (const auto v = as_int(tf, "steps", *s)) tf.set("job.steps", std::to_string(*v), "steps", *s);
+  tf.take_int("seq_len", "job.seq_len");
+  tf.take_int("steps", "job.steps");
   if (const Node* o = tf.take("enable_cpu_offload"))
     if (const auto b = as_bool(tf, "enable_cpu_offload", *o); b && *b)
-      for (const char* k :
-           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
-        tf.set(k, "cpu", "enable_cpu_offload", *o, "FSDP2 CPUOffloadPolicy");
+      tf.set_cpu_offload("enable_cpu_offload", *o, "FSDP2 CPUOffloadPolicy");
   std::string dtype = "fp32", param = "bf16", reduce = "fp32";  // job_config.py Training defaults
   const Node* dn = tf.take("dtype");
   const Node* pn = tf.take("mixed_precision_param");
@@ -154,9 +150,7 @@ void read_parallelism(Context& ctx, const Node& section, const std::string& file
   if (const Node* t = p->find("tensor_parallel_degree"); t && t->is_scalar() && t->text != "1")
     pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
            "torchtitan's TP plan shards norms and dropout by sequence");
-  if (const Node* a = pf.take("enable_async_tensor_parallel"))
-    if (const auto b = as_bool(pf, "enable_async_tensor_parallel", *a); b && *b)
-      pf.set("plan.parallel.async_tp", "true", "enable_async_tensor_parallel", *a);
+  pf.take_bool("enable_async_tensor_parallel", "plan.parallel.async_tp", "true", "");
   if (const Node* s = pf.take("pipeline_parallel_schedule")) {
     const std::string t = s->is_scalar() ? s->text : "";
     const std::string ours = t == "1F1B"              ? "1f1b"
@@ -249,9 +243,7 @@ void read_optimizer(Context& ctx, const Node& section, const std::string& file) 
     else
       of.set("job.optimizer.implementation", ours, "implementation", *i);
   }
-  if (const Node* b = of.take("early_step_in_backward"))
-    if (const auto v = as_bool(of, "early_step_in_backward", *b); v && *v)
-      of.set("job.optimizer.in_backward", "true", "early_step_in_backward", *b);
+  of.take_bool("early_step_in_backward", "job.optimizer.in_backward", "true", "");
   of.ignore_matching("", kHyperparameter);
   of.finish();
 }
@@ -275,8 +267,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   if (const Node* a = f.take("activation_checkpoint"); a && a->is_map()) read_activation_checkpoint(ctx, *a, file);
   if (const Node* c = f.take("compile"); c && c->is_map()) {
     Fields cf(ctx, *c, file, "compile", kFormat);
-    if (const Node* e = cf.take("enable"))
-      if (const auto b = as_bool(cf, "enable", *e)) cf.set("job.compile", *b ? "true" : "false", "enable", *e);
+    cf.take_bool("enable", "job.compile", "true", "false");
     cf.ignore("components", "ftplan compiles the transformer blocks (torchtitan's profile)");
     cf.ignore("backend", kNoEffect);
     cf.finish();

@@ -107,8 +107,7 @@ void read_model(Fields& top, const Node& block) {
   if (const Node* o = m.take("apply_lora_to_output"))
     if (const auto b = as_bool(m, "apply_lora_to_output", *o); b && *b)
       m.not_modelled("apply_lora_to_output", *o, "a LoRA adapter on the output projection (LM head)");
-  if (const Node* r = m.take("lora_rank"))
-    if (const auto v = as_int(m, "lora_rank", *r)) m.set("job.lora.rank", std::to_string(*v), "lora_rank", *r);
+  m.take_int("lora_rank", "job.lora.rank");
   if (const Node* a = m.take("lora_alpha")) {
     if (a->is_scalar()) m.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
   }
@@ -147,21 +146,14 @@ void read_optimizer(Fields& top, const Node& block) {
       if (!name.empty() && cls.rfind("Paged", 0) == 0) o.set("job.optimizer.paged", "true", "_component_", *c);
     }
   }
-  if (const Node* fu = o.take("fused"))
-    if (const auto b = as_bool(o, "fused", *fu); b && *b) o.set("job.optimizer.implementation", "fused", "fused", *fu);
-  if (const Node* fe = o.take("foreach"))
-    if (const auto b = as_bool(o, "foreach", *fe); b && *b)
-      o.set("job.optimizer.implementation", "foreach", "foreach", *fe);
+  o.take_bool("fused", "job.optimizer.implementation", "fused", "");
+  o.take_bool("foreach", "job.optimizer.implementation", "foreach", "");
   o.ignore_matching("", kHyperparameter);
   o.finish();
 }
 
-}  // namespace
-
-void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
-  Fields f(ctx, root, file, {}, kFormat);
-  ctx.draft.set({"job.framework", "torchtune", fmt::format("{}: a torchtune recipe", file), root.where, "", false});
-  if (const Node* m = f.take("model"); m && m->is_map()) read_model(f, *m);
+// tokenizer.max_seq_len and dataset.packed.
+void read_data(Context& ctx, Fields& f, const std::string& file) {
   if (const Node* t = f.take("tokenizer"); t && t->is_map()) {
     Fields tk(ctx, *t, file, "tokenizer", kFormat);
     if (const Node* s = tk.take("max_seq_len")) {
@@ -176,17 +168,16 @@ void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
   }
   if (const Node* d = f.take("dataset"); d && d->is_map()) {
     Fields ds(ctx, *d, file, "dataset", kFormat);
-    if (const Node* p = ds.take("packed"))
-      if (const auto b = as_bool(ds, "packed", *p))
-        ds.set("job.samples.packing", *b ? "packed" : "padded", "packed", *p);
+    ds.take_bool("packed", "job.samples.packing", "packed", "padded");
     ds.ignore_matching("", "dataset source: ftplan takes sample lengths from job.samples");
     ds.finish();
   }
-  if (const Node* b = f.take("batch_size"))
-    if (const auto v = as_int(f, "batch_size", *b)) f.set("job.micro_batch", std::to_string(*v), "batch_size", *b);
-  if (const Node* g = f.take("gradient_accumulation_steps"))
-    if (const auto v = as_int(f, "gradient_accumulation_steps", *g))
-      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *g);
+}
+
+// batch_size, gradient_accumulation_steps, and the steps: epochs x max_steps_per_epoch.
+void read_steps(Context& ctx, Fields& f) {
+  f.take_int("batch_size", "job.micro_batch");
+  f.take_int("gradient_accumulation_steps", "_gas");
   long long epochs = -1;
   const Node* epochs_node = f.take("epochs");
   if (epochs_node)
@@ -203,6 +194,10 @@ void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
     ctx.ignored.push_back(
         {epochs_node->where, "epochs", "epochs need the dataset size in tokens: give --tokens or --steps"});
   }
+}
+
+// dtype, activation checkpointing and offloading, compile.
+void read_precision_and_memory(Fields& f) {
   if (const Node* d = f.take("dtype")) {
     if (const auto t = as_string(f, "dtype", *d)) {
       // torchtune trains in the dtype given, without autocast or fp32 master weights
@@ -215,9 +210,7 @@ void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
         f.error(*d, "dtype", fmt::format("expected bf16 or fp32 (torchtune refuses fp16 for training), got '{}'", *t));
     }
   }
-  if (const Node* a = f.take("enable_activation_checkpointing"))
-    if (const auto b = as_bool(f, "enable_activation_checkpointing", *a))
-      f.set("job.activation_checkpointing", *b ? "full" : "none", "enable_activation_checkpointing", *a);
+  f.take_bool("enable_activation_checkpointing", "job.activation_checkpointing", "full", "none");
   if (const Node* a = f.take("ac_mode")) {
     if (!a->is_null() && a->is_scalar() && a->text != "null")
       f.not_modelled("ac_mode", *a, "torchtune's experimental selective AC modes");
@@ -228,45 +221,55 @@ void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
       // torchtune's OffloadActivations (torchtune/training/_activation_offloading.py) moves each saved
       // tensor to pinned host memory after forward and back before backward, as ftplan's activations: cpu.
       f.set("plan.offload.activations", "cpu", "enable_activation_offloading", *o);
-  if (const Node* c = f.take("compile"))
-    if (const auto b = as_bool(f, "compile", *c)) f.set("job.compile", *b ? "true" : "false", "compile", *c);
-  if (const Node* o = f.take("optimizer"); o && o->is_map()) read_optimizer(f, *o);
-  if (const Node* b = f.take("optimizer_in_bwd"))
-    if (const auto v = as_bool(f, "optimizer_in_bwd", *b); v && *v)
-      f.set("job.optimizer.in_backward", "true", "optimizer_in_bwd", *b);
+  f.take_bool("compile", "job.compile", "true", "false");
+}
+
+// FSDP2's CPU offload and resharding, and the parallel dims of the distributed recipes.
+void read_parallel(Fields& f) {
   if (const Node* o = f.take("fsdp_cpu_offload"))
     if (const auto b = as_bool(f, "fsdp_cpu_offload", *o); b && *b)
       // FSDP2 CPUOffloadPolicy: sharded parameters, gradients and the optimizer step on the host.
-      for (const char* k :
-           {"plan.offload.params", "plan.offload.gradients", "plan.offload.optimizer", "plan.offload.optimizer_step"})
-        f.set(k, "cpu", "fsdp_cpu_offload", *o);
-  if (const Node* r = f.take("fsdp_reshard_after_forward"))
-    if (const auto b = as_bool(f, "fsdp_reshard_after_forward", *r))
-      f.set("plan.parallel.fsdp", *b ? "full_shard" : "shard_grad_op", "fsdp_reshard_after_forward", *r);
-  if (const Node* t = f.take("tensor_parallel_dim"))
-    if (const auto v = as_int(f, "tensor_parallel_dim", *t))
-      f.set("plan.parallel.tp", std::to_string(*v), "tensor_parallel_dim", *t);
-  if (const Node* c = f.take("context_parallel_dim"))
-    if (const auto v = as_int(f, "context_parallel_dim", *c))
-      f.set("plan.parallel.cp", std::to_string(*v), "context_parallel_dim", *c);
+      f.set_cpu_offload("fsdp_cpu_offload", *o);
+  f.take_bool("fsdp_reshard_after_forward", "plan.parallel.fsdp", "full_shard", "shard_grad_op");
+  f.take_int("tensor_parallel_dim", "plan.parallel.tp");
+  f.take_int("context_parallel_dim", "plan.parallel.cp");
   if (const Node* r = f.take("data_parallel_replicate_dim"))
     if (const auto v = as_int(f, "data_parallel_replicate_dim", *r); v && *v > 1)
       f.set("plan.parallel.fsdp", "hybrid_shard", "data_parallel_replicate_dim", *r);
   f.ignore("data_parallel_shard_dim",
            "-1 (the default): the GPUs left after tp, cp and replication; ftplan derives dp the same way");
-  if (const Node* l = f.take("loss"); l && l->is_map()) {
-    if (const Node* c = l->find("_component_"); c && c->is_scalar()) {
-      // CEWithChunkedOutputLoss and LinearCrossEntropyLoss split the output projection and loss into
-      // num_output_chunks = 8 pieces (torchtune/modules/loss/cross_entropy_loss.py).
-      if (c->text.find("CEWithChunkedOutputLoss") != std::string::npos ||
-          c->text.find("LinearCrossEntropyLoss") != std::string::npos)
-        f.ctx().draft.set(f.entry("job.loss.chunks", "8", "loss._component_", *c, "num_output_chunks 8"));
-      else
-        ctx.ignored.push_back({c->where, "loss._component_", "unchunked cross-entropy: ftplan's default loss"});
-    }
-    for (const auto& [k, v] : l->items)
-      if (k != "_component_") ctx.ignored.push_back({v.where, "loss." + k, kNoEffect});
+}
+
+// loss._component_: chunked cross-entropy or not.
+void read_loss(Context& ctx, Fields& f) {
+  const Node* l = f.take("loss");
+  if (!l || !l->is_map()) return;
+  if (const Node* c = l->find("_component_"); c && c->is_scalar()) {
+    // CEWithChunkedOutputLoss and LinearCrossEntropyLoss split the output projection and loss into
+    // num_output_chunks = 8 pieces (torchtune/modules/loss/cross_entropy_loss.py).
+    if (c->text.find("CEWithChunkedOutputLoss") != std::string::npos ||
+        c->text.find("LinearCrossEntropyLoss") != std::string::npos)
+      f.ctx().draft.set(f.entry("job.loss.chunks", "8", "loss._component_", *c, "num_output_chunks 8"));
+    else
+      ctx.ignored.push_back({c->where, "loss._component_", "unchunked cross-entropy: ftplan's default loss"});
   }
+  for (const auto& [k, v] : l->items)
+    if (k != "_component_") ctx.ignored.push_back({v.where, "loss." + k, kNoEffect});
+}
+
+}  // namespace
+
+void read_torchtune(Context& ctx, const Node& root, const std::string& file) {
+  Fields f(ctx, root, file, {}, kFormat);
+  ctx.draft.set({"job.framework", "torchtune", fmt::format("{}: a torchtune recipe", file), root.where, "", false});
+  if (const Node* m = f.take("model"); m && m->is_map()) read_model(f, *m);
+  read_data(ctx, f, file);
+  read_steps(ctx, f);
+  read_precision_and_memory(f);
+  if (const Node* o = f.take("optimizer"); o && o->is_map()) read_optimizer(f, *o);
+  f.take_bool("optimizer_in_bwd", "job.optimizer.in_backward", "true", "");
+  read_parallel(f);
+  read_loss(ctx, f);
   if (const Node* d = f.take("device"))
     if (d->is_scalar() && d->text != "cuda")
       f.not_modelled("device", *d, fmt::format("training on '{}' (ftplan models NVIDIA GPUs)", d->text));
