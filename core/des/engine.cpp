@@ -53,7 +53,6 @@ class Engine::Impl::Simulation {
  private:
   void make_ready(std::uint32_t t);
   void dispatch(std::uint32_t q);
-  bool try_start(std::uint32_t t);
   void start(std::uint32_t t);
   void schedule(std::uint32_t t, Time at, std::uint32_t type);
   void task_done(std::uint32_t t);
@@ -62,7 +61,6 @@ class Engine::Impl::Simulation {
   void flow_done(std::uint32_t slot);
   void resolve_rates();
   void change_pool(std::uint32_t p, double delta_bytes, std::uint32_t t);
-  void release_slot(std::uint32_t b, std::uint32_t t);
 
   const Model& m_;
   Result r_;
@@ -72,7 +70,7 @@ class Engine::Impl::Simulation {
 
   // What the event loop touches of a task, packed into half a cache line: a run is bound by
   // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
-  // pool or buffers) stays in the model and is read only by the tasks that need it.
+  // pool) stays in the model and is read only by the tasks that need it.
   struct Hot {
     Time time = 0;  // compute: duration; transfer: summed latency
     std::uint32_t queue = kNone;
@@ -81,7 +79,6 @@ class Engine::Impl::Simulation {
     std::uint32_t succ_count = 0;
     std::uint8_t kind = 0;  // TaskKind, in a byte
     std::uint8_t state = kBlocked;
-    bool waiting = false;  // an acquire queued for a slot
   };
   static_assert(sizeof(Hot) == 32);
   std::vector<Hot> hot_;
@@ -96,16 +93,6 @@ class Engine::Impl::Simulation {
   };
   std::vector<QueueRun> queues_;
 
-  struct Waiter {
-    Time since;
-    std::uint32_t task;
-    bool operator>(const Waiter& o) const { return since > o.since || (since == o.since && task > o.task); }
-  };
-  struct BufferState {
-    int free = 0;
-    std::vector<Waiter> waiters;  // min-heap by (since, task)
-  };
-  std::vector<BufferState> buffers_;
   std::vector<double> live_bytes_;
 
   // Flows whose data is moving, by FairShare slot.
@@ -169,8 +156,6 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
     queues_[q].size = static_cast<std::uint32_t>(m.queues[q].order.size());
     queues_[q].servers = m.queues[q].servers;
   }
-  buffers_.resize(m.buffers.size());
-  for (std::size_t b = 0; b < m.buffers.size(); ++b) buffers_[b].free = m.buffers[b].slots;
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
   link_active_.assign(m.links.size(), 0);
   link_since_.assign(m.links.size(), 0);
@@ -252,7 +237,7 @@ void Engine::Impl::Simulation::make_ready(std::uint32_t t) {
   h.state = kReady;
   r_.tasks[t].ready = now_;
   if (h.queue == kNone) {
-    try_start(t);
+    start(t);
     return;
   }
   const QueueRun& q = queues_[h.queue];
@@ -264,27 +249,9 @@ void Engine::Impl::Simulation::dispatch(std::uint32_t q) {
   QueueRun& qr = queues_[q];
   while (qr.next < qr.size && qr.busy < qr.servers) {
     const std::uint32_t t = qr.order[qr.next];
-    if (hot_[t].state != kReady || !try_start(t)) return;
+    if (hot_[t].state != kReady) return;
+    start(t);
   }
-}
-
-// Starts `t` unless it is an acquire with no free slot, which then joins the buffers' waiters.
-bool Engine::Impl::Simulation::try_start(std::uint32_t t) {
-  Hot& h = hot_[t];
-  if (h.kind == static_cast<std::uint8_t>(TaskKind::acquire)) {
-    BufferState& b = buffers_[m_.tasks[t].resource];
-    if (b.free == 0) {
-      if (!h.waiting) {
-        h.waiting = true;
-        b.waiters.push_back({now_, t});
-        std::push_heap(b.waiters.begin(), b.waiters.end(), std::greater<>{});
-      }
-      return false;
-    }
-    --b.free;
-  }
-  start(t);
-  return true;
 }
 
 void Engine::Impl::Simulation::start(std::uint32_t t) {
@@ -309,7 +276,7 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
         start_flow(t);
       break;
     }
-    default:  // alloc, free, acquire, release, marker: take effect when their (immediate) end is handled
+    default:  // alloc, free, marker: take effect when their (immediate) end is handled
       schedule(t, now_, kTaskDone);
       break;
   }
@@ -330,9 +297,6 @@ void Engine::Impl::Simulation::task_done(std::uint32_t t) {
       break;
     case TaskKind::free:
       change_pool(m_.tasks[t].resource, -m_.tasks[t].bytes, t);
-      break;
-    case TaskKind::release:
-      release_slot(m_.tasks[t].resource, t);
       break;
     default:
       break;
@@ -401,25 +365,6 @@ void Engine::Impl::Simulation::change_pool(std::uint32_t p, double delta_bytes, 
   if (delta_bytes > 0 && live > capacity) r_.out_of_memory.push_back({now_, PoolId{p}, live, capacity, TaskId{t}});
 }
 
-void Engine::Impl::Simulation::release_slot(std::uint32_t b, std::uint32_t t) {
-  BufferState& bs = buffers_[b];
-  if (bs.free >= m_.buffers[b].slots)
-    throw std::logic_error("des: task " + std::to_string(t) + " releases a slot of buffers '" + m_.buffers[b].name +
-                           "' that none holds");
-  ++bs.free;
-  // The longest-waiting acquire takes it. It is at the head of its queue (if any) with a server
-  // free: nothing behind it could start while it waited.
-  while (bs.free > 0 && !bs.waiters.empty()) {
-    std::pop_heap(bs.waiters.begin(), bs.waiters.end(), std::greater<>{});
-    const std::uint32_t w = bs.waiters.back().task;
-    bs.waiters.pop_back();
-    hot_[w].waiting = false;
-    --bs.free;
-    start(w);
-    if (hot_[w].queue != kNone) dispatch(hot_[w].queue);
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Engine: building the model.
 
@@ -453,12 +398,6 @@ PoolId Engine::add_pool(std::string name, double capacity_bytes, double initial_
   require(capacity_bytes >= 0 && initial_bytes >= 0, "pool capacity and initial bytes must be >= 0");
   impl_->pools.push_back({std::move(name), capacity_bytes, initial_bytes});
   return PoolId{static_cast<std::uint32_t>(impl_->pools.size() - 1)};
-}
-
-BufferId Engine::add_buffers(std::string name, int slots) {
-  require(slots >= 0, "buffer slots must be >= 0");
-  impl_->buffers.push_back({std::move(name), slots});
-  return BufferId{static_cast<std::uint32_t>(impl_->buffers.size() - 1)};
 }
 
 TaskId Engine::compute(QueueId queue, Time duration, Label label) {
@@ -509,22 +448,6 @@ TaskId Engine::free(QueueId queue, PoolId pool, double bytes, Label label) {
   t.kind = TaskKind::free;
   t.resource = pool.index;
   t.bytes = bytes;
-  return impl_->add(t, queue, std::move(label));
-}
-
-TaskId Engine::acquire(QueueId queue, BufferId buffers, Label label) {
-  require(buffers.index < impl_->buffers.size(), "no such buffers");
-  Impl::Task t;
-  t.kind = TaskKind::acquire;
-  t.resource = buffers.index;
-  return impl_->add(t, queue, std::move(label));
-}
-
-TaskId Engine::release(QueueId queue, BufferId buffers, Label label) {
-  require(buffers.index < impl_->buffers.size(), "no such buffers");
-  Impl::Task t;
-  t.kind = TaskKind::release;
-  t.resource = buffers.index;
   return impl_->add(t, queue, std::move(label));
 }
 

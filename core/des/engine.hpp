@@ -8,8 +8,9 @@
 //                starts or ends, as SimGrid's LMM does); each link adds its latency once per flow;
 //   * pools    - memory with a capacity: allocations add live bytes, frees remove them; the pool
 //                keeps its live-bytes time series and high-water mark; exceeding the capacity is
-//                recorded as an out-of-memory event (time, pool, live bytes) and the run goes on;
-//   * buffers  - a bounded set of N slots: acquire waits until a slot is free (backpressure).
+//                recorded as an out-of-memory event (time, pool, live bytes) and the run goes on.
+// A bounded set of buffers (swap buffers, a prefetch ring) is dependencies: the task that fills
+// a buffer waits for the task that freed it (the step IR states them so: docs/step-ir.md).
 // Tasks form a DAG. A task starts when every dependency has finished and, if it is on a queue,
 // when it is at the head of that queue's order with a free server. Ties break by insertion order.
 // Time is integer nanoseconds, so identical inputs give identical results. No global state: many
@@ -21,21 +22,18 @@
 //     added to the queue before it has started, and (3) fewer than `servers` of the queue's tasks
 //     are running. So tasks start in issue order, at most `servers` at a time; a ready task waits
 //     behind an earlier one that is not ready (a CUDA stream, not a greedy scheduler). A task
-//     holds its server from start to end; zero-time tasks (alloc, free, acquire, release, marker,
+//     holds its server from start to end; zero-time tasks (alloc, free, marker,
 //     zero-duration compute) take one for no time, so on a 1-server stream they still wait for
 //     the running task. A task on no queue starts as soon as it is ready.
 //   * transfer: starts like any task, then waits the sum of its links' latencies (using no
 //     bandwidth), then its bytes move at the max-min fair rate, re-solved whenever a flow starts
 //     or ends; it ends when the last byte arrives (rounded to the nearest nanosecond). On a queue
 //     it holds the server throughout. An empty path or zero bytes ends after the latency alone.
-//   * acquire: needs a free slot at the moment it would start; otherwise it waits (blocking its
-//     queue) and waiters are served by the time they began waiting, then by insertion order.
-//     release returns a slot at its start; releasing a slot none holds throws std::logic_error.
 //   * alloc / free change the pool's live bytes at their start; allocations past the capacity are
 //     recorded in Result::out_of_memory and the run goes on.
 //   * events at one instant run in the order they were scheduled; link rates are re-solved once
 //     per instant, after its last event.
-//   * a task that can never start (dependency cycle, a slot never released, a queue whose head
+//   * a task that can never start (dependency cycle, a queue whose head
 //     waits on a task behind it) leaves Result::completed false, and its record's unreached
 //     times at kNever; the run stops when nothing else can happen.
 // Bad arguments (unknown ids, bandwidth <= 0, negative durations or bytes) throw
@@ -56,13 +54,12 @@ inline constexpr Time kNever = std::numeric_limits<Time>::max();
 struct QueueId { std::uint32_t index = 0; };
 struct LinkId { std::uint32_t index = 0; };
 struct PoolId { std::uint32_t index = 0; };
-struct BufferId { std::uint32_t index = 0; };
 struct TaskId { std::uint32_t index = 0; };
 
 inline constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 inline constexpr QueueId kNoQueue{kNone};
 
-enum class TaskKind { compute, transfer, alloc, free, acquire, release, marker };
+enum class TaskKind { compute, transfer, alloc, free, marker };
 
 // What a task is, for the recorder and the trace (free-form; the engine never interprets it).
 struct Label {
@@ -77,7 +74,7 @@ struct TaskRecord {
   TaskKind kind = TaskKind::marker;
   std::uint32_t queue = kNone;  // QueueId index or kNone
   Time ready = 0;               // dependencies done
-  Time start = 0;               // began (queue head, server free, buffer acquired)
+  Time start = 0;               // began (queue head, server free)
   Time end = 0;
   double bytes = 0;             // transfer / alloc / free size
 };
@@ -122,7 +119,6 @@ class Engine {
   // bandwidth_Bps > 0; latency >= 0.
   LinkId add_link(std::string name, double bandwidth_Bps, Time latency = 0);
   PoolId add_pool(std::string name, double capacity_bytes, double initial_bytes = 0);
-  BufferId add_buffers(std::string name, int slots);
 
   // ---- tasks (each optionally on a queue; `label` is for records and traces)
   // Occupies a server of `queue` for `duration`.
@@ -134,9 +130,6 @@ class Engine {
   // Instantaneous changes of a pool's live bytes, ordered by their queue if given.
   TaskId alloc(QueueId queue, PoolId pool, double bytes, Label label = {});
   TaskId free(QueueId queue, PoolId pool, double bytes, Label label = {});
-  // Takes a slot of `buffers`, waiting while all are taken; release returns one.
-  TaskId acquire(QueueId queue, BufferId buffers, Label label = {});
-  TaskId release(QueueId queue, BufferId buffers, Label label = {});
   // Does nothing but order others (zero duration); useful as a join point.
   TaskId marker(QueueId queue = kNoQueue, Label label = {});
 

@@ -33,10 +33,6 @@ const char* kind_name(TaskKind k) {
       return "alloc";
     case TaskKind::free:
       return "free";
-    case TaskKind::acquire:
-      return "acquire";
-    case TaskKind::release:
-      return "release";
     case TaskKind::marker:
       return "marker";
   }

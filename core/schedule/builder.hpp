@@ -107,7 +107,11 @@ struct StepState {
   int root_gather = -1;
   std::vector<int> gather_of, copied_out_of;
   // Running state of the passes.
-  std::vector<int> fetch_buffers;  // the buffer of each parameter fetch, in issue order
+  // Bounded buffer pools, each as the tensors that took a buffer of it in issue order (take_slot):
+  // parameter fetch buffers (units_in_flight) and the GPU slots of offloaded layers' saved
+  // activations (activation_slots).
+  std::vector<int> fetch_buffers;
+  std::vector<int> activation_stash;
   int last_compute = -1;
   int last_reduce = -1;
   int last_grad_offload = -1;
@@ -185,6 +189,27 @@ class Builder : private StepState {
   }
   // The op that freed tensor t, or -1.
   int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }
+  // A bounded pool of `slots` buffers, filled in issue order as an engine's ring of swap buffers
+  // is: tensor t takes the buffer that the tensor `slots` fills before it freed, so t's allocation
+  // waits for that free (added to `deps`). The bound is a plain dependency edge, which both the
+  // simulator and the executor (exec/) honour; the engine's own buffer pools are not needed.
+  void take_slot(std::vector<int>& pool, int slots, int t, Ids& deps) const {
+    const std::size_t q = pool.size(), n = static_cast<std::size_t>(std::max(1, slots));
+    pool.push_back(t);
+    if (q < n) return;
+    const int freed = freed_by(pool[q - n]);
+    FTPLAN_ASSERT(freed >= 0, "a bounded buffer is taken before the tensor that held it was freed");
+    if (std::find(deps.begin(), deps.end(), freed) == deps.end()) deps.push_back(freed);
+  }
+  // GPU slots for the saved activations of offloaded layers: the inventory's resident count (the
+  // layer being produced or consumed plus the ones in flight), so the GPU never holds more of them
+  // than the footprint counts. Forward: a layer's saved tensors take a slot, freed when their
+  // device-to-host copy has finished, so the forward waits for the copies when the slots are full
+  // (torchtune OffloadActivations: the main stream waits on the copy event of the tensor
+  // max_fwd_stash_size packs back; Unsloth: the main stream waits for the copy stream after each
+  // layer). Backward: a layer's copy back takes a slot, freed after its backward, so at most
+  // slots - 1 layers are brought back ahead of the one computing.
+  int activation_slots() const { return saved_group ? std::max(1, saved_group->count) : 1; }
   const TensorGroup* gathered_group() const {
     for (const auto& g : inv_.groups)
       if (g.per_unit) return &g;

@@ -60,12 +60,7 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
   // prefetch holds them: a fetch takes the buffer the fetch `units_in_flight` before it freed,
   // across passes and micro-batches too (`release_before` only bounds a pass from within; the
   // executor, exec/, ran the NVMe reads of the next pass ahead past the simulated peak).
-  const std::size_t q = fetch_buffers.size();
-  fetch_buffers.push_back(buffer);
-  if (q >= static_cast<std::size_t>(units_in_flight)) {
-    const int freed = freed_by(fetch_buffers[q - static_cast<std::size_t>(units_in_flight)]);
-    if (freed >= 0 && std::find(deps.begin(), deps.end(), freed) == deps.end()) deps.push_back(freed);
-  }
+  take_slot(fetch_buffers, units_in_flight, buffer, deps);
   // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
   // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
   if (weights_alloc >= 0) deps.push_back(weights_alloc);
@@ -222,7 +217,9 @@ void Builder::forward(int mb, int chunk) {
     if (acts) {
       saved[l] = tensor(micro_name(name("saved activations L{}", layer), mb), Category::activations, Tier::gpu,
                         acts->bytes, layer);
-      deps.push_back(alloc(Stream::compute, saved[l], {last_compute}));
+      Ids slot = {last_compute};
+      if (offloaded_group) take_slot(activation_stash, activation_slots(), saved[l], slot);
+      deps.push_back(alloc(Stream::compute, saved[l], slot));
     }
     last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
     if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
@@ -308,7 +305,9 @@ int Builder::activations_back(int l, int layer, int mb) {
   std::vector<int>& host_saved = host_saved_of[mb];
   const std::string what = micro_name(name("activations L{}", layer), mb);
   saved[l] = tensor(what + " (back)", Category::activations, Tier::gpu, offloaded_group->bytes, layer);
-  int a = alloc(Stream::h2d, saved[l], {stash_done_of[mb][l]});
+  Ids slot = {stash_done_of[mb][l]};
+  take_slot(activation_stash, activation_slots(), saved[l], slot);
+  int a = alloc(Stream::h2d, saved[l], slot);
   if (offloaded_group->tier == Tier::nvme) {
     const int staging = tensor("staging back " + what, Category::buffers, Tier::cpu, offloaded_group->bytes, layer);
     alloc(Stream::nvme_read, staging, {a});

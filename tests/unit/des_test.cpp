@@ -291,78 +291,30 @@ TEST_CASE("a pool's high-water mark, live-bytes series and out-of-memory record"
   CHECK(rec(r, big).bytes == 60);
 }
 
-TEST_CASE("buffers apply backpressure: the producer waits for the consumer's release") {
-  /* 2 slots. Producer P: for i = 0..3 acquire, produce (1 ms). Consumer C: for i, consume (3 ms,
-   * after produce i), release.
-   *   P: acq0 0, prod0 0..1; acq1 1, prod1 1..2; acq2 waits (both slots held)
-   *   C: cons0 1..4, rel 4; cons1 4..7, rel 7; cons2 7..10, rel 10; cons3 10..13, rel 13
-   *   acq2 gets rel0's slot at 4: prod2 4..5; acq3 waits from 5 to rel1 at 7: prod3 7..8.
+TEST_CASE("bounded buffers are dependencies: the producer waits for the consumer's free") {
+  /* 2 buffers, taken in order (the step IR's take_slot): fill i >= 2 waits for the consumer to
+   * free the buffer fill i - 2 used. Producer P: produce i (1 ms). Consumer C: consume i (3 ms,
+   * after produce i), which frees its buffer.
+   *   P: prod0 0..1; prod1 1..2; prod2 waits for cons0 (free at 4): 4..5; prod3 for cons1: 7..8
+   *   C: cons0 1..4; cons1 4..7; cons2 7..10; cons3 10..13.
    * Makespan 13 ms.                                                                            */
   Engine e;
   const QueueId p = e.add_queue("producer"), c = e.add_queue("consumer");
-  const BufferId slots = e.add_buffers("swap buffers", 2);
-  std::vector<TaskId> acq, prod;
+  std::vector<TaskId> prod, cons;
   for (int i = 0; i < 4; ++i) {
-    acq.push_back(e.acquire(p, slots));
     prod.push_back(e.compute(p, 1 * kMs));
-  }
-  for (int i = 0; i < 4; ++i) {
-    const TaskId consume = e.compute(c, 3 * kMs);
-    e.depends(consume, prod[i]);
-    e.release(c, slots);
+    if (i >= 2) e.depends(prod[i], cons[static_cast<std::size_t>(i - 2)]);
+    cons.push_back(e.compute(c, 3 * kMs));
+    e.depends(cons[static_cast<std::size_t>(i)], prod[static_cast<std::size_t>(i)]);
   }
   const Result r = e.run();
   CHECK(r.completed);
-  CHECK(rec(r, acq[1]).start == 1 * kMs);
-  CHECK(rec(r, acq[2]).start == 4 * kMs);
+  CHECK(rec(r, prod[1]).start == 1 * kMs);
+  CHECK(rec(r, prod[2]).start == 4 * kMs);
   CHECK(rec(r, prod[2]).end == 5 * kMs);
-  CHECK(rec(r, acq[3]).start == 7 * kMs);
+  CHECK(rec(r, prod[3]).start == 7 * kMs);
   CHECK(rec(r, prod[3]).end == 8 * kMs);
   CHECK(r.makespan == 13 * kMs);
-}
-
-TEST_CASE("waiters for a slot are served by the time they began waiting, then insertion order") {
-  /* 1 slot, held 0..10 ms by H. W1 (added first) starts waiting at 5 ms, W2 at 2 ms, so W2 gets
-   * the slot at 10, holds it 1 ms, and W1 gets it at 11. W3 and W4 both wait from 0 on a second
-   * buffer held 0..1 ms: W3, added first, goes first (1 ms), then W4 (2 ms).                 */
-  Engine e;
-  const BufferId b = e.add_buffers("b", 1);
-  const QueueId h = e.add_queue("H"), q1 = e.add_queue("Q1"), q2 = e.add_queue("Q2");
-  e.acquire(h, b);
-  e.compute(h, 10 * kMs);
-  e.release(h, b);
-  e.compute(q1, 5 * kMs);
-  const TaskId w1 = e.acquire(q1, b);
-  e.release(q1, b);
-  e.compute(q2, 2 * kMs);
-  const TaskId w2 = e.acquire(q2, b);
-  e.compute(q2, 1 * kMs);
-  e.release(q2, b);
-
-  const BufferId b2 = e.add_buffers("b2", 1);
-  const QueueId h2 = e.add_queue("H2"), q3 = e.add_queue("Q3"), q4 = e.add_queue("Q4");
-  e.acquire(h2, b2);
-  e.compute(h2, 1 * kMs);
-  e.release(h2, b2);
-  const TaskId w3 = e.acquire(q3, b2);
-  e.compute(q3, 1 * kMs);
-  e.release(q3, b2);
-  const TaskId w4 = e.acquire(q4, b2);
-  e.release(q4, b2);
-  const Result r = e.run();
-  CHECK(r.completed);
-  CHECK(rec(r, w2).start == 10 * kMs);
-  CHECK(rec(r, w1).start == 11 * kMs);
-  CHECK(rec(r, w1).ready == 0);  // no dependencies: `ready` does not count the wait for the head
-  CHECK(rec(r, w3).start == 1 * kMs);
-  CHECK(rec(r, w4).start == 2 * kMs);
-}
-
-TEST_CASE("releasing a slot that no one holds is a programmer error") {
-  Engine e;
-  const BufferId b = e.add_buffers("b", 1);
-  e.release(kNoQueue, b);
-  CHECK_THROWS_AS(e.run(), std::logic_error);
 }
 
 TEST_CASE("bad arguments throw") {
@@ -381,9 +333,8 @@ TEST_CASE("bad arguments throw") {
 // Runs that cannot finish.
 
 TEST_CASE("cycles and deadlocks end the run with completed = false, quickly") {
-  /* (1) a needs b, b needs a: neither is ever ready. (2) 1 slot, two acquires and no release:
-   * the second waits forever, and the compute behind it on its stream never starts. (3) On one
-   * stream X comes before Y, but X needs Y: X is never ready, Y never at the head.
+  /* (1) a needs b, b needs a: neither is ever ready. (2) On one stream X comes before Y, but X
+   * needs Y: X is never ready, Y never at the head.
    * "Quickly" is counted in events, not seconds (a busy machine must not fail it): each run has
    * three tasks or fewer, so a handful of events; one that kept retrying would count thousands. */
   {
@@ -398,20 +349,6 @@ TEST_CASE("cycles and deadlocks end the run with completed = false, quickly") {
     CHECK(rec(r, a).end == kNever);
     CHECK(rec(r, free_one).end == 5);
     CHECK(r.makespan == 5);
-    CHECK(r.events <= 20);
-  }
-  {
-    Engine e;
-    const QueueId s = e.add_queue("s");
-    const BufferId b = e.add_buffers("b", 1);
-    const TaskId first = e.acquire(s, b), second = e.acquire(s, b);
-    const TaskId after = e.compute(s, 1);
-    const Result r = e.run();
-    CHECK_FALSE(r.completed);
-    CHECK(rec(r, first).end == 0);
-    CHECK(rec(r, second).ready == 0);
-    CHECK(rec(r, second).start == kNever);
-    CHECK(rec(r, after).start == kNever);
     CHECK(r.events <= 20);
   }
   {
@@ -561,12 +498,11 @@ struct RandomModel {
 };
 
 // Tasks depend only on earlier tasks and queues take tasks in creation order, so creation order
-// is a schedule and the run can always finish. Buffer use comes in acquire-compute-release blocks
-// added back to back on one queue, so every slot taken is given back.
+// is a schedule and the run can always finish.
 void build_random(RandomModel& m, std::uint64_t seed, int n_tasks) {
   std::mt19937_64 rng(seed);
   auto pick = [&](std::uint64_t n) { return rng() % n; };
-  const int n_queues = 12, n_links = 16, n_pools = 3, n_buffers = 2;
+  const int n_queues = 12, n_links = 16, n_pools = 3;
   std::vector<QueueId> queues;
   for (int q = 0; q < n_queues; ++q) {
     m.servers.push_back(1 + static_cast<int>(pick(3)));
@@ -583,8 +519,6 @@ void build_random(RandomModel& m, std::uint64_t seed, int n_tasks) {
     m.initial.push_back(static_cast<double>(pick(1000)));
     pools.push_back(m.engine.add_pool("p" + std::to_string(p), 5000, m.initial.back()));
   }
-  std::vector<BufferId> buffers;
-  for (int b = 0; b < n_buffers; ++b) buffers.push_back(m.engine.add_buffers("b" + std::to_string(b), 1 + b));
 
   auto grow = [&] {
     m.duration.push_back(0);
@@ -595,18 +529,6 @@ void build_random(RandomModel& m, std::uint64_t seed, int n_tasks) {
   while (static_cast<int>(m.engine.task_count()) < n_tasks) {
     const QueueId q = pick(8) == 0 ? kNoQueue : queues[pick(n_queues)];
     const auto kind = pick(20);
-    if (kind == 0 && q.index != kNone) {  // a buffer block
-      const BufferId b = buffers[pick(n_buffers)];
-      m.engine.acquire(q, b);
-      grow();
-      const Time d = static_cast<Time>(1 + pick(20'000));
-      m.engine.compute(q, d);
-      grow();
-      m.duration.back() = d;
-      m.engine.release(q, b);
-      grow();
-      continue;
-    }
     TaskId t;
     if (kind < 10) {
       const Time d = static_cast<Time>(pick(50'000));
@@ -726,7 +648,7 @@ void check_invariants(const RandomModel& m, const Result& r) {
 
 }  // namespace
 
-TEST_CASE("random DAGs over random queues, links, pools and buffers keep every invariant") {
+TEST_CASE("random DAGs over random queues, links and pools keep every invariant") {
   for (std::uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
     CAPTURE(seed);
     RandomModel m;

@@ -190,7 +190,12 @@ TEST_CASE("simulated and analytic GPU memory peaks agree") {
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {activation_checkpointing: none}\n",
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
                            "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
-                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed, global_batch: 8}\n"}) {
+                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed, global_batch: 8}\n",
+                           // Activation offload: the GPU holds the footprint's two resident layers, not
+                           // a backlog of copies (tiered_test "activation offload: ...").
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    offload: {preset: activation-cpu}\n",
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
+                           "    offload: {preset: activation-cpu}\n    job: {framework: megatron, global_batch: 16}\n"}) {
     CAPTURE(std::string(plan));
     const auto s = parse("{seq_len: 2048, micro_batch: 2, steps: 1, activation_checkpointing: full}", plan);
     const auto r = sim::simulate_step(s.model, s.plans[0]);

@@ -2,6 +2,7 @@
 // offload results"): the orderings and bounds the physics gives.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "footprint/footprint.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "sim/lowering.hpp"  // detail::topology_of: the copies' path
 #include "sim/simulate.hpp"
 #include "test_support.hpp"
 
@@ -159,4 +161,99 @@ TEST_CASE("a calibration profile's NVMe runs set the drives' rates (nearest to D
                       measured.step_time_s, eff.nvme_read_Bps / 1e9, catalog.step_time_s));
   // The dev VM's virtual disk is far slower than a datacenter NVMe drive.
   CHECK(measured.step_time_s > catalog.step_time_s);
+}
+
+namespace {
+
+// An 8B QLoRA step on one H100 with the saved activations offloaded to host memory and no
+// checkpointing: each layer's saved tensors (~0.56 GiB at seq 4096) take longer to cross PCIe
+// than the layer's forward takes to compute.
+plan::Scenario activation_offload(const std::string& offload) {
+  return parse("schema_version: 1\nmodel: llama-3.1-8b\n"
+               "job: {method: qlora, framework: hf-trainer, seq_len: 4096, micro_batch: 1, global_batch: 1, steps: 1,\n"
+               "      activation_checkpointing: none}\n"
+               "plans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    offload: {preset: " +
+               offload + "}\n");
+}
+
+const sim::TrackSpan* span(const sim::StepResult& r, const std::string& stream, const std::string& name) {
+  for (const auto& t : r.tracks.streams)
+    if (t.name.find(stream) != std::string::npos)
+      for (const auto& s : t.spans)
+        if (s.name == name) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("activation offload: the GPU holds the footprint's resident layers and the forward waits for its copies") {
+  /* Footprint: with activation offload the GPU keeps R = 1 + prefetch_depth = 2 layers of saved
+   * activations (the one being produced or consumed, and one in flight); the rest is in host
+   * memory. The step IR bounds the copies to those R slots, so the simulated GPU peak is the
+   * footprint's allocated peak plus the overheads outside the allocator, as without offload
+   * (simulate_test "simulated and analytic GPU memory peaks agree"): before the bound the forward
+   * ran ahead of its device-to-host copies and the simulated peak was 23.8 GiB against 12.6.
+   *
+   * Time, worked: L = 32 layers of S bytes saved each; B the copies' rate (below); one
+   * copy takes d = S / B; a layer's forward c < d. Copies run one after another on the d2h
+   * stream; layer l's copy starts when its forward ends. Layer l >= 2 takes the slot layer l - 2
+   * frees when its copy ends, so its forward starts at c + (l - 1) d (copy 0 ends at c + d, and
+   * the copies are back to back from there): the last forward ends at 2c + (L - 2) d, not at
+   * L c as when the forward ran ahead. Backward brings layer l back once layer l + 2's backward has
+   * freed its slot and the copy stream (h2d; the same PCIe link) is free: the copies back run
+   * back to back after the last copy out, so the step is c + 2 L d + (the last layer's backward
+   * and the LoRA optimizer step: under 2% of it here). */
+  const auto s = activation_offload("activation-cpu");
+  const auto& p = s.plans[0];
+  const auto f = footprint::footprint(s.model, p);
+  const auto inv = inventory::build_inventory(s.model, p);
+  double S = 0;
+  int resident = 0;
+  for (const auto& g : inv.groups) {
+    if (std::string(g.name) == "saved activations (offloaded)") S = g.bytes;
+    if (std::string(g.name) == "saved activations (resident)") resident = g.count;
+  }
+  REQUIRE(S > 0.5 * (1 << 30));
+  CHECK(resident == 2);
+  sim::Options o;
+  o.trace = true;
+  const auto r = sim::simulate_step(s.model, p, o);
+  const double footprint_peak = f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead];
+  CHECK(r.gpu_peak_bytes == doctest::Approx(footprint_peak).epsilon(0.02));
+  CHECK(r.gpu_peak_bytes < footprint_peak + S);  // not even one layer more
+
+  const auto topo = sim::detail::topology_of(p, sim::default_efficiency(p.cluster.gpu));
+  // The copies cross the GPU's PCIe link (Gen5 x16 x 0.85 = 56.1 GB/s) and the rank's share of
+  // host DRAM (DGX H100: 2 sockets x 8 channels x DDR5-4400 x 8 B x 0.75 / 8 GPUs = 52.8 GB/s).
+  const double B = std::min({topo.pcie_Bps, topo.uplink_Bps, topo.dram_Bps});
+  CHECK(B == doctest::Approx(52.8e9));
+  const double d = S / B;
+  const auto* first = span(r, "compute", "fwd L0 norms/rope/residual");
+  const auto* copy0 = span(r, "d2h", "d2h activations L0");
+  const auto* copy31 = span(r, "d2h", "d2h activations L31");
+  REQUIRE(first);
+  REQUIRE(copy0);
+  REQUIRE(copy31);
+  CHECK(copy0->end_s - copy0->start_s == doctest::Approx(d).epsilon(0.001).scale(0));
+  const double c = copy0->start_s - first->start_s;  // layer 0's forward
+  CHECK(c < d);
+  // Layer l's forward waits for layer l - 2's copy: it starts when that copy ends.
+  for (int l : {2, 10, 31}) {
+    CAPTURE(l);
+    const auto* fwd = span(r, "compute", fmt::format("fwd L{} norms/rope/residual", l));
+    REQUIRE(fwd);
+    CHECK(fwd->start_s - first->start_s == doctest::Approx(c + (l - 1) * d).epsilon(0.001).scale(0));
+  }
+  CHECK(copy31->end_s - first->start_s == doctest::Approx(c + 32 * d).epsilon(0.001).scale(0));
+  CHECK(r.step_time_s == doctest::Approx(c + 64 * d).epsilon(0.02).scale(0));
+  CHECK(r.step_time_s > c + 64 * d);
+
+  /* The same step with the activations on flash: a GPU slot is freed once its layer has reached
+   * flash through a pinned staging buffer, so the GPU again holds the footprint's two layers
+   * (29.97 GiB simulated before the bound). */
+  const auto n = activation_offload("activation-nvme");
+  const auto fn = footprint::footprint(n.model, n.plans[0]);
+  const auto rn = sim::simulate_step(n.model, n.plans[0]);
+  CHECK(rn.gpu_peak_bytes ==
+        doctest::Approx(fn.gpu_allocated_peak_bytes + fn.gpu[inventory::Category::overhead]).epsilon(0.02));
 }

@@ -29,14 +29,10 @@ struct Engine::Impl {
     double capacity_bytes = 0;
     double initial_bytes = 0;
   };
-  struct Buffers {
-    std::string name;
-    int slots = 0;
-  };
   struct Task {
     TaskKind kind = TaskKind::marker;
     std::uint32_t queue = kNone;
-    std::uint32_t resource = kNone;  // pool or buffers
+    std::uint32_t resource = kNone;  // pool
     std::uint32_t path_begin = 0;    // into `paths`
     std::uint32_t path_size = 0;
     Time time = 0;     // compute: duration; transfer: summed link latency
@@ -46,7 +42,6 @@ struct Engine::Impl {
   std::vector<Queue> queues;
   std::vector<Link> links;
   std::vector<Pool> pools;
-  std::vector<Buffers> buffers;
   std::vector<Task> tasks;
   std::vector<Label> labels;
   std::vector<std::uint32_t> paths;                           // transfers' links, back to back
