@@ -9,7 +9,9 @@
 // Each case also runs with every layer and micro-batch simulated (the unabridged path,
 // max_micro_batches = 0: no shortcut) and prints how far the default's step time is from it.
 // Usage: calculon_bench [SECONDS_PER_CASE [CASE]] (default 2 s, every case; CASE 1-3 runs one, for
-// profiling). Prints its figures; not a test.
+// profiling). SECONDS_PER_CASE -N runs the default path exactly N times and nothing else, for
+// instruction counts (valgrind --tool=callgrind ... calculon_bench -10 2: Ir / 10 per simulation).
+// Prints its figures; not a test.
 #include <time.h>
 
 #include <cmath>
@@ -100,6 +102,12 @@ plans:
     if (++index != only && only > 0) continue;
     const auto s = io::parse_scenario(yaml, "bench", ".", zoo, catalog);
     sim::Options fast;  // every verb's default
+    if (seconds < 0) {
+      sim::StepResult last;
+      for (int i = 0; i < static_cast<int>(-seconds); ++i) last = sim::simulate_step(s.model, s.plans.front(), fast);
+      fmt::print("{}: {} simulations, step {:.6f} s\n", s.name, static_cast<int>(-seconds), last.step_time_s);
+      continue;
+    }
     sim::Options unabridged;
     unabridged.max_micro_batches = 0;
     const Rate a = measure(s, fast, seconds);

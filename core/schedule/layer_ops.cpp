@@ -228,7 +228,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   const std::string tag = name("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
                                       inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
   // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
-  Op ew = make_op(OpKind::elementwise, Stream::compute, pass, tag + " norms/rope/residual", layer, micro);
+  Op ew = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " norms/rope/residual"), layer, micro);
   ew.bytes = pointwise_bytes(w, false) * T;
   ew.kernels = pointwise_kernels(false);
   ew.deps = std::move(deps);
@@ -240,18 +240,18 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
     // torch.autocast casts each fp32 weight to 16 bits on every forward (the cast cache lives for
     // one autocast region; a checkpointed recompute casts again): one kernel per linear that
     // reads 4 bytes and writes 2 per parameter (torch/csrc/autograd autocast, cached_cast).
-    Op cast = make_op(OpKind::elementwise, Stream::compute, pass, tag + " autocast weight casts", layer, micro);
+    Op cast = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " autocast weight casts"), layer, micro);
     cast.bytes = matmul_weights(layer) * (4.0 + w_B_);
     cast.kernels = linear_count();
     cast.deps = {last};
     last = add(std::move(cast));
   }
-  last = tp_gemm(make_gemm(tag + " qkv", layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
-                 TpComm::all_gather_before, tag + " tp attn in");
+  last = tp_gemm(make_gemm(label(tag, " qkv"), layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
+                 TpComm::all_gather_before, label(tag, " tp attn in"));
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
   // half (FlashAttention-2, Dao 2023); eager computes the full square. Model FLOPs count the full
   // square, as PaLM's 12 L H Q T does.
-  Op at = make_op(OpKind::attention, Stream::compute, pass, tag + " attention", layer, micro);
+  Op at = make_op(OpKind::attention, Stream::compute, pass, label(tag, " attention"), layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
   const double square = 4.0 * T * w.attended * w.q;
@@ -263,36 +263,36 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), false);
-  last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
-                 tag + " tp attn");
+  last = tp_gemm(make_gemm(label(tag, " attn_out"), layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
+                 label(tag, " tp attn"));
   const double k = w.experts_per_token;
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double routed = T * k * (moe ? load_ : 1.0);
   if (moe && p_.parallel.ep > 1) {
     if (tp_ > 1 && p_.parallel.sequence_parallel)
-      last = collective(Stream::comm, Collective::all_gather, Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp in", layer,
+      last = collective(Stream::comm, Collective::all_gather, Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp in"), layer,
                         micro, {last});
-    last = dispatch(moe, tag + " dispatch", layer, micro, last);
-    last = gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
+    last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
+    last = gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
   } else {
-    last = tp_gemm(make_gemm(tag + " mlp_in", layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last}),
-                   TpComm::all_gather_before, tag + " tp mlp in");
+    last = tp_gemm(make_gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last}),
+                   TpComm::all_gather_before, label(tag, " tp mlp in"));
   }
-  Op act = make_op(OpKind::elementwise, Stream::compute, pass, tag + " activation", layer, micro);
+  Op act = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " activation"), layer, micro);
   // Activation (and gate product): read the MLP input(s), write the output.
   act.bytes = activation_bytes(w, false) * routed;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
   last = add(std::move(act));
   if (moe && p_.parallel.ep > 1) {
-    last = gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last});
-    last = dispatch(moe, tag + " combine", layer, micro, last);
+    last = gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last});
+    last = dispatch(moe, label(tag, " combine"), layer, micro, last);
     if (tp_ > 1)
       last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                        Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+                        Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
-    last = tp_gemm(make_gemm(tag + " mlp_out", layer, micro, pass, routed, w.f, w.h, false, {last}), TpComm::reduce_after,
-                   tag + " tp mlp");
+    last = tp_gemm(make_gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last}), TpComm::reduce_after,
+                   label(tag, " tp mlp"));
   }
   if (saved >= 0) ir_.ops[last].writes.push_back(saved);
   return last;
@@ -307,35 +307,35 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   const double routed = T * k * (moe ? load_ : 1.0);
   if (moe && p_.parallel.ep > 1) {
     // The gradient of the combine goes back to the expert ranks first.
-    Op join = make_op(OpKind::marker, Stream::compute, Pass::backward, tag + " start", layer, micro);
+    Op join = make_op(OpKind::marker, Stream::compute, Pass::backward, label(tag, " start"), layer, micro);
     join.deps = std::move(deps);
-    deps = {dispatch(moe, tag + " combine", layer, micro, add(std::move(join)))};
+    deps = {dispatch(moe, label(tag, " combine"), layer, micro, add(std::move(join)))};
   }
   if (quantized_base()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
   // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
   // an all-reduce's is an all-reduce on the other side of the block.
-  Op mlp_out = make_gemm(tag + " mlp_out", layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
+  Op mlp_out = make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
   mlp_out.reads = reads;
   int last = tp_gemm(std::move(mlp_out), moe && p_.parallel.ep > 1 ? TpComm::none : TpComm::all_gather_before,
-                     tag + " tp mlp out");
-  Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " activation", layer, micro);
+                     label(tag, " tp mlp out"));
+  Op act = make_op(OpKind::elementwise, Stream::compute, Pass::backward, label(tag, " activation"), layer, micro);
   act.bytes = activation_bytes(w, true) * routed;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
   last = add(std::move(act));
   if (moe && p_.parallel.ep > 1) {
-    last = gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
-    last = dispatch(moe, tag + " dispatch", layer, micro, last);
+    last = gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+    last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
     if (tp_ > 1)
       last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                        Group::tp, tp_, T * w.h * act_B_, tag + " tp mlp", layer, micro, {last});
+                        Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
-    last = tp_gemm(make_gemm(tag + " mlp_in", layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last}),
-                   TpComm::reduce_after, tag + " tp mlp");
+    last = tp_gemm(make_gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last}),
+                   TpComm::reduce_after, label(tag, " tp mlp"));
   }
-  last = tp_gemm(make_gemm(tag + " attn_out", layer, micro, Pass::backward, T, w.q, w.h, full_, {last}),
-                 TpComm::all_gather_before, tag + " tp attn out");
-  Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, tag + " attention", layer, micro);
+  last = tp_gemm(make_gemm(label(tag, " attn_out"), layer, micro, Pass::backward, T, w.q, w.h, full_, {last}),
+                 TpComm::all_gather_before, label(tag, " tp attn out"));
+  Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, label(tag, " attention"), layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
   const double square = 4.0 * T * w.attended * w.q;
@@ -347,10 +347,10 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
   shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), true);
-  last = tp_gemm(make_gemm(tag + " qkv", layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
-                 TpComm::reduce_after, tag + " tp attn");
+  last = tp_gemm(make_gemm(label(tag, " qkv"), layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
+                 TpComm::reduce_after, label(tag, " tp attn"));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, Pass::backward, true, last);
-  Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, tag + " norms/rope/residual", layer, micro);
+  Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, label(tag, " norms/rope/residual"), layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = pointwise_kernels(true);
   ew.deps = {last};
@@ -365,7 +365,7 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
       const model::LinearDims d = model::linear_dims(w, *l);
       adapter += 2.0 * T * r * (d.in + d.out) * (model::is_mlp(*l) ? k : 1.0);
     }
-    Op lora = make_op(OpKind::gemm, Stream::compute, Pass::backward, tag + " lora adapters", layer, micro);
+    Op lora = make_op(OpKind::gemm, Stream::compute, Pass::backward, label(tag, " lora adapters"), layer, micro);
     lora.flops = 4.0 * adapter;  // forward (1x, issued here for simplicity) + input and weight gradients (3x)
     lora.model_flops = 0;
     lora.bytes = 4.0 * act_B_ * T * r * static_cast<double>(job_.lora.targets.size()) * 2;

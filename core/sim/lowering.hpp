@@ -261,12 +261,16 @@ double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, dou
 // Stage symmetry (performance issue): the middle stages of a 1F1B pipeline run the same work, and
 // a 1F1B step with uniform stages lasts (m + pp - 1) slots (Narayanan et al. 2021 sec. 2.2.1): each
 // further stage adds a slot of the pipeline's fill and drain, each further micro-batch one of its
-// steady state, and neither changes what the other adds. So the step of pp stages and M
-// micro-batches is simulated as three short pipelines of the plan's own stages, A = 4 stages
-// (first, two middle, last) x 8 micro-batches, B = 3 stages x 8 and C = 4 stages x 4, and every
-// additive figure is f(A) + (pp - 4)(f(A) - f(B)) + (M - 8)/4 (f(A) - f(C)) (sim/timeline.hpp).
+// steady state, and neither changes what the other adds: f(q, k) = f(4, kA) + (q - 4) s + (k - kA) g.
+// So the step of pp stages and M micro-batches is simulated as three short pipelines of the
+// plan's own stages, A = 4 stages (first, two middle, last) x 6 micro-batches, B = 3 stages x 3
+// and C = 3 stages x 6: g = (f(C) - f(B)) / 3 per micro-batch, s = f(A) - f(B) - 3 g per stage,
+// and every additive figure is f(A) + wB (f(A) - f(B)) + wC (f(A) - f(C)) (sim/timeline.hpp).
 // Interleaved 1F1B (sec. 2.2.2: (m + (pp - 1)/v) chunk slots, also linear in each) the same with
-// 12, 12 and 8 micro-batches, whole groups of 4 and 3 stages.
+// 12, 6 and 9 micro-batches, whole groups of 4 and 3 stages with a steady state. A is longer than
+// B and C because the memory is read from it (below): with fewer micro-batches its first stages'
+// steady state is too short to hold their high-water mark (1F1B A of 4 or 5 micro-batches missed
+// it by up to 12% and 0.7%, interleaved A of 8 by 0.17%; tests/unit/simulate_test.cpp).
 // The SM-sharing probe is extrapolated the same way. Memory: a 1F1B stage s holds min(pp - s, M)
 // micro-batches' activations (ibid.; interleaved: (pp - s - 1) 2 + (v - 1) pp + 1 chunks', v + 1
 // more per stage), so through its steady state the first stage and the first middle stage hold

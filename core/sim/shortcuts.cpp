@@ -76,20 +76,31 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     if (s == 1) first_middle = std::move(kinds);
     else if (kinds != first_middle) return std::nullopt;
   }
-  const int k_long = static_cast<int>(std::min<std::int64_t>(accumulation, interleaved ? 12 : 8));
-  const int k_short = interleaved ? 8 : 4;
-  if (interleaved && accumulation < 12) return std::nullopt;
+  // Micro-batch counts: A = 4 stages x kA, B = 3 stages x kB, C = 3 stages x kC, each at least
+  // the pipeline's depth (1F1B: every warm-up whole and a steady state; Narayanan et al. 2021
+  // sec. 2.2.1) and, interleaved, whole groups of the short pipeline's stages with room for the
+  // warm-up of (q - 1) 2 + (v - 1) q chunks (Megatron-LM schedules.py
+  // forward_backward_pipelining_with_interleaving): two groups at least (one group is all
+  // warm-up at v >= 2). A, whose memory is read (below), runs longer: its first stages' steady
+  // state then holds their high-water mark (sim/lowering.hpp).
+  const int k_a = interleaved ? 12 : 6, k_b = interleaved ? 6 : 3, k_c = interleaved ? 9 : 6;
+  if (accumulation < k_a) return std::nullopt;
   struct Shape {
     std::vector<int> real;  // the plan's stage at each position
     int micro;
   };
-  const Shape shapes[3] = {{{0, 1, 2, pp - 1}, k_long}, {{0, 1, pp - 1}, k_long}, {{0, 1, 2, pp - 1}, k_short}};
+  const Shape shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
   // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
   const auto same_stage = [&](const int(&stage)[3]) {
     return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
   };
+  // f(q, k) = f(A) + (q - 4) s + (k - kA) g: linear in stages and micro-batches with no cross
+  // term, g = (f(C) - f(B)) / (kC - kB) per micro-batch and s = f(A) - f(3 stages x kA) =
+  // f(A) - f(B) - (kA - kB) g per stage. As f(A) + w_B (f(A) - f(B)) + w_C (f(A) - f(C)):
+  // w_B = (pp - 4) + h, w_C = -h, h = ((M - kA) - (pp - 4)(kA - kB)) / (kC - kB).
   const double w_stages = pp - 4;
-  const double w_micro = static_cast<double>(accumulation - k_long) / (k_long - k_short);
+  const double h = (static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b)) / (k_c - k_b);
+  const double w_b = w_stages + h, w_c = -h;
   std::map<int, inventory::Inventory> inventories;
   for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
   std::vector<schedule::StepIR> irs[3];
@@ -108,7 +119,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     int stage[3] = {0, 0, 0};
     for (int i = 0; i < 3; ++i) probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], false, false);
     if (!same_stage(stage)) return std::nullopt;
-    const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_stages}, {&probe[2], w_micro}});
+    const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_b}, {&probe[2], w_c}});
     const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
     for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
   }
@@ -120,7 +131,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   }
   if (!same_stage(stage)) return std::nullopt;
   Simulated sim;
-  sim.run = extrapolate_run(run[0], {{&run[1], w_stages}, {&run[2], w_micro}});
+  sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
   // Memory: positions 0 and 1 of A are the plan's stages 0 and 1 (B's too); the last position is
   // the plan's last stage.
   const std::array<double, 3> capacity = pool_capacities(p.cluster);
@@ -138,7 +149,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
     sim.run.peak[t] = peak;
   }
   const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]], &ic = irs[2][stage[2]];
-  const auto more = [&](double fa, double fb, double fc) { return fa + w_stages * (fa - fb) + w_micro * (fa - fc); };
+  const auto more = [&](double fa, double fb, double fc) { return fa + w_b * (fa - fb) + w_c * (fa - fc); };
   sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, ic.model_flops_per_rank);
   sim.hardware_flops = more(ia.hardware_flops_per_rank, ib.hardware_flops_per_rank, ic.hardware_flops_per_rank);
   sim.frozen_grad_flops = more(ia.frozen_weight_grad_flops_per_rank, ib.frozen_weight_grad_flops_per_rank,
@@ -146,8 +157,8 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   sim.stage = shapes[0].real[stage[0]];
   sim.timeline.intervals = run[0].intervals;
   sim.timeline.step_s = run[0].step_s;
-  sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_stages});
-  sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_micro});
+  sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_b});
+  sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_c});
   return sim;
 }
 
