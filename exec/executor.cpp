@@ -1031,14 +1031,17 @@ Measured Runner::run() {
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     step(s, out);
-    if (failed_ || opt_.state_file.empty()) continue;
-    try {
-      save_state(s + 1);
-    } catch (const std::exception& e) {
-      fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
-      break;
+    if (failed_) continue;
+    if (!opt_.state_file.empty()) {
+      try {
+        save_state(s + 1);
+      } catch (const std::exception& e) {
+        fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
+        break;
+      }
+      if (opt_.on_state_written) opt_.on_state_written(s + 1);
     }
-    if (opt_.on_state_written) opt_.on_state_written(s + 1);
+    if (opt_.after_step) opt_.after_step(s + 1);
   }
   if (failed_) {
     out.ok = false;

@@ -50,6 +50,10 @@ struct Options {
   std::filesystem::path state_file;
   // Called after each step's state is on flash, with the number of steps done.
   std::function<void(int steps_done)> on_state_written;
+  // Called after each step (and its state), with the number of steps done, outside every step's
+  // timing: steps do not overlap (each step's workers are joined before the next starts), so
+  // what runs here (validate's rate probes) is in no step's wall time.
+  std::function<void(int steps_done)> after_step;
 };
 
 struct StreamMeasure {
