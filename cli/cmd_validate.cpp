@@ -70,9 +70,10 @@ void print_table(const exec::Validation& v) {
     const auto [lo, hi] = std::minmax_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end());
     fmt::print(
         "rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
-        "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{})\n",
+        "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{}); the timed steps spread {:.1f}%\n",
         v.sample_simulated_step_s.size(), io::format_duration(*lo), io::format_duration(*hi), v.drift.min_error_pct,
-        v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "");
+        v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
+        v.drift.measured_spread_pct);
   }
   fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
   fmt::print("parameters after step {}: digest {}\n",
@@ -112,6 +113,7 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["rate_drift_pct"] = v.drift.drift_pct;
   j["rates_drifted"] = v.drift.drifted;
   j["step_time_error_pct_range"] = {v.drift.min_error_pct, v.drift.max_error_pct};
+  j["measured_step_spread_pct"] = v.drift.measured_spread_pct;
   j["host_memory"] = v.host_memory;
   j["host_pinned"] = v.measured.host_pinned;
   nlohmann::json links = nlohmann::json::array();

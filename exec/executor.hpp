@@ -105,6 +105,18 @@ struct Measured {
 // comes back as ok = false with the problem; it never throws for such input.
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
 
+// Where Options::pin_compute puts the workers on `device`: the compute worker on the first core
+// the calling thread may use, every other worker on the rest. Both empty (no pinning) when the
+// device does not compute on the host's cores, `pin_compute` is off or fewer than two cores are
+// allowed. validate's rate probes run where the workers run (a thread pinned to one core of a
+// loaded machine gets another share of it than one the kernel may move: docs/validation.md).
+struct CorePlan {
+  std::vector<int> compute, others;
+};
+CorePlan core_plan(const Device& device, bool pin_compute);
+// Binds the calling thread to `cores`; false when the kernel refuses.
+bool pin_to(const std::vector<int>& cores);
+
 // Steps done by the state in `state_file` (Options::state_file); -1 when there is none or it is
 // not a whole state file.
 int state_steps(const std::filesystem::path& state_file);

@@ -80,12 +80,18 @@ std::vector<RateSpread> rate_spreads(const std::vector<DeviceRates>& samples);
 // Whether the rates moved too much during a run to hold its step time to the goal: the step
 // simulated at each rate sample spans `drift_pct` = (max - min) / median, and more than
 // `threshold_pct` is drift. A run's error is then as much the machine's as the simulator's.
+// Beside it, how much the timed steps themselves spread: a run's steps last seconds and average
+// the load out, a probe's calls last milliseconds and catch it, so on a loaded machine the probes
+// spread more than the steps (docs/validation.md) and a drift can be the probes' own.
 struct Drift {
   double drift_pct = 0;
   bool drifted = false;
   double min_error_pct = 0, max_error_pct = 0;  // the step time error at the extreme samples
+  double measured_spread_pct = 0;               // (max - min) / median of the timed steps
 };
-Drift judge_drift(const std::vector<double>& simulated_step_s_per_sample, double measured_step_s, double threshold_pct);
+// `measured_step_s`: the timed steps (after the warm-up); their median is the measured step time.
+Drift judge_drift(const std::vector<double>& simulated_step_s_per_sample, const std::vector<double>& measured_step_s,
+                  double threshold_pct);
 
 struct ValidateOptions {
   int steps = 3;

@@ -30,7 +30,7 @@ ftplan=$build/cli/ftplan
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
 python3 - "$build/validation/matrix.json" "$build/validation/zero-infinity-2dirs.json" <<'PY'
 import json, sys
-print("| configuration | step measured: median (range of steps 2-5) | simulated (median rates) | error | rate drift: step simulated at each probe, spread (error range) | rate that moved most "
+print("| configuration | step measured: median (range of steps 2-5) | simulated (median rates) | error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
       "| compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -51,7 +51,8 @@ for path in sys.argv[1:]:
         at = r.get("simulated_step_times_at_samples_s", [])
         lo, hi = r.get("step_time_error_pct_range", [0, 0])
         drift = (f"{min(at) * 1e3:.0f}-{max(at) * 1e3:.0f} ms over {len(at)}, {r['rate_drift_pct']:.1f}% "
-                 f"({lo:+.1f}..{hi:+.1f}%)" + (" **drifted**" if r["rates_drifted"] else "")) if at else "one probe"
+                 f"({lo:+.1f}..{hi:+.1f}%)" + (" **drifted**" if r["rates_drifted"] else "")
+                 + f"; steps {r.get('measured_step_spread_pct', 0):.1f}%") if at else "one probe"
         spread = sorted(r.get("rates", {}).items(), key=lambda kv: -kv[1]["spread_pct"])
         moved = f"{spread[0][0]} {spread[0][1]['spread_pct']:.0f}%" if spread else ""
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "

@@ -311,17 +311,20 @@ TEST_CASE("rate samples: the simulation takes each rate's median, and a run whos
   CHECK(nvme->spread_pct() == doctest::Approx(100));
   CHECK(std::none_of(spreads.begin(), spreads.end(), [](const auto& r) { return r.name == "nvme_write_Bps"; }));
   /* Drift: the step simulated at the samples takes 1.00, 1.05 and 1.20 s; (1.20 - 1.00) / 1.05 =
-   * 19.0% > 10%: drifted, and against a measured 1.10 s the error spans -9.1% to +9.1%.
+   * 19.0% > 10%: drifted. The timed steps 1.08, 1.10, 1.13 s: median 1.10 s, against which the
+   * error spans -9.1% to +9.1%; they spread (1.13 - 1.08) / 1.10 = 4.5%.
    * 1.00, 1.02, 1.05 s: 4.9%, not drifted. One sample: 0%.                                    */
-  const exec::Drift d = exec::judge_drift({1.00, 1.05, 1.20}, 1.10, 10);
+  const exec::Drift d = exec::judge_drift({1.00, 1.05, 1.20}, {1.13, 1.08, 1.10}, 10);
   CHECK(d.drift_pct == doctest::Approx(19.048).epsilon(1e-3));
   CHECK(d.drifted);
   CHECK(d.min_error_pct == doctest::Approx(-9.091).epsilon(1e-3));
   CHECK(d.max_error_pct == doctest::Approx(9.091).epsilon(1e-3));
-  const exec::Drift calm = exec::judge_drift({1.00, 1.02, 1.05}, 1.02, 10);
+  CHECK(d.measured_spread_pct == doctest::Approx(4.545).epsilon(1e-3));
+  const exec::Drift calm = exec::judge_drift({1.00, 1.02, 1.05}, {1.02}, 10);
   CHECK(calm.drift_pct == doctest::Approx(4.902).epsilon(1e-3));
   CHECK_FALSE(calm.drifted);
-  CHECK(exec::judge_drift({1.0}, 1.0, 10).drift_pct == 0);
+  CHECK(calm.measured_spread_pct == 0);
+  CHECK(exec::judge_drift({1.0}, {1.0}, 10).drift_pct == 0);
 }
 
 TEST_CASE("the executor calls after_step between steps, outside their timing") {
