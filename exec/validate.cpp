@@ -169,17 +169,15 @@ struct NvmeProbe::Impl {
   std::unique_ptr<calibrate::storage::DirectIo> ring;
 };
 
-NvmeProbe::NvmeProbe(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs)
-    : impl_(std::make_unique<Impl>()) {
+NvmeProbe::NvmeProbe(const std::vector<std::filesystem::path>& dirs) : impl_(std::make_unique<Impl>()) {
   FTPLAN_ASSERT(!dirs.empty(), "an NVMe probe without directories");
   Impl& x = *impl_;
-  double nvme_bytes = 0;
-  for (const auto& t : ir.tensors)
-    if (t.tier == plan::Tier::nvme) nvme_bytes += t.bytes;
-  constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
-  const auto per_dir = std::clamp<std::uint64_t>(
-      (static_cast<std::uint64_t>(nvme_bytes / static_cast<double>(dirs.size())) + kMiB - 1) / kMiB * kMiB, 64 * kMiB,
-      512 * kMiB);
+  // 64 MiB per directory, as session 8's probe: sized like the step's NVMe tier (up to 512 MiB
+  // per directory) the probe read 1.6-2.5 GB/s, steady over five probes, where the run read the
+  // same directories at 4.3-6.3 GB/s (hidden 1024, docs/validation.md); 64 MiB passes read
+  // 2.2-3.6 GB/s against the run's 5.9-6.1: closer, still slow. Why is not measured (a host
+  // cache holding the last step's writes, a burst allowance: docs/validation.md, open).
+  constexpr std::uint64_t per_dir = std::uint64_t{64} << 20;
   x.total = per_dir * dirs.size();
   for (const auto& dir : dirs) {
     x.files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, per_dir + x.io.stripe_bytes));
@@ -328,7 +326,7 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
     }
     if (!dirs.empty()) {
       std::unique_ptr<NvmeProbe> own;
-      if (!nvme) own = std::make_unique<NvmeProbe>(ir, dirs);
+      if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
       NvmeProbe& io = nvme ? *nvme : *own;
       std::vector<double> w, rd;
       for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
@@ -575,7 +573,7 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
       probe_gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
       if (!probe_gpu) throw std::runtime_error("CUDA device: " + why);
     }
-    if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(ir, probe_dirs);
+    if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(probe_dirs);
     v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), {}, probe_files.get()));
   } catch (const std::exception& e) {
     v.ok = false;

@@ -158,12 +158,12 @@ double error_pct(double simulated, double measured);
 // every probe of a run and written once untimed when made. Why kept: the run rewrites its files'
 // extents from step 2 on, while a fresh file's first write converts fallocated extents, and
 // deleting files on an ext4 mounted with `discard` (this VM's) trims them at the next journal
-// commit, under whatever I/O comes next. Sized like the step's NVMe tier (its tensors' bytes over
-// the directories, 64-512 MiB each): a pass of 64 MiB takes ~20 ms here, short enough for one
-// preemption on a loaded 2-core VM to triple it.
+// commit, under whatever I/O comes next. 64 MiB per directory (validate.cpp says why not more):
+// a pass takes 20-60 ms here, short enough for one stall on a loaded VM to triple it, which is
+// why validate probes several times over the run and takes the median.
 class NvmeProbe {
  public:
-  NvmeProbe(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs);
+  explicit NvmeProbe(const std::vector<std::filesystem::path>& dirs);
   ~NvmeProbe();
   NvmeProbe(const NvmeProbe&) = delete;
   NvmeProbe& operator=(const NvmeProbe&) = delete;

@@ -77,18 +77,23 @@ const plan::Plan& plan_named(const plan::Scenario& s, const std::string& name) {
   return s.plans.front();
 }
 
-// `steps` steps of `name` run by the executor (with `state`, keeping its on-flash state there).
-exec::Measured run_plan(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
-                        const fs::path& state = {}, std::function<void(int)> on_state = {}) {
+// `name` run by the executor on a CPU device of 2 GiB with options `o`.
+exec::Measured run_with(const plan::Scenario& s, const std::string& name, const exec::Options& o) {
   const plan::Plan p = exec::on_this_machine(plan_named(s, name), exec::DeviceRates{}, 1e15, 1);
   const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
   exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
+  return exec::run(ir, p, device, o);
+}
+
+// `steps` steps of `name` run by the executor (with `state`, keeping its on-flash state there).
+exec::Measured run_plan(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
+                        const fs::path& state = {}, std::function<void(int)> on_state = {}) {
   exec::Options o;
   o.steps = steps;
   o.storage_dirs = {dir};
   o.state_file = state;
   o.on_state_written = std::move(on_state);
-  return exec::run(ir, p, device, o);
+  return run_with(s, name, o);
 }
 
 // The master weights after `steps` steps of `name` run by the executor.
@@ -330,11 +335,6 @@ TEST_CASE("rate samples: the simulation takes each rate's median, and a run whos
 TEST_CASE("the executor calls after_step between steps, outside their timing") {
   /* after_step sleeps 0.6 s after each of 2 steps of a tiny model (tens of ms each): it is called
    * twice, with 1 and 2 steps done, and no step's wall time holds the sleep.                   */
-  const plan::Scenario s = tiny();
-  ScratchDir dir("exec-after-step");
-  const plan::Plan p = exec::on_this_machine(plan_named(s, "no offload"), exec::DeviceRates{}, 1e15, 1);
-  const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
-  exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
   exec::Options o;
   o.steps = 2;
   std::vector<int> calls;
@@ -342,7 +342,7 @@ TEST_CASE("the executor calls after_step between steps, outside their timing") {
     calls.push_back(done);
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
   };
-  const exec::Measured m = exec::run(ir, p, device, o);
+  const exec::Measured m = run_with(tiny(), "no offload", o);
   REQUIRE_MESSAGE(m.ok, m.problem);
   CHECK(calls == std::vector<int>{1, 2});
   REQUIRE(m.step_s.size() == 2);
