@@ -1,5 +1,6 @@
 // `ftplan validate`: each plan simulated and run for real by the executor on this machine,
 // measured against simulated (exec/validate.hpp).
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <vector>
@@ -65,6 +66,15 @@ void print_table(const exec::Validation& v) {
   }
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
   fmt::print("{}", t.text());
+  if (!v.sample_simulated_step_s.empty()) {
+    const auto [lo, hi] = std::minmax_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end());
+    fmt::print(
+        "rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
+        "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{}); the timed steps spread {:.1f}%\n",
+        v.sample_simulated_step_s.size(), io::format_duration(*lo), io::format_duration(*hi), v.drift.min_error_pct,
+        v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
+        v.drift.measured_spread_pct);
+  }
   fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
   fmt::print("parameters after step {}: digest {}\n",
              v.measured.first_step + static_cast<int>(v.measured.step_s.size()), exec::digest(v.measured.master));
@@ -92,13 +102,18 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["measured_nvme_peak_bytes"] = v.measured_nvme_peak_bytes;
   j["simulated_nvme_peak_bytes"] = v.simulated_nvme_peak_bytes;
   j["device"] = v.device;
-  j["rates"] = {{"memory_Bps", v.rates.memory_Bps},
-                {"copy_Bps", v.rates.copy_Bps},
-                {"dram_Bps", v.rates.dram_Bps},
-                {"adam_params_per_s", v.rates.adam_params_per_s},
-                {"attention_flops_per_s", v.rates.attention_flops_per_s},
-                {"nvme_read_Bps", v.rates.nvme_read_Bps},
-                {"nvme_write_Bps", v.rates.nvme_write_Bps}};
+  // Each rate over the probes the simulation used: its median is what was simulated.
+  nlohmann::json rates = nlohmann::json::object();
+  for (const auto& r : v.rate_spread)
+    rates[r.name] = {{"min", r.min}, {"median", r.median}, {"max", r.max}, {"spread_pct", r.spread_pct()}};
+  j["rates"] = rates;
+  j["rate_samples"] = v.rate_samples.size();
+  j["rate_samples_used"] = v.rate_samples.size() - static_cast<std::size_t>(v.first_sample_used);
+  j["simulated_step_times_at_samples_s"] = v.sample_simulated_step_s;
+  j["rate_drift_pct"] = v.drift.drift_pct;
+  j["rates_drifted"] = v.drift.drifted;
+  j["step_time_error_pct_range"] = {v.drift.min_error_pct, v.drift.max_error_pct};
+  j["measured_step_spread_pct"] = v.drift.measured_spread_pct;
   j["host_memory"] = v.host_memory;
   j["host_pinned"] = v.measured.host_pinned;
   nlohmann::json links = nlohmann::json::array();

@@ -54,14 +54,6 @@ std::vector<int> allowed_cores() {
   return out;
 }
 
-// Binds the calling thread to `cores` (Options::pin_compute); false when the kernel refuses.
-bool pin_to(const std::vector<int>& cores) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (const int c : cores) CPU_SET(c, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
-
 // The calling thread's CPU time, ns (POSIX CLOCK_THREAD_CPUTIME_ID).
 std::int64_t thread_cpu_ns() {
   timespec t{};
@@ -945,15 +937,15 @@ void Runner::step(int s, Measured& out) {
   };
   std::vector<std::thread> workers;
   // Options::pin_compute: the compute worker on the first allowed core, the others on the rest.
-  const std::vector<int> cores = opt_.pin_compute && device_.computes_on_host() ? allowed_cores() : std::vector<int>{};
-  const bool pin = cores.size() >= 2;
-  const std::vector<int> compute_core(cores.begin(), cores.begin() + (pin ? 1 : 0));
-  const std::vector<int> other_cores(cores.begin() + (pin ? 1 : 0), cores.end());
+  const CorePlan cores = core_plan(device_, opt_.pin_compute);
+  const bool pin = !cores.compute.empty();
+  const std::vector<int>& compute_core = cores.compute;
+  const std::vector<int>& other_cores = cores.others;
   if (pin && s == first_step_)
     notes_.push_back(
         fmt::format("the compute stream's worker ran alone on core {}, the copy, NVMe and optimizer "
                     "workers on the other {} (Options::pin_compute)",
-                    cores.front(), other_cores.size()));
+                    compute_core.front(), other_cores.size()));
   for (int st = 0; st < schedule::kStreams; ++st) {
     if (stream_ops_[static_cast<std::size_t>(st)].empty()) continue;
     workers.emplace_back([&, st] {
@@ -1031,14 +1023,17 @@ Measured Runner::run() {
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     step(s, out);
-    if (failed_ || opt_.state_file.empty()) continue;
-    try {
-      save_state(s + 1);
-    } catch (const std::exception& e) {
-      fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
-      break;
+    if (failed_) continue;
+    if (!opt_.state_file.empty()) {
+      try {
+        save_state(s + 1);
+      } catch (const std::exception& e) {
+        fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
+        break;
+      }
+      if (opt_.on_state_written) opt_.on_state_written(s + 1);
     }
-    if (opt_.on_state_written) opt_.on_state_written(s + 1);
+    if (opt_.after_step) opt_.after_step(s + 1);
   }
   if (failed_) {
     out.ok = false;
@@ -1221,6 +1216,23 @@ std::string unsupported(const schedule::StepIR& ir) {
     if (t.category == Category::gradients && t.tier == Tier::nvme)
       return "the plan keeps gradients on NVMe, and the IR never reads them back for the optimizer step";
   return {};
+}
+
+CorePlan core_plan(const Device& device, bool pin_compute) {
+  CorePlan plan;
+  if (!pin_compute || !device.computes_on_host()) return plan;
+  const std::vector<int> cores = allowed_cores();
+  if (cores.size() < 2) return plan;
+  plan.compute.assign(cores.begin(), cores.begin() + 1);
+  plan.others.assign(cores.begin() + 1, cores.end());
+  return plan;
+}
+
+bool pin_to(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (const int c : cores) CPU_SET(c, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 int state_steps(const std::filesystem::path& state_file) {

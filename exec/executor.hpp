@@ -50,6 +50,10 @@ struct Options {
   std::filesystem::path state_file;
   // Called after each step's state is on flash, with the number of steps done.
   std::function<void(int steps_done)> on_state_written;
+  // Called after each step (and its state), with the number of steps done, outside every step's
+  // timing: steps do not overlap (each step's workers are joined before the next starts), so
+  // what runs here (validate's rate probes) is in no step's wall time.
+  std::function<void(int steps_done)> after_step;
 };
 
 struct StreamMeasure {
@@ -100,6 +104,18 @@ struct Measured {
 // cannot run (collectives over several ranks, gradients on NVMe, a tensor that does not fit)
 // comes back as ok = false with the problem; it never throws for such input.
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
+
+// Where Options::pin_compute puts the workers on `device`: the compute worker on the first core
+// the calling thread may use, every other worker on the rest. Both empty (no pinning) when the
+// device does not compute on the host's cores, `pin_compute` is off or fewer than two cores are
+// allowed. validate's rate probes run where the workers run (a thread pinned to one core of a
+// loaded machine gets another share of it than one the kernel may move: docs/validation.md).
+struct CorePlan {
+  std::vector<int> compute, others;
+};
+CorePlan core_plan(const Device& device, bool pin_compute);
+// Binds the calling thread to `cores`; false when the kernel refuses.
+bool pin_to(const std::vector<int>& cores);
 
 // Steps done by the state in `state_file` (Options::state_file); -1 when there is none or it is
 // not a whole state file.

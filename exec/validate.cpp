@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <set>
+#include <exception>
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <thread>
 #include <tuple>
@@ -15,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
+#include "common/error.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu_device.hpp"
 #include "cuda_device.hpp"
@@ -29,10 +32,10 @@ namespace {
 // rates as fractions of a peak; any positive number serves).
 constexpr double kPeak = 1e12;
 
-// Best of three timings of `f`, each repeated until it takes at least 20 ms; seconds per call.
-double time_per_call(const std::function<void()>& f) {
+// Best of `rounds` timings of `f`, each repeated until it takes at least 20 ms; seconds per call.
+double time_per_call(const std::function<void()>& f, int rounds) {
   double best = 1e300;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < std::max(1, rounds); ++round) {
     int calls = 0;
     const double t0 = calibrate::now_s();
     double t = 0;
@@ -46,13 +49,13 @@ double time_per_call(const std::function<void()>& f) {
   return best;
 }
 
-// Median of five single calls of `f`, each after `flush` (which is not timed): a GEMM in a step
+// Median of `calls` single calls of `f`, each after `flush` (which is not timed): a GEMM in a step
 // finds its operands evicted by the memory-bound kernels between GEMMs, and a GEMM of few rows
 // is bound by reading its weights from memory; timed back to back it finds them in cache and
 // runs up to twice as fast (measured here at hidden 1024 x 64 tokens).
-double time_cold(const std::function<void()>& f, const std::function<void()>& flush) {
+double time_cold(const std::function<void()>& f, const std::function<void()>& flush, int calls) {
   std::vector<double> t;
-  for (int round = 0; round < 5; ++round) {
+  for (int round = 0; round < std::max(1, calls); ++round) {
     flush();
     const double t0 = calibrate::now_s();
     f();
@@ -151,109 +154,251 @@ double error_pct(double simulated, double measured) {
   return 100.0 * (simulated - measured) / measured;
 }
 
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device) {
+// The storage directories as the executor's NVMe streams use them (Options' defaults): one
+// address space striped round-robin over a file per directory, moved by one ring with
+// io_queue_depth requests of io_block_bytes in flight (storage::striped_requests). Timing them any
+// other way measures another thing: one thread and ring per directory at depth 8 each (calibrate's
+// run_io) came out 2.2 GB/s over two directories of one virtual disk where the executor's single
+// ring moved 5.5 GB/s (docs/validation.md).
+struct NvmeProbe::Impl {
+  Options io;
+  std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
+  std::vector<const calibrate::storage::ScratchFile*> ptrs;
+  std::uint64_t total = 0;
+  std::unique_ptr<calibrate::AlignedBuffer> buffer;
+  std::unique_ptr<calibrate::storage::DirectIo> ring;
+};
+
+NvmeProbe::NvmeProbe(const std::vector<std::filesystem::path>& dirs) : impl_(std::make_unique<Impl>()) {
+  FTPLAN_ASSERT(!dirs.empty(), "an NVMe probe without directories");
+  Impl& x = *impl_;
+  // 64 MiB per directory, as session 8's probe: sized like the step's NVMe tier (up to 512 MiB
+  // per directory) the probe read 1.6-2.5 GB/s, steady over five probes, where the run read the
+  // same directories at 4.3-6.3 GB/s (hidden 1024, docs/validation.md); 64 MiB passes read
+  // 2.2-3.6 GB/s against the run's 5.9-6.1: closer, still slow. Why is not measured (a host
+  // cache holding the last step's writes, a burst allowance: docs/validation.md, open).
+  constexpr std::uint64_t per_dir = std::uint64_t{64} << 20;
+  x.total = per_dir * dirs.size();
+  for (const auto& dir : dirs) {
+    x.files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, per_dir + x.io.stripe_bytes));
+    x.ptrs.push_back(x.files.back().get());
+  }
+  x.buffer = std::make_unique<calibrate::AlignedBuffer>(static_cast<std::size_t>(x.total));
+  std::memset(x.buffer->data(), 1, x.buffer->size());
+  x.ring = std::make_unique<calibrate::storage::DirectIo>(x.io.io_queue_depth);
+  pass_Bps(true);  // untimed: the extents written once, as the run's are after its first step
+}
+
+NvmeProbe::~NvmeProbe() = default;
+
+std::uint64_t NvmeProbe::bytes() const { return impl_->total; }
+
+double NvmeProbe::pass_Bps(bool write) {
+  Impl& x = *impl_;
+  const auto requests = calibrate::storage::striped_requests(x.ptrs, x.io.stripe_bytes, 0, x.buffer->data(), x.total,
+                                                             write, x.io.io_block_bytes);
+  const double t0 = calibrate::now_s();
+  x.ring->run(requests);
+  return static_cast<double>(x.total) / (calibrate::now_s() - t0);
+}
+
+DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device,
+                          const ProbeEffort& effort, NvmeProbe* nvme) {
   DeviceRates r;
   CpuDevice cpu(std::uint64_t{1} << 20, 1);
   Device& dev = device ? *device : cpu;
-  // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
-  // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
-  // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
-  // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
-  // otherwise). Keyed by the op's (m, n, k) and which of the three.
-  using Layout = sim::Efficiency::Layout;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>> shapes;
-  const schedule::Op* attention = nullptr;
-  for (const auto& op : ir.ops) {
-    if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
-    if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
-    if (op.pass != schedule::Pass::backward) {
-      shapes.insert({op.m, op.n, op.k, Layout::nn});
-    } else {
-      shapes.insert({op.m, op.n, op.k, Layout::nt});
-      if (op.weight_grad) shapes.insert({op.m, op.n, op.k, Layout::tn});
-    }
-  }
-  // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
-  const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
-  for (const auto& [m, n, k, layout] : shapes) {
-    const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
-    const double t = time_cold([&, call] { dev.gemm(0, call); }, flush);
-    const double rate = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / t;
-    if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
-    if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
-    if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
-  }
-  if (attention) {
-    const AttentionCall a = attention_call(*attention);
-    const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush);
-    r.attention_flops_per_s = 4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
-  }
+  // Each part on the cores where the executor's workers run it (core_plan): the device's kernels
+  // on the compute worker's core, copies, DRAM, AdamW and I/O on the other workers' cores. On this
+  // loaded 2-core VM a probe the kernel could move between cores ran its GEMMs faster
+  // than the compute worker pinned to one core saw them (1.1-1.5x, docs/validation.md).
+  const CorePlan cores = core_plan(dev, true);
+  const auto on = [](const std::vector<int>& where, const std::function<void()>& f) {
+    if (where.empty()) return f();
+    std::exception_ptr error;
+    std::thread t([&] {
+      pin_to(where);
+      try {
+        f();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    t.join();
+    if (error) std::rethrow_exception(error);
+  };
   constexpr std::size_t kBytes = std::size_t{32} << 20;
-  r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); });
-  std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
-  if (dev.host_addressable()) {
-    r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); });
-  } else {
-    // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
-    std::byte* on_device = dev.allocate(kBytes);
-    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
-    const bool pinned = dev.pin_host(a.data(), kBytes);
-    r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); });
-    if (pinned) dev.unpin_host(a.data());
-    dev.release(on_device);
-  }
-  // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
-  // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
-  // blocks this large with non-temporal stores: no write-allocate reads).
-  r.dram_Bps = 4.0 * kBytes / time_per_call([&] {
-                 std::thread other([&] { std::memcpy(d.data(), c.data(), kBytes); });
-                 std::memcpy(b.data(), a.data(), kBytes);
-                 other.join();
-               });
-  {
-    // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
-    constexpr std::size_t kParams = std::size_t{8} << 20;
-    std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
-    int step = 0;
-    r.adam_params_per_s =
-        kParams / time_per_call([&] {
-          calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams, calibrate::cpu::AdamW{}, ++step);
-        });
-  }
-  if (!dirs.empty()) {
-    // The storage directories as the executor's NVMe streams use them (Options' defaults): one
-    // address space striped round-robin over a file per directory, moved by one ring with
-    // io_queue_depth requests of io_block_bytes in flight (storage::striped_requests). Timing
-    // them any other way measures another thing: one thread and ring per directory at depth 8
-    // each (calibrate's run_io) came out 2.2 GB/s over two directories of one virtual disk where
-    // the executor's single ring moved 5.5 GB/s (docs/validation.md). Write first (reads of
-    // never written extents would not reach the drive), then read; the median of three passes.
-    const Options io;
-    constexpr std::uint64_t kPerDir = std::uint64_t{64} << 20;
-    const std::uint64_t total = kPerDir * dirs.size();
-    std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
-    std::vector<const calibrate::storage::ScratchFile*> ptrs;
-    for (const auto& dir : dirs) {
-      files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, kPerDir + io.stripe_bytes));
-      ptrs.push_back(files.back().get());
+  const int rounds = effort.timed_rounds;
+  on(cores.compute, [&] {
+    // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
+    // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
+    // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
+    // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
+    // otherwise). Keyed by the op's (m, n, k) and which of the three.
+    using Layout = sim::Efficiency::Layout;
+    // Each shape with the number of the step's calls that run it (for gemm_step_flops_per_s).
+    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>, int> shapes;
+    const schedule::Op* attention = nullptr;
+    for (const auto& op : ir.ops) {
+      if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
+      if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
+      if (op.pass != schedule::Pass::backward) {
+        ++shapes[{op.m, op.n, op.k, Layout::nn}];
+      } else {
+        ++shapes[{op.m, op.n, op.k, Layout::nt}];
+        if (op.weight_grad) ++shapes[{op.m, op.n, op.k, Layout::tn}];
+      }
     }
-    calibrate::AlignedBuffer buffer(static_cast<std::size_t>(total));
-    std::memset(buffer.data(), 1, buffer.size());
-    calibrate::storage::DirectIo ring(io.io_queue_depth);
-    const auto pass_Bps = [&](bool write) {
-      const auto requests = calibrate::storage::striped_requests(ptrs, io.stripe_bytes, 0, buffer.data(), total, write,
-                                                                 io.io_block_bytes);
-      const double t0 = calibrate::now_s();
-      ring.run(requests);
-      return static_cast<double>(total) / (calibrate::now_s() - t0);
-    };
-    std::vector<double> w, rd;
-    for (int pass = 0; pass < 3; ++pass) w.push_back(pass_Bps(true));
-    for (int pass = 0; pass < 3; ++pass) rd.push_back(pass_Bps(false));
-    r.nvme_write_Bps = calibrate::median(w);
-    r.nvme_read_Bps = calibrate::median(rd);
+    // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
+    const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
+    // One untimed call of each shape first: the CPU device grows (and fills) its operand buffers
+    // on the first call that needs more room, and a cuBLASLt matmul picks its algorithm on its
+    // first call. Timed, that first call made a probe of one cold call per shape (kStepProbe) 1.5-2x
+    // slow at hidden 1024 (every probe's simulated step +40% to +250% over the measured one, where
+    // the median of five calls drops it).
+    for (const auto& [shape, calls] : shapes) {
+      const auto& [m, n, k, layout] = shape;
+      dev.gemm(0, GemmCall{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn});
+    }
+    double step_flops = 0, step_s = 0;
+    for (const auto& [shape, calls] : shapes) {
+      const auto& [m, n, k, layout] = shape;
+      const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
+      const double t = time_cold([&, call] { dev.gemm(0, call); }, flush, effort.cold_calls);
+      const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+      const double rate = flops / t;
+      step_flops += calls * flops;
+      step_s += calls * t;
+      if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
+      if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
+      if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
+    }
+    if (step_s > 0) r.gemm_step_flops_per_s = step_flops / step_s;
+    if (attention) {
+      const AttentionCall a = attention_call(*attention);
+      dev.attention(0, a.m, a.n, a.k, 1);  // untimed, as the GEMMs above
+      const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush, effort.cold_calls);
+      r.attention_flops_per_s =
+          4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
+    }
+    r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); }, rounds);
+  });
+  on(cores.others, [&] {
+    std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
+    if (dev.host_addressable()) {
+      r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); }, rounds);
+    } else {
+      // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
+      std::byte* on_device = dev.allocate(kBytes);
+      if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
+      const bool pinned = dev.pin_host(a.data(), kBytes);
+      r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); }, rounds);
+      if (pinned) dev.unpin_host(a.data());
+      dev.release(on_device);
+    }
+    // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
+    // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
+    // blocks this large with non-temporal stores: no write-allocate reads). The second may run on
+    // any allowed core, as before the probes were pinned: the link is the memory's, not a core's.
+    std::vector<int> any = cores.compute;
+    any.insert(any.end(), cores.others.begin(), cores.others.end());
+    r.dram_Bps = 4.0 * kBytes /
+                 time_per_call(
+                     [&] {
+                       std::thread other([&] {
+                         if (!any.empty()) pin_to(any);
+                         std::memcpy(d.data(), c.data(), kBytes);
+                       });
+                       std::memcpy(b.data(), a.data(), kBytes);
+                       other.join();
+                     },
+                     rounds);
+    {
+      // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
+      constexpr std::size_t kParams = std::size_t{8} << 20;
+      std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
+      int step = 0;
+      r.adam_params_per_s = kParams / time_per_call(
+                                          [&] {
+                                            calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams,
+                                                                       calibrate::cpu::AdamW{}, ++step);
+                                          },
+                                          rounds);
+    }
+    if (!dirs.empty()) {
+      std::unique_ptr<NvmeProbe> own;
+      if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
+      NvmeProbe& io = nvme ? *nvme : *own;
+      std::vector<double> w, rd;
+      for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
+      for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) rd.push_back(io.pass_Bps(false));
+      r.nvme_write_Bps = calibrate::median(w);
+      r.nvme_read_Bps = calibrate::median(rd);
+    }
+  });
+  return r;
+}
+
+namespace {
+
+// Every scalar rate of DeviceRates with its JSON key, in one place for median_rates and rate_spreads.
+constexpr std::pair<const char*, double DeviceRates::*> kScalarRates[] = {
+    {"gemm_step_flops_per_s", &DeviceRates::gemm_step_flops_per_s},
+    {"attention_flops_per_s", &DeviceRates::attention_flops_per_s},
+    {"memory_Bps", &DeviceRates::memory_Bps},
+    {"copy_Bps", &DeviceRates::copy_Bps},
+    {"dram_Bps", &DeviceRates::dram_Bps},
+    {"adam_params_per_s", &DeviceRates::adam_params_per_s},
+    {"nvme_read_Bps", &DeviceRates::nvme_read_Bps},
+    {"nvme_write_Bps", &DeviceRates::nvme_write_Bps},
+};
+
+}  // namespace
+
+DeviceRates median_rates(const std::vector<DeviceRates>& samples) {
+  FTPLAN_ASSERT(!samples.empty(), "median_rates of no samples");
+  DeviceRates r = samples.front();
+  for (const auto& [name, field] : kScalarRates) {
+    std::vector<double> x;
+    for (const auto& s : samples) x.push_back(s.*field);
+    r.*field = calibrate::median(x);
+  }
+  for (std::size_t i = 0; i < r.gemm.size(); ++i) {
+    std::vector<double> x;
+    for (const auto& s : samples) {
+      FTPLAN_ASSERT(s.gemm.size() == r.gemm.size() && s.gemm[i].m == r.gemm[i].m && s.gemm[i].n == r.gemm[i].n &&
+                        s.gemm[i].k == r.gemm[i].k && s.gemm[i].layout == r.gemm[i].layout,
+                    "rate samples of different steps");
+      x.push_back(s.gemm[i].flops_per_s);
+    }
+    r.gemm[i].flops_per_s = calibrate::median(x);
   }
   return r;
+}
+
+std::vector<RateSpread> rate_spreads(const std::vector<DeviceRates>& samples) {
+  std::vector<RateSpread> out;
+  for (const auto& [name, field] : kScalarRates) {
+    std::vector<double> x;
+    for (const auto& s : samples)
+      if (s.*field > 0) x.push_back(s.*field);
+    if (x.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+    out.push_back({name, *lo, calibrate::median(x), *hi});
+  }
+  return out;
+}
+
+Drift judge_drift(const std::vector<double>& simulated, const std::vector<double>& measured, double threshold_pct) {
+  Drift d;
+  d.measured_spread_pct = 100.0 * calibrate::relative_spread(measured);
+  const double measured_step_s = calibrate::median(measured);
+  if (simulated.empty()) return d;
+  const auto [lo, hi] = std::minmax_element(simulated.begin(), simulated.end());
+  d.drift_pct = 100.0 * calibrate::relative_spread(simulated);
+  d.drifted = d.drift_pct > threshold_pct;
+  d.min_error_pct = error_pct(*lo, measured_step_s);
+  d.max_error_pct = error_pct(*hi, measured_step_s);
+  return d;
 }
 
 namespace {
@@ -414,28 +559,42 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     return v;
   }
   say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
-  DeviceRates rates;
+  // The rates drift on a shared machine (docs/validation.md: GEMMs 1.6x and striped NVMe 3.4x
+  // slower in the seconds before a run than during it), so one probe before the run is not what
+  // the run saw. validate probes before the first step and, with probe_between_steps, after each
+  // step (outside the steps' timing: Options::after_step), and simulates with each rate's median
+  // over the probes that bracket the timed steps (after the warm-up step to after the last).
+  const std::vector<std::filesystem::path> probe_dirs = nvme ? o.storage_dirs : std::vector<std::filesystem::path>{};
+  std::unique_ptr<Device> probe_gpu;       // the CUDA probes' device, kept for the probes between steps
+  std::unique_ptr<NvmeProbe> probe_files;  // the storage probe's files, kept likewise (NvmeProbe)
   try {
-    std::unique_ptr<Device> gpu;
     if (o.cuda) {
       std::string why;
-      gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
-      if (!gpu) throw std::runtime_error("CUDA device: " + why);
+      probe_gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
+      if (!probe_gpu) throw std::runtime_error("CUDA device: " + why);
     }
-    rates = measure_rates(ir, nvme ? o.storage_dirs : std::vector<std::filesystem::path>{}, gpu.get());
+    if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(probe_dirs);
+    v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), {}, probe_files.get()));
   } catch (const std::exception& e) {
     v.ok = false;
     v.problem = e.what();
     return v;
   }
-  v.rates = rates;
-  p = on_this_machine(plan, rates, kLarge, nvme ? dirs : 0);
-  const sim::Efficiency eff = efficiency_of(rates);
-  say("simulating");
   sim::Options so;
   so.max_micro_batches = 0;  // every micro-batch, as the executor runs them
-  so.trace = o.trace;
-  v.simulated = sim::simulate_step(model, p, so, &eff);
+  const auto simulate_at = [&](const DeviceRates& rates, bool trace) {
+    const plan::Plan at = on_this_machine(plan, rates, kLarge, nvme ? dirs : 0);
+    const sim::Efficiency eff = efficiency_of(rates);
+    sim::Options opt = so;
+    opt.trace = trace;
+    return sim::simulate_step(model, at, opt, &eff);
+  };
+  p = on_this_machine(plan, v.rate_samples.front(), kLarge, nvme ? dirs : 0);
+  say("simulating");
+  // The device is sized from the step simulated at the first probe's rates (its peak hardly
+  // depends on the rates: only where a free waits for a copy); the figures compared are
+  // simulated again after the run, at the median rates.
+  v.simulated = simulate_at(v.rate_samples.front(), false);
   if (!v.simulated.ok) {
     v.ok = false;
     v.problem = "simulation: " + v.simulated.problem;
@@ -465,6 +624,16 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   eo.trace = o.trace;
   if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
+  std::vector<std::string> probe_notes;
+  if (o.probe_between_steps)
+    eo.after_step = [&](int done) {
+      say(fmt::format("probing the rates after step {}", done));
+      try {
+        v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), kStepProbe, probe_files.get()));
+      } catch (const std::exception& e) {
+        probe_notes.push_back(fmt::format("the rate probe after step {} failed: {}", done, e.what()));
+      }
+    };
   try {
     v.measured = run(ir, p, device, eo);
   } catch (const std::exception& e) {
@@ -476,8 +645,28 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     v.problem = "executor: " + v.measured.problem;
     return v;
   }
+  // The samples that bracket the timed steps: with a warm-up step and probes after it, those
+  // from after the warm-up on (the probe before it saw another machine state: fresh files, cold
+  // pages). Else all.
+  v.first_sample_used = v.measured.step_s.size() > 1 && v.rate_samples.size() > 2 ? 1 : 0;
+  const std::vector<DeviceRates> used(v.rate_samples.begin() + v.first_sample_used, v.rate_samples.end());
+  v.rates = median_rates(used);
+  v.rate_spread = rate_spreads(used);
+  say(fmt::format("simulating at the median of {} rate sample(s)", used.size()));
+  v.simulated = simulate_at(v.rates, o.trace);
+  if (!v.simulated.ok) {
+    v.ok = false;
+    v.problem = "simulation: " + v.simulated.problem;
+    return v;
+  }
+  for (const auto& sample : used) {
+    const sim::StepResult at = simulate_at(sample, false);
+    if (at.ok) v.sample_simulated_step_s.push_back(at.step_time_s);
+  }
   const Measured& m = v.measured;
   const sim::StepResult& s = v.simulated;
+  const std::vector<double> timed(m.step_s.size() > 1 ? m.step_s.begin() + 1 : m.step_s.begin(), m.step_s.end());
+  v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
   v.measured_step_time_s = m.step_time_s;
   v.simulated_step_time_s = s.step_time_s;
   v.measured_device_peak_bytes = m.device_peak_bytes;
@@ -488,11 +677,31 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
   v.host_memory = m.host_note;
   v.notes = m.notes;
+  v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());
   if (plan.cluster.node.name != kLocalNode)
     v.notes.insert(v.notes.begin(),
                    fmt::format("the plan's {} x {} ran as this machine's CPU device, its host and drives as this "
                                "machine's (cluster: {{node: local}} says so in the scenario)",
                                plan.cluster.gpus(), plan.cluster.gpu.display_name));
+  if (used.size() < 2) {
+    v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
+  } else if (v.drift.drifted) {
+    const auto most =
+        std::max_element(v.rate_spread.begin(), v.rate_spread.end(),
+                         [](const RateSpread& a, const RateSpread& b) { return a.spread_pct() < b.spread_pct(); });
+    v.notes.insert(
+        v.notes.begin(),
+        fmt::format("rates drifted: {:.1f}% (compare with care): the step simulated at each of the {} "
+                    "rate samples taken during the run spans {:.0f}-{:.0f} ms (error {:+.1f}% to {:+.1f}%), "
+                    "more than the {:.0f}% threshold, while the timed steps spread {:.1f}%; the rate "
+                    "that moved most: {} {:.0f}%",
+                    v.drift.drift_pct, used.size(),
+                    1e3 * *std::min_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
+                    1e3 * *std::max_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
+                    v.drift.min_error_pct, v.drift.max_error_pct, o.drift_threshold_pct, v.drift.measured_spread_pct,
+                    most == v.rate_spread.end() ? "?" : most->name,
+                    most == v.rate_spread.end() ? 0.0 : most->spread_pct()));
+  }
   // Links: the simulator's, with what the executor moved over each.
   for (const auto& l : s.links) {
     LinkRow row{l.name, 0, l.bytes, 0, l.busy_s};

@@ -8,6 +8,10 @@
 # Storage directories must be on a file system that takes O_DIRECT (not tmpfs); by default two
 # folders under the build directory. JSON per run goes to BUILD_DIR/validation/.
 # FTPLAN_DEVICE=cuda runs the step on the CUDA device (a CUDA build; calibrate/run-on-gpu.sh does).
+# The rates are probed before the first step and after each; the simulation takes their medians
+# over the probes after the warm-up step, and a row whose step, simulated at each probe's rates,
+# spreads more than 10% is marked **drifted** (its error is then the machine's as much as the
+# simulator's). The load average is printed before and after: the table is only as good as it.
 set -euo pipefail
 build=${1:-build}
 d1=${2:-$build/validation/nvme0}
@@ -16,23 +20,26 @@ scale=()
 [[ -n "${4:-}" ]] && scale=(--scale "$4")
 scale+=(--device "${FTPLAN_DEVICE:-cpu}")
 mkdir -p "$build/validation" "$d1" "$d2"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
 ftplan=$build/cli/ftplan
 # (validate exits 1 when a plan could not be validated; the table says which and why.)
 "$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --storage-dir "$d1" --steps 5 --format json \
   > "$build/validation/matrix.json" || true
 "$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --plan ZeRO-Infinity --storage-dir "$d1,$d2" --steps 5 --format json \
   > "$build/validation/zero-infinity-2dirs.json" || true
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
 python3 - "$build/validation/matrix.json" "$build/validation/zero-infinity-2dirs.json" <<'PY'
 import json, sys
-print("| configuration | step measured: median (range of steps 2-5) | simulated | error | compute stream busy meas. (CPU) / sim. "
+print("| configuration | step measured: median (range of steps 2-5) | simulated (median rates) | error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
+      "| compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
     two = "2dirs" in path
     for r in json.load(open(path))["results"]:
         name = r["plan"] + (", 2 directories" if two else "")
         if not r["ok"]:
-            print(f"| {name} | not run: {r['problem']} |||||||")
+            print(f"| {name} | not run: {r['problem']} |||||||||")
             continue
         later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
         compute = next((s for s in r["streams"] if s["name"] == "compute"),
@@ -41,8 +48,15 @@ for path in sys.argv[1:]:
                           f"{'=' if l['measured_bytes'] == l['simulated_bytes'] else '≠'} {l['simulated_bytes'] / 2**20:.1f} MiB"
                           for l in r["links"] if "uplink" not in l["name"]) or "(no copies)"
         mib = lambda b: f"{b / 2**20:.2f}"
+        at = r.get("simulated_step_times_at_samples_s", [])
+        lo, hi = r.get("step_time_error_pct_range", [0, 0])
+        drift = (f"{min(at) * 1e3:.0f}-{max(at) * 1e3:.0f} ms over {len(at)}, {r['rate_drift_pct']:.1f}% "
+                 f"({lo:+.1f}..{hi:+.1f}%)" + (" **drifted**" if r["rates_drifted"] else "")
+                 + f"; steps {r.get('measured_step_spread_pct', 0):.1f}%") if at else "one probe"
+        spread = sorted(r.get("rates", {}).items(), key=lambda kv: -kv[1]["spread_pct"])
+        moved = f"{spread[0][0]} {spread[0][1]['spread_pct']:.0f}%" if spread else ""
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
-              f"| {r['simulated_step_time_s'] * 1e3:.0f} ms | {r['step_time_error_pct']:+.1f}% "
+              f"| {r['simulated_step_time_s'] * 1e3:.0f} ms | {r['step_time_error_pct']:+.1f}% | {drift} | {moved} "
               f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
               f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "

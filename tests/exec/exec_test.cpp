@@ -14,6 +14,8 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "cpu_device.hpp"
 #include "cuda_device.hpp"
@@ -75,18 +77,23 @@ const plan::Plan& plan_named(const plan::Scenario& s, const std::string& name) {
   return s.plans.front();
 }
 
-// `steps` steps of `name` run by the executor (with `state`, keeping its on-flash state there).
-exec::Measured run_plan(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
-                        const fs::path& state = {}, std::function<void(int)> on_state = {}) {
+// `name` run by the executor on a CPU device of 2 GiB with options `o`.
+exec::Measured run_with(const plan::Scenario& s, const std::string& name, const exec::Options& o) {
   const plan::Plan p = exec::on_this_machine(plan_named(s, name), exec::DeviceRates{}, 1e15, 1);
   const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
   exec::CpuDevice device(std::uint64_t{2} << 30, 2 * schedule::kStreams);
+  return exec::run(ir, p, device, o);
+}
+
+// `steps` steps of `name` run by the executor (with `state`, keeping its on-flash state there).
+exec::Measured run_plan(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
+                        const fs::path& state = {}, std::function<void(int)> on_state = {}) {
   exec::Options o;
   o.steps = steps;
   o.storage_dirs = {dir};
   o.state_file = state;
   o.on_state_written = std::move(on_state);
-  return exec::run(ir, p, device, o);
+  return run_with(s, name, o);
 }
 
 // The master weights after `steps` steps of `name` run by the executor.
@@ -272,7 +279,74 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
     CHECK(st.measured_cpu_s <= st.measured_busy_s + 1e-3);
     if (st.name == "compute") CHECK(st.measured_cpu_s > 0);
   }
+  // The rates: probed before the first step and after each, the median of the two probes that
+  // bracket the timed step 2 simulated, and the step simulated at each of them.
+  REQUIRE(v.rate_samples.size() == 3);
+  CHECK(v.first_sample_used == 1);
+  CHECK(v.sample_simulated_step_s.size() == 2);
+  CHECK(v.rates.nvme_read_Bps ==
+        doctest::Approx((v.rate_samples[1].nvme_read_Bps + v.rate_samples[2].nvme_read_Bps) / 2));
+  CHECK(v.rates.gemm_step_flops_per_s > 0);
+  CHECK(v.drift.drifted == (v.drift.drift_pct > 10));
   CHECK(dir.empty());
+}
+
+TEST_CASE("rate samples: the simulation takes each rate's median, and a run whose rates moved is flagged") {
+  /* Three probes of one GEMM shape at 10, 30 and 20 GFLOP/s and NVMe reads at 1, 3, 2 GB/s: the
+   * middle figure is each median; min and max are reported beside it, spread (3 - 1) / 2 = 100%.
+   * A rate no probe measured (NVMe writes here: 0) is not reported.                           */
+  std::vector<exec::DeviceRates> samples(3);
+  const double gemm[] = {10e9, 30e9, 20e9}, read[] = {1e9, 3e9, 2e9};
+  for (int i = 0; i < 3; ++i) {
+    samples[i].gemm.push_back({64, 1024, 1024, gemm[i], sim::Efficiency::Layout::nn});
+    samples[i].nvme_read_Bps = read[i];
+    samples[i].dram_Bps = 8e9;
+  }
+  const exec::DeviceRates m = exec::median_rates(samples);
+  CHECK(m.gemm.at(0).flops_per_s == doctest::Approx(20e9));
+  CHECK(m.nvme_read_Bps == doctest::Approx(2e9));
+  CHECK(m.dram_Bps == doctest::Approx(8e9));
+  const auto spreads = exec::rate_spreads(samples);
+  const auto nvme =
+      std::find_if(spreads.begin(), spreads.end(), [](const auto& r) { return r.name == "nvme_read_Bps"; });
+  REQUIRE(nvme != spreads.end());
+  CHECK(nvme->min == doctest::Approx(1e9));
+  CHECK(nvme->median == doctest::Approx(2e9));
+  CHECK(nvme->max == doctest::Approx(3e9));
+  CHECK(nvme->spread_pct() == doctest::Approx(100));
+  CHECK(std::none_of(spreads.begin(), spreads.end(), [](const auto& r) { return r.name == "nvme_write_Bps"; }));
+  /* Drift: the step simulated at the samples takes 1.00, 1.05 and 1.20 s; (1.20 - 1.00) / 1.05 =
+   * 19.0% > 10%: drifted. The timed steps 1.08, 1.10, 1.13 s: median 1.10 s, against which the
+   * error spans -9.1% to +9.1%; they spread (1.13 - 1.08) / 1.10 = 4.5%.
+   * 1.00, 1.02, 1.05 s: 4.9%, not drifted. One sample: 0%.                                    */
+  const exec::Drift d = exec::judge_drift({1.00, 1.05, 1.20}, {1.13, 1.08, 1.10}, 10);
+  CHECK(d.drift_pct == doctest::Approx(19.048).epsilon(1e-3));
+  CHECK(d.drifted);
+  CHECK(d.min_error_pct == doctest::Approx(-9.091).epsilon(1e-3));
+  CHECK(d.max_error_pct == doctest::Approx(9.091).epsilon(1e-3));
+  CHECK(d.measured_spread_pct == doctest::Approx(4.545).epsilon(1e-3));
+  const exec::Drift calm = exec::judge_drift({1.00, 1.02, 1.05}, {1.02}, 10);
+  CHECK(calm.drift_pct == doctest::Approx(4.902).epsilon(1e-3));
+  CHECK_FALSE(calm.drifted);
+  CHECK(calm.measured_spread_pct == 0);
+  CHECK(exec::judge_drift({1.0}, {1.0}, 10).drift_pct == 0);
+}
+
+TEST_CASE("the executor calls after_step between steps, outside their timing") {
+  /* after_step sleeps 0.6 s after each of 2 steps of a tiny model (tens of ms each): it is called
+   * twice, with 1 and 2 steps done, and no step's wall time holds the sleep.                   */
+  exec::Options o;
+  o.steps = 2;
+  std::vector<int> calls;
+  o.after_step = [&](int done) {
+    calls.push_back(done);
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  };
+  const exec::Measured m = run_with(tiny(), "no offload", o);
+  REQUIRE_MESSAGE(m.ok, m.problem);
+  CHECK(calls == std::vector<int>{1, 2});
+  REQUIRE(m.step_s.size() == 2);
+  for (const double t : m.step_s) CHECK(t < 0.6);
 }
 
 TEST_CASE("on the CPU device the compute stream's worker has a core to itself") {
