@@ -723,7 +723,8 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   for (const auto& x : m.streams)
     if (x.busy_s > best) best = x.busy_s, v.measured_bound_by = "stream " + x.name;
   for (const auto& x : m.links)
-    if (x.busy_s > best && x.name != sim::to_string(sim::HostLink::uplink))
+    if (x.busy_s > best && x.name != sim::to_string(sim::HostLink::uplink_h2d) &&
+        x.name != sim::to_string(sim::HostLink::uplink_d2h))
       best = x.busy_s, v.measured_bound_by = "link " + x.name;
   return v;
 }

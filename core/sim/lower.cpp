@@ -262,15 +262,20 @@ class StageLowering {
   bool copy(std::size_t i, des::QueueId q) {
     const Op& op = ir_.ops[i];
     std::vector<des::LinkId> path;
+    const auto cross = [&](des::LinkId l) {  // once: a GPU not behind a switch has its own link as uplink
+      if (std::none_of(path.begin(), path.end(), [&](des::LinkId x) { return x.index == l.index; })) path.push_back(l);
+    };
     for (const HostLink h : host_path(op, cx_.p)) {
       switch (h) {
-        case HostLink::pcie: path.push_back(links_.pcie); break;
-        case HostLink::uplink: path.push_back(links_.uplink); break;
-        case HostLink::dram: path.push_back(links_.dram); break;
-        case HostLink::nvme_read: path.push_back(links_.nvme_read); break;
-        case HostLink::nvme_write: path.push_back(links_.nvme_write); break;
-        case HostLink::pageable: path.push_back(links_.pageable); break;
-        case HostLink::cpu: path.push_back(links_.cpu); break;
+        case HostLink::pcie_h2d: cross(links_.pcie[0]); break;
+        case HostLink::pcie_d2h: cross(links_.pcie[1]); break;
+        case HostLink::uplink_h2d: cross(links_.uplink[0]); break;
+        case HostLink::uplink_d2h: cross(links_.uplink[1]); break;
+        case HostLink::dram: cross(links_.dram); break;
+        case HostLink::nvme_read: cross(links_.nvme_read); break;
+        case HostLink::nvme_write: cross(links_.nvme_write); break;
+        case HostLink::pageable: cross(links_.pageable); break;
+        case HostLink::cpu: cross(links_.cpu); break;
       }
     }
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
@@ -339,7 +344,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
       behind_switch = sw.gpus;
       break;
     }
-  std::map<std::pair<int, int>, des::LinkId> uplinks;
+  std::map<std::pair<int, int>, std::array<des::LinkId, 2>> uplinks;
   for (int r = 0; r < ranks; ++r) {
     RankPlace place;
     place.rank = r;
@@ -363,19 +368,25 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
     RankLinks k = shared->second;
     k.nvlink = e.add_link(place.prefix + (topo.nvlink ? "nvlink" : "gpu-gpu (pcie)"), std::max(1.0, topo.nvlink_Bps));
     k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
-    k.pcie = e.add_link(place.prefix + "pcie", std::max(1.0, topo.pcie_Bps));
+    for (int d = 0; d < 2; ++d)  // full duplex: one link per direction (HostLink)
+      k.pcie[d] = e.add_link(place.prefix + (d == 0 ? "pcie h2d" : "pcie d2h"), std::max(1.0, topo.pcie_Bps));
     if (behind_switch > 0) {
       const auto key = std::make_pair(node, local / behind_switch);
       auto it = uplinks.find(key);
-      if (it == uplinks.end())
-        it = uplinks.emplace(key, e.add_link(fmt::format("node {} pcie switch uplink {}", node, key.second),
-                                             std::max(1.0, topo.uplink_Bps * behind_switch))).first;
+      if (it == uplinks.end()) {
+        std::array<des::LinkId, 2> up{};
+        for (int d = 0; d < 2; ++d)
+          up[d] = e.add_link(fmt::format("node {} pcie switch uplink {} {}", node, key.second, d == 0 ? "h2d" : "d2h"),
+                             std::max(1.0, topo.uplink_Bps * behind_switch));
+        it = uplinks.emplace(key, up).first;
+      }
       k.uplink = it->second;
     } else {
       k.uplink = k.pcie;
     }
     k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
-    k.own = {k.nvlink, k.nic, k.pcie, k.uplink, k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
+    k.own = {k.nvlink, k.nic, k.pcie[0], k.pcie[1], k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
+    if (behind_switch > 0) k.own.insert(k.own.begin() + 4, {k.uplink[0], k.uplink[1]});
     if (place.at.t == 0 && place.at.c == 0 && place.at.d == 0) reported[place.at.s] = static_cast<int>(lowered.size());
     lowered.push_back(lower_stage(cx, ir, k, place));
   }

@@ -128,7 +128,10 @@ bool gpu_kernel(const Op& op);
 
 // The links one rank's traffic crosses, and those reported as its own.
 struct RankLinks {
-  des::LinkId nvlink{}, nic{}, pcie{}, uplink{}, dram{}, nvme_read{}, nvme_write{};
+  des::LinkId nvlink{}, nic{}, dram{}, nvme_read{}, nvme_write{};
+  // PCIe and the switch uplink, one link per direction (full duplex): [0] host to device, [1]
+  // device to host (HostLink::pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h).
+  std::array<des::LinkId, 2> pcie{}, uplink{};
   // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
   // chunk by chunk, so such copies also cross this (slower) stage.
   des::LinkId pageable{};

@@ -191,9 +191,14 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
 // GPU's PCIe link, its switch uplink and host DRAM (a pageable one first the driver's staging
 // copy); an NVMe copy the drives and host DRAM (no GPUDirect Storage); the CPU optimizer host DRAM.
 // Empty for every other op. The executor (exec/) counts its bytes on the same links.
+// PCIe is full duplex: each direction of a link (and of a switch uplink) carries its rated
+// bandwidth while the other is busy (PCI Express Base Specification: a link is a dual-simplex
+// pair of lanes per direction; NVIDIA's bandwidthTest/nvbandwidth bidirectional runs reach about
+// twice the one-way rate), so a host-to-device copy and a device-to-host copy share no PCIe
+// capacity; both still share host DRAM.
 // `cpu`: the host cores running a CPU optimizer step, a link whose capacity is their measured
 // AdamW rate x the bytes it moves per parameter; the step's flow crosses it and host DRAM.
-enum class HostLink { pcie, uplink, dram, nvme_read, nvme_write, pageable, cpu };
+enum class HostLink { pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h, dram, nvme_read, nvme_write, pageable, cpu };
 std::vector<HostLink> host_path(const schedule::Op& op, const plan::Plan& plan);
 // The name of a representative rank's link in StepResult::links.
 const char* to_string(HostLink l);

@@ -7,14 +7,19 @@ std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
   if (op.kind != OpKind::copy) return {};
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
-  if (p.offload.pinned) return {HostLink::pcie, HostLink::uplink, HostLink::dram};
-  return {HostLink::pageable, HostLink::pcie, HostLink::uplink, HostLink::dram};
+  const bool to_gpu = op.dst == plan::Tier::gpu;
+  const HostLink pcie = to_gpu ? HostLink::pcie_h2d : HostLink::pcie_d2h;
+  const HostLink uplink = to_gpu ? HostLink::uplink_h2d : HostLink::uplink_d2h;
+  if (p.offload.pinned) return {pcie, uplink, HostLink::dram};
+  return {HostLink::pageable, pcie, uplink, HostLink::dram};
 }
 
 const char* to_string(HostLink l) {
   switch (l) {
-    case HostLink::pcie: return "pcie";
-    case HostLink::uplink: return "pcie switch uplink (share)";
+    case HostLink::pcie_h2d: return "pcie h2d";
+    case HostLink::pcie_d2h: return "pcie d2h";
+    case HostLink::uplink_h2d: return "pcie switch uplink h2d (share)";
+    case HostLink::uplink_d2h: return "pcie switch uplink d2h (share)";
     case HostLink::dram: return "host dram (share)";
     case HostLink::nvme_read: return "nvme read (share)";
     case HostLink::nvme_write: return "nvme write (share)";
@@ -102,8 +107,9 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   };
   k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
   k.nic = link("network", topo.nic_Bps);
-  k.pcie = link(to_string(HostLink::pcie), topo.pcie_Bps);
-  k.uplink = link(to_string(HostLink::uplink), topo.uplink_Bps);
+  k.pcie = {link(to_string(HostLink::pcie_h2d), topo.pcie_Bps), link(to_string(HostLink::pcie_d2h), topo.pcie_Bps)};
+  k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps),
+              link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
   k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
   k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
