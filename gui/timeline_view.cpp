@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <utility>
 #include <map>
 #include <set>
 
@@ -195,17 +196,28 @@ void TimelineView::paintEvent(QPaintEvent*) {
   } else {
     paint_components(painter);
   }
-  // Time axis: about eight ticks at round values.
+  // Time axis: about eight ticks at round values, all in the one unit the visible span reads best
+  // in (a span of 200 s ticks 0, 0.5 ... 3 min, not "50.00 s" beside "2.5 min").
   const QRectF axis = has_tracks() ? memory_plot() : r;
   const double span = visible_s();
-  const double raw = span / 8;
+  const auto [unit_s, unit] = span < 2e-3 ? std::pair{1e-6, "µs"}
+                              : span < 2    ? std::pair{1e-3, "ms"}
+                              : span < 120  ? std::pair{1.0, "s"}
+                              : span < 7200 ? std::pair{60.0, "min"}
+                                            : std::pair{3600.0, "h"};
+  const double raw = span / unit_s / 8;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  const double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+  const double step = (raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag) * unit_s;
+  const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step / unit_s) + 1e-9)));
   painter.drawLine(QPointF(axis.left(), axis.bottom()), QPointF(axis.right(), axis.bottom()));
   for (double t = std::ceil(start_s_ / step) * step; t <= start_s_ + span + 1e-12; t += step) {
     const double x = x_of(t);
     painter.drawLine(QPointF(x, axis.bottom()), QPointF(x, axis.bottom() + 4));
-    painter.drawText(QRectF(x - 50, axis.bottom() + 5, 100, 16), Qt::AlignHCenter, seconds(t));
+    const QString label = QString("%1 %2").arg(t / unit_s, 0, 'f', decimals).arg(QString::fromUtf8(unit));
+    // Labels at the ends stay inside the widget.
+    const double left = std::clamp(x - 50, 0.0, std::max(0.0, width() - 100.0));
+    const Qt::Alignment align = left > x - 50 ? Qt::AlignLeft : left < x - 50 ? Qt::AlignRight : Qt::AlignHCenter;
+    painter.drawText(QRectF(left, axis.bottom() + 5, 100, 16), align, label);
   }
   if (!timeline_.partials.empty() && !has_tracks())
     painter.drawText(QRectF(0, height() - 14, width(), 14), Qt::AlignHCenter,

@@ -262,20 +262,17 @@ class StageLowering {
   bool copy(std::size_t i, des::QueueId q) {
     const Op& op = ir_.ops[i];
     std::vector<des::LinkId> path;
-    const auto cross = [&](des::LinkId l) {  // once: a GPU not behind a switch has its own link as uplink
-      if (std::none_of(path.begin(), path.end(), [&](des::LinkId x) { return x.index == l.index; })) path.push_back(l);
-    };
     for (const HostLink h : host_path(op, cx_.p)) {
       switch (h) {
-        case HostLink::pcie_h2d: cross(links_.pcie[0]); break;
-        case HostLink::pcie_d2h: cross(links_.pcie[1]); break;
-        case HostLink::uplink_h2d: cross(links_.uplink[0]); break;
-        case HostLink::uplink_d2h: cross(links_.uplink[1]); break;
-        case HostLink::dram: cross(links_.dram); break;
-        case HostLink::nvme_read: cross(links_.nvme_read); break;
-        case HostLink::nvme_write: cross(links_.nvme_write); break;
-        case HostLink::pageable: cross(links_.pageable); break;
-        case HostLink::cpu: cross(links_.cpu); break;
+        case HostLink::pcie_h2d: path.push_back(links_.pcie[0]); break;
+        case HostLink::pcie_d2h: path.push_back(links_.pcie[1]); break;
+        case HostLink::uplink_h2d: path.push_back(links_.uplink[0]); break;
+        case HostLink::uplink_d2h: path.push_back(links_.uplink[1]); break;
+        case HostLink::dram: path.push_back(links_.dram); break;
+        case HostLink::nvme_read: path.push_back(links_.nvme_read); break;
+        case HostLink::nvme_write: path.push_back(links_.nvme_write); break;
+        case HostLink::pageable: path.push_back(links_.pageable); break;
+        case HostLink::cpu: path.push_back(links_.cpu); break;
       }
     }
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
@@ -338,12 +335,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
   const int ranks = topo.layout.ranks(), g = topo.layout.gpus_per_node();
   std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
   std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
-  int behind_switch = 0;
-  for (const auto& sw : p.cluster.node.pcie_switches)
-    if (sw.gpus > 0) {
-      behind_switch = sw.gpus;
-      break;
-    }
+  const int behind_switch = gpus_per_switch(p.cluster);
   std::map<std::pair<int, int>, std::array<des::LinkId, 2>> uplinks;
   for (int r = 0; r < ranks; ++r) {
     RankPlace place;
@@ -381,9 +373,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
         it = uplinks.emplace(key, up).first;
       }
       k.uplink = it->second;
-    } else {
-      k.uplink = k.pcie;
-    }
+    }  // else no copy crosses an uplink (host_path)
     k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
     k.own = {k.nvlink, k.nic, k.pcie[0], k.pcie[1], k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
     if (behind_switch > 0) k.own.insert(k.own.begin() + 4, {k.uplink[0], k.uplink[1]});

@@ -52,6 +52,10 @@ struct Topology {
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff);
 
+// GPUs behind each of the node's PCIe switches (the first switch that lists GPUs); 0: each GPU
+// reaches the root complex over its own link, and its copies cross no uplink.
+int gpus_per_switch(const plan::Cluster& c);
+
 // One rank's part of a ring (or all-to-all, or send/recv) collective over its group
 // (collective.cpp, the alpha-beta model of NCCL's rings and trees): the fixed time before its
 // bytes move (ring steps, the framework's host work, launches), and its bytes over the links

@@ -8,10 +8,12 @@ std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
   const bool to_gpu = op.dst == plan::Tier::gpu;
-  const HostLink pcie = to_gpu ? HostLink::pcie_h2d : HostLink::pcie_d2h;
-  const HostLink uplink = to_gpu ? HostLink::uplink_h2d : HostLink::uplink_d2h;
-  if (p.offload.pinned) return {pcie, uplink, HostLink::dram};
-  return {HostLink::pageable, pcie, uplink, HostLink::dram};
+  std::vector<HostLink> path;
+  if (!p.offload.pinned) path.push_back(HostLink::pageable);
+  path.push_back(to_gpu ? HostLink::pcie_h2d : HostLink::pcie_d2h);
+  if (detail::gpus_per_switch(p.cluster) > 0) path.push_back(to_gpu ? HostLink::uplink_h2d : HostLink::uplink_d2h);
+  path.push_back(HostLink::dram);
+  return path;
 }
 
 const char* to_string(HostLink l) {
@@ -38,6 +40,12 @@ namespace {
 constexpr double kDramEfficiency = 0.75;
 
 }  // namespace
+
+int gpus_per_switch(const plan::Cluster& c) {
+  for (const auto& sw : c.node.pcie_switches)
+    if (sw.gpus > 0) return sw.gpus;
+  return 0;
+}
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t{plan::RankLayout(p)};
@@ -108,8 +116,8 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
   k.nic = link("network", topo.nic_Bps);
   k.pcie = {link(to_string(HostLink::pcie_h2d), topo.pcie_Bps), link(to_string(HostLink::pcie_d2h), topo.pcie_Bps)};
-  k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps),
-              link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
+  if (gpus_per_switch(p.cluster) > 0)  // else no copy crosses an uplink (host_path)
+    k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps), link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
   k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
   k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
