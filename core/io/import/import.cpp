@@ -218,14 +218,12 @@ class Writer {
 
 ConfigFormat detect_config_format(const std::filesystem::path& path) { return load_config(path).format; }
 
-ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
-                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo) {
-  ImportedScenario out;
-  out.name = "imported scenario";
-  Diagnostics diagnostics;
-  Draft draft(diagnostics);
+namespace {
+
+// Reads each config file (and the files they name) into the draft, each once.
+void read_files(const std::vector<std::filesystem::path>& files, Context& ctx) {
+  Diagnostics& diagnostics = ctx.diagnostics;
   std::set<std::filesystem::path> seen;
-  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, {}, {}};
   std::function<void(const std::filesystem::path&, const Loaded&)> read_loaded;
   const auto read_path = [&](const std::filesystem::path& path, std::optional<ConfigFormat> expected,
                              const SourceLocation& named_at) {
@@ -247,8 +245,8 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   };
   read_loaded = [&](const std::filesystem::path& path, const Loaded& l) {
     const std::string file = path.string();
-    out.files.push_back(file);
-    out.formats.push_back(l.format);
+    ctx.files.push_back(file);
+    ctx.formats.push_back(l.format);
     switch (l.format) {
       case ConfigFormat::deepspeed:
         import::read_deepspeed(ctx, l.root, file);
@@ -282,8 +280,10 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     import::read_deepspeed(ctx, n, file, "deepspeed");
   };
   for (const auto& f : files) read_path(f, std::nullopt, {});
-  diagnostics.throw_if_any();
+}
 
+// The command line's flags and --set, over what the configs say.
+void apply_overrides(Draft& draft, const std::vector<ImportOverride>& overrides) {
   for (const auto& o : overrides) {
     Entry e;
     e.key = o.key;
@@ -294,19 +294,12 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     draft.override_with(e);
   }
 
-  // What the configs leave open: the framework's own default, each with its source.
-  const Entry* fw = draft.get("job.framework");
-  const std::string framework = fw ? fw->value : "";
-  const bool hf = draft.has("_hf_trainer");
-  const bool ds_auto = draft.has("_ds_micro_auto");
+}
+
+// The micro-batch, GPU count, accumulation and global batch: the configs' numbers, DeepSpeed's
+// batch triangle and the launchers' defaults.
+void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& framework, bool hf, bool ds_auto) {
   const SourceLocation cli{"command line", 0, 0};
-  if (!draft.has("model"))
-    diagnostics.error(
-        cli, "--model",
-        "the configs name no model ftplan knows: give --model NAME (ftplan zoo list) or --model path/to/config.json");
-  if (!draft.has("plan.cluster.gpu") && !draft.has("plan.cluster.node"))
-    diagnostics.error(cli, "--gpu",
-                      "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
   if (!draft.has("job.micro_batch")) {
     if (hf || ds_auto)
       draft.set_default(
@@ -384,6 +377,10 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     }
     draft.set(e);
   }
+}
+
+// What the configs leave open: the framework's own default, each with its source, then ftplan's.
+void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
   if (!draft.has("job.precision")) {
     if (framework == "deepspeed")
       draft.set_default("job.precision", "fp32",
@@ -456,9 +453,11 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
     draft.set_default(
         "job.steps", "1",
         "no step count in the configs (epochs need the dataset size): one step; --steps or --tokens sets it");
-  diagnostics.throw_if_any();
+}
 
-  // The scenario text.
+// The scenario text: a header naming the files and the keys not used, then the keys in the
+// scenario's order, each with its origin.
+void write_scenario(ImportedScenario& out, const Draft& draft, const std::vector<std::filesystem::path>& files) {
   std::vector<const Entry*> entries;
   for (const auto& e : draft.entries())
     if (!e.key.empty() && e.key[0] != '_') entries.push_back(&e);
@@ -493,6 +492,36 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   w.line("plans:");
   w.line("  - name: imported  # the configs describe one job on one cluster");
   w.tree(plan, 4);
+}
+
+}  // namespace
+
+ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
+                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo) {
+  ImportedScenario out;
+  out.name = "imported scenario";
+  Diagnostics diagnostics;
+  Draft draft(diagnostics);
+  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, {}, {}};
+  read_files(files, ctx);
+  diagnostics.throw_if_any();
+  apply_overrides(draft, overrides);
+
+  const Entry* fw = draft.get("job.framework");
+  const std::string framework = fw ? fw->value : "";
+  const bool hf = draft.has("_hf_trainer");
+  const SourceLocation cli{"command line", 0, 0};
+  if (!draft.has("model"))
+    diagnostics.error(
+        cli, "--model",
+        "the configs name no model ftplan knows: give --model NAME (ftplan zoo list) or --model path/to/config.json");
+  if (!draft.has("plan.cluster.gpu") && !draft.has("plan.cluster.node"))
+    diagnostics.error(cli, "--gpu",
+                      "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
+  fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"));
+  fill_defaults(draft, framework, hf);
+  diagnostics.throw_if_any();
+  write_scenario(out, draft, files);
   return out;
 }
 
