@@ -132,22 +132,46 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
 
 }  // namespace
 
-Result search(const model::ModelSpec& model, const plan::Job& job, const hardware::Catalog& catalog,
-              const SearchSpace& space, const Constraints& k, const plan::CostSpec& cost, int threads,
-              const Control& control) {
-  const auto t0 = std::chrono::steady_clock::now();
-  Result result;
-  const bool fsdp = plan::shards_by_fsdp(plan::framework_row(job.framework).sharding);
+namespace {
 
-  // Enumerate the layouts (cheap: no plan is built yet), then check, size and simulate them on
-  // the workers, so that the first plans are simulated at once and an interruption keeps them.
+// Every layout the space holds (cheap: no plan is built yet), on the clusters it names.
+struct Enumerated {
   std::vector<Base> bases;
   std::vector<Layout> layouts;
+};
+
+// The layouts of one cluster: every combination of the space's degrees and recipe choices that
+// makes sense on it.
+void add_layouts(const SearchSpace& space, int base, const Base& b, double first_dram, int first_drives,
+                 std::vector<Layout>& out) {
+  for (int tp : space.tp)
+    for (bool sp : space.sequence_parallel)
+      for (int pp : space.pp)
+        for (int vs : space.virtual_stages)
+          for (int zero : space.zero)
+            for (int mb : space.micro_batch)
+              for (auto ckpt : space.checkpointing)
+                for (auto off : space.offload) {
+                  if (static_cast<std::int64_t>(tp) * pp > b.gpus) continue;
+                  // Sequence parallelism needs tensor parallelism, virtual stages a pipeline.
+                  if ((sp && tp == 1) || (vs > 1 && pp == 1)) continue;
+                  // NVMe placements only vary with the drive count; CPU ones only with DRAM.
+                  const bool nvme = off == OffloadPreset::zero_infinity || off == OffloadPreset::aidaptiv ||
+                                    off == OffloadPreset::activation_nvme;
+                  if (!nvme && b.drives >= 0 && b.drives != first_drives) continue;
+                  if (off == OffloadPreset::none && b.dram > 0 && b.dram != first_dram) continue;
+                  out.push_back({base, tp, pp, zero, mb, vs, sp, ckpt, off});
+                }
+}
+
+Enumerated enumerate(const plan::Job& job, const hardware::Catalog& catalog, const SearchSpace& space,
+                     const Constraints& k, const plan::CostSpec& cost) {
+  Enumerated e;
+  const std::vector<double> drams = space.dram_bytes.empty() ? std::vector<double>{0.0} : space.dram_bytes;
+  const std::vector<int> drive_counts = space.drive_counts.empty() ? std::vector<int>{-1} : space.drive_counts;
   for (const auto& gpu_name : space.gpus) {
     const hardware::NodeSpec* typical = catalog.default_node_for(gpu_name);
     if (!typical) continue;
-    const std::vector<double> drams = space.dram_bytes.empty() ? std::vector<double>{0.0} : space.dram_bytes;
-    const std::vector<int> drive_counts = space.drive_counts.empty() ? std::vector<int>{-1} : space.drive_counts;
     for (int gpus : space.gpu_counts) {
       if (k.max_gpus > 0 && gpus > k.max_gpus) continue;
       const int per_node = std::min(gpus, typical->gpus);
@@ -165,34 +189,51 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
           b.gpus = gpus;
           b.dram = dram;
           b.drives = drives;
-          const int base = static_cast<int>(bases.size());
-          bases.push_back(std::move(b));
-          for (int tp : space.tp)
-            for (bool sp : space.sequence_parallel)
-            for (int pp : space.pp)
-            for (int vs : space.virtual_stages)
-              for (int zero : space.zero)
-                for (int mb : space.micro_batch)
-                  for (auto ckpt : space.checkpointing)
-                    for (auto off : space.offload) {
-                      if (static_cast<std::int64_t>(tp) * pp > gpus) continue;
-                      // Sequence parallelism needs tensor parallelism, virtual stages a pipeline.
-                      if ((sp && tp == 1) || (vs > 1 && pp == 1)) continue;
-                      // NVMe placements only vary with the drive count; CPU ones only with DRAM.
-                      const bool nvme = off == OffloadPreset::zero_infinity || off == OffloadPreset::aidaptiv ||
-                                        off == OffloadPreset::activation_nvme;
-                      if (!nvme && drives >= 0 && drives != drive_counts.front()) continue;
-                      if (off == OffloadPreset::none && dram > 0 && dram != drams.front()) continue;
-                      layouts.push_back({base, tp, pp, zero, mb, vs, sp, ckpt, off});
-                    }
+          add_layouts(space, static_cast<int>(e.bases.size()), b, drams.front(), drive_counts.front(), e.layouts);
+          e.bases.push_back(std::move(b));
         }
     }
   }
-  result.enumerated = static_cast<std::int64_t>(layouts.size());
+  return e;
+}
 
-  // Each layout on a worker; each plan is self-contained, the model read-only. A plan whose
-  // evaluation throws is that plan's failure (evaluate::for_each), not the search's.
-  std::vector<std::unique_ptr<Candidate>> slots(layouts.size());
+// Why a layout is not simulated: its plan fails the checks, repeats another, or does not fit.
+enum class Screen { simulate, invalid, duplicate, pruned };
+
+Screen screen(const model::ModelSpec& model, const Layout& l, plan::Plan& p) {
+  if (!plan::check_plan(model, p).empty()) return Screen::invalid;
+  // One data-parallel rank has nothing to shard: ZeRO 1-3 without offload are the ZeRO 0 layout
+  // again (offload presets need their stage, so those stay).
+  if (l.zero > 0 && l.off == OffloadPreset::none && plan::data_parallel_degree(p) == 1) return Screen::duplicate;
+  p.parallel.dp = plan::data_parallel_degree(p);
+  if (!footprint::footprint(model, p).fits) return Screen::pruned;
+  return Screen::simulate;
+}
+
+// A plan whose checks, footprint or evaluation threw: a failed candidate, with the reason.
+void mark_failed(Candidate& c, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    c.error = e.what();
+  } catch (...) {
+    c.error = "unknown exception";
+  }
+  c.evaluation = evaluate::Evaluation{};
+  c.evaluation.memory.fits = false;
+  c.evaluation.memory.infeasible_reason = "could not be evaluated: " + c.error;
+  c.meets_constraints = false;
+}
+
+// Each layout on a worker; each plan is self-contained, the model read-only. A plan whose
+// evaluation throws is that plan's failure (evaluate::for_each), not the search's. Fills the
+// result's counts and candidates (in layout order).
+void run_layouts(const model::ModelSpec& model, const Enumerated& en, bool fsdp, const Constraints& k, int threads,
+                 const Control& control, Result& result) {
+  const auto plan_at = [&](std::size_t i) {
+    return plan_of(model, en.bases[static_cast<std::size_t>(en.layouts[i].base)], en.layouts[i], fsdp);
+  };
+  std::vector<std::unique_ptr<Candidate>> slots(en.layouts.size());
   std::atomic<std::int64_t> invalid{0}, duplicates{0}, pruned{0}, simulated{0}, examined{0};
   std::mutex report;
   const auto progress = [&] {
@@ -202,63 +243,37 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
     if (lock.owns_lock()) control.progress(done, result.enumerated, simulated.load());
   };
   const std::size_t ran = evaluate::for_each(
-      layouts.size(), threads,
+      en.layouts.size(), threads,
       [&](std::size_t i) {
         auto c = std::make_unique<Candidate>();
-        c->plan = plan_of(model, bases[static_cast<std::size_t>(layouts[i].base)], layouts[i], fsdp);
-        plan::Plan& p = c->plan;
-        if (!plan::check_plan(model, p).empty()) {
-          ++invalid;
-          return progress();
-        }
-        // One data-parallel rank has nothing to shard: ZeRO 1-3 without offload are the
-        // ZeRO 0 layout again (offload presets need their stage, so those stay).
-        if (layouts[i].zero > 0 && layouts[i].off == OffloadPreset::none && plan::data_parallel_degree(p) == 1) {
-          ++duplicates;
-          return progress();
-        }
-        p.parallel.dp = plan::data_parallel_degree(p);
-        if (!footprint::footprint(model, p).fits) {
-          ++pruned;
-          return progress();
+        c->plan = plan_at(i);
+        switch (screen(model, en.layouts[i], c->plan)) {
+          case Screen::invalid: ++invalid; return progress();
+          case Screen::duplicate: ++duplicates; return progress();
+          case Screen::pruned: ++pruned; return progress();
+          case Screen::simulate: break;
         }
         // Counted before evaluating: a plan that throws is still a simulated candidate (failed).
         ++simulated;
         slots[i] = std::move(c);
         Candidate& s = *slots[i];
-        if (control.evaluate) {
-          s.evaluation = control.evaluate(s.plan);
-        } else {
-          s.evaluation = evaluate::evaluate_plan(model, s.plan);
-        }
+        s.evaluation = control.evaluate ? control.evaluate(s.plan) : evaluate::evaluate_plan(model, s.plan);
         // The activity timeline has served the power model; a search may keep millions of plans.
         s.evaluation.step.timeline = {};
-        const auto& e = s.evaluation;
-        s.meets_constraints = evaluate::meets_constraints(k, s.plan, e);
+        s.meets_constraints = evaluate::meets_constraints(k, s.plan, s.evaluation);
         progress();
       },
       [&](std::size_t i, std::exception_ptr error) {
         if (!slots[i]) {  // the checks or the footprint threw: the plan is a failed candidate all the same
           slots[i] = std::make_unique<Candidate>();
-          slots[i]->plan = plan_of(model, bases[static_cast<std::size_t>(layouts[i].base)], layouts[i], fsdp);
+          slots[i]->plan = plan_at(i);
           ++simulated;
         }
-        Candidate& c = *slots[i];
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          c.error = e.what();
-        } catch (...) {
-          c.error = "unknown exception";
-        }
-        c.evaluation = evaluate::Evaluation{};
-        c.evaluation.memory.fits = false;
-        c.evaluation.memory.infeasible_reason = "could not be evaluated: " + c.error;
-        c.meets_constraints = false;
+        mark_failed(*slots[i], error);
         progress();
       },
       control.stop);
-  result.interrupted = ran < layouts.size();
+  result.interrupted = ran < en.layouts.size();
   result.invalid = invalid;
   result.duplicates = duplicates;
   result.pruned_memory = pruned;
@@ -269,8 +284,10 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
       if (!slot->error.empty()) ++result.failed;
       result.candidates.push_back(std::move(*slot));
     }
-  slots.clear();
+}
 
+// The Pareto front and the best plan by each measure, among those that meet the constraints.
+void pick_best(Result& result) {
   result.pareto = pareto_front(result.candidates);
   const auto pick = [&](auto key) {
     int best = -1;
@@ -286,6 +303,22 @@ Result search(const model::ModelSpec& model, const plan::Job& job, const hardwar
   result.fewest_gpus = pick([](const Candidate& c) {
     return static_cast<double>(c.plan.cluster.gpus()) * 1e12 + c.evaluation.cost.job_time_s;  // ties: faster
   });
+}
+
+}  // namespace
+
+Result search(const model::ModelSpec& model, const plan::Job& job, const hardware::Catalog& catalog,
+              const SearchSpace& space, const Constraints& k, const plan::CostSpec& cost, int threads,
+              const Control& control) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result result;
+  const bool fsdp = plan::shards_by_fsdp(plan::framework_row(job.framework).sharding);
+  // Enumerate the layouts, then check, size and simulate them on the workers, so that the first
+  // plans are simulated at once and an interruption keeps them.
+  const Enumerated en = enumerate(job, catalog, space, k, cost);
+  result.enumerated = static_cast<std::int64_t>(en.layouts.size());
+  run_layouts(model, en, fsdp, k, threads, control, result);
+  pick_best(result);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
