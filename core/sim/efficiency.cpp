@@ -59,10 +59,14 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
   return e;
 }
 
-Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, const hardware::GpuSpec& gpu,
-                                   hardware::Dtype dtype) {
-  Efficiency e = default_efficiency(gpu);
-  std::vector<std::string> measured;
+namespace {
+
+using Measured = std::vector<std::string>;  // what a profile set, for Efficiency::source
+
+// GEMM and attention efficiency (the median, and each measured shape for interpolation) and HBM
+// bandwidth, in the plan's compute type.
+void kernels_from_profile(const hardware::CalibrationProfile& prof, const hardware::GpuSpec& gpu, hardware::Dtype dtype,
+                          Efficiency& e, Measured& measured) {
   const double peak = gpu.peak_for(dtype);
   std::vector<double> gemm, attention, memory;
   for (const auto& g : prof.gemm)
@@ -91,6 +95,11 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     e.memory = std::clamp(median(memory), 0.05, 1.0);
     measured.push_back("HBM");
   }
+}
+
+// The GPU's links: PCIe (best pinned host-to-device rate) and NVLink (NCCL's bus bandwidth).
+void links_from_profile(const hardware::CalibrationProfile& prof, const hardware::GpuSpec& gpu, Efficiency& e,
+                        Measured& measured) {
   double h2d = 0;
   for (const auto& c : prof.copy)
     if (c.direction == hardware::CopyDirection::h2d && c.pinned) h2d = std::max(h2d, c.bandwidth_Bps);
@@ -105,6 +114,10 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     e.nvlink = std::clamp(bus / gpu.nvlink_bandwidth_Bps, 0.05, 1.0);
     measured.push_back("NCCL");
   }
+}
+
+// The host: DRAM bandwidth (triad) and the CPU AdamW rate, each at the most threads measured.
+void host_from_profile(const hardware::CalibrationProfile& prof, Efficiency& e, Measured& measured) {
   // The DRAM link carries real traffic (a copy's bytes, CPU AdamW's 28 B per parameter: every
   // line read or written). STREAM counts triad as 24 B per element; calibrate's triad
   // (calibrate/cpu/kernels.cpp, plain stores) also reads each destination line before writing it
@@ -126,29 +139,33 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
       e.cpu_optimizer_params_per_s = o.params_per_s;
     }
   if (e.cpu_optimizer_params_per_s > 0) measured.push_back("CPU AdamW");
-  // Copies: the per-copy cost, and pageable over pinned at the largest size measured for both.
-  {
-    const hardware::CopySample* large = nullptr;
-    const hardware::CopySample* pageable = nullptr;
-    for (const auto& c : prof.copy) {
-      if (c.direction != hardware::CopyDirection::h2d || c.bandwidth_Bps <= 0) continue;
-      if (c.pinned) {
-        if (!large || c.bytes > large->bytes) large = &c;
-      } else if (!pageable || c.bytes > pageable->bytes) {
-        pageable = &c;
-      }
-    }
-    // The per-copy cost: Hockney's t = latency + bytes / rate fitted by least squares to every
-    // pinned H2D sample (hardware::fit_copy_model), not read off the smallest and largest rows.
-    if (const auto fit = hardware::fit_copy_model(prof.copy, hardware::CopyDirection::h2d, true)) {
-      e.copy_latency_s = fit->latency_s;
-      measured.push_back("copy latency");
-    }
-    if (large && pageable && large->bandwidth_Bps > 0) {
-      e.pageable_fraction = std::clamp(pageable->bandwidth_Bps / large->bandwidth_Bps, 0.01, 1.0);
-      measured.push_back("pageable copies");
+}
+
+// Copies: the per-copy cost, and pageable over pinned at the largest size measured for both.
+void copies_from_profile(const hardware::CalibrationProfile& prof, Efficiency& e, Measured& measured) {
+  const hardware::CopySample* large = nullptr;
+  const hardware::CopySample* pageable = nullptr;
+  for (const auto& c : prof.copy) {
+    if (c.direction != hardware::CopyDirection::h2d || c.bandwidth_Bps <= 0) continue;
+    if (c.pinned) {
+      if (!large || c.bytes > large->bytes) large = &c;
+    } else if (!pageable || c.bytes > pageable->bytes) {
+      pageable = &c;
     }
   }
+  // The per-copy cost: Hockney's t = latency + bytes / rate fitted by least squares to every
+  // pinned H2D sample (hardware::fit_copy_model), not read off the smallest and largest rows.
+  if (const auto fit = hardware::fit_copy_model(prof.copy, hardware::CopyDirection::h2d, true)) {
+    e.copy_latency_s = fit->latency_s;
+    measured.push_back("copy latency");
+  }
+  if (large && pageable && large->bandwidth_Bps > 0) {
+    e.pageable_fraction = std::clamp(pageable->bandwidth_Bps / large->bandwidth_Bps, 0.01, 1.0);
+    measured.push_back("pageable copies");
+  }
+}
+
+void nvme_from_profile(const hardware::CalibrationProfile& prof, Efficiency& e, Measured& measured) {
   // NVMe: the striped runs closest to the offload engine's requests, DeepSpeed's aio defaults of
   // 1 MiB blocks at queue depth 8 (docs "aio" config: block_size 1048576, queue_depth 8).
   for (const auto op : {hardware::StorageOp::read, hardware::StorageOp::write}) {
@@ -165,6 +182,19 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
     if (best) (op == hardware::StorageOp::read ? e.nvme_read_Bps : e.nvme_write_Bps) = best->bandwidth_Bps;
   }
   if (e.nvme_read_Bps > 0 || e.nvme_write_Bps > 0) measured.push_back("NVMe");
+}
+
+}  // namespace
+
+Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, const hardware::GpuSpec& gpu,
+                                   hardware::Dtype dtype) {
+  Efficiency e = default_efficiency(gpu);
+  Measured measured;
+  kernels_from_profile(prof, gpu, dtype, e, measured);
+  links_from_profile(prof, gpu, e, measured);
+  host_from_profile(prof, e, measured);
+  copies_from_profile(prof, e, measured);
+  nvme_from_profile(prof, e, measured);
   e.source = fmt::format("calibration profile of {} ({}): measured {}; the rest: {}", prof.machine.hostname,
                          prof.machine.date, measured.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(measured, ", ")),
                          e.source);
