@@ -4,123 +4,129 @@ namespace ftplan::sim {
 
 using namespace detail;
 
-StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
-                         const Efficiency* efficiency) {
-  StepResult res;
-  res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
-  // NCCL kernels take SMs from the compute kernels they overlap with. Simulate once, measure how
-  // much of the step the communication streams are busy, slow the compute kernels by the SM
-  // share they lose for that fraction of the time, and simulate again.
-  const bool full = options.fidelity == Options::Fidelity::full;
-  if (full && p.cluster.gpus() > kMaxFullRanks) {
-    res.ok = false;
-    res.problem = fmt::format("full fidelity simulates every rank; {} ranks are more than its limit of {} (use the default, "
-                              "representative fidelity)", p.cluster.gpus(), kMaxFullRanks);
-    return res;
-  }
-  const int sms = p.cluster.gpu.sm_count;
-  double slowdown = 1.0;
-  const std::int64_t accumulation = plan::grad_accumulation_steps(p);
-  // Steady-state shortcut: simulate k1 and k2 < k1 micro-batches and extrapolate linearly. Without
-  // a pipeline k1 = k, k2 = k - 1. A pipeline's step is linear in the micro-batch count only once
-  // its warm-up and cool-down are whole ((m + pp - 1) slots for 1F1B; Narayanan et al. 2021
-  // sec. 2.2): k2 is the first multiple of pp at or above k and pp, k1 = k2 + pp (whole groups,
-  // as interleaved schedules need).
+namespace {
+
+// Steady-state shortcut: simulate k1 and k2 < k1 micro-batches and extrapolate linearly. Without
+// a pipeline k1 = k, k2 = k - 1. A pipeline's step is linear in the micro-batch count only once
+// its warm-up and cool-down are whole ((m + pp - 1) slots for 1F1B; Narayanan et al. 2021
+// sec. 2.2): k2 is the first multiple of pp at or above k and pp, k1 = k2 + pp (whole groups,
+// as interleaved schedules need).
+struct MicroBatchShortcut {
+  bool on = false;
+  int k1 = 0, k2 = 0;
+  // Under the shortcut every additive figure is extrapolated: f(n) = f(k1) + repeats (f(k1) -
+  // f(k2)) (sim/timeline.hpp).
+  double repeats = 0;
+  std::optional<std::pair<int, int>> counts() const { return on ? std::optional(std::pair{k1, k2}) : std::nullopt; }
+};
+
+MicroBatchShortcut micro_batch_shortcut(const plan::Plan& p, const Options& options, std::int64_t accumulation) {
   const int pp = std::max(1, p.parallel.pp);
   // A trace (or the GUI's timeline) shows the whole step: every micro-batch simulated, whatever
   // the caller asked of the shortcut (the stage and layer shortcuts likewise step aside for it).
   const int k = options.trace ? 0 : options.max_micro_batches;
-  int k1 = k, k2 = k - 1;
+  MicroBatchShortcut s;
+  s.k1 = k;
+  s.k2 = k - 1;
   if (pp > 1 && k > 0) {
-    k2 = pp * ((std::max(k, pp) + pp - 1) / pp);
-    k1 = k2 + pp;
+    s.k2 = pp * ((std::max(k, pp) + pp - 1) / pp);
+    s.k1 = s.k2 + pp;
   }
   // Not for GPipe: it holds every micro-batch's activations at once, so its memory peak (not an
   // additive figure) grows with the count (1F1B holds at most pp, which k2 >= pp covers). Taken
   // only where it saves work: simulating k1 + k2 micro-batches instead of all of them.
-  const bool shortcut = k >= 2 && accumulation > k1 + k2 && !(pp > 1 && p.parallel.schedule == plan::PipelineSchedule::gpipe);
-  // Under the shortcut the step is simulated with k1 and with k2 micro-batches, and every additive
-  // figure extrapolated: f(n) = f(k1) + repeats (f(k1) - f(k2)) (sim/timeline.hpp).
-  const double repeats = shortcut ? static_cast<double>(accumulation - k1) / (k1 - k2) : 0.0;
-  // The IRs hold every op of the micro-batches they build, and full fidelity lowers them once per
-  // rank: refuse a step too large to hold (schedule::kMaxLayerPasses) rather than exhaust memory.
-  {
-    std::string why = schedule::too_large(m, p, shortcut ? k1 : 0);
-    const std::int64_t copies =
-        full ? static_cast<std::int64_t>(plan::RankLayout(p).stage_ranks()) : 1;
-    if (why.empty() && schedule::layer_passes(m, p, shortcut ? k1 : 0) * copies > schedule::kMaxLayerPasses)
-      why = fmt::format("not simulated: full fidelity holds {} ranks' copies of a step of {} layer passes, more than "
-                        "ftplan's limit of {} (use the default, representative fidelity)",
-                        copies, schedule::layer_passes(m, p, shortcut ? k1 : 0), schedule::kMaxLayerPasses);
-    if (!why.empty()) {
-      res.ok = false;
-      res.problem = std::move(why);
-      return res;
-    }
-  }
-  const bool multi_gpu = sms > 0 && p.cluster.gpus() > 1;
+  s.on = k >= 2 && accumulation > s.k1 + s.k2 && !(pp > 1 && p.parallel.schedule == plan::PipelineSchedule::gpipe);
+  s.repeats = s.on ? static_cast<double>(accumulation - s.k1) / (s.k1 - s.k2) : 0.0;
+  return s;
+}
+
+// Why a step is not simulated: full fidelity over too many ranks, or IRs too large to hold (each
+// holds every op of the micro-batches it builds, and full fidelity lowers them once per rank:
+// refused at schedule::kMaxLayerPasses rather than exhausting memory). Empty: simulate it.
+std::string refusal(const model::ModelSpec& m, const plan::Plan& p, bool full, const MicroBatchShortcut& mb) {
+  if (full && p.cluster.gpus() > kMaxFullRanks)
+    return fmt::format("full fidelity simulates every rank; {} ranks are more than its limit of {} (use the default, "
+                       "representative fidelity)", p.cluster.gpus(), kMaxFullRanks);
+  std::string why = schedule::too_large(m, p, mb.on ? mb.k1 : 0);
+  const std::int64_t copies = full ? static_cast<std::int64_t>(plan::RankLayout(p).stage_ranks()) : 1;
+  const std::int64_t passes = schedule::layer_passes(m, p, mb.on ? mb.k1 : 0);
+  if (why.empty() && passes * copies > schedule::kMaxLayerPasses)
+    why = fmt::format("not simulated: full fidelity holds {} ranks' copies of a step of {} layer passes, more than "
+                      "ftplan's limit of {} (use the default, representative fidelity)",
+                      copies, passes, schedule::kMaxLayerPasses);
+  return why;
+}
+
+// Every layer of every stage simulated (with the micro-batch shortcut when it applies). NCCL
+// kernels take SMs from the compute kernels they overlap with: simulate once, measure how much
+// of the step the communication streams are busy, slow the compute kernels by the SM share they
+// lose for that fraction of the time, and simulate again.
+Simulated simulate_layers(const model::ModelSpec& m, const plan::Plan& p, const Options& options, const Efficiency& eff,
+                          const MicroBatchShortcut& mb, bool multi_gpu) {
+  const bool full = options.fidelity == Options::Fidelity::full;
   Simulated sim;
-  if (auto shortened = shortened_pipeline(m, p, options, res.efficiency, accumulation, multi_gpu)) {
-    sim = std::move(*shortened);
-  } else if (auto fewer = fewer_layers(m, p, options, res.efficiency, multi_gpu, accumulation,
-                                       shortcut ? std::optional<std::pair<int, int>>({k1, k2}) : std::nullopt)) {
-    sim = std::move(*fewer);
-  } else {
-    // The probe and the step simulate the same IR (only kernel durations differ): built once.
-    std::vector<schedule::StepIR> irs = build_stages(m, p, shortcut ? k1 : 0, options.trace);
-    std::vector<schedule::StepIR> fewer_irs;
-    if (shortcut) {
-      fewer_irs = build_stages(m, p, k2, false);
-      // A drive's write rate depends on how much of the whole step its cache absorbs.
-      for (std::size_t s = 0; s < irs.size(); ++s) {
-        const double whole = extrapolate(schedule::nvme_written_bytes(irs[s]), schedule::nvme_written_bytes(fewer_irs[s]), repeats);
-        irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
-      }
+  // The probe and the step simulate the same IR (only kernel durations differ): built once.
+  std::vector<schedule::StepIR> irs = build_stages(m, p, mb.on ? mb.k1 : 0, options.trace);
+  std::vector<schedule::StepIR> fewer_irs;
+  if (mb.on) {
+    fewer_irs = build_stages(m, p, mb.k2, false);
+    // A drive's write rate depends on how much of the whole step its cache absorbs.
+    for (std::size_t s = 0; s < irs.size(); ++s) {
+      const double whole =
+          extrapolate(schedule::nvme_written_bytes(irs[s]), schedule::nvme_written_bytes(fewer_irs[s]), mb.repeats);
+      irs[s].nvme_step_written_bytes = fewer_irs[s].nvme_step_written_bytes = whole;
     }
-    // Lowered once at full speed; the SM-sharing probe runs it, then it runs again retimed.
-    LoweredStep step = lower_step(p, res.efficiency, false, irs, 1.0, full);
-    std::optional<LoweredStep> fewer_step;
-    if (shortcut) fewer_step.emplace(lower_step(p, res.efficiency, false, fewer_irs, 1.0, full));
-    if (multi_gpu) {
-      // The probe sees the whole step: under the shortcut its k1 and k2 runs extrapolated the
-      // same way as the step's.
-      int probe_stage = 0;
-      StageRun probe = collect_step(step, step.e.run(), irs, probe_stage, false, false);
-      if (shortcut) {
-        const StageRun fewer = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, probe_stage, false, false);
-        probe = extrapolate_run(probe, {{&fewer, repeats}});
-      }
-      slowdown = sm_sharing_slowdown(res.efficiency, sms, comm_busy_s(probe), probe.step_s);
-      retime_step(step, irs, slowdown);
-      if (shortcut) retime_step(*fewer_step, fewer_irs, slowdown);
-    }
-    // A trace keeps one engine task per op: lowered again for it.
-    StageRun run = options.trace ? run_step(p, res.efficiency, true, irs, sim.stage, slowdown, full, true)
-                                 : collect_step(step, step.e.run(), irs, sim.stage, true, false);
-    sim.model_flops = irs[sim.stage].model_flops_per_rank;
-    sim.hardware_flops = irs[sim.stage].hardware_flops_per_rank;
-    sim.frozen_grad_flops = irs[sim.stage].frozen_weight_grad_flops_per_rank;
-    sim.timeline.step_s = run.step_s;
-    sim.timeline.intervals = run.intervals;
-    if (shortcut) {
-      // Every further micro-batch repeats the same work: each additive figure grows by its
-      // difference between the k1 and k2 runs per (k1 - k2) micro-batches. The same stage is
-      // compared in both runs (a pipeline's bottleneck stage does not change with the count).
-      int fewer_stage = sim.stage;
-      StageRun less = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, fewer_stage, true, false);
-      sim.model_flops = extrapolate(sim.model_flops, fewer_irs[sim.stage].model_flops_per_rank, repeats);
-      sim.hardware_flops = extrapolate(sim.hardware_flops, fewer_irs[sim.stage].hardware_flops_per_rank, repeats);
-      sim.frozen_grad_flops = extrapolate(sim.frozen_grad_flops, fewer_irs[sim.stage].frozen_weight_grad_flops_per_rank, repeats);
-      sim.timeline.partials.push_back({std::move(less.intervals), less.step_s, repeats});
-      run = extrapolate_run(run, {{&less, repeats}});
-    }
-    sim.run = std::move(run);
   }
+  // Lowered once at full speed; the SM-sharing probe runs it, then it runs again retimed.
+  LoweredStep step = lower_step(p, eff, false, irs, 1.0, full);
+  std::optional<LoweredStep> fewer_step;
+  if (mb.on) fewer_step.emplace(lower_step(p, eff, false, fewer_irs, 1.0, full));
+  double slowdown = 1.0;
+  if (multi_gpu) {
+    // The probe sees the whole step: under the shortcut its k1 and k2 runs extrapolated the same
+    // way as the step's.
+    int probe_stage = 0;
+    StageRun probe = collect_step(step, step.e.run(), irs, probe_stage, false, false);
+    if (mb.on) {
+      const StageRun fewer = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, probe_stage, false, false);
+      probe = extrapolate_run(probe, {{&fewer, mb.repeats}});
+    }
+    slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(probe), probe.step_s);
+    retime_step(step, irs, slowdown);
+    if (mb.on) retime_step(*fewer_step, fewer_irs, slowdown);
+  }
+  // A trace keeps one engine task per op: lowered again for it.
+  StageRun run = options.trace ? run_step(p, eff, true, irs, sim.stage, slowdown, full, true)
+                               : collect_step(step, step.e.run(), irs, sim.stage, true, false);
+  const schedule::StepIR& ir = irs[sim.stage];
+  sim.model_flops = ir.model_flops_per_rank;
+  sim.hardware_flops = ir.hardware_flops_per_rank;
+  sim.frozen_grad_flops = ir.frozen_weight_grad_flops_per_rank;
+  sim.timeline.step_s = run.step_s;
+  sim.timeline.intervals = run.intervals;
+  if (mb.on) {
+    // Every further micro-batch repeats the same work: each additive figure grows by its
+    // difference between the k1 and k2 runs per (k1 - k2) micro-batches. The same stage is
+    // compared in both runs (a pipeline's bottleneck stage does not change with the count).
+    int fewer_stage = sim.stage;
+    StageRun less = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, fewer_stage, true, false);
+    const schedule::StepIR& fewer_ir = fewer_irs[sim.stage];
+    sim.model_flops = extrapolate(sim.model_flops, fewer_ir.model_flops_per_rank, mb.repeats);
+    sim.hardware_flops = extrapolate(sim.hardware_flops, fewer_ir.hardware_flops_per_rank, mb.repeats);
+    sim.frozen_grad_flops = extrapolate(sim.frozen_grad_flops, fewer_ir.frozen_weight_grad_flops_per_rank, mb.repeats);
+    sim.timeline.partials.push_back({std::move(less.intervals), less.step_s, mb.repeats});
+    run = extrapolate_run(run, {{&less, mb.repeats}});
+  }
+  sim.run = std::move(run);
+  return sim;
+}
+
+// The reported stage's run as the result: times, streams and links (and which bound the step),
+// memory peaks, the trace.
+void take_run(StepResult& res, Simulated& sim) {
   res.stage = sim.stage;
   res.timeline = std::move(sim.timeline);
   StageRun& worst = sim.run;
-  const double model_flops_per_rank = sim.model_flops, hardware_flops_per_rank = sim.hardware_flops,
-               frozen_grad_flops_per_rank = sim.frozen_grad_flops;
   res.step_time_s = worst.step_s;
   res.compute_s = worst.compute_s;
   res.exposed_comm_s = worst.exposed_comm_s;
@@ -147,7 +153,13 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     res.ok = false;
     res.problem = worst.problem;
   }
+}
 
+// Tokens per second and FLOPs: model FLOPs are PaLM's 6N + 12 L H Q T per token
+// (model::flops_per_token), N incl. the head, less the weight gradients a frozen LoRA base does not
+// compute (the IR's share of them); hardware FLOPs add recompute counted the same way (Narayanan et
+// al. 2021, eq. 3).
+void rates(StepResult& res, const model::ModelSpec& m, const plan::Plan& p, const Simulated& sim) {
   const int gpus = p.cluster.gpus();
   // Every sample slot of the step, padding included (padding is computed, not learned).
   const double slot_tokens = static_cast<double>(plan::global_batch_samples(p)) * static_cast<double>(p.job.seq_len);
@@ -156,17 +168,10 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
     res.tokens_per_s = res.tokens_per_step / res.step_time_s;
     res.tokens_per_s_per_gpu = res.tokens_per_s / gpus;
   }
-  // Model FLOPs: PaLM's 6N + 12 L H Q T per token (model::flops_per_token), N incl. the head,
-  // less the weight gradients a frozen LoRA base does not compute (the IR's share of them);
-  // hardware FLOPs add recompute counted the same way (Narayanan et al. 2021, eq. 3).
   const auto per_token = model::flops_per_token(m, p.job.seq_len);
-  const double method_share = model_flops_per_rank > 0
-                                  ? model_flops_per_rank / (model_flops_per_rank + frozen_grad_flops_per_rank)
-                                  : 1.0;
+  const double method_share = sim.model_flops > 0 ? sim.model_flops / (sim.model_flops + sim.frozen_grad_flops) : 1.0;
   res.model_flops_per_step = per_token.training() * slot_tokens * method_share;
-  const double recompute_share = model_flops_per_rank > 0
-                                     ? hardware_flops_per_rank / model_flops_per_rank
-                                     : 1.0;
+  const double recompute_share = sim.model_flops > 0 ? sim.hardware_flops / sim.model_flops : 1.0;
   res.hardware_flops_per_step = res.model_flops_per_step * recompute_share;
   if (res.step_time_s > 0) {
     res.model_tflops_per_gpu = res.model_flops_per_step / gpus / res.step_time_s / 1e12;
@@ -177,6 +182,32 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
       res.hfu = res.hardware_tflops_per_gpu * 1e12 / peak;
     }
   }
+}
+
+}  // namespace
+
+StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                         const Efficiency* efficiency) {
+  StepResult res;
+  res.efficiency = efficiency ? *efficiency : default_efficiency(p.cluster.gpu);
+  const std::int64_t accumulation = plan::grad_accumulation_steps(p);
+  const MicroBatchShortcut mb = micro_batch_shortcut(p, options, accumulation);
+  if (std::string why = refusal(m, p, options.fidelity == Options::Fidelity::full, mb); !why.empty()) {
+    res.ok = false;
+    res.problem = std::move(why);
+    return res;
+  }
+  // The stage symmetry, else the layer symmetry, else every layer (sim/shortcuts.cpp).
+  const bool multi_gpu = p.cluster.gpu.sm_count > 0 && p.cluster.gpus() > 1;
+  Simulated sim;
+  if (auto shortened = shortened_pipeline(m, p, options, res.efficiency, accumulation, multi_gpu))
+    sim = std::move(*shortened);
+  else if (auto fewer = fewer_layers(m, p, options, res.efficiency, multi_gpu, accumulation, mb.counts()))
+    sim = std::move(*fewer);
+  else
+    sim = simulate_layers(m, p, options, res.efficiency, mb, multi_gpu);
+  take_run(res, sim);
+  rates(res, m, p, sim);
   return res;
 }
 
