@@ -48,19 +48,11 @@ double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, dou
   return 1.0 / (1.0 - overlap * std::min(0.5, static_cast<double>(eff.nccl_sms) / sms));
 }
 
-std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
-                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
-  const int pp = std::max(1, p.parallel.pp);
-  const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
-  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
-      pp < kShortenFromStages || p.parallel.schedule == plan::PipelineSchedule::gpipe || accumulation < pp ||
-      m.architecture == model::Architecture::encoder_decoder)
-    return std::nullopt;
-  // Interleaved 1F1B runs micro-batches in groups of pp (Megatron requires whole groups): the
-  // short pipelines' counts are whole groups of 3 and of 4 stages, and the plan's of pp.
-  if (interleaved && accumulation % pp != 0) return std::nullopt;
-  // The middle stages' layers, chunk by chunk and kind by kind (MoE or dense, local or global attention).
-  const int chunks = interleaved ? p.parallel.virtual_stages : 1;
+namespace {
+
+// Whether every middle stage runs the same layers, chunk by chunk and kind by kind (MoE or dense,
+// local or global attention): the stage symmetry's condition.
+bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp, int chunks) {
   std::vector<int> first_middle;
   std::vector<int> begin;
   for (int s = 1; s < pp - 1; ++s) {
@@ -74,8 +66,81 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
       }
     }
     if (s == 1) first_middle = std::move(kinds);
-    else if (kinds != first_middle) return std::nullopt;
+    else if (kinds != first_middle) return false;
   }
+  return true;
+}
+
+// The whole pipeline's memory peaks from the short runs' (positions 0 and 1 of A are the plan's
+// stages 0 and 1, B's too; the last position is the plan's last stage); nullopt near a pool's
+// capacity, where the extrapolation would judge fit.
+std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, double w_stages,
+                                                     const plan::Cluster& cluster) {
+  const std::array<double, 3> capacity = pool_capacities(cluster);
+  const auto& a = run_a.stage_peaks;
+  const auto& b = run_b.stage_peaks;
+  std::array<double, 3> peaks{};
+  for (int t = 0; t < 3; ++t) {
+    // The last stage holds one micro-batch whatever the depth: A's own. The first and the first
+    // middle stage hold one more per further stage through their steady state: A's, raised by
+    // what one more stage in front adds (A's held bytes over B's as the first backward starts).
+    double peak = std::max(a.back().steady[t], a.back().ramp[t]);
+    for (const auto& x : a) peak = std::max(peak, x.after[t]);
+    for (int pos : {0, 1})
+      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[pos].held[t] - b[pos].held[t])});
+    if (peak > 0.98 * capacity[t]) return std::nullopt;
+    peaks[t] = peak;
+  }
+  return peaks;
+}
+
+// Whether the stage symmetry applies: a representative, untraced simulation with the micro-batch
+// shortcut on, of a 1F1B or interleaved pipeline of at least kShortenFromStages stages whose middle
+// stages are alike (interleaved: whole groups of pp micro-batches, as Megatron requires).
+bool stage_symmetry_applies(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                            std::int64_t accumulation) {
+  const int pp = std::max(1, p.parallel.pp);
+  const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
+  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
+      pp < kShortenFromStages || p.parallel.schedule == plan::PipelineSchedule::gpipe || accumulation < pp ||
+      m.architecture == model::Architecture::encoder_decoder)
+    return false;
+  // Interleaved 1F1B runs micro-batches in groups of pp (Megatron requires whole groups): the
+  // short pipelines' counts are whole groups of 3 and of 4 stages, and the plan's of pp.
+  if (interleaved && accumulation % pp != 0) return false;
+  return middle_stages_alike(m, p, pp, interleaved ? p.parallel.virtual_stages : 1);
+}
+
+// One short pipeline: the plan's stage at each of its positions, and its micro-batches.
+struct ShortRun {
+  std::vector<int> real;
+  int micro;
+};
+
+// The three short pipelines' IRs, each stage built once; false when one writes to NVMe (a drive's
+// write rate depends on the whole step's bytes, which the short runs do not have).
+bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const ShortRun (&shapes)[3],
+                      std::vector<schedule::StepIR> (&irs)[3]) {
+  std::map<int, inventory::Inventory> inventories;
+  for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
+  for (int i = 0; i < 3; ++i) {
+    const int q = static_cast<int>(shapes[i].real.size());
+    for (int pos = 0; pos < q; ++pos) {
+      irs[i].push_back(schedule::build_step(m, p, inventories.at(shapes[i].real[pos]), shapes[i].micro, false,
+                                            schedule::PipelineView{q, pos}));
+      if (schedule::nvme_written_bytes(irs[i].back()) > 0) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+  const int pp = std::max(1, p.parallel.pp);
+  const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
+  if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
   // Micro-batch counts: A = 4 stages x kA, B = 3 stages x kB, C = 3 stages x kC, each at least
   // the pipeline's depth (1F1B: every warm-up whole and a steady state; Narayanan et al. 2021
   // sec. 2.2.1) and, interleaved, whole groups of the short pipeline's stages with room for the
@@ -85,11 +150,7 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   // state then holds their high-water mark (sim/lowering.hpp).
   const int k_a = interleaved ? 12 : 6, k_b = interleaved ? 6 : 3, k_c = interleaved ? 9 : 6;
   if (accumulation < k_a) return std::nullopt;
-  struct Shape {
-    std::vector<int> real;  // the plan's stage at each position
-    int micro;
-  };
-  const Shape shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
+  const ShortRun shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
   // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
   const auto same_stage = [&](const int(&stage)[3]) {
     return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
@@ -101,17 +162,8 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   const double w_stages = pp - 4;
   const double h = (static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b)) / (k_c - k_b);
   const double w_b = w_stages + h, w_c = -h;
-  std::map<int, inventory::Inventory> inventories;
-  for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
   std::vector<schedule::StepIR> irs[3];
-  for (int i = 0; i < 3; ++i) {
-    const int q = static_cast<int>(shapes[i].real.size());
-    for (int pos = 0; pos < q; ++pos) {
-      irs[i].push_back(schedule::build_step(m, p, inventories.at(shapes[i].real[pos]), shapes[i].micro, false,
-                                            schedule::PipelineView{q, pos}));
-      if (schedule::nvme_written_bytes(irs[i].back()) > 0) return std::nullopt;
-    }
-  }
+  if (!build_short_runs(m, p, shapes, irs)) return std::nullopt;
   std::vector<LoweredStep> steps;
   for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real));
   if (multi_gpu) {
@@ -132,22 +184,9 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   if (!same_stage(stage)) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
-  // Memory: positions 0 and 1 of A are the plan's stages 0 and 1 (B's too); the last position is
-  // the plan's last stage.
-  const std::array<double, 3> capacity = pool_capacities(p.cluster);
-  const auto& a = run[0].stage_peaks;
-  const auto& b = run[1].stage_peaks;
-  for (int t = 0; t < 3; ++t) {
-    // The last stage holds one micro-batch whatever the depth: A's own. The first and the first
-    // middle stage hold one more per further stage through their steady state: A's, raised by
-    // what one more stage in front adds (A's held bytes over B's as the first backward starts).
-    double peak = std::max(a.back().steady[t], a.back().ramp[t]);
-    for (const auto& x : a) peak = std::max(peak, x.after[t]);
-    for (int pos : {0, 1})
-      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[pos].held[t] - b[pos].held[t])});
-    if (peak > 0.98 * capacity[t]) return std::nullopt;
-    sim.run.peak[t] = peak;
-  }
+  const auto peaks = shortened_peaks(run[0], run[1], w_stages, p.cluster);
+  if (!peaks) return std::nullopt;
+  for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
   const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]], &ic = irs[2][stage[2]];
   const auto more = [&](double fa, double fb, double fc) { return fa + w_b * (fa - fb) + w_c * (fa - fc); };
   sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, ic.model_flops_per_rank);
@@ -283,59 +322,165 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
   return out;
 }
 
+// The layer symmetry's period P: the kinds of layer (MoE or dense, local or global attention,
+// checkpointed or kept) repeat every P layers, and the short runs keep the plan's layer count
+// modulo P. 0: the shortcut does not apply (a traced, full-fidelity or unshortened simulation, a
+// pipeline, an encoder-decoder, DeepSpeed ZeRO-3, or no period up to kMaxLayerPeriod).
+int layer_symmetry_period(const model::ModelSpec& m, const plan::Plan& p, const Options& options) {
+  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
+      std::max(1, p.parallel.pp) != 1 || m.architecture == model::Architecture::encoder_decoder)
+    return 0;
+  // DeepSpeed ZeRO-3's parameter coordinator: on the DGX-2 example (Llama-2-13B, 16 V100s) the
+  // GPU high-water mark of 40 layers lies 8% above the line its runs of 5 to 11 layers draw (two
+  // more gathered layers live at the last backward); the mechanism is not found, so such steps
+  // are simulated whole (tests/unit/simulate_test.cpp keeps the case).
+  if (plan::framework_profile(p.job).sharding == plan::Sharding::deepspeed && plan::sharding_in_effect(p).zero >= 3)
+    return 0;
+  const auto kind = [&](int l) {
+    return (m.is_moe_layer(l) ? 1 : 0) | (m.is_local_layer(l) ? 2 : 0) | (p.job.checkpointed(l) ? 4 : 0);
+  };
+  for (int q = 1; q <= kMaxLayerPeriod; ++q) {
+    bool repeats = true;
+    for (int l = q; l < m.layers && repeats; ++l) repeats = kind(l) == kind(l % q);
+    if (repeats) return q;
+  }
+  return 0;
+}
+
+using Places = std::map<std::array<int, 3>, std::array<double, 3>>;
+
+// Memory: the high-water mark of each pool while the compute stream is at one place of the
+// step (peaks_by_place): the first and the last layer sit at a fixed distance from the step's
+// ends, and across the middle layers the live bytes follow a trend (weights, gradients and
+// saved activations come and go a layer at a time) plus what one layer holds for itself, so
+// their high-water mark is at the first or the last middle layer. What a place holds is then
+// a + b L + c / L: layers' tensors a layer at a time, and tensors that split a whole by L (the
+// inventory's per-layer shares of gradients that include the embedding's): fitted through L1,
+// L2 and L3 = L1 + P. Where a place departs from that form (a trend that turns inside the
+// middle layers), the fit and the straight line through L1 and L2 part: by more than 5% of
+// the pool's high-water mark, the whole step is simulated (nullopt). So it is near a pool's
+// capacity, for the exact verdict and its message.
+std::optional<std::array<double, 3>> fitted_peaks(const Places (&places)[3], const std::array<int, 3>& counts,
+                                                  int layers, double w_layers, const std::array<double, 3>& capacity) {
+  if (places[0].size() != places[1].size() || places[0].size() != places[2].size()) return std::nullopt;
+  const double xs[3] = {static_cast<double>(counts[0]), static_cast<double>(counts[1]), static_cast<double>(counts[2])};
+  std::array<double, 3> peaks{};
+  for (int t = 0; t < 3; ++t) {
+    double peak = 0, apart = 0;
+    for (const auto& [where, at_l1] : places[0]) {
+      const auto b = places[1].find(where), c = places[2].find(where);
+      if (b == places[1].end() || c == places[2].end()) return std::nullopt;
+      const double ys[3] = {at_l1[t], b->second[t], c->second[t]};
+      const double fitted = fit_at(xs, ys, layers);
+      peak = std::max(peak, fitted);
+      apart = std::max(apart, std::abs(fitted - extrapolate(at_l1[t], b->second[t], w_layers)));
+    }
+    if (apart > 0.05 * peak || peak > 0.98 * capacity[t]) return std::nullopt;
+    peaks[t] = peak;
+  }
+  return peaks;
+}
+
+struct UnrollShape {
+  int layers, l1, period;
+  double w_layers;
+};
+
+// The layer shortcut's timeline for the power model; false when the (L1, k1) run shows no window
+// of middle layers to repeat.
+bool unrolled_timeline(Timeline& timeline, std::vector<StageRun>& run, const std::vector<std::pair<double, double>>& windows,
+                       const std::vector<double>& weights, const UnrollShape& shape) {
+  const std::size_t n = weights.size();
+  // The power model's timeline. Its main step is the (L1, k1) run with its window of P middle
+  // layers repeated (L - L1) / P more times: the whole step's shape at k1 micro-batches, for the
+  // highest 1-second average (a short step's would average over its optimizer step and head).
+  // Every additive figure (time, energy, idle time) is still the runs' extrapolation: partials
+  // (L1, k1) with weight -1 - W and the others with theirs (W their sum), as
+  // U + (-1 - W)(U - f0) + sum w_i (U - f_i) = f0 + sum w_i (f0 - f_i) for every U.
+  if (windows.empty()) return false;
+  const int copies = (shape.layers - shape.l1) / shape.period;
+  double unrolled_s = run[0].step_s;
+  for (const auto& [a, b] : windows) unrolled_s += copies * (b - a);
+  timeline.intervals = unroll(run[0].intervals, windows, copies);
+  // What follows the last layer (gradient reductions, the optimizer step over every layer's
+  // parameters) grows with the layers too: stretched to the extrapolated step's length.
+  const double k1_step_s = run[0].step_s + shape.w_layers * (run[0].step_s - run[1].step_s);
+  const double tail_from = windows.back().second + (unrolled_s - run[0].step_s);
+  const double tail_s = unrolled_s - tail_from;
+  if (tail_s > 0 && k1_step_s > tail_from) {
+    const double stretch = (k1_step_s - tail_from) / tail_s;
+    const auto map = [&](double t) { return t <= tail_from ? t : tail_from + (t - tail_from) * stretch; };
+    for (Interval& iv : timeline.intervals) {
+      iv.start_s = map(iv.start_s);
+      iv.end_s = map(iv.end_s);
+    }
+    unrolled_s = k1_step_s;
+  }
+  timeline.step_s = unrolled_s;
+  double others = 0;
+  for (std::size_t i = 1; i < n; ++i) others += weights[i];
+  timeline.partials.push_back({std::move(run[0].intervals), run[0].step_s, -1 - others});
+  for (std::size_t i = 1; i < n; ++i)
+    timeline.partials.push_back({std::move(run[i].intervals), run[i].step_s, weights[i]});
+  return true;
+}
+
+// The layer shortcut's runs and their weights: (L1, k1), (L2, k1) and, under the micro-batch
+// shortcut, (L1, k2), (L2, k2); then (L3, k1) for memory only (the last shape, not weighted).
+struct LayerRuns {
+  struct Shape {
+    int layers, micro;
+  };
+  std::vector<Shape> shapes;
+  std::vector<double> weights;  // of the first n shapes
+  std::size_t n = 0;
+  int l1 = 0, l2 = 0, l3 = 0;
+  double w_layers = 0;
+};
+
+std::optional<LayerRuns> layer_runs(int layers, int period, int prefetch_depth, std::int64_t accumulation,
+                                    std::optional<std::pair<int, int>> micro) {
+  LayerRuns r;
+  // L2 >= kFewestLayers (and past the parameter prefetch at both ends), L2 = L mod P, L1 = L2 + P.
+  const int fewest = kFewestLayers + std::max(1, prefetch_depth);
+  r.l2 = fewest + ((layers - fewest) % period + period) % period;
+  r.l1 = r.l2 + period;
+  if (layers <= r.l1 + r.l2) return std::nullopt;  // taken only where it saves work
+  r.w_layers = static_cast<double>(layers - r.l1) / (r.l1 - r.l2);
+  const double w_micro =
+      micro ? static_cast<double>(accumulation - micro->first) / (micro->first - micro->second) : 0.0;
+  // Time is bilinear in layers and micro-batches (each micro-batch passes through every layer):
+  // f = f11 + wL (f11 - f21) + wM (f11 - f12) + wL wM (f11 - f21 - f12 + f22), as main + sum w (main - other).
+  r.shapes = {{r.l1, micro ? micro->first : 0}, {r.l2, micro ? micro->first : 0}};
+  r.weights = {0, r.w_layers + r.w_layers * w_micro};
+  if (micro) {
+    r.shapes.push_back({r.l1, micro->second});
+    r.shapes.push_back({r.l2, micro->second});
+    r.weights.push_back(w_micro + r.w_layers * w_micro);
+    r.weights.push_back(-r.w_layers * w_micro);
+  }
+  r.n = r.shapes.size();
+  // Memory takes a third layer count at k1: L3 = L1 + P.
+  r.l3 = r.l1 + period;
+  r.shapes.push_back({r.l3, r.shapes[0].micro});
+  return r;
+}
+
 }  // namespace
 
 std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                                       const Efficiency& eff, bool multi_gpu, std::int64_t accumulation,
                                       std::optional<std::pair<int, int>> micro) {
   const int layers = m.layers;
-  if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
-      std::max(1, p.parallel.pp) != 1 || m.architecture == model::Architecture::encoder_decoder)
-    return std::nullopt;
-  // DeepSpeed ZeRO-3's parameter coordinator: on the DGX-2 example (Llama-2-13B, 16 V100s) the
-  // GPU high-water mark of 40 layers lies 8% above the line its runs of 5 to 11 layers draw (two
-  // more gathered layers live at the last backward); the mechanism is not found, so such steps
-  // are simulated whole (tests/unit/simulate_test.cpp keeps the case).
-  if (plan::framework_profile(p.job).sharding == plan::Sharding::deepspeed && plan::sharding_in_effect(p).zero >= 3)
-    return std::nullopt;
-  // The kinds of layer (MoE or dense, local or global attention, checkpointed or kept) repeat
-  // with a period P: the short runs keep the plan's layer count modulo P.
-  const auto kind = [&](int l) {
-    return (m.is_moe_layer(l) ? 1 : 0) | (m.is_local_layer(l) ? 2 : 0) | (p.job.checkpointed(l) ? 4 : 0);
-  };
-  int period = 0;
-  for (int q = 1; q <= kMaxLayerPeriod && period == 0; ++q) {
-    bool repeats = true;
-    for (int l = q; l < layers && repeats; ++l) repeats = kind(l) == kind(l % q);
-    if (repeats) period = q;
-  }
+  const int period = layer_symmetry_period(m, p, options);
   if (period == 0) return std::nullopt;
-  // L2 >= kFewestLayers (and past the parameter prefetch at both ends), L2 = L mod P, L1 = L2 + P.
-  const int fewest = kFewestLayers + std::max(1, p.offload.prefetch_depth);
-  int l2 = fewest + ((layers - fewest) % period + period) % period;
-  const int l1 = l2 + period;
-  if (layers <= l1 + l2) return std::nullopt;  // taken only where it saves work
-  const double w_layers = static_cast<double>(layers - l1) / (l1 - l2);
-  const double w_micro =
-      micro ? static_cast<double>(accumulation - micro->first) / (micro->first - micro->second) : 0.0;
-  // Runs: (L1, k1), (L2, k1) and, under the micro-batch shortcut, (L1, k2), (L2, k2). Time is
-  // bilinear in layers and micro-batches (each micro-batch passes through every layer): f =
-  // f11 + wL (f11 - f21) + wM (f11 - f12) + wL wM (f11 - f21 - f12 + f22), as main + sum w (main - other).
-  struct Shape {
-    int layers, micro;
-  };
-  std::vector<Shape> shapes = {{l1, micro ? micro->first : 0}, {l2, micro ? micro->first : 0}};
-  std::vector<double> weights = {0, w_layers + w_layers * w_micro};
-  if (micro) {
-    shapes.push_back({l1, micro->second});
-    shapes.push_back({l2, micro->second});
-    weights.push_back(w_micro + w_layers * w_micro);
-    weights.push_back(-w_layers * w_micro);
-  }
-  const std::size_t n = shapes.size();
-  // Memory takes a third layer count at k1 (below): L3 = L1 + P.
-  const int l3 = l1 + period;
-  shapes.push_back({l3, shapes[0].micro});
+  const auto runs = layer_runs(layers, period, p.offload.prefetch_depth, accumulation, micro);
+  if (!runs) return std::nullopt;
+  const auto& shapes = runs->shapes;
+  const auto& weights = runs->weights;
+  const std::size_t n = runs->n;
+  const int l1 = runs->l1, l2 = runs->l2, l3 = runs->l3;
+  const double w_layers = runs->w_layers;
   std::vector<model::ModelSpec> models(n + 1, m);
   std::vector<std::vector<schedule::StepIR>> irs(n + 1);
   std::vector<LoweredStep> steps;
@@ -364,7 +509,7 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
     for (std::size_t i = 0; i <= n; ++i) retime_step(steps[i], irs[i], slowdown);
   }
   std::vector<StageRun> run(n + 1);
-  std::map<std::array<int, 3>, std::array<double, 3>> places[3];
+  Places places[3];
   // Where the step's compute stream runs one period of middle layers (layers 2 .. 2 + P - 1),
   // in the (L1, k1) run, for the power model's timeline (unroll).
   std::vector<std::pair<double, double>> windows[1];
@@ -379,33 +524,10 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   }
   Simulated sim;
   sim.run = combine(run);
-  // Memory: the high-water mark of each pool while the compute stream is at one place of the
-  // step (peaks_by_place): the first and the last layer sit at a fixed distance from the step's
-  // ends, and across the middle layers the live bytes follow a trend (weights, gradients and
-  // saved activations come and go a layer at a time) plus what one layer holds for itself, so
-  // their high-water mark is at the first or the last middle layer. What a place holds is then
-  // a + b L + c / L: layers' tensors a layer at a time, and tensors that split a whole by L (the
-  // inventory's per-layer shares of gradients that include the embedding's): fitted through L1,
-  // L2 and L3 = L1 + P. Where a place departs from that form (a trend that turns inside the
-  // middle layers), the fit and the straight line through L1 and L2 part: by more than 5% of
-  // the pool's high-water mark, the whole step is simulated. So it is near a pool's capacity,
-  // for the exact verdict and its message.
-  const std::array<double, 3> capacity = pool_capacities(p.cluster);
-  if (places[0].size() != places[1].size() || places[0].size() != places[2].size()) return std::nullopt;
-  const double xs[3] = {static_cast<double>(l1), static_cast<double>(l2), static_cast<double>(l3)};
-  for (int t = 0; t < 3; ++t) {
-    double peak = 0, apart = 0;
-    for (const auto& [where, at_l1] : places[0]) {
-      const auto b = places[1].find(where), c = places[2].find(where);
-      if (b == places[1].end() || c == places[2].end()) return std::nullopt;
-      const double ys[3] = {at_l1[t], b->second[t], c->second[t]};
-      const double fitted = fit_at(xs, ys, layers);
-      peak = std::max(peak, fitted);
-      apart = std::max(apart, std::abs(fitted - extrapolate(at_l1[t], b->second[t], w_layers)));
-    }
-    if (apart > 0.05 * peak || peak > 0.98 * capacity[t]) return std::nullopt;
-    sim.run.peak[t] = peak;
-  }
+  // Memory: each pool's high-water mark by place, fitted over L1, L2 and L3 (fitted_peaks).
+  const auto peaks = fitted_peaks(places, {l1, l2, l3}, layers, w_layers, pool_capacities(p.cluster));
+  if (!peaks) return std::nullopt;
+  for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
   sim.run.stage_peaks.clear();
   const auto more = [&](double schedule::StepIR::*f) {
     double v = irs[0][0].*f;
@@ -416,37 +538,8 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   sim.hardware_flops = more(&schedule::StepIR::hardware_flops_per_rank);
   sim.frozen_grad_flops = more(&schedule::StepIR::frozen_weight_grad_flops_per_rank);
   sim.stage = 0;
-  // The power model's timeline. Its main step is the (L1, k1) run with its window of P middle
-  // layers repeated (L - L1) / P more times: the whole step's shape at k1 micro-batches, for the
-  // highest 1-second average (a short step's would average over its optimizer step and head).
-  // Every additive figure (time, energy, idle time) is still the runs' extrapolation: partials
-  // (L1, k1) with weight -1 - W and the others with theirs (W their sum), as
-  // U + (-1 - W)(U - f0) + sum w_i (U - f_i) = f0 + sum w_i (f0 - f_i) for every U.
-  if (windows[0].empty()) return std::nullopt;
-  const int copies = (layers - l1) / period;
-  double unrolled_s = run[0].step_s;
-  for (const auto& [a, b] : windows[0]) unrolled_s += copies * (b - a);
-  sim.timeline.intervals = unroll(run[0].intervals, windows[0], copies);
-  // What follows the last layer (gradient reductions, the optimizer step over every layer's
-  // parameters) grows with the layers too: stretched to the extrapolated step's length.
-  const double k1_step_s = run[0].step_s + w_layers * (run[0].step_s - run[1].step_s);
-  const double tail_from = windows[0].back().second + (unrolled_s - run[0].step_s);
-  const double tail_s = unrolled_s - tail_from;
-  if (tail_s > 0 && k1_step_s > tail_from) {
-    const double stretch = (k1_step_s - tail_from) / tail_s;
-    const auto map = [&](double t) { return t <= tail_from ? t : tail_from + (t - tail_from) * stretch; };
-    for (Interval& iv : sim.timeline.intervals) {
-      iv.start_s = map(iv.start_s);
-      iv.end_s = map(iv.end_s);
-    }
-    unrolled_s = k1_step_s;
-  }
-  sim.timeline.step_s = unrolled_s;
-  double others = 0;
-  for (std::size_t i = 1; i < n; ++i) others += weights[i];
-  sim.timeline.partials.push_back({std::move(run[0].intervals), run[0].step_s, -1 - others});
-  for (std::size_t i = 1; i < n; ++i)
-    sim.timeline.partials.push_back({std::move(run[i].intervals), run[i].step_s, weights[i]});
+  if (!unrolled_timeline(sim.timeline, run, windows[0], weights, UnrollShape{layers, l1, period, w_layers}))
+    return std::nullopt;
   return sim;
 }
 
