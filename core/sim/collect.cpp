@@ -104,6 +104,82 @@ std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const
   return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
 }
 
+namespace {
+
+// A stage's memory by phase of a 1F1B step (StageRun::PhasePeaks): before the first backward
+// (ramp, and what is held as it starts), while forwards and backwards alternate (steady), after
+// the last backward.
+StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, const des::Result& r) {
+  des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (op.stream != Stream::compute || !gpu_kernel(op)) continue;
+    if (op.pass == schedule::Pass::backward) {
+      first_backward = std::min(first_backward, l.start(r, i));
+      last_backward = std::max(last_backward, l.end(r, i));
+    } else if (op.pass == schedule::Pass::forward) {
+      last_forward = std::max(last_forward, l.end(r, i));
+    }
+  }
+  StageRun::PhasePeaks pk;
+  for (int t = 0; t < 3; ++t) {
+    for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
+      if (x.time < first_backward) pk.held[t] = x.live_bytes;
+      double& peak = x.time > last_backward                               ? pk.after[t]
+                     : x.time >= first_backward && x.time <= last_forward ? pk.steady[t]
+                                                                          : pk.ramp[t];
+      peak = std::max(peak, x.live_bytes);
+    }
+    pk.steady[t] = std::max(pk.steady[t], pk.held[t]);
+  }
+  return pk;
+}
+
+// The first pool that ran out, when, and what was live in it by category.
+std::string out_of_memory(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs) {
+  const auto& oom = r.out_of_memory.front();
+  std::string problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB",
+                                    step.e.pool_name(oom.pool), static_cast<double>(oom.time) * 1e-9,
+                                    oom.live_bytes / (1u << 30), oom.capacity_bytes / (1u << 30));
+  for (std::size_t s = 0; s < irs.size(); ++s) {
+    const Lowered& l = step.lowered[step.reported[s]];
+    if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
+      problem += live_by_category(irs[s], l, r, oom);
+      break;
+    }
+  }
+  return problem;
+}
+
+// The same run as data: one rank's streams, links and pools (Options::trace).
+StepTracks tracks_of(const des::Engine& e, const des::Result& r, const Lowered& l) {
+  StepTracks tracks;
+  std::set<std::string> mine;
+  for (const des::QueueId q : l.queues) mine.insert(e.queue_name(q));
+  for (const des::LinkId k : l.links) mine.insert(e.link_name(k));
+  const des::TraceTracks traced = des::trace_tracks(e, r);
+  const auto convert = [&](const std::vector<des::TraceTrack>& in, std::vector<Track>& to) {
+    for (const des::TraceTrack& t : in) {
+      if (!mine.count(t.name)) continue;
+      Track track{t.name, {}};
+      for (const des::TraceSpan& s : t.spans)
+        track.spans.push_back(
+            {s.name, s.category, static_cast<double>(s.begin) * 1e-9, static_cast<double>(s.end) * 1e-9, s.bytes});
+      to.push_back(std::move(track));
+    }
+  };
+  convert(traced.queues, tracks.streams);
+  convert(traced.links, tracks.links);
+  for (int t = 0; t < 3; ++t) {
+    for (const des::PoolSample& x : r.pool_series[l.pools[t].index])
+      tracks.memory[t].push_back({static_cast<double>(x.time) * 1e-9, x.live_bytes});
+    tracks.capacity_bytes[t] = e.pool_capacity(l.pools[t]);
+  }
+  return tracks;
+}
+
+}  // namespace
+
 StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
                       int& stage_out, bool activity, bool trace, bool phases) {
   const int pp = static_cast<int>(irs.size());
@@ -119,32 +195,7 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
   for (int s = 0; s < pp; ++s) {
     StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
-    if (phases) {
-      const Lowered& l = lowered[reported[s]];
-      des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
-      for (std::size_t i = 0; i < irs[s].ops.size(); ++i) {
-        const Op& op = irs[s].ops[i];
-        if (op.stream != Stream::compute || !gpu_kernel(op)) continue;
-        if (op.pass == schedule::Pass::backward) {
-          first_backward = std::min(first_backward, l.start(r, i));
-          last_backward = std::max(last_backward, l.end(r, i));
-        } else if (op.pass == schedule::Pass::forward) {
-          last_forward = std::max(last_forward, l.end(r, i));
-        }
-      }
-      StageRun::PhasePeaks& pk = stage_peaks[s];
-      for (int t = 0; t < 3; ++t) {
-        const auto& series = r.pool_series[l.pools[t].index];
-        for (const des::PoolSample& x : series) {
-          if (x.time < first_backward) pk.held[t] = x.live_bytes;
-          double& peak = x.time > last_backward                            ? pk.after[t]
-                         : x.time >= first_backward && x.time <= last_forward ? pk.steady[t]
-                                                                           : pk.ramp[t];
-          peak = std::max(peak, x.live_bytes);
-        }
-        pk.steady[t] = std::max(pk.steady[t], pk.held[t]);
-      }
-    }
+    if (phases) stage_peaks[s] = phase_peaks(irs[s], lowered[reported[s]], r);
     if (run.compute_s > best_busy) {
       best_busy = run.compute_s;
       best = s;
@@ -156,44 +207,10 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   out.stage_peaks = std::move(stage_peaks);
   if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
   if (!problem.empty()) out.problem = problem;
-  if (!r.out_of_memory.empty()) {
-    const auto& oom = r.out_of_memory.front();
-    out.problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", e.pool_name(oom.pool),
-                              static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30),
-                              oom.capacity_bytes / (1u << 30));
-    for (int s = 0; s < pp; ++s) {
-      const Lowered& l = lowered[reported[s]];
-      if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
-        out.problem += live_by_category(irs[s], l, r, oom);
-        break;
-      }
-    }
-  }
+  if (!r.out_of_memory.empty()) out.problem = out_of_memory(step, r, irs);
   if (trace) {
     out.trace = des::chrome_trace(e, r);
-    // The same run as data: the slowest stage's rank's streams, links and pools.
-    const Lowered& l = lowered[reported[best]];
-    std::set<std::string> mine;
-    for (const des::QueueId q : l.queues) mine.insert(e.queue_name(q));
-    for (const des::LinkId k : l.links) mine.insert(e.link_name(k));
-    const des::TraceTracks tracks = des::trace_tracks(e, r);
-    const auto convert = [&](const std::vector<des::TraceTrack>& in, std::vector<Track>& to) {
-      for (const des::TraceTrack& t : in) {
-        if (!mine.count(t.name)) continue;
-        Track track{t.name, {}};
-        for (const des::TraceSpan& s : t.spans)
-          track.spans.push_back(
-              {s.name, s.category, static_cast<double>(s.begin) * 1e-9, static_cast<double>(s.end) * 1e-9, s.bytes});
-        to.push_back(std::move(track));
-      }
-    };
-    convert(tracks.queues, out.tracks.streams);
-    convert(tracks.links, out.tracks.links);
-    for (int t = 0; t < 3; ++t) {
-      for (const des::PoolSample& x : r.pool_series[l.pools[t].index])
-        out.tracks.memory[t].push_back({static_cast<double>(x.time) * 1e-9, x.live_bytes});
-      out.tracks.capacity_bytes[t] = e.pool_capacity(l.pools[t]);
-    }
+    out.tracks = tracks_of(e, r, lowered[reported[best]]);
   }
   stage_out = best;
   return out;
