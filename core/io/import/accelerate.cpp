@@ -135,6 +135,47 @@ void read_deepspeed_config(Fields& top, const Node& block, const std::filesystem
   f.finish();
 }
 
+// mixed_precision: the recipe, and under FSDP accelerate's MixedPrecision.
+void read_mixed_precision(Fields& f, const std::string& type) {
+  if (const Node* m = f.take("mixed_precision")) {
+    if (const auto t = as_string(f, "mixed_precision", *m)) {
+      const std::string p = precision_of(*t);
+      if (p.empty())
+        f.error(*m, "mixed_precision", fmt::format("expected no, fp16, bf16 or fp8, got '{}'", *t));
+      else
+        f.set("job.precision", p, "mixed_precision", *m);
+      // FSDP under accelerate casts parameters and reduces gradients in the same 16-bit type, for
+      // FSDP1 and FSDP2 alike (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision:
+      // param_dtype = reduce_dtype = dtype), unlike torchtitan's FSDP2, which reduces in fp32.
+      if (type == "FSDP" && (*t == "bf16" || *t == "fp16")) {
+        f.set("job.fsdp_mixed_precision.param_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+        f.set("job.fsdp_mixed_precision.reduce_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
+      }
+    }
+  }
+}
+
+// num_processes and num_machines: the GPUs and GPUs per node.
+void read_processes(Fields& f) {
+  long long processes = 0;
+  if (const Node* n = f.take("num_processes")) {
+    if (const auto v = as_int(f, "num_processes", *n)) {
+      processes = *v;
+      f.set("plan.cluster.gpus", std::to_string(*v), "num_processes", *n);
+    }
+  }
+  if (const Node* n = f.take("num_machines")) {
+    if (const auto v = as_int(f, "num_machines", *n)) {
+      if (processes > 0 && *v > 1 && processes % *v == 0)
+        f.set("plan.cluster.gpus_per_node", std::to_string(processes / *v), "num_machines", *n,
+              fmt::format("num_processes {} / num_machines {}", processes, *v));
+      else if (processes > 0 && *v > 1)
+        f.error(*n, "num_machines",
+                fmt::format("num_processes {} is not a multiple of num_machines {}", processes, *v));
+    }
+  }
+}
+
 }  // namespace
 
 void read_accelerate(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
@@ -152,41 +193,8 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
         f.not_modelled("distributed_type", *d, fmt::format("distributed type {} (ftplan models NVIDIA GPUs)", type));
     }
   }
-  if (const Node* m = f.take("mixed_precision")) {
-    if (const auto t = as_string(f, "mixed_precision", *m)) {
-      const std::string p = precision_of(*t);
-      if (p.empty())
-        f.error(*m, "mixed_precision", fmt::format("expected no, fp16, bf16 or fp8, got '{}'", *t));
-      else
-        f.set("job.precision", p, "mixed_precision", *m);
-      // FSDP under accelerate casts parameters and reduces gradients in the same 16-bit type, for
-      // FSDP1 and FSDP2 alike (utils/dataclasses.py FullyShardedDataParallelPlugin.set_mixed_precision:
-      // param_dtype = reduce_dtype = dtype), unlike torchtitan's FSDP2, which reduces in fp32.
-      if (type == "FSDP" && (*t == "bf16" || *t == "fp16")) {
-        f.set("job.fsdp_mixed_precision.param_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
-        f.set("job.fsdp_mixed_precision.reduce_dtype", *t, "mixed_precision", *m, "accelerate's FSDP MixedPrecision");
-      }
-    }
-  }
-  long long processes = 0, machines = 1;
-  if (const Node* n = f.take("num_processes")) {
-    if (const auto v = as_int(f, "num_processes", *n)) {
-      processes = *v;
-      f.set("plan.cluster.gpus", std::to_string(*v), "num_processes", *n);
-    }
-  }
-  if (const Node* n = f.take("num_machines")) {
-    if (const auto v = as_int(f, "num_machines", *n)) {
-      machines = *v;
-      if (processes > 0 && *v > 1 && processes % *v == 0)
-        f.set("plan.cluster.gpus_per_node", std::to_string(processes / *v), "num_machines", *n,
-              fmt::format("num_processes {} / num_machines {}", processes, *v));
-      else if (processes > 0 && *v > 1)
-        f.error(*n, "num_machines",
-                fmt::format("num_processes {} is not a multiple of num_machines {}", processes, *v));
-    }
-  }
-  (void)machines;
+  read_mixed_precision(f, type);
+  read_processes(f);
   if (const Node* c = f.take("fsdp_config"); c && c->is_map() && type == "FSDP")
     read_fsdp_config(f, *c);
   else if (c)
