@@ -152,49 +152,7 @@ void FairShare::solve(std::vector<Index>& changed) {
 void FairShare::fill() {
   ++stats_.fills;
   stats_.flows_filled += s_flows_.size();
-  if (++round_ == 0) {  // wrapped: forget old marks
-    for (Flow& f : flows_) f.checked = 0;
-    round_ = 1;
-  }
-  heap_.clear();
-  held_.clear();
-  for (Index l : touched_) {
-    Link& link = links_[l];
-    link.capacity_left = link.bandwidth_Bps;
-    link.unfrozen = 0;
-    link.top = 0;
-    for (const Crossing& c : link.crossings) {
-      Flow& flow = flows_[c.flow];
-      if (flow.in_s == epoch_) {
-        ++link.unfrozen;
-        continue;
-      }
-      link.capacity_left -= flow.rate;
-      link.top = std::max(link.top, flow.rate);
-      if (flow.checked != round_ && links_[flow.bottleneck].touched == epoch_) {
-        flow.checked = round_;
-        held_.push_back(c.flow);
-      }
-    }
-    if (link.unfrozen > 0 && touched_.size() > kScanLinks)
-      heap_.emplace_back(std::max(link.capacity_left, 0.0) / link.unfrozen, l);
-  }
-  for (Index f : s_flows_) flows_[f].next_rate = -1;  // unfrozen
-  // `link` saturates at `share`: freeze every flow of S still unfrozen on it.
-  auto saturate = [&](Index l, double share) {
-    for (const Crossing& c : links_[l].crossings) {
-      Flow& flow = flows_[c.flow];
-      if (flow.in_s != epoch_ || flow.next_rate >= 0) continue;
-      flow.next_rate = share;
-      flow.next_bottleneck = l;
-      for (const Edge& e : flow.edges) {
-        Link& other = links_[e.link];
-        other.capacity_left -= share;
-        other.top = std::max(other.top, share);
-        --other.unfrozen;
-      }
-    }
-  };
+  start_fill();
   if (touched_.size() <= kScanLinks) {
     // Few links: find the smallest share by a scan each time (same order as the heap's).
     for (;;) {
@@ -228,6 +186,56 @@ void FairShare::fill() {
       continue;
     }
     saturate(l, share);
+  }
+}
+
+// Each touched link's capacity left by the flows outside S, its count of flows of S and its
+// highest rate; the held flows whose bottleneck is touched; every flow of S unfrozen; and, with
+// many links, the heap of their first shares.
+void FairShare::start_fill() {
+  if (++round_ == 0) {  // wrapped: forget old marks
+    for (Flow& f : flows_) f.checked = 0;
+    round_ = 1;
+  }
+  heap_.clear();
+  held_.clear();
+  for (Index l : touched_) {
+    Link& link = links_[l];
+    link.capacity_left = link.bandwidth_Bps;
+    link.unfrozen = 0;
+    link.top = 0;
+    for (const Crossing& c : link.crossings) {
+      Flow& flow = flows_[c.flow];
+      if (flow.in_s == epoch_) {
+        ++link.unfrozen;
+        continue;
+      }
+      link.capacity_left -= flow.rate;
+      link.top = std::max(link.top, flow.rate);
+      if (flow.checked != round_ && links_[flow.bottleneck].touched == epoch_) {
+        flow.checked = round_;
+        held_.push_back(c.flow);
+      }
+    }
+    if (link.unfrozen > 0 && touched_.size() > kScanLinks)
+      heap_.emplace_back(std::max(link.capacity_left, 0.0) / link.unfrozen, l);
+  }
+  for (Index f : s_flows_) flows_[f].next_rate = -1;  // unfrozen
+}
+
+// Link `l` saturates at `share`: freeze every flow of S still unfrozen on it.
+void FairShare::saturate(Index l, double share) {
+  for (const Crossing& c : links_[l].crossings) {
+    Flow& flow = flows_[c.flow];
+    if (flow.in_s != epoch_ || flow.next_rate >= 0) continue;
+    flow.next_rate = share;
+    flow.next_bottleneck = l;
+    for (const Edge& e : flow.edges) {
+      Link& other = links_[e.link];
+      other.capacity_left -= share;
+      other.top = std::max(other.top, share);
+      --other.unfrozen;
+    }
   }
 }
 

@@ -123,6 +123,8 @@ class FairShare {
   void mark_dirty(Index link);
   void add_to_s(Index flow);
   void fill();
+  void start_fill();
+  void saturate(Index link, double share);
   bool grow();
   void whole_component();
   void next_epoch();
