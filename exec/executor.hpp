@@ -19,6 +19,18 @@
 
 namespace ftplan::exec {
 
+// The NVMe tier's own files, timed between steps: one read and one write pass over the tier's
+// address space from its start to its high-water mark (at most kTierProbeBytes), by one ring at
+// the run's queue depth and request size, after one untimed read; the write puts back what the
+// read got. A probe's own
+// files on the same directories read 1.7-2.3 GB/s where the run read its files at 5.6-6.9 on this
+// VM's virtual disk (docs/validation.md): the rate is the files', so the run's are timed.
+struct TierRates {
+  double read_Bps = 0, write_Bps = 0;
+  double bytes = 0;  // per pass
+};
+inline constexpr std::uint64_t kTierProbeBytes = std::uint64_t{256} << 20;
+
 struct Options {
   int steps = 1;  // optimizer steps to run, each the IR once. REQUIRES: >= 1.
   // Directories of the NVMe tier's files (striped round-robin in `stripe_bytes` units). Needed
@@ -50,10 +62,13 @@ struct Options {
   std::filesystem::path state_file;
   // Called after each step's state is on flash, with the number of steps done.
   std::function<void(int steps_done)> on_state_written;
+  // Time the NVMe tier's own files after each step (probe_tier), for after_step.
+  bool probe_tier = false;
   // Called after each step (and its state), with the number of steps done, outside every step's
   // timing: steps do not overlap (each step's workers are joined before the next starts), so
-  // what runs here (validate's rate probes) is in no step's wall time.
-  std::function<void(int steps_done)> after_step;
+  // what runs here (validate's rate probes) is in no step's wall time. `tier`: with probe_tier
+  // and an NVMe tier, its files' read and write rates timed just before; else null.
+  std::function<void(int steps_done, const TierRates* tier)> after_step;
 };
 
 struct StreamMeasure {

@@ -625,11 +625,19 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
   std::vector<std::string> probe_notes;
+  // Between steps the NVMe rates are the run's own files' (exec::TierRates), not the probe's.
+  eo.probe_tier = nvme;
   if (o.probe_between_steps)
-    eo.after_step = [&](int done) {
+    eo.after_step = [&](int done, const TierRates* tier) {
       say(fmt::format("probing the rates after step {}", done));
       try {
-        v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), kStepProbe, probe_files.get()));
+        DeviceRates r = measure_rates(ir, tier ? std::vector<std::filesystem::path>{} : probe_dirs, probe_gpu.get(),
+                                      kStepProbe, tier ? nullptr : probe_files.get());
+        if (tier) {
+          r.nvme_read_Bps = tier->read_Bps;
+          r.nvme_write_Bps = tier->write_Bps;
+        }
+        v.rate_samples.push_back(r);
       } catch (const std::exception& e) {
         probe_notes.push_back(fmt::format("the rate probe after step {} failed: {}", done, e.what()));
       }

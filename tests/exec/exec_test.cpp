@@ -339,7 +339,7 @@ TEST_CASE("the executor calls after_step between steps, outside their timing") {
   exec::Options o;
   o.steps = 2;
   std::vector<int> calls;
-  o.after_step = [&](int done) {
+  o.after_step = [&](int done, const exec::TierRates*) {
     calls.push_back(done);
     std::this_thread::sleep_for(std::chrono::milliseconds(600));
   };
@@ -348,6 +348,42 @@ TEST_CASE("the executor calls after_step between steps, outside their timing") {
   CHECK(calls == std::vector<int>{1, 2});
   REQUIRE(m.step_s.size() == 2);
   for (const double t : m.step_s) CHECK(t < 0.6);
+}
+
+TEST_CASE("probe_tier times the NVMe tier's own files between steps and leaves the training state as it was") {
+  /* ZeRO-Infinity keeps parameters and optimizer state on NVMe: after each of 3 steps the
+   * executor reads its tier's extents and writes the same bytes back, timing both, and hands the
+   * rates to after_step. The parameters after 3 steps are those of the run without the probe,
+   * bit for bit. */
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-tier-probe");
+  exec::Options o;
+  o.steps = 3;
+  o.storage_dirs = {dir.path};
+  o.probe_tier = true;
+  std::vector<exec::TierRates> seen;
+  o.after_step = [&](int, const exec::TierRates* tier) {
+    REQUIRE(tier);
+    seen.push_back(*tier);
+  };
+  const exec::Measured probed = run_with(s, "ZeRO-Infinity", o);
+  REQUIRE_MESSAGE(probed.ok, probed.problem);
+  REQUIRE(seen.size() == 3);
+  for (const auto& t : seen) {
+    CHECK(t.bytes > 0);
+    CHECK(t.bytes <= probed.nvme_peak_bytes);
+    CHECK(t.read_Bps > 0);
+    CHECK(t.write_Bps > 0);
+  }
+  CHECK(bitwise_equal(probed.master, master_after(s, "ZeRO-Infinity", 3, dir.path)));
+  // Without an NVMe tier there is nothing to time.
+  bool called = false;
+  o.after_step = [&](int, const exec::TierRates* tier) {
+    called = true;
+    CHECK(tier == nullptr);
+  };
+  CHECK(run_with(s, "no offload", o).ok);
+  CHECK(called);
 }
 
 TEST_CASE("on the CPU device the compute stream's worker has a core to itself") {
