@@ -185,12 +185,17 @@ class Runner {
  private:
   void prepare();
   void step(int s, Measured& out);
+  void after_step(int s);
+  void record_last_step(Measured& out) const;
+  void read_master(Measured& out);
   void execute(std::size_t i, int worker, storage::DirectIo* io);
   void fail(const std::string& why);
   void allocate(int t);
   void release(int t);
   void optimizer(std::size_t i, int chunk);
   void copy(std::size_t i, int worker, storage::DirectIo* io);
+  void swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io);
+  void swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, storage::DirectIo* io);
   void nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write);
   bool probe_tier(TierRates& out);
   std::uint64_t nvme_position(const Op& op, int t, std::uint64_t bytes) const;
@@ -672,8 +677,7 @@ void Runner::release(int t) {
 // Between steps no op touches the tier, and the write pass writes back the bytes the read pass
 // got, so the training state is unchanged.
 bool Runner::probe_tier(TierRates& out) {
-  const std::uint64_t bytes =
-      std::min(kTierProbeBytes, round_down(static_cast<std::uint64_t>(nvme_->peak_bytes())));
+  const std::uint64_t bytes = std::min(kTierProbeBytes, round_down(static_cast<std::uint64_t>(nvme_->peak_bytes())));
   if (bytes == 0) return false;
   if (!tier_probe_ || tier_probe_->size() < bytes)
     tier_probe_ = std::make_unique<calibrate::AlignedBuffer>(static_cast<std::size_t>(bytes));
@@ -780,6 +784,58 @@ void Runner::optimizer(std::size_t i, int c) {
   }
 }
 
+// The optimizer's swap-in of chunk c (op i): its master, m and v from NVMe into a host swap
+// buffer [master | m v]: the IR's swap buffers (tensor dst) when they hold every chunk the IR may
+// have in flight at once (its reads run ahead of the updates); else a buffer of the executor's own.
+void Runner::swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io) {
+  const Op& op = ir_.ops[i];
+  const std::uint64_t k = chunk_params_[c];
+  const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
+  std::uint64_t slot = 0;
+  for (const std::size_t kk : chunk_params_) slot = std::max(slot, round_up(4 * kk) + round_up(8 * kk));
+  if (live(dst) && storage_[static_cast<std::size_t>(dst)].size >= slot * chunk_params_.size()) {
+    swap_[c] = storage_[static_cast<std::size_t>(dst)].ptr + slot * c;
+    swap_owned_[c] = false;
+  } else {
+    swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
+    swap_owned_[c] = true;
+    if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
+    if (c == 0 && step_ == 0) {
+      std::lock_guard lock(mutex_);
+      notes_.push_back(
+          fmt::format("the optimizer's NVMe swap reads {} chunks ahead of their updates, more than the IR's swap "
+                      "buffers hold; "
+                      "the executor holds each chunk's master weights and moments in a buffer of its own ({:.1f} "
+                      "MiB for chunk "
+                      "0), which the simulated host peak misses",
+                      chunk_params_.size(), static_cast<double>(round_up(4 * k) + round_up(8 * k)) / (1 << 20)));
+    }
+  }
+  part_io(master_, c, swap_[c], false, io);
+  part_io(moments_, c, swap_[c] + round_up(4 * k), false, io);
+}
+
+// The optimizer's write-back of chunk c (op i): master, m and v, then the chunk's 16-bit
+// parameters (the rest of the op's bytes), and the swap buffer freed.
+void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, storage::DirectIo* io) {
+  const Op& op = ir_.ops[i];
+  const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
+  const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
+  if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
+  part_io(master_, c, swap_[c], true, io);
+  part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
+  if (bytes > state_bytes && live(weights_tensor_) &&
+      ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+    const std::uint64_t rest = bytes - state_bytes;
+    const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+    const std::uint64_t at = std::min(round_down(chunk_begin_[c] * (rest / std::max<std::size_t>(1, chunk_params_[c]))),
+                                      w.size > round_up(rest) ? w.size - round_up(rest) : 0);
+    nvme_io(io, static_cast<std::uint64_t>(w.nvme) + at, scratch.get(rest), rest, true);
+  }
+  if (swap_owned_[c]) host_->release(swap_[c]);
+  swap_[c] = nullptr;
+}
+
 void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
   const auto bytes = static_cast<std::uint64_t>(std::ceil(op.bytes));
@@ -800,48 +856,10 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
       // swap buffer [master | m v] (the IR names none; see notes); the write-back also writes the
       // chunk's 16-bit parameters (the rest of its bytes).
       const auto c = static_cast<std::size_t>(chunk->second);
-      const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
-      if (!write) {
-        // The IR's swap buffers (the copy's destination) when they hold every chunk the IR may have
-        // in flight at once (its reads run ahead of the updates); else a buffer of the executor's own.
-        std::uint64_t slot = 0;
-        for (const std::size_t kk : chunk_params_) slot = std::max(slot, round_up(4 * kk) + round_up(8 * kk));
-        if (live(dst) && storage_[static_cast<std::size_t>(dst)].size >= slot * chunk_params_.size()) {
-          swap_[c] = storage_[static_cast<std::size_t>(dst)].ptr + slot * c;
-          swap_owned_[c] = false;
-        } else {
-          swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
-          swap_owned_[c] = true;
-          if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
-          if (c == 0 && step_ == 0) {
-            std::lock_guard lock(mutex_);
-            notes_.push_back(
-                fmt::format("the optimizer's NVMe swap reads {} chunks ahead of their updates, more than the IR's swap "
-                            "buffers hold; "
-                            "the executor holds each chunk's master weights and moments in a buffer of its own ({:.1f} "
-                            "MiB for chunk "
-                            "0), which the simulated host peak misses",
-                            chunk_params_.size(), static_cast<double>(round_up(4 * k) + round_up(8 * k)) / (1 << 20)));
-          }
-        }
-        part_io(master_, c, swap_[c], false, io);
-        part_io(moments_, c, swap_[c] + round_up(4 * k), false, io);
-      } else {
-        if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
-        part_io(master_, c, swap_[c], true, io);
-        part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
-        if (bytes > state_bytes && live(weights_tensor_) &&
-            ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
-          const std::uint64_t rest = bytes - state_bytes;
-          const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
-          const std::uint64_t at =
-              std::min(round_down(chunk_begin_[c] * (rest / std::max<std::size_t>(1, chunk_params_[c]))),
-                       w.size > round_up(rest) ? w.size - round_up(rest) : 0);
-          nvme_io(io, static_cast<std::uint64_t>(w.nvme) + at, scratch.get(rest), rest, true);
-        }
-        if (swap_owned_[c]) host_->release(swap_[c]);
-        swap_[c] = nullptr;
-      }
+      if (write)
+        swap_out(i, c, bytes, scratch, io);
+      else
+        swap_in(i, c, dst, io);
       return;
     }
     const int nv = write ? dst : src, hb = write ? src : dst;
@@ -1029,54 +1047,28 @@ double covered_s(std::vector<std::pair<std::int64_t, std::int64_t>> spans) {
   return total * 1e-9;
 }
 
-Measured Runner::run() {
-  Measured out;
-  std::string why = unsupported(ir_);
-  if (why.empty()) why = schedulable(ir_);
-  if (!why.empty()) {
-    out.ok = false;
-    out.problem = why;
-    return out;
-  }
-  try {
-    prepare();
-    if (!opt_.state_file.empty()) load_state();
-  } catch (const std::exception& e) {
-    out.ok = false;
-    out.problem = e.what();
-    return out;
-  }
-  out.host_pinned = host_->locked();
-  out.host_note = host_->note();
-  out.first_step = first_step_;
-  for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
-    if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
-    step(s, out);
-    if (failed_) continue;
-    if (!opt_.state_file.empty()) {
-      try {
-        save_state(s + 1);
-      } catch (const std::exception& e) {
-        fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
-        break;
-      }
-      if (opt_.on_state_written) opt_.on_state_written(s + 1);
+// After step s (0-based) of a run that has not failed: the state written when the run keeps one
+// (kill and resume), then the caller's after_step, with the NVMe tier's own rates (probe_tier).
+void Runner::after_step(int s) {
+  if (!opt_.state_file.empty()) {
+    try {
+      save_state(s + 1);
+    } catch (const std::exception& e) {
+      fail(fmt::format("writing the state after step {}: {}", s + 1, e.what()));
+      return;
     }
-    if (opt_.after_step) {
-      TierRates tier;
-      const bool probed = opt_.probe_tier && nvme_ && probe_tier(tier);
-      opt_.after_step(s + 1, probed ? &tier : nullptr);
-    }
+    if (opt_.on_state_written) opt_.on_state_written(s + 1);
   }
-  if (failed_) {
-    out.ok = false;
-    out.problem = problem_;
-    return out;
+  if (opt_.after_step) {
+    TierRates tier;
+    const bool probed = opt_.probe_tier && nvme_ && probe_tier(tier);
+    opt_.after_step(s + 1, probed ? &tier : nullptr);
   }
-  std::vector<double> later(out.step_s.size() > 1 ? out.step_s.begin() + 1 : out.step_s.begin(), out.step_s.end());
-  std::sort(later.begin(), later.end());
-  out.step_time_s = later.empty() ? 0 : later[later.size() / 2];
-  // Streams and links of the last step.
+}
+
+// The last step's ops, per stream busy and CPU time, per link bytes and busy time, the tiers'
+// peaks and (with opt_.trace) its Chrome trace.
+void Runner::record_last_step(Measured& out) const {
   std::vector<des::TraceTrack> queues(schedule::kStreams);
   std::map<std::string, std::pair<double, std::vector<std::pair<std::int64_t, std::int64_t>>>> links;
   std::map<std::string, des::TraceTrack> link_tracks;
@@ -1114,7 +1106,17 @@ Measured Runner::run() {
   out.device_peak_bytes = device_.peak_bytes();
   out.host_peak_bytes = host_->peak_bytes();
   out.nvme_peak_bytes = nvme_ ? nvme_->peak_bytes() : 0;
-  // The master weights after the last step.
+  if (opt_.trace) {
+    std::vector<des::TraceTrack> used, link_list;
+    for (auto& q : queues)
+      if (!q.name.empty()) used.push_back(std::move(q));
+    for (auto& [name, t] : link_tracks) link_list.push_back(std::move(t));
+    out.trace_json = des::chrome_trace(used, link_list);
+  }
+}
+
+// The master weights after the last step.
+void Runner::read_master(Measured& out) {
   out.master.resize(params_);
   for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
     const std::size_t k = chunk_params_[c];
@@ -1126,14 +1128,44 @@ Measured Runner::run() {
     if (!storage_[static_cast<std::size_t>(master_.tensor)].live) continue;
     read_part(master_, c, reinterpret_cast<std::byte*>(out.master.data() + chunk_begin_[c]));
   }
-  out.notes = notes_;
-  if (opt_.trace) {
-    std::vector<des::TraceTrack> used, link_list;
-    for (auto& q : queues)
-      if (!q.name.empty()) used.push_back(std::move(q));
-    for (auto& [name, t] : link_tracks) link_list.push_back(std::move(t));
-    out.trace_json = des::chrome_trace(used, link_list);
+}
+
+Measured Runner::run() {
+  Measured out;
+  std::string why = unsupported(ir_);
+  if (why.empty()) why = schedulable(ir_);
+  if (!why.empty()) {
+    out.ok = false;
+    out.problem = why;
+    return out;
   }
+  try {
+    prepare();
+    if (!opt_.state_file.empty()) load_state();
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.problem = e.what();
+    return out;
+  }
+  out.host_pinned = host_->locked();
+  out.host_note = host_->note();
+  out.first_step = first_step_;
+  for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
+    if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
+    step(s, out);
+    if (!failed_) after_step(s);
+  }
+  if (failed_) {
+    out.ok = false;
+    out.problem = problem_;
+    return out;
+  }
+  std::vector<double> later(out.step_s.size() > 1 ? out.step_s.begin() + 1 : out.step_s.begin(), out.step_s.end());
+  std::sort(later.begin(), later.end());
+  out.step_time_s = later.empty() ? 0 : later[later.size() / 2];
+  record_last_step(out);
+  read_master(out);
+  out.notes = notes_;
   return out;
 }
 
@@ -1155,9 +1187,11 @@ std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir) {
   return out;
 }
 
-std::string schedulable(const schedule::StepIR& ir) {
-  // Run the workers symbolically: each takes its next op when that op's deps are done; until no
-  // worker can move. Every op must be taken.
+namespace {
+
+// Run the workers symbolically: each takes its next op when that op's deps are done; until no
+// worker can move. Every op must be taken; else which stream waits forever, and where.
+std::string deadlock(const schedule::StepIR& ir) {
   const auto order = stream_order(ir);
   std::vector<std::size_t> next(order.size(), 0);
   std::vector<char> done(ir.ops.size(), 0);
@@ -1184,8 +1218,12 @@ std::string schedulable(const schedule::StepIR& ir) {
                            schedule::to_string(static_cast<Stream>(s)), order[s][next[s]],
                            ir.ops[order[s][next[s]]].name, taken, ir.ops.size());
   }
-  // Races: streams run concurrently, so an op may use a tensor only once its allocation has
-  // happened before it (through deps and stream order), and a free must come after every use.
+  return {};
+}
+
+// Races: streams run concurrently, so an op may use a tensor only once its allocation has
+// happened before it (through deps and stream order), and a free must come after every use.
+std::string race(const schedule::StepIR& ir) {
   // Vector clocks over the streams: clock[i][s] = how many ops of stream s happen before op i ends.
   const std::size_t n = ir.ops.size();
   std::vector<std::array<std::uint32_t, schedule::kStreams>> clock(n);
@@ -1235,6 +1273,13 @@ std::string schedulable(const schedule::StepIR& ir) {
       }
   }
   return {};
+}
+
+}  // namespace
+
+std::string schedulable(const schedule::StepIR& ir) {
+  std::string why = deadlock(ir);
+  return why.empty() ? race(ir) : why;
 }
 
 std::string unsupported(const schedule::StepIR& ir) {

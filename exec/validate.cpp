@@ -202,6 +202,143 @@ double NvmeProbe::pass_Bps(bool write) {
   return static_cast<double>(x.total) / (calibrate::now_s() - t0);
 }
 
+namespace {
+
+constexpr std::size_t kProbeBytes = std::size_t{32} << 20;  // each host probe's buffers
+
+// f on a thread pinned to `where` (the cores an executor worker runs on), else here.
+void run_on(const std::vector<int>& where, const std::function<void()>& f) {
+  if (where.empty()) return f();
+  std::exception_ptr error;
+  std::thread t([&] {
+    pin_to(where);
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// The device's kernels: GEMMs, attention and memory-bound kernels, on the compute worker's core.
+void probe_kernels(const schedule::StepIR& ir, Device& dev, const ProbeEffort& effort, DeviceRates& r) {
+  constexpr std::size_t kBytes = kProbeBytes;
+  const int rounds = effort.timed_rounds;
+  // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
+  // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
+  // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
+  // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
+  // otherwise). Keyed by the op's (m, n, k) and which of the three.
+  using Layout = sim::Efficiency::Layout;
+  // Each shape with the number of the step's calls that run it (for gemm_step_flops_per_s).
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>, int> shapes;
+  const schedule::Op* attention = nullptr;
+  for (const auto& op : ir.ops) {
+    if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
+    if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
+    if (op.pass != schedule::Pass::backward) {
+      ++shapes[{op.m, op.n, op.k, Layout::nn}];
+    } else {
+      ++shapes[{op.m, op.n, op.k, Layout::nt}];
+      if (op.weight_grad) ++shapes[{op.m, op.n, op.k, Layout::tn}];
+    }
+  }
+  // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
+  const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
+  // One untimed call of each shape first: the CPU device grows (and fills) its operand buffers
+  // on the first call that needs more room, and a cuBLASLt matmul picks its algorithm on its
+  // first call. Timed, that first call made a probe of one cold call per shape (kStepProbe) 1.5-2x
+  // slow at hidden 1024 (every probe's simulated step +40% to +250% over the measured one, where
+  // the median of five calls drops it).
+  for (const auto& [shape, calls] : shapes) {
+    const auto& [m, n, k, layout] = shape;
+    dev.gemm(0, GemmCall{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn});
+  }
+  double step_flops = 0, step_s = 0;
+  for (const auto& [shape, calls] : shapes) {
+    const auto& [m, n, k, layout] = shape;
+    const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
+    const double t = time_cold([&, call] { dev.gemm(0, call); }, flush, effort.cold_calls);
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const double rate = flops / t;
+    step_flops += calls * flops;
+    step_s += calls * t;
+    if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
+    if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
+    if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
+  }
+  if (step_s > 0) r.gemm_step_flops_per_s = step_flops / step_s;
+  if (attention) {
+    const AttentionCall a = attention_call(*attention);
+    dev.attention(0, a.m, a.n, a.k, 1);  // untimed, as the GEMMs above
+    const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush, effort.cold_calls);
+    r.attention_flops_per_s = 4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
+  }
+  r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); }, rounds);
+}
+
+// Host copies, DRAM traffic and AdamW, on the other workers' cores (cores.others; `any` all).
+void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& any, DeviceRates& r) {
+  constexpr std::size_t kBytes = kProbeBytes;
+  const int rounds = effort.timed_rounds;
+  std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
+  if (dev.host_addressable()) {
+    r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); }, rounds);
+  } else {
+    // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
+    std::byte* on_device = dev.allocate(kBytes);
+    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
+    const bool pinned = dev.pin_host(a.data(), kBytes);
+    r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); }, rounds);
+    if (pinned) dev.unpin_host(a.data());
+    dev.release(on_device);
+  }
+  // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
+  // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
+  // blocks this large with non-temporal stores: no write-allocate reads). The second may run on
+  // any allowed core, as before the probes were pinned: the link is the memory's, not a core's.
+  r.dram_Bps = 4.0 * kBytes /
+               time_per_call(
+                   [&] {
+                     std::thread other([&] {
+                       if (!any.empty()) pin_to(any);
+                       std::memcpy(d.data(), c.data(), kBytes);
+                     });
+                     std::memcpy(b.data(), a.data(), kBytes);
+                     other.join();
+                   },
+                   rounds);
+  {
+    // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
+    constexpr std::size_t kParams = std::size_t{8} << 20;
+    std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
+    int step = 0;
+    r.adam_params_per_s = kParams / time_per_call(
+                                        [&] {
+                                          calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams,
+                                                                     calibrate::cpu::AdamW{}, ++step);
+                                        },
+                                        rounds);
+  }
+}
+
+// The storage directories' striped O_DIRECT reads and writes (NvmeProbe), median of the passes.
+void probe_nvme(const std::vector<std::filesystem::path>& dirs, NvmeProbe* nvme, const ProbeEffort& effort,
+                DeviceRates& r) {
+  std::unique_ptr<NvmeProbe> own;
+  if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
+  NvmeProbe& io = nvme ? *nvme : *own;
+  std::vector<double> w, rd;
+  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
+  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) rd.push_back(io.pass_Bps(false));
+  r.nvme_write_Bps = calibrate::median(w);
+  r.nvme_read_Bps = calibrate::median(rd);
+}
+
+}  // namespace
+
 DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device,
                           const ProbeEffort& effort, NvmeProbe* nvme) {
   DeviceRates r;
@@ -212,128 +349,12 @@ DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::fil
   // loaded 2-core VM a probe the kernel could move between cores ran its GEMMs faster
   // than the compute worker pinned to one core saw them (1.1-1.5x, docs/validation.md).
   const CorePlan cores = core_plan(dev, true);
-  const auto on = [](const std::vector<int>& where, const std::function<void()>& f) {
-    if (where.empty()) return f();
-    std::exception_ptr error;
-    std::thread t([&] {
-      pin_to(where);
-      try {
-        f();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    });
-    t.join();
-    if (error) std::rethrow_exception(error);
-  };
-  constexpr std::size_t kBytes = std::size_t{32} << 20;
-  const int rounds = effort.timed_rounds;
-  on(cores.compute, [&] {
-    // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
-    // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
-    // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
-    // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
-    // otherwise). Keyed by the op's (m, n, k) and which of the three.
-    using Layout = sim::Efficiency::Layout;
-    // Each shape with the number of the step's calls that run it (for gemm_step_flops_per_s).
-    std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>, int> shapes;
-    const schedule::Op* attention = nullptr;
-    for (const auto& op : ir.ops) {
-      if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
-      if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
-      if (op.pass != schedule::Pass::backward) {
-        ++shapes[{op.m, op.n, op.k, Layout::nn}];
-      } else {
-        ++shapes[{op.m, op.n, op.k, Layout::nt}];
-        if (op.weight_grad) ++shapes[{op.m, op.n, op.k, Layout::tn}];
-      }
-    }
-    // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
-    const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
-    // One untimed call of each shape first: the CPU device grows (and fills) its operand buffers
-    // on the first call that needs more room, and a cuBLASLt matmul picks its algorithm on its
-    // first call. Timed, that first call made a probe of one cold call per shape (kStepProbe) 1.5-2x
-    // slow at hidden 1024 (every probe's simulated step +40% to +250% over the measured one, where
-    // the median of five calls drops it).
-    for (const auto& [shape, calls] : shapes) {
-      const auto& [m, n, k, layout] = shape;
-      dev.gemm(0, GemmCall{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn});
-    }
-    double step_flops = 0, step_s = 0;
-    for (const auto& [shape, calls] : shapes) {
-      const auto& [m, n, k, layout] = shape;
-      const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
-      const double t = time_cold([&, call] { dev.gemm(0, call); }, flush, effort.cold_calls);
-      const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-      const double rate = flops / t;
-      step_flops += calls * flops;
-      step_s += calls * t;
-      if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
-      if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
-      if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
-    }
-    if (step_s > 0) r.gemm_step_flops_per_s = step_flops / step_s;
-    if (attention) {
-      const AttentionCall a = attention_call(*attention);
-      dev.attention(0, a.m, a.n, a.k, 1);  // untimed, as the GEMMs above
-      const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush, effort.cold_calls);
-      r.attention_flops_per_s =
-          4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
-    }
-    r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); }, rounds);
-  });
-  on(cores.others, [&] {
-    std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
-    if (dev.host_addressable()) {
-      r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); }, rounds);
-    } else {
-      // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
-      std::byte* on_device = dev.allocate(kBytes);
-      if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
-      const bool pinned = dev.pin_host(a.data(), kBytes);
-      r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); }, rounds);
-      if (pinned) dev.unpin_host(a.data());
-      dev.release(on_device);
-    }
-    // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
-    // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
-    // blocks this large with non-temporal stores: no write-allocate reads). The second may run on
-    // any allowed core, as before the probes were pinned: the link is the memory's, not a core's.
-    std::vector<int> any = cores.compute;
-    any.insert(any.end(), cores.others.begin(), cores.others.end());
-    r.dram_Bps = 4.0 * kBytes /
-                 time_per_call(
-                     [&] {
-                       std::thread other([&] {
-                         if (!any.empty()) pin_to(any);
-                         std::memcpy(d.data(), c.data(), kBytes);
-                       });
-                       std::memcpy(b.data(), a.data(), kBytes);
-                       other.join();
-                     },
-                     rounds);
-    {
-      // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
-      constexpr std::size_t kParams = std::size_t{8} << 20;
-      std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
-      int step = 0;
-      r.adam_params_per_s = kParams / time_per_call(
-                                          [&] {
-                                            calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams,
-                                                                       calibrate::cpu::AdamW{}, ++step);
-                                          },
-                                          rounds);
-    }
-    if (!dirs.empty()) {
-      std::unique_ptr<NvmeProbe> own;
-      if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
-      NvmeProbe& io = nvme ? *nvme : *own;
-      std::vector<double> w, rd;
-      for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
-      for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) rd.push_back(io.pass_Bps(false));
-      r.nvme_write_Bps = calibrate::median(w);
-      r.nvme_read_Bps = calibrate::median(rd);
-    }
+  run_on(cores.compute, [&] { probe_kernels(ir, dev, effort, r); });
+  std::vector<int> any = cores.compute;
+  any.insert(any.end(), cores.others.begin(), cores.others.end());
+  run_on(cores.others, [&] {
+    probe_host(dev, effort, any, r);
+    if (!dirs.empty()) probe_nvme(dirs, nvme, effort, r);
   });
   return r;
 }
@@ -529,6 +550,87 @@ sim::Efficiency efficiency_of(const DeviceRates& r) {
   return e;
 }
 
+namespace {
+
+// The device the step runs on: sized from the simulated peak (validate), CUDA or the CPU device.
+std::unique_ptr<Device> make_step_device(bool cuda, double device_bytes, std::string& why) {
+  const auto bytes = static_cast<std::uint64_t>(device_bytes);
+  if (cuda) return make_cuda_device(bytes, 2 * schedule::kStreams, why);
+  return std::make_unique<CpuDevice>(bytes, 2 * schedule::kStreams);
+}
+
+// The note of a row whose step, simulated at each rate sample, spread past the threshold.
+std::string drift_note(const Validation& v, std::size_t samples, double threshold_pct) {
+  const auto most =
+      std::max_element(v.rate_spread.begin(), v.rate_spread.end(),
+                       [](const RateSpread& a, const RateSpread& b) { return a.spread_pct() < b.spread_pct(); });
+  return fmt::format(
+      "rates drifted: {:.1f}% (compare with care): the step simulated at each of the {} "
+      "rate samples taken during the run spans {:.0f}-{:.0f} ms (error {:+.1f}% to {:+.1f}%), "
+      "more than the {:.0f}% threshold, while the timed steps spread {:.1f}%; the rate "
+      "that moved most: {} {:.0f}%",
+      v.drift.drift_pct, samples,
+      1e3 * *std::min_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
+      1e3 * *std::max_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
+      v.drift.min_error_pct, v.drift.max_error_pct, threshold_pct, v.drift.measured_spread_pct,
+      most == v.rate_spread.end() ? "?" : most->name, most == v.rate_spread.end() ? 0.0 : most->spread_pct());
+}
+
+// Measured beside simulated: step time, peaks per tier, per link and per stream, and which
+// resource bound each step.
+void compare_rows(Validation& v) {
+  const Measured& m = v.measured;
+  const sim::StepResult& s = v.simulated;
+  v.measured_step_time_s = m.step_time_s;
+  v.simulated_step_time_s = s.step_time_s;
+  v.measured_device_peak_bytes = m.device_peak_bytes;
+  v.simulated_device_peak_bytes = s.gpu_peak_bytes;
+  v.measured_host_peak_bytes = m.host_peak_bytes;
+  v.simulated_host_peak_bytes = s.host_peak_bytes;
+  v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
+  v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
+  v.host_memory = m.host_note;
+  // Links: the simulator's, with what the executor moved over each.
+  for (const auto& l : s.links) {
+    LinkRow row{l.name, 0, l.bytes, 0, l.busy_s};
+    for (const auto& x : m.links)
+      if (x.name == l.name) row.measured_bytes = x.bytes, row.measured_busy_s = x.busy_s;
+    v.links.push_back(row);
+  }
+  for (const auto& x : m.links)
+    if (std::none_of(v.links.begin(), v.links.end(), [&](const LinkRow& r) { return r.name == x.name; }))
+      v.links.push_back({x.name, x.bytes, 0, x.busy_s, 0});
+  for (const auto& st : s.streams) {
+    LinkRow row{st.name, 0, 0, 0, st.busy_s};
+    for (const auto& x : m.streams)
+      if (x.name == st.name) row.measured_busy_s = x.busy_s, row.measured_cpu_s = x.cpu_s;
+    v.streams.push_back(row);
+  }
+  v.simulated_bound_by = s.bound_by;
+  double best = 0;
+  for (const auto& x : m.streams)
+    if (x.busy_s > best) best = x.busy_s, v.measured_bound_by = "stream " + x.name;
+  for (const auto& x : m.links)
+    if (x.busy_s > best && x.name != sim::to_string(sim::HostLink::uplink_h2d) &&
+        x.name != sim::to_string(sim::HostLink::uplink_d2h))
+      best = x.busy_s, v.measured_bound_by = "link " + x.name;
+}
+
+// The plan's step IR as the executor runs it, or why it cannot run here.
+std::string step_ir(const model::ModelSpec& model, const plan::Plan& p, bool have_storage_dirs, schedule::StepIR& ir) {
+  try {
+    ir = schedule::build_step(model, p, inventory::build_inventory(model, p, 0));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (std::string why = unsupported(ir); !why.empty()) return why;
+  for (const auto& t : ir.tensors)
+    if (t.tier == plan::Tier::nvme && !have_storage_dirs) return "the plan keeps tensors on NVMe: give --storage-dir";
+  return {};
+}
+
+}  // namespace
+
 Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const ValidateOptions& o) {
   Validation v;
   v.plan = plan.name;
@@ -539,25 +641,13 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   constexpr double kLarge = 1e15;  // device memory while simulating: the peak is what we learn
   plan::Plan p = on_this_machine(plan, DeviceRates{}, kLarge, dirs);
   schedule::StepIR ir;
-  try {
-    ir = schedule::build_step(model, p, inventory::build_inventory(model, p, 0));
-  } catch (const std::exception& e) {
-    v.ok = false;
-    v.problem = e.what();
-    return v;
-  }
-  if (const std::string why = unsupported(ir); !why.empty()) {
+  if (const std::string why = step_ir(model, p, !o.storage_dirs.empty(), ir); !why.empty()) {
     v.ok = false;
     v.problem = why;
     return v;
   }
   bool nvme = false;
   for (const auto& t : ir.tensors) nvme = nvme || t.tier == plan::Tier::nvme;
-  if (nvme && o.storage_dirs.empty()) {
-    v.ok = false;
-    v.problem = "the plan keeps tensors on NVMe: give --storage-dir";
-    return v;
-  }
   say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
   // The rates drift on a shared machine (docs/validation.md: GEMMs 1.6x and striped NVMe 3.4x
   // slower in the seconds before a run than during it), so one probe before the run is not what
@@ -603,17 +693,12 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   // The device's memory: the simulated peak, plus a page per live tensor of rounding.
   const double device_bytes =
       v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
-  std::unique_ptr<Device> device_owned;
-  if (o.cuda) {
-    std::string why;
-    device_owned = make_cuda_device(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams, why);
-    if (!device_owned) {
-      v.ok = false;
-      v.problem = "CUDA device: " + why;
-      return v;
-    }
-  } else {
-    device_owned = std::make_unique<CpuDevice>(static_cast<std::uint64_t>(device_bytes), 2 * schedule::kStreams);
+  std::string why;
+  const std::unique_ptr<Device> device_owned = make_step_device(o.cuda, device_bytes, why);
+  if (!device_owned) {
+    v.ok = false;
+    v.problem = "CUDA device: " + why;
+    return v;
   }
   Device& device = *device_owned;
   v.device = device.describe();
@@ -672,18 +757,8 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     if (at.ok) v.sample_simulated_step_s.push_back(at.step_time_s);
   }
   const Measured& m = v.measured;
-  const sim::StepResult& s = v.simulated;
   const std::vector<double> timed(m.step_s.size() > 1 ? m.step_s.begin() + 1 : m.step_s.begin(), m.step_s.end());
   v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
-  v.measured_step_time_s = m.step_time_s;
-  v.simulated_step_time_s = s.step_time_s;
-  v.measured_device_peak_bytes = m.device_peak_bytes;
-  v.simulated_device_peak_bytes = s.gpu_peak_bytes;
-  v.measured_host_peak_bytes = m.host_peak_bytes;
-  v.simulated_host_peak_bytes = s.host_peak_bytes;
-  v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
-  v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
-  v.host_memory = m.host_note;
   v.notes = m.notes;
   v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());
   if (plan.cluster.node.name != kLocalNode)
@@ -694,46 +769,9 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   if (used.size() < 2) {
     v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
   } else if (v.drift.drifted) {
-    const auto most =
-        std::max_element(v.rate_spread.begin(), v.rate_spread.end(),
-                         [](const RateSpread& a, const RateSpread& b) { return a.spread_pct() < b.spread_pct(); });
-    v.notes.insert(
-        v.notes.begin(),
-        fmt::format("rates drifted: {:.1f}% (compare with care): the step simulated at each of the {} "
-                    "rate samples taken during the run spans {:.0f}-{:.0f} ms (error {:+.1f}% to {:+.1f}%), "
-                    "more than the {:.0f}% threshold, while the timed steps spread {:.1f}%; the rate "
-                    "that moved most: {} {:.0f}%",
-                    v.drift.drift_pct, used.size(),
-                    1e3 * *std::min_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
-                    1e3 * *std::max_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end()),
-                    v.drift.min_error_pct, v.drift.max_error_pct, o.drift_threshold_pct, v.drift.measured_spread_pct,
-                    most == v.rate_spread.end() ? "?" : most->name,
-                    most == v.rate_spread.end() ? 0.0 : most->spread_pct()));
+    v.notes.insert(v.notes.begin(), drift_note(v, used.size(), o.drift_threshold_pct));
   }
-  // Links: the simulator's, with what the executor moved over each.
-  for (const auto& l : s.links) {
-    LinkRow row{l.name, 0, l.bytes, 0, l.busy_s};
-    for (const auto& x : m.links)
-      if (x.name == l.name) row.measured_bytes = x.bytes, row.measured_busy_s = x.busy_s;
-    v.links.push_back(row);
-  }
-  for (const auto& x : m.links)
-    if (std::none_of(v.links.begin(), v.links.end(), [&](const LinkRow& r) { return r.name == x.name; }))
-      v.links.push_back({x.name, x.bytes, 0, x.busy_s, 0});
-  for (const auto& st : s.streams) {
-    LinkRow row{st.name, 0, 0, 0, st.busy_s};
-    for (const auto& x : m.streams)
-      if (x.name == st.name) row.measured_busy_s = x.busy_s, row.measured_cpu_s = x.cpu_s;
-    v.streams.push_back(row);
-  }
-  v.simulated_bound_by = s.bound_by;
-  double best = 0;
-  for (const auto& x : m.streams)
-    if (x.busy_s > best) best = x.busy_s, v.measured_bound_by = "stream " + x.name;
-  for (const auto& x : m.links)
-    if (x.busy_s > best && x.name != sim::to_string(sim::HostLink::uplink_h2d) &&
-        x.name != sim::to_string(sim::HostLink::uplink_d2h))
-      best = x.busy_s, v.measured_bound_by = "link " + x.name;
+  compare_rows(v);
   return v;
 }
 
