@@ -334,20 +334,26 @@ TEST_CASE("rate samples: the simulation takes each rate's median, and a run whos
 }
 
 TEST_CASE("the executor calls after_step between steps, outside their timing") {
-  /* after_step sleeps 0.6 s after each of 2 steps of a tiny model (tens of ms each): it is called
-   * twice, with 1 and 2 steps done, and no step's wall time holds the sleep.                   */
+  /* after_step sleeps after each of 2 steps of a tiny model: it is called twice, with 1 and 2
+   * steps done, and no step's wall time holds the sleep. The sleep is 3x the slowest step of the
+   * same run without it (at least 0.6 s), so a step is told from step + sleep on any machine:
+   * tens of ms in a release build, over a second under ASan on a loaded CI core.               */
   exec::Options o;
   o.steps = 2;
+  const exec::Measured plain = run_with(tiny(), "no offload", o);
+  REQUIRE_MESSAGE(plain.ok, plain.problem);
+  REQUIRE(plain.step_s.size() == 2);
+  const double sleep_s = std::max(0.6, 3 * *std::max_element(plain.step_s.begin(), plain.step_s.end()));
   std::vector<int> calls;
   o.after_step = [&](int done, const exec::TierRates*) {
     calls.push_back(done);
-    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
   };
   const exec::Measured m = run_with(tiny(), "no offload", o);
   REQUIRE_MESSAGE(m.ok, m.problem);
   CHECK(calls == std::vector<int>{1, 2});
   REQUIRE(m.step_s.size() == 2);
-  for (const double t : m.step_s) CHECK(t < 0.6);
+  for (const double t : m.step_s) CHECK(t < sleep_s);
 }
 
 TEST_CASE("probe_tier times the NVMe tier's own files between steps and leaves the training state as it was") {
