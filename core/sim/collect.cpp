@@ -53,6 +53,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     Interval iv;
     iv.start_s = static_cast<double>(start) * 1e-9;
     iv.end_s = static_cast<double>(end) * 1e-9;
+    iv.lane = static_cast<std::uint8_t>(op.stream);
     switch (op.kind) {
       case OpKind::gemm: iv.activity = Activity::gemm; break;
       case OpKind::attention: iv.activity = Activity::attention; break;
@@ -74,7 +75,8 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     }
     // Back-to-back intervals of one component doing the same thing draw the same power: one interval.
     if (!out.intervals.empty() && out.intervals.back().component == iv.component &&
-        out.intervals.back().activity == iv.activity && out.intervals.back().end_s == iv.start_s)
+        out.intervals.back().activity == iv.activity && out.intervals.back().lane == iv.lane &&
+        out.intervals.back().end_s == iv.start_s)
       out.intervals.back().end_s = iv.end_s;
     else
       out.intervals.push_back(iv);
