@@ -88,7 +88,8 @@ std::vector<End> ends_in_order(const std::vector<Interval>& in, Interval::Compon
   std::size_t n = 0;
   for (std::size_t l = 0; l < fill.size(); ++l) {
     if (fill[l] == begin[l]) continue;
-    n = static_cast<std::size_t>(std::copy(ends.begin() + begin[l], ends.begin() + fill[l], ends.begin() + static_cast<std::ptrdiff_t>(n)) - ends.begin());
+    if (n != begin[l]) std::copy(ends.begin() + begin[l], ends.begin() + fill[l], ends.begin() + static_cast<std::ptrdiff_t>(n));
+    n += fill[l] - begin[l];
     runs.push_back(static_cast<std::uint32_t>(n));
   }
   ends.resize(n);
