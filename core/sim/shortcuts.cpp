@@ -4,7 +4,6 @@
 
 namespace ftplan::sim {
 
-
 namespace detail {
 
 namespace {
@@ -134,13 +133,20 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
   return true;
 }
 
-}  // namespace
+// One run of a short pipeline: its result, and whether its folded layers ran undisturbed.
+StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool activity, bool phases,
+                   bool& disturbed) {
+  const des::Result r = step.e.run();
+  disturbed = disturbed || !folds_undisturbed(step, r);
+  return collect_step(step, r, irs, stage, activity, false, phases);
+}
 
-std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
-                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+// The stage symmetry with or without folded layers (`fold`); `disturbed`: the folded runs were
+// not exact (folds_undisturbed), so the result is nullopt and the caller simulates unfolded.
+std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
+                                   std::int64_t accumulation, bool multi_gpu, bool fold, bool& disturbed) {
   const int pp = std::max(1, p.parallel.pp);
   const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
-  if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
   // Micro-batch counts: A = 4 stages x kA, B = 3 stages x kB, C = 3 stages x kC, each at least
   // the pipeline's depth (1F1B: every warm-up whole and a steady state; Narayanan et al. 2021
   // sec. 2.2.1) and, interleaved, whole groups of the short pipeline's stages with room for the
@@ -169,12 +175,12 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   std::vector<schedule::StepIR> irs[3];
   if (!build_short_runs(m, p, shapes, irs)) return std::nullopt;
   std::vector<LoweredStep> steps;
-  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real));
+  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real, fold));
   if (multi_gpu) {
     StageRun probe[3];
     int stage[3] = {0, 0, 0};
-    for (int i = 0; i < 3; ++i) probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], false, false);
-    if (!same_stage(stage)) return std::nullopt;
+    for (int i = 0; i < 3; ++i) probe[i] = run_short(steps[i], irs[i], stage[i], false, false, disturbed);
+    if (disturbed || !same_stage(stage)) return std::nullopt;
     const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_b}, {&probe[2], w_c}});
     const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
     for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
@@ -182,10 +188,10 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   StageRun run[3];
   int stage[3] = {0, 0, 0};
   for (int i = 0; i < 3; ++i) {
-    run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false, true);
+    run[i] = run_short(steps[i], irs[i], stage[i], true, true, disturbed);
     if (!run[i].problem.empty()) return std::nullopt;
   }
-  if (!same_stage(stage)) return std::nullopt;
+  if (disturbed || !same_stage(stage)) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
   const auto peaks = shortened_peaks(run[0], run[1], w_stages, p.cluster);
@@ -202,6 +208,20 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   sim.timeline.step_s = run[0].step_s;
   sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_b});
   sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_c});
+  return sim;
+}
+
+}  // namespace
+
+std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+  if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
+  bool disturbed = false;
+  auto sim = shortened(m, p, eff, accumulation, multi_gpu, options.fold_layers, disturbed);
+  if (disturbed) {
+    disturbed = false;
+    sim = shortened(m, p, eff, accumulation, multi_gpu, false, disturbed);
+  }
   return sim;
 }
 
