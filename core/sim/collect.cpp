@@ -104,41 +104,39 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
   }
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
   // versus anything else (idle, pipeline bubbles included).
-  // Folded layers (Lowered::fold): a run's first later-layer op waits on its first layer's last
-  // op, which stands for n; where that is a collective, each of the first n - 1 it stands for is
-  // exposed before the next layer, and the last one's gap merges with whatever follows the run
-  // (`carry`, seconds), as it would with every layer lowered.
+  // Folded layers (Lowered::fold): a run's first layer stands for n. What of it runs after its
+  // last compute-stream op (a collective) stood between each two layers, each time exposed, and
+  // then before the op after the run, where it merges with that op's own wait (`skip`: the part of
+  // that op's gap the layers in between took), as with every layer lowered.
   des::Time prev_end = 0;
-  double carry = 0;
-  int copies = 1;
+  double skip = 0;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
-    if (op.stream != Stream::compute || l.folded(i)) continue;
-    const des::Time start = l.start(r, i), end = l.end(r, i);
-    if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
-        op.kind == OpKind::loss || op.kind == OpKind::optimizer)
-      out.compute_s += static_cast<double>(end - start) * 1e-9;
-    const int fold = l.fold.empty() ? 1 : l.fold[i];
-    if (fold > 1) copies = fold;
-    const double gap = static_cast<double>(start - prev_end) * 1e-9;
-    if (gap > 0 || (carry > 0 && fold != 0)) {
-      bool comm = false;
-      for (int d : op.deps) {
-        const Op& dep = ir.ops[d];
-        if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
-          if (l.end(r, d) >= start) comm = true;
+    const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
+    const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
+    if (kernel_stream) {
+      if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+          op.kind == OpKind::loss || op.kind == OpKind::optimizer)
+        out.compute_s += static_cast<double>(end - start) * 1e-9;
+      const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
+      skip = 0;
+      if (gap > 0) {
+        bool comm = false;
+        for (int d : op.deps) {
+          const Op& dep = ir.ops[d];
+          if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
+            if (l.end(r, d) >= start) comm = true;
+        }
+        if (comm) out.exposed_comm_s += gap;
       }
-      if (fold == 0 && carry == 0 && gap > 0) {
-        if (comm) out.exposed_comm_s += gap * (copies - 1) / copies;
-        carry = comm ? gap / copies : 0;
-      } else if (fold != 0 && carry > 0) {
-        if (comm) out.exposed_comm_s += gap + carry;
-        carry = 0;
-      } else if (comm) {
-        out.exposed_comm_s += gap;
-      }
+      prev_end = std::max(prev_end, end);
     }
-    prev_end = std::max(prev_end, end);
+    const int fold = l.fold.empty() ? 1 : l.fold[i];
+    if (fold > 1 && (i + 1 == ir.ops.size() || l.fold[i + 1] < 2)) {
+      const double trailing = static_cast<double>(std::max<des::Time>(0, l.end(r, i) - prev_end)) * 1e-9;
+      skip = trailing * (fold - 1) / fold;
+      out.exposed_comm_s += skip;
+    }
   }
   // What each component did, for the power model.
   if (activity) activity_of(ir, l, r, out);

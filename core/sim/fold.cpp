@@ -10,24 +10,37 @@ namespace {
 
 // The ops of one layer in one pass of one micro-batch: a maximal span of the IR whose ops with a
 // layer all name the same one, with no pipeline send or receive inside (those end a chunk's pass:
-// a stage's last layer may run its forward and then, after a receive, its backward); ops without
-// a layer inside the span belong to it.
+// a stage's last layer may run its forward and then, after a receive, its backward) and one
+// direction (a first stage's first layer runs a backward and then, with no receive between, the
+// next micro-batch's forward: the allocations just before the forward's first op are its own);
+// ops without a layer inside the span belong to it.
 struct Group {
   std::size_t first, last;
 };
 
 std::vector<Group> layer_groups(const schedule::StepIR& ir) {
   std::vector<Group> out;
-  int current = -1;
+  int current = -1, direction = -1;  // direction: 0 forward, 1 recompute or backward
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
     if (op.peer >= 0) current = -1;
     if (op.layer < 0) continue;
-    if (op.layer == current && !out.empty())
+    const int dir = op.pass == schedule::Pass::forward                                       ? 0
+                    : op.pass == schedule::Pass::backward || op.pass == schedule::Pass::recompute ? 1
+                                                                                                  : -1;
+    if (op.layer == current && !out.empty() && !(dir >= 0 && direction >= 0 && dir != direction)) {
       out.back().last = i;
-    else
+    } else if (op.layer == current && !out.empty()) {
+      std::size_t from = i;
+      while (from - 1 > out.back().first && ir.ops[from - 1].kind == OpKind::alloc) --from;
+      out.back().last = from - 1;
+      out.push_back({from, i});
+    } else {
       out.push_back({i, i});
+    }
     current = op.layer;
+    if (dir >= 0) direction = dir;
+    if (out.back().first == i) direction = dir;
   }
   return out;
 }
@@ -71,9 +84,9 @@ bool repeats(const schedule::StepIR& ir, const Group& a, const Group& b) {
 }
 
 // A run's ops form one serial chain: on the compute and comm streams only, each waiting on the op
-// before it (explicitly, or as the next op of the same stream), and every other wait on an op of
-// the compute stream issued before the run (finished before the run starts, the stream being
-// serial); the run starts on the compute stream.
+// before it (explicitly, or as the next op of the same stream), and every other wait on an op the
+// run's first op waits on too, or on an op of the compute stream issued before the run (either is
+// finished before the run starts, the stream being serial); the run starts on the compute stream.
 bool serial(const schedule::StepIR& ir, std::size_t first, std::size_t last) {
   if (ir.ops[first].stream != Stream::compute) return false;
   for (std::size_t i = first; i <= last; ++i) {
@@ -84,7 +97,9 @@ bool serial(const schedule::StepIR& ir, std::size_t first, std::size_t last) {
     for (int d : op.deps) {
       const auto dep = static_cast<std::size_t>(d);
       after_previous = after_previous || dep == i - 1;
-      if (dep < first && i != first && ir.ops[dep].stream != Stream::compute) return false;
+      if (dep < first && i != first && ir.ops[dep].stream != Stream::compute &&
+          std::find(ir.ops[first].deps.begin(), ir.ops[first].deps.end(), d) == ir.ops[first].deps.end())
+        return false;
     }
     if (!after_previous) return false;
   }

@@ -73,9 +73,13 @@ class StageLowering {
     pending_.assign(n, 0);
     if (cx_.fold) fold_ = fold_layers(ir_);
     for (std::size_t i = 0; i < n; ++i) {
+      if (!fold_.empty() && i > 0 && fold_[i - 1] == 0 && fold_[i] != 0) end_run();
       if (!fold_.empty() && fold_[i] != 1) {
-        if (fold_[i] == 0 && later_layer(i)) continue;
-        scale_ = std::max(1, fold_[i]);
+        if (fold_[i] == 0) {
+          later_layer(i);
+          continue;
+        }
+        scale_ = fold_[i];
         if (fold_[i] > 1 && (i == 0 || fold_[i - 1] < 2)) l_.folds.push_back({i, i, {}});
       } else {
         scale_ = 1;
@@ -86,6 +90,7 @@ class StageLowering {
       }
       lower_op(i);
     }
+    if (!fold_.empty() && n > 0 && fold_[n - 1] == 0) end_run();
     flush();
     if (!l_.folds.empty()) l_.fold = std::move(fold_);
     return std::move(l_);
@@ -132,18 +137,44 @@ class StageLowering {
     e_.depends(wait, it->second);
   }
 
-  // An op of a folded run's later layers (fold_layers): its allocations and frees are lowered (false);
-  // any other op takes the task that ends the run's folded chain, the first layer's last op (true).
-  bool later_layer(std::size_t i) {
-    Lowered::Holder& run = l_.folds.back();
-    run.last = i;
-    if (fold_[i - 1] > 1) chain_end_ = i - 1;
-    const Op& op = ir_.ops[i];
-    if (op.kind == OpKind::alloc || op.kind == OpKind::free) return false;
+  // An op of a folded run's later layers (fold_layers): no task of its own; it takes the task that
+  // ends the run's folded chain (the first layer's last op). Its allocation or free goes into the
+  // run's pool changes, made as the chain ends (end_run).
+  void later_layer(std::size_t i) {
+    l_.folds.back().last = i;
+    if (fold_[i - 1] > 1) {
+      chain_end_ = i - 1;
+      pools_ = {};
+    }
     if (pending_[chain_end_]) flush();
     l_.task[i] = l_.task[chain_end_];
     l_.offset[i] = Lowered::kFolded;
-    return true;
+    const Op& op = ir_.ops[i];
+    if (op.kind != OpKind::alloc && op.kind != OpKind::free) return;
+    const schedule::Tensor& t = ir_.tensors[op.tensor];
+    PoolChange& c = pools_[static_cast<int>(t.tier)];
+    c.net += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+    c.high = std::max(c.high, c.net);
+    c.any = true;
+  }
+
+  // The later layers' allocations and frees of a folded run, as they follow one another when the
+  // chain ends: each pool rises to its highest level among them and settles at their sum (the same
+  // high-water mark and the same level after, at the same instant).
+  void end_run() {
+    const std::size_t last = l_.folds.back().last;
+    const des::QueueId q = l_.queues[static_cast<int>(Stream::compute)];
+    for (int t = 0; t < 3; ++t) {
+      const PoolChange& c = pools_[t];
+      if (!c.any) continue;
+      des::TaskId after = l_.task[chain_end_];
+      if (c.high > 0) {
+        const des::TaskId up = e_.alloc(q, l_.pools[t], c.high, label(last));
+        e_.depends(up, after);
+        after = up;
+      }
+      if (c.high - c.net > 0) e_.depends(e_.free(q, l_.pools[t], c.high - c.net, label(last)), after);
+    }
   }
 
   // Back-to-back GPU kernels on the compute stream that nothing else waits for in between run as
@@ -337,6 +368,12 @@ class StageLowering {
   std::vector<int> fold_;      // fold_layers, with cx_.fold
   int scale_ = 1;              // layers the op being lowered stands for
   std::size_t chain_end_ = 0;  // the folded run's first layer's last op
+  // A folded run's later layers' allocations and frees per pool: their sum and its highest value.
+  struct PoolChange {
+    double net = 0, high = 0;
+    bool any = false;
+  };
+  std::array<PoolChange, 3> pools_{};
 };
 
 }  // namespace
