@@ -25,7 +25,7 @@ std::vector<Group> layer_groups(const schedule::StepIR& ir) {
     const Op& op = ir.ops[i];
     if (op.peer >= 0) current = -1;
     if (op.layer < 0) continue;
-    const int dir = op.pass == schedule::Pass::forward                                       ? 0
+    const int dir = op.pass == schedule::Pass::forward                                            ? 0
                     : op.pass == schedule::Pass::backward || op.pass == schedule::Pass::recompute ? 1
                                                                                                   : -1;
     if (op.layer == current && !out.empty() && !(dir >= 0 && direction >= 0 && dir != direction)) {
@@ -45,23 +45,36 @@ std::vector<Group> layer_groups(const schedule::StepIR& ir) {
   return out;
 }
 
-bool same_tensor(const schedule::Tensor& a, const schedule::Tensor& b) {
-  return a.bytes == b.bytes && a.tier == b.tier && a.category == b.category;
-}
-
-// Whether two ops do the same work (everything lowering reads but the layer, the tensor's identity
-// and the dependencies).
+// Whether two ops do the same work: what lowering reads of them, by kind (compute_seconds,
+// collective_cost, host_path, the pools), and the pass (collect's phases); not the layer, the
+// micro-batch, the tensor's identity or the dependencies.
 bool same_work(const schedule::StepIR& ir, const Op& a, const Op& b) {
-  if (a.kind != b.kind || a.stream != b.stream || a.pass != b.pass || a.micro != b.micro || a.flops != b.flops ||
-      a.model_flops != b.model_flops || a.recompute_flops != b.recompute_flops || a.bytes != b.bytes ||
-      a.kernels != b.kernels || a.fp8 != b.fp8 || a.element != b.element || a.flash != b.flash ||
-      a.flash_v1 != b.flash_v1 || a.causal != b.causal || a.weight_grad != b.weight_grad || a.m != b.m || a.n != b.n ||
-      a.k != b.k || a.host_s != b.host_s || a.collective != b.collective || a.group != b.group ||
-      a.group_size != b.group_size || a.src != b.src || a.dst != b.dst || a.peer != b.peer ||
+  if (a.kind != b.kind || a.stream != b.stream || a.pass != b.pass || a.peer != b.peer ||
       a.deps.size() != b.deps.size())
     return false;
-  if ((a.tensor < 0) != (b.tensor < 0)) return false;
-  return a.tensor < 0 || same_tensor(ir.tensors[a.tensor], ir.tensors[b.tensor]);
+  switch (a.kind) {
+    case OpKind::gemm:
+    case OpKind::attention:
+    case OpKind::elementwise:
+    case OpKind::loss:
+    case OpKind::optimizer:
+      return a.flops == b.flops && a.bytes == b.bytes && a.kernels == b.kernels && a.m == b.m && a.n == b.n &&
+             a.k == b.k && a.fp8 == b.fp8 && a.flash == b.flash && a.flash_v1 == b.flash_v1 && a.causal == b.causal &&
+             a.weight_grad == b.weight_grad;
+    case OpKind::collective:
+      return a.collective == b.collective && a.group == b.group && a.group_size == b.group_size && a.bytes == b.bytes &&
+             a.host_s == b.host_s && a.kernels == b.kernels && a.element == b.element;
+    case OpKind::copy:
+      return a.src == b.src && a.dst == b.dst && a.bytes == b.bytes && a.host_s == b.host_s;
+    case OpKind::alloc:
+    case OpKind::free: {
+      const schedule::Tensor &x = ir.tensors[a.tensor], &y = ir.tensors[b.tensor];
+      return x.bytes == y.bytes && x.tier == y.tier && x.category == y.category;
+    }
+    case OpKind::marker:
+      return true;
+  }
+  return false;
 }
 
 // Group `b` repeats group `a`, the one before it: the same work op by op, each dependency inside
