@@ -2,6 +2,7 @@
 // core. Goal (memory issue): at least 1 million per second. Prints its figures; not a test.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -38,7 +39,7 @@ plans:
     inventory::Inventory inv;
     // Warm-up, then time a fixed count, varying the micro-batch so nothing is hoisted.
     double sink = 0;
-    const int n = 2'000'000;
+    const int n = std::getenv("FP_N") ? std::atoi(std::getenv("FP_N")) : 2'000'000;
     const auto start = std::chrono::steady_clock::now();
     plan::Plan plan = p;
     for (int i = 0; i < n; ++i) {
@@ -48,7 +49,7 @@ plans:
       sink += footprint::footprint(inv, plan).gpu_peak_bytes;
     }
     const double reuse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const int m = 200'000;
+    const int m = n / 10;
     const auto start2 = std::chrono::steady_clock::now();
     for (int i = 0; i < m; ++i) {
       plan.job.micro_batch = 1 + (i & 3);

@@ -88,6 +88,7 @@ class Engine::Impl::Simulation {
     const std::uint32_t* order = nullptr;  // the queue's tasks in issue order
     std::uint32_t size = 0;
     std::uint32_t next = 0;  // index in `order` of the first task not yet started
+    std::uint32_t head = kNone;  // order[next] (kNone past the end): read without touching `order`
     int servers = 1;
     int busy = 0;  // servers in use
   };
@@ -155,6 +156,7 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
     queues_[q].order = m.queues[q].order.data();
     queues_[q].size = static_cast<std::uint32_t>(m.queues[q].order.size());
     queues_[q].servers = m.queues[q].servers;
+    if (queues_[q].size > 0) queues_[q].head = queues_[q].order[0];
   }
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
   link_active_.assign(m.links.size(), 0);
@@ -240,17 +242,15 @@ void Engine::Impl::Simulation::make_ready(std::uint32_t t) {
     start(t);
     return;
   }
-  const QueueRun& q = queues_[h.queue];
-  if (q.next < q.size && q.order[q.next] == t) dispatch(h.queue);
+  if (queues_[h.queue].head == t) dispatch(h.queue);
 }
 
 // Starts tasks from the head of queue `q`'s order while servers are free and the head is ready.
 void Engine::Impl::Simulation::dispatch(std::uint32_t q) {
   QueueRun& qr = queues_[q];
-  while (qr.next < qr.size && qr.busy < qr.servers) {
-    const std::uint32_t t = qr.order[qr.next];
-    if (hot_[t].state != kReady) return;
-    start(t);
+  while (qr.head != kNone && qr.busy < qr.servers) {
+    if (hot_[qr.head].state != kReady) return;
+    start(qr.head);
   }
 }
 
@@ -258,9 +258,16 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
   Hot& h = hot_[t];
   h.state = kStarted;
   r_.tasks[t].start = now_;
+  // Its successors are read when it ends.
+  if (h.succ_count > 0) prefetch(succ_.data() + h.succ_begin);
   if (h.queue != kNone) {
-    ++queues_[h.queue].next;
-    ++queues_[h.queue].busy;
+    QueueRun& q = queues_[h.queue];
+    ++q.next;
+    ++q.busy;
+    q.head = q.next < q.size ? q.order[q.next] : kNone;
+    // The queue's next task is read when this one ends (is it ready?): a cache miss on a task
+    // far away in the id range unless fetched now.
+    if (q.head != kNone) prefetch(&hot_[q.head]);
   }
   switch (static_cast<TaskKind>(h.kind)) {
     case TaskKind::compute:

@@ -1,7 +1,9 @@
 #include "footprint/footprint.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -82,31 +84,41 @@ double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int la
 }
 
 constexpr Phase kPhases[] = {Phase::forward, Phase::backward, Phase::backward_end, Phase::optimizer};
+constexpr std::size_t kPhaseCount = std::size(kPhases);
+constexpr std::size_t kTierCount = 3;  // plan::Tier: gpu, cpu, nvme
 
-// Paged (unified-memory) groups are not the caching allocator's: paged_placement places them.
-TierBytes tier_at(const inventory::Inventory& inv, Tier tier, Phase phase) {
-  TierBytes t;
-  for (const auto& g : inv.groups)
-    if (g.tier == tier && !g.paged) t.bytes[static_cast<int>(g.category)] += live(g, phase, inv.grad_accumulation, inv.layers, inv.forwards_first);
-  return t;
-}
+// Each tier's bytes by category at each phase, from one pass over the inventory's groups (the
+// planner judges millions of layouts by it). Paged (unified-memory) groups are not the caching
+// allocator's: paged_placement places them.
+struct PhaseBytes {
+  std::array<std::array<TierBytes, kPhaseCount>, kTierCount> at{};
 
-// The peak of a tier over the phases of a step, with the category split at that moment.
-std::pair<TierBytes, Phase> peak_of(const inventory::Inventory& inv, Tier tier) {
-  TierBytes best;
-  Phase at = Phase::forward;
-  double best_total = -1;
-  for (Phase p : kPhases) {
-    const TierBytes t = tier_at(inv, tier, p);
-    const double total = t.total();
-    if (total > best_total) {
-      best = t;
-      best_total = total;
-      at = p;
+  explicit PhaseBytes(const inventory::Inventory& inv) {
+    for (const auto& g : inv.groups) {
+      if (g.paged) continue;
+      auto& tier = at[static_cast<std::size_t>(g.tier)];
+      const auto c = static_cast<std::size_t>(g.category);
+      for (std::size_t p = 0; p < kPhaseCount; ++p)
+        tier[p].bytes[c] += live(g, kPhases[p], inv.grad_accumulation, inv.layers, inv.forwards_first);
     }
   }
-  return {best, at};
-}
+  const TierBytes& operator()(Tier tier, std::size_t phase) const { return at[static_cast<std::size_t>(tier)][phase]; }
+
+  // The peak of a tier over the phases of a step, with the category split at that moment (the
+  // first phase of the highest total).
+  std::pair<TierBytes, Phase> peak(Tier tier) const {
+    std::size_t best = 0;
+    double best_total = -1;
+    for (std::size_t p = 0; p < kPhaseCount; ++p) {
+      const double total = (*this)(tier, p).total();
+      if (total > best_total) {
+        best = p;
+        best_total = total;
+      }
+    }
+    return {(*this)(tier, best), kPhases[best]};
+  }
+};
 
 // The device view of the caching allocator's peak: reserved (allocated plus its slack) plus the
 // memory outside it (CUDA context, NCCL, workspaces).
@@ -117,7 +129,9 @@ double device_peak(const TierBytes& gpu, double fragmentation) {
 
 }  // namespace
 
-PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan& plan) {
+namespace {
+
+PagedPlacement paged_placement(const inventory::Inventory& inv, const PhaseBytes& phases, const plan::Plan& plan) {
   PagedPlacement out;
   for (const auto& g : inv.groups)
     if (g.paged && g.tier == Tier::gpu) out.state_bytes += live(g, Phase::optimizer, inv.grad_accumulation, inv.layers, inv.forwards_first);
@@ -127,26 +141,33 @@ PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan
   // in host memory; each step's optimizer update prefetches them (bitsandbytes
   // Optimizer8bit.prefetch_state -> functional.prefetch_tensor -> cudaMemPrefetchAsync), evicting
   // as many (QLoRA paper, Dettmers et al. 2023, sec. 3 "Paged Optimizers").
-  const double other = device_peak(peak_of(inv, Tier::gpu).first, inv.profile.fragmentation);
+  const double other = device_peak(phases.peak(Tier::gpu).first, inv.profile.fragmentation);
   out.resident_bytes = std::clamp(plan.cluster.gpu.usable_memory_bytes - other, 0.0, out.state_bytes);
   out.host_bytes = out.state_bytes - out.resident_bytes;
   return out;
 }
 
+}  // namespace
+
+PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan& plan) {
+  return paged_placement(inv, PhaseBytes(inv), plan);
+}
+
 Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   Footprint f;
-  auto [gpu, phase] = peak_of(inv, Tier::gpu);
+  const PhaseBytes phases(inv);
+  auto [gpu, phase] = phases.peak(Tier::gpu);
   const double overhead = gpu[Category::overhead];
   // torch.cuda's counters never see unified memory (bitsandbytes functional.get_paged wraps the
   // cudaMallocManaged pointer with torch.frombuffer): allocated and reserved exclude paged state;
   // the device view (nvidia-smi) holds what is resident.
   f.gpu_allocated_peak_bytes = gpu.total() - overhead;
   f.gpu_reserved_peak_bytes = f.gpu_allocated_peak_bytes * (1.0 + inv.profile.fragmentation);
-  f.paged = paged_placement(inv, plan);
+  f.paged = paged_placement(inv, phases, plan);
   gpu.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
   f.gpu = gpu;
-  for (Phase p : kPhases) {
-    TierBytes t = tier_at(inv, Tier::gpu, p);
+  for (std::size_t p = 0; p < kPhaseCount; ++p) {
+    TierBytes t = phases(Tier::gpu, p);
     t.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
     for (int c = 0; c < inventory::kCategories; ++c)
       f.gpu_category_peaks.bytes[c] = std::max(f.gpu_category_peaks.bytes[c], t.bytes[c]);
@@ -156,13 +177,13 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   f.gpu_peak_bytes = f.gpu_reserved_peak_bytes + overhead + f.paged.resident_bytes;
 
   const int ranks = inv.ranks_per_node;
-  TierBytes host = peak_of(inv, Tier::cpu).first;
+  TierBytes host = phases.peak(Tier::cpu).first;
   host.bytes[static_cast<int>(Category::overhead)] += inv.profile.host_process_bytes;
   host.bytes[static_cast<int>(Category::optimizer)] += f.paged.host_bytes;
   for (double& b : host.bytes) b *= ranks;
   f.host = host;
   f.host_peak_bytes = host.total();
-  TierBytes nvme = peak_of(inv, Tier::nvme).first;
+  TierBytes nvme = phases.peak(Tier::nvme).first;
   for (double& b : nvme.bytes) b *= ranks;
   f.nvme = nvme;
   f.nvme_bytes = nvme.total();

@@ -83,12 +83,10 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int l
   return {begin, begin + base + (vs < extra ? 1 : 0)};
 }
 
-std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stage, std::vector<int>* chunk_begin) {
+LayerRanges stage_layer_ranges(const ModelSpec& m, const Plan& plan, int stage) {
   const plan::Parallel& par = plan.parallel;
   const int pp = std::max(1, par.pp);
   const int chunks = pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
-  std::vector<int> list;
-  if (chunk_begin) chunk_begin->clear();
   // Interleaved with fixed end stages, as Megatron-core builds it (transformer_block.py,
   // get_num_layers_to_build): the first (last) stage's layers, and each middle stage's even share
   // of the rest, are split evenly over the stage's chunks; virtual stage c x pp + s runs its
@@ -102,18 +100,26 @@ std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stag
     if (s == pp - 1 && last > 0) return last / chunks;
     return middle_stages > 0 ? (m.total_layers() - first - last) / middle_stages / chunks : 0;
   };
+  LayerRanges ranges;
   for (int c = 0; c < chunks; ++c) {
-    if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
     const int vs = c * pp + stage;
-    std::pair<int, int> range;
     if (uneven_chunks) {
       int a = 0;
       for (int v = 0; v < vs; ++v) a += chunk_size(v);
-      range = {a, a + chunk_size(vs)};
+      ranges.emplace_back(a, a + chunk_size(vs));
     } else {
-      range = stage_layers(m.total_layers(), pp * chunks, vs, first, last);
+      ranges.push_back(stage_layers(m.total_layers(), pp * chunks, vs, first, last));
     }
-    for (int l = range.first; l < range.second; ++l) list.push_back(l);
+  }
+  return ranges;
+}
+
+std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stage, std::vector<int>* chunk_begin) {
+  std::vector<int> list;
+  if (chunk_begin) chunk_begin->clear();
+  for (const auto& [begin, end] : stage_layer_ranges(m, plan, stage)) {
+    if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
+    for (int l = begin; l < end; ++l) list.push_back(l);
   }
   if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
   return list;

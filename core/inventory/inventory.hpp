@@ -8,7 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "model/model.hpp"
 #include "plan/framework.hpp"
@@ -132,6 +135,11 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first = 0, i
 // list and the list's size last.
 std::vector<int> stage_layer_list(const model::ModelSpec& model, const plan::Plan& plan, int stage,
                                   std::vector<int>* chunk_begin = nullptr);
+// The same layers as [begin, end) ranges, one per chunk in chunk order: the list without
+// materializing it (the inventory counts a stage's layers per build, and the planner builds
+// millions).
+using LayerRanges = boost::container::small_vector<std::pair<int, int>, 4>;
+LayerRanges stage_layer_ranges(const model::ModelSpec& model, const plan::Plan& plan, int stage);
 
 // Trainable LoRA parameters of the whole model for the job's targets and rank:
 // r x (fan_in + fan_out) per adapted matrix (Hu et al. 2021, sec. 4).

@@ -97,11 +97,14 @@ LayerKind measure_kind(const Build& b, int k, int model_layer) {
 }
 
 // The embeddings on the first stage; the LM head, position table and final norm on the last
-// (with tied embeddings and pp > 1 Megatron keeps a copy of the embedding there).
-double root_params(const Build& b) {
+// (with tied embeddings and pp > 1 Megatron keeps a copy of the embedding there). An
+// encoder-decoder model has a second final norm, the encoder's (HF T5Stack.final_layer_norm in
+// both stacks, transformers modeling_t5.py; model::count_params counts both), on the stage that
+// runs the last encoder layer (`runs_encoder_end`).
+double root_params(const Build& b, bool runs_encoder_end) {
   const ModelSpec& m = b.m;
   const double h = b.h;
-  double root = 0;
+  double root = runs_encoder_end && m.final_norm ? b.norm_params : 0;
   if (b.stage == 0) root += static_cast<double>(model::embedding_params(m)) / b.tp;
   if (b.stage == b.pp - 1) {
     root += static_cast<double>(model::head_params(m) + model::position_table_params(m)) / b.tp +
@@ -116,15 +119,28 @@ double root_params(const Build& b) {
 void count_rank_params(Build& b) {
   const ModelSpec& m = b.m;
   const Job& job = b.job;
-  const std::vector<int> stage_list = stage_layer_list(m, b.plan, b.stage);
-  b.inv.layers = static_cast<int>(stage_list.size());
   RankParams& rp = b.inv.params;
   rp = RankParams{};
-  for (const int layer : stage_list) {
-    const int k = kind_of(m, layer);
-    LayerKind& kd = b.kinds[static_cast<std::size_t>(k)];
-    if (kd.count == 0) kd = measure_kind(b, k, model_layer_of(m, layer));
-    ++kd.count;
+  b.inv.layers = 0;
+  const bool encoder_decoder = m.architecture == model::Architecture::encoder_decoder;
+  bool runs_encoder_end = false;  // the stack's layers put the encoder first
+  // A stack whose layers are all of one kind (no MoE, no interleaved local/global attention, not
+  // encoder-decoder) counts each range at once; otherwise layer by layer.
+  const bool one_kind = !m.is_moe() && !encoder_decoder &&
+                        (m.attention.sliding_window <= 0 || m.attention.local_every <= 0);
+  for (const auto& [begin, end] : stage_layer_ranges(m, b.plan, b.stage)) {
+    b.inv.layers += end - begin;
+    runs_encoder_end |= encoder_decoder && begin < m.encoder_layers && m.encoder_layers <= end;
+    for (int layer = begin; layer < end; ++layer) {
+      const int k = kind_of(m, layer);
+      LayerKind& kd = b.kinds[static_cast<std::size_t>(k)];
+      if (kd.count == 0) kd = measure_kind(b, k, model_layer_of(m, layer));
+      if (one_kind) {
+        kd.count += end - layer;
+        break;
+      }
+      ++kd.count;
+    }
   }
   for (const LayerKind& kd : b.kinds) {
     if (kd.count == 0) continue;
@@ -138,13 +154,14 @@ void count_rank_params(Build& b) {
     rp.trainable_largest_layer = std::max(rp.trainable_largest_layer, job.method == Method::full ? kd.total : kd.lora);
   }
   b.norm_params = m.norm == model::NormKind::layernorm ? 2 * b.h : b.h;
-  rp.root = root_params(b);
+  rp.root = root_params(b, runs_encoder_end);
   rp.total += rp.root;
   if (job.method == Method::full) {
     rp.trainable = rp.total;
     // The embedding, head and position tables are matrices far above the paging threshold; the
-    // final norm is not.
-    if (job.optimizer.paged) b.paged_trainable += rp.root - (b.stage == b.pp - 1 && m.final_norm ? b.norm_params : 0.0);
+    // final norms are not.
+    const int final_norms = m.final_norm ? (b.stage == b.pp - 1 ? 1 : 0) + (runs_encoder_end ? 1 : 0) : 0;
+    if (job.optimizer.paged) b.paged_trainable += rp.root - final_norms * b.norm_params;
   }
   rp.frozen = rp.total - rp.trainable;
   rp.frozen_quantized = job.method == Method::qlora ? b.frozen_linear : 0;

@@ -39,10 +39,11 @@ bool activity_kind(const Op& op, Interval& iv) {
   }
 }
 
-// Back-to-back intervals of one component doing the same thing draw the same power: one interval.
+// Back-to-back intervals of one component doing the same thing on one lane (stream) draw the same
+// power: one interval.
 void push_merged(std::vector<Interval>& out, const Interval& iv) {
   if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
-      out.back().end_s == iv.start_s)
+      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
     out.back().end_s = iv.end_s;
   else
     out.push_back(iv);
@@ -64,6 +65,7 @@ void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result
     Interval iv;
     iv.start_s = static_cast<double>(start) * 1e-9;
     iv.end_s = static_cast<double>(end) * 1e-9;
+    iv.lane = static_cast<std::uint8_t>(op.stream);
     if (end > start && activity_kind(op, iv)) {
       if (op.stream == Stream::nvme_write) out.nvme_written += op.bytes;
       if (fold > 1)

@@ -2,6 +2,7 @@
 // power and cost model reads (cost/ includes this, not the step IR or the simulator).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace ftplan::sim {
@@ -14,6 +15,10 @@ struct Interval {
   double start_s = 0, end_s = 0;
   Activity activity = Activity::idle;
   enum class Component { gpu, cpu, nvme, nic } component = Component::gpu;
+  // What it ran on (the simulator: its stream). One lane's intervals usually follow one another
+  // in time, which lets the power model merge lanes instead of sorting every interval; it checks
+  // and sorts where they do not.
+  std::uint8_t lane = 0;
 };
 
 // One rank's step. When the simulator took a shortcut (the steady-state shortcut over identical

@@ -253,3 +253,49 @@ TEST_CASE("each category's own peak: activations at the end of forward, full gra
         doctest::Approx(static_cast<double>(inv.params.trainable) * inv.recipe.grad_B).epsilon(0.02));
   CHECK(f.gpu_category_peaks[Category::activations] == doctest::Approx(f.gpu[Category::activations]));
 }
+
+TEST_CASE("a stage's layers are counted kind by kind: every zoo model's stages add up to the model") {
+  /* The inventory measures one layer of each kind (dense or MoE, local or global attention, with
+   * or without cross-attention) and counts the stage's layers of that kind. Summed over pp stages
+   * (1F1B, and interleaved with 2 model chunks) the rank parameters of a full fine-tune without
+   * tensor parallelism are the model's (model::count_params), plus, with pp > 1 and tied
+   * embeddings, Megatron's copy of the embedding on the last stage. T5's encoder and decoder
+   * layers differ (cross-attention), Mixtral's are all MoE, the others are dense. */
+  for (const model::ModelSpec& m : test::zoo().models) {
+    const auto total = static_cast<double>(model::count_params(m).total);
+    for (const int pp : {1, 2, 4}) {
+      for (const int chunks : {1, 2}) {
+        if (m.total_layers() < pp * chunks || (chunks > 1 && pp == 1)) continue;
+        plan::Plan p;
+        p.parallel.pp = pp;
+        if (chunks > 1) {
+          p.parallel.schedule = plan::PipelineSchedule::interleaved;
+          p.parallel.virtual_stages = chunks;
+        }
+        double sum = 0;
+        for (int stage = 0; stage < pp; ++stage) sum += inventory::build_inventory(m, p, stage).params.total;
+        const double tied_copy = pp > 1 && m.tied_embeddings && m.has_lm_head() ? static_cast<double>(m.vocab) * m.hidden : 0;
+        INFO(m.name, " pp ", pp, " chunks ", chunks, " diff ", sum - total - tied_copy);
+        CHECK(sum == doctest::Approx(total + tied_copy).epsilon(1e-9));
+      }
+    }
+  }
+}
+
+TEST_CASE("Gemma-2's alternating local and global layers each keep their own activations") {
+  /* Gemma-2 alternates 4,096-token sliding-window layers (even layers) with global ones. At 8,192
+   * tokens with eager attention a local layer keeps scores over 4,096 keys and a global one over
+   * 8,192, so the stack's saved activations are the mean of an all-global and an all-local stack
+   * of the same depth (the final norm and head are the same in all three). */
+  const auto s = scenario("gemma-2-2b", "  seq_len: 8192\n  attention: eager\n  framework: hf-trainer\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto saved = [&](const model::ModelSpec& m) {
+    return group_bytes(inventory::build_inventory(m, s.plans[0]), "saved activations");
+  };
+  model::ModelSpec global = s.model, local = s.model;
+  global.attention.sliding_window = 0;
+  local.attention.local_every = 0;
+  REQUIRE(s.model.layers % 2 == 0);
+  CHECK(saved(local) < saved(global));
+  CHECK(saved(s.model) == doctest::Approx((saved(global) + saved(local)) / 2).epsilon(1e-9));
+}
