@@ -12,6 +12,16 @@
 
 namespace ftplan::schedule {
 
+void Ids::grow() {
+  const std::uint32_t capacity = capacity_ * 2;
+  int* heap = new int[capacity];
+  const int* from = data();
+  for (std::uint32_t k = 0; k < size_; ++k) heap[k] = from[k];
+  release();
+  heap_ = heap;
+  capacity_ = capacity;
+}
+
 const char* to_string(Stream s) {
   switch (s) {
     case Stream::compute: return "compute";

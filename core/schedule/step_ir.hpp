@@ -6,11 +6,13 @@
 // is the inventory's.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
-#include <boost/container/small_vector.hpp>
 
 #include "inventory/inventory.hpp"
 #include "model/model.hpp"
@@ -57,8 +59,95 @@ enum class Pass { forward, recompute, backward, optimizer, other };
 const char* to_string(Pass p);
 
 // Op and tensor indices of one op: almost always one to three, kept inline (no allocation per op;
-// a step has tens of thousands of ops and a sweep builds thousands of steps).
-using Ids = boost::container::small_vector<int, 3>;
+// a step has tens of thousands of ops and a sweep builds thousands of steps), more on the heap.
+// Its own small vector rather than boost's small_vector<int, 3>: an Op is moved a few times as it
+// is built, and moving three of these inline is a few word copies (boost's moved them element by
+// element through a generic routine: 5% of a deep pipeline's simulation, callgrind).
+class Ids {
+ public:
+  using value_type = int;
+  using size_type = std::size_t;
+  using iterator = int*;
+  using const_iterator = const int*;
+  using reverse_iterator = std::reverse_iterator<int*>;
+  using const_reverse_iterator = std::reverse_iterator<const int*>;
+
+  Ids() = default;
+  Ids(std::initializer_list<int> ids) { assign(ids.begin(), ids.end()); }
+  template <class It>
+  Ids(It first, It last) {
+    assign(first, last);
+  }
+  Ids(const Ids& o) { assign(o.begin(), o.end()); }
+  Ids(Ids&& o) noexcept { take(o); }
+  Ids& operator=(const Ids& o) {
+    if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  Ids& operator=(Ids&& o) noexcept {
+    if (this != &o) {
+      release();
+      take(o);
+    }
+    return *this;
+  }
+  Ids& operator=(std::initializer_list<int> ids) {
+    assign(ids.begin(), ids.end());
+    return *this;
+  }
+  ~Ids() { release(); }
+
+  template <class It>
+  void assign(It first, It last) {
+    size_ = 0;
+    for (; first != last; ++first) push_back(*first);
+  }
+  void push_back(int id) {
+    if (size_ == capacity_) grow();
+    data()[size_++] = id;
+  }
+  void clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  size_type size() const { return size_; }
+  int* data() { return heap_ ? heap_ : inline_; }
+  const int* data() const { return heap_ ? heap_ : inline_; }
+  int& operator[](size_type i) { return data()[i]; }
+  int operator[](size_type i) const { return data()[i]; }
+  int& front() { return data()[0]; }
+  int front() const { return data()[0]; }
+  int& back() { return data()[size_ - 1]; }
+  int back() const { return data()[size_ - 1]; }
+  iterator begin() { return data(); }
+  iterator end() { return data() + size_; }
+  const_iterator begin() const { return data(); }
+  const_iterator end() const { return data() + size_; }
+  reverse_iterator rbegin() { return reverse_iterator(end()); }
+  reverse_iterator rend() { return reverse_iterator(begin()); }
+  const_reverse_iterator rbegin() const { return const_reverse_iterator(end()); }
+  const_reverse_iterator rend() const { return const_reverse_iterator(begin()); }
+  bool operator==(const Ids& o) const { return std::equal(begin(), end(), o.begin(), o.end()); }
+
+ private:
+  static constexpr std::uint32_t kInline = 3;
+  void grow();  // step_ir.cpp: twice the room, on the heap
+  void release() {
+    delete[] heap_;
+    heap_ = nullptr;
+    capacity_ = kInline;
+  }
+  void take(Ids& o) {
+    heap_ = o.heap_;
+    size_ = o.size_;
+    capacity_ = o.capacity_;
+    std::copy(o.inline_, o.inline_ + kInline, inline_);
+    o.heap_ = nullptr;
+    o.size_ = 0;
+    o.capacity_ = kInline;
+  }
+  int* heap_ = nullptr;
+  std::uint32_t size_ = 0, capacity_ = kInline;
+  int inline_[kInline] = {0, 0, 0};
+};
 
 // A tensor as an executor allocates it: a flat buffer of `shape[0]` elements of `element` in
 // `tier` (packed: raw bytes holding tensors of several types, e.g. a layer's saved activations).

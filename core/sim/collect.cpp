@@ -4,8 +4,90 @@
 
 namespace ftplan::sim {
 
-
 namespace detail {
+
+namespace {
+
+// What component an op keeps busy doing what (Interval); false for ops that draw no power of their own.
+bool activity_kind(const Op& op, Interval& iv) {
+  switch (op.kind) {
+    case OpKind::gemm:
+      iv.activity = Activity::gemm;
+      return true;
+    case OpKind::attention:
+      iv.activity = Activity::attention;
+      return true;
+    case OpKind::elementwise:
+    case OpKind::loss:
+      iv.activity = Activity::memory_bound;
+      return true;
+    case OpKind::optimizer:
+      iv.activity = op.stream == Stream::cpu ? Activity::cpu_compute : Activity::memory_bound;
+      if (op.stream == Stream::cpu) iv.component = Interval::Component::cpu;
+      return true;
+    case OpKind::collective:
+      iv.activity = Activity::communication;
+      return true;
+    case OpKind::copy:
+      iv.activity = op.stream == Stream::nvme_write  ? Activity::nvme_write
+                    : op.stream == Stream::nvme_read ? Activity::nvme_read
+                                                     : Activity::copy;
+      if (op.stream == Stream::nvme_read || op.stream == Stream::nvme_write) iv.component = Interval::Component::nvme;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Back-to-back intervals of one component doing the same thing on one lane (stream) draw the same
+// power: one interval.
+void push_merged(std::vector<Interval>& out, const Interval& iv) {
+  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
+      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
+    out.back().end_s = iv.end_s;
+  else
+    out.push_back(iv);
+}
+
+// Every op's interval, for the power model. A folded run's first layer (Lowered::fold, n >= 2)
+// lasted n times as long as each of its layers: its intervals come out as its n layers', one after
+// another, each op at 1/n of its folded time and place, so that what else runs meanwhile (a
+// pipeline send) meets the kernels it meets with every layer lowered.
+void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, StageRun& out) {
+  std::vector<Interval> layer;  // the folded first layer's intervals
+  des::Time layer_from = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (l.folded(i)) continue;
+    const int fold = l.fold.empty() ? 1 : l.fold[i];
+    if (fold > 1 && (i == 0 || l.fold[i - 1] < 2)) layer_from = l.start(r, i);
+    const des::Time start = l.start(r, i), end = l.end(r, i);
+    Interval iv;
+    iv.start_s = static_cast<double>(start) * 1e-9;
+    iv.end_s = static_cast<double>(end) * 1e-9;
+    iv.lane = static_cast<std::uint8_t>(op.stream);
+    if (end > start && activity_kind(op, iv)) {
+      if (op.stream == Stream::nvme_write) out.nvme_written += op.bytes;
+      if (fold > 1)
+        layer.push_back(iv);
+      else
+        push_merged(out.intervals, iv);
+    }
+    if (fold < 2 || (i + 1 < ir.ops.size() && l.fold[i + 1] > 1)) continue;
+    // The end of a folded first layer: its n layers' intervals.
+    const double from = static_cast<double>(layer_from) * 1e-9, each = (static_cast<double>(end) * 1e-9 - from) / fold;
+    for (int k = 0; k < fold; ++k)
+      for (const Interval& x : layer) {
+        Interval piece = x;
+        piece.start_s = from + k * each + (x.start_s - from) / fold;
+        piece.end_s = from + k * each + (x.end_s - from) / fold;
+        push_merged(out.intervals, piece);
+      }
+    layer.clear();
+  }
+}
+
+}  // namespace
 
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity) {
@@ -24,63 +106,42 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
   }
   // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
   // versus anything else (idle, pipeline bubbles included).
+  // Folded layers (Lowered::fold): a run's first layer stands for n. What of it runs after its
+  // last compute-stream op (a collective) stood between each two layers, each time exposed, and
+  // then before the op after the run, where it merges with that op's own wait (`skip`: the part of
+  // that op's gap the layers in between took), as with every layer lowered.
   des::Time prev_end = 0;
+  double skip = 0;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
-    if (op.stream != Stream::compute) continue;
-    const des::Time start = l.start(r, i), end = l.end(r, i);
-    if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
-        op.kind == OpKind::loss || op.kind == OpKind::optimizer)
-      out.compute_s += static_cast<double>(end - start) * 1e-9;
-    const des::Time gap = start - prev_end;
-    if (gap > 0) {
-      bool comm = false;
-      for (int d : op.deps) {
-        const Op& dep = ir.ops[d];
-        if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
-          if (l.end(r, d) >= start) comm = true;
+    const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
+    const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
+    if (kernel_stream) {
+      if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+          op.kind == OpKind::loss || op.kind == OpKind::optimizer)
+        out.compute_s += static_cast<double>(end - start) * 1e-9;
+      const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
+      skip = 0;
+      if (gap > 0) {
+        bool comm = false;
+        for (int d : op.deps) {
+          const Op& dep = ir.ops[d];
+          if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
+            if (l.end(r, d) >= start) comm = true;
+        }
+        if (comm) out.exposed_comm_s += gap;
       }
-      if (comm) out.exposed_comm_s += static_cast<double>(gap) * 1e-9;
+      prev_end = std::max(prev_end, end);
     }
-    prev_end = std::max(prev_end, end);
+    const int fold = l.fold.empty() ? 1 : l.fold[i];
+    if (fold > 1 && (i + 1 == ir.ops.size() || l.fold[i + 1] < 2)) {
+      const double trailing = static_cast<double>(std::max<des::Time>(0, l.end(r, i) - prev_end)) * 1e-9;
+      skip = trailing * (fold - 1) / fold;
+      out.exposed_comm_s += skip;
+    }
   }
   // What each component did, for the power model.
-  if (!activity) return out;
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-    const Op& op = ir.ops[i];
-    const des::Time start = l.start(r, i), end = l.end(r, i);
-    if (end <= start) continue;
-    Interval iv;
-    iv.start_s = static_cast<double>(start) * 1e-9;
-    iv.end_s = static_cast<double>(end) * 1e-9;
-    iv.lane = static_cast<std::uint8_t>(op.stream);
-    switch (op.kind) {
-      case OpKind::gemm: iv.activity = Activity::gemm; break;
-      case OpKind::attention: iv.activity = Activity::attention; break;
-      case OpKind::elementwise:
-      case OpKind::loss: iv.activity = Activity::memory_bound; break;
-      case OpKind::optimizer:
-        iv.activity = op.stream == Stream::cpu ? Activity::cpu_compute : Activity::memory_bound;
-        if (op.stream == Stream::cpu) iv.component = Interval::Component::cpu;
-        break;
-      case OpKind::collective: iv.activity = Activity::communication; break;
-      case OpKind::copy:
-        iv.activity = op.stream == Stream::nvme_write ? Activity::nvme_write
-                      : op.stream == Stream::nvme_read ? Activity::nvme_read
-                                                       : Activity::copy;
-        if (op.stream == Stream::nvme_read || op.stream == Stream::nvme_write) iv.component = Interval::Component::nvme;
-        if (op.stream == Stream::nvme_write) out.nvme_written += op.bytes;
-        break;
-      default: continue;
-    }
-    // Back-to-back intervals of one component doing the same thing draw the same power: one interval.
-    if (!out.intervals.empty() && out.intervals.back().component == iv.component &&
-        out.intervals.back().activity == iv.activity && out.intervals.back().lane == iv.lane &&
-        out.intervals.back().end_s == iv.start_s)
-      out.intervals.back().end_s = iv.end_s;
-    else
-      out.intervals.push_back(iv);
-  }
+  if (activity) activity_of(ir, l, r, out);
   return out;
 }
 
@@ -115,7 +176,7 @@ StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, c
   des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
-    if (op.stream != Stream::compute || !gpu_kernel(op)) continue;
+    if (op.stream != Stream::compute || !gpu_kernel(op) || l.folded(i)) continue;
     if (op.pass == schedule::Pass::backward) {
       first_backward = std::min(first_backward, l.start(r, i));
       last_backward = std::max(last_backward, l.end(r, i));

@@ -2,7 +2,6 @@
 
 namespace ftplan::sim {
 
-
 namespace detail {
 
 namespace {
@@ -72,14 +71,28 @@ class StageLowering {
     for (const Op& op : ir_.ops)
       for (int d : op.deps) ++dependents_[d];
     pending_.assign(n, 0);
+    if (cx_.fold) fold_ = fold_layers(ir_);
     for (std::size_t i = 0; i < n; ++i) {
+      if (!fold_.empty() && i > 0 && fold_[i - 1] == 0 && fold_[i] != 0) end_run();
+      if (!fold_.empty() && fold_[i] != 1) {
+        if (fold_[i] == 0) {
+          later_layer(i);
+          continue;
+        }
+        scale_ = fold_[i];
+        if (fold_[i] > 1 && (i == 0 || fold_[i - 1] < 2)) l_.folds.push_back({i, i, {}});
+      } else {
+        scale_ = 1;
+      }
       if (!cx_.trace && gpu_kernel(ir_.ops[i])) {
         chain_kernel(i);
         continue;
       }
       lower_op(i);
     }
+    if (!fold_.empty() && n > 0 && fold_[n - 1] == 0) end_run();
     flush();
+    if (!l_.folds.empty()) l_.fold = std::move(fold_);
     return std::move(l_);
   }
 
@@ -124,6 +137,46 @@ class StageLowering {
     e_.depends(wait, it->second);
   }
 
+  // An op of a folded run's later layers (fold_layers): no task of its own; it takes the task that
+  // ends the run's folded chain (the first layer's last op). Its allocation or free goes into the
+  // run's pool changes, made as the chain ends (end_run).
+  void later_layer(std::size_t i) {
+    l_.folds.back().last = i;
+    if (fold_[i - 1] > 1) {
+      chain_end_ = i - 1;
+      pools_ = {};
+    }
+    if (pending_[chain_end_]) flush();
+    l_.task[i] = l_.task[chain_end_];
+    l_.offset[i] = Lowered::kFolded;
+    const Op& op = ir_.ops[i];
+    if (op.kind != OpKind::alloc && op.kind != OpKind::free) return;
+    const schedule::Tensor& t = ir_.tensors[op.tensor];
+    PoolChange& c = pools_[static_cast<int>(t.tier)];
+    c.net += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
+    c.high = std::max(c.high, c.net);
+    c.any = true;
+  }
+
+  // The later layers' allocations and frees of a folded run, as they follow one another when the
+  // chain ends: each pool rises to its highest level among them and settles at their sum (the same
+  // high-water mark and the same level after, at the same instant).
+  void end_run() {
+    const std::size_t last = l_.folds.back().last;
+    const des::QueueId q = l_.queues[static_cast<int>(Stream::compute)];
+    for (int t = 0; t < 3; ++t) {
+      const PoolChange& c = pools_[t];
+      if (!c.any) continue;
+      des::TaskId after = l_.task[chain_end_];
+      if (c.high > 0) {
+        const des::TaskId up = e_.alloc(q, l_.pools[t], c.high, label(last));
+        e_.depends(up, after);
+        after = up;
+      }
+      if (c.high - c.net > 0) e_.depends(e_.free(q, l_.pools[t], c.high - c.net, label(last)), after);
+    }
+  }
+
   // Back-to-back GPU kernels on the compute stream that nothing else waits for in between run as
   // one engine task of their summed (nanosecond-rounded) durations: the stream is serial and
   // their durations are fixed, so every op's start and end are exactly what separate tasks would
@@ -144,7 +197,7 @@ class StageLowering {
                        dependents_[chain_.back()] == on_back;
     if (!joins) flush();
     l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
-    const des::Time d = kernel_ns(op, l_.base_s[i], cx_.compute_slowdown);
+    const des::Time d = kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_;
     l_.offset[i] = chain_ns_;
     l_.duration[i] = d;
     chain_ns_ += d;
@@ -186,7 +239,7 @@ class StageLowering {
       case OpKind::elementwise:
       case OpKind::loss:
         l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
-        task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown), label(i));
+        task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_, label(i));
         break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
@@ -199,7 +252,7 @@ class StageLowering {
           task[i] = e_.transfer(q, {links_.cpu, links_.dram}, op.bytes, label(i));
         } else {
           l_.base_s[i] = compute_seconds(op, cx_.p, cx_.eff);
-          task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown), label(i));
+          task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_, label(i));
         }
         break;
       case OpKind::collective:
@@ -234,6 +287,7 @@ class StageLowering {
     after_deps(wait, op);
     l_.task[i] = e_.transfer(q, {cx_.pp_across_nodes ? l_.nic : l_.nvlink}, op.bytes, label(i));
     e_.depends(l_.task[i], wait);
+    if (cx_.fold) l_.others.push_back({i, i, wait, false, !cx_.pp_across_nodes, cx_.pp_across_nodes});
     const int receiver = place_.rank + (op.peer - ir_.stage) * place_.stage_stride;
     cx_.sends.emplace_back(op.tag * place_.ranks + receiver, l_.task[i]);
   }
@@ -242,9 +296,20 @@ class StageLowering {
   // nodes, its NIC flow at once; the op completes when both have.
   void collective(std::size_t i, des::QueueId q) {
     const Op& op = ir_.ops[i];
-    const CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
-    const des::TaskId wait = latency_task(q, cost.alpha_s, i);
+    CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
+    // A folded run's first layer stands for scale_ layers: as many latencies and bytes.
+    cost.intra_bytes *= scale_;
+    cost.inter_bytes *= scale_;
+    const des::TaskId wait = e_.compute(q, ns(cost.alpha_s) * scale_, label(i, " (latency)", "latency"));
     collective_start(i, op, wait);
+    if (cx_.fold) {
+      Lowered::Holder held{i, i, wait, op.stream == Stream::comm, true, cost.inter_bytes > 0};
+      Lowered::Holder& to = scale_ > 1 ? l_.folds.back() : l_.others.emplace_back(held);
+      if (!to.nvlink) to.from = wait;  // a run's first collective
+      to.comm = to.comm || held.comm;
+      to.nvlink = true;
+      to.nic = to.nic || held.nic;
+    }
     const des::TaskId a = e_.transfer(q, {l_.nvlink}, cost.intra_bytes, label(i));
     e_.depends(a, wait);
     l_.task[i] = a;
@@ -299,7 +364,16 @@ class StageLowering {
   std::vector<char> pending_;              // by op: in the chain not yet issued
   std::vector<std::size_t> chain_;         // ops of the chain being built
   des::Time chain_ns_ = 0;
-  int last_compute_ = -1;                  // last op issued on the compute stream
+  int last_compute_ = -1;      // last op issued on the compute stream
+  std::vector<int> fold_;      // fold_layers, with cx_.fold
+  int scale_ = 1;              // layers the op being lowered stands for
+  std::size_t chain_end_ = 0;  // the folded run's first layer's last op
+  // A folded run's later layers' allocations and frees per pool: their sum and its highest value.
+  struct PoolChange {
+    double net = 0, high = 0;
+    bool any = false;
+  };
+  std::array<PoolChange, 3> pools_{};
 };
 
 }  // namespace
@@ -314,7 +388,8 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     if (l.base_s[i] < 0) continue;
     const Op& op = ir.ops[i];
-    const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown);
+    // A folded run's first layer (fold_layers) stands for its copies, each rounded as its own.
+    const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown) * (l.fold.empty() ? 1 : std::max(1, l.fold[i]));
     des::Time& sum = sums[l.task[i].index];
     if (sum < 0) {
       sum = 0;
@@ -390,7 +465,7 @@ std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan
 }
 
 LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                       double compute_slowdown, bool full, const std::vector<int>& real_stage) {
+                       double compute_slowdown, bool full, const std::vector<int>& real_stage, bool fold) {
   const int pp = static_cast<int>(irs.size());
   const Topology topo = topology_of(p, eff);
   LoweredStep out;
@@ -399,7 +474,16 @@ LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, c
   std::vector<int>& reported = out.reported;
   reported.assign(pp, 0);
   std::vector<std::pair<std::int64_t, des::TaskId>> sends, receives;
-  const LoweringContext cx{e, p, eff, topo, compute_slowdown, topo.layout.stages_cross_nodes(), trace, sends, receives};
+  const LoweringContext cx{e,
+                           p,
+                           eff,
+                           topo,
+                           compute_slowdown,
+                           topo.layout.stages_cross_nodes(),
+                           trace,
+                           sends,
+                           receives,
+                           fold && !full && !trace};
   {
     std::size_t ops = 0;
     for (const auto& ir : irs) ops += ir.ops.size();

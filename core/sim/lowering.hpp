@@ -49,7 +49,6 @@ struct Topology {
   double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
 };
 
-
 Topology topology_of(const plan::Plan& p, const Efficiency& eff);
 
 // GPUs behind each of the node's PCIe switches (the first switch that lists GPUs); 0: each GPU
@@ -119,6 +118,20 @@ struct Lowered {
   std::vector<des::Time> duration;
   // Compute ops: the kernel's time before SM sharing (compute_seconds), for retime.
   std::vector<double> base_s;
+  // Folded layers (LoweringContext::fold, fold_layers): each run of identical layers as op
+  // indices (its first and last op), with the resources its chain holds; and every collective
+  // outside the runs with what it holds, to check after a run that nothing shared them
+  // (folds_undisturbed). An op of a run's later layers has no task of its own (offset kFolded;
+  // its task is the run's chain end) unless it allocates or frees.
+  struct Holder {
+    std::size_t first, last;  // runs: op indices; others: the op's own index in both
+    des::TaskId from;         // the task its time on a link starts with (a run's first collective's latency part)
+    bool comm = false, nvlink = false, nic = false;
+  };
+  std::vector<Holder> folds, others;
+  std::vector<int> fold;  // fold_layers' verdict per op (empty: nothing folded)
+  static constexpr des::Time kFolded = -2;
+  bool folded(std::size_t i) const { return offset[i] == kFolded; }
   des::Time start(const des::Result& r, std::size_t i) const {
     const des::Time base = r.tasks[task[i].index].start;
     return offset[i] < 0 ? base : base + offset[i];
@@ -182,6 +195,8 @@ struct LoweringContext {
   bool trace = false;
   std::vector<std::pair<std::int64_t, des::TaskId>>& sends;
   std::vector<std::pair<std::int64_t, des::TaskId>>& receives;
+  // Lower each run of identical layers as one (fold_layers); only for representative ranks.
+  bool fold = false;
 };
 Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place);
 
@@ -227,7 +242,22 @@ struct LoweredStep {
 };
 
 LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                       double compute_slowdown, bool full, const std::vector<int>& real_stage = {});
+                       double compute_slowdown, bool full, const std::vector<int>& real_stage = {}, bool fold = false);
+
+// Folded layers (compiled chunks, docs/performance.md). A pipeline chunk's pass runs its layers
+// one after another, each the same work: per op, 1 where it is lowered as it is, n >= 2 where it
+// is an op of the first layer of a run of n identical layers and is lowered n times as long (its
+// kernels' time, its collective's latency and bytes), 0 where it is an op of a later layer of the
+// run (only its allocations and frees are lowered, in order, so every pool passes through the same
+// levels). A run is consecutive layers whose ops do the same work op by op, form one serial chain
+// on the compute and comm streams (each op waits on the one before it), and of which nothing
+// outside waits on any op but the last. Then the run lasts the sum of its ops' times, as its
+// folded form does, provided nothing else holds its comm stream or its links meanwhile: checked
+// after the run (folds_undisturbed).
+std::vector<int> fold_layers(const schedule::StepIR& ir);
+// Whether no collective outside a folded run used the run's comm stream, NVLink or NIC while the
+// run ran (then the folded run took exactly as long as its layers would have).
+bool folds_undisturbed(const LoweredStep& step, const des::Result& r);
 
 // Every lowered kernel at `compute_slowdown`.
 void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown);

@@ -4,7 +4,6 @@
 
 namespace ftplan::sim {
 
-
 namespace detail {
 
 namespace {
@@ -134,13 +133,51 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
   return true;
 }
 
-}  // namespace
+// One run of a short pipeline: its result, and whether its folded layers ran undisturbed.
+StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool activity, bool phases,
+                   bool& disturbed) {
+  const des::Result r = step.e.run();
+  disturbed = disturbed || !folds_undisturbed(step, r);
+  return collect_step(step, r, irs, stage, activity, false, phases);
+}
 
-std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
-                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+// The short pipelines lowered (their layers folded or not), the SM-sharing probe, then the runs:
+// `run` and the busiest stage of each. Disturbed: folded runs that were not exact
+// (folds_undisturbed), to be lowered again layer by layer; failed: a run's problem (out of
+// memory) or busiest stages that differ.
+enum class ShortRuns { ok, disturbed, failed };
+ShortRuns run_shorts(const plan::Plan& p, const Efficiency& eff, const ShortRun (&shapes)[3],
+                     const std::vector<schedule::StepIR> (&irs)[3], double w_b, double w_c, bool multi_gpu, bool fold,
+                     StageRun (&run)[3], int (&stage)[3]) {
+  // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
+  const auto same_stage = [&] {
+    return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
+  };
+  bool disturbed = false;
+  std::vector<LoweredStep> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real, fold));
+  if (multi_gpu) {
+    StageRun probe[3];
+    for (int i = 0; i < 3; ++i) probe[i] = run_short(steps[i], irs[i], stage[i], false, false, disturbed);
+    if (disturbed) return ShortRuns::disturbed;
+    if (!same_stage()) return ShortRuns::failed;
+    const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_b}, {&probe[2], w_c}});
+    const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
+    for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
+  }
+  for (int i = 0; i < 3; ++i) {
+    run[i] = run_short(steps[i], irs[i], stage[i], true, true, disturbed);
+    if (!run[i].problem.empty()) return disturbed ? ShortRuns::disturbed : ShortRuns::failed;
+  }
+  if (disturbed) return ShortRuns::disturbed;
+  return same_stage() ? ShortRuns::ok : ShortRuns::failed;
+}
+
+// The stage symmetry, its short pipelines' layers folded where that is exact (`fold`).
+std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
+                                   std::int64_t accumulation, bool multi_gpu, bool fold) {
   const int pp = std::max(1, p.parallel.pp);
   const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
-  if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
   // Micro-batch counts: A = 4 stages x kA, B = 3 stages x kB, C = 3 stages x kC, each at least
   // the pipeline's depth (1F1B: every warm-up whole and a steady state; Narayanan et al. 2021
   // sec. 2.2.1) and, interleaved, whole groups of the short pipeline's stages with room for the
@@ -155,10 +192,6 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   const int k_a = interleaved ? 12 : 6, k_b = interleaved ? 6 : 3, k_c = interleaved ? 9 : 4;
   if (accumulation < k_a) return std::nullopt;
   const ShortRun shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
-  // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
-  const auto same_stage = [&](const int(&stage)[3]) {
-    return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
-  };
   // f(q, k) = f(A) + (q - 4) s + (k - kA) g: linear in stages and micro-batches with no cross
   // term, g = (f(C) - f(B)) / (kC - kB) per micro-batch and s = f(A) - f(3 stages x kA) =
   // f(A) - f(B) - (kA - kB) g per stage. As f(A) + w_B (f(A) - f(B)) + w_C (f(A) - f(C)):
@@ -168,24 +201,12 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   const double w_b = w_stages + h, w_c = -h;
   std::vector<schedule::StepIR> irs[3];
   if (!build_short_runs(m, p, shapes, irs)) return std::nullopt;
-  std::vector<LoweredStep> steps;
-  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real));
-  if (multi_gpu) {
-    StageRun probe[3];
-    int stage[3] = {0, 0, 0};
-    for (int i = 0; i < 3; ++i) probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], false, false);
-    if (!same_stage(stage)) return std::nullopt;
-    const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_b}, {&probe[2], w_c}});
-    const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
-    for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
-  }
   StageRun run[3];
   int stage[3] = {0, 0, 0};
-  for (int i = 0; i < 3; ++i) {
-    run[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage[i], true, false, true);
-    if (!run[i].problem.empty()) return std::nullopt;
-  }
-  if (!same_stage(stage)) return std::nullopt;
+  ShortRuns outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, fold, run, stage);
+  if (outcome == ShortRuns::disturbed)
+    outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, run, stage);
+  if (outcome != ShortRuns::ok) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
   const auto peaks = shortened_peaks(run[0], run[1], w_stages, p.cluster);
@@ -203,6 +224,14 @@ std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const pla
   sim.timeline.partials.push_back({std::move(run[1].intervals), run[1].step_s, w_b});
   sim.timeline.partials.push_back({std::move(run[2].intervals), run[2].step_s, w_c});
   return sim;
+}
+
+}  // namespace
+
+std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
+                                            const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
+  if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
+  return shortened(m, p, eff, accumulation, multi_gpu, options.fold_layers);
 }
 
 namespace {

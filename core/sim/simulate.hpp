@@ -91,6 +91,10 @@ struct Options {
   // shortcuts.cpp fewer_layers). On by default, so that every verb (simulate, compare, plan, sweep, the
   // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage, as a trace does.
   int max_micro_batches = kSteadyStateMicroBatches;
+  // Folded layers (compiled chunks) in the stage symmetry's short pipelines: a chunk's identical
+  // layers lowered as one that lasts as long as all of them, where that is exact (sim/lowering.hpp
+  // fold_layers; docs/performance.md). Off: every layer lowered (for tests and benches).
+  bool fold_layers = true;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every
   // rank with its own queues and links, collectives waiting for every member of their group,

@@ -417,6 +417,95 @@ TEST_CASE("a deep pipeline simulated as three short ones is within 0.5% of the w
   }
 }
 
+TEST_CASE("a chunk's identical layers folded into one give what lowering every layer gives") {
+  /* Folded layers (sim/fold.cpp fold_layers): in the stage symmetry's short pipelines each run of a
+   * chunk pass's identical layers is lowered as its first layer with every kernel, latency and byte
+   * n times over, and of the later layers only their allocations and frees. Exact where the run is
+   * one serial chain that nothing else holds a resource of meanwhile (folds_undisturbed; else the
+   * short pipelines are lowered again layer by layer). Against the same shortcut with every layer
+   * lowered: the memory peaks and link bytes exact (1e-9); step time, compute and exposed
+   * communication, every stream's and link's busy time and energy within 1e-6, idle GPU time within
+   * 1e-5 (the flows' nanosecond rounding, through the stage symmetry's weights). Cases: GPT-3 interleaved (4 layers a chunk), 1T 1F1B (2 layers a
+   * stage; the data-parallel reduce-scatters of the last backward wait on each layer, so those
+   * layers stay unfolded), two stages to a node (the pipeline send shares NVLink with the next
+   * chunk's collectives and ends before the first), MoE, FSDP2 inside the pipeline, and GPT-3
+   * interleaved with dp 2 (a chunk's last reduce-scatters overlap other chunks' folded runs on
+   * NVLink: disturbed, lowered again). */
+  struct Case {
+    const char* model;
+    const char* job;
+    const char* plan;
+    bool undisturbed;  // in the 3-stage short pipeline of 6 micro-batches, as folded
+  };
+  const Case cases[] = {
+      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}", true},
+      {"megatron-gpt-1t", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, activation_checkpointing: full}",
+       "{node: dgx-a100-80gb, nodes: 64}\n    parallel: {tp: 8, pp: 32, dp: 2, zero: 1}", true},
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: selective}",
+       "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, dp: 1, sequence_parallel: true}", true},
+      {"mixtral-8x7b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, pp: 8, ep: 1}", true},
+      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}", true},
+      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, zero: 1, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}", false},
+  };
+  sim::Options unfolded;
+  unfolded.fold_layers = false;
+  for (const auto& c : cases) {
+    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                                  c.model, c.job, c.plan),
+                                      "folded.yaml", test::data_dir(), test::zoo(), test::catalog());
+    INFO(std::string(c.model), " ", std::string(c.plan));
+    const plan::Plan& p = s.plans[0];
+    // The folding itself, on a 3-stage short pipeline of the plan's stages 0, 1 and its last.
+    const std::vector<int> real = {0, 1, p.parallel.pp - 1};
+    std::vector<schedule::StepIR> irs;
+    for (int pos = 0; pos < 3; ++pos)
+      irs.push_back(schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, real[pos]), 6, false,
+                                         schedule::PipelineView{3, pos}));
+    // A middle stage's chunks fold whole: a run's first layer's kernels stand for all of the
+    // chunk's layers (the gradients' frees after the last backward fold across chunks too).
+    const std::vector<int> fold = sim::detail::fold_layers(irs[1]);
+    const int chunk_layers = s.model.layers / (p.parallel.pp * std::max(1, p.parallel.virtual_stages));
+    int kernel_fold = 0;
+    for (std::size_t i = 0; i < fold.size(); ++i)
+      if (sim::detail::gpu_kernel(irs[1].ops[i])) kernel_fold = std::max(kernel_fold, fold[i]);
+    CHECK(kernel_fold == chunk_layers);
+    CHECK(std::count(fold.begin(), fold.end(), 0) > 0);
+    const sim::Efficiency eff = sim::default_efficiency(p.cluster.gpu);
+    sim::detail::LoweredStep folded_step = sim::detail::lower_step(p, eff, false, irs, 1.0, false, real, true);
+    CHECK(sim::detail::folds_undisturbed(folded_step, folded_step.e.run()) == c.undisturbed);
+
+    const auto whole = sim::simulate_step(s.model, p, unfolded);
+    const auto fast = sim::simulate_step(s.model, p);
+    REQUIRE(whole.ok);
+    REQUIRE(fast.ok);
+    CHECK(fast.timeline.partials.size() == 2);  // the stage symmetry was taken
+    CHECK(fast.stage == whole.stage);
+    CHECK(fast.step_time_s == doctest::Approx(whole.step_time_s).epsilon(1e-6));
+    CHECK(fast.compute_s == doctest::Approx(whole.compute_s).epsilon(1e-7));
+    CHECK(fast.exposed_comm_s == doctest::Approx(whole.exposed_comm_s).epsilon(1e-6));
+    CHECK(fast.gpu_peak_bytes == doctest::Approx(whole.gpu_peak_bytes).epsilon(1e-9));
+    CHECK(fast.host_peak_bytes == doctest::Approx(whole.host_peak_bytes).epsilon(1e-9));
+    REQUIRE(fast.streams.size() == whole.streams.size());
+    for (std::size_t i = 0; i < whole.streams.size(); ++i) {
+      INFO(whole.streams[i].name);
+      CHECK(fast.streams[i].busy_s == doctest::Approx(whole.streams[i].busy_s).epsilon(1e-6));
+    }
+    REQUIRE(fast.links.size() == whole.links.size());
+    for (std::size_t i = 0; i < whole.links.size(); ++i) {
+      INFO(whole.links[i].name);
+      CHECK(fast.links[i].bytes == doctest::Approx(whole.links[i].bytes).epsilon(1e-9));
+      CHECK(fast.links[i].busy_s == doctest::Approx(whole.links[i].busy_s).epsilon(1e-6));
+    }
+    const auto e_whole = cost::power(p, whole.timeline), e_fast = cost::power(p, fast.timeline);
+    CHECK(e_fast.energy_per_step_j == doctest::Approx(e_whole.energy_per_step_j).epsilon(1e-6));
+    CHECK(e_fast.gpu_idle_s_per_step == doctest::Approx(e_whole.gpu_idle_s_per_step).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model assigns; QLoRA pays for its dequantization") {
   /* The FLOPs a step executes (forward, recompute, backward: each op's own count, flash's causal
    * half included) over the compute stream's busy time can be at most the dtype's peak x the best
