@@ -300,56 +300,86 @@ std::vector<std::pair<double, double>> layer_windows(const schedule::StepIR& ir,
   return out;
 }
 
-// A step's intervals with each window's content repeated `copies` more times (what follows it
-// shifted): the timeline of the step with that many more periods of layers, for the power model
-// (its highest 1-second average needs the step's own shape, not a shorter one's). Lane by lane in
-// time order, as the simulation gives them (the power model merges lanes rather than sorting):
-// a lane's pieces in a window are followed by their copies when the lane leaves the window.
-std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<std::pair<double, double>>& windows,
-                             int copies) {
-  struct Lane {
-    std::vector<Interval> out;
-    std::vector<Interval> held;  // the pieces of window `window` so far (copy 0)
-    int window = -1;
-  };
-  std::vector<Lane> lanes;
-  // Back-to-back pieces of one component doing the same thing (an interval across a window and
-  // its copies) stay one interval, as collect_stage merges them.
-  const auto push = [](std::vector<Interval>& out, const Interval& piece) {
-    if (!out.empty() && out.back().component == piece.component && out.back().activity == piece.activity &&
-        out.back().end_s == piece.start_s)
-      out.back().end_s = piece.end_s;
-    else
-      out.push_back(piece);
-  };
-  const auto release = [&](Lane& l) {
-    if (l.window < 0) return;
-    const double period = windows[static_cast<std::size_t>(l.window)].second - windows[static_cast<std::size_t>(l.window)].first;
-    for (int c = 1; c <= copies; ++c)
-      for (Interval piece : l.held) {
-        piece.start_s += c * period;
-        piece.end_s += c * period;
-        push(l.out, piece);
-      }
-    l.held.clear();
-    l.window = -1;
-  };
+// The pieces of an unrolled timeline, lane by lane, each lane in time order as the simulation
+// gives them (the power model merges lanes rather than sorting): a lane's pieces in a window are
+// followed by their `copies` copies when the lane leaves the window.
+class UnrolledLanes {
+ public:
+  UnrolledLanes(const std::vector<std::pair<double, double>>& windows, int copies) : windows_(windows), copies_(copies) {}
+
   // A piece outside every window (window -1), or copy 0 of a piece of window `window`.
-  const auto emit = [&](const Interval& piece, int window) {
-    if (piece.lane >= lanes.size()) lanes.resize(piece.lane + 1u);
-    Lane& l = lanes[piece.lane];
+  void emit(const Interval& piece, int window) {
+    if (piece.lane >= lanes_.size()) lanes_.resize(piece.lane + 1u);
+    Lane& l = lanes_[piece.lane];
     if (l.window != window) release(l);
     push(l.out, piece);
     if (window < 0) return;
     l.held.push_back(piece);
     l.window = window;
+  }
+
+  std::vector<Interval> take(std::size_t reserve) {
+    std::vector<Interval> out;
+    out.reserve(reserve);
+    for (Lane& l : lanes_) {
+      release(l);
+      out.insert(out.end(), l.out.begin(), l.out.end());
+    }
+    return out;
+  }
+
+ private:
+  struct Lane {
+    std::vector<Interval> out;
+    std::vector<Interval> held;  // the pieces of window `window` so far (copy 0)
+    int window = -1;
   };
+
+  // Back-to-back pieces of one component doing the same thing (an interval across a window and
+  // its copies) stay one interval, as collect_stage merges them.
+  static void push(std::vector<Interval>& out, const Interval& piece) {
+    if (!out.empty() && out.back().component == piece.component && out.back().activity == piece.activity &&
+        out.back().end_s == piece.start_s)
+      out.back().end_s = piece.end_s;
+    else
+      out.push_back(piece);
+  }
+
+  void release(Lane& l) {
+    if (l.window < 0) return;
+    const auto& [a, b] = windows_[static_cast<std::size_t>(l.window)];
+    for (int c = 1; c <= copies_; ++c)
+      for (Interval piece : l.held) {
+        piece.start_s += c * (b - a);
+        piece.end_s += c * (b - a);
+        push(l.out, piece);
+      }
+    l.held.clear();
+    l.window = -1;
+  }
+
+  const std::vector<std::pair<double, double>>& windows_;
+  int copies_;
+  std::vector<Lane> lanes_;
+};
+
+// A step's intervals with each window's content repeated `copies` more times (what follows it
+// shifted): the timeline of the step with that many more periods of layers, for the power model
+// (its highest 1-second average needs the step's own shape, not a shorter one's).
+std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<std::pair<double, double>>& windows,
+                             int copies) {
+  UnrolledLanes lanes(windows, copies);
   // The shift of a time outside every window: the copies of the windows before it.
   const auto shift = [&](double t) {
     double s = 0;
     for (const auto& [a, b] : windows)
       if (b <= t) s += copies * (b - a);
     return s;
+  };
+  const auto piece_of = [](Interval piece, double start, double end) {
+    piece.start_s = start;
+    piece.end_s = end;
+    return piece;
   };
   for (const Interval& iv : in) {
     double from = iv.start_s;
@@ -358,34 +388,16 @@ std::vector<Interval> unroll(const std::vector<Interval>& in, const std::vector<
       const auto [a, b] = windows[w];
       if (b <= from || a >= iv.end_s) continue;
       if (from < a) {
-        Interval piece = iv;
-        piece.start_s = from + shift(from);
-        piece.end_s = a + shift(from);
-        emit(piece, -1);
+        lanes.emit(piece_of(iv, from + shift(from), a + shift(from)), -1);
         from = a;
       }
       const double to = std::min(b, iv.end_s), base = shift(a);
-      Interval piece = iv;
-      piece.start_s = from + base;
-      piece.end_s = to + base;
-      emit(piece, static_cast<int>(w));
+      lanes.emit(piece_of(iv, from + base, to + base), static_cast<int>(w));
       from = to;
     }
-    if (from < iv.end_s) {
-      Interval piece = iv;
-      const double s = shift(from);
-      piece.start_s = from + s;
-      piece.end_s = iv.end_s + s;
-      emit(piece, -1);
-    }
+    if (from < iv.end_s) lanes.emit(piece_of(iv, from + shift(from), iv.end_s + shift(from)), -1);
   }
-  std::vector<Interval> out;
-  out.reserve(in.size() * static_cast<std::size_t>(2));
-  for (Lane& l : lanes) {
-    release(l);
-    out.insert(out.end(), l.out.begin(), l.out.end());
-  }
-  return out;
+  return lanes.take(in.size() * 2);
 }
 
 // The layer symmetry's period P: the kinds of layer (MoE or dense, local or global attention,
