@@ -66,9 +66,14 @@ for t in "${targets[@]}"; do
   more=()
   [[ -d fuzz/corpus/$t ]] && more+=("fuzz/corpus/$t")
   [[ -d $other/fuzz/corpus/$t ]] && more+=("$other/fuzz/corpus/$t")
-  if $build/fuzz/fuzz_"$t" "$corpus" "${more[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" \
-    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/$t-" >"$log" 2>&1; then
-    echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
+  # The CPU seconds beside the executions: on a shared machine libFuzzer's exec/s (per wall second)
+  # says more about the load than about the target.
+  TIMEFORMAT='%U %S'
+  if { time $build/fuzz/fuzz_"$t" "$corpus" "${more[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" \
+    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/$t-" >"$log" 2>&1; } 2>"$log.cpu"; then
+    execs=$(grep -oE 'number_of_executed_units: [0-9]+' "$log" | awk '{print $2}')
+    cpu=$(awk '{printf "%.0f", $1 + $2}' "$log.cpu")
+    echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1); $execs executions in $cpu CPU s ($((execs / (cpu > 0 ? cpu : 1))) per CPU s)"
   else
     status=1
     echo "fuzz_$t: FAILED (log: $log; reproduce under ASan: build-asan/fuzz/fuzz_$t FILE)"
