@@ -4,17 +4,18 @@
 # seeds each target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the
 # committed corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
-# Two builds (docs/hardening.md, "Fuzzing"):
-# - default: build-asan/ (scripts/build-asan.sh: ASan + UBSan), what CI runs and what reproduces a
-#   finding;
-# - FTPLAN_FUZZ_BUILD=long: build-fuzz/ (scripts/build-fuzz.sh: UBSan and libstdc++'s bounds checks,
-#   -O2, no ASan: 2-4x the executions per CPU second) for long local runs. After each target's run
-#   its whole corpus (every input that reached new coverage, old and new) is run once under the
-#   ASan build, so a memory error ASan alone would see is not missed on what the run found.
+# Two builds (docs/hardening.md, "Fuzzing"), both made by scripts/build-asan.sh:
+# - default: build-asan/ (ASan + UBSan): what CI runs, and where a finding is reproduced;
+# - FTPLAN_FUZZ_BUILD=long: build-fuzz/ (UBSan and libstdc++'s bounds checks, -O2, no ASan: 1.7-2.5x
+#   the executions per CPU second) for long local runs. After each target's run, the inputs it
+#   keeps (build-fuzz/fuzz/corpus/TARGET: every one reached new coverage) are run once under
+#   build-asan/, so what ASan alone would see in them (a read past a buffer that does not crash, a
+#   use after free, a leak) is not missed.
 # New inputs go to BUILD/fuzz/corpus/TARGET (kept between runs, so a longer run continues; the
 # other build's corpus is read too); a crash, hang or leak leaves its input in
 # BUILD/fuzz/crashes/TARGET-* and fails the script.
-# Per target it prints libFuzzer's last status line: executions, coverage, corpus, exec/s.
+# Per target it prints libFuzzer's last status line (executions, coverage, corpus, exec/s) and the
+# executions per CPU second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -26,9 +27,9 @@ targets=("$@")
 build=build-asan other=build-fuzz
 if [[ ${FTPLAN_FUZZ_BUILD:-asan} == long ]]; then
   build=build-fuzz other=build-asan
-  scripts/build-fuzz.sh "${targets[@]}"
+  scripts/build-asan.sh "${targets[@]/#/fuzz_}"
 fi
-scripts/build-asan.sh "${targets[@]/#/fuzz_}"  # the long runs' corpora are checked under ASan
+FTPLAN_FUZZ_BUILD=asan scripts/build-asan.sh "${targets[@]/#/fuzz_}"  # a long run's corpus is checked here
 
 # Seeds: the shipped and test files of each kind.
 seeds_of() {
