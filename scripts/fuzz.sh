@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Fuzzes the readers (scenario, sweep, model, catalog, profile, HF config.json, and the importers'
-# DeepSpeed, accelerate, torchtune, torchtitan, TrainingArguments and PEFT readers) with libFuzzer,
-# under ASan + UBSan: builds build-asan/ with Clang 14 (FTPLAN_BUILD_FUZZERS, no CUDA), seeds each
-# target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the committed
-# corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
+# DeepSpeed, accelerate, torchtune, torchtitan, TrainingArguments and PEFT readers) with libFuzzer:
+# seeds each target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the
+# committed corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
-# New inputs go to build-asan/fuzz/corpus/TARGET (kept between runs, so a longer run continues);
-# a crash, hang or leak leaves its input in build-asan/fuzz/crashes/TARGET-* and fails the script.
-# Per target it prints libFuzzer's last status line: executions, coverage, corpus, exec/s.
+# Two builds (docs/hardening.md, "Fuzzing"), both made by scripts/build-asan.sh:
+# - default: build-asan/ (ASan + UBSan): what CI runs, and where a finding is reproduced;
+# - FTPLAN_FUZZ_BUILD=long: build-fuzz/ (UBSan and libstdc++'s bounds checks, -O2, no ASan: 1.7-2.5x
+#   the executions per CPU second) for long local runs. After each target's run, the inputs it
+#   keeps (build-fuzz/fuzz/corpus/TARGET: every one reached new coverage) are run once under
+#   build-asan/, so what ASan alone would see in them (a read past a buffer that does not crash, a
+#   use after free, a leak) is not missed.
+# New inputs go to BUILD/fuzz/corpus/TARGET (kept between runs, so a longer run continues; the
+# other build's corpus is read too); a crash, hang or leak leaves its input in
+# BUILD/fuzz/crashes/TARGET-* and fails the script.
+# Per target it prints libFuzzer's last status line (executions, coverage, corpus, exec/s) and the
+# executions per CPU second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -16,7 +24,12 @@ targets=("$@")
 ((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config import_deepspeed import_accelerate import_torchtune
   import_torchtitan import_training_args import_peft)
 
-scripts/build-asan.sh "${targets[@]/#/fuzz_}"
+build=build-asan other=build-fuzz
+if [[ ${FTPLAN_FUZZ_BUILD:-asan} == long ]]; then
+  build=build-fuzz other=build-asan
+  scripts/build-asan.sh "${targets[@]/#/fuzz_}"
+fi
+FTPLAN_FUZZ_BUILD=asan scripts/build-asan.sh "${targets[@]/#/fuzz_}"  # a long run's corpus is checked here
 
 # Seeds: the shipped and test files of each kind.
 seeds_of() {
@@ -44,22 +57,41 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:max_malloc_fill_size=0:mallo
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 status=0
 for t in "${targets[@]}"; do
-  seeds=build-asan/fuzz/seeds/$t corpus=build-asan/fuzz/corpus/$t
-  rm -rf "$seeds" && mkdir -p "$seeds" "$corpus" build-asan/fuzz/crashes
+  seeds=$build/fuzz/seeds/$t corpus=$build/fuzz/corpus/$t crashes=$build/fuzz/crashes
+  rm -rf "$seeds" && mkdir -p "$seeds" "$corpus" "$crashes"
   seeds_of "$t" | while read -r f; do cp "$f" "$seeds/$(echo "$f" | tr / _)"; done
-  log=build-asan/fuzz/$t.log
+  log=$build/fuzz/$t.log
   # -timeout: one input taking longer than 10 s is a hang (wall clock: a long run niced on a busy
   # machine sets FTPLAN_FUZZ_TIMEOUT=60, or a starved process reads as a hang); -rss_limit_mb:
   # 2 GiB is a blow-up.
-  committed=()
-  [[ -d fuzz/corpus/$t ]] && committed=("fuzz/corpus/$t")
-  if build-asan/fuzz/fuzz_"$t" "$corpus" "${committed[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/crashes/$t-" >"$log" 2>&1; then
-    echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1)"
+  more=()
+  [[ -d fuzz/corpus/$t ]] && more+=("fuzz/corpus/$t")
+  [[ -d $other/fuzz/corpus/$t ]] && more+=("$other/fuzz/corpus/$t")
+  # The CPU seconds beside the executions: on a shared machine libFuzzer's exec/s (per wall second)
+  # says more about the load than about the target.
+  TIMEFORMAT='%U %S'
+  if { time $build/fuzz/fuzz_"$t" "$corpus" "${more[@]}" "$seeds" -max_total_time="$seconds" -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" \
+    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/$t-" >"$log" 2>&1; } 2>"$log.cpu"; then
+    execs=$(grep -oE 'number_of_executed_units: [0-9]+' "$log" | awk '{print $2}')
+    cpu=$(awk '{printf "%.0f", $1 + $2}' "$log.cpu")
+    echo "fuzz_$t: $(grep -E '^#[0-9]+.*DONE' "$log" | tail -1); $execs executions in $cpu CPU s ($((execs / (cpu > 0 ? cpu : 1))) per CPU s)"
   else
     status=1
-    echo "fuzz_$t: FAILED (log: $log)"
+    echo "fuzz_$t: FAILED (log: $log; reproduce under ASan: build-asan/fuzz/fuzz_$t FILE)"
     grep -E 'ERROR|SUMMARY|terminate|what\(\)|Test unit written' "$log" | head -8
+    continue
+  fi
+  if [[ $build == build-fuzz ]]; then
+    # The run's corpus once under ASan (-runs=0: load and run every input, no mutation).
+    check=$build/fuzz/$t.asan.log
+    if build-asan/fuzz/fuzz_"$t" "$corpus" -runs=0 -timeout="${FTPLAN_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
+      -max_len=65536 -artifact_prefix="$crashes/$t-asan-" >"$check" 2>&1; then
+      echo "fuzz_$t: its corpus under ASan: $(grep -E '^#[0-9]+.*INITED' "$check" | tail -1)"
+    else
+      status=1
+      echo "fuzz_$t: its corpus under ASan FAILED (log: $check)"
+      grep -E 'ERROR|SUMMARY|terminate|what\(\)|Test unit written' "$check" | head -8
+    fi
   fi
 done
 exit $status

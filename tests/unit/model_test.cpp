@@ -129,3 +129,27 @@ TEST_CASE("a zoo file and a config.json read from text in memory are read as fro
   CHECK_THROWS_WITH_AS(io::parse_hf_config("{\"num_key_value_heads\": 0}", "x/config.json"),
                        doctest::Contains("x/config.json"), InputError);
 }
+
+TEST_CASE("a config.json's null values mean the default, however many there are") {
+  /* Found by fuzzing (docs/hardening.md): the nulls were removed one by one, each removal a search
+   * from the map's start, so 20,000 read-past keys and 20,000 nulls took 13 s (tests/cli/bounds.sh
+   * holds the time). Now a few are removed in place and more dropped in one pass: both ways a null
+   * key the reader reads (head_dim) is absent, not "expected a single value". */
+  const auto hf = test::data_dir() / "hf" / "llama-3.1-8b" / "config.json";
+  std::ifstream in(hf, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.erase(text.rfind('}'));
+  const auto plain = io::load_hf_config(hf);
+  for (const int nulls : {1, 64, 65, 5000}) {
+    CAPTURE(nulls);
+    std::string with = text + ", \"head_dim\": null";
+    for (int i = 1; i < nulls; ++i) with += fmt::format(", \"unread_{}\": null", i);
+    const auto m = io::parse_hf_config(with + "}", hf);
+    CHECK(m.head_dim == plain.head_dim);
+    CHECK(model::count_params(m).total == model::count_params(plain).total);
+    // A key the reader needs, null: absent, so still required, and named.
+    std::string missing = with + "}";
+    missing.replace(missing.find("\"hidden_size\": 4096"), 19, "\"hidden_size\": null");
+    CHECK_THROWS_WITH_AS(io::parse_hf_config(missing, hf), doctest::Contains("hidden_size: is required"), InputError);
+  }
+}
