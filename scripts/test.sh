@@ -18,6 +18,9 @@ ctest --test-dir build --output-on-failure --timeout 600 -j"$(nproc)"
 # build-asan/sanitizer/, checked below, so a report from a process whose status a test does not
 # look at (one killed on purpose, one expected to fail) counts too.
 start=$SECONDS
+# The sanitized suites need the ASan build, whatever FTPLAN_FUZZ_BUILD the caller exported for
+# long fuzzing runs (long: build-fuzz/, which has no tests).
+export FTPLAN_FUZZ_BUILD=asan
 scripts/build-asan.sh
 reports=$PWD/build-asan/sanitizer
 rm -rf "$reports" && mkdir -p "$reports"
