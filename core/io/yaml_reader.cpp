@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -47,58 +50,56 @@ std::size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-// Refuses a document whose aliases expand it past kMaxYamlNodes (YAML's "billion laughs": nine
-// anchors of ten aliases each are 10^9 nodes written in 200 bytes). yaml-cpp shares an anchored
-// node among its aliases, so the parse itself is small; what explodes is every walk that follows
-// them (the sweep copies the whole tree). The count stops at the limit, so this costs at most
-// kMaxYamlNodes steps, whatever the document; it needs no recursion, so deep nesting is safe too.
-void check_expanded_size(const YAML::Node& root, const std::string& name) {
-  std::vector<YAML::Node> stack{root};
-  std::size_t visited = 0;
-  while (!stack.empty()) {
-    const YAML::Node n = std::move(stack.back());
-    stack.pop_back();
-    if (++visited > kMaxYamlNodes) {
-      const auto mark = n.Mark();
-      throw InputError({name, mark.is_null() ? 0 : mark.line + 1, mark.is_null() ? 0 : mark.column + 1}, "",
-                       fmt::format("with its aliases (*name) expanded the document holds more than {} values; "
-                                   "an ftplan input holds far fewer (aliases repeated inside aliases?)",
-                                   kMaxYamlNodes));
-    }
-    if (n.IsSequence()) {
-      for (const auto& item : n) stack.push_back(item);
-    } else if (n.IsMap()) {
-      for (const auto& kv : n) {
-        stack.push_back(kv.first);
-        stack.push_back(kv.second);
-      }
-    }
-  }
-}
-
-// yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its parser
-// emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF config).
-// A document cannot hold more nodes than its text has bytes, give or take (an implicit null still
-// takes its ',', ':' or '-'), so a first pass counts the parser's events and stops the parse at
-// 4 per byte plus a margin: text that is anywhere near that is not a document yaml-cpp read.
+// The first pass over the parser's events, before the document is loaded. Two limits:
+// - yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its
+//   parser emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF
+//   config). A document cannot hold more nodes than its text has bytes, give or take (an implicit
+//   null still takes its ',', ':' or '-'), so the pass stops the parse at 4 events per byte plus a
+//   margin: text that is anywhere near that is not a document yaml-cpp read.
+// - A document whose aliases expand it past kMaxYamlNodes (YAML's "billion laughs": nine anchors
+//   of ten aliases each are 10^9 nodes written in 200 bytes). yaml-cpp shares an anchored node
+//   among its aliases, so the parse itself is small; what explodes is every walk that follows
+//   them (the sweep copies the whole tree). The pass counts the expanded document, every node once
+//   per path to it through aliases, keeping each anchored node's expanded count so that an alias
+//   adds it at once: linear in the text (a walk of the loaded tree took up to 10^6 steps an input,
+//   0.55 s for a fuzzed sweep file). An alias inside the node it names expands without end.
 class EventBudget : public YAML::EventHandler {
  public:
   EventBudget(std::size_t budget, std::string name) : left_(budget), name_(std::move(name)) {}
-  void OnDocumentStart(const YAML::Mark& m) override { spend(m); }
+  void OnDocumentStart(const YAML::Mark& m) override {
+    spend(m);
+    expanded_ = 0;
+    open_.clear();
+  }
   void OnDocumentEnd() override { spend(last_); }
-  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
-  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { spend(m); }
-  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { spend(m); }
-  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnNull(const YAML::Mark& m, YAML::anchor_t anchor) override { leaf(m, anchor); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t anchor) override {
     spend(m);
+    const auto it = counts_.find(anchor);
+    // (An unknown anchor: yaml-cpp's own parse reports it.)
+    const std::uint64_t n = it == counts_.end() ? 1 : it->second == kOpen ? kCap : it->second;
+    add(m, n);
   }
-  void OnSequenceEnd() override { spend(last_); }
-  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
-    spend(m);
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, const std::string&) override {
+    leaf(m, anchor);
   }
-  void OnMapEnd() override { spend(last_); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(m, anchor);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(m, anchor);
+  }
+  void OnMapEnd() override { close(); }
 
  private:
+  static constexpr std::uint64_t kCap = kMaxYamlNodes + 1;  // counts saturate here
+  static constexpr std::uint64_t kOpen = ~std::uint64_t{0};  // an anchored node not yet closed
+  struct Frame {
+    YAML::anchor_t anchor;
+    std::uint64_t count;  // the open collection's expanded nodes so far, itself included
+  };
+
   void spend(const YAML::Mark& m) {
     last_ = m;
     if (left_-- > 0) return;
@@ -106,9 +107,43 @@ class EventBudget : public YAML::EventHandler {
                      "YAML syntax error: the parser does not come to an end here (a stray ',' after a "
                      "'{...}' or '[...]'?)");
   }
+  // `n` more expanded nodes at `m`, in the innermost open collection.
+  void add(const YAML::Mark& m, std::uint64_t n) {
+    expanded_ = std::min(expanded_ + n, kCap);
+    if (!open_.empty()) open_.back().count = std::min(open_.back().count + n, kCap);
+    if (expanded_ <= kMaxYamlNodes) return;
+    throw InputError({name_, m.is_null() ? 0 : m.line + 1, m.is_null() ? 0 : m.column + 1}, "",
+                     fmt::format("with its aliases (*name) expanded the document holds more than {} values; "
+                                 "an ftplan input holds far fewer (aliases repeated inside aliases?)",
+                                 kMaxYamlNodes));
+  }
+  void leaf(const YAML::Mark& m, YAML::anchor_t anchor) {
+    spend(m);
+    add(m, 1);
+    if (anchor != YAML::NullAnchor) counts_[anchor] = 1;
+  }
+  void open(const YAML::Mark& m, YAML::anchor_t anchor) {
+    spend(m);
+    add(m, 1);
+    if (anchor != YAML::NullAnchor) counts_[anchor] = kOpen;
+    open_.push_back({anchor, 1});
+  }
+  void close() {
+    spend(last_);
+    if (open_.empty()) return;
+    const Frame f = open_.back();
+    open_.pop_back();
+    if (f.anchor != YAML::NullAnchor) counts_[f.anchor] = f.count;
+    // Its nodes are in expanded_ already; the enclosing collection's count takes them now.
+    if (!open_.empty()) open_.back().count = std::min(open_.back().count + f.count - 1, kCap);
+  }
+
   std::size_t left_;
   std::string name_;
   YAML::Mark last_ = YAML::Mark::null_mark();
+  std::uint64_t expanded_ = 0;
+  std::vector<Frame> open_;
+  std::unordered_map<YAML::anchor_t, std::uint64_t> counts_;
 };
 
 }  // namespace
@@ -143,7 +178,6 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (docs.size() > 1)
     throw InputError({name, docs[1].Mark().line + 1, docs[1].Mark().column + 1}, "",
                      "the file holds more than one YAML document ('---'); expected one");
-  check_expanded_size(docs.front(), name);
   return docs.front();
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "io/scenario_io.hpp"
+#include "io/yaml_reader.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
 #include "test_support.hpp"
@@ -273,6 +274,30 @@ TEST_CASE("a sweep file whose aliases expand past the readers' limit is refused 
       [&] { io::parse_scenario(scenario + bomb, "x.yaml", test::data_dir(), test::zoo(), test::catalog()); });
   CHECK(e2.find("x.yaml:") == 0);
   CHECK(e2.find("with its aliases (*name) expanded the document holds more than 1000000 values") != std::string::npos);
+}
+
+TEST_CASE("the alias limit counts the expanded document exactly, and an alias inside its own node is refused") {
+  /* {a: &a [[998 scalars]], b: [998 x *a, k scalars]}: the root map, its two keys, a's two
+   * sequences and 998 items (1,000), b's sequence, 998 copies of a (998,000) and k scalars:
+   * 1,000,004 - 1,000 + k values, as a walk of the loaded tree visits them (each map key too). At
+   * k = 996 that is the limit, 1,000,000 values: accepted; one more is refused, at that scalar.
+   * The count keeps each anchor's expanded size (a nested sequence's nodes included once), so it
+   * is linear in the text (the walk took 10^6 steps).                                           */
+  const auto document = [](int k) {
+    std::string a = "a: &a [[", b = "b: [";
+    for (int i = 0; i < 998; ++i) a += i ? ", x" : "x";
+    for (int i = 0; i < 998; ++i) b += i ? ", *a" : "*a";
+    for (int i = 0; i < k; ++i) b += ", y";
+    return a + "]]\n" + b + "]\n";
+  };
+  CHECK(io::detail::load_yaml_text(document(996), "at-limit.yaml")["b"].size() == 998 + 996);
+  const std::string e = test::input_error_of([&] { io::detail::load_yaml_text(document(997), "past.yaml"); });
+  CHECK(e.find("past.yaml:2:") == 0);
+  CHECK(e.find("more than 1000000 values") != std::string::npos);
+  /* A node that holds an alias to itself expands without end. */
+  const std::string r = test::input_error_of([&] { io::detail::load_yaml_text("x: &a [1, *a]\n", "self.yaml"); });
+  CHECK(r.find("self.yaml:1:11:") == 0);
+  CHECK(r.find("more than 1000000 values") != std::string::npos);
 }
 
 TEST_CASE("shards are disjoint and together hold every point") {
