@@ -39,16 +39,6 @@ bool activity_kind(const Op& op, Interval& iv) {
   }
 }
 
-// Back-to-back intervals of one component doing the same thing on one lane (stream) draw the same
-// power: one interval.
-void push_merged(std::vector<Interval>& out, const Interval& iv) {
-  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
-      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
-    out.back().end_s = iv.end_s;
-  else
-    out.push_back(iv);
-}
-
 // Every op's interval, for the power model. A folded run's first layer (Lowered::fold, n >= 2)
 // lasted n times as long as each of its layers: its intervals come out as its n layers', one after
 // another, each op at 1/n of its folded time and place, so that what else runs meanwhile (a
@@ -88,6 +78,14 @@ void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result
 }
 
 }  // namespace
+
+void push_merged(std::vector<Interval>& out, const Interval& iv) {
+  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
+      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
+    out.back().end_s = iv.end_s;
+  else
+    out.push_back(iv);
+}
 
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity) {

@@ -312,7 +312,7 @@ class UnrolledLanes {
     if (piece.lane >= lanes_.size()) lanes_.resize(piece.lane + 1u);
     Lane& l = lanes_[piece.lane];
     if (l.window != window) release(l);
-    push(l.out, piece);
+    push_merged(l.out, piece);  // an interval across a window and its copies stays one
     if (window < 0) return;
     l.held.push_back(piece);
     l.window = window;
@@ -335,16 +335,6 @@ class UnrolledLanes {
     int window = -1;
   };
 
-  // Back-to-back pieces of one component doing the same thing (an interval across a window and
-  // its copies) stay one interval, as collect_stage merges them.
-  static void push(std::vector<Interval>& out, const Interval& piece) {
-    if (!out.empty() && out.back().component == piece.component && out.back().activity == piece.activity &&
-        out.back().end_s == piece.start_s)
-      out.back().end_s = piece.end_s;
-    else
-      out.push_back(piece);
-  }
-
   void release(Lane& l) {
     if (l.window < 0) return;
     const auto& [a, b] = windows_[static_cast<std::size_t>(l.window)];
@@ -352,7 +342,7 @@ class UnrolledLanes {
       for (Interval piece : l.held) {
         piece.start_s += c * (b - a);
         piece.end_s += c * (b - a);
-        push(l.out, piece);
+        push_merged(l.out, piece);
       }
     l.held.clear();
     l.window = -1;
