@@ -4,6 +4,8 @@
 # seeds each target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the
 # committed corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
+# FTPLAN_FUZZ_RUNS=N also stops each target after N executions (libFuzzer's -runs; whichever of the
+# two limits comes first), for a long run sized to reach a total.
 # Two builds (docs/hardening.md, "Fuzzing"), both made by scripts/build-asan.sh:
 # - default: build-asan/ (ASan + UBSan): what CI runs, and where a finding is reproduced;
 # - FTPLAN_FUZZ_BUILD=long: build-fuzz/ (UBSan and libstdc++'s bounds checks, -O2, no ASan: 1.7-2.5x
@@ -65,6 +67,7 @@ for t in "${targets[@]}"; do
   # machine sets FTPLAN_FUZZ_TIMEOUT=60, or a starved process reads as a hang); -rss_limit_mb:
   # 2 GiB is a blow-up.
   more=()
+  [[ -n ${FTPLAN_FUZZ_RUNS:-} ]] && more+=("-runs=$FTPLAN_FUZZ_RUNS")
   [[ -d fuzz/corpus/$t ]] && more+=("fuzz/corpus/$t")
   [[ -d $other/fuzz/corpus/$t ]] && more+=("$other/fuzz/corpus/$t")
   # The CPU seconds beside the executions: on a shared machine libFuzzer's exec/s (per wall second)
