@@ -240,12 +240,23 @@ MapView::MapView(Reader& reader, YAML::Node node, std::string path)
     return;
   }
   valid_ = true;
+  entries_.reserve(node_.size());
+  for (const auto& item : node_)
+    if (item.first.IsScalar()) entries_.emplace_back(item.first.Scalar(), item.second);
 }
 
-bool MapView::has(std::string_view key) const {
-  if (!valid_) return false;
-  return std::as_const(node_)[std::string(key)].IsDefined();
+const YAML::Node* MapView::find(std::string_view key) const {
+  for (const auto& [k, value] : entries_)
+    if (k == key) return &value;
+  return nullptr;
 }
+
+const YAML::Node& MapView::at(std::string_view key) const {
+  const YAML::Node* n = find(key);
+  return n ? *n : node_;
+}
+
+bool MapView::has(std::string_view key) const { return find(key) != nullptr; }
 
 std::string MapView::key_path(std::string_view key) const {
   return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
@@ -254,14 +265,14 @@ std::string MapView::key_path(std::string_view key) const {
 SourceLocation MapView::location() const { return reader_->where(node_); }
 
 SourceLocation MapView::location_of(std::string_view key) const {
-  if (has(key)) return reader_->where(std::as_const(node_)[std::string(key)]);
+  if (const YAML::Node* n = find(key)) return reader_->where(*n);
   return location();
 }
 
 YAML::Node MapView::take(std::string_view key) {
   known_.emplace_back(key);
-  if (!valid_) return YAML::Node(YAML::NodeType::Undefined);
-  return std::as_const(node_)[std::string(key)];
+  const YAML::Node* n = find(key);
+  return n ? *n : YAML::Node(YAML::NodeType::Undefined);
 }
 
 bool MapView::require(std::string_view key, std::string_view what) {
@@ -289,8 +300,7 @@ bool MapView::number_of(std::string_view key, std::string_view what, std::string
   try {
     value = parse_quantity(text, Quantity::count);
   } catch (const UnitError&) {
-    reader_->error(std::as_const(node_)[std::string(key)], key_path(key),
-                   fmt::format("expected {}; got '{}'", what, text));
+    reader_->error(at(key), key_path(key), fmt::format("expected {}; got '{}'", what, text));
     return false;
   }
   return true;
@@ -300,7 +310,7 @@ bool MapView::get(std::string_view key, std::int64_t& out, std::int64_t min, std
   std::string text;
   double value = 0;
   if (!number_of(key, "a whole number", text, value)) return false;
-  const YAML::Node n = std::as_const(node_)[std::string(key)];
+  const YAML::Node n = at(key);
   if (value != std::floor(value) || std::abs(value) > 9.0e18) {
     reader_->error(n, key_path(key), fmt::format("expected a whole number; got '{}'", text));
     return false;
@@ -328,7 +338,7 @@ bool MapView::get(std::string_view key, double& out, double min, double max) {
   std::string text;
   double value = 0;
   if (!number_of(key, "a number", text, value)) return false;
-  const YAML::Node n = std::as_const(node_)[std::string(key)];
+  const YAML::Node n = at(key);
   if (value < min || value > max) {
     if (std::isinf(max))
       reader_->error(n, key_path(key), fmt::format("must be at least {}; got {}", min, text));
@@ -352,7 +362,7 @@ bool MapView::get(std::string_view key, bool& out) {
     out = false;
     return true;
   }
-  reader_->error(std::as_const(node_)[std::string(key)], key_path(key), fmt::format("expected true or false; got '{}'", text));
+  reader_->error(at(key), key_path(key), fmt::format("expected true or false; got '{}'", text));
   return false;
 }
 
@@ -360,7 +370,7 @@ bool MapView::get(std::string_view key, std::string& out) {
   std::string text;
   if (!scalar_of(key, text)) return false;
   if (trim(text).empty()) {
-    reader_->error(std::as_const(node_)[std::string(key)], key_path(key), "expected a value; got an empty string");
+    reader_->error(at(key), key_path(key), "expected a value; got an empty string");
     return false;
   }
   out = text;
@@ -370,7 +380,7 @@ bool MapView::get(std::string_view key, std::string& out) {
 bool MapView::get_quantity(std::string_view key, Quantity kind, double& out, double min, double max) {
   std::string text;
   if (!scalar_of(key, text)) return false;
-  const YAML::Node n = std::as_const(node_)[std::string(key)];
+  const YAML::Node n = at(key);
   double value = 0;
   try {
     value = parse_quantity(text, kind);
@@ -428,7 +438,7 @@ std::vector<YAML::Node> MapView::seq(std::string_view key) {
 }
 
 void MapView::report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options) {
-  reader_->error(std::as_const(node_)[std::string(key)], key_path(key),
+  reader_->error(at(key), key_path(key),
                  fmt::format("'{}' is not one of {}{}", text, join(options, ", "), did_you_mean(text, options)));
 }
 

@@ -114,11 +114,21 @@ class MapView {
   // The scalar at `key` as `text` and as a number (parse_quantity's count); reported as not `what`.
   bool number_of(std::string_view key, std::string_view what, std::string& text, double& value);
 
+  // The value at `key` (the first such key, as yaml-cpp's lookup), or nullptr.
+  const YAML::Node* find(std::string_view key) const;
+  // The value at `key`, else the mapping itself (where an error about the key points).
+  const YAML::Node& at(std::string_view key) const;
+
   Reader* reader_;
   YAML::Node node_;
   std::string path_;
   bool valid_ = false;
   std::vector<std::string> known_;
+  // The mapping's scalar keys and their values in document order, listed once: yaml-cpp looks a
+  // key up by converting every key of the map to a string, with two shared_ptr copies each (a
+  // catalog entry's ~30 getters made that most of reading it; perf on fuzz_catalog). The keys'
+  // text lives in the document, which node_ keeps alive.
+  std::vector<std::pair<std::string_view, YAML::Node>> entries_;
 };
 
 // The file being read and the diagnostics collected so far.
