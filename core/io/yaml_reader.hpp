@@ -45,6 +45,11 @@ class Reader;
 class MapView {
  public:
   MapView(Reader& reader, YAML::Node node, std::string path);
+  MapView(const MapView&) = default;
+  MapView(MapView&&) = default;
+  // Not assignable: assigning a YAML::Node assigns the node it refers to (the document's).
+  MapView& operator=(const MapView&) = delete;
+  MapView& operator=(MapView&&) = delete;
 
   bool valid() const { return valid_; }  // false when absent or not a mapping (the latter is reported)
   bool has(std::string_view key) const;
