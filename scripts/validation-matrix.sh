@@ -6,7 +6,10 @@
 # SCALE (optional) is validate's --scale, e.g. layers=4,hidden=1024,seq=32 (a step with more
 # parameters per token: more of it is transfers).
 # Storage directories must be on a file system that takes O_DIRECT (not tmpfs); by default two
-# folders under the build directory. JSON per run goes to BUILD_DIR/validation/.
+# folders under the build directory. Each run's JSON goes to BUILD_DIR/validation/, named by
+# device, scale and UTC time (matrix-cpu-layers-4-hidden-1024-seq-32-20261204T1800Z.json and its
+# zero-infinity-2dirs-... twin), so runs at other scales or on other devices are kept side by side;
+# each file appears whole or not at all (written beside it, then renamed).
 # FTPLAN_DEVICE=cuda runs the step on the CUDA device (a CUDA build; calibrate/run-on-gpu.sh does).
 # The rates are probed before the first step and after each; the simulation takes their medians
 # over the probes after the warm-up step, and a row whose step, simulated at each probe's rates,
@@ -22,20 +25,26 @@ scale+=(--device "${FTPLAN_DEVICE:-cpu}")
 mkdir -p "$build/validation" "$d1" "$d2"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
 ftplan=$build/cli/ftplan
+tag=${FTPLAN_DEVICE:-cpu}${4:+-$(tr -c 'A-Za-z0-9\n' - <<<"$4")}-$(date -u +%Y%m%dT%H%MZ)
+matrix=$build/validation/matrix-$tag.json two_dirs=$build/validation/zero-infinity-2dirs-$tag.json
+trap 'rm -f "$matrix.part" "$two_dirs.part"' EXIT
 # (validate exits 1 when a plan could not be validated; the table says which and why.)
 "$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --storage-dir "$d1" --steps 5 --format json \
-  > "$build/validation/matrix.json" || true
+  > "$matrix.part" || true
+mv "$matrix.part" "$matrix"
 "$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --plan ZeRO-Infinity --storage-dir "$d1,$d2" --steps 5 --format json \
-  > "$build/validation/zero-infinity-2dirs.json" || true
+  > "$two_dirs.part" || true
+mv "$two_dirs.part" "$two_dirs"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
-python3 - "$build/validation/matrix.json" "$build/validation/zero-infinity-2dirs.json" <<'PY'
+echo "JSON: $matrix, $two_dirs" >&2
+python3 - "$matrix" "$two_dirs" <<'PY'
 import json, sys
 print("| configuration | step measured: median (range of steps 2-5) | simulated (median rates) | error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
       "| compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
-    two = "2dirs" in path
+    two = "2dirs" in path.rsplit("/", 1)[-1]
     for r in json.load(open(path))["results"]:
         name = r["plan"] + (", 2 directories" if two else "")
         if not r["ok"]:
