@@ -133,6 +133,7 @@ struct LayerShape {
   int experts = 0;            // routed experts of a MoE layer; 0 = dense MLP
   int experts_per_token = 1;  // top-k routing (1 for a dense layer)
   bool gated = true;          // gate, up and down matrices (SwiGLU/GeGLU; Shazeer 2020)
+  bool operator==(const LayerShape&) const = default;
 };
 // `layer` counts decoder layers 0..layers-1, then encoder layers for encoder-decoder models
 // (those are dense).

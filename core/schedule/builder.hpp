@@ -41,6 +41,7 @@ constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
 // Shapes and per-token work of one layer on one rank: model::layer_shape after TP.
 struct LayerWork : model::LayerShape {
   double attended = 0;  // tokens each query attends
+  bool operator==(const LayerWork&) const = default;
 };
 
 // An op with its identity filled in; callers add what is particular to it.
@@ -261,8 +262,12 @@ class Builder : private StepState {
   }
   double eager_score_bytes(const LayerWork& w) const;
   // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
+  // One layer's forward (or recompute) and backward for one micro-batch; returns its last op.
+  // Built once per kind of layer and pass, then copied (LayerTemplate).
   int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
   int layer_backward(int layer, int micro, Ids deps, Ids reads);
+  int build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
+  int build_layer_backward(int layer, int micro, Ids deps, Ids reads);
   int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
            const Ids& deps);
   Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
@@ -336,6 +341,37 @@ class Builder : private StepState {
   int reduce_gradients(int layer, int mb, bool last_backward, int& cur);
   void offload_gradients(int l, int layer, int mb, int produced);
   void backward(int mb, int chunk);
+
+  // Layer templates (compiled per-layer subgraphs, docs/performance.md). A layer pass's ops depend
+  // on the layer only through its kind (its LayerWork, MoE or dense, its matmul weights) and on the
+  // micro-batch only through the ops' `micro` field, so after the first pass of a kind the next
+  // ones are copies of its ops with their layer, micro-batch, dependencies and tensors replaced:
+  // most of a step's ops are built by copying instead of by the layer's rules (the same IR,
+  // op for op: schedule_test compares it with a build that names its ops, which builds every pass).
+  // A pass is taken as a template only when every dependency it has outside itself is one of
+  // the pass's inputs and it makes no tensor of its own; names (traces), FP8 casts (their
+  // bytes depend on the micro-batch) and passes split in blocks (ring attention, async TP) are
+  // always built.
+  struct LayerTemplate {
+    LayerWork work;
+    bool moe = false;
+    double weights = 0;
+    Pass pass = Pass::forward;
+    int layer = -1, micro = 0;
+    std::size_t first = 0;  // where its ops were in ir_.ops
+    std::vector<Op> ops;    // as built (callers add writes to a pass's last op afterwards)
+    Ids deps, reads;
+    int saved = -1;
+  };
+  std::vector<LayerTemplate> templates_;
+  bool templates_on() const;
+  // The template for this pass, or nullptr.
+  const LayerTemplate* find_template(int layer, Pass pass, const Ids& deps, const Ids& reads, int saved) const;
+  // Keeps the ops from `first` on, just built, as a template if they qualify.
+  void keep_template(int layer, int micro, Pass pass, std::size_t first, Ids deps, Ids reads, int saved);
+  // Appends a copy of the template's ops for this layer and micro-batch; returns the last.
+  int replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved);
+  std::vector<LayerWork> work_memo_;  // work_of by layer, for the templates' key
 
   const model::ModelSpec& m_;
   const plan::Plan& p_;

@@ -222,7 +222,7 @@ Op Builder::make_gemm(const std::string& name, int layer, int micro, Pass pass, 
   return op;
 }
 
-int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved) {
+int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
   const std::string tag = name("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
@@ -298,7 +298,7 @@ int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads,
   return last;
 }
 
-int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
+int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   const LayerWork w = work_of(layer);
   const double T = tokens_;
   const std::string tag = name("bwd L{}{}", layer, inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
@@ -377,6 +377,88 @@ int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
     last = add(std::move(lora));
   }
   return last;
+}
+
+int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved) {
+  if (const LayerTemplate* t = find_template(layer, pass, deps, reads, saved)) return replay(*t, layer, micro, deps, reads, saved);
+  const std::size_t first = ir_.ops.size();
+  const int last = build_layer_forward(layer, micro, pass, deps, reads, saved);
+  keep_template(layer, micro, pass, first, std::move(deps), std::move(reads), saved);
+  return last;
+}
+
+int Builder::layer_backward(int layer, int micro, Ids deps, Ids reads) {
+  if (const LayerTemplate* t = find_template(layer, Pass::backward, deps, reads, -1))
+    return replay(*t, layer, micro, deps, reads, -1);
+  const std::size_t first = ir_.ops.size();
+  const int last = build_layer_backward(layer, micro, deps, reads);
+  keep_template(layer, micro, Pass::backward, first, std::move(deps), std::move(reads), -1);
+  return last;
+}
+
+bool Builder::templates_on() const {
+  return !names_ && job_.precision != plan::Precision::fp8_mixed && cp_ <= 1 &&
+         !(tp_ > 1 && p_.parallel.sequence_parallel && p_.parallel.async_tp);
+}
+
+const Builder::LayerTemplate* Builder::find_template(int layer, Pass pass, const Ids& deps, const Ids& reads,
+                                                     int saved) const {
+  if (templates_.empty() || layer < 0 || static_cast<std::size_t>(layer) >= work_memo_.size()) return nullptr;
+  const LayerWork& w = work_memo_[static_cast<std::size_t>(layer)];
+  const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
+  for (const LayerTemplate& t : templates_)
+    if (t.pass == pass && t.deps.size() == deps.size() && t.reads.size() == reads.size() && (t.saved >= 0) == (saved >= 0) &&
+        t.moe == moe && t.work == w && t.weights == matmul_weights(layer))
+      return &t;
+  return nullptr;
+}
+
+void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, Ids deps, Ids reads, int saved) {
+  if (!templates_on() || layer < 0) return;
+  if (work_memo_.empty()) {
+    work_memo_.resize(static_cast<std::size_t>(std::max(m_.total_layers(), 1)));
+    for (std::size_t l = 0; l < work_memo_.size(); ++l) work_memo_[l] = work_of(static_cast<int>(l));
+  }
+  if (static_cast<std::size_t>(layer) >= work_memo_.size()) return;
+  for (std::size_t j = 0; j < deps.size(); ++j)  // an input named twice could not be told apart
+    if (std::find(deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(j), deps[j]) != deps.begin() + static_cast<std::ptrdiff_t>(j)) return;
+  const std::size_t last = ir_.ops.size() - 1;
+  for (std::size_t i = first; i <= last; ++i) {
+    const Op& op = ir_.ops[i];
+    if (op.layer != layer || op.micro != micro || op.tensor >= 0 || op.peer >= 0) return;
+    for (int d : op.deps)
+      if (static_cast<std::size_t>(d) < first && std::find(deps.begin(), deps.end(), d) == deps.end()) return;
+    if (!op.reads.empty() && !(op.reads == reads)) return;
+    if (!op.writes.empty() && !(saved >= 0 && op.writes == Ids{saved})) return;
+  }
+  LayerTemplate t;
+  t.work = work_memo_[static_cast<std::size_t>(layer)];
+  t.moe = layer < m_.layers && m_.is_moe_layer(layer);
+  t.weights = matmul_weights(layer);
+  t.pass = pass;
+  t.layer = layer;
+  t.micro = micro;
+  t.first = first;
+  t.ops.assign(ir_.ops.begin() + static_cast<std::ptrdiff_t>(first), ir_.ops.end());
+  t.deps = std::move(deps);
+  t.reads = std::move(reads);
+  t.saved = saved;
+  templates_.push_back(std::move(t));
+}
+
+int Builder::replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved) {
+  const int shift = static_cast<int>(ir_.ops.size() - t.first);
+  const int first = static_cast<int>(t.first);
+  for (const Op& from : t.ops) {
+    Op& op = ir_.ops.emplace_back(from);
+    op.layer = layer;
+    op.micro = micro;
+    for (int& d : op.deps)
+      d = d >= first ? d + shift : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
+    if (!op.reads.empty()) op.reads = reads;
+    if (!op.writes.empty()) op.writes = {saved};
+  }
+  return static_cast<int>(ir_.ops.size()) - 1;
 }
 
 int Builder::collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,

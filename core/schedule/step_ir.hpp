@@ -164,6 +164,8 @@ struct Tensor {
   int layer = -1;
   inventory::Element element = inventory::Element::packed;
   std::vector<std::int64_t> shape;  // elements: {bytes / element_bytes(element)}
+
+  bool operator==(const Tensor&) const = default;
 };
 
 struct Op {
@@ -213,6 +215,8 @@ struct Op {
   Ids deps;    // ops (indices) that must finish first; same-stream order is implicit
   Ids reads;   // tensors read (must be live in their tier)
   Ids writes;  // tensors written
+
+  bool operator==(const Op&) const = default;
 };
 
 struct StepIR {
