@@ -357,7 +357,6 @@ class Builder : private StepState {
     bool moe = false;
     double weights = 0;
     Pass pass = Pass::forward;
-    int layer = -1, micro = 0;
     std::size_t first = 0;  // where its ops were in ir_.ops
     std::vector<Op> ops;    // as built (callers add writes to a pass's last op afterwards)
     Ids deps, reads;

@@ -436,8 +436,6 @@ void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, 
   t.moe = layer < m_.layers && m_.is_moe_layer(layer);
   t.weights = matmul_weights(layer);
   t.pass = pass;
-  t.layer = layer;
-  t.micro = micro;
   t.first = first;
   t.ops.assign(ir_.ops.begin() + static_cast<std::ptrdiff_t>(first), ir_.ops.end());
   t.deps = std::move(deps);
