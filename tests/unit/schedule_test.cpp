@@ -123,14 +123,15 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
                         "  framework: megatron\n  precision: fp8-mixed\n",
                         "  framework: hf-trainer\n  method: qlora\n",
                         "  framework: megatron\n  activation_checkpointing: selective\n"};
-  for (const auto& [model, seq_len, plan] : more)
+  for (const Layout& layout : more)  // (not a structured binding: clang 14's CAPTURE cannot take one)
     for (const char* job : jobs) {
-      CAPTURE(std::string(model));
-      CAPTURE(seq_len);
+      CAPTURE(std::string(layout.model));
+      CAPTURE(layout.seq_len);
       CAPTURE(std::string(job));
       plan::Scenario s;
       try {
-        s = scenario(model, fmt::format("{}  global_batch: 64\n  micro_batch: 1\n  seq_len: {}\n", job, seq_len), plan);
+        s = scenario(layout.model, fmt::format("{}  global_batch: 64\n  micro_batch: 1\n  seq_len: {}\n", job, layout.seq_len),
+                     layout.plan);
       } catch (const InputError&) {
         continue;  // a layout its framework refuses
       }
