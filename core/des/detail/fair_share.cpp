@@ -107,6 +107,7 @@ void FairShare::solve_all(std::vector<Index>& changed) {
 
 void FairShare::solve(std::vector<Index>& changed) {
   if (dirty_.empty()) return;
+  if (solve_alone(changed)) return;
   next_epoch();
   ++stats_.solves;
   s_flows_.clear();
@@ -145,6 +146,50 @@ void FairShare::solve(std::vector<Index>& changed) {
     changed.push_back(f);
     ++stats_.changed;
   }
+}
+
+// The common case of a step's collectives and copies: every new flow alone on each link it
+// crosses, and no other flow on a link that changed. Progressive filling then freezes each at the
+// smallest bandwidth on its path (its share there is bandwidth / 1), at the first such link by
+// index (the fill's order among equal shares), and no held flow can fail its check (none crosses a
+// touched link): the answer solve()'s fill gives, without building S, the heap and the checks.
+bool FairShare::solve_alone(std::vector<Index>& changed) {
+  next_epoch();
+  for (Index f : fresh_) {
+    Flow& flow = flows_[f];
+    if (!flow.live) continue;
+    flow.in_s = epoch_;
+    for (const Edge& e : flow.edges)
+      if (links_[e.link].crossings.size() != 1) return false;  // shared (or crossed twice)
+  }
+  for (Index l : dirty_) {
+    const Link& link = links_[l];
+    if (link.crossings.size() > 1 || (link.crossings.size() == 1 && flows_[link.crossings[0].flow].in_s != epoch_))
+      return false;
+  }
+  ++stats_.solves;
+  ++stats_.fills;
+  for (Index l : dirty_) links_[l].dirty = false;
+  dirty_.clear();
+  for (Index f : fresh_) {
+    Flow& flow = flows_[f];
+    if (!flow.live || flow.in_s != epoch_) continue;
+    flow.in_s = 0;  // once: fresh_ may name a slot twice (removed and reused)
+    ++stats_.flows_filled;
+    Index bottleneck = flow.edges.front().link;
+    for (const Edge& e : flow.edges)
+      if (links_[e.link].bandwidth_Bps < links_[bottleneck].bandwidth_Bps ||
+          (links_[e.link].bandwidth_Bps == links_[bottleneck].bandwidth_Bps && e.link < bottleneck))
+        bottleneck = e.link;
+    flow.bottleneck = bottleneck;
+    const double rate = links_[bottleneck].bandwidth_Bps;
+    if (std::abs(rate - flow.rate) <= kSame * flow.rate) continue;
+    flow.rate = rate;
+    changed.push_back(f);
+    ++stats_.changed;
+  }
+  fresh_.clear();
+  return true;
 }
 
 // Progressive filling of the flows in S; every other flow keeps its rate and its usage. On the

@@ -120,6 +120,7 @@ class FairShare {
     bool live = false;
   };
 
+  bool solve_alone(std::vector<Index>& changed);  // solve()'s answer where no two flows meet; false: not that case
   void mark_dirty(Index link);
   void add_to_s(Index flow);
   void fill();
