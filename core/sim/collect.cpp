@@ -87,6 +87,27 @@ void push_merged(std::vector<Interval>& out, const Interval& iv) {
     out.push_back(iv);
 }
 
+namespace {
+
+// An op whose time on the compute stream counts as computing (StageRun::compute_s).
+bool computes(const Op& op) {
+  return op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+         op.kind == OpKind::loss || op.kind == OpKind::optimizer;
+}
+
+// StageRun::compute_s alone, as collect_stage sums it: what picks the busiest stage.
+double compute_s_of(const schedule::StepIR& ir, const Lowered& l, const des::Result& r) {
+  double s = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    if (op.stream == Stream::compute && !l.folded(i) && computes(op))
+      s += static_cast<double>(l.end(r, i) - l.start(r, i)) * 1e-9;
+  }
+  return s;
+}
+
+}  // namespace
+
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity) {
   StageRun out;
@@ -115,9 +136,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
     const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
     if (kernel_stream) {
-      if (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
-          op.kind == OpKind::loss || op.kind == OpKind::optimizer)
-        out.compute_s += static_cast<double>(end - start) * 1e-9;
+      if (computes(op)) out.compute_s += static_cast<double>(end - start) * 1e-9;
       const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
       skip = 0;
       if (gap > 0) {
@@ -254,16 +273,16 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   for (std::size_t i = 0; i < lowered.size(); ++i)
     for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
   std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
+  // The busiest stage by its compute time, then its figures (and timeline) read once.
   for (int s = 0; s < pp; ++s) {
-    StageRun run = collect_stage(e, r, irs[s], lowered[reported[s]], activity && pp == 1);
     if (phases) stage_peaks[s] = phase_peaks(irs[s], lowered[reported[s]], r);
-    if (run.compute_s > best_busy) {
-      best_busy = run.compute_s;
+    const double busy = pp == 1 ? 0 : compute_s_of(irs[s], lowered[reported[s]], r);
+    if (busy > best_busy) {
+      best_busy = busy;
       best = s;
-      out = std::move(run);
     }
   }
-  if (activity && pp > 1) out = collect_stage(e, r, irs[best], lowered[reported[best]], true);  // the busiest stage's timeline
+  out = collect_stage(e, r, irs[best], lowered[reported[best]], activity);
   for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
   out.stage_peaks = std::move(stage_peaks);
   if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
