@@ -462,15 +462,16 @@ ModelSpec parse_hf_config(std::string_view text, const std::filesystem::path& pa
   // fuzz/readers_fuzz.cpp). A few nulls (a real config has a handful) are removed by node, a
   // pointer compare, so the root keeps its mark (the line an error at the root cites); more are
   // dropped in one pass into a new map, which has no mark (such an error then cites no line).
+  const auto is_null = [](const auto& kv) { return kv.second.IsNull() && kv.first.IsScalar(); };
   std::vector<YAML::Node> nulls;
   for (const auto& kv : root)
-    if (kv.second.IsNull() && kv.first.IsScalar()) nulls.push_back(kv.first);
+    if (is_null(kv)) nulls.push_back(kv.first);
   if (nulls.size() <= 64) {
     for (const auto& key : nulls) root.remove(key);
   } else {
     YAML::Node kept(YAML::NodeType::Map);
     for (const auto& kv : root)
-      if (!(kv.second.IsNull() && kv.first.IsScalar())) kept.force_insert(kv.first, kv.second);
+      if (!is_null(kv)) kept.force_insert(kv.first, kv.second);
     root = kept;
   }
 

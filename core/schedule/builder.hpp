@@ -261,9 +261,9 @@ class Builder : private StepState {
     return add(std::move(op));
   }
   double eager_score_bytes(const LayerWork& w) const;
-  // Compute ops of one layer's forward (pass forward or recompute) or backward; returns the last op.
-  // One layer's forward (or recompute) and backward for one micro-batch; returns its last op.
-  // Built once per kind of layer and pass, then copied (LayerTemplate).
+  // Compute ops of one layer's forward (pass forward or recompute) or backward for one
+  // micro-batch; returns the last op. Built by the build_ functions once per kind of layer and
+  // pass, then copied (LayerTemplate).
   int layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
   int layer_backward(int layer, int micro, Ids deps, Ids reads);
   int build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);

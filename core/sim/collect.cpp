@@ -77,18 +77,6 @@ void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result
   }
 }
 
-}  // namespace
-
-void push_merged(std::vector<Interval>& out, const Interval& iv) {
-  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
-      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
-    out.back().end_s = iv.end_s;
-  else
-    out.push_back(iv);
-}
-
-namespace {
-
 // An op whose time on the compute stream counts as computing (StageRun::compute_s).
 bool computes(const Op& op) {
   return op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
@@ -107,6 +95,14 @@ double compute_s_of(const schedule::StepIR& ir, const Lowered& l, const des::Res
 }
 
 }  // namespace
+
+void push_merged(std::vector<Interval>& out, const Interval& iv) {
+  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
+      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
+    out.back().end_s = iv.end_s;
+  else
+    out.push_back(iv);
+}
 
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity) {

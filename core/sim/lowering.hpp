@@ -205,11 +205,11 @@ Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const
 // scratch indexed by task.
 void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums);
 
-// What one stage's rank did, read from the engine's result.
 // Appends `iv`, or extends the last interval when `iv` continues it: one component doing the same
 // thing on one lane (stream), back to back, draws the same power (collect_stage, sim::unroll).
 void push_merged(std::vector<Interval>& out, const Interval& iv);
 
+// What one stage's rank did, read from the engine's result.
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity);
 
