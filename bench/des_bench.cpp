@@ -127,7 +127,7 @@ Engine build_engine(const Workload& w) {
     if (w.bytes[t] > 0) {
       std::vector<LinkId> p;
       for (auto l : w.path[t]) p.push_back(links[l]);
-      id = e.transfer(queues[w.queue[t]], std::move(p), w.bytes[t]);
+      id = e.transfer(queues[w.queue[t]], p, w.bytes[t]);
     } else {
       id = e.compute(queues[w.queue[t]], w.duration[t]);
     }

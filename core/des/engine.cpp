@@ -422,7 +422,7 @@ void Engine::set_duration(TaskId task, Time duration) {
   impl_->tasks[task.index].time = duration;
 }
 
-TaskId Engine::transfer(QueueId queue, std::vector<LinkId> path, double bytes, Label label) {
+TaskId Engine::transfer(QueueId queue, std::span<const LinkId> path, double bytes, Label label) {
   require(bytes >= 0 && std::isfinite(bytes), "transfer bytes must be finite and >= 0");
   Impl::Task t;
   t.kind = TaskKind::transfer;

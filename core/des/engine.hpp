@@ -42,8 +42,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ftplan::des {
@@ -126,7 +129,10 @@ class Engine {
   // Moves `bytes` over `path` (links in order) at the max-min fair rate; if `queue` is given the
   // task also holds a server of that queue until the flow ends (a copy engine, a NIC queue).
   // An empty path or zero bytes takes only the latency (zero).
-  TaskId transfer(QueueId queue, std::vector<LinkId> path, double bytes, Label label = {});
+  TaskId transfer(QueueId queue, std::span<const LinkId> path, double bytes, Label label = {});
+  TaskId transfer(QueueId queue, std::initializer_list<LinkId> path, double bytes, Label label = {}) {
+    return transfer(queue, std::span<const LinkId>(path.begin(), path.size()), bytes, std::move(label));
+  }
   // Instantaneous changes of a pool's live bytes, ordered by their queue if given.
   TaskId alloc(QueueId queue, PoolId pool, double bytes, Label label = {});
   TaskId free(QueueId queue, PoolId pool, double bytes, Label label = {});

@@ -326,20 +326,23 @@ class StageLowering {
   // crosses the drives and host DRAM (no GPUDirect Storage). True when the op's deps are attached.
   bool copy(std::size_t i, des::QueueId q) {
     const Op& op = ir_.ops[i];
-    std::vector<des::LinkId> path;
+    std::array<des::LinkId, 4> hops{};
+    std::size_t n = 0;
     for (const HostLink h : host_path(op, cx_.p)) {
+      des::LinkId& l = hops[n++];
       switch (h) {
-        case HostLink::pcie_h2d: path.push_back(links_.pcie[0]); break;
-        case HostLink::pcie_d2h: path.push_back(links_.pcie[1]); break;
-        case HostLink::uplink_h2d: path.push_back(links_.uplink[0]); break;
-        case HostLink::uplink_d2h: path.push_back(links_.uplink[1]); break;
-        case HostLink::dram: path.push_back(links_.dram); break;
-        case HostLink::nvme_read: path.push_back(links_.nvme_read); break;
-        case HostLink::nvme_write: path.push_back(links_.nvme_write); break;
-        case HostLink::pageable: path.push_back(links_.pageable); break;
-        case HostLink::cpu: path.push_back(links_.cpu); break;
+        case HostLink::pcie_h2d: l = links_.pcie[0]; break;
+        case HostLink::pcie_d2h: l = links_.pcie[1]; break;
+        case HostLink::uplink_h2d: l = links_.uplink[0]; break;
+        case HostLink::uplink_d2h: l = links_.uplink[1]; break;
+        case HostLink::dram: l = links_.dram; break;
+        case HostLink::nvme_read: l = links_.nvme_read; break;
+        case HostLink::nvme_write: l = links_.nvme_write; break;
+        case HostLink::pageable: l = links_.pageable; break;
+        case HostLink::cpu: l = links_.cpu; break;
       }
     }
+    const std::span<const des::LinkId> path(hops.data(), n);
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
     if (gpu_host && cx_.eff.copy_latency_s > 0) {
       // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.

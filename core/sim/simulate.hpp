@@ -4,6 +4,8 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -203,7 +205,21 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
 // `cpu`: the host cores running a CPU optimizer step, a link whose capacity is their measured
 // AdamW rate x the bytes it moves per parameter; the step's flow crosses it and host DRAM.
 enum class HostLink { pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h, dram, nvme_read, nvme_write, pageable, cpu };
-std::vector<HostLink> host_path(const schedule::Op& op, const plan::Plan& plan);
+// At most four links (pageable staging, PCIe, uplink, DRAM), kept in place: lowering asks once
+// per copy op, and a vector allocated per op showed in the planner's profile.
+struct HostPath {
+  std::array<HostLink, 4> links{};
+  std::size_t size = 0;
+  HostPath() = default;
+  HostPath(std::initializer_list<HostLink> l) {
+    for (const HostLink h : l) push_back(h);
+  }
+  void push_back(HostLink h) { links[size++] = h; }
+  const HostLink* begin() const { return links.data(); }
+  const HostLink* end() const { return links.data() + size; }
+  bool empty() const { return size == 0; }
+};
+HostPath host_path(const schedule::Op& op, const plan::Plan& plan);
 // The name of a representative rank's link in StepResult::links.
 const char* to_string(HostLink l);
 

@@ -2,13 +2,13 @@
 
 namespace ftplan::sim {
 
-std::vector<HostLink> host_path(const Op& op, const plan::Plan& p) {
+HostPath host_path(const Op& op, const plan::Plan& p) {
   if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::cpu, HostLink::dram};
   if (op.kind != OpKind::copy) return {};
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
   const bool to_gpu = op.dst == plan::Tier::gpu;
-  std::vector<HostLink> path;
+  HostPath path;
   if (!p.offload.pinned) path.push_back(HostLink::pageable);
   path.push_back(to_gpu ? HostLink::pcie_h2d : HostLink::pcie_d2h);
   if (detail::gpus_per_switch(p.cluster) > 0) path.push_back(to_gpu ? HostLink::uplink_h2d : HostLink::uplink_d2h);
