@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <unordered_map>
 #include <utility>
@@ -146,6 +147,183 @@ class EventBudget : public YAML::EventHandler {
   std::unordered_map<YAML::anchor_t, std::uint64_t> counts_;
 };
 
+// The document as yaml-cpp's own loader builds it (YAML::LoadAll: its parser's events fed to its
+// NodeBuilder, which is not part of the installed interface), built from the events EventBudget
+// counts, in the same pass: the text is parsed once. It was parsed twice, once for the budget and
+// once by LoadAll, about half of reading a profile or a scenario (callgrind). The nodes are
+// yaml-cpp's own (detail::node, from its public headers) with the marks, tags and styles
+// LoadAll gives them; an alias is the node its anchor names, shared, as there.
+// tests/unit/scenario_test.cpp compares the two trees on every shipped and corpus file.
+class TreeBuilder {
+ public:
+  using Node = YAML::detail::node;
+
+  void start_document() {
+    memory_ = std::make_shared<YAML::detail::memory_holder>();
+    root_ = nullptr;
+    stack_.clear();
+    keys_.clear();
+    anchors_.clear();
+    maps_ = 0;
+  }
+  YAML::Node document() const;
+
+  void null(const YAML::Mark& m, YAML::anchor_t anchor) {
+    push(m, anchor).set_null();
+    pop();
+  }
+  void alias(const YAML::Mark& m, YAML::anchor_t anchor) {
+    // (yaml-cpp's parser refuses an unknown anchor before it emits the alias.)
+    if (anchor >= anchors_.size() || !anchors_[anchor]) throw_at(m, "an alias (*name) to no anchor (&name) before it");
+    push(*anchors_[anchor]);
+    pop();
+  }
+  void scalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, const std::string& value) {
+    Node& n = push(m, anchor);
+    n.set_scalar(value);
+    n.set_tag(tag);
+    pop();
+  }
+  void sequence(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, YAML::EmitterStyle::value style) {
+    Node& n = push(m, anchor);
+    n.set_tag(tag);
+    n.set_type(YAML::NodeType::Sequence);
+    n.set_style(style);
+  }
+  void map(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, YAML::EmitterStyle::value style) {
+    Node& n = push(m, anchor);
+    n.set_type(YAML::NodeType::Map);
+    n.set_tag(tag);
+    n.set_style(style);
+    ++maps_;
+  }
+  void end_sequence() { pop(); }
+  void end_map() {
+    if (maps_ > 0) --maps_;
+    pop();
+  }
+
+ private:
+  [[noreturn]] static void throw_at(const YAML::Mark& m, const std::string& what) {
+    throw YAML::ParserException(m, what);  // load_yaml_text reports it as a syntax error
+  }
+  Node& push(const YAML::Mark& m, YAML::anchor_t anchor) {
+    Node& n = memory_->create_node();
+    n.set_mark(m);
+    if (anchor != YAML::NullAnchor) {
+      if (anchor >= anchors_.size()) anchors_.resize(anchor + 1, nullptr);
+      anchors_[anchor] = &n;
+    }
+    push(n);
+    return n;
+  }
+  // A node inside a mapping is its next key when the mapping has no key waiting for its value.
+  void push(Node& n) {
+    const bool key = !stack_.empty() && stack_.back()->type() == YAML::NodeType::Map && keys_.size() < maps_;
+    stack_.push_back(&n);
+    if (key) keys_.push_back({&n, false});
+  }
+  // The node on top is complete: it becomes the root, an element of its sequence, or its
+  // mapping's key (then the value that follows completes the pair).
+  void pop() {
+    if (stack_.empty()) throw_at(YAML::Mark::null_mark(), "the parser ended a collection it did not start");
+    Node& n = *stack_.back();
+    stack_.pop_back();
+    if (stack_.empty()) {
+      root_ = &n;
+      return;
+    }
+    Node& collection = *stack_.back();
+    if (collection.type() == YAML::NodeType::Sequence) {
+      collection.push_back(n, memory_);
+    } else if (collection.type() == YAML::NodeType::Map && !keys_.empty()) {
+      auto& [k, has_value] = keys_.back();
+      if (has_value) {
+        collection.insert(*k, n, memory_);
+        keys_.pop_back();
+      } else {
+        has_value = true;
+      }
+    } else {
+      throw_at(YAML::Mark::null_mark(), "a value outside any collection");
+    }
+  }
+
+  YAML::detail::shared_memory_holder memory_;
+  Node* root_ = nullptr;
+  std::vector<Node*> stack_;
+  std::vector<std::pair<Node*, bool>> keys_;  // a mapping's key, and whether its value has come
+  std::vector<Node*> anchors_;                // by anchor number (from 1, per document)
+  std::size_t maps_ = 0;                      // mappings open on the stack
+};
+
+// EventBudget's limits and TreeBuilder's tree from one parse.
+class BudgetedBuilder : public YAML::EventHandler {
+ public:
+  BudgetedBuilder(std::size_t budget, std::string name) : budget_(budget, std::move(name)) {}
+  YAML::Node document() const { return tree_.document(); }
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    budget_.OnDocumentStart(m);
+    tree_.start_document();
+  }
+  void OnDocumentEnd() override { budget_.OnDocumentEnd(); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    budget_.OnNull(m, anchor);
+    tree_.null(m, anchor);
+  }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t anchor) override {
+    budget_.OnAlias(m, anchor);
+    tree_.alias(m, anchor);
+  }
+  void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, const std::string& value) override {
+    budget_.OnScalar(m, tag, anchor, value);
+    tree_.scalar(m, tag, anchor, value);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value style) override {
+    budget_.OnSequenceStart(m, tag, anchor, style);
+    tree_.sequence(m, tag, anchor, style);
+  }
+  void OnSequenceEnd() override {
+    budget_.OnSequenceEnd();
+    tree_.end_sequence();
+  }
+  void OnMapStart(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value style) override {
+    budget_.OnMapStart(m, tag, anchor, style);
+    tree_.map(m, tag, anchor, style);
+  }
+  void OnMapEnd() override {
+    budget_.OnMapEnd();
+    tree_.end_map();
+  }
+
+ private:
+  EventBudget budget_;
+  TreeBuilder tree_;
+};
+
+struct BuiltDocument;  // names the Node-making specialization below
+
+}  // namespace
+}  // namespace ftplan::io::detail
+
+// yaml-cpp makes a Node of its own node only in its NodeBuilder; Node's header declares every
+// specialization of `as_if` a friend too, and this one is how TreeBuilder's root becomes a Node.
+template <>
+struct YAML::as_if<ftplan::io::detail::BuiltDocument, void> {
+  static Node make(detail::node& root, const detail::shared_memory_holder& memory) { return Node(root, memory); }
+};
+
+namespace ftplan::io::detail {
+namespace {
+
+YAML::Node TreeBuilder::document() const {
+  if (!root_) return YAML::Node();
+  return YAML::as_if<BuiltDocument, void>::make(*root_, memory_);
+}
+
 }  // namespace
 
 YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
@@ -160,14 +338,10 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (trim(text).empty()) throw InputError({name, 0, 0}, "", "the file is empty");
   std::vector<YAML::Node> docs;
   try {
-    {
-      std::stringstream in{std::string(text)};
-      YAML::Parser parser(in);
-      EventBudget budget(4 * text.size() + 1024, name);
-      while (parser.HandleNextDocument(budget)) {
-      }
-    }
-    docs = YAML::LoadAll(std::string(text));
+    std::stringstream in{std::string(text)};
+    YAML::Parser parser(in);
+    BudgetedBuilder builder(4 * text.size() + 1024, name);
+    while (parser.HandleNextDocument(builder)) docs.push_back(builder.document());
   } catch (const YAML::Exception& e) {
     // yaml-cpp's messages read "yaml-cpp: error at line L, column C: what"; keep only `what`.
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "io/scenario_io.hpp"
 #include "io/yaml_reader.hpp"
@@ -303,6 +306,68 @@ TEST_CASE("the alias limit counts the expanded document exactly, and an alias in
   const std::string m = test::input_error_of([&] { io::detail::load_yaml_text("fsdp: &a\n  x: 1\n  tpu: *a\n", "map.yaml"); });
   CHECK(m.find("map.yaml:3:8:") == 0);
   CHECK(m.find("more than 1000000 values") != std::string::npos);
+}
+
+namespace {
+
+// Where two YAML trees differ ("" where they do not): type, tag, style, mark (offset, line,
+// column), scalar text, and every element and key in order. `budget` bounds the nodes visited
+// (an alias is walked again wherever it is used).
+std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std::string& path, int& budget) {
+  if (--budget < 0) return "";
+  if (a.Type() != b.Type()) return path + ": type";
+  if (a.Tag() != b.Tag()) return path + ": tag";
+  if (a.Style() != b.Style()) return path + ": style";
+  const YAML::Mark ma = a.Mark(), mb = b.Mark();
+  if (ma.pos != mb.pos || ma.line != mb.line || ma.column != mb.column) return path + ": mark";
+  if (a.IsScalar() && a.Scalar() != b.Scalar()) return path + ": scalar";
+  if (a.size() != b.size()) return path + ": size";
+  if (a.IsSequence())
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (auto d = tree_difference(a[i], b[i], path + "[" + std::to_string(i) + "]", budget); !d.empty()) return d;
+  if (a.IsMap())
+    for (auto x = a.begin(), y = b.begin(); x != a.end(); ++x, ++y) {
+      if (auto d = tree_difference(x->first, y->first, path + " key", budget); !d.empty()) return d;
+      if (auto d = tree_difference(x->second, y->second, path + "." + (x->first.IsScalar() ? x->first.Scalar() : "?"), budget);
+          !d.empty())
+        return d;
+    }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the reader's one-pass loader builds the tree yaml-cpp's LoadAll builds, marks included") {
+  /* load_yaml_text builds the document from the events its limits count (one parse; it parsed
+   * the text twice, once for the limits and once by YAML::LoadAll). On every shipped input, test
+   * input and committed fuzz input it reads, the tree is LoadAll's node for node: the readers'
+   * messages name the same line and column. (Where the reader refuses a file, LoadAll is not run:
+   * some of those never end.)                                                                  */
+  namespace fs = std::filesystem;
+  int compared = 0, refused = 0;
+  const fs::path root = FTPLAN_SOURCE_DIR;
+  for (const char* dir : {"scenarios", "model_zoo", "tests/data", "fuzz/corpus"})
+    for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
+      if (!entry.is_regular_file() || entry.file_size() > (1u << 20)) continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      YAML::Node ours;
+      try {
+        ours = io::detail::load_yaml_text(text, entry.path().string());
+      } catch (const InputError&) {
+        ++refused;
+        continue;
+      }
+      const std::vector<YAML::Node> theirs = YAML::LoadAll(text);
+      REQUIRE(!theirs.empty());
+      int budget = 200'000;
+      const std::string difference = tree_difference(ours, theirs.front(), "", budget);
+      INFO(entry.path().string());
+      CHECK(difference == "");
+      ++compared;
+    }
+  MESSAGE(compared << " documents compared, " << refused << " files refused");
+  CHECK(compared > 1000);
 }
 
 TEST_CASE("shards are disjoint and together hold every point") {
