@@ -51,7 +51,8 @@ std::size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-// The first pass over the parser's events, before the document is loaded. Two limits:
+// Limits on the parser's events, checked as they come (the document is built from the same events,
+// TreeBuilder below, so nothing walks it before they hold). Two:
 // - yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its
 //   parser emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF
 //   config). A document cannot hold more nodes than its text has bytes, give or take (an implicit
@@ -153,7 +154,7 @@ class EventBudget : public YAML::EventHandler {
 // once by LoadAll, about half of reading a profile or a scenario (callgrind). The nodes are
 // yaml-cpp's own (detail::node, from its public headers) with the marks, tags and styles
 // LoadAll gives them; an alias is the node its anchor names, shared, as there.
-// tests/unit/scenario_test.cpp compares the two trees on every shipped and corpus file.
+// tests/unit/sweep_test.cpp compares the two trees on every shipped, test and corpus file.
 class TreeBuilder {
  public:
   using Node = YAML::detail::node;
