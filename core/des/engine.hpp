@@ -41,8 +41,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>

@@ -206,7 +206,7 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
 // AdamW rate x the bytes it moves per parameter; the step's flow crosses it and host DRAM.
 enum class HostLink { pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h, dram, nvme_read, nvme_write, pageable, cpu };
 // At most four links (pageable staging, PCIe, uplink, DRAM), kept in place: lowering asks once
-// per copy op, and a vector allocated per op showed in the planner's profile.
+// per copy op, and needs no allocation for it.
 struct HostPath {
   std::array<HostLink, 4> links{};
   std::size_t size = 0;
