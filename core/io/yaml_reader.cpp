@@ -185,22 +185,17 @@ class TreeBuilder {
     n.set_tag(tag);
     pop();
   }
-  void sequence(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, YAML::EmitterStyle::value style) {
+  // A sequence or a mapping opens; it is complete at its end().
+  void collection(YAML::NodeType::value type, const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value style) {
     Node& n = push(m, anchor);
-    n.set_tag(tag);
-    n.set_type(YAML::NodeType::Sequence);
-    n.set_style(style);
-  }
-  void map(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor, YAML::EmitterStyle::value style) {
-    Node& n = push(m, anchor);
-    n.set_type(YAML::NodeType::Map);
+    n.set_type(type);
     n.set_tag(tag);
     n.set_style(style);
-    ++maps_;
+    if (type == YAML::NodeType::Map) ++maps_;
   }
-  void end_sequence() { pop(); }
-  void end_map() {
-    if (maps_ > 0) --maps_;
+  void end() {
+    if (!stack_.empty() && stack_.back()->type() == YAML::NodeType::Map && maps_ > 0) --maps_;
     pop();
   }
 
@@ -284,20 +279,20 @@ class BudgetedBuilder : public YAML::EventHandler {
   void OnSequenceStart(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value style) override {
     budget_.OnSequenceStart(m, tag, anchor, style);
-    tree_.sequence(m, tag, anchor, style);
+    tree_.collection(YAML::NodeType::Sequence, m, tag, anchor, style);
   }
   void OnSequenceEnd() override {
     budget_.OnSequenceEnd();
-    tree_.end_sequence();
+    tree_.end();
   }
   void OnMapStart(const YAML::Mark& m, const std::string& tag, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value style) override {
     budget_.OnMapStart(m, tag, anchor, style);
-    tree_.map(m, tag, anchor, style);
+    tree_.collection(YAML::NodeType::Map, m, tag, anchor, style);
   }
   void OnMapEnd() override {
     budget_.OnMapEnd();
-    tree_.end_map();
+    tree_.end();
   }
 
  private:

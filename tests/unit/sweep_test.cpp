@@ -349,8 +349,7 @@ TEST_CASE("the reader's one-pass loader builds the tree yaml-cpp's LoadAll build
   for (const char* dir : {"scenarios", "model_zoo", "tests/data", "fuzz/corpus"})
     for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
       if (!entry.is_regular_file() || entry.file_size() > (1u << 20)) continue;
-      std::ifstream in(entry.path(), std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text = io::detail::read_input_file(entry.path());
       YAML::Node ours;
       try {
         ours = io::detail::load_yaml_text(text, entry.path().string());
