@@ -474,6 +474,21 @@ void Engine::reserve(std::size_t tasks, std::size_t dependencies) {
 std::size_t Engine::task_count() const { return impl_->tasks.size(); }
 const Label& Engine::label(TaskId task) const { return impl_->labels.at(task.index); }
 const std::string& Engine::queue_name(QueueId q) const { return impl_->queues.at(q.index).name; }
+Time Engine::alone_ns(std::span<const LinkId> path, double bytes, Time* latency) const {
+  Time lat = 0;
+  double slowest = 0;
+  for (const LinkId l : path) {
+    const Impl::Link& link = impl_->links.at(l.index);
+    lat += link.latency;
+    if (slowest == 0 || link.bandwidth_Bps < slowest) slowest = link.bandwidth_Bps;
+  }
+  if (latency) *latency = lat;
+  // As run() moves it: an empty path or no bytes takes the latency alone; else, alone on every
+  // link, the flow gets the smallest bandwidth on its path (FairShare::solve_alone).
+  if (path.empty() || bytes <= 0) return lat;
+  return lat + transfer_ns(bytes, slowest, lat);
+}
+
 const std::string& Engine::link_name(LinkId l) const { return impl_->links.at(l.index).name; }
 const std::string& Engine::pool_name(PoolId p) const { return impl_->pools.at(p.index).name; }
 double Engine::pool_capacity(PoolId p) const { return impl_->pools.at(p.index).capacity_bytes; }

@@ -133,6 +133,11 @@ class Engine {
   TaskId transfer(QueueId queue, std::initializer_list<LinkId> path, double bytes, Label label = {}) {
     return transfer(queue, std::span<const LinkId>(path.begin(), path.size()), bytes, std::move(label));
   }
+  // What run() gives a transfer of `bytes` over `path` that no other flow shares a link with:
+  // its duration (the links' latencies, then the bytes at the slowest link's bandwidth, to the
+  // nearest nanosecond); the latency part alone in `latency`. For lowering that stands in for
+  // such a transfer and checks afterwards that it was alone.
+  Time alone_ns(std::span<const LinkId> path, double bytes, Time* latency = nullptr) const;
   // Instantaneous changes of a pool's live bytes, ordered by their queue if given.
   TaskId alloc(QueueId queue, PoolId pool, double bytes, Label label = {});
   TaskId free(QueueId queue, PoolId pool, double bytes, Label label = {});

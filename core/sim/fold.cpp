@@ -168,11 +168,25 @@ bool folds_undisturbed(const LoweredStep& step, const des::Result& r) {
     spans.reserve(l.folds.size());
     for (const Lowered::Holder& run : l.folds) {
       const des::Time from = l.start(r, run.first), copies = l.fold[run.first];
-      const des::Time first_link = run.nvlink || run.nic ? r.tasks[run.from.index].start : l.end(r, run.last);
+      const des::Time first_link = !(run.nvlink || run.nic)     ? l.end(r, run.last)
+                                   : run.from_op != Lowered::kNoOp ? l.start(r, run.from_op) - run.from_lead
+                                                                  : r.tasks[run.from.index].start;
       spans.push_back({from, l.end(r, run.last), from + (first_link - from) / copies - copies});
     }
     for (const Lowered::Holder& o : l.others) {
       const des::Time from = r.tasks[o.from.index].start, to = l.end(r, o.last);
+      // A run with chained collectives (Lowered::chained) left the comm stream's queue: an op of
+      // that stream issued before it must be done as it starts, one issued after it must not
+      // start before it ends (else the queue's order would have held one of them back). Runs
+      // follow one another on the compute stream, in time as in issue order.
+      if (o.comm) {
+        auto after = std::upper_bound(l.folds.begin(), l.folds.end(), o.first,
+                                      [](std::size_t op, const Lowered::Holder& run) { return op < run.first; });
+        for (auto it = after; it != l.folds.end() && spans[static_cast<std::size_t>(it - l.folds.begin())].from < to; ++it)
+          if (it->chained) return false;
+        for (auto it = after; it != l.folds.begin() && spans[static_cast<std::size_t>(it - 1 - l.folds.begin())].to > from;)
+          if ((--it)->chained) return false;
+      }
       // The first run ending after `from`, and those after it that start before `to`.
       auto it =
           std::upper_bound(spans.begin(), spans.end(), from, [](des::Time t, const Span& span) { return t < span.to; });

@@ -127,8 +127,26 @@ struct Lowered {
     std::size_t first, last;  // runs: op indices; others: the op's own index in both
     des::TaskId from;         // the task its time on a link starts with (a run's first collective's latency part)
     bool comm = false, nvlink = false, nic = false;
+    // Runs: some collective chained into a compute task (`chained` below); when the first one
+    // is, its op and latency (its time on a link starts `from_lead` before the op's interval).
+    bool chained = false;
+    std::size_t from_op = kNoOp;
+    des::Time from_lead = 0;
   };
+  static constexpr std::size_t kNoOp = static_cast<std::size_t>(-1);
   std::vector<Holder> folds, others;
+  // A folded run's collectives that follow its kernels on one serial chain, lowered into the
+  // chain's compute task (lower_stage) as if alone: the latency `lead`, then the op's interval
+  // (l.offset, l.duration: its bytes at NVLink's rate, of which `moving` with data moving). No
+  // task, no flow of their own: exact when nothing else held the comm stream or NVLink meanwhile
+  // (folds_undisturbed), and what the engine did not see of them is added to its result after
+  // the run (credit_chained): the comm stream's busy time, NVLink's bytes and busy time.
+  struct Chained {
+    std::size_t op;
+    des::Time lead, moving;
+    double bytes;
+  };
+  std::vector<Chained> chained;  // in op order
   std::vector<int> fold;  // fold_layers' verdict per op (empty: nothing folded)
   static constexpr des::Time kFolded = -2;
   bool folded(std::size_t i) const { return offset[i] == kFolded; }
@@ -262,6 +280,11 @@ std::vector<int> fold_layers(const schedule::StepIR& ir);
 // Whether no collective outside a folded run used the run's comm stream, NVLink or NIC while the
 // run ran (then the folded run took exactly as long as its layers would have).
 bool folds_undisturbed(const LoweredStep& step, const des::Result& r);
+
+// Adds to a run's result what its stages' chained collectives (Lowered::chained) did outside the
+// engine's sight: their time moves from the compute stream's busy time to the comm stream's, and
+// their bytes and data-moving time go to NVLink. Call once per run, before reading it.
+void credit_chained(const LoweredStep& step, des::Result& r);
 
 // Every lowered kernel at `compute_slowdown`.
 void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown);

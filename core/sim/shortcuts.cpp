@@ -136,7 +136,8 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
 // One run of a short pipeline: its result, and whether its folded layers ran undisturbed.
 StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool activity, bool phases,
                    bool& disturbed) {
-  const des::Result r = step.e.run();
+  des::Result r = step.e.run();
+  credit_chained(step, r);
   disturbed = disturbed || !folds_undisturbed(step, r);
   return collect_step(step, r, irs, stage, activity, false, phases);
 }
