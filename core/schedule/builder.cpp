@@ -32,6 +32,19 @@ StepIR Builder::build() {
     ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
     if (op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad) ir_.frozen_weight_grad_flops_per_rank += op.flops;
   }
+  // Folded runs: the later layers' ops left out still count, and each op's fold count.
+  ir_.model_flops_per_rank += skipped_model_flops_;
+  ir_.hardware_flops_per_rank += skipped_hardware_flops_;
+  ir_.frozen_weight_grad_flops_per_rank += skipped_frozen_flops_;
+  if (!fold_runs_.empty()) {
+    ir_.fold.assign(ir_.ops.size(), 1);
+    for (const FoldRun& r : fold_runs_) {
+      const auto chain_end = static_cast<std::size_t>(r.chain_end);
+      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.first), ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1,
+                r.layers);
+      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1, ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.end), 0);
+    }
+  }
   return std::move(ir_);
 }
 

@@ -361,6 +361,12 @@ class Builder : private StepState {
     std::vector<Op> ops;    // as built (callers add writes to a pass's last op afterwards)
     Ids deps, reads;
     int saved = -1;
+    // For folded runs (StepIR::fold): its ops form one serial chain on the compute and comm
+    // streams (each waits on the one before it; other waits are on its inputs), and what its
+    // ops add to the step's FLOP totals (build()), all of them and the last alone.
+    bool serial = false;
+    double model_flops = 0, hardware_flops = 0, frozen_flops = 0;
+    double last_model_flops = 0, last_hardware_flops = 0, last_frozen_flops = 0;
   };
   std::vector<LayerTemplate> templates_;
   bool templates_on() const;
@@ -370,6 +376,27 @@ class Builder : private StepState {
   void keep_template(int layer, int micro, Pass pass, std::size_t first, Ids deps, Ids reads, int saved);
   // Appends a copy of the template's ops for this layer and micro-batch; returns the last.
   int replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved);
+  // The index in templates_ of the template this layer pass would replay, or -1.
+  int template_index(int layer, Pass pass, const Ids& deps, const Ids& reads, int saved) const;
+
+  // Folded runs (PipelineView::fold, StepIR::fold). A chunk pass's consecutive layers that
+  // replay the same serial templates with the same allocations around them, where nothing
+  // outside the pass waits on a layer's inner ops (no parameter streaming or per-layer gradient
+  // reduction, no offload), run as one serial chain: the first is built whole and stands for
+  // all, of the later ones only their allocations and frees are built, and the run's last op.
+  struct FoldRun {
+    std::size_t first = 0;  // the first layer's first op
+    int chain_end = -1;     // its last op: what the later layers' left-out ops are, for whoever waits on them
+    std::size_t end = 0;    // one past the run's last op
+    int layers = 0;
+  };
+  std::vector<FoldRun> fold_runs_;
+  double skipped_model_flops_ = 0, skipped_hardware_flops_ = 0, skipped_frozen_flops_ = 0;
+  bool fold_on() const;
+  // A later layer of a run leaves out the template's ops: their FLOPs still count; the last op
+  // is built when it ends the run (`keep_last`), its waits on the left-out ops made on `removed`.
+  int fold_replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved,
+                  bool keep_last, int removed);
   std::vector<LayerWork> work_memo_;  // work_of by layer, for the templates' key
 
   const model::ModelSpec& m_;

@@ -403,14 +403,21 @@ bool Builder::templates_on() const {
 
 const Builder::LayerTemplate* Builder::find_template(int layer, Pass pass, const Ids& deps, const Ids& reads,
                                                      int saved) const {
-  if (templates_.empty() || layer < 0 || static_cast<std::size_t>(layer) >= work_memo_.size()) return nullptr;
+  const int t = template_index(layer, pass, deps, reads, saved);
+  return t < 0 ? nullptr : &templates_[static_cast<std::size_t>(t)];
+}
+
+int Builder::template_index(int layer, Pass pass, const Ids& deps, const Ids& reads, int saved) const {
+  if (templates_.empty() || layer < 0 || static_cast<std::size_t>(layer) >= work_memo_.size()) return -1;
   const LayerWork& w = work_memo_[static_cast<std::size_t>(layer)];
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
-  for (const LayerTemplate& t : templates_)
+  for (std::size_t i = 0; i < templates_.size(); ++i) {
+    const LayerTemplate& t = templates_[i];
     if (t.pass == pass && t.deps.size() == deps.size() && t.reads.size() == reads.size() && (t.saved >= 0) == (saved >= 0) &&
         t.moe == moe && t.work == w && t.weights == matmul_weights(layer))
-      return &t;
-  return nullptr;
+      return static_cast<int>(i);
+  }
+  return -1;
 }
 
 void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, Ids deps, Ids reads, int saved) {
@@ -441,7 +448,54 @@ void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, 
   t.deps = std::move(deps);
   t.reads = std::move(reads);
   t.saved = saved;
+  // One serial chain (what a folded run needs of it, sim/fold.cpp's `serial`): on the compute and
+  // comm streams, no pipeline or ring point-to-point, each op after the first waiting on the one
+  // before it (or on the same stream), any other wait on an input the first op waits on too.
+  t.serial = true;
+  for (std::size_t k = 0; k < t.ops.size(); ++k) {
+    const Op& op = t.ops[k];
+    if ((op.stream != Stream::compute && op.stream != Stream::comm) || op.peer >= 0 ||
+        (op.kind == OpKind::collective && op.collective == Collective::send_recv))
+      t.serial = false;
+    bool after_previous = k == 0 || t.ops[k - 1].stream == op.stream;
+    for (int d : op.deps) {
+      after_previous = after_previous || static_cast<std::size_t>(d) == first + k - 1;
+      if (k > 0 && static_cast<std::size_t>(d) < first &&
+          std::find(t.ops[0].deps.begin(), t.ops[0].deps.end(), d) == t.ops[0].deps.end())
+        t.serial = false;
+    }
+    if (!after_previous) t.serial = false;
+    // What build() adds to the step's totals for this op.
+    const double frozen = op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad ? op.flops : 0.0;
+    t.model_flops += op.model_flops;
+    t.hardware_flops += op.model_flops + op.recompute_flops;
+    t.frozen_flops += frozen;
+    if (k + 1 == t.ops.size()) {
+      t.last_model_flops = op.model_flops;
+      t.last_hardware_flops = op.model_flops + op.recompute_flops;
+      t.last_frozen_flops = frozen;
+    }
+  }
   templates_.push_back(std::move(t));
+}
+
+bool Builder::fold_on() const { return view_.fold && templates_on(); }
+
+int Builder::fold_replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved,
+                         bool keep_last, int removed) {
+  skipped_model_flops_ += t.model_flops - (keep_last ? t.last_model_flops : 0.0);
+  skipped_hardware_flops_ += t.hardware_flops - (keep_last ? t.last_hardware_flops : 0.0);
+  skipped_frozen_flops_ += t.frozen_flops - (keep_last ? t.last_frozen_flops : 0.0);
+  if (!keep_last) return removed;
+  const int first = static_cast<int>(t.first);
+  Op& op = ir_.ops.emplace_back(t.ops.back());
+  op.layer = layer;
+  op.micro = micro;
+  for (int& d : op.deps)
+    d = d >= first ? removed : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
+  if (!op.reads.empty()) op.reads = reads;
+  if (!op.writes.empty()) op.writes = {saved};
+  return static_cast<int>(ir_.ops.size()) - 1;
 }
 
 int Builder::replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved) {

@@ -233,6 +233,13 @@ struct StepIR {
   // step's micro-batches (the simulator's steady-state shortcut sets it from two partial IRs); a
   // drive's write rate depends on how much of a step fits its write cache. < 0: the IR's own.
   double nvme_step_written_bytes = -1;
+  // Folded runs (built with PipelineView::fold; empty when none): per op, n >= 2 for the ops of
+  // the first layer of a run of n identical consecutive layers (each standing for n), 0 for the
+  // ops kept of its later layers (their allocations and frees, and the run's last op, which what
+  // follows waits on; the rest of those layers is not in `ops`), 1 otherwise. The convention of
+  // the simulator's fold_layers (sim/lowering.hpp), which finds such runs in a whole IR. The
+  // totals above count every layer.
+  std::vector<int> fold;
 };
 
 // Bytes the IR's ops copy to NVMe.
@@ -282,6 +289,9 @@ std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std
 struct PipelineView {
   int stages = 0;
   int position = 0;
+  // Fold the chunk passes' runs of identical layers (StepIR::fold): for the simulator's short
+  // pipelines, whose lowering folds them anyway (sim/lower.cpp).
+  bool fold = false;
 };
 
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,

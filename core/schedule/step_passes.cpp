@@ -1,3 +1,5 @@
+#include <tuple>
+
 #include "schedule/builder.hpp"
 
 namespace ftplan::schedule::detail {
@@ -197,8 +199,13 @@ void Builder::forward(int mb, int chunk) {
   const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
   if (vs > 0) receive(mb, vs - 1, vs, false);
   std::vector<int> released(layers, -1);
+  // Folded runs (StepIR::fold): nothing outside waits on a layer's inner ops here.
+  const bool fold = fold_on() && !stream_params && !gathered_for_step && !offloaded_group;
+  FoldRun run;
+  int run_template = -1;  // the template the open run replays; -1: none open
   for (int l = c0; l < c1; ++l) {
     const int layer = layer_of[l];
+    const std::size_t first_op = ir_.ops.size();
     Ids deps = {last_compute};
     Ids reads;
     int buffer = -1;
@@ -221,7 +228,31 @@ void Builder::forward(int mb, int chunk) {
       if (offloaded_group) take_slot(activation_stash, activation_slots(), saved[l], slot);
       deps.push_back(alloc(Stream::compute, saved[l], slot));
     }
-    last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
+    // Whether layer l + 1 replays template t as layer l does (the same inputs and allocations).
+    const auto next_replays = [&](int t) {
+      return l + 1 < c1 && template_index(layer_of[l + 1], Pass::forward, deps, reads, saved[l]) == t;
+    };
+    bool continues = false;
+    if (run_template >= 0) {  // a later layer of the open run
+      continues = next_replays(run_template);
+      last_compute = fold_replay(templates_[static_cast<std::size_t>(run_template)], layer, mb, deps, reads, saved[l],
+                                 !continues, run.chain_end);
+      ++run.layers;
+    } else {
+      last_compute = layer_forward(layer, mb, Pass::forward, deps, reads, saved[l]);
+      const int t = fold ? template_index(layer, Pass::forward, deps, reads, saved[l]) : -1;
+      if (t >= 0 && templates_[static_cast<std::size_t>(t)].serial && ir_.ops[first_op].stream == Stream::compute &&
+          next_replays(t)) {
+        run = {first_op, last_compute, 0, 1};
+        run_template = t;
+        continues = true;
+      }
+    }
+    if (run_template >= 0 && !continues) {
+      run.end = ir_.ops.size();
+      fold_runs_.push_back(run);
+      run_template = -1;
+    }
     if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
     released[l] = last_compute;
     if (offloaded_group && saved[l] >= 0) offload_activations(l, layer, mb);
@@ -242,8 +273,18 @@ void Builder::backward(int mb, int chunk) {
     const int before = back < c1 ? released_bwd[back] : -1;
     fetched[l] = fetch(layer_of[l], mb, true, before, last_compute, fetched_buffer[l]);
   };
+  // Folded runs (StepIR::fold): nothing outside waits on a layer's inner ops when no gradient
+  // is reduced or offloaded per layer in this pass and the recompute, if any, is a layer template.
+  const bool grads_gpu = !grads_group || grads_group->tier == Tier::gpu;
+  const bool reduces = any_dp && (reduce_each_micro || backwards[c1 - 1] + 1 == micro_batches);
+  const bool fold = fold_on() && !stream_params && !gathered_for_step && !offloaded_group && grads_gpu && !reduces &&
+                    !(job_.checkpointing == Checkpointing::selective &&
+                      inv_.profile.selective == plan::FrameworkProfile::Selective::every_other_mm);
+  FoldRun run;
+  int run_template = -1, run_recompute = -1;  // the open run's backward and recompute templates; -1: none open
   for (int l = c1 - 1; l >= c0; --l) {
     const int layer = layer_of[l];
+    const std::size_t first_op = ir_.ops.size();
     const bool first_backward = backwards[l] == 0;
     const bool last_backward = ++backwards[l] == micro_batches;
     Ids deps = {last_compute};
@@ -273,15 +314,59 @@ void Builder::backward(int mb, int chunk) {
     }
     const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
     if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
-    int cur = backward_ready(layer, mb, deps, reads, l);
-    cur = layer_backward(layer, mb, {cur}, reads);
-    if (grads_on_gpu && grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
+    // The templates layer l's backward replays (its recompute's, -1 without one) and whether layer
+    // `next` replays the same with the same allocations.
+    const auto templates_of = [&](int at) {
+      const int lay = layer_of[at];
+      const int rec = job_.checkpointed(at) ? template_index(lay, Pass::recompute, deps, reads, -1) : -1;
+      return std::pair{template_index(lay, Pass::backward, Ids{0}, reads, -1), rec};
+    };
+    const auto same_allocations = [&](int a, int b) {
+      if (job_.checkpointed(a) != job_.checkpointed(b)) return false;
+      if (!(first_backward && grads_on_gpu)) return true;
+      if ((grad_tensor[a] >= 0) != (grad_tensor[b] >= 0)) return false;
+      if (grad_tensor[a] < 0) return true;
+      const Tensor &x = ir_.tensors[grad_tensor[a]], &y = ir_.tensors[grad_tensor[b]];
+      return x.bytes == y.bytes && x.tier == y.tier && x.category == y.category;
+    };
+    const auto next_replays = [&](std::pair<int, int> t) {
+      const bool serial = t.first >= 0 && templates_[static_cast<std::size_t>(t.first)].serial &&
+                          (t.second >= 0 ? templates_[static_cast<std::size_t>(t.second)].serial : !job_.checkpointed(l));
+      return serial && l - 1 >= c0 && same_allocations(l, l - 1) && templates_of(l - 1) == t;
+    };
+    int cur;
+    bool continues = false;
+    if (run_template >= 0) {  // a later layer of the open run: its recompute and backward left out
+      continues = next_replays({run_template, run_recompute});
+      if (run_recompute >= 0)
+        fold_replay(templates_[static_cast<std::size_t>(run_recompute)], layer, mb, deps, reads, -1, false, run.chain_end);
+      cur = fold_replay(templates_[static_cast<std::size_t>(run_template)], layer, mb, {run.chain_end}, reads, -1, false,
+                        run.chain_end);
+      ++run.layers;
+    } else {
+      cur = backward_ready(layer, mb, deps, reads, l);
+      cur = layer_backward(layer, mb, {cur}, reads);
+      if (grads_on_gpu && grad_tensor[l] >= 0) ir_.ops[cur].writes.push_back(grad_tensor[l]);
+    }
     if (saved[l] >= 0) cur = release(Stream::compute, saved[l], {cur});
     for (int t : bwd_tensors) cur = release(Stream::compute, t, {cur});
     if (buffer >= 0) cur = release(Stream::compute, buffer, {cur});
     if (gathered_for_step) cur = accumulate_unsharded(l, mb, cur);
     released_bwd[l] = cur;
     last_compute = cur;
+    if (fold && run_template < 0 && ir_.ops[first_op].stream == Stream::compute) {
+      const std::pair<int, int> t = templates_of(l);
+      if (next_replays(t)) {
+        run = {first_op, cur, 0, 1};  // its first layer ends with its last free
+        std::tie(run_template, run_recompute) = t;
+        continues = true;
+      }
+    }
+    if (run_template >= 0 && !continues) {
+      run.end = ir_.ops.size();
+      fold_runs_.push_back(run);
+      run_template = -1;
+    }
     if (gathered_for_step) continue;  // reduced after the chunk's last backward, below
     const int produced = reduce_gradients(layer, mb, last_backward, cur);
     if (grads_group && !grads_on_gpu && last_backward) offload_gradients(l, layer, mb, produced);

@@ -1,5 +1,7 @@
 #include "sim/lowering.hpp"
 
+#include "common/error.hpp"
+
 namespace ftplan::sim {
 
 namespace detail {
@@ -71,7 +73,10 @@ class StageLowering {
     for (const Op& op : ir_.ops)
       for (int d : op.deps) ++dependents_[d];
     pending_.assign(n, 0);
-    if (cx_.fold) fold_ = fold_layers(ir_);
+    // The builder's folded runs (PipelineView::fold: its IR leaves their later layers' inner ops
+    // out, so it is lowered folded or not at all), else those fold_layers finds.
+    FTPLAN_ASSERT(cx_.fold || ir_.fold.empty(), "an IR built folded is lowered folded");
+    if (cx_.fold) fold_ = ir_.fold.empty() ? fold_layers(ir_) : ir_.fold;
     for (std::size_t i = 0; i < n; ++i) {
       if (!fold_.empty() && i > 0 && fold_[i - 1] == 0 && fold_[i] != 0) end_run();
       if (!fold_.empty() && fold_[i] != 1) {
@@ -234,12 +239,16 @@ class StageLowering {
     }
     const CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
     if (cost.inter_bytes > 0) return false;
-    // A folded run's first layer stands for scale_ layers: as many latencies and bytes.
+    // A folded run's first layer stands for scale_ layers: as many latencies and transfers, each
+    // rounded to the nanosecond as its own (as the kernels are), which is what lowering every
+    // layer gives.
     const double bytes = cost.intra_bytes * scale_;
     const des::Time lead = ns(cost.alpha_s) * scale_;
     const des::LinkId path[1] = {l_.nvlink};
     des::Time link_latency = 0;
-    const des::Time d = e_.alone_ns(path, bytes, &link_latency);
+    const des::Time one = e_.alone_ns(path, cost.intra_bytes, &link_latency);
+    const des::Time d = one * scale_;
+    link_latency *= scale_;
     Lowered::Holder& run = l_.folds.back();
     if (!run.nvlink) {
       run.from_op = i;

@@ -116,17 +116,19 @@ struct ShortRun {
   int micro;
 };
 
-// The three short pipelines' IRs, each stage built once; false when one writes to NVMe (a drive's
-// write rate depends on the whole step's bytes, which the short runs do not have).
+// The three short pipelines' IRs, each stage built once (`fold`: with the builder's folded runs);
+// false when one writes to NVMe (a drive's write rate depends on the whole step's bytes, which the
+// short runs do not have).
 bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const ShortRun (&shapes)[3],
-                      std::vector<schedule::StepIR> (&irs)[3]) {
+                      std::vector<schedule::StepIR> (&irs)[3], bool fold) {
   std::map<int, inventory::Inventory> inventories;
   for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
   for (int i = 0; i < 3; ++i) {
+    irs[i].clear();
     const int q = static_cast<int>(shapes[i].real.size());
     for (int pos = 0; pos < q; ++pos) {
       irs[i].push_back(schedule::build_step(m, p, inventories.at(shapes[i].real[pos]), shapes[i].micro, false,
-                                            schedule::PipelineView{q, pos}));
+                                            schedule::PipelineView{q, pos, fold}));
       if (schedule::nvme_written_bytes(irs[i].back()) > 0) return false;
     }
   }
@@ -201,12 +203,18 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   const double h = (static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b)) / (k_c - k_b);
   const double w_b = w_stages + h, w_c = -h;
   std::vector<schedule::StepIR> irs[3];
-  if (!build_short_runs(m, p, shapes, irs)) return std::nullopt;
+  if (!build_short_runs(m, p, shapes, irs, fold)) return std::nullopt;
   StageRun run[3];
   int stage[3] = {0, 0, 0};
   ShortRuns outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, fold, run, stage);
-  if (outcome == ShortRuns::disturbed)
+  if (outcome == ShortRuns::disturbed) {
+    // Lowered again layer by layer, from whole IRs where the builder left later layers out.
+    if (std::any_of(std::begin(irs), std::end(irs), [](const auto& stages) {
+          return std::any_of(stages.begin(), stages.end(), [](const schedule::StepIR& ir) { return !ir.fold.empty(); });
+        }))
+      build_short_runs(m, p, shapes, irs, false);
     outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, run, stage);
+  }
   if (outcome != ShortRuns::ok) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
