@@ -173,14 +173,16 @@ class Builder : private StepState {
     return static_cast<int>(ir_.tensors.size()) - 1;
   }
   int alloc(Stream s, int t, Ids deps = {}) {
-    Op op = make_op(OpKind::alloc, s, Pass::other, "alloc " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
+    Op op = make_op(OpKind::alloc, s, Pass::other, names_ ? "alloc " + ir_.tensors[t].name : std::string(),
+                    ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
     op.writes = {t};
     return add(std::move(op));
   }
   int release(Stream s, int t, Ids deps = {}) {
-    Op op = make_op(OpKind::free, s, Pass::other, "free " + ir_.tensors[t].name, ir_.tensors[t].layer, 0);
+    Op op = make_op(OpKind::free, s, Pass::other, names_ ? "free " + ir_.tensors[t].name : std::string(),
+                    ir_.tensors[t].layer, 0);
     op.tensor = t;
     op.deps = std::move(deps);
     const int id = add(std::move(op));
