@@ -199,6 +199,26 @@ dtype: bf16
   CHECK(p.job.optimizer.paged);
 }
 
+TEST_CASE("torchtune: epochs x max_steps_per_epoch past 64 bits is refused at the key, not overflowed") {
+  /* Found by fuzz_import_torchtune (fuzz/findings): epochs 8000000001659726644 and
+   * max_steps_per_epoch -6 multiplied as long long, signed overflow (UBSan). */
+  const fs::path f = write_scratch("steps.yaml", R"(model:
+  _component_: torchtune.models.llama3_2.lora_llama3_2_1b
+epochs: 8000000001659726644
+max_steps_per_epoch: -6
+)");
+  const std::string e = test::input_error_of([&] { translate({f}, cluster("1")); });
+  CHECK(e.find(f.string() + ":4:22: max_steps_per_epoch: ") != std::string::npos);
+  CHECK(e.find("is past any step count") != std::string::npos);
+  // In range, the product is the step count (the scenario reader checks its sign and size).
+  const fs::path g = write_scratch("steps_ok.yaml", R"(model:
+  _component_: torchtune.models.llama3_2.lora_llama3_2_1b
+epochs: 3
+max_steps_per_epoch: 50
+)");
+  CHECK(translate({g}, cluster("1")).yaml.find("steps: 150") != std::string::npos);
+}
+
 TEST_CASE("torchtitan: Llama 3 8B and 70B train configs") {
   /* llama3_8b.toml: local_batch_size 1, seq_len 8192, steps 1000, op-level selective AC,
    * bf16 parameters for compute over fp32 (the defaults), data_parallel_shard_degree -1. */

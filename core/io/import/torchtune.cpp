@@ -188,7 +188,14 @@ void read_steps(Context& ctx, Fields& f) {
         ctx.ignored.push_back(
             {epochs_node->where, "epochs", "epochs need the dataset size in tokens: give --tokens or --steps"});
     } else if (const auto v = as_int(f, "max_steps_per_epoch", *s); v && epochs > 0) {
-      f.set("job.steps", std::to_string(*v * epochs), "max_steps_per_epoch", *s, fmt::format("x epochs {}", epochs));
+      // Both are any 64-bit integers in the file: a product past that is refused here (the
+      // scenario reader bounds job.steps far below it, and checks the sign).
+      long long steps = 0;
+      if (__builtin_mul_overflow(*v, epochs, &steps))
+        f.error(*s, "max_steps_per_epoch",
+                fmt::format("{} steps an epoch x {} epochs is past any step count ftplan takes", *v, epochs));
+      else
+        f.set("job.steps", std::to_string(steps), "max_steps_per_epoch", *s, fmt::format("x epochs {}", epochs));
     }
   } else if (epochs_node) {
     ctx.ignored.push_back(
