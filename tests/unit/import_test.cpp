@@ -219,6 +219,24 @@ max_steps_per_epoch: 50
   CHECK(translate({g}, cluster("1")).yaml.find("steps: 150") != std::string::npos);
 }
 
+TEST_CASE("a key given twice in a YAML or JSON config is refused at its second place") {
+  /* The torchtune finding's input (fuzz/findings/import_torchtune-ubsan-steps-overflow.yaml) also
+   * gives `epochs` twice; the reader took the first and dropped the second unseen. */
+  const fs::path y = write_scratch("twice.yaml", R"(model:
+  _component_: torchtune.models.llama3_2.lora_llama3_2_1b
+epochs: 3
+epochs: 1
+)");
+  std::string e = test::input_error_of([&] { translate({y}, cluster("1")); });
+  CHECK(e.find(y.string() + ":4:1: epochs: appears twice in the same mapping") != std::string::npos);
+  const fs::path j = write_scratch("twice.json", R"({
+  "train_micro_batch_size_per_gpu": 2,
+  "zero_optimization": {"stage": 2, "stage": 3}
+})");
+  e = test::input_error_of([&] { translate({j}, cluster("8", "llama-3.2-1b")); });
+  CHECK(e.find(j.string() + ":3:37: stage: appears twice in the same mapping") != std::string::npos);
+}
+
 TEST_CASE("torchtitan: Llama 3 8B and 70B train configs") {
   /* llama3_8b.toml: local_batch_size 1, seq_len 8192, steps 1000, op-level selective AC,
    * bf16 parameters for compute over fp32 (the defaults), data_parallel_shard_degree -1. */

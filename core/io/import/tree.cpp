@@ -1,5 +1,7 @@
 // JSON, YAML and TOML documents as one tree of import::Node, each value with its place.
 #include <sstream>
+#include <string>
+#include <unordered_set>
 
 #include <toml++/toml.h>
 
@@ -36,16 +38,24 @@ Node from_yaml(const YAML::Node& y, const std::string& file, int depth) {
       n.kind = Node::Kind::seq;
       for (const auto& e : y) n.elems.push_back(from_yaml(e, file, depth + 1));
       break;
-    case YAML::NodeType::Map:
+    case YAML::NodeType::Map: {
       n.kind = Node::Kind::map;
+      // A key given twice: Python's json and PyYAML keep the last, OmegaConf (torchtune) refuses
+      // the file; a reader that kept either would take one value and drop the other unseen.
+      std::unordered_set<std::string> keys;
       for (const auto& kv : y) {
         if (!kv.first.IsScalar()) {
           const Node k = from_yaml(kv.first, file, depth + 1);
           throw InputError(k.where, "", "a mapping key that is not text");
         }
+        if (!keys.insert(kv.first.Scalar()).second) {
+          const Node k = from_yaml(kv.first, file, depth + 1);
+          throw InputError(k.where, kv.first.Scalar(), "appears twice in the same mapping");
+        }
         n.items.push_back(Node::Item{kv.first.Scalar(), from_yaml(kv.second, file, depth + 1)});
       }
       break;
+    }
   }
   return n;
 }
