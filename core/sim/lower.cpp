@@ -190,20 +190,30 @@ class StageLowering {
   void chain_kernel(std::size_t i) {
     const Op& op = ir_.ops[i];
     // Joins the chain when the chain's last op is the previous op on this stream and only this op
-    // waits on it. It must wait for nothing but the chain and earlier ops of its stream: a wait on
-    // another stream would hold back the whole chain.
-    std::uint32_t on_back = 0;
-    bool inside = true;
-    if (!chain_.empty())
-      for (int d : op.deps) {
-        on_back += static_cast<std::size_t>(d) == chain_.back();
-        inside = inside && (pending_[d] || ir_.ops[d].stream == Stream::compute);
-      }
-    const bool joins = !chain_.empty() && inside && static_cast<int>(chain_.back()) == last_compute_ &&
-                       dependents_[chain_.back()] == on_back;
+    // waits on it.
+    const bool joins = waits_on_chain_end(op) >= 0 && static_cast<int>(chain_.back()) == last_compute_;
     if (!joins) flush();
     l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
-    const des::Time d = kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_;
+    append_to_chain(i, 0, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_);
+  }
+
+  // How many of `op`'s waits are on the chain's last op; -1 when the chain is empty, when something
+  // else waits on that op too, or when `op` waits on an op neither in the chain nor of the compute
+  // stream (a wait on another stream would hold back the whole chain; an earlier compute op is
+  // done before the chain starts).
+  int waits_on_chain_end(const Op& op) const {
+    if (chain_.empty()) return -1;
+    std::uint32_t on_back = 0;
+    for (int d : op.deps) {
+      on_back += static_cast<std::size_t>(d) == chain_.back();
+      if (!pending_[d] && ir_.ops[d].stream != Stream::compute) return -1;
+    }
+    return dependents_[chain_.back()] == on_back ? static_cast<int>(on_back) : -1;
+  }
+
+  // Op i runs in the chain's task after `lead` ns (a collective's latency), for `d` ns.
+  void append_to_chain(std::size_t i, des::Time lead, des::Time d) {
+    chain_ns_ += lead;
     l_.offset[i] = chain_ns_;
     l_.duration[i] = d;
     chain_ns_ += d;
@@ -228,14 +238,8 @@ class StageLowering {
       return false;
     if (chain_.empty()) {
       if (last_compute_ < 0 || std::find(op.deps.begin(), op.deps.end(), last_compute_) == op.deps.end()) return false;
-    } else {
-      if (chain_.back() + 1 != i) return false;
-      std::uint32_t on_back = 0;
-      for (int d : op.deps) {
-        on_back += static_cast<std::size_t>(d) == chain_.back();
-        if (!pending_[d] && ir_.ops[d].stream != Stream::compute) return false;
-      }
-      if (on_back == 0 || dependents_[chain_.back()] != on_back) return false;
+    } else if (chain_.back() + 1 != i || waits_on_chain_end(op) <= 0) {
+      return false;
     }
     const CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
     if (cost.inter_bytes > 0) return false;
@@ -255,13 +259,7 @@ class StageLowering {
       run.from_lead = lead;
     }
     run.comm = run.nvlink = run.chained = true;
-    chain_ns_ += lead;
-    l_.offset[i] = chain_ns_;
-    l_.duration[i] = d;
-    chain_ns_ += d;
-    chain_.push_back(i);
-    pending_[i] = 1;
-    last_compute_ = static_cast<int>(i);
+    append_to_chain(i, lead, d);
     l_.chained.push_back({i, lead, d - link_latency, bytes});
     return true;
   }
