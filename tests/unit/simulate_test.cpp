@@ -535,54 +535,42 @@ TEST_CASE("a folded run's chained collectives leave the comm queue: an earlier c
   const sim::Efficiency eff = sim::default_efficiency(p.cluster.gpu);
   const auto stage = [](bool gather_waits_on_copy) {
     schedule::StepIR ir;
-    auto add = [&](schedule::Op op) {
-      ir.ops.push_back(std::move(op));
-      return static_cast<int>(ir.ops.size() - 1);
+    auto add = [&](schedule::OpKind kind, schedule::Stream stream, int layer, schedule::Ids deps) -> schedule::Op& {
+      schedule::Op& op = ir.ops.emplace_back();
+      op.kind = kind;
+      op.stream = stream;
+      op.layer = layer;
+      op.deps = std::move(deps);
+      return op;
     };
-    schedule::Op start;
-    const int marker = add(start);
-    schedule::Op copy;
-    copy.kind = schedule::OpKind::copy;
-    copy.stream = schedule::Stream::h2d;
+    const auto last = [&] { return static_cast<int>(ir.ops.size() - 1); };
+    add(schedule::OpKind::marker, schedule::Stream::compute, -1, {});
+    schedule::Op& copy = add(schedule::OpKind::copy, schedule::Stream::h2d, -1, {0});
     copy.src = plan::Tier::cpu;
-    copy.dst = plan::Tier::gpu;
     copy.bytes = 1e9;
-    copy.deps = {marker};
-    const int copied = add(copy);
-    schedule::Op gather;
-    gather.kind = schedule::OpKind::collective;
-    gather.stream = schedule::Stream::comm;
-    gather.collective = schedule::Collective::all_gather;
-    gather.group = schedule::Group::tp;
-    gather.group_size = 8;
-    gather.bytes = 64e6;
-    gather.deps = {gather_waits_on_copy ? copied : marker};
-    int last = add(gather);
-    if (!gather_waits_on_copy) last = marker;  // the layers start after the gather's queue is clear
+    const auto gather = [&](int layer, int after) {
+      schedule::Op& ag = add(schedule::OpKind::collective, schedule::Stream::comm, layer, {after});
+      ag.collective = schedule::Collective::all_gather;
+      ag.group = schedule::Group::tp;
+      ag.group_size = 8;
+      ag.bytes = 64e6;
+    };
+    gather(-1, gather_waits_on_copy ? 1 : 0);
+    // Waiting on the copy, the gather is still queued as the layers start; else they wait for it.
+    int before = gather_waits_on_copy ? 0 : 2;
     for (int layer = 0; layer < 4; ++layer) {
-      schedule::Op gemm;
-      gemm.kind = schedule::OpKind::gemm;
+      schedule::Op& gemm = add(schedule::OpKind::gemm, schedule::Stream::compute, layer, {before});
       gemm.pass = schedule::Pass::forward;
-      gemm.layer = layer;
       gemm.flops = 2e12;
       gemm.bytes = 1e8;
       gemm.kernels = 1;
       gemm.m = gemm.n = gemm.k = 8192;
-      gemm.deps = {layer == 0 && !gather_waits_on_copy ? 2 : last};
-      if (layer == 0 && gather_waits_on_copy) gemm.deps = {marker};
-      const int g = add(gemm);
-      schedule::Op ag = gather;
-      ag.layer = layer;
-      ag.deps = {g};
-      const int a = add(ag);
-      schedule::Op ew;
-      ew.kind = schedule::OpKind::elementwise;
+      gather(layer, last());
+      schedule::Op& ew = add(schedule::OpKind::elementwise, schedule::Stream::compute, layer, {last()});
       ew.pass = schedule::Pass::forward;
-      ew.layer = layer;
       ew.bytes = 1e8;
       ew.kernels = 1;
-      ew.deps = {a};
-      last = add(ew);
+      before = last();
     }
     return std::vector<schedule::StepIR>{ir};
   };
