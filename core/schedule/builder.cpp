@@ -26,16 +26,16 @@ StepIR Builder::build() {
 
   // Totals.
   ir_.tokens_per_rank = tokens_ * micro_batches * plan::real_token_fraction(job_);
+  FlopTotals totals;
   for (auto& op : ir_.ops) {
     if (op.element == Element::packed) op.element = element_of(op);
-    ir_.model_flops_per_rank += op.model_flops;
-    ir_.hardware_flops_per_rank += op.model_flops + op.recompute_flops;
-    if (op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad) ir_.frozen_weight_grad_flops_per_rank += op.flops;
+    totals += FlopTotals::of(op);
   }
   // Folded runs: the later layers' ops left out still count, and each op's fold count.
-  ir_.model_flops_per_rank += skipped_model_flops_;
-  ir_.hardware_flops_per_rank += skipped_hardware_flops_;
-  ir_.frozen_weight_grad_flops_per_rank += skipped_frozen_flops_;
+  totals += skipped_flops_;
+  ir_.model_flops_per_rank = totals.model;
+  ir_.hardware_flops_per_rank = totals.hardware;
+  ir_.frozen_weight_grad_flops_per_rank = totals.frozen;
   if (!fold_runs_.empty()) {
     ir_.fold.assign(ir_.ops.size(), 1);
     for (const FoldRun& r : fold_runs_) {

@@ -354,6 +354,27 @@ class Builder : private StepState {
   // the pass's inputs and it makes no tensor of its own; names (traces), FP8 casts (their
   // bytes depend on the micro-batch) and passes split in blocks (ring attention, async TP) are
   // always built.
+  // What an op adds to the step's FLOP totals (StepIR's model, hardware and frozen-weight-gradient
+  // FLOPs per rank): build() sums it over the ops, and over the ops a folded run leaves out.
+  struct FlopTotals {
+    double model = 0, hardware = 0, frozen = 0;
+    static FlopTotals of(const Op& op) {
+      return {op.model_flops, op.model_flops + op.recompute_flops,
+              op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad ? op.flops : 0.0};
+    }
+    FlopTotals& operator+=(const FlopTotals& o) {
+      model += o.model;
+      hardware += o.hardware;
+      frozen += o.frozen;
+      return *this;
+    }
+    FlopTotals& operator-=(const FlopTotals& o) {
+      model -= o.model;
+      hardware -= o.hardware;
+      frozen -= o.frozen;
+      return *this;
+    }
+  };
   struct LayerTemplate {
     LayerWork work;
     bool moe = false;
@@ -367,8 +388,7 @@ class Builder : private StepState {
     // streams (each waits on the one before it; other waits are on its inputs), and what its
     // ops add to the step's FLOP totals (build()), all of them and the last alone.
     bool serial = false;
-    double model_flops = 0, hardware_flops = 0, frozen_flops = 0;
-    double last_model_flops = 0, last_hardware_flops = 0, last_frozen_flops = 0;
+    FlopTotals flops, last_flops;
   };
   std::vector<LayerTemplate> templates_;
   bool templates_on() const;
@@ -393,7 +413,7 @@ class Builder : private StepState {
     int layers = 0;
   };
   std::vector<FoldRun> fold_runs_;
-  double skipped_model_flops_ = 0, skipped_hardware_flops_ = 0, skipped_frozen_flops_ = 0;
+  FlopTotals skipped_flops_;
   bool fold_on() const;
   // A later layer of a run leaves out the template's ops: their FLOPs still count; the last op
   // is built when it ends the run (`keep_last`), its waits on the left-out ops made on `removed`.

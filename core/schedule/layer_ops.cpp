@@ -465,17 +465,9 @@ void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, 
         t.serial = false;
     }
     if (!after_previous) t.serial = false;
-    // What build() adds to the step's totals for this op.
-    const double frozen = op.kind == OpKind::gemm && op.pass == Pass::backward && !op.weight_grad ? op.flops : 0.0;
-    t.model_flops += op.model_flops;
-    t.hardware_flops += op.model_flops + op.recompute_flops;
-    t.frozen_flops += frozen;
-    if (k + 1 == t.ops.size()) {
-      t.last_model_flops = op.model_flops;
-      t.last_hardware_flops = op.model_flops + op.recompute_flops;
-      t.last_frozen_flops = frozen;
-    }
+    t.flops += FlopTotals::of(op);
   }
+  if (!t.ops.empty()) t.last_flops = FlopTotals::of(t.ops.back());
   templates_.push_back(std::move(t));
 }
 
@@ -483,10 +475,9 @@ bool Builder::fold_on() const { return view_.fold && templates_on(); }
 
 int Builder::fold_replay(const LayerTemplate& t, int layer, int micro, const Ids& deps, const Ids& reads, int saved,
                          bool keep_last, int removed) {
-  skipped_model_flops_ += t.model_flops - (keep_last ? t.last_model_flops : 0.0);
-  skipped_hardware_flops_ += t.hardware_flops - (keep_last ? t.last_hardware_flops : 0.0);
-  skipped_frozen_flops_ += t.frozen_flops - (keep_last ? t.last_frozen_flops : 0.0);
+  skipped_flops_ += t.flops;
   if (!keep_last) return removed;
+  skipped_flops_ -= t.last_flops;
   const int first = static_cast<int>(t.first);
   Op& op = ir_.ops.emplace_back(t.ops.back());
   op.layer = layer;
