@@ -313,11 +313,11 @@ void Runner::prepare() {
   for (std::size_t t = 0; t < ir_.tensors.size(); ++t) {
     const schedule::Tensor& x = ir_.tensors[t];
     if (x.category == Category::weights && weights_tensor_ < 0) weights_tensor_ = static_cast<int>(t);
-    if (x.category == Category::gradients && x.layer >= 0 && !x.shape.empty()) {
+    if (x.category == Category::gradients && x.layer >= 0) {
       grad_of_layer_[x.layer] = static_cast<int>(grad_tensor_.size());
       grad_begin_.push_back(grad_tensor_.empty() ? 0
                                                  : grad_begin_.back() + static_cast<std::size_t>(
-                                                                            ir_.tensors[grad_tensor_.back()].shape[0]));
+                                                                            ir_.tensors[grad_tensor_.back()].elements));
       grad_tensor_.push_back(static_cast<int>(t));
     }
   }
@@ -332,7 +332,7 @@ void Runner::prepare() {
   for (const auto& [layer, i] : last_of_layer) last_weight_grad_[i] = grad_of_layer_.at(layer);
   device_grads_.resize(grad_tensor_.size());
   for (std::size_t g = 0; g < grad_tensor_.size(); ++g)
-    device_grads_[g].assign(static_cast<std::size_t>(ir_.tensors[grad_tensor_[g]].shape[0]), 0.0f);
+    device_grads_[g].assign(static_cast<std::size_t>(ir_.tensors[grad_tensor_[g]].elements), 0.0f);
   const std::size_t grads = grad_tensor_.empty() ? 0 : grad_begin_.back() + device_grads_.back().size();
   if (grads != params_)
     notes_.push_back(

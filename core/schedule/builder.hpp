@@ -169,26 +169,32 @@ class Builder : private StepState {
   }
   int tensor(std::string name, Category c, Tier tier, double bytes, int layer, Element e = Element::packed) {
     const double count = std::round(bytes / inventory::element_bytes(e));
-    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer, e, {static_cast<std::int64_t>(count)}});
+    ir_.tensors.push_back(Tensor{std::move(name), c, tier, bytes, layer, e, static_cast<std::int64_t>(count)});
     return static_cast<int>(ir_.tensors.size()) - 1;
   }
+  // Allocation and free ops are a third of a short pipeline's ops: made in place in the IR, not
+  // made and then moved into it (an Op is ~270 bytes).
   int alloc(Stream s, int t, Ids deps = {}) {
-    Op op = make_op(OpKind::alloc, s, Pass::other, names_ ? "alloc " + ir_.tensors[t].name : std::string(),
-                    ir_.tensors[t].layer, 0);
-    op.tensor = t;
-    op.deps = std::move(deps);
-    op.writes = {t};
-    return add(std::move(op));
+    memory_op(OpKind::alloc, s, t, std::move(deps)).writes = {t};
+    return static_cast<int>(ir_.ops.size()) - 1;
   }
   int release(Stream s, int t, Ids deps = {}) {
-    Op op = make_op(OpKind::free, s, Pass::other, names_ ? "free " + ir_.tensors[t].name : std::string(),
-                    ir_.tensors[t].layer, 0);
-    op.tensor = t;
-    op.deps = std::move(deps);
-    const int id = add(std::move(op));
+    memory_op(OpKind::free, s, t, std::move(deps));
+    const int id = static_cast<int>(ir_.ops.size()) - 1;
     if (static_cast<std::size_t>(t) >= freed_by_.size()) freed_by_.resize(static_cast<std::size_t>(t) + 1, -1);
     freed_by_[static_cast<std::size_t>(t)] = id;
     return id;
+  }
+  Op& memory_op(OpKind kind, Stream s, int t, Ids&& deps) {
+    Op& op = ir_.ops.emplace_back();
+    op.kind = kind;
+    op.stream = s;
+    op.pass = Pass::other;
+    if (names_) op.name = (kind == OpKind::alloc ? "alloc " : "free ") + ir_.tensors[t].name;
+    op.layer = ir_.tensors[t].layer;
+    op.tensor = t;
+    op.deps = std::move(deps);
+    return op;
   }
   // The op that freed tensor t, or -1.
   int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }

@@ -158,11 +158,10 @@ StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const i
 std::vector<std::string> dry_run(const StepIR& ir) {
   std::vector<std::string> problems;
   std::vector<int> state(ir.tensors.size(), 0);  // 0 never allocated, 1 live, 2 freed
-  // Every tensor can be allocated as described: its shape's elements of its type are its bytes.
+  // Every tensor can be allocated as described: its elements of its type are its bytes.
   for (std::size_t t = 0; t < ir.tensors.size(); ++t) {
     const Tensor& x = ir.tensors[t];
-    double elements = x.shape.empty() ? 0.0 : 1.0;
-    for (const std::int64_t d : x.shape) elements *= static_cast<double>(d);
+    const auto elements = static_cast<double>(x.elements);
     if (std::abs(elements * inventory::element_bytes(x.element) - x.bytes) > inventory::element_bytes(x.element))
       problems.push_back(fmt::format("tensor {} '{}': {} elements of {} are not its {} bytes", t, x.name, elements,
                                      inventory::to_string(x.element), x.bytes));

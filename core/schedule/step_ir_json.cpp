@@ -16,7 +16,7 @@ json tensor_json(const Tensor& x, std::size_t t) {
             {"category", inventory::to_string(x.category)},
             {"tier", plan::to_string(x.tier)},
             {"element", inventory::to_string(x.element)},
-            {"shape", x.shape},
+            {"shape", json::array({x.elements})},
             {"bytes", x.bytes}};
   if (x.layer >= 0) j["layer"] = x.layer;
   return j;

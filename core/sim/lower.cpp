@@ -17,10 +17,18 @@ class DurationMemo {
     if (op.kind != OpKind::gemm && op.kind != OpKind::attention) return compute_seconds(op, p, eff);
     const Key key{op.kind, op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal, op.kernels,
                   op.m, op.n, op.k, op.flops, op.bytes};
-    for (std::size_t i = 0; i < size_; ++i)
-      if (entries_[i].first == key) return entries_[i].second;
+    // From the entry after the last one found: a layer's kernels come in the order they were
+    // entered, so the next one is almost always there.
+    for (std::size_t n = 0, i = last_ + 1; n < size_; ++n, ++i) {
+      if (i >= size_) i = 0;
+      if (entries_[i].first == key) {
+        last_ = i;
+        return entries_[i].second;
+      }
+    }
     const double seconds = compute_seconds(op, p, eff);
     entries_[next_] = {key, seconds};
+    last_ = next_;
     next_ = (next_ + 1) % entries_.size();
     size_ = std::min(size_ + 1, entries_.size());
     return seconds;
@@ -37,7 +45,7 @@ class DurationMemo {
     bool operator==(const Key&) const = default;
   };
   std::array<std::pair<Key, double>, 32> entries_{};
-  std::size_t size_ = 0, next_ = 0;
+  std::size_t size_ = 0, next_ = 0, last_ = 0;
 };
 
 }  // namespace
