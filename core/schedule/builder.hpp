@@ -419,6 +419,7 @@ class Builder : private StepState {
     int layers = 0;
   };
   std::vector<FoldRun> fold_runs_;
+  std::vector<int> scratch_[3];  // forward's and backward's per-layer lists, reused pass after pass
   FlopTotals skipped_flops_;
   bool fold_on() const;
   // A later layer of a run leaves out the template's ops: their FLOPs still count; the last op

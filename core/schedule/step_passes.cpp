@@ -198,7 +198,8 @@ void Builder::forward(int mb, int chunk) {
   std::vector<int>& saved = saved_of[mb];
   const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
   if (vs > 0) receive(mb, vs - 1, vs, false);
-  std::vector<int> released(layers, -1);
+  std::vector<int>& released = scratch_[0];  // a pass's scratch, kept: no allocation per pass
+  released.assign(static_cast<std::size_t>(layers), -1);
   // Folded runs (StepIR::fold): nothing outside waits on a layer's inner ops here.
   const bool fold = fold_on() && !stream_params && !gathered_for_step && !offloaded_group;
   FoldRun run;
@@ -266,8 +267,10 @@ void Builder::backward(int mb, int chunk) {
   std::vector<int>& host_saved = host_saved_of[mb];
   const int c0 = chunk_begin[chunk], c1 = chunk_begin[chunk + 1], vs = chunk * pp + stage;
   if (vs < virtual_stages - 1) receive(mb, vs + 1, vs, true);
-  std::vector<int> released_bwd(layers, -1);
-  std::vector<int> fetched(layers, -1), fetched_buffer(layers, -1);
+  std::vector<int>& released_bwd = scratch_[0];  // a pass's scratch, kept: no allocation per pass
+  std::vector<int>& fetched = scratch_[1];
+  std::vector<int>& fetched_buffer = scratch_[2];
+  for (auto* v : {&released_bwd, &fetched, &fetched_buffer}) v->assign(static_cast<std::size_t>(layers), -1);
   const auto fetch_backward = [&](int l) {
     const int back = l + units_in_flight;
     const int before = back < c1 ? released_bwd[back] : -1;

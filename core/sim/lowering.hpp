@@ -66,7 +66,14 @@ struct CollectiveCost {
 };
 CollectiveCost collective_cost(const Op& op, const Topology& topo, const Efficiency& eff);
 
-inline des::Time ns(double seconds) { return static_cast<des::Time>(std::llround(std::max(0.0, seconds) * 1e9)); }
+// Seconds to the nearest nanosecond, a half up: std::llround's answer for x >= 0 without its libm
+// call (one per kernel lowered and retimed): the whole part and what is left of x are exact.
+// Past ~285 years (9e18 ns) it stays there.
+inline des::Time ns(double seconds) {
+  const double x = std::min(std::max(0.0, seconds) * 1e9, 9e18);
+  const auto whole = static_cast<des::Time>(x);
+  return whole + (x - static_cast<double>(whole) >= 0.5 ? 1 : 0);
+}
 
 struct StageRun {
   double step_s = 0;
