@@ -239,6 +239,7 @@ class Builder : private StepState {
   int linear_count() const;  // nn.Linear modules of a (dense) layer
   // Matmul weights of one layer on this rank (after TP; MoE: this rank's experts).
   double matmul_weights(int layer) const;
+  double matmul_weights(int layer, const LayerWork& w) const;  // w: work_of(layer)
   // Fills an attention op's shape fields: T queries, the keys each attends, the head dimension.
   void shape_attention(Op& at, const LayerWork& w, bool flash, bool causal) const {
     at.flash = flash;

@@ -106,8 +106,9 @@ double Builder::fp8_cast_bytes(int layer, int micro, bool backward) const {
   return kBytesPerElement * (inputs * tokens_ + (cached ? 0.0 : matmul_weights(layer)));
 }
 
-double Builder::matmul_weights(int layer) const {
-  const LayerWork w = work_of(layer);
+double Builder::matmul_weights(int layer) const { return matmul_weights(layer, work_of(layer)); }
+
+double Builder::matmul_weights(int layer, const LayerWork& w) const {
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double experts = moe ? static_cast<double>(std::max(1, m_.moe.experts)) / std::max(1, p_.parallel.ep) : 1.0;
   return w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
@@ -414,7 +415,7 @@ int Builder::template_index(int layer, Pass pass, const Ids& deps, const Ids& re
   for (std::size_t i = 0; i < templates_.size(); ++i) {
     const LayerTemplate& t = templates_[i];
     if (t.pass == pass && t.deps.size() == deps.size() && t.reads.size() == reads.size() && (t.saved >= 0) == (saved >= 0) &&
-        t.moe == moe && t.work == w && t.weights == matmul_weights(layer))
+        t.moe == moe && t.work == w && t.weights == matmul_weights(layer, w))
       return static_cast<int>(i);
   }
   return -1;
@@ -441,7 +442,7 @@ void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, 
   LayerTemplate t;
   t.work = work_memo_[static_cast<std::size_t>(layer)];
   t.moe = layer < m_.layers && m_.is_moe_layer(layer);
-  t.weights = matmul_weights(layer);
+  t.weights = matmul_weights(layer, t.work);
   t.pass = pass;
   t.first = first;
   t.ops.assign(ir_.ops.begin() + static_cast<std::ptrdiff_t>(first), ir_.ops.end());

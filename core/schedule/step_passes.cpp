@@ -310,7 +310,7 @@ void Builder::backward(int mb, int chunk) {
     }
     if (host_saved[l] >= 0) deps.push_back(activations_back(l, layer, mb));
     if (saved[l] >= 0) reads.push_back(saved[l]);
-    std::vector<int> bwd_tensors;
+    Ids bwd_tensors;  // inline: no allocation per layer
     for (const auto* g : backward_groups) {
       bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer, g->element));
       deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
