@@ -126,7 +126,7 @@ class StageLowering {
 
   // An op's task label: its name (traces only), its kind, its index.
   des::Label label(std::size_t i) const { return label(i, "", schedule::to_string(ir_.ops[i].kind)); }
-  des::Label label(std::size_t i, const std::string& suffix, const char* kind) const {
+  des::Label label(std::size_t i, const char* suffix, const char* kind) const {
     return des::Label{cx_.trace ? ir_.ops[i].name + suffix : std::string(), kind, static_cast<std::int32_t>(i)};
   }
   // The fixed cost an op pays before its bytes move (ring steps, DMA setup), as a task on its queue.
