@@ -79,6 +79,7 @@ class Engine::Impl::Simulation {
     std::uint32_t succ_count = 0;
     std::uint8_t kind = 0;  // TaskKind, in a byte
     std::uint8_t state = kBlocked;
+    bool marked = false;  // Engine::mark
   };
   static_assert(sizeof(Hot) == 32);
   std::vector<Hot> hot_;
@@ -129,6 +130,7 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
     h.time = d.time;
     h.queue = d.queue;
     h.kind = static_cast<std::uint8_t>(d.kind);
+    h.marked = d.marked;
   }
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
@@ -258,6 +260,7 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
   Hot& h = hot_[t];
   h.state = kStarted;
   r_.tasks[t].start = now_;
+  if (h.marked) r_.snapshots.push_back({TaskId{t}, now_, r_.queue_busy, r_.link_bytes, r_.link_busy});
   // Its successors are read when it ends.
   if (h.succ_count > 0) prefetch(succ_.data() + h.succ_begin);
   if (h.queue != kNone) {
@@ -459,6 +462,11 @@ TaskId Engine::free(QueueId queue, PoolId pool, double bytes, Label label) {
 }
 
 TaskId Engine::marker(QueueId queue, Label label) { return impl_->add(Impl::Task{}, queue, std::move(label)); }
+
+void Engine::mark(TaskId task) {
+  require(task.index < impl_->tasks.size(), "no such task");
+  impl_->tasks[task.index].marked = true;
+}
 
 void Engine::depends(TaskId task, TaskId before) {
   require(task.index < impl_->tasks.size() && before.index < impl_->tasks.size(), "no such task");

@@ -95,6 +95,18 @@ struct PoolSample {
   double live_bytes = 0;
 };
 
+// A run's counters at the moment a marked task started (Engine::mark): what Result counts so far,
+// i.e. the busy time of the tasks finished by then, the bytes of the flows finished by then and
+// each link's busy stretches ended by then. Two snapshots one period apart in a periodic run
+// differ by exactly one period's busy times and bytes.
+struct Snapshot {
+  TaskId task;
+  Time time = 0;
+  std::vector<Time> queue_busy;
+  std::vector<double> link_bytes;
+  std::vector<Time> link_busy;
+};
+
 struct Result {
   Time makespan = 0;                     // end of the last task
   std::vector<TaskRecord> tasks;         // indexed by TaskId
@@ -104,6 +116,7 @@ struct Result {
   std::vector<double> pool_peak_bytes;   // per pool: high-water mark
   std::vector<std::vector<PoolSample>> pool_series;  // per pool: (0, initial), then live bytes after each change
   std::vector<OutOfMemory> out_of_memory;
+  std::vector<Snapshot> snapshots;       // one per start of a marked task, in time order
   std::uint64_t events = 0;              // events processed (for benchmarks)
   bool completed = true;                 // false if some task could never start (a cycle or starvation)
 };
@@ -146,6 +159,9 @@ class Engine {
 
   // A compute task's new duration, for running the same model again with other durations.
   void set_duration(TaskId task, Time duration);
+
+  // Snapshots the run's counters each time `task` starts (Result::snapshots).
+  void mark(TaskId task);
 
   // `task` starts only after `before` has finished (like a CUDA event wait across streams).
   void depends(TaskId task, TaskId before);

@@ -94,6 +94,47 @@ double compute_s_of(const schedule::StepIR& ir, const Lowered& l, const des::Res
   return s;
 }
 
+// The compute stream's time computing (StageRun::compute_s) and its gaps spent waiting for a
+// collective or copy (exposed communication; any other gap is idle, pipeline bubbles included),
+// counting what ops starting in [from, to) contribute (the whole run: from 0 on).
+void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, des::Time from, des::Time to,
+                         double& compute, double& exposed) {
+  compute = exposed = 0;
+  // Folded layers (Lowered::fold): a run's first layer stands for n. What of it runs after its
+  // last compute-stream op (a collective) stood between each two layers, each time exposed, and
+  // then before the op after the run, where it merges with that op's own wait (`skip`: the part of
+  // that op's gap the layers in between took), as with every layer lowered.
+  des::Time prev_end = 0;
+  double skip = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const Op& op = ir.ops[i];
+    const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
+    const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
+    if (kernel_stream) {
+      const bool inside = from <= start && start < to;
+      if (inside && computes(op)) compute += static_cast<double>(end - start) * 1e-9;
+      const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
+      skip = 0;
+      if (inside && gap > 0) {
+        bool comm = false;
+        for (int d : op.deps) {
+          const Op& dep = ir.ops[d];
+          if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
+            if (l.end(r, d) >= start) comm = true;
+        }
+        if (comm) exposed += gap;
+      }
+      prev_end = std::max(prev_end, end);
+    }
+    const int fold = l.fold.empty() ? 1 : l.fold[i];
+    if (fold > 1 && (i + 1 == ir.ops.size() || l.fold[i + 1] < 2)) {
+      const double trailing = static_cast<double>(std::max<des::Time>(0, l.end(r, i) - prev_end)) * 1e-9;
+      skip = trailing * (fold - 1) / fold;
+      if (from <= l.start(r, i) && l.start(r, i) < to) exposed += skip;
+    }
+  }
+}
+
 }  // namespace
 
 void push_merged(std::vector<Interval>& out, const Interval& iv) {
@@ -119,40 +160,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
     out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
-  // Split the compute stream's gaps: waiting for a collective or copy (exposed communication)
-  // versus anything else (idle, pipeline bubbles included).
-  // Folded layers (Lowered::fold): a run's first layer stands for n. What of it runs after its
-  // last compute-stream op (a collective) stood between each two layers, each time exposed, and
-  // then before the op after the run, where it merges with that op's own wait (`skip`: the part of
-  // that op's gap the layers in between took), as with every layer lowered.
-  des::Time prev_end = 0;
-  double skip = 0;
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-    const Op& op = ir.ops[i];
-    const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
-    const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
-    if (kernel_stream) {
-      if (computes(op)) out.compute_s += static_cast<double>(end - start) * 1e-9;
-      const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
-      skip = 0;
-      if (gap > 0) {
-        bool comm = false;
-        for (int d : op.deps) {
-          const Op& dep = ir.ops[d];
-          if ((dep.kind == OpKind::collective && dep.collective != Collective::send_recv) || dep.kind == OpKind::copy)
-            if (l.end(r, d) >= start) comm = true;
-        }
-        if (comm) out.exposed_comm_s += gap;
-      }
-      prev_end = std::max(prev_end, end);
-    }
-    const int fold = l.fold.empty() ? 1 : l.fold[i];
-    if (fold > 1 && (i + 1 == ir.ops.size() || l.fold[i + 1] < 2)) {
-      const double trailing = static_cast<double>(std::max<des::Time>(0, l.end(r, i) - prev_end)) * 1e-9;
-      skip = trailing * (fold - 1) / fold;
-      out.exposed_comm_s += skip;
-    }
-  }
+  compute_and_exposed(ir, l, r, 0, std::numeric_limits<des::Time>::max(), out.compute_s, out.exposed_comm_s);
   // What each component did, for the power model.
   if (activity) activity_of(ir, l, r, out);
   return out;
@@ -290,6 +298,129 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   }
   stage_out = best;
   return out;
+}
+
+void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int period) {
+  constexpr std::size_t none = Lowered::kNoOp;
+  for (std::size_t s = 0; s < irs.size(); ++s) {
+    Lowered& l = step.lowered[step.reported[s]];
+    const schedule::StepIR& ir = irs[s];
+    l.window[0] = l.window[1] = none;
+    std::size_t first_backward = none, from = none;
+    for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+      const Op& op = ir.ops[i];
+      if (op.stream != Stream::compute || !gpu_kernel(op) || l.folded(i)) continue;
+      if (first_backward == none) {
+        if (op.pass == schedule::Pass::backward) first_backward = i;
+        continue;
+      }
+      if (op.pass != schedule::Pass::forward) continue;
+      if (from == none) {
+        from = i;
+        continue;
+      }
+      const Op& a = ir.ops[from];
+      if (op.micro == a.micro + period && op.layer == a.layer && op.kind == a.kind) {
+        l.window[0] = from;
+        l.window[1] = i;
+        step.e.mark(l.task[from]);
+        step.e.mark(l.task[i]);
+        break;
+      }
+    }
+  }
+}
+
+std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Result& r, const schedule::StepIR& ir,
+                                        int stage, const StageRun& whole, int period) {
+  const Lowered& l = step.lowered[step.reported[stage]];
+  if (l.window[0] == Lowered::kNoOp) return std::nullopt;
+  const auto snapshot = [&](std::size_t op) -> const des::Snapshot* {
+    for (const des::Snapshot& x : r.snapshots)
+      if (x.task.index == l.task[op].index) return &x;
+    return nullptr;
+  };
+  const des::Snapshot *a = snapshot(l.window[0]), *b = snapshot(l.window[1]);
+  if (!a || !b || b->time <= a->time) return std::nullopt;
+  const des::Time from = a->time, to = b->time, w = to - from;
+  // Periodic: the window's ops against the next period's, as far as the last forward (after it
+  // the drain begins). Allocations and frees take no time and are left out: the first backward of
+  // a chunk allocates its gradients, the next period's does not.
+  std::size_t last_forward = ir.ops.size();
+  while (last_forward > 0) {
+    const Op& op = ir.ops[--last_forward];
+    if (op.stream == Stream::compute && op.pass == schedule::Pass::forward && gpu_kernel(op)) break;
+  }
+  const auto timed = [&](std::size_t i) {
+    const Op& op = ir.ops[i];
+    return op.kind != OpKind::alloc && op.kind != OpKind::free && !l.folded(i) && l.task[i].index != des::kNone;
+  };
+  int checked = 0;
+  for (std::size_t i = l.window[0], j = l.window[1];; ++i, ++j) {
+    while (i < l.window[1] && !timed(i)) ++i;
+    while (j <= last_forward && !timed(j)) ++j;
+    if (i >= l.window[1] || j > last_forward) break;
+    const Op &x = ir.ops[i], &y = ir.ops[j];
+    const bool per_micro = x.pass == schedule::Pass::forward || x.pass == schedule::Pass::recompute ||
+                           x.pass == schedule::Pass::backward;
+    if (x.kind != y.kind || x.stream != y.stream || x.layer != y.layer || x.pass != y.pass ||
+        (per_micro && y.micro != x.micro + period) || l.start(r, j) - l.start(r, i) != w || l.end(r, j) - l.end(r, i) != w)
+      return std::nullopt;
+    ++checked;
+  }
+  if (checked == 0) return std::nullopt;
+
+  StageRun less = whole;
+  const double ws = static_cast<double>(w) * 1e-9;
+  less.step_s -= ws;
+  double compute = 0, exposed = 0;
+  compute_and_exposed(ir, l, r, from, to, compute, exposed);
+  less.compute_s -= compute;
+  less.exposed_comm_s -= exposed;
+  // Busy times and bytes: the snapshots' differences, plus what the window's chained collectives
+  // did outside the engine's sight (credit_chained).
+  const des::Engine& e = step.e;
+  const auto busy = [](des::Time x) { return static_cast<double>(x) * 1e-9; };
+  const auto take_stream = [&](des::QueueId q, double s) {
+    for (StreamUse& st : less.streams)
+      if (st.name == e.queue_name(q)) st.busy_s -= s;
+  };
+  const auto take_link = [&](des::LinkId k, double bytes, double s) {
+    for (LinkUse& x : less.links)
+      if (x.name == e.link_name(k)) {
+        x.bytes -= bytes;
+        x.busy_s -= s;
+      }
+  };
+  for (const des::QueueId q : l.queues) take_stream(q, busy(b->queue_busy[q.index] - a->queue_busy[q.index]));
+  for (const des::LinkId k : l.links)
+    take_link(k, b->link_bytes[k.index] - a->link_bytes[k.index], busy(b->link_busy[k.index] - a->link_busy[k.index]));
+  for (const Lowered::Chained& c : l.chained) {
+    const des::Time start = l.start(r, c.op);
+    if (start < from || start >= to) continue;
+    const double time = busy(c.lead + l.duration[c.op]);
+    take_stream(l.queues[static_cast<int>(Stream::compute)], -time);
+    take_stream(l.queues[static_cast<int>(Stream::comm)], time);
+    if (c.bytes > 0) take_link(l.nvlink, c.bytes, busy(c.moving));
+  }
+  // The intervals with the window cut out: what ran before it, then what ran after it, earlier
+  // by its length.
+  const double t1 = busy(from), t2 = busy(to);
+  less.intervals.clear();
+  for (const Interval& iv : whole.intervals) {
+    if (iv.start_s < t1) {
+      Interval x = iv;
+      x.end_s = std::min(iv.end_s, t1);
+      push_merged(less.intervals, x);
+    }
+    if (iv.end_s > t2) {
+      Interval x = iv;
+      x.start_s = std::max(iv.start_s, t2) - ws;
+      x.end_s = iv.end_s - ws;
+      push_merged(less.intervals, x);
+    }
+  }
+  return less;
 }
 
 StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,

@@ -99,9 +99,6 @@ struct StageRun {
     double held[3] = {0, 0, 0};
   };
   std::vector<PhasePeaks> stage_peaks;
-  // Busy time of the comm and comm-reduce streams between the first and the last micro-batch's
-  // backward end (the steady state, for extrapolating the SM-sharing probe).
-  double comm_window_s[2] = {0, 0};
 };
 
 // The blended write rate of a rank's share of the drives over one step: a drive writes at its
@@ -155,6 +152,10 @@ struct Lowered {
   };
   std::vector<Chained> chained;  // in op order
   std::vector<int> fold;  // fold_layers' verdict per op (empty: nothing folded)
+  // One period of the pipeline's steady state (mark_steady_window): the first kernels of two
+  // forward passes of the same chunk `period` micro-batches apart, the first one the first
+  // forward issued after the first backward; kNoOp where the stage has none.
+  std::size_t window[2] = {kNoOp, kNoOp};
   static constexpr des::Time kFolded = -2;
   bool folded(std::size_t i) const { return offset[i] == kFolded; }
   des::Time start(const des::Result& r, std::size_t i) const {
@@ -293,6 +294,20 @@ bool folds_undisturbed(const LoweredStep& step, const des::Result& r);
 // their bytes and data-moving time go to NVLink. Call once per run, before reading it.
 void credit_chained(const LoweredStep& step, des::Result& r);
 
+// The steady state's window of each stage (Lowered::window), its two ends marked in the engine
+// so that a run snapshots its counters there (des::Engine::mark).
+void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int period);
+
+// A run of a pipeline whose steady state repeats every `period` micro-batches, less one period:
+// `whole` (the run of `stage`, collect_step's) with the figures of the stage's window (its time,
+// compute and exposed time, each stream's and link's busy time and bytes, its intervals cut out)
+// taken away, i.e. the figures of the same pipeline with `period` micro-batches fewer. Nullopt
+// where the window is not one period of a repeating schedule: checked op by op against the one
+// after it, as far as the stage's last forward (each op of the same kind, layer and pass,
+// `period` micro-batches later, and starting and ending exactly the window's length later).
+std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Result& r, const schedule::StepIR& ir,
+                                        int stage, const StageRun& whole, int period);
+
 // Every lowered kernel at `compute_slowdown`.
 void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown);
 
@@ -333,13 +348,15 @@ double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, dou
 // a 1F1B step with uniform stages lasts (m + pp - 1) slots (Narayanan et al. 2021 sec. 2.2.1): each
 // further stage adds a slot of the pipeline's fill and drain, each further micro-batch one of its
 // steady state, and neither changes what the other adds: f(q, k) = f(4, kA) + (q - 4) s + (k - kA) g.
-// So the step of pp stages and M micro-batches is simulated as three short pipelines of the
-// plan's own stages, A = 4 stages (first, two middle, last) x 6 micro-batches, B = 3 stages x 3
-// and C = 3 stages x 6: g = (f(C) - f(B)) / 3 per micro-batch, s = f(A) - f(B) - 3 g per stage,
-// and every additive figure is f(A) + wB (f(A) - f(B)) + wC (f(A) - f(C)) (sim/timeline.hpp).
-// Interleaved 1F1B (sec. 2.2.2: (m + (pp - 1)/v) chunk slots, also linear in each) the same with
-// 12, 6 and 9 micro-batches, whole groups of 4 and 3 stages with a steady state. A is longer than
-// B and C because the memory is read from it (below): with fewer micro-batches its first stages'
+// So the step of pp stages and M micro-batches is simulated as two short pipelines of the plan's
+// own stages, A = 4 stages (first, two middle, last) x 6 micro-batches and B = 3 stages x 3: g per
+// micro-batch is read from one period of A's steady state (less_one_period: where it repeats
+// exactly, else from a third one, C = 3 stages x 4: g = f(C) - f(B)), s = f(A) - f(B) - 3 g per
+// stage, and every additive figure is f(A) + wB (f(A) - f(B)) + wC (f(A) - f(C)) with C's figures
+// A's less one period where C is not run (sim/timeline.hpp). Interleaved 1F1B (sec. 2.2.2:
+// (m + (pp - 1)/v) chunk slots, also linear in each) the same with 12 and 6 micro-batches (C 9),
+// whole groups of 4 and 3 stages with a steady state, A's period a group of 4. A is longer than
+// B because the memory is read from it (below): with fewer micro-batches its first stages'
 // steady state is too short to hold their high-water mark (1F1B A of 4 or 5 micro-batches missed
 // it by up to 12% and 0.7%, interleaved A of 8 by 0.17%; tests/unit/simulate_test.cpp).
 // The SM-sharing probe is extrapolated the same way. Memory: a 1F1B stage s holds min(pp - s, M)

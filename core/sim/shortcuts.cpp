@@ -116,14 +116,14 @@ struct ShortRun {
   int micro;
 };
 
-// The three short pipelines' IRs, each stage built once (`fold`: with the builder's folded runs);
-// false when one writes to NVMe (a drive's write rate depends on the whole step's bytes, which the
-// short runs do not have).
-bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const ShortRun (&shapes)[3],
+// The first `runs` short pipelines' IRs, each stage built once (`fold`: with the builder's folded
+// runs); false when one writes to NVMe (a drive's write rate depends on the whole step's bytes,
+// which the short runs do not have).
+bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const ShortRun (&shapes)[3], int runs,
                       std::vector<schedule::StepIR> (&irs)[3], bool fold) {
   std::map<int, inventory::Inventory> inventories;
   for (int s : shapes[0].real) inventories.emplace(s, inventory::build_inventory(m, p, s));
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < runs; ++i) {
     irs[i].clear();
     const int q = static_cast<int>(shapes[i].real.size());
     for (int pos = 0; pos < q; ++pos) {
@@ -135,50 +135,72 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
   return true;
 }
 
-// One run of a short pipeline: its result, and whether its folded layers ran undisturbed.
+// One run of a short pipeline: its result, and whether its folded layers ran undisturbed. With
+// `less` (a steady-state period's micro-batches, > 0): also the run less one period
+// (less_one_period), empty where its steady state is not one period repeated.
 StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool activity, bool phases,
-                   bool& disturbed) {
+                   bool& disturbed, int period = 0, std::optional<StageRun>* less = nullptr) {
   des::Result r = step.e.run();
   credit_chained(step, r);
   disturbed = disturbed || !folds_undisturbed(step, r);
-  return collect_step(step, r, irs, stage, activity, false, phases);
+  StageRun run = collect_step(step, r, irs, stage, activity, false, phases);
+  if (less) *less = less_one_period(step, r, irs[stage], stage, run, period);
+  return run;
 }
 
 // The short pipelines lowered (their layers folded or not), the SM-sharing probe, then the runs:
-// `run` and the busiest stage of each. Disturbed: folded runs that were not exact
-// (folds_undisturbed), to be lowered again layer by layer; failed: a run's problem (out of
-// memory) or busiest stages that differ.
-enum class ShortRuns { ok, disturbed, failed };
+// `run` and the busiest stage of each. With a `period` (> 0), C is not run: run[2] is A less one
+// period of its steady state. Disturbed: folded runs that were not exact (folds_undisturbed), to
+// be lowered again layer by layer; aperiodic: A's steady state is not one period repeated (C is
+// to be run); failed: a run's problem (out of memory) or busiest stages that differ.
+enum class ShortRuns { ok, disturbed, aperiodic, failed };
 ShortRuns run_shorts(const plan::Plan& p, const Efficiency& eff, const ShortRun (&shapes)[3],
                      const std::vector<schedule::StepIR> (&irs)[3], double w_b, double w_c, bool multi_gpu, bool fold,
-                     StageRun (&run)[3], int (&stage)[3]) {
-  // The three runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
+                     int period, StageRun (&run)[3], int (&stage)[3]) {
+  const int runs = period > 0 ? 2 : 3;
+  // The runs extrapolate one stage's figures: their busiest stages must be the same plan stage.
   const auto same_stage = [&] {
-    return shapes[1].real[stage[1]] == shapes[0].real[stage[0]] && shapes[2].real[stage[2]] == shapes[0].real[stage[0]];
+    for (int i = 1; i < runs; ++i)
+      if (shapes[i].real[stage[i]] != shapes[0].real[stage[0]]) return false;
+    return true;
   };
   bool disturbed = false;
   std::vector<LoweredStep> steps;
-  for (int i = 0; i < 3; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real, fold));
+  for (int i = 0; i < runs; ++i) steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false, shapes[i].real, fold));
+  if (period > 0) mark_steady_window(steps[0], irs[0], period);
+  std::optional<StageRun> less;
   if (multi_gpu) {
     StageRun probe[3];
-    for (int i = 0; i < 3; ++i) probe[i] = run_short(steps[i], irs[i], stage[i], false, false, disturbed);
+    for (int i = 0; i < runs; ++i)
+      probe[i] = run_short(steps[i], irs[i], stage[i], false, false, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
     if (disturbed) return ShortRuns::disturbed;
     if (!same_stage()) return ShortRuns::failed;
+    if (period > 0) {
+      if (!less) return ShortRuns::aperiodic;
+      probe[2] = std::move(*less);
+    }
     const StageRun whole = extrapolate_run(probe[0], {{&probe[1], w_b}, {&probe[2], w_c}});
     const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);
-    for (int i = 0; i < 3; ++i) retime_step(steps[i], irs[i], slowdown);
+    for (int i = 0; i < runs; ++i) retime_step(steps[i], irs[i], slowdown);
   }
-  for (int i = 0; i < 3; ++i) {
-    run[i] = run_short(steps[i], irs[i], stage[i], true, true, disturbed);
+  for (int i = 0; i < runs; ++i) {
+    run[i] = run_short(steps[i], irs[i], stage[i], true, true, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
     if (!run[i].problem.empty()) return disturbed ? ShortRuns::disturbed : ShortRuns::failed;
   }
   if (disturbed) return ShortRuns::disturbed;
-  return same_stage() ? ShortRuns::ok : ShortRuns::failed;
+  if (!same_stage()) return ShortRuns::failed;
+  if (period > 0) {
+    if (!less) return ShortRuns::aperiodic;
+    run[2] = std::move(*less);
+    stage[2] = stage[0];
+  }
+  return ShortRuns::ok;
 }
 
-// The stage symmetry, its short pipelines' layers folded where that is exact (`fold`).
+// The stage symmetry, its short pipelines' layers folded where that is exact (`fold`), the
+// micro-batch slope read from A's steady state where it repeats (`window`).
 std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
-                                   std::int64_t accumulation, bool multi_gpu, bool fold) {
+                                   std::int64_t accumulation, bool multi_gpu, bool fold, bool window) {
   const int pp = std::max(1, p.parallel.pp);
   const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
   // Micro-batch counts: A = 4 stages x kA, B = 3 stages x kB, C = 3 stages x kC, each at least
@@ -196,24 +218,39 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   if (accumulation < k_a) return std::nullopt;
   const ShortRun shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
   // f(q, k) = f(A) + (q - 4) s + (k - kA) g: linear in stages and micro-batches with no cross
-  // term, g = (f(C) - f(B)) / (kC - kB) per micro-batch and s = f(A) - f(3 stages x kA) =
-  // f(A) - f(B) - (kA - kB) g per stage. As f(A) + w_B (f(A) - f(B)) + w_C (f(A) - f(C)):
-  // w_B = (pp - 4) + h, w_C = -h, h = ((M - kA) - (pp - 4)(kA - kB)) / (kC - kB).
+  // term, g per micro-batch and s = f(A) - f(3 stages x kA) = f(A) - f(B) - (kA - kB) g per
+  // stage. As f(A) + w_B (f(A) - f(B)) + w_C (f(A) - f(C)):
+  // - g = (f(C) - f(B)) / (kC - kB): w_B = (pp - 4) + h, w_C = -h,
+  //   h = ((M - kA) - (pp - 4)(kA - kB)) / (kC - kB);
+  // - or, with no C, g = (f(A) - f(A less one period)) / period, read from A's steady state, which
+  //   repeats every `period` micro-batches (1F1B one, interleaved a group of A's 4 stages; the
+  //   run less one period is A's with one period's window taken out, less_one_period): as the
+  //   same sum with C := A less one period, w_B = pp - 4, w_C = ((M - kA) - (pp - 4)(kA - kB)) /
+  //   period. Where A's steady state does not repeat exactly, C is run after all.
   const double w_stages = pp - 4;
-  const double h = (static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b)) / (k_c - k_b);
-  const double w_b = w_stages + h, w_c = -h;
+  const double rest = static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b);
+  int period = window ? (interleaved ? static_cast<int>(shapes[0].real.size()) : 1) : 0;
+  double w_b = 0, w_c = 0;
   std::vector<schedule::StepIR> irs[3];
-  if (!build_short_runs(m, p, shapes, irs, fold)) return std::nullopt;
   StageRun run[3];
   int stage[3] = {0, 0, 0};
-  ShortRuns outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, fold, run, stage);
-  if (outcome == ShortRuns::disturbed) {
-    // Lowered again layer by layer, from whole IRs where the builder left later layers out.
-    if (std::any_of(std::begin(irs), std::end(irs), [](const auto& stages) {
-          return std::any_of(stages.begin(), stages.end(), [](const schedule::StepIR& ir) { return !ir.fold.empty(); });
-        }))
-      build_short_runs(m, p, shapes, irs, false);
-    outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, run, stage);
+  ShortRuns outcome = ShortRuns::failed;
+  for (bool folded = fold;;) {
+    w_b = period > 0 ? w_stages : w_stages + rest / (k_c - k_b);
+    w_c = period > 0 ? rest / period : -rest / (k_c - k_b);
+    if (!build_short_runs(m, p, shapes, period > 0 ? 2 : 3, irs, folded)) return std::nullopt;
+    outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, folded, period, run, stage);
+    if (outcome == ShortRuns::disturbed) {
+      // Lowered again layer by layer, from whole IRs where the builder left later layers out.
+      folded = false;
+      if (std::any_of(std::begin(irs), std::end(irs), [](const auto& stages) {
+            return std::any_of(stages.begin(), stages.end(), [](const schedule::StepIR& ir) { return !ir.fold.empty(); });
+          }))
+        build_short_runs(m, p, shapes, period > 0 ? 2 : 3, irs, false);
+      outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, period, run, stage);
+    }
+    if (outcome != ShortRuns::aperiodic) break;
+    period = 0;
   }
   if (outcome != ShortRuns::ok) return std::nullopt;
   Simulated sim;
@@ -221,12 +258,19 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   const auto peaks = shortened_peaks(run[0], run[1], w_stages, p.cluster);
   if (!peaks) return std::nullopt;
   for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
-  const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]], &ic = irs[2][stage[2]];
-  const auto more = [&](double fa, double fb, double fc) { return fa + w_b * (fa - fb) + w_c * (fa - fc); };
-  sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, ic.model_flops_per_rank);
-  sim.hardware_flops = more(ia.hardware_flops_per_rank, ib.hardware_flops_per_rank, ic.hardware_flops_per_rank);
+  const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]];
+  // A stage's FLOPs are linear in its micro-batches whatever the stage count: C's, or A's less one
+  // period's micro-batches at A's and B's slope.
+  const auto more = [&](double fa, double fb, double fc) {
+    if (period > 0) fc = fa - period * (fa - fb) / (k_a - k_b);
+    return fa + w_b * (fa - fb) + w_c * (fa - fc);
+  };
+  const auto of_c = [&](double schedule::StepIR::*f) { return period > 0 ? 0.0 : irs[2][stage[2]].*f; };
+  sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, of_c(&schedule::StepIR::model_flops_per_rank));
+  sim.hardware_flops =
+      more(ia.hardware_flops_per_rank, ib.hardware_flops_per_rank, of_c(&schedule::StepIR::hardware_flops_per_rank));
   sim.frozen_grad_flops = more(ia.frozen_weight_grad_flops_per_rank, ib.frozen_weight_grad_flops_per_rank,
-                               ic.frozen_weight_grad_flops_per_rank);
+                               of_c(&schedule::StepIR::frozen_weight_grad_flops_per_rank));
   sim.stage = shapes[0].real[stage[0]];
   sim.timeline.intervals = run[0].intervals;
   sim.timeline.step_s = run[0].step_s;
@@ -240,7 +284,7 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
 std::optional<Simulated> shortened_pipeline(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                                             const Efficiency& eff, std::int64_t accumulation, bool multi_gpu) {
   if (!stage_symmetry_applies(m, p, options, accumulation)) return std::nullopt;
-  return shortened(m, p, eff, accumulation, multi_gpu, options.fold_layers);
+  return shortened(m, p, eff, accumulation, multi_gpu, options.fold_layers, options.steady_window);
 }
 
 namespace {

@@ -88,7 +88,7 @@ struct Options {
   // one fewer; a pipeline 2 pp and pp) when it has more than k1 + k2, and extrapolate every
   // additive figure linearly (sim/timeline.hpp): exact for bytes and FLOPs, within 0.5% of the
   // full simulation for time and energy (tests/unit/simulate_test.cpp). Pipelines of 6 stages and
-  // more are simulated as three short pipelines of their own stages (stage symmetry, simulate.cpp
+  // more are simulated as two short pipelines of their own stages (stage symmetry, shortcuts.cpp
   // shortened_pipeline); one-stage steps of repeating layers with fewer layers (layer symmetry,
   // shortcuts.cpp fewer_layers). On by default, so that every verb (simulate, compare, plan, sweep, the
   // GUI) gives one plan one answer; 0 simulates every micro-batch of every stage, as a trace does.
@@ -97,6 +97,10 @@ struct Options {
   // layers lowered as one that lasts as long as all of them, where that is exact (sim/lowering.hpp
   // fold_layers; docs/performance.md). Off: every layer lowered (for tests and benches).
   bool fold_layers = true;
+  // The stage symmetry's micro-batch slope read from its 4-stage short pipeline's steady state,
+  // one period of which repeats (sim/shortcuts.cpp shortened, less_one_period), instead of from a
+  // third short pipeline. Off: the third pipeline is simulated (for tests and benches).
+  bool steady_window = true;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every
   // rank with its own queues and links, collectives waiting for every member of their group,

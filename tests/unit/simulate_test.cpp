@@ -342,11 +342,12 @@ TEST_CASE("the steady-state shortcut is exact for the bytes it reports and withi
     }
 }
 
-TEST_CASE("a deep pipeline simulated as three short ones is within 0.5% of the whole pipeline") {
-  /* Stage symmetry (sim/simulate.cpp shortened_pipeline): the middle stages of a 1F1B or
+TEST_CASE("a deep pipeline simulated as short ones is within 0.5% of the whole pipeline") {
+  /* Stage symmetry (sim/shortcuts.cpp shortened_pipeline): the middle stages of a 1F1B or
    * interleaved pipeline run the same work, so the step of pp stages and M micro-batches is
-   * extrapolated from pipelines of 4 and 3 of the plan's stages (4 x 6, 3 x 3, 3 x 4 micro-batches;
-   * interleaved 4 x 12, 3 x 6, 3 x 9; with an A of 4 micro-batches the 1F1B cases' GPU high-water
+   * extrapolated from pipelines of 4 and 3 of the plan's stages (4 x 6 and 3 x 3 micro-batches, the
+   * slope per micro-batch from one period of the first one's steady state, or a third pipeline
+   * 3 x 4 where it does not repeat; interleaved 4 x 12, 3 x 6 and 3 x 9; with an A of 4 micro-batches the 1F1B cases' GPU high-water
    * mark goes 4-12% low, red here, and with 4 x 5 one 1F1B case's 0.7% low). Against every micro-batch of
    * every stage simulated: step time and energy within 0.5% (idle GPU time 1%, as the micro-batch
    * shortcut's), the GPU high-water mark within 0.5%, bytes and FLOPs exact. The interleaved case
@@ -414,6 +415,137 @@ TEST_CASE("a deep pipeline simulated as three short ones is within 0.5% of the w
     const auto e_whole = cost::power(s.plans[0], whole.timeline), e_fast = cost::power(s.plans[0], fast.timeline);
     CHECK(e_fast.energy_per_step_j == doctest::Approx(e_whole.energy_per_step_j).epsilon(0.005));
     CHECK(e_fast.gpu_idle_s_per_step == doctest::Approx(e_whole.gpu_idle_s_per_step).epsilon(0.01));
+  }
+}
+
+TEST_CASE("the micro-batch slope read from A's steady state gives what a third short pipeline gives") {
+  /* Stage symmetry without C (sim/shortcuts.cpp shortened, sim/collect.cpp less_one_period): the
+   * slope per micro-batch is read from one period of A's steady state (1F1B one micro-batch,
+   * interleaved a group of 4), a window between two marked forward passes, checked op by op
+   * against the next period. Against the slope from C (Options::steady_window off): every additive
+   * figure the same to 1e-9 (the step, compute, exposed communication and idle time, each stream's
+   * and link's busy time and bytes, energy and idle GPU time, FLOPs) and the memory peaks exact,
+   * with the window taken (A less one period is not C: their partial steps differ). 1F1B and
+   * interleaved, dense and MoE, tp with and without sequence parallelism, data parallelism across
+   * nodes, FSDP2 inside the stages; the issue's GPT-3 and 1T cases. */
+  struct Case {
+    const char* model;
+    const char* job;
+    const char* plan;
+  };
+  const Case cases[] = {
+      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, activation_checkpointing: full}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8}"},
+      {"gpt-3-175b", "{steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
+      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 64, precision: fp16-mixed, activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
+      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 128, precision: fp16-mixed, activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: selective}",
+       "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, dp: 1, sequence_parallel: true}"},
+      {"megatron-gpt-1t", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 4, global_batch: 3072, precision: fp16-mixed, activation_checkpointing: full}",
+       "{node: dgx-a100-80gb, nodes: 384}\n    parallel: {tp: 4, pp: 64, dp: 12, zero: 1, sequence_parallel: true}"},
+      {"mixtral-8x7b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, pp: 8, ep: 1}"},
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 4, "
+       "last_stage_layers: 4, zero: 1}"},
+      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}"},
+  };
+  sim::Options third;
+  third.steady_window = false;
+  const auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); };
+  for (const auto& c : cases) {
+    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                                  c.model, c.job, c.plan),
+                                      "window.yaml", test::data_dir(), test::zoo(), test::catalog());
+    INFO(std::string(c.model), " ", std::string(c.job), " ", std::string(c.plan));
+    const auto window = sim::simulate_step(s.model, s.plans[0]);
+    const auto with_c = sim::simulate_step(s.model, s.plans[0], third);
+    REQUIRE(window.ok);
+    REQUIRE(with_c.ok);
+    REQUIRE(window.timeline.partials.size() == 2);
+    REQUIRE(with_c.timeline.partials.size() == 2);
+    CHECK(window.timeline.partials[1].step_s != with_c.timeline.partials[1].step_s);
+    CHECK(window.stage == with_c.stage);
+    CHECK(same(window.step_time_s, with_c.step_time_s));
+    CHECK(same(window.compute_s, with_c.compute_s));
+    CHECK(same(window.exposed_comm_s, with_c.exposed_comm_s));
+    CHECK(same(window.idle_s, with_c.idle_s));
+    CHECK(window.gpu_peak_bytes == with_c.gpu_peak_bytes);
+    CHECK(window.host_peak_bytes == with_c.host_peak_bytes);
+    CHECK(same(window.hardware_flops_per_step, with_c.hardware_flops_per_step));
+    CHECK(same(window.model_flops_per_step, with_c.model_flops_per_step));
+    REQUIRE(window.streams.size() == with_c.streams.size());
+    for (std::size_t i = 0; i < window.streams.size(); ++i) {
+      INFO(window.streams[i].name);
+      CHECK(same(window.streams[i].busy_s, with_c.streams[i].busy_s));
+    }
+    REQUIRE(window.links.size() == with_c.links.size());
+    for (std::size_t i = 0; i < window.links.size(); ++i) {
+      INFO(window.links[i].name);
+      CHECK(same(window.links[i].bytes, with_c.links[i].bytes));
+      CHECK(same(window.links[i].busy_s, with_c.links[i].busy_s));
+    }
+    const auto e_window = cost::power(s.plans[0], window.timeline), e_c = cost::power(s.plans[0], with_c.timeline);
+    CHECK(same(e_window.energy_per_step_j, e_c.energy_per_step_j));
+    CHECK(same(e_window.gpu_idle_s_per_step, e_c.gpu_idle_s_per_step));
+    CHECK(same(e_window.average_power_w, e_c.average_power_w));
+  }
+}
+
+TEST_CASE("a window that is not one period of the steady state is refused") {
+  /* less_one_period checks the window op by op against the one after it. On GPT-3's interleaved
+   * short pipeline A (4 of the plan's stages x 12 micro-batches, 3 chunks) the steady state
+   * repeats every group of 4 micro-batches: a window of 4 is taken (A less one period lasts
+   * exactly 4 slopes less), one of 3 or 5 micro-batches is not, nor one whose next period's first
+   * kernel runs longer. A 1F1B A (4 x 6) repeats every micro-batch. */
+  struct Case {
+    const char* plan;
+    int period;
+    bool taken;
+  };
+  const char* interleaved = "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+                            "sequence_parallel: true}";
+  const char* one_f_one_b = "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, sequence_parallel: true}";
+  const Case cases[] = {{interleaved, 4, true}, {interleaved, 3, false}, {interleaved, 5, false}, {one_f_one_b, 1, true}};
+  for (const auto& c : cases) {
+    const auto s = io::parse_scenario(
+        fmt::format("schema_version: 1\nmodel: gpt-3-175b\njob: {{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, "
+                    "global_batch: 64, precision: fp16-mixed, activation_checkpointing: selective}}\nplans:\n  - name: p\n    cluster: {}\n",
+                    c.plan),
+        "period.yaml", test::data_dir(), test::zoo(), test::catalog());
+    INFO(std::string(c.plan), " period ", c.period);
+    const plan::Plan& p = s.plans[0];
+    const bool interleaving = p.parallel.virtual_stages > 1;
+    const std::vector<int> real = {0, 1, 2, p.parallel.pp - 1};
+    std::vector<schedule::StepIR> irs;
+    for (int pos = 0; pos < 4; ++pos)
+      irs.push_back(schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, real[pos]), interleaving ? 12 : 6,
+                                         false, schedule::PipelineView{4, pos, true}));
+    sim::detail::LoweredStep step =
+        sim::detail::lower_step(p, sim::default_efficiency(p.cluster.gpu), false, irs, 1.0, false, real, true);
+    sim::detail::mark_steady_window(step, irs, c.period);
+    des::Result r = step.e.run();
+    sim::detail::credit_chained(step, r);
+    int stage = 0;
+    const sim::detail::StageRun whole = sim::detail::collect_step(step, r, irs, stage, true, false);
+    const auto less = sim::detail::less_one_period(step, r, irs[stage], stage, whole, c.period);
+    CHECK(less.has_value() == c.taken);
+    if (!less) continue;
+    CHECK(less->step_s < whole.step_s);
+    CHECK(less->compute_s < whole.compute_s);
+    CHECK(less->intervals.size() < whole.intervals.size());
+    // The same ops, but the next period's first kernel 1 us longer: not periodic.
+    const sim::detail::Lowered& l = step.lowered[step.reported[stage]];
+    const des::TaskId next = l.task[l.window[1]];
+    step.e.set_duration(next, r.tasks[next.index].end - r.tasks[next.index].start + 1000);
+    des::Result slower = step.e.run();
+    sim::detail::credit_chained(step, slower);
+    const sim::detail::StageRun slower_whole = sim::detail::collect_step(step, slower, irs, stage, true, false);
+    CHECK_FALSE(sim::detail::less_one_period(step, slower, irs[stage], stage, slower_whole, c.period).has_value());
   }
 }
 

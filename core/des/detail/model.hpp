@@ -31,6 +31,7 @@ struct Engine::Impl {
   };
   struct Task {
     TaskKind kind = TaskKind::marker;
+    bool marked = false;  // Engine::mark
     std::uint32_t queue = kNone;
     std::uint32_t resource = kNone;  // pool
     std::uint32_t path_begin = 0;    // into `paths`
