@@ -96,7 +96,7 @@ double compute_s_of(const schedule::StepIR& ir, const Lowered& l, const des::Res
 
 // The compute stream's time computing (StageRun::compute_s) and its gaps spent waiting for a
 // collective or copy (exposed communication; any other gap is idle, pipeline bubbles included),
-// counting what ops starting in [from, to) contribute (the whole run: from 0 on).
+// counting what ops starting in [from, to) contribute (the whole run: from 0 on, to the end).
 void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, des::Time from, des::Time to,
                          double& compute, double& exposed) {
   compute = exposed = 0;
@@ -111,7 +111,8 @@ void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des
     const bool kernel_stream = op.stream == Stream::compute && !l.folded(i);
     const des::Time start = kernel_stream ? l.start(r, i) : 0, end = kernel_stream ? l.end(r, i) : 0;
     if (kernel_stream) {
-      const bool inside = from <= start && start < to;
+      if (start >= to) break;  // the stream runs in order: nothing after starts inside
+      const bool inside = from <= start;
       if (inside && computes(op)) compute += static_cast<double>(end - start) * 1e-9;
       const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
       skip = 0;
