@@ -378,8 +378,9 @@ std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Resu
   compute_and_exposed(ir, l, r, from, to, compute, exposed);
   less.compute_s -= compute;
   less.exposed_comm_s -= exposed;
-  // Busy times and bytes: the snapshots' differences, plus what the window's chained collectives
-  // did outside the engine's sight (credit_chained).
+  // Busy times and bytes: the snapshots' differences, corrected for the window's chained
+  // collectives as credit_chained corrects the whole run's (the engine counted their time on the
+  // compute stream; it belongs to the comm stream, their bytes and data-moving time to NVLink).
   const des::Engine& e = step.e;
   const auto busy = [](des::Time x) { return static_cast<double>(x) * 1e-9; };
   const auto take_stream = [&](des::QueueId q, double s) {
