@@ -49,24 +49,27 @@ double sm_sharing_slowdown(const Efficiency& eff, int sms, double comm_busy, dou
 
 namespace {
 
-// Whether every middle stage runs the same layers, chunk by chunk and kind by kind (MoE or dense,
-// local or global attention): the stage symmetry's condition.
-bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp, int chunks) {
-  std::vector<int> first_middle;
-  std::vector<int> begin;
-  for (int s = 1; s < pp - 1; ++s) {
-    std::vector<int> kinds;
-    const std::vector<int> layers = inventory::stage_layer_list(m, p, s, &begin);
-    for (int c = 0; c < chunks; ++c) {
-      kinds.push_back(begin[c] - begin[c + 1]);
-      for (int i = begin[c]; i < begin[c + 1]; ++i) {
-        const int l = layers[i];
-        kinds.push_back((l < m.layers && m.is_moe_layer(l) ? 1 : 0) | (l < m.layers && m.is_local_layer(l) ? 2 : 0));
-      }
+// A stage's layers, chunk by chunk: each chunk's layer count, then each layer's kind (MoE or
+// dense, local or global attention).
+std::vector<int> stage_kinds(const model::ModelSpec& m, const plan::Plan& p, int stage, int chunks) {
+  std::vector<int> kinds, begin;
+  const std::vector<int> layers = inventory::stage_layer_list(m, p, stage, &begin);
+  for (int c = 0; c < chunks; ++c) {
+    kinds.push_back(begin[c] - begin[c + 1]);
+    for (int i = begin[c]; i < begin[c + 1]; ++i) {
+      const int l = layers[i];
+      kinds.push_back((l < m.layers && m.is_moe_layer(l) ? 1 : 0) | (l < m.layers && m.is_local_layer(l) ? 2 : 0));
     }
-    if (s == 1) first_middle = std::move(kinds);
-    else if (kinds != first_middle) return false;
   }
+  return kinds;
+}
+
+// Whether every middle stage runs the same layers, chunk by chunk and kind by kind: the stage
+// symmetry's condition.
+bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp, int chunks) {
+  const std::vector<int> first_middle = stage_kinds(m, p, 1, chunks);
+  for (int s = 2; s < pp - 1; ++s)
+    if (stage_kinds(m, p, s, chunks) != first_middle) return false;
   return true;
 }
 
@@ -74,7 +77,7 @@ bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp,
 // stages 0 and 1, B's too; the last position is the plan's last stage); nullopt near a pool's
 // capacity, where the extrapolation would judge fit.
 std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, double w_stages,
-                                                     const plan::Cluster& cluster) {
+                                                     bool first_as_middle, const plan::Cluster& cluster) {
   const std::array<double, 3> capacity = pool_capacities(cluster);
   const auto& a = run_a.stage_peaks;
   const auto& b = run_b.stage_peaks;
@@ -83,10 +86,15 @@ std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, cons
     // The last stage holds one micro-batch whatever the depth: A's own. The first and the first
     // middle stage hold one more per further stage through their steady state: A's, raised by
     // what one more stage in front adds (A's held bytes over B's as the first backward starts).
+    // `first_as_middle`: B's first stage ran out of micro-batches before its warm-up ended, and
+    // the first stage runs the same layers as the first middle one: what one more stage adds is
+    // read at the first middle stage (shortened).
     double peak = std::max(a.back().steady[t], a.back().ramp[t]);
     for (const auto& x : a) peak = std::max(peak, x.after[t]);
-    for (int pos : {0, 1})
-      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[pos].held[t] - b[pos].held[t])});
+    for (int pos : {0, 1}) {
+      const int at = first_as_middle ? 1 : pos;
+      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[at].held[t] - b[at].held[t])});
+    }
     if (peak > 0.98 * capacity[t]) return std::nullopt;
     peaks[t] = peak;
   }
@@ -214,9 +222,22 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   // forward and one backward per further micro-batch), so kB = 3 and kC = 4 give the slope g
   // exactly, and C's memory is not read (kC 6 -> 4: 1T on 64 stages 51 -> 45 stage-micro-batches
   // a run, step time unchanged to 0.000%).
-  const int k_a = interleaved ? 12 : 6, k_b = interleaved ? 6 : 3, k_c = interleaved ? 9 : 4;
+  // Interleaved B runs one group (3 x 3) where the slope comes from A's steady state and the
+  // first stage runs the same layers, chunk by chunk, as the first middle one: its timing figures
+  // lie on the line already (GPT-3: 3 x 3, 3 x 6 and 3 x 9 step 0.713635331, 1.258973348 and
+  // 1.804311365 s), but its first stage runs all 9 chunk passes before its first backward (its
+  // warm-up would be (3 - 1) 2 + (v - 1) 3 = 10), so it does not hold what a longer B's first
+  // stage holds. What one more stage in front adds, v + 1 more chunk passes in flight (two of
+  // chunk 0, one of each other; Megatron's warm-up), is then read at the first middle stage,
+  // whose chunks are the same layers (shortened_peaks).
+  // Its busiest stage must be the last one, whose steady state it has (else, and where C is run,
+  // B runs 3 x 6).
+  bool one_group_b = window && interleaved &&
+                     stage_kinds(m, p, 0, p.parallel.virtual_stages) == stage_kinds(m, p, 1, p.parallel.virtual_stages);
+  const int k_a = interleaved ? 12 : 6, k_c = interleaved ? 9 : 4;
+  int k_b = interleaved && !one_group_b ? 6 : 3;
   if (accumulation < k_a) return std::nullopt;
-  const ShortRun shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
+  ShortRun shapes[3] = {{{0, 1, 2, pp - 1}, k_a}, {{0, 1, pp - 1}, k_b}, {{0, 1, pp - 1}, k_c}};
   // f(q, k) = f(A) + (q - 4) s + (k - kA) g: linear in stages and micro-batches with no cross
   // term, g per micro-batch and s = f(A) - f(3 stages x kA) = f(A) - f(B) - (kA - kB) g per
   // stage. As f(A) + w_B (f(A) - f(B)) + w_C (f(A) - f(C)):
@@ -228,7 +249,6 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   //   same sum with C := A less one period, w_B = pp - 4, w_C = ((M - kA) - (pp - 4)(kA - kB)) /
   //   period. Where A's steady state does not repeat exactly, C is run after all.
   const double w_stages = pp - 4;
-  const double rest = static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b);
   int period = window ? (interleaved ? static_cast<int>(shapes[0].real.size()) : 1) : 0;
   double w_b = 0, w_c = 0;
   std::vector<schedule::StepIR> irs[3];
@@ -236,6 +256,7 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   int stage[3] = {0, 0, 0};
   ShortRuns outcome = ShortRuns::failed;
   for (bool folded = fold;;) {
+    const double rest = static_cast<double>(accumulation - k_a) - w_stages * (k_a - k_b);
     w_b = period > 0 ? w_stages : w_stages + rest / (k_c - k_b);
     w_c = period > 0 ? rest / period : -rest / (k_c - k_b);
     if (!build_short_runs(m, p, shapes, period > 0 ? 2 : 3, irs, folded)) return std::nullopt;
@@ -249,13 +270,20 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
         build_short_runs(m, p, shapes, period > 0 ? 2 : 3, irs, false);
       outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, period, run, stage);
     }
-    if (outcome != ShortRuns::aperiodic) break;
-    period = 0;
+    const bool last_busiest = stage[1] == static_cast<int>(shapes[1].real.size()) - 1;
+    if (outcome == ShortRuns::aperiodic)
+      period = 0;
+    else if (!one_group_b || (outcome == ShortRuns::ok && last_busiest))
+      break;
+    if (one_group_b) {  // again with B of two groups
+      one_group_b = false;
+      shapes[1].micro = k_b = 6;
+    }
   }
   if (outcome != ShortRuns::ok) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
-  const auto peaks = shortened_peaks(run[0], run[1], w_stages, p.cluster);
+  const auto peaks = shortened_peaks(run[0], run[1], w_stages, one_group_b, p.cluster);
   if (!peaks) return std::nullopt;
   for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
   const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]];

@@ -99,7 +99,8 @@ struct Options {
   bool fold_layers = true;
   // The stage symmetry's micro-batch slope read from its 4-stage short pipeline's steady state,
   // one period of which repeats (sim/shortcuts.cpp shortened, less_one_period), instead of from a
-  // third short pipeline. Off: the third pipeline is simulated (for tests and benches).
+  // third short pipeline, and interleaved, its 3-stage one of one group where that is exact. Off:
+  // the three short pipelines of before (for tests and benches).
   bool steady_window = true;
   // Representative: one rank per pipeline stage, its links loaded with its share of what the
   // node's ranks share (the default; cost independent of the data-parallel degree). Full: every

@@ -422,12 +422,16 @@ TEST_CASE("the micro-batch slope read from A's steady state gives what a third s
   /* Stage symmetry without C (sim/shortcuts.cpp shortened, sim/collect.cpp less_one_period): the
    * slope per micro-batch is read from one period of A's steady state (1F1B one micro-batch,
    * interleaved a group of 4), a window between two marked forward passes, checked op by op
-   * against the next period. Against the slope from C (Options::steady_window off): every additive
+   * against the next period; interleaved, B is then one group (3 x 3) where the first stage runs
+   * the first middle one's layers. Against the three short pipelines of before
+   * (Options::steady_window off: B of two groups, the slope from C): every additive
    * figure the same to 1e-9 (the step, compute, exposed communication and idle time, each stream's
    * and link's busy time and bytes, energy and idle GPU time, FLOPs) and the memory peaks exact,
    * with the window taken (A less one period is not C: their partial steps differ). 1F1B and
    * interleaved, dense and MoE, tp with and without sequence parallelism, data parallelism across
-   * nodes, FSDP2 inside the stages; the issue's GPT-3 and 1T cases. */
+   * nodes, FSDP2 inside the stages, end stages of other layer counts (B of two groups; red, memory
+   * and times, when B is one group there); the issue's GPT-3 and 1T cases. B of one group whose
+   * first stage's held bytes were read at its own first stage: the GPU high-water mark red. */
   struct Case {
     const char* model;
     const char* job;
@@ -453,6 +457,11 @@ TEST_CASE("the micro-batch slope read from A's steady state gives what a third s
        "last_stage_layers: 4, zero: 1}"},
       {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
        "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}"},
+      // A first stage of 6 layers a chunk before middle ones of 5: B keeps 3 x 6 (its first
+      // stage's held bytes are its own).
+      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: selective}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 12, "
+       "last_stage_layers: 8, sequence_parallel: true}"},
   };
   sim::Options third;
   third.steady_window = false;
