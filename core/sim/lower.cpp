@@ -11,14 +11,13 @@ namespace {
 // compute_seconds of the ops of one lowering: identical layers repeat the same few GEMM and
 // attention shapes, so their durations are looked up among the last distinct ones (a few dozen)
 // rather than recomputed for every layer and micro-batch.
-class DurationMemo {
+// The last few values computed, by key: a stage's layers repeat the same kernels and collectives
+// in the same order, so a lookup starts just after the last hit and almost always finds it there.
+template <class Key, class Value, std::size_t N = 32>
+class Memo {
  public:
-  double operator()(const Op& op, const plan::Plan& p, const Efficiency& eff) {
-    if (op.kind != OpKind::gemm && op.kind != OpKind::attention) return compute_seconds(op, p, eff);
-    const Key key{op.kind, op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal, op.kernels,
-                  op.m, op.n, op.k, op.flops, op.bytes};
-    // From the entry after the last one found: a layer's kernels come in the order they were
-    // entered, so the next one is almost always there.
+  template <class Compute>
+  const Value& operator()(const Key& key, Compute&& compute) {
     for (std::size_t n = 0, i = last_ + 1; n < size_; ++n, ++i) {
       if (i >= size_) i = 0;
       if (entries_[i].first == key) {
@@ -26,12 +25,26 @@ class DurationMemo {
         return entries_[i].second;
       }
     }
-    const double seconds = compute_seconds(op, p, eff);
-    entries_[next_] = {key, seconds};
+    entries_[next_] = {key, compute()};
     last_ = next_;
-    next_ = (next_ + 1) % entries_.size();
-    size_ = std::min(size_ + 1, entries_.size());
-    return seconds;
+    next_ = (next_ + 1) % N;
+    size_ = std::min(size_ + 1, N);
+    return entries_[last_].second;
+  }
+
+ private:
+  std::array<std::pair<Key, Value>, N> entries_{};
+  std::size_t size_ = 0, next_ = 0, last_ = 0;
+};
+
+// A kernel's duration (compute_seconds) by what it depends on.
+class DurationMemo {
+ public:
+  double operator()(const Op& op, const plan::Plan& p, const Efficiency& eff) {
+    if (op.kind != OpKind::gemm && op.kind != OpKind::attention) return compute_seconds(op, p, eff);
+    const Key key{op.kind, op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal, op.kernels,
+                  op.m, op.n, op.k, op.flops, op.bytes};
+    return memo_(key, [&] { return compute_seconds(op, p, eff); });
   }
 
  private:
@@ -44,8 +57,7 @@ class DurationMemo {
     double flops, bytes;
     bool operator==(const Key&) const = default;
   };
-  std::array<std::pair<Key, double>, 32> entries_{};
-  std::size_t size_ = 0, next_ = 0, last_ = 0;
+  Memo<Key, double> memo_;
 };
 
 }  // namespace
@@ -63,6 +75,20 @@ des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown) {
 namespace {
 
 using Tasks = std::vector<std::pair<std::int64_t, des::TaskId>>;
+
+// A chained collective's cost and its time alone on NVLink (StageLowering::chain_collective), and
+// what they depend on.
+struct AloneKey {
+  Collective collective = Collective::all_reduce;
+  schedule::Group group = schedule::Group::dp;
+  int group_size = 0, kernels = 0;
+  double host_s = 0, bytes = 0;
+  bool operator==(const AloneKey&) const = default;
+};
+struct AloneCollective {
+  CollectiveCost cost;
+  des::Time ns = 0, link_latency = 0;
+};
 
 // Lowers one rank's IR onto the engine (lower_stage): its queues, pools and tasks, op by op.
 class StageLowering {
@@ -249,18 +275,23 @@ class StageLowering {
     } else if (chain_.back() + 1 != i || waits_on_chain_end(op) <= 0) {
       return false;
     }
-    const CollectiveCost cost = collective_cost(op, cx_.topo, cx_.eff);
+    const AloneCollective& alone = alone_(
+        AloneKey{op.collective, op.group, op.group_size, op.kernels, op.host_s, op.bytes}, [&] {
+          AloneCollective a;
+          a.cost = collective_cost(op, cx_.topo, cx_.eff);
+          const des::LinkId path[1] = {l_.nvlink};
+          if (a.cost.inter_bytes <= 0) a.ns = e_.alone_ns(path, a.cost.intra_bytes, &a.link_latency);
+          return a;
+        });
+    const CollectiveCost& cost = alone.cost;
     if (cost.inter_bytes > 0) return false;
     // A folded run's first layer stands for scale_ layers: as many latencies and transfers, each
     // rounded to the nanosecond as its own (as the kernels are), which is what lowering every
     // layer gives.
     const double bytes = cost.intra_bytes * scale_;
     const des::Time lead = ns(cost.alpha_s) * scale_;
-    const des::LinkId path[1] = {l_.nvlink};
-    des::Time link_latency = 0;
-    const des::Time one = e_.alone_ns(path, cost.intra_bytes, &link_latency);
-    const des::Time d = one * scale_;
-    link_latency *= scale_;
+    const des::Time d = alone.ns * scale_;
+    const des::Time link_latency = alone.link_latency * scale_;
     Lowered::Holder& run = l_.folds.back();
     if (!run.nvlink) {
       run.from_op = i;
@@ -277,13 +308,13 @@ class StageLowering {
     const Op& head = ir_.ops[chain_.front()];
     const des::TaskId t = e_.compute(l_.queues[0], chain_ns_, des::Label{std::string(), schedule::to_string(head.kind),
                                                                           static_cast<std::int32_t>(chain_.front())});
+    // The task waits on what its ops wait on outside it (the chain's ops are the pending ones).
     for (std::size_t i : chain_) {
       l_.task[i] = t;
-      pending_[i] = 0;
       for (int d : ir_.ops[i].deps)
-        if (!pending_[d] && std::find(chain_.begin(), chain_.end(), static_cast<std::size_t>(d)) == chain_.end())
-          e_.depends(t, l_.task[d]);
+        if (!pending_[d]) e_.depends(t, l_.task[d]);
     }
+    for (std::size_t i : chain_) pending_[i] = 0;
     if (chain_.size() == 1 && (l_.chained.empty() || l_.chained.back().op != chain_.front()))
       l_.offset[chain_.front()] = -1;  // a lone kernel is its task (a chained collective's lead is not its time)
     chain_.clear();
@@ -441,6 +472,7 @@ class StageLowering {
   const RankPlace& place_;
   Lowered l_;
   DurationMemo seconds_of_;
+  Memo<AloneKey, AloneCollective, 8> alone_;  // chain_collective's, by what they depend on
   std::vector<std::uint32_t> dependents_;  // by op: ops that wait on it
   std::vector<char> pending_;              // by op: in the chain not yet issued
   std::vector<std::size_t> chain_;         // ops of the chain being built
