@@ -46,6 +46,7 @@ bool activity_kind(const Op& op, Interval& iv) {
 void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, StageRun& out) {
   std::vector<Interval> layer;  // the folded first layer's intervals
   des::Time layer_from = 0;
+  out.intervals.reserve(ir.ops.size());  // about one per op: no regrowing
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const Op& op = ir.ops[i];
     if (l.folded(i)) continue;
@@ -161,9 +162,9 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
     const double busy = static_cast<double>(r.link_busy[k.index]) * 1e-9;
     out.links.push_back({e.link_name(k), r.link_bytes[k.index], busy, out.step_s > 0 ? busy / out.step_s : 0});
   }
+  if (!activity) return out;
   compute_and_exposed(ir, l, r, 0, std::numeric_limits<des::Time>::max(), out.compute_s, out.exposed_comm_s);
-  // What each component did, for the power model.
-  if (activity) activity_of(ir, l, r, out);
+  activity_of(ir, l, r, out);  // what each component did, for the power model
   return out;
 }
 
@@ -333,7 +334,7 @@ void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& 
 }
 
 std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Result& r, const schedule::StepIR& ir,
-                                        int stage, const StageRun& whole, int period) {
+                                        int stage, const StageRun& whole, int period, bool activity) {
   const Lowered& l = step.lowered[step.reported[stage]];
   if (l.window[0] == Lowered::kNoOp) return std::nullopt;
   const auto snapshot = [&](std::size_t op) -> const des::Snapshot* {
@@ -374,10 +375,12 @@ std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Resu
   StageRun less = whole;
   const double ws = static_cast<double>(w) * 1e-9;
   less.step_s -= ws;
-  double compute = 0, exposed = 0;
-  compute_and_exposed(ir, l, r, from, to, compute, exposed);
-  less.compute_s -= compute;
-  less.exposed_comm_s -= exposed;
+  if (activity) {
+    double compute = 0, exposed = 0;
+    compute_and_exposed(ir, l, r, from, to, compute, exposed);
+    less.compute_s -= compute;
+    less.exposed_comm_s -= exposed;
+  }
   // Busy times and bytes: the snapshots' differences, corrected for the window's chained
   // collectives as credit_chained corrects the whole run's (the engine counted their time on the
   // compute stream; it belongs to the comm stream, their bytes and data-moving time to NVLink).
@@ -409,6 +412,7 @@ std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Resu
   // by its length.
   const double t1 = busy(from), t2 = busy(to);
   less.intervals.clear();
+  less.intervals.reserve(whole.intervals.size() + 1);
   for (const Interval& iv : whole.intervals) {
     if (iv.start_s < t1) {
       Interval x = iv;

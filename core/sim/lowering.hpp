@@ -235,7 +235,9 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
 // thing on one lane (stream), back to back, draws the same power (collect_stage, sim::unroll).
 void push_merged(std::vector<Interval>& out, const Interval& iv);
 
-// What one stage's rank did, read from the engine's result.
+// What one stage's rank did, read from the engine's result. Without `activity` (the SM-sharing
+// probe, which reads the step's length and the streams' busy time) no compute and exposed time
+// and no intervals.
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity);
 
@@ -305,8 +307,9 @@ void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& 
 // where the window is not one period of a repeating schedule: checked op by op against the one
 // after it, as far as the stage's last forward (each op of the same kind, layer and pass,
 // `period` micro-batches later, and starting and ending exactly the window's length later).
+// `activity`: as `whole` was collected (collect_stage).
 std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Result& r, const schedule::StepIR& ir,
-                                        int stage, const StageRun& whole, int period);
+                                        int stage, const StageRun& whole, int period, bool activity);
 
 // Every lowered kernel at `compute_slowdown`.
 void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown);
@@ -314,7 +317,8 @@ void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, do
 // What a run of a lowered step gives: the stage whose compute stream is busiest (the pipeline's
 // bottleneck) with the step's makespan, the memory high-water marks over all stages, and that
 // stage in `stage_out`.
-// `phases`: also each stage's high-water marks by phase (StageRun::stage_peaks).
+// `activity`: as collect_stage's; `phases`: also each stage's high-water marks by phase
+// (StageRun::stage_peaks).
 StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
                       int& stage_out, bool activity, bool trace, bool phases = false);
 

@@ -152,7 +152,7 @@ StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, 
   credit_chained(step, r);
   disturbed = disturbed || !folds_undisturbed(step, r);
   StageRun run = collect_step(step, r, irs, stage, activity, false, phases);
-  if (less) *less = less_one_period(step, r, irs[stage], stage, run, period);
+  if (less) *less = less_one_period(step, r, irs[stage], stage, run, period, activity);
   return run;
 }
 

@@ -541,7 +541,7 @@ TEST_CASE("a window that is not one period of the steady state is refused") {
     sim::detail::credit_chained(step, r);
     int stage = 0;
     const sim::detail::StageRun whole = sim::detail::collect_step(step, r, irs, stage, true, false);
-    const auto less = sim::detail::less_one_period(step, r, irs[stage], stage, whole, c.period);
+    const auto less = sim::detail::less_one_period(step, r, irs[stage], stage, whole, c.period, true);
     CHECK(less.has_value() == c.taken);
     if (!less) continue;
     CHECK(less->step_s < whole.step_s);
@@ -554,7 +554,7 @@ TEST_CASE("a window that is not one period of the steady state is refused") {
     des::Result slower = step.e.run();
     sim::detail::credit_chained(step, slower);
     const sim::detail::StageRun slower_whole = sim::detail::collect_step(step, slower, irs, stage, true, false);
-    CHECK_FALSE(sim::detail::less_one_period(step, slower, irs[stage], stage, slower_whole, c.period).has_value());
+    CHECK_FALSE(sim::detail::less_one_period(step, slower, irs[stage], stage, slower_whole, c.period, true).has_value());
   }
 }
 
