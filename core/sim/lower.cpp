@@ -495,19 +495,25 @@ Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const
   return StageLowering(cx, ir, links, place).run();
 }
 
-void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums) {
-  sums.assign(e.task_count(), -1);
-  std::vector<std::uint32_t> touched;
+void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown) {
+  // A task's timed ops (its kernels, its chained collectives) come one after another in op order
+  // (lowering closes a chain before any other op of the compute stream): each task's new duration
+  // is their sum as the loop leaves it.
+  std::uint32_t task = des::kNone;
+  des::Time sum = 0;
+  const auto close = [&] {
+    if (task != des::kNone) e.set_duration(des::TaskId{task}, sum);
+  };
   std::size_t c = 0;  // the next chained collective: its fixed time keeps its place in its task
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
     const bool chained = c < l.chained.size() && l.chained[c].op == i;
     if (l.base_s[i] < 0 && !chained) continue;
+    if (l.task[i].index != task) {
+      close();
+      task = l.task[i].index;
+      sum = 0;
+    }
     if (chained) {
-      des::Time& sum = sums[l.task[i].index];
-      if (sum < 0) {
-        sum = 0;
-        touched.push_back(l.task[i].index);
-      }
       sum += l.chained[c++].lead;
       l.offset[i] = sum;
       sum += l.duration[i];
@@ -516,16 +522,11 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
     const Op& op = ir.ops[i];
     // A folded run's first layer (fold_layers) stands for its copies, each rounded as its own.
     const des::Time d = kernel_ns(op, l.base_s[i], compute_slowdown) * (l.fold.empty() ? 1 : std::max(1, l.fold[i]));
-    des::Time& sum = sums[l.task[i].index];
-    if (sum < 0) {
-      sum = 0;
-      touched.push_back(l.task[i].index);
-    }
     if (l.offset[i] >= 0) l.offset[i] = sum;
     l.duration[i] = d;
     sum += d;
   }
-  for (std::uint32_t t : touched) e.set_duration(des::TaskId{t}, sums[t]);
+  close();
 }
 
 void credit_chained(const LoweredStep& step, des::Result& r) {
@@ -652,7 +653,6 @@ LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, c
 }
 
 void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, double compute_slowdown) {
-  std::vector<des::Time> sums;
   const bool full = step.lowered.size() != irs.size();
   for (std::size_t i = 0; i < step.lowered.size(); ++i) {
     std::size_t s = i;
@@ -660,7 +660,7 @@ void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, do
       for (s = irs.size(); s-- > 0;)
         if (static_cast<std::size_t>(step.reported[s]) <= i) break;
     }
-    retime(step.e, step.lowered[i], irs[s], compute_slowdown, sums);
+    retime(step.e, step.lowered[i], irs[s], compute_slowdown);
   }
 }
 

@@ -227,9 +227,8 @@ struct LoweringContext {
 Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place);
 
 // A lowered stage's kernels set to `compute_slowdown` (the durations lower_stage gives them,
-// from each op's base time): the same engine runs again without being lowered again. `sums` is
-// scratch indexed by task.
-void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown, std::vector<des::Time>& sums);
+// from each op's base time): the same engine runs again without being lowered again.
+void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compute_slowdown);
 
 // Appends `iv`, or extends the last interval when `iv` continues it: one component doing the same
 // thing on one lane (stream), back to back, draws the same power (collect_stage, sim::unroll).
