@@ -8,9 +8,6 @@ namespace detail {
 
 namespace {
 
-// compute_seconds of the ops of one lowering: identical layers repeat the same few GEMM and
-// attention shapes, so their durations are looked up among the last distinct ones (a few dozen)
-// rather than recomputed for every layer and micro-batch.
 // The last few values computed, by key: a stage's layers repeat the same kernels and collectives
 // in the same order, so a lookup starts just after the last hit and almost always finds it there.
 template <class Key, class Value, std::size_t N = 32>
@@ -37,7 +34,9 @@ class Memo {
   std::size_t size_ = 0, next_ = 0, last_ = 0;
 };
 
-// A kernel's duration (compute_seconds) by what it depends on.
+// compute_seconds of the ops of one lowering: identical layers repeat the same few GEMM and
+// attention shapes, so their durations are looked up among the last distinct ones (a few dozen)
+// rather than recomputed for every layer and micro-batch.
 class DurationMemo {
  public:
   double operator()(const Op& op, const plan::Plan& p, const Efficiency& eff) {
