@@ -308,12 +308,13 @@ void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& 
     Lowered& l = step.lowered[step.reported[s]];
     const schedule::StepIR& ir = irs[s];
     l.window[0] = l.window[1] = none;
-    std::size_t first_backward = none, from = none;
+    bool after_backward = false;
+    std::size_t from = none;
     for (std::size_t i = 0; i < ir.ops.size(); ++i) {
       const Op& op = ir.ops[i];
       if (op.stream != Stream::compute || !gpu_kernel(op) || l.folded(i)) continue;
-      if (first_backward == none) {
-        if (op.pass == schedule::Pass::backward) first_backward = i;
+      if (!after_backward) {
+        after_backward = op.pass == schedule::Pass::backward;
         continue;
       }
       if (op.pass != schedule::Pass::forward) continue;

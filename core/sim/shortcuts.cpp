@@ -286,19 +286,16 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   const auto peaks = shortened_peaks(run[0], run[1], w_stages, one_group_b, p.cluster);
   if (!peaks) return std::nullopt;
   for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
-  const schedule::StepIR &ia = irs[0][stage[0]], &ib = irs[1][stage[1]];
   // A stage's FLOPs are linear in its micro-batches whatever the stage count: C's, or A's less one
   // period's micro-batches at A's and B's slope.
-  const auto more = [&](double fa, double fb, double fc) {
-    if (period > 0) fc = fa - period * (fa - fb) / (k_a - k_b);
+  const auto more = [&](double schedule::StepIR::*f) {
+    const double fa = irs[0][stage[0]].*f, fb = irs[1][stage[1]].*f;
+    const double fc = period > 0 ? fa - period * (fa - fb) / (k_a - k_b) : irs[2][stage[2]].*f;
     return fa + w_b * (fa - fb) + w_c * (fa - fc);
   };
-  const auto of_c = [&](double schedule::StepIR::*f) { return period > 0 ? 0.0 : irs[2][stage[2]].*f; };
-  sim.model_flops = more(ia.model_flops_per_rank, ib.model_flops_per_rank, of_c(&schedule::StepIR::model_flops_per_rank));
-  sim.hardware_flops =
-      more(ia.hardware_flops_per_rank, ib.hardware_flops_per_rank, of_c(&schedule::StepIR::hardware_flops_per_rank));
-  sim.frozen_grad_flops = more(ia.frozen_weight_grad_flops_per_rank, ib.frozen_weight_grad_flops_per_rank,
-                               of_c(&schedule::StepIR::frozen_weight_grad_flops_per_rank));
+  sim.model_flops = more(&schedule::StepIR::model_flops_per_rank);
+  sim.hardware_flops = more(&schedule::StepIR::hardware_flops_per_rank);
+  sim.frozen_grad_flops = more(&schedule::StepIR::frozen_weight_grad_flops_per_rank);
   sim.stage = shapes[0].real[stage[0]];
   sim.timeline.intervals = run[0].intervals;
   sim.timeline.step_s = run[0].step_s;
