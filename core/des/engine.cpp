@@ -91,6 +91,7 @@ class Engine::Impl::Simulation {
 
   struct QueueRun {
     std::uint32_t head = kNone;  // the first task not yet started, in issue order (kNone: none left)
+    std::uint32_t tail = kNone;  // the last task added (while the lists are built)
     int servers = 1;
     int busy = 0;  // servers in use
   };
@@ -124,6 +125,8 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
   const std::size_t n = m.tasks.size();
   detail::reserve_huge(r_.tasks, n);
   detail::reserve_huge(hot_, n);
+  queues_.resize(m.queues.size());
+  for (std::size_t q = 0; q < m.queues.size(); ++q) queues_[q].servers = m.queues[q].servers;
   for (std::uint32_t t = 0; t < n; ++t) {
     const auto& d = m.tasks[t];
     r_.tasks.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
@@ -132,6 +135,12 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
     h.queue = d.queue;
     h.kind = static_cast<std::uint8_t>(d.kind);
     h.marked = d.marked;
+    // Each queue's order as a list through its tasks: ids ascend in each queue's issue order, so
+    // the link goes into the queue's previous task, added recently, so in cache.
+    if (d.queue == kNone) continue;
+    QueueRun& q = queues_[d.queue];
+    (q.head == kNone ? q.head : hot_[q.tail].queue_next) = t;
+    q.tail = t;
   }
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
@@ -154,17 +163,6 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
   succ_.resize(m.deps.size());
   for (auto it = m.deps.rbegin(); it != m.deps.rend(); ++it) succ_[--hot_[it->second].succ_begin] = it->first;
 
-  // Each queue's order as a list through its tasks. In id order, which is each queue's issue
-  // order: the write goes to the queue's previous task, added recently, so in cache.
-  queues_.resize(m.queues.size());
-  std::vector<std::uint32_t> last(m.queues.size(), kNone);
-  for (std::uint32_t t = 0; t < n; ++t) {
-    const std::uint32_t q = hot_[t].queue;
-    if (q == kNone) continue;
-    (last[q] == kNone ? queues_[q].head : hot_[last[q]].queue_next) = t;
-    last[q] = t;
-  }
-  for (std::size_t q = 0; q < m.queues.size(); ++q) queues_[q].servers = m.queues[q].servers;
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
   link_active_.assign(m.links.size(), 0);
   link_since_.assign(m.links.size(), 0);
