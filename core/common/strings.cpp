@@ -24,9 +24,16 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   const std::string lowered = to_lower(word);
+  const double limit = std::max<double>(1.0, static_cast<double>(word.size()) / 3.0);
   std::optional<std::string> best;
   double best_score = 0;
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: a candidate that differs by more than the
+    // limit cannot be the answer, and is not the best either unless none is within it. Skipping it
+    // gives the same answer and spares a quadratic distance for a long unknown word (a pasted blob
+    // as a YAML key costs length x candidates' lengths per candidate).
+    const std::size_t gap = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
+    if (static_cast<double>(gap) > limit) continue;
     // A match that differs only in case is the likeliest typo of all.
     const double score = to_lower(c) == lowered ? 0.5 : static_cast<double>(edit_distance(lowered, to_lower(c)));
     if (!best || score < best_score) {
@@ -34,7 +41,6 @@ std::optional<std::string> closest_match(std::string_view word, const std::vecto
       best_score = score;
     }
   }
-  const double limit = std::max<double>(1.0, static_cast<double>(word.size()) / 3.0);
   if (best && best_score <= limit && *best != word) return best;
   return std::nullopt;
 }
