@@ -2,22 +2,29 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include <fmt/format.h>
 
 namespace ftplan {
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t bound) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
     std::size_t diag = row[0];
     row[0] = i;
+    std::size_t row_min = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      const std::size_t substitute = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+      row[j] = std::min(std::min(up, row[j - 1]) + 1, substitute);
+      row_min = std::min(row_min, row[j]);
       diag = up;
     }
+    // Every path to the last cell crosses this row, and a row's minimum never falls going down
+    // (Ukkonen 1985, "Algorithms for approximate string matching"): past the bound already.
+    if (row_min > bound) return row_min;
   }
   return row[b.size()];
 }
@@ -25,23 +32,30 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 std::optional<std::string> closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   const std::string lowered = to_lower(word);
   const double limit = std::max<double>(1.0, static_cast<double>(word.size()) / 3.0);
+  // The first candidate at the smallest score, among those within the limit (none further can be
+  // the answer). Scores are distances, or 0.5 for a match that differs only in case.
   std::optional<std::string> best;
   double best_score = 0;
   for (const auto& c : candidates) {
     // The distance is at least the difference in length: a candidate that differs by more than the
-    // limit cannot be the answer, and is not the best either unless none is within it. Skipping it
-    // gives the same answer and spares a quadratic distance for a long unknown word (a pasted blob
-    // as a YAML key costs length x candidates' lengths per candidate).
+    // limit is skipped unread, so an unknown key that is a pasted blob costs no distance at all.
     const std::size_t gap = c.size() > word.size() ? c.size() - word.size() : word.size() - c.size();
     if (static_cast<double>(gap) > limit) continue;
-    // A match that differs only in case is the likeliest typo of all.
-    const double score = to_lower(c) == lowered ? 0.5 : static_cast<double>(edit_distance(lowered, to_lower(c)));
+    const std::string other = to_lower(c);
+    double score = 0.5;  // a match that differs only in case is the likeliest typo of all
+    if (other != lowered) {
+      // Worth computing only to below the best so far (ties keep the first), or to the limit.
+      const auto bound = static_cast<std::size_t>(best ? std::ceil(best_score) - 1 : std::floor(limit));
+      const std::size_t d = edit_distance(lowered, other, bound);
+      if (d > bound) continue;
+      score = static_cast<double>(d);
+    }
     if (!best || score < best_score) {
       best = c;
       best_score = score;
     }
   }
-  if (best && best_score <= limit && *best != word) return best;
+  if (best && *best != word) return best;
   return std::nullopt;
 }
 

@@ -1,6 +1,7 @@
 // Small string helpers shared by the readers: edit distance for "did you mean", trimming, joining.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,8 +9,10 @@
 
 namespace ftplan {
 
-// Levenshtein distance (insert, delete, substitute each cost 1).
-std::size_t edit_distance(std::string_view a, std::string_view b);
+// Levenshtein distance (insert, delete, substitute each cost 1). With a bound: the distance where
+// it is <= bound, else some number > bound, found without filling the rest of the table.
+std::size_t edit_distance(std::string_view a, std::string_view b,
+                          std::size_t bound = std::numeric_limits<std::size_t>::max());
 
 // The candidate closest to `word` when it is close enough to be a likely typo
 // (distance <= max(1, len/3)), else nullopt. Case differences count as half a typo.

@@ -32,6 +32,26 @@ std::optional<std::string> closest_by_every_distance(std::string_view word, cons
 
 }  // namespace
 
+TEST_CASE("edit distance, and with a bound: exact within it, past it once sure") {
+  CHECK(edit_distance("kitten", "sitting") == 3);
+  CHECK(edit_distance("", "abc") == 3);
+  CHECK(edit_distance("kitten", "sitting", 3) == 3);
+  CHECK(edit_distance("kitten", "sitting", 2) > 2);
+  CHECK(edit_distance("kitten", "sitting", 0) > 0);
+  CHECK(edit_distance(std::string(5000, 'a'), std::string(5000, 'b'), 4) > 4);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string a, b;
+    for (std::size_t k = 0, n = rng() % 12; k < n; ++k) a += static_cast<char>('a' + rng() % 3);
+    for (std::size_t k = 0, n = rng() % 12; k < n; ++k) b += static_cast<char>('a' + rng() % 3);
+    const std::size_t d = edit_distance(a, b), bound = rng() % 8;
+    if (d <= bound)
+      CHECK(edit_distance(a, b, bound) == d);
+    else
+      CHECK(edit_distance(a, b, bound) > bound);
+  }
+}
+
 TEST_CASE("closest_match names the likely typo, and skipping far-off lengths changes no answer") {
   const std::vector<std::string> keys = {"global_batch", "micro_batch", "sequence_length", "tokens", "gpu",
                                          "gpus_per_node", "nodes", "zero_stage", "Offload", "dp"};
