@@ -135,8 +135,8 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
     h.queue = d.queue;
     h.kind = static_cast<std::uint8_t>(d.kind);
     h.marked = d.marked;
-    // Each queue's order as a list through its tasks: ids ascend in each queue's issue order, so
-    // the link goes into the queue's previous task, added recently, so in cache.
+    // Each queue's order as a list through its tasks. Ids ascend in each queue's issue order, and
+    // the link is written into the queue's previous task, added recently and still in cache.
     if (d.queue == kNone) continue;
     QueueRun& q = queues_[d.queue];
     (q.head == kNone ? q.head : hot_[q.tail].queue_next) = t;
