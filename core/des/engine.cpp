@@ -44,10 +44,87 @@ inline void prefetch(const T* p) {
 // ---------------------------------------------------------------------------------------------
 // One run: all mutable state lives here, none in the Engine, none global.
 
+// What a run starts from: the event loop's per-task state, each queue's order as a list through
+// its tasks, the successors in compressed rows, and the tasks' empty records. Derived from the
+// model alone; a run copies it (Impl::run_start keeps it while nothing is added).
+struct Engine::Impl::RunStart {
+  // What the event loop touches of a task, packed into half a cache line: a run is bound by
+  // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
+  // pool) stays in the model and is read only by the tasks that need it.
+  struct Hot {
+    Time time = 0;  // compute: duration; transfer: summed latency
+    std::uint32_t queue = kNone;
+    std::uint32_t pending = 0;     // dependencies not yet finished
+    std::uint32_t succ_begin = 0;  // successors: succ[succ_begin, succ_begin + succ_count)
+    std::uint32_t succ_count = 0;
+    // The task added to the same queue after it (kNone: the last): the queue's next head, read
+    // from the task that starts, which is in cache, instead of from the queue's order array, a
+    // cache miss per start with thousands of queues.
+    std::uint32_t queue_next = kNone;
+    std::uint8_t kind = 0;  // TaskKind, in a byte
+    std::uint8_t state = kBlocked;
+    bool marked = false;  // Engine::mark
+  };
+  static_assert(sizeof(Hot) == 32);
+  std::vector<Hot> hot;
+  std::vector<std::uint32_t> succ;
+
+  struct QueueRun {
+    std::uint32_t head = kNone;  // the first task not yet started, in issue order (kNone: none left)
+    std::uint32_t tail = kNone;  // the last task added (while the lists are built)
+    int servers = 1;
+    int busy = 0;  // servers in use
+  };
+  std::vector<QueueRun> queues;
+
+  std::vector<TaskRecord> records;
+
+  explicit RunStart(const Impl& m);
+};
+
+void Engine::Impl::RunStartDeleter::operator()(RunStart* s) const { delete s; }
+
+Engine::Impl::RunStart::RunStart(const Impl& m) {
+  const std::size_t n = m.tasks.size();
+  detail::reserve_huge(records, n);
+  detail::reserve_huge(hot, n);
+  queues.resize(m.queues.size());
+  for (std::size_t q = 0; q < m.queues.size(); ++q) queues[q].servers = m.queues[q].servers;
+  for (std::uint32_t t = 0; t < n; ++t) {
+    const auto& d = m.tasks[t];
+    records.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
+    Hot& h = hot.emplace_back();
+    h.time = d.time;
+    h.queue = d.queue;
+    h.kind = static_cast<std::uint8_t>(d.kind);
+    h.marked = d.marked;
+    // Each queue's order as a list through its tasks. Ids ascend in each queue's issue order, and
+    // the link is written into the queue's previous task, added recently and still in cache.
+    if (d.queue == kNone) continue;
+    QueueRun& q = queues[d.queue];
+    (q.head == kNone ? q.head : hot[q.tail].queue_next) = t;
+    q.tail = t;
+  }
+  // Successors in compressed rows: count, prefix-sum, then place (counting down).
+  for (const auto& [task, before] : m.deps) {
+    ++hot[before].succ_count;
+    ++hot[task].pending;
+  }
+  std::uint32_t offset = 0;
+  for (Hot& h : hot) {
+    offset += h.succ_count;
+    h.succ_begin = offset;  // one past the row's end until the rows are filled
+  }
+  detail::reserve_huge(succ, m.deps.size());
+  succ.resize(m.deps.size());
+  for (auto it = m.deps.rbegin(); it != m.deps.rend(); ++it) succ[--hot[it->second].succ_begin] = it->first;
+}
+
+
 class Engine::Impl::Simulation {
  public:
   using Model = Engine::Impl;
-  explicit Simulation(const Model& m);
+  Simulation(const Model& m, bool again);
   Result run();
 
  private:
@@ -68,33 +145,11 @@ class Engine::Impl::Simulation {
   std::uint64_t seq_ = 0;
   std::size_t finished_ = 0;
 
-  // What the event loop touches of a task, packed into half a cache line: a run is bound by
-  // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
-  // pool) stays in the model and is read only by the tasks that need it.
-  struct Hot {
-    Time time = 0;  // compute: duration; transfer: summed latency
-    std::uint32_t queue = kNone;
-    std::uint32_t pending = 0;     // dependencies not yet finished
-    std::uint32_t succ_begin = 0;  // successors: succ_[succ_begin, succ_begin + succ_count)
-    std::uint32_t succ_count = 0;
-    // The task added to the same queue after it (kNone: the last): the queue's next head, read
-    // from the task that starts, which is in cache, instead of from the queue's order array, a
-    // cache miss per start with thousands of queues.
-    std::uint32_t queue_next = kNone;
-    std::uint8_t kind = 0;  // TaskKind, in a byte
-    std::uint8_t state = kBlocked;
-    bool marked = false;  // Engine::mark
-  };
-  static_assert(sizeof(Hot) == 32);
+  using Hot = RunStart::Hot;
+  using QueueRun = RunStart::QueueRun;
   std::vector<Hot> hot_;
-  std::vector<std::uint32_t> succ_;
-
-  struct QueueRun {
-    std::uint32_t head = kNone;  // the first task not yet started, in issue order (kNone: none left)
-    std::uint32_t tail = kNone;  // the last task added (while the lists are built)
-    int servers = 1;
-    int busy = 0;  // servers in use
-  };
+  std::vector<std::uint32_t> own_succ_;  // RunStart::succ, when this run derived it alone
+  const std::uint32_t* succ_ = nullptr;  // RunStart::succ (the model's kept one, or own_succ_), read only
   std::vector<QueueRun> queues_;
 
   std::vector<double> live_bytes_;
@@ -121,26 +176,26 @@ class Engine::Impl::Simulation {
   detail::IndexedHeap flow_end_;
 };
 
-Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
-  const std::size_t n = m.tasks.size();
-  detail::reserve_huge(r_.tasks, n);
-  detail::reserve_huge(hot_, n);
-  queues_.resize(m.queues.size());
-  for (std::size_t q = 0; q < m.queues.size(); ++q) queues_[q].servers = m.queues[q].servers;
-  for (std::uint32_t t = 0; t < n; ++t) {
-    const auto& d = m.tasks[t];
-    r_.tasks.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
-    Hot& h = hot_.emplace_back();
-    h.time = d.time;
-    h.queue = d.queue;
-    h.kind = static_cast<std::uint8_t>(d.kind);
-    h.marked = d.marked;
-    // Each queue's order as a list through its tasks. Ids ascend in each queue's issue order, and
-    // the link is written into the queue's previous task, added recently and still in cache.
-    if (d.queue == kNone) continue;
-    QueueRun& q = queues_[d.queue];
-    (q.head == kNone ? q.head : hot_[q.tail].queue_next) = t;
-    q.tail = t;
+Engine::Impl::Simulation::Simulation(const Model& m, bool again) : m_(m) {
+  if (!m.run_start && again) m.run_start.reset(new RunStart(m));
+  if (again) {
+    // Copied into arrays reserved on huge pages (assignment keeps a sufficient capacity).
+    const RunStart& start = *m.run_start;
+    detail::reserve_huge(r_.tasks, start.records.size());
+    r_.tasks = start.records;
+    detail::reserve_huge(hot_, start.hot.size());
+    hot_ = start.hot;
+    succ_ = start.succ.data();
+    queues_ = start.queues;
+  } else {
+    // No run follows: the kept start (or one derived now) is this run's own.
+    RunStart start = m.run_start ? std::move(*m.run_start) : RunStart(m);
+    m.run_start.reset();
+    r_.tasks = std::move(start.records);
+    hot_ = std::move(start.hot);
+    own_succ_ = std::move(start.succ);
+    succ_ = own_succ_.data();
+    queues_ = std::move(start.queues);
   }
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
@@ -148,21 +203,6 @@ Engine::Impl::Simulation::Simulation(const Model& m) : m_(m) {
   r_.pool_peak_bytes.resize(m.pools.size());
   r_.pool_series.resize(m.pools.size());
   live_bytes_.resize(m.pools.size());
-
-  // Successors in compressed rows: count, prefix-sum, then place (counting down).
-  for (const auto& [task, before] : m.deps) {
-    ++hot_[before].succ_count;
-    ++hot_[task].pending;
-  }
-  std::uint32_t offset = 0;
-  for (Hot& h : hot_) {
-    offset += h.succ_count;
-    h.succ_begin = offset;  // one past the row's end until the rows are filled
-  }
-  detail::reserve_huge(succ_, m.deps.size());
-  succ_.resize(m.deps.size());
-  for (auto it = m.deps.rbegin(); it != m.deps.rend(); ++it) succ_[--hot_[it->second].succ_begin] = it->first;
-
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
   link_active_.assign(m.links.size(), 0);
   link_since_.assign(m.links.size(), 0);
@@ -265,7 +305,7 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
   r_.tasks[t].start = now_;
   if (h.marked) r_.snapshots.push_back({TaskId{t}, now_, r_.queue_busy, r_.link_bytes, r_.link_busy});
   // Its successors are read when it ends.
-  if (h.succ_count > 0) prefetch(succ_.data() + h.succ_begin);
+  if (h.succ_count > 0) prefetch(succ_ + h.succ_begin);
   if (h.queue != kNone) {
     QueueRun& q = queues_[h.queue];
     ++q.busy;
@@ -327,7 +367,7 @@ void Engine::Impl::Simulation::finish(std::uint32_t t) {
     r_.queue_busy[h.queue] += now_ - rec.start;
     dispatch(h.queue);
   }
-  const std::uint32_t* succ = succ_.data() + h.succ_begin;
+  const std::uint32_t* succ = succ_ + h.succ_begin;
   for (std::uint32_t i = 0, n = h.succ_count; i < n; ++i)
     if (--hot_[succ[i]].pending == 0) make_ready(succ[i]);
 }
@@ -395,7 +435,8 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 QueueId Engine::add_queue(std::string name, int servers) {
   require(servers >= 1, "a queue needs at least one server");
-  impl_->queues.push_back({std::move(name), servers, {}});
+  impl_->run_start.reset();
+  impl_->queues.push_back({std::move(name), servers});
   return QueueId{static_cast<std::uint32_t>(impl_->queues.size() - 1)};
 }
 
@@ -425,6 +466,7 @@ void Engine::set_duration(TaskId task, Time duration) {
           "set_duration takes a compute task");
   require(duration >= 0, "compute duration must be >= 0");
   impl_->tasks[task.index].time = duration;
+  if (impl_->run_start) impl_->run_start->hot[task.index].time = duration;
 }
 
 TaskId Engine::transfer(QueueId queue, std::span<const LinkId> path, double bytes, Label label) {
@@ -468,10 +510,12 @@ TaskId Engine::marker(QueueId queue, Label label) { return impl_->add(Impl::Task
 void Engine::mark(TaskId task) {
   require(task.index < impl_->tasks.size(), "no such task");
   impl_->tasks[task.index].marked = true;
+  impl_->run_start.reset();
 }
 
 void Engine::depends(TaskId task, TaskId before) {
   require(task.index < impl_->tasks.size() && before.index < impl_->tasks.size(), "no such task");
+  impl_->run_start.reset();
   impl_->deps.emplace_back(task.index, before.index);
 }
 
@@ -506,6 +550,6 @@ std::size_t Engine::queue_count() const { return impl_->queues.size(); }
 std::size_t Engine::link_count() const { return impl_->links.size(); }
 std::size_t Engine::pool_count() const { return impl_->pools.size(); }
 
-Result Engine::run() { return Impl::Simulation(*impl_).run(); }
+Result Engine::run(bool again) { return Impl::Simulation(*impl_, again).run(); }
 
 }  // namespace ftplan::des

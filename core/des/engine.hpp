@@ -179,8 +179,11 @@ class Engine {
   std::size_t pool_count() const;
 
   // Runs everything added so far. Call once (calling again runs the same model again and gives
-  // the same result; the engine itself is not changed by a run).
-  Result run();
+  // the same result; the engine itself is not changed by a run). `again`: the model will run
+  // again unchanged but for set_duration (the SM-sharing probe, then the step), so this run keeps
+  // what it derives from the model (each task's successors, its queue's order) for the next one:
+  // a run with `again` copies it, one without takes it; a change other than set_duration drops it.
+  Result run(bool again = false);
 
  private:
   friend std::string chrome_trace(const Engine& engine, const Result& result);

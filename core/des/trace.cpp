@@ -180,6 +180,15 @@ std::vector<std::vector<Span>> link_spans(const Model& m, const std::vector<Task
   return on_link;
 }
 
+// Each queue's tasks in the order they were added (ids ascend in it).
+template <class Model>
+std::vector<std::vector<std::uint32_t>> queue_orders(const Model& m) {
+  std::vector<std::vector<std::uint32_t>> order(m.queues.size());
+  for (std::uint32_t t = 0; t < m.tasks.size(); ++t)
+    if (m.tasks[t].queue != kNone) order[m.tasks[t].queue].push_back(t);
+  return order;
+}
+
 }  // namespace
 
 TraceTracks trace_tracks(const Engine& engine, const Result& result) {
@@ -193,9 +202,10 @@ TraceTracks trace_tracks(const Engine& engine, const Result& result) {
                      records[t].bytes};
   };
   TraceTracks out;
+  const auto order = queue_orders(m);
   for (std::size_t q = 0; q < m.queues.size(); ++q) {
     TraceTrack track{m.queues[q].name, {}};
-    for (const std::uint32_t t : m.queues[q].order)
+    for (const std::uint32_t t : order[q])
       if (records[t].end != kNever) track.spans.push_back(span(t, records[t].start, records[t].end));
     if (!track.spans.empty()) out.queues.push_back(std::move(track));
   }
@@ -218,9 +228,10 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   // Queues: one thread per server lane.
   w.process(kQueuesPid, "queues");
   int tid = 0;
+  const auto order = queue_orders(m);
   for (std::size_t q = 0; q < m.queues.size(); ++q) {
     std::vector<Span> spans;
-    for (const std::uint32_t t : m.queues[q].order)
+    for (const std::uint32_t t : order[q])
       if (records[t].end != kNever) spans.push_back({records[t].start, records[t].end, t});
     tid += add_lanes(w, kQueuesPid, tid, m.queues[q].name, spans, 1, [&](const Span& s, int lane_tid) {
       return task_event(m, records, s.task, kQueuesPid, lane_tid, s.begin);

@@ -85,13 +85,9 @@ bool computes(const Op& op) {
 }
 
 // StageRun::compute_s alone, as collect_stage sums it: what picks the busiest stage.
-double compute_s_of(const schedule::StepIR& ir, const Lowered& l, const des::Result& r) {
+double compute_s_of(const Lowered& l, const des::Result& r) {
   double s = 0;
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
-    const Op& op = ir.ops[i];
-    if (op.stream == Stream::compute && !l.folded(i) && computes(op))
-      s += static_cast<double>(l.end(r, i) - l.start(r, i)) * 1e-9;
-  }
+  for (const std::size_t i : l.kernels) s += static_cast<double>(l.end(r, i) - l.start(r, i)) * 1e-9;
   return s;
 }
 
@@ -197,9 +193,8 @@ namespace {
 // the last backward.
 StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, const des::Result& r) {
   des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+  for (const std::size_t i : l.kernels) {
     const Op& op = ir.ops[i];
-    if (op.stream != Stream::compute || !gpu_kernel(op) || l.folded(i)) continue;
     if (op.pass == schedule::Pass::backward) {
       first_backward = std::min(first_backward, l.start(r, i));
       last_backward = std::max(last_backward, l.end(r, i));
@@ -282,7 +277,7 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   // The busiest stage by its compute time, then its figures (and timeline) read once.
   for (int s = 0; s < pp; ++s) {
     if (phases) stage_peaks[s] = phase_peaks(irs[s], lowered[reported[s]], r);
-    const double busy = pp == 1 ? 0 : compute_s_of(irs[s], lowered[reported[s]], r);
+    const double busy = pp == 1 ? 0 : compute_s_of(lowered[reported[s]], r);
     if (busy > best_busy) {
       best_busy = busy;
       best = s;
@@ -310,9 +305,8 @@ void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& 
     l.window[0] = l.window[1] = none;
     bool after_backward = false;
     std::size_t from = none;
-    for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    for (const std::size_t i : l.kernels) {
       const Op& op = ir.ops[i];
-      if (op.stream != Stream::compute || !gpu_kernel(op) || l.folded(i)) continue;
       if (!after_backward) {
         after_backward = op.pass == schedule::Pass::backward;
         continue;

@@ -102,6 +102,8 @@ class StageLowering {
     l_.offset.assign(n, -1);
     l_.duration.assign(n, 0);
     l_.base_s.assign(n, -1.0);
+    l_.kernels.reserve(n / 2);  // a third to a half of a stage's ops are kernels
+    l_.timed.reserve(n / 2);
     dependents_.assign(n, 0);
     for (const Op& op : ir_.ops)
       for (int d : op.deps) ++dependents_[d];
@@ -122,9 +124,12 @@ class StageLowering {
       } else {
         scale_ = 1;
       }
-      if (!cx_.trace && gpu_kernel(ir_.ops[i])) {
-        chain_kernel(i);
-        continue;
+      if (gpu_kernel(ir_.ops[i])) {
+        l_.kernels.push_back(i);
+        if (!cx_.trace) {
+          chain_kernel(i);
+          continue;
+        }
       }
       if (scale_ > 1 && chain_collective(i)) continue;
       lower_op(i);
@@ -227,6 +232,7 @@ class StageLowering {
     const bool joins = waits_on_chain_end(op) >= 0 && static_cast<int>(chain_.back()) == last_compute_;
     if (!joins) flush();
     l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
+    l_.timed.push_back(i);
     append_to_chain(i, 0, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_);
   }
 
@@ -299,6 +305,7 @@ class StageLowering {
     run.comm = run.nvlink = run.chained = true;
     append_to_chain(i, lead, d);
     l_.chained.push_back({i, lead, d - link_latency, bytes});
+    l_.timed.push_back(i);
     return true;
   }
 
@@ -336,6 +343,7 @@ class StageLowering {
       case OpKind::elementwise:
       case OpKind::loss:
         l_.base_s[i] = seconds_of_(op, cx_.p, cx_.eff);
+        l_.timed.push_back(i);
         task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_, label(i));
         break;
       case OpKind::optimizer:
@@ -349,6 +357,7 @@ class StageLowering {
           task[i] = e_.transfer(q, {links_.cpu, links_.dram}, op.bytes, label(i));
         } else {
           l_.base_s[i] = compute_seconds(op, cx_.p, cx_.eff);
+          l_.timed.push_back(i);
           task[i] = e_.compute(q, kernel_ns(op, l_.base_s[i], cx_.compute_slowdown) * scale_, label(i));
         }
         break;
@@ -504,9 +513,8 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
     if (task != des::kNone) e.set_duration(des::TaskId{task}, sum);
   };
   std::size_t c = 0;  // the next chained collective: its fixed time keeps its place in its task
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+  for (const std::size_t i : l.timed) {
     const bool chained = c < l.chained.size() && l.chained[c].op == i;
-    if (l.base_s[i] < 0 && !chained) continue;
     if (l.task[i].index != task) {
       close();
       task = l.task[i].index;

@@ -122,6 +122,8 @@ struct Lowered {
   std::vector<des::Time> duration;
   // Compute ops: the kernel's time before SM sharing (compute_seconds), for retime.
   std::vector<double> base_s;
+  // The ops retime sets: those with a base_s and the chained collectives, in op order.
+  std::vector<std::size_t> timed;
   // Folded layers (LoweringContext::fold, fold_layers): each run of identical layers as op
   // indices (its first and last op), with the resources its chain holds; and every collective
   // outside the runs with what it holds, to check after a run that nothing shared them
@@ -152,6 +154,9 @@ struct Lowered {
   };
   std::vector<Chained> chained;  // in op order
   std::vector<int> fold;  // fold_layers' verdict per op (empty: nothing folded)
+  // The GPU kernels (gpu_kernel) with a time of their own (not folded), in op order: what the
+  // compute stream computes, read without walking the stage's other ops.
+  std::vector<std::size_t> kernels;
   // One period of the pipeline's steady state (mark_steady_window): the first kernels of two
   // forward passes of the same chunk `period` micro-batches apart, the first one the first
   // forward issued after the first backward; kNoOp where the stage has none.

@@ -138,6 +138,7 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
       irs[i].push_back(schedule::build_step(m, p, inventories.at(shapes[i].real[pos]), shapes[i].micro, false,
                                             schedule::PipelineView{q, pos, fold}));
       if (schedule::nvme_written_bytes(irs[i].back()) > 0) return false;
+      irs[i].back().nvme_step_written_bytes = 0;  // nor, then, does the whole step (read by the lowering)
     }
   }
   return true;
@@ -145,14 +146,15 @@ bool build_short_runs(const model::ModelSpec& m, const plan::Plan& p, const Shor
 
 // One run of a short pipeline: its result, and whether its folded layers ran undisturbed. With
 // `less` (a steady-state period's micro-batches, > 0): also the run less one period
-// (less_one_period), empty where its steady state is not one period repeated.
-StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool activity, bool phases,
-                   bool& disturbed, int period = 0, std::optional<StageRun>* less = nullptr) {
-  des::Result r = step.e.run();
+// (less_one_period), empty where its steady state is not one period repeated. The SM-sharing
+// probe's run (`probe`) reads no activity: the step runs again after it.
+StageRun run_short(LoweredStep& step, const std::vector<schedule::StepIR>& irs, int& stage, bool probe, bool& disturbed,
+                   int period = 0, std::optional<StageRun>* less = nullptr) {
+  des::Result r = step.e.run(probe);
   credit_chained(step, r);
   disturbed = disturbed || !folds_undisturbed(step, r);
-  StageRun run = collect_step(step, r, irs, stage, activity, false, phases);
-  if (less) *less = less_one_period(step, r, irs[stage], stage, run, period, activity);
+  StageRun run = collect_step(step, r, irs, stage, !probe, false, !probe);
+  if (less) *less = less_one_period(step, r, irs[stage], stage, run, period, !probe);
   return run;
 }
 
@@ -180,7 +182,7 @@ ShortRuns run_shorts(const plan::Plan& p, const Efficiency& eff, const ShortRun 
   if (multi_gpu) {
     StageRun probe[3];
     for (int i = 0; i < runs; ++i)
-      probe[i] = run_short(steps[i], irs[i], stage[i], false, false, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
+      probe[i] = run_short(steps[i], irs[i], stage[i], true, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
     if (disturbed) return ShortRuns::disturbed;
     if (!same_stage()) return ShortRuns::failed;
     if (period > 0) {
@@ -192,7 +194,7 @@ ShortRuns run_shorts(const plan::Plan& p, const Efficiency& eff, const ShortRun 
     for (int i = 0; i < runs; ++i) retime_step(steps[i], irs[i], slowdown);
   }
   for (int i = 0; i < runs; ++i) {
-    run[i] = run_short(steps[i], irs[i], stage[i], true, true, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
+    run[i] = run_short(steps[i], irs[i], stage[i], false, disturbed, period, i == 0 && period > 0 ? &less : nullptr);
     if (!run[i].problem.empty()) return disturbed ? ShortRuns::disturbed : ShortRuns::failed;
   }
   if (disturbed) return ShortRuns::disturbed;
@@ -648,7 +650,7 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
     std::vector<StageRun> probe(n);
     for (std::size_t i = 0; i < n; ++i) {
       int stage = 0;
-      probe[i] = collect_step(steps[i], steps[i].e.run(), irs[i], stage, false, false);
+      probe[i] = collect_step(steps[i], steps[i].e.run(true), irs[i], stage, false, false);
     }
     const StageRun whole = combine(probe);
     const double slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(whole), whole.step_s);

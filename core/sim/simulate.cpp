@@ -86,9 +86,9 @@ Simulated simulate_layers(const model::ModelSpec& m, const plan::Plan& p, const 
     // The probe sees the whole step: under the shortcut its k1 and k2 runs extrapolated the same
     // way as the step's.
     int probe_stage = 0;
-    StageRun probe = collect_step(step, step.e.run(), irs, probe_stage, false, false);
+    StageRun probe = collect_step(step, step.e.run(true), irs, probe_stage, false, false);
     if (mb.on) {
-      const StageRun fewer = collect_step(*fewer_step, fewer_step->e.run(), fewer_irs, probe_stage, false, false);
+      const StageRun fewer = collect_step(*fewer_step, fewer_step->e.run(true), fewer_irs, probe_stage, false, false);
       probe = extrapolate_run(probe, {{&fewer, mb.repeats}});
     }
     slowdown = sm_sharing_slowdown(eff, p.cluster.gpu.sm_count, comm_busy_s(probe), probe.step_s);

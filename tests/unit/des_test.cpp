@@ -700,6 +700,47 @@ TEST_CASE("random DAGs over random queues, links and pools keep every invariant"
   }
 }
 
+TEST_CASE("a run told another follows keeps what it derived: the next runs agree with a fresh engine's") {
+  /* run(true) keeps each task's successors and queue order for the next run (the SM-sharing
+   * probe, then the step): a run after it, with durations changed by set_duration in between, and
+   * after it anything added, must give what an engine built anew with the same model gives.    */
+  RandomModel m;
+  build_random(m, 7, 3000);
+  RandomModel fresh;
+  build_random(fresh, 7, 3000);
+  const Result first = m.engine.run(true);
+  CHECK(same_records(first, fresh.engine.run()));
+  CHECK(same_records(first, m.engine.run(true)));  // copies what the first kept
+  // Retimed, as the step after the probe: every compute task twice as long.
+  for (std::uint32_t t = 0; t < m.duration.size(); ++t)
+    if (m.duration[t] > 0) {
+      m.engine.set_duration(TaskId{t}, 2 * m.duration[t]);
+      fresh.engine.set_duration(TaskId{t}, 2 * m.duration[t]);
+    }
+  const Result retimed = m.engine.run();  // takes what was kept
+  CHECK(same_records(retimed, fresh.engine.run()));
+  CHECK(retimed.makespan > first.makespan);
+  // Kept again, then a task added, kept, then a dependency added: each next run sees them.
+  m.engine.run(true);
+  const QueueId q = m.engine.add_queue("late", 1);
+  fresh.engine.add_queue("late", 1);
+  const TaskId last{static_cast<std::uint32_t>(m.engine.task_count() - 1)};
+  const TaskId late = m.engine.compute(q, 5 * kS);
+  fresh.engine.compute(q, 5 * kS);
+  CHECK(same_records(m.engine.run(true), fresh.engine.run()));
+  m.engine.depends(late, last);
+  fresh.engine.depends(late, last);
+  const Result grown = m.engine.run(true);
+  CHECK(same_records(grown, fresh.engine.run()));
+  CHECK(rec(grown, late).start == rec(grown, last).end);
+  CHECK(grown.makespan == rec(grown, late).end);
+  // mark() drops what was kept too: the marked task's start is snapshotted.
+  m.engine.mark(late);
+  const Result marked = m.engine.run();
+  REQUIRE(marked.snapshots.size() == 1);
+  CHECK(marked.snapshots[0].task.index == late.index);
+}
+
 TEST_CASE("determinism: identical results, and identical traces, run after run and across threads") {
   /* Many simulations at once on threads share nothing: four threads each build and run the same
    * random model and must all agree with a run on this thread, down to the trace's bytes.       */

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -12,12 +13,12 @@
 
 namespace ftplan::des {
 
-// What was added. Immutable while run() works, so run() may be called again.
+// What was added. Immutable while run() works, so run() may be called again (each change drops
+// run_start).
 struct Engine::Impl {
   struct Queue {
     std::string name;
     int servers = 1;
-    std::vector<std::uint32_t> order;  // its tasks, in the order they were added
   };
   struct Link {
     std::string name;
@@ -50,14 +51,23 @@ struct Engine::Impl {
 
   class Simulation;  // one run's state (engine.cpp)
 
+  // What every run starts from, the per-task arrays its constructor derives from the model
+  // (engine.cpp RunStart): kept by a run told that another follows (Engine::run's `again`: the
+  // SM-sharing probe's, then the step's) while nothing is added, for the next run to copy.
+  struct RunStart;
+  struct RunStartDeleter {
+    void operator()(RunStart* s) const;
+  };
+  mutable std::unique_ptr<RunStart, RunStartDeleter> run_start;
+
   TaskId add(Task t, QueueId q, Label label) {
+    run_start.reset();
     if (q.index != kNone && q.index >= queues.size()) throw std::invalid_argument("des: no such queue");
     if (tasks.size() >= kNone - 1) throw std::length_error("des: too many tasks");
     const auto id = static_cast<std::uint32_t>(tasks.size());
     t.queue = q.index;
     tasks.push_back(t);
     labels.push_back(std::move(label));
-    if (q.index != kNone) queues[q.index].order.push_back(id);
     return TaskId{id};
   }
 };
