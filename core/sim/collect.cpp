@@ -135,14 +135,6 @@ void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des
 
 }  // namespace
 
-void push_merged(std::vector<Interval>& out, const Interval& iv) {
-  if (!out.empty() && out.back().component == iv.component && out.back().activity == iv.activity &&
-      out.back().lane == iv.lane && out.back().end_s == iv.start_s)
-    out.back().end_s = iv.end_s;
-  else
-    out.push_back(iv);
-}
-
 StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedule::StepIR& ir, const Lowered& l,
                        bool activity) {
   StageRun out;

@@ -237,7 +237,17 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
 
 // Appends `iv`, or extends the last interval when `iv` continues it: one component doing the same
 // thing on one lane (stream), back to back, draws the same power (collect_stage, sim::unroll).
-void push_merged(std::vector<Interval>& out, const Interval& iv);
+// Inline: called for every op's interval of every run read.
+inline void push_merged(std::vector<Interval>& out, const Interval& iv) {
+  if (!out.empty()) {
+    Interval& last = out.back();
+    if (last.component == iv.component && last.activity == iv.activity && last.lane == iv.lane && last.end_s == iv.start_s) {
+      last.end_s = iv.end_s;
+      return;
+    }
+  }
+  out.push_back(iv);
+}
 
 // What one stage's rank did, read from the engine's result. Without `activity` (the SM-sharing
 // probe, which reads the step's length and the streams' busy time) no compute and exposed time
