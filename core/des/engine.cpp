@@ -171,8 +171,9 @@ class Engine::Impl::Simulation {
   // at the current instant (cheaper than the heap, and in seq order by construction), and the
   // indexed heap of flow completions, which move whenever rates change.
   detail::EventHeap heap_;
+  // The FIFO: events [now_head_, now_tail_) of a buffer that only grows (no push_back's call per event).
   std::vector<detail::Event> now_events_;
-  std::size_t now_head_ = 0;
+  std::size_t now_head_ = 0, now_tail_ = 0;
   detail::IndexedHeap flow_end_;
 };
 
@@ -225,7 +226,7 @@ Result Engine::Impl::Simulation::run() {
     int source = -1;
     Time time = kNever;
     std::uint64_t seq = 0;
-    if (now_head_ < now_events_.size()) {
+    if (now_head_ < now_tail_) {
       source = 0;
       time = now_events_[now_head_].time;
       seq = now_events_[now_head_].seq;
@@ -250,10 +251,7 @@ Result Engine::Impl::Simulation::run() {
     now_ = time;
     if (source == 0) {
       const detail::Event e = now_events_[now_head_++];
-      if (now_head_ == now_events_.size()) {
-        now_events_.clear();
-        now_head_ = 0;
-      }
+      if (now_head_ == now_tail_) now_head_ = now_tail_ = 0;
       task_done(e.id);
     } else if (source == 1) {
       const detail::Event e = heap_.pop();
@@ -336,9 +334,10 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
 
 void Engine::Impl::Simulation::schedule(std::uint32_t t, Time at, std::uint32_t type) {
   const detail::Event e{at, seq_++, t, type};
-  if (at == now_)
-    now_events_.push_back(e);
-  else
+  if (at == now_) {
+    if (now_tail_ == now_events_.size()) now_events_.resize(2 * now_tail_ + 64);
+    now_events_[now_tail_++] = e;
+  } else
     heap_.push(e);
 }
 
