@@ -60,7 +60,7 @@ struct Engine::Impl {
   };
   mutable std::unique_ptr<RunStart, RunStartDeleter> run_start;
 
-  TaskId add(Task t, QueueId q, Label label) {
+  TaskId add(Task t, QueueId q, Label&& label) {
     run_start.reset();
     if (q.index != kNone && q.index >= queues.size()) throw std::invalid_argument("des: no such queue");
     if (tasks.size() >= kNone - 1) throw std::length_error("des: too many tasks");
