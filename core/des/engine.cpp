@@ -78,6 +78,7 @@ struct Engine::Impl::RunStart {
   std::vector<QueueRun> queues;
 
   std::vector<TaskRecord> records;
+  std::vector<std::uint32_t> pool_changes;  // allocations and frees per pool: its series' length, less one
 
   explicit RunStart(const Impl& m);
 };
@@ -90,8 +91,10 @@ Engine::Impl::RunStart::RunStart(const Impl& m) {
   detail::reserve_huge(hot, n);
   queues.resize(m.queues.size());
   for (std::size_t q = 0; q < m.queues.size(); ++q) queues[q].servers = m.queues[q].servers;
+  pool_changes.assign(m.pools.size(), 0);
   for (std::uint32_t t = 0; t < n; ++t) {
     const auto& d = m.tasks[t];
+    if (d.kind == TaskKind::alloc || d.kind == TaskKind::free) ++pool_changes[d.resource];
     records.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
     Hot& h = hot.emplace_back();
     h.time = d.time;
@@ -138,6 +141,11 @@ class Engine::Impl::Simulation {
   void flow_done(std::uint32_t slot);
   void resolve_rates();
   void change_pool(std::uint32_t p, double delta_bytes, std::uint32_t t);
+  // Each pool's series at its full length (its initial level, then one sample per change).
+  void reserve_series(const std::vector<std::uint32_t>& changes) {
+    r_.pool_series.resize(changes.size());
+    for (std::size_t p = 0; p < changes.size(); ++p) r_.pool_series[p].reserve(changes[p] + 1);
+  }
 
   const Model& m_;
   Result r_;
@@ -188,6 +196,7 @@ Engine::Impl::Simulation::Simulation(const Model& m, bool again) : m_(m) {
     hot_ = start.hot;
     succ_ = start.succ.data();
     queues_ = start.queues;
+    reserve_series(start.pool_changes);
   } else {
     // No run follows: the kept start (or one derived now) is this run's own.
     RunStart start = m.run_start ? std::move(*m.run_start) : RunStart(m);
@@ -197,12 +206,12 @@ Engine::Impl::Simulation::Simulation(const Model& m, bool again) : m_(m) {
     own_succ_ = std::move(start.succ);
     succ_ = own_succ_.data();
     queues_ = std::move(start.queues);
+    reserve_series(start.pool_changes);
   }
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
   r_.link_busy.assign(m.links.size(), 0);
   r_.pool_peak_bytes.resize(m.pools.size());
-  r_.pool_series.resize(m.pools.size());
   live_bytes_.resize(m.pools.size());
   for (const auto& l : m.links) share_.add_link(l.bandwidth_Bps);
   link_active_.assign(m.links.size(), 0);
