@@ -46,7 +46,7 @@ inline void prefetch(const T* p) {
 
 // What a run starts from: the event loop's per-task state, each queue's order as a list through
 // its tasks, the successors in compressed rows, and the tasks' empty records. Derived from the
-// model alone; a run copies it (Impl::run_start keeps it while nothing is added).
+// model alone: a run derives it, or copies or takes the one an earlier run kept (Impl::run_start).
 struct Engine::Impl::RunStart {
   // What the event loop touches of a task, packed into half a cache line: a run is bound by
   // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
@@ -122,7 +122,6 @@ Engine::Impl::RunStart::RunStart(const Impl& m) {
   succ.resize(m.deps.size());
   for (auto it = m.deps.rbegin(); it != m.deps.rend(); ++it) succ[--hot[it->second].succ_begin] = it->first;
 }
-
 
 class Engine::Impl::Simulation {
  public:
