@@ -21,9 +21,19 @@ struct Event {
 };
 
 // Without short-circuit: inside a heap the outcome is a coin flip, so a branch would mispredict
-// half the time; this compiles to flag arithmetic.
+// half the time; this compiles to flag arithmetic. Times are >= 0 (nanoseconds since the run's
+// start), so (time, seq) orders as one 128-bit number: a compare and a subtract with borrow
+// where the two-part form took six instructions (des_bench, callgrind).
+#if defined(__SIZEOF_INT128__)
+__extension__ typedef unsigned __int128 TimeSeq;  // GCC and Clang (__extension__: not ISO C++)
+#endif
 inline bool earlier(std::int64_t time_a, std::uint64_t seq_a, std::int64_t time_b, std::uint64_t seq_b) {
+#if defined(__SIZEOF_INT128__)
+  return ((TimeSeq(static_cast<std::uint64_t>(time_a)) << 64) | seq_a) <
+         ((TimeSeq(static_cast<std::uint64_t>(time_b)) << 64) | seq_b);
+#else
   return (time_a < time_b) | ((time_a == time_b) & (seq_a < seq_b));
+#endif
 }
 inline bool earlier(const Event& a, const Event& b) { return earlier(a.time, a.seq, b.time, b.seq); }
 
