@@ -85,6 +85,17 @@ void FairShare::next_epoch() {
   epoch_ = 1;
 }
 
+// Adds to S every flow bottlenecked on a link S crosses, from touched_[from] on (the links S
+// came to cross since the last call), transitively. Then no held flow's bottleneck is crossed by
+// S: each keeps its bottleneck (its link's flows and load are as they were) and needs no check.
+// Returns how far touched_ is closed.
+std::size_t FairShare::close_s(std::size_t from) {
+  for (std::size_t i = from; i < touched_.size(); ++i)
+    for (const Crossing& c : links_[touched_[i]].crossings)
+      if (flows_[c.flow].bottleneck == touched_[i]) add_to_s(c.flow);
+  return touched_.size();
+}
+
 void FairShare::add_to_s(Index f) {
   Flow& flow = flows_[f];
   if (flow.in_s == epoch_) return;
@@ -128,9 +139,7 @@ void FairShare::solve(std::vector<Index>& changed) {
     touched_.push_back(l);
   }
   dirty_.clear();
-  for (std::size_t i = 0; i < touched_.size(); ++i)
-    for (const Crossing& c : links_[touched_[i]].crossings)
-      if (flows_[c.flow].bottleneck == touched_[i]) add_to_s(c.flow);
+  std::size_t closed = close_s(0);
   for (int round = 0;; ++round) {
     if (round == max_rounds_) {
       whole_component();
@@ -139,6 +148,7 @@ void FairShare::solve(std::vector<Index>& changed) {
     }
     fill();
     if (!grow()) break;
+    closed = close_s(closed);
   }
   for (Index f : s_flows_) {
     Flow& flow = flows_[f];
@@ -242,12 +252,7 @@ void FairShare::fill() {
 // highest rate; the held flows whose bottleneck is touched; every flow of S unfrozen; and, with
 // many links, the heap of their first shares.
 void FairShare::start_fill() {
-  if (++round_ == 0) {  // wrapped: forget old marks
-    for (Flow& f : flows_) f.checked = 0;
-    round_ = 1;
-  }
   heap_.clear();
-  held_.clear();
   for (Index l : touched_) {
     Link& link = links_[l];
     link.capacity_left = link.bandwidth_Bps;
@@ -261,10 +266,6 @@ void FairShare::start_fill() {
       }
       link.capacity_left -= flow.rate;
       link.top = std::max(link.top, flow.rate);
-      if (flow.checked != round_ && links_[flow.bottleneck].touched == epoch_) {
-        flow.checked = round_;
-        held_.push_back(c.flow);
-      }
     }
     if (link.unfrozen > 0 && touched_.size() > kScanLinks)
       heap_.emplace_back(std::max(link.capacity_left, 0.0) / link.unfrozen, l);
@@ -310,13 +311,7 @@ bool FairShare::grow() {
       }
     }
   }
-  // Held flows on touched links whose bottleneck is touched: still a bottleneck?
-  for (const Index f : held_) {
-    const Flow& flow = flows_[f];
-    if (flow.in_s == epoch_ || holds(flow.bottleneck, flow.rate)) continue;
-    add_to_s(f);
-    grew = true;
-  }
+  // No held flow's bottleneck is touched (close_s): those keep theirs.
   return grew;
 }
 
