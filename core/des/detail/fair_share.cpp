@@ -90,9 +90,11 @@ void FairShare::next_epoch() {
 // S: each keeps its bottleneck (its link's flows and load are as they were) and needs no check.
 // Returns how far touched_ is closed.
 std::size_t FairShare::close_s(std::size_t from) {
-  for (std::size_t i = from; i < touched_.size(); ++i)
-    for (const Crossing& c : links_[touched_[i]].crossings)
-      if (flows_[c.flow].bottleneck == touched_[i]) add_to_s(c.flow);
+  for (std::size_t i = from; i < touched_.size(); ++i) {
+    const Index l = touched_[i];  // add_to_s may move touched_: read once
+    for (const Crossing& c : links_[l].crossings)
+      if (flows_[c.flow].bottleneck == l) add_to_s(c.flow);
+  }
   return touched_.size();
 }
 
