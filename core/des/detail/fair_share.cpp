@@ -209,7 +209,7 @@ bool FairShare::solve_alone(std::vector<Index>& changed) {
 }
 
 // Progressive filling of the flows in S; every other flow keeps its rate and its usage. On the
-// way, notes each touched link's highest rate and the held flows whose bottleneck is touched.
+// way, notes each touched link's highest rate.
 void FairShare::fill() {
   ++stats_.fills;
   stats_.flows_filled += s_flows_.size();
@@ -251,8 +251,7 @@ void FairShare::fill() {
 }
 
 // Each touched link's capacity left by the flows outside S, its count of flows of S and its
-// highest rate; the held flows whose bottleneck is touched; every flow of S unfrozen; and, with
-// many links, the heap of their first shares.
+// highest rate; every flow of S unfrozen; and, with many links, the heap of their first shares.
 void FairShare::start_fill() {
   heap_.clear();
   for (Index l : touched_) {
