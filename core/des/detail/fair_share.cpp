@@ -127,9 +127,9 @@ void FairShare::solve(std::vector<Index>& changed) {
   touched_.clear();
   // S starts as the new flows and the flows bottlenecked on a changed link (a removed flow leaves
   // them room; a new one takes some), and, transitively, the flows bottlenecked on a link S
-  // crosses: a flow of S that gets more (or less) moves the level of every link it crosses, so
-  // most of them would fail the first check and cost another fill (des_bench 'local': 1.6 fills
-  // a solve without them, 1.1 with them; 'global' 2.4 and 1.5).
+  // crosses (close_s, again after each growth): a flow of S that gets more (or less) moves the
+  // level of every link it crosses, so most of them would fail a check and cost another fill
+  // (des_bench: 'local' 1.6 fills a solve without them, 1.07 with them; 'global' 2.4 and 1.14).
   for (Index f : fresh_)
     if (flows_[f].live) add_to_s(f);
   fresh_.clear();
