@@ -140,11 +140,6 @@ class Engine::Impl::Simulation {
   void flow_done(std::uint32_t slot);
   void resolve_rates();
   void change_pool(std::uint32_t p, double delta_bytes, std::uint32_t t);
-  // Each pool's series at its full length (its initial level, then one sample per change).
-  void reserve_series(const std::vector<std::uint32_t>& changes) {
-    r_.pool_series.resize(changes.size());
-    for (std::size_t p = 0; p < changes.size(); ++p) r_.pool_series[p].reserve(changes[p] + 1);
-  }
 
   const Model& m_;
   Result r_;
@@ -155,8 +150,7 @@ class Engine::Impl::Simulation {
   using Hot = RunStart::Hot;
   using QueueRun = RunStart::QueueRun;
   std::vector<Hot> hot_;
-  std::vector<std::uint32_t> own_succ_;  // RunStart::succ, when this run derived it alone
-  const std::uint32_t* succ_ = nullptr;  // RunStart::succ (the model's kept one, or own_succ_), read only
+  std::vector<std::uint32_t> succ_;  // RunStart::succ
   std::vector<QueueRun> queues_;
 
   std::vector<double> live_bytes_;
@@ -185,28 +179,17 @@ class Engine::Impl::Simulation {
 };
 
 Engine::Impl::Simulation::Simulation(const Model& m, bool again) : m_(m) {
+  // A run that another follows copies the kept start (deriving it first if none is kept); one
+  // that none follows takes it (or derives its own).
   if (!m.run_start && again) m.run_start.reset(new RunStart(m));
-  if (again) {
-    // Copied into arrays reserved on huge pages (assignment keeps a sufficient capacity).
-    const RunStart& start = *m.run_start;
-    detail::reserve_huge(r_.tasks, start.records.size());
-    r_.tasks = start.records;
-    detail::reserve_huge(hot_, start.hot.size());
-    hot_ = start.hot;
-    succ_ = start.succ.data();
-    queues_ = start.queues;
-    reserve_series(start.pool_changes);
-  } else {
-    // No run follows: the kept start (or one derived now) is this run's own.
-    RunStart start = m.run_start ? std::move(*m.run_start) : RunStart(m);
-    m.run_start.reset();
-    r_.tasks = std::move(start.records);
-    hot_ = std::move(start.hot);
-    own_succ_ = std::move(start.succ);
-    succ_ = own_succ_.data();
-    queues_ = std::move(start.queues);
-    reserve_series(start.pool_changes);
-  }
+  RunStart start = again ? RunStart(*m.run_start) : m.run_start ? std::move(*m.run_start) : RunStart(m);
+  if (!again) m.run_start.reset();
+  r_.tasks = std::move(start.records);
+  hot_ = std::move(start.hot);
+  succ_ = std::move(start.succ);
+  queues_ = std::move(start.queues);
+  r_.pool_series.resize(start.pool_changes.size());  // each at its full length: the initial level, a sample a change
+  for (std::size_t p = 0; p < start.pool_changes.size(); ++p) r_.pool_series[p].reserve(start.pool_changes[p] + 1);
   r_.queue_busy.assign(m.queues.size(), 0);
   r_.link_bytes.assign(m.links.size(), 0);
   r_.link_busy.assign(m.links.size(), 0);
@@ -311,7 +294,7 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
   r_.tasks[t].start = now_;
   if (h.marked) r_.snapshots.push_back({TaskId{t}, now_, r_.queue_busy, r_.link_bytes, r_.link_busy});
   // Its successors are read when it ends.
-  if (h.succ_count > 0) prefetch(succ_ + h.succ_begin);
+  if (h.succ_count > 0) prefetch(succ_.data() + h.succ_begin);
   if (h.queue != kNone) {
     QueueRun& q = queues_[h.queue];
     ++q.busy;
@@ -374,7 +357,7 @@ void Engine::Impl::Simulation::finish(std::uint32_t t) {
     r_.queue_busy[h.queue] += now_ - rec.start;
     dispatch(h.queue);
   }
-  const std::uint32_t* succ = succ_ + h.succ_begin;
+  const std::uint32_t* succ = succ_.data() + h.succ_begin;
   for (std::uint32_t i = 0, n = h.succ_count; i < n; ++i)
     if (--hot_[succ[i]].pending == 0) make_ready(succ[i]);
 }

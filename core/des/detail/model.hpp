@@ -13,8 +13,8 @@
 
 namespace ftplan::des {
 
-// What was added. Immutable while run() works, so run() may be called again (each change drops
-// run_start).
+// What was added. Immutable while run() works, so run() may be called again (each change but
+// set_duration drops run_start).
 struct Engine::Impl {
   struct Queue {
     std::string name;
