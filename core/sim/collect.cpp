@@ -78,13 +78,8 @@ void activity_of(const schedule::StepIR& ir, const Lowered& l, const des::Result
   }
 }
 
-// An op whose time on the compute stream counts as computing (StageRun::compute_s).
-bool computes(const Op& op) {
-  return op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
-         op.kind == OpKind::loss || op.kind == OpKind::optimizer;
-}
-
-// StageRun::compute_s alone, as collect_stage sums it: what picks the busiest stage.
+// StageRun::compute_s alone, as collect_stage sums it (the GPU kernels' time on the compute
+// stream, Lowered::kernels): what picks the busiest stage.
 double compute_s_of(const Lowered& l, const des::Result& r) {
   double s = 0;
   for (const std::size_t i : l.kernels) s += static_cast<double>(l.end(r, i) - l.start(r, i)) * 1e-9;
@@ -110,7 +105,7 @@ void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des
     if (kernel_stream) {
       if (start >= to) break;  // the stream runs in order: nothing after starts inside
       const bool inside = from <= start;
-      if (inside && computes(op)) compute += static_cast<double>(end - start) * 1e-9;
+      if (inside && gpu_kernel(op)) compute += static_cast<double>(end - start) * 1e-9;
       const double gap = static_cast<double>(start - prev_end) * 1e-9 - skip;
       skip = 0;
       if (inside && gap > 0) {
