@@ -42,13 +42,17 @@ FairShare::Index FairShare::add_flow(const Index* links, std::size_t count) {
     flows_.emplace_back();
   }
   Flow& flow = flows_[f];
-  flow.live = true;
   flow.rate = 0;
   flow.bottleneck = links[0];
-  flow.edges.clear();
+  flow.edge_count = static_cast<std::uint32_t>(count);
+  if (count > kInlineEdges) {
+    if (spill_.size() <= f) spill_.resize(f + 1);
+    spill_[f].resize(count);
+  }
+  const std::span<Edge> path = edges(f);
   for (std::size_t i = 0; i < count; ++i) {
     Link& l = links_.at(links[i]);
-    flow.edges.push_back({links[i], static_cast<Index>(l.crossings.size())});
+    path[i] = {links[i], static_cast<Index>(l.crossings.size())};
     l.crossings.push_back({f, static_cast<Index>(i)});
     mark_dirty(links[i]);
   }
@@ -57,17 +61,16 @@ FairShare::Index FairShare::add_flow(const Index* links, std::size_t count) {
 }
 
 void FairShare::remove_flow(Index f) {
-  Flow& flow = flows_[f];
-  for (const Edge& e : flow.edges) {
+  for (const Edge& e : edges(f)) {
     Link& l = links_[e.link];
     const Crossing moved = l.crossings.back();
     l.crossings[e.at] = moved;
-    flows_[moved.flow].edges[moved.edge].at = e.at;
+    edges(moved.flow)[moved.edge].at = e.at;
     l.crossings.pop_back();
     mark_dirty(e.link);
   }
-  flow.edges.clear();
-  flow.live = false;
+  Flow& flow = flows_[f];
+  flow.edge_count = 0;
   flow.rate = 0;
   free_.push_back(f);
 }
@@ -103,7 +106,7 @@ void FairShare::add_to_s(Index f) {
   if (flow.in_s == epoch_) return;
   flow.in_s = epoch_;
   s_flows_.push_back(f);
-  for (const Edge& e : flow.edges) {
+  for (const Edge& e : edges(f)) {
     Link& l = links_[e.link];
     if (l.touched == epoch_) continue;
     l.touched = epoch_;
@@ -113,7 +116,7 @@ void FairShare::add_to_s(Index f) {
 
 void FairShare::solve_all(std::vector<Index>& changed) {
   for (Index f = 0; f < flows_.size(); ++f)
-    if (flows_[f].live) fresh_.push_back(f);  // every flow in S: one fill, nothing held
+    if (live(flows_[f])) fresh_.push_back(f);  // every flow in S: one fill, nothing held
   for (Index l = 0; l < links_.size(); ++l) mark_dirty(l);
   solve(changed);
 }
@@ -131,7 +134,7 @@ void FairShare::solve(std::vector<Index>& changed) {
   // level of every link it crosses, so most of them would fail a check and cost another fill
   // (des_bench: 'local' 1.6 fills a solve without them, 1.07 with them; 'global' 2.4 and 1.14).
   for (Index f : fresh_)
-    if (flows_[f].live) add_to_s(f);
+    if (live(flows_[f])) add_to_s(f);
   fresh_.clear();
   for (Index l : dirty_) {
     Link& link = links_[l];
@@ -173,9 +176,9 @@ bool FairShare::solve_alone(std::vector<Index>& changed) {
   next_epoch();
   for (Index f : fresh_) {
     Flow& flow = flows_[f];
-    if (!flow.live) continue;
+    if (!live(flow)) continue;
     flow.in_s = epoch_;
-    for (const Edge& e : flow.edges)
+    for (const Edge& e : edges(f))
       if (links_[e.link].crossings.size() != 1) return false;  // shared (or crossed twice)
   }
   for (Index l : dirty_) {
@@ -189,11 +192,12 @@ bool FairShare::solve_alone(std::vector<Index>& changed) {
   dirty_.clear();
   for (Index f : fresh_) {
     Flow& flow = flows_[f];
-    if (!flow.live || flow.in_s != epoch_) continue;
+    if (!live(flow) || flow.in_s != epoch_) continue;
     flow.in_s = 0;  // once: fresh_ may name a slot twice (removed and reused)
     ++stats_.flows_filled;
-    Index bottleneck = flow.edges.front().link;
-    for (const Edge& e : flow.edges)
+    const std::span<const Edge> path = edges(f);
+    Index bottleneck = path.front().link;
+    for (const Edge& e : path)
       if (links_[e.link].bandwidth_Bps < links_[bottleneck].bandwidth_Bps ||
           (links_[e.link].bandwidth_Bps == links_[bottleneck].bandwidth_Bps && e.link < bottleneck))
         bottleneck = e.link;
@@ -281,7 +285,7 @@ void FairShare::saturate(Index l, double share) {
     if (flow.in_s != epoch_ || flow.next_rate >= 0) continue;
     flow.next_rate = share;
     flow.next_bottleneck = l;
-    for (const Edge& e : flow.edges) {
+    for (const Edge& e : edges(c.flow)) {
       Link& other = links_[e.link];
       other.capacity_left -= share;
       other.top = std::max(other.top, share);

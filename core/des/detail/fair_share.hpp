@@ -43,6 +43,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -110,15 +111,26 @@ class FairShare {
     Index link;
     Index at;  // index of this crossing in the link's `crossings`
   };
-  struct Flow {
-    std::vector<Edge> edges;
+  // A flow in one cache line: a solve visits flows scattered over the slots, and each visit reads
+  // its edges. Paths of up to kInlineEdges links (the engine's are 1-3 links inside a node, a few
+  // more across nodes) keep them here; a longer one keeps them in spill_[slot].
+  static constexpr std::uint32_t kInlineEdges = 4;
+  struct alignas(64) Flow {
     double rate = 0;
     double next_rate = 0;  // during a solve, for flows in S
     Index bottleneck = 0;  // the link that froze it in the fill that set `rate`
     Index next_bottleneck = 0;
-    std::uint32_t in_s = 0;  // == epoch_: in S
-    bool live = false;
+    std::uint32_t in_s = 0;        // == epoch_: in S
+    std::uint32_t edge_count = 0;  // 0: not live (a live flow crosses >= 1 link)
+    Edge inline_edges[kInlineEdges];
   };
+  static_assert(sizeof(Flow) == 64);
+  std::span<Edge> edges(Index f) {
+    Flow& flow = flows_[f];
+    return {flow.edge_count <= kInlineEdges ? flow.inline_edges : spill_[f].data(), flow.edge_count};
+  }
+  std::span<const Edge> edges(Index f) const { return const_cast<FairShare*>(this)->edges(f); }
+  static bool live(const Flow& f) { return f.edge_count > 0; }
 
   bool solve_alone(std::vector<Index>& changed);  // solve()'s answer where no two flows meet; false: not that case
   void mark_dirty(Index link);
@@ -133,6 +145,7 @@ class FairShare {
 
   std::vector<Link> links_;
   std::vector<Flow> flows_;
+  std::vector<std::vector<Edge>> spill_;  // by slot: the edges of a flow over more than kInlineEdges links
   std::vector<Index> free_;   // slots to reuse
   std::vector<Index> dirty_;  // links changed since the last solve
   std::vector<Index> fresh_;  // flows added since the last solve
