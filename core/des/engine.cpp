@@ -52,7 +52,7 @@ struct Engine::Impl::RunStart {
   // cache misses on tasks scattered over the id range, not by arithmetic. The rest (path, bytes,
   // pool) stays in the model and is read only by the tasks that need it.
   struct Hot {
-    Time time = 0;  // compute: duration; transfer: summed latency
+    Time time = 0;  // compute: duration; transfer: summed latency; others: 0 (they end as they start)
     std::uint32_t queue = kNone;
     std::uint32_t pending = 0;     // dependencies not yet finished
     std::uint32_t succ_begin = 0;  // successors: succ[succ_begin, succ_begin + succ_count)
@@ -64,6 +64,9 @@ struct Engine::Impl::RunStart {
     std::uint8_t kind = 0;  // TaskKind, in a byte
     std::uint8_t state = kBlocked;
     bool marked = false;  // Engine::mark
+    // A transfer with data to move (a path, bytes > 0): its flow starts after `time`. Others
+    // end `time` after they start, known without reading the model's task (a cache miss).
+    bool flow = false;
   };
   static_assert(sizeof(Hot) == 32);
   std::vector<Hot> hot;
@@ -97,7 +100,8 @@ Engine::Impl::RunStart::RunStart(const Impl& m) {
     if (d.kind == TaskKind::alloc || d.kind == TaskKind::free) ++pool_changes[d.resource];
     records.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
     Hot& h = hot.emplace_back();
-    h.time = d.time;
+    h.flow = d.kind == TaskKind::transfer && d.path_size > 0 && d.bytes > 0;
+    h.time = d.kind == TaskKind::compute || d.kind == TaskKind::transfer ? d.time : 0;
     h.queue = d.queue;
     h.kind = static_cast<std::uint8_t>(d.kind);
     h.marked = d.marked;
@@ -246,10 +250,15 @@ Result Engine::Impl::Simulation::run() {
       task_done(e.id);
     } else if (source == 1) {
       const detail::Event e = heap_.pop();
-      // The next event's task is likely next: fetch it while this one is handled.
-      if (!heap_.empty() && heap_.top().type == kTaskDone) {
-        prefetch(&hot_[heap_.top().id]);
-        prefetch(&r_.tasks[heap_.top().id]);
+      // The next event's task is likely next: fetch what it reads while this one is handled.
+      if (!heap_.empty()) {
+        const std::uint32_t next = heap_.top().id;
+        if (heap_.top().type == kTaskDone) {
+          prefetch(&hot_[next]);
+          prefetch(&r_.tasks[next]);
+        } else {
+          prefetch(&m_.tasks[next]);
+        }
       }
       if (e.type == kFlowStart)
         start_flow(e.id);
@@ -303,24 +312,13 @@ void Engine::Impl::Simulation::start(std::uint32_t t) {
     // far away in the id range unless fetched now.
     if (q.head != kNone) prefetch(&hot_[q.head]);
   }
-  switch (static_cast<TaskKind>(h.kind)) {
-    case TaskKind::compute:
-      schedule(t, now_ + h.time, kTaskDone);
-      break;
-    case TaskKind::transfer: {
-      const auto& d = m_.tasks[t];
-      if (d.path_size == 0 || d.bytes <= 0)
-        schedule(t, now_ + h.time, kTaskDone);
-      else if (h.time > 0)
-        schedule(t, now_ + h.time, kFlowStart);
-      else
-        start_flow(t);
-      break;
-    }
-    default:  // alloc, free, marker: take effect when their (immediate) end is handled
-      schedule(t, now_, kTaskDone);
-      break;
-  }
+  // Alloc, free and marker (time 0) take effect when their end, now, is handled.
+  if (!h.flow)
+    schedule(t, now_ + h.time, kTaskDone);
+  else if (h.time > 0)
+    schedule(t, now_ + h.time, kFlowStart);
+  else
+    start_flow(t);
 }
 
 void Engine::Impl::Simulation::schedule(std::uint32_t t, Time at, std::uint32_t type) {
