@@ -91,6 +91,7 @@ void Engine::Impl::RunStartDeleter::operator()(RunStart* s) const { delete s; }
 Engine::Impl::RunStart::RunStart(const Impl& m) {
   const std::size_t n = m.tasks.size();
   detail::reserve_huge(records, n);
+  records.resize(n);  // every time kNever
   detail::reserve_huge(hot, n);
   queues.resize(m.queues.size());
   for (std::size_t q = 0; q < m.queues.size(); ++q) queues[q].servers = m.queues[q].servers;
@@ -98,7 +99,6 @@ Engine::Impl::RunStart::RunStart(const Impl& m) {
   for (std::uint32_t t = 0; t < n; ++t) {
     const auto& d = m.tasks[t];
     if (d.kind == TaskKind::alloc || d.kind == TaskKind::free) ++pool_changes[d.resource];
-    records.push_back({TaskId{t}, d.kind, d.queue, kNever, kNever, kNever, d.bytes});
     Hot& h = hot.emplace_back();
     h.flow = d.kind == TaskKind::transfer && d.path_size > 0 && d.bytes > 0;
     h.time = d.kind == TaskKind::compute || d.kind == TaskKind::transfer ? d.time : 0;
@@ -515,6 +515,9 @@ void Engine::reserve(std::size_t tasks, std::size_t dependencies) {
 
 std::size_t Engine::task_count() const { return impl_->tasks.size(); }
 const Label& Engine::label(TaskId task) const { return impl_->labels.at(task.index); }
+TaskKind Engine::kind(TaskId task) const { return impl_->tasks.at(task.index).kind; }
+QueueId Engine::queue(TaskId task) const { return QueueId{impl_->tasks.at(task.index).queue}; }
+double Engine::bytes(TaskId task) const { return impl_->tasks.at(task.index).bytes; }
 const std::string& Engine::queue_name(QueueId q) const { return impl_->queues.at(q.index).name; }
 Time Engine::alone_ns(std::span<const LinkId> path, double bytes, Time* latency) const {
   Time lat = 0;

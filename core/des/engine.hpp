@@ -71,15 +71,12 @@ struct Label {
   std::int32_t tag = 0;  // caller's own id (e.g. an op index in a step IR)
 };
 
-// One finished task.
+// When a task ran (kNever: not reached). What the task is (kind, queue, bytes) is the engine's:
+// Engine::kind, queue, bytes.
 struct TaskRecord {
-  TaskId id;
-  TaskKind kind = TaskKind::marker;
-  std::uint32_t queue = kNone;  // QueueId index or kNone
-  Time ready = 0;               // dependencies done
-  Time start = 0;               // began (queue head, server free)
-  Time end = 0;
-  double bytes = 0;             // transfer / alloc / free size
+  Time ready = kNever;  // dependencies done
+  Time start = kNever;  // began (queue head, server free)
+  Time end = kNever;
 };
 
 struct OutOfMemory {
@@ -170,6 +167,9 @@ class Engine {
   void reserve(std::size_t tasks, std::size_t dependencies);
   std::size_t task_count() const;
   const Label& label(TaskId task) const;
+  TaskKind kind(TaskId task) const;
+  QueueId queue(TaskId task) const;  // kNoQueue: on none
+  double bytes(TaskId task) const;   // transfer, alloc, free; 0 for the others
   const std::string& queue_name(QueueId q) const;
   const std::string& link_name(LinkId l) const;
   const std::string& pool_name(PoolId p) const;

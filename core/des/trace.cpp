@@ -121,10 +121,11 @@ nlohmann::json task_event(const Model& m, const std::vector<TaskRecord>& records
                           Time begin) {
   const Label& label = m.labels[t];
   const TaskRecord& rec = records[t];
-  nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(rec.kind)}, {"ready_us", us(rec.ready)}};
-  if (rec.bytes != 0) args["bytes"] = rec.bytes;
-  return nlohmann::json{{"name", label.name.empty() ? kind_name(rec.kind) : label.name},
-                        {"cat", label.category && *label.category ? label.category : kind_name(rec.kind)},
+  const auto& d = m.tasks[t];
+  nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(d.kind)}, {"ready_us", us(rec.ready)}};
+  if (d.bytes != 0) args["bytes"] = d.bytes;
+  return nlohmann::json{{"name", label.name.empty() ? kind_name(d.kind) : label.name},
+                        {"cat", label.category && *label.category ? label.category : kind_name(d.kind)},
                         {"ph", "X"},
                         {"pid", pid},
                         {"tid", tid},
@@ -197,9 +198,9 @@ TraceTracks trace_tracks(const Engine& engine, const Result& result) {
   const auto& records = result.tasks;
   const auto span = [&](std::uint32_t t, Time begin, Time end) {
     const Label& label = m.labels[t];
-    return TraceSpan{label.name.empty() ? kind_name(records[t].kind) : label.name,
-                     label.category && *label.category ? label.category : kind_name(records[t].kind), begin, end,
-                     records[t].bytes};
+    return TraceSpan{label.name.empty() ? kind_name(m.tasks[t].kind) : label.name,
+                     label.category && *label.category ? label.category : kind_name(m.tasks[t].kind), begin, end,
+                     m.tasks[t].bytes};
   };
   TraceTracks out;
   const auto order = queue_orders(m);
@@ -246,7 +247,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
     tid += add_lanes(w, kLinksPid, tid, m.links[l].name, on_link[l], 1, [&](const Span& s, int lane_tid) {
       nlohmann::json e = task_event(m, records, s.task, kLinksPid, lane_tid, s.begin);
       if (s.end > s.begin)
-        e["args"]["mean_Bps"] = records[s.task].bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
+        e["args"]["mean_Bps"] = m.tasks[s.task].bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
       return e;
     });
 

@@ -34,8 +34,7 @@ bool same_records(const Result& a, const Result& b) {
   if (a.tasks.size() != b.tasks.size()) return false;
   for (std::size_t i = 0; i < a.tasks.size(); ++i) {
     const auto &x = a.tasks[i], &y = b.tasks[i];
-    if (x.ready != y.ready || x.start != y.start || x.end != y.end || x.queue != y.queue || x.bytes != y.bytes)
-      return false;
+    if (x.ready != y.ready || x.start != y.start || x.end != y.end) return false;
   }
   if (a.pool_series.size() != b.pool_series.size()) return false;
   for (std::size_t p = 0; p < a.pool_series.size(); ++p) {
@@ -324,7 +323,9 @@ TEST_CASE("a pool's high-water mark, live-bytes series and out-of-memory record"
   CHECK(r.out_of_memory[0].live_bytes == 120);
   CHECK(r.out_of_memory[0].capacity_bytes == 100);
   CHECK(r.out_of_memory[0].task.index == big.index);
-  CHECK(rec(r, big).bytes == 60);
+  CHECK(e.bytes(big) == 60);
+  CHECK(e.kind(big) == TaskKind::alloc);
+  CHECK(e.queue(big).index == s.index);
 }
 
 TEST_CASE("bounded buffers are dependencies: the producer waits for the consumer's free") {
@@ -652,29 +653,31 @@ void check_invariants(const RandomModel& m, const Result& r) {
   std::vector<double> link_bytes(m.bandwidth.size(), 0);
   for (std::uint32_t t = 0; t < n; ++t) {
     const TaskRecord& x = r.tasks[t];
-    CHECK(x.id.index == t);
+    const TaskKind kind = m.engine.kind(TaskId{t});
+    const double bytes = m.engine.bytes(TaskId{t});
+    const std::uint32_t queue = m.engine.queue(TaskId{t}).index;
     CHECK(x.ready <= x.start);
     CHECK(x.start <= x.end);
     makespan = std::max(makespan, x.end);
     Time ready = 0;
     for (auto b : m.before[t]) ready = std::max(ready, r.tasks[b].end);
     CHECK(x.ready == ready);
-    if (x.kind == TaskKind::compute) CHECK(x.end - x.start == m.duration[t]);
-    if (x.kind == TaskKind::transfer) {
+    if (kind == TaskKind::compute) CHECK(x.end - x.start == m.duration[t]);
+    if (kind == TaskKind::transfer) {
       // Never faster than the slowest link alone, never sooner than the latency.
       Time lat = 0;
       double slowest = 1e300;
       for (auto l : m.path[t]) {
         lat += m.latency[l];
         slowest = std::min(slowest, m.bandwidth[l]);
-        link_bytes[l] += x.bytes;
+        link_bytes[l] += bytes;
       }
-      if (!m.path[t].empty()) CHECK(static_cast<double>(x.end - x.start - lat) >= x.bytes / slowest * 1e9 - 1.0);
+      if (!m.path[t].empty()) CHECK(static_cast<double>(x.end - x.start - lat) >= bytes / slowest * 1e9 - 1.0);
     }
-    if (x.kind != TaskKind::compute && x.kind != TaskKind::transfer) CHECK(x.end == x.start);
-    if (x.queue != kNone) {
-      on_queue[x.queue].push_back(t);
-      busy[x.queue] += x.end - x.start;
+    if (kind != TaskKind::compute && kind != TaskKind::transfer) CHECK(x.end == x.start);
+    if (queue != kNone) {
+      on_queue[queue].push_back(t);
+      busy[queue] += x.end - x.start;
     }
   }
   CHECK(r.makespan == makespan);
@@ -707,7 +710,8 @@ void check_invariants(const RandomModel& m, const Result& r) {
     double live = m.initial[p], peak = live;
     for (std::uint32_t t = 0; t < n; ++t)
       if (m.pool[t] == p) {
-        const double delta = r.tasks[t].kind == TaskKind::alloc ? r.tasks[t].bytes : -r.tasks[t].bytes;
+        const double bytes = m.engine.bytes(TaskId{t});
+        const double delta = m.engine.kind(TaskId{t}) == TaskKind::alloc ? bytes : -bytes;
         expected.insert({r.tasks[t].end, delta});
       }
     const auto& series = r.pool_series[p];
