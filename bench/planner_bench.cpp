@@ -2,8 +2,8 @@
 // Llama-3.1-70B over 1-64 GPUs of three types, tp x pp x ZeRO x micro-batch x checkpointing x
 // offload (scenarios/llama70b-plan.yaml). Goal: the whole search in under a minute on this
 // 2-core machine; and (performance issue) a Calculon-sized space, bench/data/plan-22b-8xa100.yaml
-// as the first argument, in at most 10 s on 2 cores. Prints layouts enumerated and plans simulated per second, on 1 thread and on
-// all cores; not a test.
+// as the first argument, in at most 10 s on 2 cores. Prints layouts enumerated and plans
+// simulated per second, on 1 thread and on all cores; not a test.
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
