@@ -473,24 +473,23 @@ TaskId Engine::transfer(QueueId queue, std::span<const LinkId> path, double byte
   return id;
 }
 
-TaskId Engine::alloc(QueueId queue, PoolId pool, double bytes, Label label) {
-  require(pool.index < impl_->pools.size(), "no such pool");
-  require(bytes >= 0 && std::isfinite(bytes), "alloc bytes must be finite and >= 0");
-  Impl::Task t;
-  t.kind = TaskKind::alloc;
+TaskId Engine::Impl::add_pool_change(TaskKind kind, QueueId queue, PoolId pool, double bytes, Label&& label) {
+  require(pool.index < pools.size(), "no such pool");
+  require(bytes >= 0 && std::isfinite(bytes),
+          kind == TaskKind::alloc ? "alloc bytes must be finite and >= 0" : "free bytes must be finite and >= 0");
+  Task t;
+  t.kind = kind;
   t.resource = pool.index;
   t.bytes = bytes;
-  return impl_->add(t, queue, std::move(label));
+  return add(t, queue, std::move(label));
+}
+
+TaskId Engine::alloc(QueueId queue, PoolId pool, double bytes, Label label) {
+  return impl_->add_pool_change(TaskKind::alloc, queue, pool, bytes, std::move(label));
 }
 
 TaskId Engine::free(QueueId queue, PoolId pool, double bytes, Label label) {
-  require(pool.index < impl_->pools.size(), "no such pool");
-  require(bytes >= 0 && std::isfinite(bytes), "free bytes must be finite and >= 0");
-  Impl::Task t;
-  t.kind = TaskKind::free;
-  t.resource = pool.index;
-  t.bytes = bytes;
-  return impl_->add(t, queue, std::move(label));
+  return impl_->add_pool_change(TaskKind::free, queue, pool, bytes, std::move(label));
 }
 
 TaskId Engine::marker(QueueId queue, Label label) { return impl_->add(Impl::Task{}, queue, std::move(label)); }

@@ -60,6 +60,9 @@ struct Engine::Impl {
   };
   mutable std::unique_ptr<RunStart, RunStartDeleter> run_start;
 
+  // An alloc or a free (engine.cpp): its arguments checked, then added.
+  TaskId add_pool_change(TaskKind kind, QueueId q, PoolId pool, double bytes, Label&& label);
+
   TaskId add(Task t, QueueId q, Label&& label) {
     run_start.reset();
     if (q.index != kNone && q.index >= queues.size()) throw std::invalid_argument("des: no such queue");
