@@ -112,15 +112,18 @@ class StageLowering {
     // out, so it is lowered folded or not at all), else those fold_layers finds.
     FTPLAN_ASSERT(cx_.fold || ir_.fold.empty(), "an IR built folded is lowered folded");
     if (cx_.fold) fold_ = ir_.fold.empty() ? fold_layers(ir_) : ir_.fold;
+    // The fold marks read through a local pointer (the calls below could change fold_, as far as
+    // the compiler knows; they do not): one load an op, not three.
+    const int* const fold = fold_.empty() ? nullptr : fold_.data();
     for (std::size_t i = 0; i < n; ++i) {
-      if (!fold_.empty() && i > 0 && fold_[i - 1] == 0 && fold_[i] != 0) end_run();
-      if (!fold_.empty() && fold_[i] != 1) {
-        if (fold_[i] == 0) {
+      if (fold && i > 0 && fold[i - 1] == 0 && fold[i] != 0) end_run();
+      if (fold && fold[i] != 1) {
+        if (fold[i] == 0) {
           later_layer(i);
           continue;
         }
-        scale_ = fold_[i];
-        if (fold_[i] > 1 && (i == 0 || fold_[i - 1] < 2)) l_.folds.push_back({i, i, {}});
+        scale_ = fold[i];
+        if (fold[i] > 1 && (i == 0 || fold[i - 1] < 2)) l_.folds.push_back({i, i, {}});
       } else {
         scale_ = 1;
       }
