@@ -431,12 +431,14 @@ QueueId Engine::add_queue(std::string name, int servers) {
 LinkId Engine::add_link(std::string name, double bandwidth_Bps, Time latency) {
   require(bandwidth_Bps > 0 && std::isfinite(bandwidth_Bps), "link bandwidth must be finite and > 0");
   require(latency >= 0, "link latency must be >= 0");
+  impl_->run_start.reset();
   impl_->links.push_back({std::move(name), bandwidth_Bps, latency});
   return LinkId{static_cast<std::uint32_t>(impl_->links.size() - 1)};
 }
 
 PoolId Engine::add_pool(std::string name, double capacity_bytes, double initial_bytes) {
   require(capacity_bytes >= 0 && initial_bytes >= 0, "pool capacity and initial bytes must be >= 0");
+  impl_->run_start.reset();  // the kept start sizes each pool's series
   impl_->pools.push_back({std::move(name), capacity_bytes, initial_bytes});
   return PoolId{static_cast<std::uint32_t>(impl_->pools.size() - 1)};
 }

@@ -751,7 +751,8 @@ TEST_CASE("random DAGs over random queues, links and pools keep every invariant"
 TEST_CASE("a run told another follows keeps what it derived: the next runs agree with a fresh engine's") {
   /* run(true) keeps each task's successors and queue order for the next run (the SM-sharing
    * probe, then the step): a run after it, with durations changed by set_duration in between, and
-   * after it anything added, must give what an engine built anew with the same model gives.    */
+   * after it anything added (tasks, queues, dependencies, pools, links), must give what an
+   * engine built anew with the same model gives.                                               */
   RandomModel m;
   build_random(m, 7, 3000);
   RandomModel fresh;
@@ -782,6 +783,21 @@ TEST_CASE("a run told another follows keeps what it derived: the next runs agree
   CHECK(same_records(grown, fresh.engine.run()));
   CHECK(rec(grown, late).start == rec(grown, last).end);
   CHECK(grown.makespan == rec(grown, late).end);
+  // A pool and a link added after a kept run: the next run has a series for the new pool.
+  const PoolId pool = m.engine.add_pool("late pool", 100, 10);
+  fresh.engine.add_pool("late pool", 100, 10);
+  m.engine.add_link("late link", 1e9, 0);
+  fresh.engine.add_link("late link", 1e9, 0);
+  const TaskId grab = m.engine.alloc(q, pool, 20);
+  fresh.engine.alloc(q, pool, 20);
+  m.engine.run(true);
+  m.engine.add_pool("later pool", 1, 0);
+  fresh.engine.add_pool("later pool", 1, 0);
+  const Result pooled = m.engine.run(true);
+  CHECK(same_records(pooled, fresh.engine.run()));
+  REQUIRE(pooled.pool_series.size() == m.engine.pool_count());
+  CHECK(pooled.pool_series[pool.index].back().live_bytes == 30);
+  CHECK(pooled.pool_series[pool.index].back().time == rec(pooled, grab).end);
   // mark() drops what was kept too: the marked task's start is snapshotted.
   m.engine.mark(late);
   const Result marked = m.engine.run();
