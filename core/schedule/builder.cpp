@@ -351,10 +351,13 @@ int Builder::after_optimizer_step(int last, double trainable_shard) {
   if (p_.offload.optimizer_step == Tier::cpu && param_tier == Tier::gpu)
     last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
                 {last}, {}, {weights_tensor});
-  // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters.
-  // (FSDP2 in pipeline stages gathers them at the next step's start: gather_stage.)
+  // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters: the
+  // optimizer's, so the trainable ones only (DeepSpeed stage_1_and_2.py: bit16_groups keep the
+  // param groups' requires_grad parameters, and all_gather_dp_groups gathers those; HF's
+  // deepspeed_init passes only trainable parameters). A LoRA step gathers its adapters, not the
+  // frozen base. (FSDP2 in pipeline stages gathers them at the next step's start: gather_stage.)
   if (any_dp && !stream_params && !gathered_for_step && inv_.zero >= 1 && shard > 1)
-    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.total * inv_.recipe.compute_B,
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.trainable * inv_.recipe.compute_B,
                       "all-gather updated parameters", -1, 0, {last});
   // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the
   // host has finished (which the optimizer step waits for anyway, but the delayed one does not:
