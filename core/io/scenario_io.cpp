@@ -103,6 +103,7 @@ void read_parallel(MapView& v, Parallel& p) {
   v.get("ep", p.ep, 1, 4096);
   v.get("sequence_parallel", p.sequence_parallel);
   v.get("async_tp", p.async_tp);
+  p.zero_given = p.zero_given || v.has("zero");
   v.get("zero", p.zero, 0, 3);
   p.fsdp_given = p.fsdp_given || v.has("fsdp");
   v.get_enum<FsdpSharding>("fsdp", p.fsdp,

@@ -428,7 +428,7 @@ void check_sharding_keys(const Plan& plan, const FrameworkProfile& prof, Finding
                                      p.zero));
   if (p.fsdp_given && !fsdp_like)
     bad("parallel.fsdp", fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw), prof.fsdp_refusal));
-  if (fsdp_like && p.zero > 0) {
+  if (fsdp_like && (p.zero > 0 || p.zero_given)) {
     const int fsdp_zero = p.fsdp == FsdpSharding::shard_grad_op ? 2 : p.fsdp == FsdpSharding::no_shard ? 0 : 3;
     if (p.zero != fsdp_zero)
       bad("parallel.zero", fmt::format("{} shards by parallel.fsdp ({} = ZeRO {}); for ZeRO {} write fsdp: {}", to_string(fw),

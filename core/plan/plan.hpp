@@ -81,6 +81,9 @@ struct Parallel {
   int zero = 0;                    // ZeRO stage 0..3 on the data-parallel dimension (FSDP full_shard = 3)
   FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
   bool fsdp_given = false;  // the scenario set `fsdp` (refused under a framework that does not shard by it)
+  // The scenario set `zero` (under a framework that shards by parallel.fsdp, it must agree with it:
+  // `zero: 0` there is not the default full shard).
+  bool zero_given = false;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int virtual_stages = 1;  // interleaved 1F1B model chunks per stage
   // Layers of the first and last pipeline stages, the rest split evenly among the middle ones

@@ -282,6 +282,10 @@ TEST_CASE("keys a framework would not act on are refused with what to write inst
         std::string::npos);
   CHECK(plan_with("framework: pytorch-fsdp", "{zero: 1}").find("shards by parallel.fsdp (full_shard = ZeRO 3)") !=
         std::string::npos);
+  // zero: 0 under the default framework (FSDP) used to run full_shard silently (issue 41).
+  CHECK(plan_with("steps: 1", "{zero: 0}").find("shards by parallel.fsdp (full_shard = ZeRO 3); for ZeRO 0 write fsdp: "
+                                               "no_shard") != std::string::npos);
+  CHECK(plan_with("framework: pytorch-fsdp", "{zero: 0, fsdp: no_shard}").empty());
   CHECK(plan_with("framework: hf-trainer", "{fsdp: full_shard}").find("Trainer --fsdp") != std::string::npos);
   CHECK(plan_with("framework: deepspeed, optimizer: {name: adamw-8bit, implementation: foreach}", "{zero: 1}")
             .find("one fused implementation") != std::string::npos);
