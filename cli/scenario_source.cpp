@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -12,6 +14,7 @@
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
+#include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
@@ -226,6 +229,84 @@ std::string quick_scenario_yaml(const Args& args) {
   return yaml;
 }
 
+namespace {
+
+// The scenario-text paths one --set KEY stands for in a scenario file with these plans
+// (io::yaml_set's paths: dotted, list items by index). A plan's keys (cluster., parallel.,
+// offload.) go to every plan; plans.*.K, plans.N.K, plans.NAME.K and plans[NAME].K to the plans
+// they select; job.K to the scenario's job and to every plan whose own job block sets K (else
+// that plan's value would win and the item would be accepted and ignored); anything else
+// (model, cost.mode, constraints.deadline, ...) as it is written, the reader judging it.
+std::vector<std::string> set_paths(const std::string& text, const std::string& path, const std::string& key,
+                                   const std::vector<std::string>& plan_names) {
+  std::vector<std::string> out;
+  const auto every_plan = [&](const std::string& rest) {
+    for (std::size_t i = 0; i < plan_names.size(); ++i) out.push_back(fmt::format("plans.{}.{}", i, rest));
+  };
+  for (const char* block : {"cluster.", "parallel.", "offload."})
+    if (key.rfind(block, 0) == 0) {
+      every_plan(key);
+      return out;
+    }
+  if (key.rfind("plans", 0) == 0 && key.size() > 5 && (key[5] == '.' || key[5] == '[')) {
+    std::string selector, rest;
+    if (key[5] == '[') {
+      const auto close = key.find(']', 6);
+      if (close == std::string::npos || close + 1 >= key.size() || key[close + 1] != '.')
+        throw UsageError("--set " + key + ": write plans[NAME].KEY");
+      selector = key.substr(6, close - 6);
+      rest = key.substr(close + 2);
+    } else {
+      const auto dot = key.find('.', 6);
+      if (dot == std::string::npos) throw UsageError("--set " + key + ": write plans.SELECTOR.KEY (*, an index or a name)");
+      selector = key.substr(6, dot - 6);
+      rest = key.substr(dot + 1);
+    }
+    if (selector == "*") {
+      every_plan(rest);
+      return out;
+    }
+    for (std::size_t i = 0; i < plan_names.size(); ++i)
+      if (plan_names[i] == selector || selector == std::to_string(i)) {
+        out.push_back(fmt::format("plans.{}.{}", i, rest));
+        return out;
+      }
+    throw UsageError(fmt::format("--set {}: no plan '{}' in {}{}; plans: {}", key, selector, path,
+                                 did_you_mean(selector, plan_names), join(plan_names, ", ")));
+  }
+  out.push_back(key);
+  if (key.rfind("job.", 0) == 0)
+    for (std::size_t i = 0; i < plan_names.size(); ++i) {
+      const std::string own = fmt::format("plans.{}.{}", i, key);
+      if (io::yaml_value(text, own, path)) out.push_back(own);
+    }
+  return out;
+}
+
+}  // namespace
+
+plan::Scenario apply_set(App& app, const std::string& path, const plan::Scenario& read,
+                         const std::vector<std::pair<std::string, std::string>>& items) {
+  // (The reader has just read the file whole, within its size limit.)
+  std::ifstream in(path, std::ios::binary);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<std::string> names;
+  for (const auto& p : read.plans) names.push_back(p.name);
+  for (const auto& [key, value] : items)
+    for (const auto& at : set_paths(text, path, key, names)) text = io::yaml_set(text, at, yaml_value(key, value), path);
+  // The file read cleanly before the items were applied, so what the reader refuses now is theirs:
+  // name the items, not lines of a text the person never saw.
+  try {
+    return io::parse_scenario(text, path, std::filesystem::path(path).parent_path(), app.zoo(), app.catalog());
+  } catch (const InputError& e) {
+    std::vector<Diagnostic> ds = e.diagnostics();
+    std::vector<std::string> keys;
+    for (const auto& item : items) keys.push_back(item.first);
+    for (auto& d : ds) d.where = {fmt::format("{} with --set {}", path, join(keys, ",")), 0, 0};
+    throw InputError(ds);
+  }
+}
+
 plan::Scenario load_scenario_file(App& app, const std::string& path) {
   try {
     return io::load_scenario(path, app.zoo(), app.catalog());
@@ -294,6 +375,7 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
     for (const auto& sc : shortcuts())
       if (args.value(sc.flag)) throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
     s = load_scenario_file(app, args.positionals()[0]);
+    if (auto set = args.value("set")) s = apply_set(app, args.positionals()[0], s, set_items(*set));
   } else {
     if (!args.value("model")) throw UsageError("give a scenario file, or --model and --gpu for the quick form");
     const std::string yaml = quick_scenario_yaml(args);

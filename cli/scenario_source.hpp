@@ -24,6 +24,12 @@ std::vector<OptionSpec> scenario_options();
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
 plan::Scenario scenario_from_args(App& app, const Args& args);
 
+// `read` (the scenario file at `path`) with --set's KEY=VALUE items applied to its text (each
+// plan's keys to every plan; docs/scenario-format.md) and read again; an item the reader refuses
+// is an InputError naming it.
+plan::Scenario apply_set(App& app, const std::string& path, const plan::Scenario& read,
+                         const std::vector<std::pair<std::string, std::string>>& items);
+
 // A scenario file; a training config given instead is refused with how to import it.
 plan::Scenario load_scenario_file(App& app, const std::string& path);
 

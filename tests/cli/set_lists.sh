@@ -41,4 +41,25 @@ check --method lora --lora-rank 8 --lora-targets '[q,v,o]'
 out=$("$ftplan" "${quick[@]}" --method lora --set job.lora.targets=q,x 2>&1)
 [[ $? == 2 ]] || fail "a bad target: exit status, output: $out"
 grep -q "'x' is not a module LoRA can target" <<<"$out" || fail "a bad target is not named: $out"
+
+# --set on a scenario file is applied, not ignored (issue 41): the rows are those of the file
+# with the key edited in, a plan's keys reach every plan, and a key the reader does not know, or a
+# plan the file does not have, is refused by name.
+sed 's/rank: 8,/rank: 64,/' "$dir/qvo.yaml" >"$dir/r64.yaml"
+"$ftplan" memory "$dir/r64.yaml" --format csv >"$dir/r64.csv" 2>&1 || fail "rank 64: $(cat "$dir/r64.csv")"
+cmp -s "$dir/file.csv" "$dir/r64.csv" && fail "job.lora.rank does not change memory's rows; pick another key"
+"$ftplan" memory "$dir/qvo.yaml" --set job.lora.rank=64 --format csv >"$dir/set.csv" 2>&1 || fail "--set on a file: $(cat "$dir/set.csv")"
+diff -u "$dir/r64.csv" "$dir/set.csv" || fail "--set job.lora.rank=64 on the file differs from the file with rank: 64"
+sed 's/gpus: 1}/gpus: 2}/' "$dir/qvo.yaml" >"$dir/two.yaml"
+"$ftplan" memory "$dir/two.yaml" --format csv >"$dir/two.csv" 2>&1 || fail "two GPUs: $(cat "$dir/two.csv")"
+for key in cluster.gpus plans.quick.cluster.gpus 'plans.*.cluster.gpus' plans.0.cluster.gpus 'plans[quick].cluster.gpus'; do
+  "$ftplan" memory "$dir/qvo.yaml" --set "$key=2" --format csv >"$dir/set.csv" 2>&1 || fail "--set $key=2: $(cat "$dir/set.csv")"
+  diff -u "$dir/two.csv" "$dir/set.csv" || fail "--set $key=2 on the file differs from the file with gpus: 2"
+done
+out=$("$ftplan" memory "$dir/qvo.yaml" --set this.is.not.a.key=1 2>&1)
+[[ $? == 2 ]] || fail "an unknown key on a file: exit status, output: $out"
+grep -q "with --set this.is.not.a.key: this: unknown key" <<<"$out" || fail "an unknown key is not named: $out"
+out=$("$ftplan" memory "$dir/qvo.yaml" --set plans.other.cluster.gpus=2 2>&1)
+[[ $? == 2 ]] || fail "an unknown plan: exit status, output: $out"
+grep -q "no plan 'other'" <<<"$out" || fail "an unknown plan is not named: $out"
 echo "ok"
