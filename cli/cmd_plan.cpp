@@ -13,6 +13,7 @@
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "io/units.hpp"
+#include "io/verdict.hpp"
 #include "planner/planner.hpp"
 #include "progress.hpp"
 #include "scenario_source.hpp"
@@ -129,7 +130,7 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
   for (int i : sh.shown) {
     const auto& c = r.candidates[i];
     const auto& e = c.evaluation;
-    t.row({c.plan.name, io::format_duration(e.cost.job_time_s), fmt::format("${:.0f}", e.cost.cost_usd),
+    t.row({c.plan.name, io::format_duration(e.cost.job_time_s), io::cost_text(e.cost),
            fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3), fmt::format("{:.0f} kWh", e.cost.energy_kwh),
            fmt::format("{:.0f}", e.step.tokens_per_s), fmt::format("{:.0f}%", 100 * e.step.mfu),
            io::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
@@ -157,8 +158,8 @@ void print_best(const plan::Scenario& s, const planner::Result& r) {
       return;
     }
     const auto& e = r.candidates[i].evaluation;
-    fmt::print("  {:<18} {} — {}, ${:.0f}, {:.1f} kW peak\n", what, r.candidates[i].plan.name,
-               io::format_duration(e.cost.job_time_s), e.cost.cost_usd, e.power.peak_power_w / 1e3);
+    fmt::print("  {:<18} {} — {}, {}, {:.1f} kW peak\n", what, r.candidates[i].plan.name,
+               io::format_duration(e.cost.job_time_s), io::cost_text(e.cost), e.power.peak_power_w / 1e3);
   };
   line("fastest", r.fastest);
   line("cheapest", r.cheapest);

@@ -1300,11 +1300,11 @@ void MainWindow::show_charts(const Outcome& o) {
     double max = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const bool ok = ev[i].feasible();
-      labels << names[static_cast<int>(i)] + "  " + (ok ? q(io::money(ev[i].cost.cost_usd)) : "does not fit");
-      if (ok) max = std::max(max, ev[i].cost.cost_usd);
+      labels << names[static_cast<int>(i)] + "  " + (ok ? q(io::cost_text(ev[i].cost)) : "does not fit");
+      if (ok && ev[i].cost.priced()) max = std::max(max, ev[i].cost.cost_usd);
     }
     for (std::size_t i = n; i-- > 0;) {
-      const bool ok = ev[i].feasible();
+      const bool ok = ev[i].feasible() && ev[i].cost.priced();  // no bar for a plan without a price
       *hw << (ok ? ev[i].cost.hardware_usd : 0.0);
       *energy << (ok ? ev[i].cost.energy_usd : 0.0);
       *wear << (ok ? ev[i].cost.wear_usd : 0.0);
@@ -1405,7 +1405,7 @@ void MainWindow::show_search(const Outcome& o) {
   for (std::size_t i = 0; i < r.candidates.size(); ++i) {
     const auto& c = r.candidates[i];
     const auto& e = c.evaluation;
-    if (!e.feasible() || e.cost.job_time_s <= 0 || e.cost.cost_usd <= 0) continue;
+    if (!e.feasible() || !e.cost.priced() || e.cost.job_time_s <= 0 || e.cost.cost_usd <= 0) continue;
     const QPointF p(e.cost.job_time_s / 3600, e.cost.cost_usd);
     x_lo = x_lo > 0 ? std::min(x_lo, p.x()) : p.x();
     y_lo = y_lo > 0 ? std::min(y_lo, p.y()) : p.y();

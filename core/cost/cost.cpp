@@ -416,6 +416,32 @@ double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
   return per_node * c.nodes * c.node_share();
 }
 
+std::string missing_price(const plan::Plan& p, const CostSpec& spec, double nvme_written_bytes) {
+  const plan::Cluster& c = p.cluster;
+  if (spec.mode == CostSpec::Mode::rent) {
+    if (spec.rent_usd_per_hour > 0 || c.node.price.cloud_usd_per_hour || c.gpu.price.cloud_usd_per_hour) return "";
+    return fmt::format("no hourly rate for {} or its GPU ({}) in the catalog; give cost.rent", c.node.display_name,
+                       c.gpu.display_name);
+  }
+  std::vector<std::string> parts;
+  if (!c.node.price.purchase_usd) {
+    if (!c.gpu.price.purchase_usd) parts.push_back(c.gpu.display_name);
+    if (!c.host.price.purchase_usd) parts.push_back(c.host.display_name);
+    for (const auto& [d, n] : c.drives)
+      if (n > 0 && !d.price.purchase_usd) parts.push_back(d.display_name);
+    for (const auto& [nic, n] : c.nics)
+      if (n > 0 && !nic.price.purchase_usd) parts.push_back(nic.display_name);
+    if (!parts.empty())
+      return fmt::format("no purchase price for {} or its {} in the catalog", c.node.display_name, join(parts, ", "));
+  }
+  // Flash wear is priced at the drives' price (dollars()); an owned drive without one leaves it unknown.
+  if (nvme_written_bytes > 0)
+    for (const auto& [d, n] : c.drives)
+      if (n > 0 && d.endurance_bytes > 0 && !d.price.purchase_usd)
+        return fmt::format("no purchase price for the drive {} in the catalog, so its flash wear", d.display_name);
+  return "";
+}
+
 CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport& pw, double steps, double step_s,
                    double tokens_per_step, double nvme_written_per_step) {
   CostReport r;
@@ -446,6 +472,7 @@ CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport&
     const double write_rate = nvme_written_per_step / std::max(1e-9, step_s);
     r.drive_lifetime_years = endurance / write_rate / (365.0 * 24 * 3600);
   }
+  r.unpriced = missing_price(p, spec, r.nvme_written_bytes);
   r.cost_usd = r.hardware_usd + r.energy_usd + r.wear_usd;
   const double tokens = steps * tokens_per_step;
   if (tokens > 0) r.usd_per_million_tokens = r.cost_usd / tokens * 1e6;

@@ -68,10 +68,20 @@ struct CostReport {
   double nvme_written_bytes = 0; // per job, whole cluster
   double wear_fraction = 0;      // share of the drives' rated endurance this job uses
   double drive_lifetime_years = 0;  // if this plan ran continuously
+  // Why the plan has no price: the rate or the part the catalog lacks and the scenario does not
+  // give ("no purchase price for DGX-2 or its GPU (Tesla V100 SXM3 32GB)"); "" when it is priced.
+  // An unpriced plan's dollars are no figure (null in rows), never $0, and no answer ranks it.
+  std::string unpriced;
+  bool priced() const { return unpriced.empty(); }
 };
 
 CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerReport& power, double steps,
                    double step_s, double tokens_per_step, double nvme_written_per_step_bytes);
+
+// Why `plan` has no price under `spec` (cost.mode rent: no cost.rent, node or GPU hourly rate;
+// own: no node purchase price and a part without one; flash wear of an owned drive without a
+// price when the job writes to flash); "" when every figure the cost needs is known.
+std::string missing_price(const plan::Plan& plan, const CostSpec& spec, double nvme_written_bytes);
 
 // Capital cost of the cluster (node purchase price, else the sum of its parts), and its rent per hour.
 double capex_usd(const plan::Plan& plan);

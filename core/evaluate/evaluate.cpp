@@ -68,7 +68,7 @@ Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, 
 
 bool meets_constraints(const plan::Constraints& k, const plan::Plan& plan, const Evaluation& e) {
   return e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
-         (k.budget_usd <= 0 || e.cost.cost_usd <= k.budget_usd) &&
+         (k.budget_usd <= 0 || (e.cost.priced() && e.cost.cost_usd <= k.budget_usd)) &&
          (k.peak_power_w <= 0 || e.power.peak_power_w <= k.peak_power_w) &&
          (k.max_gpus <= 0 || plan.cluster.gpus() <= k.max_gpus);
 }

@@ -91,11 +91,14 @@ Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::S
   r.set("idle_power_w", pw.idle_power_w);
   r.set("max_power_w", pw.max_power_w);
   r.set("energy_kwh", if_runs(feasible, c.energy_kwh));
-  r.set("cost_usd", if_runs(feasible, c.cost_usd));
-  r.set("cost.hardware_usd", if_runs(feasible, c.hardware_usd));
-  r.set("cost.energy_usd", if_runs(feasible, c.energy_usd));
-  r.set("cost.wear_usd", if_runs(feasible, c.wear_usd));
-  r.set("usd_per_million_tokens", if_runs(feasible, c.usd_per_million_tokens));
+  // A plan the catalog cannot price has no dollar figures (null), and says why.
+  const bool priced = feasible && c.priced();
+  r.set("cost_usd", if_runs(priced, c.cost_usd));
+  r.set("cost_missing_reason", c.priced() ? Value(nullptr) : Value(c.unpriced));
+  r.set("cost.hardware_usd", if_runs(priced, c.hardware_usd));
+  r.set("cost.energy_usd", if_runs(priced, c.energy_usd));
+  r.set("cost.wear_usd", if_runs(priced, c.wear_usd));
+  r.set("usd_per_million_tokens", if_runs(priced, c.usd_per_million_tokens));
   r.set("nvme_written_bytes", if_runs(feasible, bytes(c.nvme_written_bytes)));
   // Wear of drives the plan does not have (or whose endurance is not rated) is no figure, not 0.
   const bool has_drives = std::any_of(plan.cluster.drives.begin(), plan.cluster.drives.end(),

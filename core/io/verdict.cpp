@@ -27,6 +27,8 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
 
 std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) : fmt::format("${:.0f}", usd); }
 
+std::string cost_text(const cost::CostReport& c) { return c.priced() ? money(c.cost_usd) : std::string("no price"); }
+
 std::string cost_basis(const plan::CostSpec& c) {
   if (c.mode == plan::CostSpec::Mode::rent)
     return std::string("rented, billed per ") + (c.billing == plan::CostSpec::Billing::per_hour ? "hour" : "second");
@@ -59,6 +61,7 @@ struct RunRow {
   const char* name;
   std::string (*text)(const evaluate::Evaluation& e);
   double (*value)(const evaluate::Evaluation& e);
+  bool dollars = false;  // a figure in dollars: "no price" for a plan the catalog cannot price
 };
 
 // The comparison's rows of a plan's run, in the table's order (after the plans' settings).
@@ -74,16 +77,16 @@ const RunRow kRunRows[] = {
     {"energy (facility)", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); },
      [](const evaluate::Evaluation& e) { return e.cost.energy_kwh; }},
     {"cost", [](const evaluate::Evaluation& e) { return money(e.cost.cost_usd); },
-     [](const evaluate::Evaluation& e) { return e.cost.cost_usd; }},
+     [](const evaluate::Evaluation& e) { return e.cost.cost_usd; }, true},
     {"  hardware", [](const evaluate::Evaluation& e) { return money(e.cost.hardware_usd); },
-     [](const evaluate::Evaluation& e) { return e.cost.hardware_usd; }},
+     [](const evaluate::Evaluation& e) { return e.cost.hardware_usd; }, true},
     {"  energy", [](const evaluate::Evaluation& e) { return money(e.cost.energy_usd); },
-     [](const evaluate::Evaluation& e) { return e.cost.energy_usd; }},
+     [](const evaluate::Evaluation& e) { return e.cost.energy_usd; }, true},
     {"  flash wear", [](const evaluate::Evaluation& e) { return money(e.cost.wear_usd); },
-     [](const evaluate::Evaluation& e) { return e.cost.wear_usd; }},
+     [](const evaluate::Evaluation& e) { return e.cost.wear_usd; }, true},
     {"$ per million tokens",
      [](const evaluate::Evaluation& e) { return fmt::format("${:.2f}", e.cost.usd_per_million_tokens); },
-     [](const evaluate::Evaluation& e) { return e.cost.usd_per_million_tokens; }},
+     [](const evaluate::Evaluation& e) { return e.cost.usd_per_million_tokens; }, true},
     {"flash written (wear)",
      [](const evaluate::Evaluation& e) {
        return e.cost.nvme_written_bytes > 0
@@ -163,8 +166,15 @@ Comparison comparison(const std::vector<plan::Plan>& plans, const std::vector<ev
   // Rows of what a plan costs when it runs: "-" and no ratio for a plan that does not fit.
   for (const RunRow& run : kRunRows)
     rows.row(
-        run.name, [&](std::size_t i) { return ev[i].feasible() ? run.text(ev[i]) : std::string("-"); },
-        [&](std::size_t i) { return ev[i].feasible() && ev[0].feasible() ? run.value(ev[i]) : 0.0; });
+        run.name,
+        [&](std::size_t i) {
+          if (!ev[i].feasible()) return std::string("-");
+          return run.dollars && !ev[i].cost.priced() ? std::string("no price") : run.text(ev[i]);
+        },
+        [&](std::size_t i) {
+          const auto counts = [&](std::size_t j) { return ev[j].feasible() && (!run.dollars || ev[j].cost.priced()); };
+          return counts(i) && counts(0) ? run.value(ev[i]) : 0.0;
+        });
   return t;
 }
 
@@ -184,7 +194,9 @@ std::string missed(const plan::Constraints& k, const plan::Plan& p, const evalua
   std::vector<std::string> why;
   if (k.deadline_s > 0 && e.cost.job_time_s > k.deadline_s)
     why.push_back(format_duration(e.cost.job_time_s) + ", past the deadline");
-  if (k.budget_usd > 0 && e.cost.cost_usd > k.budget_usd) why.push_back(money(e.cost.cost_usd) + ", over the budget");
+  if (k.budget_usd > 0 && !e.cost.priced()) why.push_back("no price to hold to the budget: " + e.cost.unpriced);
+  if (k.budget_usd > 0 && e.cost.priced() && e.cost.cost_usd > k.budget_usd)
+    why.push_back(money(e.cost.cost_usd) + ", over the budget");
   if (k.peak_power_w > 0 && e.power.peak_power_w > k.peak_power_w)
     why.push_back(fmt::format("{:.1f} kW peak, over the power limit", e.power.peak_power_w / 1e3));
   if (k.max_gpus > 0 && p.cluster.gpus() > k.max_gpus)
@@ -198,9 +210,10 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
                    const plan::Constraints& k) {
   if (plans.empty()) return "";
   const std::string limits = constraint_words(k);
+  // Only priced plans are ranked by cost; the others are named with what their price lacks.
   int best = -1;
   for (std::size_t i = 0; i < plans.size(); ++i)
-    if (evaluate::meets_constraints(k, plans[i], ev[i]) &&
+    if (evaluate::meets_constraints(k, plans[i], ev[i]) && ev[i].cost.priced() &&
         (best < 0 || ev[i].cost.cost_usd < ev[static_cast<std::size_t>(best)].cost.cost_usd))
       best = static_cast<int>(i);
   std::vector<std::string> others;
@@ -209,6 +222,10 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
     const evaluate::Evaluation& e = ev[i];
     if (!e.feasible()) {
       others.push_back(plans[i].name + " does not fit");
+      continue;
+    }
+    if (!e.cost.priced()) {
+      others.push_back(fmt::format("{} is left out: {}", plans[i].name, e.cost.unpriced));
       continue;
     }
     const std::string out = missed(k, plans[i], e);
@@ -256,7 +273,8 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
     const std::string peak = ratio_words(a.power.peak_power_w, b.power.peak_power_w, "lower", "higher");
     if (!peak.empty()) parts.push_back(peak == "about the same" ? "draws about the same peak power"
                                                                 : fmt::format("has {} peak power", peak));
-    const std::string dollars = ratio_words(a.cost.cost_usd, b.cost.cost_usd, "less", "more");
+    const std::string dollars =
+        a.cost.priced() && b.cost.priced() ? ratio_words(a.cost.cost_usd, b.cost.cost_usd, "less", "more") : "";
     if (!dollars.empty()) parts.push_back(dollars == "about the same" ? "costs about the same" : fmt::format("costs {}", dollars));
     const std::string energy = ratio_words(a.cost.energy_kwh, b.cost.energy_kwh, "less", "more");
     if (!energy.empty()) parts.push_back(energy == "about the same" ? "uses about the same energy"

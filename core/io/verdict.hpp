@@ -26,6 +26,8 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
 
 // Dollars to the cent below $100 (a small job's cost is not "$1"), whole dollars above.
 std::string money(double usd);
+// A plan's total as money(), or "no price" where the catalog cannot price it (CostReport::unpriced).
+std::string cost_text(const cost::CostReport& c);
 
 // How a plan is paid for, in words: "rented, billed per second" or "owned, 5-year life at 70% use, ...".
 std::string cost_basis(const plan::CostSpec& cost);

@@ -1,6 +1,7 @@
 #include "planner/planner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -47,13 +48,18 @@ using plan::Tier;
 
 namespace {
 
+// A plan without a price ranks after every priced one on cost (cost::CostReport::unpriced).
+double cost_rank(const evaluate::Evaluation& e) {
+  return e.cost.priced() ? e.cost.cost_usd : std::numeric_limits<double>::infinity();
+}
+
 bool better_or_equal(const evaluate::Evaluation& a, const evaluate::Evaluation& b) {
-  return a.cost.job_time_s <= b.cost.job_time_s && a.cost.cost_usd <= b.cost.cost_usd &&
+  return a.cost.job_time_s <= b.cost.job_time_s && cost_rank(a) <= cost_rank(b) &&
          a.power.peak_power_w <= b.power.peak_power_w;
 }
 
 bool strictly_better_somewhere(const evaluate::Evaluation& a, const evaluate::Evaluation& b) {
-  return a.cost.job_time_s < b.cost.job_time_s || a.cost.cost_usd < b.cost.cost_usd ||
+  return a.cost.job_time_s < b.cost.job_time_s || cost_rank(a) < cost_rank(b) ||
          a.power.peak_power_w < b.power.peak_power_w;
 }
 
@@ -289,16 +295,17 @@ void run_layouts(const model::ModelSpec& model, const Enumerated& en, bool fsdp,
 // The Pareto front and the best plan by each measure, among those that meet the constraints.
 void pick_best(Result& result) {
   result.pareto = pareto_front(result.candidates);
-  const auto pick = [&](auto key) {
+  const auto pick = [&](auto key, bool needs_price = false) {
     int best = -1;
     for (std::size_t i = 0; i < result.candidates.size(); ++i) {
       if (!result.candidates[i].meets_constraints) continue;
+      if (needs_price && !result.candidates[i].evaluation.cost.priced()) continue;
       if (best < 0 || key(result.candidates[i]) < key(result.candidates[best])) best = static_cast<int>(i);
     }
     return best;
   };
   result.fastest = pick([](const Candidate& c) { return c.evaluation.cost.job_time_s; });
-  result.cheapest = pick([](const Candidate& c) { return c.evaluation.cost.cost_usd; });
+  result.cheapest = pick([](const Candidate& c) { return c.evaluation.cost.cost_usd; }, true);
   result.lowest_power = pick([](const Candidate& c) { return c.evaluation.power.peak_power_w; });
   result.fewest_gpus = pick([](const Candidate& c) {
     return static_cast<double>(c.plan.cluster.gpus()) * 1e12 + c.evaluation.cost.job_time_s;  // ties: faster

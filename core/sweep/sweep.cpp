@@ -348,7 +348,7 @@ std::vector<io::Row> Sweep::evaluate(std::int64_t point) const {
                         std::make_move_iterator(r.fields.end()));
       // The scenario's `constraints`, as `ftplan plan` judges them.
       meets = evaluate::meets_constraints(k, p, e);
-      if (meets && (cheapest.empty() || e.cost.cost_usd < cheapest_usd)) {
+      if (meets && e.cost.priced() && (cheapest.empty() || e.cost.cost_usd < cheapest_usd)) {
         cheapest = p.name;
         cheapest_usd = e.cost.cost_usd;
       }

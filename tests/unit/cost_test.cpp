@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include "cost/cost.hpp"
+#include "evaluate/evaluate.hpp"
 #include "footprint/footprint.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
+#include "io/verdict.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -136,6 +138,53 @@ TEST_CASE("dollars: rent by the hour or second, owned capex over its life plus e
   CHECK(c.wear_fraction == doctest::Approx(10e12 / endurance));
   CHECK(c.wear_usd == doctest::Approx(10e12 / endurance * price));
   CHECK(c.drive_lifetime_years == doctest::Approx(endurance / (1e12 / 540) / (365.0 * 24 * 3600)));
+}
+
+TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answer ranks it") {
+  /* The H100 96GB (Grand Teton) has neither a purchase price nor an hourly rate in the catalog; a
+   * DGX-2 no purchase price, nor has its V100 SXM3 32GB. Both cost $0 before (issue 41), so
+   * they won every "cheapest". Rented with a rate given, or owned with a price, they are priced. */
+  cost::PowerReport pw;
+  pw.average_power_w = 5000;
+  plan::CostSpec rent;
+  const plan::Plan teton = plan_on("{gpu: h100-96gb-500w, gpus: 8}");
+  auto c = cost::dollars(teton, rent, pw, 10, 540, 1e6, 0);
+  CHECK_FALSE(c.priced());
+  CHECK(c.unpriced.find("no hourly rate") != std::string::npos);
+  CHECK(io::cost_text(c) == "no price");
+  rent.rent_usd_per_hour = 20;
+  CHECK(cost::dollars(teton, rent, pw, 10, 540, 1e6, 0).priced());
+  plan::CostSpec own;
+  own.mode = plan::CostSpec::Mode::own;
+  const plan::Plan dgx2 =
+      io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
+                         "  - name: p\n    cluster: {node: dgx-2}\n",
+                         "t.yaml", test::data_dir(), test::zoo(), test::catalog())
+          .plans.front();
+  c = cost::dollars(dgx2, own, pw, 10, 540, 1e6, 0);
+  CHECK_FALSE(c.priced());
+  CHECK(c.unpriced.find("Tesla V100") != std::string::npos);
+  CHECK(cost::dollars(plan_on("{gpu: h100-sxm-80gb, gpus: 8}"), own, pw, 10, 540, 1e6, 0).priced());
+
+  /* compare's answer: the unpriced plan is left out with its reason, the priced one is cheapest. */
+  const auto s = io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {tokens: 1M}\nplans:\n"
+                                    "  - name: teton\n    cluster: {gpu: h100-96gb-500w, gpus: 8}\n"
+                                    "  - name: sxm\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
+                                    "t.yaml", test::data_dir(), test::zoo(), test::catalog());
+  std::vector<evaluate::Evaluation> ev;
+  for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p, {}));
+  const std::string a = io::answer(s.plans, ev, s.constraints);
+  CHECK(a.rfind("Cheapest: sxm, $", 0) == 0);
+  CHECK(a.find("teton is left out: no hourly rate") != std::string::npos);
+  const io::Row row = io::cost_row(s.plans[0], ev[0].memory, ev[0].step, ev[0].power, ev[0].cost);
+  REQUIRE(row.get("cost_usd"));
+  CHECK(std::holds_alternative<std::nullptr_t>(*row.get("cost_usd")));
+  REQUIRE(row.get("cost_missing_reason"));
+  CHECK(std::holds_alternative<std::string>(*row.get("cost_missing_reason")));
+  /* With a budget nothing unpriced meets it. */
+  plan::Constraints k;
+  k.budget_usd = 5;
+  CHECK_FALSE(evaluate::meets_constraints(k, s.plans[0], ev[0]));
 }
 
 TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
