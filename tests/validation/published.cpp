@@ -73,13 +73,17 @@ std::string zoo_name(std::string model) {
   std::replace(n.begin(), n.end(), ' ', '-');
   std::replace(n.begin(), n.end(), '_', '-');
   static const std::map<std::string, std::string> alias = {
-      {"bloomz-7b1", "bloom-7b1"}, {"t0-3b", "t0-3b"}, {"mt0-xxl", "mt0-xxl"}};
+      {"bloomz-7b1", "bloom-7b1"}, {"t0-3b", "t0-3b"}, {"mt0-xxl", "mt0-xxl"},
+      // Llama 3.3 70B has Llama 3.1 70B's architecture (meta-llama/Llama-3.3-70B-Instruct config.json).
+      {"llama-3.3-70b", "llama-3.1-70b"}};
   if (auto it = alias.find(n); it != alias.end()) return it->second;
   return n;
 }
 
 std::string gpu_name(const std::string& g) {
+  if (to_lower(std::string(trim(g))).rfind("not stated", 0) == 0) return "";
   if (contains(g, "h100 96gb")) return "h100-96gb-500w";
+  if (contains(g, "h200")) return "h200-sxm-141gb";
   if (contains(g, "h100")) return "h100-sxm-80gb";
   if (contains(g, "a100") && contains(g, "40gb")) return "a100-sxm4-40gb";
   if (contains(g, "40gb gpus")) return "a100-sxm4-40gb";
@@ -88,6 +92,7 @@ std::string gpu_name(const std::string& g) {
   if (contains(g, "v100") && contains(g, "16gb")) return "v100-sxm2-16gb";
   if (contains(g, "v100")) return "v100-sxm2-32gb";
   if (contains(g, "4090")) return "rtx-4090";
+  if (contains(g, "a6000")) return "rtx-a6000";
   return "";
 }
 
@@ -197,7 +202,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   if (lora) need("LoRA targets and rank", !lora_targets(peft).empty() && std::regex_search(peft, std::regex("r[0-9]+")));
   if (!out.missing.empty()) return out;
 
-  std::string method = contains(peft, "qlora") ? "qlora" : (lora ? "lora" : "full");
+  const bool qlora = contains(peft, "qlora") || contains(peft, "q-lora");
+  std::string method = qlora ? "qlora" : (lora ? "lora" : "full");
   // The 16-bit format named wins over an fp32 mentioned for reductions ("param bf16 / reduce fp32").
   std::string precision = "bf16-mixed";
   // "FP8", "amp_fp8 (TE)", "bf16 mixed + Float8 linears (torchao)": FP8 linears on a bf16 recipe.
@@ -208,13 +214,23 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   else if (contains(prec, "fp32")) precision = "fp32";
   std::string framework = "hf-trainer";
   std::string parallel;
-  if (contains(row.at("source_url_or_repo_path"), "torchtune")) framework = "torchtune";
-  if (contains(par, "deepspeed")) {
+  const std::string& src = row.at("source_url_or_repo_path");
+  // A recipe's stack is its source's: torchtune's distributed recipes shard with FSDP2 inside
+  // torchtune's profile; Unsloth's own tables run Unsloth.
+  const bool own_stack = contains(src, "torchtune") || contains(src, "unslothai/unsloth");
+  if (contains(src, "torchtune")) framework = "torchtune";
+  if (contains(src, "unslothai/unsloth")) framework = "unsloth";
+  if (own_stack) {
+    // (set above)
+  } else if (contains(par, "deepspeed")) {
     framework = "deepspeed";
     std::smatch m;
     if (std::regex_search(par, m, std::regex("ZeRO-([0-3])"))) parallel = fmt::format("{{zero: {}}}", m[1].str());
   } else if (contains(par, "fsdp2") || (contains(par, "fsdp") && contains(row.at("source_url_or_repo_path"), "torchtitan"))) {
     framework = "pytorch-fsdp2";
+    // NeMo Automodel's "FSDP2 4-way x TP2": tensor parallelism inside each FSDP2 replica.
+    std::smatch m;
+    if (std::regex_search(par, m, std::regex("TP ?([0-9]+)")) && m[1] != "1") parallel = fmt::format("{{tp: {}}}", m[1].str());
   } else if (contains(par, "fsdp")) {
     framework = "pytorch-fsdp";
   } else if (contains(par, "tp ")) {
@@ -231,7 +247,13 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   else if (contains(ckpt, "selective")) checkpointing = "selective";
   else if (ckpt == "none" || ckpt == "off" || contains(ckpt, "none") || contains(ckpt, "off")) checkpointing = "none";
   else if (contains(ckpt, "on") || contains(ckpt, "full")) checkpointing = "full";
-  const std::string optimizer = contains(row.at("optimizer"), "8bit") ? "adamw-8bit" : "adamw";
+  // bitsandbytes' paged 8-bit AdamW; the optimizer step fused into backward (torchtune's
+  // optimizer_in_bwd) unless the row says it is off.
+  const std::string& opt = row.at("optimizer");
+  const bool in_backward = contains(opt, "optimizer_in_bwd") && !contains(opt, "no optimizer_in_bwd");
+  std::string optimizer = contains(opt, "8bit") ? "adamw-8bit" : "adamw";
+  if (contains(opt, "paged") || in_backward)
+    optimizer = fmt::format("{{name: {}, paged: {}, in_backward: {}}}", optimizer, contains(opt, "paged"), in_backward);
 
   // Documented behaviour of the stack a row names:
   // - transformers before v4.36: eager attention (SDPA became the default in v4.36) and the
@@ -259,7 +281,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
       break;
     }
   }
-  if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated"))
+  if ((contains(notes, "compile on") || contains(notes, "torch.compile")) && !contains(notes, "compile not stated") &&
+      !contains(notes, "compile=off") && !contains(notes, "compile off") && !contains(notes, "no compile"))
     extra += "  compile: true\n";
   // llm-foundry's benchmark script runs MPT with attn_impl "triton" (scripts/train/benchmarking/
   // submit_benchmarks.py, its default): flash-attn's Triton FlashAttention, FlashAttention-1's
@@ -285,14 +308,24 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
     std::regex_search(peft, m, std::regex("r([0-9]+)"));
     yaml += fmt::format("  lora: {{rank: {}, targets: {}}}\n", m[1].str(), lora_targets(peft));
   }
+  // A GPTQ base (Qwen's "Q-LoRA" on its Int4 checkpoints) is 4-bit integer weights with group
+  // constants, not bitsandbytes' NF4.
+  if (qlora && (contains(peft, "gptq") || contains(peft, "int4"))) yaml += "  quant: {kind: int4, double_quant: false}\n";
   // torchtune's recipes use chunked cross-entropy (CEWithChunkedOutputLoss, 8 chunks).
   if (framework == "torchtune") yaml += "  loss: {chunks: 8}\n";
   // Megatron-LM of 2021 predates FlashAttention (2022): unfused QK^T and AV around its fused
   // scale-mask-softmax kernel (megatron/model/fused_softmax.py).
   if (megatron_table) yaml += "  attention: eager\n";
-  yaml += fmt::format("plans:\n  - name: published\n    cluster: {{gpu: {}, gpus: {}}}\n", gpu, gpus.value_or(1));
+  // "2 nodes x 2 GPUs": that many GPUs to a node, so the data-parallel traffic crosses the network.
+  std::string per_node;
+  std::smatch nodes;
+  const std::string layout = par + " " + row.at("gpu_type");
+  if (std::regex_search(layout, nodes, std::regex("([0-9]+) nodes? x ([0-9]+)")))
+    per_node = ", gpus_per_node: " + nodes[2].str();
+  yaml += fmt::format("plans:\n  - name: published\n    cluster: {{gpu: {}, gpus: {}{}}}\n", gpu, gpus.value_or(1), per_node);
   if (!parallel.empty()) yaml += "    parallel: " + parallel + "\n";
-  plan::Scenario s = io::parse_scenario(yaml, fmt::format("published_public.csv:{}", row.line), test::data_dir(),
+  if (contains(row.at("offload"), "activation offloading to cpu")) yaml += "    offload: {activations: cpu}\n";
+  plan::Scenario s = io::parse_scenario(yaml, fmt::format("published row {}", row.line), test::data_dir(),
                                         test::zoo(), test::catalog());
   // The row's own architecture columns win over the zoo entry (llm-foundry's MPT configs differ
   // from the HF checkpoints in vocabulary, for one).

@@ -1,0 +1,165 @@
+// Predicts the fine-tuning rows of tests/data/validation/published_finetune.csv (issue 39): HF
+// Trainer/PEFT/TRL, HF + DeepSpeed, torchtune, NeMo and Unsloth as they ran, each row mapped by
+// the same column rules as the public set (published.cpp, no per-row overrides). Step times are
+// compared with step times, tokens/s with tokens/s, memory with the kind the source measured.
+// The table gives every row's error and each stack family's median; docs/validation.md records
+// them before and after each mechanism. Errors are signed as the issue counts them: + is too
+// fast (or too much memory), - too slow.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "footprint/footprint.hpp"
+#include "published.hpp"
+#include "sim/simulate.hpp"
+#include "../unit/test_support.hpp"
+
+using namespace ftplan;
+using validation::MemoryKind;
+using validation::PublishedRow;
+
+namespace {
+
+bool has(const std::string& s, const char* what) {
+  std::string a = s, b = what;
+  std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
+  return a.find(b) != std::string::npos;
+}
+
+// The stack family a row ran on: the framework that decides its kernels and sharding.
+std::string family(const PublishedRow& r) {
+  const std::string& src = r.at("source_url_or_repo_path");
+  if (has(src, "torchtune")) return "torchtune";
+  if (has(src, "unslothai/unsloth")) return "unsloth";
+  if (has(src, "nemo") || has(r.at("parallelism"), "megatron")) return "nemo";
+  if (has(r.at("parallelism"), "deepspeed")) return "deepspeed";
+  return "hf";
+}
+
+enum class Metric { step_time, tokens_per_gpu, tokens, samples, memory, none };
+
+Metric metric_of(const PublishedRow& r) {
+  const std::string& m = r.at("measured_metric");
+  if (m.rfind("seconds_per_iter", 0) == 0) return Metric::step_time;
+  if (m.rfind("tokens_per_s_per_gpu", 0) == 0) return Metric::tokens_per_gpu;
+  // torchtune's README "tokens/s" is the job's: its 70B LoRA row on 8 A100s (3,497) is beyond
+  // one A100's peak for a 70B model (LoRA with recompute: ~6 x 70.6 GFLOP a token, 312 TFLOP/s
+  // -> at most ~740 tokens/s per GPU).
+  if (m.rfind("tokens_per_s", 0) == 0) return Metric::tokens;
+  if (m.rfind("samples_per_s", 0) == 0) return Metric::samples;
+  if (m.find("mem") != std::string::npos) return Metric::memory;
+  return Metric::none;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct Result {
+  const PublishedRow* row;
+  std::string family;
+  Metric metric;
+  double measured, predicted;
+  // Signed so that + is too fast (throughput over the published) or too much memory: a step
+  // time's error is measured / predicted - 1, a rate's or memory's predicted / measured - 1.
+  double error() const { return metric == Metric::step_time ? measured / predicted - 1 : predicted / measured - 1; }
+};
+
+std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::string& table, std::string& unsaid) {
+  std::vector<Result> out;
+  table = fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10} {:>10} {:>8}\n", "line", "family", "case", "metric", "measured",
+                      "predicted", "error");
+  for (const auto& row : rows) {
+    const Metric metric = metric_of(row);
+    if (metric == Metric::none) continue;
+    const std::string label = fmt::format("{} | {} | {} | {}", row.at("model").substr(0, 12), row.at("gpu_type").substr(0, 9),
+                                          row.at("peft").substr(0, 9), row.at("seq_len").substr(0, 5));
+    const auto mapped = validation::scenario_for(row, rows);
+    if (!mapped.scenario) {
+      unsaid += fmt::format("  line {}: {} — leaves unsaid: {}\n", row.line, label, fmt::join(mapped.missing, ", "));
+      continue;
+    }
+    const auto& s = *mapped.scenario;
+    const plan::Plan& p = s.plans.front();
+    double measured = std::stod(row.at("measured_value")), predicted = 0;
+    const char* name = "";
+    if (metric == Metric::memory) {
+      const auto f = footprint::footprint(s.model, p);
+      // "Active" bytes (torch.cuda.memory_stats' active_bytes) are the live tensors: allocated.
+      const MemoryKind kind = has(row.at("measured_metric"), "active") ? MemoryKind::allocated : validation::memory_kind(row);
+      predicted = kind == MemoryKind::allocated  ? f.gpu_allocated_peak_bytes
+                  : kind == MemoryKind::reserved ? f.gpu_reserved_peak_bytes
+                                                 : f.gpu_peak_bytes;
+      measured = validation::measured_bytes(row);
+      // A sum over the job's GPUs (Qwen's multi-GPU cells) against the per-GPU figure times GPUs.
+      if (has(row.at("measured_metric"), "total")) predicted *= p.cluster.gpus();
+      measured /= 1u << 30;
+      predicted /= 1u << 30;
+      name = validation::to_string(kind);
+    } else {
+      const auto r = sim::simulate_step(s.model, p);
+      if (metric == Metric::step_time) {
+        // Per optimizer step; "s/10 iter" is ten of them.
+        predicted = r.step_time_s * (has(row.at("unit"), "10 iter") ? 10 : 1);
+        name = "s/step";
+      } else if (metric == Metric::tokens_per_gpu) {
+        predicted = r.tokens_per_s_per_gpu;
+        name = "tok/s/GPU";
+      } else if (metric == Metric::tokens) {
+        predicted = r.tokens_per_s;
+        name = "tok/s";
+      } else {
+        predicted = r.tokens_per_s / static_cast<double>(s.job.seq_len);
+        name = "samples/s";
+      }
+    }
+    Result res{&row, family(row), metric, measured, predicted};
+    table += fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.line, res.family, label, name,
+                         measured, predicted, 100 * res.error());
+    out.push_back(res);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("published fine-tuning measurements by stack: time and memory errors per family") {
+  const auto rows = validation::read_published((test::data_dir() / "validation" / "published_finetune.csv").string());
+  std::string table, unsaid;
+  const std::vector<Result> results = predict_all(rows, table, unsaid);
+  std::map<std::string, std::vector<double>> time_abs, time_signed, memory_abs;
+  std::vector<double> all_time, all_memory;
+  for (const auto& r : results) {
+    if (r.metric == Metric::memory) {
+      memory_abs[r.family].push_back(std::abs(r.error()));
+      all_memory.push_back(std::abs(r.error()));
+    } else {
+      time_abs[r.family].push_back(std::abs(r.error()));
+      time_signed[r.family].push_back(r.error());
+      all_time.push_back(std::abs(r.error()));
+    }
+  }
+  std::string summary = fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16}\n", "family", "time rows", "time |err| med.",
+                                    "time signed med.", "memory rows", "memory |err| med.");
+  for (const char* f : {"hf", "deepspeed", "torchtune", "nemo", "unsloth"})
+    summary += fmt::format("{:<10} {:>10} {:>15.1f}% {:>+15.1f}% {:>11} {:>15.1f}%\n", f, time_abs[f].size(),
+                           100 * median_of(time_abs[f]), 100 * median_of(time_signed[f]), memory_abs[f].size(),
+                           100 * median_of(memory_abs[f]));
+  MESSAGE("\n", table, "\n", summary, "all: time ", fmt::format("{:.1f}%", 100 * median_of(all_time)), " over ",
+          all_time.size(), " rows, memory ", fmt::format("{:.1f}%", 100 * median_of(all_memory)), " over ",
+          all_memory.size(), " rows\nrows without enough configuration:\n", unsaid);
+  // Enough of the set maps to judge each claim on.
+  CHECK(all_time.size() >= 20);
+  CHECK(all_memory.size() >= 15);
+  // Today's level, as a guard against getting worse (the issue's goal is 10% per family; each
+  // mechanism that moves a row records it in docs/validation.md).
+  CHECK(median_of(all_time) < 0.40);
+  CHECK(median_of(all_memory) < 0.25);
+}
