@@ -54,10 +54,10 @@ std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
 
 void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f, const sim::StepResult& s,
                 double steps) {
-  fmt::print("== {} — {} x {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s)\n", p.name, p.cluster.gpus(),
-             p.cluster.gpu.display_name, layout(p, model), sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "",
-             p.job.seq_len,
-             plan::grad_accumulation_steps(p));
+  fmt::print("== {} — {} x {}, {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s), checkpointing {}{}\n", p.name,
+             p.cluster.gpus(), p.cluster.gpu.display_name, plan::framework_row(p.job.framework).display_name, layout(p, model),
+             sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "", p.job.seq_len,
+             plan::grad_accumulation_steps(p), plan::to_string(p.job.checkpointing), p.job.checkpointing_auto ? " (auto)" : "");
   if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
   if (!s.ok) fmt::print("simulation: {}\n", s.problem);
   Table t;

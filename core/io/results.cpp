@@ -5,6 +5,7 @@
 
 #include "common/strings.hpp"
 #include "plan/checks.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::io {
 
@@ -19,6 +20,13 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f) {
   r.set("infeasible_reason", f.fits ? Value(nullptr) : Value(f.infeasible_reason));
   r.set("gpu_count", static_cast<std::int64_t>(plan.cluster.gpus()));
   r.set("gpu", plan.cluster.gpu.name);
+  // What the plan runs as, the knobs `auto` chose included (issue 39: "show what the stack chose").
+  r.set("framework", plan::framework_row(plan.job.framework).name);
+  r.set("micro_batch", static_cast<std::int64_t>(plan.job.micro_batch));
+  r.set("micro_batch_auto", plan.job.micro_batch_auto);
+  r.set("grad_accumulation_steps", static_cast<std::int64_t>(plan::grad_accumulation_steps(plan)));
+  r.set("activation_checkpointing", plan::to_string(plan.job.checkpointing));
+  r.set("activation_checkpointing_auto", plan.job.checkpointing_auto);
   r.set("gpu_allocated_peak_bytes", bytes(f.gpu_allocated_peak_bytes));
   r.set("gpu_reserved_peak_bytes", bytes(f.gpu_reserved_peak_bytes));
   r.set("gpu_peak_bytes", bytes(f.gpu_peak_bytes));
