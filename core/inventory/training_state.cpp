@@ -72,9 +72,12 @@ void add_deepspeed_buffers(Build& b) {
           kZero12BucketsPerHidden2 * h * h * rec.compute_B, 1, Lifetime::persistent, compute);
   } else {
     // ZeRO-3: modules fetched on use plus the prefetch bucket (0.9 hidden^2 elements, "auto").
+    // A QLoRA base is gathered (and, offloaded, copied in) as its quantized storage, as under
+    // FSDP: bitsandbytes packs the 4-bit weights into bnb_4bit_quant_storage (bf16) tensors that
+    // ZeRO-3 partitions like any other (PEFT docs, accelerate/deepspeed.md "QLoRA with ZeRO-3").
     b.add("ZeRO-3 gathered parameters", Category::temporaries, Tier::gpu,
-          (rp.largest_layer + kZero3PrefetchPerHidden2 * h * h / b.tp) * rec.compute_B, 1, Lifetime::layer, compute,
-          false, true);
+          (rp.largest_layer + kZero3PrefetchPerHidden2 * h * h / b.tp) * b.base_B(rec.compute_B), 1, Lifetime::layer,
+          b.base_element(compute), false, true);
     b.add("ZeRO-3 gradient reduce buffer", Category::temporaries, Tier::gpu, rp.trainable_largest_layer * rec.compute_B,
           1, Lifetime::backward_layer, compute);
   }

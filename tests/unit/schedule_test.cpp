@@ -209,6 +209,25 @@ TEST_CASE("ZeRO-1/2 all-gathers only the trainable parameters after the step") {
   CHECK(lora_bytes == doctest::Approx(lora_trainable * 2));
 }
 
+TEST_CASE("a QLoRA base streamed from host memory under ZeRO-3 moves its quantized bytes") {
+  /* Llama-3.1-8B on one GPU, DeepSpeed ZeRO-3 with the parameters offloaded to the CPU: each layer
+   * is copied in for forward and again for backward. A QLoRA base is NF4 with double quantization,
+   * ~0.52 B a parameter against LoRA's 2 B of bf16, so its copies carry about a quarter of the
+   * bytes. (They carried the bf16 size before: 4,368 GiB a step for a 70B model, issue 41.) */
+  const auto h2d = [](const std::string& method) {
+    const auto s = scenario("llama-3.1-8b", "  framework: deepspeed\n  method: " + method + "\n  seq_len: 1024\n",
+                            "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 3}\n"
+                            "    offload: {params: cpu, optimizer: cpu, optimizer_step: cpu}\n");
+    double bytes = 0;
+    for (const auto& op : step_of(s).ops)
+      if (op.kind == OpKind::copy && op.src == plan::Tier::cpu && op.dst == plan::Tier::gpu) bytes += op.bytes;
+    return bytes;
+  };
+  const double lora = h2d("lora"), qlora = h2d("qlora");
+  REQUIRE(lora > 0);
+  CHECK(qlora / lora == doctest::Approx(0.53 / 2).epsilon(0.1));
+}
+
 TEST_CASE("the memory the step allocates is the inventory's") {
   /* Persistent state is allocated once; each layer's saved activations once per micro-batch;
    * everything allocated is freed by the end except persistent state. */
