@@ -187,6 +187,14 @@ std::vector<OptionSpec> scenario_options() {
   return o;
 }
 
+bool quick_form_without_amount(const Args& args) {
+  if (args.value("from") || !args.positionals().empty() || args.value("tokens") || args.value("steps")) return false;
+  if (auto set = args.value("set"))
+    for (const auto& [key, value] : set_items(*set))
+      if (key == "job.tokens" || key == "job.steps" || key == "job.epochs") return false;
+  return true;
+}
+
 std::string quick_scenario_yaml(const Args& args) {
   std::vector<std::pair<std::string, std::string>> kv;
   std::string model;
