@@ -277,6 +277,8 @@ class Builder : private StepState {
   int layer_backward(int layer, int micro, Ids deps, Ids reads);
   int build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved);
   int build_layer_backward(int layer, int micro, Ids deps, Ids reads);
+  // One layer's LoRA adapters in a pass (forward, recompute or backward), after op `after`.
+  int lora_adapters(const std::string& tag, int layer, int micro, Pass pass, const LayerWork& w, int after);
   int gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,
            const Ids& deps);
   Op make_gemm(const std::string& name, int layer, int micro, Pass pass, double m, double k, double n, bool weight_grad,

@@ -295,8 +295,47 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
     last = tp_gemm(make_gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last}), TpComm::reduce_after,
                    label(tag, " tp mlp"));
   }
+  if (!full_) last = lora_adapters(tag, layer, micro, pass, w, last);
   if (saved >= 0) ir_.ops[last].writes.push_back(saved);
   return last;
+}
+
+int Builder::lora_adapters(const std::string& tag, int layer, int micro, Pass pass, const LayerWork& w, int after) {
+  // One layer's LoRA adapters as PEFT runs them, per targeted linear (peft/tuners/lora/layer.py,
+  // Linear.forward): result = base_layer(x); result = result + lora_B(lora_A(dropout(x))) * scaling.
+  // Forward (and again in a checkpointed recompute), per token and activation byte a, the linear
+  // in -> out wide, rank r: dropout reads x and writes it with its mask ((2a + 1) in, when
+  // lora.dropout > 0), lora_A reads it and writes r, lora_B reads r and writes out, the scaling
+  // multiply reads and writes out, the add reads two outs and writes one: a in + 2a r + 6a out,
+  // 4 kernels (5 with dropout). Backward: the scaling's gradient (2a out), lora_B's input and
+  // weight gradients (2a out + 2a r), lora_A's (2a in + 2a r), the dropout mask (2a in + in) and
+  // the add into x's gradient beside the base layer's (3a in): 4a out + 4a r + 5a in, 7 kernels
+  // (8 with dropout). FLOPs: 2 T r (in + out) forward, 3x that backward.
+  const double T = tokens_, a = act_B_, r = job_.lora.rank;
+  const bool dropout = job_.lora.dropout > 0;
+  const bool backward = pass == Pass::backward;
+  double flops = 0, bytes = 0;
+  int kernels = 0;
+  for (const auto& t : job_.lora.targets) {
+    const auto l = model::linear_from_string(t);
+    if (!l) continue;  // the scenario reader refuses other names
+    const model::LinearDims d = model::linear_dims(w, *l);
+    const double tokens = T * (model::is_mlp(*l) ? w.experts_per_token : 1.0);
+    flops += (backward ? 3.0 : 1.0) * 2.0 * tokens * r * (d.in + d.out);
+    const double drop = dropout ? (2.0 * a + 1.0) * d.in : 0.0;  // the mask read or written either way
+    bytes += tokens * (drop + (backward ? 4.0 * a * d.out + 4.0 * a * r + 5.0 * a * d.in : a * d.in + 2.0 * a * r + 6.0 * a * d.out));
+    kernels += (backward ? 7 : 4) + (dropout ? 1 : 0);
+  }
+  Op lora = make_op(OpKind::gemm, Stream::compute, pass, label(tag, " lora adapters"), layer, micro);
+  lora.flops = flops;
+  lora.model_flops = 0;
+  lora.bytes = bytes;
+  lora.kernels = kernels;
+  lora.m = static_cast<std::int64_t>(T);
+  lora.k = static_cast<std::int64_t>(w.h);
+  lora.n = job_.lora.rank;
+  lora.deps = {after};
+  return add(std::move(lora));
 }
 
 int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
@@ -356,27 +395,7 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   ew.kernels = pointwise_kernels(true);
   ew.deps = {last};
   last = add(std::move(ew));
-  // LoRA adapters: A and B matmuls forward and backward, r wide (small but real on small jobs).
-  if (!full_) {
-    double adapter = 0;
-    const double r = job_.lora.rank;
-    for (const auto& t : job_.lora.targets) {
-      const auto l = model::linear_from_string(t);
-      if (!l) continue;  // the scenario reader refuses other names
-      const model::LinearDims d = model::linear_dims(w, *l);
-      adapter += 2.0 * T * r * (d.in + d.out) * (model::is_mlp(*l) ? k : 1.0);
-    }
-    Op lora = make_op(OpKind::gemm, Stream::compute, Pass::backward, label(tag, " lora adapters"), layer, micro);
-    lora.flops = 4.0 * adapter;  // forward (1x, issued here for simplicity) + input and weight gradients (3x)
-    lora.model_flops = 0;
-    lora.bytes = 4.0 * act_B_ * T * r * static_cast<double>(job_.lora.targets.size()) * 2;
-    lora.kernels = 6 * static_cast<int>(job_.lora.targets.size());
-    lora.m = static_cast<std::int64_t>(T);
-    lora.k = static_cast<std::int64_t>(w.h);
-    lora.n = job_.lora.rank;
-    lora.deps = {last};
-    last = add(std::move(lora));
-  }
+  if (!full_) last = lora_adapters(tag, layer, micro, Pass::backward, w, last);
   return last;
 }
 

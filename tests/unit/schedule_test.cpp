@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -226,6 +227,39 @@ TEST_CASE("a QLoRA base streamed from host memory under ZeRO-3 moves its quantiz
   const double lora = h2d("lora"), qlora = h2d("qlora");
   REQUIRE(lora > 0);
   CHECK(qlora / lora == doctest::Approx(0.53 / 2).epsilon(0.1));
+}
+
+TEST_CASE("LoRA adapters run as PEFT runs them: in forward, again in a recompute, and in backward") {
+  /* Llama-3.2-1B, LoRA r 8 on q and v with dropout 0.05, full checkpointing, 16 layers, one
+   * micro-batch of 1,024 tokens. Per layer and targeted linear (peft lora.Linear.forward): forward
+   * 5 kernels (dropout, lora_A, lora_B, scaling, add), the recompute the same, backward 8; forward
+   * bytes per token a in + 2a r + 6a out + (2a + 1) in for dropout, backward 4a out + 4a r + 5a in
+   * + (2a + 1) in (a = 2: bf16). q is 2048 -> 2048, v 2048 -> 512 (8 KV heads of 64). The forward
+   * FLOPs are 2 T r (in + out), the backward's 3x. (calibrate/reference/eager_layer_ops.md counts
+   * 7 forward ops a module with PEFT's fp32 adapters: two casts more.) */
+  const auto s = scenario("llama-3.2-1b",
+                          "  method: lora\n  lora: {rank: 8, dropout: 0.05, targets: [q, v]}\n  seq_len: 1024\n"
+                          "  activation_checkpointing: full\n  framework: hf-trainer\n  precision: bf16\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto ir = step_of(s);
+  const double T = 1024, a = 2, r = 8;
+  const double fwd_bytes = T * ((a * 2048 + 2 * a * r + 6 * a * 2048 + (2 * a + 1) * 2048) +
+                                (a * 2048 + 2 * a * r + 6 * a * 512 + (2 * a + 1) * 2048));
+  const double bwd_bytes = T * ((4 * a * 2048 + 4 * a * r + 5 * a * 2048 + (2 * a + 1) * 2048) +
+                                (4 * a * 512 + 4 * a * r + 5 * a * 2048 + (2 * a + 1) * 2048));
+  const double fwd_flops = 2 * T * r * ((2048 + 2048) + (2048 + 512));
+  std::map<schedule::Pass, int> count;
+  for (const auto& op : ir.ops) {
+    if (op.kind != OpKind::gemm || op.n != 8 || op.layer < 0) continue;
+    ++count[op.pass];
+    const bool bwd = op.pass == schedule::Pass::backward;
+    CHECK(op.kernels == (bwd ? 16 : 10));
+    CHECK(op.bytes == doctest::Approx(bwd ? bwd_bytes : fwd_bytes));
+    CHECK(op.flops == doctest::Approx((bwd ? 3 : 1) * fwd_flops));
+  }
+  CHECK(count[schedule::Pass::forward] == 16);
+  CHECK(count[schedule::Pass::recompute] == 16);
+  CHECK(count[schedule::Pass::backward] == 16);
 }
 
 TEST_CASE("the memory the step allocates is the inventory's") {
