@@ -306,7 +306,10 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   if (lora) {
     std::smatch m;
     std::regex_search(peft, m, std::regex("r([0-9]+)"));
-    yaml += fmt::format("  lora: {{rank: {}, targets: {}}}\n", m[1].str(), lora_targets(peft));
+    std::smatch d;
+    const std::string dropout =
+        std::regex_search(peft, d, std::regex("dropout ([0-9.]+)")) ? ", dropout: " + d[1].str() : std::string();
+    yaml += fmt::format("  lora: {{rank: {}, targets: {}{}}}\n", m[1].str(), lora_targets(peft), dropout);
   }
   // A GPTQ base (Qwen's "Q-LoRA" on its Int4 checkpoints) is 4-bit integer weights with group
   // constants, not bitsandbytes' NF4.
