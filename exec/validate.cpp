@@ -539,7 +539,7 @@ sim::Efficiency efficiency_of(const DeviceRates& r) {
   hardware::PcieLink link{4, 16};
   e.pcie = r.copy_Bps / link.bandwidth_Bps();
   // The executor issues each op from its stream's thread: no framework dispatch to model.
-  e.launch_s = 1e-6;
+  e.launch_s = e.launch_backward_s = e.collective_launch_s = 1e-6;
   e.copy_latency_s = 0;
   e.pageable_fraction = 1.0;  // memcpy from pageable memory is memcpy
   e.dram_Bps = r.dram_Bps;

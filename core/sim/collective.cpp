@@ -42,7 +42,7 @@ CollectiveCost collective_cost(const Op& op, const Topology& topo, const Efficie
                                        (eff.collective_step_s + topo.nic_latency_s) +
                                    (local - 1) * eff.collective_step_s));
   // The framework's host work before the collective can be issued (see Op::host_s).
-  alpha += op.host_s + op.kernels * eff.launch_s;
+  alpha += op.host_s + op.kernels * eff.collective_launch_s;
   double intra_bytes = ring_bytes(op.collective, op.bytes, local);
   double inter_bytes = ring_bytes(op.collective, op.bytes / local, across);
   if (op.collective == Collective::all_to_all) {

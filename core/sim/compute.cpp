@@ -143,11 +143,12 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
   const double compute = flops_rate > 0 ? op.flops / flops_rate : 0;
   const double memory = op.bytes / (gpu.memory_bandwidth_Bps * eff.memory);
   // Roofline: the slower of compute and memory. Eager PyTorch dispatches each kernel from the
-  // host (~5-10 us of Python and dispatcher per op, PyTorch 2 paper, Ansel et al. 2024): when a
-  // kernel is shorter than that, the host is the bound.
+  // host (Efficiency::launch_s): when a kernel is shorter than that, the host is the bound. (Each
+  // op alone: a host running ahead during a long kernel is not credited to the short ones after
+  // it; docs/simulation.md, "Host-bound passes".)
   const double gpu_time = std::max(compute, memory);
   const double kernels = std::max(1, op.kernels) * (p.job.compile ? 0.35 : 1.0);  // compile fuses pointwise ops
-  return std::max(gpu_time, kernels * eff.launch_s);
+  return std::max(gpu_time, kernels * (op.pass == schedule::Pass::backward ? eff.launch_backward_s : eff.launch_s));
 }
 
 

@@ -27,7 +27,20 @@ struct Efficiency {
   double nvlink = 0.8;          // NCCL bus bandwidth / NVLink per-direction rate
   double network = 0.9;         // NCCL bus bandwidth / NIC line rate
   double pcie = 0.85;           // pinned copy bandwidth / PCIe link rate
-  double launch_s = 6e-6;       // host-side dispatch per kernel of eager PyTorch (CPU-bound small ops)
+  // Host time per kernel of eager PyTorch: Python module code, autograd recording, the dispatcher
+  // and cudaLaunchKernel, which bound a pass of small kernels (small micro-batches go host-bound).
+  // Forward: ~9.5 us per op through nn.Module with autograd on, measured over HF's Llama decoder
+  // layer and PEFT's LoRA Linear (calibrate/reference/eager_layer_ops.py: 8.3-11.5 us, quiet AMD
+  // EPYC host), plus ~2.5 us of cudaLaunchKernel that a CPU run does not pay. Backward: the
+  // autograd engine's C++ loop with the checkpointed recompute's Python forward in it, 8.1-9.4 us
+  // measured, plus the launch. (6 us before, from the PyTorch 2 paper's 5-10 us of dispatch
+  // alone.) A host's single-thread speed scales both.
+  double launch_s = 12e-6;           // forward and recompute kernels
+  double launch_backward_s = 11e-6;  // backward kernels
+  // Host time per launch of a collective's kernels (ProcessGroupNCCL's C++ launch of each rank's
+  // copy or NCCL kernel, no Python per kernel): dispatcher and launch only, as the PyTorch 2
+  // paper's 5-10 us of dispatch per op (Ansel et al. 2024).
+  double collective_launch_s = 6e-6;
   double collective_step_s = 5e-6;  // NCCL per-step latency inside a node (ring step)
   // SMs a running NCCL collective occupies (its channels, one CTA each): compute overlapped
   // with communication gets the rest. NCCL_MAX_NCHANNELS defaults to 32; 16 is typical of
