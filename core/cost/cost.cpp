@@ -391,19 +391,63 @@ PowerReport power(const plan::Plan& p, const Timeline& t, const GpuPower* gpu) {
   return r;
 }
 
-double capex_usd(const plan::Plan& p) {
+Bom bill_of_materials(const plan::Plan& p) {
   const plan::Cluster& c = p.cluster;
-  double node = 0;
-  if (c.node.price.purchase_usd) {
-    node = *c.node.price.purchase_usd;
+  const double units = c.nodes * c.node_share();  // nodes bought (a slice of one: its share)
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  Bom bom;
+  const auto add = [&](const std::string& item, double count, std::optional<double> unit) {
+    if (count == 0) return;
+    bom.lines.push_back({item, count * units, unit});
+    if (!unit && bom.missing.empty()) bom.missing = fmt::format("no purchase price for {} in the catalog", item);
+  };
+  // Devices of one kind: what the plan has, less what the price already covers.
+  const auto devices = [&](const auto& have, const auto& covered) {
+    std::vector<std::string> names;
+    for (const auto& [d, n] : have) names.push_back(d.name);
+    for (const auto& [d, n] : covered) names.push_back(d.name);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    for (const auto& name : names) {
+      int count = 0;
+      std::optional<double> unit;
+      std::string display = name;
+      for (const auto& [d, n] : have)
+        if (d.name == name) count += n, unit = d.price.purchase_usd, display = d.display_name;
+      for (const auto& [d, n] : covered)
+        if (d.name == name) count -= n, unit = d.price.purchase_usd, display = d.display_name;
+      add(display, count, unit);
+    }
+  };
+  const std::vector<std::pair<hardware::DriveSpec, int>> no_drives;
+  const std::vector<std::pair<hardware::NicSpec, int>> no_nics;
+  const bool whole = c.node.price.purchase_usd && c.as_sold.catalog_node;
+  if (whole) {
+    add(c.node.display_name, 1, c.node.price.purchase_usd);
   } else {
-    node += c.gpu.price.purchase_usd.value_or(0) * c.node.gpus;
-    node += c.host.price.purchase_usd.value_or(0);
-    for (const auto& [d, n] : c.drives) node += n * d.price.purchase_usd.value_or(0);
-    for (const auto& [nic, n] : c.nics) node += n * nic.price.purchase_usd.value_or(0);
+    add(c.gpu.display_name, c.node.gpus, c.gpu.price.purchase_usd);
+    add(c.host.display_name, 1, c.host.price.purchase_usd);
   }
-  return node * c.nodes * c.node_share();
+  // DRAM beyond (or short of) what the price includes, at the host's DIMM price per GiB.
+  const double included = whole ? c.as_sold.node_dram_bytes : c.as_sold.host_dram_bytes;
+  if (included > 0)
+    add(fmt::format("GiB of DRAM in the {}", c.host.display_name), (c.host.dram_bytes - included) / kGiB,
+        c.host.price.dram_usd_per_gib);
+  devices(c.drives, whole ? c.as_sold.drives : no_drives);
+  devices(c.nics, whole ? c.as_sold.nics : no_nics);
+  for (const auto& l : bom.lines) bom.capex_usd += l.usd();
+  return bom;
 }
+
+std::string bom_text(const Bom& bom) {
+  std::vector<std::string> parts;
+  for (const auto& l : bom.lines)
+    parts.push_back(fmt::format("{}{:g} x {} {}", l.count < 0 ? "" : (parts.empty() ? "" : "+"), l.count, l.item,
+                                l.unit_usd ? fmt::format("at ${:.2f}", *l.unit_usd) : std::string("(no price)")));
+  return join(parts, "; ");
+}
+
+double capex_usd(const plan::Plan& p) { return bill_of_materials(p).capex_usd; }
 
 double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
   const plan::Cluster& c = p.cluster;
@@ -423,17 +467,7 @@ std::string missing_price(const plan::Plan& p, const CostSpec& spec, double nvme
     return fmt::format("no hourly rate for {} or its GPU ({}) in the catalog; give cost.rent", c.node.display_name,
                        c.gpu.display_name);
   }
-  std::vector<std::string> parts;
-  if (!c.node.price.purchase_usd) {
-    if (!c.gpu.price.purchase_usd) parts.push_back(c.gpu.display_name);
-    if (!c.host.price.purchase_usd) parts.push_back(c.host.display_name);
-    for (const auto& [d, n] : c.drives)
-      if (n > 0 && !d.price.purchase_usd) parts.push_back(d.display_name);
-    for (const auto& [nic, n] : c.nics)
-      if (n > 0 && !nic.price.purchase_usd) parts.push_back(nic.display_name);
-    if (!parts.empty())
-      return fmt::format("no purchase price for {} or its {} in the catalog", c.node.display_name, join(parts, ", "));
-  }
+  if (const Bom bom = bill_of_materials(p); !bom.missing.empty()) return bom.missing + " (" + c.node.display_name + ")";
   // Flash wear is priced at the drives' price (dollars()); an owned drive without one leaves it unknown.
   if (nvme_written_bytes > 0)
     for (const auto& [d, n] : c.drives)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,27 @@ CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerRepo
 // price when the job writes to flash); "" when every figure the cost needs is known.
 std::string missing_price(const plan::Plan& plan, const CostSpec& spec, double nvme_written_bytes);
 
-// Capital cost of the cluster (node purchase price, else the sum of its parts), and its rent per hour.
+// What a plan's hardware costs to buy, line by line, for the whole cluster (its nodes, or its
+// share of one): a catalog node with a purchase price is bought whole, as sold, with the DRAM,
+// drives and NICs the plan adds (or leaves out) priced on top; any other node is the sum of its
+// parts (GPUs, host with the DRAM its price includes, more or less DRAM, drives, NICs). A line
+// whose part has no price leaves the total unknown: `missing` says which (capex is then no figure).
+struct BomLine {
+  std::string item;                 // "Workstation with 4x RTX 6000 Ada", "DRAM (GiB)", a drive's name
+  double count = 0;                 // units for the cluster; negative: fewer than the node as sold
+  std::optional<double> unit_usd;   // the catalog's price of one
+  double usd() const { return count * unit_usd.value_or(0); }
+};
+struct Bom {
+  std::vector<BomLine> lines;
+  double capex_usd = 0;  // the lines' sum (when nothing is missing)
+  std::string missing;   // "" when every line is priced
+};
+Bom bill_of_materials(const plan::Plan& plan);
+// The BOM in words: "1 x Workstation with 4x RTX 6000 Ada $35,000; +1,536 DRAM (GiB) x $4.69; ...".
+std::string bom_text(const Bom& bom);
+
+// Capital cost of the cluster (bill_of_materials' total), and its rent per hour.
 double capex_usd(const plan::Plan& plan);
 double rent_usd_per_hour(const plan::Plan& plan, const CostSpec& spec);
 

@@ -27,6 +27,8 @@ struct PcieLink {
 struct Price {
   std::optional<double> purchase_usd;        // to buy one
   std::optional<double> cloud_usd_per_hour;  // to rent one, on demand
+  // Hosts: a GiB of DRAM more (or less) than `dram`, as the part in the host's price (its DIMMs).
+  std::optional<double> dram_usd_per_gib;
   std::string as_of;                         // when the prices were read
 };
 

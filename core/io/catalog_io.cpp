@@ -47,6 +47,7 @@ void read_price(MapView& v, Price& price) {
   double value = 0;
   if (p.get_quantity("purchase", io::Quantity::money, value)) price.purchase_usd = value;
   if (p.get_quantity("cloud_hourly", io::Quantity::money_per_hour, value)) price.cloud_usd_per_hour = value;
+  if (p.get_quantity("dram_per_gib", io::Quantity::money, value)) price.dram_usd_per_gib = value;
   if (price.purchase_usd || price.cloud_usd_per_hour) p.require("as_of", "when the price was read, e.g. 2026-05");
   p.get("as_of", price.as_of);
   p.finish();

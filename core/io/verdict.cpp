@@ -152,6 +152,18 @@ void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan
   rows.row(
       "peak GPU memory", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
+  // What each plan's hardware costs to buy (its bill of materials: cost::bill_of_materials), owned
+  // or rented: the first claim of a tiered plan is fewer GPUs for less capital.
+  rows.row(
+      "capex (hardware bought)",
+      [&](std::size_t i) {
+        const cost::Bom b = cost::bill_of_materials(plans[i]);
+        return b.missing.empty() ? money(b.capex_usd) : std::string("no price");
+      },
+      [&](std::size_t i) {
+        const cost::Bom a = cost::bill_of_materials(plans[0]), b = cost::bill_of_materials(plans[i]);
+        return a.missing.empty() && b.missing.empty() ? b.capex_usd : 0.0;
+      });
 }
 
 }  // namespace
@@ -270,6 +282,10 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
     const double ga = plans[0].cluster.gpus(), gb = plans[i].cluster.gpus();
     std::vector<std::string> parts;
     if (ga != gb) parts.push_back(fmt::format("needs {} GPUs", ratio_words(ga, gb, "fewer", "more")));
+    const cost::Bom ba = cost::bill_of_materials(plans[0]), bb = cost::bill_of_materials(plans[i]);
+    const std::string capex =
+        ba.missing.empty() && bb.missing.empty() ? ratio_words(ba.capex_usd, bb.capex_usd, "less", "more") : "";
+    if (!capex.empty()) parts.push_back(capex == "about the same" ? "has about the same capex" : "has " + capex + " capex");
     const std::string peak = ratio_words(a.power.peak_power_w, b.power.peak_power_w, "lower", "higher");
     if (!peak.empty()) parts.push_back(peak == "about the same" ? "draws about the same peak power"
                                                                 : fmt::format("has {} peak power", peak));

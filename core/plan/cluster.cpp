@@ -30,6 +30,18 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
     if (const auto* spec = catalog.nic(n.name)) c.nics.emplace_back(*spec, n.count);
     else problems.push_back({"nics", fmt::format("no NIC '{}' in the catalog{}", n.name, did_you_mean(n.name, catalog.nic_names()))});
   }
+  // What the catalog sells under this node's name, for the bill of materials: the plan's
+  // overrides keep the name (scenario cluster.dram/drives/nics, the planner's DRAM and drive axes).
+  c.as_sold = {};
+  if (const auto* h = catalog.host(node.host)) c.as_sold.host_dram_bytes = h->dram_bytes;
+  if (const auto* sold = catalog.node(node.name)) {
+    c.as_sold.catalog_node = true;
+    c.as_sold.node_dram_bytes = sold->dram_bytes > 0 ? sold->dram_bytes : c.as_sold.host_dram_bytes;
+    for (const auto& d : sold->drives)
+      if (const auto* spec = catalog.drive(d.name)) c.as_sold.drives.emplace_back(*spec, d.count);
+    for (const auto& n : sold->nics)
+      if (const auto* spec = catalog.nic(n.name)) c.as_sold.nics.emplace_back(*spec, n.count);
+  }
   return problems;
 }
 

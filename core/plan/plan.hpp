@@ -46,6 +46,16 @@ struct Cluster {
   // cloud.google.com/compute/docs/gpus, A2 machine types). Scenario key cluster.exclusive;
   // default false, except for the parts form (a machine described part by part is owned).
   bool exclusive = false;
+  // The node as the catalog sells it, before the plan's dram, drives and nics: the purchase price
+  // covers these, and the bill of materials adds or takes off what the plan changes
+  // (cost::bill_of_materials). `catalog_node` false for a node described part by part.
+  struct AsSold {
+    bool catalog_node = false;
+    double node_dram_bytes = 0;  // the node's DRAM as sold (its host's unless the node says)
+    double host_dram_bytes = 0;  // the DRAM the host's own price includes
+    std::vector<std::pair<hardware::DriveSpec, int>> drives;
+    std::vector<std::pair<hardware::NicSpec, int>> nics;
+  } as_sold;
   int gpus() const { return nodes * gpus_per_node; }  // check_plan bounds it by kMaxGpus
   // The share of each node the plan uses: 1 when exclusive, else its GPUs over the node's.
   double node_share() const {

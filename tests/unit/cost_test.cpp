@@ -187,6 +187,47 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
   CHECK_FALSE(evaluate::meets_constraints(k, s.plans[0], ev[0]));
 }
 
+TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the DRAM and drives it adds") {
+  /* The 4x RTX 6000 Ada workstation sells at $35,000 with 512 GiB of DDR5 and 2 AI-TOP 2 TB
+   * drives. With 2 TiB and 12 drives it costs (2048 - 512) GiB x $4.69 (the host's DIMM price per
+   * GiB) and 10 drives more; with 128 GiB, 384 GiB less. Both used to cost $35,000 (issue 41). A
+   * plan on one of its four GPUs buys a quarter. A node with no price is its parts; a part with
+   * none leaves the capex unknown. */
+  const auto bom = [](const std::string& overrides) {
+    return cost::bill_of_materials(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1" + overrides + "}"));
+  };
+  const cost::Bom base = bom("");
+  REQUIRE(base.missing.empty());
+  CHECK(base.capex_usd == doctest::Approx(35000));
+  CHECK(base.lines.size() == 1);
+  const auto* ws = test::catalog().node("workstation-4x-rtx-6000-ada");
+  REQUIRE(ws);
+  const auto* drive = test::catalog().drive(ws->drives.front().name);
+  REQUIRE(drive);
+  REQUIRE(drive->price.purchase_usd);
+  const cost::Bom big = bom(", dram: 2 TiB, drives: [{drive: " + drive->name + ", count: 12}]");
+  REQUIRE(big.missing.empty());
+  CHECK(big.capex_usd == doctest::Approx(35000 + 1536 * 4.69 + 10 * *drive->price.purchase_usd));
+  CHECK(bom(", dram: 128 GiB").capex_usd == doctest::Approx(35000 - 384 * 4.69));
+  CHECK(bom(", gpus_per_node: 1").capex_usd == doctest::Approx(35000 / 4.0));
+  CHECK(cost::capex_usd(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 2 TiB}")) ==
+        doctest::Approx(35000 + 1536 * 4.69));
+  /* Owned, the extra DRAM and drives are paid for: capex over the hours of its life. */
+  plan::CostSpec own;
+  own.mode = plan::CostSpec::Mode::own;
+  cost::PowerReport pw;
+  const plan::Plan more = plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 2 TiB}");
+  CHECK(cost::dollars(more, own, pw, 10, 540, 1e6, 0).hardware_usd >
+        cost::dollars(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1}"), own, pw, 10, 540, 1e6, 0).hardware_usd);
+  /* The parts of a DGX-2: its V100s have no price, so neither has the node. */
+  const plan::Plan dgx2 =
+      io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
+                         "  - name: p\n    cluster: {node: dgx-2}\n",
+                         "t.yaml", test::data_dir(), test::zoo(), test::catalog())
+          .plans.front();
+  CHECK(cost::bill_of_materials(dgx2).missing.find("Tesla V100") != std::string::npos);
+}
+
 TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
   /* One A100 of a DGX A100 (8 GPUs, 2 TB DRAM, 8 NVMe drives): rent = node rate / 8; idle power =
    * one GPU's idle + 1/8 of the node's other parts; host DRAM and flash capacity 1/8 of the node's.
