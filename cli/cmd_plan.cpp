@@ -125,7 +125,7 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
              {"energy", A::right},
              {"tokens/s", A::right},
              {"MFU", A::right},
-             {"GPU mem", A::right},
+             {"GPU mem (device)", A::right},
              {"meets", A::left}});
   for (int i : sh.shown) {
     const auto& c = r.candidates[i];

@@ -65,8 +65,10 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   t.columns({{"metric", A::left}, {"value", A::right}});
   if (!f.fits || !s.ok) {
     // A step that cannot run has no time: show where the memory went, nothing that uses a time.
-    t.row({"GPU memory peak (simulated / analytic)", fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes),
-                                                                 io::format_bytes(f.gpu_allocated_peak_bytes))});
+    t.row({"GPU memory allocated, peak (simulated / analytic)",
+           fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes), io::format_bytes(f.gpu_allocated_peak_bytes))});
+    t.row({"GPU memory on the device (judged for fit)",
+           fmt::format("{} of {}", io::format_bytes(f.gpu_peak_bytes), io::format_bytes(f.gpu_capacity_bytes))});
     fmt::print("{}\n", t.text());
     return;
   }
@@ -75,10 +77,15 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});
   t.row({"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * s.mfu, 100 * s.hfu)});
   t.row({"model / hardware TFLOP/s per GPU", fmt::format("{:.1f} / {:.1f}", s.model_tflops_per_gpu, s.hardware_tflops_per_gpu)});
-  t.row({p.parallel.pp > 1 ? "compute / exposed comm / idle (bubble)" : "compute / exposed comm / idle", fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
+  // The GPU not computing is the last two together: what compare's "GPU time not computing" adds up.
+  t.row({p.parallel.pp > 1 ? "compute / waiting on comm or copies / idle (bubble)"
+                           : "compute / waiting on comm or copies / idle",
+         fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
                                                       io::format_duration(s.exposed_comm_s), io::format_duration(s.idle_s))});
-  t.row({"GPU memory peak (simulated / analytic)", fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes),
-                                                               io::format_bytes(f.gpu_allocated_peak_bytes))});
+  t.row({"GPU memory allocated, peak (simulated / analytic)",
+         fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes), io::format_bytes(f.gpu_allocated_peak_bytes))});
+  t.row({"GPU memory on the device (judged for fit)",
+         fmt::format("{} of {}", io::format_bytes(f.gpu_peak_bytes), io::format_bytes(f.gpu_capacity_bytes))});
   if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", io::format_bytes(s.host_peak_bytes)});
   if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", io::format_bytes(s.nvme_peak_bytes)});
   t.row({"job", fmt::format("{:.0f} steps, {}", steps, io::format_duration(steps * s.step_time_s))});

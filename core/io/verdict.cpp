@@ -94,7 +94,7 @@ const RunRow kRunRows[] = {
                   : std::string("-");
      },
      [](const evaluate::Evaluation& e) { return e.cost.nvme_written_bytes; }},
-    {"idle GPU time",
+    {"GPU time not computing",
      [](const evaluate::Evaluation& e) {
        return fmt::format("{:.1f} GPU-h", e.power.gpu_idle_s_per_step * e.steps / 3600);
      },
@@ -150,7 +150,7 @@ void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan
       "GPUs", [&](std::size_t i) { return fmt::format("{} x {}", plans[i].cluster.gpus(), plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(plans[i].cluster.gpus()); });
   rows.row(
-      "peak GPU memory", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
+      "peak GPU memory (device, judged for fit)", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
   // What each plan's hardware costs to buy (its bill of materials: cost::bill_of_materials), owned
   // or rented: the first claim of a tiered plan is fewer GPUs for less capital.

@@ -1,9 +1,9 @@
 #include "planner/planner.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -102,7 +102,10 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
   const bool nvme = l.off == OffloadPreset::zero_infinity || l.off == OffloadPreset::aidaptiv ||
                     l.off == OffloadPreset::activation_nvme;
   plan::Plan p = b.plan;
-  p.name = fmt::format("{}x {} tp{}{} pp{}{} zero{} mb{} {}{}{}", b.gpus, b.gpu_name, l.tp, l.sp ? " sp" : "", l.pp,
+  // The name says the whole layout, the framework included: the same degrees under another
+  // framework are another plan (issue 41: a search row read as compare's DeepSpeed plan).
+  p.name = fmt::format("{}x {} {} tp{}{} pp{}{} zero{} mb{} {}{}{}", b.gpus, b.gpu_name,
+                       plan::framework_row(b.plan.job.framework).name, l.tp, l.sp ? " sp" : "", l.pp,
                        l.vs > 1 ? fmt::format(" v{}", l.vs) : std::string(), l.zero, l.mb, plan::to_string(l.ckpt),
                        l.off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(l.off),
                        b.dram > 0 ? fmt::format(" {:.0f}GiB", b.dram / (1u << 30)) : std::string());

@@ -115,13 +115,13 @@ class MainWindowTest : public QObject {
     QVERIFY(n > 0);
     const auto* table = w->findChild<QTableWidget*>("table");
     QCOMPARE(table->columnCount(), static_cast<int>(2 * n - 1));
-    for (const char* row : {"fits?", "GPUs", "peak GPU memory", "job time", "cost", "idle GPU time"})
+    for (const char* row : {"fits?", "GPUs", "peak GPU memory (device, judged for fit)", "job time", "cost", "GPU time not computing"})
       QVERIFY2(row_of(table, row) >= 0, row);
     for (std::size_t i = 0; i < n; ++i) {
       const auto& e = o.evaluations[i];
       const int c = MainWindow::column_of(static_cast<int>(i));
       QCOMPARE(cell(table, "fits?", c), QString(e.feasible() ? "yes" : "NO"));
-      QCOMPARE(cell(table, "peak GPU memory", c),
+      QCOMPARE(cell(table, "peak GPU memory (device, judged for fit)", c),
                QString::fromStdString(ftplan::io::format_bytes(e.memory.gpu_peak_bytes)));
       // No time or dollars for a plan that does not fit; cents below $100.
       QCOMPARE(cell(table, "cost", c),
@@ -235,7 +235,7 @@ class MainWindowTest : public QObject {
     const double after = w->shown().evaluations[0].memory.gpu_peak_bytes;
     QVERIFY(after > before);
     const auto* table = w->findChild<QTableWidget*>("table");
-    const QString peak = cell(table, "peak GPU memory", 0);
+    const QString peak = cell(table, "peak GPU memory (device, judged for fit)", 0);
     QVERIFY2(peak.contains(QString::fromUtf8("\u0394+%1%").arg(100 * (after / before - 1), 0, 'f', 0)),
              qPrintable(peak));
     QVERIFY(cell(table, "activation checkpointing", 0).contains("(was full (auto))"));
@@ -243,7 +243,7 @@ class MainWindowTest : public QObject {
     QVERIFY(qAbs(capacity_line(memory, 0, "pinned") - before / kGiB) < 1e-9 * before);
     w->unpin();
     QCOMPARE(capacity_line(memory, 0, "pinned"), -1.0);
-    QVERIFY(!cell(table, "peak GPU memory", 0).contains(QString::fromUtf8("\u0394")));
+    QVERIFY(!cell(table, "peak GPU memory (device, judged for fit)", 0).contains(QString::fromUtf8("\u0394")));
   }
 
   // Save writes the text back to its file; the table and charts export as compare writes them.

@@ -38,7 +38,7 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   REQUIRE(base.evaluations.size() == 2);
   CHECK(!base.verdict.empty());
   CHECK(base.evaluations[0].feasible());
-  // The table is compare's, cell by cell: cents below $100, "vs first", idle GPU time.
+  // The table is compare's, cell by cell: cents below $100, "vs first", GPU time not computing.
   const auto row = [&](const gui::Outcome& o, const std::string& name) {
     const auto at =
         std::find_if(o.comparison.rows.begin(), o.comparison.rows.end(), [&](const auto& r) { return r.name == name; });
@@ -49,7 +49,7 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(row(base, "cost").cells[0] == io::money(base.evaluations[0].cost.cost_usd));
   CHECK(row(base, "cost").cells[0].find('.') != std::string::npos);  // $82.78, not $83
   CHECK(!row(base, "job time").vs_first[1].empty());
-  CHECK(row(base, "idle GPU time").cells[1].find("GPU-h") != std::string::npos);
+  CHECK(row(base, "GPU time not computing").cells[1].find("GPU-h") != std::string::npos);
   // The answer in one line: A is cheaper and sooner; B is 1.7x the cost and 49x the time.
   CHECK(base.answer.rfind("Cheapest: A 32x H100 FSDP, $", 0) == 0);
   CHECK(base.answer.find("(rented, billed per second)") != std::string::npos);

@@ -495,7 +495,7 @@ TEST_CASE("sweep::run evaluates every point once, and its rows do not depend on 
       std::runtime_error);
 }
 
-TEST_CASE("every shipped sweep loads, and the tiered map's committed CSV has a row per point and plan") {
+TEST_CASE("every shipped sweep loads, and the tiered map gives a row per plan at each point") {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(test::zoo_dir().parent_path() / "scenarios")) {
     if (e.path().extension() != ".yaml" || e.path().filename().string().rfind("sweep-", 0) != 0) continue;
@@ -505,13 +505,13 @@ TEST_CASE("every shipped sweep loads, and the tiered map's committed CSV has a r
     ++n;
   }
   CHECK(n >= 3);
+  // (Its CSV is no longer committed: a stored result went stale with the model, issue 41.)
   const auto s = sweep::Sweep::load(test::zoo_dir().parent_path() / "scenarios" / "sweep-tiered-vs-gpus.yaml",
                                     test::zoo(), test::catalog());
-  std::ifstream in(test::zoo_dir().parent_path() / "scenarios" / "results" / "sweep-tiered-vs-gpus.csv");
-  const std::string csv((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto rows = sweep::parse_table(sweep::OutputFormat::csv, csv, "sweep-tiered-vs-gpus.csv");
-  CHECK(static_cast<std::int64_t>(rows.size()) == 2 * s.size());
-  // Its first point is the first of the grid: rented, the smallest model, the shortest deadline.
+  // Its first point is the first of the grid: rented, the smallest model, the shortest deadline;
+  // each point has the two plans.
+  const auto rows = s.evaluate(0);
+  CHECK(rows.size() == 2);
   const auto v = s.values(0);
   CHECK(std::get<std::string>(*rows[0].get("axis.cost.mode")) == std::get<std::string>(v[0]));
   CHECK(std::get<std::string>(*rows[0].get("axis.model")) == "llama-3.1-8b");
