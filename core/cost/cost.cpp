@@ -223,7 +223,10 @@ PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const 
   // Node-level parts.
   const hardware::HostSpec& h = c.host;
   const double cpu_idle = h.cpu_idle_power_w * h.sockets, cpu_max = h.cpu_tdp_w * h.sockets;
-  const double dram_w = h.dram_power_per_dimm_w * h.dimms_per_socket * h.sockets;
+  // The host's DIMMs draw per DIMM; a plan with more (or less) DRAM than the host as priced has
+  // more (or fewer) DIMMs of the same size (as the bill of materials buys them, issue 41).
+  const double dimm_scale = c.as_sold.host_dram_bytes > 0 ? h.dram_bytes / c.as_sold.host_dram_bytes : 1.0;
+  const double dram_w = h.dram_power_per_dimm_w * h.dimms_per_socket * h.sockets * dimm_scale;
   double nic_w = 0, drive_idle = 0, drive_read = 0, drive_write = 0;
   for (const auto& [nic, n] : c.nics) nic_w += n * (nic.power_w + nic.switch_power_per_port_w * nic.ports);
   for (const auto& [d, n] : c.drives) {

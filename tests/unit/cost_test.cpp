@@ -219,6 +219,13 @@ TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the D
   const plan::Plan more = plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 2 TiB}");
   CHECK(cost::dollars(more, own, pw, 10, 540, 1e6, 0).hardware_usd >
         cost::dollars(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1}"), own, pw, 10, 540, 1e6, 0).hardware_usd);
+  /* Its power too: 2 TiB is four times the host's 512 GiB of DIMMs, so four times their draw. */
+  const hardware::HostSpec& host = more.cluster.host;
+  REQUIRE(host.dram_power_per_dimm_w > 0);
+  const double dimms_w = host.dram_power_per_dimm_w * host.dimms_per_socket * host.sockets;
+  CHECK(cost::power(more, {}).idle_power_w -
+            cost::power(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1}"), {}).idle_power_w ==
+        doctest::Approx(3 * dimms_w));
   /* The parts of a DGX-2: its V100s have no price, so neither has the node. */
   const plan::Plan dgx2 =
       io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
