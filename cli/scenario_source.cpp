@@ -138,12 +138,15 @@ std::string yaml_list(const std::string& flag, std::string_view v) {
   return out + "]";
 }
 
-// A --set value as YAML: [a,b] or a,b is a list (as `key: [a, b]` in a file); anything else one
-// quoted scalar. A comma between two digits is a thousands separator ("1,024 GiB"), as the unit
+// A --set value as YAML: [a,b] or a,b is a list (as `key: [a, b]` in a file), {k: v, ...} a
+// mapping; anything else one quoted scalar. A comma between two digits is a thousands separator ("1,024 GiB"), as the unit
 // parser reads it, not a list; write a list of numbers in brackets: [1,2].
 std::string yaml_value(const std::string& key, const std::string& v) {
   const std::string_view t = trim(v);
   if (!t.empty() && t.front() == '[' && t.back() == ']') return yaml_list("--set " + key, t);
+  // A flow mapping ({param_dtype: fp32, reduce_dtype: bf16}) is YAML as written: its commas
+  // separate its entries, not list items.
+  if (!t.empty() && t.front() == '{' && t.back() == '}') return std::string(t);
   for (std::size_t i = 0; i < t.size(); ++i)
     if (t[i] == ',' && !(i > 0 && i + 1 < t.size() && std::isdigit(static_cast<unsigned char>(t[i - 1])) &&
                          std::isdigit(static_cast<unsigned char>(t[i + 1]))))

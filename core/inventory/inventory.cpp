@@ -58,10 +58,14 @@ double quantized_bytes_per_param(const plan::QuantSpec& q) {
   switch (q.kind) {
     case plan::QuantKind::nf4:
     case plan::QuantKind::fp4:
-    case plan::QuantKind::int4:
       // 4-bit codes + one absmax per block: fp32 (4 B), or with double quantization an 8-bit absmax
       // plus one fp32 constant per 256 blocks (QLoRA sec. 3, "Double Quantization": 0.127 bits/param at block 64).
       return 0.5 + (q.double_quant ? 1.0 / block + 4.0 / (block * 256.0) : 4.0 / block);
+    case plan::QuantKind::int4:
+      // GPTQ-style int4 (AutoGPTQ's QuantLinear): 4-bit codes, and per group of `block` inputs and
+      // each output an fp16 scale (`scales`) and a 4-bit zero point packed eight to an int32
+      // (`qzeros`): 0.5 + 2.5 / group bytes a parameter.
+      return 0.5 + 2.5 / block;
     case plan::QuantKind::int8:
       // LLM.int8 (Dettmers et al. 2022): int8 codes + one fp32 scale per row (~per 4096 values).
       return 1.0 + 4.0 / 4096.0;

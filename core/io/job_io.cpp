@@ -89,6 +89,12 @@ bool read_method(MapView& v, Job& job, const model::ModelSpec& model) {
         {{"nf4", QuantKind::nf4}, {"fp4", QuantKind::fp4}, {"int8", QuantKind::int8}, {"int4", QuantKind::int4}});
     q.get("double_quant", job.quant.double_quant);
     q.get("block_size", job.quant.block_size, 16, 4096);
+    // Double quantization is bitsandbytes' 4-bit (NF4/FP4) scheme; GPTQ-style int4 and LLM.int8
+    // have none to switch (set here, it would be accepted and ignored).
+    if (q.has("double_quant") && (job.quant.kind == QuantKind::int4 || job.quant.kind == QuantKind::int8))
+      v.reader().error(q.location_of("double_quant"), q.key_path("double_quant"),
+                       "is bitsandbytes' NF4/FP4 double quantization; int4 and int8 have none");
+    if (job.quant.kind == QuantKind::int4 || job.quant.kind == QuantKind::int8) job.quant.double_quant = false;
     q.finish();
   }
   return method_ok;
@@ -110,6 +116,12 @@ void read_batch(MapView& v, Job& job) {
     s.get("max", job.samples.max_tokens, 1);
     if (job.samples.max_tokens > 0 && job.samples.min_tokens > job.samples.max_tokens)
       v.reader().error(s.location_of("min"), s.key_path("min"), "is larger than samples.max");
+    // Sample lengths decide how much of a padded sequence is padding; packed samples fill it.
+    if (job.samples.packing == Packing::packed)
+      for (const char* k : {"distribution", "mean", "std", "min", "max"})
+        if (s.has(k))
+          v.reader().error(s.location_of(k), s.key_path(k),
+                           "describes padded samples' lengths; packed samples fill seq_len (write packing: padded)");
     s.finish();
   }
   if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {

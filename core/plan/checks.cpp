@@ -2,6 +2,8 @@
 #include "plan/framework.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 
 #include <fmt/format.h>
 
@@ -167,9 +169,48 @@ int data_parallel_degree(const Plan& plan) {
   return model_parallel > 0 ? std::max(1, plan.cluster.gpus() / model_parallel) : 1;
 }
 
+double expected_sample_tokens(const Job& job) {
+  const SampleSpec& s = job.samples;
+  const double lo = static_cast<double>(std::max<std::int64_t>(1, s.min_tokens));
+  const double hi = s.max_tokens > 0 ? static_cast<double>(s.max_tokens) : static_cast<double>(job.seq_len);
+  const double mean = s.mean_tokens > 0 ? s.mean_tokens : static_cast<double>(job.seq_len);
+  // The standard normal's density and distribution function.
+  const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi); };
+  const auto Phi = [](double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); };
+  switch (s.distribution) {
+    case LengthDistribution::fixed: return std::clamp(mean, lo, hi);
+    case LengthDistribution::uniform: return 0.5 * (lo + hi);  // lengths uniform on [min, max]
+    case LengthDistribution::normal: {
+      if (s.std_tokens <= 0) return std::clamp(mean, lo, hi);
+      // A normal truncated to [min, max]: mu + sigma (phi(a) - phi(b)) / (Phi(b) - Phi(a)),
+      // a and b the bounds in standard units (Johnson, Kotz & Balakrishnan, "Continuous Univariate
+      // Distributions" vol. 1, ch. 13, the truncated normal's mean).
+      const double a = (lo - mean) / s.std_tokens, b = (hi - mean) / s.std_tokens;
+      const double z = Phi(b) - Phi(a);
+      return z > 0 ? std::clamp(mean + s.std_tokens * (phi(a) - phi(b)) / z, lo, hi) : std::clamp(mean, lo, hi);
+    }
+    case LengthDistribution::lognormal: {
+      if (s.std_tokens <= 0) return std::clamp(mean, lo, hi);
+      // Lengths lognormal with that mean and standard deviation (so log-space sigma^2 =
+      // ln(1 + std^2 / mean^2) and mu = ln(mean) - sigma^2 / 2), truncated to [min, max]:
+      // E = e^(mu + sigma^2/2) (Phi((ln b - mu - sigma^2) / sigma) - Phi((ln a - mu - sigma^2) / sigma))
+      //     / (Phi((ln b - mu) / sigma) - Phi((ln a - mu) / sigma)) (the same reference, ch. 14).
+      const double s2 = std::log1p(s.std_tokens * s.std_tokens / (mean * mean)), sigma = std::sqrt(s2);
+      const double mu = std::log(mean) - 0.5 * s2;
+      const double z = Phi((std::log(hi) - mu) / sigma) - Phi((std::log(lo) - mu) / sigma);
+      if (z <= 0) return std::clamp(mean, lo, hi);
+      const double e = std::exp(mu + 0.5 * s2) *
+                       (Phi((std::log(hi) - mu - s2) / sigma) - Phi((std::log(lo) - mu - s2) / sigma)) / z;
+      return std::clamp(e, lo, hi);
+    }
+  }
+  return mean;
+}
+
 double real_token_fraction(const Job& job) {
-  if (job.samples.packing == Packing::padded && job.samples.mean_tokens > 0)
-    return job.samples.mean_tokens / static_cast<double>(job.seq_len);
+  // Padded samples fill seq_len with their own tokens and padding; packed ones fill it whole.
+  if (job.samples.packing == Packing::padded)
+    return expected_sample_tokens(job) / static_cast<double>(job.seq_len);
   return 1.0;
 }
 
@@ -191,6 +232,8 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
     bad("tokens", amounts == 0 ? "say how much to train: one of tokens, steps, or epochs (with dataset_tokens)"
                                : "give only one of tokens, steps and epochs");
   if (job.epochs > 0 && job.dataset_tokens <= 0) bad("dataset_tokens", "is required with epochs");
+  if (job.epochs <= 0 && job.dataset_tokens > 0)
+    bad("dataset_tokens", "sizes the dataset for epochs; with tokens or steps it would be ignored");
   if (job.global_batch > kMaxGlobalBatch)
     bad("global_batch", fmt::format("{} samples per step are more than ftplan's limit of {}", job.global_batch, kMaxGlobalBatch));
   // The model's context length bounds a sample. Learned position embeddings have max_context rows

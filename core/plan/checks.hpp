@@ -45,6 +45,9 @@ std::int64_t global_batch_samples(const Plan& plan);
 // The share of a step's seq_len-long sample slots that hold real tokens: 1 when samples are
 // packed, mean_tokens / seq_len when each is padded to seq_len (the padding is computed, not learned).
 double real_token_fraction(const Job& job);
+// A padded sample's expected length in tokens: its distribution's mean within [min, max]
+// (fixed: mean, else seq_len; uniform: the middle of [min, max]; normal and lognormal truncated).
+double expected_sample_tokens(const Job& job);
 
 // Canonical LoRA target names and what HF module names map to them.
 const std::vector<std::string>& lora_target_names();

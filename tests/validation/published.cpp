@@ -313,7 +313,7 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   }
   // A GPTQ base (Qwen's "Q-LoRA" on its Int4 checkpoints) is 4-bit integer weights with group
   // constants, not bitsandbytes' NF4.
-  if (qlora && (contains(peft, "gptq") || contains(peft, "int4"))) yaml += "  quant: {kind: int4, double_quant: false}\n";
+  if (qlora && (contains(peft, "gptq") || contains(peft, "int4"))) yaml += "  quant: {kind: int4}\n";
   // torchtune's recipes use chunked cross-entropy (CEWithChunkedOutputLoss, 8 chunks).
   if (framework == "torchtune") yaml += "  loss: {chunks: 8}\n";
   // Megatron-LM of 2021 predates FlashAttention (2022): unfused QK^T and AV around its fused

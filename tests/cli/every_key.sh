@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Issue 41: no input is accepted and then ignored. Every key docs/scenario-format.md lists for
+# `job`, `parallel`, `offload` and `cost` is set, in a context where it applies, on one base
+# scenario with `compare --set`; the JSON must differ from the same scenario without it, or the
+# command must refuse it (exit 2). A key that moves no figure by design is listed as inert, with
+# why, and must still be accepted. A documented key with no case here fails the test, so a new key
+# comes with its case. Usage: every_key.sh FTPLAN SCRATCH_DIR
+set -uo pipefail
+ftplan=$1 dir=$2
+rm -rf "$dir" && mkdir -p "$dir"
+cd "$(dirname "$0")/../.."
+fail() { echo "FAIL: $*"; exit 1; }
+cat >"$dir/base.yaml" <<'YAML'
+schema_version: 1
+name: base
+model: llama-3.1-8b
+job:
+  method: lora
+  seq_len: 2048
+  micro_batch: 2
+  global_batch: 32
+  tokens: 50M
+  framework: pytorch-fsdp
+  activation_checkpointing: full
+plans:
+  - name: p
+    cluster: {gpu: h100-sxm-80gb, gpus: 8}
+YAML
+# KEY=VALUE | context (--set items before it) | change, or "inert: why"
+cases=$(cat <<'EOF'
+job.method=full | | change
+job.lora.rank=64 | | change
+job.lora.alpha=8 | | inert: scales the adapters' output by alpha / r, which moves no byte and no FLOP
+job.lora.dropout=0.1 | | change
+job.lora.targets=all-linear | | change
+job.quant.kind=int4 | job.method=qlora | change
+job.quant.double_quant=false | job.method=qlora | change
+job.quant.block_size=128 | job.method=qlora | change
+job.seq_len=4096 | | change
+job.samples.packing=padded | | inert: padded samples of the fixed length seq_len are all tokens, as packed ones
+job.samples.distribution=uniform | job.samples.packing=padded | change
+job.samples.mean=1024 | job.samples.packing=padded,job.samples.distribution=normal,job.samples.std=200 | change
+job.samples.std=600 | job.samples.packing=padded,job.samples.distribution=normal,job.samples.mean=1024 | change
+job.samples.min=1024 | job.samples.packing=padded,job.samples.distribution=uniform | change
+job.samples.max=1024 | job.samples.packing=padded,job.samples.distribution=uniform | change
+job.micro_batch=4 | | change
+job.global_batch=64 | | change
+job.tokens=100M | | change
+job.steps=100 | | change
+job.epochs=2 | | change
+job.dataset_tokens=10M | | change
+job.precision=fp32 | | change
+job.optimizer=adamw-8bit | | change
+job.activation_checkpointing=selective | | change
+job.checkpoint_every=2 | | change
+job.attention=eager | | change
+job.framework=pytorch-fsdp2 | | change
+job.zero3_fetch=per-parameter | job.framework=deepspeed,parallel.zero=3 | change
+job.fsdp_mixed_precision={param_dtype: fp32, reduce_dtype: bf16} | | change
+job.dropout=0.1 | | change
+job.compile=true | | change
+job.gradients_persist=true | job.method=full | change
+job.cuda_context=2 GiB | | change
+job.optimizer.implementation=per-parameter | model=llama-3.2-1b,job.method=full,job.optimizer.name=adamw,cluster.gpus=1,job.seq_len=128,job.micro_batch=1 | change
+job.loss.fp32_logits=false | | change
+job.loss.chunks=8 | | change
+parallel.dp=4 | | change
+parallel.tp=2 | | change
+parallel.pp=2 | | change
+parallel.cp=2 | | change
+parallel.ep=2 | | change
+parallel.sequence_parallel=true | parallel.tp=2 | change
+parallel.async_tp=true | parallel.tp=2,parallel.sequence_parallel=true | change
+parallel.zero=2 | job.framework=deepspeed | change
+parallel.fsdp=shard_grad_op | | change
+parallel.schedule=gpipe | parallel.pp=2 | change
+parallel.virtual_stages=4 | parallel.pp=2,parallel.schedule=interleaved,parallel.virtual_stages=2 | change
+parallel.first_stage_layers=12 | parallel.pp=2 | change
+parallel.last_stage_layers=12 | parallel.pp=2 | change
+parallel.capacity_factor=1.25 | | change
+offload.preset=activation-cpu | | change
+offload.params=cpu | | change
+offload.gradients=cpu | | change
+offload.optimizer=cpu | | change
+offload.activations=cpu | | change
+offload.optimizer_step=cpu | offload.optimizer=cpu | change
+offload.pinned=false | offload.params=cpu | change
+offload.prefetch_depth=4 | | change
+offload.buffer_count=8 | job.framework=deepspeed,parallel.zero=3,offload.params=nvme | change
+offload.buffer_size=2 GiB | job.framework=deepspeed,parallel.zero=3,offload.params=nvme | change
+offload.chunk_size=64 MiB | job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu | change
+offload.delayed_update=true | job.framework=deepspeed,parallel.zero=2,offload.optimizer=cpu,offload.optimizer_step=cpu | change
+cost.mode=own | | change
+cost.billing=per-hour | | change
+cost.energy_price=$0.30/kWh | cost.mode=own | change
+cost.pue=1.5 | | change
+cost.lifetime_years=3 | cost.mode=own | change
+cost.utilization=0.5 | cost.mode=own | change
+cost.rent=$50/h | | change
+EOF
+)
+# Every key the reference documents has a case (cells like `a`, `b` or `a` / `b` name several).
+covered=$(cut -d'|' -f1 <<<"$cases" | sed 's/=.*//; s/ //g')
+section=""
+while IFS= read -r line; do
+  case "$line" in
+    "## \`job\`"*) section=job ;; "### \`parallel\`"*) section=parallel ;; "### \`offload\`"*) section=offload ;;
+    "## \`cost\`"*) section=cost ;; "## "* | "### "*) section="" ;;
+    "| \`"*)
+      [[ -z "$section" ]] && continue
+      for key in $(cut -d'|' -f2 <<<"$line" | grep -o '`[a-z_.]*`' | tr -d '`'); do
+        grep -qx "$section.$key" <<<"$covered" || fail "docs/scenario-format.md documents $section.$key; give it a case here"
+      done ;;
+  esac
+done <docs/scenario-format.md
+n=0
+while IFS='|' read -r kv ctx expect; do
+  kv=$(sed 's/^ *//; s/ *$//' <<<"$kv"); ctx=$(sed 's/^ *//; s/ *$//' <<<"$ctx"); expect=$(sed 's/^ *//; s/ *$//' <<<"$expect")
+  n=$((n + 1))
+  if [[ -n "$ctx" ]]; then
+    "$ftplan" compare "$dir/base.yaml" --set "$ctx" --format json >"$dir/before.json" 2>&1 || fail "the context of $kv ($ctx): $(head -2 "$dir/before.json")"
+    items="$ctx,$kv"
+  else
+    "$ftplan" compare "$dir/base.yaml" --format json >"$dir/before.json" 2>&1 || fail "the base scenario: $(head -2 "$dir/before.json")"
+    items="$kv"
+  fi
+  "$ftplan" compare "$dir/base.yaml" --set "$items" --format json >"$dir/after.json" 2>&1
+  status=$?
+  if [[ "$expect" == inert:* ]]; then
+    [[ $status == 0 ]] || fail "$kv (inert) is refused: $(head -2 "$dir/after.json")"
+    continue
+  fi
+  [[ $status == 2 ]] && continue  # refused, with its reason: not accepted and ignored
+  [[ $status == 0 ]] || fail "$kv: exit status $status: $(head -2 "$dir/after.json")"
+  cmp -s "$dir/before.json" "$dir/after.json" && fail "$kv is accepted and changes nothing"
+done <<<"$cases"
+echo "ok: $n keys"
