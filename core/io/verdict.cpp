@@ -25,7 +25,17 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
   return fmt::format("{:.0f}% {}", 100 * (r - 1), more_word);
 }
 
-std::string money(double usd) { return usd < 100 ? fmt::format("${:.2f}", usd) : fmt::format("${:.0f}", usd); }
+std::string money(double usd) {
+  if (std::abs(usd) < 100) return fmt::format("${:.2f}", usd);
+  // Whole dollars with thousands separators: "$1,200,000" reads at a glance, "$1200000" does not.
+  const std::string digits = fmt::format("{:.0f}", std::abs(usd));
+  std::string out = usd < 0 ? "-$" : "$";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 std::string cost_text(const cost::CostReport& c) { return c.priced() ? money(c.cost_usd) : std::string("no price"); }
 
