@@ -100,6 +100,21 @@ TEST_CASE("DeepSpeed: the batch triangle gives the micro-batch; legacy cpu_offlo
         std::string::npos);
 }
 
+TEST_CASE("DeepSpeed: offload_param.buffer_size counts 16-bit elements, and imports as bytes") {
+  /* ZeRO-Infinity's usual offload_param block: buffer_count 5, buffer_size 1e8. DeepSpeed sizes
+   * each swap buffer as buffer_size fp16/bf16 elements (partitioned_param_swapper.py), so 1e8 is
+   * 200 MB. The importer wrote the bare 1e8, which the scenario reader refused ("a unit is
+   * needed"), so every such config failed to import (issue 42). */
+  const fs::path f = write_scratch("ds_buffer.json",
+                                   R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/nvme",
+  "buffer_count": 5, "buffer_size": 1e8, "pin_memory": true}}})");
+  const plan::Plan p = scenario_of({f}, cluster("8", "llama-3.2-1b")).plans.at(0);
+  CHECK(p.offload.params == Tier::nvme);
+  CHECK(p.offload.buffer_count == 5);
+  CHECK(p.offload.buffer_bytes == doctest::Approx(2e8));
+}
+
 TEST_CASE("DeepSpeed: train_batch_size that does not match micro x accumulation x world is refused") {
   const fs::path f = write_scratch("bad_triangle.json", R"({
   "train_batch_size": 10,

@@ -61,7 +61,13 @@ void read_offload_param(Fields& z, const Node& block) {
       o.set("plan.offload.pinned", *b ? "true" : "false", "pin_memory", *p);
   }
   o.take_int("buffer_count", "plan.offload.buffer_count");
-  o.take_int("buffer_size", "plan.offload.buffer_size", "bytes");
+  // DeepSpeed counts offload_param.buffer_size in elements of the 16-bit parameters it swaps
+  // (runtime/swap_tensor/partitioned_param_swapper.py: elements_per_buffer = buffer_size, the
+  // buffers allocated as that many fp16/bf16 elements): 1e8 is 200 MB. The scenario takes bytes.
+  if (const Node* b = o.take("buffer_size"))
+    if (const auto n = as_int(o, "buffer_size", *b))
+      o.set("plan.offload.buffer_size", fmt::format("{} B", *n * 2), "buffer_size", *b,
+            "elements x 2 bytes (16-bit parameters)");
   o.ignore("nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
   o.ignore("max_in_cpu", "not modelled yet: a host cache of NVMe-resident parameters");
   o.finish();
