@@ -107,12 +107,18 @@ TEST_CASE("DeepSpeed: offload_param.buffer_size counts 16-bit elements, and impo
    * needed"), so every such config failed to import (issue 42). */
   const fs::path f = write_scratch("ds_buffer.json",
                                    R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
-  "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/nvme",
+  "zero_optimization": {"stage": 3, "max_live_parameters": 1e9, "max_reuse_distance": 1e9,
+  "offload_param": {"device": "nvme", "nvme_path": "/nvme",
   "buffer_count": 5, "buffer_size": 1e8, "pin_memory": true}}})");
   const plan::Plan p = scenario_of({f}, cluster("8", "llama-3.2-1b")).plans.at(0);
   CHECK(p.offload.params == Tier::nvme);
   CHECK(p.offload.buffer_count == 5);
   CHECK(p.offload.buffer_bytes == doctest::Approx(2e8));
+  /* ZeRO-3's coordinator knobs, under either spelling, are listed with what they do (issue 42:
+   * "unknown" before). */
+  const auto t = translate({f}, cluster("8", "llama-3.2-1b"));
+  CHECK(reason_for(t, "zero_optimization.max_live_parameters").find("prefetching") != std::string::npos);
+  CHECK(reason_for(t, "zero_optimization.max_reuse_distance").find("reuse within") != std::string::npos);
 }
 
 TEST_CASE("DeepSpeed: train_batch_size that does not match micro x accumulation x world is refused") {

@@ -96,8 +96,17 @@ void read_zero(Fields& top, const Node& block) {
   for (const char* k :
        {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
         "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",
-        "stage3_max_live_parameters", "stage3_max_reuse_distance", "use_multi_rank_bucket_allreduce"})
+        "use_multi_rank_bucket_allreduce"})
     z.ignore(k, kBuckets);
+  // ZeRO-3's coordinator (runtime/zero/partitioned_param_coordinator.py): max_live_parameters caps
+  // only how much is prefetched; max_reuse_distance keeps a gathered parameter when it is used
+  // again within that many elements (a checkpointed layer's recompute and its backward share a
+  // gather below it, and the last layers keep theirs from forward).
+  for (const char* k : {"stage3_max_live_parameters", "max_live_parameters"})
+    z.ignore(k, "not modelled yet: the cap on parameters gathered ahead by prefetching (ftplan prefetches one unit)");
+  for (const char* k : {"stage3_max_reuse_distance", "max_reuse_distance"})
+    z.ignore(k, "not modelled yet: keeping a gathered parameter for a reuse within this many elements (ftplan "
+                "gathers each unit once in forward and once in backward)");
   z.ignore("overlap_comm", "ftplan always overlaps gradient reduction with backward where the framework can");
   z.ignore("contiguous_gradients", "not modelled yet: the copy into a contiguous gradient buffer");
   z.ignore("reduce_scatter", "ftplan reduces with reduce-scatter under ZeRO 2 and 3");
