@@ -53,6 +53,8 @@ try:
 except ImportError:
     sys.exit("eager_layer_ops.py needs PyTorch (Debian: apt-get install python3-torch)")
 
+from hf_llama_ops import RMSNorm, apply_rotary_pos_emb, repeat_kv  # noqa: E402 (after the torch check)
+
 H, HEADS, KV, FFN, SEQ, BATCH = 256, 4, 2, 688, 16, 1
 DTYPE, ADAPTER_DTYPE, RANK, ALPHA, LORA_DROPOUT = torch.bfloat16, torch.float32, 16, 32, 0.05
 TARGETS = {"full": (), "lora_qkvo": ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -68,39 +70,6 @@ NO_KERNEL = {f"aten::{n}" for n in (
 LIST_INPUT = {"aten::cat", "aten::stack"}  # 1.13's record_shapes leaves TensorList inputs empty
 ONE_KERNEL_IF_WORK = {"aten::dropout", "aten::feature_dropout"}
 STANDIN = {"SDPAStandIn", "SDPAStandInBackward"}  # autograd nodes: counted as one op, not descended
-
-
-class RMSNorm(nn.Module):  # LlamaRMSNorm
-    def __init__(self, hidden, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
-    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
-
-
-def repeat_kv(hidden_states, n_rep):
-    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
-    if n_rep == 1:
-        return hidden_states
-    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep, slen, head_dim)
-    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
 
 
 class SDPAStandIn(torch.autograd.Function):

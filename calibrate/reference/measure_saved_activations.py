@@ -77,6 +77,8 @@ try:
 except ImportError:
     sys.exit("measure_saved_activations.py needs PyTorch (Debian: apt-get install python3-torch)")
 
+from hf_llama_ops import RMSNorm, apply_rotary_pos_emb, repeat_kv  # noqa: E402 (after the torch check)
+
 # (hidden, heads, kv_heads, ffn, seq, micro_batch): MHA and GQA, head_dim 32 to 64, small enough
 # that the whole table takes seconds on a CPU. Saved bytes are linear in b*s (and b*s*s for the
 # eager softmax), so small shapes exercise every term.
@@ -95,22 +97,6 @@ LORA_ALPHA = 32.0
 LORA_TARGETS = {"full": (), "lora_qv": ("q", "v"), "lora_all": ("q", "k", "v", "o", "gate", "up", "down")}
 
 
-class RMSNorm(nn.Module):
-    """HF LlamaRMSNorm.forward (torchtitan's RMSNorm: the same ops, x.float() ... type_as(x) * weight)."""
-
-    def __init__(self, hidden, eps=1e-5):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.eps = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
-        return self.weight * hidden_states.to(input_dtype)
-
-
 class LoRALinear(nn.Module):
     """A frozen linear plus B(A x) * alpha / r (Hu et al. 2021; torchtune modules/peft/lora.py LoRALinear)."""
 
@@ -125,26 +111,6 @@ class LoRALinear(nn.Module):
 
     def forward(self, x):
         return self.base(x) + self.lora_b(self.lora_a(x)) * self.scaling
-
-
-def rotate_half(x):
-    x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2 :]
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def apply_rotary_pos_emb(q, k, cos, sin):
-    cos = cos.unsqueeze(1)
-    sin = sin.unsqueeze(1)
-    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
-
-
-def repeat_kv(hidden_states, n_rep):
-    batch, kv_heads, slen, head_dim = hidden_states.shape
-    if n_rep == 1:
-        return hidden_states
-    hidden_states = hidden_states[:, :, None, :, :].expand(batch, kv_heads, n_rep, slen, head_dim)
-    return hidden_states.reshape(batch, kv_heads * n_rep, slen, head_dim)
 
 
 class FlashEquivalent(torch.autograd.Function):
