@@ -463,14 +463,19 @@ double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
   return per_node * c.nodes * c.node_share();
 }
 
-std::string missing_price(const plan::Plan& p, const CostSpec& spec, double nvme_written_bytes) {
+namespace {
+
+// Why `p` has no price under `spec` (CostReport::unpriced): rented, no cost.rent, node or GPU
+// hourly rate; owned, a part of its bill of materials (`bom`, the one dollars() priced) without a
+// price, or an owned drive without one whose flash the job wears; "" when every figure is known.
+std::string missing_price(const plan::Plan& p, const CostSpec& spec, double nvme_written_bytes, const Bom* bom) {
   const plan::Cluster& c = p.cluster;
   if (spec.mode == CostSpec::Mode::rent) {
     if (spec.rent_usd_per_hour > 0 || c.node.price.cloud_usd_per_hour || c.gpu.price.cloud_usd_per_hour) return "";
     return fmt::format("no hourly rate for {} or its GPU ({}) in the catalog; give cost.rent", c.node.display_name,
                        c.gpu.display_name);
   }
-  if (const Bom bom = bill_of_materials(p); !bom.missing.empty()) return bom.missing + " (" + c.node.display_name + ")";
+  if (bom && !bom->missing.empty()) return bom->missing + " (" + c.node.display_name + ")";
   // Flash wear is priced at the drives' price (dollars()); an owned drive without one leaves it unknown.
   if (nvme_written_bytes > 0)
     for (const auto& [d, n] : c.drives)
@@ -479,19 +484,23 @@ std::string missing_price(const plan::Plan& p, const CostSpec& spec, double nvme
   return "";
 }
 
+}  // namespace
+
 CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport& pw, double steps, double step_s,
                    double tokens_per_step, double nvme_written_per_step) {
   CostReport r;
   r.job_time_s = steps * step_s;
   const double hours = r.job_time_s / 3600.0;
   r.energy_kwh = pw.average_power_w * r.job_time_s * spec.pue / 3.6e6;
+  std::optional<Bom> bom;  // owned: what the hardware cost to buy, priced once
   if (spec.mode == CostSpec::Mode::rent) {
     const double billed = spec.billing == CostSpec::Billing::per_hour ? std::ceil(hours) : hours;
     r.hardware_usd = rent_usd_per_hour(p, spec) * billed;
   } else {
     // Capex spread over the hours of paid work in the hardware's life.
     const double life_hours = spec.lifetime_years * 365.0 * 24.0 * std::max(0.01, spec.utilization);
-    r.hardware_usd = capex_usd(p) * hours / life_hours;
+    bom = bill_of_materials(p);
+    r.hardware_usd = bom->capex_usd * hours / life_hours;
     r.energy_usd = r.energy_kwh * spec.energy_usd_per_kwh;
   }
   // Flash wear: bytes written over the drives' rated endurance, at the drives' price.
@@ -509,7 +518,7 @@ CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport&
     const double write_rate = nvme_written_per_step / std::max(1e-9, step_s);
     r.drive_lifetime_years = endurance / write_rate / (365.0 * 24 * 3600);
   }
-  r.unpriced = missing_price(p, spec, r.nvme_written_bytes);
+  r.unpriced = missing_price(p, spec, r.nvme_written_bytes, bom ? &*bom : nullptr);
   r.cost_usd = r.hardware_usd + r.energy_usd + r.wear_usd;
   const double tokens = steps * tokens_per_step;
   if (tokens > 0) r.usd_per_million_tokens = r.cost_usd / tokens * 1e6;

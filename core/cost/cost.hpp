@@ -79,11 +79,6 @@ struct CostReport {
 CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerReport& power, double steps,
                    double step_s, double tokens_per_step, double nvme_written_per_step_bytes);
 
-// Why `plan` has no price under `spec` (cost.mode rent: no cost.rent, node or GPU hourly rate;
-// own: no node purchase price and a part without one; flash wear of an owned drive without a
-// price when the job writes to flash); "" when every figure the cost needs is known.
-std::string missing_price(const plan::Plan& plan, const CostSpec& spec, double nvme_written_bytes);
-
 // What a plan's hardware costs to buy, line by line, for the whole cluster (its nodes, or its
 // share of one): a catalog node with a purchase price is bought whole, as sold, with the DRAM,
 // drives and NICs the plan adds (or leaves out) priced on top; any other node is the sum of its

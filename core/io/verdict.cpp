@@ -164,16 +164,13 @@ void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
   // What each plan's hardware costs to buy (its bill of materials: cost::bill_of_materials), owned
   // or rented: the first claim of a tiered plan is fewer GPUs for less capital.
+  std::vector<cost::Bom> boms;
+  for (const auto& p : plans) boms.push_back(cost::bill_of_materials(p));
+  const auto priced = [&](std::size_t i) { return boms[i].missing.empty(); };
   rows.row(
       "capex (hardware bought)",
-      [&](std::size_t i) {
-        const cost::Bom b = cost::bill_of_materials(plans[i]);
-        return b.missing.empty() ? money(b.capex_usd) : std::string("no price");
-      },
-      [&](std::size_t i) {
-        const cost::Bom a = cost::bill_of_materials(plans[0]), b = cost::bill_of_materials(plans[i]);
-        return a.missing.empty() && b.missing.empty() ? b.capex_usd : 0.0;
-      });
+      [&](std::size_t i) { return priced(i) ? money(boms[i].capex_usd) : std::string("no price"); },
+      [&](std::size_t i) { return priced(0) && priced(i) ? boms[i].capex_usd : 0.0; });
 }
 
 }  // namespace
@@ -281,6 +278,7 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
   for (std::size_t i = 0; i < plans.size(); ++i)
     if (!ev[i].feasible()) infeasible.push_back(fmt::format("{} does not fit ({})", plans[i].name, ev[i].reason()));
   const evaluate::Evaluation& a = ev[0];
+  const cost::Bom ba = cost::bill_of_materials(plans[0]);
   if (!a.feasible()) {
     sentences.push_back(fmt::format("The reference plan {} does not run as planned, so the others are compared with its "
                                     "estimates anyway.",
@@ -292,7 +290,7 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
     const double ga = plans[0].cluster.gpus(), gb = plans[i].cluster.gpus();
     std::vector<std::string> parts;
     if (ga != gb) parts.push_back(fmt::format("needs {} GPUs", ratio_words(ga, gb, "fewer", "more")));
-    const cost::Bom ba = cost::bill_of_materials(plans[0]), bb = cost::bill_of_materials(plans[i]);
+    const cost::Bom bb = cost::bill_of_materials(plans[i]);
     const std::string capex =
         ba.missing.empty() && bb.missing.empty() ? ratio_words(ba.capex_usd, bb.capex_usd, "less", "more") : "";
     if (!capex.empty()) parts.push_back(capex == "about the same" ? "has about the same capex" : "has " + capex + " capex");
