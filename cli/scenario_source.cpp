@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
@@ -298,9 +296,7 @@ std::vector<std::string> set_paths(const std::string& text, const std::string& p
 
 plan::Scenario apply_set(App& app, const std::string& path, const plan::Scenario& read,
                          const std::vector<std::pair<std::string, std::string>>& items) {
-  // (The reader has just read the file whole, within its size limit.)
-  std::ifstream in(path, std::ios::binary);
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text = io::read_scenario_text(path);
   std::vector<std::string> names;
   for (const auto& p : read.plans) names.push_back(p.name);
   for (const auto& [key, value] : items)

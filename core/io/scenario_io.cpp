@@ -555,8 +555,10 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   return s;
 }
 
+std::string read_scenario_text(const std::filesystem::path& path) { return detail::read_input_file(path); }
+
 plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog) {
-  const std::string text = detail::read_input_file(path);
+  const std::string text = read_scenario_text(path);
   return parse_scenario(text, path.string(), path.parent_path(), zoo, catalog);
 }
 

@@ -14,6 +14,10 @@ namespace ftplan::io {
 
 plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog);
 
+// A scenario file's text as load_scenario reads it: a missing, unreadable or oversized file, or a
+// directory, is an InputError naming it (for callers that edit the text before parsing it).
+std::string read_scenario_text(const std::filesystem::path& path);
+
 // The same from text in memory; `name` stands for the file in messages and relative paths
 // (hf_config) resolve against `base_dir`.
 plan::Scenario parse_scenario(std::string_view text, const std::string& name, const std::filesystem::path& base_dir,
