@@ -91,10 +91,12 @@ bool read_method(MapView& v, Job& job, const model::ModelSpec& model) {
     q.get("block_size", job.quant.block_size, 16, 4096);
     // Double quantization is bitsandbytes' 4-bit (NF4/FP4) scheme; GPTQ-style int4 and LLM.int8
     // have none to switch (set here, it would be accepted and ignored).
-    if (q.has("double_quant") && (job.quant.kind == QuantKind::int4 || job.quant.kind == QuantKind::int8))
-      v.reader().error(q.location_of("double_quant"), q.key_path("double_quant"),
-                       "is bitsandbytes' NF4/FP4 double quantization; int4 and int8 have none");
-    if (job.quant.kind == QuantKind::int4 || job.quant.kind == QuantKind::int8) job.quant.double_quant = false;
+    if (job.quant.kind == QuantKind::int4 || job.quant.kind == QuantKind::int8) {
+      if (q.has("double_quant"))
+        v.reader().error(q.location_of("double_quant"), q.key_path("double_quant"),
+                         "is bitsandbytes' NF4/FP4 double quantization; int4 and int8 have none");
+      job.quant.double_quant = false;
+    }
     q.finish();
   }
   return method_ok;
