@@ -12,7 +12,7 @@ Args::Args(const std::vector<std::string>& argv, std::size_t first, const std::v
   std::vector<std::string> names;
   for (const auto& o : options) names.push_back("--" + o.name);
   for (std::size_t i = first; i < argv.size(); ++i)
-    if (argv[i] == "--help" || argv[i] == "-h") throw HelpRequested(usage_of(options));
+    if (argv[i] == "--help" || argv[i] == "-h") throw HelpRequested("options:\n" + usage_of(options));
   for (std::size_t i = first; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.size() < 3 || a.rfind("--", 0) != 0) {

@@ -15,9 +15,22 @@ namespace ftplan::cli {
 int cmd_import(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> options;
   for (auto& o : scenario_options())
-    if (o.name != "plan" && o.name != "profile" && o.name != "format") options.push_back(o);
+    if (o.name != "plan" && o.name != "profile" && o.name != "format" && o.name != "from") options.push_back(o);
   options.push_back({"out", true, "write the scenario here (default: print it)"});
-  const Args args(argv, 2, options);
+  const Args args = [&] {
+    try {
+      return Args(argv, 2, options);
+    } catch (const HelpRequested& e) {
+      throw HelpRequested(
+          "arguments:\n"
+          "  FILE...              the training configs of one job, each recognised by its content: DeepSpeed\n"
+          "                       ds_config.json, accelerate config YAML, torchtune recipe YAML, torchtitan .toml,\n"
+          "                       TrainingArguments/TRL JSON or YAML, PEFT adapter_config.json, Axolotl and\n"
+          "                       LLaMA-Factory YAML; a DeepSpeed config a file names is read too. The flags below\n"
+          "                       replace what the files say (docs/import.md)\n" +
+          std::string(e.what()));
+    }
+  }();
   App app(args);
   const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
   // Read it back as `check` would before anything is written: a value the scenario refuses is

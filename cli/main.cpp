@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: unknown verb '{}'; run `ftplan help`\n", verb);
     return 2;
   } catch (const ftplan::cli::HelpRequested& e) {
-    fmt::print("usage: ftplan {} [arguments] [options] (the verbs: `ftplan help`)\noptions:\n{}", verb, e.what());
+    fmt::print("usage: ftplan {} [arguments] [options] (the verbs: `ftplan help`)\n{}", verb, e.what());
     return 0;
   } catch (const ftplan::InputError& e) {
     for (const auto& d : e.diagnostics()) fmt::print(stderr, "error: {}\n", d.to_string());

@@ -340,10 +340,23 @@ std::vector<io::ImportOverride> import_overrides(const Args& args) {
     if (key == "model" || key.rfind("job.", 0) == 0) return key;
     throw UsageError("--set " + key + ": keys start with job., cluster., parallel. or offload.");
   };
+  // A name or a number is written as people write it in a scenario (gpus: 64); anything YAML could
+  // read otherwise (true, null, 1:2, text with spaces) stays quoted.
+  const auto scalar = [](const std::string& v) {
+    static const std::vector<std::string> keywords = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"};
+    std::string lower = v;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool plain = !v.empty() && std::isalnum(static_cast<unsigned char>(v[0])) &&
+                       std::all_of(v.begin(), v.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+                       }) &&
+                       std::find(keywords.begin(), keywords.end(), lower) == keywords.end();
+    return plain ? v : yaml_quoted(v);
+  };
   for (const auto& s : shortcuts()) {
     auto v = args.value(s.flag);
     if (!v) continue;
-    std::string value = yaml_quoted(*v);
+    std::string value = scalar(*v);
     if (std::string(s.key) == "model" && std::filesystem::path(*v).extension() == ".json")
       value = "{hf_config: " + yaml_quoted(std::filesystem::absolute(*v).string()) + "}";
     if (std::string(s.key) == "job.lora.targets") value = yaml_list("--lora-targets", *v);

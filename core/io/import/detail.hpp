@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -85,6 +86,10 @@ struct Context {
   const model::Zoo& zoo;
   std::vector<std::string>& files;
   std::vector<ConfigFormat>& formats;
+  std::vector<std::pair<std::string, std::string>>& taken;  // ImportedScenario::taken
+  // Scenario keys the command line sets: a file's value for one of them is replaced, not read
+  // (a model the zoo lacks is no error when --model names another).
+  std::set<std::string> overridden;
   // Reads another file (a DeepSpeed config named by an accelerate config or TrainingArguments).
   std::function<void(const std::filesystem::path&, ConfigFormat expected, const SourceLocation& named_at)> read_file;
   // Reads an inline DeepSpeed config (TrainingArguments "deepspeed": {...}).
@@ -117,6 +122,9 @@ class Fields {
   }
   void error(const Node& node, std::string_view key, std::string message);
   void not_modelled(std::string_view key, const Node& node, std::string why);
+  // True (and `key` listed as replaced) when the command line sets `scenario_key`: the file's
+  // value is then not read, so a value ftplan could not read is no error.
+  bool replaced(std::string_view key, const Node& node, const std::string& scenario_key);
 
   // The common shapes of a key that maps onto one scenario key (each takes `key` if present):
   // a whole number as its decimal text; a boolean as `if_true` or `if_false` ("": left unset).

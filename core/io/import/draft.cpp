@@ -70,7 +70,10 @@ Fields::Fields(Context& ctx, const Node& map, std::string file, std::string pref
 
 const Node* Fields::take(std::string_view key) {
   const Node* n = map_->find(key);
-  if (n) done_.emplace_back(key);
+  if (n) {
+    done_.emplace_back(key);
+    ctx_->taken.emplace_back(file_, key_path(key));
+  }
   return n;
 }
 
@@ -113,6 +116,12 @@ void Fields::error(const Node& node, std::string_view key, std::string message) 
 
 void Fields::not_modelled(std::string_view key, const Node& node, std::string why) {
   ctx_->ignored.push_back({node.where, key_path(key), "not modelled yet: " + why});
+}
+
+bool Fields::replaced(std::string_view key, const Node& node, const std::string& scenario_key) {
+  if (!ctx_->overridden.count(scenario_key)) return false;
+  ctx_->ignored.push_back({node.where, key_path(key), fmt::format("replaced by the command line's {}", scenario_key)});
+  return true;
 }
 
 void Fields::take_int(std::string_view key, std::string scenario_key, std::string note) {
@@ -208,6 +217,7 @@ std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
 }
 
 void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
+  if (f.replaced(key, n, "model")) return;
   const auto id = as_string(f, key, n);
   if (!id || id->empty()) return;
   const std::string zoo_name = zoo_name_for_hf_id(*id, f.ctx().zoo);

@@ -178,37 +178,144 @@ void read_run(Fields& f) {
       f.not_modelled("attn_implementation", *a, fmt::format("attention '{}'", t));
   }
   f.take_bool("use_flash_attn", "job.attention", "flash", "");
+  // The dtype the script loads the model in (from_pretrained(torch_dtype=...); TRL's ModelConfig
+  // calls it dtype): what it changes depends on the framework and the method (import.cpp).
+  for (const char* k : {"torch_dtype", "dtype"})
+    if (const Node* d = f.take(k); d && !d->is_null())
+      if (const auto t = as_string(f, k, *d)) {
+        if (*t != "auto" && *t != "bfloat16" && *t != "float16" && *t != "float32")
+          f.error(*d, k, fmt::format("expected auto, bfloat16, float16 or float32, got '{}'", *t));
+        else
+          f.set("_load_dtype", *t, k, *d);
+      }
 }
 
-// The LoRA and QLoRA arguments of PEFT's examples/sft/train.py (use_peft_lora, lora_*).
-void read_peft_args(Context& ctx, Fields& f, const Node& root) {
-  bool peft = false;
-  if (const Node* u = f.take("use_peft_lora"))
-    if (const auto b = as_bool(f, "use_peft_lora", *u); b && *b) peft = true;
-  if (const Node* q = f.take("use_4bit_quantization"))
-    if (const auto b = as_bool(f, "use_4bit_quantization", *q); b && *b && peft)
-      f.set("job.method", "qlora", "use_4bit_quantization", *q);
-  if (peft) {
-    if (!ctx.draft.has("job.method")) f.set("job.method", "lora", "use_peft_lora", *root.find("use_peft_lora"));
-    read_lora_scalars(f, "lora_r");
-    if (const Node* t = f.take("lora_target_modules"); t && t->is_scalar()) {
-      std::vector<std::string> items;
-      std::string w;
-      for (char c : t->text + ",") {
-        if (c == ',') {
-          if (!w.empty()) items.push_back(w);
-          w.clear();
-        } else if (c != ' ') {
-          w += c;
-        }
+// A list of module names: a YAML/JSON list, or one comma-separated string (PEFT's
+// examples/sft/train.py splits lora_target_modules on ","), "all-linear" as PEFT's keyword.
+void set_targets(Fields& f, const char* key, const Node& t) {
+  std::vector<std::string> items;
+  const auto add = [&](const std::string& text) {
+    std::string w;
+    for (char c : text + ",") {
+      if (c == ',') {
+        if (!w.empty()) items.push_back(w);
+        w.clear();
+      } else if (c != ' ') {
+        w += c;
       }
-      f.set("job.lora.targets", items.size() == 1 ? yaml_scalar(items[0]) : yaml_flow_list(items),
-            "lora_target_modules", *t);
     }
-  } else {
-    for (const char* k : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules"})
-      f.ignore(k, "use_peft_lora is not true");
+  };
+  if (t.is_scalar())
+    add(t.text);
+  else if (t.is_seq())
+    for (const auto& e : t.elems)
+      if (e.is_scalar()) add(e.text);
+  if (t.is_null()) return;  // PEFT's default for the model type, set by the caller
+  if (items.empty()) {
+    f.error(t, key, "expected module names (a list, a comma-separated string or all-linear)");
+    return;
   }
+  f.set("job.lora.targets", items.size() == 1 ? yaml_scalar(items[0]) : yaml_flow_list(items), key, t);
+}
+
+// PEFT's own default targets for the model types ftplan's zoo has (peft/utils/constants.py
+// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2, gemma2 ["q_proj", "v_proj"]).
+constexpr const char* kPeftDefaultTargets = "[q_proj, v_proj]";
+
+// The LoRA and QLoRA arguments that share the file with TrainingArguments, in their two common
+// spellings (HfArgumentParser reads several dataclasses from one file):
+//  - PEFT's examples/sft/train.py ModelArguments (peft 5d602fdb): use_peft_lora, lora_r 64,
+//    lora_alpha 16, lora_dropout 0.1, lora_target_modules "q_proj,...,gate_proj" (a string),
+//    use_4bit_quantization / use_8bit_quantization, use_nested_quant, bnb_4bit_quant_type nf4;
+//  - TRL's ModelConfig (trl/trainer/model_config.py, f2cd5771), which TRL's scripts and the
+//    alignment-handbook recipes use: use_peft, lora_r 16, lora_alpha 32, lora_dropout 0.05,
+//    lora_target_modules (a list, None = PEFT's default), load_in_4bit / load_in_8bit,
+//    bnb_4bit_quant_type nf4, use_bnb_nested_quant.
+void read_peft_args(Context& ctx, Fields& f, const Node& root) {
+  const bool trl = root.find("use_peft") != nullptr;
+  const char* use_key = trl ? "use_peft" : "use_peft_lora";
+  bool peft = false;
+  const Node* use = f.take(use_key);
+  if (use)
+    if (const auto b = as_bool(f, use_key, *use); b && *b) peft = true;
+  if (trl) f.ignore("use_peft_lora", "TRL's scripts read use_peft");
+  const char* k4 = trl ? "load_in_4bit" : "use_4bit_quantization";
+  const char* k8 = trl ? "load_in_8bit" : "use_8bit_quantization";
+  const char* nested = trl ? "use_bnb_nested_quant" : "use_nested_quant";
+  const Node* q4 = f.take(k4);
+  const Node* q8 = f.take(k8);
+  const bool four = q4 && as_bool(f, k4, *q4).value_or(false);
+  const bool eight = q8 && as_bool(f, k8, *q8).value_or(false);
+  if (!peft) {
+    // A quantized base without adapters trains nothing (TRL: "Works only with LoRA").
+    if (four || eight)
+      f.error(four ? *q4 : *q8, four ? k4 : k8,
+              fmt::format("a quantized base trains only with adapters: {} is not true", use_key));
+    for (const char* k : {"lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "lora_modules_to_save",
+                          "lora_task_type", "lora_target_parameters", "use_rslora", "use_dora", nested,
+                          "bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage_dtype"})
+      f.ignore(k, fmt::format("{} is not true: no adapters", use_key));
+    return;
+  }
+  f.set("job.method", four || eight ? "qlora" : "lora", four ? k4 : eight ? k8 : use_key,
+        four ? *q4 : eight ? *q8 : *use);
+  if (four && eight) f.error(*q8, k8, fmt::format("{} and {} are both true; bitsandbytes takes one", k4, k8));
+  if (eight) {
+    f.set("job.quant.kind", "int8", k8, *q8, "bitsandbytes LLM.int8()");
+    for (const char* k : {nested, "bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage_dtype"})
+      f.ignore(k, "4-bit options: the base is 8-bit");
+  } else if (four) {
+    if (const Node* t = f.take("bnb_4bit_quant_type"))
+      if (const auto v = as_string(f, "bnb_4bit_quant_type", *t)) {
+        if (*v != "nf4" && *v != "fp4")
+          f.error(*t, "bnb_4bit_quant_type", fmt::format("expected nf4 or fp4, got '{}'", *v));
+        else
+          f.set("job.quant.kind", *v, "bnb_4bit_quant_type", *t);
+      }
+    if (!f.ctx().draft.has("job.quant.kind"))
+      f.ctx().draft.set(f.entry("job.quant.kind", "nf4", k4, *q4, "bnb_4bit_quant_type default nf4"));
+    const Node* n = f.take(nested);
+    const bool dq = n && as_bool(f, nested, *n).value_or(false);
+    // bitsandbytes' bnb_4bit_use_double_quant defaults to False in both scripts (ftplan's default is true).
+    f.ctx().draft.set(n ? f.entry("job.quant.double_quant", dq ? "true" : "false", nested, *n)
+                        : f.entry("job.quant.double_quant", "false", k4, *q4, fmt::format("{} default False", nested)));
+    f.ignore("bnb_4bit_compute_dtype", "the dtype 4-bit weights are dequantized to for the matmul: ftplan's compute "
+                                       "type, bf16 or fp16, the same bytes and rates");
+    f.ignore("bnb_4bit_quant_storage_dtype",
+             "the container the 4-bit values are packed in (uint8, or bfloat16 so that FSDP can shard them): the "
+             "same bytes");
+  } else {
+    for (const char* k : {nested, "bnb_4bit_quant_type", "bnb_4bit_compute_dtype", "bnb_4bit_quant_storage_dtype"})
+      f.ignore(k, "4-bit options without a 4-bit base");
+  }
+  // The scripts' defaults, where the file leaves a LoRA argument out.
+  const Node& at = *use;
+  const auto fallback = [&](const char* key, const char* scenario_key, const std::string& value) {
+    if (root.find(key)) return;
+    f.ctx().draft.set(f.entry(scenario_key, value, use_key, at,
+                              fmt::format("{} default of {}", key, trl ? "TRL's ModelConfig" : "PEFT's examples/sft/train.py")));
+  };
+  read_lora_scalars(f, "lora_r");
+  fallback("lora_r", "job.lora.rank", trl ? "16" : "64");
+  fallback("lora_alpha", "job.lora.alpha", trl ? "32" : "16");
+  fallback("lora_dropout", "job.lora.dropout", trl ? "0.05" : "0.1");
+  if (const Node* t = f.take("lora_target_modules")) {
+    if (t->is_null())
+      ctx.draft.set(f.entry("job.lora.targets", kPeftDefaultTargets, "lora_target_modules", *t,
+                            "null: PEFT's default for llama, mistral, qwen2 and gemma2"));
+    else
+      set_targets(f, "lora_target_modules", *t);
+  } else {
+    fallback("lora_target_modules", "job.lora.targets",
+             trl ? std::string(kPeftDefaultTargets) : "[q_proj, k_proj, v_proj, o_proj, down_proj, up_proj, gate_proj]");
+  }
+  if (const Node* d = f.take("use_dora"))
+    if (const auto b = as_bool(f, "use_dora", *d); b && *b) f.not_modelled("use_dora", *d, "DoRA's magnitude vectors");
+  for (const char* k : {"lora_modules_to_save", "lora_target_parameters"})
+    if (const Node* m = f.take(k); m && !m->is_null())
+      f.not_modelled(k, *m, "modules trained in full, or adapters on parameters, beside the LoRA adapters");
+  f.ignore("use_rslora", "rank-stabilized scaling: no effect on memory or step time");
+  f.ignore("lora_task_type", "the task head PEFT wraps: a causal LM's, as ftplan models");
 }
 
 // Training-loop, data, logging and saving options of TrainingArguments, TRL and the example
@@ -268,11 +375,7 @@ constexpr const char* kLoopOptions[] = {
     "use_liger_kernel",
     "accelerator_config",
     "trust_remote_code",
-    "torch_dtype",
     "use_unsloth",
-    "use_nested_quant",
-    "bnb_4bit_",
-    "use_8bit_quantization",
     "use_reentrant",
     "completion_only_loss",
     "assistant_only_loss",

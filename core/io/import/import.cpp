@@ -336,21 +336,27 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
                       "NGPU): give --gpus N");
   const long long dp = gpus > 0 ? gpus / (tp * pp * cp) : -1;
   if (tb > 0 && dp > 0) {
-    if (micro <= 0 && gas > 0 && tb % (gas * dp) == 0) {
-      micro = tb / (gas * dp);
+    // DeepSpeed's order (runtime/config.py _set_batch_related_parameters), in whole divisions,
+    // then its _batch_assertion: train_batch_size = micro x accumulation x data-parallel ranks.
+    const auto derived = [&](const char* key, long long value, std::string how) {
       Entry e = *tb_entry;
-      e.key = "job.micro_batch";
-      e.value = std::to_string(micro);
-      e.origin += fmt::format(" / (gradient_accumulation_steps {} x {} data-parallel ranks)", gas, dp);
+      e.key = key;
+      e.value = std::to_string(value);
+      e.origin += " " + how;
       draft.set(e);
-    } else if (micro > 0 && gas <= 0 && tb % (micro * dp) == 0) {
-      gas = tb / (micro * dp);
-      Entry e = *tb_entry;
-      e.key = "_gas";
-      e.value = std::to_string(gas);
-      draft.set(e);
+    };
+    if (micro <= 0 && gas > 0) {
+      micro = tb / dp / gas;
+      derived("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks / gradient_accumulation_steps {}", dp, gas));
+    } else if (micro > 0 && gas <= 0) {
+      gas = tb / micro / dp;
+      derived("_gas", gas, fmt::format("/ micro-batch {} / {} data-parallel ranks", micro, dp));
+    } else if (micro <= 0 && gas <= 0) {
+      gas = 1;
+      micro = tb / dp;
+      derived("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks (gradient_accumulation_steps 1)", dp));
     }
-    if (micro > 0 && gas > 0 && tb != micro * gas * dp)
+    if (micro <= 0 || gas <= 0 || tb != micro * gas * dp)
       diagnostics.error(tb_entry->where, tb_entry->source_key,
                         fmt::format("train_batch_size {} is not micro-batch {} x gradient_accumulation_steps {} x {} "
                                     "data-parallel ranks = {} (DeepSpeed refuses this too)",
@@ -363,6 +369,43 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
         "job.micro_batch", "1",
         "not in the configs (the training script's dataloader sets it): ftplan's default 1; --micro-batch sets it");
     micro = 1;
+  }
+  // torchtitan pipelines each rank's local batch in micro-batches of pipeline_parallel_microbatch_size
+  // samples (default 1); before 2025 as pipeline_parallel_microbatches of them (default the pipeline
+  // degree): torchtitan/distributed/pipeline_parallel.py n_microbatches = local_batch_size / size.
+  if (draft.has("_torchtitan") && pp > 1 && micro > 0 && dp > 0 &&
+      draft.get("job.micro_batch")->where.file != "command line") {
+    const Entry local = *draft.get("job.micro_batch");
+    const Entry* size = draft.get("_pp_micro");
+    const Entry* count = draft.get("_pp_microbatches");
+    long long pp_micro = size ? int_of(size) : count ? (int_of(count) > 0 ? micro / int_of(count) : -1) : 1;
+    const Entry& at = size ? *size : count ? *count : local;
+    if (pp_micro <= 0 || micro % pp_micro != 0 || (count && pp_micro * int_of(count) != micro)) {
+      diagnostics.error(at.where, at.source_key,
+                        fmt::format("local batch {} does not split into pipeline micro-batches of this size or "
+                                    "count (torchtitan refuses it too)",
+                                    micro));
+    } else {
+      if (!draft.has("job.global_batch")) {
+        Entry g = local;
+        g.key = "job.global_batch";
+        g.value = std::to_string(micro * gas * dp);
+        g.origin += fmt::format(" x gradient accumulation {} x {} data-parallel ranks", gas, dp);
+        draft.set(g);
+      }
+      Entry m = size || count ? at : Entry{};
+      m.is_default = !size && !count;
+      m.key = "job.micro_batch";
+      m.value = std::to_string(pp_micro);
+      m.origin = size ? m.origin + " (samples a pipeline micro-batch)"
+                      : count ? m.origin + fmt::format(" micro-batches of local batch {}", micro)
+                              : fmt::format("default of {}: parallelism.pipeline_parallel_microbatch_size 1 "
+                                            "(local batch {} in micro-batches of 1)",
+                                            kTorchtitan, micro);
+      draft.erase("job.micro_batch");
+      draft.set(m);
+      micro = pp_micro;
+    }
   }
   if (!draft.has("job.global_batch") && micro > 0 && dp > 0) {
     const Entry* g = draft.get("_gas");
@@ -455,6 +498,52 @@ void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
         "no step count in the configs (epochs need the dataset size): one step; --steps or --tokens sets it");
 }
 
+// The dtype a Trainer script loads the model in (torch_dtype / dtype): what it changes depends on
+// who keeps the trained weights.
+void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std::string& framework) {
+  const Entry* d = draft.get("_load_dtype");
+  if (!d) return;
+  const Entry* m = draft.get("job.method");
+  const bool adapters = m && m->value != "full";
+  const bool wide = d->value == "float32";
+  const auto note = [&](std::string reason) { ignored.push_back({d->where, d->source_key, std::move(reason)}); };
+  if (adapters) {
+    if (wide)
+      note("not modelled yet: a frozen base loaded in float32 (4 bytes a weight); ftplan keeps a LoRA base in the "
+           "16-bit compute type");
+    else
+      note("the frozen base in 16-bit, as ftplan keeps a LoRA base (auto: the checkpoint's dtype, 16-bit for the "
+           "zoo's models)");
+  } else if (framework == "deepspeed") {
+    note("DeepSpeed keeps fp32 master weights and optimizer state whatever dtype the model was loaded in "
+         "(runtime/zero/stage_1_and_2.py, stage3.py _create_fp32_partitions; runtime/bf16_optimizer.py)");
+  } else if (framework == "pytorch-fsdp" || framework == "pytorch-fsdp2") {
+    const Entry* p = draft.get("job.precision");
+    if (p && p->value != "fp32")
+      note("accelerate's FSDP upcasts 16-bit trainable parameters to fp32 master weights under mixed precision "
+           "(accelerator.py prepare_model, utils/fsdp_utils.py fsdp2_prepare_model)");
+    else if (!wide)
+      note("not modelled yet: FSDP without mixed precision over 16-bit parameters");
+  } else if (!wide) {
+    // The Trainer neither upcasts nor keeps master copies: a 16-bit model trains in 16-bit, its
+    // gradients and AdamW state in the parameters' dtype (torch.optim.AdamW's state is zeros_like(p)).
+    if (d->value == "float16") {
+      note("not modelled yet: training fp16 parameters without master copies (the Trainer's fp16 grad scaler "
+           "refuses fp16 gradients)");
+      return;
+    }
+    if (const Entry* p = draft.get("job.precision"); p && p->where.file == "command line") return;
+    Entry e = *d;
+    e.key = "job.precision";
+    e.value = "bf16";
+    e.origin = fmt::format("{} (the Trainer keeps no fp32 copy: parameters, gradients and AdamW state in bf16; "
+                           "auto: the checkpoint's dtype)",
+                           d->origin);
+    draft.erase("job.precision");
+    draft.set(e);
+  }
+}
+
 // The scenario text: a header naming the files and the keys not used, then the keys in the
 // scenario's order, each with its origin.
 void write_scenario(ImportedScenario& out, const Draft& draft, const std::vector<std::filesystem::path>& files) {
@@ -502,24 +591,40 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   out.name = "imported scenario";
   Diagnostics diagnostics;
   Draft draft(diagnostics);
-  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, {}, {}};
+  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, out.taken, {}, {}, {}};
+  for (const auto& o : overrides) ctx.overridden.insert(o.key);
   read_files(files, ctx);
   diagnostics.throw_if_any();
   apply_overrides(draft, overrides);
+  // torchtitan's degrees with none -1 are its world size, which it checks (parallel_dims.py).
+  if (const Entry* world = draft.get("_torchtitan_world"))
+    if (const Entry* g = draft.get("plan.cluster.gpus"); g && g->where.file == "command line" && int_of(g) != int_of(world))
+      diagnostics.error(g->where, g->source_key,
+                        fmt::format("{} GPUs, but {} multiplies its parallel degrees to {} (no degree is -1), and "
+                                    "torchtitan refuses any other world size: give --gpus {} or a degree -1",
+                                    g->value, world->where.file, world->value, world->value));
 
   const Entry* fw = draft.get("job.framework");
   const std::string framework = fw ? fw->value : "";
   const bool hf = draft.has("_hf_trainer");
   const SourceLocation cli{"command line", 0, 0};
-  if (!draft.has("model"))
-    diagnostics.error(
-        cli, "--model",
-        "the configs name no model ftplan knows: give --model NAME (ftplan zoo list) or --model path/to/config.json");
+  if (!draft.has("model")) {
+    std::string kinds;
+    for (const auto f : out.formats) {
+      const std::string k = to_string(f);
+      if (kinds.find(k) == std::string::npos) kinds += (kinds.empty() ? "" : ", ") + k;
+    }
+    diagnostics.error(cli, "--model",
+                      fmt::format("no model: the configs ({}) do not name one (the training script loads it); give "
+                                  "--model NAME (ftplan zoo list) or --model path/to/config.json",
+                                  kinds));
+  }
   if (!draft.has("plan.cluster.gpu") && !draft.has("plan.cluster.node"))
     diagnostics.error(cli, "--gpu",
                       "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
   fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"));
   fill_defaults(draft, framework, hf);
+  apply_load_dtype(draft, out.ignored, framework);
   diagnostics.throw_if_any();
   write_scenario(out, draft, files);
   return out;

@@ -49,6 +49,9 @@ struct ImportedScenario {
   std::vector<std::string> files;
   std::vector<ConfigFormat> formats;
   std::vector<IgnoredKey> ignored;
+  // Every key a reader took, as (file, dotted path): with `ignored`, the reader's account of each
+  // file's keys (tests/unit/import_corpus_test.cpp checks it against the files' own keys).
+  std::vector<std::pair<std::string, std::string>> taken;
   // Per line of `yaml` (index 0 = line 1): where its value came from (file empty: a default or
   // the command line; then `origin` says which).
   std::vector<SourceLocation> line_source;

@@ -2,6 +2,8 @@
 // (pytorch/torchtitan 238fa995), torchtitan/config/job_config.py; the model flavors in
 // torchtitan/models/llama3/__init__.py; TP with sequence parallelism in
 // torchtitan/models/llama3/infra/parallelize.py (SequenceParallel on the norms).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "io/import/detail.hpp"
@@ -26,6 +28,95 @@ std::string dtype_of(const std::string& t) {
   return {};
 }
 
+// The parallel degrees' product, and whether one of them is -1 (the GPUs left over, as
+// data_parallel_shard_degree is by default: job_config.py).
+struct Degrees {
+  long long product = 1;  // capped at 2^30: the scenario reader refuses such GPU counts by name
+  bool rest = true;       // data_parallel_shard_degree -1 unless the file gives another
+};
+
+// The parallelism keys, wherever the torchtitan version put them: [parallelism] since 2025; before
+// that the degrees were in [training] (batch_size, data_parallel_degree, tensor_parallel_degree)
+// and pipelining and context parallelism in [experimental] (torchtitan/config_manager.py, 2024).
+void read_parallel_keys(Fields& pf, const Node& section, Degrees& d) {
+  const auto degree = [&](const char* key, const char* scenario_key) {
+    const Node* n = pf.take(key);
+    if (!n) return;
+    const auto v = as_int(pf, key, *n);
+    if (!v) return;
+    const bool shard = scenario_key == nullptr;
+    if (shard) d.rest = *v == -1;
+    if (*v >= 1) d.product = std::min(d.product * std::min<long long>(*v, 1 << 20), 1LL << 30);
+    if (scenario_key) pf.set(scenario_key, std::to_string(*v), key, *n);
+  };
+  degree("tensor_parallel_degree", "plan.parallel.tp");
+  degree("pipeline_parallel_degree", "plan.parallel.pp");
+  degree("context_parallel_degree", "plan.parallel.cp");
+  degree("data_parallel_shard_degree", nullptr);
+  degree("data_parallel_degree", nullptr);  // before data_parallel_shard_degree (2024)
+  if (const Node* r = pf.take("data_parallel_replicate_degree")) {
+    if (const auto v = as_int(pf, "data_parallel_replicate_degree", *r)) {
+      if (*v > 1) {
+        d.product = std::min(d.product * std::min<long long>(*v, 1 << 20), 1LL << 30);
+        const Node* s = section.find("data_parallel_shard_degree");
+        const bool ddp = s && s->is_scalar() && s->text == "1";
+        pf.set("plan.parallel.fsdp", ddp ? "no_shard" : "hybrid_shard", "data_parallel_replicate_degree", *r,
+               ddp ? "replicate only: DDP" : "HSDP");
+      }
+    }
+  }
+  if (const Node* e = pf.take("expert_parallel_degree"))
+    if (const auto v = as_int(pf, "expert_parallel_degree", *e); v && *v > 1)
+      pf.set("plan.parallel.ep", std::to_string(*v), "expert_parallel_degree", *e);
+  if (const Node* t = section.find("tensor_parallel_degree"); t && t->is_scalar() && t->text != "1")
+    pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
+           "torchtitan's TP plan shards norms and dropout by sequence");
+  pf.take_bool("enable_async_tensor_parallel", "plan.parallel.async_tp", "true", "");
+  if (const Node* s = pf.take("pipeline_parallel_schedule")) {
+    const std::string t = s->is_scalar() ? s->text : "";
+    const std::string ours = t == "1F1B"              ? "1f1b"
+                             : t == "GPipe"           ? "gpipe"
+                             : t == "Interleaved1F1B" ? "interleaved"
+                                                      : "";
+    if (ours.empty()) {
+      pf.not_modelled("pipeline_parallel_schedule", *s, fmt::format("pipeline schedule '{}'", t));
+    } else {
+      pf.set("plan.parallel.schedule", ours, "pipeline_parallel_schedule", *s);
+      // A multi-stage schedule puts 2 stages on each rank unless pipeline_parallel_layers_per_stage
+      // says otherwise (torchtitan/distributed/pipeline_parallel.py, stages_per_rank).
+      if (ours == "interleaved" && !section.find("pipeline_parallel_layers_per_stage"))
+        pf.set("plan.parallel.virtual_stages", "2", "pipeline_parallel_schedule", *s,
+               "2 stages a rank, torchtitan's default for multi-stage schedules");
+    }
+  }
+  if (const Node* r = pf.take("fsdp_reshard_after_forward")) {
+    const std::string t = r->is_scalar() ? r->text : "";
+    if (t == "never")
+      pf.set("plan.parallel.fsdp", "shard_grad_op", "fsdp_reshard_after_forward", *r);
+    else if (t != "default" && t != "always")
+      pf.error(*r, "fsdp_reshard_after_forward", "expected default, always or never");
+  }
+  // Pipeline micro-batches: samples per micro-batch since 2025 (default 1), a count of them before
+  // (pipeline_parallel_microbatches, default the pipeline degree). import.cpp splits the local batch.
+  if (const Node* m = pf.take("pipeline_parallel_microbatch_size"))
+    if (const auto v = as_int(pf, "pipeline_parallel_microbatch_size", *m))
+      pf.set("_pp_micro", std::to_string(*v), "pipeline_parallel_microbatch_size", *m);
+  if (const Node* m = pf.take("pipeline_parallel_microbatches"))
+    if (const auto v = as_int(pf, "pipeline_parallel_microbatches", *m))
+      pf.set("_pp_microbatches", std::to_string(*v), "pipeline_parallel_microbatches", *m);
+  pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
+  pf.ignore("pipeline_parallel_split_points",
+            "not modelled yet: hand-placed stage boundaries (use parallel.first_stage_layers)");
+  pf.ignore("pipeline_parallel_layers_per_stage", "not modelled yet: stages of a given size");
+  pf.ignore("pipeline_parallel_first_stage_less_layers", "not modelled yet: a lighter first stage");
+  pf.ignore("pipeline_parallel_last_stage_less_layers", "not modelled yet: a lighter last stage");
+  pf.ignore("context_parallel_rotate_method", "ftplan models ring attention's all-gather of K/V");
+  pf.ignore("disable_loss_parallel", kNoEffect);
+  pf.ignore("enable_loss_parallel", kNoEffect);
+  pf.ignore("enable_compiled_autograd", kNoEffect);
+  pf.ignore("expert_tensor_parallel_degree", "not modelled yet: tensor parallelism inside experts");
+}
+
 void read_model(Context& ctx, const Node& section, const std::string& file, bool& float8) {
   const Node* m = &section;  // the TOML table
   Fields mf(ctx, *m, file, "model", kFormat);
@@ -36,7 +127,9 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
   if (fl && fl->is_scalar()) flavor = fl->text;
   const std::string zoo = zoo_of(name, flavor);
   const Node& at = fl ? *fl : nn ? *nn : *m;
-  if (zoo.empty())
+  if (mf.replaced(fl ? "flavor" : "name", at, "model"))
+    ;
+  else if (zoo.empty())
     mf.error(at, fl ? "flavor" : "name",
              fmt::format("no zoo model for torchtitan's {} {}: give --model NAME (ftplan zoo list)", name, flavor));
   else
@@ -54,12 +147,17 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
   mf.ignore("hf_assets_path", kIo);
   mf.ignore("tokenizer_path", kIo);
   mf.ignore("print_after_conversion", kIo);
+  mf.ignore("norm_type", "the 2024 choice of norm kernel (fused_rmsnorm): ftplan's framework profile sets kernels");
   mf.finish();
 }
 
-void read_training(Context& ctx, const Node& section, const std::string& file, bool float8) {
+void read_training(Context& ctx, const Node& section, const std::string& file, bool float8, Degrees& d) {
   const Node* t = &section;  // the TOML table
   Fields tf(ctx, *t, file, "training", kFormat);
+  read_parallel_keys(tf, section, d);  // the 2024 layout
+  tf.take_bool("compile", "job.compile", "true", "false");  // [compile] enable since 2025
+  tf.ignore("warmup_steps", "learning-rate schedule: no effect on memory or step time");
+  tf.ignore("fp8_linear", "the 2024 float8 switch: give model.converters or --set job.precision=fp8-mixed");
   for (const char* k : {"local_batch_size", "batch_size"})  // batch_size: before torchtitan 0.1.0
     if (const Node* b = tf.take(k))
       if (const auto v = as_int(tf, k, *b)) tf.set("job.micro_batch", std::to_string(*v), k, *b);
@@ -114,73 +212,9 @@ void read_training(Context& ctx, const Node& section, const std::string& file, b
   tf.finish();
 }
 
-void read_parallelism(Context& ctx, const Node& section, const std::string& file, long long& degrees, bool& rest) {
-  const Node* p = &section;  // the TOML table
-  Fields pf(ctx, *p, file, "parallelism", kFormat);
-  const auto degree = [&](const char* key, const char* scenario_key) {
-    const Node* n = pf.take(key);
-    if (!n) return;
-    const auto v = as_int(pf, key, *n);
-    if (!v) return;
-    if (*v == -1) {
-      rest = true;
-      return;
-    }
-    if (*v >= 1) degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
-    if (scenario_key) pf.set(scenario_key, std::to_string(*v), key, *n);
-  };
-  degree("tensor_parallel_degree", "plan.parallel.tp");
-  degree("pipeline_parallel_degree", "plan.parallel.pp");
-  degree("context_parallel_degree", "plan.parallel.cp");
-  degree("data_parallel_shard_degree", nullptr);
-  if (const Node* r = pf.take("data_parallel_replicate_degree")) {
-    if (const auto v = as_int(pf, "data_parallel_replicate_degree", *r)) {
-      if (*v > 1) {
-        degrees = std::min(degrees * std::min<long long>(*v, 1 << 20), 1LL << 30);
-        const Node* s = p->find("data_parallel_shard_degree");
-        const bool ddp = s && s->is_scalar() && s->text == "1";
-        pf.set("plan.parallel.fsdp", ddp ? "no_shard" : "hybrid_shard", "data_parallel_replicate_degree", *r,
-               ddp ? "replicate only: DDP" : "HSDP");
-      }
-    }
-  }
-  if (const Node* e = pf.take("expert_parallel_degree"))
-    if (const auto v = as_int(pf, "expert_parallel_degree", *e); v && *v > 1)
-      pf.set("plan.parallel.ep", std::to_string(*v), "expert_parallel_degree", *e);
-  if (const Node* t = p->find("tensor_parallel_degree"); t && t->is_scalar() && t->text != "1")
-    pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
-           "torchtitan's TP plan shards norms and dropout by sequence");
-  pf.take_bool("enable_async_tensor_parallel", "plan.parallel.async_tp", "true", "");
-  if (const Node* s = pf.take("pipeline_parallel_schedule")) {
-    const std::string t = s->is_scalar() ? s->text : "";
-    const std::string ours = t == "1F1B"              ? "1f1b"
-                             : t == "GPipe"           ? "gpipe"
-                             : t == "Interleaved1F1B" ? "interleaved"
-                                                      : "";
-    if (ours.empty())
-      pf.not_modelled("pipeline_parallel_schedule", *s, fmt::format("pipeline schedule '{}'", t));
-    else
-      pf.set("plan.parallel.schedule", ours, "pipeline_parallel_schedule", *s);
-  }
-  if (const Node* r = pf.take("fsdp_reshard_after_forward")) {
-    const std::string t = r->is_scalar() ? r->text : "";
-    if (t == "never")
-      pf.set("plan.parallel.fsdp", "shard_grad_op", "fsdp_reshard_after_forward", *r);
-    else if (t != "default" && t != "always")
-      pf.error(*r, "fsdp_reshard_after_forward", "expected default, always or never");
-  }
-  pf.ignore("pipeline_parallel_microbatch_size",
-            "not modelled yet: pipeline micro-batches other than training.local_batch_size");
-  pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
-  pf.ignore("pipeline_parallel_split_points",
-            "not modelled yet: hand-placed stage boundaries (use parallel.first_stage_layers)");
-  pf.ignore("pipeline_parallel_layers_per_stage", "not modelled yet: stages of a given size");
-  pf.ignore("pipeline_parallel_first_stage_less_layers", "not modelled yet");
-  pf.ignore("pipeline_parallel_last_stage_less_layers", "not modelled yet");
-  pf.ignore("context_parallel_rotate_method", "ftplan models ring attention's all-gather of K/V");
-  pf.ignore("disable_loss_parallel", kNoEffect);
-  pf.ignore("enable_compiled_autograd", kNoEffect);
-  pf.ignore("expert_tensor_parallel_degree", "not modelled yet: tensor parallelism inside experts");
+void read_parallelism(Context& ctx, const Node& section, const std::string& file, Degrees& d) {
+  Fields pf(ctx, section, file, "parallelism", kFormat);
+  read_parallel_keys(pf, section, d);
   pf.finish();
 }
 
@@ -202,7 +236,16 @@ void read_activation_checkpoint(Context& ctx, const Node& section, const std::st
     } else {
       // An integer N: every N-th block is checkpointed in full (layer SAC), as checkpoint_every.
       const Node& at = on ? *on : anchor;
-      const auto n = on ? as_int(af, "selective_ac_option", *on) : std::optional<long long>(2);
+      // A string in torchtitan ("2"; its own debug_model.toml quotes it), an integer in older TOMLs.
+      std::optional<long long> n = 2;
+      if (on) {
+        n.reset();
+        if (!on->text.empty() && on->text.size() < 7 &&
+            std::all_of(on->text.begin(), on->text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          n = std::stoll(on->text);
+        else
+          af.error(*on, "selective_ac_option", fmt::format("expected op or a whole number, got '{}'", on->text));
+      }
       if (n && *n >= 1) {
         af.set("job.activation_checkpointing", "full", on ? "selective_ac_option" : "mode", at, "layer SAC");
         af.set("job.checkpoint_every", std::to_string(*n), on ? "selective_ac_option" : "mode", at,
@@ -256,14 +299,22 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   ctx.draft.set({"_torchtitan", "true", "", root.where, "", false});
   bool float8 = false;
   if (const Node* m = f.take("model"); m && m->is_map()) read_model(ctx, *m, file, float8);
-  if (const Node* t = f.take("training"); t && t->is_map()) read_training(ctx, *t, file, float8);
-  long long degrees = 1;  // capped at 2^30: the scenario reader refuses such GPU counts by name
-  bool rest = false;
-  if (const Node* p = f.take("parallelism"); p && p->is_map()) read_parallelism(ctx, *p, file, degrees, rest);
-  if (!rest && degrees > 1)
-    ctx.draft.set({"plan.cluster.gpus", std::to_string(degrees),
-                   fmt::format("{}: parallelism degrees multiplied (no degree is -1)", file), root.where, "parallelism",
-                   false});
+  Degrees degrees;
+  if (const Node* t = f.take("training"); t && t->is_map()) read_training(ctx, *t, file, float8, degrees);
+  if (const Node* p = f.take("parallelism"); p && p->is_map()) read_parallelism(ctx, *p, file, degrees);
+  if (const Node* e = f.take("experimental"); e && e->is_map()) {
+    Fields ef(ctx, *e, file, "experimental", kFormat);
+    read_parallel_keys(ef, *e, degrees);  // the 2024 layout
+    ef.ignore_matching("", kIo);
+    ef.finish();
+  }
+  // With no degree -1 the degrees are the world size: torchtitan refuses any other
+  // (distributed/parallel_dims.py, dp_replicate x dp_shard x cp x tp x pp == WORLD_SIZE).
+  if (!degrees.rest) {
+    const std::string origin = fmt::format("{}: parallelism degrees multiplied (no degree is -1)", file);
+    ctx.draft.set({"plan.cluster.gpus", std::to_string(degrees.product), origin, root.where, "parallelism", false});
+    ctx.draft.set({"_torchtitan_world", std::to_string(degrees.product), origin, root.where, "parallelism", false});
+  }
   if (const Node* a = f.take("activation_checkpoint"); a && a->is_map()) read_activation_checkpoint(ctx, *a, file);
   if (const Node* c = f.take("compile"); c && c->is_map()) {
     Fields cf(ctx, *c, file, "compile", kFormat);
@@ -286,7 +337,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
     ctx.ignored.push_back(
         {m->where, "memory_estimation", "torchtitan's own memory estimate; ftplan's is `ftplan memory`"});
   for (const char* k :
-       {"job", "profiling", "metrics", "checkpoint", "validation", "comm", "experimental", "fault_tolerance", "debug"})
+       {"job", "profiling", "metrics", "checkpoint", "validation", "comm", "fault_tolerance", "debug"})
     f.ignore(k, kIo);
   f.finish();
 }

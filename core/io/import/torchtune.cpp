@@ -62,19 +62,35 @@ void read_model(Fields& top, const Node& block) {
         builder = builder.substr(6), method = "qlora";
       else if (builder.rfind("lora_", 0) == 0)
         builder = builder.substr(5), method = "lora";
-      lora = method != "full";
       std::string zoo_name;
       for (const auto& [b, z] : builders())
         if (b == builder) zoo_name = z;
-      if (zoo_name.empty())
-        m.error(*c, "_component_",
-                fmt::format("no zoo model for the torchtune builder '{}': give --model NAME (ftplan zoo list)", *comp));
-      else
-        m.set("model", zoo_name, "_component_", *c);
-      m.set("job.method", method, "_component_", *c, method == "full" ? "no adapters" : method + "_ builder");
-      // torchtune's QLoRA builders quantize the base to NF4 (torchao NF4Tensor: blocks of 64, the
-      // scales quantized again: torchtune/modules/peft/lora.py to_nf4, torchao/dtypes/nf4tensor.py).
-      if (method == "qlora") m.set("job.quant.kind", "nf4", "_component_", *c, "torchao NF4, blocks of 64");
+      if (!m.replaced("_component_", *c, "model")) {
+        if (zoo_name.empty())
+          m.error(*c, "_component_",
+                  fmt::format("no zoo model for the torchtune builder '{}': give --model NAME (ftplan zoo list)", *comp));
+        else
+          m.set("model", zoo_name, "_component_", *c);
+      }
+      // The qlora_ builders are the lora_ builders with quantize_base=True (functools.partial in
+      // torchtune/models/*/_model_builders.py); a keyword given in the recipe replaces the partial's,
+      // so quantize_base decides for either builder.
+      const Node* q = m.take("quantize_base");
+      int quantize = -1;  // not given
+      if (q)
+        if (const auto b = as_bool(m, "quantize_base", *q)) quantize = *b ? 1 : 0;
+      if (method != "full" && quantize >= 0) {
+        method = quantize ? "qlora" : "lora";
+        m.set("job.method", method, "quantize_base", *q, quantize ? "a quantized base" : "a bf16 base");
+      } else {
+        if (q) m.error(*q, "quantize_base", "only the lora_ builders take quantize_base (a full fine-tune has no adapters)");
+        m.set("job.method", method, "_component_", *c, method == "full" ? "no adapters" : method + "_ builder");
+      }
+      // torchtune's QLoRA quantizes the base to NF4 (torchao NF4Tensor: blocks of 64, the scales
+      // quantized again: torchtune/modules/peft/lora.py to_nf4, torchao/dtypes/nf4tensor.py).
+      if (method == "qlora")
+        m.set("job.quant.kind", "nf4", q ? "quantize_base" : "_component_", q ? *q : *c, "torchao NF4, blocks of 64");
+      lora = method != "full";
     }
   }
   std::vector<std::string> targets;
@@ -117,7 +133,6 @@ void read_model(Fields& top, const Node& block) {
   if (const Node* d = m.take("use_dora"))
     if (const auto b = as_bool(m, "use_dora", *d); b && *b)
       m.not_modelled("use_dora", *d, "DoRA's magnitude vectors and extra norm");
-  m.ignore("quantize_base", "QLoRA follows from the qlora_ builder");
   m.finish();
 }
 
@@ -166,11 +181,32 @@ void read_data(Context& ctx, Fields& f, const std::string& file) {
     tk.ignore_matching("", "tokenizer files: no effect on memory or step time");
     tk.finish();
   }
-  if (const Node* d = f.take("dataset"); d && d->is_map()) {
-    Fields ds(ctx, *d, file, "dataset", kFormat);
-    ds.take_bool("packed", "job.samples.packing", "packed", "padded");
-    ds.ignore_matching("", "dataset source: ftplan takes sample lengths from job.samples");
-    ds.finish();
+  // dataset: one builder, or a list of them, which torchtune concatenates (the recipes' _setup_data);
+  // packing is each builder's `packed`, and ConcatDataset refuses a mix (torchtune/datasets/_concat.py).
+  if (const Node* d = f.take("dataset")) {
+    std::vector<const Node*> parts;
+    if (d->is_map()) parts.push_back(d);
+    if (d->is_seq())
+      for (const auto& e : d->elems) parts.push_back(&e);
+    std::optional<bool> packed;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const std::string prefix = d->is_seq() ? fmt::format("dataset[{}]", i) : "dataset";
+      if (!parts[i]->is_map()) {
+        f.error(*parts[i], prefix, "expected a dataset builder (a mapping with _component_)");
+        continue;
+      }
+      Fields ds(ctx, *parts[i], file, prefix, kFormat);
+      if (const Node* p = ds.take("packed")) {
+        const auto b = as_bool(ds, "packed", *p);
+        if (b && packed && *packed != *b)
+          ds.error(*p, "packed", "the datasets of one recipe are all packed or none (torchtune refuses a mix)");
+        else if (b)
+          ds.set("job.samples.packing", *b ? "packed" : "padded", "packed", *p);
+        if (b) packed = b;
+      }
+      ds.ignore_matching("", "dataset source: ftplan takes sample lengths from job.samples");
+      ds.finish();
+    }
   }
 }
 
@@ -237,12 +273,25 @@ void read_parallel(Fields& f) {
     if (const auto b = as_bool(f, "fsdp_cpu_offload", *o); b && *b)
       // FSDP2 CPUOffloadPolicy: sharded parameters, gradients and the optimizer step on the host.
       f.set_cpu_offload("fsdp_cpu_offload", *o);
-  f.take_bool("fsdp_reshard_after_forward", "plan.parallel.fsdp", "full_shard", "shard_grad_op");
   f.take_int("tensor_parallel_dim", "plan.parallel.tp");
   f.take_int("context_parallel_dim", "plan.parallel.cp");
+  // Replication over a 2-D mesh is HSDP; without it reshard_after_forward picks FULL_SHARD or
+  // SHARD_GRAD_OP (fully_shard(reshard_after_forward=...), torchtune/training/_distributed.py).
+  bool hsdp = false;
   if (const Node* r = f.take("data_parallel_replicate_dim"))
-    if (const auto v = as_int(f, "data_parallel_replicate_dim", *r); v && *v > 1)
+    if (const auto v = as_int(f, "data_parallel_replicate_dim", *r); v && *v > 1) {
       f.set("plan.parallel.fsdp", "hybrid_shard", "data_parallel_replicate_dim", *r);
+      hsdp = true;
+    }
+  if (const Node* r = f.take("fsdp_reshard_after_forward")) {
+    const auto b = as_bool(f, "fsdp_reshard_after_forward", *r);
+    if (b && !hsdp)
+      f.set("plan.parallel.fsdp", *b ? "full_shard" : "shard_grad_op", "fsdp_reshard_after_forward", *r);
+    else if (b && !*b)
+      f.not_modelled("fsdp_reshard_after_forward", *r,
+                     "HSDP that keeps parameters gathered from forward to backward (modelled as hybrid_shard, which "
+                     "gathers them again in backward)");
+  }
   f.ignore("data_parallel_shard_dim",
            "-1 (the default): the GPUs left after tp, cp and replication; ftplan derives dp the same way");
 }

@@ -52,7 +52,13 @@ Node from_yaml(const YAML::Node& y, const std::string& file, int depth) {
           const Node k = from_yaml(kv.first, file, depth + 1);
           throw InputError(k.where, kv.first.Scalar(), "appears twice in the same mapping");
         }
-        n.items.push_back(Node::Item{kv.first.Scalar(), from_yaml(kv.second, file, depth + 1)});
+        Node value = from_yaml(kv.second, file, depth + 1);
+        // An empty value ("key:" and nothing) has no place of its own: yaml-cpp marks it where the
+        // next token starts, often the next key's line. It is the key's.
+        if (value.is_null() && !kv.first.Mark().is_null() &&
+            (value.where.line == 0 || value.where.line > kv.first.Mark().line + 1))
+          value.where = {file, kv.first.Mark().line + 1, kv.first.Mark().column + 1};
+        n.items.push_back(Node::Item{kv.first.Scalar(), std::move(value)});
       }
       break;
     }
