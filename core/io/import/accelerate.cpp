@@ -94,11 +94,9 @@ void read_deepspeed_config(Fields& top, const Node& block, const std::filesystem
   Fields f(top.ctx(), block, top.file(), top.key_path("deepspeed_config"), kFormat);
   if (const Node* file = f.take("deepspeed_config_file")) {
     if (const auto p = as_string(f, "deepspeed_config_file", *file); p && !p->empty() && *p != "none") {
-      // A relative path is read from the config file's folder (as the examples in accelerate's
-      // repository name ../deepspeed_config_templates/...).
-      std::filesystem::path ds = *p;
-      if (ds.is_relative()) ds = path.parent_path() / ds;
-      top.ctx().read_file(ds, ConfigFormat::deepspeed, file->where);
+      // accelerate opens it from the working directory; the examples in accelerate's repository
+      // name ../deepspeed_config_templates/... from the config file's folder.
+      top.ctx().read_file(resolve_named_file(*p, path), ConfigFormat::deepspeed, file->where);
     }
   }
   f.take_int("zero_stage", "plan.parallel.zero");

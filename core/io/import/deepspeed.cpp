@@ -164,10 +164,12 @@ void read_optimizer(Fields& top, const Node& block) {
         o.set("job.optimizer.name", "sgd", "type", *t);
       else if (name == "lion")
         o.set("job.optimizer.name", "lion", "type", *t);
-      else
+      else {
         o.not_modelled(
             "type", *t,
             fmt::format("optimizer '{}' (ftplan models Adam/AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", *type));
+        o.ctx().draft.set(o.entry("_optimizer_unmodelled", yaml_scalar(*type), "type", *t));
+      }
     }
   }
   o.ignore("params", kHyperparameter);

@@ -112,6 +112,7 @@ class Fields {
     return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
   }
   const std::string& file() const { return file_; }
+  const std::string& format() const { return format_; }
   Context& ctx() { return *ctx_; }
 
   // An Entry for `key` of this map at `node`.
@@ -162,6 +163,22 @@ void read_torchtune(Context& ctx, const Node& root, const std::string& file);
 void read_torchtitan(Context& ctx, const Node& root, const std::string& file);
 void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
 void read_peft_adapter(Context& ctx, const Node& root, const std::string& file);
+
+// Shared by the TrainingArguments reader and the launchers whose files carry TrainingArguments or
+// its fields (LLaMA-Factory, Axolotl).
+void read_fsdp_options(Fields& top, const Node& block, const char* block_key);
+// TrainingArguments' own keys, read into `f` (everything but the framework default and finish()).
+void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::string& file,
+                       const std::filesystem::path& path);
+// TrainingArguments.optim (transformers OptimizerNames) at `key`.
+void read_hf_optim(Fields& f, std::string_view key, const Node& n);
+// A LoRA target list: a list, a comma-separated string, or all-linear.
+void set_lora_targets(Fields& f, const char* key, const Node& t);
+// A file another names by a relative path: as the launcher opens it from the working directory
+// (the repository root for the launchers' examples), else next to the naming file or in a folder above.
+std::filesystem::path resolve_named_file(const std::filesystem::path& named, const std::filesystem::path& naming_file);
+void read_llama_factory(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
+void read_axolotl(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
 
 // Reasons shared by several readers.
 inline constexpr const char* kNoEffect = "no effect on memory or step time";

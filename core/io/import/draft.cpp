@@ -69,6 +69,9 @@ Fields::Fields(Context& ctx, const Node& map, std::string file, std::string pref
     : ctx_(&ctx), map_(&map), file_(std::move(file)), prefix_(std::move(prefix)), format_(std::move(format_name)) {}
 
 const Node* Fields::take(std::string_view key) {
+  // Each key is read once: a reader that takes a key first (a launcher's own meaning of a
+  // TrainingArguments key) keeps the shared readers after it from reading it again.
+  if (std::find(done_.begin(), done_.end(), key) != done_.end()) return nullptr;
   const Node* n = map_->find(key);
   if (n) {
     done_.emplace_back(key);
@@ -142,6 +145,16 @@ void Fields::set_cpu_offload(std::string_view key, const Node& node, const std::
     set(k, "cpu", key, node, note);
 }
 
+std::filesystem::path resolve_named_file(const std::filesystem::path& named, const std::filesystem::path& naming_file) {
+  std::error_code ec;
+  if (named.is_absolute() || std::filesystem::exists(named, ec)) return named;
+  for (std::filesystem::path dir = naming_file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / named, ec)) return dir / named;
+    if (dir == dir.parent_path()) break;
+  }
+  return naming_file.parent_path() / named;  // does not exist: the error names this place
+}
+
 bool is_auto(const Node& n) { return n.is_scalar() && n.text == "auto"; }
 
 std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {
@@ -204,8 +217,9 @@ std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
   // variants, which share the base model's architecture.
   std::string name = id.substr(id.rfind('/') == std::string::npos ? 0 : id.rfind('/') + 1);
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const std::vector<std::string> suffixes = {"-instruct", "-hf",   "-chat", "-base", "-it",      "-v0.1",
-                                                    "-v0.2",     "-v0.3", "-4k",   "-128k", "-bnb-4bit"};
+  static const std::vector<std::string> suffixes = {"-instruct", "-hf",   "-chat", "-base",     "-it",  "-v0.1",
+                                                    "-v0.2",     "-v0.3", "-4k",   "-128k",     "-fp16", "-bf16",
+                                                    "-bnb-4bit", "-gptq", "-awq",  "-int4",     "-int8"};
   for (int round = 0; round < 4; ++round) {
     for (const std::string& candidate : {name, name.rfind("meta-", 0) == 0 ? name.substr(5) : name})
       if (zoo.find(candidate)) return candidate;

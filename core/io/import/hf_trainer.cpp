@@ -22,9 +22,72 @@ void read_lora_scalars(Fields& f, const char* rank_key) {
     f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
 }
 
+}  // namespace
+
+// fsdp_config of TrainingArguments (and Axolotl): accelerate's FullyShardedDataParallelPlugin fields,
+// each with or without the "fsdp_" prefix (transformers strips it: training_args.py, fsdp_config).
+void read_fsdp_options(Fields& top, const Node& block, const char* block_key) {
+  Fields f(top.ctx(), block, top.file(), top.key_path(block_key), top.format());
+  const auto take = [&](const char* name, std::string* key) -> const Node* {
+    for (const std::string& k : {std::string(name), std::string("fsdp_") + name})
+      if (const Node* n = f.take(k)) {
+        *key = k;
+        return n;
+      }
+    return nullptr;
+  };
+  std::string k;
+  if (const Node* a = take("activation_checkpointing", &k))
+    if (const auto b = as_bool(f, k, *a); b && *b) f.set("job.activation_checkpointing", "full", k, *a);
+  if (const Node* v = take("version", &k)) as_int(f, k, *v);  // read with `fsdp` (the framework)
+  if (const Node* o = take("offload_params", &k))
+    if (const auto b = as_bool(f, k, *o); b && *b) f.set_cpu_offload(k, *o, "CPUOffload(offload_params=True)");
+  // FSDP2's reshard_after_forward (true = FULL_SHARD, false = SHARD_GRAD_OP), FSDP1's sharding_strategy.
+  if (const Node* r = take("reshard_after_forward", &k)) {
+    const std::string t = r->is_scalar() ? r->text : "";
+    const std::string ours = t == "true" || t == "True" || t == "FULL_SHARD" || t == "1"       ? "full_shard"
+                             : t == "false" || t == "False" || t == "SHARD_GRAD_OP" || t == "2" ? "shard_grad_op"
+                             : t == "HYBRID_SHARD" || t == "4"                                  ? "hybrid_shard"
+                             : t == "NO_SHARD" || t == "3"                                      ? "no_shard"
+                                                                                                : "";
+    if (ours.empty())
+      f.not_modelled(k, *r, fmt::format("FSDP sharding '{}'", t));
+    else
+      f.set("plan.parallel.fsdp", ours, k, *r);
+  }
+  if (const Node* s = take("sharding_strategy", &k)) {
+    const std::string t = s->is_scalar() ? s->text : "";
+    const std::string ours = t == "FULL_SHARD" || t == "1"      ? "full_shard"
+                             : t == "SHARD_GRAD_OP" || t == "2" ? "shard_grad_op"
+                             : t == "NO_SHARD" || t == "3"      ? "no_shard"
+                             : t == "HYBRID_SHARD" || t == "4"  ? "hybrid_shard"
+                                                                : "";
+    if (ours.empty())
+      f.not_modelled(k, *s, fmt::format("FSDP sharding '{}'", t));
+    else
+      f.set("plan.parallel.fsdp", ours, k, *s);
+  }
+  if (const Node* w = take("auto_wrap_policy", &k))
+    if (const auto t = as_string(f, k, *w); t && *t != "TRANSFORMER_BASED_WRAP")
+      f.not_modelled(k, *w, fmt::format("wrap policy {} (ftplan wraps each transformer layer, TRANSFORMER_BASED_WRAP)", *t));
+  for (const char* name : {"transformer_layer_cls_to_wrap", "min_num_params"})
+    if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), "which modules are FSDP units: ftplan wraps each transformer layer"});
+  for (const char* name : {"backward_prefetch", "forward_prefetch", "limit_all_gathers"})
+    if (const Node* n = take(name, &k))
+      f.ctx().ignored.push_back({n->where, f.key_path(k), "prefetching: ftplan prefetches the next unit (BACKWARD_PRE)"});
+  for (const char* name : {"state_dict_type", "final_state_dict_type", "sync_module_states", "cpu_ram_efficient_loading"})
+    if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), "loading or saving the model: outside the training step"});
+  for (const char* name : {"use_orig_params", "cpu_offload_pin_memory"})
+    if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), kNoEffect});
+  if (const Node* m = take("mixed_precision_policy", &k))
+    f.not_modelled(k, *m, "an FSDP mixed-precision policy other than the job's precision (give job.fsdp_mixed_precision)");
+  f.ignore_matching("xla", "TPU only");
+  f.finish();
+}
+
 // TrainingArguments.optim (transformers OptimizerNames) -> ftplan optimizer.
-void read_optim(Fields& f, const Node& n) {
-  const auto t = as_string(f, "optim", n);
+void read_hf_optim(Fields& f, std::string_view key, const Node& n) {
+  const auto t = as_string(f, key, n);
   if (!t) return;
   const std::string& o = *t;
   std::string name, impl;
@@ -43,15 +106,15 @@ void read_optim(Fields& f, const Node& n) {
   else if (o == "lion_32bit" || o == "paged_lion_32bit")
     name = "lion";
   if (name.empty()) {
-    f.not_modelled("optim", n,
-                   fmt::format("optimizer '{}' (ftplan models AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", o));
+    f.not_modelled(key, n, fmt::format("optimizer '{}' (ftplan models AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", o));
+    f.ctx().draft.set(f.entry("_optimizer_unmodelled", yaml_scalar(o), key, n));
     return;
   }
-  f.set("job.optimizer.name", name, "optim", n);
-  if (!impl.empty()) f.set("job.optimizer.implementation", impl, "optim", n);
+  f.set("job.optimizer.name", name, key, n);
+  if (!impl.empty()) f.set("job.optimizer.implementation", impl, key, n);
   // bitsandbytes' paged optimizers: state in CUDA unified memory (job.optimizer.paged).
-  if (o.rfind("paged_", 0) == 0) f.set("job.optimizer.paged", "true", "optim", n);
-  if (o == "adamw_torch_4bit") f.not_modelled("optim", n, "4-bit AdamW state (torchao); modelled as 8-bit");
+  if (o.rfind("paged_", 0) == 0) f.set("job.optimizer.paged", "true", key, n);
+  if (o == "adamw_torch_4bit") f.not_modelled(key, n, "4-bit AdamW state (torchao); modelled as 8-bit");
 }
 
 // TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
@@ -93,17 +156,36 @@ void read_fsdp(Fields& f, const Node& n, bool fsdp2) {
   }
 }
 
-void read_fsdp_config(Fields& top, const Node& block) {
-  Fields f(top.ctx(), block, top.file(), "fsdp_config", kArgs);
-  for (const char* k : {"activation_checkpointing", "fsdp_activation_checkpointing"})
-    if (const Node* a = f.take(k))
-      if (const auto b = as_bool(f, k, *a); b && *b) f.set("job.activation_checkpointing", "full", k, *a);
-  for (const char* k : {"fsdp_version", "version"})  // read with `fsdp` (read_fsdp)
-    if (const Node* v = f.take(k)) as_int(f, k, *v);
-  f.ignore_matching(
-      "", "FSDP wrapping, prefetch and loading options: ftplan wraps each transformer layer and prefetches one unit");
-  f.finish();
+
+// A list of module names: a YAML/JSON list, or one comma-separated string (PEFT's
+// examples/sft/train.py splits lora_target_modules on ","), "all-linear" as PEFT's keyword.
+void set_lora_targets(Fields& f, const char* key, const Node& t) {
+  std::vector<std::string> items;
+  const auto add = [&](const std::string& text) {
+    std::string w;
+    for (char c : text + ",") {
+      if (c == ',') {
+        if (!w.empty()) items.push_back(w);
+        w.clear();
+      } else if (c != ' ') {
+        w += c;
+      }
+    }
+  };
+  if (t.is_scalar())
+    add(t.text);
+  else if (t.is_seq())
+    for (const auto& e : t.elems)
+      if (e.is_scalar()) add(e.text);
+  if (t.is_null()) return;  // PEFT's default for the model type, set by the caller
+  if (items.empty()) {
+    f.error(t, key, "expected module names (a list, a comma-separated string or all-linear)");
+    return;
+  }
+  f.set("job.lora.targets", items.size() == 1 ? yaml_scalar(items[0]) : yaml_flow_list(items), key, t);
 }
+
+namespace {
 
 // per_device_train_batch_size, gradient_accumulation_steps, precision, checkpointing, optimizer.
 void read_batch_and_precision(Fields& f) {
@@ -121,7 +203,7 @@ void read_batch_and_precision(Fields& f) {
     f.set("job.precision", "fp32", bf ? "bf16" : "fp16", bf ? *bf : *fp, "neither bf16 nor fp16");
   f.take_bool("gradient_checkpointing", "job.activation_checkpointing", "full", "none");
   f.ignore("gradient_checkpointing_kwargs", "reentrant or not: same memory and time in ftplan");
-  if (const Node* o = f.take("optim")) read_optim(f, *o);
+  if (const Node* o = f.take("optim")) read_hf_optim(f, "optim", *o);
   f.ignore("optim_args", kHyperparameter);
 }
 
@@ -132,12 +214,7 @@ void read_sharding(Context& ctx, Fields& f, const Node& root, const std::string&
     if (d->is_map()) {
       ctx.read_deepspeed_node(*d, file);
     } else if (const auto p = as_string(f, "deepspeed", *d); p && !p->empty()) {
-      std::filesystem::path ds = *p;
-      // The Trainer opens the path from the working directory; a copy next to the arguments file is
-      // what a checked-in pair of files means.
-      std::error_code ec;
-      if (ds.is_relative() && !std::filesystem::exists(ds, ec)) ds = path.parent_path() / ds;
-      ctx.read_file(ds, ConfigFormat::deepspeed, d->where);
+      ctx.read_file(resolve_named_file(*p, path), ConfigFormat::deepspeed, d->where);
     }
   }
   bool fsdp2 = false;
@@ -147,7 +224,7 @@ void read_sharding(Context& ctx, Fields& f, const Node& root, const std::string&
   if (const Node* s = f.take("fsdp")) read_fsdp(f, *s, fsdp2);
   if (const Node* c = f.take("fsdp_config")) {
     if (c->is_map())
-      read_fsdp_config(f, *c);
+      read_fsdp_options(f, *c, "fsdp_config");
     else if (!c->is_null())
       f.not_modelled("fsdp_config", *c, "fsdp_config as a file path: write its keys inline");
   }
@@ -188,34 +265,6 @@ void read_run(Fields& f) {
         else
           f.set("_load_dtype", *t, k, *d);
       }
-}
-
-// A list of module names: a YAML/JSON list, or one comma-separated string (PEFT's
-// examples/sft/train.py splits lora_target_modules on ","), "all-linear" as PEFT's keyword.
-void set_targets(Fields& f, const char* key, const Node& t) {
-  std::vector<std::string> items;
-  const auto add = [&](const std::string& text) {
-    std::string w;
-    for (char c : text + ",") {
-      if (c == ',') {
-        if (!w.empty()) items.push_back(w);
-        w.clear();
-      } else if (c != ' ') {
-        w += c;
-      }
-    }
-  };
-  if (t.is_scalar())
-    add(t.text);
-  else if (t.is_seq())
-    for (const auto& e : t.elems)
-      if (e.is_scalar()) add(e.text);
-  if (t.is_null()) return;  // PEFT's default for the model type, set by the caller
-  if (items.empty()) {
-    f.error(t, key, "expected module names (a list, a comma-separated string or all-linear)");
-    return;
-  }
-  f.set("job.lora.targets", items.size() == 1 ? yaml_scalar(items[0]) : yaml_flow_list(items), key, t);
 }
 
 // PEFT's own default targets for the model types ftplan's zoo has (peft/utils/constants.py
@@ -304,7 +353,7 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
       ctx.draft.set(f.entry("job.lora.targets", kPeftDefaultTargets, "lora_target_modules", *t,
                             "null: PEFT's default for llama, mistral, qwen2 and gemma2"));
     else
-      set_targets(f, "lora_target_modules", *t);
+      set_lora_targets(f, "lora_target_modules", *t);
   } else {
     fallback("lora_target_modules", "job.lora.targets",
              trl ? std::string(kPeftDefaultTargets) : "[q_proj, k_proj, v_proj, o_proj, down_proj, up_proj, gate_proj]");
@@ -383,15 +432,12 @@ constexpr const char* kLoopOptions[] = {
 
 }  // namespace
 
-void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
-  Fields f(ctx, root, file, {}, kArgs);
-  ctx.draft.set_default("job.framework", "hf-trainer",
-                        fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
+void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::string& file,
+                       const std::filesystem::path& path) {
   ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});
   read_batch_and_precision(f);
   read_sharding(ctx, f, root, file, path);
   read_run(f);
-  read_peft_args(ctx, f, root);
   f.ignore("tf32", "not modelled yet: TF32 matmul rates for fp32 training");
   f.ignore("per_device_eval_batch_size", kIo);
   f.ignore("auto_find_batch_size", "ftplan's micro_batch: auto picks the fastest that fits");
@@ -402,6 +448,14 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
     f.ignore(k, kHyperparameter);
   for (const char* p : kLoopOptions)
     f.ignore_matching(p, "training-loop, data, logging or saving option: no effect on the step ftplan models");
+}
+
+void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
+  Fields f(ctx, root, file, {}, kArgs);
+  ctx.draft.set_default("job.framework", "hf-trainer",
+                        fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
+  read_peft_args(ctx, f, root);
+  read_trainer_keys(ctx, f, root, file, path);
   f.finish();
 }
 

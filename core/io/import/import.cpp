@@ -33,6 +33,10 @@ std::string to_string(ConfigFormat f) {
       return "TrainingArguments";
     case ConfigFormat::peft_adapter:
       return "PEFT adapter config";
+    case ConfigFormat::llama_factory:
+      return "LLaMA-Factory config";
+    case ConfigFormat::axolotl:
+      return "Axolotl config";
   }
   return "?";
 }
@@ -77,6 +81,15 @@ Loaded load_config(const std::filesystem::path& path) {
     return {ConfigFormat::deepspeed, std::move(root)};
   if (has("distributed_type") || has("compute_environment")) return {ConfigFormat::accelerate, std::move(root)};
   if (has_component(root)) return {ConfigFormat::torchtune, std::move(root)};
+  // The launchers' own keys (neither TrainingArguments nor each other has them): Axolotl names the
+  // model base_model and the batch micro_batch_size; LLaMA-Factory has stage, finetuning_type and
+  // cutoff_len beside TrainingArguments' model_name_or_path.
+  if (has("base_model") && (has("micro_batch_size") || has("sequence_len") || has("datasets") || has("adapter") ||
+                            has("num_epochs")))
+    return {ConfigFormat::axolotl, std::move(root)};
+  if (has("stage") || has("finetuning_type") || has("cutoff_len") || has("lora_target") || has("quantization_bit") ||
+      (has("template") && has("model_name_or_path")))
+    return {ConfigFormat::llama_factory, std::move(root)};
   if (has("per_device_train_batch_size") || has("gradient_checkpointing") || has("output_dir") || has("optim") ||
       has("num_train_epochs") || has("learning_rate"))
     return {ConfigFormat::hf_training_args, std::move(root)};
@@ -87,8 +100,9 @@ Loaded load_config(const std::filesystem::path& path) {
   throw InputError(at, "",
                    "not a configuration ftplan imports: none of the keys of a DeepSpeed config (zero_optimization, "
                    "train_micro_batch_size_per_gpu), an accelerate config (distributed_type), a torchtune recipe "
-                   "(model._component_ torchtune.*), TrainingArguments (per_device_train_batch_size, output_dir) or a "
-                   "PEFT adapter_config.json (peft_type); torchtitan configs are .toml files");
+                   "(model._component_ torchtune.*), TrainingArguments (per_device_train_batch_size, output_dir), a "
+                   "PEFT adapter_config.json (peft_type), an Axolotl config (base_model with micro_batch_size) or a "
+                   "LLaMA-Factory config (stage, finetuning_type, cutoff_len); torchtitan configs are .toml files");
 }
 
 long long int_of(const Entry* e) {
@@ -265,6 +279,12 @@ void read_files(const std::vector<std::filesystem::path>& files, Context& ctx) {
         break;
       case ConfigFormat::peft_adapter:
         import::read_peft_adapter(ctx, l.root, file);
+        break;
+      case ConfigFormat::llama_factory:
+        import::read_llama_factory(ctx, l.root, file, path);
+        break;
+      case ConfigFormat::axolotl:
+        import::read_axolotl(ctx, l.root, file, path);
         break;
     }
   };
@@ -464,6 +484,10 @@ void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
   if (framework == "deepspeed" && !draft.has("plan.parallel.zero"))
     draft.set_default("plan.parallel.zero", "0",
                       fmt::format("default of {}: zero_optimization.stage 0 (runtime/zero/config.py)", kDeepSpeed));
+  if (const Entry* u = draft.get("_optimizer_unmodelled"); u && !draft.has("job.optimizer.name"))
+    draft.set_default("job.optimizer.name", "adamw",
+                      fmt::format("{}: not modelled, AdamW's state and step stand in for it (see the keys not used)",
+                                  u->origin));
   if (!draft.has("job.optimizer.name") && (hf || framework == "deepspeed"))
     draft.set_default(
         "job.optimizer.name", "adamw",
@@ -501,12 +525,17 @@ void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
 // The dtype a Trainer script loads the model in (torch_dtype / dtype): what it changes depends on
 // who keeps the trained weights.
 void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std::string& framework) {
-  const Entry* d = draft.get("_load_dtype");
+  // _load_dtype_implied: a launcher's precision key that also sets the load dtype (Axolotl's bf16);
+  // that key is used, so only what it decides is written, no note on it.
+  const bool implied = !draft.has("_load_dtype") && draft.has("_load_dtype_implied");
+  const Entry* d = draft.get(implied ? "_load_dtype_implied" : "_load_dtype");
   if (!d) return;
   const Entry* m = draft.get("job.method");
   const bool adapters = m && m->value != "full";
   const bool wide = d->value == "float32";
-  const auto note = [&](std::string reason) { ignored.push_back({d->where, d->source_key, std::move(reason)}); };
+  const auto note = [&](std::string reason) {
+    if (!implied) ignored.push_back({d->where, d->source_key, std::move(reason)});
+  };
   if (adapters) {
     if (wide)
       note("not modelled yet: a frozen base loaded in float32 (4 bytes a weight); ftplan keeps a LoRA base in the "

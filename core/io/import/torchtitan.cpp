@@ -272,8 +272,10 @@ void read_optimizer(Context& ctx, const Node& section, const std::string& file) 
     const std::string t = n->is_scalar() ? n->text : "";
     if (t == "AdamW" || t == "Adam")
       of.set("job.optimizer.name", "adamw", "name", *n);
-    else
+    else {
       of.not_modelled("name", *n, fmt::format("optimizer '{}'", t));
+      of.ctx().draft.set(of.entry("_optimizer_unmodelled", yaml_scalar(t), "name", *n));
+    }
   }
   if (const Node* i = of.take("implementation")) {
     const std::string t = i->is_scalar() ? i->text : "";

@@ -154,9 +154,10 @@ void read_optimizer(Fields& top, const Node& block) {
         name = "adafactor";
       else if (cls == "Lion" || cls == "PagedLion")
         name = "lion";
-      if (name.empty())
+      if (name.empty()) {
         o.not_modelled("_component_", *c, fmt::format("optimizer {}", *comp));
-      else
+        o.ctx().draft.set(o.entry("_optimizer_unmodelled", yaml_scalar(*comp), "_component_", *c));
+      } else
         o.set("job.optimizer.name", name, "_component_", *c);
       if (!name.empty() && cls.rfind("Paged", 0) == 0) o.set("job.optimizer.paged", "true", "_component_", *c);
     }
