@@ -181,6 +181,9 @@ std::vector<OptionSpec> scenario_options() {
                "TrainingArguments, PEFT adapter; more files as further arguments); the flags below override them "
                "(docs/import.md)"});
   for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
+  o.push_back({"model-config", true,
+               "with --from (and import): the Hugging Face config.json of the model the configs name, for a model "
+               "the zoo lacks"});
   o.push_back({"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
   o.push_back({"set", true,
                "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); several as KEY=V,KEY2=V2; a list as "
@@ -365,6 +368,10 @@ std::vector<io::ImportOverride> import_overrides(const Args& args) {
   if (auto set = args.value("set"))
     for (const auto& [key, value] : set_items(*set))
       out.push_back({scenario_key(key), yaml_value(key, value), fmt::format("command line --set {}", key)});
+  if (auto config = args.value("model-config")) {
+    if (args.value("model")) throw UsageError("--model names the model, --model-config gives its config: one of them");
+    out.push_back({"model_config", std::filesystem::absolute(*config).string(), "command line --model-config"});
+  }
   return out;
 }
 
@@ -390,6 +397,8 @@ plan::Scenario scenario_from_args(App& app, const Args& args) {
     const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
     if (app.format() == Format::table) print_ignored(imported);
     s = io::load_imported(imported, std::filesystem::current_path(), app.zoo(), app.catalog());
+  } else if (args.value("model-config")) {
+    throw UsageError("--model-config goes with --from (training configs) or import; otherwise give --model path/to/config.json");
   } else if (!args.positionals().empty()) {
     if (args.positionals().size() > 1) throw UsageError("one scenario file at a time");
     for (const auto& sc : shortcuts())

@@ -90,6 +90,8 @@ struct Context {
   // Scenario keys the command line sets: a file's value for one of them is replaced, not read
   // (a model the zoo lacks is no error when --model names another).
   std::set<std::string> overridden;
+  // --model-config: the config.json of the model the files name, which the zoo may lack ("" none).
+  std::string model_config;
   // Reads another file (a DeepSpeed config named by an accelerate config or TrainingArguments).
   std::function<void(const std::filesystem::path&, ConfigFormat expected, const SourceLocation& named_at)> read_file;
   // Reads an inline DeepSpeed config (TrainingArguments "deepspeed": {...}).
@@ -153,6 +155,9 @@ std::string yaml_flow_list(const std::vector<std::string>& items);
 // The zoo entry for a Hugging Face model id ("meta-llama/Meta-Llama-3.1-8B-Instruct" ->
 // llama-3.1-8b), or "" when none matches.
 std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo);
+// Sets "model" for the model the files name `name` at `key`: the zoo entry `zoo_name`, or with
+// --model-config that config.json under this name; else an error saying how to give it.
+void set_model(Fields& f, std::string_view key, const Node& n, const std::string& name, const std::string& zoo_name);
 // Sets "model" from a Hugging Face id, or reports that no zoo model matches.
 void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n);
 

@@ -230,19 +230,27 @@ std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
   return {};
 }
 
-void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
+void set_model(Fields& f, std::string_view key, const Node& n, const std::string& name, const std::string& zoo_name) {
   if (f.replaced(key, n, "model")) return;
-  const auto id = as_string(f, key, n);
-  if (!id || id->empty()) return;
-  const std::string zoo_name = zoo_name_for_hf_id(*id, f.ctx().zoo);
+  if (!f.ctx().model_config.empty()) {
+    f.set("model", fmt::format("{{hf_config: {}, name: {}}}", yaml_scalar(f.ctx().model_config), yaml_scalar(name)), key, n,
+          "its config.json from --model-config");
+    return;
+  }
   if (zoo_name.empty()) {
     f.error(n, key,
-            fmt::format("no zoo model for the Hugging Face model '{}'{}: give --model NAME (ftplan zoo list) or "
-                        "--model path/to/config.json",
-                        *id, did_you_mean(*id, f.ctx().zoo.names())));
+            fmt::format("no zoo model for '{}'{}: give --model NAME (ftplan zoo list), or its config.json with "
+                        "--model-config path/to/config.json",
+                        name, did_you_mean(name, f.ctx().zoo.names())));
     return;
   }
   f.set("model", zoo_name, key, n);
+}
+
+void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
+  const auto id = as_string(f, key, n);
+  if (!id || id->empty()) return;
+  set_model(f, key, n, *id, zoo_name_for_hf_id(*id, f.ctx().zoo));
 }
 
 }  // namespace ftplan::io::import

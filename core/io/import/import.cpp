@@ -620,11 +620,17 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   out.name = "imported scenario";
   Diagnostics diagnostics;
   Draft draft(diagnostics);
-  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, out.taken, {}, {}, {}};
-  for (const auto& o : overrides) ctx.overridden.insert(o.key);
+  Context ctx{draft, out.ignored, diagnostics, zoo, out.files, out.formats, out.taken, {}, {}, {}, {}};
+  std::vector<ImportOverride> rest;
+  for (const auto& o : overrides) {
+    if (o.key == "model_config")
+      ctx.model_config = o.yaml_value;
+    else
+      ctx.overridden.insert(o.key), rest.push_back(o);
+  }
   read_files(files, ctx);
   diagnostics.throw_if_any();
-  apply_overrides(draft, overrides);
+  apply_overrides(draft, rest);
   // torchtitan's degrees with none -1 are its world size, which it checks (parallel_dims.py).
   if (const Entry* world = draft.get("_torchtitan_world"))
     if (const Entry* g = draft.get("plan.cluster.gpus"); g && g->where.file == "command line" && int_of(g) != int_of(world))
@@ -637,6 +643,9 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   const std::string framework = fw ? fw->value : "";
   const bool hf = draft.has("_hf_trainer");
   const SourceLocation cli{"command line", 0, 0};
+  if (!draft.has("model") && !ctx.model_config.empty())
+    draft.set({"model", fmt::format("{{hf_config: {}}}", import::yaml_scalar(ctx.model_config)),
+               "command line --model-config", {"command line", 0, 0}, "--model-config", false});
   if (!draft.has("model")) {
     std::string kinds;
     for (const auto f : out.formats) {

@@ -28,7 +28,7 @@ ConfigFormat detect_config_format(const std::filesystem::path& path);
 
 // A scenario value given on the command line, e.g. {"plan.cluster.gpu", "\"h100-sxm-80gb\"", "--gpu"}.
 // Keys: "model", "job.*", "plan.cluster.*", "plan.parallel.*", "plan.offload.*". It replaces what the
-// files say.
+// files say. "model_config" (its yaml_value a path) is the config.json of the model the files name.
 struct ImportOverride {
   std::string key;
   std::string yaml_value;  // YAML text (a quoted scalar or a flow list)

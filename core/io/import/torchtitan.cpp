@@ -127,13 +127,7 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
   if (fl && fl->is_scalar()) flavor = fl->text;
   const std::string zoo = zoo_of(name, flavor);
   const Node& at = fl ? *fl : nn ? *nn : *m;
-  if (mf.replaced(fl ? "flavor" : "name", at, "model"))
-    ;
-  else if (zoo.empty())
-    mf.error(at, fl ? "flavor" : "name",
-             fmt::format("no zoo model for torchtitan's {} {}: give --model NAME (ftplan zoo list)", name, flavor));
-  else
-    ctx.draft.set(mf.entry("model", zoo, fl ? "flavor" : "name", at, name + " " + flavor));
+  set_model(mf, fl ? "flavor" : "name", at, "torchtitan " + name + " " + flavor, zoo);
   if (const Node* c = mf.take("converters"); c && c->is_seq()) {
     for (const auto& e : c->elems) {
       if (e.is_scalar() && e.text == "float8") {

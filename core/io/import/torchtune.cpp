@@ -65,13 +65,7 @@ void read_model(Fields& top, const Node& block) {
       std::string zoo_name;
       for (const auto& [b, z] : builders())
         if (b == builder) zoo_name = z;
-      if (!m.replaced("_component_", *c, "model")) {
-        if (zoo_name.empty())
-          m.error(*c, "_component_",
-                  fmt::format("no zoo model for the torchtune builder '{}': give --model NAME (ftplan zoo list)", *comp));
-        else
-          m.set("model", zoo_name, "_component_", *c);
-      }
+      set_model(m, "_component_", *c, "torchtune builder " + builder, zoo_name);
       // The qlora_ builders are the lora_ builders with quantize_base=True (functools.partial in
       // torchtune/models/*/_model_builders.py); a keyword given in the recipe replaces the partial's,
       // so quantize_base decides for either builder.
