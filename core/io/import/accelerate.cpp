@@ -72,7 +72,9 @@ void read_fsdp_config(Fields& top, const Node& block) {
       f.set_cpu_offload("fsdp_offload_params", *o);
     }
   }
-  f.take_bool("fsdp_activation_checkpointing", "job.activation_checkpointing", "full", "none");
+  // true checkpoints every wrapped layer; false only leaves it to the model (the Trainer's
+  // gradient_checkpointing may still turn it on), so it decides nothing.
+  f.take_bool("fsdp_activation_checkpointing", "job.activation_checkpointing", "full", "");
   if (const Node* w = f.take("fsdp_auto_wrap_policy")) {
     if (const auto t = as_string(f, "fsdp_auto_wrap_policy", *w); t && *t != "TRANSFORMER_BASED_WRAP")
       f.not_modelled("fsdp_auto_wrap_policy", *w,
@@ -182,13 +184,24 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
   if (const Node* d = f.take("distributed_type")) {
     if (const auto t = as_string(f, "distributed_type", *d)) {
       type = *t;
-      if (type == "MULTI_GPU" || type == "NO")
+      if (type == "MULTI_GPU" || type == "NO") {
         // torch DDP (or one process): ftplan's hf-trainer profile is plain DDP.
         ctx.draft.set_default(
             "job.framework", "hf-trainer",
             fmt::format("{}: distributed_type {} (torch DDP: ftplan's hf-trainer profile)", file, type));
-      else if (type != "FSDP" && type != "DEEPSPEED")
-        f.not_modelled("distributed_type", *d, fmt::format("distributed type {} (ftplan models NVIDIA GPUs)", type));
+        if (type == "NO" && !root.find("num_processes"))
+          f.set("plan.cluster.gpus", "1", "distributed_type", *d, "one process");
+      } else if (type == "MEGATRON_LM") {
+        f.error(*d, "distributed_type",
+                "accelerate's Megatron-LM plugin is not read (its layout is in megatron_lm_config): give --framework "
+                "megatron with --tp, --pp and the job's flags");
+      } else if (type != "FSDP" && type != "DEEPSPEED") {
+        f.error(*d, "distributed_type",
+                fmt::format("distributed type {}: {} (ftplan models NVIDIA GPUs)", type,
+                            type == "MULTI_CPU"              ? "training on CPUs"
+                            : type == "XLA" || type == "TPU" ? "TPUs"
+                                                             : "another accelerator than NVIDIA GPUs"));
+      }
     }
   }
   read_mixed_precision(f, type);
@@ -221,7 +234,32 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
   f.ignore_matching("ipex_", "Intel CPU/XPU only");
   f.ignore("megatron_lm_config", "not modelled yet: accelerate's Megatron-LM plugin");
   f.ignore("fp8_config", "ftplan models fp8 as a precision recipe, not its scaling options");
-  f.ignore("parallelism_config", "not modelled yet: accelerate's ParallelismConfig (read tp/cp with --tp/--cp)");
+  // ParallelismConfig (accelerate parallelism_config.py): dp_replicate x dp_shard x tp x cp (x sp) ranks.
+  if (const Node* pc = f.take("parallelism_config"); pc && pc->is_map()) {
+    Fields p(ctx, *pc, file, "parallelism_config", kFormat);
+    const auto size = [&](const char* k) -> std::pair<const Node*, long long> {
+      const Node* n = p.take(k);
+      const auto v = n ? as_int(p, k, *n) : std::nullopt;
+      return {n, v ? *v : 1};
+    };
+    const auto [rep, rep_n] = size("parallelism_config_dp_replicate_size");
+    size("parallelism_config_dp_shard_size");  // the rest of the GPUs, as ftplan derives dp
+    const auto [tp, tp_n] = size("parallelism_config_tp_size");
+    const auto [cp, cp_n] = size("parallelism_config_cp_size");
+    const auto [sp, sp_n] = size("parallelism_config_sp_size");
+    if (rep_n > 1 && type == "FSDP")
+      p.set("plan.parallel.fsdp", "hybrid_shard", "parallelism_config_dp_replicate_size", *rep, "HSDP");
+    if (tp_n > 1) p.set("plan.parallel.tp", std::to_string(tp_n), "parallelism_config_tp_size", *tp);
+    if (cp_n > 1) p.set("plan.parallel.cp", std::to_string(cp_n), "parallelism_config_cp_size", *cp, "ring attention");
+    if (sp_n > 1)
+      // DeepSpeed Ulysses: activations split by sequence as context parallelism splits them; its
+      // all-to-all of heads is costed as ring attention's K/V exchange.
+      p.set("plan.parallel.cp", std::to_string(sp_n), "parallelism_config_sp_size", *sp,
+            "Ulysses sequence parallelism, costed as context parallelism");
+    p.ignore_matching("parallelism_config_sp_", "Ulysses options: no effect on memory or step time");
+    p.ignore_matching("parallelism_config_cp_", "context-parallel options: ftplan models ring attention");
+    p.finish();
+  }
   f.finish();
 }
 

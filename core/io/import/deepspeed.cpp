@@ -139,13 +139,29 @@ void read_precision_block(Fields& top, const char* key, const char* precision) {
   const Node* b = top.take(key);
   if (!b || !b->is_map()) return;
   Fields f(top.ctx(), *b, top.file(), top.key_path(key), kFormat);
+  bool on = false;
   if (const Node* e = f.take("enabled")) {
     if (is_auto(*e)) {
       top.ctx().draft.set({"_ds_precision_auto", "true", "", e->where, f.key_path("enabled"), false});
-    } else if (const auto on = as_bool(f, "enabled", *e); on && *on) {
-      f.set("job.precision", precision, "enabled", *e);
+    } else if (const auto b = as_bool(f, "enabled", *e); b && *b) {
+      on = true;
+      // bf16 master weights and gradients with bf16 optimizer state (runtime/precision_config.py,
+      // DeepSpeed 0.17+): no fp32 copy at all, ftplan's pure bf16.
+      const Node* mw = f.take("bf16_master_weights_and_grads");
+      const Node* os = f.take("bf16_optimizer_states");
+      const bool master = mw && as_bool(f, "bf16_master_weights_and_grads", *mw).value_or(false);
+      const bool states = os && as_bool(f, "bf16_optimizer_states", *os).value_or(false);
+      if (master && states)
+        f.set("job.precision", "bf16", "bf16_optimizer_states", *os, "with bf16_master_weights_and_grads: no fp32 copy");
+      else if (master)
+        f.not_modelled("bf16_master_weights_and_grads", *mw,
+                       "bf16 master weights and gradients over fp32 optimizer state");
+      else
+        f.set("job.precision", precision, "enabled", *e);
     }
   }
+  if (!on)
+    for (const char* k : {"bf16_master_weights_and_grads", "bf16_optimizer_states"}) f.ignore(k, "bf16 is not enabled");
   f.ignore_matching("", "loss scaling and fp16/bf16 engine options: no effect on memory or step time");
   f.finish();
 }
@@ -153,6 +169,7 @@ void read_precision_block(Fields& top, const char* key, const char* precision) {
 void read_optimizer(Fields& top, const Node& block) {
   Fields o(top.ctx(), block, top.file(), top.key_path("optimizer"), kFormat);
   if (const Node* t = o.take("type")) {
+    o.ctx().draft.set(o.entry("_ds_optimizer", "true", "type", *t));
     if (const auto type = as_string(o, "type", *t)) {
       std::string name = *type;
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -243,7 +260,10 @@ void read_deepspeed(Context& ctx, const Node& root, const std::string& file, con
   f.ignore("flops_profiler", kIo);
   f.ignore("checkpoint", kIo);
   f.ignore("zero_allow_untested_optimizer", kNoEffect);
-  f.ignore("zero_force_ds_cpu_optimizer", kNoEffect);
+  // false keeps the client's optimizer under ZeRO-Offload (accelerate swaps it for DeepSpeedCPUAdam otherwise).
+  if (const Node* k = f.take("zero_force_ds_cpu_optimizer"))
+    if (const auto b = as_bool(f, "zero_force_ds_cpu_optimizer", *k); b && !*b)
+      f.set("_ds_keep_optimizer", "true", "zero_force_ds_cpu_optimizer", *k);
   f.ignore("communication_data_type", "not modelled yet: a gradient-reduction dtype other than the training dtype");
   f.ignore("data_types", "not modelled yet: a gradient-accumulation dtype other than the training dtype");
   f.ignore("seq_parallel_communication_data_type", "not modelled yet: Ulysses sequence parallelism");
@@ -255,6 +275,17 @@ void read_deepspeed(Context& ctx, const Node& root, const std::string& file, con
   f.ignore("elasticity", "not modelled yet: elastic batch sizes");
   f.ignore("autotuning", "ftplan's own search (`ftplan plan`) plays this part");
   f.ignore("hybrid_engine", "not modelled yet: DeepSpeed-Chat's hybrid engine (RLHF generation)");
+  // AutoTP (runtime/tensor_parallel/config.py): the linear layers split over autotp_size ranks,
+  // column- then row-wise as Megatron's tensor parallelism.
+  if (const Node* t = f.take("tensor_parallel"); t && t->is_map()) {
+    Fields tp(ctx, *t, file, f.key_path("tensor_parallel"), kFormat);
+    if (const Node* a = tp.take("autotp_size"))
+      if (const auto v = as_int(tp, "autotp_size", *a); v && *v > 1)
+        tp.set("plan.parallel.tp", std::to_string(*v), "autotp_size", *a, "DeepSpeed AutoTP");
+    tp.ignore_matching("", "AutoTP layer-partitioning options: ftplan splits every linear layer");
+    tp.finish();
+  }
+  f.ignore("torch_autocast", "DeepSpeed's torch.autocast: the compute type, as the job's precision says");
   f.ignore("pipeline", "not modelled yet: DeepSpeed pipeline-engine options");
   f.ignore("compile", "not modelled yet: DeepSpeed's compile options");
   f.finish();

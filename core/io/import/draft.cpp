@@ -20,6 +20,14 @@ std::string place(const SourceLocation& w) {
 void Draft::set(Entry e) {
   for (auto& have : entries_) {
     if (have.key != e.key) continue;
+    // Resharding after forward within replica groups is HSDP's own: FULL_SHARD and replication
+    // say the same plan from two keys (FSDP2 fully_shard(reshard_after_forward=True) on a 2-D mesh).
+    if (e.key == "plan.parallel.fsdp" && !have.is_default &&
+        ((have.value == "hybrid_shard" && e.value == "full_shard") || (have.value == "full_shard" && e.value == "hybrid_shard"))) {
+      if (e.value == "hybrid_shard") std::swap(have, e);
+      have.origin += "; with " + e.origin;
+      return;
+    }
     if (have.is_default || have.value == e.value) {
       if (have.is_default)
         have = std::move(e);
@@ -158,6 +166,8 @@ std::filesystem::path resolve_named_file(const std::filesystem::path& named, con
 bool is_auto(const Node& n) { return n.is_scalar() && n.text == "auto"; }
 
 std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {
+  // null (an empty value, None) is false to every framework here: they test `if cfg.key:`.
+  if (n.is_null()) return false;
   if (n.is_scalar()) {
     const std::string t = n.text;
     if (t == "true" || t == "True" || t == "TRUE") return true;
@@ -168,8 +178,12 @@ std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {
 }
 
 std::optional<long long> as_int(Fields& f, std::string_view key, const Node& n) {
+  if (n.is_null()) return std::nullopt;  // None: the framework's default, as not given
   if (n.is_scalar() && !n.quoted) {
-    const std::string& t = n.text;
+    // PyYAML (YAML 1.1), which the launchers read YAML with, takes 500_000 as an integer.
+    std::string t = n.text;
+    if (t.find('_') != std::string::npos && t.find_first_not_of("0123456789_") == std::string::npos && t.front() != '_')
+      t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
     long long v = 0;
     auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
     if (ec == std::errc() && p == t.data() + t.size()) return v;
@@ -184,6 +198,7 @@ std::optional<long long> as_int(Fields& f, std::string_view key, const Node& n) 
 }
 
 std::optional<std::string> as_string(Fields& f, std::string_view key, const Node& n) {
+  if (n.is_null()) return std::nullopt;  // None: the framework's default, as not given
   if (n.is_scalar()) return n.text;
   f.error(n, key, "expected text, got a structure");
   return std::nullopt;
@@ -251,6 +266,15 @@ void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
   const auto id = as_string(f, key, n);
   if (!id || id->empty()) return;
   set_model(f, key, n, *id, zoo_name_for_hf_id(*id, f.ctx().zoo));
+  // A GPTQ or AWQ checkpoint (its config.json has quantization_config): 4-bit weights in groups,
+  // which the model id says by convention (TheBloke/..-GPTQ, Qwen/..-Int4, ..-AWQ).
+  std::string lower = *id;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* tag : {"gptq", "awq", "-int4"})
+    if (lower.find(tag) != std::string::npos) {
+      f.ctx().draft.set(f.entry("_prequantized", tag[0] == '-' ? "int4" : tag, key, n));
+      break;
+    }
 }
 
 }  // namespace ftplan::io::import

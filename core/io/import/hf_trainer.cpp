@@ -452,6 +452,10 @@ void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::str
 
 void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
   Fields f(ctx, root, file, {}, kArgs);
+  // TrainingArguments as YAML is `trl sft --config` (and the alignment-handbook recipes): TRL's
+  // SFTConfig, whose defaults differ (import.cpp). transformers' example scripts read JSON.
+  const std::string ext = path.extension().string();
+  if (ext == ".yaml" || ext == ".yml") ctx.draft.set({"_trl", "true", "", root.where, "", false});
   ctx.draft.set_default("job.framework", "hf-trainer",
                         fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
   read_peft_args(ctx, f, root);

@@ -444,6 +444,23 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
 
 // What the configs leave open: the framework's own default, each with its source, then ftplan's.
 void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
+  // TRL's SFTConfig (trl f2cd5771 trainer/sft_config.py, base_config.py): max_length 1024, no
+  // packing, gradient checkpointing on, bf16 unless fp16.
+  if (draft.has("_trl")) {
+    draft.set_default("job.seq_len", "1024", "default of TRL (f2cd5771): SFTConfig.max_length 1024");
+    draft.set_default("job.activation_checkpointing", "full",
+                      "default of TRL (f2cd5771): SFTConfig.gradient_checkpointing True");
+    draft.set_default("job.precision", "bf16-mixed", "default of TRL (f2cd5771): SFTConfig.bf16 = not fp16");
+  }
+  if (hf) {
+    draft.set_default("job.samples.packing", "padded",
+                      fmt::format("default of {}: the Trainer does not pack (each batch padded to its longest "
+                                  "sample; ftplan pads to seq_len, the bound)",
+                                  kTransformers));
+    draft.set_default("job.attention", "sdpa",
+                      fmt::format("default of {}: attn_implementation sdpa (torch's scaled_dot_product_attention)",
+                                  kTransformers));
+  }
   if (!draft.has("job.precision")) {
     if (framework == "deepspeed")
       draft.set_default("job.precision", "fp32",
@@ -573,6 +590,56 @@ void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std:
   }
 }
 
+// What the configs' combination decides beyond any one file.
+void apply_combinations(Draft& draft, const std::string& framework, const model::Zoo& zoo) {
+  // A pre-quantized checkpoint (GPTQ, AWQ) trains only with adapters: QLoRA over 4-bit groups.
+  if (const Entry* q = draft.get("_prequantized")) {
+    const Entry* m = draft.get("job.method");
+    if (m && m->value == "lora" && m->where.file != "command line") {
+      Entry e = *q;
+      e.key = "job.method";
+      e.value = "qlora";
+      e.origin += " (a pre-quantized checkpoint: LoRA over its 4-bit weights)";
+      draft.erase("job.method");
+      draft.set(e);
+    }
+    if (const Entry* now = draft.get("job.method"); now && now->value == "qlora" && !draft.has("job.quant.kind")) {
+      Entry e = *q;
+      e.key = "job.quant.kind";
+      e.value = "int4";
+      e.origin += " (GPTQ/AWQ: 4-bit weights with a scale and zero per group)";
+      draft.set(e);
+    }
+  }
+  // With ZeRO offloading the optimizer, accelerate swaps the Trainer's torch optimizer for
+  // DeepSpeedCPUAdam (utils/deepspeed.py map_pytorch_optim_to_deepspeed, accelerator.py under
+  // zero_force_ds_cpu_optimizer, default true): 32-bit Adam state whatever `optim` named.
+  const Entry* off = draft.get("plan.offload.optimizer");
+  const Entry* o = draft.get("job.optimizer.name");
+  if (framework == "deepspeed" && off && off->value != "gpu" && !draft.has("_ds_optimizer") &&
+      !draft.has("_ds_keep_optimizer") && o &&
+      o->where.file != "command line" && o->value != "adamw" && o->value != "adam" && o->value != "lion") {
+    Entry e = *o;
+    e.value = "adam";
+    e.origin += " (replaced by DeepSpeedCPUAdam, 32-bit state: ZeRO offloads the optimizer)";
+    draft.erase("job.optimizer.name");
+    draft.erase("job.optimizer.paged");
+    draft.set(e);
+  }
+  // A sequence past the model's context (long-context training with extended RoPE, ALST): the zoo
+  // model with max_context raised to it, as the scenario takes it (docs/scenario-format.md).
+  const Entry* m = draft.get("model");
+  const Entry* s = draft.get("job.seq_len");
+  if (m && s && m->value.find('{') == std::string::npos && int_of(s) > 0)
+    if (const auto* z = zoo.find(m->value); z && z->max_context > 0 && int_of(s) > z->max_context) {
+      Entry e = *m;
+      e.value = fmt::format("{{zoo: {}, max_context: {}}}", m->value, int_of(s));
+      e.origin += fmt::format(" (its context {} raised to the configs' sequence length)", z->max_context);
+      draft.erase("model");
+      draft.set(e);
+    }
+}
+
 // The scenario text: a header naming the files and the keys not used, then the keys in the
 // scenario's order, each with its origin.
 void write_scenario(ImportedScenario& out, const Draft& draft, const std::vector<std::filesystem::path>& files) {
@@ -663,6 +730,7 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"));
   fill_defaults(draft, framework, hf);
   apply_load_dtype(draft, out.ignored, framework);
+  apply_combinations(draft, framework, zoo);
   diagnostics.throw_if_any();
   write_scenario(out, draft, files);
   return out;

@@ -6,6 +6,9 @@
 //    {model_args,data_args,finetuning_args,parser}.py, model/adapter.py, model/model_utils/;
 //  - Axolotl 0.18.0 (axolotl-ai-cloud/axolotl 067b021c), src/axolotl/utils/schemas/*.py,
 //    utils/config/__init__.py normalize_config, loaders/{model,adapter}.py, core/builders/base.py.
+#include <algorithm>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "io/import/detail.hpp"
@@ -155,11 +158,15 @@ void read_lf_method(Fields& f, const Node& root) {
   const Node* c = f.take("cutoff_len");
   if (c)
     if (const auto v = as_int(f, "cutoff_len", *c)) cutoff = *v;
-  const long long seq = packed ? cutoff - 1 : cutoff;
+  // DataArguments.__post_init__ takes the token off when packing is given true (or neat_packing),
+  // before the parser's stage default fills an absent packing (parser.py).
+  const bool explicit_packing = (pk && !pk->is_null() && as_bool(f, "packing", *pk).value_or(false)) ||
+                                (neat && as_bool(f, "neat_packing", *neat).value_or(false));
+  const long long seq = explicit_packing ? cutoff - 1 : cutoff;
   f.ctx().draft.set(c ? f.entry("job.seq_len", std::to_string(seq), "cutoff_len", *c,
-                                packed ? "less the one token packing leaves (data_args.py)" : "")
+                                explicit_packing ? "less the one token packing takes (data_args.py)" : "")
                       : f.entry("job.seq_len", std::to_string(seq), "stage", root,
-                                fmt::format("cutoff_len default 2048{}", packed ? ", less one when packing" : "")));
+                                fmt::format("cutoff_len default 2048{}", explicit_packing ? ", less one when packing" : "")));
 }
 
 void read_lf_model_options(Fields& f) {
@@ -202,12 +209,11 @@ void read_lf_model_options(Fields& f) {
   not_modelled_if_true(f, "resize_vocab", "a resized vocabulary (embeddings and LM head trained in full)");
   not_modelled_if_true(f, "use_llama_pro", "LLaMA Pro's expanded blocks");
   not_modelled_if_true(f, "mixture_of_depths", "mixture-of-depths routing");
+  // GaLore, APOLLO and BAdam project or freeze what each step updates, Adam-mini and Muon keep
+  // other state than Adam's: neither memory nor step is AdamW's (train/trainer_utils.py).
   for (const char* k : {"use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon"})
-    if (const Node* n = f.take(k))
-      if (const auto b = as_bool(f, k, *n); b && *b) {
-        f.not_modelled(k, *n, fmt::format("the {} optimizer", k + 4));
-        f.ctx().draft.set(f.entry("_optimizer_unmodelled", std::string(k + 4), k, *n));
-      }
+    refuse_if_true(f, k, fmt::format("the {} optimizer is not modelled (ftplan models AdamW, 8-bit AdamW, SGD, "
+                                     "Adafactor and Lion)", k + 4));
   for (const char* p : {"galore_", "apollo_", "badam_"}) f.ignore_matching(p, "with its optimizer only");
   f.ignore("loraplus_lr_ratio", kHyperparameter);
   f.ignore("loraplus_lr_embedding", kHyperparameter);
@@ -241,7 +247,13 @@ void read_llama_factory(Context& ctx, const Node& root, const std::string& file,
     f.ignore(k, kLoop);
   f.ignore_matching("export_", "exporting the model: outside the training step");
   f.ignore_matching("vllm_", "inference backend: outside the training step");
-  f.ignore_matching("ray_", "launcher setting (USE_RAY=1): the GPU count is --gpus");
+  // Under Ray (USE_RAY=1) ray_num_workers is the GPU count (hparams/training_args.py RayArguments).
+  if (const Node* r = f.take("ray_num_workers"))
+    if (const auto v = as_int(f, "ray_num_workers", *r))
+      f.set("plan.cluster.gpus", std::to_string(*v), "ray_num_workers", *r, "one GPU a Ray worker (USE_RAY=1)");
+  f.ignore_matching("ray_", "Ray launcher setting: no effect on the step ftplan models");
+  f.ignore_matching("resources_per_worker", "Ray launcher setting: no effect on the step ftplan models");
+  f.ignore("placement_strategy", "Ray launcher setting: no effect on the step ftplan models");
   for (const char* k : {"do_sample", "temperature", "top_p", "top_k", "num_beams", "max_length", "max_new_tokens",
                         "repetition_penalty", "length_penalty", "skip_special_tokens"})
     f.ignore(k, "generation option: evaluation only");
@@ -381,6 +393,7 @@ void read_ax_attention(Fields& f) {
 
 void read_axolotl(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
   Fields f(ctx, root, file, {}, kAx);
+  ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});  // the Trainer runs the step
   ctx.draft.set_default("job.framework", "hf-trainer",
                         fmt::format("{}: Axolotl on the Trainer without deepspeed or fsdp (DDP)", file));
   if (const Node* m = f.take("base_model")) set_model_from_hf_id(f, "base_model", *m);
@@ -436,9 +449,15 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
     }
   }
   f.ignore("gradient_checkpointing_kwargs", "reentrant or not: same memory and time in ftplan");
-  if (const Node* o = f.take("activation_offloading"))
-    if (const auto b = as_bool(f, "activation_offloading", *o); b && *b)
+  // activation_offloading (schemas/config.py): true or legacy to host memory, disk to local storage.
+  if (const Node* o = f.take("activation_offloading"); o && o->is_scalar()) {
+    if (o->text == "legacy")
       f.set("plan.offload.activations", "cpu", "activation_offloading", *o);
+    else if (o->text == "disk")
+      f.set("plan.offload.activations", "nvme", "activation_offloading", *o);
+    else if (const auto b = as_bool(f, "activation_offloading", *o); b && *b)
+      f.set("plan.offload.activations", "cpu", "activation_offloading", *o);
+  }
   read_ax_attention(f);
   // optimizer (training.py, default adamw_torch_fused): transformers' names, or axolotl's own.
   if (const Node* o = f.take("optimizer"))
@@ -496,6 +515,40 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   for (const char* k : {"unsloth_cross_entropy_loss", "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o",
                         "unsloth_rms_norm", "unsloth_rope"})
     refuse_if_true(f, k, "axolotl removed its unsloth_* switches (it refuses them); its fused LoRA kernels are lora_*_kernel");
+  // Under Ray (use_ray) ray_num_workers is the GPU count (schemas/integrations.py RayConfig).
+  if (const Node* u = f.take("use_ray"); u && as_bool(f, "use_ray", *u).value_or(false)) {
+    if (const Node* r = f.take("ray_num_workers"))
+      if (const auto v = as_int(f, "ray_num_workers", *r))
+        f.set("plan.cluster.gpus", std::to_string(*v), "ray_num_workers", *r, "one GPU a Ray worker");
+  }
+  f.ignore_matching("ray_", "Ray launcher setting: no effect on the step ftplan models");
+  f.ignore("resources_per_worker", "Ray launcher setting: no effect on the step ftplan models");
+  // ND parallelism (schemas/config.py dp_shard_size, dp_replicate_size): replication makes HSDP;
+  // with both given, they and tp and cp are the world size.
+  const Node* shard = f.take("dp_shard_size");
+  const Node* rep = f.take("dp_replicate_size");
+  long long shard_n = 0, rep_n = 0;  // 0: not given
+  if (shard) shard_n = as_int(f, "dp_shard_size", *shard).value_or(0);
+  if (rep) rep_n = as_int(f, "dp_replicate_size", *rep).value_or(0);
+  if (rep_n > 1) f.set("plan.parallel.fsdp", "hybrid_shard", "dp_replicate_size", *rep, "HSDP");
+  if (shard_n > 0 && rep_n > 0) {
+    long long world = shard_n * rep_n;
+    for (const char* k : {"tensor_parallel_size", "context_parallel_size"})
+      if (const Node* n = root.find(k); n && n->is_scalar() && !n->quoted)
+        world *= std::max(1LL, std::atoll(n->text.c_str()));
+    f.set("plan.cluster.gpus", std::to_string(world), "dp_shard_size", *shard,
+          "x dp_replicate_size x tensor_parallel_size x context_parallel_size");
+  }
+  // fp8 (schemas/config.py): torchao float8 training through accelerate.
+  if (const Node* e = f.take("fp8"); e && as_bool(f, "fp8", *e).value_or(false)) {
+    f.ctx().draft.erase("job.precision");
+    f.set("job.precision", "fp8-mixed", "fp8", *e, "torchao float8 linear layers");
+  }
+  f.ignore_matching("fp8_", "float8 scaling options: ftplan models fp8 as a precision recipe");
+  if (const Node* u = f.take("unfrozen_parameters"); u && !u->is_null())
+    f.error(*u, "unfrozen_parameters",
+            "training only the parameters these patterns name (the rest frozen, no adapters) is not modelled: ftplan "
+            "models full, LoRA and QLoRA fine-tuning");
   if (const Node* p = f.take("plugins"); p && p->is_seq() && !p->elems.empty())
     f.not_modelled("plugins", *p, "axolotl plugins (Liger kernels, cut cross-entropy and others change kernels and memory)");
   f.ignore_matching("liger_", "with the Liger plugin only");

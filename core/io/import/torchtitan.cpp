@@ -72,7 +72,12 @@ void read_parallel_keys(Fields& pf, const Node& section, Degrees& d) {
     pf.set("plan.parallel.sequence_parallel", "true", "tensor_parallel_degree", *t,
            "torchtitan's TP plan shards norms and dropout by sequence");
   pf.take_bool("enable_async_tensor_parallel", "plan.parallel.async_tp", "true", "");
-  if (const Node* s = pf.take("pipeline_parallel_schedule")) {
+  const Node* ppd = section.find("pipeline_parallel_degree");
+  const bool pipelined = ppd && ppd->is_scalar() && ppd->text != "1" && ppd->text != "0";
+  if (const Node* s = pf.take("pipeline_parallel_schedule"); s && !pipelined) {
+    pf.ctx().ignored.push_back({s->where, pf.key_path("pipeline_parallel_schedule"),
+                                "pipeline_parallel_degree is not above 1: no pipeline, the schedule is not used"});
+  } else if (s) {
     const std::string t = s->is_scalar() ? s->text : "";
     const std::string ours = t == "1F1B"              ? "1f1b"
                              : t == "GPipe"           ? "gpipe"
@@ -128,8 +133,10 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
   const std::string zoo = zoo_of(name, flavor);
   const Node& at = fl ? *fl : nn ? *nn : *m;
   set_model(mf, fl ? "flavor" : "name", at, "torchtitan " + name + " " + flavor, zoo);
-  if (const Node* c = mf.take("converters"); c && c->is_seq()) {
-    for (const auto& e : c->elems) {
+  if (const Node* c = mf.take("converters"); c && (c->is_seq() || c->is_scalar())) {
+    // A list, or one name as a string (llama3_405b.toml: converters = "float8").
+    const std::vector<Node> one = c->is_scalar() ? std::vector<Node>{*c} : std::vector<Node>{};
+    for (const auto& e : c->is_scalar() ? one : c->elems) {
       if (e.is_scalar() && e.text == "float8") {
         float8 = true;
         mf.set("job.precision", "fp8-mixed", "converters", e, "Float8Linear");
@@ -295,6 +302,13 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   ctx.draft.set({"_torchtitan", "true", "", root.where, "", false});
   bool float8 = false;
   if (const Node* m = f.take("model"); m && m->is_map()) read_model(ctx, *m, file, float8);
+  // Before model.converters (2024): [float8] enable_float8_linear = true.
+  if (const Node* q = root.find("float8"); q && q->is_map() && !float8)
+    if (const Node* e = q->find("enable_float8_linear"); e && e->is_scalar() && e->text == "true") {
+      float8 = true;
+      ctx.draft.set({"job.precision", "fp8-mixed", fmt::format("{}: float8.enable_float8_linear true (Float8Linear)", file),
+                     e->where, "float8.enable_float8_linear", false});
+    }
   Degrees degrees;
   if (const Node* t = f.take("training"); t && t->is_map()) read_training(ctx, *t, file, float8, degrees);
   if (const Node* p = f.take("parallelism"); p && p->is_map()) read_parallelism(ctx, *p, file, degrees);

@@ -296,6 +296,7 @@ void read_loss(Context& ctx, Fields& f) {
   const Node* l = f.take("loss");
   if (!l || !l->is_map()) return;
   if (const Node* c = l->find("_component_"); c && c->is_scalar()) {
+    ctx.taken.emplace_back(f.file(), "loss._component_");
     // CEWithChunkedOutputLoss and LinearCrossEntropyLoss split the output projection and loss into
     // num_output_chunks = 8 pieces (torchtune/modules/loss/cross_entropy_loss.py).
     if (c->text.find("CEWithChunkedOutputLoss") != std::string::npos ||
