@@ -428,3 +428,93 @@ TEST_CASE("TrainingArguments with fsdp and fsdp_config version 2: FSDP2, reducin
   CHECK(p.job.fsdp_mixed_precision.reduce == plan::WireType::half);  // torchtitan's FSDP2 default would be fp32
   CHECK(plan::global_batch_samples(p) == 8);
 }
+
+// Issue 42's findings that no file of the corpus shows alone (tests/unit/import_corpus_test.cpp
+// holds the rest): each written as the smallest config that showed it.
+
+TEST_CASE("DeepSpeed's batch triangle in DeepSpeed's order: train_batch_size alone splits over the ranks") {
+  // runtime/config.py _set_batch_related_parameters: train_batch_size only -> accumulation 1,
+  // micro = train_batch_size / world (64 on 8 GPUs: 8, where ftplan once wrote micro 1, global 8).
+  const fs::path only = write_scratch("tb64.json", R"({"train_batch_size": 64, "zero_optimization": {"stage": 2}})");
+  const plan::Plan p = scenario_of({only}, cluster("8", "llama-3.2-1b")).plans.at(0);
+  CHECK(p.job.micro_batch == 8);
+  CHECK(plan::global_batch_samples(p) == 64);
+  // 24 with micro 3 on 5 GPUs: accumulation 24 / 3 / 5 = 1, and 3 x 1 x 5 != 24: DeepSpeed asserts.
+  const fs::path bad =
+      write_scratch("tb24.json", R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3})");
+  CHECK(test::input_error_of([&] { translate({bad}, cluster("5", "llama-3.2-1b")); }).find("DeepSpeed refuses") !=
+        std::string::npos);
+}
+
+TEST_CASE("torchtitan: explicit degrees are the world size; --gpus cannot silently differ") {
+  const fs::path f = write_scratch("degrees.toml", R"([model]
+name = "llama3"
+flavor = "8B"
+[parallelism]
+data_parallel_shard_degree = 4
+tensor_parallel_degree = 2
+)");
+  CHECK(scenario_of({f}, cluster()).plans.at(0).cluster.gpus() == 8);
+  CHECK(test::input_error_of([&] { translate({f}, cluster("16")); }).find("torchtitan refuses any other world size") !=
+        std::string::npos);
+  // With data_parallel_shard_degree left at its default -1 the launcher's count decides.
+  const fs::path rest = write_scratch("rest.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                                   "tensor_parallel_degree = 2\n");
+  CHECK(scenario_of({rest}, cluster("16")).plans.at(0).cluster.gpus() == 16);
+}
+
+TEST_CASE("torchtune: HSDP with fsdp_reshard_after_forward False imports as HSDP, the difference listed") {
+  const fs::path f = write_scratch("hsdp.yaml", R"(model:
+  _component_: torchtune.models.llama3_1.llama3_1_8b
+data_parallel_replicate_dim: 2
+fsdp_reshard_after_forward: False
+batch_size: 2
+dtype: bf16
+)");
+  const auto t = translate({f}, cluster("8"));
+  const plan::Plan p = io::load_imported(t, fs::current_path(), test::zoo(), test::catalog()).plans.at(0);
+  CHECK(p.parallel.fsdp == plan::FsdpSharding::hybrid_shard);
+  CHECK(reason_for(t, "fsdp_reshard_after_forward").find("HSDP that keeps parameters gathered") != std::string::npos);
+}
+
+TEST_CASE("PEFT's sft example: lora_target_modules as a list, and the script's defaults where the file is silent") {
+  const fs::path f = write_scratch("peft_list.json", R"({"output_dir": "o", "model_name_or_path": "meta-llama/Llama-3.2-1B",
+ "use_peft_lora": true, "lora_target_modules": ["q_proj", "v_proj"], "bf16": true})");
+  const plan::Plan p = scenario_of({f}, cluster("1")).plans.at(0);
+  CHECK(p.job.lora.targets == std::vector<std::string>{"q", "v"});
+  CHECK(p.job.lora.rank == 64);  // examples/sft/train.py ModelArguments.lora_r
+  CHECK(p.job.lora.alpha == doctest::Approx(16));
+}
+
+TEST_CASE("accelerate: dynamo_config read key by key; Megatron-LM and other devices refused with their reason") {
+  const fs::path d = write_scratch("dynamo.yaml", R"(distributed_type: MULTI_GPU
+num_processes: 2
+dynamo_config:
+  dynamo_backend: INDUCTOR
+  dynamo_mode: max-autotune
+  dynamo_use_fullgraph: false
+)");
+  const auto t = translate({d}, cluster({}, "llama-3.2-1b"));
+  CHECK(io::load_imported(t, fs::current_path(), test::zoo(), test::catalog()).plans.at(0).job.compile);
+  CHECK(reason_for(t, "dynamo_config.dynamo_mode").find("torch.compile options") != std::string::npos);
+  const fs::path m = write_scratch("megatron.yaml", "distributed_type: MEGATRON_LM\nnum_processes: 8\n");
+  CHECK(test::input_error_of([&] { translate({m}, cluster({}, "llama-3.2-1b")); }).find("--framework megatron") !=
+        std::string::npos);
+}
+
+TEST_CASE("an empty value is reported at its own key's line, not the next key's") {
+  const fs::path f = write_scratch("nulls.yaml", "distributed_type: MULTI_GPU\nnum_processes: 2\nmain_process_ip:\n"
+                                                 "gpu_ids: all\n");
+  const auto t = translate({f}, cluster({}, "llama-3.2-1b"));
+  for (const auto& i : t.ignored)
+    if (i.key == "main_process_ip") CHECK(i.where.line == 3);
+}
+
+TEST_CASE("--model replaces a model the zoo lacks; --model-config names its config.json") {
+  const fs::path f = write_scratch("qwen3.json", R"({"output_dir": "o", "model_name_or_path": "Qwen/Qwen3-8B"})");
+  CHECK(test::input_error_of([&] { translate({f}, cluster("1")); }).find("--model-config") != std::string::npos);
+  CHECK(scenario_of({f}, cluster("1", "qwen2.5-7b")).model.name == "qwen2.5-7b");
+  std::vector<ImportOverride> o = cluster("1");
+  o.push_back({"model_config", (test::data_dir() / "hf" / "qwen2.5-7b" / "config.json").string(), "command line --model-config"});
+  CHECK(scenario_of({f}, o).model.display_name == "Qwen/Qwen3-8B");
+}

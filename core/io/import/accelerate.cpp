@@ -221,10 +221,12 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
   if (const Node* u = f.take("use_cpu"))
     if (const auto b = as_bool(f, "use_cpu", *u); b && *b) f.not_modelled("use_cpu", *u, "training on CPUs");
   if (const Node* d = f.take("dynamo_config"); d && d->is_map()) {
-    if (const Node* b = d->find("dynamo_backend"); b && b->is_scalar() && b->text != "NO")
-      f.set("job.compile", "true", "dynamo_config", *b, "dynamo_backend " + b->text);
-    else
-      ctx.ignored.push_back({d->where, "dynamo_config", "torch.compile not enabled"});
+    Fields dc(ctx, *d, file, "dynamo_config", kFormat);
+    if (const Node* b = dc.take("dynamo_backend"))
+      if (const auto t = as_string(dc, "dynamo_backend", *b))
+        dc.set("job.compile", *t != "NO" && *t != "no" ? "true" : "false", "dynamo_backend", *b);
+    dc.ignore_matching("", "torch.compile options (mode, fullgraph, dynamic): ftplan models compile on or off");
+    dc.finish();
   }
   f.ignore("downcast_bf16", "TPU only");
   for (const char* k : {"compute_environment", "debug", "machine_rank", "main_training_function", "rdzv_backend",
