@@ -40,9 +40,10 @@ verbs:
   sweep-merge --out F FILES...
                            join the files of a sharded sweep into the file one unsharded run writes
   import FILE... [--out F] a scenario from training configs (DeepSpeed ds_config.json, accelerate config
-                           YAML, torchtune recipe, torchtitan .toml, TrainingArguments JSON, PEFT
-                           adapter_config.json), each value commented with its source, unused keys listed;
-                           --model, --gpu, --gpus and the quick-form flags override (docs/import.md)
+                           YAML, torchtune recipe, torchtitan .toml, TrainingArguments/TRL JSON or YAML,
+                           PEFT adapter_config.json, Axolotl and LLaMA-Factory YAML), each value commented
+                           with its source, unused keys listed; --model, --gpu, --gpus and the quick-form
+                           flags override; --model-config for a model the zoo lacks (docs/import.md)
   memory|simulate|compare --from FILE...
                            the same scenario, evaluated without writing it
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile

@@ -178,8 +178,8 @@ std::vector<OptionSpec> scenario_options() {
   o.push_back({"plan", true, "only the plan of this name"});
   o.push_back({"from", true,
                "read the scenario from training configs instead (DeepSpeed, accelerate, torchtune, torchtitan, "
-               "TrainingArguments, PEFT adapter; more files as further arguments); the flags below override them "
-               "(docs/import.md)"});
+               "TrainingArguments/TRL, PEFT adapter, Axolotl, LLaMA-Factory; more files as further arguments); the "
+               "flags below override them (docs/import.md)"});
   for (const auto& s : shortcuts()) o.push_back({s.flag, true, s.help});
   o.push_back({"model-config", true,
                "with --from (and import): the Hugging Face config.json of the model the configs name, for a model "
