@@ -133,6 +133,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   print_headline(app, s);
   const auto trace = args.value("trace");
   const auto ir_path = args.value("ir");
+  int status = 0;
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
     sim::Options o = base_options;
@@ -143,9 +144,16 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     const sim::StepResult r = sim::simulate_step(s.model, p, o, measured ? &measured->efficiency : nullptr);
     if (trace) {
       const std::string path = s.plans.size() > 1 ? tagged_path(*trace, p.name) : *trace;
-      io::write_file_atomically(path, r.trace_json);
-      if (app.format() == Format::table)
-        fmt::print("trace of '{}' written to {} (every micro-batch simulated for it)\n", p.name, path);
+      if (r.trace_json.empty()) {
+        // Nothing was simulated (the step is refused): no trace to write, and the file keeps
+        // what it held. The command fails once every plan is reported.
+        fmt::print(stderr, "error: no trace of '{}' written to {}: {}\n", p.name, path, r.problem);
+        status = 1;
+      } else {
+        io::write_file_atomically(path, r.trace_json);
+        if (app.format() == Format::table)
+          fmt::print("trace of '{}' written to {} (every micro-batch simulated for it)\n", p.name, path);
+      }
     }
     if (ir_path) {
       const std::string base = s.plans.size() > 1 ? tagged_path(*ir_path, p.name) : *ir_path;
@@ -166,7 +174,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     rows.push_back(io::simulation_row(p, f, r));
   }
   print_rows(app, s, rows);
-  return 0;
+  return status;
 }
 
 }  // namespace ftplan::cli

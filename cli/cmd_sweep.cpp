@@ -109,10 +109,9 @@ std::string line_at(int fd, std::uint64_t offset, const fs::path& path) {
 char g_interrupt_message[1024];
 std::size_t g_interrupt_length = 0;
 char g_lock_path[4096];
-char g_temporary_path[4096];  // the finished file being written, before its rename
 extern "C" void on_interrupt(int sig) {
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
-  if (g_temporary_path[0] != 0) ::unlink(g_temporary_path);
+  io::unlink_live_temporaries();  // the finished file being written, before its rename
   if (g_lock_path[0] != 0) ::unlink(g_lock_path);
   std::signal(sig, SIG_DFL);
   std::raise(sig);
@@ -260,9 +259,6 @@ TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::Ou
   for (const auto& a : slice.sw.axes()) axis_columns.push_back(a.column);
   const std::vector<std::string> columns = sweep::column_order({keys.begin(), keys.end()}, axis_columns);
   io::AtomicFile file(out);
-  const std::string temporary = file.temporary_path().string();
-  if (temporary.size() < sizeof g_temporary_path)
-    std::memcpy(g_temporary_path, temporary.c_str(), temporary.size() + 1);
   file.append(sweep::table_header(format, columns));
   const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
@@ -273,12 +269,10 @@ TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::Ou
     }
   } catch (...) {
     ::close(in);
-    g_temporary_path[0] = 0;
     throw;
   }
   ::close(in);
   file.commit();
-  g_temporary_path[0] = 0;
   return sum;
 }
 

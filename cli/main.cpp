@@ -11,6 +11,7 @@
 
 #include "app.hpp"
 #include "common/error.hpp"
+#include "io/output_file.hpp"
 
 namespace {
 
@@ -59,8 +60,17 @@ options shared by all verbs:
 
 }  // namespace
 
+// Ctrl-C, kill or a closed terminal: the temporaries of the files being written go, then the
+// process dies of the signal as usual (commands with their own handler call the same unlink).
+extern "C" void on_terminating_signal(int sig) {
+  ftplan::io::unlink_live_temporaries();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 int main(int argc, char** argv) {
   ftplan::keep_freed_memory();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_terminating_signal);
   // Past the file-size limit (ulimit -f) a write should fail with EFBIG, which the writers report
   // and clean up after, rather than kill the process with SIGXFSZ halfway through a file.
   std::signal(SIGXFSZ, SIG_IGN);

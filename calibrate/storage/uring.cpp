@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
+#include "io/output_file.hpp"
 
 namespace ftplan::calibrate::storage {
 
@@ -56,6 +57,7 @@ void unregister_scratch(int slot) {
 extern "C" void on_fatal_signal(int sig) {
   for (int i = 0; i < kMaxScratch; ++i)
     if (g_scratch_live[static_cast<std::size_t>(i)].load()) unlink(g_scratch_paths[static_cast<std::size_t>(i)].data());
+  io::unlink_live_temporaries();  // an output (the profile, a state file) being written
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }

@@ -5,11 +5,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
+
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -46,6 +52,77 @@ int open_temporary(const fs::path& path, fs::path& tmp) {
   }
 }
 
+// The temporaries being written now, in plain char arrays so that a signal handler may unlink
+// them (unlink_live_temporaries).
+constexpr std::size_t kMaxLive = 64, kMaxPath = 4096;
+std::array<std::array<char, kMaxPath>, kMaxLive> g_live_paths{};
+std::array<std::atomic<bool>, kMaxLive> g_live{};
+std::mutex g_live_mutex;
+
+int register_live(const fs::path& tmp) {
+  const std::string s = tmp.string();
+  if (s.size() >= kMaxPath) return -1;
+  std::lock_guard lock(g_live_mutex);
+  for (std::size_t i = 0; i < kMaxLive; ++i) {
+    if (g_live[i].load()) continue;
+    std::memcpy(g_live_paths[i].data(), s.c_str(), s.size() + 1);
+    g_live[i].store(true);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void unregister_live(int slot) {
+  if (slot >= 0) g_live[static_cast<std::size_t>(slot)].store(false);
+}
+
+// Removes the temporaries of `path` that processes no longer alive left (killed by SIGKILL, or
+// before this cleanup existed): ".NAME.PID.*.tmp" whose PID does not run.
+void remove_stale_temporaries(const fs::path& path) {
+  const std::string prefix = "." + path.filename().string() + ".";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory_of(path), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    const std::size_t end = name.find('.', prefix.size());
+    if (end == std::string::npos || end == prefix.size()) continue;
+    const std::string digits = name.substr(prefix.size(), end - prefix.size());
+    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(entry.path().c_str());
+  }
+}
+
+// Where an output path leads: symbolic links followed (the file a link names is replaced and the
+// link stays), at most 40 of them as the kernel allows (ELOOP).
+fs::path follow_links(const fs::path& path) {
+  fs::path at = path;
+  for (int hops = 0;; ++hops) {
+    struct stat st {};
+    if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
+    if (hops >= 40) throw std::runtime_error(fmt::format("cannot write {}: too many symbolic links", path.string()));
+    std::error_code ec;
+    fs::path target = fs::read_symlink(at, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+}
+
+// Files the system owns a meaning for are written through, never replaced: renaming a file over
+// /dev/null or a FIFO would replace the device or the pipe with a plain file.
+bool written_through(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  return S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
+void refuse_directory(const fs::path& shown, const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::runtime_error(fmt::format("cannot write {}: it is a directory", shown.string()));
+}
+
 void write_all(int fd, std::string_view data, const fs::path& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -59,7 +136,24 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 }  // namespace
 
 AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
+  if (path_ == "-") {  // standard output
+    through_ = true;
+    fd_ = ::dup(STDOUT_FILENO);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write to standard output: {}", errno_text(errno)));
+    return;
+  }
+  const fs::path target = follow_links(path_);
+  refuse_directory(path_, target);
+  if (written_through(target)) {
+    through_ = true;
+    fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), errno_text(errno)));
+    return;
+  }
+  path_ = target;
+  remove_stale_temporaries(path_);
   fd_ = open_temporary(path_, tmp_);
+  slot_ = register_live(tmp_);
   // A replaced file keeps its permissions (a new one has 0666 less the umask, from open()).
   struct stat old {};
   if (::stat(path_.c_str(), &old) == 0 && S_ISREG(old.st_mode)) ::fchmod(fd_, old.st_mode & 07777);
@@ -68,7 +162,9 @@ AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
 AtomicFile::~AtomicFile() {
   if (fd_ < 0) return;
   ::close(fd_);
+  if (through_) return;
   ::unlink(tmp_.c_str());
+  unregister_live(slot_);
 }
 
 void AtomicFile::flush() {
@@ -93,10 +189,18 @@ void AtomicFile::commit() {
   if (fd_ < 0)
     throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
   flush();
+  if (through_) {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0)
+      throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
+    return;
+  }
   if (::fsync(fd_) != 0)
     throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
   const int fd = fd_;
   fd_ = -1;
+  unregister_live(slot_);
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
@@ -123,13 +227,25 @@ void write_file_atomically(const fs::path& path, std::string_view text) {
 }
 
 void check_file_writable(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw std::runtime_error(fmt::format("cannot write {}: it is a directory", path.string()));
+  if (path == "-") return;
+  const fs::path target = follow_links(path);
+  refuse_directory(path, target);
+  if (written_through(target)) {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0 && errno != ENXIO)  // ENXIO: a FIFO nobody reads yet; the writer will wait for one
+      throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), errno_text(errno)));
+    if (fd >= 0) ::close(fd);
+    return;
+  }
   fs::path tmp;
-  const int fd = open_temporary(path, tmp);
+  const int fd = open_temporary(target, tmp);
   ::close(fd);
   ::unlink(tmp.c_str());
+}
+
+void unlink_live_temporaries() noexcept {
+  for (std::size_t i = 0; i < kMaxLive; ++i)
+    if (g_live[i].load()) ::unlink(g_live_paths[i].data());
 }
 
 OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_path_(path.string() + ".lock") {

@@ -10,6 +10,13 @@
 
 namespace ftplan::io {
 
+// Where the output goes: a regular file (or a new one) is replaced as below; "-" is standard
+// output; a character or block device, a FIFO or a socket is written through (renaming a file over
+// /dev/null would replace the device with a plain file); a symbolic link is followed, the file it
+// names replaced and the link kept; a directory is refused. Temporaries are named
+// ".NAME.PID.N.RANDOM.tmp" beside the file: those of processes no longer running are removed
+// when the next writer of NAME starts, and unlink_live_temporaries() removes this process's.
+//
 // Replaces `path` with `text`, all or nothing: writes a temporary file in the same directory
 // (rename is atomic only within one file system), fsyncs it, renames it over `path`, and fsyncs
 // the directory so the rename itself survives a power cut (without the two fsyncs a crash can
@@ -34,8 +41,6 @@ class AtomicFile {
 
   void append(std::string_view text);
   void commit();
-  // The temporary file, for a signal handler to unlink (the destructor does not run on a signal).
-  const std::filesystem::path& temporary_path() const { return tmp_; }
 
   static constexpr std::size_t kBuffer_bytes = 1 << 20;
 
@@ -43,8 +48,14 @@ class AtomicFile {
   void flush();
   std::filesystem::path path_, tmp_;
   int fd_ = -1;
+  int slot_ = -1;         // in the registry unlink_live_temporaries reads
+  bool through_ = false;  // written straight to a device, FIFO or standard output
   std::string buffer_;
 };
+
+// Unlinks every temporary this process is writing now: for a SIGINT/SIGTERM handler, which then
+// dies of the signal (async-signal-safe: unlink(2) on paths kept in plain arrays).
+void unlink_live_temporaries() noexcept;
 
 // Checks now that write_file_atomically(path, ...) can work later: the directory exists and a
 // file can be created in it. For commands that measure or compute for minutes before writing.

@@ -53,4 +53,51 @@ status=$?
 grep -q "^error: --storage-dir: '$dir/none' is not a directory (it does not exist)" "$dir/out.txt" ||
   fail "no error naming the missing directory"
 [[ $(cat "$dir/cal/profile.yaml") == old-profile ]] || fail "the old profile was lost"
+# A step ftplan refuses to simulate (past its layer-pass bound) has no trace: none is written, the
+# old file stays, and the command fails (it once wrote 0 bytes over the file and exited 0).
+echo old-trace >"$dir/sim/trace.json"
+"$ftplan" simulate --model llama-3.1-8b --gpu h100-sxm-80gb --gpus 1 --global-batch 4096 --micro-batch 1 \
+  --tokens 1B --method lora --trace "$dir/sim/trace.json" >"$dir/out.txt" 2>&1
+status=$?
+[[ $status == 1 ]] || fail "simulate --trace of a refused step: exit status $status, expected 1"
+grep -q "^error: no trace of 'quick' written to $dir/sim/trace.json: not simulated" "$dir/out.txt" ||
+  fail "no error saying the trace was not written"
+[[ $(cat "$dir/sim/trace.json") == old-trace ]] || fail "the old trace was lost: $(head -c 80 "$dir/sim/trace.json")"
+
+# What an output path is decides how it is written: a device or a FIFO is written through (never
+# replaced by a plain file), a symbolic link is followed (the file it names replaced, the link
+# kept), "-" is standard output, a directory is refused; a dead writer's temporary is removed.
+mkdir "$dir/kinds"
+step() { "$ftplan" simulate scenarios/llama8b-single-gpu.yaml --plan "8x H100 LoRA" "$@" >"$dir/out.txt" 2>&1; }
+step --ir /dev/null || fail "simulate --ir /dev/null: exit status $?"
+[[ -c /dev/null ]] || fail "/dev/null is no longer a character device"
+mkfifo "$dir/kinds/fifo"
+cat "$dir/kinds/fifo" >"$dir/kinds/from-fifo.json" &
+reader=$!
+step --ir "$dir/kinds/fifo" || fail "simulate --ir FIFO: exit status $?"
+for _ in $(seq 50); do kill -0 $reader 2>/dev/null || break; sleep 0.1; done
+kill $reader 2>/dev/null  # still waiting: nothing was written through (the FIFO was replaced)
+wait $reader
+[[ -p "$dir/kinds/fifo" ]] || fail "the FIFO was replaced by a plain file"
+grep -q '"ops"' "$dir/kinds/from-fifo.json" || fail "nothing came through the FIFO"
+echo old >"$dir/kinds/real.json"
+ln -s real.json "$dir/kinds/link.json"
+step --ir "$dir/kinds/link.json" || fail "simulate --ir through a symbolic link: exit status $?"
+[[ -L "$dir/kinds/link.json" ]] || fail "the symbolic link was replaced by a plain file"
+grep -q '"ops"' "$dir/kinds/real.json" || fail "the file the link names was not written"
+"$ftplan" simulate scenarios/llama8b-single-gpu.yaml --plan "8x H100 LoRA" --ir - --format json >"$dir/kinds/stdout.txt" 2>&1 ||
+  fail "simulate --ir -: exit status $?"
+grep -q '"ops"' "$dir/kinds/stdout.txt" || fail "--ir - wrote nothing to standard output"
+[[ ! -e "$dir/kinds/-" ]] || fail "--ir - wrote a file named -"
+mkdir "$dir/kinds/adir"
+step --ir "$dir/kinds/adir"
+status=$?
+[[ $status == 1 ]] || fail "simulate --ir DIRECTORY: exit status $status, expected 1"
+grep -q "it is a directory" "$dir/out.txt" || fail "no error saying the output is a directory"
+sleep 0 & dead=$!
+wait $dead
+touch "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" "$dir/kinds/.real.json.$$.0.0000abcd.tmp"
+step --ir "$dir/kinds/real.json" || fail "simulate --ir: exit status $?"
+[[ ! -e "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" ]] || fail "a dead writer's temporary was left"
+[[ -e "$dir/kinds/.real.json.$$.0.0000abcd.tmp" ]] || fail "a live process's temporary was removed"
 echo "ok"

@@ -103,6 +103,27 @@ TEST_CASE("a write that fails midway (disk full, file too large) keeps the old f
   CHECK(dir.names() == std::vector<std::string>{"trace.json"});
 }
 
+TEST_CASE("a signal handler removes the temporaries being written (unlink_live_temporaries)") {
+  /* What SIGINT/SIGTERM do in the CLI before the process dies: a half-written trace or sweep
+   * result leaves no ".NAME.PID.N.R.tmp" behind (it once stayed, up to the whole 31 MB trace). */
+  Folder dir("atomic-signal");
+  const fs::path p = dir.path / "trace.json";
+  io::write_file_atomically(p, "old\n");
+  {
+    io::AtomicFile f(p);
+    f.append(std::string(2 << 20, 'x'));  // past the buffer: on disk in the temporary
+    CHECK(dir.names().size() == 2);
+    io::unlink_live_temporaries();
+    CHECK(dir.names() == std::vector<std::string>{"trace.json"});
+  }
+  CHECK(read(p) == "old\n");
+  /* A symbolic link is followed: the file it names is replaced, the link stays a link. */
+  ::symlink("trace.json", (dir.path / "link.json").c_str());
+  io::write_file_atomically(dir.path / "link.json", "through the link\n");
+  CHECK(read(p) == "through the link\n");
+  CHECK(fs::is_symlink(dir.path / "link.json"));
+}
+
 TEST_CASE("the output lock: one holder at a time, the holder and its pid in the refusal, a stale lock taken over") {
   Folder dir("lock");
   const fs::path out = dir.path / "results.csv";
