@@ -104,11 +104,9 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   fmt::print("\n");
 }
 
-// `path` with `tag` inserted before its extension ("step.json" -> "step.A_plan.json"); characters
-// other than letters and digits in the tag become '_'.
-std::string tagged_path(const std::string& path, std::string tag) {
-  for (char& ch : tag)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+// `path` with the plan's file tag inserted before its extension ("step.json" -> "step.A_plan.json").
+std::string tagged_path(const std::string& path, const std::string& name) {
+  const std::string tag = plan::file_tag(name);
   const auto dot = path.rfind('.');
   const auto slash = path.rfind('/');
   const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);

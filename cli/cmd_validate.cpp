@@ -266,7 +266,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     results.push_back(exec::validate(model, p, o));
     const exec::Validation& v = results.back();
     if (trace && v.ok) {
-      const std::string tag = exec::file_tag(p.name);
+      const std::string tag = plan::file_tag(p.name);
       io::write_file_atomically(*trace + "." + tag + ".json", v.measured.trace_json);
       io::write_file_atomically(*trace + "." + tag + ".sim.json", v.simulated.trace_json);
     }

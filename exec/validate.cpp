@@ -133,14 +133,9 @@ std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to,
       s.seq_len > 0 ? fmt::format(", sequence {}", s.seq_len) : std::string());
 }
 
-std::string file_tag(const std::string& plan_name) {
-  std::string tag = plan_name;
-  for (char& ch : tag)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return tag;
+std::string state_file_name(const std::string& plan_name) {
+  return "ftplan-exec-" + plan::file_tag(plan_name) + ".state";
 }
-
-std::string state_file_name(const std::string& plan_name) { return "ftplan-exec-" + file_tag(plan_name) + ".state"; }
 
 std::string digest(const std::vector<float>& parameters) {
   std::uint64_t h = 14695981039346656037ULL;  // FNV-1a 64 (Fowler, Noll, Vo)

@@ -111,8 +111,6 @@ struct ValidateOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// A plan's name as a file name part: every character but letters and digits becomes '_'.
-std::string file_tag(const std::string& plan_name);
 // The state file of `plan_name` in ValidateOptions::state_dir.
 std::string state_file_name(const std::string& plan_name);
 // FNV-1a 64 of the parameters' bytes, as 16 hex digits: equal digests, equal parameters.

@@ -1,5 +1,6 @@
 #include "io/scenario_io.hpp"
 
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -455,13 +456,29 @@ void report_plan_findings(MapView& pv, const Plan& p, const ScenarioContext& ctx
 }
 
 // One item of `plans:`; false if it cannot be evaluated (its problems are reported).
-bool read_plan(MapView& pv, Plan& p, std::set<std::string>& names, const ScenarioContext& ctx) {
+// "file:line:column" of a place in the scenario.
+std::string place(const SourceLocation& w) { return fmt::format("{}:{}:{}", w.file, w.line, w.column); }
+
+// The plans read so far by file tag (plan::file_tag): the name and where it stands.
+using PlanNames = std::map<std::string, std::pair<std::string, SourceLocation>>;
+
+bool read_plan(MapView& pv, Plan& p, PlanNames& names, const ScenarioContext& ctx) {
   Reader& r = pv.reader();
   p.job = ctx.s.job;
   p.cost = ctx.s.cost;
   pv.require("name");
-  if (pv.get("name", p.name) && !names.insert(p.name).second)
-    r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
+  if (pv.get("name", p.name)) {
+    // Names become parts of file names (traces, step IRs, validate's state files): two that differ
+    // only in punctuation would write one file.
+    const auto [at, fresh] = names.try_emplace(plan::file_tag(p.name), p.name, pv.location_of("name"));
+    if (!fresh && at->second.first == p.name)
+      r.error(pv.location_of("name"), pv.key_path("name"), fmt::format("another plan is already named '{}'", p.name));
+    else if (!fresh)
+      r.error(pv.location_of("name"), pv.key_path("name"),
+              fmt::format("'{}' and the plan '{}' ({}) become one file name part, '{}' (every character but letters "
+                          "and digits is '_' in trace, step IR and state file names): rename one",
+                          p.name, at->second.first, place(at->second.second), at->first));
+  }
   pv.require("cluster", "the hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N}");
   MapView cv = pv.map("cluster");
   const bool cluster_ok = cv.valid() && read_cluster(cv, p.cluster, ctx.catalog);
@@ -541,7 +558,7 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
   }
   if (!s.has_search) root.require("plans", "a list of plans to compare");
   std::size_t index = 0;
-  std::set<std::string> names;
+  PlanNames names;
   const ScenarioContext ctx{s, job, job_findings, model_ok, catalog};
   for (const auto& plan_node : root.seq("plans")) {
     MapView pv(r, plan_node, fmt::format("plans[{}]", index++));

@@ -1,6 +1,7 @@
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
+#include <cctype>
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -74,6 +75,13 @@ const char* to_string(QuantKind q) {
   }
   return "?";
 }
+std::string file_tag(const std::string& plan_name) {
+  std::string tag = plan_name;
+  for (char& ch : tag)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return tag;
+}
+
 const char* to_string(Tier t) {
   switch (t) {
     case Tier::gpu: return "gpu";

@@ -135,4 +135,8 @@ struct Plan {
   CostSpec cost;
 };
 
+// A plan's name as a file name part (simulate --trace and --ir, validate --state-dir): every
+// character but letters and digits becomes '_'. The scenario reader refuses two plans with one tag.
+std::string file_tag(const std::string& plan_name);
+
 }  // namespace ftplan::plan

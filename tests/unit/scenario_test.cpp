@@ -163,6 +163,10 @@ TEST_CASE("impossible combinations") {
   // Two plans with one name.
   CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
         "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");
+  // Two names that become one file name part: a trace or a validate state file would be shared.
+  CHECK(error_of(replace(replace(kGood, "name: one", "name: one plan"), "name: eight", "name: one-plan")) ==
+        "x.yaml:17:11: plans[1].name: 'one plan' and the plan 'one-plan' (x.yaml:12:11) become one file name part, "
+        "'one_plan' (every character but letters and digits is '_' in trace, step IR and state file names): rename one");
   // More GPUs per node than the node has.
   CHECK(error_of(replace(kGood, "gpus: 8}", "gpus: 32, gpus_per_node: 16}")) ==
         "x.yaml:13:60: plans[0].cluster.gpus_per_node: 16 is more than the 8 GPUs of a dgx-h100 node");
