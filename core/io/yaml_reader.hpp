@@ -27,6 +27,9 @@ inline constexpr std::uintmax_t kMaxInputBytes = 16u << 20;
 // the calibration profile in model_zoo/hardware/profiles/ 1,009); a million is an alias bomb,
 // refused before any reader walks it.
 inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
+// Deepest nesting of flow collections ('[', '{') read: shipped inputs nest 3 deep, JSON configs
+// about 6; deeper is refused by a pre-scan before yaml-cpp tokenizes it (load_yaml_text).
+inline constexpr int kMaxFlowDepth = 256;
 
 // Reads a whole input file; missing, unreadable, directory or oversized files throw InputError.
 std::string read_input_file(const std::filesystem::path& path);

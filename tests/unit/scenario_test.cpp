@@ -238,6 +238,14 @@ TEST_CASE("files that are not scenarios: empty, binary, broken YAML, wrong shape
   // Deep nesting is refused by the parser's depth guard instead of overflowing the stack.
   const std::string deep = "schema_version: " + std::string(100000, '[') + std::string(100000, ']') + "\n";
   CHECK(error_of(deep).find("x.yaml:") == 0);
+  // ... and by a pre-scan before yaml-cpp tokenizes it: 8 MB of '[' took 50 s and 1.9 GB before
+  // its syntax error; now the 257th '[' is the place.
+  CHECK(error_of(std::string(8'000'000, '[')) ==
+        "x.yaml:1:257: lists or mappings nested more than 256 deep ('[' or '{'); no input needs that");
+  // Brackets inside a plain or quoted scalar or a comment are text, not nesting.
+  CHECK(error_of("description: a" + std::string(300, '[') + "\n").find("nested more than") == std::string::npos);
+  CHECK(error_of("description: '" + std::string(300, '{') + "'\n").find("nested more than") == std::string::npos);
+  CHECK(error_of("# " + std::string(300, '[') + "\na: 1\n").find("nested more than") == std::string::npos);
 }
 
 TEST_CASE("files that cannot be read: missing, a directory, too large") {
