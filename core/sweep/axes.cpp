@@ -119,9 +119,12 @@ void read_range(MapView& g, Reader& r, bool sampled, AxisDef& a) {
       r.error(g.location_of("step"), g.key_path("step"),
               fmt::format("gives {:.0f} values; an axis holds at most {}", n, kMaxValues));
     } else {
-      const bool ints = has_integer ? integer : whole(from) && whole(step);
-      for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k)
-        a.values.push_back(number_value(from + static_cast<double>(k) * step, ints, a.unit));
+      // Made on demand (AxisDef::value), not stored: a million values took 400 MB before any check.
+      a.steps = AxisDef::Steps::linear;
+      a.from = from;
+      a.step = step;
+      a.count = static_cast<std::size_t>(n);
+      a.integer = has_integer ? integer : whole(from) && whole(step);
     }
   } else if (ok && !has_step) {
     if (!sampled)
@@ -149,18 +152,32 @@ void read_geometric(MapView& g, Reader& r, AxisDef& a) {
     if (to < from) {
       r.error(g.location_of("to"), g.key_path("to"), fmt::format("must not be below from ({})", from));
     } else {
-      const bool ints = whole(from) && whole(factor);
-      for (std::int64_t k = 0;; ++k) {
-        const double v = from * std::pow(factor, static_cast<double>(k));
-        if (v > to * (1 + 1e-9) || a.values.size() >= kMaxValues) break;
-        a.values.push_back(number_value(ints ? std::round(v) : v, ints, a.unit));
-      }
+      a.steps = AxisDef::Steps::geometric;
+      a.from = from;
+      a.step = factor;
+      a.integer = whole(from) && whole(factor);
+      while (a.count < kMaxValues && from * std::pow(factor, static_cast<double>(a.count)) <= to * (1 + 1e-9)) ++a.count;
     }
   }
   g.finish();
 }
 
 }  // namespace
+
+AxisValue AxisDef::value(std::size_t i) const {
+  const double k = static_cast<double>(i);
+  switch (steps) {
+    case Steps::linear:
+      return number_value(from + k * step, integer, unit);
+    case Steps::geometric: {
+      const double v = from * std::pow(step, k);
+      return number_value(integer ? std::round(v) : v, integer, unit);
+    }
+    case Steps::none:
+      break;
+  }
+  return values[i];
+}
 
 AxisValue number_value(double v, bool integer, const std::string& unit) {
   AxisValue a;
@@ -205,17 +222,17 @@ void Expansion::read_axes(MapView& root, Reader& r, const std::string& file) {
           r.error(g.location(), g.path(), "a zip group pairs lists of values; give this range a `step`");
           continue;
         }
-        if (!dim.axes.empty() && a.values.size() != dim.length)
+        if (!dim.axes.empty() && a.size() != dim.length)
           r.error(g.location(), g.path(),
-                  fmt::format("has {} values and the group's first axis {}; zipped axes pair value by value",
-                              a.values.size(), dim.length));
-        dim.length = a.values.size();
+                  fmt::format("has {} values and the group's first axis {}; zipped axes pair value by value", a.size(),
+                              dim.length));
+        dim.length = a.size();
         dim.axes.push_back(axes.size());
         axes.push_back(std::move(a));
       }
     } else {
       AxisDef a = read_axis(m, r, file, sampled);
-      dim.length = a.continuous ? 0 : a.values.size();
+      dim.length = a.continuous ? 0 : a.size();
       dim.axes.push_back(axes.size());
       axes.push_back(std::move(a));
     }

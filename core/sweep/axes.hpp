@@ -16,7 +16,7 @@
 namespace ftplan::sweep::detail {
 
 inline constexpr std::int64_t kMaxPoints = 10'000'000;
-inline constexpr std::size_t kMaxValues = 1'000'000;
+inline constexpr std::size_t kMaxValues = 1'000'000;  // of one axis
 
 struct AxisValue {
   Tree tree;         // what is set in the scenario
@@ -26,13 +26,21 @@ struct AxisValue {
 struct AxisDef {
   Axis axis;
   std::vector<Segment> path;
-  std::vector<AxisValue> values;  // discrete axes
+  std::vector<AxisValue> values;  // a `values:` list
+  // A range with a step (from + i x step) or a geometric list (from x step^i): `count` values
+  // made on demand by value(), never stored (a million stored took 400 MB and 2 s).
+  enum class Steps { none, linear, geometric } steps = Steps::none;
+  double step = 0;
+  std::size_t count = 0;
   // Continuous range (only with `sample`): from..to, linear or log, real or rounded.
   bool continuous = false;
   double from = 0, to = 0;
   bool log = false;
   bool integer = false;
   std::string unit;
+
+  std::size_t size() const { return steps == Steps::none ? values.size() : count; }
+  AxisValue value(std::size_t i) const;  // REQUIRES: i < size()
 };
 
 // One dimension of the expansion: a single axis, or a zip group of axes that move together.

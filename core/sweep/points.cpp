@@ -38,7 +38,7 @@ std::vector<AxisValue> Expansion::point_values(std::int64_t point) const {
           out[a] = number_value(v, ax.integer, ax.unit);
         } else {
           const auto n = dims[d].length;
-          out[a] = ax.values[std::min(n - 1, static_cast<std::size_t>(u * static_cast<double>(n)))];
+          out[a] = ax.value(std::min(n - 1, static_cast<std::size_t>(u * static_cast<double>(n))));
         }
       }
     }
@@ -50,7 +50,7 @@ std::vector<AxisValue> Expansion::point_values(std::int64_t point) const {
     const auto n = static_cast<std::int64_t>(dims[d].length);
     const auto index = static_cast<std::size_t>(rest % n);
     rest /= n;
-    for (std::size_t a : dims[d].axes) out[a] = axes[a].values[index];
+    for (std::size_t a : dims[d].axes) out[a] = axes[a].value(index);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <charconv>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -153,14 +154,19 @@ Sampling Sweep::Impl::read_sampling(MapView& root) {
 // Two axes setting the same key, or showing in the same column, are a mistake; `mode: zip` pairs
 // every axis value by value, as one dimension.
 void Sweep::Impl::check_axes(MapView& root, Reader& r, const std::string& mode) {
-  for (std::size_t a = 0; a < axes.size(); ++a)
-    for (std::size_t b = 0; b < a; ++b) {
-      if (axes[a].axis.key.empty()) continue;
-      if (axes[a].axis.key == axes[b].axis.key || axes[a].axis.column == axes[b].axis.column)
-        r.error(axes[a].axis.where, axes[a].axis.key,
-                fmt::format("another axis ({}:{}) already sets this key or column", axes[b].axis.where.line,
-                            axes[b].axis.where.column));
+  // One error per axis that repeats an earlier one's key or column, naming the first (a file of
+  // 2,000 axes on one key once printed every pair: 2 million lines, in quadratic time).
+  std::map<std::string, std::size_t> first_key, first_column;
+  for (std::size_t a = 0; a < axes.size(); ++a) {
+    if (axes[a].axis.key.empty()) continue;
+    const auto [k, new_key] = first_key.try_emplace(axes[a].axis.key, a);
+    const auto [c, new_column] = first_column.try_emplace(axes[a].axis.column, a);
+    if (!new_key || !new_column) {
+      const auto& b = axes[new_key ? c->second : k->second].axis.where;
+      r.error(axes[a].axis.where, axes[a].axis.key,
+              fmt::format("another axis ({}:{}) already sets this key or column", b.line, b.column));
     }
+  }
   if (mode == "zip" && dims.size() > 1) {
     detail::Dim all;
     all.length = dims.front().length;
@@ -181,10 +187,11 @@ void Sweep::Impl::check_axes(MapView& root, Reader& r, const std::string& mode) 
 void Sweep::Impl::probe_axes(Reader& r) const {
   for (const auto& ax : axes) {
     if (ax.path.empty()) continue;  // its key is missing or malformed (reported)
-    std::vector<AxisValue> probes = ax.values;
+    // A long list of numbers is checked by its first values.
+    std::vector<AxisValue> probes;
+    for (std::size_t i = 0; i < std::min<std::size_t>(ax.size(), 16); ++i) probes.push_back(ax.value(i));
     if (ax.continuous) probes = {detail::number_value(ax.from, ax.integer, ax.unit)};
     if (probes.empty()) probes = {AxisValue{Tree::scalar("1"), std::int64_t{1}}};  // its values are wrong (reported)
-    if (probes.size() > 16) probes.resize(16);  // a long list of numbers is checked by its first values
     for (const auto& v : probes) {
       Tree t = base;
       if (auto e = detail::apply(t, ax.path, 0, v.tree, ""); !e.empty()) {

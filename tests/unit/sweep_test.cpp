@@ -256,6 +256,31 @@ TEST_CASE("a wrong sweep file names its line, column and key") {
   CHECK(error_of("").find("axes: is required") != std::string::npos);
 }
 
+TEST_CASE("ranges are counted, not expanded: a million-value axis costs nothing until a point asks for it") {
+  /* Each value of a range was made when the file was read (about 400 bytes each): two axes of a
+   * million took 400 MB and 2 s before the grid's size was even checked; 24 of them died of
+   * bad_alloc. Now a range holds from, step and its count, and the grid is refused at once. */
+  CHECK(error_of("axes:\n  - {key: job.steps, range: {from: 1, to: 1000000, step: 1}}\n"
+                 "  - {key: job.seq_len, range: {from: 1, to: 1000000, step: 1}}\n")
+            .find("the grid has 1000000000000 points; a sweep holds at most 10000000") != std::string::npos);
+  const sweep::Sweep one = make("axes:\n  - {key: job.steps, range: {from: 10, to: 1000009, step: 1}}\n");
+  REQUIRE(one.size() == 1'000'000);
+  CHECK(as_int(one.values(999'999).at(0)) == 1'000'009);
+  const sweep::Sweep geo = make("axes:\n  - {key: job.steps, geometric: {from: 3, to: 100, factor: 2}}\n");
+  REQUIRE(geo.size() == 6);  // 3 6 12 24 48 96
+  CHECK(as_int(geo.values(5).at(0)) == 96);
+}
+
+TEST_CASE("axes that repeat a key are reported once each, not once per pair") {
+  /* 2,000 axes on one key printed every pair (two million lines, quadratic time); now each
+   * repeating axis says which one came first. */
+  std::string axes = "axes:\n";
+  for (int i = 0; i < 2000; ++i) axes += "  - {key: job.steps, values: [1, 2]}\n";
+  const std::string e = error_of(axes);
+  CHECK(std::count(e.begin(), e.end(), '\n') == 1998);  // 1,999 lines
+  CHECK(e.find("sweep.yaml:13:11: job.steps: another axis (12:11) already sets this key or column\n") == 0);
+}
+
 TEST_CASE("a sweep file whose aliases expand past the readers' limit is refused at once, like a scenario") {
   /* Seven levels of ten aliases: 10^7 values once expanded, past the limit of 10^6 that every
    * reader applies (a scenario gets the same message). Written out, the file is 600 bytes. */
