@@ -109,8 +109,10 @@ void read_input(std::string_view text) {
     // the extension detection looks at), translated and read back as a scenario.
     const fs::path p =
         g_scratch->dir / (FTPLAN_FUZZ_IS("import_torchtitan")                                         ? "train.toml"
-                          : FTPLAN_FUZZ_IS("import_accelerate") || FTPLAN_FUZZ_IS("import_torchtune") ? "config.yaml"
-                                                                                                      : "config.json");
+                          : FTPLAN_FUZZ_IS("import_accelerate") || FTPLAN_FUZZ_IS("import_torchtune") ||
+                                  FTPLAN_FUZZ_IS("import_axolotl") || FTPLAN_FUZZ_IS("import_llama_factory")
+                              ? "config.yaml"
+                              : "config.json");
     write(p, text);
     const std::vector<ftplan::io::ImportOverride> overrides = {{"model", "llama-3.2-1b", "fuzz"},
                                                                {"plan.cluster.gpu", "h100-sxm-80gb", "fuzz"},

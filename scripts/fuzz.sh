@@ -24,7 +24,7 @@ seconds=${1:-20}
 shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config import_deepspeed import_accelerate import_torchtune
-  import_torchtitan import_training_args import_peft)
+  import_torchtitan import_training_args import_peft import_axolotl import_llama_factory)
 
 build=build-asan other=build-fuzz
 if [[ ${FTPLAN_FUZZ_BUILD:-asan} == long ]]; then
@@ -42,12 +42,16 @@ seeds_of() {
     catalog) ls model_zoo/hardware/*.yaml ;;
     profile) ls model_zoo/hardware/profiles/*.yaml ;;
     hf_config) ls tests/data/hf/*/config.json ;;
-    import_deepspeed) ls tests/data/import/deepspeed/*.json tests/data/import/accelerate/deepspeed_config_templates/*.json ;;
-    import_accelerate) ls tests/data/import/accelerate/*.yaml tests/data/import/accelerate/config_yaml_templates/*.yaml ;;
-    import_torchtune) ls tests/data/import/torchtune/*.yaml ;;
-    import_torchtitan) ls tests/data/import/torchtitan/*.toml ;;
-    import_training_args) ls tests/data/import/hf_trainer/*.json ;;
+    import_deepspeed) ls tests/data/import/deepspeed/*.json tests/data/import/accelerate/deepspeed_config_templates/*.json
+      find tests/data/import/corpus -name '*.json' ;;
+    import_accelerate) ls tests/data/import/accelerate/*.yaml tests/data/import/accelerate/config_yaml_templates/*.yaml
+      grep -rl '^distributed_type' tests/data/import/corpus ;;
+    import_torchtune) ls tests/data/import/torchtune/*.yaml; find tests/data/import/corpus/torchtune -name '*.yaml' ;;
+    import_torchtitan) ls tests/data/import/torchtitan/*.toml; find tests/data/import/corpus -name '*.toml' ;;
+    import_training_args) ls tests/data/import/hf_trainer/*.json tests/data/import/corpus/alignment-handbook/recipes/*/sft/*.yaml ;;
     import_peft) ls tests/data/import/peft/*.json ;;
+    import_axolotl) find tests/data/import/corpus/axolotl -name '*.y*ml' ;;
+    import_llama_factory) find tests/data/import/corpus/llama-factory/examples -name '*.yaml' -not -path '*/accelerate/*' ;;
   esac
 }
 
