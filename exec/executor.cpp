@@ -614,9 +614,12 @@ void Runner::load_state() {
         fmt::format("{}: {} bytes where the header says {}", path, text.size(), sizeof h + (3 * params_ + kept) * 4));
   if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
     throw std::runtime_error(fmt::format("{}: checksum mismatch (the file is corrupt)", path));
-  if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps)))
-    throw std::runtime_error(
-        fmt::format("{}: all {} steps are done already ({} in the file); nothing to resume", path, opt_.steps, h[2]));
+  // A finished run (every step done): the same command again runs the steps again from the start
+  // (it once stopped with "nothing to resume" and printed no result), and its state replaces this.
+  if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps))) {
+    notes_.push_back(fmt::format("{} holds a finished run ({} steps): started over", path, h[2]));
+    return;
+  }
   first_step_ = static_cast<int>(h[2]);
   resume_.resize(3 * params_);
   std::memcpy(resume_.data(), text.data() + sizeof h, 3 * params_ * 4);

@@ -58,7 +58,8 @@ struct Options {
   // step applies: what a training job checkpoints (DeepSpeed's save_checkpoint keeps the fp32
   // master weights, the optimizer state and the global step). A run given a file that holds the
   // state of the same step IR continues after the file's last step, so a run killed with SIGKILL
-  // and restarted ends with the uninterrupted run's parameters bit for bit.
+  // and restarted ends with the uninterrupted run's parameters bit for bit. A file of a finished run
+  // (every step done) is started over.
   std::filesystem::path state_file;
   // Called after each step's state is on flash, with the number of steps done.
   std::function<void(int steps_done)> on_state_written;
