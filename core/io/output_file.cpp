@@ -307,4 +307,19 @@ OutputLock::~OutputLock() {
   ::close(fd_);
 }
 
+std::unique_ptr<OutputLock> lock_directory(const fs::path& dir, std::string_view holder) {
+  try {
+    return std::make_unique<OutputLock>(dir / "ftplan-directory", holder);
+  } catch (const OutputLocked& e) {
+    throw OutputLocked(fmt::format("{}: another {} uses this directory, pid {}", dir.string(),
+                                   e.holder().empty() ? "process" : "ftplan " + e.holder(),
+                                   e.pid() > 0 ? std::to_string(e.pid()) : "unknown"),
+                       e.pid(), e.holder());
+  } catch (const std::runtime_error&) {
+    // No lock file can be made there (read-only, full): nothing else can write scratch files
+    // there either, and the writer's own error says so.
+    return nullptr;
+  }
+}
+
 }  // namespace ftplan::io

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -81,6 +82,13 @@ class OutputLocked : public std::runtime_error {
 // dies, however it dies: a stale lock file is harmless and simply taken over. The destructor
 // removes the lock file. Throws OutputLocked, whose message names the holder and its pid, when
 // another process holds it; std::runtime_error when the lock file cannot be created.
+// The lock every ftplan process that writes scratch or state files into `dir` takes (calibrate's
+// and validate's storage directories, validate's --state-dir): two of them at once would time
+// each other's I/O or share one state file. `holder` names the process in the refusal (OutputLocked);
+// null where no lock file can be created (a read-only or full directory, which its writer reports).
+class OutputLock;
+std::unique_ptr<OutputLock> lock_directory(const std::filesystem::path& dir, std::string_view holder);
+
 class OutputLock {
  public:
   OutputLock(const std::filesystem::path& path, std::string_view holder);

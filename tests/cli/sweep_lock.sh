@@ -56,4 +56,28 @@ grep -q "^error: $dir/merged.csv: another process writes this file, pid $holder 
 "$ftplan" sweep-merge --out "$dir/merged.csv" "$dir/out.csv" >"$dir/out.txt" 2>&1 || fail "sweep-merge after the holder: exit status $?"
 cmp -s "$dir/merged.csv" "$dir/out.csv" || fail "merging one complete shard changed it"
 [[ ! -e "$dir/merged.csv.lock" ]] || fail "sweep-merge left its lock file"
+
+# A shard a sweep still writes (its lock held) is not merged: refused naming the sweep's pid.
+# shellcheck disable=SC2016
+flock -n "$dir/out.csv.lock" sh -c 'echo $$ sweep >"$1"; echo $$ >"$2"; "$3" sweep-merge --out "$4" "$5" >"$6" 2>&1; echo $? >"$7"' \
+  sh "$dir/out.csv.lock" "$dir/holder.pid" "$ftplan" "$dir/merged2.csv" "$dir/out.csv" "$dir/out.txt" "$dir/status" ||
+  fail "flock could not take the shard's lock"
+holder=$(cat "$dir/holder.pid")
+[[ $(cat "$dir/status") == 2 ]] || fail "sweep-merge of a shard being written: exit status $(cat "$dir/status"), expected 2"
+grep -q "^error: $dir/out.csv: ftplan sweep (pid $holder) is still writing it: merge when it has finished$" "$dir/out.txt" ||
+  fail "sweep-merge: no error naming the running sweep's pid $holder"
+[[ ! -e "$dir/merged2.csv" ]] || fail "the refused sweep-merge wrote its output"
+rm -f "$dir/out.csv.lock"
+
+# Storage and state directories: one calibrate or validate at a time, the holder named.
+mkdir "$dir/storage"
+# shellcheck disable=SC2016
+flock -n "$dir/storage/ftplan-directory.lock" sh -c 'echo $$ calibrate >"$1"; echo $$ >"$2"; "$3" calibrate --quick --no-cpu --no-gpu --storage-dir "$4" --out "$5" >"$6" 2>&1; echo $? >"$7"' \
+  sh "$dir/storage/ftplan-directory.lock" "$dir/holder.pid" "$ftplan" "$dir/storage" "$dir/profile.yaml" "$dir/out.txt" "$dir/status" ||
+  fail "flock could not take the directory lock"
+holder=$(cat "$dir/holder.pid")
+[[ $(cat "$dir/status") == 1 ]] || fail "calibrate on a directory in use: exit status $(cat "$dir/status"), expected 1"
+grep -q "^error: $dir/storage: another ftplan calibrate uses this directory, pid $holder$" "$dir/out.txt" ||
+  fail "calibrate: no error naming the other calibrate's pid $holder"
+[[ ! -e "$dir/profile.yaml" ]] || fail "the refused calibrate wrote a profile"
 echo "ok"
