@@ -37,6 +37,15 @@ Args::Args(const std::vector<std::string>& argv, std::size_t first, const std::v
     } else if (!it->takes_value && has_value) {
       throw UsageError(fmt::format("option '--{}' takes no value", name));
     }
+    // Given twice, one value would be dropped unseen: --set's items add up (as KEY=V,KEY2=V2 does),
+    // any other option is refused.
+    if (const auto have = values_.find(name); have != values_.end()) {
+      if (name != "set")
+        throw UsageError(fmt::format("option '--{}' is given twice ('{}', then '{}'): give it once", name,
+                                     have->second, value));
+      have->second += "," + value;
+      continue;
+    }
     values_[name] = value;
   }
 }

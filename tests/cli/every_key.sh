@@ -134,4 +134,121 @@ while IFS='|' read -r kv ctx expect; do
   [[ $status == 0 ]] || fail "$kv: exit status $status: $(head -2 "$dir/after.json")"
   cmp -s "$dir/before.json" "$dir/after.json" && fail "$kv is accepted and changes nothing"
 done <<<"$cases"
-echo "ok: $n keys"
+# The flags: each flag of `compare --help` is given, with the others of a quick-form base (or a
+# scenario file where the flag needs one), a value other than the base's; the JSON must change or
+# the command refuse it (exit 2). A flag with no case here fails the test.
+base_flags=(--model llama-3.1-8b --gpu h100-sxm-80gb --gpus 8 --method lora --seq 2048 --micro-batch 2
+  --global-batch 32 --tokens 50M)
+cp -r model_zoo "$dir/zoo" && sed -i 's/^layers: 32$/layers: 16/' "$dir/zoo/models/llama-3.1-8b.yaml"
+cat >"$dir/two.yaml" <<'YAML'
+schema_version: 1
+name: two
+model: llama-3.1-8b
+job: {method: lora, seq_len: 2048, micro_batch: 2, global_batch: 32, tokens: 50M}
+plans:
+  - name: a
+    cluster: {gpu: h100-sxm-80gb, gpus: 8}
+  - name: b
+    cluster: {gpu: a100-sxm4-80gb, gpus: 8}
+YAML
+# FLAG VALUE | context: changes to the base (FLAG VALUE ...; "drop FLAG ..."), or "scenario ARGS"
+# for a base of its own | change, "inert: why" (accepted, moves nothing by design) or "refused: why"
+flag_cases=$(cat <<FLAGS
+--model llama-3.2-1b | | change
+--gpu a100-sxm4-80gb | | change
+--gpus 16 | | change
+--gpus-per-node 4 | | change
+--node dgx-a100-80gb | drop --gpu --gpus; --node dgx-h100 | change
+--nodes 2 | drop --gpu --gpus; --node dgx-h100 | change
+--dram 512GiB | | change
+--dp 4 | --tp 2 | inert: dp is derived from the GPUs and tp, pp, cp; given, it is checked (a wrong one is refused)
+--tp 2 | | change
+--pp 2 | | change
+--cp 2 | | change
+--ep 2 | --model mixtral-8x7b | change
+--zero 2 | --framework deepspeed | change
+--fsdp shard_grad_op | | change
+--offload zero-offload | --framework deepspeed --zero 2 | change
+--method full | | change
+--lora-rank 64 | | change
+--lora-targets all-linear | | change
+--seq 4096 | | change
+--micro-batch 4 | | change
+--global-batch 64 | | change
+--tokens 100M | | change
+--steps 100 | drop --tokens; --steps 50 | change
+--precision fp32 | | change
+--optimizer adamw-8bit | | change
+--ckpt full | | change
+--attention eager | | change
+--framework pytorch-fsdp2 | | change
+--zoo $dir/zoo | | change
+--format csv | | change
+--set job.loss.chunks=8 | | change
+--fidelity full | --pp 2 | change
+--profile model_zoo/hardware/profiles/dev-vm-cpu-storage.yaml | --framework deepspeed --zero 3 --set offload.params=nvme | change
+--model-config tests/data/hf/llama-3.1-8b/config.json | | refused: it belongs to --from
+--plan b | scenario $dir/two.yaml | change
+--from tests/data/import/torchtune/8B_full.yaml | scenario --from tests/data/import/torchtune/8B_lora.yaml --gpu h100-sxm-80gb --gpus 8 | change
+FLAGS
+)
+covered=$(cut -d'|' -f1 <<<"$flag_cases" | awk '{print $1}')
+for flag in $("$ftplan" compare --help | grep -o '^  --[a-z-]*' | tr -d ' '); do
+  grep -qx -- "$flag" <<<"$covered" || fail "compare --help lists $flag; give it a case here"
+done
+while IFS='|' read -r flag ctx expect; do
+  read -r -a given <<<"$flag"
+  ctx=$(sed 's/^ *//; s/ *$//' <<<"$ctx"); expect=$(sed 's/^ *//; s/ *$//' <<<"$expect")
+  n=$((n + 1))
+  if [[ "$ctx" == scenario* ]]; then
+    read -r -a before <<<"${ctx#scenario }"
+  else
+    before=("${base_flags[@]}")
+    IFS=';' read -r -a parts <<<"$ctx"
+    for part in "${parts[@]}"; do
+      read -r -a words <<<"$part"
+      ((${#words[@]})) || continue
+      if [[ ${words[0]} == drop ]]; then
+        for d in "${words[@]:1}"; do
+          kept=()
+          for ((i = 0; i < ${#before[@]}; i += 2)); do
+            [[ ${before[$i]} == "$d" ]] || kept+=("${before[$i]}" "${before[i + 1]}")
+          done
+          before=("${kept[@]}")
+        done
+      else
+        for ((w = 0; w < ${#words[@]}; w += 2)); do
+          found=0
+          for ((i = 0; i < ${#before[@]}; i += 2)); do
+            [[ ${before[$i]} == "${words[$w]}" ]] && before[i + 1]=${words[w + 1]} && found=1
+          done
+          ((found)) || before+=("${words[$w]}" "${words[w + 1]}")
+        done
+      fi
+    done
+  fi
+  # The flag's own value replaces the base's (a flag given twice is refused).
+  after=("${before[@]}")
+  found=0
+  for ((i = 0; i < ${#after[@]}; i += 2)); do
+    [[ ${after[$i]} == "${given[0]}" ]] && after[i + 1]=${given[1]} && found=1
+  done
+  ((found)) || after+=("${given[@]}")
+  "$ftplan" compare "${before[@]}" --format json >"$dir/before.json" 2>&1 || fail "$flag: the base: $(head -2 "$dir/before.json")"
+  fmt=(--format json)
+  [[ ${given[0]} == --format ]] && fmt=()
+  "$ftplan" compare "${after[@]}" "${fmt[@]}" >"$dir/after.json" 2>&1
+  status=$?
+  if [[ "$expect" == refused:* ]]; then
+    [[ $status == 2 ]] || fail "$flag is accepted where it does nothing: exit status $status"
+    continue
+  fi
+  if [[ "$expect" == inert:* ]]; then
+    [[ $status == 0 ]] || fail "$flag (inert) is refused: $(head -2 "$dir/after.json")"
+    continue
+  fi
+  [[ $status == 2 ]] && fail "$flag is refused in a context where it applies: $(head -2 "$dir/after.json")"
+  [[ $status == 0 ]] || fail "$flag: exit status $status: $(head -2 "$dir/after.json")"
+  cmp -s "$dir/before.json" "$dir/after.json" && fail "$flag is accepted and changes nothing"
+done <<<"$flag_cases"
+echo "ok: $n keys and flags"
