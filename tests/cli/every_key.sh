@@ -251,4 +251,66 @@ while IFS='|' read -r flag ctx expect; do
   [[ $status == 0 ]] || fail "$flag: exit status $status: $(head -2 "$dir/after.json")"
   cmp -s "$dir/before.json" "$dir/after.json" && fail "$flag is accepted and changes nothing"
 done <<<"$flag_cases"
+# `plan`'s `search` and `constraints` keys: each changed on one small search must change the JSON
+# or be refused; a key the reference documents without a case here fails the test.
+write_search() {  # FILE, then KEY=VALUE items over the base search
+  local file=$1
+  shift
+  declare -A search=([gpus]="[h100-sxm-80gb]" [gpu_counts]="[8]" [tp]="[1]" [pp]="[1]")
+  declare -A constraints=()
+  for kv in "$@"; do
+    local key=${kv%%=*} value=${kv#*=}
+    case $key in search.*) search[${key#search.}]=$value ;; constraints.*) constraints[${key#constraints.}]=$value ;; esac
+  done
+  {
+    printf 'schema_version: 1\nname: search\nmodel: llama-3.2-1b\n'
+    printf 'job: {method: lora, seq_len: 2048, micro_batch: 2, global_batch: 32, tokens: 50M}\nsearch:\n'
+    for k in "${!search[@]}"; do printf '  %s: %s\n' "$k" "${search[$k]}"; done
+    if ((${#constraints[@]})); then
+      printf 'constraints:\n'
+      for k in "${!constraints[@]}"; do printf '  %s: %s\n' "$k" "${constraints[$k]}"; done
+    fi
+  } >"$file"
+}
+search_cases=$(cat <<'SEARCH'
+search.gpus=[a100-sxm4-80gb] | | change
+search.gpu_counts=[8, 16] | | change
+search.tp=[1, 2] | | change
+search.pp=[1, 2] | | change
+search.virtual_stages=[1, 2] | search.pp=[2] | change
+search.sequence_parallel=[false, true] | search.tp=[2] | change
+search.zero=[3] | | change
+search.micro_batch=[1] | | change
+search.activation_checkpointing=[full] | | change
+search.offload=[none, activation-cpu] | | change
+search.dram=[2 TiB] | | change
+search.drives=[4] | | change
+constraints.deadline=1 min | | change
+constraints.budget=$0.01 | | change
+constraints.peak_power=1 kW | | change
+constraints.max_gpus=4 | search.gpu_counts=[4, 8] | change
+SEARCH
+)
+documented=$(sed -n '/^## `search` and `constraints`/,/^## The quick form/p' docs/scenario-format.md | tr '\n' ' ' |
+  sed 's/`search`: /\nSEARCH /; s/`constraints`: /\nCONSTRAINTS /; s/ See scenarios/\nEND/')
+for section in search constraints; do
+  tag=${section^^}
+  for key in $(grep "^$tag " <<<"$documented" | sed 's/ Layouts that repeat.*//' | grep -o '`[a-z_]*`' | tr -d '`'); do
+    grep -q "^$section\.$key=" <<<"$search_cases" || fail "docs/scenario-format.md documents $section.$key; give it a case here"
+  done
+done
+while IFS='|' read -r kv ctx expect; do
+  kv=$(sed 's/^ *//; s/ *$//' <<<"$kv"); ctx=$(sed 's/^ *//; s/ *$//' <<<"$ctx")
+  n=$((n + 1))
+  context=()
+  [[ -n "$ctx" ]] && IFS=';' read -r -a context <<<"$ctx"
+  write_search "$dir/before.yaml" "${context[@]}"
+  write_search "$dir/after.yaml" "${context[@]}" "$kv"
+  "$ftplan" plan "$dir/before.yaml" --format json >"$dir/before.json" 2>/dev/null || fail "$kv: the base search fails"
+  "$ftplan" plan "$dir/after.yaml" --format json >"$dir/after.json" 2>&1
+  status=$?
+  [[ $status == 2 ]] && continue
+  [[ $status == 0 ]] || fail "$kv: exit status $status: $(head -2 "$dir/after.json")"
+  cmp -s "$dir/before.json" "$dir/after.json" && fail "$kv is accepted and changes nothing"
+done <<<"$search_cases"
 echo "ok: $n keys and flags"
