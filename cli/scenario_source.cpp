@@ -141,6 +141,10 @@ std::string yaml_list(const std::string& flag, std::string_view v) {
 // parser reads it, not a list; write a list of numbers in brackets: [1,2].
 std::string yaml_value(const std::string& key, const std::string& v) {
   const std::string_view t = trim(v);
+  // A list of mappings or lists ([{drive: X, count: 4}]) is YAML as written; a list of scalars is
+  // split on its commas, each item quoted.
+  if (!t.empty() && t.front() == '[' && t.back() == ']' && t.find_first_of("{[", 1) != std::string_view::npos)
+    return std::string(t);
   if (!t.empty() && t.front() == '[' && t.back() == ']') return yaml_list("--set " + key, t);
   // A flow mapping ({param_dtype: fp32, reduce_dtype: bf16}) is YAML as written: its commas
   // separate its entries, not list items.
