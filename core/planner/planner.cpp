@@ -12,7 +12,6 @@
 
 #include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
-#include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 #include "plan/cluster.hpp"
