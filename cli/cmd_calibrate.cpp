@@ -231,8 +231,7 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   calibrate::storage::remove_scratch_files_on_signal();
   // One process at a time in a storage directory (validate takes the same lock): two would time
   // each other's I/O.
-  std::vector<std::unique_ptr<io::OutputLock>> locks;
-  for (const auto& d : o.storage_dirs) locks.push_back(io::lock_directory(d, "calibrate"));
+  const auto locks = io::lock_directories({o.storage_dirs.begin(), o.storage_dirs.end()}, "calibrate");
   StderrProgress progress;
   const calibrate::Calibration cal = calibrate::run_calibration(o, progress);
   progress.done();

@@ -1,4 +1,5 @@
 // `ftplan simulate`: one optimizer step simulated per plan; time, throughput, utilization.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <vector>
@@ -131,6 +132,12 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   print_headline(app, s);
   const auto trace = args.value("trace");
   const auto ir_path = args.value("ir");
+  // "-" is standard output: one file's worth (a name per plan or stage would be "-.PLAN").
+  if (trace == "-" && s.plans.size() > 1)
+    throw UsageError("--trace -: several plans write several traces; give a file name (or --plan NAME)");
+  if (ir_path == "-" && (s.plans.size() > 1 || std::any_of(s.plans.begin(), s.plans.end(),
+                                                            [](const plan::Plan& p) { return p.parallel.pp > 1; })))
+    throw UsageError("--ir -: several plans or pipeline stages write several files; give a file name");
   int status = 0;
   for (const auto& p : s.plans) {
     const footprint::Footprint f = footprint::footprint(s.model, p);
@@ -148,6 +155,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
         fmt::print(stderr, "error: no trace of '{}' written to {}: {}\n", p.name, path, r.problem);
         status = 1;
       } else {
+        std::fflush(stdout);  // what was printed comes before a trace written to standard output
         io::write_file_atomically(path, r.trace_json);
         if (app.format() == Format::table)
           fmt::print("trace of '{}' written to {} (every micro-batch simulated for it)\n", p.name, path);
@@ -159,6 +167,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       for (int stage = 0; stage < stages; ++stage) {
         const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, stage));
         const std::string path = stages > 1 ? tagged_path(base, fmt::format("stage{}", stage)) : base;
+        std::fflush(stdout);
         io::write_file_atomically(path, schedule::to_json(ir, p.name));
         if (app.format() == Format::table)
           fmt::print("step IR of '{}'{} written to {} ({} ops, {} tensors)\n", p.name,

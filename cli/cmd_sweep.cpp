@@ -388,14 +388,11 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
       throw InputError({in, 0, 0}, "",
                        fmt::format("{}.part is beside it: that shard has not finished (rerun it to complete it)", in));
     if (!fs::is_regular_file(in, ec)) throw InputError({in, 0, 0}, "", "no such file");
-    // A sweep still writing it holds its lock.
-    try {
-      const io::OutputLock probe(in, "sweep-merge");
-    } catch (const io::OutputLocked& e) {
+    // A sweep still writing it holds its lock (looked at, not taken: nothing is created beside it).
+    if (const auto held = io::output_lock_holder(in))
       throw InputError({in, 0, 0}, "",
-                       fmt::format("ftplan {} (pid {}) is still writing it: merge when it has finished",
-                                   e.holder().empty() ? "process" : e.holder(), e.pid()));
-    }
+                       fmt::format("{} (pid {}) is still writing it: merge when it has finished",
+                                   held->second.empty() ? "a process" : "ftplan " + held->second, held->first));
     inputs.push_back({in, read_file(in)});
   }
   const sweep::Merged m = sweep::merge(format, inputs);

@@ -254,9 +254,9 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   calibrate::storage::remove_scratch_files_on_signal();
   // One process at a time in a storage or state directory: two would time each other's I/O or
   // share a state file (refused with the holder's pid; calibrate takes the same lock).
-  std::vector<std::unique_ptr<io::OutputLock>> locks;
-  for (const auto& d : o.storage_dirs) locks.push_back(io::lock_directory(d, "validate"));
-  if (!o.state_dir.empty()) locks.push_back(io::lock_directory(o.state_dir, "validate"));
+  std::vector<std::filesystem::path> dirs(o.storage_dirs.begin(), o.storage_dirs.end());
+  if (!o.state_dir.empty()) dirs.push_back(o.state_dir);
+  const auto locks = io::lock_directories(dirs, "validate");
   model::ModelSpec model = s.model;
   std::string note;
   if (scale.any()) {

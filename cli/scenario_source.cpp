@@ -109,7 +109,13 @@ std::vector<std::pair<std::string, std::string>> set_items(const std::string& te
     const std::string item = text.substr(start, i - start);
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0) throw UsageError("--set takes KEY=VALUE; got '" + item + "'");
-    out.emplace_back(std::string(trim(item.substr(0, eq))), item.substr(eq + 1));
+    std::string key(trim(item.substr(0, eq)));
+    // One value per key: a second would replace the first unseen.
+    for (const auto& [k, v] : out)
+      if (k == key)
+        throw UsageError(fmt::format("--set {} is given twice ('{}', then '{}'): give it once", key, v,
+                                     item.substr(eq + 1)));
+    out.emplace_back(std::move(key), item.substr(eq + 1));
     start = i + 1;
   }
   return out;

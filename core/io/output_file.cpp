@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <tuple>
 
 #include <algorithm>
 
@@ -57,6 +58,7 @@ int open_temporary(const fs::path& path, fs::path& tmp) {
 constexpr std::size_t kMaxLive = 64, kMaxPath = 4096;
 std::array<std::array<char, kMaxPath>, kMaxLive> g_live_paths{};
 std::array<std::atomic<bool>, kMaxLive> g_live{};
+static_assert(std::atomic<bool>::is_always_lock_free);  // read by a signal handler
 std::mutex g_live_mutex;
 
 int register_live(const fs::path& tmp) {
@@ -84,12 +86,19 @@ void remove_stale_temporaries(const fs::path& path) {
   for (const auto& entry : fs::directory_iterator(directory_of(path), ec)) {
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
-    const std::size_t end = name.find('.', prefix.size());
-    if (end == std::string::npos || end == prefix.size()) continue;
-    const std::string digits = name.substr(prefix.size(), end - prefix.size());
-    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    // Exactly "PID.COUNTER.XXXXXXXX" between the prefix and ".tmp" (temporary_beside's shape): the
+    // temporaries of "NAME.123" start with this prefix too and are not NAME's.
+    const std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+    const auto digits = [](std::string_view t) {
+      return !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    const std::size_t a = rest.find('.'), b = a == std::string::npos ? a : rest.find('.', a + 1);
+    if (b == std::string::npos || !digits(rest.substr(0, a)) || !digits(rest.substr(a + 1, b - a - 1)) ||
+        rest.size() - b - 1 != 8 ||
+        !std::all_of(rest.begin() + static_cast<std::ptrdiff_t>(b + 1), rest.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
       continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    const pid_t pid = static_cast<pid_t>(std::stol(rest.substr(0, a)));
     if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) ::unlink(entry.path().c_str());
   }
 }
@@ -200,17 +209,19 @@ void AtomicFile::commit() {
     throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
   const int fd = fd_;
   fd_ = -1;
-  unregister_live(slot_);
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
+    unregister_live(slot_);
     throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(err)));
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
+    unregister_live(slot_);
     throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), errno_text(err)));
   }
+  unregister_live(slot_);  // after the rename: a signal before it still finds the temporary
   // The rename is in the directory: flush it too. A directory that cannot be opened or synced
   // (some network file systems refuse fsync on directories) leaves the file written all the same.
   const int dir = ::open(directory_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -231,16 +242,61 @@ void check_file_writable(const fs::path& path) {
   const fs::path target = follow_links(path);
   refuse_directory(path, target);
   if (written_through(target)) {
-    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0 && errno != ENXIO)  // ENXIO: a FIFO nobody reads yet; the writer will wait for one
+    // Not opened: opening and closing a FIFO would end its reader's input (EOF) before the write.
+    struct stat st {};
+    if (::stat(target.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+      throw std::runtime_error(fmt::format("cannot write {}: it is a socket", path.string()));
+    if (::access(target.c_str(), W_OK) != 0)
       throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), errno_text(errno)));
-    if (fd >= 0) ::close(fd);
     return;
   }
   fs::path tmp;
   const int fd = open_temporary(target, tmp);
   ::close(fd);
   ::unlink(tmp.c_str());
+}
+
+namespace {
+// What a lock file holds: "PID HOLDER\n" (an older ftplan wrote "PID\n").
+std::pair<long, std::string> read_holder(int fd) {
+  long pid = 0;
+  std::string holder;
+  char buf[128] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n > 0) {
+    char* end = buf;
+    pid = std::strtol(buf, &end, 10);
+    if (*end == ' ')
+      for (++end; *end != 0 && *end != '\n' && holder.size() < 32; ++end)
+        if (std::isalnum(static_cast<unsigned char>(*end)) || *end == '-') holder += *end;
+  }
+  return {pid, holder};
+}
+}  // namespace
+
+std::optional<std::pair<long, std::string>> output_lock_holder(const fs::path& path) {
+  const fs::path lock = path.string() + ".lock";
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // no lock file: nobody holds it
+  std::optional<std::pair<long, std::string>> held;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = read_holder(fd);
+  ::close(fd);
+  return held;
+}
+
+std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<fs::path>& dirs, std::string_view holder) {
+  std::vector<std::unique_ptr<OutputLock>> locks;
+  std::vector<std::pair<dev_t, ino_t>> seen;
+  for (const auto& d : dirs) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) == 0) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+    }
+    if (auto l = lock_directory(d, holder)) locks.push_back(std::move(l));
+  }
+  return locks;
 }
 
 void unlink_live_temporaries() noexcept {
@@ -259,17 +315,7 @@ OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_pat
       // The holder wrote "PID HOLDER\n" (an older ftplan wrote "PID\n").
       long pid = 0;
       std::string holder_of_lock;
-      char buf[128] = {};
-      if (err == EWOULDBLOCK) {
-        const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-        if (n > 0) {
-          char* end = buf;
-          pid = std::strtol(buf, &end, 10);
-          if (*end == ' ')
-            for (++end; *end != 0 && *end != '\n' && holder_of_lock.size() < 32; ++end)
-              if (std::isalnum(static_cast<unsigned char>(*end)) || *end == '-') holder_of_lock += *end;
-        }
-      }
+      if (err == EWOULDBLOCK) std::tie(pid, holder_of_lock) = read_holder(fd_);
       ::close(fd_);
       fd_ = -1;
       if (err != EWOULDBLOCK)

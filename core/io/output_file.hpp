@@ -5,6 +5,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <utility>
+#include <vector>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -88,6 +91,13 @@ class OutputLocked : public std::runtime_error {
 // null where no lock file can be created (a read-only or full directory, which its writer reports).
 class OutputLock;
 std::unique_ptr<OutputLock> lock_directory(const std::filesystem::path& dir, std::string_view holder);
+// Takes lock_directory on each of `dirs`, each directory once however it is named (a storage
+// directory given twice, or also as the state directory, would otherwise lock out its own process).
+std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<std::filesystem::path>& dirs,
+                                                          std::string_view holder);
+// Whether a process holds the output lock of `path` now (OutputLock's), without taking or creating
+// it: its pid and what it is, as OutputLocked reports them; nullopt when nobody holds it.
+std::optional<std::pair<long, std::string>> output_lock_holder(const std::filesystem::path& path);
 
 class OutputLock {
  public:

@@ -322,55 +322,20 @@ YAML::Node TreeBuilder::document() const {
 
 }  // namespace
 
-// Where flow collections ('[', '{') first nest deeper than `limit`, or npos. A pre-scan in one pass,
-// before yaml-cpp's scanner, which tokenizes a whole run of '[' before any depth guard sees it
-// (8 MB of '[' took 50 s and 1.9 GB before its syntax error). Quoted scalars and comments are
-// skipped; an indicator counts where a flow collection can start (after indentation, '-', '?',
-// ':', ',', '[' or '{'), not inside a plain scalar such as `x[0]`.
+// Where '[' and '{' first stand more than `limit` deeper than the ']' and '}' before them, or npos:
+// a pre-scan in one pass, before yaml-cpp's scanner, which tokenizes a whole run of '[' before any
+// depth guard sees it (8 MB of '[' took 50 s and 1.9 GB before its syntax error). Every bracket
+// counts, in strings and comments too: any YAML-aware shortcut (quotes, comments, plain scalars)
+// can be fooled into skipping real nesting, and no real input holds 256 unbalanced brackets.
 std::size_t flow_too_deep_at(std::string_view text, int limit) {
   int depth = 0;
-  char before = '\n';     // the last character other than a space or tab
-  bool plain = false;     // inside a plain scalar, where '[' and '{' are text
-  const auto starts = [&] { return std::string_view("\n-?:,[{").find(before) != std::string_view::npos; };
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (c == '\n') {
-      plain = false;
-      before = '\n';
-      continue;
-    }
-    if (c == ' ' || c == '\t') continue;
-    if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
-      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
-      plain = false;
-      continue;
-    }
-    if (plain) {
-      const bool ends_key = c == ':' && (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n');
-      const bool ends_flow = depth > 0 && (c == ',' || c == ']' || c == '}');
-      if (!ends_key && !ends_flow) continue;
-      plain = false;
-    }
-    if ((c == '"' || c == '\'') && starts()) {
-      for (++i; i < text.size(); ++i) {
-        if (c == '"' && text[i] == '\\') {
-          ++i;
-        } else if (text[i] == c) {
-          if (c == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {  // '' inside single quotes
-            ++i;
-            continue;
-          }
-          break;
-        }
-      }
-    } else if ((c == '[' || c == '{') && starts()) {
+    if (c == '[' || c == '{') {
       if (++depth > limit) return i;
-    } else if (c == ']' || c == '}') {
-      if (depth > 0) --depth;
-    } else if (c != ',' && c != ':' && c != '-' && c != '?') {
-      plain = true;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
     }
-    before = c;
   }
   return std::string_view::npos;
 }

@@ -28,7 +28,8 @@ inline constexpr std::uintmax_t kMaxInputBytes = 16u << 20;
 // refused before any reader walks it.
 inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
 // Deepest nesting of flow collections ('[', '{') read: shipped inputs nest 3 deep, JSON configs
-// about 6; deeper is refused by a pre-scan before yaml-cpp tokenizes it (load_yaml_text).
+// about 6; deeper (counting every bracket, in strings too) is refused by a pre-scan before
+// yaml-cpp tokenizes it (load_yaml_text).
 inline constexpr int kMaxFlowDepth = 256;
 
 // Reads a whole input file; missing, unreadable, directory or oversized files throw InputError.

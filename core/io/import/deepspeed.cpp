@@ -158,6 +158,9 @@ void read_precision_block(Fields& top, const char* key, const char* precision) {
                        "bf16 master weights and gradients over fp32 optimizer state");
       else
         f.set("job.precision", precision, "enabled", *e);
+      if (states && !master)
+        f.ctx().ignored.push_back({os->where, f.key_path("bf16_optimizer_states"),
+                                   "valid only with bf16_master_weights_and_grads (DeepSpeed refuses it alone)"});
     }
   }
   if (!on)

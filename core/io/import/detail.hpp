@@ -172,6 +172,9 @@ void read_peft_adapter(Context& ctx, const Node& root, const std::string& file);
 // Shared by the TrainingArguments reader and the launchers whose files carry TrainingArguments or
 // its fields (LLaMA-Factory, Axolotl).
 void read_fsdp_options(Fields& top, const Node& block, const char* block_key);
+// TrainingArguments.fsdp (and Axolotl's): "full_shard auto_wrap offload" or a list of the same words;
+// sets the framework (FSDP2 with `fsdp2`), the sharding and CPU offload.
+void read_fsdp_words(Fields& f, const Node& n, bool fsdp2);
 // TrainingArguments' own keys, read into `f` (everything but the framework default and finish()).
 void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::string& file,
                        const std::filesystem::path& path);

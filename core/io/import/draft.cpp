@@ -265,6 +265,10 @@ void set_model(Fields& f, std::string_view key, const Node& n, const std::string
 void set_model_from_hf_id(Fields& f, std::string_view key, const Node& n) {
   const auto id = as_string(f, key, n);
   if (!id || id->empty()) return;
+  if (f.ctx().overridden.count("model")) {  // --model names another model: nothing of this id applies
+    f.replaced(key, n, "model");
+    return;
+  }
   set_model(f, key, n, *id, zoo_name_for_hf_id(*id, f.ctx().zoo));
   // A GPTQ or AWQ checkpoint (its config.json has quantization_config): 4-bit weights in groups,
   // which the model id says by convention (TheBloke/..-GPTQ, Qwen/..-Int4, ..-AWQ).

@@ -24,6 +24,45 @@ void read_lora_scalars(Fields& f, const char* rank_key) {
 
 }  // namespace
 
+// TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
+void read_fsdp_words(Fields& f, const Node& n, bool fsdp2) {
+  std::vector<const Node*> words;
+  std::vector<Node> split;
+  if (n.is_seq()) {
+    for (const auto& e : n.elems) words.push_back(&e);
+  } else if (n.is_scalar()) {
+    std::string w;
+    for (std::size_t i = 0; i <= n.text.size(); ++i) {
+      if (i == n.text.size() || n.text[i] == ' ') {
+        if (!w.empty()) {
+          Node e = n;
+          e.text = w;
+          split.push_back(e);
+        }
+        w.clear();
+      } else {
+        w += n.text[i];
+      }
+    }
+    for (const auto& e : split) words.push_back(&e);
+  }
+  if (words.empty()) return;
+  f.set("job.framework", fsdp2 ? "pytorch-fsdp2" : "pytorch-fsdp", "fsdp", n, fsdp2 ? "fsdp_config version 2" : "");
+  for (const Node* w : words) {
+    const std::string t = w->is_scalar() ? w->text : "";
+    if (t == "full_shard" || t == "shard_grad_op" || t == "hybrid_shard" || t == "no_shard")
+      f.set("plan.parallel.fsdp", t, "fsdp", *w);
+    else if (t == "hybrid_shard_zero2")
+      f.not_modelled("fsdp", *w, "HYBRID_SHARD_ZERO2");
+    else if (t == "offload")
+      f.set_cpu_offload("fsdp", *w, "CPUOffload(offload_params=True)");
+    else if (t != "auto_wrap")
+      f.error(
+          *w, "fsdp",
+          fmt::format("expected full_shard, shard_grad_op, hybrid_shard, no_shard, offload or auto_wrap, got '{}'", t));
+  }
+}
+
 // fsdp_config of TrainingArguments (and Axolotl): accelerate's FullyShardedDataParallelPlugin fields,
 // each with or without the "fsdp_" prefix (transformers strips it: training_args.py, fsdp_config).
 void read_fsdp_options(Fields& top, const Node& block, const char* block_key) {
@@ -117,44 +156,6 @@ void read_hf_optim(Fields& f, std::string_view key, const Node& n) {
   if (o == "adamw_torch_4bit") f.not_modelled(key, n, "4-bit AdamW state (torchao); modelled as 8-bit");
 }
 
-// TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
-void read_fsdp(Fields& f, const Node& n, bool fsdp2) {
-  std::vector<const Node*> words;
-  std::vector<Node> split;
-  if (n.is_seq()) {
-    for (const auto& e : n.elems) words.push_back(&e);
-  } else if (n.is_scalar()) {
-    std::string w;
-    for (std::size_t i = 0; i <= n.text.size(); ++i) {
-      if (i == n.text.size() || n.text[i] == ' ') {
-        if (!w.empty()) {
-          Node e = n;
-          e.text = w;
-          split.push_back(e);
-        }
-        w.clear();
-      } else {
-        w += n.text[i];
-      }
-    }
-    for (const auto& e : split) words.push_back(&e);
-  }
-  if (words.empty()) return;
-  f.set("job.framework", fsdp2 ? "pytorch-fsdp2" : "pytorch-fsdp", "fsdp", n, fsdp2 ? "fsdp_config version 2" : "");
-  for (const Node* w : words) {
-    const std::string t = w->is_scalar() ? w->text : "";
-    if (t == "full_shard" || t == "shard_grad_op" || t == "hybrid_shard" || t == "no_shard")
-      f.set("plan.parallel.fsdp", t, "fsdp", *w);
-    else if (t == "hybrid_shard_zero2")
-      f.not_modelled("fsdp", *w, "HYBRID_SHARD_ZERO2");
-    else if (t == "offload")
-      f.set_cpu_offload("fsdp", *w, "CPUOffload(offload_params=True)");
-    else if (t != "auto_wrap")
-      f.error(
-          *w, "fsdp",
-          fmt::format("expected full_shard, shard_grad_op, hybrid_shard, no_shard, offload or auto_wrap, got '{}'", t));
-  }
-}
 
 
 // A list of module names: a YAML/JSON list, or one comma-separated string (PEFT's
@@ -221,7 +222,7 @@ void read_sharding(Context& ctx, Fields& f, const Node& root, const std::string&
   if (const Node* c = root.find("fsdp_config"); c && c->is_map())
     for (const char* k : {"fsdp_version", "version"})
       if (const Node* v = c->find(k); v && v->is_scalar() && v->text == "2") fsdp2 = true;
-  if (const Node* s = f.take("fsdp")) read_fsdp(f, *s, fsdp2);
+  if (const Node* s = f.take("fsdp")) read_fsdp_words(f, *s, fsdp2);
   if (const Node* c = f.take("fsdp_config")) {
     if (c->is_map())
       read_fsdp_options(f, *c, "fsdp_config");

@@ -339,7 +339,9 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
   long long gpus = int_of(draft.get("plan.cluster.gpus"));
   long long micro = int_of(draft.get("job.micro_batch"));
   long long gas = int_of(draft.get("_gas"));
-  const Entry* tb_entry = draft.get("_train_batch");
+  // Entries are copied out of the draft: a set() may move them (a pointer into it would dangle).
+  const Entry tb_at = draft.has("_train_batch") ? *draft.get("_train_batch") : Entry{};
+  const Entry* tb_entry = draft.has("_train_batch") ? &tb_at : nullptr;
   const long long tb = int_of(tb_entry);
   if (tb > 0 && gpus <= 0 && micro > 0 && gas > 0 && tb % (micro * gas) == 0 &&
       tb / (micro * gas) <= (1LL << 30) / (tp * pp * cp)) {
@@ -399,8 +401,11 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
     const Entry* size = draft.get("_pp_micro");
     const Entry* count = draft.get("_pp_microbatches");
     long long pp_micro = size ? int_of(size) : count ? (int_of(count) > 0 ? micro / int_of(count) : -1) : 1;
-    const Entry& at = size ? *size : count ? *count : local;
-    if (pp_micro <= 0 || micro % pp_micro != 0 || (count && pp_micro * int_of(count) != micro)) {
+    const long long n_count = count ? int_of(count) : 0;
+    const Entry at = size ? *size : count ? *count : local;  // a copy: set() below may move the entries
+    const bool by_size = size != nullptr, by_count = count != nullptr;
+    size = count = nullptr;
+    if (pp_micro <= 0 || micro % pp_micro != 0 || (by_count && pp_micro * n_count != micro)) {
       diagnostics.error(at.where, at.source_key,
                         fmt::format("local batch {} does not split into pipeline micro-batches of this size or "
                                     "count (torchtitan refuses it too)",
@@ -413,12 +418,12 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
         g.origin += fmt::format(" x gradient accumulation {} x {} data-parallel ranks", gas, dp);
         draft.set(g);
       }
-      Entry m = size || count ? at : Entry{};
-      m.is_default = !size && !count;
+      Entry m = by_size || by_count ? at : Entry{};
+      m.is_default = !by_size && !by_count;
       m.key = "job.micro_batch";
       m.value = std::to_string(pp_micro);
-      m.origin = size ? m.origin + " (samples a pipeline micro-batch)"
-                      : count ? m.origin + fmt::format(" micro-batches of local batch {}", micro)
+      m.origin = by_size    ? m.origin + " (samples a pipeline micro-batch)"
+                 : by_count ? m.origin + fmt::format(" micro-batches of local batch {}", micro)
                               : fmt::format("default of {}: parallelism.pipeline_parallel_microbatch_size 1 "
                                             "(local batch {} in micro-batches of 1)",
                                             kTorchtitan, micro);
@@ -593,10 +598,11 @@ void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std:
 // What the configs' combination decides beyond any one file.
 void apply_combinations(Draft& draft, const std::string& framework, const model::Zoo& zoo) {
   // A pre-quantized checkpoint (GPTQ, AWQ) trains only with adapters: QLoRA over 4-bit groups.
-  if (const Entry* q = draft.get("_prequantized")) {
+  if (draft.has("_prequantized")) {
+    const Entry q = *draft.get("_prequantized");  // a copy: erase() below moves the entries
     const Entry* m = draft.get("job.method");
     if (m && m->value == "lora" && m->where.file != "command line") {
-      Entry e = *q;
+      Entry e = q;
       e.key = "job.method";
       e.value = "qlora";
       e.origin += " (a pre-quantized checkpoint: LoRA over its 4-bit weights)";
@@ -604,7 +610,7 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
       draft.set(e);
     }
     if (const Entry* now = draft.get("job.method"); now && now->value == "qlora" && !draft.has("job.quant.kind")) {
-      Entry e = *q;
+      Entry e = q;
       e.key = "job.quant.kind";
       e.value = "int4";
       e.origin += " (GPTQ/AWQ: 4-bit weights with a scale and zero per group)";

@@ -85,6 +85,7 @@ void read_lf_method(Fields& f, const Node& root) {
         f.ignore("double_quantization", "4-bit option: the base is 8-bit");
       } else {
         const Node* t = f.take("quantization_type");
+        if (t && t->is_null()) t = nullptr;  // None: the default
         const auto kind = t ? as_string(f, "quantization_type", *t) : std::optional<std::string>("nf4");
         if (kind && *kind != "nf4" && *kind != "fp4")
           f.error(*t, "quantization_type", fmt::format("expected nf4 or fp4, got '{}'", *kind));
@@ -92,6 +93,7 @@ void read_lf_method(Fields& f, const Node& root) {
           f.ctx().draft.set(t ? f.entry("job.quant.kind", *kind, "quantization_type", *t)
                               : f.entry("job.quant.kind", "nf4", "quantization_bit", *q, "quantization_type default nf4"));
         const Node* d = f.take("double_quantization");
+        if (d && d->is_null()) d = nullptr;
         const auto dq = d ? as_bool(f, "double_quantization", *d) : std::optional<bool>(true);
         if (dq)
           f.ctx().draft.set(d ? f.entry("job.quant.double_quant", *dq ? "true" : "false", "double_quantization", *d)
@@ -104,6 +106,7 @@ void read_lf_method(Fields& f, const Node& root) {
       for (const char* k : {"quantization_type", "double_quantization"}) f.ignore(k, "no quantization_bit");
     }
     const Node* r = f.take("lora_rank");
+    if (r && r->is_null()) r = nullptr;  // None: the default, as every key below
     long long rank = 8;
     if (r)
       if (const auto v = as_int(f, "lora_rank", *r)) rank = *v;
@@ -115,14 +118,15 @@ void read_lf_method(Fields& f, const Node& root) {
     else
       f.ctx().draft.set(f.entry("job.lora.alpha", std::to_string(2 * rank), r ? "lora_rank" : "finetuning_type",
                                 r ? *r : at, "lora_alpha default: 2 x lora_rank"));
-    if (const Node* d = f.take("lora_dropout"))
+    if (const Node* d = f.take("lora_dropout"); d && !d->is_null())
       f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
     else
       f.ctx().draft.set(f.entry("job.lora.dropout", "0", "finetuning_type", at, "lora_dropout default 0"));
-    if (const Node* t = f.take("lora_target"); t && !(t->is_scalar() && t->text == "all"))
+    if (const Node* t = f.take("lora_target"); t && !t->is_null() && !(t->is_scalar() && t->text == "all"))
       set_lora_targets(f, "lora_target", *t);
     else
-      f.ctx().draft.set(t ? f.entry("job.lora.targets", "all-linear", "lora_target", *t, "every linear layer but lm_head")
+      f.ctx().draft.set(t && !t->is_null()
+                            ? f.entry("job.lora.targets", "all-linear", "lora_target", *t, "every linear layer but lm_head")
                           : f.entry("job.lora.targets", "all-linear", "finetuning_type", at,
                                     "lora_target default all: every linear layer but lm_head"));
     if (const Node* x = f.take("additional_target"); x && !x->is_null())
@@ -143,25 +147,28 @@ void read_lf_method(Fields& f, const Node& root) {
   if (type != "freeze") f.ignore_matching("freeze_", fmt::format("finetuning_type {}: no freeze tuning", type));
   // cutoff_len (data_args.py, 2048) truncates each sample; packing (None = stage pt) joins them
   // into rows of cutoff_len, one token shorter when packing ("avoid pad_to_multiple_of").
-  bool packed = stage == "pt";
   const Node* pk = f.take("packing");
-  if (pk && !pk->is_null())
-    if (const auto b = as_bool(f, "packing", *pk)) packed = *b;
   const Node* neat = f.take("neat_packing");
-  if (neat && as_bool(f, "neat_packing", *neat).value_or(false)) packed = true;
-  const Node* pat = neat && packed && !(pk && !pk->is_null() && pk->text != "true" && pk->text != "True") ? neat : pk;
-  f.ctx().draft.set(pat && !pat->is_null()
-                        ? f.entry("job.samples.packing", packed ? "packed" : "padded", pat == neat ? "neat_packing" : "packing", *pat)
-                        : f.entry("job.samples.packing", packed ? "packed" : "padded", "stage", root,
-                                  fmt::format("packing default: on for stage pt only (stage {})", stage)));
+  if (pk && pk->is_null()) pk = nullptr;  // None: by stage
+  int pk_on = -1;  // packing: -1 not given, else 0 / 1
+  if (pk)
+    if (const auto b = as_bool(f, "packing", *pk)) pk_on = *b ? 1 : 0;
+  const bool neat_on = neat && as_bool(f, "neat_packing", *neat).value_or(false);
+  // neat_packing forces packing (data_args.py); else packing as given, else on for stage pt only.
+  const bool packed = neat_on || (pk_on >= 0 ? pk_on == 1 : stage == "pt");
+  const Node* packing_at = neat_on ? neat : pk;
+  f.ctx().draft.set(packing_at ? f.entry("job.samples.packing", packed ? "packed" : "padded",
+                                         neat_on ? "neat_packing" : "packing", *packing_at)
+                               : f.entry("job.samples.packing", packed ? "packed" : "padded", "stage", root,
+                                         fmt::format("packing default: on for stage pt only (stage {})", stage)));
   long long cutoff = 2048;
   const Node* c = f.take("cutoff_len");
+  if (c && c->is_null()) c = nullptr;
   if (c)
     if (const auto v = as_int(f, "cutoff_len", *c)) cutoff = *v;
   // DataArguments.__post_init__ takes the token off when packing is given true (or neat_packing),
   // before the parser's stage default fills an absent packing (parser.py).
-  const bool explicit_packing = (pk && !pk->is_null() && as_bool(f, "packing", *pk).value_or(false)) ||
-                                (neat && as_bool(f, "neat_packing", *neat).value_or(false));
+  const bool explicit_packing = neat_on || pk_on == 1;
   const long long seq = explicit_packing ? cutoff - 1 : cutoff;
   f.ctx().draft.set(c ? f.entry("job.seq_len", std::to_string(seq), "cutoff_len", *c,
                                 explicit_packing ? "less the one token packing takes (data_args.py)" : "")
@@ -188,7 +195,12 @@ void read_lf_model_options(Fields& f) {
   // pure_bf16: no fp32 upcast of the trained parameters (model/adapter.py), parameters, gradients
   // and optimizer state in bf16.
   if (const Node* p = f.take("pure_bf16"))
-    if (const auto b = as_bool(f, "pure_bf16", *p); b && *b) f.set("job.precision", "bf16", "pure_bf16", *p);
+    if (const auto b = as_bool(f, "pure_bf16", *p); b && *b) {
+      f.set("job.precision", "bf16", "pure_bf16", *p);
+      // Its compute type is bf16 whatever the Trainer's bf16/fp16 say (parser.py compute_dtype).
+      f.ignore("bf16", "pure_bf16 decides the precision");
+      f.ignore("fp16", "pure_bf16 decides the precision");
+    }
   // flash_attn (model_args.py, auto): auto leaves transformers' default, SDPA.
   if (const Node* a = f.take("flash_attn")) {
     const std::string t = a->is_scalar() ? a->text : "";
@@ -406,8 +418,9 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   // sequence_len (default 512) and sample_packing (multipack: rows of micro_batch_size x
   // sequence_len tokens with a varlen attention); without packing each batch is padded to its
   // longest sample, which ftplan's padded samples bound from above.
-  f.take_int("sequence_len", "job.seq_len");
-  if (!root.find("sequence_len"))
+  if (const Node* n = f.take("sequence_len"); n && !n->is_null())
+    if (const auto v = as_int(f, "sequence_len", *n)) f.set("job.seq_len", std::to_string(*v), "sequence_len", *n);
+  if (!ctx.draft.has("job.seq_len"))
     ctx.draft.set(f.entry("job.seq_len", "512", "base_model", root, "sequence_len default 512"));
   f.take_bool("sample_packing", "job.samples.packing", "packed", "padded");
   if (!ctx.draft.has("job.samples.packing"))
@@ -487,16 +500,7 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
     const Node& at = v ? *v : fsdp ? *fsdp : *fc;
     ctx.draft.set(f.entry("job.framework", two ? "pytorch-fsdp2" : "pytorch-fsdp", v ? (fv ? "fsdp_version" : "fsdp_config.fsdp_version") : fsdp ? "fsdp" : "fsdp_config", at,
                           v ? "" : "fsdp_version not given: axolotl pins FSDP1"));
-    if (fsdp && fsdp->is_seq())
-      for (const auto& w : fsdp->elems) {
-        const std::string t = w.is_scalar() ? w.text : "";
-        if (t == "full_shard" || t == "shard_grad_op" || t == "hybrid_shard" || t == "no_shard")
-          f.set("plan.parallel.fsdp", t, "fsdp", w);
-        else if (t == "offload")
-          f.set_cpu_offload("fsdp", w, "CPUOffload(offload_params=True)");
-        else if (t != "auto_wrap")
-          f.error(w, "fsdp", fmt::format("expected full_shard, shard_grad_op, hybrid_shard, no_shard, offload or auto_wrap, got '{}'", t));
-      }
+    if (fsdp) read_fsdp_words(f, *fsdp, two);
     if (fc && fc->is_map()) read_fsdp_options(f, *fc, "fsdp_config");
   } else if (fv) {
     ctx.ignored.push_back({fv->where, "fsdp_version", "no fsdp or fsdp_config: FSDP is off"});
@@ -532,16 +536,17 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   if (rep) rep_n = as_int(f, "dp_replicate_size", *rep).value_or(0);
   if (rep_n > 1) f.set("plan.parallel.fsdp", "hybrid_shard", "dp_replicate_size", *rep, "HSDP");
   if (shard_n > 0 && rep_n > 0) {
-    long long world = shard_n * rep_n;
-    for (const char* k : {"tensor_parallel_size", "context_parallel_size"})
-      if (const Node* n = root.find(k); n && n->is_scalar() && !n->quoted)
-        world *= std::max(1LL, std::atoll(n->text.c_str()));
-    f.set("plan.cluster.gpus", std::to_string(world), "dp_shard_size", *shard,
+    // Each size capped at 2^20 before multiplying: the scenario reader refuses such counts by name.
+    long long world = std::min(shard_n, 1LL << 20) * std::min(rep_n, 1LL << 20);
+    for (const char* k : {"plan.parallel.tp", "plan.parallel.cp"})
+      if (const Entry* e = ctx.draft.get(k)) world *= std::clamp(std::atoll(e->value.c_str()), 1LL, 1LL << 20);
+    f.set("plan.cluster.gpus", std::to_string(std::min(world, 1LL << 40)), "dp_shard_size", *shard,
           "x dp_replicate_size x tensor_parallel_size x context_parallel_size");
   }
   // fp8 (schemas/config.py): torchao float8 training through accelerate.
   if (const Node* e = f.take("fp8"); e && as_bool(f, "fp8", *e).value_or(false)) {
     f.ctx().draft.erase("job.precision");
+    f.ctx().draft.erase("_load_dtype_implied");  // the fp8 recipe keeps its own master weights
     f.set("job.precision", "fp8-mixed", "fp8", *e, "torchao float8 linear layers");
   }
   f.ignore_matching("fp8_", "float8 scaling options: ftplan models fp8 as a precision recipe");

@@ -38,7 +38,7 @@ struct Degrees {
 // The parallelism keys, wherever the torchtitan version put them: [parallelism] since 2025; before
 // that the degrees were in [training] (batch_size, data_parallel_degree, tensor_parallel_degree)
 // and pipelining and context parallelism in [experimental] (torchtitan/config_manager.py, 2024).
-void read_parallel_keys(Fields& pf, const Node& section, Degrees& d) {
+void read_parallel_keys(Fields& pf, const Node& section, Degrees& d, bool layout_2024 = false) {
   const auto degree = [&](const char* key, const char* scenario_key) {
     const Node* n = pf.take(key);
     if (!n) return;
@@ -109,6 +109,12 @@ void read_parallel_keys(Fields& pf, const Node& section, Degrees& d) {
   if (const Node* m = pf.take("pipeline_parallel_microbatches"))
     if (const auto v = as_int(pf, "pipeline_parallel_microbatches", *m))
       pf.set("_pp_microbatches", std::to_string(*v), "pipeline_parallel_microbatches", *m);
+  // 2024: as many micro-batches as pipeline stages unless given (config_manager.py, default None
+  // = the pipeline degree).
+  if (const Node* pp = section.find("pipeline_parallel_degree");
+      layout_2024 && pp && pp->is_scalar() && !pp->quoted && pp->text != "1" && !section.find("pipeline_parallel_microbatches"))
+    pf.ctx().draft.set(pf.entry("_pp_microbatches", pp->text, "pipeline_parallel_degree", *pp,
+                                "pipeline_parallel_microbatches default: the pipeline degree (2024)"));
   pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
   pf.ignore("pipeline_parallel_split_points",
             "not modelled yet: hand-placed stage boundaries (use parallel.first_stage_layers)");
@@ -155,7 +161,7 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
 void read_training(Context& ctx, const Node& section, const std::string& file, bool float8, Degrees& d) {
   const Node* t = &section;  // the TOML table
   Fields tf(ctx, *t, file, "training", kFormat);
-  read_parallel_keys(tf, section, d);  // the 2024 layout
+  read_parallel_keys(tf, section, d, true);  // the 2024 layout
   tf.take_bool("compile", "job.compile", "true", "false");  // [compile] enable since 2025
   tf.ignore("warmup_steps", "learning-rate schedule: no effect on memory or step time");
   tf.ignore("fp8_linear", "the 2024 float8 switch: give model.converters or --set job.precision=fp8-mixed");
@@ -314,7 +320,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   if (const Node* p = f.take("parallelism"); p && p->is_map()) read_parallelism(ctx, *p, file, degrees);
   if (const Node* e = f.take("experimental"); e && e->is_map()) {
     Fields ef(ctx, *e, file, "experimental", kFormat);
-    read_parallel_keys(ef, *e, degrees);  // the 2024 layout
+    read_parallel_keys(ef, *e, degrees, true);  // the 2024 layout
     ef.ignore_matching("", kIo);
     ef.finish();
   }
