@@ -96,8 +96,11 @@ status=$?
 grep -q "it is a directory" "$dir/out.txt" || fail "no error saying the output is a directory"
 sleep 0 & dead=$!
 wait $dead
-touch "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" "$dir/kinds/.real.json.$$.0.0000abcd.tmp"
+# ".real.json.123.$dead..." is a temporary of real.json.123, not of real.json: never real.json's to remove.
+touch "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" "$dir/kinds/.real.json.$$.0.0000abcd.tmp" \
+  "$dir/kinds/.real.json.$dead.$$.0.0000abcd.tmp"
 step --ir "$dir/kinds/real.json" || fail "simulate --ir: exit status $?"
 [[ ! -e "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" ]] || fail "a dead writer's temporary was left"
 [[ -e "$dir/kinds/.real.json.$$.0.0000abcd.tmp" ]] || fail "a live process's temporary was removed"
+[[ -e "$dir/kinds/.real.json.$dead.$$.0.0000abcd.tmp" ]] || fail "another file's temporary was removed"
 echo "ok"

@@ -518,3 +518,35 @@ TEST_CASE("--model replaces a model the zoo lacks; --model-config names its conf
   o.push_back({"model_config", (test::data_dir() / "hf" / "qwen2.5-7b" / "config.json").string(), "command line --model-config"});
   CHECK(scenario_of({f}, o).model.display_name == "Qwen/Qwen3-8B");
 }
+
+TEST_CASE("launchers' precision keys: LLaMA-Factory pure_bf16 beside bf16, Axolotl fp8 on a full fine-tune") {
+  /* Both were refused or lost: pure_bf16 and the Trainer's bf16 "disagreed", and Axolotl's bf16
+   * load dtype turned an fp8 full fine-tune into pure bf16. */
+  const fs::path lf = write_scratch("lf_pure.yaml", R"(model_name_or_path: meta-llama/Llama-3.2-1B
+stage: sft
+finetuning_type: full
+pure_bf16: true
+bf16: true
+per_device_train_batch_size: 1
+)");
+  CHECK(scenario_of({lf}, cluster("1")).plans.at(0).job.precision == plan::Precision::bf16);
+  const fs::path ax = write_scratch("ax_fp8.yaml", R"(base_model: meta-llama/Llama-3.2-1B
+micro_batch_size: 1
+sequence_len: 1024
+fp8: true
+)");
+  CHECK(scenario_of({ax}, cluster("1")).plans.at(0).job.precision == plan::Precision::fp8_mixed);
+  // A null sequence_len is Axolotl's default 512, not ftplan's 2048.
+  const fs::path null_len = write_scratch("ax_null.yaml", "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: 1\n"
+                                                          "sequence_len:\n");
+  CHECK(scenario_of({null_len}, cluster("1")).plans.at(0).job.seq_len == 512);
+}
+
+TEST_CASE("DeepSpeed's batch assertion after a derived micro-batch names the config key (no dangling entry)") {
+  /* train_batch_size 24 with accumulation 3 on 5 ranks: micro = 24 / 5 / 3 = 1, and 1 x 3 x 5 != 24.
+   * The error read the train_batch_size entry after the draft had moved it (valgrind). */
+  const fs::path f = write_scratch("tb24gas3.json", R"({"train_batch_size": 24, "gradient_accumulation_steps": 3})");
+  const std::string e = test::input_error_of([&] { translate({f}, cluster("5", "llama-3.2-1b")); });
+  CHECK(e.find("train_batch_size: train_batch_size 24 is not micro-batch 1 x gradient_accumulation_steps 3") !=
+        std::string::npos);
+}
