@@ -22,15 +22,6 @@ std::string precision_of(const std::string& mp) {
   return {};
 }
 
-// FullyShardedDataParallelPlugin's sharding_strategy: names or torch's ShardingStrategy numbers 1-5.
-std::string fsdp_sharding_of(std::string s) {
-  if (s == "1" || s == "FULL_SHARD") return "full_shard";
-  if (s == "2" || s == "SHARD_GRAD_OP") return "shard_grad_op";
-  if (s == "3" || s == "NO_SHARD") return "no_shard";
-  if (s == "4" || s == "HYBRID_SHARD") return "hybrid_shard";
-  return {};  // 5 / _HYBRID_SHARD_ZERO2 and anything else
-}
-
 void read_fsdp_config(Fields& top, const Node& block) {
   Fields f(top.ctx(), block, top.file(), top.key_path("fsdp_config"), kFormat);
   std::string version = "1";
@@ -52,14 +43,7 @@ void read_fsdp_config(Fields& top, const Node& block) {
     if (!s) continue;
     const auto text = as_string(f, key, *s);
     if (!text) continue;
-    std::string sharding = fsdp_sharding_of(*text);
-    // FSDP2 (fsdp_version 2) takes reshard_after_forward: true = FULL_SHARD, false = SHARD_GRAD_OP.
-    if (std::string(key) == "fsdp_reshard_after_forward") {
-      if (*text == "true" || *text == "True")
-        sharding = "full_shard";
-      else if (*text == "false" || *text == "False")
-        sharding = "shard_grad_op";
-    }
+    const std::string sharding = fsdp_sharding_of(*text, std::string(key) == "fsdp_reshard_after_forward");
     if (sharding.empty())
       f.not_modelled(key, *s, fmt::format("FSDP sharding '{}'", *text));
     else

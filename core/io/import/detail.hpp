@@ -169,6 +169,11 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file);
 void read_training_args(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
 void read_peft_adapter(Context& ctx, const Node& root, const std::string& file);
 
+// FSDP's sharding as accelerate's FullyShardedDataParallelPlugin takes it: a ShardingStrategy name or
+// torch's number 1-4, and with `takes_bool` FSDP2's reshard_after_forward true (FULL_SHARD) or false
+// (SHARD_GRAD_OP). "" for anything else (5 / _HYBRID_SHARD_ZERO2 included).
+std::string fsdp_sharding_of(const std::string& text, bool takes_bool);
+
 // Shared by the TrainingArguments reader and the launchers whose files carry TrainingArguments or
 // its fields (LLaMA-Factory, Axolotl).
 void read_fsdp_options(Fields& top, const Node& block, const char* block_key);

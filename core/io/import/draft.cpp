@@ -163,6 +163,16 @@ std::filesystem::path resolve_named_file(const std::filesystem::path& named, con
   return naming_file.parent_path() / named;  // does not exist: the error names this place
 }
 
+std::string fsdp_sharding_of(const std::string& t, bool takes_bool) {
+  if (takes_bool && (t == "true" || t == "True")) return "full_shard";
+  if (takes_bool && (t == "false" || t == "False")) return "shard_grad_op";
+  if (t == "1" || t == "FULL_SHARD") return "full_shard";
+  if (t == "2" || t == "SHARD_GRAD_OP") return "shard_grad_op";
+  if (t == "3" || t == "NO_SHARD") return "no_shard";
+  if (t == "4" || t == "HYBRID_SHARD") return "hybrid_shard";
+  return {};
+}
+
 bool is_auto(const Node& n) { return n.is_scalar() && n.text == "auto"; }
 
 std::optional<bool> as_bool(Fields& f, std::string_view key, const Node& n) {

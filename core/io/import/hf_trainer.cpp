@@ -82,30 +82,15 @@ void read_fsdp_options(Fields& top, const Node& block, const char* block_key) {
   if (const Node* o = take("offload_params", &k))
     if (const auto b = as_bool(f, k, *o); b && *b) f.set_cpu_offload(k, *o, "CPUOffload(offload_params=True)");
   // FSDP2's reshard_after_forward (true = FULL_SHARD, false = SHARD_GRAD_OP), FSDP1's sharding_strategy.
-  if (const Node* r = take("reshard_after_forward", &k)) {
-    const std::string t = r->is_scalar() ? r->text : "";
-    const std::string ours = t == "true" || t == "True" || t == "FULL_SHARD" || t == "1"       ? "full_shard"
-                             : t == "false" || t == "False" || t == "SHARD_GRAD_OP" || t == "2" ? "shard_grad_op"
-                             : t == "HYBRID_SHARD" || t == "4"                                  ? "hybrid_shard"
-                             : t == "NO_SHARD" || t == "3"                                      ? "no_shard"
-                                                                                                : "";
-    if (ours.empty())
-      f.not_modelled(k, *r, fmt::format("FSDP sharding '{}'", t));
-    else
-      f.set("plan.parallel.fsdp", ours, k, *r);
-  }
-  if (const Node* s = take("sharding_strategy", &k)) {
-    const std::string t = s->is_scalar() ? s->text : "";
-    const std::string ours = t == "FULL_SHARD" || t == "1"      ? "full_shard"
-                             : t == "SHARD_GRAD_OP" || t == "2" ? "shard_grad_op"
-                             : t == "NO_SHARD" || t == "3"      ? "no_shard"
-                             : t == "HYBRID_SHARD" || t == "4"  ? "hybrid_shard"
-                                                                : "";
-    if (ours.empty())
-      f.not_modelled(k, *s, fmt::format("FSDP sharding '{}'", t));
-    else
-      f.set("plan.parallel.fsdp", ours, k, *s);
-  }
+  for (const char* name : {"reshard_after_forward", "sharding_strategy"})
+    if (const Node* r = take(name, &k)) {
+      const std::string t = r->is_scalar() ? r->text : "";
+      const std::string ours = fsdp_sharding_of(t, std::string(name) == "reshard_after_forward");
+      if (ours.empty())
+        f.not_modelled(k, *r, fmt::format("FSDP sharding '{}'", t));
+      else
+        f.set("plan.parallel.fsdp", ours, k, *r);
+    }
   if (const Node* w = take("auto_wrap_policy", &k))
     if (const auto t = as_string(f, k, *w); t && *t != "TRANSFORMER_BASED_WRAP")
       f.not_modelled(k, *w, fmt::format("wrap policy {} (ftplan wraps each transformer layer, TRANSFORMER_BASED_WRAP)", *t));
