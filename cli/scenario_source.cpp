@@ -201,11 +201,14 @@ std::vector<OptionSpec> scenario_options() {
   return o;
 }
 
-bool quick_form_without_amount(const Args& args) {
-  if (args.value("from") || !args.positionals().empty() || args.value("tokens") || args.value("steps")) return false;
+bool quick_form_without_amount(App& app, const Args& args) {
+  if (!args.positionals().empty() || args.value("tokens") || args.value("steps")) return false;
   if (auto set = args.value("set"))
     for (const auto& [key, value] : set_items(*set))
       if (key == "job.tokens" || key == "job.steps" || key == "job.epochs") return false;
+  // Training configs rarely hold a step count (epochs need the dataset size): the same one-step
+  // default then, unless the files give one.
+  if (args.value("from")) return io::import_configs(import_files(args), import_overrides(args), app.zoo()).one_step_default;
   return true;
 }
 

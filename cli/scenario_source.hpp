@@ -55,9 +55,9 @@ void print_headline(const App& app, const plan::Scenario& scenario);
 // each verb's own; this does nothing for it.
 void print_rows(const App& app, const plan::Scenario& scenario, const std::vector<io::Row>& rows, io::Row extra = {});
 
-// The quick form (no scenario file, no --from) with no --tokens, --steps or --set job.tokens /
-// job.steps / job.epochs: its job is one step (enough for memory, not for a job's cost).
-bool quick_form_without_amount(const Args& args);
+// The quick form with no --tokens, --steps or --set job.tokens / job.steps / job.epochs, or --from
+// configs that give no step count: its job is one step (enough for memory, not for a job's cost).
+bool quick_form_without_amount(App& app, const Args& args);
 
 // The YAML text the quick-form flags stand for (exposed for tests and --dry-run style checks).
 std::string quick_scenario_yaml(const Args& args);

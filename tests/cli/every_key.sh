@@ -210,7 +210,7 @@ flag_cases=$(cat <<FLAGS
 --profile model_zoo/hardware/profiles/dev-vm-cpu-storage.yaml | --framework deepspeed --zero 3 --set offload.params=nvme | change
 --model-config tests/data/hf/llama-3.1-8b/config.json | | refused: it belongs to --from
 --plan b | scenario $dir/two.yaml | change
---from tests/data/import/torchtune/8B_full.yaml | scenario --from tests/data/import/torchtune/8B_lora.yaml --gpu h100-sxm-80gb --gpus 8 | change
+--from tests/data/import/torchtune/8B_full.yaml | scenario --from tests/data/import/torchtune/8B_lora.yaml --gpu h100-sxm-80gb --gpus 8 --tokens 50M | change
 FLAGS
 )
 covered=$(cut -d'|' -f1 <<<"$flag_cases" | awk '{print $1}')

@@ -735,6 +735,7 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
                       "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
   fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"));
   fill_defaults(draft, framework, hf);
+  out.one_step_default = draft.get("job.steps") && draft.get("job.steps")->is_default;
   apply_load_dtype(draft, out.ignored, framework);
   apply_combinations(draft, framework, zoo);
   diagnostics.throw_if_any();

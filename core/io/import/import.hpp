@@ -56,6 +56,9 @@ struct ImportedScenario {
   // the command line; then `origin` says which).
   std::vector<SourceLocation> line_source;
   std::vector<std::string> line_key;  // the config key (or flag) of that line, "" for none
+  // No file gave a step count, tokens or epochs with their dataset size: the scenario trains one
+  // step (`steps: 1`), which prices no whole job (compare refuses it).
+  bool one_step_default = false;
 };
 
 // Translates `files` (each of the six formats; a DeepSpeed config named by an accelerate config or
