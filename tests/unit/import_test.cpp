@@ -550,3 +550,28 @@ TEST_CASE("DeepSpeed's batch assertion after a derived micro-batch names the con
   CHECK(e.find("train_batch_size: train_batch_size 24 is not micro-batch 1 x gradient_accumulation_steps 3") !=
         std::string::npos);
 }
+
+TEST_CASE("replication agrees with FSDP2's reshard_after_forward true, not with an FSDP1 FULL_SHARD elsewhere") {
+  /* HSDP is fully_shard with resharding over a 2-D mesh: replication and reshard_after_forward true
+   * say one plan. An FSDP1 strategy FULL_SHARD in one file and hybrid_shard in another disagree: both
+   * places named (a merge once made them HSDP silently). */
+  const fs::path hsdp = write_scratch("hsdp_fsdp2.yaml", R"(distributed_type: FSDP
+num_processes: 8
+mixed_precision: bf16
+fsdp_config:
+  fsdp_version: 2
+  fsdp_reshard_after_forward: true
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+  parallelism_config_dp_shard_size: 4
+)");
+  CHECK(scenario_of({hsdp}, cluster({}, "llama-3.2-1b")).plans.at(0).parallel.fsdp == plan::FsdpSharding::hybrid_shard);
+  const fs::path full = write_scratch("fsdp1_full.yaml", R"(distributed_type: FSDP
+num_processes: 8
+fsdp_config:
+  fsdp_sharding_strategy: FULL_SHARD
+)");
+  const fs::path args = write_scratch("args_hybrid.json", R"({"output_dir": "o", "fsdp": "hybrid_shard auto_wrap"})");
+  CHECK(test::input_error_of([&] { translate({full, args}, cluster({}, "llama-3.2-1b")); }).find("make them agree") !=
+        std::string::npos);
+}

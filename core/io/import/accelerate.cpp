@@ -43,11 +43,12 @@ void read_fsdp_config(Fields& top, const Node& block) {
     if (!s) continue;
     const auto text = as_string(f, key, *s);
     if (!text) continue;
-    const std::string sharding = fsdp_sharding_of(*text, std::string(key) == "fsdp_reshard_after_forward");
+    const bool resharding = std::string(key) == "fsdp_reshard_after_forward";
+    const std::string sharding = fsdp_sharding_of(*text, resharding);
     if (sharding.empty())
       f.not_modelled(key, *s, fmt::format("FSDP sharding '{}'", *text));
     else
-      f.set("plan.parallel.fsdp", sharding, key, *s);
+      f.set_sharding(sharding, key, *s, resharding && (*text == "true" || *text == "True"));
   }
   if (const Node* o = f.take("fsdp_offload_params")) {
     if (const auto b = as_bool(f, "fsdp_offload_params", *o); b && *b) {
@@ -234,7 +235,7 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
     const auto [cp, cp_n] = size("parallelism_config_cp_size");
     const auto [sp, sp_n] = size("parallelism_config_sp_size");
     if (rep_n > 1 && type == "FSDP")
-      p.set("plan.parallel.fsdp", "hybrid_shard", "parallelism_config_dp_replicate_size", *rep, "HSDP");
+      p.set_sharding("hybrid_shard", "parallelism_config_dp_replicate_size", *rep, false, "HSDP");
     if (tp_n > 1) p.set("plan.parallel.tp", std::to_string(tp_n), "parallelism_config_tp_size", *tp);
     if (cp_n > 1) p.set("plan.parallel.cp", std::to_string(cp_n), "parallelism_config_cp_size", *cp, "ring attention");
     if (sp_n > 1)

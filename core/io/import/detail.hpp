@@ -125,6 +125,10 @@ class Fields {
   }
   void error(const Node& node, std::string_view key, std::string message);
   void not_modelled(std::string_view key, const Node& node, std::string why);
+  // plan.parallel.fsdp from `key`; `resharding`: the key is FSDP2's reshard_after_forward, whose
+  // true agrees with replication (HSDP) set by another key, in either order.
+  void set_sharding(const std::string& sharding, std::string_view key, const Node& node, bool resharding = false,
+                    std::string note = {});
   // True (and `key` listed as replaced) when the command line sets `scenario_key`: the file's
   // value is then not read, so a value ftplan could not read is no error.
   bool replaced(std::string_view key, const Node& node, const std::string& scenario_key);

@@ -20,14 +20,6 @@ std::string place(const SourceLocation& w) {
 void Draft::set(Entry e) {
   for (auto& have : entries_) {
     if (have.key != e.key) continue;
-    // Resharding after forward within replica groups is HSDP's own: FULL_SHARD and replication
-    // say the same plan from two keys (FSDP2 fully_shard(reshard_after_forward=True) on a 2-D mesh).
-    if (e.key == "plan.parallel.fsdp" && !have.is_default &&
-        ((have.value == "hybrid_shard" && e.value == "full_shard") || (have.value == "full_shard" && e.value == "hybrid_shard"))) {
-      if (e.value == "hybrid_shard") std::swap(have, e);
-      have.origin += "; with " + e.origin;
-      return;
-    }
     if (have.is_default || have.value == e.value) {
       if (have.is_default)
         have = std::move(e);
@@ -133,6 +125,27 @@ bool Fields::replaced(std::string_view key, const Node& node, const std::string&
   if (!ctx_->overridden.count(scenario_key)) return false;
   ctx_->ignored.push_back({node.where, key_path(key), fmt::format("replaced by the command line's {}", scenario_key)});
   return true;
+}
+
+namespace {
+bool from_resharding(const Entry* e) {
+  return e && e->value == "full_shard" && e->source_key.size() >= 21 &&
+         e->source_key.compare(e->source_key.size() - 21, 21, "reshard_after_forward") == 0;
+}
+}  // namespace
+
+void Fields::set_sharding(const std::string& sharding, std::string_view key, const Node& node, bool resharding,
+                          std::string note) {
+  const Entry* have = ctx_->draft.get("plan.parallel.fsdp");
+  // FSDP2's reshard_after_forward true within replica groups is HSDP itself (fully_shard on a 2-D
+  // mesh): replication and resharding say one plan from two keys. Nothing else merges: FULL_SHARD
+  // and HYBRID_SHARD named as FSDP1 strategies in two files disagree.
+  if (resharding && sharding == "full_shard" && have && have->value == "hybrid_shard") return;
+  if (sharding == "hybrid_shard" && from_resharding(have)) {
+    note = note.empty() ? "with " + have->source_key + " true" : note + ", with " + have->source_key + " true";
+    ctx_->draft.erase("plan.parallel.fsdp");
+  }
+  set("plan.parallel.fsdp", sharding, key, node, std::move(note));
 }
 
 void Fields::take_int(std::string_view key, std::string scenario_key, std::string note) {

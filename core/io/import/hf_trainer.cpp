@@ -85,11 +85,12 @@ void read_fsdp_options(Fields& top, const Node& block, const char* block_key) {
   for (const char* name : {"reshard_after_forward", "sharding_strategy"})
     if (const Node* r = take(name, &k)) {
       const std::string t = r->is_scalar() ? r->text : "";
-      const std::string ours = fsdp_sharding_of(t, std::string(name) == "reshard_after_forward");
+      const bool resharding = std::string(name) == "reshard_after_forward";
+      const std::string ours = fsdp_sharding_of(t, resharding);
       if (ours.empty())
         f.not_modelled(k, *r, fmt::format("FSDP sharding '{}'", t));
       else
-        f.set("plan.parallel.fsdp", ours, k, *r);
+        f.set_sharding(ours, k, *r, resharding && (t == "true" || t == "True"));
     }
   if (const Node* w = take("auto_wrap_policy", &k))
     if (const auto t = as_string(f, k, *w); t && *t != "TRANSFORMER_BASED_WRAP")

@@ -534,7 +534,7 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   long long shard_n = 0, rep_n = 0;  // 0: not given
   if (shard) shard_n = as_int(f, "dp_shard_size", *shard).value_or(0);
   if (rep) rep_n = as_int(f, "dp_replicate_size", *rep).value_or(0);
-  if (rep_n > 1) f.set("plan.parallel.fsdp", "hybrid_shard", "dp_replicate_size", *rep, "HSDP");
+  if (rep_n > 1) f.set_sharding("hybrid_shard", "dp_replicate_size", *rep, false, "HSDP");
   if (shard_n > 0 && rep_n > 0) {
     // Each size capped at 2^20 before multiplying: the scenario reader refuses such counts by name.
     long long world = std::min(shard_n, 1LL << 20) * std::min(rep_n, 1LL << 20);
