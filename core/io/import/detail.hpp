@@ -67,7 +67,10 @@ class Draft {
   explicit Draft(Diagnostics& diagnostics) : diagnostics_(&diagnostics) {}
   void set(Entry e);
   void set_default(std::string key, std::string value, std::string origin);
+  // Replaces the key's entry, whatever it holds: the command line's values, and what the importer
+  // decides from several files together (import.cpp).
   void override_with(Entry e);
+  // REQUIRES: nothing held across set/erase/override_with (entries move); copy what must outlive them.
   const Entry* get(std::string_view key) const;
   bool has(std::string_view key) const { return get(key) != nullptr; }
   void erase(std::string_view key);
@@ -185,8 +188,7 @@ void read_fsdp_options(Fields& top, const Node& block, const char* block_key);
 // sets the framework (FSDP2 with `fsdp2`), the sharding and CPU offload.
 void read_fsdp_words(Fields& f, const Node& n, bool fsdp2);
 // TrainingArguments' own keys, read into `f` (everything but the framework default and finish()).
-void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::string& file,
-                       const std::filesystem::path& path);
+void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::filesystem::path& path);
 // TrainingArguments.optim (transformers OptimizerNames) at `key`.
 void read_hf_optim(Fields& f, std::string_view key, const Node& n);
 // A LoRA target list: a list, a comma-separated string, or all-linear.
@@ -196,6 +198,14 @@ void set_lora_targets(Fields& f, const char* key, const Node& t);
 std::filesystem::path resolve_named_file(const std::filesystem::path& named, const std::filesystem::path& naming_file);
 void read_llama_factory(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
 void read_axolotl(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path);
+
+// PEFT's own default targets for the model types ftplan's zoo has (peft/utils/constants.py
+// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2, gemma2 ["q_proj", "v_proj"]).
+inline constexpr const char* kPeftDefaultTargets = "[q_proj, v_proj]";
+
+// The `deepspeed` key of TrainingArguments and the launchers: an inline config, or a file's path
+// (read as the launcher opens it: resolve_named_file).
+void read_deepspeed_key(Fields& f, const std::filesystem::path& path);
 
 // Reasons shared by several readers.
 inline constexpr const char* kNoEffect = "no effect on memory or step time";

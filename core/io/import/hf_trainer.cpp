@@ -24,6 +24,15 @@ void read_lora_scalars(Fields& f, const char* rank_key) {
 
 }  // namespace
 
+void read_deepspeed_key(Fields& f, const std::filesystem::path& path) {
+  if (const Node* d = f.take("deepspeed")) {
+    if (d->is_map())
+      f.ctx().read_deepspeed_node(*d, f.file());
+    else if (const auto p = as_string(f, "deepspeed", *d); p && !p->empty())
+      f.ctx().read_file(resolve_named_file(*p, path), ConfigFormat::deepspeed, d->where);
+  }
+}
+
 // TrainingArguments.fsdp: "full_shard auto_wrap offload" or a list of the same words.
 void read_fsdp_words(Fields& f, const Node& n, bool fsdp2) {
   std::vector<const Node*> words;
@@ -195,15 +204,8 @@ void read_batch_and_precision(Fields& f) {
 }
 
 // deepspeed (a file or inline), fsdp and fsdp_config.
-void read_sharding(Context& ctx, Fields& f, const Node& root, const std::string& file,
-                   const std::filesystem::path& path) {
-  if (const Node* d = f.take("deepspeed")) {
-    if (d->is_map()) {
-      ctx.read_deepspeed_node(*d, file);
-    } else if (const auto p = as_string(f, "deepspeed", *d); p && !p->empty()) {
-      ctx.read_file(resolve_named_file(*p, path), ConfigFormat::deepspeed, d->where);
-    }
-  }
+void read_sharding(Fields& f, const Node& root, const std::filesystem::path& path) {
+  read_deepspeed_key(f, path);
   bool fsdp2 = false;
   if (const Node* c = root.find("fsdp_config"); c && c->is_map())
     for (const char* k : {"fsdp_version", "version"})
@@ -254,9 +256,6 @@ void read_run(Fields& f) {
       }
 }
 
-// PEFT's own default targets for the model types ftplan's zoo has (peft/utils/constants.py
-// TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: llama, mistral, qwen2, gemma2 ["q_proj", "v_proj"]).
-constexpr const char* kPeftDefaultTargets = "[q_proj, v_proj]";
 
 // The LoRA and QLoRA arguments that share the file with TrainingArguments, in their two common
 // spellings (HfArgumentParser reads several dataclasses from one file):
@@ -419,11 +418,10 @@ constexpr const char* kLoopOptions[] = {
 
 }  // namespace
 
-void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::string& file,
-                       const std::filesystem::path& path) {
+void read_trainer_keys(Context& ctx, Fields& f, const Node& root, const std::filesystem::path& path) {
   ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});
   read_batch_and_precision(f);
-  read_sharding(ctx, f, root, file, path);
+  read_sharding(f, root, path);
   read_run(f);
   f.ignore("tf32", "not modelled yet: TF32 matmul rates for fp32 training");
   f.ignore("per_device_eval_batch_size", kIo);
@@ -446,7 +444,7 @@ void read_training_args(Context& ctx, const Node& root, const std::string& file,
   ctx.draft.set_default("job.framework", "hf-trainer",
                         fmt::format("{}: TrainingArguments without deepspeed or fsdp (plain Trainer: DDP)", file));
   read_peft_args(ctx, f, root);
-  read_trainer_keys(ctx, f, root, file, path);
+  read_trainer_keys(ctx, f, root, path);
   f.finish();
 }
 
@@ -477,7 +475,7 @@ void read_peft_adapter(Context& ctx, const Node& root, const std::string& file) 
     } else {
       // null: PEFT's default for the model type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING in
       // peft/utils/constants.py: llama, mistral, qwen2, gemma2 ["q_proj", "v_proj"]).
-      ctx.draft.set(f.entry("job.lora.targets", "[q_proj, v_proj]", "target_modules", *t,
+      ctx.draft.set(f.entry("job.lora.targets", kPeftDefaultTargets, "target_modules", *t,
                             "null: PEFT 0.17's default for llama, mistral, qwen2 and gemma2"));
     }
   }

@@ -116,6 +116,16 @@ long long int_of(const Entry* e) {
   return ec == std::errc() && p == t.data() + t.size() && v <= (1LL << 20) ? v : -1;
 }
 
+// A value the importer works out from a config value: `from`'s place and key, another scenario key,
+// `from`'s origin followed by how.
+Entry derived(const Entry& from, std::string key, std::string value, const std::string& how) {
+  Entry e = from;
+  e.key = std::move(key);
+  e.value = std::move(value);
+  e.origin += " " + how;
+  return e;
+}
+
 // The order keys appear in the scenario (docs/scenario-format.md's order); others follow.
 int rank_of(const std::string& key) {
   static const std::vector<std::string> order = {"model",
@@ -346,11 +356,8 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
   if (tb > 0 && gpus <= 0 && micro > 0 && gas > 0 && tb % (micro * gas) == 0 &&
       tb / (micro * gas) <= (1LL << 30) / (tp * pp * cp)) {
     gpus = tb / (micro * gas) * tp * pp * cp;
-    Entry e = *tb_entry;
-    e.key = "plan.cluster.gpus";
-    e.value = std::to_string(gpus);
-    e.origin += fmt::format(" / (micro-batch {} x gradient_accumulation_steps {})", micro, gas);
-    draft.set(e);
+    draft.set(derived(*tb_entry, "plan.cluster.gpus", std::to_string(gpus),
+                      fmt::format("/ (micro-batch {} x gradient_accumulation_steps {})", micro, gas)));
   }
   if (gpus <= 0 && !draft.has("plan.cluster.nodes") && !draft.has("plan.cluster.node"))
     diagnostics.error(cli, "--gpus",
@@ -360,23 +367,19 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
   if (tb > 0 && dp > 0) {
     // DeepSpeed's order (runtime/config.py _set_batch_related_parameters), in whole divisions,
     // then its _batch_assertion: train_batch_size = micro x accumulation x data-parallel ranks.
-    const auto derived = [&](const char* key, long long value, std::string how) {
-      Entry e = *tb_entry;
-      e.key = key;
-      e.value = std::to_string(value);
-      e.origin += " " + how;
-      draft.set(e);
+    const auto from_tb = [&](const char* key, long long value, const std::string& how) {
+      draft.set(derived(*tb_entry, key, std::to_string(value), how));
     };
     if (micro <= 0 && gas > 0) {
       micro = tb / dp / gas;
-      derived("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks / gradient_accumulation_steps {}", dp, gas));
+      from_tb("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks / gradient_accumulation_steps {}", dp, gas));
     } else if (micro > 0 && gas <= 0) {
       gas = tb / micro / dp;
-      derived("_gas", gas, fmt::format("/ micro-batch {} / {} data-parallel ranks", micro, dp));
+      from_tb("_gas", gas, fmt::format("/ micro-batch {} / {} data-parallel ranks", micro, dp));
     } else if (micro <= 0 && gas <= 0) {
       gas = 1;
       micro = tb / dp;
-      derived("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks (gradient_accumulation_steps 1)", dp));
+      from_tb("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks (gradient_accumulation_steps 1)", dp));
     }
     if (micro <= 0 || gas <= 0 || tb != micro * gas * dp)
       diagnostics.error(tb_entry->where, tb_entry->source_key,
@@ -412,11 +415,8 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
                                     micro));
     } else {
       if (!draft.has("job.global_batch")) {
-        Entry g = local;
-        g.key = "job.global_batch";
-        g.value = std::to_string(micro * gas * dp);
-        g.origin += fmt::format(" x gradient accumulation {} x {} data-parallel ranks", gas, dp);
-        draft.set(g);
+        draft.set(derived(local, "job.global_batch", std::to_string(micro * gas * dp),
+                          fmt::format("x gradient accumulation {} x {} data-parallel ranks", gas, dp)));
       }
       Entry m = by_size || by_count ? at : Entry{};
       m.is_default = !by_size && !by_count;
@@ -427,8 +427,7 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
                               : fmt::format("default of {}: parallelism.pipeline_parallel_microbatch_size 1 "
                                             "(local batch {} in micro-batches of 1)",
                                             kTorchtitan, micro);
-      draft.erase("job.micro_batch");
-      draft.set(m);
+      draft.override_with(m);
       micro = pp_micro;
     }
   }
@@ -584,14 +583,9 @@ void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std:
       return;
     }
     if (const Entry* p = draft.get("job.precision"); p && p->where.file == "command line") return;
-    Entry e = *d;
-    e.key = "job.precision";
-    e.value = "bf16";
-    e.origin = fmt::format("{} (the Trainer keeps no fp32 copy: parameters, gradients and AdamW state in bf16; "
-                           "auto: the checkpoint's dtype)",
-                           d->origin);
-    draft.erase("job.precision");
-    draft.set(e);
+    draft.override_with(derived(*d, "job.precision", "bf16",
+                                "(the Trainer keeps no fp32 copy: parameters, gradients and AdamW state in bf16; "
+                                "auto: the checkpoint's dtype)"));
   }
 }
 
@@ -602,19 +596,10 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
     const Entry q = *draft.get("_prequantized");  // a copy: erase() below moves the entries
     const Entry* m = draft.get("job.method");
     if (m && m->value == "lora" && m->where.file != "command line") {
-      Entry e = q;
-      e.key = "job.method";
-      e.value = "qlora";
-      e.origin += " (a pre-quantized checkpoint: LoRA over its 4-bit weights)";
-      draft.erase("job.method");
-      draft.set(e);
+      draft.override_with(derived(q, "job.method", "qlora", "(a pre-quantized checkpoint: LoRA over its 4-bit weights)"));
     }
     if (const Entry* now = draft.get("job.method"); now && now->value == "qlora" && !draft.has("job.quant.kind")) {
-      Entry e = q;
-      e.key = "job.quant.kind";
-      e.value = "int4";
-      e.origin += " (GPTQ/AWQ: 4-bit weights with a scale and zero per group)";
-      draft.set(e);
+      draft.set(derived(q, "job.quant.kind", "int4", "(GPTQ/AWQ: 4-bit weights with a scale and zero per group)"));
     }
   }
   // With ZeRO offloading the optimizer, accelerate swaps the Trainer's torch optimizer for
@@ -625,12 +610,8 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
   if (framework == "deepspeed" && off && off->value != "gpu" && !draft.has("_ds_optimizer") &&
       !draft.has("_ds_keep_optimizer") && o &&
       o->where.file != "command line" && o->value != "adamw" && o->value != "adam" && o->value != "lion") {
-    Entry e = *o;
-    e.value = "adam";
-    e.origin += " (replaced by DeepSpeedCPUAdam, 32-bit state: ZeRO offloads the optimizer)";
-    draft.erase("job.optimizer.name");
+    draft.override_with(derived(*o, o->key, "adam", "(replaced by DeepSpeedCPUAdam, 32-bit state: ZeRO offloads the optimizer)"));
     draft.erase("job.optimizer.paged");
-    draft.set(e);
   }
   // A sequence past the model's context (long-context training with extended RoPE, ALST): the zoo
   // model with max_context raised to it, as the scenario takes it (docs/scenario-format.md).
@@ -638,11 +619,8 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
   const Entry* s = draft.get("job.seq_len");
   if (m && s && m->value.find('{') == std::string::npos && int_of(s) > 0)
     if (const auto* z = zoo.find(m->value); z && z->max_context > 0 && int_of(s) > z->max_context) {
-      Entry e = *m;
-      e.value = fmt::format("{{zoo: {}, max_context: {}}}", m->value, int_of(s));
-      e.origin += fmt::format(" (its context {} raised to the configs' sequence length)", z->max_context);
-      draft.erase("model");
-      draft.set(e);
+      draft.override_with(derived(*m, "model", fmt::format("{{zoo: {}, max_context: {}}}", m->value, int_of(s)),
+                                  fmt::format("(its context {} raised to the configs' sequence length)", z->max_context)));
     }
 }
 

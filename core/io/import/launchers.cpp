@@ -269,7 +269,7 @@ void read_llama_factory(Context& ctx, const Node& root, const std::string& file,
   for (const char* k : {"do_sample", "temperature", "top_p", "top_k", "num_beams", "max_length", "max_new_tokens",
                         "repetition_penalty", "length_penalty", "skip_special_tokens"})
     f.ignore(k, "generation option: evaluation only");
-  read_trainer_keys(ctx, f, root, file, path);
+  read_trainer_keys(ctx, f, root, path);
   f.finish();
 }
 
@@ -335,7 +335,7 @@ void read_ax_adapter(Fields& f, const Node& root) {
   else if (mods && !mods->is_null())
     set_lora_targets(f, "lora_target_modules", *mods);
   else
-    f.ctx().draft.set(f.entry("job.lora.targets", "[q_proj, v_proj]", "adapter", *a,
+    f.ctx().draft.set(f.entry("job.lora.targets", kPeftDefaultTargets, "adapter", *a,
                               "no targets given: PEFT's default for llama, mistral, qwen2 and gemma2"));
   if (const Node* m = f.take("lora_modules_to_save"); m && !m->is_null())
     f.not_modelled("lora_modules_to_save", *m, "modules trained in full beside the adapters (PEFT modules_to_save)");
@@ -482,12 +482,8 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
                         "optim_args", "lr_quadratic_warmup", "loraplus_lr_ratio", "loraplus_lr_embedding", "neftune_noise_alpha"})
     f.ignore(k, kHyperparameter);
   // deepspeed (a JSON file, from the working directory: the repository root for its examples), fsdp.
-  if (const Node* d = f.take("deepspeed")) {
-    if (d->is_map())
-      ctx.read_deepspeed_node(*d, file);
-    else if (const auto p = as_string(f, "deepspeed", *d); p && !p->empty())
-      ctx.read_file(resolve_named_file(*p, path), ConfigFormat::deepspeed, d->where);
-  }
+  read_deepspeed_key(f, path);
+
   const Node* fsdp = f.take("fsdp");
   const Node* fc = f.take("fsdp_config");
   const Node* fv = f.take("fsdp_version");
