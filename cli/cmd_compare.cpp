@@ -18,11 +18,9 @@ int cmd_compare(const std::vector<std::string>& argv) {
   const Args args(argv, 2, options);
   App app(args);
   // A comparison prices a whole job: the quick form's one-step default would answer "$0.00".
-  if (quick_form_without_amount(app, args))
-    throw UsageError(fmt::format("compare prices a whole job: {}give --tokens N (or --steps N, or --set job.epochs=E)",
-                                 args.value("from") ? "the configs give no step count (epochs need the dataset size); "
-                                                    : ""));
-  const plan::Scenario s = scenario_from_args(app, args);
+  if (quick_form_without_amount(args))
+    throw UsageError("compare prices a whole job: give --tokens N (or --steps N, or --set job.epochs=E)");
+  const plan::Scenario s = scenario_from_args(app, args, /*whole_job=*/true);
   std::vector<evaluate::Evaluation> ev;
   const sim::Options sim_options = simulation_options(args);  // bad options fail before any work
   for (const auto& p : s.plans) {

@@ -201,14 +201,11 @@ std::vector<OptionSpec> scenario_options() {
   return o;
 }
 
-bool quick_form_without_amount(App& app, const Args& args) {
-  if (!args.positionals().empty() || args.value("tokens") || args.value("steps")) return false;
+bool quick_form_without_amount(const Args& args) {
+  if (args.value("from") || !args.positionals().empty() || args.value("tokens") || args.value("steps")) return false;
   if (auto set = args.value("set"))
     for (const auto& [key, value] : set_items(*set))
       if (key == "job.tokens" || key == "job.steps" || key == "job.epochs") return false;
-  // Training configs rarely hold a step count (epochs need the dataset size): the same one-step
-  // default then, unless the files give one.
-  if (args.value("from")) return io::import_configs(import_files(args), import_overrides(args), app.zoo()).one_step_default;
   return true;
 }
 
@@ -404,10 +401,14 @@ void print_ignored(const io::ImportedScenario& imported) {
     fmt::print(stderr, "  {}:{}:{}: {}: {}\n", i.where.file, i.where.line, i.where.column, i.key, i.reason);
 }
 
-plan::Scenario scenario_from_args(App& app, const Args& args) {
+plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job) {
   plan::Scenario s;
   if (args.value("from")) {
     const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
+    // Training configs rarely hold a step count (epochs need the dataset size).
+    if (whole_job && imported.one_step_default)
+      throw UsageError("compare prices a whole job: the configs give no step count (epochs need the dataset size); "
+                       "give --tokens N (or --steps N, or --set job.epochs=E)");
     if (app.format() == Format::table) print_ignored(imported);
     s = io::load_imported(imported, std::filesystem::current_path(), app.zoo(), app.catalog());
   } else if (args.value("model-config")) {

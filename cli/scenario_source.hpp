@@ -22,7 +22,9 @@ namespace ftplan::cli {
 std::vector<OptionSpec> scenario_options();
 
 // The scenario named by the first positional, or built from the flags; keeps only --plan NAME if given.
-plan::Scenario scenario_from_args(App& app, const Args& args);
+// `whole_job`: the verb prices a whole job (compare), so --from configs that give no step count (a
+// one-step job) are refused, as compare refuses the quick form without one (quick_form_without_amount).
+plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job = false);
 
 // `read` (the scenario file at `path`) with --set's KEY=VALUE items applied to its text (each
 // plan's keys to every plan; docs/scenario-format.md) and read again; an item the reader refuses
@@ -55,9 +57,9 @@ void print_headline(const App& app, const plan::Scenario& scenario);
 // each verb's own; this does nothing for it.
 void print_rows(const App& app, const plan::Scenario& scenario, const std::vector<io::Row>& rows, io::Row extra = {});
 
-// The quick form with no --tokens, --steps or --set job.tokens / job.steps / job.epochs, or --from
-// configs that give no step count: its job is one step (enough for memory, not for a job's cost).
-bool quick_form_without_amount(App& app, const Args& args);
+// The quick form (no scenario file, no --from) with no --tokens, --steps or --set job.tokens /
+// job.steps / job.epochs: its job is one step (enough for memory, not for a job's cost).
+bool quick_form_without_amount(const Args& args);
 
 // The YAML text the quick-form flags stand for (exposed for tests and --dry-run style checks).
 std::string quick_scenario_yaml(const Args& args);
