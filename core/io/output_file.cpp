@@ -132,6 +132,22 @@ void refuse_directory(const fs::path& shown, const fs::path& path) {
     throw std::runtime_error(fmt::format("cannot write {}: it is a directory", shown.string()));
 }
 
+// What a lock file holds: "PID HOLDER\n" (an older ftplan wrote "PID\n").
+std::pair<long, std::string> read_holder(int fd) {
+  long pid = 0;
+  std::string holder;
+  char buf[128] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n > 0) {
+    char* end = buf;
+    pid = std::strtol(buf, &end, 10);
+    if (*end == ' ')
+      for (++end; *end != 0 && *end != '\n' && holder.size() < 32; ++end)
+        if (std::isalnum(static_cast<unsigned char>(*end)) || *end == '-') holder += *end;
+  }
+  return {pid, holder};
+}
+
 void write_all(int fd, std::string_view data, const fs::path& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -256,49 +272,6 @@ void check_file_writable(const fs::path& path) {
   ::unlink(tmp.c_str());
 }
 
-namespace {
-// What a lock file holds: "PID HOLDER\n" (an older ftplan wrote "PID\n").
-std::pair<long, std::string> read_holder(int fd) {
-  long pid = 0;
-  std::string holder;
-  char buf[128] = {};
-  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-  if (n > 0) {
-    char* end = buf;
-    pid = std::strtol(buf, &end, 10);
-    if (*end == ' ')
-      for (++end; *end != 0 && *end != '\n' && holder.size() < 32; ++end)
-        if (std::isalnum(static_cast<unsigned char>(*end)) || *end == '-') holder += *end;
-  }
-  return {pid, holder};
-}
-}  // namespace
-
-std::optional<std::pair<long, std::string>> output_lock_holder(const fs::path& path) {
-  const fs::path lock = path.string() + ".lock";
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;  // no lock file: nobody holds it
-  std::optional<std::pair<long, std::string>> held;
-  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = read_holder(fd);
-  ::close(fd);
-  return held;
-}
-
-std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<fs::path>& dirs, std::string_view holder) {
-  std::vector<std::unique_ptr<OutputLock>> locks;
-  std::vector<std::pair<dev_t, ino_t>> seen;
-  for (const auto& d : dirs) {
-    struct stat st {};
-    if (::stat(d.c_str(), &st) == 0) {
-      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
-      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-      seen.push_back(id);
-    }
-    if (auto l = lock_directory(d, holder)) locks.push_back(std::move(l));
-  }
-  return locks;
-}
-
 void unlink_live_temporaries() noexcept {
   for (std::size_t i = 0; i < kMaxLive; ++i)
     if (g_live[i].load()) ::unlink(g_live_paths[i].data());
@@ -353,6 +326,10 @@ OutputLock::~OutputLock() {
   ::close(fd_);
 }
 
+
+namespace {
+
+// A directory's lock (lock_directories), or null where no lock file can be created.
 std::unique_ptr<OutputLock> lock_directory(const fs::path& dir, std::string_view holder) {
   try {
     return std::make_unique<OutputLock>(dir / "ftplan-directory", holder);
@@ -366,6 +343,32 @@ std::unique_ptr<OutputLock> lock_directory(const fs::path& dir, std::string_view
     // there either, and the writer's own error says so.
     return nullptr;
   }
+}
+}  // namespace
+
+std::optional<std::pair<long, std::string>> output_lock_holder(const fs::path& path) {
+  const fs::path lock = path.string() + ".lock";
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // no lock file: nobody holds it
+  std::optional<std::pair<long, std::string>> held;
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = read_holder(fd);
+  ::close(fd);
+  return held;
+}
+
+std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<fs::path>& dirs, std::string_view holder) {
+  std::vector<std::unique_ptr<OutputLock>> locks;
+  std::vector<std::pair<dev_t, ino_t>> seen;
+  for (const auto& d : dirs) {
+    struct stat st {};
+    if (::stat(d.c_str(), &st) == 0) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+    }
+    if (auto l = lock_directory(d, holder)) locks.push_back(std::move(l));
+  }
+  return locks;
 }
 
 }  // namespace ftplan::io

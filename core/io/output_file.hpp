@@ -85,20 +85,6 @@ class OutputLocked : public std::runtime_error {
 // dies, however it dies: a stale lock file is harmless and simply taken over. The destructor
 // removes the lock file. Throws OutputLocked, whose message names the holder and its pid, when
 // another process holds it; std::runtime_error when the lock file cannot be created.
-// The lock every ftplan process that writes scratch or state files into `dir` takes (calibrate's
-// and validate's storage directories, validate's --state-dir): two of them at once would time
-// each other's I/O or share one state file. `holder` names the process in the refusal (OutputLocked);
-// null where no lock file can be created (a read-only or full directory, which its writer reports).
-class OutputLock;
-std::unique_ptr<OutputLock> lock_directory(const std::filesystem::path& dir, std::string_view holder);
-// Takes lock_directory on each of `dirs`, each directory once however it is named (a storage
-// directory given twice, or also as the state directory, would otherwise lock out its own process).
-std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<std::filesystem::path>& dirs,
-                                                          std::string_view holder);
-// Whether a process holds the output lock of `path` now (OutputLock's), without taking or creating
-// it: its pid and what it is, as OutputLocked reports them; nullopt when nobody holds it.
-std::optional<std::pair<long, std::string>> output_lock_holder(const std::filesystem::path& path);
-
 class OutputLock {
  public:
   OutputLock(const std::filesystem::path& path, std::string_view holder);
@@ -112,5 +98,17 @@ class OutputLock {
   std::filesystem::path lock_path_;
   int fd_ = -1;
 };
+
+// The lock every ftplan process that writes scratch or state files into a directory takes
+// (calibrate's and validate's storage directories, validate's --state-dir): two of them at once
+// would time each other's I/O or share one state file. One lock per directory of `dirs`, however it
+// is named (a directory given twice, or also as the state directory, would lock out its own
+// process); none where no lock file can be created (a read-only or full directory, which its
+// writer reports). Throws OutputLocked naming the directory, `holder`'s kind and the pid.
+std::vector<std::unique_ptr<OutputLock>> lock_directories(const std::vector<std::filesystem::path>& dirs,
+                                                          std::string_view holder);
+// Whether a process holds the output lock of `path` now (OutputLock's), without taking or creating
+// it: its pid and what it is, as OutputLocked reports them; nullopt when nobody holds it.
+std::optional<std::pair<long, std::string>> output_lock_holder(const std::filesystem::path& path);
 
 }  // namespace ftplan::io
