@@ -203,8 +203,7 @@ void read_accelerate(Context& ctx, const Node& root, const std::string& file, co
     ctx.ignored.push_back(
         {c->where, "deepspeed_config", "distributed_type is not DEEPSPEED: accelerate does not use it"});
   }
-  if (const Node* u = f.take("use_cpu"))
-    if (const auto b = as_bool(f, "use_cpu", *u); b && *b) f.not_modelled("use_cpu", *u, "training on CPUs");
+  f.not_modelled_if_true("use_cpu", "training on CPUs");
   if (const Node* d = f.take("dynamo_config"); d && d->is_map()) {
     Fields dc(ctx, *d, file, "dynamo_config", kFormat);
     if (const Node* b = dc.take("dynamo_backend"))

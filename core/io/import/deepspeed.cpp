@@ -203,10 +203,7 @@ void read_activation_checkpointing(Fields& top, const Node& block) {
   if (const Node* c = a.take("cpu_checkpointing"))
     if (const auto b = as_bool(a, "cpu_checkpointing", *c); b && *b)
       a.set("plan.offload.activations", "cpu", "cpu_checkpointing", *c, "checkpointed activations kept in host memory");
-  if (const Node* p = a.take("partition_activations"))
-    if (const auto b = as_bool(a, "partition_activations", *p); b && *b)
-      a.not_modelled("partition_activations", *p,
-                     "checkpoints split across tensor-parallel ranks (Megatron-DeepSpeed)");
+  a.not_modelled_if_true("partition_activations", "checkpoints split across tensor-parallel ranks (Megatron-DeepSpeed)");
   a.ignore("contiguous_memory_optimization", "not modelled yet: a preallocated buffer for checkpoints");
   a.ignore("number_checkpoints", "not modelled yet: a preallocated buffer for checkpoints");
   a.ignore("synchronize_checkpoint_boundary", kNoEffect);

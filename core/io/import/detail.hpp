@@ -128,6 +128,8 @@ class Fields {
   }
   void error(const Node& node, std::string_view key, std::string message);
   void not_modelled(std::string_view key, const Node& node, std::string why);
+  // A boolean key that turns on something ftplan does not model: taken, and listed when true.
+  void not_modelled_if_true(std::string_view key, std::string why);
   // plan.parallel.fsdp from `key`; `resharding`: the key is FSDP2's reshard_after_forward, whose
   // true agrees with replication (HSDP) set by another key, in either order.
   void set_sharding(const std::string& sharding, std::string_view key, const Node& node, bool resharding = false,

@@ -121,6 +121,11 @@ void Fields::not_modelled(std::string_view key, const Node& node, std::string wh
   ctx_->ignored.push_back({node.where, key_path(key), "not modelled yet: " + why});
 }
 
+void Fields::not_modelled_if_true(std::string_view key, std::string why) {
+  if (const Node* n = take(key))
+    if (const auto b = as_bool(*this, key, *n); b && *b) not_modelled(key, *n, std::move(why));
+}
+
 bool Fields::replaced(std::string_view key, const Node& node, const std::string& scenario_key) {
   if (!ctx_->overridden.count(scenario_key)) return false;
   ctx_->ignored.push_back({node.where, key_path(key), fmt::format("replaced by the command line's {}", scenario_key)});

@@ -344,8 +344,7 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
     fallback("lora_target_modules", "job.lora.targets",
              trl ? std::string(kPeftDefaultTargets) : "[q_proj, k_proj, v_proj, o_proj, down_proj, up_proj, gate_proj]");
   }
-  if (const Node* d = f.take("use_dora"))
-    if (const auto b = as_bool(f, "use_dora", *d); b && *b) f.not_modelled("use_dora", *d, "DoRA's magnitude vectors");
+  f.not_modelled_if_true("use_dora", "DoRA's magnitude vectors");
   for (const char* k : {"lora_modules_to_save", "lora_target_parameters"})
     if (const Node* m = f.take(k); m && !m->is_null())
       f.not_modelled(k, *m, "modules trained in full, or adapters on parameters, beside the LoRA adapters");
@@ -481,11 +480,8 @@ void read_peft_adapter(Context& ctx, const Node& root, const std::string& file) 
   }
   if (const Node* b = f.take("base_model_name_or_path"); b && !b->is_null())
     set_model_from_hf_id(f, "base_model_name_or_path", *b);
-  for (const char* k : {"use_dora", "lora_bias"})
-    if (const Node* d = f.take(k))
-      if (const auto b = as_bool(f, k, *d); b && *b)
-        f.not_modelled(k, *d,
-                       k == std::string("use_dora") ? "DoRA's magnitude vectors" : "a bias in the LoRA B matrix");
+  f.not_modelled_if_true("use_dora", "DoRA's magnitude vectors");
+  f.not_modelled_if_true("lora_bias", "a bias in the LoRA B matrix");
   if (const Node* b = f.take("bias"); b && b->is_scalar() && b->text != "none")
     f.not_modelled("bias", *b, fmt::format("training the base model's biases ('{}')", b->text));
   for (const char* k : {"modules_to_save", "layers_to_transform", "layer_replication", "exclude_modules"})

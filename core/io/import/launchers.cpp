@@ -19,12 +19,6 @@ namespace {
 constexpr const char* kData = "dataset, prompt format or tokenizer option: ftplan takes sample lengths from job.samples";
 constexpr const char* kLoop = "training-loop, logging or saving option: no effect on the step ftplan models";
 
-// A boolean key that turns on something ftplan does not model: listed when true.
-void not_modelled_if_true(Fields& f, const char* key, const std::string& what) {
-  if (const Node* n = f.take(key))
-    if (const auto b = as_bool(f, key, *n); b && *b) f.not_modelled(key, *n, what);
-}
-
 // A boolean key whose true value the launcher refuses or ftplan cannot stand in for: an error.
 void refuse_if_true(Fields& f, const char* key, const std::string& why) {
   if (const Node* n = f.take(key))
@@ -131,7 +125,7 @@ void read_lf_method(Fields& f, const Node& root) {
                                     "lora_target default all: every linear layer but lm_head"));
     if (const Node* x = f.take("additional_target"); x && !x->is_null())
       f.not_modelled("additional_target", *x, "modules trained in full beside the adapters (PEFT modules_to_save)");
-    not_modelled_if_true(f, "use_dora", "DoRA's magnitude vectors");
+    f.not_modelled_if_true("use_dora", "DoRA's magnitude vectors");
     f.ignore("use_rslora", "rank-stabilized scaling: no effect on memory or step time");
     f.ignore_matching("pissa_", "PiSSA initialisation of the adapters: no effect on memory or step time");
     f.ignore("create_new_adapter", "adapter bookkeeping: no effect on memory or step time");
@@ -215,12 +209,12 @@ void read_lf_model_options(Fields& f) {
   if (const Node* u = f.take("use_unsloth"))
     if (const auto b = as_bool(f, "use_unsloth", *u); b && *b)
       f.set("job.framework", "unsloth", "use_unsloth", *u, "unsloth.FastLanguageModel");
-  not_modelled_if_true(f, "use_unsloth_gc", "Unsloth's offloaded gradient checkpointing without Unsloth");
-  not_modelled_if_true(f, "enable_liger_kernel", "Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)");
-  not_modelled_if_true(f, "shift_attn", "LongLoRA's shifted sparse attention");
-  not_modelled_if_true(f, "resize_vocab", "a resized vocabulary (embeddings and LM head trained in full)");
-  not_modelled_if_true(f, "use_llama_pro", "LLaMA Pro's expanded blocks");
-  not_modelled_if_true(f, "mixture_of_depths", "mixture-of-depths routing");
+  f.not_modelled_if_true("use_unsloth_gc", "Unsloth's offloaded gradient checkpointing without Unsloth");
+  f.not_modelled_if_true("enable_liger_kernel", "Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)");
+  f.not_modelled_if_true("shift_attn", "LongLoRA's shifted sparse attention");
+  f.not_modelled_if_true("resize_vocab", "a resized vocabulary (embeddings and LM head trained in full)");
+  f.not_modelled_if_true("use_llama_pro", "LLaMA Pro's expanded blocks");
+  f.not_modelled_if_true("mixture_of_depths", "mixture-of-depths routing");
   // GaLore, APOLLO and BAdam project or freeze what each step updates, Adam-mini and Muon keep
   // other state than Adam's: neither memory nor step is AdamW's (train/trainer_utils.py).
   for (const char* k : {"use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon"})
@@ -339,13 +333,13 @@ void read_ax_adapter(Fields& f, const Node& root) {
                               "no targets given: PEFT's default for llama, mistral, qwen2 and gemma2"));
   if (const Node* m = f.take("lora_modules_to_save"); m && !m->is_null())
     f.not_modelled("lora_modules_to_save", *m, "modules trained in full beside the adapters (PEFT modules_to_save)");
-  not_modelled_if_true(f, "peft_use_dora", "DoRA's magnitude vectors");
+  f.not_modelled_if_true("peft_use_dora", "DoRA's magnitude vectors");
   f.ignore("peft_use_rslora", "rank-stabilized scaling: no effect on memory or step time");
   f.ignore("lora_fan_in_fan_out", "adapter layout: no effect on memory or step time");
   f.ignore("lora_model_dir", "an adapter to start from: no effect on memory or step time");
   f.ignore("peft_layers_to_transform", "not modelled yet: adapters on part of the layers");
   for (const char* k : {"lora_mlp_kernel", "lora_qkv_kernel", "lora_o_kernel", "lora_embedding_kernel"})
-    not_modelled_if_true(f, k, "axolotl's fused Triton LoRA kernels");
+    f.not_modelled_if_true(k, "axolotl's fused Triton LoRA kernels");
 }
 
 void read_ax_precision(Fields& f) {
@@ -397,7 +391,7 @@ void read_ax_attention(Fields& f) {
       if (const auto b = as_bool(f, key, *n); b && *b && !f.ctx().draft.has("job.attention"))
         f.set("job.attention", ours, key, *n);
   for (const char* k : {"flash_attn_cross_entropy", "flash_attn_rms_norm", "flash_attn_fuse_qkv", "flash_attn_fuse_mlp"})
-    not_modelled_if_true(f, k, "flash-attn's fused kernels besides attention");
+    f.not_modelled_if_true(k, "flash-attn's fused kernels besides attention");
   refuse_if_true(f, "s2_attention", "s2_attention was removed from axolotl (it refuses the key)");
 }
 
@@ -553,7 +547,7 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   if (const Node* p = f.take("plugins"); p && p->is_seq() && !p->elems.empty())
     f.not_modelled("plugins", *p, "axolotl plugins (Liger kernels, cut cross-entropy and others change kernels and memory)");
   f.ignore_matching("liger_", "with the Liger plugin only");
-  not_modelled_if_true(f, "chunked_cross_entropy", "axolotl's chunked cross-entropy");
+  f.not_modelled_if_true("chunked_cross_entropy", "axolotl's chunked cross-entropy");
   for (const char* k : {"datasets", "test_datasets", "val_set_size", "dataset_prepared_path", "chat_template",
                         "chat_template_jinja", "default_system_message", "special_tokens", "tokens", "train_on_inputs",
                         "group_by_length", "shuffle_merged_datasets", "dataset_processes", "dataset_exact_deduplication",

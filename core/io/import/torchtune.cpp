@@ -114,9 +114,7 @@ void read_model(Fields& top, const Node& block) {
         block.find("lora_attn_modules") ? *block.find("lora_attn_modules") : *block.find("apply_lora_to_mlp");
     m.set("job.lora.targets", yaml_flow_list(targets), "lora_attn_modules", at, "with apply_lora_to_mlp");
   }
-  if (const Node* o = m.take("apply_lora_to_output"))
-    if (const auto b = as_bool(m, "apply_lora_to_output", *o); b && *b)
-      m.not_modelled("apply_lora_to_output", *o, "a LoRA adapter on the output projection (LM head)");
+  m.not_modelled_if_true("apply_lora_to_output", "a LoRA adapter on the output projection (LM head)");
   m.take_int("lora_rank", "job.lora.rank");
   if (const Node* a = m.take("lora_alpha")) {
     if (a->is_scalar()) m.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
@@ -124,9 +122,7 @@ void read_model(Fields& top, const Node& block) {
   if (const Node* d = m.take("lora_dropout")) {
     if (d->is_scalar()) m.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
   }
-  if (const Node* d = m.take("use_dora"))
-    if (const auto b = as_bool(m, "use_dora", *d); b && *b)
-      m.not_modelled("use_dora", *d, "DoRA's magnitude vectors and extra norm");
+  m.not_modelled_if_true("use_dora", "DoRA's magnitude vectors and extra norm");
   m.finish();
 }
 
