@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
@@ -18,6 +19,7 @@
 #include "io/profile_io.hpp"
 #include "io/units.hpp"
 #include "progress.hpp"
+#include "rates.hpp"
 #include "storage/uring.hpp"
 #include "table.hpp"
 
@@ -35,6 +37,8 @@ std::vector<OptionSpec> calibrate_options() {
                {"no-fio", false, "do not run fio beside the storage benchmark"},
                {"no-cpu", false, "do not measure the CPU and DRAM"},
                {"no-gpu", false, "do not measure the GPU"},
+               {"no-cpu-device", false,
+                "do not measure the executor's CPU device (the rates `ftplan validate --profile` predicts from)"},
                {"sustained-write", false, "also write on until the drive's write cache runs out"},
                {"sustained-bytes", true,
                 "limit of the sustained write per directory (default: half the free space, <= 256 GiB)"},
@@ -72,7 +76,8 @@ std::string value_text(const std::string& unit, double v) {
     if (std::abs(v) >= 1e9) return fmt::format("{:.2f} GB/s", v / 1e9);
     return fmt::format("{:.1f} MB/s", v / 1e6);
   }
-  if (unit == "FLOP/s") return fmt::format("{:.1f} TFLOPS", v / 1e12);
+  if (unit == "FLOP/s")
+    return std::abs(v) >= 1e12 ? fmt::format("{:.1f} TFLOPS", v / 1e12) : fmt::format("{:.1f} GFLOPS", v / 1e9);
   if (unit == "params/s") return fmt::format("{:.3g} G/s", v / 1e9);
   if (unit == "IOPS") return fmt::format("{:.1f}K IOPS", v / 1e3);
   if (unit == "W") return fmt::format("{:.0f} W", v);
@@ -91,6 +96,11 @@ class StderrProgress : public calibrate::Progress {
   }
   void note(std::string_view text) override { line_.print(fmt::format("note: {}", text)); }
   void done() { line_.print(fmt::format("calibration took {:.1f} s", calibrate::now_s() - start_)); }
+  // A part measured after the calibration's own steps.
+  void part(std::string_view label) {
+    line_.end();
+    line_.show(fmt::format("[  +] {:5.1f} s  {}", calibrate::now_s() - start_, label));
+  }
 
  private:
   StatusLine line_;
@@ -206,6 +216,43 @@ void print_table(const calibrate::Calibration& cal) {
   for (const auto& n : cal.notes) fmt::print("note: {}\n", n);
 }
 
+// The CPU device's figures as rows (section "cpu device"): its GEMM rates over the grid (median,
+// slowest and fastest point), attention, the scalar rates and each storage set's striped rates.
+void add_cpu_device_rows(const hardware::CpuDeviceSection& d, std::vector<calibrate::Comparison>& rows) {
+  const auto row = [&](std::string item, std::string unit, double value, const std::vector<double>& samples) {
+    calibrate::Comparison c;
+    c.section = "cpu device";
+    c.item = std::move(item);
+    c.unit = std::move(unit);
+    c.value = value;
+    c.spread = calibrate::relative_spread(samples);
+    rows.push_back(std::move(c));
+  };
+  if (!d.gemm.empty()) {
+    std::vector<double> rates;
+    for (const auto& g : d.gemm) rates.push_back(g.flops_per_s);
+    const auto [lo, hi] = std::minmax_element(d.gemm.begin(), d.gemm.end(), [](const auto& a, const auto& b) {
+      return a.flops_per_s < b.flops_per_s;
+    });
+    row(fmt::format("GEMM fp32, median of {} points", d.gemm.size()), "FLOP/s", calibrate::median(rates), {});
+    row(fmt::format("GEMM slowest: {} {}x{}x{}", lo->layout, lo->m, lo->n, lo->k), "FLOP/s", lo->flops_per_s,
+        lo->samples);
+    row(fmt::format("GEMM fastest: {} {}x{}x{}", hi->layout, hi->m, hi->n, hi->k), "FLOP/s", hi->flops_per_s,
+        hi->samples);
+  }
+  for (const auto& a : d.attention)
+    row(fmt::format("attention {}x{} head_dim {}", a.queries, a.keys, a.head_dim), "FLOP/s", a.flops_per_s,
+        a.samples);
+  for (const auto& r : d.rates)
+    row(r.name, r.name == "adam_params_per_s" ? "params/s" : "B/s", r.value, r.samples);
+  for (const auto& st : d.storage) {
+    const std::string where = fmt::format("{} striped, {} KiB x{}", fmt::join(st.paths, ","), st.block_bytes / 1024,
+                                          st.queue_depth);
+    row("read " + where, "B/s", st.read_Bps, st.read_samples);
+    row("write " + where, "B/s", st.write_Bps, st.write_samples);
+  }
+}
+
 }  // namespace
 
 int cmd_calibrate(const std::vector<std::string>& argv) {
@@ -233,7 +280,16 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   // each other's I/O.
   const auto locks = io::lock_directories({o.storage_dirs.begin(), o.storage_dirs.end()}, "calibrate");
   StderrProgress progress;
-  const calibrate::Calibration cal = calibrate::run_calibration(o, progress);
+  calibrate::Calibration cal = calibrate::run_calibration(o, progress);
+  // The executor's CPU device, the rates `ftplan validate --profile` predicts a step from (issue
+  // 40): measured here, apart from any run it will check, on the storage directories measured above.
+  if (o.cpu && !args.flag("no-cpu-device")) {
+    exec::DeviceGrid grid = exec::device_grid(o.quick);
+    if (o.repeats > 0) grid.cold_calls = o.repeats;
+    cal.profile.cpu_device =
+        exec::measure_cpu_device(grid, o.storage_dirs, [&](const std::string& s) { progress.part(s); });
+    add_cpu_device_rows(cal.profile.cpu_device, cal.comparisons);
+  }
   progress.done();
 
   if (out_path) {

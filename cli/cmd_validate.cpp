@@ -42,13 +42,30 @@ void print_table(const exec::Validation& v) {
   }
   using A = Table::Align;
   Table t;
-  t.columns({{"", A::left}, {"measured", A::right}, {"simulated", A::right}, {"error", A::right}});
+  const bool predicted = v.rates_from == "profile";
+  t.columns({{"", A::left},
+             {"measured", A::right},
+             {predicted ? "predicted (profile)" : "simulated (in-run rates)", A::right},
+             {"error", A::right}});
   t.row({"step time", io::format_duration(v.measured_step_time_s), io::format_duration(v.simulated_step_time_s),
          pct(v.simulated_step_time_s, v.measured_step_time_s)});
+  if (predicted && v.in_run_simulated_step_time_s > 0)
+    t.row({"step time at in-run rates", "", io::format_duration(v.in_run_simulated_step_time_s),
+           pct(v.in_run_simulated_step_time_s, v.measured_step_time_s)});
   t.row({"device peak", io::format_bytes(v.measured_device_peak_bytes), io::format_bytes(v.simulated_device_peak_bytes),
          pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes)});
+  if (v.measured_device_peak_with_scratch_bytes >= 0)
+    t.row({"device peak + kernel scratch", io::format_bytes(v.measured_device_peak_with_scratch_bytes),
+           io::format_bytes(v.simulated_device_peak_bytes),
+           pct(v.simulated_device_peak_bytes, v.measured_device_peak_with_scratch_bytes)});
   t.row({"host peak", io::format_bytes(v.measured_host_peak_bytes), io::format_bytes(v.simulated_host_peak_bytes),
          pct(v.simulated_host_peak_bytes, v.measured_host_peak_bytes)});
+  // The process as the kernel counts it, against what the simulator says the step holds in all.
+  if (v.measured_process_peak_bytes >= 0) {
+    const double held = v.simulated_device_peak_bytes + v.simulated_host_peak_bytes;
+    t.row({"process peak RSS", io::format_bytes(v.measured_process_peak_bytes), io::format_bytes(held),
+           pct(held, v.measured_process_peak_bytes)});
+  }
   if (v.measured_nvme_peak_bytes > 0 || v.simulated_nvme_peak_bytes > 0)
     t.row({"NVMe peak", io::format_bytes(v.measured_nvme_peak_bytes), io::format_bytes(v.simulated_nvme_peak_bytes),
            pct(v.simulated_nvme_peak_bytes, v.measured_nvme_peak_bytes)});
@@ -61,6 +78,13 @@ void print_table(const exec::Validation& v) {
   for (const auto& l : v.links) {
     t.row({"link " + l.name + " bytes", io::format_bytes(l.measured_bytes), io::format_bytes(l.simulated_bytes),
            pct(l.simulated_bytes, l.measured_bytes)});
+    // What moved, counted as it moved (and by the kernel's block-I/O counters), not the ops' sizes.
+    if (l.counted_bytes >= 0)
+      t.row({"link " + l.name + " counted", io::format_bytes(l.counted_bytes), io::format_bytes(l.simulated_bytes),
+             pct(l.simulated_bytes, l.counted_bytes)});
+    if (l.block_bytes >= 0)
+      t.row({"link " + l.name + " block I/O", io::format_bytes(l.block_bytes), io::format_bytes(l.simulated_bytes),
+             pct(l.simulated_bytes, l.block_bytes)});
     t.row({"link " + l.name + " busy", io::format_duration(l.measured_busy_s), io::format_duration(l.simulated_busy_s),
            pct(l.simulated_busy_s, l.measured_busy_s)});
   }
@@ -69,13 +93,17 @@ void print_table(const exec::Validation& v) {
   if (!v.sample_simulated_step_s.empty()) {
     const auto [lo, hi] = std::minmax_element(v.sample_simulated_step_s.begin(), v.sample_simulated_step_s.end());
     fmt::print(
-        "rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
+        "in-run rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
         "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{}); the timed steps spread {:.1f}%\n",
         v.sample_simulated_step_s.size(), io::format_duration(*lo), io::format_duration(*hi), v.drift.min_error_pct,
         v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
         v.drift.measured_spread_pct);
   }
   fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
+  fmt::print("work check: {}\n", v.work.checked > 0 ? fmt::format("{} entries of the device's products recomputed by "
+                                                                  "a plain loop, {} wrong",
+                                                                  v.work.checked, v.work.wrong)
+                                                    : std::string("none (this device has no spot check)"));
   fmt::print("parameters after step {}: digest {}\n",
              v.measured.first_step + static_cast<int>(v.measured.step_s.size()), exec::digest(v.measured.master));
   for (const auto& n : v.notes) fmt::print("note: {}\n", n);
@@ -88,9 +116,14 @@ nlohmann::json to_json(const exec::Validation& v) {
     j["problem"] = v.problem;
     return j;
   }
+  j["rates_from"] = v.rates_from;
   j["measured_step_time_s"] = v.measured_step_time_s;
   j["simulated_step_time_s"] = v.simulated_step_time_s;
   j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
+  if (v.in_run_simulated_step_time_s > 0) {
+    j["in_run_simulated_step_time_s"] = v.in_run_simulated_step_time_s;
+    j["in_run_step_time_error_pct"] = exec::error_pct(v.in_run_simulated_step_time_s, v.measured_step_time_s);
+  }
   j["measured_step_times_s"] = v.measured.step_s;
   j["first_step"] = v.measured.first_step;
   j["parameters_digest"] = exec::digest(v.measured.master);
@@ -98,11 +131,25 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["simulated_device_peak_bytes"] = v.simulated_device_peak_bytes;
   j["device_peak_error_pct"] = exec::error_pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes);
   j["measured_host_peak_bytes"] = v.measured_host_peak_bytes;
+  const auto known = [](double x) { return x >= 0 ? nlohmann::json(x) : nlohmann::json(); };
+  j["measured_device_peak_with_scratch_bytes"] = known(v.measured_device_peak_with_scratch_bytes);
+  j["measured_process_peak_bytes"] = known(v.measured_process_peak_bytes);
   j["simulated_host_peak_bytes"] = v.simulated_host_peak_bytes;
   j["measured_nvme_peak_bytes"] = v.measured_nvme_peak_bytes;
   j["simulated_nvme_peak_bytes"] = v.simulated_nvme_peak_bytes;
   j["device"] = v.device;
-  // Each rate over the probes the simulation used: its median is what was simulated.
+  j["work_checked"] = v.work.checked;
+  j["work_wrong"] = v.work.wrong;
+  // The rates the prediction was given (the profile's, or the in-run probes' medians), then each
+  // in-run rate over the probes used.
+  j["simulated_rates"] = {{"attention_flops_per_s", v.rates.attention_flops_per_s},
+                          {"memory_Bps", v.rates.memory_Bps},
+                          {"copy_Bps", v.rates.copy_Bps},
+                          {"dram_Bps", v.rates.dram_Bps},
+                          {"adam_params_per_s", v.rates.adam_params_per_s},
+                          {"nvme_read_Bps", v.rates.nvme_read_Bps},
+                          {"nvme_write_Bps", v.rates.nvme_write_Bps},
+                          {"gemm_points", v.rates.gemm.size()}};
   nlohmann::json rates = nlohmann::json::object();
   for (const auto& r : v.rate_spread)
     rates[r.name] = {{"min", r.min}, {"median", r.median}, {"max", r.max}, {"spread_pct", r.spread_pct()}};
@@ -120,6 +167,8 @@ nlohmann::json to_json(const exec::Validation& v) {
   for (const auto& l : v.links)
     links.push_back({{"name", l.name},
                      {"measured_bytes", l.measured_bytes},
+                     {"counted_bytes", known(l.counted_bytes)},
+                     {"block_io_bytes", known(l.block_bytes)},
                      {"simulated_bytes", l.simulated_bytes},
                      {"measured_busy_s", l.measured_busy_s},
                      {"simulated_busy_s", l.simulated_busy_s}});
@@ -169,6 +218,10 @@ std::vector<OptionSpec> validate_options() {
   options.push_back({"state-dir", true,
                      "keep each plan's training state (parameters, Adam moments, step) in DIR after every step, "
                      "and resume from it: a run killed and started again continues its steps"});
+  options.push_back({"in-run-rates", false,
+                     "also probe the device's rates at the step's own shapes before and between the steps and "
+                     "simulate at them: a diagnostic beside the profile's prediction (without --profile, the "
+                     "whole comparison; it checks mechanisms, since the rates come from the run checked)"});
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
@@ -236,8 +289,9 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   // (--profile), else this machine's as calibrate reads them; its storage directories are
   // --storage-dir's, else those the profile measured.
   hardware::CalibrationProfile machine;
-  if (auto path = args.value("profile"))
-    machine = io::load_profile(*path);
+  const auto profile_path = args.value("profile");
+  if (profile_path)
+    machine = io::load_profile(*profile_path);
   else
     machine.machine.cpu = calibrate::read_cpu_identity();
   exec::ValidateOptions o;
@@ -248,6 +302,23 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));
   plan::Scenario s = scenario_from_args(app, args);
   const exec::Scale scale = read_run_options(args, taken.steps, o);
+  o.in_run_rates = args.flag("in-run-rates");
+  // The prediction's rates come from a profile measured apart from the run (issue 40).
+  // The CUDA device has no such section yet: it validates at in-run rates.
+  if (o.cuda && !o.in_run_rates)
+    throw UsageError("--device cuda: validate has no profile of the CUDA device's rates yet; give --in-run-rates");
+  if (!o.cuda && profile_path && !machine.cpu_device.empty()) {
+    o.profile = &machine.cpu_device;
+  } else if (!o.in_run_rates) {
+    throw UsageError(fmt::format(
+        "validate predicts each step from the CPU device's rates measured apart from the run: {}, then give "
+        "--profile P (or --in-run-rates to simulate at rates probed from the run itself, which checks the "
+        "mechanisms but cannot disagree by much)",
+        profile_path ? fmt::format("{} has no cpu_device section; run `ftplan calibrate --quick --storage-dir DIR "
+                                   "--out P` (this version measures it)",
+                                   *profile_path)
+                     : std::string("run `ftplan calibrate --quick --storage-dir DIR --out P` first")));
+  }
   const auto trace = args.value("trace");
   o.trace = trace.has_value();
   o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };

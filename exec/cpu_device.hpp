@@ -24,6 +24,7 @@ class CpuDevice final : public Device {
   void release(std::byte* block) override;
   double capacity_bytes() const override { return static_cast<double>(arena_.limit_bytes()); }
   double peak_bytes() const override { return arena_.peak_bytes(); }
+  double scratch_bytes() const override;
   void gemm(int worker, const GemmCall& call) override;
   void attention(int worker, std::int64_t m, std::int64_t n, std::int64_t k, int repeats) override;
   void memory_bound(int worker, double bytes) override;
@@ -31,12 +32,15 @@ class CpuDevice final : public Device {
   void copy_to_device(std::byte* device, const std::byte* host, std::size_t bytes) override;
   void copy_to_host(std::byte* host, const std::byte* device, std::size_t bytes) override;
   bool computes_on_host() const override { return true; }
+  void check_work(bool on) override { check_ = on; }
+  WorkCheck work_check() const override;
 
  private:
   struct Scratch;
   Arena arena_;
   std::byte* base_ = nullptr;
   std::vector<std::unique_ptr<Scratch>> scratch_;
+  bool check_ = false;
 };
 
 }  // namespace ftplan::exec

@@ -23,6 +23,15 @@ struct GemmCall {
   bool input_grad = true;  // backward: run dA (false: dB alone, as validate times it)
 };
 
+// A device's check of its own kernels' results: entries of each product recomputed by a plain
+// loop in double precision that shares no code with the kernels (nor with validate's rate probes),
+// so a device that does less work than asked, or the wrong work, is caught (issue 40).
+struct WorkCheck {
+  std::uint64_t checked = 0;  // entries recomputed
+  std::uint64_t wrong = 0;    // of them, outside the fp32 tolerance
+  std::string first_wrong;    // the first wrong entry, in words
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -32,6 +41,8 @@ class Device {
   virtual void release(std::byte* block) = 0;
   virtual double capacity_bytes() const = 0;
   virtual double peak_bytes() const = 0;  // high-water mark of the bytes asked for
+  // Memory the kernels use beyond the tensors asked for (operand and workspace buffers), now.
+  virtual double scratch_bytes() const { return 0; }
   // Kernels, run by the calling stream's worker (`worker` indexes its scratch). A GEMM with
   // `weight_grad` leaves dB in weight_gradient(worker) (k x n, column-major) for the step's
   // gradients.
@@ -53,6 +64,10 @@ class Device {
   // Page-locks host memory for the device's DMA engines (cudaHostRegister); false when the device
   // has none to lock it for. unpin_host undoes it.
   virtual bool pin_host(std::byte* /*host*/, std::size_t /*bytes*/) { return false; }
+  // Spot-check the kernels' results from now on (WorkCheck); work_check() says what was found.
+  // A device without a check counts nothing.
+  virtual void check_work(bool /*on*/) {}
+  virtual WorkCheck work_check() const { return {}; }
   virtual void unpin_host(std::byte* /*host*/) {}
 };
 

@@ -4,14 +4,13 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include <fstream>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -177,6 +176,49 @@ struct Part {
   std::uint64_t end() const { return offset.empty() ? base : base + offset.back(); }
 };
 
+// The process's block-I/O counters (/proc/self/io read_bytes, write_bytes: what the process
+// caused to be read from or sent to the storage layer, O_DIRECT included; proc(5)), counted by the
+// kernel apart from anything the executor or the simulator computes.
+// The process's peak resident set (VmHWM, bytes); -1 unreadable. reset_peak_rss() starts it
+// again from the present RSS (clear_refs 5, Linux 4.0+); false where refused.
+double peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("VmHWM:")) {
+      try {
+        return std::stod(line.substr(6)) * 1024.0;  // kB
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  return -1;
+}
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+struct BlockIo {
+  bool ok = false;
+  double read = 0, write = 0;
+};
+BlockIo block_io() {
+  BlockIo b;
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  double value = 0;
+  int found = 0;
+  while (in >> key >> value) {
+    if (key == "read_bytes:") b.read = value, ++found;
+    if (key == "write_bytes:") b.write = value, ++found;
+  }
+  b.ok = found == 2;
+  return b;
+}
+
 class Runner {
  public:
   Runner(const schedule::StepIR& ir, const plan::Plan& p, Device& device, const Options& o)
@@ -202,6 +244,18 @@ class Runner {
   void swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io);
   void swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, storage::DirectIo* io);
   void nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write);
+  // Copies between the device and host memory, counted as they are made (Moved).
+  void to_device(std::byte* device, const std::byte* host, std::size_t bytes) const {
+    device_.copy_to_device(device, host, bytes);
+    moved_[kH2d].fetch_add(bytes, std::memory_order_relaxed);
+  }
+  void to_host(std::byte* host, const std::byte* device, std::size_t bytes) const {
+    device_.copy_to_host(host, device, bytes);
+    moved_[kD2h].fetch_add(bytes, std::memory_order_relaxed);
+  }
+  // What the copies and the NVMe rings moved since the last reset, by where.
+  enum Moved { kH2d, kD2h, kNvmeRead, kNvmeWrite, kMoved };
+  mutable std::array<std::atomic<std::uint64_t>, kMoved> moved_{};
   bool probe_tier(TierRates& out);
   std::uint64_t nvme_position(const Op& op, int t, std::uint64_t bytes) const;
   void initial_master(float* out, std::size_t begin, std::size_t k);
@@ -440,7 +494,7 @@ void Runner::live_gradients(std::size_t begin, std::size_t k, float* out) const 
     const std::byte* at = s.ptr + e * width;
     if (x.tier == Tier::gpu && !device_.host_addressable()) {  // read back through the device's copy
       staged_.resize((b - a) * width);
-      device_.copy_to_host(staged_.data(), at, staged_.size());
+      to_host(staged_.data(), at, staged_.size());
       at = staged_.data();
     }
     if (width == 4) {
@@ -515,7 +569,7 @@ void Runner::allocate(int t) {
         storage::DirectIo io(opt_.io_queue_depth);
         nvme_io(&io, static_cast<std::uint64_t>(s.nvme) + part->base + part->offset[c], buf, n, true);
       } else if (x.tier == Tier::gpu) {
-        device_.copy_to_device(at, buf, n);
+        to_device(at, buf, n);
       }
     }
   }
@@ -534,7 +588,7 @@ void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
       break;
     }
     case Tier::gpu:
-      device_.copy_to_host(out, part_ptr(part, c), n);
+      to_host(out, part_ptr(part, c), n);
       break;
     case Tier::cpu:
       std::memcpy(out, part_ptr(part, c), n);
@@ -707,7 +761,11 @@ bool Runner::probe_tier(TierRates& out) {
 }
 
 void Runner::nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write) {
-  io->run(nvme_->requests(offset, host, round_up(bytes), write, opt_.io_block_bytes));
+  const auto requests = nvme_->requests(offset, host, round_up(bytes), write, opt_.io_block_bytes);
+  io->run(requests);  // throws on an error or a short transfer: what returns has moved
+  std::uint64_t done = 0;
+  for (const auto& r : requests) done += r.bytes;
+  moved_[write ? kNvmeWrite : kNvmeRead].fetch_add(done, std::memory_order_relaxed);
 }
 
 // Where in an NVMe tensor a copy of `bytes` starts: layer l's share of a tensor holding every
@@ -748,8 +806,8 @@ void Runner::optimizer(std::size_t i, int c) {
   float* const m_at = m;
   if (staged) {
     stage.resize(3 * k);
-    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data()), reinterpret_cast<std::byte*>(master_at), 4 * k);
-    device_.copy_to_host(reinterpret_cast<std::byte*>(stage.data() + k), reinterpret_cast<std::byte*>(m_at), 8 * k);
+    to_host(reinterpret_cast<std::byte*>(stage.data()), reinterpret_cast<std::byte*>(master_at), 4 * k);
+    to_host(reinterpret_cast<std::byte*>(stage.data() + k), reinterpret_cast<std::byte*>(m_at), 8 * k);
     master = stage.data();
     m = stage.data() + k;
   }
@@ -787,8 +845,8 @@ void Runner::optimizer(std::size_t i, int c) {
     calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, calibrate::cpu::AdamW{}, step_ + 1);
   }
   if (staged) {
-    device_.copy_to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
-    device_.copy_to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
+    to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
+    to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
   }
 }
 
@@ -890,7 +948,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     if (it != grad_of_layer_.end() && live(dst)) {
       const std::vector<float>& g = device_grads_[static_cast<std::size_t>(it->second)];
       const std::size_t n = std::min<std::size_t>(g.size() * 4, storage_[static_cast<std::size_t>(dst)].size);
-      device_.copy_to_host(storage_[static_cast<std::size_t>(dst)].ptr, reinterpret_cast<const std::byte*>(g.data()),
+      to_host(storage_[static_cast<std::size_t>(dst)].ptr, reinterpret_cast<const std::byte*>(g.data()),
                            n);
       return;
     }
@@ -902,9 +960,9 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
                       ? storage_[static_cast<std::size_t>(dst)].ptr
                       : scratch_[static_cast<std::size_t>(worker) + schedule::kStreams].get(bytes);
   if (op.dst == Tier::gpu)
-    device_.copy_to_device(to, from, bytes);
+    to_device(to, from, bytes);
   else
-    device_.copy_to_host(to, from, bytes);
+    to_host(to, from, bytes);
 }
 
 void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
@@ -959,7 +1017,7 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
           }
         }
         if (keep && !in_place)
-          device_.copy_to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
+          to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
       }
       break;
     }
@@ -1158,9 +1216,18 @@ Measured Runner::run() {
   out.host_pinned = host_->locked();
   out.host_note = host_->note();
   out.first_step = first_step_;
+  const bool rss = reset_peak_rss();
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
+    for (auto& m : moved_) m.store(0);
+    const BlockIo before = block_io();
     step(s, out);
+    // The last step's counts (each step overwrites the one before).
+    const BlockIo after = block_io();
+    out.counted = {static_cast<double>(moved_[kH2d].load()), static_cast<double>(moved_[kD2h].load()),
+                   static_cast<double>(moved_[kNvmeRead].load()), static_cast<double>(moved_[kNvmeWrite].load()),
+                   before.ok && after.ok ? after.read - before.read : -1.0,
+                   before.ok && after.ok ? after.write - before.write : -1.0};
     if (!failed_) after_step(s);
   }
   if (failed_) {
@@ -1172,6 +1239,8 @@ Measured Runner::run() {
   std::sort(later.begin(), later.end());
   out.step_time_s = later.empty() ? 0 : later[later.size() / 2];
   record_last_step(out);
+  out.process_peak_rss_bytes = rss ? peak_rss_bytes() : -1;
+  out.device_scratch_bytes = device_.scratch_bytes();
   read_master(out);
   out.notes = notes_;
   return out;

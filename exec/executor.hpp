@@ -96,6 +96,16 @@ struct OpRecord {
   int core = -1;  // the core the op's worker ended it on (sched_getcpu)
 };
 
+// What the last step moved, counted where it moved (the executor's copy and NVMe calls, each
+// call's bytes as made, NVMe requests rounded up to the I/O alignment), and what the kernel's
+// block-I/O counters for the process saw over the same step (-1 where /proc/self/io is
+// unreadable): figures apart from the IR's nominal op sizes, which the links report.
+struct Counted {
+  double h2d_bytes = 0, d2h_bytes = 0;
+  double nvme_read_bytes = 0, nvme_write_bytes = 0;
+  double block_read_bytes = -1, block_write_bytes = -1;
+};
+
 struct Measured {
   bool ok = true;
   std::string problem;                 // why the run stopped, when !ok
@@ -105,11 +115,17 @@ struct Measured {
   std::vector<StreamMeasure> streams;  // of the last step
   std::vector<LinkMeasure> links;      // of the last step
   double device_peak_bytes = 0;        // arena high-water mark over the run (bytes the IR asked for)
+  double device_scratch_bytes = 0;     // the kernels' buffers beyond it at the end (Device::scratch_bytes)
+  // The process's peak resident memory over the run's steps (VmHWM after resetting it at the
+  // first step, proc(5) clear_refs 5): device arena, host tier, scratch, probes, everything; -1
+  // where the kernel does not let it be reset or read.
+  double process_peak_rss_bytes = -1;
   double host_peak_bytes = 0;
   double nvme_peak_bytes = 0;
   bool host_pinned = false;        // the host tier is mlock'd
   std::string host_note;           // pinned or pageable, and why
   double nvme_written_bytes = 0;   // of the last step
+  Counted counted;                 // of the last step
   std::vector<float> master;       // the fp32 master weights after the last step
   std::vector<OpRecord> ops;       // of the last step, in completion order per stream
   std::vector<std::string> notes;  // where the IR did not say something the executor needed

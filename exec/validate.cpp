@@ -32,39 +32,6 @@ namespace {
 // rates as fractions of a peak; any positive number serves).
 constexpr double kPeak = 1e12;
 
-// Best of `rounds` timings of `f`, each repeated until it takes at least 20 ms; seconds per call.
-double time_per_call(const std::function<void()>& f, int rounds) {
-  double best = 1e300;
-  for (int round = 0; round < std::max(1, rounds); ++round) {
-    int calls = 0;
-    const double t0 = calibrate::now_s();
-    double t = 0;
-    do {
-      f();
-      ++calls;
-      t = calibrate::now_s() - t0;
-    } while (t < 0.02);
-    best = std::min(best, t / calls);
-  }
-  return best;
-}
-
-// Median of `calls` single calls of `f`, each after `flush` (which is not timed): a GEMM in a step
-// finds its operands evicted by the memory-bound kernels between GEMMs, and a GEMM of few rows
-// is bound by reading its weights from memory; timed back to back it finds them in cache and
-// runs up to twice as fast (measured here at hidden 1024 x 64 tokens).
-double time_cold(const std::function<void()>& f, const std::function<void()>& flush, int calls) {
-  std::vector<double> t;
-  for (int round = 0; round < std::max(1, calls); ++round) {
-    flush();
-    const double t0 = calibrate::now_s();
-    f();
-    t.push_back(calibrate::now_s() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 Scale parse_scale(const std::string& text) {
@@ -149,260 +116,6 @@ double error_pct(double simulated, double measured) {
   return 100.0 * (simulated - measured) / measured;
 }
 
-// The storage directories as the executor's NVMe streams use them (Options' defaults): one
-// address space striped round-robin over a file per directory, moved by one ring with
-// io_queue_depth requests of io_block_bytes in flight (storage::striped_requests). Timing them any
-// other way measures another thing: one thread and ring per directory at depth 8 each (calibrate's
-// run_io) came out 2.2 GB/s over two directories of one virtual disk where the executor's single
-// ring moved 5.5 GB/s (docs/validation.md).
-struct NvmeProbe::Impl {
-  Options io;
-  std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
-  std::vector<const calibrate::storage::ScratchFile*> ptrs;
-  std::uint64_t total = 0;
-  std::unique_ptr<calibrate::AlignedBuffer> buffer;
-  std::unique_ptr<calibrate::storage::DirectIo> ring;
-};
-
-NvmeProbe::NvmeProbe(const std::vector<std::filesystem::path>& dirs) : impl_(std::make_unique<Impl>()) {
-  FTPLAN_ASSERT(!dirs.empty(), "an NVMe probe without directories");
-  Impl& x = *impl_;
-  // 64 MiB per directory, as session 8's probe: sized like the step's NVMe tier (up to 512 MiB
-  // per directory) the probe read 1.6-2.5 GB/s, steady over five probes, where the run read the
-  // same directories at 4.3-6.3 GB/s (hidden 1024, docs/validation.md); 64 MiB passes read
-  // 2.2-3.6 GB/s against the run's 5.9-6.1: closer, still slow. Why is not measured (a host
-  // cache holding the last step's writes, a burst allowance: docs/validation.md, open).
-  constexpr std::uint64_t per_dir = std::uint64_t{64} << 20;
-  x.total = per_dir * dirs.size();
-  for (const auto& dir : dirs) {
-    x.files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, per_dir + x.io.stripe_bytes));
-    x.ptrs.push_back(x.files.back().get());
-  }
-  x.buffer = std::make_unique<calibrate::AlignedBuffer>(static_cast<std::size_t>(x.total));
-  std::memset(x.buffer->data(), 1, x.buffer->size());
-  x.ring = std::make_unique<calibrate::storage::DirectIo>(x.io.io_queue_depth);
-  pass_Bps(true);  // untimed: the extents written once, as the run's are after its first step
-}
-
-NvmeProbe::~NvmeProbe() = default;
-
-std::uint64_t NvmeProbe::bytes() const { return impl_->total; }
-
-double NvmeProbe::pass_Bps(bool write) {
-  Impl& x = *impl_;
-  const auto requests = calibrate::storage::striped_requests(x.ptrs, x.io.stripe_bytes, 0, x.buffer->data(), x.total,
-                                                             write, x.io.io_block_bytes);
-  const double t0 = calibrate::now_s();
-  x.ring->run(requests);
-  return static_cast<double>(x.total) / (calibrate::now_s() - t0);
-}
-
-namespace {
-
-constexpr std::size_t kProbeBytes = std::size_t{32} << 20;  // each host probe's buffers
-
-// f on a thread pinned to `where` (the cores an executor worker runs on), else here.
-void run_on(const std::vector<int>& where, const std::function<void()>& f) {
-  if (where.empty()) return f();
-  std::exception_ptr error;
-  std::thread t([&] {
-    pin_to(where);
-    try {
-      f();
-    } catch (...) {
-      error = std::current_exception();
-    }
-  });
-  t.join();
-  if (error) std::rethrow_exception(error);
-}
-
-// The device's kernels: GEMMs, attention and memory-bound kernels, on the compute worker's core.
-void probe_kernels(const schedule::StepIR& ir, Device& dev, const ProbeEffort& effort, DeviceRates& r) {
-  constexpr std::size_t kBytes = kProbeBytes;
-  const int rounds = effort.timed_rounds;
-  // GEMMs at every shape and layout the simulator will ask for (sim::compute_seconds), each timed
-  // as the device runs it for the op: the forward C[m x n] = A[m x k] B[k x n] (nn), a backward's
-  // dA = dC B^T (m x k over n, nt) and dB = A^T dC (k x n over m, tn). Timing dA as a plain product
-  // of its shape overstated it by 5-8% on the CPU device (Eigen packs a transposed operand
-  // otherwise). Keyed by the op's (m, n, k) and which of the three.
-  using Layout = sim::Efficiency::Layout;
-  // Each shape with the number of the step's calls that run it (for gemm_step_flops_per_s).
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, Layout>, int> shapes;
-  const schedule::Op* attention = nullptr;
-  for (const auto& op : ir.ops) {
-    if (op.kind == schedule::OpKind::attention && !attention && op.flops > 0) attention = &op;
-    if (op.kind != schedule::OpKind::gemm || op.m <= 0 || op.n <= 0 || op.k <= 0) continue;
-    if (op.pass != schedule::Pass::backward) {
-      ++shapes[{op.m, op.n, op.k, Layout::nn}];
-    } else {
-      ++shapes[{op.m, op.n, op.k, Layout::nt}];
-      if (op.weight_grad) ++shapes[{op.m, op.n, op.k, Layout::tn}];
-    }
-  }
-  // The flush: 64 MiB streamed through the device's memory, past any last-level cache (or L2).
-  const auto flush = [&] { dev.memory_bound(0, 2.0 * (std::size_t{64} << 20)); };
-  // One untimed call of each shape first: the CPU device grows (and fills) its operand buffers
-  // on the first call that needs more room, and a cuBLASLt matmul picks its algorithm on its
-  // first call. Timed, that first call made a probe of one cold call per shape (kStepProbe) 1.5-2x
-  // slow at hidden 1024 (every probe's simulated step +40% to +250% over the measured one, where
-  // the median of five calls drops it).
-  for (const auto& [shape, calls] : shapes) {
-    const auto& [m, n, k, layout] = shape;
-    dev.gemm(0, GemmCall{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn});
-  }
-  double step_flops = 0, step_s = 0;
-  for (const auto& [shape, calls] : shapes) {
-    const auto& [m, n, k, layout] = shape;
-    const GemmCall call{m, n, k, layout != Layout::nn, layout == Layout::tn, 1, layout != Layout::tn};
-    const double t = time_cold([&, call] { dev.gemm(0, call); }, flush, effort.cold_calls);
-    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const double rate = flops / t;
-    step_flops += calls * flops;
-    step_s += calls * t;
-    if (layout == Layout::nn) r.gemm.push_back({m, n, k, rate, layout});
-    if (layout == Layout::nt) r.gemm.push_back({m, k, n, rate, layout});
-    if (layout == Layout::tn) r.gemm.push_back({k, n, m, rate, layout});
-  }
-  if (step_s > 0) r.gemm_step_flops_per_s = step_flops / step_s;
-  if (attention) {
-    const AttentionCall a = attention_call(*attention);
-    dev.attention(0, a.m, a.n, a.k, 1);  // untimed, as the GEMMs above
-    const double t = time_cold([&] { dev.attention(0, a.m, a.n, a.k, 1); }, flush, effort.cold_calls);
-    r.attention_flops_per_s = 4.0 * static_cast<double>(a.m) * static_cast<double>(a.n) * static_cast<double>(a.k) / t;
-  }
-  r.memory_Bps = 2.0 * kBytes / time_per_call([&] { dev.memory_bound(0, 2.0 * kBytes); }, rounds);
-}
-
-// Host copies, DRAM traffic and AdamW, on the other workers' cores (cores.others; `any` all).
-void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& any, DeviceRates& r) {
-  constexpr std::size_t kBytes = kProbeBytes;
-  const int rounds = effort.timed_rounds;
-  std::vector<std::byte> a(kBytes, std::byte{1}), b(kBytes), c(kBytes, std::byte{2}), d(kBytes);
-  if (dev.host_addressable()) {
-    r.copy_Bps = kBytes / time_per_call([&] { std::memcpy(b.data(), a.data(), kBytes); }, rounds);
-  } else {
-    // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
-    std::byte* on_device = dev.allocate(kBytes);
-    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
-    const bool pinned = dev.pin_host(a.data(), kBytes);
-    r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); }, rounds);
-    if (pinned) dev.unpin_host(a.data());
-    dev.release(on_device);
-  }
-  // DRAM traffic, as the simulator's DRAM link counts it (bytes read + written: a copy's bytes,
-  // AdamW's 28 per parameter): two memcpys at once each read and write kBytes (glibc copies
-  // blocks this large with non-temporal stores: no write-allocate reads). The second may run on
-  // any allowed core, as before the probes were pinned: the link is the memory's, not a core's.
-  r.dram_Bps = 4.0 * kBytes /
-               time_per_call(
-                   [&] {
-                     std::thread other([&] {
-                       if (!any.empty()) pin_to(any);
-                       std::memcpy(d.data(), c.data(), kBytes);
-                     });
-                     std::memcpy(b.data(), a.data(), kBytes);
-                     other.join();
-                   },
-                   rounds);
-  {
-    // 8M parameters, 224 MB of state: past any last-level cache, as the step's are.
-    constexpr std::size_t kParams = std::size_t{8} << 20;
-    std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
-    int step = 0;
-    r.adam_params_per_s = kParams / time_per_call(
-                                        [&] {
-                                          calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams,
-                                                                     calibrate::cpu::AdamW{}, ++step);
-                                        },
-                                        rounds);
-  }
-}
-
-// The storage directories' striped O_DIRECT reads and writes (NvmeProbe), median of the passes.
-void probe_nvme(const std::vector<std::filesystem::path>& dirs, NvmeProbe* nvme, const ProbeEffort& effort,
-                DeviceRates& r) {
-  std::unique_ptr<NvmeProbe> own;
-  if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
-  NvmeProbe& io = nvme ? *nvme : *own;
-  std::vector<double> w, rd;
-  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
-  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) rd.push_back(io.pass_Bps(false));
-  r.nvme_write_Bps = calibrate::median(w);
-  r.nvme_read_Bps = calibrate::median(rd);
-}
-
-}  // namespace
-
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& dirs, Device* device,
-                          const ProbeEffort& effort, NvmeProbe* nvme) {
-  DeviceRates r;
-  CpuDevice cpu(std::uint64_t{1} << 20, 1);
-  Device& dev = device ? *device : cpu;
-  // Each part on the cores where the executor's workers run it (core_plan): the device's kernels
-  // on the compute worker's core, copies, DRAM, AdamW and I/O on the other workers' cores. On this
-  // loaded 2-core VM a probe the kernel could move between cores ran its GEMMs faster
-  // than the compute worker pinned to one core saw them (1.1-1.5x, docs/validation.md).
-  const CorePlan cores = core_plan(dev, true);
-  run_on(cores.compute, [&] { probe_kernels(ir, dev, effort, r); });
-  std::vector<int> any = cores.compute;
-  any.insert(any.end(), cores.others.begin(), cores.others.end());
-  run_on(cores.others, [&] {
-    probe_host(dev, effort, any, r);
-    if (!dirs.empty()) probe_nvme(dirs, nvme, effort, r);
-  });
-  return r;
-}
-
-namespace {
-
-// Every scalar rate of DeviceRates with its JSON key, in one place for median_rates and rate_spreads.
-constexpr std::pair<const char*, double DeviceRates::*> kScalarRates[] = {
-    {"gemm_step_flops_per_s", &DeviceRates::gemm_step_flops_per_s},
-    {"attention_flops_per_s", &DeviceRates::attention_flops_per_s},
-    {"memory_Bps", &DeviceRates::memory_Bps},
-    {"copy_Bps", &DeviceRates::copy_Bps},
-    {"dram_Bps", &DeviceRates::dram_Bps},
-    {"adam_params_per_s", &DeviceRates::adam_params_per_s},
-    {"nvme_read_Bps", &DeviceRates::nvme_read_Bps},
-    {"nvme_write_Bps", &DeviceRates::nvme_write_Bps},
-};
-
-}  // namespace
-
-DeviceRates median_rates(const std::vector<DeviceRates>& samples) {
-  FTPLAN_ASSERT(!samples.empty(), "median_rates of no samples");
-  DeviceRates r = samples.front();
-  for (const auto& [name, field] : kScalarRates) {
-    std::vector<double> x;
-    for (const auto& s : samples) x.push_back(s.*field);
-    r.*field = calibrate::median(x);
-  }
-  for (std::size_t i = 0; i < r.gemm.size(); ++i) {
-    std::vector<double> x;
-    for (const auto& s : samples) {
-      FTPLAN_ASSERT(s.gemm.size() == r.gemm.size() && s.gemm[i].m == r.gemm[i].m && s.gemm[i].n == r.gemm[i].n &&
-                        s.gemm[i].k == r.gemm[i].k && s.gemm[i].layout == r.gemm[i].layout,
-                    "rate samples of different steps");
-      x.push_back(s.gemm[i].flops_per_s);
-    }
-    r.gemm[i].flops_per_s = calibrate::median(x);
-  }
-  return r;
-}
-
-std::vector<RateSpread> rate_spreads(const std::vector<DeviceRates>& samples) {
-  std::vector<RateSpread> out;
-  for (const auto& [name, field] : kScalarRates) {
-    std::vector<double> x;
-    for (const auto& s : samples)
-      if (s.*field > 0) x.push_back(s.*field);
-    if (x.empty()) continue;
-    const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
-    out.push_back({name, *lo, calibrate::median(x), *hi});
-  }
-  return out;
-}
 
 Drift judge_drift(const std::vector<double>& simulated, const std::vector<double>& measured, double threshold_pct) {
   Drift d;
@@ -581,6 +294,8 @@ void compare_rows(Validation& v) {
   v.measured_device_peak_bytes = m.device_peak_bytes;
   v.simulated_device_peak_bytes = s.gpu_peak_bytes;
   v.measured_host_peak_bytes = m.host_peak_bytes;
+  if (m.device_scratch_bytes > 0) v.measured_device_peak_with_scratch_bytes = m.device_peak_bytes + m.device_scratch_bytes;
+  v.measured_process_peak_bytes = m.process_peak_rss_bytes;
   v.simulated_host_peak_bytes = s.host_peak_bytes;
   v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
   v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
@@ -600,6 +315,16 @@ void compare_rows(Validation& v) {
     for (const auto& x : m.streams)
       if (x.name == st.name) row.measured_busy_s = x.busy_s, row.measured_cpu_s = x.cpu_s;
     v.streams.push_back(row);
+  }
+  // The counts of what moved, beside the links that carried it.
+  const Counted& c = m.counted;
+  for (auto& row : v.links) {
+    if (row.name == sim::to_string(sim::HostLink::pcie_h2d)) row.counted_bytes = c.h2d_bytes;
+    if (row.name == sim::to_string(sim::HostLink::pcie_d2h)) row.counted_bytes = c.d2h_bytes;
+    if (row.name == sim::to_string(sim::HostLink::nvme_read))
+      row.counted_bytes = c.nvme_read_bytes, row.block_bytes = c.block_read_bytes;
+    if (row.name == sim::to_string(sim::HostLink::nvme_write))
+      row.counted_bytes = c.nvme_write_bytes, row.block_bytes = c.block_write_bytes;
   }
   v.simulated_bound_by = s.bound_by;
   double best = 0;
@@ -632,38 +357,50 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   const auto say = [&](const std::string& s) {
     if (o.progress) o.progress(fmt::format("{}: {}", plan.name, s));
   };
+  const auto fail = [&](std::string why) {
+    v.ok = false;
+    v.problem = std::move(why);
+    return v;
+  };
   const int dirs = static_cast<int>(o.storage_dirs.size());
   constexpr double kLarge = 1e15;  // device memory while simulating: the peak is what we learn
   plan::Plan p = on_this_machine(plan, DeviceRates{}, kLarge, dirs);
   schedule::StepIR ir;
-  if (const std::string why = step_ir(model, p, !o.storage_dirs.empty(), ir); !why.empty()) {
-    v.ok = false;
-    v.problem = why;
-    return v;
-  }
+  if (const std::string why = step_ir(model, p, !o.storage_dirs.empty(), ir); !why.empty()) return fail(why);
   bool nvme = false;
   for (const auto& t : ir.tensors) nvme = nvme || t.tier == plan::Tier::nvme;
-  say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
-  // The rates drift on a shared machine (docs/validation.md: GEMMs 1.6x and striped NVMe 3.4x
-  // slower in the seconds before a run than during it), so one probe before the run is not what
-  // the run saw. validate probes before the first step and, with probe_between_steps, after each
-  // step (outside the steps' timing: Options::after_step), and simulates with each rate's median
-  // over the probes that bracket the timed steps (after the warm-up step to after the last).
   const std::vector<std::filesystem::path> probe_dirs = nvme ? o.storage_dirs : std::vector<std::filesystem::path>{};
+  // The prediction's rates: a calibration profile measured apart from this run (issue 40), or, as a
+  // diagnostic that cannot disagree by much, rates probed from this run's own shapes and files.
+  const bool in_run = o.in_run_rates || !o.profile;
+  v.rates_from = o.profile ? "profile" : "in-run";
+  DeviceRates predicted;
+  if (o.profile) {
+    if (o.cuda) return fail("a profile's cpu_device section describes the CPU device; --device cuda takes --in-run-rates");
+    std::string why;
+    predicted = rates_from_profile(*o.profile, ir, probe_dirs, why);
+    if (!why.empty()) return fail(why + " (ftplan calibrate measures it; docs/validation.md)");
+  }
+  // The in-run probes drift with the machine's load (docs/validation.md: GEMMs 1.6x and striped
+  // NVMe 3.4x slower in the seconds before a run than during it), so one probe before the run is
+  // not what the run saw: validate probes before the first step and, with probe_between_steps,
+  // after each step (outside the steps' timing: Options::after_step), and takes each rate's median
+  // over the probes that bracket the timed steps (after the warm-up step to after the last).
   std::unique_ptr<Device> probe_gpu;       // the CUDA probes' device, kept for the probes between steps
   std::unique_ptr<NvmeProbe> probe_files;  // the storage probe's files, kept likewise (NvmeProbe)
-  try {
-    if (o.cuda) {
-      std::string why;
-      probe_gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
-      if (!probe_gpu) throw std::runtime_error("CUDA device: " + why);
+  if (in_run) {
+    say(fmt::format("measuring the {} device's rates at the step's shapes", o.cuda ? "CUDA" : "CPU"));
+    try {
+      if (o.cuda) {
+        std::string why;
+        probe_gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
+        if (!probe_gpu) throw std::runtime_error("CUDA device: " + why);
+      }
+      if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(probe_dirs);
+      v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), {}, probe_files.get()));
+    } catch (const std::exception& e) {
+      return fail(e.what());
     }
-    if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(probe_dirs);
-    v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), {}, probe_files.get()));
-  } catch (const std::exception& e) {
-    v.ok = false;
-    v.problem = e.what();
-    return v;
   }
   sim::Options so;
   so.max_micro_batches = 0;  // every micro-batch, as the executor runs them
@@ -674,29 +411,22 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     opt.trace = trace;
     return sim::simulate_step(model, at, opt, &eff);
   };
-  p = on_this_machine(plan, v.rate_samples.front(), kLarge, nvme ? dirs : 0);
+  const DeviceRates& first = o.profile ? predicted : v.rate_samples.front();
+  p = on_this_machine(plan, first, kLarge, nvme ? dirs : 0);
   say("simulating");
-  // The device is sized from the step simulated at the first probe's rates (its peak hardly
-  // depends on the rates: only where a free waits for a copy); the figures compared are
-  // simulated again after the run, at the median rates.
-  v.simulated = simulate_at(v.rate_samples.front(), false);
-  if (!v.simulated.ok) {
-    v.ok = false;
-    v.problem = "simulation: " + v.simulated.problem;
-    return v;
-  }
+  // The device is sized from the step simulated before the run (its peak hardly depends on the
+  // rates: only where a free waits for a copy).
+  v.simulated = simulate_at(first, o.trace && o.profile);
+  if (!v.simulated.ok) return fail("simulation: " + v.simulated.problem);
   // The device's memory: the simulated peak, plus a page per live tensor of rounding.
   const double device_bytes =
       v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
   std::string why;
   const std::unique_ptr<Device> device_owned = make_step_device(o.cuda, device_bytes, why);
-  if (!device_owned) {
-    v.ok = false;
-    v.problem = "CUDA device: " + why;
-    return v;
-  }
+  if (!device_owned) return fail("CUDA device: " + why);
   Device& device = *device_owned;
   v.device = device.describe();
+  device.check_work(true);
   say(fmt::format("running {} step(s) on the {}", o.steps, v.device));
   Options eo;
   eo.steps = o.steps;
@@ -706,8 +436,8 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   eo.progress = [&](const std::string& s) { say(s); };
   std::vector<std::string> probe_notes;
   // Between steps the NVMe rates are the run's own files' (exec::TierRates), not the probe's.
-  eo.probe_tier = nvme;
-  if (o.probe_between_steps)
+  eo.probe_tier = in_run && nvme;
+  if (in_run && o.probe_between_steps)
     eo.after_step = [&](int done, const TierRates* tier) {
       say(fmt::format("probing the rates after step {}", done));
       try {
@@ -728,44 +458,58 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     v.measured.ok = false;
     v.measured.problem = e.what();
   }
-  if (!v.measured.ok) {
-    v.ok = false;
-    v.problem = "executor: " + v.measured.problem;
-    return v;
-  }
-  // The samples that bracket the timed steps: with a warm-up step and probes after it, those
-  // from after the warm-up on (the probe before it saw another machine state: fresh files, cold
-  // pages). Else all.
-  v.first_sample_used = v.measured.step_s.size() > 1 && v.rate_samples.size() > 2 ? 1 : 0;
-  const std::vector<DeviceRates> used(v.rate_samples.begin() + v.first_sample_used, v.rate_samples.end());
-  v.rates = median_rates(used);
-  v.rate_spread = rate_spreads(used);
-  say(fmt::format("simulating at the median of {} rate sample(s)", used.size()));
-  v.simulated = simulate_at(v.rates, o.trace);
-  if (!v.simulated.ok) {
-    v.ok = false;
-    v.problem = "simulation: " + v.simulated.problem;
-    return v;
-  }
-  for (const auto& sample : used) {
-    const sim::StepResult at = simulate_at(sample, false);
-    if (at.ok) v.sample_simulated_step_s.push_back(at.step_time_s);
-  }
+  if (!v.measured.ok) return fail("executor: " + v.measured.problem);
+  // A device that did less work than the step asks, or other work, ran a different step: its time
+  // says nothing of the simulator (WorkCheck shares no code with the kernels or the probes).
+  v.work = device.work_check();
+  if (v.work.wrong > 0)
+    return fail(fmt::format("the device's results are wrong: {} of {} entries recomputed by a plain loop differ "
+                            "(first: {}); the step it timed is not the step simulated",
+                            v.work.wrong, v.work.checked, v.work.first_wrong));
   const Measured& m = v.measured;
-  const std::vector<double> timed(m.step_s.size() > 1 ? m.step_s.begin() + 1 : m.step_s.begin(), m.step_s.end());
-  v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
   v.notes = m.notes;
-  v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());
+  if (in_run) {
+    // The samples that bracket the timed steps: with a warm-up step and probes after it, those
+    // from after the warm-up on (the probe before it saw another machine state: fresh files, cold
+    // pages). Else all.
+    v.first_sample_used = m.step_s.size() > 1 && v.rate_samples.size() > 2 ? 1 : 0;
+    const std::vector<DeviceRates> used(v.rate_samples.begin() + v.first_sample_used, v.rate_samples.end());
+    const DeviceRates in_run_rates = median_rates(used);
+    v.rate_spread = rate_spreads(used);
+    say(fmt::format("simulating at the median of {} in-run rate sample(s)", used.size()));
+    const sim::StepResult at = simulate_at(in_run_rates, o.trace && !o.profile);
+    if (!at.ok) return fail("simulation: " + at.problem);
+    v.in_run_simulated_step_time_s = at.step_time_s;
+    if (!o.profile) {
+      v.rates = in_run_rates;
+      v.simulated = at;
+    }
+    for (const auto& sample : used) {
+      const sim::StepResult s = simulate_at(sample, false);
+      if (s.ok) v.sample_simulated_step_s.push_back(s.step_time_s);
+    }
+    const std::vector<double> timed(m.step_s.size() > 1 ? m.step_s.begin() + 1 : m.step_s.begin(), m.step_s.end());
+    v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
+    v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());
+    if (used.size() < 2) {
+      v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
+    } else if (v.drift.drifted) {
+      v.notes.insert(v.notes.begin(), drift_note(v, used.size(), o.drift_threshold_pct));
+    }
+  }
+  if (o.profile) {
+    v.rates = predicted;
+  } else {
+    v.notes.insert(v.notes.begin(),
+                   "rates from this run's own probes (no profile): the simulation is given the step's measured "
+                   "shapes and files, so the comparison checks the mechanisms, not a prediction "
+                   "(ftplan calibrate --out P, then --profile P)");
+  }
   if (plan.cluster.node.name != kLocalNode)
     v.notes.insert(v.notes.begin(),
                    fmt::format("the plan's {} x {} ran as this machine's CPU device, its host and drives as this "
                                "machine's (cluster: {{node: local}} says so in the scenario)",
                                plan.cluster.gpus(), plan.cluster.gpu.display_name));
-  if (used.size() < 2) {
-    v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
-  } else if (v.drift.drifted) {
-    v.notes.insert(v.notes.begin(), drift_note(v, used.size(), o.drift_threshold_pct));
-  }
   compare_rows(v);
   return v;
 }

@@ -1,8 +1,10 @@
-// `ftplan validate`: one plan simulated and run for real on this machine, side by side. The plan's
-// GPU becomes the executor's CPU device and its host and drives this machine's; the simulator is
-// given the device's measured rates (GEMMs at the step's own shapes, attention, memcpy, AdamW, the
-// storage directories' direct I/O), so what is compared is the simulator's *mechanisms* (streams,
-// overlap, dependencies, buffer lifetimes, link sharing), not a datasheet.
+// `ftplan validate`: one plan predicted, then run for real on this machine, side by side. The
+// plan's GPU becomes the executor's CPU device and its host and drives this machine's; the
+// prediction takes the device's rates from a calibration profile measured apart from the run
+// (ValidateOptions::profile: GEMMs over a grid of shapes, attention, memcpy, DRAM, AdamW, the
+// storage directories' striped I/O; exec/rates.hpp), so what is compared is the simulator's
+// mechanisms (streams, overlap, dependencies, buffer lifetimes, link sharing) *and* its reading of
+// a calibration, not a datasheet. Rates probed from the run itself (in_run_rates) are a diagnostic.
 #pragma once
 
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "executor.hpp"
+#include "rates.hpp"
 #include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
@@ -33,49 +36,6 @@ Scale parse_scale(const std::string& text);
 model::ModelSpec scaled(const model::ModelSpec& model, const Scale& scale);
 // What scaling keeps and what it loses, for the report.
 std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to, const Scale& scale);
-
-// The CPU device's rates as the simulator takes them.
-struct DeviceRates {
-  struct Gemm {
-    std::int64_t m = 0, n = 0, k = 0;
-    double flops_per_s = 0;
-    sim::Efficiency::Layout layout = sim::Efficiency::Layout::nn;
-  };
-  std::vector<Gemm> gemm;  // at every GEMM shape and layout the step's ops run
-  double attention_flops_per_s = 0;
-  double memory_Bps = 0;                         // a memory-bound kernel's bytes (read + written) per second
-  double copy_Bps = 0;                           // one memcpy between device and host memory
-  double dram_Bps = 0;                           // DRAM traffic (read + written) of two memcpys at once
-  double adam_params_per_s = 0;                  // calibrate's AdamW on one thread
-  double nvme_read_Bps = 0, nvme_write_Bps = 0;  // the storage directories, striped, 1 MiB at depth 8
-  // The step's GEMM FLOPs over their seconds at the per-shape rates above (each shape weighted by
-  // how many of the step's ops run it): one figure for the compute rate, to see it drift.
-  double gemm_step_flops_per_s = 0;
-};
-
-// How long measure_rates looks. The defaults are the probe before the run; between steps
-// validate takes a shorter one (kStepProbe) so that probing does not dominate the run's wall time.
-struct ProbeEffort {
-  int cold_calls = 5;    // single cold calls per GEMM shape and attention (their median)
-  int timed_rounds = 3;  // rounds of >= 20 ms for memory, copy, DRAM and AdamW (their best)
-  int io_passes = 3;     // write passes, then read passes, over the storage directories (their median)
-};
-inline constexpr ProbeEffort kStepProbe{1, 1, 1};
-
-// One rate's samples over a run: where the simulation's figure (the median) sits among them.
-struct RateSpread {
-  std::string name;  // the JSON key, e.g. "nvme_read_Bps"
-  double min = 0, median = 0, max = 0;
-  // (max - min) / median in percent; 0 with one sample.
-  double spread_pct() const { return median > 0 ? 100.0 * (max - min) / median : 0; }
-};
-
-// The median of every rate over `samples` (each GEMM shape on its own; the samples must come
-// from one IR, so they list the same shapes in the same order). REQUIRES: !samples.empty().
-DeviceRates median_rates(const std::vector<DeviceRates>& samples);
-// min / median / max of each rate over `samples` (the rates a sample left at 0, unmeasured, are
-// left out: NVMe without storage directories).
-std::vector<RateSpread> rate_spreads(const std::vector<DeviceRates>& samples);
 
 // Whether the rates moved too much during a run to hold its step time to the goal: the step
 // simulated at each rate sample spans `drift_pct` = (max - min) / median, and more than
@@ -101,7 +61,14 @@ struct ValidateOptions {
   // Keep each plan's on-flash training state in this directory (Options::state_file, named by
   // state_file_name) and resume from it: a validate killed and run again continues its steps.
   std::filesystem::path state_dir;
-  // Probe the device's rates between steps too (ProbeEffort kStepProbe), not only before the
+  // The CPU device's rates measured apart from the run (a calibration profile's cpu_device
+  // section): the step is predicted from them. Null: from the run's own probes (in_run_rates).
+  const hardware::CpuDeviceSection* profile = nullptr;
+  // Probe the device's rates at the step's own shapes before the run (and between steps) and
+  // simulate at them too: with a profile, a diagnostic beside the prediction; without, the
+  // comparison itself (one that checks mechanisms, not a prediction).
+  bool in_run_rates = false;
+  // In-run probes: between steps too (ProbeEffort kStepProbe), not only before the
   // run: the simulation takes each rate's median over the probes around the timed steps.
   bool probe_between_steps = true;
   // A run whose simulated step moves more than this over its rate samples is flagged
@@ -121,6 +88,9 @@ struct LinkRow {
   double measured_bytes = 0, simulated_bytes = 0;
   double measured_busy_s = 0, simulated_busy_s = 0;
   double measured_cpu_s = 0;  // streams: CPU time of the stream's worker in its ops (StreamMeasure::cpu_s)
+  // What moved, counted where it moved (Measured::counted: the copy and NVMe calls' bytes), and
+  // on the NVMe links the kernel's block-I/O counters over the same step; -1: not counted here.
+  double counted_bytes = -1, block_bytes = -1;
 };
 
 struct Validation {
@@ -130,6 +100,11 @@ struct Validation {
   double measured_step_time_s = 0, simulated_step_time_s = 0;
   double measured_device_peak_bytes = 0, simulated_device_peak_bytes = 0;
   double measured_host_peak_bytes = 0, simulated_host_peak_bytes = 0;
+  // Device peak with the kernels' scratch (the arena's bookkeeping leaves it out), and the
+  // process's whole peak RSS beside the simulated device + host peaks (a CPU device's memory is
+  // the host's); -1 where not measured.
+  double measured_device_peak_with_scratch_bytes = -1;
+  double measured_process_peak_bytes = -1;
   double measured_nvme_peak_bytes = 0, simulated_nvme_peak_bytes = 0;
   std::string host_memory;  // pinned or pageable, and why
   std::string device;       // what ran the step (Device::describe)
@@ -137,47 +112,24 @@ struct Validation {
   std::vector<LinkRow> streams;  // busy seconds (bytes unused)
   std::string measured_bound_by, simulated_bound_by;
   std::vector<std::string> notes;
-  DeviceRates rates;  // what the simulation was given: the median of the samples used
+  std::string rates_from;  // "profile" (ValidateOptions::profile) or "in-run"
+  DeviceRates rates;       // what the simulation was given: the profile's, else the median of the samples used
+  // With in-run probes, the step simulated at their median rates (with a profile: the diagnostic
+  // beside the prediction; without: simulated_step_time_s itself).
+  double in_run_simulated_step_time_s = 0;
   // The probes: before the first step, then after each step (ValidateOptions::probe_between_steps).
   std::vector<DeviceRates> rate_samples;
   int first_sample_used = 0;            // samples before it (the one before the warm-up step) are reported, not used
   std::vector<RateSpread> rate_spread;  // of the samples used
   std::vector<double> sample_simulated_step_s;  // the step simulated at each sample used
   Drift drift;
+  WorkCheck work;  // the device's spot check of its products (none on a device without one)
   Measured measured;
   sim::StepResult simulated;
 };
 
 // (simulated - measured) / measured in percent; 0 when both are 0.
 double error_pct(double simulated, double measured);
-
-// The storage directories' probe: a scratch file per directory, striped and moved as the
-// executor's NVMe streams move theirs (one ring, Options' queue depth, block and stripe), kept for
-// every probe of a run and written once untimed when made. Why kept: the run rewrites its files'
-// extents from step 2 on, while a fresh file's first write converts fallocated extents, and
-// deleting files on an ext4 mounted with `discard` (this VM's) trims them at the next journal
-// commit, under whatever I/O comes next. 64 MiB per directory (validate.cpp says why not more):
-// a pass takes 20-60 ms here, short enough for one stall on a loaded VM to triple it, which is
-// why validate probes several times over the run and takes the median.
-class NvmeProbe {
- public:
-  explicit NvmeProbe(const std::vector<std::filesystem::path>& dirs);
-  ~NvmeProbe();
-  NvmeProbe(const NvmeProbe&) = delete;
-  NvmeProbe& operator=(const NvmeProbe&) = delete;
-  double pass_Bps(bool write);  // one pass over every file, bytes per second
-  std::uint64_t bytes() const;  // per pass, all directories together
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
-// Measures the device's rates for `ir`'s shapes (a second or two): GEMMs, attention, memory-bound
-// kernels and host-to-device copies on `device` (a CPU device of its own when null), DRAM, AdamW and
-// the storage directories on the host (through `nvme` when given, else a probe of its own).
-DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& storage_dirs,
-                          Device* device = nullptr, const ProbeEffort& effort = {}, NvmeProbe* nvme = nullptr);
 
 // `plan` on this machine: the GPU is the CPU device at `rates` with `device_bytes` of memory, the
 // host this machine (a plan on the "local" node keeps its host: the calibration profile's), one

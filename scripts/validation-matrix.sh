@@ -10,11 +10,16 @@
 # device, scale and UTC time (matrix-cpu-layers-4-hidden-1024-seq-32-20261204T1800Z.json and its
 # zero-infinity-2dirs-... twin), so runs at other scales or on other devices are kept side by side;
 # each file appears whole or not at all (written beside it, then renamed).
-# FTPLAN_DEVICE=cuda runs the step on the CUDA device (a CUDA build; calibrate/run-on-gpu.sh does).
-# The rates are probed before the first step and after each; the simulation takes their medians
-# over the probes after the warm-up step, and a row whose step, simulated at each probe's rates,
-# spreads more than 10% is marked **drifted** (its error is then the machine's as much as the
-# simulator's). The load average is printed before and after: the table is only as good as it.
+# The prediction (issue 40): `ftplan calibrate --quick` runs first, in a process of its own, and
+# writes the CPU device's rates over a grid of shapes and the storage directories' striped rates
+# to a profile (kept beside the JSON); each plan is then predicted from that profile before it
+# runs. The rates the run's own probes give (before the first step and after each) are simulated
+# too, as a diagnostic column: they come from the run checked, so they cannot disagree by much.
+# A row whose step, simulated at each probe's rates, spreads more than 10% is marked **drifted**.
+# PROFILE=FILE uses a profile measured earlier instead of measuring one.
+# FTPLAN_DEVICE=cuda runs the step on the CUDA device (a CUDA build; calibrate/run-on-gpu.sh does):
+# there is no CUDA device profile yet, so its rows are simulated at in-run rates only.
+# The load average is printed before and after: the table is only as good as it.
 set -euo pipefail
 build=${1:-build}
 d1=${2:-$build/validation/nvme0}
@@ -28,27 +33,36 @@ ftplan=$build/cli/ftplan
 tag=${FTPLAN_DEVICE:-cpu}${4:+-$(tr -c 'A-Za-z0-9\n' - <<<"$4")}-$(date -u +%Y%m%dT%H%MZ)
 matrix=$build/validation/matrix-$tag.json two_dirs=$build/validation/zero-infinity-2dirs-$tag.json
 trap 'rm -f "$matrix.part" "$two_dirs.part"' EXIT
+rates=(--in-run-rates)
+if [[ ${FTPLAN_DEVICE:-cpu} == cpu ]]; then
+  profile=${PROFILE:-$build/validation/profile-$tag.yaml}
+  if [[ -z ${PROFILE:-} ]]; then
+    "$ftplan" calibrate --quick --no-gpu --no-fio --storage-dir "$d1,$d2" --out "$profile" >/dev/null
+    echo "profile: $profile (measured before the runs, in its own process)" >&2
+  fi
+  rates+=(--profile "$profile")
+fi
 # (validate exits 1 when a plan could not be validated; the table says which and why.)
-"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --storage-dir "$d1" --steps 5 --format json \
+"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" "${rates[@]}" --storage-dir "$d1" --steps 5 --format json \
   > "$matrix.part" || true
 mv "$matrix.part" "$matrix"
-"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" --plan ZeRO-Infinity --storage-dir "$d1,$d2" --steps 5 --format json \
+"$ftplan" validate scenarios/validate-local.yaml "${scale[@]}" "${rates[@]}" --plan ZeRO-Infinity --storage-dir "$d1,$d2" --steps 5 --format json \
   > "$two_dirs.part" || true
 mv "$two_dirs.part" "$two_dirs"
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S) UTC)" >&2
 echo "JSON: $matrix, $two_dirs" >&2
 python3 - "$matrix" "$two_dirs" <<'PY'
 import json, sys
-print("| configuration | step measured: median (range of steps 2-5) | simulated (median rates) | error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
+print("| configuration | step measured: median (range of steps 2-5) | predicted | error | at in-run rates: error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
       "| compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
     two = "2dirs" in path.rsplit("/", 1)[-1]
     for r in json.load(open(path))["results"]:
         name = r["plan"] + (", 2 directories" if two else "")
         if not r["ok"]:
-            print(f"| {name} | not run: {r['problem']} |||||||||")
+            print(f"| {name} | not run: {r['problem']} ||||||||||")
             continue
         later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
         compute = next((s for s in r["streams"] if s["name"] == "compute"),
@@ -65,7 +79,8 @@ for path in sys.argv[1:]:
         spread = sorted(r.get("rates", {}).items(), key=lambda kv: -kv[1]["spread_pct"])
         moved = f"{spread[0][0]} {spread[0][1]['spread_pct']:.0f}%" if spread else ""
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
-              f"| {r['simulated_step_time_s'] * 1e3:.0f} ms | {r['step_time_error_pct']:+.1f}% | {drift} | {moved} "
+              f"| {r['simulated_step_time_s'] * 1e3:.0f} ms ({r['rates_from']}) | {r['step_time_error_pct']:+.1f}% "
+              f"| {r.get('in_run_step_time_error_pct', r['step_time_error_pct']):+.1f}% | {drift} | {moved} "
               f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
               f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "

@@ -206,6 +206,60 @@ struct PowerSample {
   bool operator==(const PowerSample&) const = default;
 };
 
+// The executor's CPU device (`ftplan validate`, exec/cpu_device.hpp) measured apart from any run,
+// so that validate predicts a step from rates it did not take from the run it checks (issue 40).
+// One GEMM shape as the device runs it, named as the simulator looks rates up
+// (sim::gemm_fraction): the product's own C[m x n] summed over k. Layout nn is the forward
+// C = A B; nt a backward's input gradient dA = dC B^T; tn its weight gradient dB = A^T dC
+// (Eigen packs a transposed operand otherwise than a plain one: 5-25% apart on this machine).
+struct CpuDeviceGemmSample {
+  std::string layout = "nn";  // nn | nt | tn
+  std::int64_t m = 0, n = 0, k = 0;
+  double flops_per_s = 0;       // median of the cold calls
+  std::vector<double> samples;  // FLOP/s, one per cold call
+  bool operator==(const CpuDeviceGemmSample&) const = default;
+};
+
+// The device's attention kernel: S = Q K^T then O = S V for one (batch, head): `queries` x `keys`
+// scores over `head_dim`, 4 * queries * keys * head_dim FLOPs.
+struct CpuDeviceAttentionSample {
+  std::int64_t queries = 0, keys = 0, head_dim = 0;
+  double flops_per_s = 0;
+  std::vector<double> samples;  // FLOP/s
+  bool operator==(const CpuDeviceAttentionSample&) const = default;
+};
+
+// One scalar rate: memory_Bps (a memory-bound kernel's bytes read + written per second on the
+// compute worker's core), copy_Bps (one memcpy between device and host memory), dram_Bps (DRAM
+// traffic of two memcpys at once), adam_params_per_s (calibrate's AdamW on one thread).
+struct CpuDeviceRate {
+  std::string name;
+  double value = 0;
+  std::vector<double> samples;
+  bool operator==(const CpuDeviceRate&) const = default;
+};
+
+// The storage directories as the executor's NVMe streams move their files: one ring, striped
+// round-robin over a file per directory, `block_bytes` requests `queue_depth` in flight.
+struct CpuDeviceStorageSample {
+  std::vector<std::string> paths;
+  double block_bytes = 0, stripe_bytes = 0;
+  int queue_depth = 0;
+  double read_Bps = 0, write_Bps = 0;  // medians
+  std::vector<double> read_samples, write_samples;
+  bool operator==(const CpuDeviceStorageSample&) const = default;
+};
+
+struct CpuDeviceSection {
+  std::string device;  // what was measured, as the device describes itself
+  std::vector<CpuDeviceGemmSample> gemm;
+  std::vector<CpuDeviceAttentionSample> attention;
+  std::vector<CpuDeviceRate> rates;
+  std::vector<CpuDeviceStorageSample> storage;
+  bool empty() const { return gemm.empty() && attention.empty() && rates.empty() && storage.empty(); }
+  bool operator==(const CpuDeviceSection&) const = default;
+};
+
 struct CalibrationProfile {
   int schema_version = kProfileSchemaVersion;
   ProfileMachine machine;
@@ -218,6 +272,7 @@ struct CalibrationProfile {
   StorageSection storage;
   CpuSection cpu;
   std::vector<PowerSample> power;
+  CpuDeviceSection cpu_device;
   bool operator==(const CalibrationProfile&) const = default;
 };
 

@@ -301,6 +301,62 @@ void read_cpu(MapView& c, CpuSection& out) {
   c.finish();
 }
 
+// cpu_device: the executor's CPU device (ftplan validate's), measured by calibrate.
+void read_cpu_device(MapView& c, CpuDeviceSection& out) {
+  c.get("device", out.device);
+  for_rows(c, "gemm", [&](MapView& r) {
+    CpuDeviceGemmSample g;
+    r.require("layout", "nn (forward), nt (input gradient) or tn (weight gradient)");
+    r.get_enum<std::string>("layout", g.layout, {{"nn", "nn"}, {"nt", "nt"}, {"tn", "tn"}});
+    for (const char* dim : {"m", "n", "k"}) r.require(dim);
+    r.get("m", g.m, 1);
+    r.get("n", g.n, 1);
+    r.get("k", g.k, 1);
+    r.get_required("flops_per_s", g.flops_per_s, 0, kBig);
+    read_samples_around(r, "flops_per_s", g.flops_per_s, g.samples);
+    out.gemm.push_back(std::move(g));
+  });
+  for_rows(c, "attention", [&](MapView& r) {
+    CpuDeviceAttentionSample a;
+    for (const char* dim : {"queries", "keys", "head_dim"}) r.require(dim);
+    r.get("queries", a.queries, 1);
+    r.get("keys", a.keys, 1);
+    r.get("head_dim", a.head_dim, 1);
+    r.get_required("flops_per_s", a.flops_per_s, 0, kBig);
+    read_samples_around(r, "flops_per_s", a.flops_per_s, a.samples);
+    out.attention.push_back(std::move(a));
+  });
+  for_rows(c, "rates", [&](MapView& r) {
+    CpuDeviceRate x;
+    r.require("name");
+    r.get_enum<std::string>("name", x.name,
+                            {{"memory_Bps", "memory_Bps"},
+                             {"copy_Bps", "copy_Bps"},
+                             {"dram_Bps", "dram_Bps"},
+                             {"adam_params_per_s", "adam_params_per_s"}});
+    r.get_required("value", x.value, 0, kBig);
+    read_samples_around(r, "value", x.value, x.samples);
+    if (std::any_of(out.rates.begin(), out.rates.end(), [&](const CpuDeviceRate& y) { return y.name == x.name; }))
+      r.reader().error(r.location_of("name"), r.key_path("name"), fmt::format("'{}' is given twice", x.name));
+    out.rates.push_back(std::move(x));
+  });
+  for_rows(c, "storage", [&](MapView& r) {
+    CpuDeviceStorageSample s;
+    read_paths(r, s.paths);
+    r.get_required("block_bytes", s.block_bytes, 512, kBig);
+    r.get_required("stripe_bytes", s.stripe_bytes, 512, kBig);
+    r.get_required("queue_depth", s.queue_depth, 1, 65536);
+    r.get_required("read_Bps", s.read_Bps, 0, kBig);
+    r.get_required("write_Bps", s.write_Bps, 0, kBig);
+    read_samples(r, "read_samples", s.read_samples);
+    check_within_samples(r, "read_Bps", s.read_Bps, s.read_samples);
+    read_samples(r, "write_samples", s.write_samples);
+    check_within_samples(r, "write_Bps", s.write_Bps, s.write_samples);
+    out.storage.push_back(std::move(s));
+  });
+  c.finish();
+}
+
 void read_power(MapView& r, std::vector<PowerSample>& rows) {
   PowerSample s;
   r.get("gpu", s.gpu, 0, 1024);
@@ -401,6 +457,7 @@ hardware::CalibrationProfile parse_profile(std::string_view text, const std::str
   }
   if (MapView c = root.map("cpu"); c.valid()) read_cpu(c, p.cpu);
   for_rows(root, "power", [&](MapView& r) { read_power(r, p.power); });
+  if (MapView c = root.map("cpu_device"); c.valid()) read_cpu_device(c, p.cpu_device);
   root.finish();
   reader.throw_if_any();
   return p;
@@ -551,6 +608,38 @@ void write_cpu(Writer& w, const CpuSection& c) {
     return f;
   });
 }
+
+// cpu_device: the executor's CPU device, written only when measured.
+void write_cpu_device(Writer& w, const CpuDeviceSection& c) {
+  if (c.empty()) return;
+  w.line(0, "cpu_device:");
+  w.text(2, "device", c.device);
+  w.table(2, "gemm", c.gemm, [](const CpuDeviceGemmSample& g) {
+    return Fields{{"layout", g.layout},          {"m", std::to_string(g.m)},
+                  {"n", std::to_string(g.n)},    {"k", std::to_string(g.k)},
+                  {"flops_per_s", num(g.flops_per_s)}, {"samples", list(g.samples)}};
+  });
+  w.table(2, "attention", c.attention, [](const CpuDeviceAttentionSample& a) {
+    return Fields{{"queries", std::to_string(a.queries)},
+                  {"keys", std::to_string(a.keys)},
+                  {"head_dim", std::to_string(a.head_dim)},
+                  {"flops_per_s", num(a.flops_per_s)},
+                  {"samples", list(a.samples)}};
+  });
+  w.table(2, "rates", c.rates, [](const CpuDeviceRate& x) {
+    return Fields{{"name", x.name}, {"value", num(x.value)}, {"samples", list(x.samples)}};
+  });
+  w.table(2, "storage", c.storage, [](const CpuDeviceStorageSample& s) {
+    return Fields{{"paths", list(s.paths)},
+                  {"block_bytes", num(s.block_bytes)},
+                  {"stripe_bytes", num(s.stripe_bytes)},
+                  {"queue_depth", std::to_string(s.queue_depth)},
+                  {"read_Bps", num(s.read_Bps)},
+                  {"read_samples", list(s.read_samples)},
+                  {"write_Bps", num(s.write_Bps)},
+                  {"write_samples", list(s.write_samples)}};
+  });
+}
 }  // namespace
 
 std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
@@ -570,6 +659,7 @@ std::string profile_to_yaml(const hardware::CalibrationProfile& p) {
                   {"power_w", num(s.power_w)},
                   {"samples", list(s.samples)}};
   });
+  write_cpu_device(w, p.cpu_device);
   return w.take();
 }
 

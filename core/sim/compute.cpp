@@ -1,3 +1,4 @@
+#include "sim/interpolate.hpp"
 #include "sim/lowering.hpp"
 
 namespace ftplan::sim {
@@ -11,35 +12,6 @@ hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
 }
 
 
-// Inverse-distance weighting of the kNearest closest points (Shepard 1968, "A two-dimensional
-// interpolation function for irregularly-spaced data"), distances in log2 of each coordinate, so
-// that 2048 sits as far from 1024 as from 4096. A point at distance 0 is returned as it is.
-// Points at an infinite distance do not take part; returns `otherwise` when none does. Called for
-// every GEMM and attention op when a profile is given: it keeps the nearest in place, no heap.
-template <class Point, class Distance>
-double interpolate(const std::vector<Point>& points, Distance distance, double otherwise) {
-  constexpr std::size_t kNearest = 4;
-  std::array<std::pair<double, double>, kNearest> best;  // (distance, fraction), nearest first
-  std::size_t n = 0;
-  for (const auto& pt : points) {
-    const double d = distance(pt);
-    if (!std::isfinite(d) || (n == kNearest && d >= best[n - 1].first)) continue;
-    std::size_t at = n < kNearest ? n++ : n - 1;  // the slot it takes, then moved up past farther ones
-    for (; at > 0 && best[at - 1].first > d; --at) best[at] = best[at - 1];
-    best[at] = {d, pt.fraction};
-  }
-  if (n == 0) return otherwise;
-  if (best[0].first <= 1e-12) return best[0].second;
-  double weights = 0, sum = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double w = 1.0 / (best[i].first * best[i].first);
-    weights += w;
-    sum += w * best[i].second;
-  }
-  return sum / weights;
-}
-
-double log_gap(double a, double b) { return std::abs(std::log2(a / b)); }
 
 }  // namespace
 
@@ -66,7 +38,7 @@ double gemm_fraction(const Efficiency& eff, const hardware::GpuSpec& gpu, double
           const double dm = log_gap(m, g.m), dn = log_gap(n, g.n), dk = log_gap(k, g.k);
           return std::sqrt(dm * dm + dn * dn + dk * dk);
         },
-        eff.gemm);
+        [](const Efficiency::GemmPoint& g) { return g.fraction; }, eff.gemm);
   }
   // Wave quantization (NVIDIA, "Matrix Multiplication Background User's Guide", secs. "Tile
   // quantization" and "Wave quantization"): the output is computed in tiles, one per SM at a time
@@ -107,7 +79,7 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
         const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
         return std::sqrt(ds * ds + dh * dh);
       },
-      eff.attention);
+      [](const Efficiency::AttentionPoint& a) { return a.fraction; }, eff.attention);
 }
 
 double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff) {

@@ -597,6 +597,111 @@ plans:
   CHECK_MESSAGE(error.find("only `ftplan validate`") != std::string::npos, error);
 }
 
+// The step IR validate runs for `name` (on this machine, one storage directory).
+schedule::StepIR ir_of(const plan::Scenario& s, const std::string& name) {
+  const plan::Plan p = exec::on_this_machine(plan_named(s, name), exec::DeviceRates{}, 1e15, 1);
+  return schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
+}
+
+TEST_CASE("a profile's CPU device rates as a step reads them: every GEMM point, attention at its shape, storage by directories") {
+  const plan::Scenario s = tiny();
+  const schedule::StepIR ir = ir_of(s, "ZeRO-Infinity");
+  const schedule::Op* attention = nullptr;
+  for (const auto& op : ir.ops)
+    if (op.kind == schedule::OpKind::attention && op.flops > 0 && !attention) attention = &op;
+  REQUIRE(attention);
+  const exec::AttentionCall a = exec::attention_call(*attention);
+  hardware::CpuDeviceSection d;
+  d.gemm = {{"nn", 256, 128, 128, 3e10, {3e10}}, {"nt", 256, 128, 384, 2e10, {2e10}}, {"tn", 128, 128, 256, 1e10, {1e10}}};
+  // One point at the step's own attention shape, one far from it: the first is the rate.
+  d.attention = {{a.m, a.n, a.k, 2.5e10, {2.5e10}}, {a.m * 16, a.n * 16, a.k * 2, 4e10, {4e10}}};
+  d.rates = {{"memory_Bps", 4e10, {4e10}}, {"copy_Bps", 2e10, {2e10}}, {"dram_Bps", 3e10, {3e10}},
+             {"adam_params_per_s", 1e9, {1e9}}};
+  d.storage = {{{"/nowhere/a"}, 1 << 20, 1 << 20, 8, 5e9, 6e9, {5e9}, {6e9}},
+               {{"/nowhere/b"}, 1 << 20, 1 << 20, 8, 7e9, 8e9, {7e9}, {8e9}},
+               {{"/nowhere/a", "/nowhere/b"}, 1 << 20, 1 << 20, 8, 9e9, 9.5e9, {9e9}, {9.5e9}}};
+  std::string problem;
+  exec::DeviceRates r = exec::rates_from_profile(d, ir, {"/nowhere/b"}, problem);
+  CHECK_MESSAGE(problem.empty(), problem);
+  REQUIRE(r.gemm.size() == 3);
+  CHECK(r.gemm[1].layout == sim::Efficiency::Layout::nt);
+  CHECK(r.gemm[1].k == 384);
+  CHECK(r.attention_flops_per_s == 2.5e10);
+  CHECK(r.memory_Bps == 4e10);
+  CHECK(r.adam_params_per_s == 1e9);
+  // The row of the same directory, not the first of as many.
+  CHECK(r.nvme_read_Bps == 7e9);
+  CHECK(r.nvme_write_Bps == 8e9);
+  r = exec::rates_from_profile(d, ir, {"/nowhere/b", "/nowhere/a"}, problem);
+  CHECK(r.nvme_read_Bps == 9e9);  // as many directories (the order differs)
+  // What a step needs and the profile lacks is named, never taken as zero.
+  d.storage.pop_back();
+  d.rates.pop_back();
+  problem.clear();
+  exec::rates_from_profile(d, ir, {"/nowhere/a", "/nowhere/b"}, problem);
+  CHECK_MESSAGE(problem.find("adam_params_per_s") != std::string::npos, problem);
+  CHECK_MESSAGE(problem.find("NVMe rates over 2 storage directories") != std::string::npos, problem);
+}
+
+TEST_CASE("validate predicts from a profile measured apart from the run and probes nothing of the run") {
+  /* The profile is measured first (a small grid, seconds), then the run: the simulation's rates are
+   * the profile's, no in-run probe runs, and the comparison still holds its exact checks (bytes per
+   * link, device peak). With in_run_rates the probes run too and their simulation sits beside. */
+  const plan::Scenario s = tiny();
+  ScratchDir dir("exec-validate-profile");
+  exec::DeviceGrid grid;
+  grid.m = {64, 256};
+  grid.nk = {128, 512};
+  grid.cold_calls = 1;
+  grid.attention_seq = {64, 128};
+  grid.attention_head_dim = {64};
+  const hardware::CpuDeviceSection profile = exec::measure_cpu_device(grid, {dir.path});
+  REQUIRE(profile.gemm.size() == 2 * 2 * 2 * 3);
+  REQUIRE(profile.storage.size() == 1);
+  exec::ValidateOptions o;
+  o.steps = 2;
+  o.storage_dirs = {dir.path};
+  o.profile = &profile;
+  exec::Validation v = exec::validate(s.model, plan_named(s, "ZeRO-Infinity"), o);
+  REQUIRE_MESSAGE(v.ok, v.problem);
+  CHECK(v.rates_from == "profile");
+  CHECK(v.rate_samples.empty());
+  CHECK(v.in_run_simulated_step_time_s == 0);
+  CHECK(v.rates.nvme_read_Bps == profile.storage[0].read_Bps);
+  for (const auto& l : v.links) {
+    CAPTURE(l.name);
+    CHECK(l.measured_bytes == l.simulated_bytes);
+  }
+  CHECK(v.measured_device_peak_bytes == doctest::Approx(v.simulated_device_peak_bytes).epsilon(0.02));
+  CHECK(v.measured_step_time_s > v.simulated_step_time_s / 10);
+  CHECK(v.measured_step_time_s < v.simulated_step_time_s * 10);
+  o.in_run_rates = true;
+  v = exec::validate(s.model, plan_named(s, "ZeRO-Infinity"), o);
+  REQUIRE_MESSAGE(v.ok, v.problem);
+  CHECK(v.rates_from == "profile");
+  CHECK(v.rate_samples.size() == 3);
+  CHECK(v.in_run_simulated_step_time_s > 0);
+  CHECK(v.rates.nvme_read_Bps == profile.storage[0].read_Bps);  // the prediction's rates stay the profile's
+  // The device spot-checked its products as it ran them, all right.
+  CHECK(v.work.checked > 100);
+  CHECK(v.work.wrong == 0);
+  CHECK(dir.empty());
+}
+
+TEST_CASE("the CPU device's work check recomputes entries of every kind of product, and only when asked") {
+  exec::CpuDevice device(std::uint64_t{1} << 20, 1);
+  device.gemm(0, exec::GemmCall{64, 96, 80, false, false, 1, true});
+  CHECK(device.work_check().checked == 0);
+  device.check_work(true);
+  device.gemm(0, exec::GemmCall{64, 96, 80, false, false, 1, true});                // C = A B
+  device.gemm(0, exec::GemmCall{64, 96, 80, true, true, 1, true});                  // dA and dB
+  device.gemm(0, exec::GemmCall{2048, 16, 4096, true, true, 1, false});             // dB alone, long sums
+  device.attention(0, 128, 128, 64, 2);                                             // S and O, twice
+  const exec::WorkCheck w = device.work_check();
+  CHECK(w.checked == 2 * (1 + 2 + 1 + 2 * 2));
+  CHECK_MESSAGE(w.wrong == 0, w.first_wrong);
+}
+
 TEST_CASE("--device cuda without a usable GPU is a clear problem, not a crash") {
   /* Built without CUDA: "built without CUDA"; built with it on a machine without a GPU: "no CUDA
    * device found". Either way the plan is not validated and the result says why. (With a GPU,

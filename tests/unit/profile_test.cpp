@@ -61,6 +61,11 @@ CalibrationProfile full_profile() {
   p.cpu.dram = {{"copy", 192, 1 << 30, 6.1e11, {6.0e11, 6.1e11}}, {"triad", 192, 1 << 30, 6.3e11, {6.3e11}}};
   p.cpu.optimizer = {{"adamw", 192, 1 << 28, 2.1e10, 28, 0.93, {2.0e10, 2.1e10, 2.2e10}}};
   p.power = {{0, "gemm_bf16", 690.5, {688, 690.5, 699}}, {1, "idle", 71, {71}}};
+  p.cpu_device.device = "the executor's CPU device";
+  p.cpu_device.gemm = {{"nn", 512, 1024, 256, 3.9e10, {3.8e10, 3.9e10, 4.1e10}}, {"tn", 16, 64, 4096, 1.7e10, {1.7e10}}};
+  p.cpu_device.attention = {{256, 256, 64, 3.2e10, {3.2e10, 3.3e10}}};
+  p.cpu_device.rates = {{"memory_Bps", 4.3e10, {4.2e10, 4.3e10, 4.4e10}}, {"adam_params_per_s", 1.28e9, {1.28e9}}};
+  p.cpu_device.storage = {{{"/scratch/a", "/scratch/b"}, 1 << 20, 1 << 20, 8, 5.7e9, 7.1e9, {5.6e9, 5.7e9}, {7.1e9}}};
   return p;
 }
 
@@ -80,6 +85,7 @@ TEST_CASE("a calibration profile survives writing and reading back unchanged") {
   CHECK(q.storage == p.storage);
   CHECK(q.cpu == p.cpu);
   CHECK(q.power == p.power);
+  CHECK(q.cpu_device == p.cpu_device);
   CHECK(q == p);
   // And it is a fixed point: writing what was read gives the same text.
   CHECK(io::profile_to_yaml(q) == text);
@@ -125,6 +131,29 @@ storage:
       samples: [1e9, fast]
 cpu:
   optimiser: []
+cpu_device:
+  gemm:
+    - layout: tt
+      m: 16
+      n: 64
+      k: 64
+      flops_per_s: 1e10
+      samples: [1e10]
+  rates:
+    - name: copy_Bps
+      value: 2e10
+      samples: [1e10]
+    - name: copy_Bps
+      value: 1e10
+      samples: [1e10]
+  storage:
+    - paths: [/tmp]
+      block_bytes: 1048576
+      stripe_bytes: 1048576
+      queue_depth: 8
+      read_Bps: 1e9
+      read_samples: [1e9]
+      write_samples: [1e9]
 )";
   const std::string msg = test::input_error_of([&] { io::parse_profile(text, "bad.yaml"); });
   INFO(msg);
@@ -142,6 +171,10 @@ cpu:
   CHECK(msg.find("storage.runs[0].queue_depth: must be between 1 and 65536; got 0") != std::string::npos);
   CHECK(msg.find("bad.yaml:25:22: storage.runs[0].samples[1]: expected a number; got 'fast'") != std::string::npos);
   CHECK(msg.find("cpu.optimiser: unknown key (did you mean 'optimizer'?)") != std::string::npos);
+  CHECK(msg.find("cpu_device.gemm[0].layout: 'tt' is not one of nn, nt, tn") != std::string::npos);
+  CHECK(msg.find("cpu_device.rates[0].value: 20000000000 lies outside its samples") != std::string::npos);
+  CHECK(msg.find("cpu_device.rates[1].name: 'copy_Bps' is given twice") != std::string::npos);
+  CHECK(msg.find("bad.yaml:44:7: cpu_device.storage[0].write_Bps: is required") != std::string::npos);
 }
 
 TEST_CASE("a profile of another schema version or without a machine is refused plainly") {
