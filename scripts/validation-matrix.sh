@@ -55,21 +55,29 @@ python3 - "$matrix" "$two_dirs" <<'PY'
 import json, sys
 print("| configuration | step measured: median (range of steps 2-5) | predicted | error | at in-run rates: error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
       "| compute stream busy meas. (CPU) / sim. "
-      "| device peak meas. / sim. | host peak meas. / sim. | bytes per link, measured vs simulated | bound by (meas. / sim.) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| device peak meas. / sim. | host peak meas. / sim. | process peak RSS / sim. device + host | bytes moved (counted) vs simulated | bound by (meas. / sim.) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
     two = "2dirs" in path.rsplit("/", 1)[-1]
     for r in json.load(open(path))["results"]:
         name = r["plan"] + (", 2 directories" if two else "")
         if not r["ok"]:
-            print(f"| {name} | not run: {r['problem']} ||||||||||")
+            print(f"| {name} | not run: {r['problem']} |||||||||||")
             continue
         later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
         compute = next((s for s in r["streams"] if s["name"] == "compute"),
                        {"measured_busy_s": 0, "measured_cpu_s": 0, "simulated_busy_s": 0})
-        links = "; ".join(f"{l['name'].replace(' (share)', '')} {l['measured_bytes'] / 2**20:.1f} "
-                          f"{'=' if l['measured_bytes'] == l['simulated_bytes'] else '≠'} {l['simulated_bytes'] / 2**20:.1f} MiB"
-                          for l in r["links"] if "uplink" not in l["name"]) or "(no copies)"
+        # What moved, counted where it moved (copy calls, NVMe requests; block I/O from the kernel)
+        # against the simulated bytes; links nothing counts (host DRAM, CPU) are left out.
+        def moved(l):
+            c = l.get("counted_bytes")
+            text = f"{l['name'].replace(' (share)', '')} {c / 2**20:.1f}"
+            if l.get("block_io_bytes") is not None:
+                text += f" (block {l['block_io_bytes'] / 2**20:.1f})"
+            return text + f" vs {l['simulated_bytes'] / 2**20:.1f} MiB"
+        links = "; ".join(moved(l) for l in r["links"] if l.get("counted_bytes") is not None) or "(no copies)"
+        rss = r.get("measured_process_peak_bytes")
+        rss = f"{rss / 2**20:.0f} / {(r['simulated_device_peak_bytes'] + r['simulated_host_peak_bytes']) / 2**20:.0f} MiB" if rss else "-"
         mib = lambda b: f"{b / 2**20:.2f}"
         at = r.get("simulated_step_times_at_samples_s", [])
         lo, hi = r.get("step_time_error_pct_range", [0, 0])
@@ -84,6 +92,6 @@ for path in sys.argv[1:]:
               f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
               f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "
-              f"| {mib(r['measured_host_peak_bytes'])} / {mib(r['simulated_host_peak_bytes'])} MiB | {links} "
+              f"| {mib(r['measured_host_peak_bytes'])} / {mib(r['simulated_host_peak_bytes'])} MiB | {rss} | {links} "
               f"| {r['bound_by']['measured'].replace(' (share)', '')} / {r['bound_by']['simulated'].replace(' (share)', '')} |")
 PY
