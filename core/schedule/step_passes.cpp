@@ -479,17 +479,25 @@ int Builder::reduce_gradients(int layer, int mb, bool last_backward, int& cur) {
 }
 
 // ZeRO-Offload / Infinity: the reduced gradient partition goes to host memory as fp32
-// (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there.
+// (Ren et al. 2021, sec. 4.1), and on to flash when gradients live there. It crosses PCIe already
+// upcast: DeepSpeed casts on the GPU, then copies without blocking (stage_1_and_2.py,
+// async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.float(), copy_(non_blocking=True);
+// stage3.py, partition_grads: grad_buffer.to(master_weights_and_grads_dtype), non_blocking=True),
+// and a non-blocking copy that changes dtype converts on the GPU anyway (PyTorch
+// aten/src/ATen/native/cuda/Copy.cu, copy_kernel_cuda); FSDP casts to the parameter dtype before
+// _offload_grad. So each layer's copy moves its share of the host gradients, in their element:
+// 4 B per parameter, the embedding's and output layer's shares included (the executor's counts
+// found 2.5x the bytes this copy had charged at 2 B per parameter of the layer alone).
 void Builder::offload_gradients(int l, int layer, int mb, int produced) {
-  const double bytes = inv_.params.trainable_largest_layer / std::max(1, shard) * inv_.recipe.compute_B;
+  const double bytes = ir_.tensors[static_cast<std::size_t>(grad_tensor[l])].bytes;
   int t = alloc(Stream::d2h, grad_tensor[l], {produced});
   if (grads_group->tier == Tier::nvme) {
-    const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes * 2, layer,
+    const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes, layer,
                                Element::fp32);
     alloc(Stream::d2h, staging, {t});
     t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
              {staging});
-    t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes * 2, name("nvme write gradients L{}", layer), layer,
+    t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes, name("nvme write gradients L{}", layer), layer,
              mb, {t}, {staging}, {grad_tensor[l]});
     t = release(Stream::nvme_write, staging, {t});
   } else {

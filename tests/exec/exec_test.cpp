@@ -668,10 +668,20 @@ TEST_CASE("validate predicts from a profile measured apart from the run and prob
   CHECK(v.rate_samples.empty());
   CHECK(v.in_run_simulated_step_time_s == 0);
   CHECK(v.rates.nvme_read_Bps == profile.storage[0].read_Bps);
+  // What moved, counted where it moved (copy calls, NVMe requests rounded up to the I/O alignment)
+  // and by the kernel's block-I/O counters, is what the simulator charged each link: the gradients'
+  // device-to-host copy included (fp32, every parameter's share: it was 2.5x off before).
+  int counted = 0;
   for (const auto& l : v.links) {
     CAPTURE(l.name);
     CHECK(l.measured_bytes == l.simulated_bytes);
+    if (l.counted_bytes >= 0) {
+      ++counted;
+      CHECK(l.counted_bytes == doctest::Approx(l.simulated_bytes).epsilon(0.01));
+    }
+    if (l.block_bytes >= 0) CHECK(l.block_bytes == doctest::Approx(l.simulated_bytes).epsilon(0.01));
   }
+  CHECK(counted == 4);  // pcie h2d and d2h, nvme read and write
   CHECK(v.measured_device_peak_bytes == doctest::Approx(v.simulated_device_peak_bytes).epsilon(0.02));
   CHECK(v.measured_step_time_s > v.simulated_step_time_s / 10);
   CHECK(v.measured_step_time_s < v.simulated_step_time_s * 10);
