@@ -525,4 +525,34 @@ CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport&
   return r;
 }
 
+int owned_clusters(const OwnedPlan& p, double jobs_per_year) {
+  // A cluster does paid work `utilization` of the year's 8,760 hours.
+  const double hours_per_cluster = 365.0 * 24.0 * std::max(0.01, p.utilization);
+  const double hours = jobs_per_year * p.job_time_s / 3600.0;
+  return std::max(1, static_cast<int>(std::ceil(hours / hours_per_cluster - 1e-9)));
+}
+
+double owned_usd_per_year(const OwnedPlan& p, double jobs_per_year) {
+  return owned_clusters(p, jobs_per_year) * p.capex_usd / std::max(0.01, p.lifetime_years) +
+         jobs_per_year * p.running_usd_per_job;
+}
+
+std::vector<OwnedRange> cheapest_to_own(const std::vector<OwnedPlan>& plans, long long max_jobs) {
+  std::vector<OwnedRange> out;
+  if (plans.empty()) return out;
+  for (long long n = 1; n <= max_jobs; ++n) {
+    std::size_t best = 0;
+    double best_usd = owned_usd_per_year(plans[0], static_cast<double>(n));
+    for (std::size_t i = 1; i < plans.size(); ++i) {
+      const double usd = owned_usd_per_year(plans[i], static_cast<double>(n));
+      if (usd < best_usd) best = i, best_usd = usd;
+    }
+    if (out.empty() || out.back().plan != best)
+      out.push_back({n, n, best});
+    else
+      out.back().to = n;
+  }
+  return out;
+}
+
 }  // namespace ftplan::cost

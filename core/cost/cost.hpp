@@ -99,6 +99,31 @@ Bom bill_of_materials(const plan::Plan& plan);
 // The BOM in words: "1 x Workstation with 4x RTX 6000 Ada $35,000; +1,536 DRAM (GiB) x $4.69; ...".
 std::string bom_text(const Bom& bom);
 
+// Owning a plan's hardware to run a given number of such jobs a year (issue 41: the crossover
+// at which owning each plan is cheaper). `dollars` prices a job at the hardware's full paid use
+// (capex over lifetime_years x utilization of its hours); when demand is what keeps it busy, the
+// year's bill is as many clusters as the demand needs, each doing paid work `utilization` of the
+// year's hours and written off over `lifetime_years` (straight-line depreciation), plus each
+// job's energy and flash wear. REQUIRES: job_time_s > 0.
+struct OwnedPlan {
+  double capex_usd = 0;
+  double job_time_s = 0;
+  double running_usd_per_job = 0;  // energy + flash wear (CostReport::energy_usd + wear_usd)
+  double lifetime_years = 5;       // CostSpec's
+  double utilization = 0.7;        // CostSpec's: the share of a year's hours a cluster does paid work
+};
+// Clusters needed and the year's bill at `jobs_per_year`.
+int owned_clusters(const OwnedPlan& plan, double jobs_per_year);
+double owned_usd_per_year(const OwnedPlan& plan, double jobs_per_year);
+// Which plan is cheapest to own at each whole number of jobs a year, from 1 to `max_jobs` (the
+// bill is a step function of the demand: a cluster is bought whole), as ranges [from, to] in
+// order; ties go to the earlier plan.
+struct OwnedRange {
+  long long from = 0, to = 0;
+  std::size_t plan = 0;
+};
+std::vector<OwnedRange> cheapest_to_own(const std::vector<OwnedPlan>& plans, long long max_jobs);
+
 // Capital cost of the cluster (bill_of_materials' total), and its rent per hour.
 double capex_usd(const plan::Plan& plan);
 double rent_usd_per_hour(const plan::Plan& plan, const CostSpec& spec);

@@ -271,6 +271,47 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
   return s + ".";
 }
 
+std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
+  std::vector<std::size_t> which;
+  std::vector<cost::OwnedPlan> owned;
+  double fastest = 0;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const cost::CostReport& c = ev[i].cost;
+    if (plans[i].cost.mode != plan::CostSpec::Mode::own || !ev[i].feasible() || !c.priced() || c.job_time_s <= 0)
+      continue;
+    which.push_back(i);
+    owned.push_back({cost::capex_usd(plans[i]), c.job_time_s, c.energy_usd + c.wear_usd, plans[i].cost.lifetime_years,
+                     plans[i].cost.utilization});
+    const double per_year = 365.0 * 24 * 3600 * std::max(0.01, plans[i].cost.utilization) / c.job_time_s;
+    fastest = std::max(fastest, per_year);
+  }
+  if (owned.size() < 2) return "";
+  // Up to four clusters of the fastest plan's yearly capacity (past it every plan buys clusters in
+  // proportion and the order settles), at least 10 jobs, at most a million.
+  const auto max_jobs = static_cast<long long>(std::clamp(std::ceil(4 * fastest), 10.0, 1e6));
+  const std::vector<cost::OwnedRange> ranges = cost::cheapest_to_own(owned, max_jobs);
+  std::vector<std::string> parts;
+  constexpr std::size_t kShown = 6;
+  for (std::size_t r = 0; r < ranges.size() && r < kShown; ++r) {
+    const cost::OwnedRange& x = ranges[r];
+    const std::string& name = plans[which[x.plan]].name;
+    const double bill = cost::owned_usd_per_year(owned[x.plan], static_cast<double>(x.to));
+    const int clusters = cost::owned_clusters(owned[x.plan], static_cast<double>(x.to));
+    const std::string span = ranges.size() == 1     ? fmt::format("at every demand up to {} jobs a year", x.to)
+                             : r + 1 == ranges.size() ? fmt::format("from {} jobs a year on", x.from)
+                             : x.from == x.to      ? fmt::format("at {} jobs a year", x.from)
+                                                   : fmt::format("for {}-{} jobs a year", x.from, x.to);
+    parts.push_back(fmt::format("{} {} ({} a year at {}, {} cluster{})", name, span, money(bill), x.to, clusters,
+                                clusters == 1 ? "" : "s"));
+  }
+  if (ranges.size() > kShown) parts.push_back(fmt::format("and {} changes more up to {}", ranges.size() - kShown, max_jobs));
+  const plan::CostSpec& spec = plans[which[0]].cost;
+  return fmt::format(
+      "Owned for a number of these jobs a year (clusters bought whole as the demand needs, each busy at most {:.0f}% "
+      "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}.",
+      100 * spec.utilization, spec.lifetime_years, join(parts, "; then "));
+}
+
 std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
   if (plans.empty()) return "";
   std::vector<std::string> sentences;

@@ -58,4 +58,9 @@ std::string constraint_words(const plan::Constraints& constraints);
 std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations,
                    const plan::Constraints& constraints);
 
+// Owning the plans for a number of these jobs a year (cost::cheapest_to_own): which owned, priced
+// plan that fits is cheapest over which range, the clusters bought as the demand needs. "" unless
+// two or more plans are owned, priced and fit.
+std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
+
 }  // namespace ftplan::io

@@ -285,3 +285,50 @@ TEST_CASE("each plan can say how it is paid for: a rented cloud plan beside an o
   CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd == doctest::Approx(evaluate::evaluate_plan(owned.model, owned.plans[1]).cost.cost_usd));
   CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd != doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[1]).cost.cost_usd));
 }
+
+TEST_CASE("owning for a demand of jobs a year: clusters bought whole, and where the cheaper plan changes") {
+  /* X: $100,000, 1 h a job, $10 a job to run; Y: $10,000, 10 h a job, $50 a job; both written off
+   * over 5 years and busy at most half the year (4,380 h: X does 4,380 jobs a cluster, Y 438).
+   * The year's bill: X 20,000 k + 10 n, Y 2,000 k + 50 n (k clusters). At 438 jobs Y costs
+   * 2,000 + 21,900 = 23,900 against X's 24,380; at 439 Y needs a second cluster: 4,000 + 21,950 =
+   * 25,950 against 24,390. So Y is cheaper for 1-438 jobs, X from 439 on (its per-job cost at full
+   * use, 14.6 against 54.6, keeps it ahead past every later cluster). */
+  const cost::OwnedPlan x{100000, 3600, 10, 5, 0.5}, y{10000, 36000, 50, 5, 0.5};
+  CHECK(cost::owned_clusters(y, 438) == 1);
+  CHECK(cost::owned_clusters(y, 439) == 2);
+  CHECK(cost::owned_usd_per_year(y, 438) == doctest::Approx(23900));
+  CHECK(cost::owned_usd_per_year(x, 439) == doctest::Approx(24390));
+  const auto ranges = cost::cheapest_to_own({x, y}, 20000);
+  REQUIRE(ranges.size() == 2);
+  CHECK(ranges[0].plan == 1);
+  CHECK(ranges[0].from == 1);
+  CHECK(ranges[0].to == 438);
+  CHECK(ranges[1].plan == 0);
+  CHECK(ranges[1].from == 439);
+  CHECK(ranges[1].to == 20000);
+}
+
+TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, and nothing when rented") {
+  /* The shipped 70B comparison, owned: one $36,200 workstation costs less a year than one
+   * $1,200,000 cluster of 32 H100s until the demand needs ~30 workstations, then the H100s; rented,
+   * nothing is said. A 1B LoRA on one RTX 4090 against 8 H100s: the 4090 at every demand. */
+  plan::Scenario s = io::load_scenario(std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-full-h100-vs-workstation.yaml",
+                                       test::zoo(), test::catalog());
+  const auto owning = [](const plan::Scenario& sc) {
+    std::vector<evaluate::Evaluation> ev;
+    for (const auto& p : sc.plans) ev.push_back(evaluate::evaluate_plan(sc.model, p, {}));
+    return io::ownership(sc.plans, ev);
+  };
+  CHECK(owning(s).empty());
+  for (auto& p : s.plans) p.cost.mode = plan::CostSpec::Mode::own;
+  std::string text = owning(s);
+  INFO(text);
+  CHECK(text.find("the cheapest is B 4x RTX 6000 Ada + flash for 1-") != std::string::npos);
+  CHECK(text.find("; then A 32x H100 FSDP for ") != std::string::npos);
+  const auto small = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {tokens: 1M, method: lora}\ncost: {mode: own}\nplans:\n"
+      "  - name: big\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n  - name: small\n    cluster: {gpu: rtx-4090, gpus: 1}\n",
+      "owning.yaml", test::data_dir(), test::zoo(), test::catalog());
+  text = owning(small);
+  CHECK(text.find("the cheapest is small at every demand up to ") != std::string::npos);
+}
