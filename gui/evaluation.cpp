@@ -177,6 +177,9 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     out.plans = s.plans;
     for (std::size_t i = 0; i < s.plans.size(); ++i) out.text_plan.push_back(static_cast<int>(i));
     out.verdict = io::verdict(s.plans, out.evaluations);
+    // Owned plans: which is cheapest for how many jobs a year, as compare prints under its verdict.
+    if (const std::string owning = io::ownership(s.plans, out.evaluations); !owning.empty())
+      out.verdict += " " + owning;
   }
   out.comparison = io::comparison(out.plans, out.evaluations);
   out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
