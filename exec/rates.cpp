@@ -351,15 +351,18 @@ DeviceGrid device_grid(bool quick) {
   // The CPU device's fp32 Eigen GEMM rate on one core is nearly flat past 128 rows (within ~15%
   // from 128 x 256 x 256 to 2048 x 4096 x 4096 here, each layout alike) and falls below it:
   // points 4x apart in each dimension, closer in m (the tokens of a micro-batch) where it falls.
+  // Down to 4 rows: below its smallest m the interpolation holds the nearest point's rate, and a
+  // GEMM of few rows is bound by reading its weights, its rate ~ m (8 rows ran at 0.3x the
+  // 16-row rate's prediction: docs/validation.md, issue 40).
   if (quick) {
-    g.m = {16, 128, 1024};
+    g.m = {4, 16, 128, 1024};
     g.nk = {128, 1024, 4096};
     g.cold_calls = 3;
     g.max_flops = 1.0 * (std::int64_t{1} << 33);
     g.attention_seq = {32, 256, 2048};
     g.attention_head_dim = {64, 128};
   } else {
-    g.m = {16, 64, 256, 1024, 4096};
+    g.m = {4, 16, 64, 256, 1024, 4096};
     g.nk = {64, 256, 1024, 4096};
     g.cold_calls = 5;
     g.max_flops = 1.0 * (std::int64_t{1} << 35);

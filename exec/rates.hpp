@@ -88,8 +88,8 @@ class NvmeProbe {
 DeviceRates measure_rates(const schedule::StepIR& ir, const std::vector<std::filesystem::path>& storage_dirs,
                           Device* device = nullptr, const ProbeEffort& effort = {}, NvmeProbe* nvme = nullptr);
 
-// How much of the grid measure_cpu_device covers. quick: m of 16, 128, 1024 by n and k of 128,
-// 1024, 4096, three cold calls; full: m of 16 to 4096 and n, k of 64 to 4096, each 4x apart, five.
+// How much of the grid measure_cpu_device covers. quick: m of 4, 16, 128, 1024 by n and k of 128,
+// 1024, 4096, three cold calls; full: m of 4 to 4096 and n, k of 64 to 4096, each 4x apart, five.
 struct DeviceGrid {
   std::vector<std::int64_t> m, nk;
   int cold_calls = 5;
