@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 
+#include <fmt/format.h>
+
 namespace ftplan::gui {
 
 namespace {
@@ -12,6 +14,21 @@ namespace {
 std::string text_of(const io::Value& v) {
   if (const auto* s = std::get_if<std::string>(&v)) return *s;  // unquoted
   return io::csv_cell(v);
+}
+
+// A number as a reader takes it in at a glance: 4 significant digits, and from 10,000 up a whole
+// number with thousands separators rather than an exponent ("299,300", not "2.993e+05").
+std::string readable(double v) {
+  const double a = std::abs(v);
+  if (!(a >= 1e4 && a < 1e15)) return fmt::format("{:.4g}", v);
+  const double step = std::pow(10.0, std::floor(std::log10(a)) - 3);
+  const std::string digits = fmt::format("{:.0f}", std::round(a / step) * step);
+  std::string out = v < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 double number_of(const io::Value& v) {
@@ -50,6 +67,7 @@ SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::st
       for (const auto& r : ordered)
         if (const io::Value* v = r.get(a)) {
           held[a] = text_of(*v);
+          g.held.emplace_back(a, held[a]);
           break;
         }
   const auto add = [](std::vector<std::string>& to, const std::string& v) {
@@ -84,7 +102,12 @@ SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::st
     if (filled[at]) continue;  // the point's first plan when none is chosen
     filled[at] = true;
     if (const io::Value* v = r.get(field)) {
-      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none") : text_of(*v);
+      // A fractional number as a reader takes it in (readable), not the CSV's round-trip
+      // "265.35328668763015".
+      const auto* d = std::get_if<double>(v);
+      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none")
+                   : d                                        ? readable(*d)
+                                                              : text_of(*v);
       g.number[at] = number_of(*v);
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/rows.hpp"
@@ -14,6 +15,9 @@ struct SweepGrid {
   // Row-major over y then x: the field's text ("" where no row) and its number (NaN where none).
   std::vector<std::string> text;
   std::vector<double> number;
+  // The other axes and the value each is held at (its first), in the sweep's order; an axis that
+  // moves with x or y (zipped) is not held.
+  std::vector<std::pair<std::string, std::string>> held;
   const std::string& text_at(std::size_t xi, std::size_t yi) const { return text[yi * x.size() + xi]; }
   double number_at(std::size_t xi, std::size_t yi) const { return number[yi * x.size() + xi]; }
 };

@@ -133,6 +133,9 @@ SweepWindow::SweepWindow(const model::Zoo& zoo, const hardware::Catalog& catalog
   layout->addLayout(top);
   layout->addLayout(pick);
   layout->addWidget(heatmap_, 1);
+  held_ = new QLabel;
+  held_->setWordWrap(true);
+  layout->addWidget(held_);
   connect(cancel_, &QPushButton::clicked, this, &SweepWindow::cancel);
   connect(&watcher_, &QFutureWatcher<void>::finished, this, &SweepWindow::done);
   for (QComboBox* box : {x_, y_, field_, plan_})
@@ -270,8 +273,12 @@ void SweepWindow::show_grid(const std::string& x, const std::string& y, const st
   }
   grid_ = sweep_grid(rows, axes_, x, y, field, plan);
   heatmap_->set(grid_, QString::fromStdString(x), QString::fromStdString(y));
-  heatmap_->setToolTip(QString::fromStdString(field + (plan.empty() ? "" : " of " + plan) +
-                                              (axes_.size() > 2 ? "; other axes at their first value" : "")));
+  heatmap_->setToolTip(QString::fromStdString(field + (plan.empty() ? "" : " of " + plan)));
+  // The axes not on the map are held at their first value: say at which, so a reader knows
+  // which slice of the sweep the cells are.
+  std::string held;
+  for (const auto& [axis, value] : grid_.held) held += (held.empty() ? "" : ", ") + axis + " = " + value;
+  held_->setText(held.empty() ? QString() : QString::fromStdString("held fixed: " + held));
 }
 
 }  // namespace ftplan::gui

@@ -64,6 +64,7 @@ class SweepWindow : public QWidget {
   SweepGrid grid_;
 
   QLabel* title_ = nullptr;
+  QLabel* held_ = nullptr;  // the axes the heatmap holds fixed, and at what
   QProgressBar* progress_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QComboBox* x_ = nullptr;

@@ -2,6 +2,8 @@
 // shows for each example scenario (table cells, chart series and their values), a knob edit
 // evaluated on the worker thread, every error listed and every line marked, and closing during a
 // search. Saves a screenshot of each example scenario, each tab, under FTPLAN_SCREENSHOT_DIR.
+#include <cmath>
+
 #include <QtTest/QtTest>
 
 #include <QBarSet>
@@ -372,6 +374,25 @@ class MainWindowTest : public QObject {
         seen.insert(QString::fromStdString(g.text_at(xi, yi)));
       }
     QVERIFY2(seen.size() == 2, "the tiered plan misses the shortest deadline and meets the longest");
+    // The axis not on the map is named with the value it is held at.
+    QCOMPARE(g.held.size(), std::size_t{1});
+    QCOMPARE(QString::fromStdString(g.held[0].first), QString("axis.cost.mode"));
+    QCOMPARE(QString::fromStdString(g.held[0].second), QString("rent"));
+    // A fractional field's cells read at a glance: 4 significant digits, no exponent from 10,000
+    // up ("299,300"), not the CSV's 17 digits ("265.35328668763015" was drawn over the cells).
+    w.show_grid("axis.constraints.deadline", "axis.model", "job_time_s", "tiered");
+    int numbers = 0;
+    for (std::size_t xi = 0; xi < w.grid().x.size(); ++xi)
+      for (std::size_t yi = 0; yi < w.grid().y.size(); ++yi) {
+        const double v = w.grid().number_at(xi, yi);
+        if (std::isnan(v)) continue;
+        ++numbers;
+        QString cell = QString::fromStdString(w.grid().text_at(xi, yi));
+        QVERIFY2(cell.size() <= 9 && !cell.contains('e'), qPrintable(cell));
+        const double shown = cell.remove(',').toDouble();
+        QVERIFY2(std::abs(shown - v) <= 5e-4 * std::abs(v), qPrintable(cell));
+      }
+    QVERIFY(numbers > 0);
     QVERIFY(
         w.grab().save(QString::fromStdString((fs::path(FTPLAN_SCREENSHOT_DIR) / "sweep-tiered-vs-gpus.png").string())));
     // Cancel: the run ends after the points under way, with the rows so far.
