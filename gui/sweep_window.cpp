@@ -165,6 +165,11 @@ std::vector<io::Row> SweepWindow::results() const {
 
 bool SweepWindow::open(const std::filesystem::path& file) {
   if (running()) return false;
+  // The last sweep's map goes now, whether this one loads or not: under a new title (or an error)
+  // it would read as this sweep's.
+  grid_ = {};
+  heatmap_->set(grid_, {}, {});
+  held_->clear();
   try {
     sweep_.emplace(sweep::Sweep::load(file, zoo_, catalog_));
   } catch (const std::exception& e) {

@@ -401,6 +401,7 @@ class MainWindowTest : public QObject {
     finished.clear();
     QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-llama8b-grid.yaml"));
     w.cancel();
+    QVERIFY2(w.grid().x.empty(), "the last sweep's heatmap under the new sweep's title");
     QElapsedTimer clock;
     clock.start();
     QVERIFY(finished.count() == 1 || finished.wait(10000));
