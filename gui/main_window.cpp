@@ -73,6 +73,23 @@ namespace ftplan::gui {
 
 namespace {
 
+// One colour per memory category, the same in every chart, scenario and edit (Tableau 10's, each
+// dark enough to read on white). Taken by position from the theme, a colour moved whenever a
+// category was empty: blue was weights in the GPU chart and activations in the host chart beside
+// it, and "buffers" and "overhead" came out near-white.
+QColor category_color(inventory::Category c) {
+  static const std::array<QColor, inventory::kCategories> kColors = {
+      QColor(31, 119, 180),   // weights: blue
+      QColor(44, 160, 44),    // gradients: green
+      QColor(255, 127, 14),   // optimizer: orange
+      QColor(148, 103, 189),  // activations: purple
+      QColor(214, 39, 40),    // temporaries: red
+      QColor(140, 86, 75),    // buffers: brown
+      QColor(227, 119, 194),  // overhead: pink
+  };
+  return kColors[static_cast<std::size_t>(c)];
+}
+
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
 constexpr double kGiB = 1u << 30;
@@ -228,6 +245,7 @@ QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& e
   // Bottom to top: the last plan first.
   for (int c = 0; c < inventory::kCategories; ++c) {
     auto* set = new QBarSet(inventory::to_string(static_cast<inventory::Category>(c)));
+    set->setColor(category_color(static_cast<inventory::Category>(c)));
     bool any = false;
     for (std::size_t i = n; i-- > 0;) {
       const double b = v.categories(ev[i])[static_cast<std::size_t>(c)] / v.scale;
