@@ -1405,6 +1405,13 @@ void MainWindow::show_search(const Outcome& o) {
   front->setName("Pareto front");
   front->setMarkerSize(9);
   front->setColor(QColor(200, 40, 40));
+  // The front's points that miss the deadline or budget: on the front, but no choice (marked as
+  // the front, they read as candidates).
+  auto* front_out = new QScatterSeries;
+  front_out->setName("Pareto front, misses the constraints");
+  front_out->setMarkerSize(9);
+  front_out->setColor(QColor(235, 190, 190));
+  front_out->setBorderColor(QColor(200, 40, 40));
   auto* picks = new QScatterSeries;
   picks->setName("picks (table columns)");
   picks->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
@@ -1430,7 +1437,7 @@ void MainWindow::show_search(const Outcome& o) {
     x_hi = std::max(x_hi, p.x());
     y_hi = std::max(y_hi, p.y());
     if (std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end())
-      *front << p;
+      *(c.meets_constraints ? front : front_out) << p;
     else if (c.meets_constraints)
       *all << p;
     else
@@ -1466,7 +1473,7 @@ void MainWindow::show_search(const Outcome& o) {
   y->setRange(ymin, ymax);
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
-  for (QScatterSeries* series : {out, all, front, picks}) {
+  for (QScatterSeries* series : {out, all, front_out, front, picks}) {
     chart->addSeries(series);
     series->attachAxis(x);
     series->attachAxis(y);
