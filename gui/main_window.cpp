@@ -77,6 +77,10 @@ namespace {
 // dark enough to read on white). Taken by position from the theme, a colour moved whenever a
 // category was empty: blue was weights in the GPU chart and activations in the host chart beside
 // it, and "buffers" and "overhead" came out near-white.
+// The answer's look: current (green), or results of an earlier text while this one has errors (amber).
+constexpr const char* kAnswerStyle = "QLabel { background: #e8f3e8; padding: 6px; font-weight: bold; }";
+constexpr const char* kStaleStyle = "QLabel { background: #fbe6bf; padding: 6px; font-weight: bold; }";
+
 QColor category_color(inventory::Category c) {
   static const std::array<QColor, inventory::kCategories> kColors = {
       QColor(31, 119, 180),   // weights: blue
@@ -420,7 +424,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   answer_->setObjectName("answer");
   answer_->setWordWrap(true);
   answer_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  answer_->setStyleSheet("QLabel { background: #e8f3e8; padding: 6px; font-weight: bold; }");
+  answer_->setStyleSheet(kAnswerStyle);
   basis_ = new QLabel;
   table_ = new QTableWidget;
   table_->setObjectName("table");
@@ -730,9 +734,23 @@ void MainWindow::show_outcome(Outcome outcome) {
         QString("%1 problem(s) in the scenario%2")
             .arg(outcome.errors.size())
             .arg(table_->columnCount() > 0 ? "; the results shown are from the last good one" : ""));
+    // Results of an earlier text must not read as the current one's: the answer says so on top
+    // (amber), and the table and verdict are greyed until the text evaluates again.
+    if (shown_.scenario) {
+      answer_->setText(QString("Not current: the text has %1 problem(s), listed under it. Below: the last text that "
+                               "evaluated (%2)")
+                           .arg(outcome.errors.size())
+                           .arg(q(shown_.answer)));
+      answer_->setStyleSheet(kStaleStyle);
+      table_->setEnabled(false);
+      verdict_->setEnabled(false);
+    }
     emit evaluated();
     return;
   }
+  answer_->setStyleSheet(kAnswerStyle);
+  table_->setEnabled(true);
+  verdict_->setEnabled(true);
   shown_ = std::move(outcome);
   const Outcome& o = shown_;
   const plan::Scenario& s = *o.scenario;

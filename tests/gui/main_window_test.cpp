@@ -238,6 +238,31 @@ class MainWindowTest : public QObject {
     QCOMPARE(editor->textCursor().blockNumber() + 1, 13);
   }
 
+  // An edit that breaks a scenario leaves the last results on screen, and says they are not
+  // current: the answer on top, the table greyed; fixing the text brings them back as they were.
+  void results_of_an_earlier_text_are_marked_not_current() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml"));
+    w->evaluate_now();
+    auto* answer = w->findChild<QLabel*>("answer");
+    auto* table = w->findChild<QTableWidget*>("table");
+    const QString current = answer->text();
+    QVERIFY(current.startsWith("Cheapest"));
+    QVERIFY(table->isEnabled());
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    const QString good = editor->toPlainText();
+    editor->setPlainText(good + "\nnot_a_key: 1\n");
+    w->evaluate_now();
+    QVERIFY2(answer->text().startsWith("Not current: the text has 1 problem(s)"), qPrintable(answer->text()));
+    QVERIFY(answer->text().contains(current));
+    QVERIFY(!table->isEnabled());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "not-current.png")));
+    editor->setPlainText(good);
+    w->evaluate_now();
+    QCOMPARE(answer->text(), current);
+    QVERIFY(table->isEnabled());
+  }
+
   // Pinned: a knob change shows each changed figure against the baseline, in the table and as marks.
   void a_pinned_baseline_shows_the_changes() {
     auto w = window();
