@@ -3,6 +3,7 @@
 #include "common/strings.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -301,6 +302,15 @@ void read_cpu(MapView& c, CpuSection& out) {
   c.finish();
 }
 
+// A measured shape's three sizes (each required, at least 1), then its rate within its samples.
+void read_shape_rate(MapView& r, const std::array<std::pair<const char*, std::int64_t*>, 3>& sizes, double& flops_per_s,
+                     std::vector<double>& samples) {
+  for (const auto& [key, value] : sizes) r.require(key);
+  for (const auto& [key, value] : sizes) r.get(key, *value, 1);
+  r.get_required("flops_per_s", flops_per_s, 0, kBig);
+  read_samples_around(r, "flops_per_s", flops_per_s, samples);
+}
+
 // cpu_device: the executor's CPU device (ftplan validate's), measured by calibrate.
 void read_cpu_device(MapView& c, CpuDeviceSection& out) {
   c.get("device", out.device);
@@ -308,22 +318,13 @@ void read_cpu_device(MapView& c, CpuDeviceSection& out) {
     CpuDeviceGemmSample g;
     r.require("layout", "nn (forward), nt (input gradient) or tn (weight gradient)");
     r.get_enum<std::string>("layout", g.layout, {{"nn", "nn"}, {"nt", "nt"}, {"tn", "tn"}});
-    for (const char* dim : {"m", "n", "k"}) r.require(dim);
-    r.get("m", g.m, 1);
-    r.get("n", g.n, 1);
-    r.get("k", g.k, 1);
-    r.get_required("flops_per_s", g.flops_per_s, 0, kBig);
-    read_samples_around(r, "flops_per_s", g.flops_per_s, g.samples);
+    read_shape_rate(r, {{{"m", &g.m}, {"n", &g.n}, {"k", &g.k}}}, g.flops_per_s, g.samples);
     out.gemm.push_back(std::move(g));
   });
   for_rows(c, "attention", [&](MapView& r) {
     CpuDeviceAttentionSample a;
-    for (const char* dim : {"queries", "keys", "head_dim"}) r.require(dim);
-    r.get("queries", a.queries, 1);
-    r.get("keys", a.keys, 1);
-    r.get("head_dim", a.head_dim, 1);
-    r.get_required("flops_per_s", a.flops_per_s, 0, kBig);
-    read_samples_around(r, "flops_per_s", a.flops_per_s, a.samples);
+    read_shape_rate(r, {{{"queries", &a.queries}, {"keys", &a.keys}, {"head_dim", &a.head_dim}}}, a.flops_per_s,
+                    a.samples);
     out.attention.push_back(std::move(a));
   });
   for_rows(c, "rates", [&](MapView& r) {
