@@ -49,6 +49,10 @@ void print_table(const exec::Validation& v) {
              {"error", A::right}});
   t.row({"step time", io::format_duration(v.measured_step_time_s), io::format_duration(v.simulated_step_time_s),
          pct(v.simulated_step_time_s, v.measured_step_time_s)});
+  // What the tiers add to the step beyond its compute: the part a tiered plan's verdict turns on.
+  if (v.measured_overhead_s > 0 || v.simulated_overhead_s > 0)
+    t.row({"offload overhead (step - compute)", io::format_duration(v.measured_overhead_s),
+           io::format_duration(v.simulated_overhead_s), pct(v.simulated_overhead_s, v.measured_overhead_s)});
   if (predicted && v.in_run_simulated_step_time_s > 0)
     t.row({"step time at in-run rates", "", io::format_duration(v.in_run_simulated_step_time_s),
            pct(v.in_run_simulated_step_time_s, v.measured_step_time_s)});
@@ -120,6 +124,9 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["measured_step_time_s"] = v.measured_step_time_s;
   j["simulated_step_time_s"] = v.simulated_step_time_s;
   j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
+  j["measured_offload_overhead_s"] = v.measured_overhead_s;
+  j["simulated_offload_overhead_s"] = v.simulated_overhead_s;
+  j["offload_overhead_error_pct"] = exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s);
   if (v.in_run_simulated_step_time_s > 0) {
     j["in_run_simulated_step_time_s"] = v.in_run_simulated_step_time_s;
     j["in_run_step_time_error_pct"] = exec::error_pct(v.in_run_simulated_step_time_s, v.measured_step_time_s);

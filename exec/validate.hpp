@@ -98,6 +98,9 @@ struct Validation {
   bool ok = true;
   std::string problem;
   double measured_step_time_s = 0, simulated_step_time_s = 0;
+  // The offload overhead: the step beyond the compute stream's busy time (what the tiers' copies,
+  // flash I/O and CPU Adam add where they do not overlap the compute), measured and simulated.
+  double measured_overhead_s = 0, simulated_overhead_s = 0;
   double measured_device_peak_bytes = 0, simulated_device_peak_bytes = 0;
   double measured_host_peak_bytes = 0, simulated_host_peak_bytes = 0;
   // Device peak with the kernels' scratch (the arena's bookkeeping leaves it out), and the

@@ -53,16 +53,16 @@ echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg) ($(date -u +%H:%M:%S)
 echo "JSON: $matrix, $two_dirs" >&2
 python3 - "$matrix" "$two_dirs" <<'PY'
 import json, sys
-print("| configuration | step measured: median (range of steps 2-5) | predicted | error | at in-run rates: error | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
+print("| configuration | step measured: median (range of steps 2-5) | predicted | error | at in-run rates: error | offload overhead (step - compute) meas. / pred. (error) | rate drift: step simulated at each probe, spread (error range); spread of the timed steps | rate that moved most "
       "| compute stream busy meas. (CPU) / sim. "
       "| device peak meas. / sim. | host peak meas. / sim. | process peak RSS / sim. device + host | bytes moved (counted) vs simulated | bound by (meas. / sim.) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for path in sys.argv[1:]:
     two = "2dirs" in path.rsplit("/", 1)[-1]
     for r in json.load(open(path))["results"]:
         name = r["plan"] + (", 2 directories" if two else "")
         if not r["ok"]:
-            print(f"| {name} | not run: {r['problem']} |||||||||||")
+            print(f"| {name} | not run: {r['problem']} ||||||||||||")
             continue
         later = r["measured_step_times_s"][1:] or r["measured_step_times_s"]
         compute = next((s for s in r["streams"] if s["name"] == "compute"),
@@ -88,7 +88,9 @@ for path in sys.argv[1:]:
         moved = f"{spread[0][0]} {spread[0][1]['spread_pct']:.0f}%" if spread else ""
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
               f"| {r['simulated_step_time_s'] * 1e3:.0f} ms ({r['rates_from']}) | {r['step_time_error_pct']:+.1f}% "
-              f"| {r.get('in_run_step_time_error_pct', r['step_time_error_pct']):+.1f}% | {drift} | {moved} "
+              f"| {r.get('in_run_step_time_error_pct', r['step_time_error_pct']):+.1f}% "
+              f"| {r['measured_offload_overhead_s'] * 1e3:.0f} / {r['simulated_offload_overhead_s'] * 1e3:.0f} ms "
+              f"({r['offload_overhead_error_pct']:+.0f}%) | {drift} | {moved} "
               f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
               f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "

@@ -692,6 +692,11 @@ TEST_CASE("validate predicts from a profile measured apart from the run and prob
   CHECK(v.rate_samples.size() == 3);
   CHECK(v.in_run_simulated_step_time_s > 0);
   CHECK(v.rates.nvme_read_Bps == profile.storage[0].read_Bps);  // the prediction's rates stay the profile's
+  // The offload overhead (step beyond the compute stream) on both sides: ZeRO-Infinity's flash and
+  // copies add to the step.
+  CHECK(v.simulated_overhead_s > 0);
+  CHECK(v.measured_overhead_s > 0);
+  CHECK(v.measured_overhead_s < v.measured_step_time_s);
   // The device spot-checked its products as it ran them, all right.
   CHECK(v.work.checked > 100);
   CHECK(v.work.wrong == 0);
