@@ -470,19 +470,26 @@ hardware::CpuDeviceSection measure_cpu_device(const DeviceGrid& grid, const std:
     if (dirs.size() > 1) sets.push_back(dirs);
     const Options io;
     for (const auto& set : sets) {
-      say(fmt::format("CPU device storage: {} director{} as the executor stripes them", set.size(),
-                      set.size() == 1 ? "y" : "ies"));
-      NvmeProbe probe(set);
-      hardware::CpuDeviceStorageSample s;
-      for (const auto& d : set) s.paths.push_back(d.string());
-      s.block_bytes = static_cast<double>(io.io_block_bytes);
-      s.stripe_bytes = static_cast<double>(io.stripe_bytes);
-      s.queue_depth = io.io_queue_depth;
-      for (int i = 0; i < grid.cold_calls; ++i) s.write_samples.push_back(probe.pass_Bps(true));
-      for (int i = 0; i < grid.cold_calls; ++i) s.read_samples.push_back(probe.pass_Bps(false));
-      s.write_Bps = calibrate::median(s.write_samples);
-      s.read_Bps = calibrate::median(s.read_samples);
-      out.storage.push_back(std::move(s));
+      std::vector<std::string> paths;
+      for (const auto& d : set) paths.push_back(d.string());
+      say(fmt::format("CPU device storage: {} as the executor stripes them", fmt::join(paths, ", ")));
+      // A directory that takes no O_DIRECT (tmpfs) or is full costs its row, not the profile:
+      // validate then names the rates it lacks.
+      try {
+        NvmeProbe probe(set);
+        hardware::CpuDeviceStorageSample s;
+        s.paths = paths;
+        s.block_bytes = static_cast<double>(io.io_block_bytes);
+        s.stripe_bytes = static_cast<double>(io.stripe_bytes);
+        s.queue_depth = io.io_queue_depth;
+        for (int i = 0; i < grid.cold_calls; ++i) s.write_samples.push_back(probe.pass_Bps(true));
+        for (int i = 0; i < grid.cold_calls; ++i) s.read_samples.push_back(probe.pass_Bps(false));
+        s.write_Bps = calibrate::median(s.write_samples);
+        s.read_Bps = calibrate::median(s.read_samples);
+        out.storage.push_back(std::move(s));
+      } catch (const std::exception& e) {
+        say(fmt::format("CPU device storage over {}: not measured: {}", fmt::join(paths, ", "), e.what()));
+      }
     }
   });
   return out;
