@@ -275,13 +275,15 @@ void print_results(const App& app, const plan::Scenario& s, const model::ModelSp
     fmt::print("{}\n", doc.dump(2));
   } else if (app.format() == Format::csv) {
     fmt::print(
-        "plan,ok,measured_step_time_s,simulated_step_time_s,step_time_error_pct,measured_device_peak_bytes,"
-        "simulated_device_peak_bytes,measured_bound_by,simulated_bound_by\n");
+        "plan,ok,rates_from,measured_step_time_s,simulated_step_time_s,step_time_error_pct,"
+        "offload_overhead_error_pct,measured_device_peak_bytes,simulated_device_peak_bytes,measured_bound_by,"
+        "simulated_bound_by\n");
     for (const auto& v : results)
-      fmt::print("\"{}\",{},{},{},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.measured_step_time_s,
-                 v.simulated_step_time_s, exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
-                 v.measured_device_peak_bytes, v.simulated_device_peak_bytes, v.measured_bound_by,
-                 v.simulated_bound_by);
+      fmt::print("\"{}\",{},{},{},{},{:.2f},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.rates_from,
+                 v.measured_step_time_s, v.simulated_step_time_s,
+                 exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
+                 exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s), v.measured_device_peak_bytes,
+                 v.simulated_device_peak_bytes, v.measured_bound_by, v.simulated_bound_by);
   }
 }
 
