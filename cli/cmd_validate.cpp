@@ -124,9 +124,11 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["measured_step_time_s"] = v.measured_step_time_s;
   j["simulated_step_time_s"] = v.simulated_step_time_s;
   j["step_time_error_pct"] = exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s);
+  const bool overhead = v.measured_overhead_s > 0 || v.simulated_overhead_s > 0;
   j["measured_offload_overhead_s"] = v.measured_overhead_s;
   j["simulated_offload_overhead_s"] = v.simulated_overhead_s;
-  j["offload_overhead_error_pct"] = exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s);
+  j["offload_overhead_error_pct"] =
+      overhead ? nlohmann::json(exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s)) : nlohmann::json();
   if (v.in_run_simulated_step_time_s > 0) {
     j["in_run_simulated_step_time_s"] = v.in_run_simulated_step_time_s;
     j["in_run_step_time_error_pct"] = exec::error_pct(v.in_run_simulated_step_time_s, v.measured_step_time_s);
@@ -279,10 +281,13 @@ void print_results(const App& app, const plan::Scenario& s, const model::ModelSp
         "offload_overhead_error_pct,measured_device_peak_bytes,simulated_device_peak_bytes,measured_bound_by,"
         "simulated_bound_by\n");
     for (const auto& v : results)
-      fmt::print("\"{}\",{},{},{},{},{:.2f},{:.2f},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.rates_from,
+      fmt::print("\"{}\",{},{},{},{},{:.2f},{},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.rates_from,
                  v.measured_step_time_s, v.simulated_step_time_s,
                  exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
-                 exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s), v.measured_device_peak_bytes,
+                 v.measured_overhead_s > 0 || v.simulated_overhead_s > 0
+                     ? fmt::format("{:.2f}", exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s))
+                     : std::string(),
+                 v.measured_device_peak_bytes,
                  v.simulated_device_peak_bytes, v.measured_bound_by, v.simulated_bound_by);
   }
 }

@@ -327,8 +327,11 @@ void compare_rows(Validation& v) {
       row.counted_bytes = c.nvme_write_bytes, row.block_bytes = c.block_write_bytes;
   }
   v.simulated_bound_by = s.bound_by;
+  // Only a plan whose step moves bytes between tiers has an offload overhead to speak of.
+  const bool offloads =
+      std::any_of(v.links.begin(), v.links.end(), [](const LinkRow& l) { return l.simulated_bytes > 0; });
   for (const auto& st : v.streams)
-    if (st.name == schedule::to_string(schedule::Stream::compute)) {
+    if (offloads && st.name == schedule::to_string(schedule::Stream::compute)) {
       v.measured_overhead_s = std::max(0.0, v.measured_step_time_s - st.measured_busy_s);
       v.simulated_overhead_s = std::max(0.0, v.simulated_step_time_s - st.simulated_busy_s);
     }

@@ -99,7 +99,8 @@ struct Validation {
   std::string problem;
   double measured_step_time_s = 0, simulated_step_time_s = 0;
   // The offload overhead: the step beyond the compute stream's busy time (what the tiers' copies,
-  // flash I/O and CPU Adam add where they do not overlap the compute), measured and simulated.
+  // flash I/O and CPU Adam add where they do not overlap the compute), measured and simulated;
+  // both 0 for a plan that moves nothing between tiers.
   double measured_overhead_s = 0, simulated_overhead_s = 0;
   double measured_device_peak_bytes = 0, simulated_device_peak_bytes = 0;
   double measured_host_peak_bytes = 0, simulated_host_peak_bytes = 0;

@@ -88,9 +88,10 @@ for path in sys.argv[1:]:
         moved = f"{spread[0][0]} {spread[0][1]['spread_pct']:.0f}%" if spread else ""
         print(f"| {name} | {r['measured_step_time_s'] * 1e3:.0f} ms ({min(later) * 1e3:.0f}-{max(later) * 1e3:.0f}) "
               f"| {r['simulated_step_time_s'] * 1e3:.0f} ms ({r['rates_from']}) | {r['step_time_error_pct']:+.1f}% "
-              f"| {r.get('in_run_step_time_error_pct', r['step_time_error_pct']):+.1f}% "
-              f"| {r['measured_offload_overhead_s'] * 1e3:.0f} / {r['simulated_offload_overhead_s'] * 1e3:.0f} ms "
-              f"({r['offload_overhead_error_pct']:+.0f}%) | {drift} | {moved} "
+              + (f"| {r['in_run_step_time_error_pct']:+.1f}% " if 'in_run_step_time_error_pct' in r else "| - ")
+              + (f"| {r['measured_offload_overhead_s'] * 1e3:.0f} / {r['simulated_offload_overhead_s'] * 1e3:.0f} ms "
+                 f"({r['offload_overhead_error_pct']:+.0f}%) " if r.get('offload_overhead_error_pct') is not None else "| - ")
+              + f"| {drift} | {moved} "
               f"| {compute['measured_busy_s'] * 1e3:.0f} ({compute.get('measured_cpu_s', 0) * 1e3:.0f}) / "
               f"{compute['simulated_busy_s'] * 1e3:.0f} ms "
               f"| {mib(r['measured_device_peak_bytes'])} / {mib(r['simulated_device_peak_bytes'])} MiB "
