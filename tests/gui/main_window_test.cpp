@@ -7,6 +7,7 @@
 
 #include <QtTest/QtTest>
 
+#include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -142,6 +143,17 @@ class MainWindowTest : public QObject {
       const auto* host = w->findChild<QChartView*>("host_chart");
       QVERIFY(qAbs(bar_total(host, i, n) - e.memory.host_peak_bytes / kGiB) <
               1e-6 * (1 + e.memory.host_peak_bytes / kGiB));
+      // Each bar's label gives its share of the capacity: a nearly full host reads as such on an
+      // axis a larger host sets.
+      if (e.memory.host_capacity_bytes > 0) {
+        const QString share = QString(" (%1%)").arg(100.0 * e.memory.host_peak_bytes / e.memory.host_capacity_bytes, 0, 'f', 0);
+        bool labelled = false;
+        for (QAbstractAxis* axis : host->chart()->axes())
+          if (auto* bars = qobject_cast<QBarCategoryAxis*>(axis))
+            labelled = bars->categories().size() == static_cast<int>(n) &&  // bottom-up: the last plan first
+                       bars->categories()[static_cast<int>(n - 1 - i)].contains(share);
+        QVERIFY2(labelled, qPrintable("no capacity share" + share + " by plan " + QString::number(i) + "'s host bar"));
+      }
       const auto* nvme = w->findChild<QChartView*>("nvme_chart");
       QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
       // Each memory category has one colour in every chart of every scenario (by position, a colour
