@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/strings.hpp"
 #include "io/output_schema.hpp"
 #include "io/rows.hpp"
 #include "io/scenario_io.hpp"
@@ -177,10 +178,9 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     out.plans = s.plans;
     for (std::size_t i = 0; i < s.plans.size(); ++i) out.text_plan.push_back(static_cast<int>(i));
     out.verdict = io::verdict(s.plans, out.evaluations);
-    // Owned plans: which is cheapest for how many jobs a year, as compare prints under its verdict.
-    if (const std::string owning = io::ownership(s.plans, out.evaluations); !owning.empty())
-      out.verdict += " " + owning;
+    out.ownership = io::ownership(s.plans, out.evaluations);
   }
+  out.advice = io::advice(s.model, out.plans, out.evaluations);
   out.comparison = io::comparison(out.plans, out.evaluations);
   out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
                                  : io::answer(out.search ? as_named : out.plans, out.evaluations, s.constraints);
@@ -259,6 +259,9 @@ std::string results_json(const Outcome& o) {
   top.set("model", o.scenario->model.name);
   top.set("answer", o.answer);
   top.set("verdict", o.verdict);
+  // As `ftplan compare --format json` writes them: null where there is nothing to say.
+  top.set("advice", o.advice.empty() ? io::Value(nullptr) : io::Value(join(o.advice, " ")));
+  top.set("ownership", o.ownership.empty() ? io::Value(nullptr) : io::Value(o.ownership));
   return io::rows_to_json(result_rows(o), "results", io::kOutputSchemaVersion, top);
 }
 

@@ -45,6 +45,10 @@ struct Outcome {
   io::Comparison comparison;                // the table `ftplan compare` prints, cell by cell
   std::string answer;                       // io::answer: the winner under the constraints, in one line
   std::string verdict;
+  // What compare prints under its verdict: the owned plans' crossover (io::ownership; "" unless
+  // two owned plans fit and are priced) and its notes (io::advice).
+  std::string ownership;
+  std::vector<std::string> advice;
   // For each shown plan that does not fit in memory: what would (footprint::what_would_fit), nearest first.
   std::vector<std::vector<footprint::FitChange>> fixes;
   std::vector<std::string> errors;  // "name:line:col: key: message" or "plan 'X': key: message"

@@ -235,6 +235,9 @@ QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& e
   bool any_over = false;
   for (std::size_t i = 0; i < n; ++i) any_over = any_over || v.total(ev[i]) > v.capacity(ev[i]);
   QChart* chart = new_chart(any_over ? v.title + QString::fromUtf8(" \u2014 \u2717: over capacity") : v.title);
+  // Room on the left for the plans' labels with their capacity share (Qt lays them out a few
+  // pixels short of their width, clipping the first letter).
+  chart->setMargins(QMargins(12, 4, 4, 4));
   QStringList labels;
   double max = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -762,7 +765,11 @@ void MainWindow::show_outcome(Outcome outcome) {
                   io::format_count(static_cast<double>(model::count_params(s.model).total)),
                   plan::to_string(s.job.method), io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
   answer_->setText(q(o.answer));
-  verdict_->setText(q(o.verdict));
+  // The verdict, then what compare prints under it: the owned plans' crossover and the notes.
+  std::string verdict = o.verdict;
+  if (!o.ownership.empty()) verdict += " " + o.ownership;
+  for (const auto& note : o.advice) verdict += "\nNote: " + note;
+  verdict_->setText(q(verdict));
   redraw();
   statusBar()->showMessage(o.search
                                ? QString("%1 layouts searched, %2 simulated, in %3 s")

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/strings.hpp"
 #include "evaluation.hpp"
 #include "io/output_schema.hpp"
 #include "test_support.hpp"
@@ -69,6 +70,15 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(json["results"][0]["plan"] == "A 32x H100 FSDP");
   CHECK(json["results"][0]["cost_usd"].get<double>() == doctest::Approx(base.evaluations[0].cost.cost_usd));
   CHECK(json["answer"] == base.answer);
+  // compare's notes and crossover too (the export lacked them): this scenario rents, so no
+  // crossover; its notes as compare's.
+  CHECK(json.contains("advice"));
+  CHECK(json["ownership"].is_null());
+  const auto notes = io::advice(base.scenario->model, base.plans, base.evaluations);
+  if (notes.empty())
+    CHECK(json["advice"].is_null());
+  else
+    CHECK(json["advice"] == join(notes, " "));
   const std::string csv = gui::results_csv(base);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header + 2 plans
   CHECK(csv.rfind("plan,", 0) == 0);
