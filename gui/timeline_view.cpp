@@ -136,6 +136,28 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
     update();
     return;
   }
+  const QString tip = tip_at(p);
+  if (tip.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(event->globalPosition().toPoint(), tip, this);
+}
+
+// Qt's tooltip event (after the hover delay) showed the widget's fixed help over the op's figures
+// a second after they appeared: over an op, a memory strip or an interval it shows those figures;
+// elsewhere the help.
+bool TimelineView::event(QEvent* event) {
+  if (event->type() == QEvent::ToolTip) {
+    const auto* help = static_cast<QHelpEvent*>(event);
+    const QString tip = tip_at(help->pos());
+    QToolTip::showText(help->globalPos(), tip.isEmpty() ? toolTip() : tip, this);
+    return true;
+  }
+  return QWidget::event(event);
+}
+
+// What the pointer is over, in words ("" over nothing).
+QString TimelineView::tip_at(QPointF p) const {
   const QRectF r = plot();
   const double s = s_of(p.x());
   if (has_tracks() && memory_plot().contains(p)) {
@@ -147,12 +169,11 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
         if (x.time_s <= s) live = x.bytes;
       lines << QString("%1: %2").arg(kTierNames[t], QString::fromStdString(io::format_bytes(live)));
     }
-    QToolTip::showText(event->globalPosition().toPoint(), lines.join("\n"), this);
-    return;
+    return lines.join("\n");
   }
   const int rows = row_count();
   const int row = static_cast<int>((p.y() - r.top()) / (r.height() / rows));
-  if (!r.contains(p) || row < 0 || row >= rows) return;
+  if (!r.contains(p) || row < 0 || row >= rows) return {};
   if (has_tracks()) {
     const auto n_streams = static_cast<int>(tracks_.streams.size());
     const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
@@ -164,22 +185,16 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
                                 QString::fromStdString(sp.category), seconds(sp.start_s), seconds(sp.end_s),
                                 seconds(sp.end_s - sp.start_s));
         if (sp.bytes > 0) text += QString(", %1").arg(QString::fromStdString(io::format_bytes(sp.bytes)));
-        QToolTip::showText(event->globalPosition().toPoint(), text, this);
-        return;
+        return text;
       }
-    QToolTip::hideText();
-    return;
+    return {};
   }
   for (const auto& i : timeline_.intervals)
-    if (static_cast<int>(i.component) == row && i.start_s <= s && s <= i.end_s) {
-      QToolTip::showText(event->globalPosition().toPoint(),
-                         QString("%1 %2: %3 to %4 (%5)")
-                             .arg(kRowNames[row], kActivityNames[static_cast<int>(i.activity)], seconds(i.start_s),
-                                  seconds(i.end_s), seconds(i.end_s - i.start_s)),
-                         this);
-      return;
-    }
-  QToolTip::hideText();
+    if (static_cast<int>(i.component) == row && i.start_s <= s && s <= i.end_s)
+      return QString("%1 %2: %3 to %4 (%5)")
+          .arg(kRowNames[row], kActivityNames[static_cast<int>(i.activity)], seconds(i.start_s), seconds(i.end_s),
+               seconds(i.end_s - i.start_s));
+  return {};
 }
 
 void TimelineView::paintEvent(QPaintEvent*) {

@@ -34,11 +34,16 @@ class TimelineView : public QWidget {
   double visible_s() const;
   void zoom(double factor, double at_s);  // factor > 1 zooms in, keeping at_s where it is
 
+  // What the pointer at `at` is over, in words (an op, a flow, the tiers' memory at that time);
+  // "" over nothing. The tooltip shows it, and the widget's help elsewhere.
+  QString tip_at(QPointF at) const;
+
  protected:
   void paintEvent(QPaintEvent*) override;
   void wheelEvent(QWheelEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;
   void resizeEvent(QResizeEvent*) override;
 
  private:

@@ -21,6 +21,7 @@
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTableWidget>
+#include <QToolTip>
 
 #include <filesystem>
 #include <fstream>
@@ -383,6 +384,17 @@ class MainWindowTest : public QObject {
     const double whole = timeline->visible_s();
     QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
     QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered.png")));
+    // Qt's delayed tooltip event over an op shows the op's figures, not the widget's fixed help
+    // (which replaced them a second after they appeared).
+    QPoint over;
+    for (int y = 0; y < timeline->height() && over.isNull(); y += 4)
+      for (int x = 0; x < timeline->width() && over.isNull(); x += 4)
+        if (timeline->tip_at(QPointF(x, y)).contains(" to ")) over = QPoint(x, y);
+    QVERIFY2(!over.isNull(), "no op under any point of the timeline");
+    QHelpEvent tip(QEvent::ToolTip, over, timeline->mapToGlobal(over));
+    QApplication::sendEvent(timeline, &tip);
+    QCOMPARE(QToolTip::text(), timeline->tip_at(over));
+    QVERIFY(QToolTip::text() != timeline->toolTip());
     timeline->zoom(4, whole / 2);
     QVERIFY(qAbs(timeline->visible_s() - whole / 4) < 1e-9 * whole);
     QApplication::processEvents();
