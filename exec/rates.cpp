@@ -388,9 +388,114 @@ hardware::CpuDeviceRate scalar_rate(const char* name, std::vector<double> sample
 
 }  // namespace
 
+namespace {
+
+using Say = std::function<void(const std::string&)>;
+
+// The grid's GEMMs and attention and the memory-bound kernel, on the calling thread (the compute
+// worker's core).
+void measure_kernels(CpuDevice& dev, const DeviceGrid& grid, const Say& say, hardware::CpuDeviceSection& out) {
+  // Each kernel of the grid with its work, timed in rounds: one cold call of every kernel per
+  // round, so that each kernel's samples span the whole measurement and their median is the
+  // machine's typical state, not that of the second its calls happened to run in (this VM's
+  // GEMM rate moved 10-15% between minutes: docs/validation.md, issue 40).
+  struct Kernel {
+    std::function<void()> run;
+    double work;
+    std::vector<double> samples;
+  };
+  std::vector<Kernel> kernels;
+  std::vector<hardware::CpuDeviceGemmSample> gemm;  // the shapes, in the kernels' order
+  for (const auto m : grid.m)
+    for (const auto n : grid.nk)
+      for (const auto k : grid.nk) {
+        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+        if (grid.max_flops > 0 && flops > grid.max_flops) continue;
+        for (const auto& [name, layout] : kLayouts) {
+          const GemmCall call = product_call(m, n, k, layout);
+          kernels.push_back({[&dev, call] { dev.gemm(0, call); }, flops, {}});
+          gemm.push_back({name, m, n, k, 0, {}});
+        }
+      }
+  for (const auto seq : grid.attention_seq)
+    for (const auto hd : grid.attention_head_dim)
+      kernels.push_back({[&dev, seq, hd] { dev.attention(0, seq, seq, hd, 1); },
+                         4.0 * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(hd),
+                         {}});
+  say(fmt::format("CPU device kernels: {} GEMMs ({} shapes x 3 layouts) and {} attention, {} rounds", gemm.size(),
+                  gemm.size() / 3, kernels.size() - gemm.size(), std::max(1, grid.cold_calls)));
+  // Untimed first: the device grows its operand buffers on the first call of a larger shape.
+  for (auto& x : kernels) x.run();
+  for (int round = 0; round < std::max(1, grid.cold_calls); ++round)
+    for (auto& x : kernels) x.samples.push_back(cold_rate(dev, x.run, x.work));
+  std::size_t i = 0;
+  for (auto& g : gemm) {
+    auto& x = kernels[i++];
+    g.flops_per_s = calibrate::median(x.samples);
+    g.samples = std::move(x.samples);
+  }
+  out.gemm = std::move(gemm);
+  for (const auto seq : grid.attention_seq)
+    for (const auto hd : grid.attention_head_dim) {
+      auto& x = kernels[i++];
+      out.attention.push_back({seq, seq, hd, calibrate::median(x.samples), std::move(x.samples)});
+    }
+  std::vector<double> memory;
+  for (int round = 0; round < grid.cold_calls; ++round) memory.push_back(memory_rate(dev, 1));
+  out.rates.push_back(scalar_rate("memory_Bps", std::move(memory)));
+}
+
+// Copies, DRAM and AdamW, and the storage directories, on the calling thread (the other workers'
+// cores; `any` all of them).
+void measure_host(CpuDevice& dev, const DeviceGrid& grid, const std::vector<std::filesystem::path>& dirs,
+                  const std::vector<int>& any, const Say& say, hardware::CpuDeviceSection& out) {
+  say("CPU device copies, DRAM and AdamW");
+  std::vector<double> copy, dram, adam;
+  for (int i = 0; i < grid.cold_calls; ++i) {
+    DeviceRates r;
+    probe_host(dev, ProbeEffort{1, 1, 1}, any, r);
+    copy.push_back(r.copy_Bps);
+    dram.push_back(r.dram_Bps);
+    adam.push_back(r.adam_params_per_s);
+  }
+  out.rates.push_back(scalar_rate("copy_Bps", std::move(copy)));
+  out.rates.push_back(scalar_rate("dram_Bps", std::move(dram)));
+  out.rates.push_back(scalar_rate("adam_params_per_s", std::move(adam)));
+  // The storage directories each alone and, when several, striped over all of them: a run
+  // names its own (validate --storage-dir), and rates_from_profile takes the matching row.
+  std::vector<std::vector<std::filesystem::path>> sets;
+  for (const auto& d : dirs) sets.push_back({d});
+  if (dirs.size() > 1) sets.push_back(dirs);
+  const Options io;
+  for (const auto& set : sets) {
+    std::vector<std::string> paths;
+    for (const auto& d : set) paths.push_back(d.string());
+    say(fmt::format("CPU device storage: {} as the executor stripes them", fmt::join(paths, ", ")));
+    // A directory that takes no O_DIRECT (tmpfs) or is full costs its row, not the profile:
+    // validate then names the rates it lacks.
+    try {
+      NvmeProbe probe(set);
+      hardware::CpuDeviceStorageSample s;
+      s.paths = paths;
+      s.block_bytes = static_cast<double>(io.io_block_bytes);
+      s.stripe_bytes = static_cast<double>(io.stripe_bytes);
+      s.queue_depth = io.io_queue_depth;
+      for (int i = 0; i < grid.cold_calls; ++i) s.write_samples.push_back(probe.pass_Bps(true));
+      for (int i = 0; i < grid.cold_calls; ++i) s.read_samples.push_back(probe.pass_Bps(false));
+      s.write_Bps = calibrate::median(s.write_samples);
+      s.read_Bps = calibrate::median(s.read_samples);
+      out.storage.push_back(std::move(s));
+    } catch (const std::exception& e) {
+      say(fmt::format("CPU device storage over {}: not measured: {}", fmt::join(paths, ", "), e.what()));
+    }
+  }
+}
+
+}  // namespace
+
 hardware::CpuDeviceSection measure_cpu_device(const DeviceGrid& grid, const std::vector<std::filesystem::path>& dirs,
                                               const std::function<void(const std::string&)>& progress) {
-  const auto say = [&](const std::string& s) {
+  const Say say = [&](const std::string& s) {
     if (progress) progress(s);
   };
   hardware::CpuDeviceSection out;
@@ -398,100 +503,10 @@ hardware::CpuDeviceSection measure_cpu_device(const DeviceGrid& grid, const std:
   out.device = "the executor's CPU device: Eigen fp32 GEMMs on one pinned core (exec/cpu_device.hpp)";
   // Where validate's workers run each part (measure_rates says why it matters).
   const CorePlan cores = core_plan(dev, true);
-  run_on(cores.compute, [&] {
-    // Each kernel of the grid with its work, timed in rounds: one cold call of every kernel per
-    // round, so that each kernel's samples span the whole measurement and their median is the
-    // machine's typical state, not that of the second its calls happened to run in (this VM's
-    // GEMM rate moved 10-15% between minutes: docs/validation.md, issue 40).
-    struct Kernel {
-      std::function<void()> run;
-      double work;
-      std::vector<double> samples;
-    };
-    std::vector<Kernel> kernels;
-    std::vector<hardware::CpuDeviceGemmSample> gemm;  // the shapes, in the kernels' order
-    for (const auto m : grid.m)
-      for (const auto n : grid.nk)
-        for (const auto k : grid.nk) {
-          const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-          if (grid.max_flops > 0 && flops > grid.max_flops) continue;
-          for (const auto& [name, layout] : kLayouts) {
-            const GemmCall call = product_call(m, n, k, layout);
-            kernels.push_back({[&dev, call] { dev.gemm(0, call); }, flops, {}});
-            gemm.push_back({name, m, n, k, 0, {}});
-          }
-        }
-    for (const auto seq : grid.attention_seq)
-      for (const auto hd : grid.attention_head_dim)
-        kernels.push_back({[&dev, seq, hd] { dev.attention(0, seq, seq, hd, 1); },
-                           4.0 * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(hd),
-                           {}});
-    say(fmt::format("CPU device kernels: {} GEMMs ({} shapes x 3 layouts) and {} attention, {} rounds", gemm.size(),
-                    gemm.size() / 3, kernels.size() - gemm.size(), std::max(1, grid.cold_calls)));
-    // Untimed first: the device grows its operand buffers on the first call of a larger shape.
-    for (auto& x : kernels) x.run();
-    for (int round = 0; round < std::max(1, grid.cold_calls); ++round)
-      for (auto& x : kernels) x.samples.push_back(cold_rate(dev, x.run, x.work));
-    std::size_t i = 0;
-    for (auto& g : gemm) {
-      auto& x = kernels[i++];
-      g.flops_per_s = calibrate::median(x.samples);
-      g.samples = std::move(x.samples);
-    }
-    out.gemm = std::move(gemm);
-    for (const auto seq : grid.attention_seq)
-      for (const auto hd : grid.attention_head_dim) {
-        auto& x = kernels[i++];
-        out.attention.push_back({seq, seq, hd, calibrate::median(x.samples), std::move(x.samples)});
-      }
-    std::vector<double> memory;
-    for (int round = 0; round < grid.cold_calls; ++round) memory.push_back(memory_rate(dev, 1));
-    out.rates.push_back(scalar_rate("memory_Bps", std::move(memory)));
-  });
+  run_on(cores.compute, [&] { measure_kernels(dev, grid, say, out); });
   std::vector<int> any = cores.compute;
   any.insert(any.end(), cores.others.begin(), cores.others.end());
-  run_on(cores.others, [&] {
-    say("CPU device copies, DRAM and AdamW");
-    std::vector<double> copy, dram, adam;
-    for (int i = 0; i < grid.cold_calls; ++i) {
-      DeviceRates r;
-      probe_host(dev, ProbeEffort{1, 1, 1}, any, r);
-      copy.push_back(r.copy_Bps);
-      dram.push_back(r.dram_Bps);
-      adam.push_back(r.adam_params_per_s);
-    }
-    out.rates.push_back(scalar_rate("copy_Bps", std::move(copy)));
-    out.rates.push_back(scalar_rate("dram_Bps", std::move(dram)));
-    out.rates.push_back(scalar_rate("adam_params_per_s", std::move(adam)));
-    // The storage directories each alone and, when several, striped over all of them: a run
-    // names its own (validate --storage-dir), and rates_from_profile takes the matching row.
-    std::vector<std::vector<std::filesystem::path>> sets;
-    for (const auto& d : dirs) sets.push_back({d});
-    if (dirs.size() > 1) sets.push_back(dirs);
-    const Options io;
-    for (const auto& set : sets) {
-      std::vector<std::string> paths;
-      for (const auto& d : set) paths.push_back(d.string());
-      say(fmt::format("CPU device storage: {} as the executor stripes them", fmt::join(paths, ", ")));
-      // A directory that takes no O_DIRECT (tmpfs) or is full costs its row, not the profile:
-      // validate then names the rates it lacks.
-      try {
-        NvmeProbe probe(set);
-        hardware::CpuDeviceStorageSample s;
-        s.paths = paths;
-        s.block_bytes = static_cast<double>(io.io_block_bytes);
-        s.stripe_bytes = static_cast<double>(io.stripe_bytes);
-        s.queue_depth = io.io_queue_depth;
-        for (int i = 0; i < grid.cold_calls; ++i) s.write_samples.push_back(probe.pass_Bps(true));
-        for (int i = 0; i < grid.cold_calls; ++i) s.read_samples.push_back(probe.pass_Bps(false));
-        s.write_Bps = calibrate::median(s.write_samples);
-        s.read_Bps = calibrate::median(s.read_samples);
-        out.storage.push_back(std::move(s));
-      } catch (const std::exception& e) {
-        say(fmt::format("CPU device storage over {}: not measured: {}", fmt::join(paths, ", "), e.what()));
-      }
-    }
-  });
+  run_on(cores.others, [&] { measure_host(dev, grid, dirs, any, say, out); });
   return out;
 }
 

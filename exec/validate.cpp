@@ -357,6 +357,40 @@ std::string step_ir(const model::ModelSpec& model, const plan::Plan& p, bool hav
   return {};
 }
 
+// With in-run probes: the samples that bracket the timed steps, their median simulated (the
+// comparison itself without a profile, a diagnostic beside the prediction with one), the step at
+// each sample, and whether the rates drifted. Returns the simulation's problem, "" when none.
+std::string simulate_in_run(Validation& v, const ValidateOptions& o,
+                            const std::function<sim::StepResult(const DeviceRates&, bool)>& simulate_at) {
+  // The samples that bracket the timed steps: with a warm-up step and probes after it, those
+  // from after the warm-up on (the probe before it saw another machine state: fresh files, cold
+  // pages). Else all.
+  v.first_sample_used = v.measured.step_s.size() > 1 && v.rate_samples.size() > 2 ? 1 : 0;
+  const std::vector<DeviceRates> used(v.rate_samples.begin() + v.first_sample_used, v.rate_samples.end());
+  const DeviceRates in_run_rates = median_rates(used);
+  v.rate_spread = rate_spreads(used);
+  const sim::StepResult at = simulate_at(in_run_rates, o.trace && !o.profile);
+  if (!at.ok) return "simulation: " + at.problem;
+  v.in_run_simulated_step_time_s = at.step_time_s;
+  if (!o.profile) {
+    v.rates = in_run_rates;
+    v.simulated = at;
+  }
+  for (const auto& sample : used) {
+    const sim::StepResult s = simulate_at(sample, false);
+    if (s.ok) v.sample_simulated_step_s.push_back(s.step_time_s);
+  }
+  const std::vector<double>& steps = v.measured.step_s;
+  const std::vector<double> timed(steps.size() > 1 ? steps.begin() + 1 : steps.begin(), steps.end());
+  v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
+  if (used.size() < 2) {
+    v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
+  } else if (v.drift.drifted) {
+    v.notes.insert(v.notes.begin(), drift_note(v, used.size(), o.drift_threshold_pct));
+  }
+  return {};
+}
+
 }  // namespace
 
 Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const ValidateOptions& o) {
@@ -474,36 +508,11 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
     return fail(fmt::format("the device's results are wrong: {} of {} entries recomputed by a plain loop differ "
                             "(first: {}); the step it timed is not the step simulated",
                             v.work.wrong, v.work.checked, v.work.first_wrong));
-  const Measured& m = v.measured;
-  v.notes = m.notes;
+  v.notes = v.measured.notes;
   if (in_run) {
-    // The samples that bracket the timed steps: with a warm-up step and probes after it, those
-    // from after the warm-up on (the probe before it saw another machine state: fresh files, cold
-    // pages). Else all.
-    v.first_sample_used = m.step_s.size() > 1 && v.rate_samples.size() > 2 ? 1 : 0;
-    const std::vector<DeviceRates> used(v.rate_samples.begin() + v.first_sample_used, v.rate_samples.end());
-    const DeviceRates in_run_rates = median_rates(used);
-    v.rate_spread = rate_spreads(used);
-    say(fmt::format("simulating at the median of {} in-run rate sample(s)", used.size()));
-    const sim::StepResult at = simulate_at(in_run_rates, o.trace && !o.profile);
-    if (!at.ok) return fail("simulation: " + at.problem);
-    v.in_run_simulated_step_time_s = at.step_time_s;
-    if (!o.profile) {
-      v.rates = in_run_rates;
-      v.simulated = at;
-    }
-    for (const auto& sample : used) {
-      const sim::StepResult s = simulate_at(sample, false);
-      if (s.ok) v.sample_simulated_step_s.push_back(s.step_time_s);
-    }
-    const std::vector<double> timed(m.step_s.size() > 1 ? m.step_s.begin() + 1 : m.step_s.begin(), m.step_s.end());
-    v.drift = judge_drift(v.sample_simulated_step_s, timed, o.drift_threshold_pct);
     v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());
-    if (used.size() < 2) {
-      v.notes.insert(v.notes.begin(), "one rate sample: whether the rates drifted during the run is not known");
-    } else if (v.drift.drifted) {
-      v.notes.insert(v.notes.begin(), drift_note(v, used.size(), o.drift_threshold_pct));
-    }
+    say("simulating at the median of the in-run rate samples");
+    if (std::string why = simulate_in_run(v, o, simulate_at); !why.empty()) return fail(why);
   }
   if (o.profile) {
     v.rates = predicted;

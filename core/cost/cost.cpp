@@ -525,11 +525,13 @@ CostReport dollars(const plan::Plan& p, const CostSpec& spec, const PowerReport&
   return r;
 }
 
-int owned_clusters(const OwnedPlan& p, double jobs_per_year) {
+double owned_jobs_per_cluster_year(const OwnedPlan& p) {
   // A cluster does paid work `utilization` of the year's 8,760 hours.
-  const double hours_per_cluster = 365.0 * 24.0 * std::max(0.01, p.utilization);
-  const double hours = jobs_per_year * p.job_time_s / 3600.0;
-  return std::max(1, static_cast<int>(std::ceil(hours / hours_per_cluster - 1e-9)));
+  return 365.0 * 24.0 * 3600.0 * std::max(0.01, p.utilization) / p.job_time_s;
+}
+
+int owned_clusters(const OwnedPlan& p, double jobs_per_year) {
+  return std::max(1, static_cast<int>(std::ceil(jobs_per_year / owned_jobs_per_cluster_year(p) - 1e-9)));
 }
 
 double owned_usd_per_year(const OwnedPlan& p, double jobs_per_year) {

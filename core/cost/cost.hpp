@@ -112,7 +112,9 @@ struct OwnedPlan {
   double lifetime_years = 5;       // CostSpec's
   double utilization = 0.7;        // CostSpec's: the share of a year's hours a cluster does paid work
 };
-// Clusters needed and the year's bill at `jobs_per_year`.
+// The jobs one cluster does in a year (busy `utilization` of its 8,760 hours), the clusters
+// needed and the year's bill at `jobs_per_year`.
+double owned_jobs_per_cluster_year(const OwnedPlan& plan);
 int owned_clusters(const OwnedPlan& plan, double jobs_per_year);
 double owned_usd_per_year(const OwnedPlan& plan, double jobs_per_year);
 // Which plan is cheapest to own at each whole number of jobs a year, from 1 to `max_jobs` (the

@@ -282,8 +282,7 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
     which.push_back(i);
     owned.push_back({cost::capex_usd(plans[i]), c.job_time_s, c.energy_usd + c.wear_usd, plans[i].cost.lifetime_years,
                      plans[i].cost.utilization});
-    const double per_year = 365.0 * 24 * 3600 * std::max(0.01, plans[i].cost.utilization) / c.job_time_s;
-    fastest = std::max(fastest, per_year);
+    fastest = std::max(fastest, cost::owned_jobs_per_cluster_year(owned.back()));
   }
   if (owned.size() < 2) return "";
   // Up to four clusters of the fastest plan's yearly capacity (past it every plan buys clusters in
