@@ -127,10 +127,13 @@ EOF
 array=$(sbatch --parsable "$dir/array.sh") || fail "sbatch of the array refused"
 merge=$(sbatch --parsable --dependency="afterok:$array" "$dir/merge.sh") || fail "sbatch of the merge refused"
 
-# Requeue task 2 once its journal holds rows: Slurm kills it and runs it again; the rerun resumes.
+# Requeue task 2 once its journal holds finished points (a header line, then a line per point):
+# Slurm kills it and runs it again; the rerun resumes. (Under ASan a point takes ~0.2 s: a requeue
+# at the header alone left the rerun nothing to resume, and the check failed.)
 journal=$dir/results/grid.2.csv.part
-for _ in $(seq 300); do [[ -s $journal ]] && break; sleep 0.05; done
-[[ -s $journal ]] || fail "task 2 never started writing $journal"
+rows() { [[ -f $journal ]] && wc -l <"$journal" || echo 0; }
+for _ in $(seq 1200); do (($(rows) >= 9)) && break; sleep 0.05; done
+(($(rows) >= 9)) || fail "task 2 wrote no two points to $journal in 60 s"
 scontrol requeue "${array}_2" || fail "scontrol requeue ${array}_2 refused"
 echo "requeued task 2 with $(wc -l <"$journal") journal lines written"
 
