@@ -110,8 +110,10 @@ void read_lf_method(Fields& f, const Node& root) {
     if (a && !a->is_null())
       f.set("job.lora.alpha", yaml_scalar(a->text), "lora_alpha", *a);
     else
-      f.ctx().draft.set(f.entry("job.lora.alpha", std::to_string(2 * rank), r ? "lora_rank" : "finetuning_type",
-                                r ? *r : at, "lora_alpha default: 2 x lora_rank"));
+      // 2 x rank in floating point: a rank near the integers' limit (refused by the scenario
+      // reader, naming lora_rank) overflowed here (UBSan, fuzz_import_llama_factory, session 23).
+      f.ctx().draft.set(f.entry("job.lora.alpha", fmt::format("{}", 2.0 * static_cast<double>(rank)),
+                                r ? "lora_rank" : "finetuning_type", r ? *r : at, "lora_alpha default: 2 x lora_rank"));
     if (const Node* d = f.take("lora_dropout"); d && !d->is_null())
       f.set("job.lora.dropout", yaml_scalar(d->text), "lora_dropout", *d);
     else
