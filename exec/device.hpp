@@ -64,11 +64,11 @@ class Device {
   // Page-locks host memory for the device's DMA engines (cudaHostRegister); false when the device
   // has none to lock it for. unpin_host undoes it.
   virtual bool pin_host(std::byte* /*host*/, std::size_t /*bytes*/) { return false; }
+  virtual void unpin_host(std::byte* /*host*/) {}
   // Spot-check the kernels' results from now on (WorkCheck); work_check() says what was found.
   // A device without a check counts nothing.
   virtual void check_work(bool /*on*/) {}
   virtual WorkCheck work_check() const { return {}; }
-  virtual void unpin_host(std::byte* /*host*/) {}
 };
 
 }  // namespace ftplan::exec

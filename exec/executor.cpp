@@ -184,9 +184,6 @@ struct Part {
   std::uint64_t end() const { return offset.empty() ? base : base + offset.back(); }
 };
 
-// The process's block-I/O counters (/proc/self/io read_bytes, write_bytes: what the process
-// caused to be read from or sent to the storage layer, O_DIRECT included; proc(5)), counted by the
-// kernel apart from anything the executor or the simulator computes.
 // The process's peak resident set (VmHWM, bytes); -1 unreadable. reset_peak_rss() starts it
 // again from the present RSS (clear_refs 5, Linux 4.0+); false where refused.
 double peak_rss_bytes() {
@@ -209,6 +206,9 @@ bool reset_peak_rss() {
   return static_cast<bool>(out);
 }
 
+// The process's block-I/O counters (/proc/self/io read_bytes, write_bytes: what the process
+// caused to be read from or sent to the storage layer, O_DIRECT included; proc(5)), counted by the
+// kernel apart from anything the executor or the simulator computes.
 struct BlockIo {
   bool ok = false;
   double read = 0, write = 0;

@@ -262,14 +262,19 @@ void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& 
 }
 
 // The storage directories' striped O_DIRECT reads and writes (NvmeProbe), median of the passes.
+// `passes` write passes over the probe's files, then as many read passes (which find the extents
+// the writes left): their rates, in B/s.
+void nvme_passes(NvmeProbe& io, int passes, std::vector<double>& write, std::vector<double>& read) {
+  for (int pass = 0; pass < std::max(1, passes); ++pass) write.push_back(io.pass_Bps(true));
+  for (int pass = 0; pass < std::max(1, passes); ++pass) read.push_back(io.pass_Bps(false));
+}
+
 void probe_nvme(const std::vector<std::filesystem::path>& dirs, NvmeProbe* nvme, const ProbeEffort& effort,
                 DeviceRates& r) {
   std::unique_ptr<NvmeProbe> own;
   if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
-  NvmeProbe& io = nvme ? *nvme : *own;
   std::vector<double> w, rd;
-  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) w.push_back(io.pass_Bps(true));
-  for (int pass = 0; pass < std::max(1, effort.io_passes); ++pass) rd.push_back(io.pass_Bps(false));
+  nvme_passes(nvme ? *nvme : *own, effort.io_passes, w, rd);
   r.nvme_write_Bps = calibrate::median(w);
   r.nvme_read_Bps = calibrate::median(rd);
 }
@@ -480,8 +485,7 @@ void measure_host(CpuDevice& dev, const DeviceGrid& grid, const std::vector<std:
       s.block_bytes = static_cast<double>(io.io_block_bytes);
       s.stripe_bytes = static_cast<double>(io.stripe_bytes);
       s.queue_depth = io.io_queue_depth;
-      for (int i = 0; i < grid.cold_calls; ++i) s.write_samples.push_back(probe.pass_Bps(true));
-      for (int i = 0; i < grid.cold_calls; ++i) s.read_samples.push_back(probe.pass_Bps(false));
+      nvme_passes(probe, grid.cold_calls, s.write_samples, s.read_samples);
       s.write_Bps = calibrate::median(s.write_samples);
       s.read_Bps = calibrate::median(s.read_samples);
       out.storage.push_back(std::move(s));
