@@ -73,6 +73,35 @@ double quantized_bytes_per_param(const plan::QuantSpec& q) {
   return 2.0;
 }
 
+bool autocast_casts_weights(const plan::PrecisionRecipe& recipe, const plan::Job& job) {
+  return recipe.autocast_copies && job.method == plan::Method::full;
+}
+
+Dequantization dequantization(const plan::QuantSpec& q, double compute_B) {
+  const double stored = quantized_bytes_per_param(q);
+  if (q.kind != plan::QuantKind::int4)
+    // bitsandbytes: one dequantize kernel per linear reads the codes and constants and writes the
+    // 16-bit copy; MatMul4Bit (and MatMul8bitLt) dequantize again for the input gradient and keep
+    // nothing (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward/backward: F.dequantize_4bit).
+    return {stored + compute_B, 1, true, compute_B, 0};
+  // GPTQ int4 through AutoGPTQ's QuantLinear as transformers/optimum load it for training
+  // (GPTQConfig with exllama off; desc_act false picks qlinear_cuda_old, otherwise qlinear_cuda):
+  // above kernel_switch_threshold (128 rows, every training micro-batch of sequences) forward
+  // unpacks in PyTorch ops and calls torch.matmul (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py,
+  // forward). Per weight element:
+  //   bitwise_right_shift(qweight expanded 8-fold, wf): reads the packed 0.5 B, writes int32   4.5
+  //   .to(int8): reads 4, writes 1                                                              5
+  //   bitwise_and(weight, 15, out=weight): in place                                              2
+  //   weight - zeros: int8 in, int8 out (zeros per group)                                        2
+  //   scales * (...): int8 in, fp16 out (scales per group)                                       3
+  // 16.5 B, plus the per-group zeros and scales the last two read (1 + 2 B per group). Kernels:
+  // shift, cast, and, +1 on the packed zeros; shift, cast, and on the weight; the subtract and
+  // the multiply: 9 per linear. The weight needs no grad, but x does, so autograd saves the fp16
+  // result for the input gradient: backward does not dequantize again. While it runs the int32
+  // unpacked weight and its int8 cast are alive together (5 B).
+  return {16.5 + 3.0 / q.block_size, 9, false, 5.0, 2.0};
+}
+
 std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int last) {
   if (stages > 1 && (first > 0 || last > 0)) {
     if (vs == 0 && first > 0) return {0, first};

@@ -149,4 +149,24 @@ std::int64_t lora_params(const model::ModelSpec& model, const plan::Job& job);
 // (Dettmers et al. 2023, sec. 3: 4-bit NF4 + 8-bit absmax per 64 + fp32 per 256 blocks).
 double quantized_bytes_per_param(const plan::QuantSpec& q);
 
+// How a quantized base weight becomes the 16-bit operand of its matmul (inventory.cpp cites each
+// library's code): the HBM bytes one dequantization moves per weight element, its kernels per
+// linear, whether backward dequantizes again for the input gradient (else autograd saved the
+// 16-bit weight from forward or from the checkpointed recompute), and the GPU bytes per weight
+// element of its transient buffers while it runs (the 16-bit result included when it is not saved).
+struct Dequantization {
+  double bytes_per_param = 0;
+  int kernels_per_linear = 1;
+  bool again_in_backward = true;
+  double transient_bytes_per_param = 0;
+  double saved_bytes_per_param = 0;  // the 16-bit weight autograd keeps for backward (0: none)
+};
+Dequantization dequantization(const plan::QuantSpec& q, double compute_B);
+
+// Whether torch.autocast casts the layers' weights to 16 bits on every forward: under AMP with
+// fp32 weights, which a full fine-tune keeps; a LoRA/QLoRA base is loaded in the 16-bit compute
+// dtype (add_weights), which autocast passes through uncast (cached_cast casts only an fp32
+// tensor), and the adapters' casts are the adapter ops'.
+bool autocast_casts_weights(const plan::PrecisionRecipe& recipe, const plan::Job& job);
+
 }  // namespace ftplan::inventory

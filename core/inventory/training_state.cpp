@@ -288,13 +288,28 @@ void add_working_copies(Build& b) {
   // Under full checkpointing the checkpointed forward saves nothing, and FSDP1's parameters are
   // views into its flat parameter, which the cache skips: no copies outlive a layer.
   const bool fsdp_views = inv.profile.sharding == Sharding::fsdp1;
-  if (rec.autocast_copies && job.method == Method::full && !(fsdp_views && job.checkpointing == Checkpointing::full))
+  if (autocast_casts_weights(rec, job) && !(fsdp_views && job.checkpointing == Checkpointing::full))
     b.add("autocast 16-bit weight copies", Category::temporaries, Tier::gpu,
           rp.total * rec.compute_B / std::max(1, inv.layers), inv.layers, Lifetime::saved, compute, true);
-  // QLoRA dequantizes one weight at a time to the compute dtype (bitsandbytes dequantize_4bit).
-  if (rp.frozen_quantized > 0)
-    b.add("dequantized weight", Category::temporaries, Tier::gpu, rp.largest_linear * rec.compute_B, 1, Lifetime::layer,
-          compute);
+  // QLoRA dequantizes one weight at a time (inventory::dequantization says how, per library).
+  if (rp.frozen_quantized > 0) {
+    const Dequantization dq = dequantization(job.quant, rec.compute_B);
+    b.add("dequantized weight", Category::temporaries, Tier::gpu, rp.largest_linear * dq.transient_bytes_per_param, 1,
+          Lifetime::layer, dq.transient_bytes_per_param == rec.compute_B ? compute : Element::packed);
+    // A 16-bit weight autograd saves: a checkpointed layer's from its recompute through its
+    // backward, one layer at a time; every other layer's from its forward to its backward.
+    if (dq.saved_bytes_per_param > 0) {
+      const int layers = std::max(1, inv.layers);
+      const int checkpointed =
+          job.checkpointing == Checkpointing::full ? layers / std::max(1, job.checkpoint_every) : 0;
+      const double per_layer = rp.frozen_quantized / layers * dq.saved_bytes_per_param;
+      b.add("dequantized weights saved for backward", Category::temporaries, Tier::gpu, per_layer, layers - checkpointed,
+            Lifetime::saved, Element::fp16, true);
+      if (checkpointed > 0)
+        b.add("recomputed dequantized weights", Category::temporaries, Tier::gpu, per_layer, 1, Lifetime::backward_layer,
+              Element::fp16);
+    }
+  }
 }
 
 void add_optimizer_temporaries(Build& b) {

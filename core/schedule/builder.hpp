@@ -249,17 +249,20 @@ class Builder : private StepState {
     at.n = static_cast<std::int64_t>(w.attended);
     at.k = m_.head_dim_or_default();
   }
-  // QLoRA: bitsandbytes' MatMul4Bit dequantizes each 4-bit base weight to the compute dtype right
-  // before its matmul, forward and backward (and again in a checkpointed recompute):
-  // F.dequantize_4bit reads the packed codes and block constants and writes a 16-bit copy, one
-  // kernel per linear (bitsandbytes/autograd/_functions.py, MatMul4Bit.forward/backward).
-  // Returns `after` when the layer has no quantized weights.
+  // QLoRA: each quantized base weight becomes a 16-bit operand right before its matmul, forward
+  // and recompute, and in backward too where the library dequantizes again
+  // (inventory::dequantization: bitsandbytes' MatMul4Bit does; AutoGPTQ's unpacking saves the
+  // result instead). Returns `after` when the layer has no quantized weights.
   int dequantize(const std::string& tag, int layer, int micro, Pass pass, Ids deps) {
+    const inventory::Dequantization how = inventory::dequantization(job_.quant, w_B_);
     Op dq = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " dequantize 4-bit weights"), layer, micro);
-    dq.bytes = matmul_weights(layer) * (inventory::quantized_bytes_per_param(job_.quant) + w_B_);
-    dq.kernels = linear_count();
+    dq.bytes = matmul_weights(layer) * how.bytes_per_param;
+    dq.kernels = linear_count() * how.kernels_per_linear;
     dq.deps = std::move(deps);
     return add(std::move(dq));
+  }
+  bool dequantizes_in_backward() const {
+    return quantized_base() && inventory::dequantization(job_.quant, w_B_).again_in_backward;
   }
   bool quantized_base() const { return inv_.params.frozen_quantized > 0; }
   int fp8_casts(const std::string& tag, int layer, int micro, Pass pass, bool backward, int after) {

@@ -237,7 +237,7 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   int last = add(std::move(ew));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, pass, false, last);
   if (quantized_base()) last = dequantize(tag, layer, micro, pass, {last});
-  if (inv_.recipe.autocast_copies) {
+  if (inventory::autocast_casts_weights(inv_.recipe, job_)) {
     // torch.autocast casts each fp32 weight to 16 bits on every forward (the cast cache lives for
     // one autocast region; a checkpointed recompute casts again): one kernel per linear that
     // reads 4 bytes and writes 2 per parameter (torch/csrc/autograd autocast, cached_cast).
@@ -351,7 +351,7 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
     join.deps = std::move(deps);
     deps = {dispatch(moe, label(tag, " combine"), layer, micro, add(std::move(join)))};
   }
-  if (quantized_base()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
+  if (dequantizes_in_backward()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
   // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
   // an all-reduce's is an all-reduce on the other side of the block.
   Op mlp_out = make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));

@@ -544,7 +544,7 @@ void Builder::head_and_loss(int mb) {
     last_compute = alloc(Stream::compute, peak.back(), {last_compute});
   }
   const double V = static_cast<double>(m_.vocab) / tp_;
-  if (inv_.recipe.autocast_copies) {  // the LM head's weight cast (see layer_forward)
+  if (inventory::autocast_casts_weights(inv_.recipe, job_)) {  // the LM head's weight cast (see layer_forward)
     Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
     cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
     cast.deps = {last_compute};

@@ -773,6 +773,67 @@ TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model 
   CHECK(qlora - lora == doctest::Approx(2 * 6.98e9 * 2.53 / (0.85 * 2.039e12)).epsilon(0.15));
 }
 
+TEST_CASE("a GPTQ int4 base unpacks in PyTorch ops forward and in the recompute, and backward uses the saved fp16 weight") {
+  /* AutoGPTQ's QuantLinear above 128 rows (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py):
+   * shift the packed int32 out (int32), cast to int8, mask, subtract the zeros, multiply by the
+   * scales into fp16: 16.5 B per weight element in 9 kernels per linear, then torch.matmul, whose
+   * input gradient uses the fp16 weight autograd saved. With checkpointing: forward and recompute
+   * unpack, backward does not; bitsandbytes' NF4 dequantizes in all three. */
+  const auto build = [](const char* quant, const char* ckpt) {
+    const auto s = parse(fmt::format("{{method: qlora, quant: {{kind: {}}}, seq_len: 1024, micro_batch: 1, steps: 1, "
+                                     "activation_checkpointing: {}, framework: hf-trainer}}",
+                                     quant, ckpt),
+                         "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
+    return std::pair{s, schedule::build_step(s.model, s.plans[0], inventory::build_inventory(s.model, s.plans[0], 0))};
+  };
+  const auto dequant = [](const schedule::StepIR& ir, schedule::Pass pass) {
+    double bytes = 0;
+    int kernels = 0;
+    for (const auto& op : ir.ops)
+      if (op.pass == pass && op.name.find("dequantize") != std::string::npos) {
+        bytes += op.bytes;
+        kernels += op.kernels;
+      }
+    return std::pair{bytes, kernels};
+  };
+  const auto [s4, gptq] = build("int4", "full");
+  const auto [snf, nf4] = build("nf4", "full");
+  // Llama-3.1-8B's 32 layers: 6.98e9 linear weights, 7 linears a layer.
+  const double weights = 6.98e9;
+  CHECK(dequant(gptq, schedule::Pass::forward).first == doctest::Approx(weights * (16.5 + 3.0 / 128)).epsilon(0.01));
+  CHECK(dequant(gptq, schedule::Pass::forward).second == 32 * 7 * 9);
+  CHECK(dequant(gptq, schedule::Pass::recompute).first == dequant(gptq, schedule::Pass::forward).first);
+  CHECK(dequant(gptq, schedule::Pass::backward).first == 0);
+  CHECK(dequant(nf4, schedule::Pass::backward).first > 0);
+  CHECK(dequant(nf4, schedule::Pass::forward).second == 32 * 7);
+  // Memory: a checkpointed layer's saved fp16 weights (218M here) during its backward; without
+  // checkpointing every layer's, from its forward on.
+  const auto saved = [](const plan::Scenario& s) {
+    double bytes = 0;
+    for (const auto& g : inventory::build_inventory(s.model, s.plans[0], 0).groups)
+      if (std::string(g.name).find("dequantized weights") != std::string::npos) bytes += g.total();
+    return bytes;
+  };
+  CHECK(saved(s4) == doctest::Approx(2 * weights / 32).epsilon(0.01));
+  CHECK(saved(build("int4", "none").first) == doctest::Approx(2 * weights).epsilon(0.01));
+  CHECK(saved(snf) == 0);
+}
+
+TEST_CASE("AMP casts a full fine-tune's fp32 weights every forward, not a LoRA base loaded in 16 bits") {
+  /* torch.autocast's cached_cast casts an fp32 tensor to the autocast dtype and passes a bf16 one
+   * through; a LoRA/QLoRA base is loaded in the compute dtype (inventory add_weights). */
+  for (const char* method : {"full", "lora"}) {
+    const auto s = parse(fmt::format("{{method: {}, precision: bf16-mixed, seq_len: 1024, micro_batch: 1, steps: 1, "
+                                     "framework: hf-trainer}}",
+                                     method),
+                         "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
+    const auto ir = schedule::build_step(s.model, s.plans[0], inventory::build_inventory(s.model, s.plans[0], 0));
+    const bool casts = std::any_of(ir.ops.begin(), ir.ops.end(),
+                                   [](const auto& op) { return op.name.find("autocast") != std::string::npos; });
+    CHECK(casts == (std::string(method) == "full"));
+  }
+}
+
 TEST_CASE("a one-stage step of repeating layers simulated with fewer layers is within 0.5% of the whole step") {
   /* Layer symmetry (sim/shortcuts.cpp fewer_layers): a step whose layers repeat (one kind, or kinds
    * with a period) is linear in its layer count, bilinear with the micro-batch count; it is

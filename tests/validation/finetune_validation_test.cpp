@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -72,6 +74,34 @@ struct Result {
   double error() const { return metric == Metric::step_time ? measured / predicted - 1 : predicted / measured - 1; }
 };
 
+// FTPLAN_VALIDATION_DETAIL=LINE prints where that row's simulated step goes: each stream's busy
+// time by op (layer and micro-batch numbers folded), for finding the mechanism a row lacks.
+void detail(const plan::Scenario& s, const plan::Plan& p) {
+  sim::Options o;
+  o.trace = true;
+  const auto r = sim::simulate_step(s.model, p, o);
+  std::string out = fmt::format("step {:.3f} s, compute {:.3f}, exposed comm {:.3f}, idle {:.3f}, HFU {:.1f}%, bound by {}\n",
+                                r.step_time_s, r.compute_s, r.exposed_comm_s, r.idle_s, 100 * r.hfu, r.bound_by);
+  const std::regex numbers(R"( ?\b[LmM]\d+\b| p\d+)");
+  for (const auto* tracks : {&r.tracks.streams, &r.tracks.links})
+    for (const auto& t : *tracks) {
+      std::map<std::string, std::pair<double, int>> by;
+      double busy = 0;
+      for (const auto& sp : t.spans) {
+        auto& e = by[std::regex_replace(sp.name, numbers, "")];
+        e.first += sp.end_s - sp.start_s;
+        ++e.second;
+        busy += sp.end_s - sp.start_s;
+      }
+      out += fmt::format("  {}: {:.3f} s busy\n", t.name, busy);
+      std::vector<std::pair<std::string, std::pair<double, int>>> v(by.begin(), by.end());
+      std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+      for (std::size_t i = 0; i < v.size() && i < 25; ++i)
+        out += fmt::format("    {:>9.4f} s {:>6} x  {}\n", v[i].second.first, v[i].second.second, v[i].first);
+    }
+  MESSAGE(out);
+}
+
 std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::string& table, std::string& unsaid) {
   std::vector<Result> out;
   table = fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10} {:>10} {:>8}\n", "line", "family", "case", "metric", "measured",
@@ -105,6 +135,7 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
       name = validation::to_string(kind);
     } else {
       const auto r = sim::simulate_step(s.model, p);
+      if (const char* d = std::getenv("FTPLAN_VALIDATION_DETAIL"); d && std::atoi(d) == row.line) detail(s, p);
       if (metric == Metric::step_time) {
         // Per optimizer step; "s/10 iter" is ten of them.
         predicted = r.step_time_s * (has(row.at("unit"), "10 iter") ? 10 : 1);
