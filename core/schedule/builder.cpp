@@ -214,6 +214,8 @@ void Builder::sharding_state() {
   // parameter tensor, each after a device synchronize (plan::Zero3Fetch::per_parameter).
   per_parameter = shard > 1 && inv_.profile.sharding == plan::Sharding::deepspeed &&
                   p_.job.zero3_fetch == plan::Zero3Fetch::per_parameter;
+  // Its coalesced successor fetches and releases at every module's hooks (kZero3HookForward_s).
+  module_hooks = stream_params && inv_.profile.sharding == plan::Sharding::deepspeed && !per_parameter;
 }
 
 void Builder::pipeline_state() {

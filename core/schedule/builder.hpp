@@ -38,6 +38,16 @@ namespace detail {
 // (~6 us each, the simulator's default dispatch cost) are counted per rank instead.
 constexpr double kDeepSpeedPerParameterFetch_s = 380e-6 - 8 * 6e-6;
 
+// Host time DeepSpeed ZeRO-3's coalesced fetch (v0.13.2, the MLPerf v4.0 HF + DeepSpeed runs')
+// adds per module call, on the compute stream's host thread: the forward hooks (fetch: the
+// trace and prefetch bookkeeping, the coalesced all-gather's launch and wait; release:
+// __params_to_release; the autograd Functions wrapped around each output) and, in backward, the
+// backward hooks. Measured over a Llama layer with PEFT LoRA on two gloo ranks by
+// calibrate/reference/zero3_hooks.py (zero3_hooks.md): 122-144 us forward, 74 us backward per
+// module. A floor on a GPU host, which also records and queries CUDA events in them.
+constexpr double kZero3HookForward_s = 130e-6;
+constexpr double kZero3HookBackward_s = 75e-6;
+
 // Shapes and per-token work of one layer on one rank: model::layer_shape after TP.
 struct LayerWork : model::LayerShape {
   double attended = 0;  // tokens each query attends
@@ -99,6 +109,7 @@ struct StepState {
   bool sharded_units = false;
   double grad_params = 0;
   bool per_parameter = false;    // DeepSpeed ZeRO-3's gather per parameter tensor
+  bool module_hooks = false;     // DeepSpeed ZeRO-3's coalesced fetch: hooks on every module call
   double p2p_bytes = 0;          // a pipeline send
   // FSDP2 inside a pipeline stage (Inventory::gathered_for_step): the stage's parameters, gathered
   // once per step at its start, and each layer's all-gather and FSDP2 copy-out.
@@ -232,6 +243,16 @@ class Builder : private StepState {
   std::vector<double> parameter_tensor_shares(int layer) const;
   bool fused_qkv() const;
   bool fused_gate_up() const;
+  // Module calls of the MLP's input linear(s): gate and up apart unless fused.
+  int mlp_in_modules(const LayerWork& w) const;
+  // A layer's module calls besides its linears, activation and adapters: the layer, its attention
+  // and MLP modules and its two norms (transformers' decoder layers).
+  static constexpr int kGlueModules = 5;
+  // `op` with the host time of `modules` module calls under ZeRO-3's module hooks (module_hooks).
+  Op hooked(Op op, int modules) const {
+    if (module_hooks) op.host_s += modules * (op.pass == Pass::backward ? kZero3HookBackward_s : kZero3HookForward_s);
+    return op;
+  }
   // HBM bytes of one micro-batch's FP8 casts in one layer's forward (inputs and weights) or
   // backward (output gradients), and their kernels.
   double fp8_cast_bytes(int layer, int micro, bool backward) const;

@@ -114,6 +114,8 @@ double Builder::matmul_weights(int layer, const LayerWork& w) const {
   return w.h * (w.q + 2 * w.kv) + w.q * w.h + experts * ((w.gated ? 2 : 1) * w.h * w.f + w.f * w.h);
 }
 
+int Builder::mlp_in_modules(const LayerWork& w) const { return w.gated && !fused_gate_up() ? 2 : 1; }
+
 int Builder::linear_count() const {
   return (fused_qkv() ? 1 : 3) + 1 + (model::is_gated(m_.ffn_kind) ? (fused_gate_up() ? 1 : 2) : 1) + 1;
 }
@@ -234,7 +236,7 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   ew.kernels = pointwise_kernels(false);
   ew.deps = std::move(deps);
   ew.reads = reads;
-  int last = add(std::move(ew));
+  int last = add(hooked(std::move(ew), kGlueModules));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, pass, false, last);
   if (quantized_base()) last = dequantize(tag, layer, micro, pass, {last});
   if (inventory::autocast_casts_weights(inv_.recipe, job_)) {
@@ -247,7 +249,8 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
     cast.deps = {last};
     last = add(std::move(cast));
   }
-  last = tp_gemm(make_gemm(label(tag, " qkv"), layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
+  last = tp_gemm(hooked(make_gemm(label(tag, " qkv"), layer, micro, pass, T, w.h, w.q + 2 * w.kv, false, {last}),
+                        fused_qkv() ? 1 : 3),
                  TpComm::all_gather_before, label(tag, " tp attn in"));
   // Attention: QK^T and AV, 2 x 2 T q per attended token; a causal flash kernel skips the masked
   // half (FlashAttention-2, Dao 2023); eager computes the full square. Model FLOPs count the full
@@ -264,8 +267,8 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), false);
-  last = tp_gemm(make_gemm(label(tag, " attn_out"), layer, micro, pass, T, w.q, w.h, false, {last}), TpComm::reduce_after,
-                 label(tag, " tp attn"));
+  last = tp_gemm(hooked(make_gemm(label(tag, " attn_out"), layer, micro, pass, T, w.q, w.h, false, {last}), 1),
+                 TpComm::reduce_after, label(tag, " tp attn"));
   const double k = w.experts_per_token;
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   const double routed = T * k * (moe ? load_ : 1.0);
@@ -276,7 +279,9 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
     last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
     last = gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
   } else {
-    last = tp_gemm(make_gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last}),
+    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false,
+                                    {last}),
+                          mlp_in_modules(w)),
                    TpComm::all_gather_before, label(tag, " tp mlp in"));
   }
   Op act = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " activation"), layer, micro);
@@ -284,7 +289,7 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   act.bytes = activation_bytes(w, false) * routed;
   act.kernels = w.gated ? 2 : 1;
   act.deps = {last};
-  last = add(std::move(act));
+  last = add(hooked(std::move(act), 1));
   if (moe && p_.parallel.ep > 1) {
     last = gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last});
     last = dispatch(moe, label(tag, " combine"), layer, micro, last);
@@ -292,8 +297,8 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
       last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                         Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
-    last = tp_gemm(make_gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last}), TpComm::reduce_after,
-                   label(tag, " tp mlp"));
+    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last}), 1),
+                   TpComm::reduce_after, label(tag, " tp mlp"));
   }
   if (!full_) last = lora_adapters(tag, layer, micro, pass, w, last);
   if (saved >= 0) ir_.ops[last].writes.push_back(saved);
@@ -335,7 +340,9 @@ int Builder::lora_adapters(const std::string& tag, int layer, int micro, Pass pa
   lora.k = static_cast<std::int64_t>(w.h);
   lora.n = job_.lora.rank;
   lora.deps = {after};
-  return add(std::move(lora));
+  // Per targeted linear, besides the base linear's own call: PEFT's lora.Linear, its dropout
+  // (nn.Identity when 0), lora_A and lora_B.
+  return add(hooked(std::move(lora), 4 * static_cast<int>(job_.lora.targets.size())));
 }
 
 int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
@@ -354,7 +361,7 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   if (dequantizes_in_backward()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
   // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
   // an all-reduce's is an all-reduce on the other side of the block.
-  Op mlp_out = make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps));
+  Op mlp_out = hooked(make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps)), 1);
   mlp_out.reads = reads;
   int last = tp_gemm(std::move(mlp_out), moe && p_.parallel.ep > 1 ? TpComm::none : TpComm::all_gather_before,
                      label(tag, " tp mlp out"));
@@ -362,7 +369,7 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   act.bytes = activation_bytes(w, true) * routed;
   act.kernels = w.gated ? 3 : 2;
   act.deps = {last};
-  last = add(std::move(act));
+  last = add(hooked(std::move(act), 1));
   if (moe && p_.parallel.ep > 1) {
     last = gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
     last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
@@ -370,10 +377,12 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
       last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
                         Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
-    last = tp_gemm(make_gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last}),
+    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f,
+                                    full_, {last}),
+                          mlp_in_modules(w)),
                    TpComm::reduce_after, label(tag, " tp mlp"));
   }
-  last = tp_gemm(make_gemm(label(tag, " attn_out"), layer, micro, Pass::backward, T, w.q, w.h, full_, {last}),
+  last = tp_gemm(hooked(make_gemm(label(tag, " attn_out"), layer, micro, Pass::backward, T, w.q, w.h, full_, {last}), 1),
                  TpComm::all_gather_before, label(tag, " tp attn out"));
   Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, label(tag, " attention"), layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
@@ -387,14 +396,15 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), true);
-  last = tp_gemm(make_gemm(label(tag, " qkv"), layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
+  last = tp_gemm(hooked(make_gemm(label(tag, " qkv"), layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
+                        fused_qkv() ? 1 : 3),
                  TpComm::reduce_after, label(tag, " tp attn"));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, Pass::backward, true, last);
   Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, label(tag, " norms/rope/residual"), layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = pointwise_kernels(true);
   ew.deps = {last};
-  last = add(std::move(ew));
+  last = add(hooked(std::move(ew), kGlueModules));
   if (!full_) last = lora_adapters(tag, layer, micro, Pass::backward, w, last);
   return last;
 }

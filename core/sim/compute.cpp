@@ -120,7 +120,8 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
   // it; docs/simulation.md, "Host-bound passes".)
   const double gpu_time = std::max(compute, memory);
   const double kernels = std::max(1, op.kernels) * (p.job.compile ? 0.35 : 1.0);  // compile fuses pointwise ops
-  return std::max(gpu_time, kernels * (op.pass == schedule::Pass::backward ? eff.launch_backward_s : eff.launch_s));
+  // Op::host_s: the framework's own host work for the op besides its launches (ZeRO-3's hooks).
+  return std::max(gpu_time, kernels * (op.pass == schedule::Pass::backward ? eff.launch_backward_s : eff.launch_s) + op.host_s);
 }
 
 
