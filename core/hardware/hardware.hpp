@@ -45,6 +45,11 @@ struct GpuSpec {
   double idle_power_w = 0;
   PcieLink host_link;
   double nvlink_bandwidth_Bps = 0;  // per direction, all links of one GPU; 0 = none
+  // Large bf16 GEMMs' achieved rate over `peak` bf16 measured on this GPU (cuBLAS through
+  // torch.matmul), when the catalog has a measurement: the simulator's Efficiency::gemm for it
+  // instead of its architecture's default. 0 = none. Above 1 where boost clocks run past the
+  // datasheet's clock.
+  double gemm_efficiency = 0;
   Price price;
   Sources sources;
   std::string notes;

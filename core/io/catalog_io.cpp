@@ -93,6 +93,7 @@ GpuSpec read_gpu(MapView& v) {
   v.require("host_link");
   read_pcie(v, "host_link", g.host_link);
   v.get_quantity("nvlink_bandwidth", io::Quantity::bandwidth, g.nvlink_bandwidth_Bps, 0);
+  v.get("gemm_efficiency", g.gemm_efficiency, 0.05, 1.2);
   read_price(v, g.price);
   if (g.idle_power_w > g.tdp_w)
     v.reader().error(v.location_of("idle_power"), v.key_path("idle_power"), "is above the TDP");

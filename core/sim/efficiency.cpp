@@ -56,6 +56,11 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
     e.attention = 0.45;
     e.source = "estimates for " + a + " (no measured figure in the reference)";
   }
+  // A measurement of this GPU's own (the catalog's gemm_efficiency, with its source) comes first.
+  if (gpu.gemm_efficiency > 0) {
+    e.gemm = gpu.gemm_efficiency;
+    e.source += "; GEMM measured for " + gpu.name + " (catalog)";
+  }
   return e;
 }
 

@@ -117,6 +117,7 @@ gpus:
     tdp: 100 W
     idle_power: 10 W
     host_link: {pcie_gen: 4, lanes: 16}
+    gemm_efficiency: 96%
     sources: {default: "test"}
 )";
   std::ofstream(dir / "hardware" / "nodes.yaml") << R"(schema_version: 1
@@ -140,6 +141,7 @@ nodes:
   const std::string nodes = (dir / "hardware" / "nodes.yaml").string();
   CHECK(msg.find(gpus + ":4:13: gpus[0].memory: expected a size like '80 GiB' or '141 GB'; got '16 Gb': unknown unit "
                         "'Gb' (did you mean 'GB'?)") != std::string::npos);
+  CHECK(msg.find(gpus + ":10:22: gpus[0].gemm_efficiency:") != std::string::npos);
   CHECK(msg.find(nodes + ":3:5: nodes[0].gpu: no GPU 'toy2' in gpus.yaml (did you mean 'toy'?)") != std::string::npos);
   CHECK(msg.find("nodes[1].cloud_instance: a named cloud instance needs its own price.cloud_hourly") !=
         std::string::npos);

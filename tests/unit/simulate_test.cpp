@@ -59,6 +59,14 @@ TEST_CASE("a compute op takes the slower of its FLOPs and its bytes (roofline), 
   CHECK(sim::compute_seconds(ew, s.plans[0], eff) == doctest::Approx(eff.launch_s));
 }
 
+TEST_CASE("a GPU's own measured GEMM rate (the catalog's gemm_efficiency) comes before its architecture's default") {
+  // The RTX 4090's torch.matmul measurement (gpus.yaml, 0.96); the L4, Ada too, has none: 0.70.
+  const auto& catalog = test::catalog();
+  CHECK(sim::default_efficiency(*catalog.gpu("rtx-4090")).gemm == 0.96);
+  CHECK(sim::default_efficiency(*catalog.gpu("l4")).gemm == 0.70);
+  CHECK(sim::default_efficiency(*catalog.gpu("a100-sxm4-80gb")).gemm == 0.869);
+}
+
 TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a profile's shapes interpolated") {
   /* A100: 108 SMs. 1792 x 2048 in 256 x 128 (or 128 x 256) tiles: 112 tiles, just over one
    * wave -> 2 waves, 112/216; in 128 x 128 tiles: 224 tiles -> 3 waves, 224/324, the best of the
