@@ -11,7 +11,7 @@
 #include "cpu/cpu_bench.hpp"
 #include "cuda/cuda_bench.hpp"
 #include "hardware/profile_fit.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "machine.hpp"
 #include "storage/storage_bench.hpp"
 #include "workload.hpp"
@@ -190,7 +190,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
       ThreadTeam team(std::vector<int>(cpus.begin(), cpus.begin() + threads));
       progress.step(step++, total,
                     fmt::format("DRAM: STREAM copy and triad, {} threads, 3 x {}", threads,
-                                io::format_bytes(static_cast<double>(cp.array_bytes))));
+                                ftplan::format_bytes(static_cast<double>(cp.array_bytes))));
       const auto dram = cpu::measure_dram(team, cp.array_bytes, cp.repeats);
       double triad = 0;
       for (const auto& row : dram) {
@@ -202,7 +202,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
       }
       progress.step(step++, total,
                     fmt::format("CPU: AdamW step over {} fp32 parameters, {} threads",
-                                io::format_count(static_cast<double>(cp.adam_params)), threads));
+                                ftplan::format_count(static_cast<double>(cp.adam_params)), threads));
       const auto adam = cpu::measure_adamw(team, cp.adam_params, cp.repeats, triad);
       out.comparisons.push_back({"cpu", fmt::format("AdamW step, {} threads", threads), "params/s", adam.params_per_s,
                                  relative_spread(adam.samples), bound > 0 ? bound / cpu::kAdamWBytesPerParam : 0,
@@ -214,7 +214,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
     progress.step(step++, total, "CPU: memcpy into pinned (page-locked) buffers");
     for (auto& row : cpu::measure_host_copy(team, cp.copy_sizes, cp.repeats)) {
       out.comparisons.push_back(
-          {"copy", fmt::format("memcpy into {} {}", row.pinned ? "pinned" : "pageable", io::format_bytes(row.bytes)),
+          {"copy", fmt::format("memcpy into {} {}", row.pinned ? "pinned" : "pageable", ftplan::format_bytes(row.bytes)),
            "B/s", row.bandwidth_Bps, relative_spread(row.samples), 0, "", 0, 0, ""});
       p.copy.push_back(std::move(row));
     }

@@ -17,7 +17,7 @@
 #include "common/strings.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "progress.hpp"
 #include "rates.hpp"
 #include "storage/uring.hpp"
@@ -62,10 +62,10 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-double parse_option(const std::string& name, const std::string& text, io::Quantity kind) {
+double parse_option(const std::string& name, const std::string& text, ftplan::Quantity kind) {
   try {
-    return io::parse_quantity(text, kind);
-  } catch (const io::UnitError& e) {
+    return ftplan::parse_quantity(text, kind);
+  } catch (const ftplan::UnitError& e) {
     throw UsageError(fmt::format("--{}: {}", name, e.what()));
   }
 }
@@ -122,7 +122,7 @@ void read_gpu_options(const Args& args, App& app, calibrate::Options& o) {
   }
   if (auto t = args.value("tokens"))
     for (const auto& s : split_list(*t)) {
-      const double v = parse_option("tokens", s, io::Quantity::count);
+      const double v = parse_option("tokens", s, ftplan::Quantity::count);
       if (v < 1 || v != std::floor(v)) throw UsageError("--tokens takes whole numbers");
       o.gemm_tokens.push_back(static_cast<std::int64_t>(v));
     }
@@ -146,16 +146,16 @@ calibrate::Options read_options(const Args& args, App& app) {
     }
   o.sustained_write = args.flag("sustained-write");
   if (auto v = args.value("sustained-bytes"))
-    o.sustained_bytes = static_cast<std::uint64_t>(parse_option("sustained-bytes", *v, io::Quantity::bytes));
+    o.sustained_bytes = static_cast<std::uint64_t>(parse_option("sustained-bytes", *v, ftplan::Quantity::bytes));
   if (auto v = args.value("sustained-seconds"))
-    o.sustained_s = parse_option("sustained-seconds", *v, io::Quantity::count);
+    o.sustained_s = parse_option("sustained-seconds", *v, ftplan::Quantity::count);
   if (auto v = args.value("repeats")) {
-    const double r = parse_option("repeats", *v, io::Quantity::count);
+    const double r = parse_option("repeats", *v, ftplan::Quantity::count);
     if (r < 1 || r > 1000 || r != std::floor(r)) throw UsageError("--repeats takes a whole number from 1 to 1000");
     o.repeats = static_cast<int>(r);
   }
   if (auto v = args.value("dram-bound")) {
-    o.dram_bound_Bps = parse_option("dram-bound", *v, io::Quantity::bandwidth);
+    o.dram_bound_Bps = parse_option("dram-bound", *v, ftplan::Quantity::bandwidth);
     o.dram_bound_source = "--dram-bound";
   }
   if (auto h = args.value("host")) {
@@ -191,7 +191,7 @@ void print_json(const calibrate::Calibration& cal, const std::optional<std::stri
 void print_table(const calibrate::Calibration& cal) {
   const auto& m = cal.profile.machine;
   fmt::print("{} | {} ({} cores, {}) | {} | {}\n", m.hostname, m.cpu.model, m.cpu.cores,
-             io::format_bytes(m.cpu.dram_bytes), m.gpus.empty() ? "no GPU measured" : m.gpus[0].name, m.date);
+             ftplan::format_bytes(m.cpu.dram_bytes), m.gpus.empty() ? "no GPU measured" : m.gpus[0].name, m.date);
   Table t;
   using A = Table::Align;
   t.columns({{"section", A::left},

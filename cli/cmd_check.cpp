@@ -4,7 +4,7 @@
 
 #include "app.hpp"
 #include "io/scenario_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 #include "scenario_source.hpp"
@@ -38,7 +38,7 @@ int cmd_check(const std::vector<std::string>& argv) {
   // CSV is the table alone, so a CSV reader gets a header line first.
   if (app.format() == Format::table)
     fmt::print("{}: {} ({} params), {} fine-tune, seq {}\n\n", s.file, s.model.display_name,
-               io::format_count(static_cast<double>(params)), plan::to_string(s.job.method), s.job.seq_len);
+               ftplan::format_count(static_cast<double>(params)), plan::to_string(s.job.method), s.job.seq_len);
   Table t;
   using A = Table::Align;
   t.columns({{"plan", A::left}, {"GPUs", A::right}, {"node", A::left}, {"dp x tp x pp x cp", A::left}, {"ZeRO", A::right},

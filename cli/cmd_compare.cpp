@@ -4,7 +4,7 @@
 #include "app.hpp"
 #include "common/strings.hpp"
 #include "io/results.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "scenario_source.hpp"
@@ -48,12 +48,12 @@ int cmd_compare(const std::vector<std::string>& argv) {
 
   // The amount of training as the job gives it: tokens, steps or epochs (one of them).
   const plan::Job& j = s.job;
-  const std::string amount = j.tokens > 0  ? io::format_count(static_cast<double>(j.tokens)) + " tokens"
+  const std::string amount = j.tokens > 0  ? ftplan::format_count(static_cast<double>(j.tokens)) + " tokens"
                              : j.steps > 0 ? fmt::format("{} step{}", j.steps, j.steps == 1 ? "" : "s")
                                            : fmt::format("{:g} epoch{} of {} tokens", j.epochs, j.epochs == 1 ? "" : "s",
-                                                         io::format_count(static_cast<double>(j.dataset_tokens)));
+                                                         ftplan::format_count(static_cast<double>(j.dataset_tokens)));
   fmt::print("{} — {} ({} params), {} fine-tune, {} of seq {}\n", s.name, s.model.display_name,
-             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method), amount,
+             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method), amount,
              j.seq_len);
   // One cost basis for all plans goes in the header; plans that differ get a row of their own.
   const io::Comparison c = io::comparison(s.plans, ev);

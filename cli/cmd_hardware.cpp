@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {
@@ -68,9 +68,9 @@ int cmd_hardware(const std::vector<std::string>& argv) {
     t.columns({{"name", A::left}, {"memory", A::right}, {"bandwidth", A::right}, {"bf16 TFLOPS", A::right},
                {"fp8 TFLOPS", A::right}, {"TDP", A::right}, {"NVLink", A::right}, {"buy", A::right}, {"rent", A::right}});
     for (const auto& g : c.gpus)
-      t.row({g.name, io::format_bytes(g.usable_memory_bytes), io::format_bandwidth(g.memory_bandwidth_Bps),
+      t.row({g.name, ftplan::format_bytes(g.usable_memory_bytes), ftplan::format_bandwidth(g.memory_bandwidth_Bps),
              tflops(g, hardware::Dtype::bf16), tflops(g, hardware::Dtype::fp8), fmt::format("{:.0f} W", g.tdp_w),
-             g.nvlink_bandwidth_Bps > 0 ? io::format_bandwidth(g.nvlink_bandwidth_Bps) : "", money(g.price.purchase_usd),
+             g.nvlink_bandwidth_Bps > 0 ? ftplan::format_bandwidth(g.nvlink_bandwidth_Bps) : "", money(g.price.purchase_usd),
              hourly(g.price.cloud_usd_per_hour)});
   } else if (kind == "nodes") {
     t.columns({{"name", A::left}, {"gpus", A::left}, {"host", A::left}, {"drives", A::left}, {"interconnect", A::left},
@@ -86,19 +86,19 @@ int cmd_hardware(const std::vector<std::string>& argv) {
   } else if (kind == "hosts") {
     t.columns({{"name", A::left}, {"cores", A::right}, {"DRAM", A::right}, {"DRAM bandwidth", A::right}, {"TDP", A::right}});
     for (const auto& h : c.hosts)
-      t.row({h.name, std::to_string(h.cores()), io::format_bytes(h.dram_bytes), io::format_bandwidth(h.dram_bandwidth_Bps()),
+      t.row({h.name, std::to_string(h.cores()), ftplan::format_bytes(h.dram_bytes), ftplan::format_bandwidth(h.dram_bandwidth_Bps()),
              fmt::format("{:.0f} W", h.cpu_tdp_w * h.sockets)});
   } else if (kind == "drives") {
     t.columns({{"name", A::left}, {"class", A::left}, {"capacity", A::right}, {"read", A::right}, {"write", A::right},
                {"sustained write", A::right}, {"endurance", A::right}, {"price", A::right}});
     for (const auto& d : c.drives)
-      t.row({d.name, d.drive_class, fmt::format("{:.2f} TB", d.capacity_bytes / 1e12), io::format_bandwidth(d.seq_read_Bps),
-             io::format_bandwidth(d.seq_write_Bps), io::format_bandwidth(d.sustained_write_Bps),
+      t.row({d.name, d.drive_class, fmt::format("{:.2f} TB", d.capacity_bytes / 1e12), ftplan::format_bandwidth(d.seq_read_Bps),
+             ftplan::format_bandwidth(d.seq_write_Bps), ftplan::format_bandwidth(d.sustained_write_Bps),
              fmt::format("{:.0f} TBW", d.endurance_bytes / 1e12), money(d.price.purchase_usd)});
   } else if (kind == "nics") {
     t.columns({{"name", A::left}, {"fabric", A::left}, {"bandwidth", A::right}, {"latency", A::right}, {"power", A::right}});
     for (const auto& n : c.nics)
-      t.row({n.name, n.fabric, fmt::format("{:.0f} Gb/s", n.bandwidth_Bps * 8 / 1e9), io::format_duration(n.latency_s),
+      t.row({n.name, n.fabric, fmt::format("{:.0f} Gb/s", n.bandwidth_Bps * 8 / 1e9), ftplan::format_duration(n.latency_s),
              fmt::format("{:.0f} W", n.power_w)});
   } else {
     throw UsageError("hardware list takes gpus, nodes, hosts, drives or nics; got '" + kind + "'");

@@ -8,7 +8,7 @@
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
 #include "io/results.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
@@ -48,7 +48,7 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
   fmt::print("{}", t.text());
   fmt::print("parameters on this rank: {} total, {} trainable; sharded over {} ranks; {} micro-batches in flight, "
              "{} accumulation steps, {:.0f} tokens per micro-batch\n\n",
-             io::format_count(inv.params.total), io::format_count(inv.params.trainable), inv.shard_degree,
+             ftplan::format_count(inv.params.total), ftplan::format_count(inv.params.trainable), inv.shard_degree,
              inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
 }
 

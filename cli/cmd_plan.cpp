@@ -12,7 +12,7 @@
 #include "app.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "planner/planner.hpp"
 #include "progress.hpp"
@@ -130,10 +130,10 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
   for (int i : sh.shown) {
     const auto& c = r.candidates[i];
     const auto& e = c.evaluation;
-    t.row({c.plan.name, io::format_duration(e.cost.job_time_s), io::cost_text(e.cost),
+    t.row({c.plan.name, ftplan::format_duration(e.cost.job_time_s), io::cost_text(e.cost),
            fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3), fmt::format("{:.0f} kWh", e.cost.energy_kwh),
            fmt::format("{:.0f}", e.step.tokens_per_s), fmt::format("{:.0f}%", 100 * e.step.mfu),
-           io::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
+           ftplan::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
   }
   fmt::print("{}\n", t.text());
   if (!sh.failed.empty()) {
@@ -147,7 +147,7 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
 void print_best(const plan::Scenario& s, const planner::Result& r) {
   const auto& k = s.constraints;
   std::vector<std::string> limits;
-  if (k.deadline_s > 0) limits.push_back("deadline " + io::format_duration(k.deadline_s));
+  if (k.deadline_s > 0) limits.push_back("deadline " + ftplan::format_duration(k.deadline_s));
   if (k.budget_usd > 0) limits.push_back(fmt::format("budget ${:.0f}", k.budget_usd));
   if (k.peak_power_w > 0) limits.push_back(fmt::format("peak power {:.1f} kW", k.peak_power_w / 1e3));
   if (k.max_gpus > 0) limits.push_back(fmt::format("at most {} GPUs", k.max_gpus));
@@ -159,7 +159,7 @@ void print_best(const plan::Scenario& s, const planner::Result& r) {
     }
     const auto& e = r.candidates[i].evaluation;
     fmt::print("  {:<18} {} — {}, {}, {:.1f} kW peak\n", what, r.candidates[i].plan.name,
-               io::format_duration(e.cost.job_time_s), io::cost_text(e.cost), e.power.peak_power_w / 1e3);
+               ftplan::format_duration(e.cost.job_time_s), io::cost_text(e.cost), e.power.peak_power_w / 1e3);
   };
   line("fastest", r.fastest);
   line("cheapest", r.cheapest);

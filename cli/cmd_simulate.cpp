@@ -12,7 +12,7 @@
 #include "inventory/inventory.hpp"
 #include "io/output_file.hpp"
 #include "io/results.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 #include "schedule/step_ir.hpp"
@@ -67,13 +67,13 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   if (!f.fits || !s.ok) {
     // A step that cannot run has no time: show where the memory went, nothing that uses a time.
     t.row({"GPU memory allocated, peak (simulated / analytic)",
-           fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes), io::format_bytes(f.gpu_allocated_peak_bytes))});
+           fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes), ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
     t.row({"GPU memory on the device (judged for fit)",
-           fmt::format("{} of {}", io::format_bytes(f.gpu_peak_bytes), io::format_bytes(f.gpu_capacity_bytes))});
+           fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
     fmt::print("{}\n", t.text());
     return;
   }
-  t.row({"step time", io::format_duration(s.step_time_s)});
+  t.row({"step time", ftplan::format_duration(s.step_time_s)});
   t.row({"tokens/s (all GPUs)", fmt::format("{:.0f}", s.tokens_per_s)});
   t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});
   t.row({"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * s.mfu, 100 * s.hfu)});
@@ -81,24 +81,24 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   // The GPU not computing is the last two together: what compare's "GPU time not computing" adds up.
   t.row({p.parallel.pp > 1 ? "compute / waiting on comm or copies / idle (bubble)"
                            : "compute / waiting on comm or copies / idle",
-         fmt::format("{} / {} / {}", io::format_duration(s.compute_s),
-                                                      io::format_duration(s.exposed_comm_s), io::format_duration(s.idle_s))});
+         fmt::format("{} / {} / {}", ftplan::format_duration(s.compute_s),
+                                                      ftplan::format_duration(s.exposed_comm_s), ftplan::format_duration(s.idle_s))});
   t.row({"GPU memory allocated, peak (simulated / analytic)",
-         fmt::format("{} / {}", io::format_bytes(s.gpu_peak_bytes), io::format_bytes(f.gpu_allocated_peak_bytes))});
+         fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes), ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
   t.row({"GPU memory on the device (judged for fit)",
-         fmt::format("{} of {}", io::format_bytes(f.gpu_peak_bytes), io::format_bytes(f.gpu_capacity_bytes))});
-  if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", io::format_bytes(s.host_peak_bytes)});
-  if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", io::format_bytes(s.nvme_peak_bytes)});
-  t.row({"job", fmt::format("{:.0f} steps, {}", steps, io::format_duration(steps * s.step_time_s))});
+         fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
+  if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", ftplan::format_bytes(s.host_peak_bytes)});
+  if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", ftplan::format_bytes(s.nvme_peak_bytes)});
+  t.row({"job", fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});
   fmt::print("{}", t.text());
   Table u;
   u.columns({{"resource (stage " + std::to_string(s.stage) + ")", A::left}, {"busy", A::right}, {"utilization", A::right},
              {"bytes", A::right}});
   for (const auto& st : s.streams)
-    u.row({"stream " + st.name, io::format_duration(st.busy_s), fmt::format("{:.0f}%", 100 * st.utilization), ""});
+    u.row({"stream " + st.name, ftplan::format_duration(st.busy_s), fmt::format("{:.0f}%", 100 * st.utilization), ""});
   for (const auto& l : s.links)
-    u.row({"link " + l.name, io::format_duration(l.busy_s), fmt::format("{:.0f}%", 100 * l.utilization),
-           io::format_bytes(l.bytes)});
+    u.row({"link " + l.name, ftplan::format_duration(l.busy_s), fmt::format("{:.0f}%", 100 * l.utilization),
+           ftplan::format_bytes(l.bytes)});
   fmt::print("{}", u.text());
   if (!s.bound_by.empty())
     fmt::print("the step is bound by {} ({:.0f}% busy)\n", s.bound_by, 100 * s.bound_utilization);

@@ -20,7 +20,7 @@
 
 #include "app.hpp"
 #include "io/output_file.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "progress.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
@@ -357,7 +357,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   fs::remove(journal, ec);
   const double t = progress.elapsed_s();
   fmt::print(stderr, "{}: wrote {} rows ({} points, {} infeasible) to {}; {} simulated in {} ({:.1f} points/s)\n",
-             sw.name(), sum.rows, expected, sum.infeasible, out.string(), simulated, io::format_duration(t),
+             sw.name(), sum.rows, expected, sum.infeasible, out.string(), simulated, ftplan::format_duration(t),
              t > 0 ? static_cast<double>(simulated) / t : 0.0);
   return 0;
 }

@@ -11,7 +11,7 @@
 #include "app.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "machine.hpp"
 #include "scenario_source.hpp"
 #include "storage/uring.hpp"
@@ -47,49 +47,49 @@ void print_table(const exec::Validation& v) {
              {"measured", A::right},
              {predicted ? "predicted (profile)" : "simulated (in-run rates)", A::right},
              {"error", A::right}});
-  t.row({"step time", io::format_duration(v.measured_step_time_s), io::format_duration(v.simulated_step_time_s),
+  t.row({"step time", ftplan::format_duration(v.measured_step_time_s), ftplan::format_duration(v.simulated_step_time_s),
          pct(v.simulated_step_time_s, v.measured_step_time_s)});
   // What the tiers add to the step beyond its compute: the part a tiered plan's verdict turns on.
   if (v.measured_overhead_s > 0 || v.simulated_overhead_s > 0)
-    t.row({"offload overhead (step - compute)", io::format_duration(v.measured_overhead_s),
-           io::format_duration(v.simulated_overhead_s), pct(v.simulated_overhead_s, v.measured_overhead_s)});
+    t.row({"offload overhead (step - compute)", ftplan::format_duration(v.measured_overhead_s),
+           ftplan::format_duration(v.simulated_overhead_s), pct(v.simulated_overhead_s, v.measured_overhead_s)});
   if (predicted && v.in_run_simulated_step_time_s > 0)
-    t.row({"step time at in-run rates", "", io::format_duration(v.in_run_simulated_step_time_s),
+    t.row({"step time at in-run rates", "", ftplan::format_duration(v.in_run_simulated_step_time_s),
            pct(v.in_run_simulated_step_time_s, v.measured_step_time_s)});
-  t.row({"device peak", io::format_bytes(v.measured_device_peak_bytes), io::format_bytes(v.simulated_device_peak_bytes),
+  t.row({"device peak", ftplan::format_bytes(v.measured_device_peak_bytes), ftplan::format_bytes(v.simulated_device_peak_bytes),
          pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes)});
   if (v.measured_device_peak_with_scratch_bytes >= 0)
-    t.row({"device peak + kernel scratch", io::format_bytes(v.measured_device_peak_with_scratch_bytes),
-           io::format_bytes(v.simulated_device_peak_bytes),
+    t.row({"device peak + kernel scratch", ftplan::format_bytes(v.measured_device_peak_with_scratch_bytes),
+           ftplan::format_bytes(v.simulated_device_peak_bytes),
            pct(v.simulated_device_peak_bytes, v.measured_device_peak_with_scratch_bytes)});
-  t.row({"host peak", io::format_bytes(v.measured_host_peak_bytes), io::format_bytes(v.simulated_host_peak_bytes),
+  t.row({"host peak", ftplan::format_bytes(v.measured_host_peak_bytes), ftplan::format_bytes(v.simulated_host_peak_bytes),
          pct(v.simulated_host_peak_bytes, v.measured_host_peak_bytes)});
   // The process as the kernel counts it, against what the simulator says the step holds in all.
   if (v.measured_process_peak_bytes >= 0) {
     const double held = v.simulated_device_peak_bytes + v.simulated_host_peak_bytes;
-    t.row({"process peak RSS", io::format_bytes(v.measured_process_peak_bytes), io::format_bytes(held),
+    t.row({"process peak RSS", ftplan::format_bytes(v.measured_process_peak_bytes), ftplan::format_bytes(held),
            pct(held, v.measured_process_peak_bytes)});
   }
   if (v.measured_nvme_peak_bytes > 0 || v.simulated_nvme_peak_bytes > 0)
-    t.row({"NVMe peak", io::format_bytes(v.measured_nvme_peak_bytes), io::format_bytes(v.simulated_nvme_peak_bytes),
+    t.row({"NVMe peak", ftplan::format_bytes(v.measured_nvme_peak_bytes), ftplan::format_bytes(v.simulated_nvme_peak_bytes),
            pct(v.simulated_nvme_peak_bytes, v.measured_nvme_peak_bytes)});
   for (const auto& s : v.streams) {
-    t.row({"stream " + s.name + " busy", io::format_duration(s.measured_busy_s),
-           io::format_duration(s.simulated_busy_s), pct(s.simulated_busy_s, s.measured_busy_s)});
+    t.row({"stream " + s.name + " busy", ftplan::format_duration(s.measured_busy_s),
+           ftplan::format_duration(s.simulated_busy_s), pct(s.simulated_busy_s, s.measured_busy_s)});
     // Its worker's CPU time in those ops: busy time beyond it is waiting (for a core, a drive).
-    t.row({"stream " + s.name + " CPU", io::format_duration(s.measured_cpu_s), "", ""});
+    t.row({"stream " + s.name + " CPU", ftplan::format_duration(s.measured_cpu_s), "", ""});
   }
   for (const auto& l : v.links) {
-    t.row({"link " + l.name + " bytes", io::format_bytes(l.measured_bytes), io::format_bytes(l.simulated_bytes),
+    t.row({"link " + l.name + " bytes", ftplan::format_bytes(l.measured_bytes), ftplan::format_bytes(l.simulated_bytes),
            pct(l.simulated_bytes, l.measured_bytes)});
     // What moved, counted as it moved (and by the kernel's block-I/O counters), not the ops' sizes.
     if (l.counted_bytes >= 0)
-      t.row({"link " + l.name + " counted", io::format_bytes(l.counted_bytes), io::format_bytes(l.simulated_bytes),
+      t.row({"link " + l.name + " counted", ftplan::format_bytes(l.counted_bytes), ftplan::format_bytes(l.simulated_bytes),
              pct(l.simulated_bytes, l.counted_bytes)});
     if (l.block_bytes >= 0)
-      t.row({"link " + l.name + " block I/O", io::format_bytes(l.block_bytes), io::format_bytes(l.simulated_bytes),
+      t.row({"link " + l.name + " block I/O", ftplan::format_bytes(l.block_bytes), ftplan::format_bytes(l.simulated_bytes),
              pct(l.simulated_bytes, l.block_bytes)});
-    t.row({"link " + l.name + " busy", io::format_duration(l.measured_busy_s), io::format_duration(l.simulated_busy_s),
+    t.row({"link " + l.name + " busy", ftplan::format_duration(l.measured_busy_s), ftplan::format_duration(l.simulated_busy_s),
            pct(l.simulated_busy_s, l.measured_busy_s)});
   }
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
@@ -99,7 +99,7 @@ void print_table(const exec::Validation& v) {
     fmt::print(
         "in-run rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
         "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{}); the timed steps spread {:.1f}%\n",
-        v.sample_simulated_step_s.size(), io::format_duration(*lo), io::format_duration(*hi), v.drift.min_error_pct,
+        v.sample_simulated_step_s.size(), ftplan::format_duration(*lo), ftplan::format_duration(*hi), v.drift.min_error_pct,
         v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
         v.drift.measured_spread_pct);
   }

@@ -8,7 +8,7 @@
 #include "common/error.hpp"
 #include "common/strings.hpp"
 #include "io/model_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {
@@ -45,8 +45,8 @@ int zoo_list(App& app) {
     const auto c = model::count_params(m);
     std::string kind = model::to_string(m.architecture);
     if (m.is_moe()) kind += fmt::format(", MoE {}x top-{}", m.moe.experts, m.moe.experts_per_token);
-    t.row({m.name, io::format_count(static_cast<double>(c.total)),
-           m.is_moe() ? io::format_count(static_cast<double>(c.active_total)) : "", std::to_string(m.layers),
+    t.row({m.name, ftplan::format_count(static_cast<double>(c.total)),
+           m.is_moe() ? ftplan::format_count(static_cast<double>(c.active_total)) : "", std::to_string(m.layers),
            std::to_string(m.hidden), heads_text(m), std::to_string(m.vocab), std::to_string(m.max_context), kind});
   }
   fmt::print("{}", app.format() == Format::csv ? t.csv() : t.text());
@@ -126,8 +126,8 @@ int zoo_show(App& app, const std::string& what, std::int64_t seq_len) {
   add("norms", c.norms);
   add("head", c.head);
   add("position tables", c.other);
-  p.row({"total", fmt::format("{} ({})", c.total, io::format_count(static_cast<double>(c.total))), "100.0%"});
-  if (m.is_moe()) p.row({"active per token", fmt::format("{} ({})", c.active_total, io::format_count(static_cast<double>(c.active_total))), ""});
+  p.row({"total", fmt::format("{} ({})", c.total, ftplan::format_count(static_cast<double>(c.total))), "100.0%"});
+  if (m.is_moe()) p.row({"active per token", fmt::format("{} ({})", c.active_total, ftplan::format_count(static_cast<double>(c.active_total))), ""});
   fmt::print("{}\n", p.text());
   fmt::print("training FLOPs per token at seq {}: {:.3e} (forward {:.3e}, of which attention {:.3e})\n", seq_len,
              f.training(), f.forward, f.attention_forward);

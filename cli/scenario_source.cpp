@@ -11,7 +11,7 @@
 #include "io/import/import.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
@@ -477,7 +477,7 @@ std::optional<evaluate::Measured> profile_measured(const Args& args, const plan:
 void print_headline(const App& app, const plan::Scenario& s) {
   if (app.format() != Format::table) return;
   fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
-             io::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
 }
 
 void print_rows(const App& app, const plan::Scenario& s, const std::vector<io::Row>& rows, io::Row extra) {

@@ -61,7 +61,7 @@
 #include "inventory/inventory.hpp"
 #include "io/output_file.hpp"
 #include "io/scenario_edit.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
 #include "model/model.hpp"
@@ -762,8 +762,8 @@ void MainWindow::show_outcome(Outcome outcome) {
   const plan::Scenario& s = *o.scenario;
   headline_->setText(q(
       fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
-                  io::format_count(static_cast<double>(model::count_params(s.model).total)),
-                  plan::to_string(s.job.method), io::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
+                  ftplan::format_count(static_cast<double>(model::count_params(s.model).total)),
+                  plan::to_string(s.job.method), ftplan::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
   answer_->setText(q(o.answer));
   // The verdict, then what compare prints under it: the owned plans' crossover and the notes.
   std::string verdict = o.verdict;
@@ -975,7 +975,7 @@ void MainWindow::fix_clicked(int row, int column) {
   QMenu menu(this);
   const auto& fixes = shown_.fixes[static_cast<std::size_t>(plan)];
   for (std::size_t k = 0; k < fixes.size(); ++k)
-    menu.addAction(q(fmt::format("Apply: {} ({} per GPU)", fixes[k].change, io::format_bytes(fixes[k].gpu_peak_bytes))),
+    menu.addAction(q(fmt::format("Apply: {} ({} per GPU)", fixes[k].change, ftplan::format_bytes(fixes[k].gpu_peak_bytes))),
                    this, [this, plan, k] { apply_fix(plan, static_cast<int>(k)); });
   menu.exec(QCursor::pos());
 }
@@ -1030,7 +1030,7 @@ void MainWindow::timeline_done() {
   if (r.generation != timeline_generation_) return;  // what is shown now is newer
   timeline_->set_timeline(r.step.timeline,
                           q(fmt::format("{}: one step, {} (slowest stage's rank; wheel: zoom, drag: pan)", r.plan,
-                                        io::format_duration(r.step.step_time_s))),
+                                        ftplan::format_duration(r.step.step_time_s))),
                           std::move(r.step.tracks));
   emit timeline_shown();
 }
@@ -1245,7 +1245,7 @@ void MainWindow::show_table(const Outcome& o) {
     const auto& fixes = o.fixes[static_cast<std::size_t>(i)];
     QStringList would;
     for (std::size_t k = 0; k < fixes.size() && k < 2; ++k)
-      would << q(fmt::format("{} ({})", fixes[k].change, io::format_bytes(fixes[k].gpu_peak_bytes)));
+      would << q(fmt::format("{} ({})", fixes[k].change, ftplan::format_bytes(fixes[k].gpu_peak_bytes)));
     QTableWidgetItem* fit = put(n_rows + 1, column_of(i), would.join("\n"), !ok);
     fit->setTextAlignment(Qt::AlignLeft | Qt::AlignVCenter);
     QStringList all;
@@ -1301,7 +1301,7 @@ void MainWindow::show_charts(const Outcome& o) {
     for (std::size_t i = 0; i < n; ++i) {
       const auto& e = ev[i];
       labels << names[static_cast<int>(i)] + "  " +
-                    (e.feasible() ? q(io::format_duration(e.cost.job_time_s)) : "does not fit");
+                    (e.feasible() ? q(ftplan::format_duration(e.cost.job_time_s)) : "does not fit");
       if (!e.feasible() || e.cost.job_time_s <= 0) continue;
       const double h = e.cost.job_time_s / 3600;
       lo = lo > 0 ? std::min(lo, h) : h;
@@ -1473,8 +1473,8 @@ void MainWindow::show_search(const Outcome& o) {
     if (std::find(std::begin(picked), std::end(picked), static_cast<int>(i)) != std::end(picked)) *picks << p;
     shared->push_back(Point{p,
                             q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
-                                          io::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
-                                          e.power.peak_power_w / 1e3, io::format_bytes(e.memory.gpu_peak_bytes),
+                                          ftplan::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
+                                          e.power.peak_power_w / 1e3, ftplan::format_bytes(e.memory.gpu_peak_bytes),
                                           c.meets_constraints ? "" : "\n(misses the constraints)")),
                             static_cast<int>(i)});
   }
@@ -1533,7 +1533,7 @@ void MainWindow::show_search(const Outcome& o) {
     line->attachAxis(y);
   };
   if (k.deadline_s > 0)
-    limit(q("deadline " + io::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin}, {k.deadline_s / 3600, ymax},
+    limit(q("deadline " + ftplan::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin}, {k.deadline_s / 3600, ymax},
           QColor(200, 120, 0));
   if (k.budget_usd > 0)
     limit(q("budget " + io::money(k.budget_usd)), {xmin, k.budget_usd}, {xmax, k.budget_usd}, QColor(120, 0, 160));

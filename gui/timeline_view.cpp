@@ -14,7 +14,7 @@
 #include <QToolTip>
 #include <QWheelEvent>
 
-#include "io/units.hpp"
+#include "common/units.hpp"
 
 namespace ftplan::gui {
 
@@ -41,7 +41,7 @@ const QColor kCategoryColors[] = {QColor(31, 119, 180),  QColor(214, 39, 40),   
                                   QColor(227, 119, 194), QColor(23, 190, 207),  QColor(188, 189, 34),
                                   QColor(127, 127, 127), QColor(0, 0, 128),     QColor(128, 128, 0)};
 
-QString seconds(double s) { return QString::fromStdString(io::format_duration(s)); }
+QString seconds(double s) { return QString::fromStdString(ftplan::format_duration(s)); }
 
 }  // namespace
 
@@ -167,7 +167,7 @@ QString TimelineView::tip_at(QPointF p) const {
       double live = 0;
       for (const auto& x : tracks_.memory[t])
         if (x.time_s <= s) live = x.bytes;
-      lines << QString("%1: %2").arg(kTierNames[t], QString::fromStdString(io::format_bytes(live)));
+      lines << QString("%1: %2").arg(kTierNames[t], QString::fromStdString(ftplan::format_bytes(live)));
     }
     return lines.join("\n");
   }
@@ -184,7 +184,7 @@ QString TimelineView::tip_at(QPointF p) const {
                            .arg(QString::fromStdString(track.name), QString::fromStdString(sp.name),
                                 QString::fromStdString(sp.category), seconds(sp.start_s), seconds(sp.end_s),
                                 seconds(sp.end_s - sp.start_s));
-        if (sp.bytes > 0) text += QString(", %1").arg(QString::fromStdString(io::format_bytes(sp.bytes)));
+        if (sp.bytes > 0) text += QString(", %1").arg(QString::fromStdString(ftplan::format_bytes(sp.bytes)));
         return text;
       }
     return {};
@@ -302,8 +302,8 @@ void TimelineView::paint_tracks(QPainter& painter) {
     painter.setPen(palette().color(QPalette::Text));
     painter.drawText(QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
                      QString("%1\npeak %2 of %3")
-                         .arg(kTierNames[t], QString::fromStdString(io::format_bytes(peak)),
-                              QString::fromStdString(io::format_bytes(capacity))));
+                         .arg(kTierNames[t], QString::fromStdString(ftplan::format_bytes(peak)),
+                              QString::fromStdString(ftplan::format_bytes(capacity))));
     if (peak <= 0) {
       painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
       continue;

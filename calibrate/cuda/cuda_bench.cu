@@ -28,7 +28,7 @@
 
 #include "cuda/cuda_bench.hpp"
 #include "cuda/nvml.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 
 namespace ftplan::calibrate::gpu {
 
@@ -646,7 +646,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     for (double sec : seconds) row.samples.push_back(2.0 * row.bytes / sec);  // read + write
     row.bandwidth_Bps = median(row.samples);
     row.bound_Bps = spec ? spec->memory_bandwidth_Bps : 0;
-    out.comparisons.push_back({"memory", cat("device copy ", io::format_bytes(row.bytes)), "B/s", row.bandwidth_Bps,
+    out.comparisons.push_back({"memory", cat("device copy ", ftplan::format_bytes(row.bytes)), "B/s", row.bandwidth_Bps,
                                relative_spread(row.samples), row.bound_Bps, row.bound_Bps > 0 ? "datasheet HBM" : "", 0,
                                0, ""});
     out.memory.push_back(row);
@@ -701,7 +701,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       row.bound_Bps = cs.dir == CopyDirection::bidir ? 2 * pcie_Bps : pcie_Bps;
       out.comparisons.push_back(
           {"copy",
-           cat(hardware::to_string(cs.dir), " ", cs.pinned ? "pinned" : "pageable", " ", io::format_bytes(row.bytes)),
+           cat(hardware::to_string(cs.dir), " ", cs.pinned ? "pinned" : "pageable", " ", ftplan::format_bytes(row.bytes)),
            "B/s", row.bandwidth_Bps, relative_spread(row.samples), row.bound_Bps, row.bound_Bps > 0 ? pcie_name : "", 0,
            0, ""});
       out.copy.push_back(row);
@@ -794,7 +794,7 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
         }
         row.bus_bandwidth_Bps = median(row.samples);
         out.comparisons.push_back(
-            {"collectives", cat(hardware::to_string(op), " ", n, " ranks ", io::format_bytes(row.bytes)), "B/s",
+            {"collectives", cat(hardware::to_string(op), " ", n, " ranks ", ftplan::format_bytes(row.bytes)), "B/s",
              row.bus_bandwidth_Bps, relative_spread(row.samples),
              spec && spec->nvlink_bandwidth_Bps > 0 ? spec->nvlink_bandwidth_Bps : 0,
              spec && spec->nvlink_bandwidth_Bps > 0 ? "NVLink per direction (datasheet)" : "", 0, 0, ""});

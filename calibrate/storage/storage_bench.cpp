@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "machine.hpp"
 #include "storage/fio.hpp"
 
@@ -177,7 +177,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
     const double link_Bps = drive.link.gen > 0 ? drive.link.bandwidth_Bps() : 0;
     progress.step(step++, total,
                   fmt::format("storage {}: create and write a {} scratch file", dir.string(),
-                              io::format_bytes(static_cast<double>(plan.file_bytes))));
+                              ftplan::format_bytes(static_cast<double>(plan.file_bytes))));
     std::unique_ptr<ScratchFile> file;
     try {
       file = std::make_unique<ScratchFile>(dir, plan.file_bytes);
@@ -229,7 +229,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
     for (const auto& dir : plan.dirs) {
       progress.step(step++, total,
                     fmt::format("storage {}: sustained write, up to {} or {:.0f} s", dir.string(),
-                                io::format_bytes(static_cast<double>(s.max_bytes)), s.max_s));
+                                ftplan::format_bytes(static_cast<double>(s.max_bytes)), s.max_s));
       try {
         ScratchFile file(dir, s.max_bytes);
         hardware::SustainedWriteSample row;
@@ -247,7 +247,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
         const WriteCacheKnee k = summarize_sustained_write(row);
         if (!k.found) {
           progress.note(fmt::format("storage {}: no drop in write rate within {} written", dir.string(),
-                                    io::format_bytes(row.bytes_written)));
+                                    ftplan::format_bytes(row.bytes_written)));
         }
         out.comparisons.push_back(
             {"storage",

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
@@ -48,8 +48,8 @@ void judge(Footprint& f, const plan::Plan& plan) {
   const auto short_of = [&](const char* what, double need, double have, const char* per) {
     if (need <= have) return;
     if (!reason.empty()) reason += "; ";
-    reason += fmt::format("{} needs {} of {} {} (short by {})", what, io::format_bytes(need), io::format_bytes(have), per,
-                          io::format_bytes(need - have));
+    reason += fmt::format("{} needs {} of {} {} (short by {})", what, ftplan::format_bytes(need), ftplan::format_bytes(have), per,
+                          ftplan::format_bytes(need - have));
   };
   short_of("GPU memory", f.gpu_peak_bytes, f.gpu_capacity_bytes, "per GPU");
   short_of("host DRAM", f.host_peak_bytes, f.host_capacity_bytes, "usable per node");

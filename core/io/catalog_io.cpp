@@ -45,9 +45,9 @@ void read_price(MapView& v, Price& price) {
   MapView p = v.map("price");
   if (!p.valid()) return;
   double value = 0;
-  if (p.get_quantity("purchase", io::Quantity::money, value)) price.purchase_usd = value;
-  if (p.get_quantity("cloud_hourly", io::Quantity::money_per_hour, value)) price.cloud_usd_per_hour = value;
-  if (p.get_quantity("dram_per_gib", io::Quantity::money, value)) price.dram_usd_per_gib = value;
+  if (p.get_quantity("purchase", ftplan::Quantity::money, value)) price.purchase_usd = value;
+  if (p.get_quantity("cloud_hourly", ftplan::Quantity::money_per_hour, value)) price.cloud_usd_per_hour = value;
+  if (p.get_quantity("dram_per_gib", ftplan::Quantity::money, value)) price.dram_usd_per_gib = value;
   if (price.purchase_usd || price.cloud_usd_per_hour) p.require("as_of", "when the price was read, e.g. 2026-05");
   p.get("as_of", price.as_of);
   p.finish();
@@ -75,24 +75,24 @@ GpuSpec read_gpu(MapView& v) {
   v.get("architecture", g.architecture);
   v.get("form_factor", g.form_factor);
   v.get("sm_count", g.sm_count, 1, 10000);
-  v.get_required_quantity("memory", io::Quantity::bytes, g.memory_bytes, 1);
-  v.get_quantity("usable_memory", io::Quantity::bytes, g.usable_memory_bytes, 1);
+  v.get_required_quantity("memory", ftplan::Quantity::bytes, g.memory_bytes, 1);
+  v.get_quantity("usable_memory", ftplan::Quantity::bytes, g.usable_memory_bytes, 1);
   if (g.usable_memory_bytes == 0) g.usable_memory_bytes = g.memory_bytes;
-  v.get_required_quantity("memory_bandwidth", io::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
+  v.get_required_quantity("memory_bandwidth", ftplan::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
   v.require("peak", "dense peak FLOP/s per dtype");
   if (MapView p = v.map("peak"); p.valid()) {
     for (const auto& [name, dtype] : dtype_names()) {
       double value = 0;
-      if (p.get_quantity(name, io::Quantity::flops, value, 1)) g.peak_flops[dtype] = value;
+      if (p.get_quantity(name, ftplan::Quantity::flops, value, 1)) g.peak_flops[dtype] = value;
     }
     p.finish();
     if (g.peak_flops.count(Dtype::fp32) == 0) p.require("fp32");
   }
-  v.get_required_quantity("tdp", io::Quantity::power, g.tdp_w, 1);
-  v.get_required_quantity("idle_power", io::Quantity::power, g.idle_power_w, 0);
+  v.get_required_quantity("tdp", ftplan::Quantity::power, g.tdp_w, 1);
+  v.get_required_quantity("idle_power", ftplan::Quantity::power, g.idle_power_w, 0);
   v.require("host_link");
   read_pcie(v, "host_link", g.host_link);
-  v.get_quantity("nvlink_bandwidth", io::Quantity::bandwidth, g.nvlink_bandwidth_Bps, 0);
+  v.get_quantity("nvlink_bandwidth", ftplan::Quantity::bandwidth, g.nvlink_bandwidth_Bps, 0);
   v.get("gemm_efficiency", g.gemm_efficiency, 0.05, 1.2);
   read_price(v, g.price);
   if (g.idle_power_w > g.tdp_w)
@@ -108,16 +108,16 @@ HostSpec read_host(MapView& v) {
   v.get("sockets", h.sockets, 1, 16);
   v.get_required("cores_per_socket", h.cores_per_socket, 1, 1024);
   v.get("threads_per_core", h.threads_per_core, 1, 8);
-  v.get_quantity("base_clock", io::Quantity::frequency, h.base_clock_hz, 0);
+  v.get_quantity("base_clock", ftplan::Quantity::frequency, h.base_clock_hz, 0);
   v.get("simd", h.simd);
   v.get_required("dram_channels_per_socket", h.dram_channels_per_socket, 1, 64);
-  v.get_required_quantity("dram_speed", io::Quantity::transfer_rate, h.dram_transfers_per_s, 1);
-  v.get_required_quantity("dram", io::Quantity::bytes, h.dram_bytes, 1);
+  v.get_required_quantity("dram_speed", ftplan::Quantity::transfer_rate, h.dram_transfers_per_s, 1);
+  v.get_required_quantity("dram", ftplan::Quantity::bytes, h.dram_bytes, 1);
   v.get("pcie_gen", h.pcie_gen, 1, 6);
   v.get("pcie_lanes_per_socket", h.pcie_lanes_per_socket, 0, 1024);
-  v.get_required_quantity("cpu_tdp", io::Quantity::power, h.cpu_tdp_w, 1);
-  v.get_required_quantity("cpu_idle_power", io::Quantity::power, h.cpu_idle_power_w, 0);
-  v.get_quantity("dram_power_per_dimm", io::Quantity::power, h.dram_power_per_dimm_w, 0);
+  v.get_required_quantity("cpu_tdp", ftplan::Quantity::power, h.cpu_tdp_w, 1);
+  v.get_required_quantity("cpu_idle_power", ftplan::Quantity::power, h.cpu_idle_power_w, 0);
+  v.get_quantity("dram_power_per_dimm", ftplan::Quantity::power, h.dram_power_per_dimm_w, 0);
   v.get("dimms_per_socket", h.dimms_per_socket, 0, 64);
   read_price(v, h.price);
   return h;
@@ -130,19 +130,19 @@ DriveSpec read_drive(MapView& v) {
                           {{"datacenter", "datacenter"}, {"consumer", "consumer"}, {"ai-cache", "ai-cache"}});
   v.require("interface");
   read_pcie(v, "interface", d.interface);
-  v.get_required_quantity("capacity", io::Quantity::bytes, d.capacity_bytes, 1);
-  v.get_required_quantity("seq_read", io::Quantity::bandwidth, d.seq_read_Bps, 1);
-  v.get_required_quantity("seq_write", io::Quantity::bandwidth, d.seq_write_Bps, 1);
-  v.get_quantity("sustained_write", io::Quantity::bandwidth, d.sustained_write_Bps, 1);
+  v.get_required_quantity("capacity", ftplan::Quantity::bytes, d.capacity_bytes, 1);
+  v.get_required_quantity("seq_read", ftplan::Quantity::bandwidth, d.seq_read_Bps, 1);
+  v.get_required_quantity("seq_write", ftplan::Quantity::bandwidth, d.seq_write_Bps, 1);
+  v.get_quantity("sustained_write", ftplan::Quantity::bandwidth, d.sustained_write_Bps, 1);
   if (d.sustained_write_Bps == 0) d.sustained_write_Bps = d.seq_write_Bps;
-  v.get_quantity("write_cache", io::Quantity::bytes, d.write_cache_bytes, 0);
+  v.get_quantity("write_cache", ftplan::Quantity::bytes, d.write_cache_bytes, 0);
   v.get("random_read_iops", d.random_read_iops, 0.0);
   v.get("random_write_iops", d.random_write_iops, 0.0);
-  v.get_required_quantity("read_power", io::Quantity::power, d.read_power_w, 0);
-  v.get_required_quantity("write_power", io::Quantity::power, d.write_power_w, 0);
-  v.get_required_quantity("idle_power", io::Quantity::power, d.idle_power_w, 0);
+  v.get_required_quantity("read_power", ftplan::Quantity::power, d.read_power_w, 0);
+  v.get_required_quantity("write_power", ftplan::Quantity::power, d.write_power_w, 0);
+  v.get_required_quantity("idle_power", ftplan::Quantity::power, d.idle_power_w, 0);
   double tbw = 0;
-  v.get_quantity("endurance_tbw", io::Quantity::bytes, tbw, 0);
+  v.get_quantity("endurance_tbw", ftplan::Quantity::bytes, tbw, 0);
   v.get("dwpd", d.dwpd, 0.0);
   v.get("warranty_years", d.warranty_years, 0.0, 50.0);
   if (tbw > 0) d.endurance_bytes = tbw;
@@ -159,11 +159,11 @@ NicSpec read_nic(MapView& v) {
   read_common(v, n.name, n.display_name, n.sources, n.notes);
   v.get_enum<std::string>("fabric", n.fabric,
                           {{"infiniband", "infiniband"}, {"roce", "roce"}, {"ethernet", "ethernet"}});
-  v.get_required_quantity("bandwidth", io::Quantity::bandwidth, n.bandwidth_Bps, 1);
+  v.get_required_quantity("bandwidth", ftplan::Quantity::bandwidth, n.bandwidth_Bps, 1);
   v.get("ports", n.ports, 1, 64);
-  v.get_required_quantity("latency", io::Quantity::duration, n.latency_s, 0);
-  v.get_required_quantity("power", io::Quantity::power, n.power_w, 0);
-  v.get_quantity("switch_power_per_port", io::Quantity::power, n.switch_power_per_port_w, 0);
+  v.get_required_quantity("latency", ftplan::Quantity::duration, n.latency_s, 0);
+  v.get_required_quantity("power", ftplan::Quantity::power, n.power_w, 0);
+  v.get_quantity("switch_power_per_port", ftplan::Quantity::power, n.switch_power_per_port_w, 0);
   read_price(v, n.price);
   return n;
 }
@@ -190,7 +190,7 @@ NodeSpec read_node(MapView& v) {
   v.get_required("gpu", n.gpu);
   v.get_required("gpus", n.gpus, 1, 1024);
   v.get_required("host", n.host);
-  v.get_quantity("dram", io::Quantity::bytes, n.dram_bytes, 1);
+  v.get_quantity("dram", ftplan::Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_counts(v, "drives", "drive");
   n.nics = read_counts(v, "nics", "nic");
   v.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
@@ -210,8 +210,8 @@ NodeSpec read_node(MapView& v) {
     n.pcie_switches.push_back(sw);
   }
   v.require("base_power", "power drawn by fans, board and management whenever the node is on");
-  v.get_quantity("base_power", io::Quantity::power, n.base_power_w, 0);
-  v.get_quantity("max_power", io::Quantity::power, n.max_power_w, 0);
+  v.get_quantity("base_power", ftplan::Quantity::power, n.base_power_w, 0);
+  v.get_quantity("max_power", ftplan::Quantity::power, n.max_power_w, 0);
   v.get_strings("default_for", n.default_for);
   v.get("cloud_instance", n.cloud_instance);
   read_price(v, n.price);

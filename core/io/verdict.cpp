@@ -6,7 +6,7 @@
 
 #include "common/strings.hpp"
 #include "footprint/footprint.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 

@@ -16,7 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 
 namespace ftplan::io::detail {
 

@@ -30,7 +30,7 @@
 
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
-#include "io/units.hpp"
+#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "main_window.hpp"
 #include "sweep_window.hpp"
@@ -128,12 +128,12 @@ class MainWindowTest : public QObject {
       const int c = MainWindow::column_of(static_cast<int>(i));
       QCOMPARE(cell(table, "fits?", c), QString(e.feasible() ? "yes" : "NO"));
       QCOMPARE(cell(table, "peak GPU memory (device, judged for fit)", c),
-               QString::fromStdString(ftplan::io::format_bytes(e.memory.gpu_peak_bytes)));
+               QString::fromStdString(ftplan::format_bytes(e.memory.gpu_peak_bytes)));
       // No time or dollars for a plan that does not fit; cents below $100.
       QCOMPARE(cell(table, "cost", c),
                e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
       QCOMPARE(cell(table, "job time", c),
-               e.feasible() ? QString::fromStdString(ftplan::io::format_duration(e.cost.job_time_s)) : QString("-"));
+               e.feasible() ? QString::fromStdString(ftplan::format_duration(e.cost.job_time_s)) : QString("-"));
       // The memory bar is the figure judged for fit (allocator slack included), the line the usable capacity.
       const auto* memory = w->findChild<QChartView*>("memory_chart");
       QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes / kGiB) <

@@ -1,10 +1,10 @@
 #include <doctest/doctest.h>
 
-#include "io/units.hpp"
+#include "common/units.hpp"
 
-using ftplan::io::parse_quantity;
-using ftplan::io::Quantity;
-using ftplan::io::UnitError;
+using ftplan::parse_quantity;
+using ftplan::Quantity;
+using ftplan::UnitError;
 
 TEST_CASE("sizes: GB is 10^9 bytes, GiB is 2^30") {
   CHECK(parse_quantity("80 GiB", Quantity::bytes) == 80.0 * 1024 * 1024 * 1024);

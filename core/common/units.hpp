@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace ftplan::io {
+namespace ftplan {
 
 enum class Quantity {
   bytes,             // "80 GiB", "141 GB", "512 MiB"
@@ -44,4 +44,4 @@ std::string format_count(double count);       // "8.03B", "124.4M"
 std::string format_bandwidth(double bytes_per_s);  // "3.35 TB/s"
 std::string format_duration(double seconds);  // "1.25 ms", "3.4 h"
 
-}  // namespace ftplan::io
+}  // namespace ftplan

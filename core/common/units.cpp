@@ -1,4 +1,4 @@
-#include "io/units.hpp"
+#include "common/units.hpp"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 
 #include "common/strings.hpp"
 
-namespace ftplan::io {
+namespace ftplan {
 namespace {
 
 struct Unit {
@@ -214,4 +214,4 @@ std::string format_duration(double seconds) {
   return fmt::format("{:.1f} us", seconds * 1e6);
 }
 
-}  // namespace ftplan::io
+}  // namespace ftplan
