@@ -27,6 +27,7 @@
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QLegendMarker>
+#include <QBarLegendMarker>
 #include <QLineSeries>
 #include <QListWidget>
 #include <QLogValueAxis>
@@ -1358,6 +1359,15 @@ void MainWindow::show_charts(const Outcome& o) {
     auto* series = new QHorizontalStackedBarSeries;
     series->append({hw, energy, wear});
     chart->addSeries(series);
+    // A part no plan pays (energy in a rented price, wear without flash) has no legend entry:
+    // three entries do not fit the narrow chart's one legend row, and a swatch for nothing reads
+    // as a cost.
+    for (QBarSet* part : {hw, energy, wear}) {
+      bool any = false;
+      for (int i = 0; i < part->count(); ++i) any = any || part->at(i) > 0;
+      for (QLegendMarker* m : chart->legend()->markers(series))
+        if (auto* bm = qobject_cast<QBarLegendMarker*>(m); bm && bm->barset() == part) m->setVisible(any);
+    }
     QBarCategoryAxis* categories = category_axis(chart, labels);
     const auto was = pinned_of([](const evaluate::Evaluation& e) { return e.cost.cost_usd; });
     for (double usd : was) max = std::max(max, usd);

@@ -10,7 +10,11 @@
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
+#include <QBarLegendMarker>
+#include <QBarSet>
 #include <QChartView>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QComboBox>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
@@ -121,6 +125,19 @@ class MainWindowTest : public QObject {
     QVERIFY(n > 0);
     const auto* table = w->findChild<QTableWidget*>("table");
     QCOMPARE(table->columnCount(), static_cast<int>(2 * n - 1));
+    // The cost chart's legend names only the parts some plan pays (rented plans pay no energy
+    // apart: an "energy" swatch for nothing read as a cost, and clipped "flash wear").
+    {
+      const auto* cost = w->findChild<QChartView*>("cost_chart");
+      QVERIFY(cost);
+      for (QLegendMarker* m : cost->chart()->legend()->markers()) {
+        auto* bm = qobject_cast<QBarLegendMarker*>(m);
+        QVERIFY(bm);
+        bool paid = false;
+        for (int i = 0; i < bm->barset()->count(); ++i) paid = paid || bm->barset()->at(i) > 0;
+        QVERIFY2(m->isVisible() == paid, qPrintable(bm->label()));
+      }
+    }
     for (const char* row : {"fits?", "GPUs", "peak GPU memory (device, judged for fit)", "job time", "cost", "GPU time not computing"})
       QVERIFY2(row_of(table, row) >= 0, row);
     for (std::size_t i = 0; i < n; ++i) {
