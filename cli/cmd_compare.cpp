@@ -42,6 +42,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
     extra.set("advice", notes.empty() ? io::Value(nullptr) : io::Value(join(notes, " ")));
     const std::string owning = io::ownership(s.plans, ev);
     extra.set("ownership", owning.empty() ? io::Value(nullptr) : io::Value(owning));
+    const std::string rent = io::rent_words(s.plans, ev);
+    extra.set("rent", rent.empty() ? io::Value(nullptr) : io::Value(rent));
     print_rows(app, s, rows, std::move(extra));
     return 0;
   }
@@ -79,6 +81,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   for (std::size_t i = 0; i < s.plans.size(); ++i)
     if (!ev[i].feasible()) fmt::print("{}: {}\n", s.plans[i].name, ev[i].reason());
   fmt::print("{}\n", verdict);
+  if (const std::string rent = io::rent_words(s.plans, ev); !rent.empty()) fmt::print("{}\n", rent);
   if (const std::string owning = io::ownership(s.plans, ev); !owning.empty()) fmt::print("{}\n", owning);
   for (const auto& line : io::advice(s.model, s.plans, ev)) fmt::print("note: {}\n", line);
   return 0;

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <iterator>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -461,6 +462,54 @@ double rent_usd_per_hour(const plan::Plan& p, const CostSpec& spec) {
   // A slice of a node rents at the node's rate times its share of the GPUs (cloud providers
   // price 1-, 2-, 4- and 8-GPU shapes of a server linearly: GCP a2-highgpu-1g/2g/4g/8g).
   return per_node * c.nodes * c.node_share();
+}
+
+namespace {
+
+// What the plan's node has that the catalog's node as sold does not (or lacks that it has), in
+// words: "1,536 GiB more DRAM, 10 more Samsung PM9A3 3.84 TB"; "" when it is the node as sold.
+std::string changes_from_as_sold(const plan::Cluster& c) {
+  if (!c.as_sold.catalog_node) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  std::vector<std::string> parts;
+  const double dram = (c.host.dram_bytes - c.as_sold.node_dram_bytes) / kGiB;
+  if (std::abs(dram) >= 1) parts.push_back(fmt::format("{:.0f} GiB {} DRAM", std::abs(dram), dram > 0 ? "more" : "less"));
+  const auto delta = [&](const auto& have, const auto& sold) {
+    std::map<std::string, int> n;
+    for (const auto& [d, k] : have) n[d.display_name] += k;
+    for (const auto& [d, k] : sold) n[d.display_name] -= k;
+    for (const auto& [name, k] : n)
+      if (k != 0) parts.push_back(fmt::format("{} {} {}", std::abs(k), k > 0 ? "more" : "fewer", name));
+  };
+  delta(c.drives, c.as_sold.drives);
+  delta(c.nics, c.as_sold.nics);
+  return join(parts, ", ");
+}
+
+}  // namespace
+
+std::string rent_basis(const plan::Plan& p, const CostSpec& spec) {
+  const plan::Cluster& c = p.cluster;
+  if (spec.mode != CostSpec::Mode::rent) return "";
+  if (spec.rent_usd_per_hour > 0) return fmt::format("cost.rent, ${:.2f}/h a node", spec.rent_usd_per_hour);
+  if (c.node.price.cloud_usd_per_hour) {
+    const double rate = *c.node.price.cloud_usd_per_hour;
+    std::string words = fmt::format("{}'s rate, ${:.2f}/h a node (catalog)", c.node.display_name, rate);
+    if (c.node_share() < 1)
+      words += fmt::format(", {} of its {} GPUs at ${:.2f}/h", c.gpus_per_node, c.node.gpus, rate * c.node_share());
+    if (const std::string changed = changes_from_as_sold(c); !changed.empty())
+      words += fmt::format("; the instance rents as catalogued, so the plan's {} are not in it (cost.rent prices them)",
+                           changed);
+    return words;
+  }
+  if (!c.gpu.price.cloud_usd_per_hour) return "";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  int drives = 0;
+  for (const auto& [d, n] : c.drives) drives += n;
+  return fmt::format("{} x {} at ${:.2f}/h a GPU (catalog), host share included; no cloud rents {}: its {:.0f} GiB of "
+                     "DRAM{} are not in the rent (cost.rent prices them)",
+                     c.gpus(), c.gpu.display_name, *c.gpu.price.cloud_usd_per_hour, c.node.display_name,
+                     c.host.dram_bytes / kGiB, drives > 0 ? fmt::format(" and {} drive{}", drives, drives == 1 ? "" : "s") : "");
 }
 
 namespace {

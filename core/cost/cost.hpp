@@ -129,5 +129,10 @@ std::vector<OwnedRange> cheapest_to_own(const std::vector<OwnedPlan>& plans, lon
 // Capital cost of the cluster (bill_of_materials' total), and its rent per hour.
 double capex_usd(const plan::Plan& plan);
 double rent_usd_per_hour(const plan::Plan& plan, const CostSpec& spec);
+// Where a rented plan's hourly rate comes from, in words, and what it leaves out: the scenario's
+// cost.rent; else the catalog node's own rate (a cloud instance rents as catalogued, so DRAM,
+// drives or NICs the plan changes are not in it); else the GPU's on-demand rate x GPUs, which
+// rents no host of the plan's own (its DRAM and drives are not in it). "" when owned or unpriced.
+std::string rent_basis(const plan::Plan& plan, const CostSpec& spec);
 
 }  // namespace ftplan::cost

@@ -271,6 +271,22 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
   return s + ".";
 }
 
+std::string rent_words(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
+  // Plans rented alike are named together: "A, C: ...".
+  std::vector<std::pair<std::string, std::vector<std::string>>> bases;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    if (!ev[i].feasible() || !ev[i].cost.priced()) continue;
+    const std::string b = cost::rent_basis(plans[i], plans[i].cost);
+    if (b.empty()) continue;
+    auto it = std::find_if(bases.begin(), bases.end(), [&](const auto& x) { return x.first == b; });
+    if (it == bases.end()) it = bases.insert(bases.end(), {b, {}});
+    it->second.push_back(plans[i].name);
+  }
+  std::vector<std::string> parts;
+  for (const auto& [b, names] : bases) parts.push_back(plans.size() > 1 ? join(names, ", ") + ": " + b : b);
+  return parts.empty() ? "" : "Rent: " + join(parts, "; ") + ".";
+}
+
 std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {
   std::vector<std::size_t> which;
   std::vector<cost::OwnedPlan> owned;

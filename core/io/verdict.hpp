@@ -62,5 +62,8 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
 // plan that fits is cheapest over which range, the clusters bought as the demand needs. "" unless
 // two or more plans are owned, priced and fit.
 std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
+// Where each rented plan's hourly rate comes from and what it leaves out (cost::rent_basis), one
+// sentence for the comparison: "Rent: A: ...; B: ...". "" when no plan is rented and priced.
+std::string rent_words(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
 
 }  // namespace ftplan::io

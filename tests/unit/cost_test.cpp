@@ -235,6 +235,27 @@ TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the D
   CHECK(cost::bill_of_materials(dgx2).missing.find("Tesla V100") != std::string::npos);
 }
 
+TEST_CASE("a rented plan says where its hourly rate comes from and what the rate leaves out") {
+  /* Issue 41: the rent prices the instance a cloud sells, or says none does. A DGX H100 rents at
+   * its own catalog rate, as catalogued: 2 TiB more DRAM is not in it. The workstation is no cloud
+   * instance: it rents as its GPUs' on-demand rate, without its DRAM and drives. */
+  plan::CostSpec rent;
+  const auto basis = [&](const std::string& cluster) { return cost::rent_basis(plan_on(cluster), rent); };
+  const std::string dgx = basis("{node: dgx-h100, nodes: 1}");
+  CHECK(dgx.find("NVIDIA DGX H100's rate, $24.00/h a node (catalog)") == 0);
+  CHECK(dgx.find("not in it") == std::string::npos);
+  CHECK(basis("{node: dgx-h100, nodes: 1, dram: 4 TiB}").find("2048 GiB more DRAM are not in it") != std::string::npos);
+  CHECK(basis("{node: dgx-h100, nodes: 1, gpus_per_node: 2}").find("2 of its 8 GPUs at $6.00/h") != std::string::npos);
+  const std::string ws = basis("{node: workstation-4x-rtx-6000-ada, nodes: 1}");
+  CHECK(ws.find("4 x NVIDIA RTX 6000 Ada Generation 48GB at $0.79/h a GPU") == 0);
+  CHECK(ws.find("no cloud rents Workstation with 4x RTX 6000 Ada") != std::string::npos);
+  CHECK(ws.find("512 GiB of DRAM and 2 drives are not in the rent") != std::string::npos);
+  rent.rent_usd_per_hour = 50;
+  CHECK(basis("{node: workstation-4x-rtx-6000-ada, nodes: 1}") == "cost.rent, $50.00/h a node");
+  rent.mode = plan::CostSpec::Mode::own;
+  CHECK(basis("{node: dgx-h100, nodes: 1}").empty());
+}
+
 TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
   /* One A100 of a DGX A100 (8 GPUs, 2 TB DRAM, 8 NVMe drives): rent = node rate / 8; idle power =
    * one GPU's idle + 1/8 of the node's other parts; host DRAM and flash capacity 1/8 of the node's.
