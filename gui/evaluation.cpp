@@ -180,6 +180,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     out.verdict = io::verdict(s.plans, out.evaluations);
     out.ownership = io::ownership(s.plans, out.evaluations);
   }
+  out.rent = io::rent_words(out.plans, out.evaluations);
   out.advice = io::advice(s.model, out.plans, out.evaluations);
   out.comparison = io::comparison(out.plans, out.evaluations);
   out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
@@ -262,6 +263,7 @@ std::string results_json(const Outcome& o) {
   // As `ftplan compare --format json` writes them: null where there is nothing to say.
   top.set("advice", o.advice.empty() ? io::Value(nullptr) : io::Value(join(o.advice, " ")));
   top.set("ownership", o.ownership.empty() ? io::Value(nullptr) : io::Value(o.ownership));
+  top.set("rent", o.rent.empty() ? io::Value(nullptr) : io::Value(o.rent));
   return io::rows_to_json(result_rows(o), "results", io::kOutputSchemaVersion, top);
 }
 

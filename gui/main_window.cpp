@@ -788,6 +788,8 @@ void MainWindow::redraw() {
       q("costs: " + (o.comparison.one_basis ? o.comparison.basis : std::string("per plan (the 'costs' row)")));
   if (pinned_) basis += "; against the pinned baseline (blue: changes, dashed marks in the charts)";
   basis_->setText(basis);
+  // Where each rented plan's rate comes from and what it leaves out: compare's "Rent:" line.
+  basis_->setToolTip(q(o.rent));
   show_table(o);
   show_charts(o);
   show_search(o);

@@ -74,6 +74,9 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   // crossover; its notes as compare's.
   CHECK(json.contains("advice"));
   CHECK(json["ownership"].is_null());
+  // compare's "Rent:" line: where each rented plan's rate comes from.
+  CHECK(json["rent"] == io::rent_words(base.plans, base.evaluations));
+  CHECK(json["rent"].get<std::string>().find("no cloud rents Workstation with 4x RTX 6000 Ada") != std::string::npos);
   const auto notes = io::advice(base.scenario->model, base.plans, base.evaluations);
   if (notes.empty())
     CHECK(json["advice"].is_null());
