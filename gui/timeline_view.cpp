@@ -75,8 +75,28 @@ QStringList TimelineView::row_names() const {
     for (const char* n : kRowNames) out << n;
     return out;
   }
-  for (const auto& t : tracks_.streams) out << QString::fromStdString(t.name);
-  for (const auto& t : tracks_.links) out << QString::fromStdString(t.name);
+  // Each row with the share of the step it is busy: the union of its bars (a link's flows overlap).
+  const auto busy = [&](const sim::Track& t) {
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& sp : t.spans)
+      if (sp.end_s > sp.start_s) spans.emplace_back(sp.start_s, sp.end_s);
+    std::sort(spans.begin(), spans.end());
+    double total = 0, end = -1;
+    for (const auto& [a, b] : spans) {
+      if (a > end) {
+        total += b - a;
+        end = b;
+      } else if (b > end) {
+        total += b - end;
+        end = b;
+      }
+    }
+    const double step = timeline_.step_s;
+    return step > 0 ? QString("%1 %2%").arg(QString::fromStdString(t.name)).arg(100 * total / step, 0, 'f', 0)
+                    : QString::fromStdString(t.name);
+  };
+  for (const auto& t : tracks_.streams) out << busy(t);
+  for (const auto& t : tracks_.links) out << busy(t);
   return out;
 }
 
@@ -280,8 +300,16 @@ void TimelineView::paint_tracks(QPainter& painter) {
     for (const auto& sp : track.spans) {
       const double x0 = x_of(sp.start_s), x1 = x_of(sp.end_s);
       if (x1 < r.left() || x0 > r.right()) continue;
-      painter.fillRect(QRectF(x0, r.top() + row * row_h + 2, std::max(1.0, x1 - x0), std::max(1.0, row_h - 4)),
-                       category_color(sp.category));
+      const QRectF bar(x0, r.top() + row * row_h + 2, std::max(1.0, x1 - x0), std::max(1.0, row_h - 4));
+      const QColor fill = category_color(sp.category);
+      painter.fillRect(bar, fill);
+      // Zoomed in far enough, a bar names its op or flow (the part of it on screen).
+      const QRectF shown = bar.intersected(r).adjusted(3, 0, -3, 0);
+      const QString name = QString::fromStdString(sp.name);
+      if (shown.width() >= fm.horizontalAdvance(name.left(6)) + 2) {
+        painter.setPen(fill.lightness() < 140 ? Qt::white : Qt::black);
+        painter.drawText(shown, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, static_cast<int>(shown.width())));
+      }
     }
   }
   painter.restore();

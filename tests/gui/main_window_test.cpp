@@ -195,6 +195,17 @@ class MainWindowTest : public QObject {
       QVERIFY(qAbs(timeline->timeline().step_s / o.evaluations[0].step.step_time_s - 1) < 0.005);
       QVERIFY(!timeline->timeline().intervals.empty());
       QVERIFY(!timeline->tracks().streams.empty());
+      // Each row says how busy it is over the step; the compute stream's share is the traced
+      // step's own compute utilization (what simulate prints as "busy").
+      const QStringList rows = timeline->row_names();
+      for (const QString& r : rows) QVERIFY2(r.endsWith('%'), qPrintable(r));
+      double busy = 0;
+      for (const auto& t : timeline->tracks().streams)
+        if (t.name == "compute")
+          for (const auto& sp : t.spans) busy += sp.end_s - sp.start_s;
+      const QString compute = rows.front();
+      QVERIFY2(compute.startsWith("compute "), qPrintable(compute));
+      QCOMPARE(compute.mid(8).chopped(1).toInt(), qRound(100 * busy / timeline->timeline().step_s));
     }
     w->findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
     QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
@@ -417,6 +428,10 @@ class MainWindowTest : public QObject {
     QApplication::processEvents();
     QVERIFY(
         w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered-zoomed.png")));
+    // Far enough in, the bars name their ops.
+    timeline->zoom(300, whole / 2);
+    QApplication::processEvents();
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered-ops.png")));
   }
 
   // A sweep runs on the workers and shows any output over two axes: which plan is cheapest within
