@@ -28,6 +28,7 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QBarLegendMarker>
+#include <QResizeEvent>
 #include <QLineSeries>
 #include <QListWidget>
 #include <QLogValueAxis>
@@ -115,10 +116,49 @@ QChart* new_chart(const QString& title) {
 // Tick labels with as many decimals as the axis' scale needs: "1000", not "1e+03".
 QString label_format(double max) { return max >= 10 ? "%.0f" : max >= 1 ? "%.1f" : "%.2f"; }
 
+// A value axis shows as many ticks as fit its chart's width, ~38 px a label: at 1280 x 720 the
+// three charts of the first tab share ~650 px, and six labels each were elided to "...".
+// `data_max` (value_axis) is the axis' range before nice numbers, which each fit starts from.
+// `plot_width`: the plot area's width, when known better than the chart's own (during a resize,
+// before the chart has laid itself out again).
+void fit_ticks(QChartView* view, double plot_width = 0) {
+  QChart* chart = view->chart();
+  if (!chart) return;
+  const double plot = plot_width > 0 ? plot_width : chart->plotArea().width();
+  const double width = plot > 0 ? plot : 0.6 * view->width();
+  const int ticks = std::clamp(static_cast<int>(width / 38) + 1, 2, 6);
+  for (QAbstractAxis* a : chart->axes(Qt::Horizontal)) {
+    auto* v = qobject_cast<QValueAxis*>(a);
+    if (!v || v->property("data_max").isNull() || v->property("fitted_ticks").toInt() == ticks) continue;
+    v->setRange(0, v->property("data_max").toDouble());
+    v->setTickCount(ticks);
+    v->applyNiceNumbers();
+    v->setLabelFormat(label_format(v->max()));
+    v->setProperty("fitted_ticks", ticks);
+  }
+}
+
+// Fits a chart view's ticks again whenever the view is resized.
+class TickFitter : public QObject {
+ public:
+  using QObject::QObject;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() != QEvent::Resize) return false;
+    auto* view = qobject_cast<QChartView*>(watched);
+    if (!view || !view->chart()) return false;
+    // The chart lays out after this event: its plot area keeps its share of the view's width.
+    const auto* resize = static_cast<QResizeEvent*>(event);
+    const double before = resize->oldSize().width(), plot = view->chart()->plotArea().width();
+    fit_ticks(view, before > 0 && plot > 0 ? plot * resize->size().width() / before : 0.6 * resize->size().width());
+    return false;
+  }
+};
+
 void replace_chart(QChartView* view, QChart* chart) {
   QChart* old = view->chart();
   view->setChart(chart);
   delete old;
+  fit_ticks(view);
 }
 
 // Horizontal bars: plan names (with their figure) on the left, where long labels fit; the first
@@ -140,6 +180,7 @@ QValueAxis* value_axis(QChart* chart, const QString& title, double max) {
   auto* values = new QValueAxis;
   values->setTitleText(title);
   values->setRange(0, max > 0 ? max : 1);
+  values->setProperty("data_max", max > 0 ? max : 1.0);
   values->applyNiceNumbers();
   values->setLabelFormat(label_format(values->max()));
   chart->addAxis(values, Qt::AlignBottom);
@@ -446,9 +487,11 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   verdict_->setWordWrap(true);
   verdict_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   verdict_->setStyleSheet("QLabel { background: #f3f6fa; padding: 6px; }");
-  const auto chart_view = [](const char* name) {
+  auto* tick_fitter = new TickFitter(this);
+  const auto chart_view = [tick_fitter](const char* name) {
     auto* v = new QChartView;
     v->setObjectName(name);
+    v->installEventFilter(tick_fitter);
     v->setRenderHint(QPainter::Antialiasing);
     v->setMinimumHeight(280);
     return v;

@@ -13,6 +13,7 @@
 #include <QBarLegendMarker>
 #include <QBarSet>
 #include <QChartView>
+#include <QValueAxis>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QComboBox>
@@ -380,6 +381,31 @@ class MainWindowTest : public QObject {
   }
 
   // The timeline follows the chosen plan and zooms around a point.
+  // On a 1280 x 720 screen the charts' value axes keep their labels legible: as many ticks as fit
+  // (six labels in ~90 px were elided to "..."); back at full size, more again.
+  void charts_fit_a_small_window() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
+    w->evaluate_now();
+    const auto ticks_fit = [&](const char* name) {
+      auto* view = w->findChild<QChartView*>(name);
+      QChart* chart = view->chart();
+      for (QAbstractAxis* a : chart->axes(Qt::Horizontal))
+        if (auto* v = qobject_cast<QValueAxis*>(a)) {
+          qInfo("%s: %d ticks over %.0f px", name, v->tickCount(), chart->plotArea().width());
+          return (v->tickCount() - 1) * 25.0 <= chart->plotArea().width();  // labels like "100" and a gap
+        }
+      return true;  // a log axis (job time): Qt places its decades
+    };
+    for (const QSize size : {QSize(1280, 720), QSize(1600, 1000)}) {
+      w->resize(size);
+      w->show();
+      QApplication::processEvents();
+      for (const char* chart : {"cost_chart", "memory_chart"}) QVERIFY2(ticks_fit(chart), chart);
+    }
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "window-1600.png")));
+  }
+
   void the_step_timeline_zooms() {
     auto w = window();
     QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
