@@ -69,9 +69,13 @@ struct Result {
   std::string family;
   Metric metric;
   double measured, predicted;
+  double hfu = 0;  // time rows: the simulated step's hardware FLOPs utilization
   // Signed so that + is too fast (throughput over the published) or too much memory: a step
   // time's error is measured / predicted - 1, a rate's or memory's predicted / measured - 1.
   double error() const { return metric == Metric::step_time ? measured / predicted - 1 : predicted / measured - 1; }
+  // The utilization the published run reached on the same FLOPs: the simulated HFU scaled by how
+  // much slower (or faster) the run was than predicted.
+  double measured_hfu() const { return hfu / (1 + error()); }
 };
 
 // FTPLAN_VALIDATION_DETAIL=LINE prints where that row's simulated step goes: each stream's busy
@@ -104,8 +108,8 @@ void detail(const plan::Scenario& s, const plan::Plan& p) {
 
 std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::string& table, std::string& unsaid) {
   std::vector<Result> out;
-  table = fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10} {:>10} {:>8}\n", "line", "family", "case", "metric", "measured",
-                      "predicted", "error");
+  table = fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10} {:>10} {:>8} {:>15}\n", "line", "family", "case", "metric",
+                      "measured", "predicted", "error", "HFU meas./sim.");
   for (const auto& row : rows) {
     const Metric metric = metric_of(row);
     if (metric == Metric::none) continue;
@@ -118,7 +122,7 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
     }
     const auto& s = *mapped.scenario;
     const plan::Plan& p = s.plans.front();
-    double measured = std::stod(row.at("measured_value")), predicted = 0;
+    double measured = std::stod(row.at("measured_value")), predicted = 0, hfu = 0;
     const char* name = "";
     if (metric == Metric::memory) {
       const auto f = footprint::footprint(s.model, p);
@@ -135,6 +139,7 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
       name = validation::to_string(kind);
     } else {
       const auto r = sim::simulate_step(s.model, p);
+      hfu = r.hfu;
       if (const char* d = std::getenv("FTPLAN_VALIDATION_DETAIL"); d && std::atoi(d) == row.line) detail(s, p);
       if (metric == Metric::step_time) {
         // Per optimizer step; "s/10 iter" is ten of them.
@@ -151,9 +156,10 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
         name = "samples/s";
       }
     }
-    Result res{&row, family(row), metric, measured, predicted};
-    table += fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10.2f} {:>10.2f} {:>+7.1f}%\n", row.line, res.family, label, name,
-                         measured, predicted, 100 * res.error());
+    Result res{&row, family(row), metric, measured, predicted, hfu};
+    table += fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10.2f} {:>10.2f} {:>+7.1f}% {:>15}\n", row.line, res.family, label,
+                         name, measured, predicted, 100 * res.error(),
+                         hfu > 0 ? fmt::format("{:.0f}% / {:.0f}%", 100 * res.measured_hfu(), 100 * hfu) : "");
     out.push_back(res);
   }
   return out;
@@ -165,7 +171,7 @@ TEST_CASE("published fine-tuning measurements by stack: time and memory errors p
   const auto rows = validation::read_published((test::data_dir() / "validation" / "published_finetune.csv").string());
   std::string table, unsaid;
   const std::vector<Result> results = predict_all(rows, table, unsaid);
-  std::map<std::string, std::vector<double>> time_abs, time_signed, memory_abs;
+  std::map<std::string, std::vector<double>> time_abs, time_signed, memory_abs, hfu_measured, hfu_simulated;
   std::vector<double> all_time, all_memory;
   for (const auto& r : results) {
     if (r.metric == Metric::memory) {
@@ -174,15 +180,23 @@ TEST_CASE("published fine-tuning measurements by stack: time and memory errors p
     } else {
       time_abs[r.family].push_back(std::abs(r.error()));
       time_signed[r.family].push_back(r.error());
+      hfu_measured[r.family].push_back(r.measured_hfu());
+      hfu_simulated[r.family].push_back(r.hfu);
       all_time.push_back(std::abs(r.error()));
     }
   }
-  std::string summary = fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16}\n", "family", "time rows", "time |err| med.",
-                                    "time signed med.", "memory rows", "memory |err| med.");
+  // HFU med.: the family's median hardware FLOPs utilization, the published runs' (the simulated
+  // step's FLOPs over their measured time) against the simulated one.
+  std::string summary = fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16} {:>20}\n", "family", "time rows",
+                                    "time |err| med.", "time signed med.", "memory rows", "memory |err| med.",
+                                    "HFU med. meas./sim.");
   for (const char* f : {"hf", "deepspeed", "torchtune", "nemo", "unsloth"})
-    summary += fmt::format("{:<10} {:>10} {:>15.1f}% {:>+15.1f}% {:>11} {:>15.1f}%\n", f, time_abs[f].size(),
+    summary += fmt::format("{:<10} {:>10} {:>15.1f}% {:>+15.1f}% {:>11} {:>15.1f}% {:>20}\n", f, time_abs[f].size(),
                            100 * median_of(time_abs[f]), 100 * median_of(time_signed[f]), memory_abs[f].size(),
-                           100 * median_of(memory_abs[f]));
+                           100 * median_of(memory_abs[f]),
+                           hfu_measured[f].empty() ? std::string("-")
+                                                   : fmt::format("{:.0f}% / {:.0f}%", 100 * median_of(hfu_measured[f]),
+                                                                 100 * median_of(hfu_simulated[f])));
   MESSAGE("\n", table, "\n", summary, "all: time ", fmt::format("{:.1f}%", 100 * median_of(all_time)), " over ",
           all_time.size(), " rows, memory ", fmt::format("{:.1f}%", 100 * median_of(all_memory)), " over ",
           all_memory.size(), " rows\nrows without enough configuration:\n", unsaid);
