@@ -37,6 +37,7 @@ bool has(const std::string& s, const char* what) {
 std::string family(const PublishedRow& r) {
   const std::string& src = r.at("source_url_or_repo_path");
   if (has(src, "torchtune")) return "torchtune";
+  if (has(src, "torchtitan")) return "torchtitan";
   if (has(src, "unslothai/unsloth")) return "unsloth";
   if (has(src, "nemo") || has(r.at("parallelism"), "megatron")) return "nemo";
   if (has(r.at("parallelism"), "deepspeed")) return "deepspeed";
@@ -190,7 +191,7 @@ TEST_CASE("published fine-tuning measurements by stack: time and memory errors p
   std::string summary = fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16} {:>20}\n", "family", "time rows",
                                     "time |err| med.", "time signed med.", "memory rows", "memory |err| med.",
                                     "HFU med. meas./sim.");
-  for (const char* f : {"hf", "deepspeed", "torchtune", "nemo", "unsloth"})
+  for (const char* f : {"hf", "deepspeed", "torchtune", "torchtitan", "nemo", "unsloth"})
     summary += fmt::format("{:<10} {:>10} {:>15.1f}% {:>+15.1f}% {:>11} {:>15.1f}% {:>20}\n", f, time_abs[f].size(),
                            100 * median_of(time_abs[f]), 100 * median_of(time_signed[f]), memory_abs[f].size(),
                            100 * median_of(memory_abs[f]),

@@ -228,9 +228,13 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
     if (std::regex_search(par, m, std::regex("ZeRO-([0-3])"))) parallel = fmt::format("{{zero: {}}}", m[1].str());
   } else if (contains(par, "fsdp2") || (contains(par, "fsdp") && contains(row.at("source_url_or_repo_path"), "torchtitan"))) {
     framework = "pytorch-fsdp2";
-    // NeMo Automodel's "FSDP2 4-way x TP2": tensor parallelism inside each FSDP2 replica.
+    // NeMo Automodel's "FSDP2 4-way x TP2": tensor parallelism inside each FSDP2 replica;
+    // torchtitan's "FSDP 4, CP 2": context parallelism beside it.
     std::smatch m;
-    if (std::regex_search(par, m, std::regex("TP ?([0-9]+)")) && m[1] != "1") parallel = fmt::format("{{tp: {}}}", m[1].str());
+    std::vector<std::string> degrees;
+    if (std::regex_search(par, m, std::regex("TP ?([0-9]+)")) && m[1] != "1") degrees.push_back("tp: " + m[1].str());
+    if (std::regex_search(par, m, std::regex("CP ?([0-9]+)")) && m[1] != "1") degrees.push_back("cp: " + m[1].str());
+    if (!degrees.empty()) parallel = fmt::format("{{{}}}", fmt::join(degrees, ", "));
   } else if (contains(par, "fsdp")) {
     framework = "pytorch-fsdp";
   } else if (contains(par, "tp ")) {
