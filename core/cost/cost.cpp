@@ -17,6 +17,8 @@ namespace ftplan::cost {
 
 namespace {
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 // GPU board power by what it runs, as a share between its idle and TDP. Dense GEMMs run near
 // TDP (DESIGN.md); memory-bound kernels and communication draw less; a GPU with a process
 // attached but waiting sits above bare idle at raised clocks (an A40: ~30 W idle, ~110 W at full
@@ -398,7 +400,6 @@ PowerReport power(const plan::Plan& p, const Timeline& t, const GpuPower* gpu) {
 Bom bill_of_materials(const plan::Plan& p) {
   const plan::Cluster& c = p.cluster;
   const double units = c.nodes * c.node_share();  // nodes bought (a slice of one: its share)
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   Bom bom;
   const auto add = [&](const std::string& item, double count, std::optional<double> unit) {
     if (count == 0) return;
@@ -470,7 +471,6 @@ namespace {
 // words: "1,536 GiB more DRAM, 10 more Samsung PM9A3 3.84 TB"; "" when it is the node as sold.
 std::string changes_from_as_sold(const plan::Cluster& c) {
   if (!c.as_sold.catalog_node) return "";
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   std::vector<std::string> parts;
   const double dram = (c.host.dram_bytes - c.as_sold.node_dram_bytes) / kGiB;
   if (std::abs(dram) >= 1) parts.push_back(fmt::format("{:.0f} GiB {} DRAM", std::abs(dram), dram > 0 ? "more" : "less"));
@@ -503,7 +503,6 @@ std::string rent_basis(const plan::Plan& p, const CostSpec& spec) {
     return words;
   }
   if (!c.gpu.price.cloud_usd_per_hour) return "";
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   int drives = 0;
   for (const auto& [d, n] : c.drives) drives += n;
   return fmt::format("{} x {} at ${:.2f}/h a GPU (catalog), host share included; no cloud rents {}: its {:.0f} GiB of "
