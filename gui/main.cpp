@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   if (!screenshot.empty() && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
 
   QApplication app(argc, argv);
+  // Where QSettings keeps the window's recent files (~/.config/ftplan/ftplan-gui.conf on Linux).
+  QCoreApplication::setOrganizationName("ftplan");
+  QCoreApplication::setApplicationName("ftplan-gui");
   try {
     const ftplan::model::Zoo zoo = ftplan::io::load_zoo(zoo_dir);
     const ftplan::hardware::Catalog catalog = ftplan::io::load_catalog(zoo_dir);

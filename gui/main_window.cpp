@@ -28,6 +28,9 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QBarLegendMarker>
+#include <QTextDocument>
+#include <QCloseEvent>
+#include <QSettings>
 #include <QResizeEvent>
 #include <QLineSeries>
 #include <QListWidget>
@@ -110,6 +113,8 @@ QChart* new_chart(const QString& title) {
   QFont small = chart->legend()->font();
   small.setPointSizeF(small.pointSizeF() * 0.85);
   chart->legend()->setFont(small);
+  // A legend entry elided in a narrow window ("allocator sl...") shows its whole name on hover.
+  chart->legend()->setShowToolTips(true);
   return chart;
 }
 
@@ -570,6 +575,8 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   // ---- actions
   auto* file = menuBar()->addMenu("&File");
   QAction* open = file->addAction("&Open scenario…", this, &MainWindow::open_dialog);
+  recent_menu_ = file->addMenu("Open &recent");
+  fill_recent_menu();
   open->setShortcut(QKeySequence::Open);
   file->addAction("&Save scenario", this, &MainWindow::save)->setShortcut(QKeySequence::Save);
   QAction* save = file->addAction("Save scenario &as…", this, &MainWindow::save_dialog);
@@ -600,6 +607,8 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
   connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
+  // The title's "*" while the text has edits not yet saved.
+  connect(editor_->document(), &QTextDocument::modificationChanged, this, &MainWindow::setWindowModified);
   editor_->setFocus();
 }
 
@@ -621,10 +630,42 @@ bool MainWindow::open_file(const std::filesystem::path& path) {
   }
   std::stringstream text;
   text << in.rdbuf();
-  path_ = path;
-  setWindowTitle(q(path.filename().string() + " — ftplan"));
   editor_->setPlainText(q(text.str()));  // schedules an evaluation
+  editor_->document()->setModified(false);
+  set_path(path);
   return true;
+}
+
+QStringList MainWindow::recent_files() { return QSettings().value("recent").toStringList(); }
+
+void MainWindow::set_path(const std::filesystem::path& path) {
+  path_ = path;
+  // "[*]": Qt shows "*" there while the document has unsaved edits (setWindowModified).
+  setWindowTitle(q(path.filename().string()) + "[*] — ftplan");
+  QStringList recent = recent_files();
+  const QString file = q(std::filesystem::absolute(path).lexically_normal().string());
+  recent.removeAll(file);
+  recent.prepend(file);
+  while (recent.size() > 8) recent.removeLast();
+  QSettings().setValue("recent", recent);
+  fill_recent_menu();
+}
+
+void MainWindow::fill_recent_menu() {
+  if (!recent_menu_) return;
+  recent_menu_->clear();
+  for (const QString& f : recent_files())
+    recent_menu_->addAction(f, this, [this, f] { open_file(f.toStdString()); });
+  recent_menu_->setEnabled(!recent_menu_->isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!isWindowModified() || QApplication::platformName() == "offscreen") return event->accept();
+  const auto choice = QMessageBox::question(
+      this, "ftplan", q("Save the changes to " + (path_.empty() ? std::string("the scenario") : path_.filename().string()) + "?"),
+      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  if (choice == QMessageBox::Cancel || (choice == QMessageBox::Save && !save())) return event->ignore();
+  event->accept();
 }
 
 void MainWindow::open_dialog() {
@@ -650,8 +691,8 @@ void MainWindow::save_dialog() {
       QFileDialog::getSaveFileName(this, "Save scenario as", q(path_.string()), "Scenarios (*.yaml *.yml)");
   if (file.isEmpty()) return;
   if (!write_or_warn(file, editor_->toPlainText().toStdString())) return;
-  path_ = file.toStdString();
-  setWindowTitle(q(path_.filename().string() + " — ftplan"));
+  editor_->document()->setModified(false);
+  set_path(file.toStdString());
 }
 
 Overrides MainWindow::overrides() const {
@@ -1144,6 +1185,7 @@ bool MainWindow::save() {
     return !path_.empty();
   }
   if (!write_or_warn(q(path_.string()), editor_->toPlainText().toStdString())) return false;
+  editor_->document()->setModified(false);
   statusBar()->showMessage(q("saved " + path_.string()));
   return true;
 }

@@ -82,6 +82,9 @@ class MainWindow : public QMainWindow {
   int control_plan() const;
   // Until the step timeline's traced simulation (on a worker thread) is on screen.
   void wait_for_timeline();
+  // The scenario files opened or saved lately, newest first (QSettings "recent", at most 8); File
+  // > Open recent lists them.
+  static QStringList recent_files();
 
  signals:
   // An evaluation's result is on screen (or its errors are).
@@ -103,7 +106,13 @@ class MainWindow : public QMainWindow {
   void timeline_done();
   void open_sweep_dialog();
 
+ protected:
+  // Unsaved edits (the title's "*") ask before the window closes: save, discard or stay.
+  void closeEvent(QCloseEvent* event) override;
+
  private:
+  void set_path(const std::filesystem::path& path);  // the file the text is now, in the title and the recent list
+  void fill_recent_menu();
   Overrides overrides() const;
   std::string source_name() const;         // what reader messages call the text
   std::filesystem::path base_dir() const;  // where relative paths in it resolve
@@ -123,6 +132,7 @@ class MainWindow : public QMainWindow {
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
   std::filesystem::path path_;     // the file the text came from ("" = none)
+  QMenu* recent_menu_ = nullptr;
   Outcome shown_;                  // what the window shows now (the last good evaluation)
   std::optional<Outcome> pinned_;  // the baseline the what-if is shown against
 

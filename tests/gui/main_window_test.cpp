@@ -13,6 +13,8 @@
 #include <QBarLegendMarker>
 #include <QBarSet>
 #include <QChartView>
+#include <QStandardPaths>
+#include <QSettings>
 #include <QValueAxis>
 #include <QLegend>
 #include <QLegendMarker>
@@ -99,6 +101,11 @@ class MainWindowTest : public QObject {
 
  private slots:
   void initTestCase() {
+    // QSettings (the recent files) in a test location, not the user's.
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("ftplan-test");
+    QCoreApplication::setApplicationName("ftplan-gui-test");
+    QSettings().remove("recent");
     zoo_ = std::make_unique<ftplan::model::Zoo>(ftplan::io::load_zoo(FTPLAN_ZOO_DIR));
     catalog_ = std::make_unique<ftplan::hardware::Catalog>(ftplan::io::load_catalog(FTPLAN_ZOO_DIR));
     fs::create_directories(FTPLAN_SCREENSHOT_DIR);
@@ -337,8 +344,15 @@ class MainWindowTest : public QObject {
     auto w = window();
     QVERIFY(w->open_file(dir / "s.yaml"));
     auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    // The title marks unsaved edits, and the file opened is first among the recent ones.
+    QVERIFY(!w->isWindowModified());
+    QVERIFY(w->windowTitle().contains("[*]"));
+    QCOMPARE(MainWindow::recent_files().value(0),
+             QString::fromStdString(fs::absolute(dir / "s.yaml").lexically_normal().string()));
     editor->appendPlainText("# edited");
+    QVERIFY(w->isWindowModified());
     QVERIFY(w->save());
+    QVERIFY(!w->isWindowModified());
     std::ifstream in(dir / "s.yaml");
     std::stringstream text;
     text << in.rdbuf();
