@@ -41,9 +41,11 @@ double number_of(const io::Value& v) {
 }  // namespace
 
 SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::string>& axes, const std::string& x_axis,
-                     const std::string& y_axis, const std::string& field, const std::string& plan) {
+                     const std::string& y_axis, const std::string& field, const std::string& plan,
+                     const std::map<std::string, std::string>& hold) {
   SweepGrid g;
-  // Each other axis at its first value (the first row's: points come in order).
+  // Each other axis at the value `hold` names, else at its first (the first row's: points come
+  // in order).
   std::map<std::string, std::string> held;
   std::vector<io::Row> ordered = rows;
   const auto point = [](const io::Row& r) {
@@ -62,14 +64,19 @@ SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::st
     }
     return true;
   };
-  for (const auto& a : axes)
-    if (a != x_axis && a != y_axis && !follows(a))
-      for (const auto& r : ordered)
-        if (const io::Value* v = r.get(a)) {
-          held[a] = text_of(*v);
-          g.held.emplace_back(a, held[a]);
-          break;
-        }
+  for (const auto& a : axes) {
+    if (a == x_axis || a == y_axis || follows(a)) continue;
+    std::vector<std::string> values;
+    for (const auto& r : ordered)
+      if (const io::Value* v = r.get(a); v && std::find(values.begin(), values.end(), text_of(*v)) == values.end())
+        values.push_back(text_of(*v));
+    if (values.empty()) continue;
+    const auto chosen = hold.find(a);
+    const bool takes = chosen != hold.end() && std::find(values.begin(), values.end(), chosen->second) != values.end();
+    held[a] = takes ? chosen->second : values.front();
+    g.held.emplace_back(a, held[a]);
+    g.held_values.push_back(std::move(values));
+  }
   const auto add = [](std::vector<std::string>& to, const std::string& v) {
     if (std::find(to.begin(), to.end(), v) == to.end()) to.push_back(v);
   };

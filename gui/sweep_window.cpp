@@ -133,9 +133,11 @@ SweepWindow::SweepWindow(const model::Zoo& zoo, const hardware::Catalog& catalog
   layout->addLayout(top);
   layout->addLayout(pick);
   layout->addWidget(heatmap_, 1);
-  held_ = new QLabel;
-  held_->setWordWrap(true);
-  layout->addWidget(held_);
+  // The axes off the map are held at one value each: their first, or the one picked here.
+  hold_row_ = new QWidget;
+  new QHBoxLayout(hold_row_);
+  hold_row_->layout()->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(hold_row_);
   connect(cancel_, &QPushButton::clicked, this, &SweepWindow::cancel);
   connect(&watcher_, &QFutureWatcher<void>::finished, this, &SweepWindow::done);
   for (QComboBox* box : {x_, y_, field_, plan_})
@@ -168,8 +170,9 @@ bool SweepWindow::open(const std::filesystem::path& file) {
   // The last sweep's map goes now, whether this one loads or not: under a new title (or an error)
   // it would read as this sweep's.
   grid_ = {};
+  hold_.clear();
   heatmap_->set(grid_, {}, {});
-  held_->clear();
+  clear_hold_pickers();
   try {
     sweep_.emplace(sweep::Sweep::load(file, zoo_, catalog_));
   } catch (const std::exception& e) {
@@ -276,14 +279,38 @@ void SweepWindow::show_grid(const std::string& x, const std::string& y, const st
     field_->setCurrentText(QString::fromStdString(field));
     plan_->setCurrentIndex(plan.empty() ? 0 : std::max(0, plan_->findText(QString::fromStdString(plan))));
   }
-  grid_ = sweep_grid(rows, axes_, x, y, field, plan);
+  grid_ = sweep_grid(rows, axes_, x, y, field, plan, hold_);
   heatmap_->set(grid_, QString::fromStdString(x), QString::fromStdString(y));
   heatmap_->setToolTip(QString::fromStdString(field + (plan.empty() ? "" : " of " + plan)));
   // The axes not on the map are held at their first value: say at which, so a reader knows
   // which slice of the sweep the cells are.
-  std::string held;
-  for (const auto& [axis, value] : grid_.held) held += (held.empty() ? "" : ", ") + axis + " = " + value;
-  held_->setText(held.empty() ? QString() : QString::fromStdString("held fixed: " + held));
+  // A picker per held axis, at the value it is held at (rebuilt: the held axes change with x and y).
+  clear_hold_pickers();
+  if (!grid_.held.empty()) hold_row_->layout()->addWidget(new QLabel("held fixed:"));
+  for (std::size_t i = 0; i < grid_.held.size(); ++i) {
+    const std::string axis = grid_.held[i].first;
+    auto* box = new QComboBox;
+    box->setObjectName(QString::fromStdString("hold:" + axis));
+    for (const auto& v : grid_.held_values[i]) box->addItem(QString::fromStdString(v));
+    box->setCurrentText(QString::fromStdString(grid_.held[i].second));
+    hold_row_->layout()->addWidget(new QLabel(QString::fromStdString(axis + " =")));
+    hold_row_->layout()->addWidget(box);
+    connect(box, &QComboBox::currentTextChanged, this,
+            [this, axis](const QString& v) { QTimer::singleShot(0, this, [this, axis, v] { hold(axis, v.toStdString()); }); });
+  }
+  static_cast<QHBoxLayout*>(hold_row_->layout())->addStretch(1);
+}
+
+void SweepWindow::clear_hold_pickers() {
+  while (QLayoutItem* item = hold_row_->layout()->takeAt(0)) {
+    delete item->widget();
+    delete item;
+  }
+}
+
+void SweepWindow::hold(const std::string& axis, const std::string& value) {
+  hold_[axis] = value;
+  redraw();
 }
 
 }  // namespace ftplan::gui

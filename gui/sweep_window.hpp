@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +43,8 @@ class SweepWindow : public QWidget {
   std::vector<io::Row> results() const;
   // Shows `field` of `plan` ("" = each point's first) over the axes x and y (column names, "axis.*").
   void show_grid(const std::string& x, const std::string& y, const std::string& field, const std::string& plan);
+  // Holds axis column `axis` (one not on the map) at `value` from now on, and redraws.
+  void hold(const std::string& axis, const std::string& value);
   const SweepGrid& grid() const { return grid_; }
 
  signals:
@@ -64,7 +67,9 @@ class SweepWindow : public QWidget {
   SweepGrid grid_;
 
   QLabel* title_ = nullptr;
-  QLabel* held_ = nullptr;  // the axes the heatmap holds fixed, and at what
+  QWidget* hold_row_ = nullptr;  // a picker per held axis (objectName "hold:" + its column)
+  std::map<std::string, std::string> hold_;  // the values chosen there
+  void clear_hold_pickers();
   QProgressBar* progress_ = nullptr;
   QPushButton* cancel_ = nullptr;
   QComboBox* x_ = nullptr;

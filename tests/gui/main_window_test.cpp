@@ -512,6 +512,22 @@ class MainWindowTest : public QObject {
     QCOMPARE(g.held.size(), std::size_t{1});
     QCOMPARE(QString::fromStdString(g.held[0].first), QString("axis.cost.mode"));
     QCOMPARE(QString::fromStdString(g.held[0].second), QString("rent"));
+    // Another value to hold it at, picked in the window: the cells are then those points' rows.
+    auto* hold = w.findChild<QComboBox*>("hold:axis.cost.mode");
+    QVERIFY(hold);
+    QCOMPARE(hold->count(), 2);
+    QCOMPARE(hold->currentText(), QString("rent"));
+    hold->setCurrentText("own");
+    QTRY_COMPARE(QString::fromStdString(w.grid().held[0].second), QString("own"));
+    for (std::size_t xi = 0; xi < w.grid().x.size(); ++xi)
+      for (std::size_t yi = 0; yi < w.grid().y.size(); ++yi)
+        for (const auto& r : rows)
+          if (text(r.get("plan")) == "tiered" && text(r.get("axis.cost.mode")) == "own" &&
+              text(r.get("axis.constraints.deadline")) == QString::fromStdString(w.grid().x[xi]) &&
+              text(r.get("axis.model")) == QString::fromStdString(w.grid().y[yi]))
+            QCOMPARE(QString::fromStdString(w.grid().text_at(xi, yi)), text(r.get("meets_constraints")));
+    QCOMPARE(w.findChild<QComboBox*>("hold:axis.cost.mode")->currentText(), QString("own"));
+    w.hold("axis.cost.mode", "rent");
     // A fractional field's cells read at a glance: 4 significant digits, no exponent from 10,000
     // up ("299,300"), not the CSV's 17 digits ("265.35328668763015" was drawn over the cells).
     w.show_grid("axis.constraints.deadline", "axis.model", "job_time_s", "tiered");
@@ -527,6 +543,7 @@ class MainWindowTest : public QObject {
         QVERIFY2(std::abs(shown - v) <= 5e-4 * std::abs(v), qPrintable(cell));
       }
     QVERIFY(numbers > 0);
+    QApplication::processEvents();  // the held axes' pickers, shown once the event loop runs
     QVERIFY(
         w.grab().save(QString::fromStdString((fs::path(FTPLAN_SCREENSHOT_DIR) / "sweep-tiered-vs-gpus.png").string())));
     // Cancel: the run ends after the points under way, with the rows so far.
