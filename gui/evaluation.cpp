@@ -269,4 +269,47 @@ std::string results_json(const Outcome& o) {
 
 std::string results_csv(const Outcome& o) { return o.scenario ? io::rows_to_csv(result_rows(o)) : std::string(); }
 
+std::string new_scenario_text(const NewScenario& s) {
+  const bool hf = s.model.find('/') != std::string::npos || s.model.ends_with(".json");
+  const std::string cluster = s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}}}", s.gpu, s.count)
+                                             : fmt::format("{{node: {}, nodes: {}}}", s.node, s.count);
+  std::string t = fmt::format(
+      "# Written by ftplan-gui's new-scenario form: edit any line, the window evaluates as you type\n"
+      "# (docs/scenario-format.md lists every key).\n"
+      "schema_version: 1\n"
+      "name: \"{} {} on {}\"\n"
+      "model: {}\n"
+      "job:\n"
+      "  method: {}          # full | lora | qlora\n"
+      "  seq_len: {}\n"
+      "  tokens: {}          # or steps: N, or epochs: N with dataset_tokens\n"
+      "  micro_batch: auto   # the fastest that fits (footprint + simulation)\n"
+      "  activation_checkpointing: auto\n"
+      "plans:\n"
+      "  - name: \"A {}\"\n"
+      "    cluster: {}\n",
+      s.model, s.method, s.node.empty() ? fmt::format("{} x {}", s.count, s.gpu) : fmt::format("{} x {}", s.count, s.node),
+      hf ? fmt::format("{{hf_config: {}}}", s.model) : s.model, s.method, s.seq_len, s.tokens,
+      s.node.empty() ? fmt::format("{} x {}", s.count, s.gpu) : fmt::format("{} x {}", s.count, s.node), cluster);
+  // A preset's lines: the state offloads run under DeepSpeed, which they describe (ZeRO-Offload on
+  // ZeRO-2's partitioned optimizer, ZeRO-Infinity and aiDAPTIV+ on ZeRO-3's streamed parameters:
+  // docs/tiered-memory.md); activation offload under any framework.
+  const auto offload_lines = [&] {
+    if (s.offload == "none") return std::string();
+    std::string lines = fmt::format("    offload: {{preset: {}}}\n", s.offload);
+    if (s.offload == "zero-offload") lines += "    parallel: {zero: 2}\n    job: {framework: deepspeed}\n";
+    if (s.offload == "zero-infinity" || s.offload == "aidaptiv")
+      lines += "    parallel: {zero: 3}\n    job: {framework: deepspeed}\n";
+    return lines;
+  };
+  if (!s.compare_tiered) return t + offload_lines();
+  if (s.offload == "none") return t;
+  // The tiered alternative beside it: one GPU (or one node) of the same kind, the state in host
+  // DRAM or flash.
+  return t + fmt::format("  - name: \"B tiered: {}\"\n    cluster: {}\n", s.offload,
+                         s.node.empty() ? fmt::format("{{gpu: {}, gpus: 1}}", s.gpu)
+                                        : fmt::format("{{node: {}, nodes: 1}}", s.node)) +
+         offload_lines();
+}
+
 }  // namespace ftplan::gui

@@ -90,6 +90,24 @@ KnobEdit with_knobs(const std::string& text, const std::string& name, const std:
 
 // The shown plans as `ftplan compare --format json` and `--format csv` write them (io::cost_row
 // per plan; the JSON with the scenario, the answer and the verdict on top). Empty without a scenario.
+// What the new-scenario form asks (File > New scenario): a model (a zoo name, or the path of a
+// Hugging Face config.json), the method, how much training, and where it runs: `count` GPUs of
+// `gpu`, or `count` nodes of `node` when a node is given; an offload preset for a tiered plan.
+struct NewScenario {
+  std::string model = "llama-3.1-8b";
+  std::string method = "lora";     // full | lora | qlora
+  std::string tokens = "100M";     // as a scenario writes it
+  int seq_len = 4096;
+  std::string gpu = "h100-sxm-80gb";
+  std::string node;                // "" = GPUs by count
+  int count = 8;
+  std::string offload = "none";    // an offload preset (plan::OffloadPreset's names)
+  bool compare_tiered = false;     // a second plan: one node's GPUs with this offload preset
+};
+// A commented scenario for `s`, as a person would write it (docs/scenario-format.md): its text
+// reads back clean (io::parse_scenario) for every choice the form offers.
+std::string new_scenario_text(const NewScenario& s);
+
 std::string results_json(const Outcome& outcome);
 std::string results_csv(const Outcome& outcome);
 

@@ -14,6 +14,7 @@
 #include <QBuffer>
 #include <QByteArray>
 #include <QPixmap>
+#include <QTimer>
 
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
@@ -92,6 +93,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     window.show();
+    // Without a scenario the window starts from the new-scenario form, not an empty editor.
+    if (scenario.empty()) QTimer::singleShot(0, &window, &ftplan::gui::MainWindow::new_scenario_dialog);
     return app.exec();
   } catch (const std::exception& e) {
     std::cerr << "ftplan-gui: " << e.what() << "\n";

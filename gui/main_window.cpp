@@ -28,6 +28,11 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QBarLegendMarker>
+#include <QPushButton>
+#include <QCheckBox>
+#include <QLineEdit>
+#include <QDialogButtonBox>
+#include <QDialog>
 #include <QTextDocument>
 #include <QCloseEvent>
 #include <QSettings>
@@ -574,6 +579,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
 
   // ---- actions
   auto* file = menuBar()->addMenu("&File");
+  file->addAction("&New scenario…", this, &MainWindow::new_scenario_dialog)->setShortcut(QKeySequence::New);
   QAction* open = file->addAction("&Open scenario…", this, &MainWindow::open_dialog);
   recent_menu_ = file->addMenu("Open &recent");
   fill_recent_menu();
@@ -666,6 +672,78 @@ void MainWindow::closeEvent(QCloseEvent* event) {
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (choice == QMessageBox::Cancel || (choice == QMessageBox::Save && !save())) return event->ignore();
   event->accept();
+}
+
+void MainWindow::new_scenario(const NewScenario& choices) {
+  editor_->setPlainText(q(new_scenario_text(choices)));  // schedules an evaluation
+  path_.clear();
+  setWindowTitle("new scenario[*] — ftplan");
+  editor_->document()->setModified(true);  // not on disk yet
+}
+
+// The new-scenario form: what a first comparison needs, every other key left to the text.
+void MainWindow::new_scenario_dialog() {
+  QDialog dialog(this);
+  dialog.setWindowTitle("New scenario");
+  auto* form = new QFormLayout(&dialog);
+  auto* model = new QComboBox;
+  model->setEditable(true);  // a zoo name, or a Hugging Face config.json's path
+  for (const auto& name : zoo_.names()) model->addItem(q(name));
+  model->setCurrentText("llama-3.1-8b");
+  auto* browse = new QPushButton("config.json…");
+  connect(browse, &QPushButton::clicked, &dialog, [&] {
+    const QString file = QFileDialog::getOpenFileName(&dialog, "Hugging Face config.json", {}, "config.json (*.json)");
+    if (!file.isEmpty()) model->setCurrentText(file);
+  });
+  auto* model_row = new QHBoxLayout;
+  model_row->addWidget(model, 1);
+  model_row->addWidget(browse);
+  form->addRow("model", model_row);
+  auto* method = new QComboBox;
+  method->addItems({"lora", "qlora", "full"});
+  form->addRow("method", method);
+  auto* tokens = new QLineEdit("100M");
+  form->addRow("tokens to train on", tokens);
+  auto* seq = new QSpinBox;
+  seq->setRange(128, 1 << 20);
+  seq->setSingleStep(512);
+  seq->setValue(4096);
+  form->addRow("sequence length", seq);
+  auto* gpu = new QComboBox;
+  gpu->addItem("(a node instead)");
+  for (const auto& name : catalog_.gpu_names()) gpu->addItem(q(name));
+  gpu->setCurrentText("h100-sxm-80gb");
+  auto* node = new QComboBox;
+  node->addItem("(GPUs by count)");
+  for (const auto& name : catalog_.node_names()) node->addItem(q(name));
+  auto* count = new QSpinBox;
+  count->setRange(1, 65536);
+  count->setValue(8);
+  form->addRow("GPU", gpu);
+  form->addRow("or node", node);
+  form->addRow("how many (GPUs, or nodes)", count);
+  auto* offload = new QComboBox;
+  for (const char* p : {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"})
+    offload->addItem(p);
+  form->addRow("offload", offload);
+  auto* tiered = new QCheckBox("the offload as a second plan on one GPU (or one node) beside it");
+  form->addRow("", tiered);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  form->addRow(buttons);
+  if (dialog.exec() != QDialog::Accepted) return;
+  NewScenario n;
+  n.model = model->currentText().toStdString();
+  n.method = method->currentText().toStdString();
+  n.tokens = tokens->text().toStdString();
+  n.seq_len = seq->value();
+  n.gpu = gpu->currentIndex() > 0 ? gpu->currentText().toStdString() : std::string("h100-sxm-80gb");
+  n.node = node->currentIndex() > 0 ? node->currentText().toStdString() : std::string();
+  n.count = count->value();
+  n.offload = offload->currentText().toStdString();
+  n.compare_tiered = tiered->isChecked();
+  new_scenario(n);
 }
 
 void MainWindow::open_dialog() {

@@ -47,6 +47,11 @@ class MainWindow : public QMainWindow {
 
   // Loads a scenario file into the editor (false, with a message, when it cannot be read).
   bool open_file(const std::filesystem::path& path);
+  // Starts a new, unsaved scenario from the new-scenario form's choices (new_scenario_text).
+  void new_scenario(const NewScenario& choices);
+  // The new-scenario form (File > New scenario; shown at start when no scenario is given), then
+  // new_scenario with what it was given.
+  void new_scenario_dialog();
   // Evaluates the editor's text now, on this thread, and shows the result (for --screenshot).
   void evaluate_now();
   // What the window shows now (the last evaluation that read clean).

@@ -335,6 +335,27 @@ class MainWindowTest : public QObject {
     QVERIFY(!cell(table, "peak GPU memory (device, judged for fit)", 0).contains(QString::fromUtf8("\u0394")));
   }
 
+  // The new-scenario form's choices become a commented scenario in the editor, unsaved, evaluated
+  // as any text: here 8 H100s against one with aiDAPTIV+ offload beside it.
+  void a_new_scenario_from_the_form() {
+    auto w = window();
+    ftplan::gui::NewScenario n;
+    n.model = "llama-3.1-8b";
+    n.method = "full";
+    n.tokens = "10M";
+    n.offload = "aidaptiv";
+    n.compare_tiered = true;
+    w->new_scenario(n);
+    QVERIFY(w->isWindowModified());
+    QVERIFY(w->windowTitle().startsWith("new scenario"));
+    QVERIFY(w->findChild<QPlainTextEdit*>("editor")->toPlainText().startsWith("# Written by ftplan-gui"));
+    w->evaluate_now();
+    QCOMPARE(w->shown().plans.size(), std::size_t{2});
+    QCOMPARE(QString::fromStdString(w->shown().plans[1].name), QString("B tiered: aidaptiv"));
+    QVERIFY(w->shown().errors.empty());
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "new-scenario.png")));
+  }
+
   // Save writes the text back to its file; the table and charts export as compare writes them.
   void save_and_export() {
     const fs::path dir = fs::path(FTPLAN_SCREENSHOT_DIR).parent_path() / "gui_test_files";

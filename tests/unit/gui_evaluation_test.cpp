@@ -213,3 +213,41 @@ TEST_CASE("a search is reused when only the text's plans changed, and run again 
   CHECK(o.plans[0].name == "mine");
   CHECK(o.text_plan == std::vector<int>{0});
 }
+
+TEST_CASE("the new-scenario form writes a scenario that reads clean and evaluates, for every choice it offers") {
+  /* Every method x every offload preset, GPUs by count or a node, with and without the tiered
+   * plan beside it: the text reads back without an error and each plan is evaluated. A model by
+   * its Hugging Face config.json too. */
+  int cases = 0;
+  for (const char* method : {"full", "lora", "qlora"})
+    for (const char* offload : {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"})
+      for (const bool node : {false, true})
+        for (const bool tiered : {false, true}) {
+          gui::NewScenario n;
+          n.model = "llama-3.2-1b";
+          n.method = method;
+          n.offload = offload;
+          n.tokens = "1M";
+          n.seq_len = 1024;
+          if (node) {
+            n.node = "dgx-h100";
+            n.count = 1;
+          }
+          n.compare_tiered = tiered;
+          const std::string text = gui::new_scenario_text(n);
+          INFO(text);
+          const auto o = run(text);
+          CHECK(o.errors.empty());
+          REQUIRE(o.scenario);
+          CHECK(o.evaluations.size() == (tiered && std::string(offload) != "none" ? 2u : 1u));
+          ++cases;
+        }
+  CHECK(cases == 72);
+  gui::NewScenario hf;
+  hf.model = (test::data_dir() / "hf" / "llama-3.1-8b" / "config.json").string();
+  hf.tokens = "1M";
+  const auto o = run(gui::new_scenario_text(hf));
+  CHECK(o.errors.empty());
+  REQUIRE(o.scenario);
+  CHECK(o.scenario->model.layers == 32);
+}
