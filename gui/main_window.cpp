@@ -69,6 +69,7 @@
 
 #include "common/error.hpp"
 #include "inventory/inventory.hpp"
+#include "io/import/import.hpp"
 #include "io/output_file.hpp"
 #include "io/scenario_edit.hpp"
 #include "common/units.hpp"
@@ -580,6 +581,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   // ---- actions
   auto* file = menuBar()->addMenu("&File");
   file->addAction("&New scenario…", this, &MainWindow::new_scenario_dialog)->setShortcut(QKeySequence::New);
+  file->addAction("&Import training configs…", this, &MainWindow::import_dialog);
   QAction* open = file->addAction("&Open scenario…", this, &MainWindow::open_dialog);
   recent_menu_ = file->addMenu("Open &recent");
   fill_recent_menu();
@@ -679,6 +681,51 @@ void MainWindow::new_scenario(const NewScenario& choices) {
   path_.clear();
   setWindowTitle("new scenario[*] — ftplan");
   editor_->document()->setModified(true);  // not on disk yet
+}
+
+bool MainWindow::import_configs(const std::vector<std::filesystem::path>& files, const std::string& gpu, int gpus) {
+  std::vector<io::ImportOverride> overrides;
+  if (!gpu.empty()) overrides.push_back({"plan.cluster.gpu", gpu, "the import dialog's GPU"});
+  if (gpus > 0) overrides.push_back({"plan.cluster.gpus", std::to_string(gpus), "the import dialog's GPU count"});
+  try {
+    const io::ImportedScenario imported = io::import_configs(files, overrides, zoo_);
+    editor_->setPlainText(q(imported.yaml));  // evaluated as any text; its header lists what was not used
+  } catch (const std::exception& e) {
+    warn(e.what());
+    return false;
+  }
+  path_.clear();
+  setWindowTitle("imported scenario[*] — ftplan");
+  editor_->document()->setModified(true);
+  return true;
+}
+
+void MainWindow::import_dialog() {
+  const QStringList files = QFileDialog::getOpenFileNames(
+      this, "Import the training configs of one job", q(path_.parent_path().string()),
+      "Training configs (*.json *.yaml *.yml *.toml);;All files (*)");
+  if (files.isEmpty()) return;
+  // Configs rarely say the GPU; a launcher does (torchrun --nproc_per_node): asked here, as the
+  // CLI's --gpu/--gpus give it.
+  QDialog dialog(this);
+  dialog.setWindowTitle("Import: where the job runs");
+  auto* form = new QFormLayout(&dialog);
+  auto* gpu = new QComboBox;
+  gpu->addItem("(from the configs)");
+  for (const auto& name : catalog_.gpu_names()) gpu->addItem(q(name));
+  auto* count = new QSpinBox;
+  count->setRange(0, 65536);
+  count->setSpecialValueText("(from the configs)");
+  form->addRow("GPU", gpu);
+  form->addRow("GPUs", count);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  form->addRow(buttons);
+  if (dialog.exec() != QDialog::Accepted) return;
+  std::vector<std::filesystem::path> paths;
+  for (const QString& f : files) paths.push_back(f.toStdString());
+  import_configs(paths, gpu->currentIndex() > 0 ? gpu->currentText().toStdString() : std::string(), count->value());
 }
 
 // The new-scenario form: what a first comparison needs, every other key left to the text.

@@ -52,6 +52,12 @@ class MainWindow : public QMainWindow {
   // The new-scenario form (File > New scenario; shown at start when no scenario is given), then
   // new_scenario with what it was given.
   void new_scenario_dialog();
+  // Translates training configs (DeepSpeed, accelerate, torchtune, torchtitan, TrainingArguments,
+  // PEFT, Axolotl, LLaMA-Factory: `ftplan import`'s reader, io::import_configs) into a new, unsaved
+  // scenario in the editor; `gpu` and `gpus` ("" / 0: from the configs) as `--gpu`/`--gpus` give
+  // them. False, with the importer's message naming file and key, when the configs do not read.
+  bool import_configs(const std::vector<std::filesystem::path>& files, const std::string& gpu = "", int gpus = 0);
+  void import_dialog();  // File > Import training configs…: the files, then the GPU they run on
   // Evaluates the editor's text now, on this thread, and shows the result (for --screenshot).
   void evaluate_now();
   // What the window shows now (the last evaluation that read clean).

@@ -356,6 +356,24 @@ class MainWindowTest : public QObject {
     QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "new-scenario.png")));
   }
 
+  // File > Import: training configs become a scenario in the editor through the CLI's importer,
+  // the GPU the dialog asks for applied; a file that is no config is a message, the text kept.
+  void importing_training_configs() {
+    auto w = window();
+    const fs::path data(FTPLAN_TEST_DATA);
+    QVERIFY(w->import_configs({data / "import" / "torchtune" / "8B_qlora_single_device.yaml"}, "rtx-4090", 1));
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    const QString text = editor->toPlainText();
+    QVERIFY(text.contains("rtx-4090"));
+    QVERIFY(w->isWindowModified());
+    w->evaluate_now();
+    QVERIFY(w->shown().errors.empty());
+    QCOMPARE(w->shown().plans.size(), std::size_t{1});
+    QCOMPARE(QString::fromStdString(w->shown().plans[0].cluster.gpu.name), QString("rtx-4090"));
+    QVERIFY(!w->import_configs({data / "hf" / "gpt2" / "config.json"}, "h100-sxm-80gb", 8));
+    QCOMPARE(editor->toPlainText(), text);
+  }
+
   // Save writes the text back to its file; the table and charts export as compare writes them.
   void save_and_export() {
     const fs::path dir = fs::path(FTPLAN_SCREENSHOT_DIR).parent_path() / "gui_test_files";
