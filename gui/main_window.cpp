@@ -28,6 +28,10 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QBarLegendMarker>
+#include <QUrl>
+#include <QMimeData>
+#include <QDropEvent>
+#include <QDragEnterEvent>
 #include <QPushButton>
 #include <QCheckBox>
 #include <QLineEdit>
@@ -615,6 +619,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
   connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
+  setAcceptDrops(true);  // scenario files and training configs (dropEvent)
   // The title's "*" while the text has edits not yet saved.
   connect(editor_->document(), &QTextDocument::modificationChanged, this, &MainWindow::setWindowModified);
   editor_->setFocus();
@@ -665,6 +670,34 @@ void MainWindow::fill_recent_menu() {
   for (const QString& f : recent_files())
     recent_menu_->addAction(f, this, [this, f] { open_file(f.toStdString()); });
   recent_menu_->setEnabled(!recent_menu_->isEmpty());
+}
+
+bool MainWindow::open_dropped(const std::vector<std::filesystem::path>& files) {
+  if (files.empty()) return false;
+  // Configs when every file reads as one (detect_config_format refuses a scenario file).
+  const bool configs = std::all_of(files.begin(), files.end(), [](const std::filesystem::path& f) {
+    try {
+      io::detect_config_format(f);
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  });
+  if (configs) return import_configs(files);
+  if (files.size() == 1) return open_file(files.front());
+  warn("drop one scenario file, or the training configs of one job");
+  return false;
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  std::vector<std::filesystem::path> files;
+  for (const QUrl& url : event->mimeData()->urls())
+    if (url.isLocalFile()) files.emplace_back(url.toLocalFile().toStdString());
+  if (open_dropped(files)) event->acceptProposedAction();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

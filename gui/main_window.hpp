@@ -58,6 +58,8 @@ class MainWindow : public QMainWindow {
   // them. False, with the importer's message naming file and key, when the configs do not read.
   bool import_configs(const std::vector<std::filesystem::path>& files, const std::string& gpu = "", int gpus = 0);
   void import_dialog();  // File > Import training configs…: the files, then the GPU they run on
+  // What a drop of `files` on the window does: true when it imported or opened them.
+  bool open_dropped(const std::vector<std::filesystem::path>& files);
   // Evaluates the editor's text now, on this thread, and shows the result (for --screenshot).
   void evaluate_now();
   // What the window shows now (the last evaluation that read clean).
@@ -120,6 +122,10 @@ class MainWindow : public QMainWindow {
  protected:
   // Unsaved edits (the title's "*") ask before the window closes: save, discard or stay.
   void closeEvent(QCloseEvent* event) override;
+  // Files dropped on the window: training configs are imported (import_configs), anything else
+  // one at a time is opened as a scenario.
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
 
  private:
   void set_path(const std::filesystem::path& path);  // the file the text is now, in the title and the recent list

@@ -372,6 +372,12 @@ class MainWindowTest : public QObject {
     QCOMPARE(QString::fromStdString(w->shown().plans[0].cluster.gpu.name), QString("rtx-4090"));
     QVERIFY(!w->import_configs({data / "hf" / "gpt2" / "config.json"}, "h100-sxm-80gb", 8));
     QCOMPARE(editor->toPlainText(), text);
+    // Dropped on the window: a scenario file opens, configs import (the configs say no GPU: a
+    // message, the text kept).
+    QVERIFY(w->open_dropped({fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml"}));
+    QVERIFY(w->windowTitle().startsWith("llama8b-single-gpu.yaml"));
+    QVERIFY(!w->open_dropped({data / "import" / "torchtune" / "8B_qlora_single_device.yaml"}));
+    QVERIFY(w->windowTitle().startsWith("llama8b-single-gpu.yaml"));
   }
 
   // Save writes the text back to its file; the table and charts export as compare writes them.
