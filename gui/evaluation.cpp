@@ -273,6 +273,7 @@ std::string new_scenario_text(const NewScenario& s) {
   const bool hf = s.model.find('/') != std::string::npos || s.model.ends_with(".json");
   const std::string cluster = s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}}}", s.gpu, s.count)
                                              : fmt::format("{{node: {}, nodes: {}}}", s.node, s.count);
+  const std::string where = fmt::format("{} x {}", s.count, s.node.empty() ? s.gpu : s.node);
   std::string t = fmt::format(
       "# Written by ftplan-gui's new-scenario form: edit any line, the window evaluates as you type\n"
       "# (docs/scenario-format.md lists every key).\n"
@@ -288,9 +289,8 @@ std::string new_scenario_text(const NewScenario& s) {
       "plans:\n"
       "  - name: \"A {}\"\n"
       "    cluster: {}\n",
-      s.model, s.method, s.node.empty() ? fmt::format("{} x {}", s.count, s.gpu) : fmt::format("{} x {}", s.count, s.node),
-      hf ? fmt::format("{{hf_config: {}}}", s.model) : s.model, s.method, s.seq_len, s.tokens,
-      s.node.empty() ? fmt::format("{} x {}", s.count, s.gpu) : fmt::format("{} x {}", s.count, s.node), cluster);
+      s.model, s.method, where, hf ? fmt::format("{{hf_config: {}}}", s.model) : s.model, s.method, s.seq_len, s.tokens,
+      where, cluster);
   // A preset's lines: the state offloads run under DeepSpeed, which they describe (ZeRO-Offload on
   // ZeRO-2's partitioned optimizer, ZeRO-Infinity and aiDAPTIV+ on ZeRO-3's streamed parameters:
   // docs/tiered-memory.md); activation offload under any framework.

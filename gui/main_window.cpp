@@ -111,6 +111,26 @@ QColor category_color(inventory::Category c) {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
+// The offload presets, named as the scenario reader takes them (plan::to_string): the plan
+// controls' list and the new-scenario form's.
+QStringList offload_preset_names() {
+  QStringList out;
+  for (const auto p : {plan::OffloadPreset::none, plan::OffloadPreset::zero_offload, plan::OffloadPreset::zero_infinity,
+                       plan::OffloadPreset::aidaptiv, plan::OffloadPreset::activation_cpu,
+                       plan::OffloadPreset::activation_nvme})
+    out << plan::to_string(p);
+  return out;
+}
+
+// Ends `form` with OK and Cancel and runs its dialog: true when it was accepted.
+bool accepted(QDialog& dialog, QFormLayout* form) {
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  QObject::connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  QObject::connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  form->addRow(buttons);
+  return dialog.exec() == QDialog::Accepted;
+}
+
 constexpr double kGiB = 1u << 30;
 
 // A chart with no legend margins wasted and the given title.
@@ -415,8 +435,9 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   dp_ = spin("dp", 0, plan::kMaxGpus, "auto");
   cp_ = spin("cp", 1, 1024);
   zero_ = spin("zero", 0, 3);
-  offload_ =
-      combo("offload", {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"});
+  offload_ = new QComboBox;
+  offload_->setObjectName("offload");
+  offload_->addItems(offload_preset_names());
   offload_->setToolTip("Writes offload: {preset: ...}: the preset's placements replace any written by hand.");
   dram_ = spin("dram", 1, 1 << 20);
   dram_->setSuffix(" GiB");
@@ -751,11 +772,7 @@ void MainWindow::import_dialog() {
   count->setSpecialValueText("(from the configs)");
   form->addRow("GPU", gpu);
   form->addRow("GPUs", count);
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
-  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
-  form->addRow(buttons);
-  if (dialog.exec() != QDialog::Accepted) return;
+  if (!accepted(dialog, form)) return;
   std::vector<std::filesystem::path> paths;
   for (const QString& f : files) paths.push_back(f.toStdString());
   import_configs(paths, gpu->currentIndex() > 0 ? gpu->currentText().toStdString() : std::string(), count->value());
@@ -803,16 +820,11 @@ void MainWindow::new_scenario_dialog() {
   form->addRow("or node", node);
   form->addRow("how many (GPUs, or nodes)", count);
   auto* offload = new QComboBox;
-  for (const char* p : {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"})
-    offload->addItem(p);
+  offload->addItems(offload_preset_names());
   form->addRow("offload", offload);
   auto* tiered = new QCheckBox("the offload as a second plan on one GPU (or one node) beside it");
   form->addRow("", tiered);
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
-  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
-  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
-  form->addRow(buttons);
-  if (dialog.exec() != QDialog::Accepted) return;
+  if (!accepted(dialog, form)) return;
   NewScenario n;
   n.model = model->currentText().toStdString();
   n.method = method->currentText().toStdString();
