@@ -318,6 +318,22 @@ void add_activations(Build& b) {
           packed);
   b.add("activation gradients", Category::temporaries, Tier::gpu, st.grad, 1, Lifetime::backward_layer,
         inv.activation_element());
+  // PyTorch's ring attention (FrameworkProfile::RingAttention::all_gather, schedule's
+  // gathered_ring): through a layer's attention backward, every rank's K and V as gathered
+  // (16-bit, at the width SDPA receives them), dQ accumulated in fp32 and dK, dV in fp32 twice
+  // (the accumulator and the pair arriving from the previous rank). Forward holds less (the
+  // gathered K and V and an fp32 output).
+  if (b.cp > 1 && b.inv.profile.ring_attention == plan::FrameworkProfile::RingAttention::all_gather && inv.layers > 0) {
+    double widest = 0;
+    for (const LayerKind& kd : b.kinds) {
+      if (kd.count == 0) continue;
+      const LayerShape s = model::layer_shape(b.m, kd.model_layer);
+      const double q = tokens * s.q / b.tp, kv = tokens * (ac.repeat_kv ? s.q : s.kv) / b.tp;
+      widest = std::max(widest, b.cp * 2.0 * kv * ac.a + 4.0 * q + 2.0 * 2.0 * kv * 4.0);
+    }
+    b.add("ring attention buffers", Category::temporaries, Tier::gpu, widest, 1, Lifetime::backward_layer,
+          Element::packed);
+  }
 }
 
 // The final norm and the loss on the last stage.

@@ -42,6 +42,8 @@ const std::vector<FrameworkProfile>& framework_table() {
           // _custom_policy): save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
           .selective = S::every_other_mm,
           .sdpa_repeats_kv = true,        // torchtitan's Attention.forward: repeat_kv, then SDPA
+          // torchtitan's context_parallel_rotate_method default "allgather" (config_manager.py)
+          .ring_attention = FrameworkProfile::RingAttention::all_gather,
           .compile_covers_loss = false,   // torchtitan compiles each TransformerBlock, not the loss
           .fsdp_mixed_precision_policy = true,
           .reduces_in_fp32 = true,

@@ -78,6 +78,20 @@ struct FrameworkProfile {
   // enable_gqa=True instead (integrations/sdpa_attention.py use_gqa_in_sdpa), flash-attn takes
   // GQA natively: K and V stay at their KV width.
   bool sdpa_repeats_kv = false;
+  // How context parallelism brings every rank's K and V to its queries (ring attention).
+  enum class RingAttention {
+    // Megatron-core / Transformer Engine (cp_comm_type "p2p", its default): K and V blocks at
+    // their KV width pass from rank to rank, each overlapping the previous block's compute; in
+    // backward their gradients travel with them (Builder::attention).
+    p2p,
+    // PyTorch's context_parallel (torch/distributed/tensor/experimental/_attention.py, torch 2.6,
+    // the version torchtitan ran at the end of 2024; its default rotate method "allgather"): one
+    // all-gather of K and V as SDPA receives them per call, hidden only behind the first block;
+    // partial outputs merged in fp32 by log-sum-exp after each further block; backward gathers
+    // again, accumulates the gradients in fp32 and rotates dK, dV in fp32 around the ring
+    // after every block, the last rotation exposed (Builder::gathered_ring).
+    all_gather,
+  } ring_attention = RingAttention::p2p;
   // torch.compile of the model also compiles the loss (HF models compute it in forward; torchtune
   // compiles its loss; torchtitan compiles transformer blocks only).
   bool compile_covers_loss = true;

@@ -328,6 +328,8 @@ class Builder : private StepState {
   // cp blocks, each waiting for the K/V block (forward) or K/V and their gradients (backward)
   // passed around the ring while the previous block computes.
   int attention(Op op, bool backward);
+  // The same under PyTorch's context_parallel (FrameworkProfile::RingAttention::all_gather).
+  int gathered_ring(Op op, bool backward);
 
   // build() in order: the pipeline's geometry, the persistent state, the passes in the
   // schedule's order, the optimizer step (builder.cpp).

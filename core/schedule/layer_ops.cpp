@@ -554,11 +554,78 @@ int Builder::dispatch(bool moe, const std::string& name, int layer, int micro, i
 
 int Builder::attention(Op op, bool backward) {
   if (cp_ <= 1) return add(std::move(op));
+  if (inv_.profile.ring_attention == plan::FrameworkProfile::RingAttention::all_gather)
+    return gathered_ring(std::move(op), backward);
   // Each rank holds seq/cp queries and, in turn, every rank's K and V block: cp - 1 passes of
   // T (2 kv) values (and in backward their gradients too) overlap with the blocks' compute.
   const double block_bytes = tokens_ * 2.0 * work_of(op.layer).kv * act_B_ * (backward ? 2.0 : 1.0);
   const std::string pass_name = op.name + " kv";
   return blocked(std::move(op), cp_, block_bytes, Group::cp, pass_name);
+}
+
+// PyTorch's ring attention as torch 2.6 runs it (torch/distributed/tensor/experimental/
+// _attention.py; torchtitan's CP at the end of 2024), with load balancing: each rank holds two
+// chunks of the sequence, so every block is the same work (the first causal, the others full
+// blocks of half the queries or half the keys).
+int Builder::gathered_ring(Op op, bool backward) {
+  const LayerWork w = work_of(op.layer);
+  // K and V as SDPA receives them: at all heads' width where the model repeats them first.
+  const double kv = tokens_ * (inv_.profile.sdpa_repeats_kv ? w.q : w.kv);  // elements of K (or V)
+  const double q = tokens_ * w.q;                                             // elements of Q (and O)
+  const std::string base = op.name;
+  const Ids deps = op.deps;
+  // _AllGatherRotater: one all-gather of every rank's K and V (torch.cat of the two) per call,
+  // issued before the first block and waited for by the second ("We only need to perform the
+  // allgather once"); backward gathers them again.
+  const int gather = collective(Stream::comm, Collective::all_gather, Group::cp, cp_, cp_ * 2.0 * kv * act_B_,
+                                name("{} kv all-gather", base), op.layer, op.micro, deps);
+  // The fp32 bookkeeping after each block, per element it touches. Forward (_SDPAMerger.step):
+  // out and lse upcast to fp32, out = out - sigmoid(block_lse - lse) * (out - block_out), a
+  // half-sequence block's update put back with torch.cat (_partial_update, every other block):
+  // eager, to(fp32) 2 + 4 B, the subtraction 12, the product 8, the update 12, the cat 8 / 2 =
+  // 42 B a query element; compiled (torchtitan compiles each block whole) one pass reading out
+  // and block_out and writing out, 4 + 2 + 4 = 10 B. Backward (_scaled_dot_product_ring_flash_
+  // attention_backward): dQ accumulated in fp32 (10 B compiled; eager + the partial cat's 4),
+  // dK and dV accumulated in fp32 into the buffer that travels on (10 B; eager + torch.cat of the
+  // two to send, 8, + the partial cat's 4).
+  const double merge_B = backward ? (fused_ ? 10.0 * q + 10.0 * 2 * kv : 14.0 * q + 22.0 * 2 * kv)
+                                  : (fused_ ? 10.0 : 42.0) * q;
+  const auto bookkeeping = [&](const std::string& what, int b, Ids after) {
+    Op e = make_op(OpKind::elementwise, Stream::compute, op.pass, name("{} {} {}", base, what, b), op.layer, op.micro);
+    e.bytes = merge_B;
+    e.kernels = fused_ ? (backward ? 2 : 1) : (backward ? 6 : 5);
+    e.element = Element::fp32;
+    e.deps = std::move(after);
+    return add(std::move(e));
+  };
+  int last = -1, pass = -1;
+  for (int b = 0; b < cp_; ++b) {
+    Op block = op;
+    block.name = name("{} block {}", base, b);
+    block.flops /= cp_;
+    block.model_flops /= cp_;
+    block.recompute_flops /= cp_;
+    block.bytes /= cp_;
+    block.n = std::max<std::int64_t>(1, op.n / cp_);
+    block.deps = b == 0 ? deps : b == 1 ? Ids{last, gather} : Ids{last};
+    if (b > 0) block.reads.clear();
+    last = add(std::move(block));
+    if (backward) {
+      // Each block's gradients are added to those received from the previous rank, then sent
+      // on in fp32 (a _RotateMethod.ALL_TO_ALL rotater, ft_c.permute_tensor): cp passes, the
+      // next block's compute hiding each but the last.
+      last = bookkeeping("grad accumulation", b, b == 0 ? Ids{last} : Ids{last, pass});
+      pass = collective(Stream::comm, Collective::send_recv, Group::cp, 2, 2.0 * kv * 4.0,
+                        name("{} dkv pass {}", base, b), op.layer, op.micro, {last});
+    } else if (b > 0) {
+      last = bookkeeping("merge", b, {last});
+    }
+  }
+  // Back to 16 bits: the output (forward) or dK and dV, once the last pass has arrived.
+  Op cast = make_op(OpKind::elementwise, Stream::compute, op.pass, name("{} to 16-bit", base), op.layer, op.micro);
+  cast.bytes = (4.0 + act_B_) * (backward ? 2.0 * kv : q);
+  cast.deps = backward ? Ids{last, pass} : Ids{last};
+  return add(std::move(cast));
 }
 
 int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name) {

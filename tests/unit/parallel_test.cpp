@@ -206,6 +206,7 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out 2-4.5x ah
   sim::Options o;
   o.max_micro_batches = sim::kSteadyStateMicroBatches;
   const auto rm = sim::simulate_step(s.model, s.plans[0], o);
+  INFO(rm.problem);
   REQUIRE(rm.ok);
   const double z384 = zero3(48, "per-parameter"), z768 = zero3(96, "per-parameter"), z1536 = zero3(192, "per-parameter");
   const double modern = zero3(192, "prefetch");
@@ -284,6 +285,60 @@ TEST_CASE("context parallelism: ring attention in cp blocks, K/V passed while th
   // distributed optimizer's gradient reduce-scatter and parameter all-gather over the 4 cp ranks
   // (the data-parallel group includes them) after the last backward, ~5% of the step.
   CHECK(r.exposed_comm_s < 0.06 * r.step_time_s);
+}
+
+TEST_CASE("context parallelism as PyTorch runs it (torchtitan): one K/V all-gather per call, dK and dV rotated in fp32") {
+  /* torch 2.6's context_parallel with torchtitan's defaults: Llama-3.1-8B (32 query heads, 8 KV
+   * heads of 128) at 131,072 tokens over cp 4, so 32,768 tokens a rank. torchtitan repeats K and
+   * V to the 32 heads before SDPA, so each call (forward, recompute, backward) gathers
+   * 4 x 2 x 32,768 x 4,096 x 2 B = 2 GiB per layer, and backward sends 2 x 32,768 x 4,096 x 4 B
+   * = 1 GiB of fp32 dK, dV after each of the 4 blocks, the last with nothing left to hide it. */
+  const std::string job = "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp2}";
+  const auto ring = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, fsdp: full_shard}\n");
+  const auto& p = ring.plans[0];
+  const auto inv = inventory::build_inventory(ring.model, p, 0);
+  const auto ir = schedule::build_step(ring.model, p, inv);
+  int gathers = 0, passes = 0, blocks = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind == schedule::OpKind::attention) ++blocks;
+    if (op.kind != schedule::OpKind::collective || op.group != schedule::Group::cp) continue;
+    if (op.collective == schedule::Collective::all_gather) {
+      ++gathers;
+      CHECK(op.group_size == 4);
+      CHECK(op.bytes == doctest::Approx(4.0 * 2 * 32768 * 4096 * 2));
+    } else {
+      ++passes;
+      CHECK(op.collective == schedule::Collective::send_recv);
+      CHECK(op.bytes == doctest::Approx(2.0 * 32768 * 4096 * 4));
+    }
+  }
+  const int layers = ring.model.layers;
+  CHECK(gathers == 3 * layers);   // forward, recompute, backward
+  CHECK(passes == 4 * layers);    // backward only, after every block
+  CHECK(blocks == 3 * 4 * layers);
+  CHECK(schedule::dry_run(ir).empty());
+  // The working set of an attention backward is in the inventory: the gathered K and V (2 GiB),
+  // fp32 dQ (0.5 GiB) and two fp32 dK, dV pairs (2 GiB).
+  double buffers = 0;
+  for (const auto& g : inv.groups)
+    if (std::string(g.name) == "ring attention buffers") buffers += g.total();
+  CHECK(buffers == doctest::Approx(4.5 * (1u << 30)));
+  // Megatron's p2p ring has none of it: no all-gather, K/V passes between blocks.
+  const auto megatron = parse("llama-3.1-8b", "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}",
+                              "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, zero: 1}\n");
+  // (The time comparison below on H200s, where Megatron's unsharded 16-bit weights fit too.)
+  const auto& mega = megatron.plans[0];
+  const auto mir = schedule::build_step(ring.model, mega, inventory::build_inventory(ring.model, mega, 0));
+  for (const auto& op : mir.ops)
+    if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::cp) CHECK(op.collective == schedule::Collective::send_recv);
+  // The exposed last passes and the fp32 bookkeeping make the step longer than with the p2p ring.
+  auto big = p, big_mega = mega;
+  big.cluster.gpu = big_mega.cluster.gpu = *test::catalog().gpu("h200-sxm-141gb");
+  const auto r = sim::simulate_step(ring.model, big);
+  const auto rm = sim::simulate_step(ring.model, big_mega);
+  REQUIRE(r.ok);
+  REQUIRE(rm.ok);
+  CHECK(r.step_time_s > rm.step_time_s);
 }
 
 TEST_CASE("data-parallel sharding and gradient reduction span the context-parallel ranks") {

@@ -104,6 +104,14 @@ void detail(const plan::Scenario& s, const plan::Plan& p) {
       for (std::size_t i = 0; i < v.size() && i < 25; ++i)
         out += fmt::format("    {:>9.4f} s {:>6} x  {}\n", v[i].second.first, v[i].second.second, v[i].first);
     }
+  const auto f = footprint::footprint(s.model, p);
+  out += fmt::format("GPU memory at its peak ({}, stage {}): allocated {:.2f} GiB, reserved {:.2f}, device {:.2f}\n",
+                     footprint::to_string(f.peak_phase), f.peak_stage, f.gpu_allocated_peak_bytes / (1u << 30),
+                     f.gpu_reserved_peak_bytes / (1u << 30), f.gpu_peak_bytes / (1u << 30));
+  for (int c = 0; c < inventory::kCategories; ++c)
+    out += fmt::format("    {:>9.2f} GiB  {} (its own peak {:.2f})\n", f.gpu.bytes[c] / (1u << 30),
+                       inventory::to_string(static_cast<inventory::Category>(c)),
+                       f.gpu_category_peaks.bytes[c] / (1u << 30));
   MESSAGE(out);
 }
 
