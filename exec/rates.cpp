@@ -417,9 +417,15 @@ void measure_kernels(CpuDevice& dev, const DeviceGrid& grid, const Say& say, har
         const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
         if (grid.max_flops > 0 && flops > grid.max_flops) continue;
         for (const auto& [name, layout] : kLayouts) {
-          const GemmCall call = product_call(m, n, k, layout);
+          // The grid's few rows are the tokens of a micro-batch: the rows of a forward product
+          // and of an input gradient, but the inner dimension of a weight gradient
+          // (dB[k x n] = A^T dC sums over the tokens). Measured as rows, a weight gradient of 8
+          // tokens was read off points of K >= 128 and ran at half their rate (its output,
+          // written whole, bounds it): ZeRO-Offload at hidden 2048, docs/validation.md.
+          const auto [pm, pn, pk] = layout == Layout::tn ? std::tuple{n, k, m} : std::tuple{m, n, k};
+          const GemmCall call = product_call(pm, pn, pk, layout);
           kernels.push_back({[&dev, call] { dev.gemm(0, call); }, flops, {}});
-          gemm.push_back({name, m, n, k, 0, {}});
+          gemm.push_back({name, pm, pn, pk, 0, {}});
         }
       }
   for (const auto seq : grid.attention_seq)
