@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -244,6 +245,8 @@ class Runner {
   void record_last_step(Measured& out) const;
   void read_master(Measured& out);
   void execute(std::size_t i, int worker, storage::DirectIo* io);
+  // The pass that leaves a layer's gradient (last_weight_grad_): below, at op i on `worker`.
+  void leave_gradient(std::size_t i, int worker);
   void fail(const std::string& why);
   void allocate(int t);
   void release(int t);
@@ -383,13 +386,22 @@ void Runner::prepare() {
       grad_tensor_.push_back(static_cast<int>(t));
     }
   }
-  // The GEMM that leaves each share's gradient: its layer's last weight-gradient GEMM of the last micro-batch.
+  // The op that leaves each share's gradient: its layer's upcast for the host's fp32 copy where
+  // the IR has one (Builder::offload_gradients; later on the same worker, so the last
+  // weight-gradient GEMM's output is still the device's), else its last weight-gradient GEMM
+  // of the last micro-batch.
   std::map<int, std::size_t> last_of_layer;
+  std::set<int> upcast;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ir_.ops[i];
-    if (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
-        op.micro == ir_.micro_batches - 1 && grad_of_layer_.count(op.layer))
+    if (!grad_of_layer_.count(op.layer) || upcast.count(op.layer)) continue;
+    if (op.kind == OpKind::elementwise && op.upcasts_gradients) {
+      upcast.insert(op.layer);
       last_of_layer[op.layer] = i;
+    } else if (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
+               op.micro == ir_.micro_batches - 1) {
+      last_of_layer[op.layer] = i;
+    }
   }
   for (const auto& [layer, i] : last_of_layer) last_weight_grad_[i] = grad_of_layer_.at(layer);
   device_grads_.resize(grad_tensor_.size());
@@ -973,6 +985,46 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     to_host(to, from, bytes);
 }
 
+// The layer's gradient: the last weight-gradient GEMM's output (still the worker's) reduced
+// deterministically (element j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU
+// produces it, in one pass that also stores it in a share kept on the device. Where the IR
+// upcasts the gradient for the host's fp32 copy, the upcast op runs it (a GPU's kernel reads the
+// 16-bit gradient and writes fp32: here 4 B read and 4 written per element); else the layer's
+// last weight-gradient GEMM of the last micro-batch does (the executor's own cost, about a
+// nanosecond per parameter: on a GPU the GEMM's epilogue writes dB).
+void Runner::leave_gradient(std::size_t i, int worker) {
+  const int share = last_weight_grad_.at(i);
+  std::int64_t e = 0;
+  const float* dB = device_.weight_gradient(worker, e);
+  std::vector<float>& out = device_grads_[static_cast<std::size_t>(share)];
+  const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+  const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
+  const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
+  const float scale = 1.0f / static_cast<float>(1 + step_);
+  if (!keep) {
+    for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
+      const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
+      for (std::size_t j = 0; j < n; ++j) out[base + j] = from_bf16(to_bf16(dB[j] * scale));
+    }
+    return;
+  }
+  // The kept share written in place where the host can address it (a GPU's epilogue writes dB
+  // into the gradient buffer; a staging copy is 4 B per parameter more on the compute stream);
+  // else staged and copied.
+  const bool in_place = dB && e > 0 && device_.host_addressable();
+  std::vector<std::uint16_t>& staged = bf16_[static_cast<std::size_t>(worker)];
+  if (!in_place) staged.resize(out.size());
+  std::uint16_t* const bf16 = in_place ? reinterpret_cast<std::uint16_t*>(st.ptr) : staged.data();
+  for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
+    const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
+    for (std::size_t j = 0; j < n; ++j) {
+      bf16[base + j] = to_bf16(dB[j] * scale);
+      out[base + j] = from_bf16(bf16[base + j]);
+    }
+  }
+  if (!in_place) to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
+}
+
 void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
   switch (op.kind) {
@@ -995,38 +1047,7 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
       if (per <= 0 || op.flops <= 0) break;
       g.repeats = std::max(1, static_cast<int>(std::lround(op.flops / per)));
       device_.gemm(worker, g);
-      // The layer's gradient: the weight-gradient GEMM's output reduced deterministically (element
-      // j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU produces it; left by
-      // the layer's last weight-gradient GEMM of the last micro-batch (the one that counts), in
-      // one pass that also stores it in a share kept on the device. (This pass is the executor's
-      // own cost, about a nanosecond per parameter: on a GPU the GEMM's epilogue writes dB.)
-      if (last_weight_grad_.count(i)) {
-        const int share = last_weight_grad_.at(i);
-        std::int64_t e = 0;
-        const float* dB = device_.weight_gradient(worker, e);
-        std::vector<float>& out = device_grads_[static_cast<std::size_t>(share)];
-        const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
-        const schedule::Tensor& x =
-            ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
-        const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
-        // The kept share written in place where the host can address it (a GPU's epilogue writes
-        // dB into the gradient buffer; a staging copy is 4 B per parameter more on the compute
-        // stream); else staged and copied.
-        const bool in_place = keep && dB && e > 0 && device_.host_addressable();
-        std::vector<std::uint16_t>& staged = bf16_[static_cast<std::size_t>(worker)];
-        if (!in_place) staged.resize(out.size());
-        std::uint16_t* const bf16 = in_place ? reinterpret_cast<std::uint16_t*>(st.ptr) : staged.data();
-        const float scale = 1.0f / static_cast<float>(1 + step_);
-        for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
-          const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
-          for (std::size_t j = 0; j < n; ++j) {
-            bf16[base + j] = to_bf16(dB[j] * scale);
-            out[base + j] = from_bf16(bf16[base + j]);
-          }
-        }
-        if (keep && !in_place)
-          to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
-      }
+      if (last_weight_grad_.count(i)) leave_gradient(i, worker);
       break;
     }
     case OpKind::attention: {
@@ -1035,6 +1056,13 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
       break;
     }
     case OpKind::elementwise:
+      // The gradient upcast is the pass that leaves the layer's gradient (leave_gradient).
+      if (last_weight_grad_.count(i)) {
+        leave_gradient(i, worker);
+        break;
+      }
+      device_.memory_bound(worker, op.bytes);
+      break;
     case OpKind::loss:
       device_.memory_bound(worker, op.bytes);
       break;

@@ -202,6 +202,9 @@ struct Op {
   bool flash_v1 = false;  // attention: a FlashAttention-1-class kernel (plan::AttentionImpl::flash_v1)
   bool causal = false;  // attention: causal mask
   bool weight_grad = false;  // backward GEMM: also computes the weight gradient (dB = A^T dC)
+  // Elementwise: converts its layer's 16-bit gradient to fp32 for the copy to the host's fp32
+  // gradients (Builder::offload_gradients).
+  bool upcasts_gradients = false;
   // GEMM: C[m x n] = A[m x k] B[k x n] of the forward. Attention: m queries, n keys, k head dim.
   std::int64_t m = 0, n = 0, k = 0;
 

@@ -489,7 +489,20 @@ int Builder::reduce_gradients(int layer, int mb, bool last_backward, int& cur) {
 // 4 B per parameter, the embedding's and output layer's shares included (the executor's counts
 // found 2.5x the bytes this copy had charged at 2 B per parameter of the layer alone).
 void Builder::offload_gradients(int l, int layer, int mb, int produced) {
-  const double bytes = ir_.tensors[static_cast<std::size_t>(grad_tensor[l])].bytes;
+  const Tensor& host = ir_.tensors[static_cast<std::size_t>(grad_tensor[l])];
+  const double bytes = host.bytes;
+  if (host.element == Element::fp32 && inv_.compute_element() != Element::fp32) {
+    // The host keeps fp32 gradients (Ren et al. 2021 sec. 4.1): DeepSpeed upcasts each 16-bit
+    // gradient on the GPU before its non-blocking copy (stage_1_and_2.py
+    // async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.float(); stage3.py
+    // partition_grads: grad_buffer.to(fp32)), a kernel reading 16 bits and writing 32 per element.
+    Op up = make_op(OpKind::elementwise, Stream::compute, Pass::backward, name("upcast gradients L{}", layer), layer, mb);
+    up.bytes = static_cast<double>(host.elements) * (inventory::element_bytes(inv_.compute_element()) + 4.0);
+    up.element = Element::fp32;
+    up.upcasts_gradients = true;
+    up.deps = {produced};
+    produced = add(std::move(up));
+  }
   int t = alloc(Stream::d2h, grad_tensor[l], {produced});
   if (grads_group->tier == Tier::nvme) {
     const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes, layer,

@@ -423,3 +423,49 @@ TEST_CASE("checkpointing every other layer recomputes half the layers and keeps 
   CHECK(every2.count(0) == 0);
   CHECK(half == doctest::Approx((none + full) / 2));
 }
+
+TEST_CASE("ZeRO-Offload upcasts each layer's 16-bit gradient on the GPU before copying it to the host's fp32") {
+  /* DeepSpeed's stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu (src_tensor.float(),
+   * then copy_(non_blocking)): per layer, one elementwise op on the compute stream reading 2 B and
+   * writing 4 B per gradient element, which the layer's device-to-host copy waits for. */
+  const auto s = scenario("llama-3.1-8b", "  framework: deepspeed\n  micro_batch: 2\n  seq_len: 1024\n  global_batch: 4\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+                          "    offload: {preset: zero-offload}\n");
+  const auto ir = step_of(s);
+  std::map<int, int> upcast_of_layer;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const auto& op = ir.ops[i];
+    if (!op.upcasts_gradients) continue;
+    CHECK(op.kind == OpKind::elementwise);
+    CHECK(op.stream == schedule::Stream::compute);
+    CHECK(op.micro == ir.micro_batches - 1);  // once a step, after the last micro-batch's backward
+    CHECK(upcast_of_layer.count(op.layer) == 0);
+    upcast_of_layer[op.layer] = static_cast<int>(i);
+  }
+  CHECK(static_cast<int>(upcast_of_layer.size()) == s.model.layers);
+  // Each layer's d2h gradient copy waits for its upcast, whose bytes are 2 + 4 per element it copies.
+  int copies = 0;
+  for (std::size_t i = 0; i < ir.ops.size(); ++i) {
+    const auto& op = ir.ops[i];
+    if (op.kind != OpKind::copy || op.src != plan::Tier::gpu || op.dst != plan::Tier::cpu || op.layer < 0 ||
+        !upcast_of_layer.count(op.layer) || op.writes.empty())
+      continue;
+    const auto& t = ir.tensors[static_cast<std::size_t>(op.writes.front())];
+    if (t.category != inventory::Category::gradients) continue;
+    ++copies;
+    CHECK(ir.ops[static_cast<std::size_t>(upcast_of_layer[op.layer])].bytes == doctest::Approx(6.0 * static_cast<double>(t.elements)));
+    // The copy's dependencies reach the upcast (through the allocation of the host tensor).
+    std::set<int> seen, todo{static_cast<int>(i)};
+    bool reaches = false;
+    while (!todo.empty() && !reaches) {
+      const int j = *todo.begin();
+      todo.erase(todo.begin());
+      for (const int d : ir.ops[static_cast<std::size_t>(j)].deps) {
+        if (d == upcast_of_layer[op.layer]) reaches = true;
+        if (seen.insert(d).second && d > upcast_of_layer[op.layer]) todo.insert(d);
+      }
+    }
+    CHECK(reaches);
+  }
+  CHECK(copies == s.model.layers);
+}
