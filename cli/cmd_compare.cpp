@@ -44,6 +44,8 @@ int cmd_compare(const std::vector<std::string>& argv) {
     extra.set("ownership", owning.empty() ? io::Value(nullptr) : io::Value(owning));
     const std::string rent = io::rent_words(s.plans, ev);
     extra.set("rent", rent.empty() ? io::Value(nullptr) : io::Value(rent));
+    const std::string bought = io::bom_words(s.plans);
+    extra.set("bought", bought.empty() ? io::Value(nullptr) : io::Value(bought));
     print_rows(app, s, rows, std::move(extra));
     return 0;
   }
@@ -81,6 +83,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
   for (std::size_t i = 0; i < s.plans.size(); ++i)
     if (!ev[i].feasible()) fmt::print("{}: {}\n", s.plans[i].name, ev[i].reason());
   fmt::print("{}\n", verdict);
+  if (const std::string bought = io::bom_words(s.plans); !bought.empty()) fmt::print("{}\n", bought);
   if (const std::string rent = io::rent_words(s.plans, ev); !rent.empty()) fmt::print("{}\n", rent);
   if (const std::string owning = io::ownership(s.plans, ev); !owning.empty()) fmt::print("{}\n", owning);
   for (const auto& line : io::advice(s.model, s.plans, ev)) fmt::print("note: {}\n", line);

@@ -23,6 +23,9 @@
 namespace ftplan::cli {
 namespace {
 
+// A resource busy this share of the step or more is what the step waits on.
+constexpr double kSaturated = 0.9;
+
 // How the data-parallel dimension shards state (the framework's rule, plan::sharding_in_effect).
 std::string sharding(const plan::Plan& p) {
   return plan::sharding_in_effect(p).label +
@@ -54,7 +57,7 @@ std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
 }
 
 void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f, const sim::StepResult& s,
-                double steps) {
+                double steps, bool one_step_default) {
   fmt::print("== {} — {} x {}, {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s), checkpointing {}{}\n", p.name,
              p.cluster.gpus(), p.cluster.gpu.display_name, plan::framework_row(p.job.framework).display_name, layout(p, model),
              sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "", p.job.seq_len,
@@ -89,7 +92,8 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
          fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
   if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", ftplan::format_bytes(s.host_peak_bytes)});
   if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", ftplan::format_bytes(s.nvme_peak_bytes)});
-  t.row({"job", fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});
+  t.row({"job", one_step_default ? "1 step (no --tokens, --steps or epochs given)"
+                                 : fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});
   fmt::print("{}", t.text());
   Table u;
   u.columns({{"resource (stage " + std::to_string(s.stage) + ")", A::left}, {"busy", A::right}, {"utilization", A::right},
@@ -100,8 +104,14 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
     u.row({"link " + l.name, ftplan::format_duration(l.busy_s), fmt::format("{:.0f}%", 100 * l.utilization),
            ftplan::format_bytes(l.bytes)});
   fmt::print("{}", u.text());
-  if (!s.bound_by.empty())
+  // "Bound by" only where one resource is busy through nearly all of the step; otherwise the step
+  // is the chain of waits between streams, and the busiest resource is named as only that.
+  if (!s.bound_by.empty() && s.bound_utilization >= kSaturated)
     fmt::print("the step is bound by {} ({:.0f}% busy)\n", s.bound_by, 100 * s.bound_utilization);
+  else if (!s.bound_by.empty())
+    fmt::print("no resource is busy through the step (the busiest, {}, {:.0f}%): it waits on the dependencies between "
+               "streams, {} of it with the GPU's compute stream idle\n",
+               s.bound_by, 100 * s.bound_utilization, ftplan::format_duration(s.step_time_s - s.compute_s));
   fmt::print("\n");
 }
 
@@ -127,6 +137,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);
+  const bool one_step_default = quick_form_without_amount(args);  // the quick form simulates one step
   std::vector<io::Row> rows;
   const sim::Options base_options = simulation_options(args);  // bad options fail before any output
   print_headline(app, s);
@@ -175,7 +186,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       }
     }
     if (app.format() == Format::table) {
-      print_plan(p, s.model, f, r, evaluate::job_steps(p, r.tokens_per_step));
+      print_plan(p, s.model, f, r, evaluate::job_steps(p, r.tokens_per_step), one_step_default);
       continue;
     }
     rows.push_back(io::simulation_row(p, f, r));

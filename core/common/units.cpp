@@ -204,6 +204,18 @@ std::string format_bandwidth(double bytes_per_s) {
   return fmt::format("{:.0f} B/s", bytes_per_s);
 }
 
+std::string format_money(double usd) {
+  if (std::abs(usd) < 100) return fmt::format("${:.2f}", usd);
+  // Whole dollars with thousands separators: "$1,200,000" reads at a glance, "$1200000" does not.
+  const std::string digits = fmt::format("{:.0f}", std::abs(usd));
+  std::string out = usd < 0 ? "-$" : "$";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 std::string format_duration(double seconds) {
   const double a = std::abs(seconds);
   if (a >= 2 * 86400) return fmt::format("{:.1f} d", seconds / 86400);

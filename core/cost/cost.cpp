@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/least_squares.hpp"
+#include "common/units.hpp"
 #include "common/strings.hpp"
 
 namespace ftplan::cost {
@@ -448,7 +449,7 @@ std::string bom_text(const Bom& bom) {
   std::vector<std::string> parts;
   for (const auto& l : bom.lines)
     parts.push_back(fmt::format("{}{:g} x {} {}", l.count < 0 ? "" : (parts.empty() ? "" : "+"), l.count, l.item,
-                                l.unit_usd ? fmt::format("at ${:.2f}", *l.unit_usd) : std::string("(no price)")));
+                                l.unit_usd ? "at " + format_money(*l.unit_usd) : std::string("(no price)")));
   return join(parts, "; ");
 }
 

@@ -25,17 +25,7 @@ std::string ratio_words(double a, double b, const char* less_word, const char* m
   return fmt::format("{:.0f}% {}", 100 * (r - 1), more_word);
 }
 
-std::string money(double usd) {
-  if (std::abs(usd) < 100) return fmt::format("${:.2f}", usd);
-  // Whole dollars with thousands separators: "$1,200,000" reads at a glance, "$1200000" does not.
-  const std::string digits = fmt::format("{:.0f}", std::abs(usd));
-  std::string out = usd < 0 ? "-$" : "$";
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+std::string money(double usd) { return format_money(usd); }
 
 std::string cost_text(const cost::CostReport& c) { return c.priced() ? money(c.cost_usd) : std::string("no price"); }
 
@@ -325,6 +315,17 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
       "Owned for a number of these jobs a year (clusters bought whole as the demand needs, each busy at most {:.0f}% "
       "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}.",
       100 * spec.utilization, spec.lifetime_years, join(parts, "; then "));
+}
+
+std::string bom_words(const std::vector<plan::Plan>& plans) {
+  std::vector<std::string> parts;
+  for (const auto& p : plans) {
+    const cost::Bom bom = cost::bill_of_materials(p);
+    if (bom.lines.empty()) continue;
+    parts.push_back(fmt::format("{}: {}{}", p.name, cost::bom_text(bom),
+                                bom.missing.empty() ? fmt::format(" = {}", money(bom.capex_usd)) : std::string(" (no capex)")));
+  }
+  return parts.empty() ? "" : "Bought (bill of materials): " + join(parts, "; ") + ".";
 }
 
 std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& ev) {

@@ -65,5 +65,8 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
 // Where each rented plan's hourly rate comes from and what it leaves out (cost::rent_basis), one
 // sentence for the comparison: "Rent: A: ...; B: ...". "" when no plan is rented and priced.
 std::string rent_words(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
+// What each plan's capex buys (cost::bill_of_materials), one sentence for the comparison:
+// "Bought: A: 4 x NVIDIA DGX H100 at $300000.00; B: ...". "" when no plan has a bill.
+std::string bom_words(const std::vector<plan::Plan>& plans);
 
 }  // namespace ftplan::io
