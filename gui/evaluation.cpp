@@ -181,6 +181,7 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     out.ownership = io::ownership(s.plans, out.evaluations);
   }
   out.rent = io::rent_words(out.plans, out.evaluations);
+  out.bought = io::bom_words(out.plans);
   out.advice = io::advice(s.model, out.plans, out.evaluations);
   out.comparison = io::comparison(out.plans, out.evaluations);
   out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
@@ -264,6 +265,7 @@ std::string results_json(const Outcome& o) {
   top.set("advice", o.advice.empty() ? io::Value(nullptr) : io::Value(join(o.advice, " ")));
   top.set("ownership", o.ownership.empty() ? io::Value(nullptr) : io::Value(o.ownership));
   top.set("rent", o.rent.empty() ? io::Value(nullptr) : io::Value(o.rent));
+  top.set("bought", o.bought.empty() ? io::Value(nullptr) : io::Value(o.bought));
   return io::rows_to_json(result_rows(o), "results", io::kOutputSchemaVersion, top);
 }
 

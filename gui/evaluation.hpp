@@ -50,6 +50,7 @@ struct Outcome {
   std::string ownership;
   std::vector<std::string> advice;
   std::string rent;  // where each rented plan's rate comes from (io::rent_words); "" when none is rented
+  std::string bought;  // what each plan's capex buys (io::bom_words); "" when no plan has a bill
   // For each shown plan that does not fit in memory: what would (footprint::what_would_fit), nearest first.
   std::vector<std::vector<footprint::FitChange>> fixes;
   std::vector<std::string> errors;  // "name:line:col: key: message" or "plan 'X': key: message"

@@ -1020,8 +1020,10 @@ void MainWindow::show_outcome(Outcome outcome) {
                   ftplan::format_count(static_cast<double>(model::count_params(s.model).total)),
                   plan::to_string(s.job.method), ftplan::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
   answer_->setText(q(o.answer));
-  // The verdict, then what compare prints under it: the owned plans' crossover and the notes.
+  // The verdict, then what compare prints under it: what each plan's capex buys, the owned plans'
+  // crossover and the notes.
   std::string verdict = o.verdict;
+  if (!o.bought.empty()) verdict += " " + o.bought;
   if (!o.ownership.empty()) verdict += " " + o.ownership;
   for (const auto& note : o.advice) verdict += "\nNote: " + note;
   verdict_->setText(q(verdict));
