@@ -309,12 +309,14 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
     parts.push_back(fmt::format("{} {} ({} a year at {}, {} cluster{})", name, span, money(bill), x.to, clusters,
                                 clusters == 1 ? "" : "s"));
   }
-  if (ranges.size() > kShown) parts.push_back(fmt::format("and {} changes more up to {}", ranges.size() - kShown, max_jobs));
+  const std::string more = ranges.size() > kShown ? fmt::format(" (and {} changes more up to {} jobs a year)",
+                                                                ranges.size() - kShown, max_jobs)
+                                                  : std::string();
   const plan::CostSpec& spec = plans[which[0]].cost;
   return fmt::format(
       "Owned for a number of these jobs a year (clusters bought whole as the demand needs, each busy at most {:.0f}% "
-      "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}.",
-      100 * spec.utilization, spec.lifetime_years, join(parts, "; then "));
+      "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}{}.",
+      100 * spec.utilization, spec.lifetime_years, join(parts, "; then "), more);
 }
 
 std::string bom_words(const std::vector<plan::Plan>& plans) {

@@ -352,4 +352,13 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
       "owning.yaml", test::data_dir(), test::zoo(), test::catalog());
   text = owning(small);
   CHECK(text.find("the cheapest is small at every demand up to ") != std::string::npos);
+  // More changes than are shown end the sentence as a clause of their own (the shipped QLoRA
+  // comparison alternates between its two workstation plans as clusters are bought whole).
+  const plan::Scenario q = io::load_scenario(
+      std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-qlora-h100-vs-workstation.yaml", test::zoo(), test::catalog());
+  text = owning(q);
+  INFO(text);
+  CHECK(text.find("changes more up to ") != std::string::npos);
+  CHECK(text.find("then and ") == std::string::npos);
+  CHECK(text.back() == '.');
 }
