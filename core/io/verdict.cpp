@@ -250,9 +250,14 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
     if (!out.empty()) line += " (" + out + ")";
     others.push_back(line);
   }
-  if (best < 0)
-    return fmt::format("No plan meets the constraints{}: {}.", limits.empty() ? "" : " (" + limits + ")",
-                       join(others, "; "));
+  if (best < 0) {
+    // Without constraints, what stops every plan is that none fits or none has a price.
+    const bool none_priced = std::none_of(ev.begin(), ev.end(), [](const evaluate::Evaluation& e) { return e.cost.priced(); });
+    const char* what = !limits.empty() ? "No plan meets the constraints"
+                       : none_priced   ? "No plan has a price to rank it by"
+                                       : "No plan fits";
+    return fmt::format("{}{}: {}.", what, limits.empty() ? "" : " (" + limits + ")", join(others, "; "));
+  }
   const plan::Plan& p = plans[static_cast<std::size_t>(best)];
   const evaluate::Evaluation& w = ev[static_cast<std::size_t>(best)];
   std::string s = fmt::format("Cheapest{}: {}, {}, {} ({})", limits.empty() ? "" : " within " + limits, p.name,

@@ -176,6 +176,11 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
   const std::string a = io::answer(s.plans, ev, s.constraints);
   CHECK(a.rfind("Cheapest: sxm, $", 0) == 0);
   CHECK(a.find("teton is left out: no hourly rate") != std::string::npos);
+  // Alone, and with no constraint set, the answer says what it lacks (it read "No plan meets the
+  // constraints: ...").
+  const std::vector<plan::Plan> alone = {s.plans[0]};
+  const std::vector<evaluate::Evaluation> alone_ev = {ev[0]};
+  CHECK(io::answer(alone, alone_ev, s.constraints).rfind("No plan has a price to rank it by: teton is left out", 0) == 0);
   const io::Row row = io::cost_row(s.plans[0], ev[0].memory, ev[0].step, ev[0].power, ev[0].cost);
   REQUIRE(row.get("cost_usd"));
   CHECK(std::holds_alternative<std::nullptr_t>(*row.get("cost_usd")));
