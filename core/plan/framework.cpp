@@ -14,6 +14,7 @@ namespace ftplan::plan {
 // defaults of FrameworkProfile's members (framework.hpp, each with its source).
 // Data, not logic: the one function in core over ~80 lines (scripts/long_functions.py), as it
 // grows by a row per framework.
+// long: a table, one row per framework (data, not logic).
 const std::vector<FrameworkProfile>& framework_table() {
   using S = FrameworkProfile::Selective;
   static const std::vector<FrameworkProfile> table = {

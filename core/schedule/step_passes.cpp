@@ -262,6 +262,8 @@ void Builder::forward(int mb, int chunk) {
   if (vs < virtual_stages - 1) send(mb, vs + 1, false);
 }
 
+// long: the layer loop carries the open fold run (its templates and chain) from one layer to the
+// next and closes it where a layer differs; split, that state would become members.
 void Builder::backward(int mb, int chunk) {
   std::vector<int>& saved = saved_of[mb];
   std::vector<int>& host_saved = host_saved_of[mb];

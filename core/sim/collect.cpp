@@ -315,6 +315,8 @@ void mark_steady_window(LoweredStep& step, const std::vector<schedule::StepIR>& 
   }
 }
 
+// long: one derivation (the stage-symmetry figures of lowering.hpp, less one period) step by
+// step over the same run; its intermediate figures are read by every later step.
 std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Result& r, const schedule::StepIR& ir,
                                         int stage, const StageRun& whole, int period, bool activity) {
   const Lowered& l = step.lowered[step.reported[stage]];

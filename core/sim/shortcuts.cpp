@@ -209,6 +209,8 @@ ShortRuns run_shorts(const plan::Plan& p, const Efficiency& eff, const ShortRun 
 
 // The stage symmetry, its short pipelines' layers folded where that is exact (`fold`), the
 // micro-batch slope read from A's steady state where it repeats (`window`).
+// long: the stage symmetry's three short pipelines and their combination (lowering.hpp), one
+// derivation whose figures are read by every later step.
 std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
                                    std::int64_t accumulation, bool multi_gpu, bool fold, bool window) {
   const int pp = std::max(1, p.parallel.pp);

@@ -163,6 +163,8 @@ void read_processes(Fields& f) {
 
 }  // namespace
 
+// long: one key after another in the format's order, each a few lines with its source; they share
+// the reader's Fields (what was read, what is left unknown), which a split would pass everywhere.
 void read_accelerate(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
   Fields f(ctx, root, file, {}, kFormat);
   std::string type = "NO";  // ClusterConfig.distributed_type has no default; `accelerate config` writes NO for one GPU

@@ -266,6 +266,8 @@ void read_run(Fields& f) {
 //    alignment-handbook recipes use: use_peft, lora_r 16, lora_alpha 32, lora_dropout 0.05,
 //    lora_target_modules (a list, None = PEFT's default), load_in_4bit / load_in_8bit,
 //    bnb_4bit_quant_type nf4, use_bnb_nested_quant.
+// long: one key after another in the format's order, each a few lines with its source; they share
+// the reader's Fields (what was read, what is left unknown), which a split would pass everywhere.
 void read_peft_args(Context& ctx, Fields& f, const Node& root) {
   const bool trl = root.find("use_peft") != nullptr;
   const char* use_key = trl ? "use_peft" : "use_peft_lora";

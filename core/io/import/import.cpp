@@ -328,6 +328,8 @@ void apply_overrides(Draft& draft, const std::vector<ImportOverride>& overrides)
 
 // The micro-batch, GPU count, accumulation and global batch: the configs' numbers, DeepSpeed's
 // batch triangle and the launchers' defaults.
+// long: DeepSpeed's batch triangle and each launcher's defaults resolve one another's unknowns
+// in a fixed order over the same four numbers; split, the order would be spread over functions.
 void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& framework, bool hf, bool ds_auto) {
   const SourceLocation cli{"command line", 0, 0};
   if (!draft.has("job.micro_batch")) {
@@ -447,6 +449,7 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
 }
 
 // What the configs leave open: the framework's own default, each with its source, then ftplan's.
+// long: one default after another, each with its framework's source; they read and fill one Draft.
 void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
   // TRL's SFTConfig (trl f2cd5771 trainer/sft_config.py, base_config.py): max_length 1024, no
   // packing, gradient checkpointing on, bf16 unless fp16.

@@ -30,6 +30,8 @@ void refuse_if_true(Fields& f, const char* key, const std::string& why) {
 
 constexpr const char* kLf = "LLaMA-Factory";
 
+// long: one key after another in the format's order, each a few lines with its source; they share
+// the reader's Fields (what was read, what is left unknown), which a split would pass everywhere.
 void read_lf_method(Fields& f, const Node& root) {
   // stage (finetuning_args.py: sft default): pt and sft train a causal LM the same way; the others
   // add a reference, reward or value model ftplan does not hold.
@@ -399,6 +401,8 @@ void read_ax_attention(Fields& f) {
 
 }  // namespace
 
+// long: one key after another in the format's order, each a few lines with its source; they share
+// the reader's Fields (what was read, what is left unknown), which a split would pass everywhere.
 void read_axolotl(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
   Fields f(ctx, root, file, {}, kAx);
   ctx.draft.set({"_hf_trainer", "true", "", root.where, "", false});  // the Trainer runs the step

@@ -38,6 +38,8 @@ struct Degrees {
 // The parallelism keys, wherever the torchtitan version put them: [parallelism] since 2025; before
 // that the degrees were in [training] (batch_size, data_parallel_degree, tensor_parallel_degree)
 // and pipelining and context parallelism in [experimental] (torchtitan/config_manager.py, 2024).
+// long: one key after another in the format's order, each a few lines with its source; they share
+// the reader's Fields (what was read, what is left unknown), which a split would pass everywhere.
 void read_parallel_keys(Fields& pf, const Node& section, Degrees& d, bool layout_2024 = false) {
   const auto degree = [&](const char* key, const char* scenario_key) {
     const Node* n = pf.take(key);
