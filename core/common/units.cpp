@@ -204,6 +204,11 @@ std::string format_bandwidth(double bytes_per_s) {
   return fmt::format("{:.0f} B/s", bytes_per_s);
 }
 
+std::string format_energy(double kwh) {
+  // Two decimals below 10 kWh, so a short job's energy does not read "0 kWh".
+  return std::abs(kwh) < 10 ? fmt::format("{:.2f} kWh", kwh) : fmt::format("{:.1f} kWh", kwh);
+}
+
 std::string format_money(double usd) {
   if (std::abs(usd) < 100) return fmt::format("${:.2f}", usd);
   // Whole dollars with thousands separators: "$1,200,000" reads at a glance, "$1200000" does not.

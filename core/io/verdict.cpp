@@ -74,7 +74,7 @@ const RunRow kRunRows[] = {
      [](const evaluate::Evaluation& e) { return e.step.mfu; }},
     {"peak power", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3); },
      [](const evaluate::Evaluation& e) { return e.power.peak_power_w; }},
-    {"energy (facility)", [](const evaluate::Evaluation& e) { return fmt::format("{:.1f} kWh", e.cost.energy_kwh); },
+    {"energy (facility)", [](const evaluate::Evaluation& e) { return format_energy(e.cost.energy_kwh); },
      [](const evaluate::Evaluation& e) { return e.cost.energy_kwh; }},
     {"cost", [](const evaluate::Evaluation& e) { return money(e.cost.cost_usd); },
      [](const evaluate::Evaluation& e) { return e.cost.cost_usd; }, true},

@@ -5,6 +5,8 @@
 using ftplan::parse_quantity;
 using ftplan::Quantity;
 using ftplan::UnitError;
+using ftplan::format_energy;
+using ftplan::format_money;
 
 TEST_CASE("sizes: GB is 10^9 bytes, GiB is 2^30") {
   CHECK(parse_quantity("80 GiB", Quantity::bytes) == 80.0 * 1024 * 1024 * 1024);
@@ -76,4 +78,13 @@ TEST_CASE("bad quantities say what was expected") {
   CHECK_THROWS_AS(parse_quantity("$700 W", Quantity::power), UnitError);
   CHECK_THROWS_AS(parse_quantity("", Quantity::power), UnitError);
   CHECK_THROWS_AS(parse_quantity("1e999 W", Quantity::power), UnitError);
+}
+
+TEST_CASE("money and energy print one way everywhere") {
+  CHECK(format_money(12.345) == "$12.35");
+  CHECK(format_money(1200000) == "$1,200,000");
+  CHECK(format_money(-36200) == "-$36,200");
+  // A short job's energy keeps two decimals (plan's table printed 0.23 kWh as "0 kWh").
+  CHECK(format_energy(0.2305) == "0.23 kWh");
+  CHECK(format_energy(53.2) == "53.2 kWh");
 }
