@@ -66,7 +66,8 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
 // sentence for the comparison: "Rent: A: ...; B: ...". "" when no plan is rented and priced.
 std::string rent_words(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
 // What each plan's capex buys (cost::bill_of_materials), one sentence for the comparison:
-// "Bought: A: 4 x NVIDIA DGX H100 at $300000.00; B: ...". "" when no plan has a bill.
+// "Bought (bill of materials): A: 4 x NVIDIA DGX H100 at $300,000 = $1,200,000; B: ...". "" when
+// no plan has a bill.
 std::string bom_words(const std::vector<plan::Plan>& plans);
 
 }  // namespace ftplan::io
