@@ -4,6 +4,7 @@
 # seeds each target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the
 # committed corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
+#        scripts/fuzz.sh --long [TARGET...]       (10 M executions per target: below)
 # FTPLAN_FUZZ_RUNS=N also stops each target after N executions (libFuzzer's -runs; whichever of the
 # two limits comes first), for a long run sized to reach a total.
 # Two builds (docs/hardening.md, "Fuzzing"), both made by scripts/build-asan.sh:
@@ -18,8 +19,17 @@
 # BUILD/fuzz/crashes/TARGET-* and fails the script.
 # Per target it prints libFuzzer's last status line (executions, coverage, corpus, exec/s) and the
 # executions per CPU second.
+# --long [TARGET...]: the nightly run: each target (all by default) on the long build until it has
+# run FTPLAN_FUZZ_RUNS executions (default 10 M) in this run, a day at most; per target it prints
+# libFuzzer's coverage (edges, features, corpus) and, for its corpus checked under ASan, the same.
+# Stop it with SIGINT, never SIGSTOP: -timeout is a wall-clock alarm (docs/hardening.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${1:-} == --long ]]; then
+  shift
+  export FTPLAN_FUZZ_BUILD=long FTPLAN_FUZZ_RUNS=${FTPLAN_FUZZ_RUNS:-10000000}
+  exec "$0" 86400 "$@"
+fi
 seconds=${1:-20}
 shift || true
 targets=("$@")
