@@ -1,8 +1,10 @@
 #include "storage/fio.hpp"
 
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <array>
 #include <cerrno>
@@ -90,19 +92,26 @@ FioResult run_fio(const fs::path& fio, const std::vector<ScratchFile*>& files, c
   argv.push_back(nullptr);
   int pipe_fd[2];
   if (pipe(pipe_fd) != 0) throw std::runtime_error("cannot create a pipe for fio");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addclose(&actions, pipe_fd[0]);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fd[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fd[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_fd[1]);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, fio.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fd[1]);
-  if (rc != 0) {
+  // fio dies with calibrate (issue 45: a killed calibrate's fio ran on for 1-2 s, writing to the
+  // scratch file the next run removes): the child asks the kernel for SIGKILL when its parent
+  // thread exits (prctl PR_SET_PDEATHSIG), and exits at once if the parent is already gone.
+  // Between fork and exec only async-signal-safe calls (POSIX fork: a multithreaded process).
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(126);
+    dup2(pipe_fd[1], STDOUT_FILENO);
+    dup2(pipe_fd[1], STDERR_FILENO);
     close(pipe_fd[0]);
-    throw std::runtime_error(fmt::format("cannot run {}: {}", fio.string(), std::strerror(rc)));
+    close(pipe_fd[1]);
+    execve(fio.c_str(), argv.data(), environ);
+    _exit(127);
+  }
+  const int spawn_errno = errno;
+  close(pipe_fd[1]);
+  if (pid < 0) {
+    close(pipe_fd[0]);
+    throw std::runtime_error(fmt::format("cannot run {}: {}", fio.string(), std::strerror(spawn_errno)));
   }
   std::string out;
   std::array<char, 8192> buf{};

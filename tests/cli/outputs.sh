@@ -103,4 +103,22 @@ step --ir "$dir/kinds/real.json" || fail "simulate --ir: exit status $?"
 [[ ! -e "$dir/kinds/.real.json.$dead.0.0000abcd.tmp" ]] || fail "a dead writer's temporary was left"
 [[ -e "$dir/kinds/.real.json.$$.0.0000abcd.tmp" ]] || fail "a live process's temporary was removed"
 [[ -e "$dir/kinds/.real.json.$dead.$$.0.0000abcd.tmp" ]] || fail "another file's temporary was removed"
+
+# calibrate's fio dies with it (issue 45: it ran on 1-2 s after a kill): a stand-in fio first on
+# PATH writes its pid and sleeps; calibrate is killed with SIGKILL while it waits for it; the
+# stand-in must be gone (or a zombie) within 2 s.
+mkdir -p "$dir/fio/bin" "$dir/fio/d"
+printf '#!/bin/sh\necho $$ >"%s"\nexec sleep 60\n' "$dir/fio/pid" >"$dir/fio/bin/fio"
+chmod +x "$dir/fio/bin/fio"
+PATH="$dir/fio/bin:$PATH" "$ftplan" calibrate --quick --no-cpu --no-gpu --storage-dir "$dir/fio/d" \
+  --out "$dir/fio/profile.yaml" >"$dir/out.txt" 2>&1 &
+cal=$!
+for _ in $(seq 600); do [[ -s $dir/fio/pid ]] && break; sleep 0.1; done
+[[ -s $dir/fio/pid ]] || { kill -9 $cal 2>/dev/null; fail "calibrate did not start the stand-in fio within 60 s"; }
+kill -9 $cal
+wait $cal 2>/dev/null
+standin=$(cat "$dir/fio/pid")
+alive() { [[ -e /proc/$1/stat ]] && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]; }
+for _ in $(seq 20); do alive "$standin" || break; sleep 0.1; done
+if alive "$standin"; then kill "$standin"; fail "fio (pid $standin) outlived the calibrate that started it"; fi
 echo "ok"
