@@ -316,6 +316,9 @@ class Builder : private StepState {
   // `op` in `blocks` pieces on the compute stream, a point-to-point pass of `pass_bytes` over
   // group `g` on the comm stream between consecutive pieces (the next piece waits for it).
   int blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name);
+  // Block b of `op` split into `blocks` equal pieces (blocked, gathered_ring): its share of the
+  // work and shape; its dependencies are the caller's.
+  Op block_of(const Op& op, int b, int blocks) const;
   int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
                  int micro, Ids deps);
   int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,

@@ -600,15 +600,8 @@ int Builder::gathered_ring(Op op, bool backward) {
   };
   int last = -1, pass = -1;
   for (int b = 0; b < cp_; ++b) {
-    Op block = op;
-    block.name = name("{} block {}", base, b);
-    block.flops /= cp_;
-    block.model_flops /= cp_;
-    block.recompute_flops /= cp_;
-    block.bytes /= cp_;
-    block.n = std::max<std::int64_t>(1, op.n / cp_);
+    Op block = block_of(op, b, cp_);
     block.deps = b == 0 ? deps : b == 1 ? Ids{last, gather} : Ids{last};
-    if (b > 0) block.reads.clear();
     last = add(std::move(block));
     if (backward) {
       // Each block's gradients are added to those received from the previous rank, then sent
@@ -628,23 +621,28 @@ int Builder::gathered_ring(Op op, bool backward) {
   return add(std::move(cast));
 }
 
+Op Builder::block_of(const Op& op, int b, int blocks) const {
+  Op block = op;
+  block.name = name("{} block {}", op.name, b);
+  block.flops /= blocks;
+  block.model_flops /= blocks;
+  block.recompute_flops /= blocks;
+  block.bytes /= blocks;
+  // Its share of the work: a GEMM block computes m / blocks rows (async TP), an attention
+  // block attends to n / blocks keys (ring attention).
+  if (op.kind == OpKind::gemm) block.m = std::max<std::int64_t>(1, op.m / blocks);
+  if (op.kind == OpKind::attention) block.n = std::max<std::int64_t>(1, op.n / blocks);
+  if (b > 0) block.reads.clear();  // the first block reads the op's inputs for all of them
+  return block;
+}
+
 int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::string& pass_name) {
   const std::string base = op.name;
   const Ids deps = op.deps;
   int last = -1, pass = -1;
   for (int b = 0; b < blocks; ++b) {
-    Op block = op;
-    block.name = name("{} block {}", base, b);
-    block.flops /= blocks;
-    block.model_flops /= blocks;
-    block.recompute_flops /= blocks;
-    block.bytes /= blocks;
-    // Its share of the work: a GEMM block computes m / blocks rows (async TP), an attention
-    // block attends to n / blocks keys (ring attention).
-    if (op.kind == OpKind::gemm) block.m = std::max<std::int64_t>(1, op.m / blocks);
-    if (op.kind == OpKind::attention) block.n = std::max<std::int64_t>(1, op.n / blocks);
+    Op block = block_of(op, b, blocks);
     block.deps = b == 0 ? deps : Ids{last, pass};
-    if (b > 0) block.reads.clear();
     if (b + 1 < blocks) {
       // The next block's data travel while this one computes.
       pass = collective(Stream::comm, Collective::send_recv, g, 2, pass_bytes, name("{} pass {}", pass_name, b + 1),
