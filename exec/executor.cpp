@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -389,19 +388,16 @@ void Runner::prepare() {
   // The op that leaves each share's gradient: its layer's upcast for the host's fp32 copy where
   // the IR has one (Builder::offload_gradients; later on the same worker, so the last
   // weight-gradient GEMM's output is still the device's), else its last weight-gradient GEMM
-  // of the last micro-batch.
+  // of the last micro-batch. The upcast follows the layer's last backward in issue order, so the
+  // last of these ops of a layer is the one.
   std::map<int, std::size_t> last_of_layer;
-  std::set<int> upcast;
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = ir_.ops[i];
-    if (!grad_of_layer_.count(op.layer) || upcast.count(op.layer)) continue;
-    if (op.kind == OpKind::elementwise && op.upcasts_gradients) {
-      upcast.insert(op.layer);
+    if (!grad_of_layer_.count(op.layer)) continue;
+    if ((op.kind == OpKind::elementwise && op.upcasts_gradients) ||
+        (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
+         op.micro == ir_.micro_batches - 1))
       last_of_layer[op.layer] = i;
-    } else if (op.kind == OpKind::gemm && op.pass == schedule::Pass::backward && op.weight_grad &&
-               op.micro == ir_.micro_batches - 1) {
-      last_of_layer[op.layer] = i;
-    }
   }
   for (const auto& [layer, i] : last_of_layer) last_weight_grad_[i] = grad_of_layer_.at(layer);
   device_grads_.resize(grad_tensor_.size());
