@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <map>
 
 #include <unistd.h>
 
@@ -165,6 +166,15 @@ void print_best(const plan::Scenario& s, const planner::Result& r) {
   line("cheapest", r.cheapest);
   line("lowest peak power", r.lowest_power);
   line("fewest GPUs", r.fewest_gpus);
+  // Plans that fit but have no price rank after every priced one and meet no budget: say which
+  // and why, once per reason (cost::CostReport::unpriced), rather than leave "no price" unexplained.
+  std::map<std::string, int> unpriced;
+  for (const auto& c : r.candidates)
+    if (c.evaluation.feasible() && !c.evaluation.cost.priced()) ++unpriced[c.evaluation.cost.unpriced];
+  for (const auto& [why, n] : unpriced)
+    fmt::print("  {} {} no price ({}): {}\n", n, n == 1 ? "plan has" : "plans have", why,
+               k.budget_usd > 0 ? "none can be held to the budget, so none is among the best"
+                                : "they rank after every priced plan on cost");
 }
 
 }  // namespace

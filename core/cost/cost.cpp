@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -402,6 +403,9 @@ Bom bill_of_materials(const plan::Plan& p) {
   const plan::Cluster& c = p.cluster;
   const double units = c.nodes * c.node_share();  // nodes bought (a slice of one: its share)
   Bom bom;
+  bom.share = c.node_share();
+  bom.share_gpus = c.gpus_per_node;
+  bom.node_gpus = c.node.gpus;
   const auto add = [&](const std::string& item, double count, std::optional<double> unit) {
     if (count == 0) return;
     bom.lines.push_back({item, count * units, unit});
@@ -447,10 +451,17 @@ Bom bill_of_materials(const plan::Plan& p) {
 
 std::string bom_text(const Bom& bom) {
   std::vector<std::string> parts;
-  for (const auto& l : bom.lines)
-    parts.push_back(fmt::format("{}{:g} x {} {}", l.count < 0 ? "" : (parts.empty() ? "" : "+"), l.count, l.item,
-                                l.unit_usd ? "at " + format_money(*l.unit_usd) : std::string("(no price)")));
-  return join(parts, "; ");
+  for (const auto& l : bom.lines) {
+    const double count = l.count / bom.share;  // a slice's lines are shown for the node whole
+    parts.push_back(fmt::format("{}{:g} x {} {}", count < 0 ? "less " : (parts.empty() ? "" : "+"), std::abs(count),
+                                l.item, l.unit_usd ? "at " + format_money(*l.unit_usd) : std::string("(no price)")));
+  }
+  const std::string text = join(parts, "; ");
+  if (bom.share >= 1) return text;
+  // The share as the fraction of the node's GPUs it uses, reduced: 2 of 8 GPUs is 1/4.
+  const int d = std::gcd(bom.share_gpus, bom.node_gpus);
+  return fmt::format("a {}/{} share ({} of its {} GPUs) of {}", bom.share_gpus / d, bom.node_gpus / d, bom.share_gpus,
+                     bom.node_gpus, text);
 }
 
 double capex_usd(const plan::Plan& p) { return bill_of_materials(p).capex_usd; }

@@ -92,11 +92,16 @@ struct BomLine {
 };
 struct Bom {
   std::vector<BomLine> lines;
+  // A plan on a slice of one node buys its share of the node (plan::Cluster::node_share): the
+  // lines count that share; the words show the node whole and the share.
+  double share = 1;
+  int share_gpus = 0, node_gpus = 0;
   double capex_usd = 0;  // the lines' sum (when nothing is missing)
   std::string missing;   // "" when every line is priced
 };
 Bom bill_of_materials(const plan::Plan& plan);
-// The BOM in words: "1 x Workstation with 4x RTX 6000 Ada $35,000; +1,536 DRAM (GiB) x $4.69; ...".
+// The BOM in words: "1 x Workstation with 4x RTX 6000 Ada at $35,000; +1536 x GiB of DRAM in the ...
+// at $4.69; less 2 x <drive> at $600", a slice as "a 1/4 share (1 of its 4 GPUs) of 1 x ...".
 std::string bom_text(const Bom& bom);
 
 // Owning a plan's hardware to run a given number of such jobs a year (issue 41: the crossover

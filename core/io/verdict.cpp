@@ -374,10 +374,11 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
       else if (tb > ta) time = fmt::format("takes {:.1f}x longer", tb / ta);
       else time = fmt::format("finishes {:.1f}x sooner", ta / tb);
     }
-    std::string s = fmt::format("{} ", plans[i].name);
+    // The reference first, so that "about the same" and "as long" read as well as "more" and "longer".
+    std::string s = fmt::format("Against {}, {} ", plans[0].name, plans[i].name);
     for (std::size_t k = 0; k < parts.size(); ++k) s += (k ? ", " : "") + parts[k];
     if (!time.empty()) s += (parts.empty() ? "" : ", and ") + time;
-    sentences.push_back(s + fmt::format(" than {}.", plans[0].name));
+    if (!parts.empty() || !time.empty()) sentences.push_back(s + ".");
   }
   if (!infeasible.empty()) sentences.push_back(join(infeasible, "; ") + ".");
   return join(sentences, " ");

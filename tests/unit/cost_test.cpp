@@ -215,6 +215,12 @@ TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the D
   CHECK(big.capex_usd == doctest::Approx(35000 + 1536 * 4.69 + 10 * *drive->price.purchase_usd));
   CHECK(bom(", dram: 128 GiB").capex_usd == doctest::Approx(35000 - 384 * 4.69));
   CHECK(bom(", gpus_per_node: 1").capex_usd == doctest::Approx(35000 / 4.0));
+  /* A slice's bill reads as the node whole and its share: the quarter of a workstation with 256
+   * GiB less DRAM used to read "0.25 x Workstation ...; -64 x GiB of DRAM ..." (issue 41). */
+  const std::string slice = cost::bom_text(bom(", gpus_per_node: 1, dram: 256 GiB"));
+  CHECK(slice.find("a 1/4 share (1 of its 4 GPUs) of 1 x ") == 0);
+  CHECK(slice.find("; less 256 x GiB of DRAM") != std::string::npos);
+  CHECK(cost::bom_text(big).find("+1536 x GiB of DRAM") != std::string::npos);
   CHECK(cost::capex_usd(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 2 TiB}")) ==
         doctest::Approx(35000 + 1536 * 4.69));
   /* Owned, the extra DRAM and drives are paid for: capex over the hours of its life. */
