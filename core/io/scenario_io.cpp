@@ -96,6 +96,45 @@ void read_cost(MapView& c, CostSpec& cost) {
   c.get_quantity("rent", Quantity::money_per_hour, cost.rent_usd_per_hour, 0);
 }
 
+// The cost keys only one way of paying uses (cost::dollars): owned, the energy price and the
+// capex's write-off; rented, the billing and the rate. (pue scales the energy figure under both.)
+struct ModeKey {
+  const char* key;
+  CostSpec::Mode mode;
+};
+constexpr ModeKey kModeKeys[] = {{"energy_price", CostSpec::Mode::own},
+                                 {"lifetime_years", CostSpec::Mode::own},
+                                 {"utilization", CostSpec::Mode::own},
+                                 {"billing", CostSpec::Mode::rent},
+                                 {"rent", CostSpec::Mode::rent}};
+
+// A cost key given where no plan it reaches pays that way: refused, not taken and ignored (issue 41).
+struct GivenCostKey {
+  const ModeKey* key;
+  SourceLocation at;
+  std::string path;
+};
+std::vector<GivenCostKey> mode_keys_given(const MapView& c) {
+  std::vector<GivenCostKey> out;
+  for (const ModeKey& k : kModeKeys)
+    if (c.has(k.key)) out.push_back({&k, c.location_of(k.key), c.key_path(k.key)});
+  return out;
+}
+void refuse_unused_cost_keys(Reader& r, const std::vector<GivenCostKey>& given, bool used_by_own, bool used_by_rent,
+                             const char* who) {
+  for (const auto& g : given) {
+    const bool own = g.key->mode == CostSpec::Mode::own;
+    if (own ? used_by_own : used_by_rent) continue;
+    r.error(g.at, g.path,
+            own ? fmt::format("prices owned hardware (cost.mode: own), and {} is rented: a rented rate already "
+                              "includes energy and depreciation",
+                              who)
+                : fmt::format("prices rented hardware (cost.mode: rent), and {} is owned: its cost is capex over its "
+                              "life, energy and wear",
+                              who));
+  }
+}
+
 void read_parallel(MapView& v, Parallel& p) {
   v.get("dp", p.dp, 1, plan::kMaxGpus);
   v.get("tp", p.tp, 1, 1024);
@@ -497,6 +536,8 @@ bool read_plan(MapView& pv, Plan& p, PlanNames& names, const ScenarioContext& ct
   }
   if (MapView v = pv.map("cost"); v.valid()) {
     read_cost(v, p.cost);
+    refuse_unused_cost_keys(pv.reader(), mode_keys_given(v), p.cost.mode == CostSpec::Mode::own,
+                            p.cost.mode == CostSpec::Mode::rent, "this plan");
     v.finish();
   }
   pv.finish();
@@ -538,8 +579,10 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
       job_findings.emplace(f.key, f.message);
     }
 
+  std::vector<GivenCostKey> scenario_cost_keys;
   if (MapView c = root.map("cost"); c.valid()) {
     read_cost(c, s.cost);
+    scenario_cost_keys = mode_keys_given(c);
     c.finish();
   }
   if (MapView sv = root.map("search"); sv.valid()) {
@@ -566,6 +609,11 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     Plan p;
     if (read_plan(pv, p, names, ctx)) s.plans.push_back(std::move(p));
   }
+  // The scenario's cost keys reach every plan (and every searched one): used if one pays that way.
+  bool own = s.has_search && s.cost.mode == CostSpec::Mode::own, rent = s.has_search && s.cost.mode == CostSpec::Mode::rent;
+  for (const auto& p : s.plans) (p.cost.mode == CostSpec::Mode::own ? own : rent) = true;
+  if (!s.plans.empty() || s.has_search)
+    refuse_unused_cost_keys(r, scenario_cost_keys, own, rent, s.plans.size() > 1 ? "every plan" : "the plan");
   root.finish();
   r.throw_if_any();
   if (s.name.empty()) s.name = std::filesystem::path(name).stem().string();

@@ -308,6 +308,8 @@ void check_tensor_and_pipeline(const model::ModelSpec& model, const Plan& plan, 
   if (p.async_tp && !p.sequence_parallel) bad("parallel.async_tp", "overlaps sequence parallelism's collectives; needs sequence_parallel: true");
   if (p.pp > model.layers)
     bad("parallel.pp", fmt::format("{} pipeline stages for {} layers of {}", p.pp, model.layers, model.name));
+  if (p.schedule != PipelineSchedule::one_f_one_b && p.schedule != PipelineSchedule::interleaved && p.pp < 2)
+    bad("parallel.schedule", fmt::format("orders a pipeline's micro-batches ({}); needs pp > 1", to_string(p.schedule)));
   if (p.schedule == PipelineSchedule::interleaved) {
     if (p.pp < 2) bad("parallel.schedule", "interleaved 1F1B needs pp > 1");
     if (p.virtual_stages < 2) bad("parallel.virtual_stages", "interleaved 1F1B needs at least 2 virtual stages");
@@ -463,6 +465,28 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
                          o.activations == Tier::nvme;
   if (uses_nvme && c.drives.empty())
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
+  // The engines' tuning keys size what only some placements have (inventory::add_offload_buffers,
+  // schedule::Builder::swapped_optimizer_step): refused where the plan has no such thing.
+  const Offload defaults;
+  if (o.params != Tier::nvme) {
+    if (o.buffer_count != defaults.buffer_count)
+      bad("offload.buffer_count", fmt::format("counts the parameter swap buffers of offload.params: nvme (DeepSpeed "
+                                              "offload_param.buffer_count); this plan keeps parameters on {}",
+                                              to_string(o.params)));
+    if (o.buffer_bytes != defaults.buffer_bytes)
+      bad("offload.buffer_size", fmt::format("sizes the parameter swap buffers of offload.params: nvme (DeepSpeed "
+                                             "offload_param.buffer_size); this plan keeps parameters on {}",
+                                             to_string(o.params)));
+  }
+  if (o.optimizer != Tier::nvme && o.chunk_bytes != defaults.chunk_bytes)
+    bad("offload.chunk_size", fmt::format("sizes the optimizer-state swap of offload.optimizer: nvme; this plan keeps "
+                                          "the optimizer state on {}",
+                                          to_string(o.optimizer)));
+  // Page-locked or pageable: the host buffers of state that crosses PCIe (sim::host_path).
+  const bool offloads = o.params != Tier::gpu || o.gradients != Tier::gpu || o.optimizer != Tier::gpu ||
+                        o.activations != Tier::gpu || o.optimizer_step != Tier::gpu;
+  if (!offloads && o.pinned != defaults.pinned)
+    bad("offload.pinned", "page-locks the host buffers offloaded state crosses PCIe through; this plan offloads nothing");
 }
 
 // Keys the framework would not act on: say what to write instead of computing something else.
@@ -536,6 +560,12 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
   if (c.gpus_per_node > c.node.gpus)
     bad("cluster.gpus_per_node",
         fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));
+  // A GPU-to-GPU fabric needs the GPU's bandwidth on it (sim::topology_of); without, it would run over PCIe.
+  if (c.node.gpu_interconnect != "pcie" && c.gpu.nvlink_bandwidth_Bps <= 0)
+    bad(c.as_sold.catalog_node ? "cluster.node" : "cluster.parts.gpu_interconnect",
+        fmt::format("{}: {} has no {} bandwidth in the catalog (nvlink_bandwidth); its GPUs talk over PCIe "
+                    "(gpu_interconnect: pcie)",
+                    c.node.gpu_interconnect, c.gpu.display_name, c.node.gpu_interconnect));
   // The families in a fixed order: a plan's findings list in the same order every time.
   const FrameworkProfile& prof = framework_row(plan.job.framework);
   check_tensor_and_pipeline(model, plan, bad);

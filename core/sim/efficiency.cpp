@@ -44,6 +44,13 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
     e.attention = 0.45;
     e.nvlink = 0.8;
     e.source = "B200: MAMF 77.6%; attention and links by analogy with Hopper (estimate)";
+  } else if (a == "cdna3") {
+    // xGMI links run at ~48 of their 64 GB/s after CRC and protocol overhead (AMD ROCm blog
+    // "Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", 2025-03-02).
+    e.gemm = 0.70;
+    e.attention = 0.45;
+    e.nvlink = 48.0 / 64.0;
+    e.source = "MI300X: xGMI 48/64 GB/s usable a link (AMD ROCm blog, 2025-03); GEMM and attention estimates";
   } else if (a == "volta") {
     // cuBLAS mixed-precision GEMM on a V100 SXM2 reaches 83 of 125 TFLOPS at best (Markidis et
     // al. 2018, "NVIDIA Tensor Core Programmability, Performance & Precision", IPDPSW).

@@ -585,7 +585,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
       shared = node_links.emplace(node, n).first;
     }
     RankLinks k = shared->second;
-    k.nvlink = e.add_link(place.prefix + (topo.nvlink ? "nvlink" : "gpu-gpu (pcie)"), std::max(1.0, topo.nvlink_Bps));
+    k.nvlink = e.add_link(place.prefix + topo.gpu_link_name, std::max(1.0, topo.nvlink_Bps));
     k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
     for (int d = 0; d < 2; ++d)  // full duplex: one link per direction (HostLink)
       k.pcie[d] = e.add_link(place.prefix + (d == 0 ? "pcie h2d" : "pcie d2h"), std::max(1.0, topo.pcie_Bps));

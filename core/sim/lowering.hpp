@@ -35,7 +35,8 @@ namespace detail {
 
 struct Topology {
   plan::RankLayout layout;  // where the ranks sit: nodes, groups
-  bool nvlink = false;
+  bool nvlink = false;      // a direct GPU-to-GPU fabric (NVLink, Infinity Fabric), else PCIe
+  const char* gpu_link_name = "gpu-gpu (pcie)";  // that link's name in results ("nvlink", "infinity fabric")
   double nvlink_Bps = 0;
   double nic_Bps = 0;   // this GPU's share of the node's NICs
   double pcie_Bps = 0;

@@ -50,7 +50,12 @@ int gpus_per_switch(const plan::Cluster& c) {
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t{plan::RankLayout(p)};
   const plan::Cluster& c = p.cluster;
-  t.nvlink = c.node.gpu_interconnect == "nvlink" && c.gpu.nvlink_bandwidth_Bps > 0;
+  // NVLink, or AMD's Infinity Fabric (xGMI: each MI300X to its seven peers directly, AMD MI300X
+  // platform datasheet): a direct GPU-to-GPU fabric at the GPU's nvlink_bandwidth. It was taken
+  // for PCIe before: the catalog's infinity-fabric was read and ignored.
+  t.nvlink = (c.node.gpu_interconnect == "nvlink" || c.node.gpu_interconnect == "infinity-fabric") &&
+             c.gpu.nvlink_bandwidth_Bps > 0;
+  if (t.nvlink) t.gpu_link_name = c.node.gpu_interconnect == "nvlink" ? "nvlink" : "infinity fabric";
   t.pcie_Bps = c.gpu.host_link.bandwidth_Bps() * eff.pcie;
   t.nvlink_Bps = t.nvlink ? c.gpu.nvlink_bandwidth_Bps * eff.nvlink
                           : t.pcie_Bps * 0.5;  // GPU-to-GPU through the root complex: both directions share it
@@ -113,7 +118,7 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
     k.own.push_back(e.add_link(prefix + name, std::max(1.0, Bps)));
     return k.own.back();
   };
-  k.nvlink = link(topo.nvlink ? "nvlink" : "gpu-gpu (pcie)", topo.nvlink_Bps);
+  k.nvlink = link(topo.gpu_link_name, topo.nvlink_Bps);
   k.nic = link("network", topo.nic_Bps);
   k.pcie = {link(to_string(HostLink::pcie_h2d), topo.pcie_Bps), link(to_string(HostLink::pcie_d2h), topo.pcie_Bps)};
   if (gpus_per_switch(p.cluster) > 0)  // else no copy crosses an uplink (host_path)

@@ -306,7 +306,7 @@ TEST_CASE("each plan can say how it is paid for: a rented cloud plan beside an o
   const std::string head = "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 10, framework: hf-trainer}\n";
   const auto mixed = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans + "    cost: {mode: own, lifetime_years: 4}\n",
                                         "mixed.yaml", test::data_dir(), test::zoo(), test::catalog());
-  const auto owned = io::parse_scenario(head + "cost: {mode: own, lifetime_years: 4, billing: per-hour}\n" + plans,
+  const auto owned = io::parse_scenario(head + "cost: {mode: own, lifetime_years: 4}\n" + plans,
                                         "owned.yaml", test::data_dir(), test::zoo(), test::catalog());
   const auto rented = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans, "rented.yaml", test::data_dir(),
                                          test::zoo(), test::catalog());

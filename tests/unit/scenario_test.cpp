@@ -312,6 +312,47 @@ TEST_CASE("keys a framework would not act on are refused with what to write inst
   CHECK(plan_with("framework: megatron", "{zero: 1}").empty());
 }
 
+TEST_CASE("a key that applies to nothing in its plan is refused, not taken and ignored") {
+  /* Issue 41: each of these loaded, and the plan's answer was what it was without it. */
+  const auto with = [&](const std::string& cluster, const std::string& rest, const std::string& top = "") {
+    return error_of("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1, framework: deepspeed}\n" + top +
+                    "plans:\n  - name: p\n    cluster: " + cluster + "\n" + rest);
+  };
+  const std::string h100 = "{gpu: h100-sxm-80gb, gpus: 8}";
+  // The offload engines' tuning keys without the placement they tune.
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {buffer_count: 8}\n")
+            .find("x.yaml:8:29: plans[0].offload.buffer_count: counts the parameter swap buffers of offload.params: nvme") == 0);
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {params: cpu, buffer_size: 2 GiB}\n")
+            .find("offload.buffer_size: sizes the parameter swap buffers of offload.params: nvme (DeepSpeed "
+                  "offload_param.buffer_size); this plan keeps parameters on cpu") != std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {chunk_size: 64 MiB}\n").find("offload.chunk_size") != std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {pinned: false}\n")
+            .find("offload.pinned: page-locks the host buffers offloaded state crosses PCIe through; this plan offloads "
+                  "nothing") != std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {params: cpu, optimizer: cpu, pinned: false}\n").empty());
+  // A pipeline schedule without a pipeline.
+  CHECK(with(h100, "    parallel: {zero: 1, schedule: gpipe}\n").find("parallel.schedule: orders a pipeline's "
+                                                                         "micro-batches (gpipe); needs pp > 1") !=
+        std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 1, pp: 2, schedule: gpipe}\n").empty());
+  // NVLink on a GPU that has none ran over PCIe.
+  CHECK(with("{parts: {gpu: rtx-6000-ada, gpus: 4, host: xeon-w5-3435x-1s, gpu_interconnect: nvlink}}", "")
+            .find("cluster.parts.gpu_interconnect: nvlink: NVIDIA RTX 6000 Ada Generation 48GB has no nvlink bandwidth") !=
+        std::string::npos);
+  // The cost keys of the other way of paying: in a plan's block, or in the scenario's when no plan
+  // pays that way; a scenario's key some plan uses is fine (rented billing beside an owned plan).
+  CHECK(with(h100, "", "cost: {lifetime_years: 3}\n").find("x.yaml:4:24: cost.lifetime_years: prices owned hardware "
+                                                            "(cost.mode: own), and the plan is rented") == 0);
+  CHECK(with(h100, "", "cost: {mode: own, billing: per-hour}\n").find("cost.billing: prices rented hardware") !=
+        std::string::npos);
+  CHECK(with(h100, "    cost: {mode: own, rent: $10/h}\n").find("plans[0].cost.rent: prices rented hardware (cost.mode: "
+                                                                 "rent), and this plan is owned") != std::string::npos);
+  CHECK(with(h100, "    cost: {energy_price: $0.2/kWh}\n").find("plans[0].cost.energy_price") != std::string::npos);
+  CHECK(with(h100, "    cost: {mode: own}\n  - name: q\n    cluster: " + h100 + "\n", "cost: {billing: per-hour, utilization: 0.5}\n")
+            .empty());
+  CHECK(with(h100, "", "cost: {mode: own, energy_price: $0.2/kWh, pue: 1.2}\n").empty());
+}
+
 TEST_CASE("one sharding label for a plan, from the rule the inventory applies") {
   const auto s = parse("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1}\nplans:\n"
                        "  - name: one\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"
