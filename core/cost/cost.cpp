@@ -118,30 +118,22 @@ std::vector<End> ends_in_order(const std::vector<Interval>& in, Interval::Compon
 
 // Piecewise-constant power of one component from overlapping intervals: the highest draw wins.
 // The intervals' ends in time order (ends_in_order), then a sweep that keeps a count of each
-// activity in progress. Also returns, in `busy_s`, the time some activity for which `counts` is
-// true was in progress.
-template <class PowerOf, class Counts>
+// activity in progress.
+template <class PowerOf>
 std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component component, double step_s, double idle_w,
-                           PowerOf power_of, Counts counts, double& busy_s) {
+                           PowerOf power_of) {
   const std::vector<End> ends = ends_in_order(in, component, step_s);
   std::array<double, kActivities> watts{};
-  std::array<bool, kActivities> counted{};
-  for (std::size_t a = 0; a < kActivities; ++a) {
-    watts[a] = power_of(static_cast<Activity>(a));
-    counted[a] = counts(static_cast<Activity>(a));
-  }
+  for (std::size_t a = 0; a < kActivities; ++a) watts[a] = power_of(static_cast<Activity>(a));
   std::array<int, kActivities> active{};
   static_assert(kActivities <= 32);
   std::uint32_t in_progress = 0;  // bit a: activity a in progress
-  double w = idle_w;              // the draw and whether it counts as busy, for `in_progress`
-  bool busy = false;
+  double w = idle_w;              // the draw for `in_progress`
   std::vector<Segment> out;
   out.reserve(ends.size() + 1);
-  busy_s = 0;
   double t = 0;
   const auto emit = [&](double until) {
     if (!(t < until)) return;
-    if (busy) busy_s += until - t;
     if (!out.empty() && out.back().watts == w) out.back().t1 = until;  // same draw: extend
     else out.push_back({t, until, w});
     t = until;
@@ -154,11 +146,9 @@ std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component 
     if (was == (active[a] > 0)) continue;
     in_progress ^= 1u << a;
     w = idle_w;
-    busy = false;
     for (std::uint32_t m = in_progress; m != 0; m &= m - 1) {
       const auto b = static_cast<std::size_t>(std::countr_zero(m));
       w = std::max(w, watts[b]);
-      busy = busy || counted[b];
     }
   }
   emit(step_s);
@@ -246,15 +236,10 @@ PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const 
 
   // One rank's GPU curve, times every GPU; the CPU and drives per node follow the rank's CPU and
   // NVMe activity (every rank of a node does the same at the same time).
-  double busy = 0, unused = 0;
-  const auto none = [](Activity) { return false; };
-  // Idle compute: GPU time not spent in kernels (waiting on communication, copies, the CPU, bubbles).
-  const auto gpu_curve = curve(iv, Interval::Component::gpu, step_s, gpu_waiting, gpu_w, [](Activity a) {
-    return a == Activity::gemm || a == Activity::attention || a == Activity::memory_bound;
-  }, busy);
-  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle, [&](Activity) { return cpu_max; }, none, unused);
+  const auto gpu_curve = curve(iv, Interval::Component::gpu, step_s, gpu_waiting, gpu_w);
+  const auto cpu_curve = curve(iv, Interval::Component::cpu, step_s, cpu_idle, [&](Activity) { return cpu_max; });
   const auto nvme_curve = curve(iv, Interval::Component::nvme, step_s, drive_idle,
-                                [&](Activity a) { return a == Activity::nvme_write ? drive_write : drive_read; }, none, unused);
+                                [&](Activity a) { return a == Activity::nvme_write ? drive_write : drive_read; });
   // The three curves cover [0, step) each: walk them together, cutting at every breakpoint.
   std::vector<Segment> total;
   total.reserve(gpu_curve.size() + cpu_curve.size() + nvme_curve.size());
@@ -275,7 +260,14 @@ PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const 
   r.average_power_w = energy / step_s;
   // Facilities provision for the highest 1-second average (DESIGN.md "Power").
   if (peak) r.peak_power_w = peak_window_average(total, step_s, 1.0);
-  r.gpu_idle_s_per_step = (step_s - busy) * gpus;
+  // Not computing: the compute stream idle (sim::kComputeLane), as simulate splits the step into
+  // compute / waiting on comm or copies / idle. Memory-bound kernels on a side stream (DeepSpeed's
+  // gradient upcast on its reduction stream) draw power above, but are not the step's compute.
+  double computing = 0;
+  for (const auto& x : iv)
+    if (x.component == Interval::Component::gpu && x.lane == sim::kComputeLane)
+      computing += std::min(x.end_s, step_s) - std::max(0.0, x.start_s);
+  r.gpu_idle_s_per_step = std::max(0.0, step_s - computing) * gpus;
   return r;
 }
 

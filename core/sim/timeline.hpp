@@ -21,6 +21,10 @@ struct Interval {
   std::uint8_t lane = 0;
 };
 
+// The lane of a rank's compute stream (schedule::Stream::compute). The GPU is "not computing"
+// while it is idle: one definition for simulate's split and compare's idle GPU-hours (issue 41).
+inline constexpr std::uint8_t kComputeLane = 0;
+
 // One rank's step. When the simulator took a shortcut (the steady-state shortcut over identical
 // micro-batches, the shortened pipeline over identical stages; sim/simulate.hpp), the step is
 // given by a simulated step `intervals`/`step_s` and partial ones that differ from it by some
