@@ -155,6 +155,45 @@ while IFS='|' read -r kv ctx expect; do
   [[ $status == 0 ]] || fail "$kv: exit status $status: $(head -2 "$dir/after.json")"
   cmp -s "$dir/before.json" "$dir/after.json" && fail "$kv is accepted and changes nothing"
 done <<<"$cases"
+# The other side: a key set where it applies to nothing (a swap buffer without a swap, a pipeline
+# schedule without a pipeline, an owned-only price on a rented plan) is refused with its key, not
+# taken and ignored. KEY=VALUE | context (--set items before it)
+refused=$(cat <<'EOF'
+offload.buffer_count=8 | job.framework=deepspeed,parallel.zero=3
+offload.buffer_size=2 GiB | job.framework=deepspeed,parallel.zero=3,offload.params=cpu
+offload.chunk_size=64 MiB | job.framework=deepspeed,parallel.zero=3
+offload.pinned=false |
+offload.delayed_update=true |
+parallel.schedule=gpipe |
+parallel.virtual_stages=2 | parallel.pp=2
+parallel.first_stage_layers=12 |
+parallel.sequence_parallel=true |
+parallel.capacity_factor=1.25 |
+cost.lifetime_years=3 |
+cost.utilization=0.5 |
+cost.energy_price=$0.30/kWh |
+cost.billing=per-hour | cost.mode=own
+cost.rent=$50/h | cost.mode=own
+job.samples.std=600 | job.samples.packing=padded
+job.samples.min=1024 | job.samples.packing=padded
+job.samples.mean=1024 | job.samples.packing=padded,job.samples.distribution=uniform
+job.quant.kind=int4 |
+job.lora.rank=64 | job.method=full
+job.zero3_fetch=per-parameter | job.framework=deepspeed,parallel.zero=2
+job.dataset_tokens=20M |
+job.fsdp_mixed_precision={param_dtype: fp32} | job.framework=deepspeed
+job.checkpoint_every=2 | job.activation_checkpointing=none
+EOF
+)
+while IFS='|' read -r kv ctx; do
+  kv=$(sed 's/^ *//; s/ *$//' <<<"$kv"); ctx=$(sed 's/^ *//; s/ *$//' <<<"$ctx")
+  key=${kv%%=*}
+  "$ftplan" compare "$dir/base.yaml" --set "${ctx:+$ctx,}$kv" --format json >"$dir/after.json" 2>&1
+  status=$?
+  [[ $status == 2 ]] || fail "$kv${ctx:+ (with $ctx)} applies to nothing there, yet exit status $status: $(head -2 "$dir/after.json")"
+  # The error names the key (or its block: job.quant, job.lora).
+  grep -q "${key%.*}" "$dir/after.json" || fail "$kv: the refusal does not name it: $(head -2 "$dir/after.json")"
+done <<<"$refused"
 # The flags: each flag of `compare --help` is given, with the others of a quick-form base (or a
 # scenario file where the flag needs one), a value other than the base's; the JSON must change or
 # the command refuse it (exit 2). A flag with no case here fails the test.

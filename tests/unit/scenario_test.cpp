@@ -351,6 +351,17 @@ TEST_CASE("a key that applies to nothing in its plan is refused, not taken and i
   CHECK(with(h100, "    cost: {mode: own}\n  - name: q\n    cluster: " + h100 + "\n", "cost: {billing: per-hour, utilization: 0.5}\n")
             .empty());
   CHECK(with(h100, "", "cost: {mode: own, energy_price: $0.2/kWh, pue: 1.2}\n").empty());
+  // Sample-length keys of another distribution than the one given.
+  const auto samples = [&](const std::string& s) {
+    return error_of("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1, samples: {packing: padded, " + s +
+                    "}}\nplans:\n  - name: p\n    cluster: " + h100 + "\n");
+  };
+  CHECK(samples("std: 100").find("job.samples.std: is the spread of normal or lognormal lengths") != std::string::npos);
+  CHECK(samples("distribution: uniform, mean: 900").find("job.samples.mean: uniform lengths span [min, max]") !=
+        std::string::npos);
+  CHECK(samples("min: 100").find("job.samples.min: bounds lengths that vary") != std::string::npos);
+  CHECK(samples("distribution: normal, mean: 900, std: 100, min: 100, max: 2000").empty());
+  CHECK(samples("distribution: uniform, min: 100, max: 2000").empty());
 }
 
 TEST_CASE("one sharding label for a plan, from the rule the inventory applies") {
