@@ -311,15 +311,20 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
                              : r + 1 == ranges.size() ? fmt::format("from {} jobs a year on", x.from)
                              : x.from == x.to      ? fmt::format("at {} jobs a year", x.from)
                                                    : fmt::format("for {}-{} jobs a year", x.from, x.to);
-    parts.push_back(fmt::format("{} {} ({} a year at {}, {} cluster{})", name, span, money(bill), x.to, clusters,
-                                clusters == 1 ? "" : "s"));
+    // A plan on a slice of a node buys slices (its share of the node's price): say so, as a
+    // "cluster" of one GPU of a 4-GPU workstation read as a whole machine.
+    const plan::Cluster& c = plans[which[x.plan]].cluster;
+    const std::string unit = c.node_share() < 1 ? fmt::format("{}-GPU share{} of a {}-GPU node", c.gpus_per_node,
+                                                              clusters == 1 ? "" : "s", c.node.gpus)
+                                                : std::string(clusters == 1 ? "cluster" : "clusters");
+    parts.push_back(fmt::format("{} {} ({} a year at {}, {} {})", name, span, money(bill), x.to, clusters, unit));
   }
   const std::string more = ranges.size() > kShown ? fmt::format(" (and {} changes more up to {} jobs a year)",
                                                                 ranges.size() - kShown, max_jobs)
                                                   : std::string();
   const plan::CostSpec& spec = plans[which[0]].cost;
   return fmt::format(
-      "Owned for a number of these jobs a year (clusters bought whole as the demand needs, each busy at most {:.0f}% "
+      "Owned for a number of these jobs a year (clusters, or shares of a node, bought as the demand needs, each busy at most {:.0f}% "
       "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}{}.",
       100 * spec.utilization, spec.lifetime_years, join(parts, "; then "), more);
 }

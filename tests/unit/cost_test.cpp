@@ -372,4 +372,7 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
   CHECK(text.find("changes more up to ") != std::string::npos);
   CHECK(text.find("then and ") == std::string::npos);
   CHECK(text.back() == '.');
+  // Its 1-GPU plan buys quarters of a workstation, not whole "clusters" (issue 41's audit).
+  CHECK(text.find("1-GPU shares of a 4-GPU node)") != std::string::npos);
+  CHECK(text.find("1 cluster)") != std::string::npos);
 }
