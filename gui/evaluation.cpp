@@ -14,6 +14,7 @@
 #include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
+#include "mutants.hpp"
 
 namespace ftplan::gui {
 
@@ -262,7 +263,8 @@ std::string results_json(const Outcome& o) {
   top.set("answer", o.answer);
   top.set("verdict", o.verdict);
   // As `ftplan compare --format json` writes them: null where there is nothing to say.
-  top.set("advice", o.advice.empty() ? io::Value(nullptr) : io::Value(join(o.advice, " ")));
+  top.set("advice", o.advice.empty() || mutant("json_export_without_advice") ? io::Value(nullptr)
+                                                                            : io::Value(join(o.advice, " ")));
   top.set("ownership", o.ownership.empty() ? io::Value(nullptr) : io::Value(o.ownership));
   top.set("rent", o.rent.empty() ? io::Value(nullptr) : io::Value(o.rent));
   top.set("bought", o.bought.empty() ? io::Value(nullptr) : io::Value(o.bought));

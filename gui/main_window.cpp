@@ -83,6 +83,7 @@
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
 #include "timeline_view.hpp"
+#include "mutants.hpp"
 
 namespace ftplan::gui {
 
@@ -324,22 +325,23 @@ QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& e
     // such on an axis another plan's larger capacity sets (114.5 GiB of a 115.2 GiB host was a few
     // pixels beside a DGX's 1,843); a cross where it runs past the capacity (its line then red).
     QString label = names[static_cast<int>(i)] + QString("  %1").arg(total / v.scale, 0, 'f', 2);
-    if (cap > 0) label += QString(" (%1%)").arg(100.0 * total / cap, 0, 'f', 0);
-    if (total > cap) label += QString::fromUtf8(" \u2717");
+    if (cap > 0 && !mutant("capacity_share_missing")) label += QString(" (%1%)").arg(100.0 * total / cap, 0, 'f', 0);
+    if (total > cap && !mutant("over_capacity_cross_missing")) label += QString::fromUtf8(" \u2717");
     labels << label;
   }
   auto* series = new QHorizontalStackedBarSeries;
   // Bottom to top: the last plan first.
   for (int c = 0; c < inventory::kCategories; ++c) {
     auto* set = new QBarSet(inventory::to_string(static_cast<inventory::Category>(c)));
-    set->setColor(category_color(static_cast<inventory::Category>(c)));
+    set->setColor(mutant("category_colour_by_position") ? category_color(static_cast<inventory::Category>(series->count()))
+                                                         : category_color(static_cast<inventory::Category>(c)));
     bool any = false;
     for (std::size_t i = n; i-- > 0;) {
       const double b = v.categories(ev[i])[static_cast<std::size_t>(c)] / v.scale;
       any = any || b > 0;
       *set << b;
     }
-    if (any)
+    if (any || mutant("empty_categories_listed"))
       series->append(set);
     else
       delete set;
@@ -365,15 +367,18 @@ QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& e
   series->attachAxis(values);
   // Each plan's capacity: a line across its bar, red where the bar runs past it.
   std::vector<double> caps;
-  for (const auto& e : ev) caps.push_back(v.capacity(e) / v.scale);
+  for (const auto& e : ev) caps.push_back(v.capacity(e) / v.scale * (mutant("capacity_line_at_half") ? 0.5 : 1.0));
+  if (mutant("capacity_line_missing")) caps.assign(caps.size(), 0.0);
   add_marks(chart, values, categories, caps, v.capacity_name, "capacity", [&](std::size_t i) {
-    QPen pen(v.total(ev[i]) > v.capacity(ev[i]) ? QColor(200, 0, 0) : QColor(20, 20, 20));
+    QPen pen(v.total(ev[i]) > v.capacity(ev[i]) && !mutant("over_capacity_line_not_red") ? QColor(200, 0, 0)
+                                                                                         : QColor(20, 20, 20));
     pen.setWidth(3);
     return pen;
   });
   std::vector<double> was;
   for (double b : pinned) was.push_back(b / v.scale);
-  add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
+  if (!mutant("pinned_memory_marks_missing"))
+    add_marks(chart, values, categories, was, "pinned baseline", "pinned", [](std::size_t) { return pinned_pen(); });
   chart->legend()->setAlignment(Qt::AlignRight);
   return chart;
 }
@@ -675,11 +680,11 @@ QStringList MainWindow::recent_files() { return QSettings().value("recent").toSt
 void MainWindow::set_path(const std::filesystem::path& path) {
   path_ = path;
   // "[*]": Qt shows "*" there while the document has unsaved edits (setWindowModified).
-  setWindowTitle(q(path.filename().string()) + "[*] — ftplan");
+  setWindowTitle(q(path.filename().string()) + (mutant("unsaved_marker_missing") ? "" : "[*]") + " — ftplan");
   QStringList recent = recent_files();
   const QString file = q(std::filesystem::absolute(path).lexically_normal().string());
   recent.removeAll(file);
-  recent.prepend(file);
+  if (!mutant("recent_files_not_recorded")) recent.prepend(file);
   while (recent.size() > 8) recent.removeLast();
   QSettings().setValue("recent", recent);
   fill_recent_menu();
@@ -997,7 +1002,7 @@ void MainWindow::show_outcome(Outcome outcome) {
             .arg(table_->columnCount() > 0 ? "; the results shown are from the last good one" : ""));
     // Results of an earlier text must not read as the current one's: the answer says so on top
     // (amber), and the table and verdict are greyed until the text evaluates again.
-    if (shown_.scenario) {
+    if (shown_.scenario && !mutant("stale_results_not_marked")) {
       answer_->setText(QString("Not current: the text has %1 problem(s), listed under it. Below: the last text that "
                                "evaluated (%2)")
                            .arg(outcome.errors.size())
@@ -1019,13 +1024,14 @@ void MainWindow::show_outcome(Outcome outcome) {
       fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
                   ftplan::format_count(static_cast<double>(model::count_params(s.model).total)),
                   plan::to_string(s.job.method), ftplan::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
-  answer_->setText(q(o.answer));
+  if (!mutant("answer_not_updated")) answer_->setText(q(o.answer));
   // The verdict, then what compare prints under it: what each plan's capex buys, the owned plans'
   // crossover and the notes.
   std::string verdict = o.verdict;
-  if (!o.bought.empty()) verdict += " " + o.bought;
+  if (!o.bought.empty() && !mutant("bill_of_materials_missing")) verdict += " " + o.bought;
   if (!o.ownership.empty()) verdict += " " + o.ownership;
-  for (const auto& note : o.advice) verdict += "\nNote: " + note;
+  if (!mutant("advice_notes_missing"))
+    for (const auto& note : o.advice) verdict += "\nNote: " + note;
   verdict_->setText(q(verdict));
   redraw();
   statusBar()->showMessage(o.search
@@ -1363,7 +1369,8 @@ bool MainWindow::save() {
 }
 
 bool MainWindow::export_table(const std::filesystem::path& file) {
-  const std::string text = file.extension() == ".csv" ? results_csv(shown_) : results_json(shown_);
+  const std::string text =
+      file.extension() == ".csv" && !mutant("csv_export_writes_json") ? results_csv(shown_) : results_json(shown_);
   if (text.empty()) return false;
   return write_or_warn(q(file.string()), text);
 }
@@ -1375,6 +1382,7 @@ std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesyst
                                                              {"host-memory", host_chart_},
                                                              {"nvme", nvme_chart_}};
   if (shown_.search) charts.emplace_back("search", search_chart_);
+  if (mutant("chart_export_skips_cost")) charts.erase(charts.begin() + 1);
   const bool svg = file.extension() == ".svg";
 #if !FTPLAN_GUI_SVG
   if (svg) {
@@ -1475,12 +1483,15 @@ void MainWindow::show_table(const Outcome& o) {
     const bool ok = e.feasible();
     for (int r = 0; r < n_rows; ++r) {
       const auto& row = c.rows[static_cast<std::size_t>(r)];
-      put(r, column_of(i), q(row.cells[static_cast<std::size_t>(i)]), !ok);
+      // (mutant: the MFU row's first two plans trade cells)
+      const bool swap = mutant("mfu_cells_swapped") && row.name == "MFU" && n > 1 && i < 2;
+      put(r, column_of(i), q(row.cells[static_cast<std::size_t>(swap ? 1 - i : i)]), !ok && !mutant("unfit_not_shaded"));
       if (i > 0)
-        put(r, column_of(i) + 1, q(row.vs_first[static_cast<std::size_t>(i)]), !ok)->setForeground(QColor(90, 90, 90));
+        put(r, column_of(i) + 1, mutant("vs_first_empty") ? QString() : q(row.vs_first[static_cast<std::size_t>(i)]), !ok)
+            ->setForeground(QColor(90, 90, 90));
     }
     // Against the pinned baseline: the change of each figure of a plan of the same name.
-    const std::size_t j = pinned_index(i);
+    const std::size_t j = mutant("pinned_changes_missing") ? kNone : pinned_index(i);
     if (j != kNone)
       for (int r = 0; r < n_rows; ++r) {
         const auto& row = c.rows[static_cast<std::size_t>(r)];
@@ -1494,7 +1505,7 @@ void MainWindow::show_table(const Outcome& o) {
         const double a = was->values[j], b = row.values[static_cast<std::size_t>(i)];
         item->setText(item->text() +
                       (a > 0 && b > 0
-                           ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg(100 * (b / a - 1), 0, 'f', 0)
+                           ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg((mutant("pinned_change_sign_flipped") ? -100 : 100) * (b / a - 1), 0, 'f', 0)
                            : QString("  (was %1)").arg(q(before))));
         item->setToolTip(q("pinned: " + before));
         item->setForeground(QColor(0, 90, 170));
@@ -1517,10 +1528,11 @@ void MainWindow::show_table(const Outcome& o) {
   table_->setRowHidden(n_rows, true);
   table_->setRowHidden(n_rows + 1, true);
   table_->resizeColumnsToContents();
-  table_->setRowHidden(
-      n_rows, std::all_of(o.evaluations.begin(), o.evaluations.end(), [](const auto& e) { return e.feasible(); }));
-  table_->setRowHidden(n_rows + 1,
-                       std::all_of(o.fixes.begin(), o.fixes.end(), [](const auto& f) { return f.empty(); }));
+  table_->setRowHidden(n_rows, mutant("why_not_row_hidden") || std::all_of(o.evaluations.begin(), o.evaluations.end(),
+                                                                             [](const auto& e) { return e.feasible(); }));
+  table_->setRowHidden(n_rows + 1, mutant("what_would_fit_row_hidden") ||
+                                       std::all_of(o.fixes.begin(), o.fixes.end(), [](const auto& f) { return f.empty(); }));
+  if (mutant("last_column_hidden") && table_->columnCount() > 0) table_->setColumnHidden(table_->columnCount() - 1, true);
   table_->resizeRowsToContents();
   for (int col = 0; col < table_->columnCount(); ++col)
     if (QTableWidgetItem* h = table_->horizontalHeaderItem(col)) h->setToolTip(h->text());
@@ -1561,7 +1573,9 @@ void MainWindow::show_charts(const Outcome& o) {
     for (std::size_t i = 0; i < n; ++i) {
       const auto& e = ev[i];
       labels << names[static_cast<int>(i)] + "  " +
-                    (e.feasible() ? q(ftplan::format_duration(e.cost.job_time_s)) : "does not fit");
+                    (mutant("job_time_labels_missing") ? QString()
+                     : e.feasible()                    ? q(ftplan::format_duration(e.cost.job_time_s))
+                                                       : "does not fit");
       if (!e.feasible() || e.cost.job_time_s <= 0) continue;
       const double h = e.cost.job_time_s / 3600;
       lo = lo > 0 ? std::min(lo, h) : h;
@@ -1574,19 +1588,27 @@ void MainWindow::show_charts(const Outcome& o) {
       for (double h : pinned_of([](const evaluate::Evaluation& e) { return e.cost.job_time_s / 3600; }))
         if (h > max) max = std::pow(10.0, std::ceil(std::log10(h) + 0.01));
     // A log axis has no 0: a plan without a time gets a bar of no length, from the axis' start.
-    for (std::size_t i = n; i-- > 0;)
+    for (std::size_t k = n; k-- > 0;) {
+      const std::size_t i = mutant("job_time_bars_swapped") ? n - 1 - k : k;
       *set << (ev[i].feasible() && ev[i].cost.job_time_s > 0 ? ev[i].cost.job_time_s / 3600 : min);
+    }
     auto* series = new QHorizontalBarSeries;
     series->append(set);
     chart->addSeries(series);
     QBarCategoryAxis* categories = category_axis(chart, labels);
-    auto* values = new QLogValueAxis;
-    values->setTitleText("h");
-    values->setBase(10);
-    values->setRange(min, max);
-    values->setLabelFormat(min >= 1 ? "%.0f" : "%g");
-    values->setMinorTickCount(-1);
-    chart->addAxis(values, Qt::AlignBottom);
+    QAbstractAxis* values = nullptr;
+    if (mutant("job_time_linear_axis")) {
+      values = value_axis(chart, "h", max);
+    } else {
+      auto* log = new QLogValueAxis;
+      log->setTitleText("h");
+      log->setBase(10);
+      log->setRange(min, max);
+      log->setLabelFormat(min >= 1 ? "%.0f" : "%g");
+      log->setMinorTickCount(-1);
+      chart->addAxis(log, Qt::AlignBottom);
+      values = log;
+    }
     series->attachAxis(categories);
     series->attachAxis(values);
     const auto was = pinned_of([](const evaluate::Evaluation& e) { return e.cost.job_time_s / 3600; });
@@ -1610,9 +1632,9 @@ void MainWindow::show_charts(const Outcome& o) {
       if (ok && ev[i].cost.priced()) max = std::max(max, ev[i].cost.cost_usd);
     }
     for (std::size_t i = n; i-- > 0;) {
-      const bool ok = ev[i].feasible() && ev[i].cost.priced();  // no bar for a plan without a price
-      *hw << (ok ? ev[i].cost.hardware_usd : 0.0);
-      *energy << (ok ? ev[i].cost.energy_usd : 0.0);
+      const bool ok = (ev[i].feasible() || mutant("cost_bar_for_unfit_plan")) && ev[i].cost.priced();  // no bar for a plan without a price
+      *hw << (ok ? (mutant("cost_parts_swapped") ? ev[i].cost.energy_usd : ev[i].cost.hardware_usd) : 0.0);
+      *energy << (ok ? (mutant("cost_parts_swapped") ? ev[i].cost.hardware_usd : ev[i].cost.energy_usd) : 0.0);
       *wear << (ok ? ev[i].cost.wear_usd : 0.0);
     }
     auto* series = new QHorizontalStackedBarSeries;
@@ -1625,7 +1647,8 @@ void MainWindow::show_charts(const Outcome& o) {
       bool any = false;
       for (int i = 0; i < part->count(); ++i) any = any || part->at(i) > 0;
       for (QLegendMarker* m : chart->legend()->markers(series))
-        if (auto* bm = qobject_cast<QBarLegendMarker*>(m); bm && bm->barset() == part) m->setVisible(any);
+        if (auto* bm = qobject_cast<QBarLegendMarker*>(m); bm && bm->barset() == part)
+          m->setVisible(any || mutant("cost_legend_lists_unpaid"));
     }
     QBarCategoryAxis* categories = category_axis(chart, labels);
     const auto was = pinned_of([](const evaluate::Evaluation& e) { return e.cost.cost_usd; });
@@ -1645,9 +1668,10 @@ void MainWindow::show_charts(const Outcome& o) {
     gpu.scale = kGiB;
     gpu.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.gpu.bytes; };
     // The caching allocator's slack: what fit is judged on (nvidia-smi's view) beyond the live tensors.
-    gpu.extra.emplace_back("allocator slack", [](const evaluate::Evaluation& e) {
-      return e.memory.gpu_reserved_peak_bytes - e.memory.gpu_allocated_peak_bytes;
-    });
+    if (!mutant("allocator_slack_missing"))
+      gpu.extra.emplace_back("allocator slack", [](const evaluate::Evaluation& e) {
+        return e.memory.gpu_reserved_peak_bytes - e.memory.gpu_allocated_peak_bytes;
+      });
     gpu.total = [](const evaluate::Evaluation& e) { return e.memory.gpu_peak_bytes; };
     gpu.capacity = [](const evaluate::Evaluation& e) { return e.memory.gpu_capacity_bytes; };
     gpu.capacity_name = "usable per GPU";
@@ -1660,10 +1684,13 @@ void MainWindow::show_charts(const Outcome& o) {
     host.scale = kGiB;
     host.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.host.bytes; };
     // The node's ranks of the most demanding pipeline stage (footprint: an upper bound).
-    host.extra.emplace_back("other stages",
-                            [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes - e.memory.host.total(); });
+    if (!mutant("host_other_stages_missing"))
+      host.extra.emplace_back("other stages",
+                              [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes - e.memory.host.total(); });
     host.total = [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes; };
-    host.capacity = [](const evaluate::Evaluation& e) { return e.memory.host_capacity_bytes; };
+    host.capacity = [](const evaluate::Evaluation& e) {
+      return e.memory.host_capacity_bytes * (mutant("host_capacity_halved") ? 0.5 : 1.0);
+    };
     host.capacity_name = "usable per node";
     replace_chart(host_chart_, tier_chart(host, ev, names, pinned_of(host.total)));
   }
@@ -1671,7 +1698,7 @@ void MainWindow::show_charts(const Outcome& o) {
     TierView nvme;
     nvme.title = "NVMe flash per node (TB)";
     nvme.unit = "TB";
-    nvme.scale = 1e12;
+    nvme.scale = mutant("nvme_in_gb") ? 1e9 : 1e12;
     nvme.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.nvme.bytes; };
     nvme.extra.emplace_back("other stages",
                             [](const evaluate::Evaluation& e) { return e.memory.nvme_bytes - e.memory.nvme.total(); });
@@ -1686,7 +1713,7 @@ void MainWindow::show_charts(const Outcome& o) {
 // (time, $, peak power) and the picks over them, and the deadline and budget as lines. Hover a
 // point for its figures.
 void MainWindow::show_search(const Outcome& o) {
-  tabs_->setTabVisible(2, o.search != nullptr);
+  tabs_->setTabVisible(2, o.search != nullptr && !mutant("search_tab_hidden"));
   if (!o.search) return;
   QChart* chart = new_chart("Searched plans: job time vs cost");
   const planner::Result& r = *o.search;
@@ -1734,12 +1761,14 @@ void MainWindow::show_search(const Outcome& o) {
     x_hi = std::max(x_hi, p.x());
     y_hi = std::max(y_hi, p.y());
     if (std::find(r.pareto.begin(), r.pareto.end(), static_cast<int>(i)) != r.pareto.end())
-      *(c.meets_constraints ? front : front_out) << p;
+      *(c.meets_constraints || mutant("search_front_misses_marked_as_front") ? front : front_out) << p;
     else if (c.meets_constraints)
       *all << p;
     else
       *out << p;
-    if (std::find(std::begin(picked), std::end(picked), static_cast<int>(i)) != std::end(picked)) *picks << p;
+    if (std::find(std::begin(picked), std::end(picked), static_cast<int>(i)) != std::end(picked) &&
+        !mutant("search_picks_missing"))
+      *picks << p;
     shared->push_back(Point{p,
                             q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
                                           ftplan::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
@@ -1789,6 +1818,7 @@ void MainWindow::show_search(const Outcome& o) {
   }
   // The constraints as lines: a plan left of the deadline and under the budget meets them.
   const auto limit = [&](const QString& name, QPointF a, QPointF b, QColor color) {
+    if (mutant("constraint_lines_missing")) return;
     auto* line = new QLineSeries;
     line->setName(name);
     line->append(a);

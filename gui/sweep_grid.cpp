@@ -1,4 +1,5 @@
 #include "sweep_grid.hpp"
+#include "mutants.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@ std::string text_of(const io::Value& v) {
 // number with thousands separators rather than an exponent ("299,300", not "2.993e+05").
 std::string readable(double v) {
   const double a = std::abs(v);
+  if (mutant("heatmap_raw_numbers")) return fmt::format("{}", v);
   if (!(a >= 1e4 && a < 1e15)) return fmt::format("{:.4g}", v);
   const double step = std::pow(10.0, std::floor(std::log10(a)) - 3);
   const std::string digits = fmt::format("{:.0f}", std::round(a / step) * step);

@@ -1,4 +1,5 @@
 #include "sweep_window.hpp"
+#include "mutants.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -30,6 +31,7 @@ class Heatmap : public QWidget {
     y_name_ = y_name;
     update();
   }
+  const SweepGrid& grid() const { return grid_; }
 
  protected:
   void paintEvent(QPaintEvent*) override {
@@ -142,12 +144,6 @@ SweepWindow::SweepWindow(const model::Zoo& zoo, const hardware::Catalog& catalog
   connect(&watcher_, &QFutureWatcher<void>::finished, this, &SweepWindow::done);
   for (QComboBox* box : {x_, y_, field_, plan_})
     connect(box, &QComboBox::currentIndexChanged, this, &SweepWindow::redraw);
-  auto* tick = new QTimer(this);
-  tick->setInterval(100);
-  connect(tick, &QTimer::timeout, this, [this] {
-    if (running()) progress_->setValue(static_cast<int>(points_done_.load()));
-  });
-  tick->start();
 }
 
 SweepWindow::~SweepWindow() {
@@ -171,7 +167,7 @@ bool SweepWindow::open(const std::filesystem::path& file) {
   // it would read as this sweep's.
   grid_ = {};
   hold_.clear();
-  heatmap_->set(grid_, {}, {});
+  if (!mutant("heatmap_not_cleared")) heatmap_->set(grid_, {}, {});
   clear_hold_pickers();
   try {
     sweep_.emplace(sweep::Sweep::load(file, zoo_, catalog_));
@@ -203,7 +199,12 @@ bool SweepWindow::open(const std::filesystem::path& file) {
         if (stop->load()) throw std::runtime_error("cancelled");
         const std::lock_guard<std::mutex> lock(mutex_);
         for (auto& r : rows) rows_.push_back(std::move(r));
-        ++points_done_;
+        // The bar moves with each percent of the points (posted to the window's thread; a
+        // window closed meanwhile drops it), not with a timer that a short sweep never sees.
+        const std::int64_t done = ++points_done_, total = static_cast<std::int64_t>(points.size());
+        if (done * 100 / total != (done - 1) * 100 / total && !mutant("sweep_progress_frozen"))
+          QMetaObject::invokeMethod(this, [this, done] { progress_->setValue(static_cast<int>(done)); },
+                                    Qt::QueuedConnection);
       });
     } catch (const std::exception&) {
       // cancelled (or a point threw): the rows so far stay
@@ -287,7 +288,7 @@ void SweepWindow::show_grid(const std::string& x, const std::string& y, const st
   // A picker per held axis, at the value it is held at (rebuilt: the held axes change with x and y).
   clear_hold_pickers();
   if (!grid_.held.empty()) hold_row_->layout()->addWidget(new QLabel("held fixed:"));
-  for (std::size_t i = 0; i < grid_.held.size(); ++i) {
+  for (std::size_t i = 0; i < grid_.held.size() && !mutant("held_axes_not_shown"); ++i) {
     const std::string axis = grid_.held[i].first;
     auto* box = new QComboBox;
     box->setObjectName(QString::fromStdString("hold:" + axis));
@@ -300,6 +301,8 @@ void SweepWindow::show_grid(const std::string& x, const std::string& y, const st
   }
   static_cast<QHBoxLayout*>(hold_row_->layout())->addStretch(1);
 }
+
+const SweepGrid& SweepWindow::drawn_grid() const { return heatmap_->grid(); }
 
 void SweepWindow::clear_hold_pickers() {
   while (QLayoutItem* item = hold_row_->layout()->takeAt(0)) {

@@ -46,6 +46,7 @@ class SweepWindow : public QWidget {
   // Holds axis column `axis` (one not on the map) at `value` from now on, and redraws.
   void hold(const std::string& axis, const std::string& value);
   const SweepGrid& grid() const { return grid_; }
+  const SweepGrid& drawn_grid() const;  // what the heatmap draws now
 
  signals:
   void finished();  // the run ended (done or cancelled)

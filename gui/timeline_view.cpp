@@ -15,6 +15,7 @@
 #include <QWheelEvent>
 
 #include "common/units.hpp"
+#include "mutants.hpp"
 
 namespace ftplan::gui {
 
@@ -28,7 +29,7 @@ const char* const kActivityNames[kActivities] = {"GEMM",        "attention", "me
 const QColor kColors[kActivities] = {QColor(31, 119, 180), QColor(44, 160, 44),  QColor(148, 103, 189),
                                      QColor(214, 39, 40),  QColor(255, 127, 14), QColor(140, 86, 75),
                                      QColor(23, 190, 207), QColor(188, 189, 34), QColor(200, 200, 200)};
-constexpr int kTop = 46, kBottom = 34, kRight = 12;
+constexpr int kTop = 60, kBottom = 34, kRight = 12;  // the top: the title and two rows of legend
 constexpr int kTiers = 3;  // sim::StepTracks::memory: gpu, host, nvme
 // The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
 const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
@@ -96,7 +97,8 @@ QStringList TimelineView::row_names() const {
                     : QString::fromStdString(t.name);
   };
   for (const auto& t : tracks_.streams) out << busy(t);
-  for (const auto& t : tracks_.links) out << busy(t);
+  if (!mutant("timeline_link_rows_missing"))
+    for (const auto& t : tracks_.links) out << busy(t);
   return out;
 }
 
@@ -142,14 +144,23 @@ void TimelineView::wheelEvent(QWheelEvent* event) {
 
 void TimelineView::mousePressEvent(QMouseEvent* event) {
   drag_x_ = event->position().x();
-  if (event->button() == Qt::RightButton) {  // right click: the whole step again
-    fit();
-    update();
-  }
+  // Shift and the left button start a measurement; any other click ends the one shown.
+  measuring_ = event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier) && !mutant("timeline_span_missing");
+  span_from_s_ = measuring_ ? std::clamp(s_of(drag_x_), 0.0, timeline_.step_s) : -1;
+  span_to_s_ = span_from_s_;
+  if (event->button() == Qt::RightButton) fit();  // right click: the whole step again
+  update();
 }
+
+void TimelineView::mouseReleaseEvent(QMouseEvent*) { measuring_ = false; }
 
 void TimelineView::mouseMoveEvent(QMouseEvent* event) {
   const QPointF p = event->position();
+  if (measuring_) {
+    span_to_s_ = std::clamp(s_of(p.x()), 0.0, timeline_.step_s);
+    update();
+    return;
+  }
   if (event->buttons() & Qt::LeftButton && drag_x_ >= 0) {
     start_s_ = std::clamp(start_s_ - (p.x() - drag_x_) / px_per_s_, 0.0, std::max(0.0, timeline_.step_s - visible_s()));
     drag_x_ = p.x();
@@ -170,7 +181,7 @@ bool TimelineView::event(QEvent* event) {
   if (event->type() == QEvent::ToolTip) {
     const auto* help = static_cast<QHelpEvent*>(event);
     const QString tip = tip_at(help->pos());
-    QToolTip::showText(help->globalPos(), tip.isEmpty() ? toolTip() : tip, this);
+    QToolTip::showText(help->globalPos(), tip.isEmpty() || mutant("timeline_tooltip_fixed_help") ? toolTip() : tip, this);
     return true;
   }
   return QWidget::event(event);
@@ -218,6 +229,7 @@ QString TimelineView::tip_at(QPointF p) const {
 }
 
 void TimelineView::paintEvent(QPaintEvent*) {
+  drawn_ = {};
   QPainter painter(this);
   painter.setRenderHint(QPainter::Antialiasing, false);
   const QRectF r = plot();
@@ -254,10 +266,32 @@ void TimelineView::paintEvent(QPaintEvent*) {
     const Qt::Alignment align = left > x - 50 ? Qt::AlignLeft : left < x - 50 ? Qt::AlignRight : Qt::AlignHCenter;
     painter.drawText(QRectF(left, axis.bottom() + 5, 100, 16), align, label);
   }
+  paint_span(painter);
   if (!timeline_.partials.empty() && !has_tracks())
     painter.drawText(QRectF(0, height() - 14, width(), 14), Qt::AlignHCenter,
                      QString("the simulated part of the step (steady-state shortcut); the whole step: %1")
                          .arg(seconds(timeline_.whole_step_s())));
+}
+
+// The measured span: a band over the bars and memory strips between its ends, its length on top.
+void TimelineView::paint_span(QPainter& painter) {
+  if (span_from_s_ < 0) return;
+  const double a = std::min(span_from_s_, span_to_s_), b = std::max(span_from_s_, span_to_s_);
+  const QRectF r = plot();
+  const double bottom = has_tracks() ? memory_plot().bottom() : r.bottom();
+  const QRectF band(x_of(a), r.top(), std::max(1.0, x_of(b) - x_of(a)), bottom - r.top());
+  painter.fillRect(band, QColor(255, 200, 0, 60));
+  painter.setPen(QColor(160, 110, 0));
+  painter.drawLine(band.topLeft(), band.bottomLeft());
+  painter.drawLine(band.topRight(), band.bottomRight());
+  const QString label = QString::fromUtf8("\u0394 ") + QString::fromStdString(ftplan::format_duration(b - a));
+  const QFontMetrics fm(font());
+  const double w = fm.horizontalAdvance(label) + 8;
+  const QRectF box(std::clamp(band.center().x() - w / 2, 0.0, std::max(0.0, width() - w)), r.top() - 16, w, 15);
+  painter.fillRect(box, QColor(255, 240, 200));
+  painter.drawText(box, Qt::AlignCenter, label);
+  painter.setPen(palette().color(QPalette::Text));
+  drawn_.span = label;
 }
 
 // A row per stream, then per link; a bar per op or flow, coloured by its category. Under them,
@@ -268,26 +302,37 @@ void TimelineView::paint_tracks(QPainter& painter) {
   std::set<std::string> categories;
   for (const auto* group : {&tracks_.streams, &tracks_.links})
     for (const auto& t : *group)
-      for (const auto& sp : t.spans) categories.insert(sp.category);
+      for (const auto& sp : t.spans)
+        categories.insert(sp.category);
   std::map<std::string, QColor> color;
   for (const auto& c : categories) color[c] = kCategoryColors[color.size() % std::size(kCategoryColors)];
   const auto category_color = [&](const std::string& c) { return color[c]; };
-  double lx = left_;
+  // The legend from the left edge, on a second row where the first is full (eleven categories of
+  // a tiered step did not fit one row beside the row names: "marker" and "optimizer" went unnamed).
+  double lx = 8, ly = 24;
   for (const auto& c : categories) {
     const QString name = QString::fromStdString(c);
-    if (lx + 24 + fm.horizontalAdvance(name) > width()) break;
-    painter.fillRect(QRectF(lx, 24, 10, 10), category_color(c));
-    painter.drawText(QPointF(lx + 14, 33), name);
+    if (lx + 24 + fm.horizontalAdvance(name) > width()) {
+      if (ly > 24 || mutant("timeline_legend_one_row")) break;
+      lx = 8, ly += 16;
+    }
+    painter.fillRect(QRectF(lx, ly, 10, 10), category_color(c));
+    painter.drawText(QPointF(lx + 14, ly + 9), name);
+    drawn_.legend << name;
     lx += 24 + fm.horizontalAdvance(name);
   }
   const QStringList names = row_names();
   const int rows = row_count();
   const double row_h = r.height() / rows;
   const auto n_streams = static_cast<int>(tracks_.streams.size());
+  // Rows lower than a line of text name every k-th row (hover names the rest): at 1280 x 720, the
+  // sixteen rows of a tiered step were 5 px apart and their names overprinted one another.
+  const int every = std::max(1, static_cast<int>(std::ceil(fm.height() / row_h)));
   for (int row = 0; row < rows; ++row) {
     painter.setPen(row < n_streams ? palette().color(QPalette::Text) : QColor(90, 90, 140));
-    painter.drawText(QRectF(0, r.top() + row * row_h, left_ - 6, row_h), Qt::AlignRight | Qt::AlignVCenter,
-                     fm.elidedText(names[row], Qt::ElideLeft, left_ - 8));
+    if (row % every == 0)
+      painter.drawText(QRectF(0, r.top() + row * row_h, left_ - 6, std::max(row_h, fm.height() + 0.0)),
+                       Qt::AlignRight | Qt::AlignTop, fm.elidedText(names[row], Qt::ElideLeft, left_ - 8));
     painter.setPen(row + 1 == n_streams ? QColor(150, 150, 150) : QColor(225, 225, 225));
     painter.drawLine(QPointF(r.left(), r.top() + (row + 1) * row_h), QPointF(r.right(), r.top() + (row + 1) * row_h));
   }
@@ -306,9 +351,10 @@ void TimelineView::paint_tracks(QPainter& painter) {
       // Zoomed in far enough, a bar names its op or flow (the part of it on screen).
       const QRectF shown = bar.intersected(r).adjusted(3, 0, -3, 0);
       const QString name = QString::fromStdString(sp.name);
-      if (shown.width() >= fm.horizontalAdvance(name.left(6)) + 2) {
+      if (shown.width() >= fm.horizontalAdvance(name.left(6)) + 2 && !mutant("timeline_op_names_missing")) {
         painter.setPen(fill.lightness() < 140 ? Qt::white : Qt::black);
         painter.drawText(shown, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, static_cast<int>(shown.width())));
+        ++drawn_.named_bars;
       }
     }
   }
@@ -328,22 +374,27 @@ void TimelineView::paint_tracks(QPainter& painter) {
     painter.setPen(QColor(225, 225, 225));
     painter.drawRect(band);
     painter.setPen(palette().color(QPalette::Text));
+    // The tier's name, and its peak and capacity where the strip has room for a second line
+    // (hover reads them otherwise).
+    const QString figures = QString("peak %1 of %2")
+                                .arg(QString::fromStdString(ftplan::format_bytes(peak)),
+                                     QString::fromStdString(ftplan::format_bytes(capacity)));
     painter.drawText(QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
-                     QString("%1\npeak %2 of %3")
-                         .arg(kTierNames[t], QString::fromStdString(ftplan::format_bytes(peak)),
-                              QString::fromStdString(ftplan::format_bytes(capacity))));
+                     band.height() >= 2 * fm.height() ? QString(kTierNames[t]) + "\n" + figures : QString(kTierNames[t]));
     if (peak <= 0) {
       painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
       continue;
     }
+    if (mutant("timeline_memory_strips_not_drawn")) continue;
     const auto y_of = [&](double bytes) { return band.bottom() - bytes / top * band.height(); };
     painter.save();
     painter.setClipRect(band);
-    if (capacity > 0 && capacity <= top) {
+    if (capacity > 0 && capacity <= top && !mutant("timeline_capacity_line_missing")) {
       QPen dashed(QColor(200, 40, 40));
       dashed.setStyle(Qt::DashLine);
       painter.setPen(dashed);
       painter.drawLine(QPointF(band.left(), y_of(capacity)), QPointF(band.right(), y_of(capacity)));
+      ++drawn_.capacity_lines;
     }
     QPainterPath path;
     double last = 0;
@@ -358,6 +409,7 @@ void TimelineView::paint_tracks(QPainter& painter) {
     line.setWidthF(1.5);
     painter.setPen(line);
     painter.drawPath(path);
+    ++drawn_.memory_curves;
     painter.restore();
   }
 }

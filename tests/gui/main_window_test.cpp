@@ -4,6 +4,7 @@
 // search. Saves a screenshot of each example scenario, each tab, under FTPLAN_SCREENSHOT_DIR.
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <QtTest/QtTest>
 
@@ -18,12 +19,15 @@
 #include <QValueAxis>
 #include <QLegend>
 #include <QLegendMarker>
+#include <QLogValueAxis>
+#include <QAbstractBarSeries>
 #include <QComboBox>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QLineSeries>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QScatterSeries>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -80,6 +84,33 @@ double capacity_line(const QChartView* view, std::size_t plan, const QString& ki
         line && line->property("kind").toString() == kind && line->property("plan").toInt() == static_cast<int>(plan))
       return line->at(0).x();
   return -1;
+}
+
+// The value of the bar set labelled `label` for plan i (bars bottom-up: the last plan first); NaN
+// when the chart has no such set.
+double bar_value(const QChartView* view, const QString& label, std::size_t plan, std::size_t plans) {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* bars = qobject_cast<QAbstractBarSeries*>(s))
+      for (QBarSet* set : bars->barSets())
+        if (set->label() == label) return set->at(static_cast<int>(plans - 1 - plan));
+  return std::nan("");
+}
+
+// The category axis' label of plan i (bottom-up, as the bars).
+QString bar_label(const QChartView* view, std::size_t plan, std::size_t plans) {
+  for (QAbstractAxis* axis : view->chart()->axes())
+    if (auto* c = qobject_cast<QBarCategoryAxis*>(axis))
+      if (c->categories().size() == static_cast<int>(plans)) return c->categories()[static_cast<int>(plans - 1 - plan)];
+  return "<none>";
+}
+
+// The line series of `kind` across plan i's bar.
+QLineSeries* mark(const QChartView* view, std::size_t plan, const QString& kind = "capacity") {
+  for (QAbstractSeries* s : view->chart()->series())
+    if (auto* line = qobject_cast<QLineSeries*>(s);
+        line && line->property("kind").toString() == kind && line->property("plan").toInt() == static_cast<int>(plan))
+      return line;
+  return nullptr;
 }
 
 }  // namespace
@@ -159,6 +190,28 @@ class MainWindowTest : public QObject {
                e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
       QCOMPARE(cell(table, "job time", c),
                e.feasible() ? QString::fromStdString(ftplan::format_duration(e.cost.job_time_s)) : QString("-"));
+      // The MFU row, computed here from the evaluation, and every column shown.
+      if (e.feasible()) QCOMPARE(cell(table, "MFU", c), QString("%1%").arg(100 * e.step.mfu, 0, 'f', 1));
+      QVERIFY(!table->isColumnHidden(c));
+      if (i > 0) {
+        QVERIFY(!table->isColumnHidden(c + 1));
+        QVERIFY2(!cell(table, "job time", c + 1).isEmpty() || !e.feasible(), "an empty 'vs first' cell");
+      }
+      // Job time: plan i's bar, in hours, on a log axis, its time written by it.
+      const auto* time = w->findChild<QChartView*>("time_chart");
+      if (e.feasible()) {
+        QVERIFY(qAbs(bar_value(time, "job time", i, n) / (e.cost.job_time_s / 3600) - 1) < 1e-9);
+        QVERIFY(bar_label(time, i, n).contains(QString::fromStdString(ftplan::format_duration(e.cost.job_time_s))));
+      }
+      bool log_axis = false;
+      for (QAbstractAxis* axis : time->chart()->axes()) log_axis = log_axis || qobject_cast<QLogValueAxis*>(axis);
+      QVERIFY2(log_axis, "the job-time axis is linear: a 51-minute plan beside days has no visible bar");
+      // Cost: each part of the stacked bar is that part's dollars (none for a plan without a price).
+      const auto* cost = w->findChild<QChartView*>("cost_chart");
+      const bool priced = e.feasible() && e.cost.priced();
+      QCOMPARE(bar_value(cost, "hardware", i, n), priced ? e.cost.hardware_usd : 0.0);
+      QCOMPARE(bar_value(cost, "energy", i, n), priced ? e.cost.energy_usd : 0.0);
+      QCOMPARE(bar_value(cost, "flash wear", i, n), priced ? e.cost.wear_usd : 0.0);
       // The memory bar is the figure judged for fit (allocator slack included), the line the usable capacity.
       const auto* memory = w->findChild<QChartView*>("memory_chart");
       QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes / kGiB) <
@@ -190,6 +243,10 @@ class MainWindowTest : public QObject {
             for (QBarSet* set : bars->barSets()) {
               const auto [at, fresh] = category_colors_.emplace(set->label(), set->color());
               QVERIFY2(at->second == set->color(), qPrintable(set->label() + " changes colour"));
+              // A category in the legend is one some plan has (a swatch for nothing reads as a part).
+              bool some = false;
+              for (int k = 0; k < set->count(); ++k) some = some || set->at(k) > 0;
+              QVERIFY2(some, qPrintable(set->label() + " is listed with no bytes in any plan"));
             }
     }
     // The step timeline (simulated when its tab is shown): the first plan's whole step, traced,
@@ -217,6 +274,37 @@ class MainWindowTest : public QObject {
     }
     w->findChild<QTabWidget*>("tabs")->setCurrentIndex(0);
     QCOMPARE(w->findChild<QLabel*>("answer")->text(), QString::fromStdString(o.answer));
+    // Under the table: the verdict, what each plan's capex buys, and every advice note.
+    const QString verdict = w->findChild<QLabel*>("verdict")->text();
+    QVERIFY(verdict.startsWith(QString::fromStdString(o.verdict)));
+    if (!o.bought.empty()) QVERIFY2(verdict.contains(QString::fromStdString(o.bought)), "no bill of materials");
+    for (const auto& note : o.advice) QVERIFY2(verdict.contains(QString::fromStdString("Note: " + note)), note.c_str());
+    // A search's scatter draws the deadline and budget it was held to, where they are.
+    if (o.search) {
+      const auto& k = o.scenario->constraints;
+      const auto* search = w->findChild<QChartView*>("search_chart");
+      int limits = 0;
+      for (QAbstractSeries* s : search->chart()->series())
+        if (auto* line = qobject_cast<QLineSeries*>(s)) {
+          if (line->name().startsWith("deadline ")) {
+            QVERIFY(qAbs(line->at(0).x() - k.deadline_s / 3600) < 1e-9);
+            ++limits;
+          } else if (line->name().startsWith("budget ")) {
+            QVERIFY(qAbs(line->at(0).y() - k.budget_usd) < 1e-9);
+            ++limits;
+          }
+        }
+      QCOMPARE(limits, (k.deadline_s > 0) + (k.budget_usd > 0));
+      // The picks (the table's columns) marked among the points.
+      const auto& r = *o.search;
+      std::set<int> picks;
+      for (int i : {r.fastest, r.cheapest, r.lowest_power, r.fewest_gpus})
+        if (i >= 0 && r.candidates[static_cast<std::size_t>(i)].evaluation.cost.priced()) picks.insert(i);
+      int marked = -1;
+      for (QAbstractSeries* s : search->chart()->series())
+        if (s->name() == "picks (table columns)") marked = static_cast<QScatterSeries*>(s)->count();
+      QCOMPARE(marked, static_cast<int>(picks.size()));
+    }
     QVERIFY(!o.answer.empty());
     auto* tabs = w->findChild<QTabWidget*>("tabs");
     QCOMPARE(tabs->isTabVisible(2), o.search != nullptr);
@@ -246,6 +334,23 @@ class MainWindowTest : public QObject {
     QVERIFY(!e.memory.fits);
     const auto* memory = w->findChild<QChartView*>("memory_chart");
     QVERIFY(bar_total(memory, at, o.plans.size()) > capacity_line(memory, at));
+    // Marked so at any scale: a cross by its figure and its capacity line red.
+    QVERIFY(bar_label(memory, at, o.plans.size()).endsWith(QString::fromUtf8(" \u2717")));
+    QVERIFY(mark(memory, at));
+    QCOMPARE(mark(memory, at)->pen().color(), QColor(200, 0, 0));
+    for (std::size_t i = 0; i < o.plans.size(); ++i)
+      if (o.evaluations[i].memory.fits) QVERIFY(!bar_label(memory, i, o.plans.size()).contains(QString::fromUtf8("\u2717")));
+    // Its column shaded, and the two rows under the table say why and what would fit.
+    const int col = MainWindow::column_of(static_cast<int>(at));
+    const auto* tbl = w->findChild<QTableWidget*>("table");
+    QCOMPARE(tbl->item(row_of(tbl, "fits?"), col)->background().color(), QColor(255, 235, 235));
+    QVERIFY(!tbl->isRowHidden(row_of(tbl, "why not")));
+    QCOMPARE(cell(tbl, "why not", col), QString::fromStdString(e.reason()));
+    QVERIFY(!tbl->isRowHidden(row_of(tbl, "what would fit")));
+    QVERIFY(!o.fixes[at].empty());
+    QVERIFY(cell(tbl, "what would fit", col).startsWith(QString::fromStdString(o.fixes[at].front().change)));
+    // No dollars for a plan that does not run.
+    QCOMPARE(bar_total(w->findChild<QChartView*>("cost_chart"), at, o.plans.size()), 0.0);
     // ... which the categories alone (without the allocator slack) would hide.
     double categories = 0;
     for (double b : e.memory.gpu.bytes) categories += b;
@@ -406,10 +511,18 @@ class MainWindowTest : public QObject {
     QVERIFY(w->export_table(dir / "t.csv"));
     QVERIFY(w->export_table(dir / "t.json"));
     QVERIFY(fs::file_size(dir / "t.csv") > 100);
+    std::ifstream csv(dir / "t.csv");
+    std::string header;
+    std::getline(csv, header);
+    QVERIFY2(header.rfind("plan,", 0) == 0 && header.find("cost_usd") != std::string::npos, header.c_str());
     std::ifstream json(dir / "t.json");
     std::stringstream j;
     j << json.rdbuf();
     QVERIFY(j.str().find("\"schema_version\"") != std::string::npos);
+    // The advice notes go with the table, as compare --format json writes them.
+    const auto& advice = w->shown().advice;
+    QVERIFY(!advice.empty());
+    QVERIFY2(j.str().find("\"advice\": \"" + advice.front().substr(0, 40)) != std::string::npos, j.str().substr(0, 400).c_str());
     const auto png = w->export_charts(dir / "c.png");
     QCOMPARE(png.size(), std::size_t{5});
     for (const auto& f : png) QVERIFY(fs::file_size(f) > 1000);
@@ -497,6 +610,34 @@ class MainWindowTest : public QObject {
     const double whole = timeline->visible_s();
     QVERIFY(qAbs(whole - timeline->timeline().step_s) < 1e-9 * whole);
     QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered.png")));
+    // What that paint drew: a legend entry for every category of the streams' and the links' bars
+    // (the wide window has room for all); each tier that holds something its curve, and its
+    // capacity line where the curve's scale reaches it (the host, 114 of 115 GiB, does).
+    std::set<QString> categories;
+    for (const auto* group : {&tracks.streams, &tracks.links})
+      for (const auto& t : *group)
+        for (const auto& sp : t.spans) categories.insert(QString::fromStdString(sp.category));
+    const auto& drawn = timeline->drawn();
+    QStringList want;
+    for (const auto& c : categories) want << c;
+    QVERIFY2(std::set<QString>(drawn.legend.begin(), drawn.legend.end()) == categories,
+             qPrintable("legend: " + drawn.legend.join(", ") + "; categories: " + want.join(", ")));
+    int curves = 0, lines = 0;
+    for (int t = 0; t < 3; ++t) {
+      const double top = peak(tracks.memory[t]) * 1.15, capacity = tracks.capacity_bytes[t];
+      curves += peak(tracks.memory[t]) > 0;
+      lines += peak(tracks.memory[t]) > 0 && capacity > 0 && capacity <= top;
+    }
+    QCOMPARE(drawn.memory_curves, curves);
+    QCOMPARE(drawn.capacity_lines, lines);
+    // At 1280 x 720 the eleven categories take a second row rather than go unnamed.
+    w->resize(1280, 720);
+    QApplication::processEvents();
+    timeline->repaint();
+    QCOMPARE(std::set<QString>(timeline->drawn().legend.begin(), timeline->drawn().legend.end()), categories);
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-1280x720.png")));
+    w->resize(1600, 1000);
+    QApplication::processEvents();
     // Qt's delayed tooltip event over an op shows the op's figures, not the widget's fixed help
     // (which replaced them a second after they appeared).
     QPoint over;
@@ -517,6 +658,33 @@ class MainWindowTest : public QObject {
     timeline->zoom(300, whole / 2);
     QApplication::processEvents();
     QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-tiered-ops.png")));
+    QVERIFY2(timeline->drawn().named_bars > 0, "zoomed in 1,200x, no bar names its op");
+    // Shift-drag measures a span, as a profiler's ruler: over the whole step (right click), from a
+    // quarter to three quarters of the plot's width, it reads half the step.
+    QTest::mouseClick(timeline, Qt::RightButton);
+    QCOMPARE(timeline->visible_s(), whole);
+    QVERIFY(timeline->drawn().span.isEmpty());
+    const int y = timeline->height() / 3, x0 = timeline->width() / 2, x1 = x0 + 200;
+    QTest::mousePress(timeline, Qt::LeftButton, Qt::ShiftModifier, QPoint(x0, y));
+    QTest::mouseMove(timeline, QPoint(x1, y));
+    QTest::mouseRelease(timeline, Qt::LeftButton, Qt::ShiftModifier, QPoint(x1, y));
+    QCOMPARE(timeline->visible_s(), whole);  // measuring does not pan
+    timeline->repaint();
+    QCOMPARE(timeline->drawn().span,
+             QString::fromUtf8("\u0394 ") +
+                 QString::fromStdString(ftplan::format_duration(timeline->time_at(x1) - timeline->time_at(x0))));
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-span.png")));
+    // A GPU nearly full (the 4090 LoRA plan: 23.8 of 24.0 GiB judged for fit) has its capacity
+    // line drawn in the GPU strip, within reach of the curve's scale.
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama8b-single-gpu.yaml"));
+    w->evaluate_now();
+    const int lora = w->findChild<QComboBox*>("timeline_plan")->findText("1x RTX 4090 LoRA");
+    QVERIFY(lora >= 0);
+    shown.clear();
+    w->findChild<QComboBox*>("timeline_plan")->setCurrentIndex(lora);
+    QVERIFY(shown.count() > 0 || shown.wait(60000));
+    timeline->repaint();
+    QVERIFY(timeline->drawn().capacity_lines >= 1);
   }
 
   // A sweep runs on the workers and shows any output over two axes: which plan is cheapest within
@@ -525,9 +693,13 @@ class MainWindowTest : public QObject {
     ftplan::gui::SweepWindow w(*zoo_, *catalog_);
     w.show();
     QSignalSpy finished(&w, &ftplan::gui::SweepWindow::finished);
+    QSignalSpy progress(w.findChild<QProgressBar*>(), &QProgressBar::valueChanged);
     QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-tiered-vs-gpus.yaml"));
     QVERIFY(finished.wait(300000));
     QCOMPARE(w.rows(), std::size_t{2 * 4 * 7 * 2});  // cost modes x models x deadlines, 2 plans each
+    // The bar moved with the points (each percent of the 56), not only at the end: a 0.3 s sweep
+    // went from 0 to done in one jump under a 100 ms timer.
+    QVERIFY2(progress.count() >= 50, qPrintable(QString::number(progress.count())));
     // Whether the tiered plan meets the deadline, over deadline and model size, cost.mode held at
     // its first value: each cell is that point's row.
     w.show_grid("axis.constraints.deadline", "axis.model", "meets_constraints", "tiered");
@@ -597,7 +769,7 @@ class MainWindowTest : public QObject {
     finished.clear();
     QVERIFY(w.open(fs::path(FTPLAN_SCENARIOS_DIR) / "sweep-llama8b-grid.yaml"));
     w.cancel();
-    QVERIFY2(w.grid().x.empty(), "the last sweep's heatmap under the new sweep's title");
+    QVERIFY2(w.grid().x.empty() && w.drawn_grid().x.empty(), "the last sweep's heatmap under the new sweep's title");
     QElapsedTimer clock;
     clock.start();
     QVERIFY(finished.count() == 1 || finished.wait(10000));
