@@ -52,8 +52,10 @@ struct Topology {
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff);
 
-// GPUs behind each of the node's PCIe switches (the first switch that lists GPUs); 0: each GPU
-// reaches the root complex over its own link, and its copies cross no uplink.
+// The first of the node's PCIe switches that lists GPUs (each GPU behind one such switch), or
+// none: each GPU reaches the root complex over its own link, and its copies cross no uplink.
+const hardware::PcieSwitch* gpu_switch(const plan::Cluster& c);
+// GPUs behind each such switch; 0 without one.
 int gpus_per_switch(const plan::Cluster& c);
 
 // One rank's part of a ring (or all-to-all, or send/recv) collective over its group

@@ -41,10 +41,15 @@ constexpr double kDramEfficiency = 0.75;
 
 }  // namespace
 
-int gpus_per_switch(const plan::Cluster& c) {
+const hardware::PcieSwitch* gpu_switch(const plan::Cluster& c) {
   for (const auto& sw : c.node.pcie_switches)
-    if (sw.gpus > 0) return sw.gpus;
-  return 0;
+    if (sw.gpus > 0) return &sw;
+  return nullptr;
+}
+
+int gpus_per_switch(const plan::Cluster& c) {
+  const hardware::PcieSwitch* sw = gpu_switch(c);
+  return sw ? sw->gpus : 0;
 }
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
@@ -68,12 +73,8 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   t.nic_latency_s = latency > 0 ? latency : 5e-6;
 
   // The switch uplink a GPU shares with the GPUs (and their traffic) behind the same switch.
-  t.uplink_Bps = t.pcie_Bps;
-  for (const auto& sw : c.node.pcie_switches)
-    if (sw.gpus > 0) {
-      t.uplink_Bps = std::min(t.pcie_Bps, sw.uplink.bandwidth_Bps() * eff.pcie / sw.gpus);
-      break;
-    }
+  const hardware::PcieSwitch* sw = gpu_switch(c);
+  t.uplink_Bps = sw ? std::min(t.pcie_Bps, sw->uplink.bandwidth_Bps() * eff.pcie / sw->gpus) : t.pcie_Bps;
   const int ranks = c.host_ranks();  // this rank's share of the host and drives
   t.dram_Bps = (eff.dram_Bps > 0 ? eff.dram_Bps : c.host.dram_bandwidth_Bps() * kDramEfficiency) / ranks;
   // Striped drives (RAID-0): the sum of the drives, each capped by its own PCIe link.
