@@ -91,9 +91,10 @@ plans:
     cluster: {node: dgx-a100-80gb, nodes: 384}
     parallel: {tp: 4, pp: 64, dp: 12, zero: 1, sequence_parallel: true}
 )"};
-  fmt::print("simulations per CPU second (one core), {:.0f} s per case; ratio to the peer's {:.0f} evaluations/s "
-             "(goal >= 15x)\n",
-             seconds, kPeerRate);
+  fmt::print(
+      "simulations per CPU second (one core), {:.0f} s per case; ratio to the peer's {:.0f} evaluations/s "
+      "(goal >= 15x)\n",
+      seconds, kPeerRate);
   fmt::print("{:<58} {:>10} {:>8} {:>12} {:>8} {:>10}\n", "case", "sims/s", "ratio", "full sims/s", "ratio",
              "step dev");
   const int only = argc > 2 ? std::atoi(argv[2]) : 0;

@@ -266,8 +266,9 @@ int main(int argc, char** argv) {
                mean_flows, mean_busy, engine_eps, build_s, plain_eps, engine_eps / plain_eps,
                r.completed ? "" : "  INCOMPLETE");
   }
-  fmt::print("ratio = engine events/s / plain loop events/s\n"
-             "goal (DES issue): >= 2,000,000 events/s on 10^6 tasks with ~10^3 concurrent flows over shared links: the\n"
-             "'local' workload; 'compute' is the event loop alone, 'global' a harder stress (one sharing component)\n");
+  fmt::print(
+      "ratio = engine events/s / plain loop events/s\n"
+      "goal (DES issue): >= 2,000,000 events/s on 10^6 tasks with ~10^3 concurrent flows over shared links: the\n"
+      "'local' workload; 'compute' is the event loop alone, 'global' a harder stress (one sharing component)\n");
   return 0;
 }

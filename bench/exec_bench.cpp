@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     double best = 1e300;
     for (std::size_t s = 1; s < m.step_s.size(); ++s) best = std::min(best, m.step_s[s]);
     fmt::print("{} ops {}: {:.2f} us per op ({:.3f} s per step)\n", n,
-               cross ? "alternating between two streams (a cross-thread wait each)" : "on one stream", best / n * 1e6, best);
+               cross ? "alternating between two streams (a cross-thread wait each)" : "on one stream", best / n * 1e6,
+               best);
   }
   return 0;
 }

@@ -56,8 +56,10 @@ plans:
       sink += footprint::footprint(s.model, plan).gpu_peak_bytes;  // all pipeline stages, fresh inventory
     }
     const double full_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start2).count();
-    fmt::print("{:<6} one stage, reused inventory: {:>10.0f} plans/s   all {} stage(s), fresh: {:>10.0f} plans/s  (goal 1,000,000)\n",
-               p.name, n / reuse_s, p.parallel.pp, m / full_s);
+    fmt::print(
+        "{:<6} one stage, reused inventory: {:>10.0f} plans/s   all {} stage(s), fresh: {:>10.0f} plans/s  (goal "
+        "1,000,000)\n",
+        p.name, n / reuse_s, p.parallel.pp, m / full_s);
     if (sink < 0) std::puts("");
   }
   return 0;

@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
   const double per_s = static_cast<double>(rows) / best;
   fmt::print("sweep_bench: {} simulations ({} feasible) of Llama-3.1-8B single-node plans in {:.3f} s\n", rows,
              feasible, best);
-  fmt::print("  {} threads on {} cores: {:.1f} simulations/s, {:.1f} simulations/s/core (wall)\n", threads, cores, per_s,
-             per_s / std::min<double>(threads, cores));
-  fmt::print("  {:.1f} simulations per CPU second, all threads (goal: 1000/s per core)\n", static_cast<double>(rows) / best_cpu);
+  fmt::print("  {} threads on {} cores: {:.1f} simulations/s, {:.1f} simulations/s/core (wall)\n", threads, cores,
+             per_s, per_s / std::min<double>(threads, cores));
+  fmt::print("  {:.1f} simulations per CPU second, all threads (goal: 1000/s per core)\n",
+             static_cast<double>(rows) / best_cpu);
 
   // One thread, split: reading the scenario vs evaluating it (with the sweep's steady-state shortcut).
   sim::Options options;

@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "common/units.hpp"
 #include "cpu/cpu_bench.hpp"
 #include "cuda/cuda_bench.hpp"
 #include "hardware/profile_fit.hpp"
-#include "common/units.hpp"
 #include "machine.hpp"
 #include "storage/storage_bench.hpp"
 #include "workload.hpp"
@@ -214,8 +214,9 @@ Calibration run_calibration(const Options& o, Progress& outer) {
     progress.step(step++, total, "CPU: memcpy into pinned (page-locked) buffers");
     for (auto& row : cpu::measure_host_copy(team, cp.copy_sizes, cp.repeats)) {
       out.comparisons.push_back(
-          {"copy", fmt::format("memcpy into {} {}", row.pinned ? "pinned" : "pageable", ftplan::format_bytes(row.bytes)),
-           "B/s", row.bandwidth_Bps, relative_spread(row.samples), 0, "", 0, 0, ""});
+          {"copy",
+           fmt::format("memcpy into {} {}", row.pinned ? "pinned" : "pageable", ftplan::format_bytes(row.bytes)), "B/s",
+           row.bandwidth_Bps, relative_spread(row.samples), 0, "", 0, 0, ""});
       p.copy.push_back(std::move(row));
     }
   }

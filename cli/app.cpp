@@ -48,16 +48,23 @@ int parse_threads(const Args& args) {
 }
 
 App::App(const Args& args) {
-  if (auto z = args.value("zoo")) zoo_dir_ = *z;
-  else if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env) zoo_dir_ = env;
+  if (auto z = args.value("zoo"))
+    zoo_dir_ = *z;
+  else if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env)
+    zoo_dir_ = env;
   else if (std::string installed = installed_zoo(); !installed.empty())
     zoo_dir_ = std::move(installed);
-  else zoo_dir_ = FTPLAN_ZOO_DIR;
+  else
+    zoo_dir_ = FTPLAN_ZOO_DIR;
   const std::string f = args.value_or("format", "table");
-  if (f == "table") format_ = Format::table;
-  else if (f == "json") format_ = Format::json;
-  else if (f == "csv") format_ = Format::csv;
-  else throw UsageError("--format takes table, json or csv; got '" + f + "'");
+  if (f == "table")
+    format_ = Format::table;
+  else if (f == "json")
+    format_ = Format::json;
+  else if (f == "csv")
+    format_ = Format::csv;
+  else
+    throw UsageError("--format takes table, json or csv; got '" + f + "'");
 }
 
 const model::Zoo& App::zoo() {

@@ -41,8 +41,8 @@ Args::Args(const std::vector<std::string>& argv, std::size_t first, const std::v
     // any other option is refused.
     if (const auto have = values_.find(name); have != values_.end()) {
       if (name != "set")
-        throw UsageError(fmt::format("option '--{}' is given twice ('{}', then '{}'): give it once", name,
-                                     have->second, value));
+        throw UsageError(
+            fmt::format("option '--{}' is given twice ('{}', then '{}'): give it once", name, have->second, value));
       have->second += "," + value;
       continue;
     }
@@ -61,8 +61,7 @@ std::string Args::value_or(const std::string& name, const std::string& fallback)
 
 std::string usage_of(const std::vector<OptionSpec>& options) {
   std::string out;
-  for (const auto& o : options)
-    out += fmt::format("  --{:<18} {}\n", o.name + (o.takes_value ? " X" : ""), o.help);
+  for (const auto& o : options) out += fmt::format("  --{:<18} {}\n", o.name + (o.takes_value ? " X" : ""), o.help);
   return out;
 }
 

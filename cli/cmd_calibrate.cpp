@@ -15,9 +15,9 @@
 #include "app.hpp"
 #include "calibrate.hpp"
 #include "common/strings.hpp"
+#include "common/units.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "common/units.hpp"
 #include "progress.hpp"
 #include "rates.hpp"
 #include "storage/uring.hpp"
@@ -231,9 +231,8 @@ void add_cpu_device_rows(const hardware::CpuDeviceSection& d, std::vector<calibr
   if (!d.gemm.empty()) {
     std::vector<double> rates;
     for (const auto& g : d.gemm) rates.push_back(g.flops_per_s);
-    const auto [lo, hi] = std::minmax_element(d.gemm.begin(), d.gemm.end(), [](const auto& a, const auto& b) {
-      return a.flops_per_s < b.flops_per_s;
-    });
+    const auto [lo, hi] = std::minmax_element(
+        d.gemm.begin(), d.gemm.end(), [](const auto& a, const auto& b) { return a.flops_per_s < b.flops_per_s; });
     row(fmt::format("GEMM fp32, median of {} points", d.gemm.size()), "FLOP/s", calibrate::median(rates), {});
     row(fmt::format("GEMM slowest: {} {}x{}x{}", lo->layout, lo->m, lo->n, lo->k), "FLOP/s", lo->flops_per_s,
         lo->samples);
@@ -241,13 +240,11 @@ void add_cpu_device_rows(const hardware::CpuDeviceSection& d, std::vector<calibr
         hi->samples);
   }
   for (const auto& a : d.attention)
-    row(fmt::format("attention {}x{} head_dim {}", a.queries, a.keys, a.head_dim), "FLOP/s", a.flops_per_s,
-        a.samples);
-  for (const auto& r : d.rates)
-    row(r.name, r.name == "adam_params_per_s" ? "params/s" : "B/s", r.value, r.samples);
+    row(fmt::format("attention {}x{} head_dim {}", a.queries, a.keys, a.head_dim), "FLOP/s", a.flops_per_s, a.samples);
+  for (const auto& r : d.rates) row(r.name, r.name == "adam_params_per_s" ? "params/s" : "B/s", r.value, r.samples);
   for (const auto& st : d.storage) {
-    const std::string where = fmt::format("{} striped, {} KiB x{}", fmt::join(st.paths, ","), st.block_bytes / 1024,
-                                          st.queue_depth);
+    const std::string where =
+        fmt::format("{} striped, {} KiB x{}", fmt::join(st.paths, ","), st.block_bytes / 1024, st.queue_depth);
     row("read " + where, "B/s", st.read_Bps, st.read_samples);
     row("write " + where, "B/s", st.write_Bps, st.write_samples);
   }

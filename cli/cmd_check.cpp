@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
-#include "io/scenario_io.hpp"
 #include "common/units.hpp"
+#include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 #include "scenario_source.hpp"
@@ -26,10 +26,18 @@ int cmd_check(const std::vector<std::string>& argv) {
     doc["params"] = params;
     doc["plans"] = nlohmann::ordered_json::array();
     for (const auto& p : s.plans)
-      doc["plans"].push_back({{"plan", p.name}, {"gpu", p.cluster.gpu.name}, {"gpu_count", p.cluster.gpus()},
-                              {"nodes", p.cluster.nodes}, {"node", p.cluster.node.name}, {"dp", p.parallel.dp},
-                              {"tp", p.parallel.tp}, {"pp", p.parallel.pp}, {"cp", p.parallel.cp}, {"ep", p.parallel.ep},
-                              {"zero", plan::sharding_in_effect(p).zero}, {"micro_batch", p.job.micro_batch},
+      doc["plans"].push_back({{"plan", p.name},
+                              {"gpu", p.cluster.gpu.name},
+                              {"gpu_count", p.cluster.gpus()},
+                              {"nodes", p.cluster.nodes},
+                              {"node", p.cluster.node.name},
+                              {"dp", p.parallel.dp},
+                              {"tp", p.parallel.tp},
+                              {"pp", p.parallel.pp},
+                              {"cp", p.parallel.cp},
+                              {"ep", p.parallel.ep},
+                              {"zero", plan::sharding_in_effect(p).zero},
+                              {"micro_batch", p.job.micro_batch},
                               {"grad_accumulation", plan::grad_accumulation_steps(p)},
                               {"global_batch", plan::global_batch_samples(p)}});
     fmt::print("{}\n", doc.dump(2));
@@ -41,8 +49,13 @@ int cmd_check(const std::vector<std::string>& argv) {
                ftplan::format_count(static_cast<double>(params)), plan::to_string(s.job.method), s.job.seq_len);
   Table t;
   using A = Table::Align;
-  t.columns({{"plan", A::left}, {"GPUs", A::right}, {"node", A::left}, {"dp x tp x pp x cp", A::left}, {"ZeRO", A::right},
-             {"micro x accum", A::left}, {"offload (params/grads/optim/acts)", A::left}});
+  t.columns({{"plan", A::left},
+             {"GPUs", A::right},
+             {"node", A::left},
+             {"dp x tp x pp x cp", A::left},
+             {"ZeRO", A::right},
+             {"micro x accum", A::left},
+             {"offload (params/grads/optim/acts)", A::left}});
   for (const auto& p : s.plans) {
     const auto& o = p.offload;
     t.row({p.name, fmt::format("{}x {}", p.cluster.gpus(), p.cluster.gpu.name),
@@ -50,8 +63,8 @@ int cmd_check(const std::vector<std::string>& argv) {
            fmt::format("{} x {} x {} x {}", p.parallel.dp, p.parallel.tp, p.parallel.pp, p.parallel.cp),
            std::to_string(plan::sharding_in_effect(p).zero),  // as the framework shards (FSDP: full_shard by default)
            fmt::format("{} x {}", p.job.micro_batch, plan::grad_accumulation_steps(p)),
-           fmt::format("{}/{}/{}/{}", plan::to_string(o.params), plan::to_string(o.gradients), plan::to_string(o.optimizer),
-                       plan::to_string(plan::activation_tier(p)))});
+           fmt::format("{}/{}/{}/{}", plan::to_string(o.params), plan::to_string(o.gradients),
+                       plan::to_string(o.optimizer), plan::to_string(plan::activation_tier(p)))});
   }
   fmt::print("{}", app.format() == Format::csv ? t.csv() : t.text());
   if (app.format() == Format::table) fmt::print("\nscenario is valid: {} plan(s)\n", s.plans.size());

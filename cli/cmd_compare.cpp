@@ -3,8 +3,8 @@
 
 #include "app.hpp"
 #include "common/strings.hpp"
-#include "io/results.hpp"
 #include "common/units.hpp"
+#include "io/results.hpp"
 #include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "scenario_source.hpp"
@@ -52,13 +52,14 @@ int cmd_compare(const std::vector<std::string>& argv) {
 
   // The amount of training as the job gives it: tokens, steps or epochs (one of them).
   const plan::Job& j = s.job;
-  const std::string amount = j.tokens > 0  ? ftplan::format_count(static_cast<double>(j.tokens)) + " tokens"
-                             : j.steps > 0 ? fmt::format("{} step{}", j.steps, j.steps == 1 ? "" : "s")
-                                           : fmt::format("{:g} epoch{} of {} tokens", j.epochs, j.epochs == 1 ? "" : "s",
-                                                         ftplan::format_count(static_cast<double>(j.dataset_tokens)));
+  const std::string amount = j.tokens > 0 ? ftplan::format_count(static_cast<double>(j.tokens)) + " tokens"
+                             : j.steps > 0
+                                 ? fmt::format("{} step{}", j.steps, j.steps == 1 ? "" : "s")
+                                 : fmt::format("{:g} epoch{} of {} tokens", j.epochs, j.epochs == 1 ? "" : "s",
+                                               ftplan::format_count(static_cast<double>(j.dataset_tokens)));
   fmt::print("{} — {} ({} params), {} fine-tune, {} of seq {}\n", s.name, s.model.display_name,
-             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method), amount,
-             j.seq_len);
+             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method),
+             amount, j.seq_len);
   // One cost basis for all plans goes in the header; plans that differ get a row of their own.
   const io::Comparison c = io::comparison(s.plans, ev);
   fmt::print("costs: {}\n", c.one_basis ? c.basis : std::string("per plan (the 'costs' row)"));

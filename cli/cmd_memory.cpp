@@ -5,10 +5,10 @@
 
 #include "app.hpp"
 #include "common/strings.hpp"
+#include "common/units.hpp"
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
 #include "io/results.hpp"
-#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
@@ -22,15 +22,24 @@ std::string gib(double bytes) { return bytes > 0 ? fmt::format("{:.2f}", bytes /
 
 const char* lifetime_name(inventory::Lifetime l) {
   switch (l) {
-    case inventory::Lifetime::persistent: return "whole run";
-    case inventory::Lifetime::gradients: return "backward to optimizer";
-    case inventory::Lifetime::forward_backward: return "forward and backward";
-    case inventory::Lifetime::saved: return "forward to backward of its layer";
-    case inventory::Lifetime::layer: return "while a layer runs";
-    case inventory::Lifetime::backward_layer: return "one layer's backward";
-    case inventory::Lifetime::loss: return "loss forward to backward";
-    case inventory::Lifetime::loss_peak: return "while the loss runs";
-    case inventory::Lifetime::optimizer: return "optimizer step";
+    case inventory::Lifetime::persistent:
+      return "whole run";
+    case inventory::Lifetime::gradients:
+      return "backward to optimizer";
+    case inventory::Lifetime::forward_backward:
+      return "forward and backward";
+    case inventory::Lifetime::saved:
+      return "forward to backward of its layer";
+    case inventory::Lifetime::layer:
+      return "while a layer runs";
+    case inventory::Lifetime::backward_layer:
+      return "one layer's backward";
+    case inventory::Lifetime::loss:
+      return "loss forward to backward";
+    case inventory::Lifetime::loss_peak:
+      return "while the loss runs";
+    case inventory::Lifetime::optimizer:
+      return "optimizer step";
   }
   return "?";
 }
@@ -40,16 +49,23 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
   const inventory::Inventory inv = inventory::build_inventory(m, p, f.peak_stage);
   Table t;
   using A = Table::Align;
-  t.columns({{"tensors (stage " + std::to_string(inv.stage) + ")", A::left}, {"category", A::left}, {"tier", A::left},
-             {"GiB each", A::right}, {"count", A::right}, {"GiB", A::right}, {"alive", A::left}});
+  t.columns({{"tensors (stage " + std::to_string(inv.stage) + ")", A::left},
+             {"category", A::left},
+             {"tier", A::left},
+             {"GiB each", A::right},
+             {"count", A::right},
+             {"GiB", A::right},
+             {"alive", A::left}});
   for (const auto& g : inv.groups)
-    t.row({g.name, inventory::to_string(g.category), plan::to_string(g.tier), fmt::format("{:.3f}", g.bytes / (1u << 30)),
-           std::to_string(g.count), fmt::format("{:.3f}", g.total() / (1u << 30)), lifetime_name(g.lifetime)});
+    t.row({g.name, inventory::to_string(g.category), plan::to_string(g.tier),
+           fmt::format("{:.3f}", g.bytes / (1u << 30)), std::to_string(g.count),
+           fmt::format("{:.3f}", g.total() / (1u << 30)), lifetime_name(g.lifetime)});
   fmt::print("{}", t.text());
-  fmt::print("parameters on this rank: {} total, {} trainable; sharded over {} ranks; {} micro-batches in flight, "
-             "{} accumulation steps, {:.0f} tokens per micro-batch\n\n",
-             ftplan::format_count(inv.params.total), ftplan::format_count(inv.params.trainable), inv.shard_degree,
-             inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
+  fmt::print(
+      "parameters on this rank: {} total, {} trainable; sharded over {} ranks; {} micro-batches in flight, "
+      "{} accumulation steps, {:.0f} tokens per micro-batch\n\n",
+      ftplan::format_count(inv.params.total), ftplan::format_count(inv.params.trainable), inv.shard_degree,
+      inv.micro_batches_in_flight, inv.grad_accumulation, inv.tokens_per_micro_batch);
 }
 
 void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, std::int64_t max_seq,
@@ -59,7 +75,10 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, 
              p.job.micro_batch, p.job.seq_len);
   Table t;
   using A = Table::Align;
-  t.columns({{"GiB", A::left}, {"GPU at its peak", A::right}, {"each own peak", A::right}, {"host DRAM (per node)", A::right},
+  t.columns({{"GiB", A::left},
+             {"GPU at its peak", A::right},
+             {"each own peak", A::right},
+             {"host DRAM (per node)", A::right},
              {"NVMe (per node)", A::right}});
   for (int c = 0; c < inventory::kCategories; ++c)
     t.row({inventory::to_string(static_cast<Category>(c)), gib(f.gpu.bytes[c]), gib(f.gpu_category_peaks.bytes[c]),
@@ -79,10 +98,13 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, 
   else
     fmt::print("fits: NO — {}\n", f.infeasible_reason);
   if (!f.fits && !changes.empty()) {
-    fmt::print("it would fit with one of these changes (nearest first; GPU memory then, of {} GiB):\n", gib(f.gpu_capacity_bytes));
+    fmt::print("it would fit with one of these changes (nearest first; GPU memory then, of {} GiB):\n",
+               gib(f.gpu_capacity_bytes));
     for (const auto& c : changes) fmt::print("  {:<60} {} GiB\n", c.change, gib(c.gpu_peak_bytes));
   } else if (!f.fits) {
-    fmt::print("no single change of micro-batch, checkpointing, sharding, offload, precision or up to 8x the GPUs makes it fit\n");
+    fmt::print(
+        "no single change of micro-batch, checkpointing, sharding, offload, precision or up to 8x the GPUs makes it "
+        "fit\n");
   }
   fmt::print("largest micro-batch that fits at seq {}: {}; largest seq at micro-batch {}: {}\n\n", p.job.seq_len,
              max_mb > 0 ? std::to_string(max_mb) : "none", p.job.micro_batch,
@@ -98,9 +120,10 @@ int cmd_memory(const std::vector<std::string>& argv) {
   std::erase_if(options, [](const OptionSpec& o) { return o.name == "tokens" || o.name == "steps"; });
   for (const auto& a : argv)
     if (a == "--tokens" || a == "--steps" || a.starts_with("--tokens=") || a.starts_with("--steps="))
-      throw UsageError(fmt::format("{}: memory sizes one step, which the job's length does not change (simulate and "
-                                   "compare take it)",
-                                   a.substr(0, a.find('='))));
+      throw UsageError(
+          fmt::format("{}: memory sizes one step, which the job's length does not change (simulate and "
+                      "compare take it)",
+                      a.substr(0, a.find('='))));
   const Args args(argv, 2, options);
   App app(args);
   const plan::Scenario s = scenario_from_args(app, args);

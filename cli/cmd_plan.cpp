@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "common/units.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "planner/planner.hpp"
 #include "progress.hpp"
@@ -111,12 +111,13 @@ void print_plan_rows(App& app, const plan::Scenario& s, const planner::Result& r
 
 // The table: the search's counts, the candidates shown, those that failed.
 void print_plan_table(const plan::Scenario& s, const planner::Result& r, const Shown& sh, bool all) {
-  fmt::print("{} — {}: {} layouts{}, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated{} in "
-             "{:.1f} s\n\n",
-             s.name, s.model.display_name, r.enumerated,
-             r.interrupted ? fmt::format(" ({} examined before the interruption)", r.examined) : std::string(), r.invalid,
-             r.duplicates, r.pruned_memory, r.simulated,
-             r.failed > 0 ? fmt::format(" ({} could not be evaluated)", r.failed) : std::string(), r.seconds);
+  fmt::print(
+      "{} — {}: {} layouts{}, {} refused by the plan checks, {} repeat another, {} do not fit, {} simulated{} in "
+      "{:.1f} s\n\n",
+      s.name, s.model.display_name, r.enumerated,
+      r.interrupted ? fmt::format(" ({} examined before the interruption)", r.examined) : std::string(), r.invalid,
+      r.duplicates, r.pruned_memory, r.simulated,
+      r.failed > 0 ? fmt::format(" ({} could not be evaluated)", r.failed) : std::string(), r.seconds);
   Table t;
   using A = Table::Align;
   t.columns({{all ? "plan" : "Pareto front (job time, $, peak power)", A::left},

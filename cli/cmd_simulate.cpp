@@ -8,15 +8,15 @@
 #include <fmt/ranges.h>
 
 #include "app.hpp"
+#include "common/units.hpp"
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
 #include "io/output_file.hpp"
 #include "io/results.hpp"
-#include "common/units.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
-#include "schedule/step_ir.hpp"
 #include "scenario_source.hpp"
+#include "schedule/step_ir.hpp"
 #include "sim/simulate.hpp"
 #include "table.hpp"
 
@@ -29,7 +29,8 @@ constexpr double kSaturated = 0.9;
 // How the data-parallel dimension shards state (the framework's rule, plan::sharding_in_effect).
 std::string sharding(const plan::Plan& p) {
   return plan::sharding_in_effect(p).label +
-         (p.parallel.zero == 3 && p.parallel.dp > 1 && plan::framework_row(p.job.framework).sharding == plan::Sharding::deepspeed &&
+         (p.parallel.zero == 3 && p.parallel.dp > 1 &&
+                  plan::framework_row(p.job.framework).sharding == plan::Sharding::deepspeed &&
                   p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
               ? " (per-parameter fetch)"
               : "");
@@ -38,15 +39,16 @@ std::string sharding(const plan::Plan& p) {
 // The layout: "dp 24 x tp 8 x pp 8 (interleaved x2)", with cp, ep and SP when used.
 std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
   const plan::Parallel& q = p.parallel;
-  std::string out = fmt::format("dp {} x tp {}{} x pp {}", q.dp, q.tp, q.sequence_parallel ? (q.async_tp ? " (SP, async)" : " (SP)") : "",
-                                q.pp);
+  std::string out = fmt::format("dp {} x tp {}{} x pp {}", q.dp, q.tp,
+                                q.sequence_parallel ? (q.async_tp ? " (SP, async)" : " (SP)") : "", q.pp);
   if (q.pp > 1)
     out += q.schedule == plan::PipelineSchedule::interleaved ? fmt::format(" (interleaved 1F1B x{})", q.virtual_stages)
                                                              : fmt::format(" ({})", plan::to_string(q.schedule));
   if (q.pp > 1 && (q.first_stage_layers > 0 || q.last_stage_layers > 0)) {
     std::vector<int> layers;
     for (int s = 0; s < q.pp; ++s) {
-      const auto [a, b] = inventory::stage_layers(model.total_layers(), q.pp, s, q.first_stage_layers, q.last_stage_layers);
+      const auto [a, b] =
+          inventory::stage_layers(model.total_layers(), q.pp, s, q.first_stage_layers, q.last_stage_layers);
       layers.push_back(b - a);
     }
     out += fmt::format(" layers {}", fmt::join(layers, "/"));
@@ -56,12 +58,13 @@ std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
   return out;
 }
 
-void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f, const sim::StepResult& s,
-                double steps, bool one_step_default) {
-  fmt::print("== {} — {} x {}, {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s), checkpointing {}{}\n", p.name,
-             p.cluster.gpus(), p.cluster.gpu.display_name, plan::framework_row(p.job.framework).display_name, layout(p, model),
-             sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "", p.job.seq_len,
-             plan::grad_accumulation_steps(p), plan::to_string(p.job.checkpointing), p.job.checkpointing_auto ? " (auto)" : "");
+void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f,
+                const sim::StepResult& s, double steps, bool one_step_default) {
+  fmt::print("== {} — {} x {}, {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s), checkpointing {}{}\n",
+             p.name, p.cluster.gpus(), p.cluster.gpu.display_name, plan::framework_row(p.job.framework).display_name,
+             layout(p, model), sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "", p.job.seq_len,
+             plan::grad_accumulation_steps(p), plan::to_string(p.job.checkpointing),
+             p.job.checkpointing_auto ? " (auto)" : "");
   if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
   if (!s.ok) fmt::print("simulation: {}\n", s.problem);
   Table t;
@@ -70,9 +73,10 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   if (!f.fits || !s.ok) {
     // A step that cannot run has no time: show where the memory went, nothing that uses a time.
     t.row({"GPU memory allocated, peak (simulated / analytic)",
-           fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes), ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
-    t.row({"GPU memory on the device (judged for fit)",
-           fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
+           fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes),
+                       ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
+    t.row({"GPU memory on the device (judged for fit)", fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes),
+                                                                    ftplan::format_bytes(f.gpu_capacity_bytes))});
     fmt::print("{}\n", t.text());
     return;
   }
@@ -80,23 +84,28 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   t.row({"tokens/s (all GPUs)", fmt::format("{:.0f}", s.tokens_per_s)});
   t.row({"tokens/s per GPU", fmt::format("{:.0f}", s.tokens_per_s_per_gpu)});
   t.row({"MFU / HFU", fmt::format("{:.1f}% / {:.1f}%", 100 * s.mfu, 100 * s.hfu)});
-  t.row({"model / hardware TFLOP/s per GPU", fmt::format("{:.1f} / {:.1f}", s.model_tflops_per_gpu, s.hardware_tflops_per_gpu)});
+  t.row({"model / hardware TFLOP/s per GPU",
+         fmt::format("{:.1f} / {:.1f}", s.model_tflops_per_gpu, s.hardware_tflops_per_gpu)});
   // The GPU not computing is the last two together: what compare's "GPU time not computing" adds up.
   t.row({p.parallel.pp > 1 ? "compute / waiting on comm or copies / idle (bubble)"
                            : "compute / waiting on comm or copies / idle",
-         fmt::format("{} / {} / {}", ftplan::format_duration(s.compute_s),
-                                                      ftplan::format_duration(s.exposed_comm_s), ftplan::format_duration(s.idle_s))});
+         fmt::format("{} / {} / {}", ftplan::format_duration(s.compute_s), ftplan::format_duration(s.exposed_comm_s),
+                     ftplan::format_duration(s.idle_s))});
   t.row({"GPU memory allocated, peak (simulated / analytic)",
-         fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes), ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
+         fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes),
+                     ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
   t.row({"GPU memory on the device (judged for fit)",
          fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
   if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", ftplan::format_bytes(s.host_peak_bytes)});
   if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", ftplan::format_bytes(s.nvme_peak_bytes)});
-  t.row({"job", one_step_default ? "1 step (no --tokens, --steps or epochs given)"
-                                 : fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});
+  t.row({"job", one_step_default
+                    ? "1 step (no --tokens, --steps or epochs given)"
+                    : fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});
   fmt::print("{}", t.text());
   Table u;
-  u.columns({{"resource (stage " + std::to_string(s.stage) + ")", A::left}, {"busy", A::right}, {"utilization", A::right},
+  u.columns({{"resource (stage " + std::to_string(s.stage) + ")", A::left},
+             {"busy", A::right},
+             {"utilization", A::right},
              {"bytes", A::right}});
   for (const auto& st : s.streams)
     u.row({"stream " + st.name, ftplan::format_duration(st.busy_s), fmt::format("{:.0f}%", 100 * st.utilization), ""});
@@ -109,9 +118,10 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   if (!s.bound_by.empty() && s.bound_utilization >= kSaturated)
     fmt::print("the step is bound by {} ({:.0f}% busy)\n", s.bound_by, 100 * s.bound_utilization);
   else if (!s.bound_by.empty())
-    fmt::print("no resource is busy through the step (the busiest, {}, {:.0f}%): it waits on the dependencies between "
-               "streams, {} of it with the GPU's compute stream idle\n",
-               s.bound_by, 100 * s.bound_utilization, ftplan::format_duration(s.step_time_s - s.compute_s));
+    fmt::print(
+        "no resource is busy through the step (the busiest, {}, {:.0f}%): it waits on the dependencies between "
+        "streams, {} of it with the GPU's compute stream idle\n",
+        s.bound_by, 100 * s.bound_utilization, ftplan::format_duration(s.step_time_s - s.compute_s));
   fmt::print("\n");
 }
 
@@ -128,11 +138,13 @@ std::string tagged_path(const std::string& path, const std::string& name) {
 
 int cmd_simulate(const std::vector<std::string>& argv) {
   auto options = scenario_options();
-  options.push_back({"trace", true, "write the simulated step of each plan as Chrome trace JSON (Perfetto); "
-                                    "with several plans, PLAN is appended to the name"});
-  options.push_back({"ir", true, "write the step IR each plan's ranks run (tensors with tier, type and shape; ops "
-                                 "with their streams, dependencies and the tensors they touch) as JSON, one file per "
-                                 "pipeline stage; PLAN and stageN are appended to the name as needed"});
+  options.push_back({"trace", true,
+                     "write the simulated step of each plan as Chrome trace JSON (Perfetto); "
+                     "with several plans, PLAN is appended to the name"});
+  options.push_back({"ir", true,
+                     "write the step IR each plan's ranks run (tensors with tier, type and shape; ops "
+                     "with their streams, dependencies and the tensors they touch) as JSON, one file per "
+                     "pipeline stage; PLAN and stageN are appended to the name as needed"});
   options.push_back(fidelity_option());
   const Args args(argv, 2, options);
   App app(args);
@@ -147,7 +159,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   if (trace == "-" && s.plans.size() > 1)
     throw UsageError("--trace -: several plans write several traces; give a file name (or --plan NAME)");
   if (ir_path == "-" && (s.plans.size() > 1 || std::any_of(s.plans.begin(), s.plans.end(),
-                                                            [](const plan::Plan& p) { return p.parallel.pp > 1; })))
+                                                           [](const plan::Plan& p) { return p.parallel.pp > 1; })))
     throw UsageError("--ir -: several plans or pipeline stages write several files; give a file name");
   int status = 0;
   for (const auto& p : s.plans) {

@@ -19,8 +19,8 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
-#include "io/output_file.hpp"
 #include "common/units.hpp"
+#include "io/output_file.hpp"
 #include "progress.hpp"
 #include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
@@ -102,7 +102,6 @@ std::string line_at(int fd, std::uint64_t offset, const fs::path& path) {
     if (nl != std::string_view::npos) return line;
   }
 }
-
 
 // Ctrl-C: say where the finished points are, then die of the signal as usual.
 // The lock file goes too (unlink is async-signal-safe; the lock itself dies with the process).

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
+#include "common/units.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "common/units.hpp"
 #include "machine.hpp"
 #include "scenario_source.hpp"
 #include "storage/uring.hpp"
@@ -56,13 +56,15 @@ void print_table(const exec::Validation& v) {
   if (predicted && v.in_run_simulated_step_time_s > 0)
     t.row({"step time at in-run rates", "", ftplan::format_duration(v.in_run_simulated_step_time_s),
            pct(v.in_run_simulated_step_time_s, v.measured_step_time_s)});
-  t.row({"device peak", ftplan::format_bytes(v.measured_device_peak_bytes), ftplan::format_bytes(v.simulated_device_peak_bytes),
+  t.row({"device peak", ftplan::format_bytes(v.measured_device_peak_bytes),
+         ftplan::format_bytes(v.simulated_device_peak_bytes),
          pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes)});
   if (v.measured_device_peak_with_scratch_bytes >= 0)
     t.row({"device peak + kernel scratch", ftplan::format_bytes(v.measured_device_peak_with_scratch_bytes),
            ftplan::format_bytes(v.simulated_device_peak_bytes),
            pct(v.simulated_device_peak_bytes, v.measured_device_peak_with_scratch_bytes)});
-  t.row({"host peak", ftplan::format_bytes(v.measured_host_peak_bytes), ftplan::format_bytes(v.simulated_host_peak_bytes),
+  t.row({"host peak", ftplan::format_bytes(v.measured_host_peak_bytes),
+         ftplan::format_bytes(v.simulated_host_peak_bytes),
          pct(v.simulated_host_peak_bytes, v.measured_host_peak_bytes)});
   // The process as the kernel counts it, against what the simulator says the step holds in all.
   if (v.measured_process_peak_bytes >= 0) {
@@ -71,7 +73,8 @@ void print_table(const exec::Validation& v) {
            pct(held, v.measured_process_peak_bytes)});
   }
   if (v.measured_nvme_peak_bytes > 0 || v.simulated_nvme_peak_bytes > 0)
-    t.row({"NVMe peak", ftplan::format_bytes(v.measured_nvme_peak_bytes), ftplan::format_bytes(v.simulated_nvme_peak_bytes),
+    t.row({"NVMe peak", ftplan::format_bytes(v.measured_nvme_peak_bytes),
+           ftplan::format_bytes(v.simulated_nvme_peak_bytes),
            pct(v.simulated_nvme_peak_bytes, v.measured_nvme_peak_bytes)});
   for (const auto& s : v.streams) {
     t.row({"stream " + s.name + " busy", ftplan::format_duration(s.measured_busy_s),
@@ -84,13 +87,13 @@ void print_table(const exec::Validation& v) {
            pct(l.simulated_bytes, l.measured_bytes)});
     // What moved, counted as it moved (and by the kernel's block-I/O counters), not the ops' sizes.
     if (l.counted_bytes >= 0)
-      t.row({"link " + l.name + " counted", ftplan::format_bytes(l.counted_bytes), ftplan::format_bytes(l.simulated_bytes),
-             pct(l.simulated_bytes, l.counted_bytes)});
+      t.row({"link " + l.name + " counted", ftplan::format_bytes(l.counted_bytes),
+             ftplan::format_bytes(l.simulated_bytes), pct(l.simulated_bytes, l.counted_bytes)});
     if (l.block_bytes >= 0)
-      t.row({"link " + l.name + " block I/O", ftplan::format_bytes(l.block_bytes), ftplan::format_bytes(l.simulated_bytes),
-             pct(l.simulated_bytes, l.block_bytes)});
-    t.row({"link " + l.name + " busy", ftplan::format_duration(l.measured_busy_s), ftplan::format_duration(l.simulated_busy_s),
-           pct(l.simulated_busy_s, l.measured_busy_s)});
+      t.row({"link " + l.name + " block I/O", ftplan::format_bytes(l.block_bytes),
+             ftplan::format_bytes(l.simulated_bytes), pct(l.simulated_bytes, l.block_bytes)});
+    t.row({"link " + l.name + " busy", ftplan::format_duration(l.measured_busy_s),
+           ftplan::format_duration(l.simulated_busy_s), pct(l.simulated_busy_s, l.measured_busy_s)});
   }
   t.row({"bound by", v.measured_bound_by, v.simulated_bound_by, ""});
   fmt::print("{}", t.text());
@@ -99,8 +102,8 @@ void print_table(const exec::Validation& v) {
     fmt::print(
         "in-run rates: median of {} probe(s) during the run; the step simulated at each: {} to {} "
         "(error {:+.1f}% to {:+.1f}%, drift {:.1f}%{}); the timed steps spread {:.1f}%\n",
-        v.sample_simulated_step_s.size(), ftplan::format_duration(*lo), ftplan::format_duration(*hi), v.drift.min_error_pct,
-        v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
+        v.sample_simulated_step_s.size(), ftplan::format_duration(*lo), ftplan::format_duration(*hi),
+        v.drift.min_error_pct, v.drift.max_error_pct, v.drift.drift_pct, v.drift.drifted ? ": compare with care" : "",
         v.drift.measured_spread_pct);
   }
   fmt::print("device: {}\nhost memory: {}\n", v.device, v.host_memory);
@@ -281,14 +284,13 @@ void print_results(const App& app, const plan::Scenario& s, const model::ModelSp
         "offload_overhead_error_pct,measured_device_peak_bytes,simulated_device_peak_bytes,measured_bound_by,"
         "simulated_bound_by\n");
     for (const auto& v : results)
-      fmt::print("\"{}\",{},{},{},{},{:.2f},{},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.rates_from,
-                 v.measured_step_time_s, v.simulated_step_time_s,
-                 exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
-                 v.measured_overhead_s > 0 || v.simulated_overhead_s > 0
-                     ? fmt::format("{:.2f}", exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s))
-                     : std::string(),
-                 v.measured_device_peak_bytes,
-                 v.simulated_device_peak_bytes, v.measured_bound_by, v.simulated_bound_by);
+      fmt::print(
+          "\"{}\",{},{},{},{},{:.2f},{},{},{},\"{}\",\"{}\"\n", v.plan, v.ok, v.rates_from, v.measured_step_time_s,
+          v.simulated_step_time_s, exec::error_pct(v.simulated_step_time_s, v.measured_step_time_s),
+          v.measured_overhead_s > 0 || v.simulated_overhead_s > 0
+              ? fmt::format("{:.2f}", exec::error_pct(v.simulated_overhead_s, v.measured_overhead_s))
+              : std::string(),
+          v.measured_device_peak_bytes, v.simulated_device_peak_bytes, v.measured_bound_by, v.simulated_bound_by);
   }
 }
 

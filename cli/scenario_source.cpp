@@ -8,10 +8,10 @@
 
 #include "common/error.hpp"
 #include "common/strings.hpp"
+#include "common/units.hpp"
 #include "io/import/import.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
-#include "common/units.hpp"
 #include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
@@ -30,7 +30,8 @@ struct Shortcut {
 const char* framework_list() {
   static const std::string list = [] {
     std::string out;
-    for (const plan::FrameworkProfile& row : plan::framework_table()) out += (out.empty() ? "" : ", ") + std::string(row.name);
+    for (const plan::FrameworkProfile& row : plan::framework_table())
+      out += (out.empty() ? "" : ", ") + std::string(row.name);
     return out;
   }();
   return list.c_str();
@@ -113,8 +114,8 @@ std::vector<std::pair<std::string, std::string>> set_items(const std::string& te
     // One value per key: a second would replace the first unseen.
     for (const auto& [k, v] : out)
       if (k == key)
-        throw UsageError(fmt::format("--set {} is given twice ('{}', then '{}'): give it once", key, v,
-                                     item.substr(eq + 1)));
+        throw UsageError(
+            fmt::format("--set {} is given twice ('{}', then '{}'): give it once", key, v, item.substr(eq + 1)));
     out.emplace_back(std::move(key), item.substr(eq + 1));
     start = i + 1;
   }
@@ -143,8 +144,8 @@ std::string yaml_list(const std::string& flag, std::string_view v) {
 }
 
 // A --set value as YAML: [a,b] or a,b is a list (as `key: [a, b]` in a file), {k: v, ...} a
-// mapping; anything else one quoted scalar. A comma between two digits is a thousands separator ("1,024 GiB"), as the unit
-// parser reads it, not a list; write a list of numbers in brackets: [1,2].
+// mapping; anything else one quoted scalar. A comma between two digits is a thousands separator ("1,024 GiB"), as the
+// unit parser reads it, not a list; write a list of numbers in brackets: [1,2].
 std::string yaml_value(const std::string& key, const std::string& v) {
   const std::string_view t = trim(v);
   // A list of mappings or lists ([{drive: X, count: 4}]) is YAML as written; a list of scalars is
@@ -163,7 +164,8 @@ std::string yaml_value(const std::string& key, const std::string& v) {
 }
 
 // Nested YAML from dotted keys.
-void emit(std::string& out, const std::vector<std::pair<std::string, std::string>>& kv, const std::string& prefix, int indent) {
+void emit(std::string& out, const std::vector<std::pair<std::string, std::string>>& kv, const std::string& prefix,
+          int indent) {
   std::vector<std::string> done;
   for (const auto& [key, value] : kv) {
     if (key.rfind(prefix, 0) != 0) continue;
@@ -194,7 +196,8 @@ std::vector<OptionSpec> scenario_options() {
   o.push_back({"model-config", true,
                "with --from (and import): the Hugging Face config.json of the model the configs name, for a model "
                "the zoo lacks"});
-  o.push_back({"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
+  o.push_back(
+      {"profile", true, "calibration profile (ftplan calibrate --out) whose measured rates replace the defaults"});
   o.push_back({"set", true,
                "KEY=VALUE for any scenario key, dotted (job.loss.chunks=8); several as KEY=V,KEY2=V2; a list as "
                "KEY=a,b or KEY=[a,b] (a comma starts a new item only before KEY=)"});
@@ -216,7 +219,8 @@ std::string quick_scenario_yaml(const Args& args) {
     auto v = args.value(s.flag);
     if (!v) continue;
     if (std::string(s.key) == "model") {
-      model = std::filesystem::path(*v).extension() == ".json" ? "{hf_config: " + yaml_quoted(*v) + "}" : yaml_quoted(*v);
+      model =
+          std::filesystem::path(*v).extension() == ".json" ? "{hf_config: " + yaml_quoted(*v) + "}" : yaml_quoted(*v);
       continue;
     }
     if (std::string(s.key) == "job.lora.targets") {
@@ -244,7 +248,8 @@ std::string quick_scenario_yaml(const Args& args) {
     emit(yaml, kv, prefix, 6);
   }
   for (const auto& [k, v] : kv) {
-    if (k.rfind("job.", 0) == 0 || k.rfind("cluster.", 0) == 0 || k.rfind("parallel.", 0) == 0 || k.rfind("offload.", 0) == 0)
+    if (k.rfind("job.", 0) == 0 || k.rfind("cluster.", 0) == 0 || k.rfind("parallel.", 0) == 0 ||
+        k.rfind("offload.", 0) == 0)
       continue;
     throw UsageError("--set " + k + ": quick-form keys start with job., cluster., parallel. or offload.");
   }
@@ -280,7 +285,8 @@ std::vector<std::string> set_paths(const std::string& text, const std::string& p
       rest = key.substr(close + 2);
     } else {
       const auto dot = key.find('.', 6);
-      if (dot == std::string::npos) throw UsageError("--set " + key + ": write plans.SELECTOR.KEY (*, an index or a name)");
+      if (dot == std::string::npos)
+        throw UsageError("--set " + key + ": write plans.SELECTOR.KEY (*, an index or a name)");
       selector = key.substr(6, dot - 6);
       rest = key.substr(dot + 1);
     }
@@ -313,7 +319,8 @@ plan::Scenario apply_set(App& app, const std::string& path, const plan::Scenario
   std::vector<std::string> names;
   for (const auto& p : read.plans) names.push_back(p.name);
   for (const auto& [key, value] : items)
-    for (const auto& at : set_paths(text, path, key, names)) text = io::yaml_set(text, at, yaml_value(key, value), path);
+    for (const auto& at : set_paths(text, path, key, names))
+      text = io::yaml_set(text, at, yaml_value(key, value), path);
   // The file read cleanly before the items were applied, so what the reader refuses now is theirs:
   // name the items, not lines of a text the person never saw.
   try {
@@ -339,9 +346,10 @@ plan::Scenario load_scenario_file(App& app, const std::string& path) {
     } catch (const InputError&) {
     }
     if (!format) throw;
-    throw UsageError(fmt::format("{} is a {}, not a scenario: `ftplan import {} --gpu G --gpus N [--model M] --out "
-                                 "scenario.yaml`, or give it with --from (docs/import.md)",
-                                 path, io::to_string(*format), path));
+    throw UsageError(
+        fmt::format("{} is a {}, not a scenario: `ftplan import {} --gpu G --gpus N [--model M] --out "
+                    "scenario.yaml`, or give it with --from (docs/import.md)",
+                    path, io::to_string(*format), path));
   }
 }
 
@@ -359,11 +367,12 @@ std::vector<io::ImportOverride> import_overrides(const Args& args) {
     static const std::vector<std::string> keywords = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"};
     std::string lower = v;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    const bool plain = !v.empty() && std::isalnum(static_cast<unsigned char>(v[0])) &&
-                       std::all_of(v.begin(), v.end(), [](char c) {
-                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-                       }) &&
-                       std::find(keywords.begin(), keywords.end(), lower) == keywords.end();
+    const bool plain =
+        !v.empty() && std::isalnum(static_cast<unsigned char>(v[0])) &&
+        std::all_of(
+            v.begin(), v.end(),
+            [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; }) &&
+        std::find(keywords.begin(), keywords.end(), lower) == keywords.end();
     return plain ? v : yaml_quoted(v);
   };
   for (const auto& s : shortcuts()) {
@@ -407,16 +416,19 @@ plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job) {
     const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
     // Training configs rarely hold a step count (epochs need the dataset size).
     if (whole_job && imported.one_step_default)
-      throw UsageError("compare prices a whole job: the configs give no step count (epochs need the dataset size); "
-                       "give --tokens N (or --steps N, or --set job.epochs=E)");
+      throw UsageError(
+          "compare prices a whole job: the configs give no step count (epochs need the dataset size); "
+          "give --tokens N (or --steps N, or --set job.epochs=E)");
     if (app.format() == Format::table) print_ignored(imported);
     s = io::load_imported(imported, std::filesystem::current_path(), app.zoo(), app.catalog());
   } else if (args.value("model-config")) {
-    throw UsageError("--model-config goes with --from (training configs) or import; otherwise give --model path/to/config.json");
+    throw UsageError(
+        "--model-config goes with --from (training configs) or import; otherwise give --model path/to/config.json");
   } else if (!args.positionals().empty()) {
     if (args.positionals().size() > 1) throw UsageError("one scenario file at a time");
     for (const auto& sc : shortcuts())
-      if (args.value(sc.flag)) throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
+      if (args.value(sc.flag))
+        throw UsageError(fmt::format("--{} belongs to the quick form (no scenario file)", sc.flag));
     s = load_scenario_file(app, args.positionals()[0]);
     if (auto set = args.value("set")) s = apply_set(app, args.positionals()[0], s, set_items(*set));
   } else {
@@ -446,7 +458,8 @@ plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job) {
       if (p.name == *only) keep.push_back(std::move(p));
     }
     if (keep.empty())
-      throw UsageError(fmt::format("no plan '{}' in the scenario{}; plans: {}", *only, did_you_mean(*only, names), join(names, ", ")));
+      throw UsageError(fmt::format("no plan '{}' in the scenario{}; plans: {}", *only, did_you_mean(*only, names),
+                                   join(names, ", ")));
     s.plans = std::move(keep);
   }
   return s;
@@ -461,7 +474,8 @@ OptionSpec fidelity_option() {
 sim::Options simulation_options(const Args& args) {
   sim::Options o;
   if (auto f = args.value("fidelity")) {
-    if (*f == "full") o.fidelity = sim::Options::Fidelity::full;
+    if (*f == "full")
+      o.fidelity = sim::Options::Fidelity::full;
     else if (*f != "representative")
       throw UsageError("--fidelity takes 'representative' or 'full'; got '" + *f + "'");
   }
@@ -477,7 +491,8 @@ std::optional<evaluate::Measured> profile_measured(const Args& args, const plan:
 void print_headline(const App& app, const plan::Scenario& s) {
   if (app.format() != Format::table) return;
   fmt::print("{} ({} params), {} fine-tune\n\n", s.model.display_name,
-             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method));
+             ftplan::format_count(static_cast<double>(model::count_params(s.model).total)),
+             plan::to_string(s.job.method));
 }
 
 void print_rows(const App& app, const plan::Scenario& s, const std::vector<io::Row>& rows, io::Row extra) {

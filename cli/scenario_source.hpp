@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "app.hpp"
 #include <optional>
+#include "app.hpp"
 
+#include "evaluate/evaluate.hpp"
 #include "io/import/import.hpp"
 #include "io/rows.hpp"
 #include "plan/scenario.hpp"
-#include "evaluate/evaluate.hpp"
 #include "sim/simulate.hpp"
 
 namespace ftplan::cli {

@@ -26,7 +26,8 @@ std::string Table::text() const {
     std::string out;
     for (std::size_t c = 0; c < cols_.size(); ++c) {
       if (c) out += "  ";
-      out += cols_[c].second == Align::left ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("{:>{}}", cells[c], width[c]);
+      out += cols_[c].second == Align::left ? fmt::format("{:<{}}", cells[c], width[c])
+                                            : fmt::format("{:>{}}", cells[c], width[c]);
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";

@@ -63,8 +63,8 @@ void check_entry(const Product& p, const float* out, std::int64_t out_rows, std:
   ++t.checked;
   if (std::abs(got - sum) <= 1e-4 * size + 1e-30) return;
   if (t.wrong++ == 0)
-    t.first_wrong = fmt::format("{} entry ({}, {}) of {} terms is {:.6g}, a plain dot product gives {:.6g}", what,
-                                r, c, p.inner, got, sum);
+    t.first_wrong = fmt::format("{} entry ({}, {}) of {} terms is {:.6g}, a plain dot product gives {:.6g}", what, r, c,
+                                p.inner, got, sum);
 }
 
 // Two entries of each checked product, spread over its rows and columns call by call.

@@ -98,7 +98,8 @@ class HostTier {
       note_ = "pageable (the plan does not pin host buffers)";
     } else if (mlock2(base_, bytes_, MLOCK_ONFAULT) == 0) {
       locked_ = true;
-      note_ = fmt::format("pinned (up to {:.1f} MiB, locked as first touched)", static_cast<double>(bytes_) / (1 << 20));
+      note_ =
+          fmt::format("pinned (up to {:.1f} MiB, locked as first touched)", static_cast<double>(bytes_) / (1 << 20));
     } else if (mlock(base_, bytes_) == 0) {
       locked_ = true;
       note_ = fmt::format("pinned (mlock'd {:.1f} MiB)", static_cast<double>(bytes_) / (1 << 20));
@@ -964,8 +965,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     if (it != grad_of_layer_.end() && live(dst)) {
       const std::vector<float>& g = device_grads_[static_cast<std::size_t>(it->second)];
       const std::size_t n = std::min<std::size_t>(g.size() * 4, storage_[static_cast<std::size_t>(dst)].size);
-      to_host(storage_[static_cast<std::size_t>(dst)].ptr, reinterpret_cast<const std::byte*>(g.data()),
-                           n);
+      to_host(storage_[static_cast<std::size_t>(dst)].ptr, reinterpret_cast<const std::byte*>(g.data()), n);
       return;
     }
   }
@@ -1256,8 +1256,10 @@ Measured Runner::run() {
     step(s, out);
     // The last step's counts (each step overwrites the one before).
     const BlockIo after = block_io();
-    out.counted = {static_cast<double>(moved_[kH2d].load()), static_cast<double>(moved_[kD2h].load()),
-                   static_cast<double>(moved_[kNvmeRead].load()), static_cast<double>(moved_[kNvmeWrite].load()),
+    out.counted = {static_cast<double>(moved_[kH2d].load()),
+                   static_cast<double>(moved_[kD2h].load()),
+                   static_cast<double>(moved_[kNvmeRead].load()),
+                   static_cast<double>(moved_[kNvmeWrite].load()),
                    before.ok && after.ok ? after.read - before.read : -1.0,
                    before.ok && after.ok ? after.write - before.write : -1.0};
     if (!failed_) after_step(s);

@@ -134,9 +134,12 @@ using Layout = sim::Efficiency::Layout;
 // op's m x n x k as m, k over n), tn its dB[k x n] = A^T dC (k, n over m).
 GemmCall product_call(std::int64_t m, std::int64_t n, std::int64_t k, Layout layout) {
   switch (layout) {
-    case Layout::nt: return GemmCall{m, k, n, true, false, 1, true};
-    case Layout::tn: return GemmCall{k, n, m, true, true, 1, false};
-    case Layout::nn: break;
+    case Layout::nt:
+      return GemmCall{m, k, n, true, false, 1, true};
+    case Layout::tn:
+      return GemmCall{k, n, m, true, true, 1, false};
+    case Layout::nn:
+      break;
   }
   return GemmCall{m, n, k, false, false, 1, true};
 }
@@ -581,8 +584,7 @@ DeviceRates rates_from_profile(const hardware::CpuDeviceSection& profile, const 
                                     storage_dirs.size(), storage_dirs.size() == 1 ? "y" : "ies"));
     }
   }
-  if (!missing.empty())
-    problem = fmt::format("the profile's cpu_device section lacks {}", fmt::join(missing, ", "));
+  if (!missing.empty()) problem = fmt::format("the profile's cpu_device section lacks {}", fmt::join(missing, ", "));
   return r;
 }
 

@@ -116,7 +116,6 @@ double error_pct(double simulated, double measured) {
   return 100.0 * (simulated - measured) / measured;
 }
 
-
 Drift judge_drift(const std::vector<double>& simulated, const std::vector<double>& measured, double threshold_pct) {
   Drift d;
   d.measured_spread_pct = 100.0 * calibrate::relative_spread(measured);
@@ -294,7 +293,8 @@ void compare_rows(Validation& v) {
   v.measured_device_peak_bytes = m.device_peak_bytes;
   v.simulated_device_peak_bytes = s.gpu_peak_bytes;
   v.measured_host_peak_bytes = m.host_peak_bytes;
-  if (m.device_scratch_bytes > 0) v.measured_device_peak_with_scratch_bytes = m.device_peak_bytes + m.device_scratch_bytes;
+  if (m.device_scratch_bytes > 0)
+    v.measured_device_peak_with_scratch_bytes = m.device_peak_bytes + m.device_scratch_bytes;
   v.measured_process_peak_bytes = m.process_peak_rss_bytes;
   v.simulated_host_peak_bytes = s.host_peak_bytes;
   v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
@@ -418,7 +418,8 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   v.rates_from = o.profile ? "profile" : "in-run";
   DeviceRates predicted;
   if (o.profile) {
-    if (o.cuda) return fail("a profile's cpu_device section describes the CPU device; --device cuda takes --in-run-rates");
+    if (o.cuda)
+      return fail("a profile's cpu_device section describes the CPU device; --device cuda takes --in-run-rates");
     std::string why;
     predicted = rates_from_profile(*o.profile, ir, probe_dirs, why);
     if (!why.empty()) return fail(why + " (ftplan calibrate measures it; docs/validation.md)");
@@ -505,9 +506,10 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   // says nothing of the simulator (WorkCheck shares no code with the kernels or the probes).
   v.work = device.work_check();
   if (v.work.wrong > 0)
-    return fail(fmt::format("the device's results are wrong: {} of {} entries recomputed by a plain loop differ "
-                            "(first: {}); the step it timed is not the step simulated",
-                            v.work.wrong, v.work.checked, v.work.first_wrong));
+    return fail(
+        fmt::format("the device's results are wrong: {} of {} entries recomputed by a plain loop differ "
+                    "(first: {}); the step it timed is not the step simulated",
+                    v.work.wrong, v.work.checked, v.work.first_wrong));
   v.notes = v.measured.notes;
   if (in_run) {
     v.notes.insert(v.notes.end(), probe_notes.begin(), probe_notes.end());

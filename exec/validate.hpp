@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "executor.hpp"
-#include "rates.hpp"
 #include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
+#include "rates.hpp"
 #include "sim/simulate.hpp"
 
 namespace ftplan::exec {

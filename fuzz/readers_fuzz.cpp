@@ -69,7 +69,8 @@ std::map<std::string, YAML::Node>* g_catalog_files = nullptr;  // the files an i
 std::map<std::string, YAML::Node> small_catalog() {
   std::map<std::string, YAML::Node> files;
   for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"})
-    files[kind] = ftplan::io::detail::load_yaml_file(fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml"));
+    files[kind] =
+        ftplan::io::detail::load_yaml_file(fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml"));
   const auto scalar = [](const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); };
   std::map<std::string, std::set<std::string>> named;  // kind -> names the kept nodes refer to
   YAML::Node kept_nodes(YAML::NodeType::Sequence);
@@ -108,7 +109,7 @@ void read_input(std::string_view text) {
     // The importers: the input as one config file of the target's kind (the file name carries
     // the extension detection looks at), translated and read back as a scenario.
     const fs::path p =
-        g_scratch->dir / (FTPLAN_FUZZ_IS("import_torchtitan")                                         ? "train.toml"
+        g_scratch->dir / (FTPLAN_FUZZ_IS("import_torchtitan") ? "train.toml"
                           : FTPLAN_FUZZ_IS("import_accelerate") || FTPLAN_FUZZ_IS("import_torchtune") ||
                                   FTPLAN_FUZZ_IS("import_axolotl") || FTPLAN_FUZZ_IS("import_llama_factory")
                               ? "config.yaml"

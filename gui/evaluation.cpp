@@ -13,8 +13,8 @@
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
-#include "plan/checks.hpp"
 #include "mutants.hpp"
+#include "plan/checks.hpp"
 
 namespace ftplan::gui {
 
@@ -71,14 +71,16 @@ bool read(const std::string& text, const std::string& name, const std::filesyste
     apply(p.job);
     // A knob left open ('auto') is chosen again for the changed job, as the reader would choose it
     // for a text that says so.
-    if (overrides.any() && (p.job.micro_batch_auto || p.job.checkpointing_auto)) evaluate::choose_open_knobs(s.model, p);
+    if (overrides.any() && (p.job.micro_batch_auto || p.job.checkpointing_auto))
+      evaluate::choose_open_knobs(s.model, p);
   }
   // The planner chooses micro-batch and checkpointing from its lists: a knob is the only choice.
   if (overrides.micro_batch) s.search.micro_batch = {*overrides.micro_batch};
   if (overrides.checkpointing) s.search.checkpointing = {*overrides.checkpointing};
   if (overrides.any()) {
     // The same checks the reader ran, now on the changed plans.
-    for (const auto& f : plan::check_job(s.model, s.job)) out.errors.push_back(fmt::format("what-if: {}: {}", f.key, f.message));
+    for (const auto& f : plan::check_job(s.model, s.job))
+      out.errors.push_back(fmt::format("what-if: {}: {}", f.key, f.message));
     for (const auto& p : s.plans)
       for (const auto& f : plan::check_plan(s.model, p))
         out.errors.push_back(fmt::format("what-if, plan '{}': {}: {}", p.name, f.key, f.message));
@@ -137,13 +139,16 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     }
     // One plan can be the pick for several constraints: shown once, named for each.
     std::vector<std::pair<int, std::string>> picks;  // candidate, what it was picked for
-    for (const auto& [label, index] : {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest},
-                                       std::pair{"lowest power", r.lowest_power}, std::pair{"fewest GPUs", r.fewest_gpus}}) {
+    for (const auto& [label, index] :
+         {std::pair{"fastest", r.fastest}, std::pair{"cheapest", r.cheapest}, std::pair{"lowest power", r.lowest_power},
+          std::pair{"fewest GPUs", r.fewest_gpus}}) {
       if (index < 0) continue;
       const auto at =
           std::find_if(picks.begin(), picks.end(), [want = index](const auto& p) { return p.first == want; });
-      if (at != picks.end()) at->second += std::string(", ") + label;
-      else picks.emplace_back(index, label);
+      if (at != picks.end())
+        at->second += std::string(", ") + label;
+      else
+        picks.emplace_back(index, label);
     }
     for (const auto& [index, labels] : picks) {
       as_named.push_back(r.candidates[static_cast<std::size_t>(index)].plan);
@@ -164,10 +169,12 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
       out.evaluations.push_back(evaluate::evaluate_plan(s.model, s.plans[i]));
       out.text_plan.push_back(static_cast<int>(i));
     }
-    out.verdict = fmt::format("{} layouts: {} refused by the checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s; "
-                              "{} on the Pareto front of job time, dollars and peak power. ",
-                              r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
-    out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
+    out.verdict = fmt::format(
+        "{} layouts: {} refused by the checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s; "
+        "{} on the Pareto front of job time, dollars and peak power. ",
+        r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
+    out.verdict +=
+        out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
   } else {
     for (const auto& p : s.plans) {
       if (stopped()) {
@@ -264,7 +271,7 @@ std::string results_json(const Outcome& o) {
   top.set("verdict", o.verdict);
   // As `ftplan compare --format json` writes them: null where there is nothing to say.
   top.set("advice", o.advice.empty() || mutant("json_export_without_advice") ? io::Value(nullptr)
-                                                                            : io::Value(join(o.advice, " ")));
+                                                                             : io::Value(join(o.advice, " ")));
   top.set("ownership", o.ownership.empty() ? io::Value(nullptr) : io::Value(o.ownership));
   top.set("rent", o.rent.empty() ? io::Value(nullptr) : io::Value(o.rent));
   top.set("bought", o.bought.empty() ? io::Value(nullptr) : io::Value(o.bought));
@@ -310,9 +317,10 @@ std::string new_scenario_text(const NewScenario& s) {
   if (s.offload == "none") return t;
   // The tiered alternative beside it: one GPU (or one node) of the same kind, the state in host
   // DRAM or flash.
-  return t + fmt::format("  - name: \"B tiered: {}\"\n    cluster: {}\n", s.offload,
-                         s.node.empty() ? fmt::format("{{gpu: {}, gpus: 1}}", s.gpu)
-                                        : fmt::format("{{node: {}, nodes: 1}}", s.node)) +
+  return t +
+         fmt::format("  - name: \"B tiered: {}\"\n    cluster: {}\n", s.offload,
+                     s.node.empty() ? fmt::format("{{gpu: {}, gpus: 1}}", s.gpu)
+                                    : fmt::format("{{node: {}, nodes: 1}}", s.node)) +
          offload_lines();
 }
 

@@ -41,15 +41,15 @@ struct Outcome {
   std::vector<int> text_plan;
   // A `search` scenario's whole result (shared: an edit of the text's plans alone reuses it).
   std::shared_ptr<const planner::Result> search;
-  std::string search_key;                   // what the search depends on (search_key of the text and knobs)
-  io::Comparison comparison;                // the table `ftplan compare` prints, cell by cell
-  std::string answer;                       // io::answer: the winner under the constraints, in one line
+  std::string search_key;     // what the search depends on (search_key of the text and knobs)
+  io::Comparison comparison;  // the table `ftplan compare` prints, cell by cell
+  std::string answer;         // io::answer: the winner under the constraints, in one line
   std::string verdict;
   // What compare prints under its verdict: the owned plans' crossover (io::ownership; "" unless
   // two owned plans fit and are priced) and its notes (io::advice).
   std::string ownership;
   std::vector<std::string> advice;
-  std::string rent;  // where each rented plan's rate comes from (io::rent_words); "" when none is rented
+  std::string rent;    // where each rented plan's rate comes from (io::rent_words); "" when none is rented
   std::string bought;  // what each plan's capex buys (io::bom_words); "" when no plan has a bill
   // For each shown plan that does not fit in memory: what would (footprint::what_would_fit), nearest first.
   std::vector<std::vector<footprint::FitChange>> fixes;
@@ -96,14 +96,14 @@ KnobEdit with_knobs(const std::string& text, const std::string& name, const std:
 // `gpu`, or `count` nodes of `node` when a node is given; an offload preset for a tiered plan.
 struct NewScenario {
   std::string model = "llama-3.1-8b";
-  std::string method = "lora";     // full | lora | qlora
-  std::string tokens = "100M";     // as a scenario writes it
+  std::string method = "lora";  // full | lora | qlora
+  std::string tokens = "100M";  // as a scenario writes it
   int seq_len = 4096;
   std::string gpu = "h100-sxm-80gb";
-  std::string node;                // "" = GPUs by count
+  std::string node;  // "" = GPUs by count
   int count = 8;
-  std::string offload = "none";    // an offload preset (plan::OffloadPreset's names)
-  bool compare_tiered = false;     // a second plan: one node's GPUs with this offload preset
+  std::string offload = "none";  // an offload preset (plan::OffloadPreset's names)
+  bool compare_tiered = false;   // a second plan: one node's GPUs with this offload preset
 };
 // A commented scenario for `s`, as a person would write it (docs/scenario-format.md): its text
 // reads back clean (io::parse_scenario) for every choice the form offers.

@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
   std::string scenario, screenshot, zoo_dir;
   int width = 1600, height = 1000;
   constexpr const char* kUsage = "usage: ftplan-gui [SCENARIO] [--zoo DIR] [--screenshot FILE.png] [--size WxH]";
-  if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env) zoo_dir = env;
-  else zoo_dir = FTPLAN_ZOO_DIR;
+  if (const char* env = std::getenv("FTPLAN_ZOO"); env && *env)
+    zoo_dir = env;
+  else
+    zoo_dir = FTPLAN_ZOO_DIR;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--screenshot" || a == "--zoo") && i + 1 < argc) {
@@ -39,8 +41,8 @@ int main(int argc, char** argv) {
       // W x H in pixels, each 320-8192: a window Qt can lay out and an image it can hold.
       const std::string v = argv[++i];
       char x = 0, rest = 0;
-      if (std::sscanf(v.c_str(), "%d%c%d%c", &width, &x, &height, &rest) != 3 || (x != 'x' && x != 'X') || width < 320 ||
-          height < 320 || width > 8192 || height > 8192) {
+      if (std::sscanf(v.c_str(), "%d%c%d%c", &width, &x, &height, &rest) != 3 || (x != 'x' && x != 'X') ||
+          width < 320 || height < 320 || width > 8192 || height > 8192) {
         std::cerr << "ftplan-gui: --size " << v << ": expected WxH in pixels, each 320-8192, e.g. 1280x720\n";
         return 2;
       }

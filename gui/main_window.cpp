@@ -12,11 +12,18 @@
 #include <QAction>
 #include <QApplication>
 #include <QBarCategoryAxis>
+#include <QBarLegendMarker>
 #include <QBarSet>
 #include <QBuffer>
 #include <QChart>
 #include <QChartView>
+#include <QCheckBox>
+#include <QCloseEvent>
 #include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDragEnterEvent>
+#include <QDropEvent>
 #include <QFileDialog>
 #include <QFontDatabase>
 #include <QFormLayout>
@@ -27,31 +34,22 @@
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
 #include <QLegendMarker>
-#include <QBarLegendMarker>
-#include <QUrl>
-#include <QMimeData>
-#include <QDropEvent>
-#include <QDragEnterEvent>
-#include <QPushButton>
-#include <QCheckBox>
 #include <QLineEdit>
-#include <QDialogButtonBox>
-#include <QDialog>
-#include <QTextDocument>
-#include <QCloseEvent>
-#include <QSettings>
-#include <QResizeEvent>
 #include <QLineSeries>
 #include <QListWidget>
 #include <QLogValueAxis>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QMimeData>
 #include <QPainter>
 #include <QPlainTextEdit>
+#include <QPushButton>
+#include <QResizeEvent>
 #include <QScatterSeries>
 #include <QScrollBar>
 #include <QSet>
+#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QStackedBarSeries>
@@ -59,9 +57,11 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTextBlock>
+#include <QTextDocument>
 #include <QTimer>
 #include <QToolBar>
 #include <QToolTip>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QtConcurrent/QtConcurrent>
@@ -72,18 +72,18 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "inventory/inventory.hpp"
 #include "io/import/import.hpp"
 #include "io/output_file.hpp"
 #include "io/scenario_edit.hpp"
-#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
 #include "model/model.hpp"
+#include "mutants.hpp"
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
 #include "timeline_view.hpp"
-#include "mutants.hpp"
 
 namespace ftplan::gui {
 
@@ -116,9 +116,9 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 // controls' list and the new-scenario form's.
 QStringList offload_preset_names() {
   QStringList out;
-  for (const auto p : {plan::OffloadPreset::none, plan::OffloadPreset::zero_offload, plan::OffloadPreset::zero_infinity,
-                       plan::OffloadPreset::aidaptiv, plan::OffloadPreset::activation_cpu,
-                       plan::OffloadPreset::activation_nvme})
+  for (const auto p :
+       {plan::OffloadPreset::none, plan::OffloadPreset::zero_offload, plan::OffloadPreset::zero_infinity,
+        plan::OffloadPreset::aidaptiv, plan::OffloadPreset::activation_cpu, plan::OffloadPreset::activation_nvme})
     out << plan::to_string(p);
   return out;
 }
@@ -333,8 +333,9 @@ QChart* tier_chart(const TierView& v, const std::vector<evaluate::Evaluation>& e
   // Bottom to top: the last plan first.
   for (int c = 0; c < inventory::kCategories; ++c) {
     auto* set = new QBarSet(inventory::to_string(static_cast<inventory::Category>(c)));
-    set->setColor(mutant("category_colour_by_position") ? category_color(static_cast<inventory::Category>(series->count()))
-                                                         : category_color(static_cast<inventory::Category>(c)));
+    set->setColor(mutant("category_colour_by_position")
+                      ? category_color(static_cast<inventory::Category>(series->count()))
+                      : category_color(static_cast<inventory::Category>(c)));
     bool any = false;
     for (std::size_t i = n; i-- > 0;) {
       const double b = v.categories(ev[i])[static_cast<std::size_t>(c)] / v.scale;
@@ -693,8 +694,7 @@ void MainWindow::set_path(const std::filesystem::path& path) {
 void MainWindow::fill_recent_menu() {
   if (!recent_menu_) return;
   recent_menu_->clear();
-  for (const QString& f : recent_files())
-    recent_menu_->addAction(f, this, [this, f] { open_file(f.toStdString()); });
+  for (const QString& f : recent_files()) recent_menu_->addAction(f, this, [this, f] { open_file(f.toStdString()); });
   recent_menu_->setEnabled(!recent_menu_->isEmpty());
 }
 
@@ -729,7 +729,8 @@ void MainWindow::dropEvent(QDropEvent* event) {
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (!isWindowModified() || QApplication::platformName() == "offscreen") return event->accept();
   const auto choice = QMessageBox::question(
-      this, "ftplan", q("Save the changes to " + (path_.empty() ? std::string("the scenario") : path_.filename().string()) + "?"),
+      this, "ftplan",
+      q("Save the changes to " + (path_.empty() ? std::string("the scenario") : path_.filename().string()) + "?"),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (choice == QMessageBox::Cancel || (choice == QMessageBox::Save && !save())) return event->ignore();
   event->accept();
@@ -760,9 +761,9 @@ bool MainWindow::import_configs(const std::vector<std::filesystem::path>& files,
 }
 
 void MainWindow::import_dialog() {
-  const QStringList files = QFileDialog::getOpenFileNames(
-      this, "Import the training configs of one job", q(path_.parent_path().string()),
-      "Training configs (*.json *.yaml *.yml *.toml);;All files (*)");
+  const QStringList files =
+      QFileDialog::getOpenFileNames(this, "Import the training configs of one job", q(path_.parent_path().string()),
+                                    "Training configs (*.json *.yaml *.yml *.toml);;All files (*)");
   if (files.isEmpty()) return;
   // Configs rarely say the GPU; a launcher does (torchrun --nproc_per_node): asked here, as the
   // CLI's --gpu/--gpus give it.
@@ -1020,10 +1021,10 @@ void MainWindow::show_outcome(Outcome outcome) {
   shown_ = std::move(outcome);
   const Outcome& o = shown_;
   const plan::Scenario& s = *o.scenario;
-  headline_->setText(q(
-      fmt::format("{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
-                  ftplan::format_count(static_cast<double>(model::count_params(s.model).total)),
-                  plan::to_string(s.job.method), ftplan::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
+  headline_->setText(q(fmt::format(
+      "{} — {} ({} params), {} fine-tune, {} tokens of seq {}", s.name, s.model.display_name,
+      ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(s.job.method),
+      ftplan::format_count(static_cast<double>(s.job.tokens)), s.job.seq_len)));
   if (!mutant("answer_not_updated")) answer_->setText(q(o.answer));
   // The verdict, then what compare prints under it: what each plan's capex buys, the owned plans'
   // crossover and the notes.
@@ -1240,8 +1241,9 @@ void MainWindow::fix_clicked(int row, int column) {
   QMenu menu(this);
   const auto& fixes = shown_.fixes[static_cast<std::size_t>(plan)];
   for (std::size_t k = 0; k < fixes.size(); ++k)
-    menu.addAction(q(fmt::format("Apply: {} ({} per GPU)", fixes[k].change, ftplan::format_bytes(fixes[k].gpu_peak_bytes))),
-                   this, [this, plan, k] { apply_fix(plan, static_cast<int>(k)); });
+    menu.addAction(
+        q(fmt::format("Apply: {} ({} per GPU)", fixes[k].change, ftplan::format_bytes(fixes[k].gpu_peak_bytes))), this,
+        [this, plan, k] { apply_fix(plan, static_cast<int>(k)); });
   menu.exec(QCursor::pos());
 }
 
@@ -1485,9 +1487,11 @@ void MainWindow::show_table(const Outcome& o) {
       const auto& row = c.rows[static_cast<std::size_t>(r)];
       // (mutant: the MFU row's first two plans trade cells)
       const bool swap = mutant("mfu_cells_swapped") && row.name == "MFU" && n > 1 && i < 2;
-      put(r, column_of(i), q(row.cells[static_cast<std::size_t>(swap ? 1 - i : i)]), !ok && !mutant("unfit_not_shaded"));
+      put(r, column_of(i), q(row.cells[static_cast<std::size_t>(swap ? 1 - i : i)]),
+          !ok && !mutant("unfit_not_shaded"));
       if (i > 0)
-        put(r, column_of(i) + 1, mutant("vs_first_empty") ? QString() : q(row.vs_first[static_cast<std::size_t>(i)]), !ok)
+        put(r, column_of(i) + 1, mutant("vs_first_empty") ? QString() : q(row.vs_first[static_cast<std::size_t>(i)]),
+            !ok)
             ->setForeground(QColor(90, 90, 90));
     }
     // Against the pinned baseline: the change of each figure of a plan of the same name.
@@ -1505,7 +1509,9 @@ void MainWindow::show_table(const Outcome& o) {
         const double a = was->values[j], b = row.values[static_cast<std::size_t>(i)];
         item->setText(item->text() +
                       (a > 0 && b > 0
-                           ? QString("  \u0394%1%2%").arg(b >= a ? "+" : "").arg((mutant("pinned_change_sign_flipped") ? -100 : 100) * (b / a - 1), 0, 'f', 0)
+                           ? QString("  \u0394%1%2%")
+                                 .arg(b >= a ? "+" : "")
+                                 .arg((mutant("pinned_change_sign_flipped") ? -100 : 100) * (b / a - 1), 0, 'f', 0)
                            : QString("  (was %1)").arg(q(before))));
         item->setToolTip(q("pinned: " + before));
         item->setForeground(QColor(0, 90, 170));
@@ -1529,10 +1535,12 @@ void MainWindow::show_table(const Outcome& o) {
   table_->setRowHidden(n_rows + 1, true);
   table_->resizeColumnsToContents();
   table_->setRowHidden(n_rows, mutant("why_not_row_hidden") || std::all_of(o.evaluations.begin(), o.evaluations.end(),
-                                                                             [](const auto& e) { return e.feasible(); }));
-  table_->setRowHidden(n_rows + 1, mutant("what_would_fit_row_hidden") ||
-                                       std::all_of(o.fixes.begin(), o.fixes.end(), [](const auto& f) { return f.empty(); }));
-  if (mutant("last_column_hidden") && table_->columnCount() > 0) table_->setColumnHidden(table_->columnCount() - 1, true);
+                                                                           [](const auto& e) { return e.feasible(); }));
+  table_->setRowHidden(n_rows + 1,
+                       mutant("what_would_fit_row_hidden") ||
+                           std::all_of(o.fixes.begin(), o.fixes.end(), [](const auto& f) { return f.empty(); }));
+  if (mutant("last_column_hidden") && table_->columnCount() > 0)
+    table_->setColumnHidden(table_->columnCount() - 1, true);
   table_->resizeRowsToContents();
   for (int col = 0; col < table_->columnCount(); ++col)
     if (QTableWidgetItem* h = table_->horizontalHeaderItem(col)) h->setToolTip(h->text());
@@ -1632,7 +1640,8 @@ void MainWindow::show_charts(const Outcome& o) {
       if (ok && ev[i].cost.priced()) max = std::max(max, ev[i].cost.cost_usd);
     }
     for (std::size_t i = n; i-- > 0;) {
-      const bool ok = (ev[i].feasible() || mutant("cost_bar_for_unfit_plan")) && ev[i].cost.priced();  // no bar for a plan without a price
+      const bool ok = (ev[i].feasible() || mutant("cost_bar_for_unfit_plan")) &&
+                      ev[i].cost.priced();  // no bar for a plan without a price
       *hw << (ok ? (mutant("cost_parts_swapped") ? ev[i].cost.energy_usd : ev[i].cost.hardware_usd) : 0.0);
       *energy << (ok ? (mutant("cost_parts_swapped") ? ev[i].cost.hardware_usd : ev[i].cost.energy_usd) : 0.0);
       *wear << (ok ? ev[i].cost.wear_usd : 0.0);
@@ -1685,8 +1694,9 @@ void MainWindow::show_charts(const Outcome& o) {
     host.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.host.bytes; };
     // The node's ranks of the most demanding pipeline stage (footprint: an upper bound).
     if (!mutant("host_other_stages_missing"))
-      host.extra.emplace_back("other stages",
-                              [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes - e.memory.host.total(); });
+      host.extra.emplace_back("other stages", [](const evaluate::Evaluation& e) {
+        return e.memory.host_peak_bytes - e.memory.host.total();
+      });
     host.total = [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes; };
     host.capacity = [](const evaluate::Evaluation& e) {
       return e.memory.host_capacity_bytes * (mutant("host_capacity_halved") ? 0.5 : 1.0);
@@ -1832,8 +1842,8 @@ void MainWindow::show_search(const Outcome& o) {
     line->attachAxis(y);
   };
   if (k.deadline_s > 0)
-    limit(q("deadline " + ftplan::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin}, {k.deadline_s / 3600, ymax},
-          QColor(200, 120, 0));
+    limit(q("deadline " + ftplan::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin},
+          {k.deadline_s / 3600, ymax}, QColor(200, 120, 0));
   if (k.budget_usd > 0)
     limit(q("budget " + io::money(k.budget_usd)), {xmin, k.budget_usd}, {xmax, k.budget_usd}, QColor(120, 0, 160));
   if (k.peak_power_w > 0)

@@ -148,7 +148,7 @@ class MainWindow : public QMainWindow {
 
   const model::Zoo& zoo_;
   const hardware::Catalog& catalog_;
-  std::filesystem::path path_;     // the file the text came from ("" = none)
+  std::filesystem::path path_;  // the file the text came from ("" = none)
   QMenu* recent_menu_ = nullptr;
   Outcome shown_;                  // what the window shows now (the last good evaluation)
   std::optional<Outcome> pinned_;  // the baseline the what-if is shown against

@@ -114,9 +114,7 @@ SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::st
       // A fractional number as a reader takes it in (readable), not the CSV's round-trip
       // "265.35328668763015".
       const auto* d = std::get_if<double>(v);
-      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none")
-                   : d                                        ? readable(*d)
-                                                              : text_of(*v);
+      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none") : d ? readable(*d) : text_of(*v);
       g.number[at] = number_of(*v);
     }
   }

@@ -203,8 +203,8 @@ bool SweepWindow::open(const std::filesystem::path& file) {
         // window closed meanwhile drops it), not with a timer that a short sweep never sees.
         const std::int64_t done = ++points_done_, total = static_cast<std::int64_t>(points.size());
         if (done * 100 / total != (done - 1) * 100 / total && !mutant("sweep_progress_frozen"))
-          QMetaObject::invokeMethod(this, [this, done] { progress_->setValue(static_cast<int>(done)); },
-                                    Qt::QueuedConnection);
+          QMetaObject::invokeMethod(
+              this, [this, done] { progress_->setValue(static_cast<int>(done)); }, Qt::QueuedConnection);
       });
     } catch (const std::exception&) {
       // cancelled (or a point threw): the rows so far stay
@@ -296,8 +296,9 @@ void SweepWindow::show_grid(const std::string& x, const std::string& y, const st
     box->setCurrentText(QString::fromStdString(grid_.held[i].second));
     hold_row_->layout()->addWidget(new QLabel(QString::fromStdString(axis + " =")));
     hold_row_->layout()->addWidget(box);
-    connect(box, &QComboBox::currentTextChanged, this,
-            [this, axis](const QString& v) { QTimer::singleShot(0, this, [this, axis, v] { hold(axis, v.toStdString()); }); });
+    connect(box, &QComboBox::currentTextChanged, this, [this, axis](const QString& v) {
+      QTimer::singleShot(0, this, [this, axis, v] { hold(axis, v.toStdString()); });
+    });
   }
   static_cast<QHBoxLayout*>(hold_row_->layout())->addStretch(1);
 }

@@ -68,7 +68,7 @@ class SweepWindow : public QWidget {
   SweepGrid grid_;
 
   QLabel* title_ = nullptr;
-  QWidget* hold_row_ = nullptr;  // a picker per held axis (objectName "hold:" + its column)
+  QWidget* hold_row_ = nullptr;              // a picker per held axis (objectName "hold:" + its column)
   std::map<std::string, std::string> hold_;  // the values chosen there
   void clear_hold_pickers();
   QProgressBar* progress_ = nullptr;

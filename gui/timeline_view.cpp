@@ -4,9 +4,9 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
-#include <utility>
 #include <map>
 #include <set>
+#include <utility>
 
 #include <QMouseEvent>
 #include <QPainter>
@@ -30,7 +30,7 @@ const QColor kColors[kActivities] = {QColor(31, 119, 180), QColor(44, 160, 44), 
                                      QColor(214, 39, 40),  QColor(255, 127, 14), QColor(140, 86, 75),
                                      QColor(23, 190, 207), QColor(188, 189, 34), QColor(200, 200, 200)};
 constexpr int kTop = 60, kBottom = 34, kRight = 12;  // the top: the title and two rows of legend
-constexpr int kTiers = 3;  // sim::StepTracks::memory: gpu, host, nvme
+constexpr int kTiers = 3;                            // sim::StepTracks::memory: gpu, host, nvme
 // The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
 const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
 const QColor kTierColors[kTiers] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44)};
@@ -145,7 +145,8 @@ void TimelineView::wheelEvent(QWheelEvent* event) {
 void TimelineView::mousePressEvent(QMouseEvent* event) {
   drag_x_ = event->position().x();
   // Shift and the left button start a measurement; any other click ends the one shown.
-  measuring_ = event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier) && !mutant("timeline_span_missing");
+  measuring_ =
+      event->button() == Qt::LeftButton && (event->modifiers() & Qt::ShiftModifier) && !mutant("timeline_span_missing");
   span_from_s_ = measuring_ ? std::clamp(s_of(drag_x_), 0.0, timeline_.step_s) : -1;
   span_to_s_ = span_from_s_;
   if (event->button() == Qt::RightButton) fit();  // right click: the whole step again
@@ -181,7 +182,8 @@ bool TimelineView::event(QEvent* event) {
   if (event->type() == QEvent::ToolTip) {
     const auto* help = static_cast<QHelpEvent*>(event);
     const QString tip = tip_at(help->pos());
-    QToolTip::showText(help->globalPos(), tip.isEmpty() || mutant("timeline_tooltip_fixed_help") ? toolTip() : tip, this);
+    QToolTip::showText(help->globalPos(), tip.isEmpty() || mutant("timeline_tooltip_fixed_help") ? toolTip() : tip,
+                       this);
     return true;
   }
   return QWidget::event(event);
@@ -247,7 +249,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
   // in (a span of 200 s ticks 0, 0.5 ... 3 min, not "50.00 s" beside "2.5 min").
   const QRectF axis = has_tracks() ? memory_plot() : r;
   const double span = visible_s();
-  const auto [unit_s, unit] = span < 2e-3 ? std::pair{1e-6, "µs"}
+  const auto [unit_s, unit] = span < 2e-3   ? std::pair{1e-6, "µs"}
                               : span < 2    ? std::pair{1e-3, "ms"}
                               : span < 120  ? std::pair{1.0, "s"}
                               : span < 7200 ? std::pair{60.0, "min"}
@@ -302,8 +304,7 @@ void TimelineView::paint_tracks(QPainter& painter) {
   std::set<std::string> categories;
   for (const auto* group : {&tracks_.streams, &tracks_.links})
     for (const auto& t : *group)
-      for (const auto& sp : t.spans)
-        categories.insert(sp.category);
+      for (const auto& sp : t.spans) categories.insert(sp.category);
   std::map<std::string, QColor> color;
   for (const auto& c : categories) color[c] = kCategoryColors[color.size() % std::size(kCategoryColors)];
   const auto category_color = [&](const std::string& c) { return color[c]; };
@@ -353,7 +354,8 @@ void TimelineView::paint_tracks(QPainter& painter) {
       const QString name = QString::fromStdString(sp.name);
       if (shown.width() >= fm.horizontalAdvance(name.left(6)) + 2 && !mutant("timeline_op_names_missing")) {
         painter.setPen(fill.lightness() < 140 ? Qt::white : Qt::black);
-        painter.drawText(shown, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(name, Qt::ElideRight, static_cast<int>(shown.width())));
+        painter.drawText(shown, Qt::AlignLeft | Qt::AlignVCenter,
+                         fm.elidedText(name, Qt::ElideRight, static_cast<int>(shown.width())));
         ++drawn_.named_bars;
       }
     }
@@ -379,8 +381,9 @@ void TimelineView::paint_tracks(QPainter& painter) {
     const QString figures = QString("peak %1 of %2")
                                 .arg(QString::fromStdString(ftplan::format_bytes(peak)),
                                      QString::fromStdString(ftplan::format_bytes(capacity)));
-    painter.drawText(QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
-                     band.height() >= 2 * fm.height() ? QString(kTierNames[t]) + "\n" + figures : QString(kTierNames[t]));
+    painter.drawText(
+        QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
+        band.height() >= 2 * fm.height() ? QString(kTierNames[t]) + "\n" + figures : QString(kTierNames[t]));
     if (peak <= 0) {
       painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
       continue;

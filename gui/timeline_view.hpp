@@ -33,7 +33,7 @@ class TimelineView : public QWidget {
   const QString& title() const { return title_; }
   // Seconds shown across the plot now (the whole step until zoomed).
   double visible_s() const;
-  void zoom(double factor, double at_s);  // factor > 1 zooms in, keeping at_s where it is
+  void zoom(double factor, double at_s);              // factor > 1 zooms in, keeping at_s where it is
   double time_at(double x) const { return s_of(x); }  // the step's time at widget x
 
   // What the pointer at `at` is over, in words (an op, a flow, the tiers' memory at that time);
@@ -62,8 +62,8 @@ class TimelineView : public QWidget {
   void resizeEvent(QResizeEvent*) override;
 
  private:
-  QRectF plot() const;          // where bars are drawn
-  QRectF memory_plot() const;   // under it, the memory per tier (empty without tracks)
+  QRectF plot() const;         // where bars are drawn
+  QRectF memory_plot() const;  // under it, the memory per tier (empty without tracks)
   bool has_tracks() const { return !tracks_.streams.empty() || !tracks_.links.empty(); }
   int row_count() const;
   double x_of(double s) const;  // seconds -> pixels
@@ -82,7 +82,7 @@ class TimelineView : public QWidget {
   double span_from_s_ = -1, span_to_s_ = -1;
   bool measuring_ = false;
   void paint_span(QPainter& painter);
-  int left_ = 60;        // the row names' width
+  int left_ = 60;  // the row names' width
   Drawn drawn_;
 };
 

@@ -26,9 +26,9 @@
 #include <thread>
 #include <type_traits>
 
+#include "common/units.hpp"
 #include "cuda/cuda_bench.hpp"
 #include "cuda/nvml.hpp"
-#include "common/units.hpp"
 
 namespace ftplan::calibrate::gpu {
 
@@ -127,14 +127,30 @@ Libraries load_libraries() {
 #ifdef FTPLAN_HAVE_NCCL
   if (void* n = open_from("libnccl.so." FTPLAN_STR(NCCL_MAJOR), FTPLAN_NCCL_LIBRARY_DIR)) {
     l.nccl = true;
-    l.nccl = (l.ncclReduceScatter = reinterpret_cast<decltype(l.ncclReduceScatter)>(dlsym(n, FTPLAN_STR(ncclReduceScatter)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclGroupStart = reinterpret_cast<decltype(l.ncclGroupStart)>(dlsym(n, FTPLAN_STR(ncclGroupStart)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclGroupEnd = reinterpret_cast<decltype(l.ncclGroupEnd)>(dlsym(n, FTPLAN_STR(ncclGroupEnd)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclCommInitAll = reinterpret_cast<decltype(l.ncclCommInitAll)>(dlsym(n, FTPLAN_STR(ncclCommInitAll)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclAllReduce = reinterpret_cast<decltype(l.ncclAllReduce)>(dlsym(n, FTPLAN_STR(ncclAllReduce)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclAllGather = reinterpret_cast<decltype(l.ncclAllGather)>(dlsym(n, FTPLAN_STR(ncclAllGather)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclGetErrorString = reinterpret_cast<decltype(l.ncclGetErrorString)>(dlsym(n, FTPLAN_STR(ncclGetErrorString)))) != nullptr && l.nccl;
-    l.nccl = (l.ncclCommDestroy = reinterpret_cast<decltype(l.ncclCommDestroy)>(dlsym(n, FTPLAN_STR(ncclCommDestroy)))) != nullptr && l.nccl;
+    l.nccl = (l.ncclReduceScatter = reinterpret_cast<decltype(l.ncclReduceScatter)>(
+                  dlsym(n, FTPLAN_STR(ncclReduceScatter)))) != nullptr &&
+             l.nccl;
+    l.nccl = (l.ncclGroupStart = reinterpret_cast<decltype(l.ncclGroupStart)>(dlsym(n, FTPLAN_STR(ncclGroupStart)))) !=
+                 nullptr &&
+             l.nccl;
+    l.nccl =
+        (l.ncclGroupEnd = reinterpret_cast<decltype(l.ncclGroupEnd)>(dlsym(n, FTPLAN_STR(ncclGroupEnd)))) != nullptr &&
+        l.nccl;
+    l.nccl = (l.ncclCommInitAll =
+                  reinterpret_cast<decltype(l.ncclCommInitAll)>(dlsym(n, FTPLAN_STR(ncclCommInitAll)))) != nullptr &&
+             l.nccl;
+    l.nccl = (l.ncclAllReduce = reinterpret_cast<decltype(l.ncclAllReduce)>(dlsym(n, FTPLAN_STR(ncclAllReduce)))) !=
+                 nullptr &&
+             l.nccl;
+    l.nccl = (l.ncclAllGather = reinterpret_cast<decltype(l.ncclAllGather)>(dlsym(n, FTPLAN_STR(ncclAllGather)))) !=
+                 nullptr &&
+             l.nccl;
+    l.nccl = (l.ncclGetErrorString = reinterpret_cast<decltype(l.ncclGetErrorString)>(
+                  dlsym(n, FTPLAN_STR(ncclGetErrorString)))) != nullptr &&
+             l.nccl;
+    l.nccl = (l.ncclCommDestroy =
+                  reinterpret_cast<decltype(l.ncclCommDestroy)>(dlsym(n, FTPLAN_STR(ncclCommDestroy)))) != nullptr &&
+             l.nccl;
   }
 #endif
   return l;
@@ -309,12 +325,15 @@ class LtGemm {
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     check(lib().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a), "TRANSA");
     check(lib().cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b), "TRANSB");
-    check(lib().cublasLtMatrixLayoutCreate(&a_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "layout A");
-    check(lib().cublasLtMatrixLayoutCreate(&b_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "layout B");
-    check(lib().cublasLtMatrixLayoutCreate(&c_, t.c, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m), "layout C");
+    check(lib().cublasLtMatrixLayoutCreate(&a_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k),
+          "layout A");
+    check(lib().cublasLtMatrixLayoutCreate(&b_, t.ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+          "layout B");
+    check(lib().cublasLtMatrixLayoutCreate(&c_, t.c, static_cast<uint64_t>(m), static_cast<uint64_t>(n), m),
+          "layout C");
     check(lib().cublasLtMatmulPreferenceCreate(&pref_), "preference");
     check(lib().cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
-                                               sizeof ws_bytes_),
+                                                     sizeof ws_bytes_),
           "workspace preference");
     int found = 0;
     const cublasStatus_t s = lib().cublasLtMatmulAlgoGetHeuristic(lt_, desc_, a_, b_, c_, c_, pref_, 1, &heur_, &found);
@@ -597,12 +616,14 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       // Scores S = Q K^T (seq x seq per head), then O = P V (seq x head_dim per head); column-major.
       const auto launch = [&] {
         check(lib().cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, sq, sq, hd, &alpha, k.p, CUDA_R_16BF, hd,
-                                         seq * head_dim, q.p, CUDA_R_16BF, hd, seq * head_dim, &beta, p.p, CUDA_R_16BF,
-                                         sq, seq * seq, static_cast<int>(bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                               seq * head_dim, q.p, CUDA_R_16BF, hd, seq * head_dim, &beta, p.p,
+                                               CUDA_R_16BF, sq, seq * seq, static_cast<int>(bh), CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT),
               "attention QK^T");
         check(lib().cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, sq, sq, &alpha, v.p, CUDA_R_16BF, hd,
-                                         seq * head_dim, p.p, CUDA_R_16BF, sq, seq * seq, &beta, o.p, CUDA_R_16BF, hd,
-                                         seq * head_dim, static_cast<int>(bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                                               seq * head_dim, p.p, CUDA_R_16BF, sq, seq * seq, &beta, o.p, CUDA_R_16BF,
+                                               hd, seq * head_dim, static_cast<int>(bh), CUBLAS_COMPUTE_32F,
+                                               CUBLAS_GEMM_DEFAULT),
               "attention PV");
       };
       const auto seconds = time_calls(launch, s, plan.repeats, plan.min_sample_s);
@@ -699,11 +720,11 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       for (double sec : seconds) row.samples.push_back(moved / sec);
       row.bandwidth_Bps = median(row.samples);
       row.bound_Bps = cs.dir == CopyDirection::bidir ? 2 * pcie_Bps : pcie_Bps;
-      out.comparisons.push_back(
-          {"copy",
-           cat(hardware::to_string(cs.dir), " ", cs.pinned ? "pinned" : "pageable", " ", ftplan::format_bytes(row.bytes)),
-           "B/s", row.bandwidth_Bps, relative_spread(row.samples), row.bound_Bps, row.bound_Bps > 0 ? pcie_name : "", 0,
-           0, ""});
+      out.comparisons.push_back({"copy",
+                                 cat(hardware::to_string(cs.dir), " ", cs.pinned ? "pinned" : "pageable", " ",
+                                     ftplan::format_bytes(row.bytes)),
+                                 "B/s", row.bandwidth_Bps, relative_spread(row.samples), row.bound_Bps,
+                                 row.bound_Bps > 0 ? pcie_name : "", 0, 0, ""});
       out.copy.push_back(row);
     }
   }
@@ -760,12 +781,12 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
           check(lib().ncclAllReduce(st->send[u], st->recv[u], count, ncclFloat, ncclSum, st->comms[u], st->streams[u]),
                 "ncclAllReduce");
         else if (op == hardware::CollectiveOp::all_gather)
-          check(lib().ncclAllGather(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, st->comms[u],
-                              st->streams[u]),
+          check(lib().ncclAllGather(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat,
+                                    st->comms[u], st->streams[u]),
                 "ncclAllGather");
         else
-          check(lib().ncclReduceScatter(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat, ncclSum,
-                                  st->comms[u], st->streams[u]),
+          check(lib().ncclReduceScatter(st->send[u], st->recv[u], count / static_cast<std::size_t>(n), ncclFloat,
+                                        ncclSum, st->comms[u], st->streams[u]),
                 "ncclReduceScatter");
       }
       check(lib().ncclGroupEnd(), "ncclGroupEnd");

@@ -57,8 +57,8 @@ namespace detail {
 }  // namespace detail
 
 // A broken internal invariant (a bug in ftplan, not in the input). Throws std::logic_error.
-#define FTPLAN_ASSERT(cond, message)                                              \
-  do {                                                                            \
+#define FTPLAN_ASSERT(cond, message)                                                    \
+  do {                                                                                  \
     if (!(cond)) ::ftplan::detail::assert_failed(#cond, (message), __FILE__, __LINE__); \
   } while (0)
 

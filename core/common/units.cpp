@@ -24,46 +24,80 @@ constexpr double kHour = 3600.0;
 constexpr double kYear = 365.0 * 24 * kHour;
 
 const std::vector<Unit>& units_of(Quantity kind) {
-  static const std::vector<Unit> bytes = {
-      {"B", 1},         {"KB", 1e3},       {"kB", 1e3},       {"MB", 1e6},          {"GB", 1e9},
-      {"TB", 1e12},     {"PB", 1e15},      {"KiB", kKi},      {"MiB", kKi * kKi},   {"GiB", kKi * kKi * kKi},
-      {"TiB", kKi * kKi * kKi * kKi},      {"PiB", kKi * kKi * kKi * kKi * kKi}};
-  static const std::vector<Unit> bandwidth = {
-      {"B/s", 1},         {"KB/s", 1e3},       {"kB/s", 1e3},       {"MB/s", 1e6},        {"GB/s", 1e9},
-      {"TB/s", 1e12},     {"KiB/s", kKi},      {"MiB/s", kKi * kKi}, {"GiB/s", kKi * kKi * kKi},
-      {"TiB/s", kKi * kKi * kKi * kKi},
-      {"b/s", 1.0 / 8},   {"Kb/s", 1e3 / 8},   {"kb/s", 1e3 / 8},   {"Mb/s", 1e6 / 8},    {"Gb/s", 1e9 / 8},
-      {"Tb/s", 1e12 / 8}, {"Mbps", 1e6 / 8},   {"Gbps", 1e9 / 8},   {"Tbps", 1e12 / 8},   {"Gbit/s", 1e9 / 8}};
+  static const std::vector<Unit> bytes = {{"B", 1},
+                                          {"KB", 1e3},
+                                          {"kB", 1e3},
+                                          {"MB", 1e6},
+                                          {"GB", 1e9},
+                                          {"TB", 1e12},
+                                          {"PB", 1e15},
+                                          {"KiB", kKi},
+                                          {"MiB", kKi * kKi},
+                                          {"GiB", kKi * kKi * kKi},
+                                          {"TiB", kKi * kKi * kKi * kKi},
+                                          {"PiB", kKi * kKi * kKi * kKi * kKi}};
+  static const std::vector<Unit> bandwidth = {{"B/s", 1},
+                                              {"KB/s", 1e3},
+                                              {"kB/s", 1e3},
+                                              {"MB/s", 1e6},
+                                              {"GB/s", 1e9},
+                                              {"TB/s", 1e12},
+                                              {"KiB/s", kKi},
+                                              {"MiB/s", kKi * kKi},
+                                              {"GiB/s", kKi * kKi * kKi},
+                                              {"TiB/s", kKi * kKi * kKi * kKi},
+                                              {"b/s", 1.0 / 8},
+                                              {"Kb/s", 1e3 / 8},
+                                              {"kb/s", 1e3 / 8},
+                                              {"Mb/s", 1e6 / 8},
+                                              {"Gb/s", 1e9 / 8},
+                                              {"Tb/s", 1e12 / 8},
+                                              {"Mbps", 1e6 / 8},
+                                              {"Gbps", 1e9 / 8},
+                                              {"Tbps", 1e12 / 8},
+                                              {"Gbit/s", 1e9 / 8}};
   static const std::vector<Unit> power = {{"W", 1}, {"mW", 1e-3}, {"kW", 1e3}, {"MW", 1e6}};
-  static const std::vector<Unit> flops = {
-      {"FLOPS", 1},     {"FLOP/s", 1},     {"GFLOPS", 1e9},    {"GFLOP/s", 1e9},  {"TFLOPS", 1e12},
-      {"TFLOP/s", 1e12}, {"PFLOPS", 1e15}, {"PFLOP/s", 1e15},  {"OPS", 1},        {"GOPS", 1e9},
-      {"TOPS", 1e12},   {"POPS", 1e15}};
+  static const std::vector<Unit> flops = {{"FLOPS", 1},     {"FLOP/s", 1},     {"GFLOPS", 1e9},  {"GFLOP/s", 1e9},
+                                          {"TFLOPS", 1e12}, {"TFLOP/s", 1e12}, {"PFLOPS", 1e15}, {"PFLOP/s", 1e15},
+                                          {"OPS", 1},       {"GOPS", 1e9},     {"TOPS", 1e12},   {"POPS", 1e15}};
   static const std::vector<Unit> money = {{"USD", 1}};
-  static const std::vector<Unit> money_per_hour = {
-      {"/h", 1}, {"/hr", 1}, {"/hour", 1}, {"/min", 60}, {"/s", kHour}, {"/day", 1.0 / 24}, {"USD/h", 1}};
+  static const std::vector<Unit> money_per_hour = {{"/h", 1},     {"/hr", 1},         {"/hour", 1}, {"/min", 60},
+                                                   {"/s", kHour}, {"/day", 1.0 / 24}, {"USD/h", 1}};
   static const std::vector<Unit> duration = {
-      {"ns", 1e-9}, {"us", 1e-6}, {"µs", 1e-6}, {"ms", 1e-3}, {"s", 1},       {"min", 60},
+      {"ns", 1e-9}, {"us", 1e-6},     {"µs", 1e-6},      {"ms", 1e-3},         {"s", 1},         {"min", 60},
       {"h", kHour}, {"hours", kHour}, {"d", 24 * kHour}, {"days", 24 * kHour}, {"years", kYear}, {"y", kYear}};
   static const std::vector<Unit> frequency = {{"Hz", 1}, {"kHz", 1e3}, {"MHz", 1e6}, {"GHz", 1e9}};
   static const std::vector<Unit> transfer_rate = {{"MT/s", 1e6}, {"GT/s", 1e9}};
-  static const std::vector<Unit> energy = {
-      {"J", 1}, {"kJ", 1e3}, {"MJ", 1e6}, {"GJ", 1e9}, {"Wh", kHour}, {"kWh", 1e3 * kHour}, {"MWh", 1e6 * kHour}};
+  static const std::vector<Unit> energy = {{"J", 1},      {"kJ", 1e3},          {"MJ", 1e6},         {"GJ", 1e9},
+                                           {"Wh", kHour}, {"kWh", 1e3 * kHour}, {"MWh", 1e6 * kHour}};
   static const std::vector<Unit> money_per_energy = {{"/kWh", 1}, {"/MWh", 1e-3}, {"USD/kWh", 1}};
-  static const std::vector<Unit> count = {{"", 1}, {"K", 1e3}, {"k", 1e3}, {"M", 1e6}, {"B", 1e9}, {"G", 1e9}, {"T", 1e12}};
+  static const std::vector<Unit> count = {{"", 1},    {"K", 1e3}, {"k", 1e3}, {"M", 1e6},
+                                          {"B", 1e9}, {"G", 1e9}, {"T", 1e12}};
   switch (kind) {
-    case Quantity::bytes: return bytes;
-    case Quantity::bandwidth: return bandwidth;
-    case Quantity::power: return power;
-    case Quantity::flops: return flops;
-    case Quantity::money: return money;
-    case Quantity::money_per_hour: return money_per_hour;
-    case Quantity::duration: return duration;
-    case Quantity::frequency: return frequency;
-    case Quantity::transfer_rate: return transfer_rate;
-    case Quantity::energy: return energy;
-    case Quantity::money_per_energy: return money_per_energy;
-    case Quantity::count: return count;
+    case Quantity::bytes:
+      return bytes;
+    case Quantity::bandwidth:
+      return bandwidth;
+    case Quantity::power:
+      return power;
+    case Quantity::flops:
+      return flops;
+    case Quantity::money:
+      return money;
+    case Quantity::money_per_hour:
+      return money_per_hour;
+    case Quantity::duration:
+      return duration;
+    case Quantity::frequency:
+      return frequency;
+    case Quantity::transfer_rate:
+      return transfer_rate;
+    case Quantity::energy:
+      return energy;
+    case Quantity::money_per_energy:
+      return money_per_energy;
+    case Quantity::count:
+      return count;
   }
   return count;
 }
@@ -103,18 +137,30 @@ std::string unit_hint(const std::string& unit, Quantity kind) {
 
 std::string_view describe(Quantity kind) {
   switch (kind) {
-    case Quantity::bytes: return "a size like '80 GiB' or '141 GB'";
-    case Quantity::bandwidth: return "a bandwidth like '3.35 TB/s' or '400 Gb/s'";
-    case Quantity::power: return "a power like '700 W' or '10.2 kW'";
-    case Quantity::flops: return "a compute rate like '989.4 TFLOPS'";
-    case Quantity::money: return "an amount like '$25,000'";
-    case Quantity::money_per_hour: return "an hourly rate like '$2.99/h'";
-    case Quantity::duration: return "a duration like '1.3 us', '30 min' or '4 years'";
-    case Quantity::frequency: return "a frequency like '2.0 GHz'";
-    case Quantity::transfer_rate: return "a transfer rate like '4800 MT/s'";
-    case Quantity::energy: return "an energy like '3.27 kWh'";
-    case Quantity::money_per_energy: return "a price like '$0.12/kWh'";
-    case Quantity::count: return "a number like '1000000', '1e9' or '2B'";
+    case Quantity::bytes:
+      return "a size like '80 GiB' or '141 GB'";
+    case Quantity::bandwidth:
+      return "a bandwidth like '3.35 TB/s' or '400 Gb/s'";
+    case Quantity::power:
+      return "a power like '700 W' or '10.2 kW'";
+    case Quantity::flops:
+      return "a compute rate like '989.4 TFLOPS'";
+    case Quantity::money:
+      return "an amount like '$25,000'";
+    case Quantity::money_per_hour:
+      return "an hourly rate like '$2.99/h'";
+    case Quantity::duration:
+      return "a duration like '1.3 us', '30 min' or '4 years'";
+    case Quantity::frequency:
+      return "a frequency like '2.0 GHz'";
+    case Quantity::transfer_rate:
+      return "a transfer rate like '4800 MT/s'";
+    case Quantity::energy:
+      return "an energy like '3.27 kWh'";
+    case Quantity::money_per_energy:
+      return "a price like '$0.12/kWh'";
+    case Quantity::count:
+      return "a number like '1000000', '1e9' or '2B'";
   }
   return "a quantity";
 }

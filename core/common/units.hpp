@@ -39,11 +39,11 @@ class UnitError : public std::invalid_argument {
 double parse_quantity(std::string_view text, Quantity kind);
 
 // Human-readable forms for tables and messages (not for machine output).
-std::string format_bytes(double bytes);       // "79.65 GiB", "512.0 MiB"
-std::string format_count(double count);       // "8.03B", "124.4M"
+std::string format_bytes(double bytes);            // "79.65 GiB", "512.0 MiB"
+std::string format_count(double count);            // "8.03B", "124.4M"
 std::string format_bandwidth(double bytes_per_s);  // "3.35 TB/s"
-std::string format_duration(double seconds);  // "1.25 ms", "3.4 h"
-std::string format_money(double usd);         // "$12.34" under $100, else whole dollars: "$1,200,000"
-std::string format_energy(double kwh);        // "0.18 kWh" under 10 kWh, else "53.2 kWh"
+std::string format_duration(double seconds);       // "1.25 ms", "3.4 h"
+std::string format_money(double usd);              // "$12.34" under $100, else whole dollars: "$1,200,000"
+std::string format_energy(double kwh);             // "0.18 kWh" under 10 kWh, else "53.2 kWh"
 
 }  // namespace ftplan

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "common/least_squares.hpp"
-#include "common/units.hpp"
 #include "common/strings.hpp"
+#include "common/units.hpp"
 
 namespace ftplan::cost {
 
@@ -93,7 +93,8 @@ std::vector<End> ends_in_order(const std::vector<Interval>& in, Interval::Compon
   std::size_t n = 0;
   for (std::size_t l = 0; l < fill.size(); ++l) {
     if (fill[l] == begin[l]) continue;
-    if (n != begin[l]) std::copy(ends.begin() + begin[l], ends.begin() + fill[l], ends.begin() + static_cast<std::ptrdiff_t>(n));
+    if (n != begin[l])
+      std::copy(ends.begin() + begin[l], ends.begin() + fill[l], ends.begin() + static_cast<std::ptrdiff_t>(n));
     n += fill[l] - begin[l];
     runs.push_back(static_cast<std::uint32_t>(n));
   }
@@ -134,8 +135,10 @@ std::vector<Segment> curve(const std::vector<Interval>& in, Interval::Component 
   double t = 0;
   const auto emit = [&](double until) {
     if (!(t < until)) return;
-    if (!out.empty() && out.back().watts == w) out.back().t1 = until;  // same draw: extend
-    else out.push_back({t, until, w});
+    if (!out.empty() && out.back().watts == w)
+      out.back().t1 = until;  // same draw: extend
+    else
+      out.push_back({t, until, w});
     t = until;
   };
   for (const End& e : ends) {
@@ -247,7 +250,8 @@ PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const 
   double t = 0;
   while (jg < gpu_curve.size() && jc < cpu_curve.size() && jn < nvme_curve.size()) {
     const double until = std::min({gpu_curve[jg].t1, cpu_curve[jc].t1, nvme_curve[jn].t1});
-    const double w = gpus * gpu_curve[jg].watts + nodes * (base + dram_w + nic_w + cpu_curve[jc].watts + nvme_curve[jn].watts);
+    const double w =
+        gpus * gpu_curve[jg].watts + nodes * (base + dram_w + nic_w + cpu_curve[jc].watts + nvme_curve[jn].watts);
     if (until > t) total.push_back({t, until, w});
     t = until;
     if (!(gpu_curve[jg].t1 > until)) ++jg;
@@ -477,7 +481,8 @@ std::string changes_from_as_sold(const plan::Cluster& c) {
   if (!c.as_sold.catalog_node) return "";
   std::vector<std::string> parts;
   const double dram = (c.host.dram_bytes - c.as_sold.node_dram_bytes) / kGiB;
-  if (std::abs(dram) >= 1) parts.push_back(fmt::format("{:.0f} GiB {} DRAM", std::abs(dram), dram > 0 ? "more" : "less"));
+  if (std::abs(dram) >= 1)
+    parts.push_back(fmt::format("{:.0f} GiB {} DRAM", std::abs(dram), dram > 0 ? "more" : "less"));
   const auto delta = [&](const auto& have, const auto& sold) {
     std::map<std::string, int> n;
     for (const auto& [d, k] : have) n[d.display_name] += k;
@@ -509,10 +514,11 @@ std::string rent_basis(const plan::Plan& p, const CostSpec& spec) {
   if (!c.gpu.price.cloud_usd_per_hour) return "";
   int drives = 0;
   for (const auto& [d, n] : c.drives) drives += n;
-  return fmt::format("{} x {} at ${:.2f}/h a GPU (catalog), host share included; no cloud rents {}: its {:.0f} GiB of "
-                     "DRAM{} are not in the rent (cost.rent prices them)",
-                     c.gpus(), c.gpu.display_name, *c.gpu.price.cloud_usd_per_hour, c.node.display_name,
-                     c.host.dram_bytes / kGiB, drives > 0 ? fmt::format(" and {} drive{}", drives, drives == 1 ? "" : "s") : "");
+  return fmt::format(
+      "{} x {} at ${:.2f}/h a GPU (catalog), host share included; no cloud rents {}: its {:.0f} GiB of "
+      "DRAM{} are not in the rent (cost.rent prices them)",
+      c.gpus(), c.gpu.display_name, *c.gpu.price.cloud_usd_per_hour, c.node.display_name, c.host.dram_bytes / kGiB,
+      drives > 0 ? fmt::format(" and {} drive{}", drives, drives == 1 ? "" : "s") : "");
 }
 
 namespace {

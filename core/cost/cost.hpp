@@ -22,12 +22,12 @@ using sim::Timeline;
 using plan::CostSpec;
 
 struct PowerReport {
-  double peak_power_w = 0;        // highest 1-second average over the cluster, at the wall (IT power)
+  double peak_power_w = 0;  // highest 1-second average over the cluster, at the wall (IT power)
   double average_power_w = 0;
-  double idle_power_w = 0;        // the cluster doing nothing
-  double max_power_w = 0;         // sum of component maxima
-  double energy_per_step_j = 0;   // IT energy
-  double gpu_idle_s_per_step = 0; // GPU-seconds per step spent waiting (all GPUs)
+  double idle_power_w = 0;         // the cluster doing nothing
+  double max_power_w = 0;          // sum of component maxima
+  double energy_per_step_j = 0;    // IT energy
+  double gpu_idle_s_per_step = 0;  // GPU-seconds per step spent waiting (all GPUs)
 };
 
 inline constexpr std::size_t kActivities = static_cast<std::size_t>(Activity::idle) + 1;
@@ -60,14 +60,14 @@ PowerReport power(const plan::Plan& plan, const Timeline& rank_timeline, const G
 
 struct CostReport {
   double job_time_s = 0;
-  double energy_kwh = 0;         // facility energy (IT x PUE) for the job
-  double hardware_usd = 0;       // rent, or amortised capex
-  double energy_usd = 0;         // owned only (rent includes it)
-  double wear_usd = 0;           // flash endurance consumed x drive price
+  double energy_kwh = 0;    // facility energy (IT x PUE) for the job
+  double hardware_usd = 0;  // rent, or amortised capex
+  double energy_usd = 0;    // owned only (rent includes it)
+  double wear_usd = 0;      // flash endurance consumed x drive price
   double cost_usd = 0;
   double usd_per_million_tokens = 0;
-  double nvme_written_bytes = 0; // per job, whole cluster
-  double wear_fraction = 0;      // share of the drives' rated endurance this job uses
+  double nvme_written_bytes = 0;    // per job, whole cluster
+  double wear_fraction = 0;         // share of the drives' rated endurance this job uses
   double drive_lifetime_years = 0;  // if this plan ran continuously
   // Why the plan has no price: the rate or the part the catalog lacks and the scenario does not
   // give ("no purchase price for DGX-2 or its GPU (Tesla V100 SXM3 32GB)"); "" when it is priced.
@@ -76,8 +76,8 @@ struct CostReport {
   bool priced() const { return unpriced.empty(); }
 };
 
-CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerReport& power, double steps,
-                   double step_s, double tokens_per_step, double nvme_written_per_step_bytes);
+CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerReport& power, double steps, double step_s,
+                   double tokens_per_step, double nvme_written_per_step_bytes);
 
 // What a plan's hardware costs to buy, line by line, for the whole cluster (its nodes, or its
 // share of one): a catalog node with a purchase price is bought whole, as sold, with the DRAM,
@@ -85,9 +85,9 @@ CostReport dollars(const plan::Plan& plan, const CostSpec& spec, const PowerRepo
 // parts (GPUs, host with the DRAM its price includes, more or less DRAM, drives, NICs). A line
 // whose part has no price leaves the total unknown: `missing` says which (capex is then no figure).
 struct BomLine {
-  std::string item;                 // "Workstation with 4x RTX 6000 Ada", "DRAM (GiB)", a drive's name
-  double count = 0;                 // units for the cluster; negative: fewer than the node as sold
-  std::optional<double> unit_usd;   // the catalog's price of one
+  std::string item;                // "Workstation with 4x RTX 6000 Ada", "DRAM (GiB)", a drive's name
+  double count = 0;                // units for the cluster; negative: fewer than the node as sold
+  std::optional<double> unit_usd;  // the catalog's price of one
   double usd() const { return count * unit_usd.value_or(0); }
 };
 struct Bom {

@@ -54,10 +54,18 @@ namespace ftplan::des {
 using Time = std::int64_t;  // nanoseconds
 inline constexpr Time kNever = std::numeric_limits<Time>::max();
 
-struct QueueId { std::uint32_t index = 0; };
-struct LinkId { std::uint32_t index = 0; };
-struct PoolId { std::uint32_t index = 0; };
-struct TaskId { std::uint32_t index = 0; };
+struct QueueId {
+  std::uint32_t index = 0;
+};
+struct LinkId {
+  std::uint32_t index = 0;
+};
+struct PoolId {
+  std::uint32_t index = 0;
+};
+struct TaskId {
+  std::uint32_t index = 0;
+};
 
 inline constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 inline constexpr QueueId kNoQueue{kNone};
@@ -66,9 +74,9 @@ enum class TaskKind { compute, transfer, alloc, free, marker };
 
 // What a task is, for the recorder and the trace (free-form; the engine never interprets it).
 struct Label {
-  std::string name;      // e.g. "fwd L3 mlp"
+  std::string name;           // e.g. "fwd L3 mlp"
   const char* category = "";  // e.g. "compute", "h2d", "allreduce"; a string with static lifetime
-  std::int32_t tag = 0;  // caller's own id (e.g. an op index in a step IR)
+  std::int32_t tag = 0;       // caller's own id (e.g. an op index in a step IR)
 };
 
 // When a task ran (kNever: not reached). What the task is (kind, queue, bytes) is the engine's:
@@ -82,9 +90,9 @@ struct TaskRecord {
 struct OutOfMemory {
   Time time = 0;
   PoolId pool;
-  double live_bytes = 0;       // after the allocation that overflowed
+  double live_bytes = 0;  // after the allocation that overflowed
   double capacity_bytes = 0;
-  TaskId task;                 // the allocation (kNone: the pool's initial bytes exceed its capacity)
+  TaskId task;  // the allocation (kNone: the pool's initial bytes exceed its capacity)
 };
 
 struct PoolSample {
@@ -105,17 +113,17 @@ struct Snapshot {
 };
 
 struct Result {
-  Time makespan = 0;                     // end of the last task
-  std::vector<TaskRecord> tasks;         // indexed by TaskId
-  std::vector<Time> queue_busy;          // per queue: total time a server was busy (sum over servers)
-  std::vector<double> link_bytes;        // per link: bytes carried
-  std::vector<Time> link_busy;           // per link: time with at least one active flow
-  std::vector<double> pool_peak_bytes;   // per pool: high-water mark
+  Time makespan = 0;                                 // end of the last task
+  std::vector<TaskRecord> tasks;                     // indexed by TaskId
+  std::vector<Time> queue_busy;                      // per queue: total time a server was busy (sum over servers)
+  std::vector<double> link_bytes;                    // per link: bytes carried
+  std::vector<Time> link_busy;                       // per link: time with at least one active flow
+  std::vector<double> pool_peak_bytes;               // per pool: high-water mark
   std::vector<std::vector<PoolSample>> pool_series;  // per pool: (0, initial), then live bytes after each change
   std::vector<OutOfMemory> out_of_memory;
-  std::vector<Snapshot> snapshots;       // one per start of a marked task, in time order
-  std::uint64_t events = 0;              // events processed (for benchmarks)
-  bool completed = true;                 // false if some task could never start (a cycle or starvation)
+  std::vector<Snapshot> snapshots;  // one per start of a marked task, in time order
+  std::uint64_t events = 0;         // events processed (for benchmarks)
+  bool completed = true;            // false if some task could never start (a cycle or starvation)
 };
 
 struct TraceTracks;  // below: a run as tracks

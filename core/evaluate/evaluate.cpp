@@ -65,7 +65,6 @@ Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, 
   return e;
 }
 
-
 bool meets_constraints(const plan::Constraints& k, const plan::Plan& plan, const Evaluation& e) {
   return e.feasible() && (k.deadline_s <= 0 || e.cost.job_time_s <= k.deadline_s) &&
          (k.budget_usd <= 0 || (e.cost.priced() && e.cost.cost_usd <= k.budget_usd)) &&

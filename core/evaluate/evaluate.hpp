@@ -49,7 +49,6 @@ Measured measured_from_profile(const hardware::CalibrationProfile& profile, cons
 Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options = {},
                          const Measured* measured = nullptr);
 
-
 // The scenario's `constraints` (deadline, budget, peak power, GPU count), as `plan` and `sweep`
 // judge them: a plan meets them when it runs and is within every limit that is set.
 bool meets_constraints(const plan::Constraints& k, const plan::Plan& plan, const Evaluation& e);

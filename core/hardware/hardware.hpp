@@ -29,7 +29,7 @@ struct Price {
   std::optional<double> cloud_usd_per_hour;  // to rent one, on demand
   // Hosts: a GiB of DRAM more (or less) than `dram`, as the part in the host's price (its DIMMs).
   std::optional<double> dram_usd_per_gib;
-  std::string as_of;                         // when the prices were read
+  std::string as_of;  // when the prices were read
 };
 
 using Sources = std::map<std::string, std::string>;  // field (dotted) -> citation; "default" covers the rest
@@ -130,7 +130,7 @@ struct NodeSpec {
   std::string name, display_name;
   std::string gpu;  // catalog name
   int gpus = 0;
-  std::string host;  // catalog name
+  std::string host;       // catalog name
   double dram_bytes = 0;  // 0 = the host's
   std::vector<DeviceCount> drives;
   std::vector<DeviceCount> nics;

@@ -14,35 +14,51 @@ using plan::Plan;
 
 const char* to_string(Category c) {
   switch (c) {
-    case Category::weights: return "weights";
-    case Category::gradients: return "gradients";
-    case Category::optimizer: return "optimizer";
-    case Category::activations: return "activations";
-    case Category::temporaries: return "temporaries";
-    case Category::buffers: return "buffers";
-    case Category::overhead: return "overhead";
+    case Category::weights:
+      return "weights";
+    case Category::gradients:
+      return "gradients";
+    case Category::optimizer:
+      return "optimizer";
+    case Category::activations:
+      return "activations";
+    case Category::temporaries:
+      return "temporaries";
+    case Category::buffers:
+      return "buffers";
+    case Category::overhead:
+      return "overhead";
   }
   return "?";
 }
 
 const char* to_string(Element e) {
   switch (e) {
-    case Element::packed: return "bytes";
-    case Element::fp32: return "fp32";
-    case Element::bf16: return "bf16";
-    case Element::fp16: return "fp16";
-    case Element::fp8: return "fp8";
+    case Element::packed:
+      return "bytes";
+    case Element::fp32:
+      return "fp32";
+    case Element::bf16:
+      return "bf16";
+    case Element::fp16:
+      return "fp16";
+    case Element::fp8:
+      return "fp8";
   }
   return "?";
 }
 
 double element_bytes(Element e) {
   switch (e) {
-    case Element::packed: return 1;
-    case Element::fp32: return 4;
+    case Element::packed:
+      return 1;
+    case Element::fp32:
+      return 4;
     case Element::bf16:
-    case Element::fp16: return 2;
-    case Element::fp8: return 1;
+    case Element::fp16:
+      return 2;
+    case Element::fp8:
+      return 1;
   }
   return 1;
 }
@@ -119,7 +135,8 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int l
 LayerRanges stage_layer_ranges(const ModelSpec& m, const Plan& plan, int stage) {
   const plan::Parallel& par = plan.parallel;
   const int pp = std::max(1, par.pp);
-  const int chunks = pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const int chunks =
+      pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
   // Interleaved with fixed end stages, as Megatron-core builds it (transformer_block.py,
   // get_num_layers_to_build): the first (last) stage's layers, and each middle stage's even share
   // of the rest, are split evenly over the stage's chunks; virtual stage c x pp + s runs its

@@ -66,8 +66,8 @@ struct TensorGroup {
   const char* name;  // static text, e.g. "saved activations: attention"
   Category category;
   plan::Tier tier;
-  double bytes;      // one instance
-  int count = 1;     // instances alive together at most (layers on the stage, units in flight, ...)
+  double bytes;   // one instance
+  int count = 1;  // instances alive together at most (layers on the stage, units in flight, ...)
   Lifetime lifetime;
   bool per_layer = false;  // `count` is the stage's layers, freed/created layer by layer
   bool per_unit = false;   // gathered parameters of a sharded unit: live from its all-gather to its reshard
@@ -80,9 +80,9 @@ struct TensorGroup {
 
 // Parameter counts of one rank (after tensor, pipeline and expert parallel splits, before data-parallel sharding).
 struct RankParams {
-  double total = 0;        // all parameters on the rank
-  double trainable = 0;    // full fine-tune: total; LoRA: adapters
-  double frozen = 0;       // total - trainable (LoRA base)
+  double total = 0;             // all parameters on the rank
+  double trainable = 0;         // full fine-tune: total; LoRA: adapters
+  double frozen = 0;            // total - trainable (LoRA base)
   double frozen_quantized = 0;  // of frozen: the linear weights QLoRA quantizes
   double expert = 0;            // of total: the MoE experts' parameters on this rank (after the ep split)
   double largest_layer = 0;     // parameters of the largest layer (an FSDP unit)
@@ -93,14 +93,14 @@ struct RankParams {
 
 struct Inventory {
   std::vector<TensorGroup> groups;
-  int stage = 0;               // pipeline stage this rank runs
-  int layers = 0;              // layers on this stage
+  int stage = 0;                    // pipeline stage this rank runs
+  int layers = 0;                   // layers on this stage
   int micro_batches_in_flight = 1;  // micro-batches whose activations the stage holds at once
   bool forwards_first = false;      // every forward of the step runs before any backward (GPipe)
   std::int64_t grad_accumulation = 1;
-  int ranks_per_node = 1;      // ranks sharing one host (for host and NVMe totals)
-  int shard_degree = 1;        // data-parallel ranks the sharded state is split over
-  int zero = 0;                // ZeRO stage in effect (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2, ...)
+  int ranks_per_node = 1;  // ranks sharing one host (for host and NVMe totals)
+  int shard_degree = 1;    // data-parallel ranks the sharded state is split over
+  int zero = 0;            // ZeRO stage in effect (FSDP FULL_SHARD = 3, SHARD_GRAD_OP = 2, ...)
   // FSDP2 inside a pipeline stage (torchtitan): the stage's parameters are all-gathered once per
   // step and stay gathered across its micro-batches; the gradients accumulate unsharded and are
   // reduce-scattered once, after the stage's last backward (inventory.cpp says where from).

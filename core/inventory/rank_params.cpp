@@ -126,8 +126,8 @@ void count_rank_params(Build& b) {
   bool runs_encoder_end = false;  // the stack's layers put the encoder first
   // A stack whose layers are all of one kind (no MoE, no interleaved local/global attention, not
   // encoder-decoder) counts each range at once; otherwise layer by layer.
-  const bool one_kind = !m.is_moe() && !encoder_decoder &&
-                        (m.attention.sliding_window <= 0 || m.attention.local_every <= 0);
+  const bool one_kind =
+      !m.is_moe() && !encoder_decoder && (m.attention.sliding_window <= 0 || m.attention.local_every <= 0);
   for (const auto& [begin, end] : stage_layer_ranges(m, b.plan, b.stage)) {
     b.inv.layers += end - begin;
     runs_encoder_end |= encoder_decoder && begin < m.encoder_layers && m.encoder_layers <= end;

@@ -303,11 +303,11 @@ void add_working_copies(Build& b) {
       const int checkpointed =
           job.checkpointing == Checkpointing::full ? layers / std::max(1, job.checkpoint_every) : 0;
       const double per_layer = rp.frozen_quantized / layers * dq.saved_bytes_per_param;
-      b.add("dequantized weights saved for backward", Category::temporaries, Tier::gpu, per_layer, layers - checkpointed,
-            Lifetime::saved, Element::fp16, true);
+      b.add("dequantized weights saved for backward", Category::temporaries, Tier::gpu, per_layer,
+            layers - checkpointed, Lifetime::saved, Element::fp16, true);
       if (checkpointed > 0)
-        b.add("recomputed dequantized weights", Category::temporaries, Tier::gpu, per_layer, 1, Lifetime::backward_layer,
-              Element::fp16);
+        b.add("recomputed dequantized weights", Category::temporaries, Tier::gpu, per_layer, 1,
+              Lifetime::backward_layer, Element::fp16);
     }
   }
 }

@@ -25,7 +25,8 @@ bool valid_name(const std::string& name) {
 void read_common(MapView& v, std::string& name, std::string& display_name, Sources& sources, std::string& notes) {
   v.require("name");
   if (v.get("name", name) && !valid_name(name))
-    v.reader().error(v.location_of("name"), v.key_path("name"), fmt::format("'{}': use lowercase letters, digits, '.' and '-'", name));
+    v.reader().error(v.location_of("name"), v.key_path("name"),
+                     fmt::format("'{}': use lowercase letters, digits, '.' and '-'", name));
   v.get("display_name", display_name);
   if (display_name.empty()) display_name = name;
   v.get("notes", notes);
@@ -145,9 +146,12 @@ DriveSpec read_drive(MapView& v) {
   v.get_quantity("endurance_tbw", ftplan::Quantity::bytes, tbw, 0);
   v.get("dwpd", d.dwpd, 0.0);
   v.get("warranty_years", d.warranty_years, 0.0, 50.0);
-  if (tbw > 0) d.endurance_bytes = tbw;
-  else if (d.dwpd > 0 && d.warranty_years > 0) d.endurance_bytes = d.dwpd * d.capacity_bytes * 365.0 * d.warranty_years;
-  else v.reader().error(v.location(), v.path(), "needs endurance_tbw, or dwpd with warranty_years");
+  if (tbw > 0)
+    d.endurance_bytes = tbw;
+  else if (d.dwpd > 0 && d.warranty_years > 0)
+    d.endurance_bytes = d.dwpd * d.capacity_bytes * 365.0 * d.warranty_years;
+  else
+    v.reader().error(v.location(), v.path(), "needs endurance_tbw, or dwpd with warranty_years");
   read_price(v, d.price);
   if (d.sustained_write_Bps > d.seq_write_Bps)
     v.reader().error(v.location_of("sustained_write"), v.key_path("sustained_write"), "is above seq_write");
@@ -277,13 +281,16 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
     if (!n.gpu.empty() && !c.gpu(n.gpu))
       all.error(at, key + ".gpu", fmt::format("no GPU '{}' in gpus.yaml{}", n.gpu, did_you_mean(n.gpu, c.gpu_names())));
     if (!n.host.empty() && !c.host(n.host))
-      all.error(at, key + ".host", fmt::format("no host '{}' in hosts.yaml{}", n.host, did_you_mean(n.host, c.host_names())));
+      all.error(at, key + ".host",
+                fmt::format("no host '{}' in hosts.yaml{}", n.host, did_you_mean(n.host, c.host_names())));
     for (const auto& d : n.drives)
       if (!c.drive(d.name))
-        all.error(at, key + ".drives", fmt::format("no drive '{}' in drives.yaml{}", d.name, did_you_mean(d.name, c.drive_names())));
+        all.error(at, key + ".drives",
+                  fmt::format("no drive '{}' in drives.yaml{}", d.name, did_you_mean(d.name, c.drive_names())));
     for (const auto& x : n.nics)
       if (!c.nic(x.name))
-        all.error(at, key + ".nics", fmt::format("no NIC '{}' in nics.yaml{}", x.name, did_you_mean(x.name, c.nic_names())));
+        all.error(at, key + ".nics",
+                  fmt::format("no NIC '{}' in nics.yaml{}", x.name, did_you_mean(x.name, c.nic_names())));
     for (const auto& g : n.default_for) {
       if (!c.gpu(g)) all.error(at, key + ".default_for", fmt::format("no GPU '{}' in gpus.yaml", g));
       auto [it, fresh] = default_owner.emplace(g, n.name);

@@ -127,7 +127,8 @@ void read_batch(MapView& v, Job& job) {
     };
     if (job.samples.packing == Packing::padded && (d == LengthDistribution::fixed || d == LengthDistribution::uniform))
       refuse("std", "is the spread of normal or lognormal lengths (samples.distribution)");
-    if (job.samples.packing == Packing::padded && d == LengthDistribution::uniform) refuse("mean", "uniform lengths span [min, max]; their mean is (min + max) / 2");
+    if (job.samples.packing == Packing::padded && d == LengthDistribution::uniform)
+      refuse("mean", "uniform lengths span [min, max]; their mean is (min + max) / 2");
     if (job.samples.packing == Packing::padded && d == LengthDistribution::fixed) {
       refuse("min", "bounds lengths that vary (uniform, normal, lognormal); fixed ones are all `mean`");
       refuse("max", "bounds lengths that vary (uniform, normal, lognormal); fixed ones are all `mean`");

@@ -37,12 +37,14 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("head_dim", m.head_dim, 1);
   if (!v.has("moe")) v.require("ffn");
   v.get("ffn", m.ffn, 1);
-  v.get_enum<FfnKind>("ffn_kind", m.ffn_kind,
-                      {{"swiglu", FfnKind::swiglu}, {"geglu", FfnKind::geglu}, {"gelu", FfnKind::gelu}, {"relu", FfnKind::relu}});
+  v.get_enum<FfnKind>(
+      "ffn_kind", m.ffn_kind,
+      {{"swiglu", FfnKind::swiglu}, {"geglu", FfnKind::geglu}, {"gelu", FfnKind::gelu}, {"relu", FfnKind::relu}});
   v.get_required("vocab", m.vocab, 1);
   v.get("tied_embeddings", m.tied_embeddings);
   v.get_enum<NormKind>("norm", m.norm,
-                       {{"rmsnorm", NormKind::rmsnorm}, {"layernorm", NormKind::layernorm},
+                       {{"rmsnorm", NormKind::rmsnorm},
+                        {"layernorm", NormKind::layernorm},
                         {"layernorm-nobias", NormKind::layernorm_nobias}});
   v.get("norms_per_layer", m.norms_per_layer, 0, 8);
   v.get("final_norm", m.final_norm);
@@ -51,8 +53,11 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("lm_head_bias", m.lm_head_bias);
   v.get("parallel_residual", m.parallel_residual);
   v.get_enum<Positional>("positional", m.positional,
-                         {{"rope", Positional::rope}, {"learned", Positional::learned}, {"alibi", Positional::alibi},
-                          {"relative", Positional::relative}, {"none", Positional::none}});
+                         {{"rope", Positional::rope},
+                          {"learned", Positional::learned},
+                          {"alibi", Positional::alibi},
+                          {"relative", Positional::relative},
+                          {"none", Positional::none}});
   v.get("rope_fraction", m.rope_fraction, 0.0, 1.0);
   v.get_required("max_context", m.max_context, 1);
   v.get("type_vocab", m.type_vocab, 0, 1000000);
@@ -118,7 +123,8 @@ ModelSpec read_zoo_model(const YAML::Node& root, Reader& reader, const std::stri
     if (!std::regex_match(m.name, name_pattern()))
       reader.error(v.location_of("name"), "name", "use lowercase letters, digits, '.' and '-'");
     else if (!stem.empty() && m.name != stem)
-      reader.error(v.location_of("name"), "name", fmt::format("'{}' differs from the file name '{}.yaml'", m.name, stem));
+      reader.error(v.location_of("name"), "name",
+                   fmt::format("'{}' differs from the file name '{}.yaml'", m.name, stem));
   }
   detail::read_model_fields(v, m);
   v.finish();
@@ -277,7 +283,7 @@ void read_llama_like(HfReader& r, const std::string& type) {
   const bool use_sw = type == "qwen2" ? r.flag("use_sliding_window", false) : true;
   if (use_sw) m.attention.sliding_window = r.i64("sliding_window", 0, false);
   if (type == "gemma2") {
-    m.norms_per_layer = 4;  // input, post-attention, pre-feedforward, post-feedforward (Gemma2DecoderLayer)
+    m.norms_per_layer = 4;        // input, post-attention, pre-feedforward, post-feedforward (Gemma2DecoderLayer)
     m.attention.local_every = 2;  // Gemma2: layers with even index use the sliding window
     m.attention.logit_softcap = r.real("attn_logit_softcapping", 0);
     m.final_logit_softcap = r.real("final_logit_softcapping", 0);
@@ -347,8 +353,10 @@ void read_falcon(HfReader& r, [[maybe_unused]] const std::string& type) {
   m.layers = r.any32({"num_hidden_layers", "n_layer"});
   m.heads = r.any32({"num_attention_heads", "n_head"});
   const bool new_arch = r.flag("new_decoder_architecture", false);
-  if (new_arch) m.kv_heads = r.i32("num_kv_heads", m.heads, false, 1);
-  else if (r.flag("multi_query", true)) m.kv_heads = 1;
+  if (new_arch)
+    m.kv_heads = r.i32("num_kv_heads", m.heads, false, 1);
+  else if (r.flag("multi_query", true))
+    m.kv_heads = 1;
   m.ffn = r.i64("ffn_hidden_size", 4 * m.hidden, false);
   m.vocab = r.i64("vocab_size", 0);
   m.max_context = r.i64("max_position_embeddings", 2048, false);

@@ -90,7 +90,8 @@ void remove_stale_temporaries(const fs::path& path) {
     // temporaries of "NAME.123" start with this prefix too and are not NAME's.
     const std::string rest = name.substr(prefix.size(), name.size() - prefix.size() - 4);
     const auto digits = [](std::string_view t) {
-      return !t.empty() && t.size() <= 9 && std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return !t.empty() && t.size() <= 9 &&
+             std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     const std::size_t a = rest.find('.'), b = a == std::string::npos ? a : rest.find('.', a + 1);
     if (b == std::string::npos || !digits(rest.substr(0, a)) || !digits(rest.substr(a + 1, b - a - 1)) ||
@@ -325,7 +326,6 @@ OutputLock::~OutputLock() {
   ::unlink(lock_path_.c_str());
   ::close(fd_);
 }
-
 
 namespace {
 

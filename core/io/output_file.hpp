@@ -5,12 +5,12 @@
 
 #include <filesystem>
 #include <memory>
-#include <utility>
-#include <vector>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ftplan::io {
 

@@ -372,7 +372,6 @@ void read_power(MapView& r, std::vector<PowerSample>& rows) {
 
 std::string num(double v) { return fmt::format("{}", v); }
 
-
 std::string list(const std::vector<double>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + num(v[i]);
@@ -616,9 +615,8 @@ void write_cpu_device(Writer& w, const CpuDeviceSection& c) {
   w.line(0, "cpu_device:");
   w.text(2, "device", c.device);
   w.table(2, "gemm", c.gemm, [](const CpuDeviceGemmSample& g) {
-    return Fields{{"layout", g.layout},          {"m", std::to_string(g.m)},
-                  {"n", std::to_string(g.n)},    {"k", std::to_string(g.k)},
-                  {"flops_per_s", num(g.flops_per_s)}, {"samples", list(g.samples)}};
+    return Fields{{"layout", g.layout},       {"m", std::to_string(g.m)},          {"n", std::to_string(g.n)},
+                  {"k", std::to_string(g.k)}, {"flops_per_s", num(g.flops_per_s)}, {"samples", list(g.samples)}};
   });
   w.table(2, "attention", c.attention, [](const CpuDeviceAttentionSample& a) {
     return Fields{{"queries", std::to_string(a.queries)},

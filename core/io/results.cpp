@@ -37,7 +37,8 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f) {
   r.set("nvme_capacity_bytes", bytes(f.nvme_capacity_bytes));
   r.set("peak_phase", footprint::to_string(f.peak_phase));
   r.set("peak_stage", static_cast<std::int64_t>(f.peak_stage));
-  const std::pair<const char*, const footprint::TierBytes*> tiers[] = {{"gpu", &f.gpu}, {"host", &f.host}, {"nvme", &f.nvme}};
+  const std::pair<const char*, const footprint::TierBytes*> tiers[] = {
+      {"gpu", &f.gpu}, {"host", &f.host}, {"nvme", &f.nvme}};
   const auto bytes_of = [](const footprint::TierBytes& t, int c) { return bytes(t.bytes[c]); };
   for (const auto& [tier, tier_bytes] : tiers)
     for (int c = 0; c < inventory::kCategories; ++c)
@@ -45,7 +46,6 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f) {
             bytes_of(*tier_bytes, c));
   return r;
 }
-
 
 namespace {
 
@@ -103,8 +103,8 @@ namespace {
 
 }  // namespace
 
-Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s, const cost::PowerReport& pw,
-             const cost::CostReport& c) {
+Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s,
+             const cost::PowerReport& pw, const cost::CostReport& c) {
   Row r = simulation_row(plan, f, s);
   const bool feasible = f.fits && s.ok;
   r.set("peak_power_w", if_runs(feasible, pw.peak_power_w));

@@ -1,11 +1,11 @@
 // Result rows of each verb, with the field names of DESIGN.md's contract.
 #pragma once
 
+#include "cost/cost.hpp"
+#include "evaluate/evaluate.hpp"
 #include "footprint/footprint.hpp"
 #include "io/rows.hpp"
 #include "plan/plan.hpp"
-#include "cost/cost.hpp"
-#include "evaluate/evaluate.hpp"
 #include "sim/simulate.hpp"
 
 namespace ftplan::io {
@@ -19,7 +19,7 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f);
 Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s);
 
 // The simulation row plus power, energy and dollars.
-Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s, const cost::PowerReport& pw,
-             const cost::CostReport& c);
+Row cost_row(const plan::Plan& plan, const footprint::Footprint& f, const sim::StepResult& s,
+             const cost::PowerReport& pw, const cost::CostReport& c);
 
 }  // namespace ftplan::io

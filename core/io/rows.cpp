@@ -34,9 +34,12 @@ ordered_json to_json(const Value& v) {
   return std::visit(
       [](const auto& x) -> ordered_json {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>) return nullptr;
-        else if constexpr (std::is_same_v<T, double>) return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
-        else return x;
+        if constexpr (std::is_same_v<T, std::nullptr_t>)
+          return nullptr;
+        else if constexpr (std::is_same_v<T, double>)
+          return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
+        else
+          return x;
       },
       v);
 }
@@ -61,11 +64,16 @@ std::string csv_cell(const Value& v) {
   std::string s = std::visit(
       [](const auto& x) -> std::string {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>) return "";
-        else if constexpr (std::is_same_v<T, bool>) return x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::int64_t>) return std::to_string(x);
-        else if constexpr (std::is_same_v<T, double>) return std::isfinite(x) ? fmt::format("{}", x) : "";
-        else return x;
+        if constexpr (std::is_same_v<T, std::nullptr_t>)
+          return "";
+        else if constexpr (std::is_same_v<T, bool>)
+          return x ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::int64_t>)
+          return std::to_string(x);
+        else if constexpr (std::is_same_v<T, double>)
+          return std::isfinite(x) ? fmt::format("{}", x) : "";
+        else
+          return x;
       },
       v);
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -77,7 +85,8 @@ std::string csv_cell(const Value& v) {
   return out + "\"";
 }
 
-std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version, const Row& top_level) {
+std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, int schema_version,
+                         const Row& top_level) {
   ordered_json doc;
   doc["schema_version"] = schema_version;
   for (const auto& [k, v] : top_level.fields) put(doc, k, v);

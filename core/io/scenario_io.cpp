@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
-#include "io/model_io.hpp"
 #include "evaluate/evaluate.hpp"
+#include "io/model_io.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
@@ -52,7 +52,8 @@ YAML::Node find_nearest(YAML::Node root, const std::string& dotted) {
 }
 
 const std::vector<std::pair<std::string, Tier>>& tier_names() {
-  static const std::vector<std::pair<std::string, Tier>> names = {{"gpu", Tier::gpu}, {"cpu", Tier::cpu}, {"nvme", Tier::nvme}};
+  static const std::vector<std::pair<std::string, Tier>> names = {
+      {"gpu", Tier::gpu}, {"cpu", Tier::cpu}, {"nvme", Tier::nvme}};
   return names;
 }
 
@@ -87,8 +88,9 @@ void read_offload(MapView& v, Offload& o) {
 // replace those of `c` (the scenario's, for a plan's own block).
 void read_cost(MapView& c, CostSpec& cost) {
   c.get_enum<CostSpec::Mode>("mode", cost.mode, {{"rent", CostSpec::Mode::rent}, {"own", CostSpec::Mode::own}});
-  c.get_enum<CostSpec::Billing>("billing", cost.billing,
-                                {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
+  c.get_enum<CostSpec::Billing>(
+      "billing", cost.billing,
+      {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
   c.get_quantity("energy_price", Quantity::money_per_energy, cost.energy_usd_per_kwh, 0);
   c.get("pue", cost.pue, 1.0, 5.0);
   c.get("lifetime_years", cost.lifetime_years, 0.1, 50.0);
@@ -147,10 +149,13 @@ void read_parallel(MapView& v, Parallel& p) {
   v.get("zero", p.zero, 0, 3);
   p.fsdp_given = p.fsdp_given || v.has("fsdp");
   v.get_enum<FsdpSharding>("fsdp", p.fsdp,
-                           {{"full_shard", FsdpSharding::full_shard}, {"shard_grad_op", FsdpSharding::shard_grad_op},
-                            {"hybrid_shard", FsdpSharding::hybrid_shard}, {"no_shard", FsdpSharding::no_shard}});
+                           {{"full_shard", FsdpSharding::full_shard},
+                            {"shard_grad_op", FsdpSharding::shard_grad_op},
+                            {"hybrid_shard", FsdpSharding::hybrid_shard},
+                            {"no_shard", FsdpSharding::no_shard}});
   v.get_enum<PipelineSchedule>("schedule", p.schedule,
-                               {{"1f1b", PipelineSchedule::one_f_one_b}, {"gpipe", PipelineSchedule::gpipe},
+                               {{"1f1b", PipelineSchedule::one_f_one_b},
+                                {"gpipe", PipelineSchedule::gpipe},
                                 {"interleaved", PipelineSchedule::interleaved}});
   v.get("virtual_stages", p.virtual_stages, 1, 1024);
   v.get("first_stage_layers", p.first_stage_layers, 0, 100000);
@@ -276,17 +281,22 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
     if (!read_gpu_cluster(v, c, catalog, gpus_per_node, ok)) return false;
   } else {
     v.get("nodes", c.nodes, 1, 1 << 20);
-    if (v.has("gpus")) r.error(v.location_of("gpus"), v.key_path("gpus"), "with 'node' or 'parts', give nodes instead of gpus");
+    if (v.has("gpus"))
+      r.error(v.location_of("gpus"), v.key_path("gpus"), "with 'node' or 'parts', give nodes instead of gpus");
     v.take("gpus");
     if (v.has("node") ? !read_named_node(v, c, catalog) : !read_parts(v, c.node)) return false;
     c.gpus_per_node = gpus_per_node > 0 ? gpus_per_node : c.node.gpus;
   }
   // Overrides of the node's memory and devices (what the planner varies).
   v.get_quantity("dram", Quantity::bytes, c.node.dram_bytes, 1);
-  if (v.has("drives")) c.node.drives = read_device_list(v, "drives", "drive");
-  else v.take("drives");
-  if (v.has("nics")) c.node.nics = read_device_list(v, "nics", "nic");
-  else v.take("nics");
+  if (v.has("drives"))
+    c.node.drives = read_device_list(v, "drives", "drive");
+  else
+    v.take("drives");
+  if (v.has("nics"))
+    c.node.nics = read_device_list(v, "nics", "nic");
+  else
+    v.take("nics");
 
   // Resolve the parts against the catalog.
   const int nodes = c.nodes, per_node = c.gpus_per_node;
@@ -300,7 +310,8 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
 
 bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const std::filesystem::path& base_dir) {
   Reader& r = root.reader();
-  if (!root.require("model", "a zoo name (see `ftplan zoo list`), {hf_config: path/to/config.json} or an inline description"))
+  if (!root.require("model",
+                    "a zoo name (see `ftplan zoo list`), {hf_config: path/to/config.json} or an inline description"))
     return false;
   const YAML::Node node = root.raw()["model"];
   if (node.IsScalar()) {
@@ -310,8 +321,9 @@ bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const
       m = *spec;
       return true;
     }
-    r.error(root.location_of("model"), "model",
-            fmt::format("no model '{}' in the zoo{}; `ftplan zoo list` shows them", name, did_you_mean(name, zoo.names())));
+    r.error(
+        root.location_of("model"), "model",
+        fmt::format("no model '{}' in the zoo{}; `ftplan zoo list` shows them", name, did_you_mean(name, zoo.names())));
     return false;
   }
   MapView v = root.map("model");
@@ -329,7 +341,8 @@ bool read_model(MapView& root, model::ModelSpec& m, const model::Zoo& zoo, const
       if (max_context > 0) m.max_context = max_context;
       return true;
     }
-    r.error(v.location_of("zoo"), "model.zoo", fmt::format("no model '{}' in the zoo{}", name, did_you_mean(name, zoo.names())));
+    r.error(v.location_of("zoo"), "model.zoo",
+            fmt::format("no model '{}' in the zoo{}", name, did_you_mean(name, zoo.names())));
     return false;
   }
   if (v.has("hf_config")) {
@@ -610,7 +623,8 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
     if (read_plan(pv, p, names, ctx)) s.plans.push_back(std::move(p));
   }
   // The scenario's cost keys reach every plan (and every searched one): used if one pays that way.
-  bool own = s.has_search && s.cost.mode == CostSpec::Mode::own, rent = s.has_search && s.cost.mode == CostSpec::Mode::rent;
+  bool own = s.has_search && s.cost.mode == CostSpec::Mode::own,
+       rent = s.has_search && s.cost.mode == CostSpec::Mode::rent;
   for (const auto& p : s.plans) (p.cost.mode == CostSpec::Mode::own ? own : rent) = true;
   if (!s.plans.empty() || s.has_search)
     refuse_unused_cost_keys(r, scenario_cost_keys, own, rent, s.plans.size() > 1 ? "every plan" : "the plan");
@@ -622,7 +636,8 @@ plan::Scenario parse_scenario(std::string_view text, const std::string& name, co
 
 std::string read_scenario_text(const std::filesystem::path& path) { return detail::read_input_file(path); }
 
-plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog) {
+plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo,
+                             const hardware::Catalog& catalog) {
   const std::string text = read_scenario_text(path);
   return parse_scenario(text, path.string(), path.parent_path(), zoo, catalog);
 }

@@ -12,7 +12,8 @@
 
 namespace ftplan::io {
 
-plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo, const hardware::Catalog& catalog);
+plan::Scenario load_scenario(const std::filesystem::path& path, const model::Zoo& zoo,
+                             const hardware::Catalog& catalog);
 
 // A scenario file's text as load_scenario reads it: a missing, unreadable or oversized file, or a
 // directory, is an InputError naming it (for callers that edit the text before parsing it).

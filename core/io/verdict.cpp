@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
-#include "footprint/footprint.hpp"
 #include "common/units.hpp"
+#include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
@@ -150,7 +150,8 @@ void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan
       "GPUs", [&](std::size_t i) { return fmt::format("{} x {}", plans[i].cluster.gpus(), plans[i].cluster.gpu.name); },
       [&](std::size_t i) { return static_cast<double>(plans[i].cluster.gpus()); });
   rows.row(
-      "peak GPU memory (device, judged for fit)", [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
+      "peak GPU memory (device, judged for fit)",
+      [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
       [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
   // What each plan's hardware costs to buy (its bill of materials: cost::bill_of_materials), owned
   // or rented: the first claim of a tiered plan is fewer GPUs for less capital.
@@ -252,7 +253,8 @@ std::string answer(const std::vector<plan::Plan>& plans, const std::vector<evalu
   }
   if (best < 0) {
     // Without constraints, what stops every plan is that none fits or none has a price.
-    const bool none_priced = std::none_of(ev.begin(), ev.end(), [](const evaluate::Evaluation& e) { return e.cost.priced(); });
+    const bool none_priced =
+        std::none_of(ev.begin(), ev.end(), [](const evaluate::Evaluation& e) { return e.cost.priced(); });
     const char* what = !limits.empty() ? "No plan meets the constraints"
                        : none_priced   ? "No plan has a price to rank it by"
                                        : "No plan fits";
@@ -307,10 +309,10 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
     const std::string& name = plans[which[x.plan]].name;
     const double bill = cost::owned_usd_per_year(owned[x.plan], static_cast<double>(x.to));
     const int clusters = cost::owned_clusters(owned[x.plan], static_cast<double>(x.to));
-    const std::string span = ranges.size() == 1     ? fmt::format("at every demand up to {} jobs a year", x.to)
+    const std::string span = ranges.size() == 1       ? fmt::format("at every demand up to {} jobs a year", x.to)
                              : r + 1 == ranges.size() ? fmt::format("from {} jobs a year on", x.from)
-                             : x.from == x.to      ? fmt::format("at {} jobs a year", x.from)
-                                                   : fmt::format("for {}-{} jobs a year", x.from, x.to);
+                             : x.from == x.to         ? fmt::format("at {} jobs a year", x.from)
+                                                      : fmt::format("for {}-{} jobs a year", x.from, x.to);
     // A plan on a slice of a node buys slices (its share of the node's price): say so, as a
     // "cluster" of one GPU of a 4-GPU workstation read as a whole machine.
     const plan::Cluster& c = plans[which[x.plan]].cluster;
@@ -324,7 +326,8 @@ std::string ownership(const std::vector<plan::Plan>& plans, const std::vector<ev
                                                   : std::string();
   const plan::CostSpec& spec = plans[which[0]].cost;
   return fmt::format(
-      "Owned for a number of these jobs a year (clusters, or shares of a node, bought as the demand needs, each busy at most {:.0f}% "
+      "Owned for a number of these jobs a year (clusters, or shares of a node, bought as the demand needs, each busy "
+      "at most {:.0f}% "
       "of the year, written off over {:g} years, plus each job's energy and flash wear), the cheapest is {}{}.",
       100 * spec.utilization, spec.lifetime_years, join(parts, "; then "), more);
 }
@@ -334,8 +337,9 @@ std::string bom_words(const std::vector<plan::Plan>& plans) {
   for (const auto& p : plans) {
     const cost::Bom bom = cost::bill_of_materials(p);
     if (bom.lines.empty()) continue;
-    parts.push_back(fmt::format("{}: {}{}", p.name, cost::bom_text(bom),
-                                bom.missing.empty() ? fmt::format(" = {}", money(bom.capex_usd)) : std::string(" (no capex)")));
+    parts.push_back(
+        fmt::format("{}: {}{}", p.name, cost::bom_text(bom),
+                    bom.missing.empty() ? fmt::format(" = {}", money(bom.capex_usd)) : std::string(" (no capex)")));
   }
   return parts.empty() ? "" : "Bought (bill of materials): " + join(parts, "; ") + ".";
 }
@@ -349,9 +353,10 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
   const evaluate::Evaluation& a = ev[0];
   const cost::Bom ba = cost::bill_of_materials(plans[0]);
   if (!a.feasible()) {
-    sentences.push_back(fmt::format("The reference plan {} does not run as planned, so the others are compared with its "
-                                    "estimates anyway.",
-                                    plans[0].name));
+    sentences.push_back(
+        fmt::format("The reference plan {} does not run as planned, so the others are compared with its "
+                    "estimates anyway.",
+                    plans[0].name));
   }
   for (std::size_t i = 1; i < plans.size(); ++i) {
     const evaluate::Evaluation& b = ev[i];
@@ -362,22 +367,29 @@ std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<eval
     const cost::Bom bb = cost::bill_of_materials(plans[i]);
     const std::string capex =
         ba.missing.empty() && bb.missing.empty() ? ratio_words(ba.capex_usd, bb.capex_usd, "less", "more") : "";
-    if (!capex.empty()) parts.push_back(capex == "about the same" ? "has about the same capex" : "has " + capex + " capex");
+    if (!capex.empty())
+      parts.push_back(capex == "about the same" ? "has about the same capex" : "has " + capex + " capex");
     const std::string peak = ratio_words(a.power.peak_power_w, b.power.peak_power_w, "lower", "higher");
-    if (!peak.empty()) parts.push_back(peak == "about the same" ? "draws about the same peak power"
-                                                                : fmt::format("has {} peak power", peak));
+    if (!peak.empty())
+      parts.push_back(peak == "about the same" ? "draws about the same peak power"
+                                               : fmt::format("has {} peak power", peak));
     const std::string dollars =
         a.cost.priced() && b.cost.priced() ? ratio_words(a.cost.cost_usd, b.cost.cost_usd, "less", "more") : "";
-    if (!dollars.empty()) parts.push_back(dollars == "about the same" ? "costs about the same" : fmt::format("costs {}", dollars));
+    if (!dollars.empty())
+      parts.push_back(dollars == "about the same" ? "costs about the same" : fmt::format("costs {}", dollars));
     const std::string energy = ratio_words(a.cost.energy_kwh, b.cost.energy_kwh, "less", "more");
-    if (!energy.empty()) parts.push_back(energy == "about the same" ? "uses about the same energy"
-                                                                    : fmt::format("uses {} energy", energy));
+    if (!energy.empty())
+      parts.push_back(energy == "about the same" ? "uses about the same energy"
+                                                 : fmt::format("uses {} energy", energy));
     const double ta = a.cost.job_time_s, tb = b.cost.job_time_s;
     std::string time;
     if (ta > 0 && tb > 0) {
-      if (std::abs(tb / ta - 1) < 0.05) time = "takes about as long";
-      else if (tb > ta) time = fmt::format("takes {:.1f}x longer", tb / ta);
-      else time = fmt::format("finishes {:.1f}x sooner", ta / tb);
+      if (std::abs(tb / ta - 1) < 0.05)
+        time = "takes about as long";
+      else if (tb > ta)
+        time = fmt::format("takes {:.1f}x longer", tb / ta);
+      else
+        time = fmt::format("finishes {:.1f}x sooner", ta / tb);
     }
     // The reference first, so that "about the same" and "as long" read as well as "more" and "longer".
     std::string s = fmt::format("Against {}, {} ", plans[0].name, plans[i].name);
@@ -400,16 +412,18 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
     const int largest = footprint::max_micro_batch(model, p, 64);
     if (largest <= p.job.micro_batch) continue;
     const std::int64_t accumulation = plan::grad_accumulation_steps(p);
-    std::string line = fmt::format("{} uses {:.1f} of {:.1f} GiB per GPU at micro-batch {} ({} accumulation steps); micro-batches up to {} fit",
-                                   p.name, e.memory.gpu_peak_bytes / (1u << 30), e.memory.gpu_capacity_bytes / (1u << 30),
-                                   p.job.micro_batch, accumulation, largest);
+    std::string line = fmt::format(
+        "{} uses {:.1f} of {:.1f} GiB per GPU at micro-batch {} ({} accumulation steps); micro-batches up to {} fit",
+        p.name, e.memory.gpu_peak_bytes / (1u << 30), e.memory.gpu_capacity_bytes / (1u << 30), p.job.micro_batch,
+        accumulation, largest);
     // ZeRO-3 and offloaded parameters are gathered or fetched again for every micro-batch (not
     // FSDP2 inside pipeline stages: gathered once a step, plan::ShardingInEffect::gathered_for_step).
     const plan::ShardingInEffect in_effect = plan::sharding_in_effect(p);
     const bool restreams = accumulation > 1 && ((in_effect.zero == 3 && !in_effect.gathered_for_step) ||
                                                 p.offload.params != plan::Tier::gpu);
     if (restreams)
-      line += fmt::format(", and its parameters are {} {} times a step", p.offload.params == plan::Tier::nvme  ? "read from flash"
+      line += fmt::format(", and its parameters are {} {} times a step",
+                          p.offload.params == plan::Tier::nvme  ? "read from flash"
                           : p.offload.params == plan::Tier::cpu ? "copied from host DRAM"
                                                                 : "gathered",
                           accumulation);

@@ -38,11 +38,16 @@ std::size_t invalid_utf8_at(std::string_view s) {
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     int extra = 0;
-    if (c < 0x80) extra = 0;
-    else if ((c >> 5) == 0x6) extra = 1;
-    else if ((c >> 4) == 0xE) extra = 2;
-    else if ((c >> 3) == 0x1E) extra = 3;
-    else return i;
+    if (c < 0x80)
+      extra = 0;
+    else if ((c >> 5) == 0x6)
+      extra = 1;
+    else if ((c >> 4) == 0xE)
+      extra = 2;
+    else if ((c >> 3) == 0x1E)
+      extra = 3;
+    else
+      return i;
     if (i + extra >= s.size() && extra > 0) return i;  // truncated sequence at the end
     for (int k = 1; k <= extra; ++k)
       if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
@@ -85,7 +90,8 @@ class EventBudget : public YAML::EventHandler {
   void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, const std::string&) override {
     leaf(m, anchor);
   }
-  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
     open(m, anchor);
   }
   void OnSequenceEnd() override { close(); }
@@ -95,7 +101,7 @@ class EventBudget : public YAML::EventHandler {
   void OnMapEnd() override { close(); }
 
  private:
-  static constexpr std::uint64_t kCap = kMaxYamlNodes + 1;  // counts saturate here
+  static constexpr std::uint64_t kCap = kMaxYamlNodes + 1;   // counts saturate here
   static constexpr std::uint64_t kOpen = ~std::uint64_t{0};  // an anchored node not yet closed
   struct Frame {
     YAML::anchor_t anchor;
@@ -352,9 +358,9 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   if (trim(text).empty()) throw InputError({name, 0, 0}, "", "the file is empty");
   if (const auto deep = flow_too_deep_at(text, kMaxFlowDepth); deep != std::string_view::npos) {
     const auto [line, column] = line_column(text, deep);
-    throw InputError({name, line, column}, "",
-                     fmt::format("lists or mappings nested more than {} deep ('[' or '{{'); no input needs that",
-                                 kMaxFlowDepth));
+    throw InputError(
+        {name, line, column}, "",
+        fmt::format("lists or mappings nested more than {} deep ('[' or '{{'); no input needs that", kMaxFlowDepth));
   }
   std::vector<YAML::Node> docs;
   try {
@@ -384,8 +390,9 @@ std::string read_input_file(const std::filesystem::path& path) {
   if (std::filesystem::is_regular_file(status)) {
     const auto size = std::filesystem::file_size(path, ec);
     if (!ec && size > kMaxInputBytes)
-      throw InputError({name, 0, 0}, "",
-                       fmt::format("the file is {} bytes; input files are limited to {} MiB", size, kMaxInputBytes >> 20));
+      throw InputError(
+          {name, 0, 0}, "",
+          fmt::format("the file is {} bytes; input files are limited to {} MiB", size, kMaxInputBytes >> 20));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({name, 0, 0}, "", "cannot open the file for reading");
@@ -400,7 +407,9 @@ std::string read_input_file(const std::filesystem::path& path) {
   return text;
 }
 
-YAML::Node load_yaml_file(const std::filesystem::path& path) { return load_yaml_text(read_input_file(path), path.string()); }
+YAML::Node load_yaml_file(const std::filesystem::path& path) {
+  return load_yaml_text(read_input_file(path), path.string());
+}
 
 std::string describe_node(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
@@ -473,8 +482,7 @@ bool MapView::require(std::string_view key, std::string_view what) {
   if (has(key)) return true;
   known_.emplace_back(key);
   if (!valid_ && node_.IsDefined() && !node_.IsNull()) return false;  // already reported as not a mapping
-  reader_->error(location(), key_path(key),
-                 what.empty() ? "is required" : fmt::format("is required: {}", what));
+  reader_->error(location(), key_path(key), what.empty() ? "is required" : fmt::format("is required: {}", what));
   return false;
 }
 
@@ -631,7 +639,8 @@ std::vector<YAML::Node> MapView::seq(std::string_view key) {
   return items;
 }
 
-void MapView::report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options) {
+void MapView::report_bad_choice(std::string_view key, const std::string& text,
+                                const std::vector<std::string>& options) {
   reader_->error(at(key), key_path(key),
                  fmt::format("'{}' is not one of {}{}", text, join(options, ", "), did_you_mean(text, options)));
 }

@@ -12,7 +12,9 @@ std::int64_t norm_params(const ModelSpec& m) { return m.norm == NormKind::layern
 // Attention block: Q and O are heads*head_dim wide, K and V kv_heads*head_dim (GQA/MQA;
 // Ainslie et al. 2023). Biases per the model's bias kind (Qwen2: Q, K, V only).
 std::int64_t query_width(const ModelSpec& m) { return static_cast<std::int64_t>(m.heads) * m.head_dim_or_default(); }
-std::int64_t kv_width(const ModelSpec& m) { return static_cast<std::int64_t>(m.kv_heads_or_default()) * m.head_dim_or_default(); }
+std::int64_t kv_width(const ModelSpec& m) {
+  return static_cast<std::int64_t>(m.kv_heads_or_default()) * m.head_dim_or_default();
+}
 
 std::int64_t attention_weights(const ModelSpec& m) {
   const std::int64_t q = query_width(m), kv = kv_width(m);
@@ -22,16 +24,21 @@ std::int64_t attention_weights(const ModelSpec& m) {
 std::int64_t attention_biases(const ModelSpec& m) {
   const std::int64_t q = query_width(m), kv = kv_width(m);
   switch (m.bias) {
-    case BiasKind::none: return 0;
-    case BiasKind::qkv: return q + 2 * kv;
-    case BiasKind::all: return q + 2 * kv + m.hidden;
+    case BiasKind::none:
+      return 0;
+    case BiasKind::qkv:
+      return q + 2 * kv;
+    case BiasKind::all:
+      return q + 2 * kv + m.hidden;
   }
   return 0;
 }
 
 // One MLP of width `ffn`: gated (SwiGLU/GeGLU; Shazeer 2020) has gate, up and down matrices,
 // a plain MLP has up and down.
-std::int64_t mlp_weights(const ModelSpec& m, std::int64_t ffn) { return (is_gated(m.ffn_kind) ? 3 : 2) * m.hidden * ffn; }
+std::int64_t mlp_weights(const ModelSpec& m, std::int64_t ffn) {
+  return (is_gated(m.ffn_kind) ? 3 : 2) * m.hidden * ffn;
+}
 
 std::int64_t mlp_biases(const ModelSpec& m, std::int64_t ffn) {
   if (m.bias != BiasKind::all) return 0;
@@ -39,7 +46,9 @@ std::int64_t mlp_biases(const ModelSpec& m, std::int64_t ffn) {
 }
 
 std::int64_t expert_ffn(const ModelSpec& m) { return m.moe.expert_ffn > 0 ? m.moe.expert_ffn : m.ffn; }
-std::int64_t shared_ffn(const ModelSpec& m) { return m.moe.shared_expert_ffn > 0 ? m.moe.shared_expert_ffn : expert_ffn(m); }
+std::int64_t shared_ffn(const ModelSpec& m) {
+  return m.moe.shared_expert_ffn > 0 ? m.moe.shared_expert_ffn : expert_ffn(m);
+}
 
 bool is_decoder_layer_of_encoder_decoder(const ModelSpec& m, int layer) {
   return m.architecture == Architecture::encoder_decoder && layer < m.layers;
@@ -54,13 +63,20 @@ std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len
 
 const char* to_string(Linear l) {
   switch (l) {
-    case Linear::q: return "q";
-    case Linear::k: return "k";
-    case Linear::v: return "v";
-    case Linear::o: return "o";
-    case Linear::gate: return "gate";
-    case Linear::up: return "up";
-    case Linear::down: return "down";
+    case Linear::q:
+      return "q";
+    case Linear::k:
+      return "k";
+    case Linear::v:
+      return "v";
+    case Linear::o:
+      return "o";
+    case Linear::gate:
+      return "gate";
+    case Linear::up:
+      return "up";
+    case Linear::down:
+      return "down";
   }
   return "?";
 }
@@ -73,13 +89,18 @@ std::optional<Linear> linear_from_string(std::string_view name) {
 
 LinearDims linear_dims(const LayerShape& s, Linear l) {
   switch (l) {
-    case Linear::q: return {s.h, s.q};
+    case Linear::q:
+      return {s.h, s.q};
     case Linear::k:
-    case Linear::v: return {s.h, s.kv};
-    case Linear::o: return {s.q, s.h};
+    case Linear::v:
+      return {s.h, s.kv};
+    case Linear::o:
+      return {s.q, s.h};
     case Linear::gate:
-    case Linear::up: return {s.h, s.f};
-    case Linear::down: return {s.f, s.h};
+    case Linear::up:
+      return {s.h, s.f};
+    case Linear::down:
+      return {s.f, s.h};
   }
   return {};
 }
@@ -101,48 +122,65 @@ LayerShape layer_shape(const ModelSpec& m, int layer) {
 
 const char* to_string(Architecture a) {
   switch (a) {
-    case Architecture::decoder: return "decoder";
-    case Architecture::encoder: return "encoder";
-    case Architecture::encoder_decoder: return "encoder-decoder";
+    case Architecture::decoder:
+      return "decoder";
+    case Architecture::encoder:
+      return "encoder";
+    case Architecture::encoder_decoder:
+      return "encoder-decoder";
   }
   return "?";
 }
 const char* to_string(FfnKind k) {
   switch (k) {
-    case FfnKind::swiglu: return "swiglu";
-    case FfnKind::geglu: return "geglu";
-    case FfnKind::gelu: return "gelu";
-    case FfnKind::relu: return "relu";
+    case FfnKind::swiglu:
+      return "swiglu";
+    case FfnKind::geglu:
+      return "geglu";
+    case FfnKind::gelu:
+      return "gelu";
+    case FfnKind::relu:
+      return "relu";
   }
   return "?";
 }
 const char* to_string(NormKind k) {
   switch (k) {
-    case NormKind::rmsnorm: return "rmsnorm";
-    case NormKind::layernorm: return "layernorm";
-    case NormKind::layernorm_nobias: return "layernorm-nobias";
+    case NormKind::rmsnorm:
+      return "rmsnorm";
+    case NormKind::layernorm:
+      return "layernorm";
+    case NormKind::layernorm_nobias:
+      return "layernorm-nobias";
   }
   return "?";
 }
 const char* to_string(BiasKind k) {
   switch (k) {
-    case BiasKind::none: return "none";
-    case BiasKind::all: return "all";
-    case BiasKind::qkv: return "qkv";
+    case BiasKind::none:
+      return "none";
+    case BiasKind::all:
+      return "all";
+    case BiasKind::qkv:
+      return "qkv";
   }
   return "?";
 }
 const char* to_string(Positional p) {
   switch (p) {
-    case Positional::rope: return "rope";
-    case Positional::learned: return "learned";
-    case Positional::alibi: return "alibi";
-    case Positional::relative: return "relative";
-    case Positional::none: return "none";
+    case Positional::rope:
+      return "rope";
+    case Positional::learned:
+      return "learned";
+    case Positional::alibi:
+      return "alibi";
+    case Positional::relative:
+      return "relative";
+    case Positional::none:
+      return "none";
   }
   return "?";
 }
-
 
 LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention) {
   LayerParams p;
@@ -262,9 +300,10 @@ std::vector<std::pair<std::string, std::string>> check(const ModelSpec& m) {
   // Both stacks together: what a pipeline splits and a step's IR holds.
   if (static_cast<std::int64_t>(m.layers) + m.encoder_layers > kMaxLayers)
     bad(m.encoder_layers > 0 && m.layers <= kMaxLayers ? "encoder_layers" : "layers",
-        fmt::format("{} layers{} are more than {} (ftplan's limit: the deepest trained transformer, DeepNet, has 1,000)",
-                    static_cast<std::int64_t>(m.layers) + m.encoder_layers, m.encoder_layers > 0 ? " with the encoder's" : "",
-                    kMaxLayers));
+        fmt::format(
+            "{} layers{} are more than {} (ftplan's limit: the deepest trained transformer, DeepNet, has 1,000)",
+            static_cast<std::int64_t>(m.layers) + m.encoder_layers, m.encoder_layers > 0 ? " with the encoder's" : "",
+            kMaxLayers));
   if (m.heads <= 0) bad("heads", "must be positive");
   at_most("heads", m.heads, kMaxHeads, "heads");
   if (m.kv_heads < 0) bad("kv_heads", "must be positive");
@@ -280,12 +319,15 @@ std::vector<std::pair<std::string, std::string>> check(const ModelSpec& m) {
   at_most("moe.expert_ffn", m.moe.expert_ffn, kMaxFfn, "FFN units");
   at_most("moe.shared_expert_ffn", m.moe.shared_expert_ffn, kMaxFfn, "FFN units");
   if (m.heads > 0 && m.kv_heads > 0) {
-    if (m.kv_heads > m.heads) bad("kv_heads", fmt::format("{} is more than the {} query heads", m.kv_heads, m.heads));
+    if (m.kv_heads > m.heads)
+      bad("kv_heads", fmt::format("{} is more than the {} query heads", m.kv_heads, m.heads));
     else if (m.heads % m.kv_heads != 0)
-      bad("kv_heads", fmt::format("{} does not divide the {} query heads (each KV head serves a whole group)", m.kv_heads, m.heads));
+      bad("kv_heads", fmt::format("{} does not divide the {} query heads (each KV head serves a whole group)",
+                                  m.kv_heads, m.heads));
   }
   if (m.head_dim <= 0 && m.heads > 0 && m.hidden > 0 && m.hidden % m.heads != 0)
-    bad("head_dim", fmt::format("not given, and hidden {} is not a multiple of heads {}; give head_dim", m.hidden, m.heads));
+    bad("head_dim",
+        fmt::format("not given, and hidden {} is not a multiple of heads {}; give head_dim", m.hidden, m.heads));
   if (m.architecture == Architecture::encoder_decoder && m.encoder_layers <= 0)
     bad("encoder_layers", "must be positive for an encoder-decoder model");
   if (m.architecture != Architecture::encoder_decoder && m.encoder_layers != 0)

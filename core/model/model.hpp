@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ftplan::model {
@@ -34,20 +34,20 @@ struct AttentionSpec {
 };
 
 struct MoeSpec {
-  int experts = 0;            // routed experts per MoE layer; 0 = dense model
-  int experts_per_token = 0;  // top-k routing
-  int shared_experts = 0;     // always-active experts
+  int experts = 0;                     // routed experts per MoE layer; 0 = dense model
+  int experts_per_token = 0;           // top-k routing
+  int shared_experts = 0;              // always-active experts
   std::int64_t expert_ffn = 0;         // per-expert FFN size; 0 = the model's ffn
   std::int64_t shared_expert_ffn = 0;  // per shared expert; 0 = expert_ffn
-  int every = 1;              // every k-th layer is MoE ...
-  int first = 0;              // ... counting from this 0-based layer
+  int every = 1;                       // every k-th layer is MoE ...
+  int first = 0;                       // ... counting from this 0-based layer
   bool router_bias = false;
 };
 
 struct PublishedCount {
-  std::int64_t params = 0;      // what the source states; 0 = none given
-  bool exact = false;           // the count must match exactly
-  std::int64_t tolerance = 0;   // else: allowed absolute difference (the source's rounding)
+  std::int64_t params = 0;     // what the source states; 0 = none given
+  bool exact = false;          // the count must match exactly
+  std::int64_t tolerance = 0;  // else: allowed absolute difference (the source's rounding)
   std::string source;
 };
 
@@ -57,11 +57,11 @@ struct ModelSpec {
   std::string family;
   Architecture architecture = Architecture::decoder;
   std::int64_t hidden = 0;
-  int layers = 0;           // decoder layers (encoder-only: encoder layers)
-  int encoder_layers = 0;   // encoder-decoder only
+  int layers = 0;          // decoder layers (encoder-only: encoder layers)
+  int encoder_layers = 0;  // encoder-decoder only
   int heads = 0;
-  int kv_heads = 0;         // 0 = heads
-  int head_dim = 0;         // 0 = hidden / heads
+  int kv_heads = 0;  // 0 = heads
+  int head_dim = 0;  // 0 = hidden / heads
   std::int64_t ffn = 0;
   FfnKind ffn_kind = FfnKind::swiglu;
   std::int64_t vocab = 0;
@@ -89,7 +89,9 @@ struct ModelSpec {
   PublishedCount published;
 
   int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
-  int head_dim_or_default() const { return head_dim > 0 ? head_dim : (heads > 0 ? static_cast<int>(hidden / heads) : 0); }
+  int head_dim_or_default() const {
+    return head_dim > 0 ? head_dim : (heads > 0 ? static_cast<int>(hidden / heads) : 0);
+  }
   bool is_moe() const { return moe.experts > 0; }
   bool is_moe_layer(int layer) const {
     return is_moe() && layer >= moe.first && (layer - moe.first) % (moe.every > 0 ? moe.every : 1) == 0;
@@ -105,14 +107,14 @@ struct ModelSpec {
 
 // Parameter counts of one model by component. All counts are parameters (not bytes).
 struct ParamCounts {
-  std::int64_t embedding = 0;       // token (+ position, token-type) embeddings and the embedding norm
-  std::int64_t attention = 0;       // Q, K, V, O (and cross-attention) weights and biases, all layers
-  std::int64_t mlp = 0;             // dense MLPs, all layers
-  std::int64_t experts = 0;         // routed + shared expert MLPs, all MoE layers
-  std::int64_t router = 0;          // MoE routers
-  std::int64_t norms = 0;           // per-layer and final norms
-  std::int64_t head = 0;            // LM head (0 when tied), BERT pooler and MLM head
-  std::int64_t other = 0;           // relative-position tables
+  std::int64_t embedding = 0;  // token (+ position, token-type) embeddings and the embedding norm
+  std::int64_t attention = 0;  // Q, K, V, O (and cross-attention) weights and biases, all layers
+  std::int64_t mlp = 0;        // dense MLPs, all layers
+  std::int64_t experts = 0;    // routed + shared expert MLPs, all MoE layers
+  std::int64_t router = 0;     // MoE routers
+  std::int64_t norms = 0;      // per-layer and final norms
+  std::int64_t head = 0;       // LM head (0 when tied), BERT pooler and MLM head
+  std::int64_t other = 0;      // relative-position tables
   std::int64_t total = 0;
 
   // Parameters one token passes through in its matmuls (MoE: only the experts it is routed to),
@@ -126,10 +128,10 @@ struct ParamCounts {
 // (parameter counts, the inventory's per-layer tensors and the step IR's GEMM shapes read them).
 // Doubles because every user multiplies them into byte and FLOP counts.
 struct LayerShape {
-  double h = 0;    // hidden
-  double q = 0;    // query and output projection width, heads x head_dim
-  double kv = 0;   // K and V width, kv_heads x head_dim (GQA/MQA; Ainslie et al. 2023)
-  double f = 0;    // FFN width of one MLP (a MoE layer: one routed expert's)
+  double h = 0;               // hidden
+  double q = 0;               // query and output projection width, heads x head_dim
+  double kv = 0;              // K and V width, kv_heads x head_dim (GQA/MQA; Ainslie et al. 2023)
+  double f = 0;               // FFN width of one MLP (a MoE layer: one routed expert's)
   int experts = 0;            // routed experts of a MoE layer; 0 = dense MLP
   int experts_per_token = 1;  // top-k routing (1 for a dense layer)
   bool gated = true;          // gate, up and down matrices (SwiGLU/GeGLU; Shazeer 2020)
@@ -145,7 +147,8 @@ std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len
 // The linear modules of a transformer layer (HF transformers: q_proj, k_proj, v_proj, o_proj,
 // gate_proj, up_proj, down_proj): what a full fine-tune trains and LoRA may adapt.
 enum class Linear { q, k, v, o, gate, up, down };
-inline constexpr Linear kLinears[] = {Linear::q, Linear::k, Linear::v, Linear::o, Linear::gate, Linear::up, Linear::down};
+inline constexpr Linear kLinears[] = {Linear::q,    Linear::k,  Linear::v,   Linear::o,
+                                      Linear::gate, Linear::up, Linear::down};
 const char* to_string(Linear l);  // "q", "k", "v", "o", "gate", "up", "down": the names job.lora.targets uses
 std::optional<Linear> linear_from_string(std::string_view name);
 inline bool is_mlp(Linear l) { return l == Linear::gate || l == Linear::up || l == Linear::down; }
@@ -166,8 +169,8 @@ struct LayerParams {
 
 ParamCounts count_params(const ModelSpec& m);
 // Pieces of count_params that need no loop over layers (for per-rank accounting in hot paths).
-std::int64_t embedding_params(const ModelSpec& m);  // token, position, token-type embeddings + embedding norm
-std::int64_t head_params(const ModelSpec& m);       // LM head (0 when tied), BERT pooler and MLM head
+std::int64_t embedding_params(const ModelSpec& m);       // token, position, token-type embeddings + embedding norm
+std::int64_t head_params(const ModelSpec& m);            // LM head (0 when tied), BERT pooler and MLM head
 std::int64_t position_table_params(const ModelSpec& m);  // T5 relative-position tables
 // `layer` counts decoder layers 0..layers-1, then encoder layers for encoder-decoder models.
 LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention = false);
@@ -177,8 +180,8 @@ LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention = f
 // L layers, H heads, Q head dim, T attended tokens (sliding-window layers attend at most their window).
 // The attention term is not halved for causal masks, as PaLM's and Megatron's accounting do not.
 struct FlopsPerToken {
-  double forward = 0;       // 2N + 4LHQT
-  double backward = 0;      // 2x forward
+  double forward = 0;   // 2N + 4LHQT
+  double backward = 0;  // 2x forward
   double training() const { return forward + backward; }
   double attention_forward = 0;  // the 4LHQT part of forward
 };

@@ -1,8 +1,8 @@
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numbers>
 
@@ -12,66 +12,96 @@ namespace ftplan::plan {
 
 const char* to_string(Method m) {
   switch (m) {
-    case Method::full: return "full";
-    case Method::lora: return "lora";
-    case Method::qlora: return "qlora";
+    case Method::full:
+      return "full";
+    case Method::lora:
+      return "lora";
+    case Method::qlora:
+      return "qlora";
   }
   return "?";
 }
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::bf16_mixed: return "bf16-mixed";
-    case Precision::fp16_mixed: return "fp16-mixed";
-    case Precision::bf16: return "bf16";
-    case Precision::fp8_mixed: return "fp8-mixed";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16_mixed:
+      return "bf16-mixed";
+    case Precision::fp16_mixed:
+      return "fp16-mixed";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp8_mixed:
+      return "fp8-mixed";
   }
   return "?";
 }
 const char* to_string(OptimizerKind o) {
   switch (o) {
-    case OptimizerKind::adamw: return "adamw";
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::adamw_8bit: return "adamw-8bit";
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::sgd_momentum: return "sgd-momentum";
-    case OptimizerKind::adafactor: return "adafactor";
-    case OptimizerKind::lion: return "lion";
+    case OptimizerKind::adamw:
+      return "adamw";
+    case OptimizerKind::adam:
+      return "adam";
+    case OptimizerKind::adamw_8bit:
+      return "adamw-8bit";
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::sgd_momentum:
+      return "sgd-momentum";
+    case OptimizerKind::adafactor:
+      return "adafactor";
+    case OptimizerKind::lion:
+      return "lion";
   }
   return "?";
 }
 const char* to_string(OptimizerImpl o) {
   switch (o) {
-    case OptimizerImpl::framework_default: return "framework default";
-    case OptimizerImpl::foreach: return "foreach";
-    case OptimizerImpl::fused: return "fused";
-    case OptimizerImpl::per_parameter: return "per-parameter";
+    case OptimizerImpl::framework_default:
+      return "framework default";
+    case OptimizerImpl::foreach:
+      return "foreach";
+    case OptimizerImpl::fused:
+      return "fused";
+    case OptimizerImpl::per_parameter:
+      return "per-parameter";
   }
   return "?";
 }
 const char* to_string(Checkpointing c) {
   switch (c) {
-    case Checkpointing::none: return "none";
-    case Checkpointing::selective: return "selective";
-    case Checkpointing::full: return "full";
+    case Checkpointing::none:
+      return "none";
+    case Checkpointing::selective:
+      return "selective";
+    case Checkpointing::full:
+      return "full";
   }
   return "?";
 }
 const char* to_string(AttentionImpl a) {
   switch (a) {
-    case AttentionImpl::flash: return "flash";
-    case AttentionImpl::sdpa: return "sdpa";
-    case AttentionImpl::eager: return "eager";
-    case AttentionImpl::flash_v1: return "flash-v1";
+    case AttentionImpl::flash:
+      return "flash";
+    case AttentionImpl::sdpa:
+      return "sdpa";
+    case AttentionImpl::eager:
+      return "eager";
+    case AttentionImpl::flash_v1:
+      return "flash-v1";
   }
   return "?";
 }
 const char* to_string(QuantKind q) {
   switch (q) {
-    case QuantKind::nf4: return "nf4";
-    case QuantKind::fp4: return "fp4";
-    case QuantKind::int8: return "int8";
-    case QuantKind::int4: return "int4";
+    case QuantKind::nf4:
+      return "nf4";
+    case QuantKind::fp4:
+      return "fp4";
+    case QuantKind::int8:
+      return "int8";
+    case QuantKind::int4:
+      return "int4";
   }
   return "?";
 }
@@ -84,37 +114,53 @@ std::string file_tag(const std::string& plan_name) {
 
 const char* to_string(Tier t) {
   switch (t) {
-    case Tier::gpu: return "gpu";
-    case Tier::cpu: return "cpu";
-    case Tier::nvme: return "nvme";
+    case Tier::gpu:
+      return "gpu";
+    case Tier::cpu:
+      return "cpu";
+    case Tier::nvme:
+      return "nvme";
   }
   return "?";
 }
 const char* to_string(FsdpSharding s) {
   switch (s) {
-    case FsdpSharding::full_shard: return "full_shard";
-    case FsdpSharding::shard_grad_op: return "shard_grad_op";
-    case FsdpSharding::hybrid_shard: return "hybrid_shard";
-    case FsdpSharding::no_shard: return "no_shard";
+    case FsdpSharding::full_shard:
+      return "full_shard";
+    case FsdpSharding::shard_grad_op:
+      return "shard_grad_op";
+    case FsdpSharding::hybrid_shard:
+      return "hybrid_shard";
+    case FsdpSharding::no_shard:
+      return "no_shard";
   }
   return "?";
 }
 const char* to_string(PipelineSchedule s) {
   switch (s) {
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::gpipe: return "gpipe";
-    case PipelineSchedule::interleaved: return "interleaved";
+    case PipelineSchedule::one_f_one_b:
+      return "1f1b";
+    case PipelineSchedule::gpipe:
+      return "gpipe";
+    case PipelineSchedule::interleaved:
+      return "interleaved";
   }
   return "?";
 }
 const char* to_string(OffloadPreset p) {
   switch (p) {
-    case OffloadPreset::none: return "none";
-    case OffloadPreset::zero_offload: return "zero-offload";
-    case OffloadPreset::zero_infinity: return "zero-infinity";
-    case OffloadPreset::aidaptiv: return "aidaptiv";
-    case OffloadPreset::activation_cpu: return "activation-cpu";
-    case OffloadPreset::activation_nvme: return "activation-nvme";
+    case OffloadPreset::none:
+      return "none";
+    case OffloadPreset::zero_offload:
+      return "zero-offload";
+    case OffloadPreset::zero_infinity:
+      return "zero-infinity";
+    case OffloadPreset::aidaptiv:
+      return "aidaptiv";
+    case OffloadPreset::activation_cpu:
+      return "activation-cpu";
+    case OffloadPreset::activation_nvme:
+      return "activation-nvme";
   }
   return "?";
 }
@@ -122,7 +168,8 @@ const char* to_string(OffloadPreset p) {
 // Where each preset puts the training state (sources and data movement: docs/tiered-memory.md).
 void apply_preset(Offload& o) {
   switch (o.preset) {
-    case OffloadPreset::none: break;
+    case OffloadPreset::none:
+      break;
     case OffloadPreset::zero_offload:  // Ren et al. 2021: fp32 optimizer state and gradients on the host, CPU Adam
       o.optimizer = Tier::cpu;
       o.gradients = Tier::cpu;
@@ -141,8 +188,12 @@ void apply_preset(Offload& o) {
       o.activations = Tier::cpu;
       o.optimizer_step = Tier::cpu;
       break;
-    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
-    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
+    case OffloadPreset::activation_cpu:
+      o.activations = Tier::cpu;
+      break;
+    case OffloadPreset::activation_nvme:
+      o.activations = Tier::nvme;
+      break;
   }
 }
 
@@ -162,10 +213,14 @@ bool splits_global_batch(const Plan& plan, int micro_batch) {
 
 hardware::Dtype compute_dtype(Precision precision) {
   switch (precision) {
-    case Precision::fp32: return hardware::Dtype::fp32;
-    case Precision::fp16_mixed: return hardware::Dtype::fp16;
-    case Precision::fp8_mixed: return hardware::Dtype::fp8;
-    default: return hardware::Dtype::bf16;
+    case Precision::fp32:
+      return hardware::Dtype::fp32;
+    case Precision::fp16_mixed:
+      return hardware::Dtype::fp16;
+    case Precision::fp8_mixed:
+      return hardware::Dtype::fp8;
+    default:
+      return hardware::Dtype::bf16;
   }
 }
 
@@ -186,8 +241,10 @@ double expected_sample_tokens(const Job& job) {
   const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi); };
   const auto Phi = [](double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); };
   switch (s.distribution) {
-    case LengthDistribution::fixed: return std::clamp(mean, lo, hi);
-    case LengthDistribution::uniform: return 0.5 * (lo + hi);  // lengths uniform on [min, max]
+    case LengthDistribution::fixed:
+      return std::clamp(mean, lo, hi);
+    case LengthDistribution::uniform:
+      return 0.5 * (lo + hi);  // lengths uniform on [min, max]
     case LengthDistribution::normal: {
       if (s.std_tokens <= 0) return std::clamp(mean, lo, hi);
       // A normal truncated to [min, max]: mu + sigma (phi(a) - phi(b)) / (Phi(b) - Phi(a)),
@@ -207,8 +264,8 @@ double expected_sample_tokens(const Job& job) {
       const double mu = std::log(mean) - 0.5 * s2;
       const double z = Phi((std::log(hi) - mu) / sigma) - Phi((std::log(lo) - mu) / sigma);
       if (z <= 0) return std::clamp(mean, lo, hi);
-      const double e = std::exp(mu + 0.5 * s2) *
-                       (Phi((std::log(hi) - mu - s2) / sigma) - Phi((std::log(lo) - mu - s2) / sigma)) / z;
+      const double e =
+          std::exp(mu + 0.5 * s2) * (Phi((std::log(hi) - mu - s2) / sigma) - Phi((std::log(lo) - mu - s2) / sigma)) / z;
       return std::clamp(e, lo, hi);
     }
   }
@@ -217,8 +274,7 @@ double expected_sample_tokens(const Job& job) {
 
 double real_token_fraction(const Job& job) {
   // Padded samples fill seq_len with their own tokens and padding; packed ones fill it whole.
-  if (job.samples.packing == Packing::padded)
-    return expected_sample_tokens(job) / static_cast<double>(job.seq_len);
+  if (job.samples.packing == Packing::padded) return expected_sample_tokens(job) / static_cast<double>(job.seq_len);
   return 1.0;
 }
 
@@ -243,7 +299,8 @@ std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job) {
   if (job.epochs <= 0 && job.dataset_tokens > 0)
     bad("dataset_tokens", "sizes the dataset for epochs; with tokens or steps it would be ignored");
   if (job.global_batch > kMaxGlobalBatch)
-    bad("global_batch", fmt::format("{} samples per step are more than ftplan's limit of {}", job.global_batch, kMaxGlobalBatch));
+    bad("global_batch",
+        fmt::format("{} samples per step are more than ftplan's limit of {}", job.global_batch, kMaxGlobalBatch));
   // The model's context length bounds a sample. Learned position embeddings have max_context rows
   // and cannot go further. RoPE's max_context is the range its frequencies were trained (or scaled,
   // HF config.json max_position_embeddings with rope_scaling) for; beyond it attention degrades
@@ -305,11 +362,13 @@ void check_tensor_and_pipeline(const model::ModelSpec& model, const Plan& plan, 
       bad("parallel.tp", fmt::format("{} does not divide the FFN size {} of {}", p.tp, model.ffn, model.name));
   }
   if (p.sequence_parallel && p.tp < 2) bad("parallel.sequence_parallel", "needs tensor parallelism (tp > 1)");
-  if (p.async_tp && !p.sequence_parallel) bad("parallel.async_tp", "overlaps sequence parallelism's collectives; needs sequence_parallel: true");
+  if (p.async_tp && !p.sequence_parallel)
+    bad("parallel.async_tp", "overlaps sequence parallelism's collectives; needs sequence_parallel: true");
   if (p.pp > model.layers)
     bad("parallel.pp", fmt::format("{} pipeline stages for {} layers of {}", p.pp, model.layers, model.name));
   if (p.schedule != PipelineSchedule::one_f_one_b && p.schedule != PipelineSchedule::interleaved && p.pp < 2)
-    bad("parallel.schedule", fmt::format("orders a pipeline's micro-batches ({}); needs pp > 1", to_string(p.schedule)));
+    bad("parallel.schedule",
+        fmt::format("orders a pipeline's micro-batches ({}); needs pp > 1", to_string(p.schedule)));
   if (p.schedule == PipelineSchedule::interleaved) {
     if (p.pp < 2) bad("parallel.schedule", "interleaved 1F1B needs pp > 1");
     if (p.virtual_stages < 2) bad("parallel.virtual_stages", "interleaved 1F1B needs at least 2 virtual stages");
@@ -317,12 +376,14 @@ void check_tensor_and_pipeline(const model::ModelSpec& model, const Plan& plan, 
     // taking the remainder (inventory::stage_layer_list; torchtitan and Megatron accept it). Each
     // virtual stage needs a layer.
     if (model.total_layers() < p.pp * std::max(1, p.virtual_stages))
-      bad("parallel.virtual_stages", fmt::format("pp {} x virtual_stages {} = {} virtual stages for {} layers", p.pp,
-                                                 p.virtual_stages, p.pp * std::max(1, p.virtual_stages), model.total_layers()));
+      bad("parallel.virtual_stages",
+          fmt::format("pp {} x virtual_stages {} = {} virtual stages for {} layers", p.pp, p.virtual_stages,
+                      p.pp * std::max(1, p.virtual_stages), model.total_layers()));
     // Megatron-LM asserts it (schedules.py, forward_backward_pipelining_with_interleaving).
     if (p.pp > 1 && grad_accumulation_steps(plan) % p.pp != 0)
-      bad("parallel.schedule", fmt::format("interleaved 1F1B needs the micro-batches per step ({}) to be a multiple of pp {}",
-                                           grad_accumulation_steps(plan), p.pp));
+      bad("parallel.schedule",
+          fmt::format("interleaved 1F1B needs the micro-batches per step ({}) to be a multiple of pp {}",
+                      grad_accumulation_steps(plan), p.pp));
   } else if (p.virtual_stages != 1) {
     bad("parallel.virtual_stages", "only interleaved schedules have virtual stages");
   }
@@ -388,12 +449,12 @@ void check_degrees(const model::ModelSpec& model, const Plan& plan, Findings& ba
   }
   const int dp = data_parallel_degree(plan);
   if (p.ep > 1) {
-    if (!model.is_moe()) bad("parallel.ep", fmt::format("{} has no experts to spread", model.name));
+    if (!model.is_moe())
+      bad("parallel.ep", fmt::format("{} has no experts to spread", model.name));
     else if (model.moe.experts % p.ep != 0)
       bad("parallel.ep", fmt::format("{} does not divide {} experts of {}", p.ep, model.moe.experts, model.name));
     // Megatron-core: expert-parallel groups are carved out of data x context parallel ranks.
-    if ((dp * p.cp) % p.ep != 0)
-      bad("parallel.ep", fmt::format("{} does not divide dp x cp = {}", p.ep, dp * p.cp));
+    if ((dp * p.cp) % p.ep != 0) bad("parallel.ep", fmt::format("{} does not divide dp x cp = {}", p.ep, dp * p.cp));
   }
   if (p.capacity_factor > 0 && !model.is_moe())
     bad("parallel.capacity_factor", fmt::format("{} has no experts to route to", model.name));
@@ -409,32 +470,38 @@ void check_framework_modes(const Plan& plan, const FrameworkProfile& prof, Findi
   // (torchtitan: fully_shard on each stage's model part; torch.distributed.pipelining's stage
   // drives it), so pp with FSDP full_shard / shard_grad_op is accepted for the FSDP frameworks.
   if (deepspeed && p.pp > 1 && p.zero >= 2)
-    bad("parallel.zero", fmt::format("DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline "
-                                     "parallelism\" (pp {}); use zero 0 or 1, or FSDP inside each stage (job.framework: "
-                                     "pytorch-fsdp2, as torchtitan)",
-                                     p.pp));
+    bad("parallel.zero",
+        fmt::format("DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+                    "parallelism\" (pp {}); use zero 0 or 1, or FSDP inside each stage (job.framework: "
+                    "pytorch-fsdp2, as torchtitan)",
+                    p.pp));
   // Frameworks without pipeline parallelism say so in their row (FrameworkProfile::pipeline_refusal).
-  if (p.pp > 1 && *prof.pipeline_refusal != '\0') bad("parallel.pp", fmt::format(fmt::runtime(prof.pipeline_refusal), p.pp));
+  if (p.pp > 1 && *prof.pipeline_refusal != '\0')
+    bad("parallel.pp", fmt::format(fmt::runtime(prof.pipeline_refusal), p.pp));
   if (plan.job.zero3_fetch != Zero3Fetch::prefetch && deepspeed && p.zero != 3)
-    bad("job.zero3_fetch", fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
+    bad("job.zero3_fetch",
+        fmt::format("describes how ZeRO stage 3 gathers parameters; this plan runs ZeRO {}", p.zero));
 
   if (plan.job.fsdp_mixed_precision != FsdpMixedPrecision{} && !prof.fsdp_mixed_precision_policy)
     bad("job.fsdp_mixed_precision",
-        fmt::format("is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
-                    to_string(plan.job.framework)));
+        fmt::format(
+            "is FSDP's mixed-precision policy; this plan runs {} (use pytorch-fsdp, pytorch-fsdp2 or torchtune)",
+            to_string(plan.job.framework)));
 }
 
 // The job against the plan: checkpointed layers, the global batch's split, the GPU's precisions.
 void check_job_on_plan(const Plan& plan, Findings& bad) {
   if (plan.job.checkpoint_every > 1 && plan.job.checkpointing != Checkpointing::full)
-    bad("job.checkpoint_every", fmt::format("picks the layers full checkpointing recomputes; this plan's checkpointing is {}",
-                                            to_string(plan.job.checkpointing)));
+    bad("job.checkpoint_every",
+        fmt::format("picks the layers full checkpointing recomputes; this plan's checkpointing is {}",
+                    to_string(plan.job.checkpointing)));
 
   const int dp = data_parallel_degree(plan);
   const std::int64_t per_step = static_cast<std::int64_t>(plan.job.micro_batch) * dp;
   if (!splits_global_batch(plan, plan.job.micro_batch))
-    bad("job.global_batch", fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",
-                                        plan.job.global_batch, plan.job.micro_batch, dp, per_step));
+    bad("job.global_batch",
+        fmt::format("{} samples do not split into micro_batch {} x dp {} = {} per accumulation step",
+                    plan.job.global_batch, plan.job.micro_batch, dp, per_step));
 
   // The GPU must compute in the job's precision.
   const Cluster& c = plan.cluster;
@@ -443,7 +510,8 @@ void check_job_on_plan(const Plan& plan, Findings& bad) {
   if (wants_bf16 && peaks.count(hardware::Dtype::bf16) == 0)
     bad("job.precision", fmt::format("{} has no bf16 support; use fp16-mixed or fp32", c.gpu.display_name));
   if (plan.job.precision == Precision::fp8_mixed && peaks.count(hardware::Dtype::fp8) == 0)
-    bad("job.precision", fmt::format("{} has no FP8 tensor cores (Ada, Hopper, Blackwell and CDNA3 do)", c.gpu.display_name));
+    bad("job.precision",
+        fmt::format("{} has no FP8 tensor cores (Ada, Hopper, Blackwell and CDNA3 do)", c.gpu.display_name));
 }
 
 // Offload placement rules of DeepSpeed (runtime/zero/offload_config.py): parameters leave the
@@ -453,16 +521,20 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
   const Cluster& c = plan.cluster;
   const Offload& o = plan.offload;
   if (prof.sharding == Sharding::deepspeed) {
-    if (o.params != Tier::gpu && p.zero != 3) bad("offload.params", "DeepSpeed offloads parameters only with ZeRO stage 3");
-    if (o.optimizer != Tier::gpu && p.zero < 1) bad("offload.optimizer", "DeepSpeed offloads the optimizer only with ZeRO stage 1, 2 or 3");
+    if (o.params != Tier::gpu && p.zero != 3)
+      bad("offload.params", "DeepSpeed offloads parameters only with ZeRO stage 3");
+    if (o.optimizer != Tier::gpu && p.zero < 1)
+      bad("offload.optimizer", "DeepSpeed offloads the optimizer only with ZeRO stage 1, 2 or 3");
   }
   if (o.optimizer_step == Tier::cpu && o.optimizer == Tier::gpu)
-    bad("offload.optimizer_step", "a CPU optimizer step needs the optimizer state off the GPU (offload.optimizer: cpu or nvme)");
+    bad("offload.optimizer_step",
+        "a CPU optimizer step needs the optimizer state off the GPU (offload.optimizer: cpu or nvme)");
   if (o.optimizer_step == Tier::nvme) bad("offload.optimizer_step", "the optimizer step runs on gpu or cpu");
   if (o.delayed_update && o.optimizer_step != Tier::cpu)
-    bad("offload.delayed_update", "the one-step delayed update overlaps a CPU optimizer step (offload.optimizer_step: cpu)");
-  const bool uses_nvme = o.params == Tier::nvme || o.gradients == Tier::nvme || o.optimizer == Tier::nvme ||
-                         o.activations == Tier::nvme;
+    bad("offload.delayed_update",
+        "the one-step delayed update overlaps a CPU optimizer step (offload.optimizer_step: cpu)");
+  const bool uses_nvme =
+      o.params == Tier::nvme || o.gradients == Tier::nvme || o.optimizer == Tier::nvme || o.activations == Tier::nvme;
   if (uses_nvme && c.drives.empty())
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
   // The engines' tuning keys size what only some placements have (inventory::add_offload_buffers,
@@ -486,7 +558,8 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
   const bool offloads = o.params != Tier::gpu || o.gradients != Tier::gpu || o.optimizer != Tier::gpu ||
                         o.activations != Tier::gpu || o.optimizer_step != Tier::gpu;
   if (!offloads && o.pinned != defaults.pinned)
-    bad("offload.pinned", "page-locks the host buffers offloaded state crosses PCIe through; this plan offloads nothing");
+    bad("offload.pinned",
+        "page-locks the host buffers offloaded state crosses PCIe through; this plan offloads nothing");
 }
 
 // Keys the framework would not act on: say what to write instead of computing something else.
@@ -498,24 +571,29 @@ void check_sharding_keys(const Plan& plan, const FrameworkProfile& prof, Finding
   if (prof.sharding == Sharding::none && p.zero > 0)
     bad("parallel.zero", fmt::format(fmt::runtime(prof.zero_refusal), p.zero));
   if (prof.sharding == Sharding::megatron && p.zero > 1)
-    bad("parallel.zero", fmt::format("Megatron's distributed optimizer shards the optimizer state only (ZeRO 1); ZeRO {} "
-                                     "is DeepSpeed's (job.framework: deepspeed)",
-                                     p.zero));
+    bad("parallel.zero",
+        fmt::format("Megatron's distributed optimizer shards the optimizer state only (ZeRO 1); ZeRO {} "
+                    "is DeepSpeed's (job.framework: deepspeed)",
+                    p.zero));
   if (p.fsdp_given && !fsdp_like)
-    bad("parallel.fsdp", fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw), prof.fsdp_refusal));
+    bad("parallel.fsdp",
+        fmt::format("is FSDP's sharding strategy; this plan runs {} ({})", to_string(fw), prof.fsdp_refusal));
   if (fsdp_like && (p.zero > 0 || p.zero_given)) {
     const int fsdp_zero = p.fsdp == FsdpSharding::shard_grad_op ? 2 : p.fsdp == FsdpSharding::no_shard ? 0 : 3;
     if (p.zero != fsdp_zero)
-      bad("parallel.zero", fmt::format("{} shards by parallel.fsdp ({} = ZeRO {}); for ZeRO {} write fsdp: {}", to_string(fw),
-                                       to_string(p.fsdp), fsdp_zero, p.zero,
-                                       p.zero == 2 ? "shard_grad_op" : p.zero == 3 ? "full_shard" : "no_shard"));
+      bad("parallel.zero", fmt::format("{} shards by parallel.fsdp ({} = ZeRO {}); for ZeRO {} write fsdp: {}",
+                                       to_string(fw), to_string(p.fsdp), fsdp_zero, p.zero,
+                                       p.zero == 2   ? "shard_grad_op"
+                                       : p.zero == 3 ? "full_shard"
+                                                     : "no_shard"));
   }
   // The presets named after DeepSpeed's systems are DeepSpeed's (Ren et al. 2021; Rajbhandari et
   // al. 2021): under another framework they would keep that framework's state where it is.
   if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) &&
       prof.sharding != Sharding::deepspeed)
-    bad("offload.preset", fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
-                                      to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
+    bad("offload.preset",
+        fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
+                    to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
 }
 
 // The optimizer's implementation and paging, and QLoRA's compute precision.
@@ -531,11 +609,14 @@ void check_optimizer(const Plan& plan, Findings& bad) {
   // on the GPU that trains, so it cannot also be offloaded.
   if (opt.paged) {
     const OptimizerKind k = opt.kind;
-    if (k != OptimizerKind::adamw && k != OptimizerKind::adam && k != OptimizerKind::adamw_8bit && k != OptimizerKind::lion)
-      bad("job.optimizer.paged", fmt::format("bitsandbytes has paged AdamW, Adam, 8-bit AdamW and Lion, not {}", to_string(k)));
+    if (k != OptimizerKind::adamw && k != OptimizerKind::adam && k != OptimizerKind::adamw_8bit &&
+        k != OptimizerKind::lion)
+      bad("job.optimizer.paged",
+          fmt::format("bitsandbytes has paged AdamW, Adam, 8-bit AdamW and Lion, not {}", to_string(k)));
     if (o.optimizer != Tier::gpu || o.optimizer_step != Tier::gpu)
-      bad("job.optimizer.paged", "a paged optimizer keeps its state in CUDA unified memory and steps on the GPU; drop "
-                                 "offload.optimizer and offload.optimizer_step (it pages to host memory by itself)");
+      bad("job.optimizer.paged",
+          "a paged optimizer keeps its state in CUDA unified memory and steps on the GPU; drop "
+          "offload.optimizer and offload.optimizer_step (it pages to host memory by itself)");
     if (opt.implementation != OptimizerImpl::framework_default && opt.implementation != OptimizerImpl::fused)
       bad("job.optimizer.implementation",
           fmt::format("bitsandbytes' paged optimizers have one fused implementation, not {}",

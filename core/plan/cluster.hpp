@@ -11,7 +11,7 @@
 namespace ftplan::plan {
 
 struct ClusterProblem {
-  std::string key;      // "gpu", "host", "drives", "nics"
+  std::string key;  // "gpu", "host", "drives", "nics"
   std::string message;
 };
 

@@ -42,10 +42,10 @@ const std::vector<FrameworkProfile>& framework_table() {
           // torchtitan's op-level SAC policy (torchtitan/models/llama3/infra/parallelize.py,
           // _custom_policy): save mm, SDPA and reduce-scatter outputs, but recompute every second mm.
           .selective = S::every_other_mm,
-          .sdpa_repeats_kv = true,        // torchtitan's Attention.forward: repeat_kv, then SDPA
+          .sdpa_repeats_kv = true,  // torchtitan's Attention.forward: repeat_kv, then SDPA
           // torchtitan's context_parallel_rotate_method default "allgather" (config_manager.py)
           .ring_attention = FrameworkProfile::RingAttention::all_gather,
-          .compile_covers_loss = false,   // torchtitan compiles each TransformerBlock, not the loss
+          .compile_covers_loss = false,  // torchtitan compiles each TransformerBlock, not the loss
           .fsdp_mixed_precision_policy = true,
           .reduces_in_fp32 = true,
       },
@@ -112,9 +112,10 @@ const std::vector<FrameworkProfile>& framework_table() {
           .name = "unsloth",
           .display_name = "Unsloth",
           .sharding = Sharding::none,
-          .ddp_bucket_copy = true,  // torch DDP (through accelerate), gradient_as_bucket_view=False
-          // Triton kernels for RMSNorm (unsloth/kernels/rms_layernorm.py), RoPE (rope_embedding.py),
-          // SwiGLU with the LoRA MLP and QKV (swiglu.py, fast_lora.py LoRA_MLP, LoRA_QKV).
+          .ddp_bucket_copy =
+              true,  // torch DDP (through accelerate), gradient_as_bucket_view=False
+                     // Triton kernels for RMSNorm (unsloth/kernels/rms_layernorm.py), RoPE (rope_embedding.py),
+                     // SwiGLU with the LoRA MLP and QKV (swiglu.py, fast_lora.py LoRA_MLP, LoRA_QKV).
           .fused_pointwise = true,
           .offloads_checkpoint_inputs = true,
           .fused_linear_loss = true,
@@ -149,8 +150,8 @@ const char* to_string(Framework f) { return framework_row(f).name; }
 
 Tier activation_tier(const Plan& plan) {
   const Tier given = plan.offload.activations;
-  const bool self_offloads = framework_row(plan.job.framework).offloads_checkpoint_inputs &&
-                             plan.job.checkpointing == Checkpointing::full;
+  const bool self_offloads =
+      framework_row(plan.job.framework).offloads_checkpoint_inputs && plan.job.checkpointing == Checkpointing::full;
   return given == Tier::gpu && self_offloads ? Tier::cpu : given;
 }
 
@@ -213,7 +214,9 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
   // - an FSDP reduce_dtype, when the job gives one, wins.
   r.reduce_B = r.compute_B;
   switch (profile.sharding) {
-    case Sharding::none: r.reduce_B = r.grad_B; break;
+    case Sharding::none:
+      r.reduce_B = r.grad_B;
+      break;
     case Sharding::megatron:
       if (job.precision == Precision::bf16_mixed || job.precision == Precision::fp8_mixed) r.reduce_B = r.grad_B;
       break;
@@ -223,7 +226,8 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
     case Sharding::fsdp2:
       if (profile.reduces_in_fp32 || job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
       break;
-    default: break;
+    default:
+      break;
   }
   if (job.fsdp_mixed_precision.reduce != WireType::framework_default)
     r.reduce_B = job.fsdp_mixed_precision.reduce == WireType::fp32 ? 4.0 : 2.0;
@@ -252,15 +256,21 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
     case Sharding::yafsdp:
       name = sharding == Sharding::yafsdp ? "YaFSDP" : sharding == Sharding::fsdp2 ? "FSDP2" : "FSDP";
       switch (par.fsdp) {
-        case FsdpSharding::full_shard: out.zero = 3; break;
-        case FsdpSharding::shard_grad_op: out.zero = 2; break;
+        case FsdpSharding::full_shard:
+          out.zero = 3;
+          break;
+        case FsdpSharding::shard_grad_op:
+          out.zero = 2;
+          break;
         case FsdpSharding::hybrid_shard:
           out.zero = 3;
           // Shard inside a node, replicate across nodes: the shard group is the data-parallel
           // ranks of one node (torch.distributed.fsdp HYBRID_SHARD; torchtitan dp_shard x dp_replicate).
           out.shard_degree = RankLayout(plan).members_per_node(Group::dp, dp);
           break;
-        case FsdpSharding::no_shard: out.zero = 0; break;
+        case FsdpSharding::no_shard:
+          out.zero = 0;
+          break;
       }
       out.label = fmt::format("{} {}", name, to_string(par.fsdp));
       break;

@@ -14,15 +14,15 @@ namespace ftplan::plan {
 
 // How parameters, gradients and optimizer state are stored, per trainable parameter.
 struct PrecisionRecipe {
-  double weight_B = 4;       // bytes per stored (sharded) parameter
-  double grad_B = 4;         // bytes per stored gradient element
-  double master_B = 0;       // fp32 master copy kept by the optimizer (0 = weights are the master)
-  double state_B = 4;        // bytes per optimizer state element (Adam m and v each)
-  double compute_B = 2;      // bytes per element of the 16-bit compute copy (gathered/autocast)
+  double weight_B = 4;           // bytes per stored (sharded) parameter
+  double grad_B = 4;             // bytes per stored gradient element
+  double master_B = 0;           // fp32 master copy kept by the optimizer (0 = weights are the master)
+  double state_B = 4;            // bytes per optimizer state element (Adam m and v each)
+  double compute_B = 2;          // bytes per element of the 16-bit compute copy (gathered/autocast)
   bool autocast_copies = false;  // weights cast to 16 bit per forward and saved for backward (PyTorch AMP)
-  double activation_B = 2;   // bytes per activation element
-  double gather_B = 2;       // bytes per element of gathered (unsharded) parameters (FSDP, ZeRO-3)
-  double reduce_B = 2;       // bytes per element gradients are reduced in
+  double activation_B = 2;       // bytes per activation element
+  double gather_B = 2;           // bytes per element of gathered (unsharded) parameters (FSDP, ZeRO-3)
+  double reduce_B = 2;           // bytes per element gradients are reduced in
 };
 
 enum class Sharding {
@@ -154,7 +154,8 @@ FrameworkProfile framework_profile(const Job& job);
 
 // How a plan's data-parallel state is really sharded: the ZeRO stage in effect (FSDP FULL_SHARD
 // = 3, SHARD_GRAD_OP = 2, NO_SHARD = 0; Megatron's distributed optimizer 1; plain DDP 0) and the
-// ranks it is split over: the data-parallel ranks times the context-parallel ones (framework.cpp). The one place that says it: inventory, step IR and every verb's label.
+// ranks it is split over: the data-parallel ranks times the context-parallel ones (framework.cpp). The one place that
+// says it: inventory, step IR and every verb's label.
 struct ShardingInEffect {
   int zero = 0;
   int shard_degree = 1;

@@ -53,9 +53,9 @@ struct QuantSpec {
 // How the optimizer step is implemented, which decides its temporaries.
 enum class OptimizerImpl {
   framework_default,  // what the framework uses (FrameworkProfile::optimizer_impl)
-  foreach,        // torch.optim multi-tensor (default on CUDA): one full-size temporary list
-  fused,          // torch.optim fused=True / DeepSpeed FusedAdam / CPU Adam: no full-size temporary
-  per_parameter,  // a loop over parameters (HF's legacy AdamW "adamw_hf"): one parameter's temporary
+  foreach,            // torch.optim multi-tensor (default on CUDA): one full-size temporary list
+  fused,              // torch.optim fused=True / DeepSpeed FusedAdam / CPU Adam: no full-size temporary
+  per_parameter,      // a loop over parameters (HF's legacy AdamW "adamw_hf"): one parameter's temporary
 };
 
 struct OptimizerSpec {
@@ -130,12 +130,14 @@ struct Job {
   // --recompute-num-layers): the 2nd, 4th, ... with 2. 1 = every layer.
   int checkpoint_every = 1;
   // Whether the layer at `index` on its stage (0-based) is recomputed in backward.
-  bool checkpointed(int index) const { return checkpointing == Checkpointing::full && (index + 1) % checkpoint_every == 0; }
+  bool checkpointed(int index) const {
+    return checkpointing == Checkpointing::full && (index + 1) % checkpoint_every == 0;
+  }
   AttentionImpl attention = AttentionImpl::flash;
   Framework framework = Framework::pytorch_fsdp;
   Zero3Fetch zero3_fetch = Zero3Fetch::prefetch;  // DeepSpeed ZeRO-3 only
-  FsdpMixedPrecision fsdp_mixed_precision;         // FSDP frameworks only
-  double dropout = -1;  // training dropout; < 0 = the model's published value
+  FsdpMixedPrecision fsdp_mixed_precision;        // FSDP frameworks only
+  double dropout = -1;                            // training dropout; < 0 = the model's published value
   bool compile = false;  // torch.compile: fused pointwise ops are recomputed in backward, not saved
   // Gradients stay allocated between steps: optimizer.zero_grad(set_to_none=False), PyTorch's
   // default before 2.0 (torch/optim/optimizer.py); since 2.0 they are freed each step.

@@ -38,7 +38,7 @@ struct Cluster {
   std::vector<std::pair<hardware::DriveSpec, int>> drives;  // per node: drive and count
   std::vector<std::pair<hardware::NicSpec, int>> nics;      // per node: NIC and count
   int nodes = 1;
-  int gpus_per_node = 0;    // GPUs used per node (<= node.gpus)
+  int gpus_per_node = 0;  // GPUs used per node (<= node.gpus)
   // Whether the plan has its nodes to itself. A plan that uses k of a node's n GPUs without it
   // rents (and powers, and fits into) a slice of the node: k/n of its host (DRAM, bandwidth,
   // CPU), drives, NICs, base power and price, as cloud instances that carve a server by GPU
@@ -88,7 +88,7 @@ struct Parallel {
   // overlap the GEMM they feed or drain (Wang et al. 2023, "Overlap communication with dependent
   // computation"; PyTorch async-TP, Megatron-core tp_comm_overlap). Needs sequence_parallel.
   bool async_tp = false;
-  int zero = 0;                    // ZeRO stage 0..3 on the data-parallel dimension (FSDP full_shard = 3)
+  int zero = 0;                                  // ZeRO stage 0..3 on the data-parallel dimension (FSDP full_shard = 3)
   FsdpSharding fsdp = FsdpSharding::full_shard;  // used when the framework is FSDP
   bool fsdp_given = false;  // the scenario set `fsdp` (refused under a framework that does not shard by it)
   // The scenario set `zero` (under a framework that shards by parallel.fsdp, it must agree with it:

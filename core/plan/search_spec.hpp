@@ -11,7 +11,7 @@
 namespace ftplan::plan {
 
 struct SearchSpace {
-  std::vector<std::string> gpus;           // catalog GPU names (their typical nodes)
+  std::vector<std::string> gpus;  // catalog GPU names (their typical nodes)
   std::vector<int> gpu_counts = {1, 2, 4, 8, 16, 32, 64};
   std::vector<int> tp = {1, 2, 4, 8};
   std::vector<int> pp = {1, 2, 4};
@@ -25,12 +25,12 @@ struct SearchSpace {
   // Offload presets are searched only when the scenario lists them: each implies a framework and a
   // ZeRO stage (DeepSpeed's systems), which the job's framework may not be.
   std::vector<OffloadPreset> offload = {OffloadPreset::none};
-  std::vector<double> dram_bytes;          // host DRAM per node to try (empty: the node's own)
-  std::vector<int> drive_counts;           // NVMe drives per node to try for NVMe offload (empty: the node's own)
+  std::vector<double> dram_bytes;  // host DRAM per node to try (empty: the node's own)
+  std::vector<int> drive_counts;   // NVMe drives per node to try for NVMe offload (empty: the node's own)
 };
 
 struct Constraints {
-  double deadline_s = 0;     // 0 = none
+  double deadline_s = 0;  // 0 = none
   double budget_usd = 0;
   double peak_power_w = 0;
   int max_gpus = 0;

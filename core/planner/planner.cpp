@@ -13,8 +13,8 @@
 #include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
-#include "plan/framework.hpp"
 #include "plan/cluster.hpp"
+#include "plan/framework.hpp"
 
 namespace ftplan::planner {
 
@@ -256,10 +256,17 @@ void run_layouts(const model::ModelSpec& model, const Enumerated& en, bool fsdp,
         auto c = std::make_unique<Candidate>();
         c->plan = plan_at(i);
         switch (screen(model, en.layouts[i], c->plan)) {
-          case Screen::invalid: ++invalid; return progress();
-          case Screen::duplicate: ++duplicates; return progress();
-          case Screen::pruned: ++pruned; return progress();
-          case Screen::simulate: break;
+          case Screen::invalid:
+            ++invalid;
+            return progress();
+          case Screen::duplicate:
+            ++duplicates;
+            return progress();
+          case Screen::pruned:
+            ++pruned;
+            return progress();
+          case Screen::simulate:
+            break;
         }
         // Counted before evaluating: a plan that throws is still a simulated candidate (failed).
         ++simulated;

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "hardware/hardware.hpp"
 #include "evaluate/evaluate.hpp"
+#include "hardware/hardware.hpp"
 #include "model/model.hpp"
 #include "plan/cost_spec.hpp"
 #include "plan/plan.hpp"
@@ -35,14 +35,14 @@ struct Result {
   std::vector<Candidate> candidates;  // simulated, in enumeration order
   std::vector<int> pareto;            // indices into candidates: no other is better in time, $ and peak power
   int fastest = -1, cheapest = -1, lowest_power = -1, fewest_gpus = -1;  // among those meeting the constraints
-  std::int64_t enumerated = 0;        // layouts generated
-  std::int64_t invalid = 0;           // refused by the plan checks (degrees that do not divide, ...)
-  std::int64_t duplicates = 0;        // the same layout as another (ZeRO stages on one data-parallel rank)
-  std::int64_t pruned_memory = 0;     // do not fit by the footprint
-  std::int64_t simulated = 0;         // candidates, failed ones included
-  std::int64_t failed = 0;            // candidates whose evaluation threw (Candidate::error)
-  std::int64_t examined = 0;          // layouts checked so far: `enumerated` unless interrupted
-  bool interrupted = false;           // Control::stop ended the search before every layout was examined
+  std::int64_t enumerated = 0;                                           // layouts generated
+  std::int64_t invalid = 0;        // refused by the plan checks (degrees that do not divide, ...)
+  std::int64_t duplicates = 0;     // the same layout as another (ZeRO stages on one data-parallel rank)
+  std::int64_t pruned_memory = 0;  // do not fit by the footprint
+  std::int64_t simulated = 0;      // candidates, failed ones included
+  std::int64_t failed = 0;         // candidates whose evaluation threw (Candidate::error)
+  std::int64_t examined = 0;       // layouts checked so far: `enumerated` unless interrupted
+  bool interrupted = false;        // Control::stop ended the search before every layout was examined
   double seconds = 0;
 };
 
@@ -54,8 +54,8 @@ struct Control {
   // Called now and then from a worker thread, never two at a time: layouts examined of
   // `enumerated`, and plans simulated so far.
   std::function<void(std::int64_t examined, std::int64_t enumerated, std::int64_t simulated)> progress;
-  // How a plan that fits is evaluated; empty: evaluate::evaluate_plan (as every verb evaluates a plan). Called from the workers at once; may throw (tests use it to
-  // fail a chosen plan).
+  // How a plan that fits is evaluated; empty: evaluate::evaluate_plan (as every verb evaluates a plan). Called from the
+  // workers at once; may throw (tests use it to fail a chosen plan).
   std::function<evaluate::Evaluation(const plan::Plan&)> evaluate;
 };
 

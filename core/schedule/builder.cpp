@@ -10,8 +10,10 @@ StepIR Builder::build() {
   for (int t : fb_tensors) last_compute = alloc(Stream::compute, t, {last_compute});
   if (gathered_for_step) gather_stage();
   for (const PipeAction& a : pipeline_order(p_.parallel.schedule, pp, stage, micro_batches, chunks)) {
-    if (a.backward) backward(a.micro, a.chunk);
-    else forward(a.micro, a.chunk);
+    if (a.backward)
+      backward(a.micro, a.chunk);
+    else
+      forward(a.micro, a.chunk);
   }
   // (Gathered for the step: freed by the post-backward's reshard, once its reduce-scatters are issued.)
   const Ids fb_end = gathered_for_step && last_reduce >= 0 ? Ids{last_compute, last_reduce} : Ids{last_compute};
@@ -40,9 +42,10 @@ StepIR Builder::build() {
     ir_.fold.assign(ir_.ops.size(), 1);
     for (const FoldRun& r : fold_runs_) {
       const auto chain_end = static_cast<std::size_t>(r.chain_end);
-      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.first), ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1,
-                r.layers);
-      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1, ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.end), 0);
+      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.first),
+                ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1, r.layers);
+      std::fill(ir_.fold.begin() + static_cast<std::ptrdiff_t>(chain_end) + 1,
+                ir_.fold.begin() + static_cast<std::ptrdiff_t>(r.end), 0);
     }
   }
   return std::move(ir_);
@@ -59,8 +62,8 @@ void Builder::plan_geometry() {
   pp = view_.stages > 0 ? view_.stages : real_pp;
   stage = view_.stages > 0 ? view_.position : inv_.stage;
   chunks = real_pp > 1 && p_.parallel.schedule == plan::PipelineSchedule::interleaved
-                         ? std::max(1, p_.parallel.virtual_stages)
-                         : 1;
+               ? std::max(1, p_.parallel.virtual_stages)
+               : 1;
   virtual_stages = pp * chunks;
   // The model layer of each of this stage's layers, chunk by chunk, and where each chunk starts
   // (chunks may differ by a layer: inventory::stage_layer_list).
@@ -109,18 +112,33 @@ void Builder::sort_groups() {
         else
           allocate_persistent(g);
         break;
-      case Lifetime::gradients: grads_group = &g; break;
+      case Lifetime::gradients:
+        grads_group = &g;
+        break;
       case Lifetime::saved:
         if (g.category != Category::activations) break;  // autocast copies: accounted in the footprint only
-        if (g.tier == Tier::gpu) saved_group = &g;
-        else offloaded_group = &g;
+        if (g.tier == Tier::gpu)
+          saved_group = &g;
+        else
+          offloaded_group = &g;
         break;
-      case Lifetime::layer: break;  // gathered/streamed units and dequantized weights: per layer below
-      case Lifetime::backward_layer: backward_groups.push_back(&g); break;
-      case Lifetime::loss: loss_groups.push_back(&g); break;
-      case Lifetime::loss_peak: loss_peak_groups.push_back(&g); break;
-      case Lifetime::optimizer: optimizer_groups.push_back(&g); break;
-      case Lifetime::forward_backward: fb_groups.push_back(&g); break;
+      case Lifetime::layer:
+        break;  // gathered/streamed units and dequantized weights: per layer below
+      case Lifetime::backward_layer:
+        backward_groups.push_back(&g);
+        break;
+      case Lifetime::loss:
+        loss_groups.push_back(&g);
+        break;
+      case Lifetime::loss_peak:
+        loss_peak_groups.push_back(&g);
+        break;
+      case Lifetime::optimizer:
+        optimizer_groups.push_back(&g);
+        break;
+      case Lifetime::forward_backward:
+        fb_groups.push_back(&g);
+        break;
     }
   }
 }
@@ -336,10 +354,10 @@ int Builder::optimizer_step() {
       // bitsandbytes prefetches each tensor's paged state to the GPU before its update
       // (Optimizer8bit.prefetch_state -> cudaMemPrefetchAsync) and the driver evicts as many
       // pages to host memory to make room: the paged-out bytes cross PCIe once each way per step.
-      deps.push_back(copy(Stream::h2d, Tier::cpu, Tier::gpu, paged_out_bytes, "h2d paged optimizer state", -1, 0, opt_deps,
-                          {paged_out_tensor}, {paged_resident_tensor}));
-      deps.push_back(copy(Stream::d2h, Tier::gpu, Tier::cpu, paged_out_bytes, "d2h paged optimizer state (evicted)", -1, 0,
-                          opt_deps, {paged_resident_tensor}, {paged_out_tensor}));
+      deps.push_back(copy(Stream::h2d, Tier::cpu, Tier::gpu, paged_out_bytes, "h2d paged optimizer state", -1, 0,
+                          opt_deps, {paged_out_tensor}, {paged_resident_tensor}));
+      deps.push_back(copy(Stream::d2h, Tier::gpu, Tier::cpu, paged_out_bytes, "d2h paged optimizer state (evicted)", -1,
+                          0, opt_deps, {paged_resident_tensor}, {paged_out_tensor}));
     }
     last = optimizer_op(trainable_shard, "optimizer step", deps);
   }
@@ -351,22 +369,23 @@ int Builder::optimizer_step() {
 int Builder::after_optimizer_step(int last, double trainable_shard) {
   // ZeRO-Offload: the updated 16-bit parameters return to the GPU.
   if (p_.offload.optimizer_step == Tier::cpu && param_tier == Tier::gpu)
-    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1, 0,
-                {last}, {}, {weights_tensor});
+    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters",
+                -1, 0, {last}, {}, {weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters: the
   // optimizer's, so the trainable ones only (DeepSpeed stage_1_and_2.py: bit16_groups keep the
   // param groups' requires_grad parameters, and all_gather_dp_groups gathers those; HF's
   // deepspeed_init passes only trainable parameters). A LoRA step gathers its adapters, not the
   // frozen base. (FSDP2 in pipeline stages gathers them at the next step's start: gather_stage.)
   if (any_dp && !stream_params && !gathered_for_step && inv_.zero >= 1 && shard > 1)
-    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, inv_.params.trainable * inv_.recipe.compute_B,
-                      "all-gather updated parameters", -1, 0, {last});
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard,
+                      inv_.params.trainable * inv_.recipe.compute_B, "all-gather updated parameters", -1, 0, {last});
   // Gradients are freed after the step (zero_grad(set_to_none=True)), and after their copy to the
   // host has finished (which the optimizer step waits for anyway, but the delayed one does not:
   // the executor, exec/, found the free racing the copy).
   for (int l = 0; l < layers; ++l)
     if (grad_tensor[l] >= 0)
-      last = release(Stream::compute, grad_tensor[l], last_grad_offload >= 0 ? Ids{last, last_grad_offload} : Ids{last});
+      last =
+          release(Stream::compute, grad_tensor[l], last_grad_offload >= 0 ? Ids{last, last_grad_offload} : Ids{last});
   return last;
 }
 

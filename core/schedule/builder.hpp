@@ -17,14 +17,14 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
-#include "plan/checks.hpp"
 #include "model/model.hpp"
+#include "plan/checks.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::schedule {
 
-using inventory::Element;
 using inventory::Category;
+using inventory::Element;
 using inventory::Lifetime;
 using inventory::TensorGroup;
 using plan::Checkpointing;
@@ -71,20 +71,20 @@ inline Op make_op(OpKind kind, Stream stream, Pass pass, std::string name, int l
 // Set by plan_geometry and persistent_state, then read and advanced by the passes.
 struct StepState {
   // Pipeline geometry (plan_geometry).
-  int layers = 0;              // this stage's layers
-  int pp = 1, stage = 0;       // the pipeline simulated and this stage's place in it (PipelineView)
-  int chunks = 1;              // model chunks per stage (interleaved 1F1B)
+  int layers = 0;         // this stage's layers
+  int pp = 1, stage = 0;  // the pipeline simulated and this stage's place in it (PipelineView)
+  int chunks = 1;         // model chunks per stage (interleaved 1F1B)
   int virtual_stages = 1;
   std::vector<int> chunk_begin;  // where each chunk starts in layer_of
   std::vector<int> layer_of;     // the model layer of each of this stage's layers
   int micro_batches = 1;
-  int shard = 1;               // ranks the state is sharded over
+  int shard = 1;  // ranks the state is sharded over
   // Persistent tensors and what the passes need of the inventory (persistent_state).
-  int start = -1;              // the step's first op
+  int start = -1;  // the step's first op
   int weights_tensor = -1;
-  Ids state_allocs;            // the optimizer state's allocations (the step reads that state)
-  int weights_alloc = -1;      // the weights' allocation (parameter fetches read them)
-  int optimizer_swap = -1;     // the pinned buffers the NVMe optimizer swap goes through
+  Ids state_allocs;         // the optimizer state's allocations (the step reads that state)
+  int weights_alloc = -1;   // the weights' allocation (parameter fetches read them)
+  int optimizer_swap = -1;  // the pinned buffers the NVMe optimizer swap goes through
   // A paged optimizer's state beyond what the GPU holds (footprint::paged_placement): its host
   // part, and the resident part the pages come into.
   double paged_out_bytes = 0;
@@ -103,14 +103,14 @@ struct StepState {
   double grad_reduce_B = 2;      // bytes per gradient element reduced (plan::precision_recipe)
   double layer_grad_bytes = 0;
   bool reduce_each_micro = false;
-  int grad_group = 1;            // plan::gradient_group_size
+  int grad_group = 1;  // plan::gradient_group_size
   bool any_dp = false;
   plan::Sharding sharding = plan::Sharding::none;
   bool sharded_units = false;
   double grad_params = 0;
-  bool per_parameter = false;    // DeepSpeed ZeRO-3's gather per parameter tensor
-  bool module_hooks = false;     // DeepSpeed ZeRO-3's coalesced fetch: hooks on every module call
-  double p2p_bytes = 0;          // a pipeline send
+  bool per_parameter = false;  // DeepSpeed ZeRO-3's gather per parameter tensor
+  bool module_hooks = false;   // DeepSpeed ZeRO-3's coalesced fetch: hooks on every module call
+  double p2p_bytes = 0;        // a pipeline send
   // FSDP2 inside a pipeline stage (Inventory::gathered_for_step): the stage's parameters, gathered
   // once per step at its start, and each layer's all-gather and FSDP2 copy-out.
   bool gathered_for_step = false;
@@ -165,17 +165,22 @@ class Builder : private StepState {
   // every op at the end of build(), when all reads and writes are known.
   Element element_of(const Op& op) const {
     switch (op.kind) {
-      case OpKind::gemm: return op.fp8 ? Element::fp8 : inv_.compute_element();
-      case OpKind::attention: return inv_.compute_element();
+      case OpKind::gemm:
+        return op.fp8 ? Element::fp8 : inv_.compute_element();
+      case OpKind::attention:
+        return inv_.compute_element();
       case OpKind::elementwise:
-      case OpKind::loss: return inv_.activation_element();
-      case OpKind::optimizer: return Element::fp32;
+      case OpKind::loss:
+        return inv_.activation_element();
+      case OpKind::optimizer:
+        return Element::fp32;
       case OpKind::collective:
       case OpKind::copy:
         if (!op.writes.empty()) return ir_.tensors[op.writes.front()].element;
         if (!op.reads.empty()) return ir_.tensors[op.reads.front()].element;
         return op.group == Group::dp ? inv_.compute_element() : inv_.activation_element();
-      default: return Element::packed;
+      default:
+        return Element::packed;
     }
   }
   int tensor(std::string name, Category c, Tier tier, double bytes, int layer, Element e = Element::packed) {
@@ -208,7 +213,9 @@ class Builder : private StepState {
     return op;
   }
   // The op that freed tensor t, or -1.
-  int freed_by(int t) const { return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1; }
+  int freed_by(int t) const {
+    return t >= 0 && static_cast<std::size_t>(t) < freed_by_.size() ? freed_by_[static_cast<std::size_t>(t)] : -1;
+  }
   // A bounded pool of `slots` buffers, filled in issue order as an engine's ring of swap buffers
   // is: tensor t takes the buffer that the tensor `slots` fills before it freed, so t's allocation
   // waits for that free (added to `deps`). The bound is a plain dependency edge, which both the
@@ -319,10 +326,10 @@ class Builder : private StepState {
   // Block b of `op` split into `blocks` equal pieces (blocked, gathered_ring): its share of the
   // work and shape; its dependencies are the caller's.
   Op block_of(const Op& op, int b, int blocks) const;
-  int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer,
-                 int micro, Ids deps);
-  int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
-           Ids deps, Ids reads, Ids writes);
+  int collective(Stream s, Collective c, Group g, int size, double bytes, const std::string& name, int layer, int micro,
+                 Ids deps);
+  int copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro, Ids deps,
+           Ids reads, Ids writes);
   // Expert parallelism: the all-to-all that sends each token to the ranks of its top-k experts
   // (dispatch) or brings the results back (combine) (GShard, Lepikhin et al. 2021; Megatron-core
   // MoE token dispatcher). Returns `after` when the layer has no experts or ep is 1.

@@ -39,8 +39,8 @@ double Builder::pointwise_bytes(const LayerWork& w, bool backward) const {
     fwd += norms * 2.0 * a * w.h + (rope ? 2.0 * a * (w.q + w.kv) : 0.0);
   } else {
     const double norm = m_.norm == model::NormKind::rmsnorm ? (a < 4 ? 2 * a + 8 : 0.0) + 20.0 + 2 * a
-                        : autocast                        ? 2 * a + 8.0
-                                                          : 2 * a;
+                        : autocast                          ? 2 * a + 8.0
+                                                            : 2 * a;
     fwd += norms * norm * w.h + (rope ? 10.0 * a * (w.q + w.kv) : 0.0) + 2.0 * a * w.q;
   }
   if (job_.dropout_for(m_.dropout) > 0) fwd += 2.0 * (2.0 * a + 1.0) * w.h;  // two residual dropouts: read, write, mask
@@ -57,8 +57,8 @@ int Builder::pointwise_kernels(bool backward) const {
   if (fused_) return backward ? 6 : 4;
   const bool rope = m_.positional == model::Positional::rope;
   const int norm = m_.norm == model::NormKind::rmsnorm ? 8 : (inv_.recipe.autocast_copies ? 2 : 1);
-  const int fwd = std::max(1, m_.norms_per_layer) * norm + (rope ? 10 : 0) + 1 + 2 +
-                  (job_.dropout_for(m_.dropout) > 0 ? 2 : 0);
+  const int fwd =
+      std::max(1, m_.norms_per_layer) * norm + (rope ? 10 : 0) + 1 + 2 + (job_.dropout_for(m_.dropout) > 0 ? 2 : 0);
   return backward ? 2 * fwd : fwd;
 }
 
@@ -192,7 +192,8 @@ int Builder::tp_gemm(Op op, TpComm comm, const std::string& name) {
   if (sp && p_.parallel.async_tp) return blocked(std::move(op), tp_, bytes / tp_, Group::tp, name);
   if (comm == TpComm::all_gather_before) {
     if (!sp) return add(std::move(op));
-    op.deps = {collective(Stream::comm, Collective::all_gather, Group::tp, tp_, bytes, name, op.layer, op.micro, op.deps)};
+    op.deps = {
+        collective(Stream::comm, Collective::all_gather, Group::tp, tp_, bytes, name, op.layer, op.micro, op.deps)};
     return add(std::move(op));
   }
   const int g = add(std::move(op));
@@ -229,7 +230,7 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   const LayerWork w = work_of(layer);
   const double T = tokens_;
   const std::string tag = name("{} L{}{}", pass == Pass::recompute ? "re" : "fwd", layer,
-                                      inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
+                               inv_.grad_accumulation > 1 ? name(" m{}", micro) : "");
   // Norms, RoPE, residual adds, dropout: memory-bound kernels (pointwise_bytes).
   Op ew = make_op(OpKind::elementwise, Stream::compute, pass, label(tag, " norms/rope/residual"), layer, micro);
   ew.bytes = pointwise_bytes(w, false) * T;
@@ -274,13 +275,13 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
   const double routed = T * k * (moe ? load_ : 1.0);
   if (moe && p_.parallel.ep > 1) {
     if (tp_ > 1 && p_.parallel.sequence_parallel)
-      last = collective(Stream::comm, Collective::all_gather, Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp in"), layer,
-                        micro, {last});
+      last = collective(Stream::comm, Collective::all_gather, Group::tp, tp_, T * w.h * act_B_,
+                        label(tag, " tp mlp in"), layer, micro, {last});
     last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
     last = gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false, {last});
   } else {
-    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f, false,
-                                    {last}),
+    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, pass, routed, w.h, (w.gated ? 2 : 1) * w.f,
+                                    false, {last}),
                           mlp_in_modules(w)),
                    TpComm::all_gather_before, label(tag, " tp mlp in"));
   }
@@ -294,8 +295,9 @@ int Builder::build_layer_forward(int layer, int micro, Pass pass, Ids deps, Ids 
     last = gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last});
     last = dispatch(moe, label(tag, " combine"), layer, micro, last);
     if (tp_ > 1)
-      last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                        Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
+      last =
+          collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
     last = tp_gemm(hooked(make_gemm(label(tag, " mlp_out"), layer, micro, pass, routed, w.f, w.h, false, {last}), 1),
                    TpComm::reduce_after, label(tag, " tp mlp"));
@@ -328,7 +330,8 @@ int Builder::lora_adapters(const std::string& tag, int layer, int micro, Pass pa
     const double tokens = T * (model::is_mlp(*l) ? w.experts_per_token : 1.0);
     flops += (backward ? 3.0 : 1.0) * 2.0 * tokens * r * (d.in + d.out);
     const double drop = dropout ? (2.0 * a + 1.0) * d.in : 0.0;  // the mask read or written either way
-    bytes += tokens * (drop + (backward ? 4.0 * a * d.out + 4.0 * a * r + 5.0 * a * d.in : a * d.in + 2.0 * a * r + 6.0 * a * d.out));
+    bytes += tokens * (drop + (backward ? 4.0 * a * d.out + 4.0 * a * r + 5.0 * a * d.in
+                                        : a * d.in + 2.0 * a * r + 6.0 * a * d.out));
     kernels += (backward ? 7 : 4) + (dropout ? 1 : 0);
   }
   Op lora = make_op(OpKind::gemm, Stream::compute, pass, label(tag, " lora adapters"), layer, micro);
@@ -361,7 +364,8 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   if (dequantizes_in_backward()) deps = {dequantize(tag, layer, micro, Pass::backward, std::move(deps))};
   // Backward runs the conjugates: a reduce-scatter's gradient is an all-gather and vice versa;
   // an all-reduce's is an all-reduce on the other side of the block.
-  Op mlp_out = hooked(make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps)), 1);
+  Op mlp_out = hooked(
+      make_gemm(label(tag, " mlp_out"), layer, micro, Pass::backward, routed, w.f, w.h, full_, std::move(deps)), 1);
   mlp_out.reads = reads;
   int last = tp_gemm(std::move(mlp_out), moe && p_.parallel.ep > 1 ? TpComm::none : TpComm::all_gather_before,
                      label(tag, " tp mlp out"));
@@ -371,19 +375,22 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   act.deps = {last};
   last = add(hooked(std::move(act), 1));
   if (moe && p_.parallel.ep > 1) {
-    last = gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
+    last =
+        gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f, full_, {last});
     last = dispatch(moe, label(tag, " dispatch"), layer, micro, last);
     if (tp_ > 1)
-      last = collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
-                        Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
+      last =
+          collective(Stream::comm, p_.parallel.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce,
+                     Group::tp, tp_, T * w.h * act_B_, label(tag, " tp mlp"), layer, micro, {last});
   } else {
-    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h, (w.gated ? 2 : 1) * w.f,
-                                    full_, {last}),
+    last = tp_gemm(hooked(make_gemm(label(tag, " mlp_in"), layer, micro, Pass::backward, routed, w.h,
+                                    (w.gated ? 2 : 1) * w.f, full_, {last}),
                           mlp_in_modules(w)),
                    TpComm::reduce_after, label(tag, " tp mlp"));
   }
-  last = tp_gemm(hooked(make_gemm(label(tag, " attn_out"), layer, micro, Pass::backward, T, w.q, w.h, full_, {last}), 1),
-                 TpComm::all_gather_before, label(tag, " tp attn out"));
+  last =
+      tp_gemm(hooked(make_gemm(label(tag, " attn_out"), layer, micro, Pass::backward, T, w.q, w.h, full_, {last}), 1),
+              TpComm::all_gather_before, label(tag, " tp attn out"));
   Op at = make_op(OpKind::attention, Stream::compute, Pass::backward, label(tag, " attention"), layer, micro);
   const bool flash = job_.attention != plan::AttentionImpl::eager;
   const bool causal = m_.architecture != model::Architecture::encoder;
@@ -396,11 +403,13 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
   shape_attention(at, w, flash, causal);
   at.deps = {last};
   last = attention(std::move(at), true);
-  last = tp_gemm(hooked(make_gemm(label(tag, " qkv"), layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
-                        fused_qkv() ? 1 : 3),
-                 TpComm::reduce_after, label(tag, " tp attn"));
+  last =
+      tp_gemm(hooked(make_gemm(label(tag, " qkv"), layer, micro, Pass::backward, T, w.h, w.q + 2 * w.kv, full_, {last}),
+                     fused_qkv() ? 1 : 3),
+              TpComm::reduce_after, label(tag, " tp attn"));
   if (job_.precision == plan::Precision::fp8_mixed) last = fp8_casts(tag, layer, micro, Pass::backward, true, last);
-  Op ew = make_op(OpKind::elementwise, Stream::compute, Pass::backward, label(tag, " norms/rope/residual"), layer, micro);
+  Op ew =
+      make_op(OpKind::elementwise, Stream::compute, Pass::backward, label(tag, " norms/rope/residual"), layer, micro);
   ew.bytes = pointwise_bytes(w, true) * T;
   ew.kernels = pointwise_kernels(true);
   ew.deps = {last};
@@ -410,7 +419,8 @@ int Builder::build_layer_backward(int layer, int micro, Ids deps, Ids reads) {
 }
 
 int Builder::layer_forward(int layer, int micro, Pass pass, Ids deps, Ids reads, int saved) {
-  if (const LayerTemplate* t = find_template(layer, pass, deps, reads, saved)) return replay(*t, layer, micro, deps, reads, saved);
+  if (const LayerTemplate* t = find_template(layer, pass, deps, reads, saved))
+    return replay(*t, layer, micro, deps, reads, saved);
   const std::size_t first = ir_.ops.size();
   const int last = build_layer_forward(layer, micro, pass, deps, reads, saved);
   keep_template(layer, micro, pass, first, std::move(deps), std::move(reads), saved);
@@ -443,8 +453,8 @@ int Builder::template_index(int layer, Pass pass, const Ids& deps, const Ids& re
   const bool moe = layer < m_.layers && m_.is_moe_layer(layer);
   for (std::size_t i = 0; i < templates_.size(); ++i) {
     const LayerTemplate& t = templates_[i];
-    if (t.pass == pass && t.deps.size() == deps.size() && t.reads.size() == reads.size() && (t.saved >= 0) == (saved >= 0) &&
-        t.moe == moe && t.work == w && t.weights == matmul_weights(layer, w))
+    if (t.pass == pass && t.deps.size() == deps.size() && t.reads.size() == reads.size() &&
+        (t.saved >= 0) == (saved >= 0) && t.moe == moe && t.work == w && t.weights == matmul_weights(layer, w))
       return static_cast<int>(i);
   }
   return -1;
@@ -458,7 +468,9 @@ void Builder::keep_template(int layer, int micro, Pass pass, std::size_t first, 
   }
   if (static_cast<std::size_t>(layer) >= work_memo_.size()) return;
   for (std::size_t j = 0; j < deps.size(); ++j)  // an input named twice could not be told apart
-    if (std::find(deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(j), deps[j]) != deps.begin() + static_cast<std::ptrdiff_t>(j)) return;
+    if (std::find(deps.begin(), deps.begin() + static_cast<std::ptrdiff_t>(j), deps[j]) !=
+        deps.begin() + static_cast<std::ptrdiff_t>(j))
+      return;
   const std::size_t last = ir_.ops.size() - 1;
   for (std::size_t i = first; i <= last; ++i) {
     const Op& op = ir_.ops[i];
@@ -513,7 +525,8 @@ int Builder::fold_replay(const LayerTemplate& t, int layer, int micro, const Ids
   op.layer = layer;
   op.micro = micro;
   for (int& d : op.deps)
-    d = d >= first ? removed : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
+    d = d >= first ? removed
+                   : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
   if (!op.reads.empty()) op.reads = reads;
   if (!op.writes.empty()) op.writes = {saved};
   return static_cast<int>(ir_.ops.size()) - 1;
@@ -527,7 +540,8 @@ int Builder::replay(const LayerTemplate& t, int layer, int micro, const Ids& dep
     op.layer = layer;
     op.micro = micro;
     for (int& d : op.deps)
-      d = d >= first ? d + shift : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
+      d = d >= first ? d + shift
+                     : deps[static_cast<std::size_t>(std::find(t.deps.begin(), t.deps.end(), d) - t.deps.begin())];
     if (!op.reads.empty()) op.reads = reads;
     if (!op.writes.empty()) op.writes = {saved};
   }
@@ -571,7 +585,7 @@ int Builder::gathered_ring(Op op, bool backward) {
   const LayerWork w = work_of(op.layer);
   // K and V as SDPA receives them: at all heads' width where the model repeats them first.
   const double kv = tokens_ * (inv_.profile.sdpa_repeats_kv ? w.q : w.kv);  // elements of K (or V)
-  const double q = tokens_ * w.q;                                             // elements of Q (and O)
+  const double q = tokens_ * w.q;                                           // elements of Q (and O)
   const std::string base = op.name;
   const Ids deps = op.deps;
   // _AllGatherRotater: one all-gather of every rank's K and V (torch.cat of the two) per call,
@@ -588,8 +602,8 @@ int Builder::gathered_ring(Op op, bool backward) {
   // attention_backward): dQ accumulated in fp32 (10 B compiled; eager + the partial cat's 4),
   // dK and dV accumulated in fp32 into the buffer that travels on (10 B; eager + torch.cat of the
   // two to send, 8, + the partial cat's 4).
-  const double merge_B = backward ? (fused_ ? 10.0 * q + 10.0 * 2 * kv : 14.0 * q + 22.0 * 2 * kv)
-                                  : (fused_ ? 10.0 : 42.0) * q;
+  const double merge_B =
+      backward ? (fused_ ? 10.0 * q + 10.0 * 2 * kv : 14.0 * q + 22.0 * 2 * kv) : (fused_ ? 10.0 : 42.0) * q;
   const auto bookkeeping = [&](const std::string& what, int b, Ids after) {
     Op e = make_op(OpKind::elementwise, Stream::compute, op.pass, name("{} {} {}", base, what, b), op.layer, op.micro);
     e.bytes = merge_B;
@@ -653,8 +667,8 @@ int Builder::blocked(Op op, int blocks, double pass_bytes, Group g, const std::s
   return last;
 }
 
-int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro,
-                  Ids deps, Ids reads, Ids writes) {
+int Builder::copy(Stream s, Tier src, Tier dst, double bytes, const std::string& name, int layer, int micro, Ids deps,
+                  Ids reads, Ids writes) {
   Op op = make_op(OpKind::copy, s, Pass::other, name, layer, micro);
   op.src = src;
   op.dst = dst;

@@ -24,59 +24,88 @@ void Ids::grow() {
 
 const char* to_string(Stream s) {
   switch (s) {
-    case Stream::compute: return "compute";
-    case Stream::comm: return "comm";
-    case Stream::comm_reduce: return "comm-reduce";
-    case Stream::h2d: return "h2d";
-    case Stream::d2h: return "d2h";
-    case Stream::cpu: return "cpu";
-    case Stream::nvme_read: return "nvme-read";
-    case Stream::nvme_write: return "nvme-write";
-    case Stream::p2p: return "p2p";
+    case Stream::compute:
+      return "compute";
+    case Stream::comm:
+      return "comm";
+    case Stream::comm_reduce:
+      return "comm-reduce";
+    case Stream::h2d:
+      return "h2d";
+    case Stream::d2h:
+      return "d2h";
+    case Stream::cpu:
+      return "cpu";
+    case Stream::nvme_read:
+      return "nvme-read";
+    case Stream::nvme_write:
+      return "nvme-write";
+    case Stream::p2p:
+      return "p2p";
   }
   return "?";
 }
 
 const char* to_string(OpKind k) {
   switch (k) {
-    case OpKind::gemm: return "gemm";
-    case OpKind::attention: return "attention";
-    case OpKind::elementwise: return "elementwise";
-    case OpKind::loss: return "loss";
-    case OpKind::optimizer: return "optimizer";
-    case OpKind::collective: return "collective";
-    case OpKind::copy: return "copy";
-    case OpKind::alloc: return "alloc";
-    case OpKind::free: return "free";
-    case OpKind::marker: return "marker";
+    case OpKind::gemm:
+      return "gemm";
+    case OpKind::attention:
+      return "attention";
+    case OpKind::elementwise:
+      return "elementwise";
+    case OpKind::loss:
+      return "loss";
+    case OpKind::optimizer:
+      return "optimizer";
+    case OpKind::collective:
+      return "collective";
+    case OpKind::copy:
+      return "copy";
+    case OpKind::alloc:
+      return "alloc";
+    case OpKind::free:
+      return "free";
+    case OpKind::marker:
+      return "marker";
   }
   return "?";
 }
 
 const char* to_string(Collective c) {
   switch (c) {
-    case Collective::all_reduce: return "all-reduce";
-    case Collective::all_gather: return "all-gather";
-    case Collective::reduce_scatter: return "reduce-scatter";
-    case Collective::all_to_all: return "all-to-all";
-    case Collective::send_recv: return "send/recv";
+    case Collective::all_reduce:
+      return "all-reduce";
+    case Collective::all_gather:
+      return "all-gather";
+    case Collective::reduce_scatter:
+      return "reduce-scatter";
+    case Collective::all_to_all:
+      return "all-to-all";
+    case Collective::send_recv:
+      return "send/recv";
   }
   return "?";
 }
 
 const char* to_string(Pass p) {
   switch (p) {
-    case Pass::forward: return "forward";
-    case Pass::recompute: return "recompute";
-    case Pass::backward: return "backward";
-    case Pass::optimizer: return "optimizer";
-    case Pass::other: return "other";
+    case Pass::forward:
+      return "forward";
+    case Pass::recompute:
+      return "recompute";
+    case Pass::backward:
+      return "backward";
+    case Pass::optimizer:
+      return "optimizer";
+    case Pass::other:
+      return "other";
   }
   return "?";
 }
 
-
-std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches, int chunks) {
+std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches,
+                                       int chunks) {
   std::vector<PipeAction> order;
   const int m = std::max(1, micro_batches);
   pp = std::max(1, pp);
@@ -140,12 +169,12 @@ std::int64_t layer_passes(const model::ModelSpec& model, const plan::Plan& plan,
 std::string too_large(const model::ModelSpec& model, const plan::Plan& plan, std::int64_t micro_batches) {
   const std::int64_t passes = layer_passes(model, plan, micro_batches);
   if (passes <= kMaxLayerPasses) return {};
-  return fmt::format("not simulated: the step is {} micro-batches x {} layers = {} layer passes, more than ftplan's "
-                     "limit of {} for one step (every op of the step is held in memory); the steady-state shortcut "
-                     "simulates it (the default; not with simulate --trace, a sweep's steady_state: false or a "
-                     "GPipe schedule), or raise job.micro_batch or lower job.global_batch",
-                     passes / std::max(1, model.total_layers()), std::max(1, model.total_layers()), passes,
-                     kMaxLayerPasses);
+  return fmt::format(
+      "not simulated: the step is {} micro-batches x {} layers = {} layer passes, more than ftplan's "
+      "limit of {} for one step (every op of the step is held in memory); the steady-state shortcut "
+      "simulates it (the default; not with simulate --trace, a sweep's steady_state: false or a "
+      "GPipe schedule), or raise job.micro_batch or lower job.global_batch",
+      passes / std::max(1, model.total_layers()), std::max(1, model.total_layers()), passes, kMaxLayerPasses);
 }
 
 StepIR build_step(const model::ModelSpec& model, const plan::Plan& plan, const inventory::Inventory& inventory,
@@ -178,12 +207,16 @@ std::vector<std::string> dry_run(const StepIR& ir) {
     const auto tier_ok = [&](int t, bool write) {
       const Tier tier = ir.tensors[t].tier;
       switch (op.kind) {
-        case OpKind::copy: return tier == (write ? op.dst : op.src);
-        case OpKind::optimizer: return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
+        case OpKind::copy:
+          return tier == (write ? op.dst : op.src);
+        case OpKind::optimizer:
+          return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
         case OpKind::alloc:
         case OpKind::free:
-        case OpKind::marker: return true;
-        default: return tier == Tier::gpu;
+        case OpKind::marker:
+          return true;
+        default:
+          return tier == Tier::gpu;
       }
     };
     for (const auto* list : {&op.reads, &op.writes}) {
@@ -195,15 +228,17 @@ std::vector<std::string> dry_run(const StepIR& ir) {
         }
         if (!tier_ok(t, write))
           problems.push_back(fmt::format("op {} '{}' {} '{}' in {}, which it cannot reach", i, op.name,
-                                         write ? "writes" : "reads", ir.tensors[t].name, plan::to_string(ir.tensors[t].tier)));
+                                         write ? "writes" : "reads", ir.tensors[t].name,
+                                         plan::to_string(ir.tensors[t].tier)));
         if (state[t] != 1 && !(write && op.kind == OpKind::alloc))
-          problems.push_back(fmt::format("op {} '{}' {} '{}' in {} but it is {}", i, op.name, write ? "writes" : "reads",
-                                         ir.tensors[t].name, plan::to_string(ir.tensors[t].tier),
-                                         state[t] == 0 ? "not yet allocated" : "freed"));
+          problems.push_back(fmt::format(
+              "op {} '{}' {} '{}' in {} but it is {}", i, op.name, write ? "writes" : "reads", ir.tensors[t].name,
+              plan::to_string(ir.tensors[t].tier), state[t] == 0 ? "not yet allocated" : "freed"));
       }
     }
     if (op.kind == OpKind::alloc) {
-      if (state[op.tensor] == 1) problems.push_back(fmt::format("op {} allocates '{}' twice", i, ir.tensors[op.tensor].name));
+      if (state[op.tensor] == 1)
+        problems.push_back(fmt::format("op {} allocates '{}' twice", i, ir.tensors[op.tensor].name));
       state[op.tensor] = 1;
     } else if (op.kind == OpKind::free) {
       if (state[op.tensor] != 1)

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-
 #include "inventory/inventory.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
@@ -183,9 +182,9 @@ struct Op {
   OpKind kind = OpKind::marker;
   Stream stream = Stream::compute;
   Pass pass = Pass::other;
-  std::string name;   // "fwd L3 mlp_in", "ag L3", ...
-  int layer = -1;     // model layer, -1 for none
-  int micro = 0;      // micro-batch index
+  std::string name;  // "fwd L3 mlp_in", "ag L3", ...
+  int layer = -1;    // model layer, -1 for none
+  int micro = 0;     // micro-batch index
 
   // Compute: FLOPs the hardware executes, the part that counts as model FLOPs (PaLM; recompute
   // excluded), HBM bytes moved, kernel launches, the dtype's peak to use, and the GEMM shape.
@@ -198,9 +197,9 @@ struct Op {
   // The element type it computes in (GEMMs: its inputs; FP8 GEMMs fp8) or moves (collectives,
   // copies: the payload's).
   inventory::Element element = inventory::Element::packed;
-  bool flash = false;   // attention: a fused flash-style kernel (else the eager matmuls and softmax)
-  bool flash_v1 = false;  // attention: a FlashAttention-1-class kernel (plan::AttentionImpl::flash_v1)
-  bool causal = false;  // attention: causal mask
+  bool flash = false;        // attention: a fused flash-style kernel (else the eager matmuls and softmax)
+  bool flash_v1 = false;     // attention: a FlashAttention-1-class kernel (plan::AttentionImpl::flash_v1)
+  bool causal = false;       // attention: causal mask
   bool weight_grad = false;  // backward GEMM: also computes the weight gradient (dB = A^T dC)
   // Elementwise: converts its layer's 16-bit gradient to fp32 for the copy to the host's fp32
   // gradients (Builder::offload_gradients).
@@ -237,7 +236,7 @@ struct StepIR {
   std::vector<Tensor> tensors;
   std::vector<Op> ops;  // issue order; also a topological order of `deps`
   int micro_batches = 1;
-  double tokens_per_rank = 0;      // tokens this rank processes per step
+  double tokens_per_rank = 0;          // tokens this rank processes per step
   double model_flops_per_rank = 0;     // sum of ops' model_flops
   double hardware_flops_per_rank = 0;  // model + recompute FLOPs, counted the model way
   // The weight gradients a full fine-tune would add: those of the frozen weights (LoRA's base).
@@ -270,7 +269,8 @@ struct PipeAction {
 // et al. 2019), 1F1B (pp - stage - 1 warm-up forwards, then one forward one backward; Narayanan
 // et al. 2021 sec. 2.2.1, PipeDream-Flush) or interleaved 1F1B with `chunks` model chunks per
 // stage (sec. 2.2.2; Megatron-LM schedules.py forward_backward_pipelining_with_interleaving).
-std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches, int chunks);
+std::vector<PipeAction> pipeline_order(plan::PipelineSchedule schedule, int pp, int stage, int micro_batches,
+                                       int chunks);
 
 // The most layer passes (one layer's forward and backward for one micro-batch, on one stage)
 // the step IRs of one simulated step may hold, summed over the pipeline's stages. An IR holds

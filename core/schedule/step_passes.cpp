@@ -49,7 +49,8 @@ int Builder::reduce_copy_in(int layer, int mb, int& cur) {
       op.bytes = 4.0 * grad_params * a;  // cat: read + write; div_: read + write
       op.kernels = 2;
       return add(std::move(op));
-    default: return cur;
+    default:
+      return cur;
   }
 }
 
@@ -66,23 +67,25 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
   // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
   // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
   if (weights_alloc >= 0) deps.push_back(weights_alloc);
-  const Stream first_stream = param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
+  const Stream first_stream =
+      param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
   int last = alloc(first_stream, buffer, deps);
   const double shard_bytes = unit_bytes / std::max(1, shard);
   int source = weights_tensor;
   if (param_tier == Tier::nvme) {
     // ZeRO-Infinity / aiDAPTIV: read the layer's shard from flash into a pinned host buffer.
-    const int staging = tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer, unit_group->element);
+    const int staging =
+        tensor("staging " + what, Category::buffers, Tier::cpu, shard_bytes, layer, unit_group->element);
     alloc(Stream::nvme_read, staging, {last});
     last = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, shard_bytes, "nvme read params " + what, layer, mb, {last},
                 {weights_tensor}, {staging});
-    const int h2d = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {staging},
-                         {buffer});
+    const int h2d = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last},
+                         {staging}, {buffer});
     last = release(Stream::h2d, staging, {h2d});
     source = buffer;
   } else if (param_tier == Tier::cpu) {
-    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last}, {weights_tensor},
-                {buffer});
+    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last},
+                {weights_tensor}, {buffer});
     source = buffer;
   }
   if (per_parameter) {
@@ -103,8 +106,8 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
       ir_.ops[last].writes = {buffer};
     }
   } else if (shard > 1) {
-    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer, mb,
-                      {last});
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer,
+                      mb, {last});
     ir_.ops[last].reads = {source};
     ir_.ops[last].writes = {buffer};
   }
@@ -178,8 +181,8 @@ std::int64_t Builder::pipe_tag(int mb, int to_vs, bool gradient) const {
 
 void Builder::receive(int mb, int from_vs, int vs, bool gradient) {
   Op op = make_op(OpKind::marker, Stream::compute, gradient ? Pass::backward : Pass::forward,
-                  micro_name(name("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb),
-                  -1, mb);
+                  micro_name(name("recv {} from stage {}", gradient ? "gradient" : "activation", from_vs % pp), mb), -1,
+                  mb);
   op.peer = from_vs % pp;
   op.tag = pipe_tag(mb, vs, gradient);
   op.deps = {last_compute};
@@ -187,9 +190,10 @@ void Builder::receive(int mb, int from_vs, int vs, bool gradient) {
 }
 
 void Builder::send(int mb, int to_vs, bool gradient) {
-  const int s = collective(Stream::p2p, Collective::send_recv, Group::pp, 2, p2p_bytes,
-                           micro_name(name("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb),
-                           -1, mb, {last_compute});
+  const int s =
+      collective(Stream::p2p, Collective::send_recv, Group::pp, 2, p2p_bytes,
+                 micro_name(name("send {} to stage {}", gradient ? "gradient" : "activation", to_vs % pp), mb), -1, mb,
+                 {last_compute});
   ir_.ops[s].peer = to_vs % pp;
   ir_.ops[s].tag = pipe_tag(mb, to_vs, gradient);
 }
@@ -314,11 +318,13 @@ void Builder::backward(int mb, int chunk) {
     if (saved[l] >= 0) reads.push_back(saved[l]);
     Ids bwd_tensors;  // inline: no allocation per layer
     for (const auto* g : backward_groups) {
-      bwd_tensors.push_back(tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer, g->element));
+      bwd_tensors.push_back(
+          tensor(name("{} L{}", g->name, layer), g->category, g->tier, g->total(), layer, g->element));
       deps.push_back(alloc(Stream::compute, bwd_tensors.back(), {last_compute}));
     }
     const bool grads_on_gpu = grads_group && grads_group->tier == Tier::gpu;
-    if (first_backward && grads_on_gpu && grad_tensor[l] >= 0) deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
+    if (first_backward && grads_on_gpu && grad_tensor[l] >= 0)
+      deps.push_back(alloc(Stream::compute, grad_tensor[l], {last_compute}));
     // The templates layer l's backward replays (its recompute's, -1 without one) and whether layer
     // `next` replays the same with the same allocations.
     const auto templates_of = [&](int at) {
@@ -335,8 +341,9 @@ void Builder::backward(int mb, int chunk) {
       return x.bytes == y.bytes && x.tier == y.tier && x.category == y.category;
     };
     const auto next_replays = [&](std::pair<int, int> t) {
-      const bool serial = t.first >= 0 && templates_[static_cast<std::size_t>(t.first)].serial &&
-                          (t.second >= 0 ? templates_[static_cast<std::size_t>(t.second)].serial : !job_.checkpointed(l));
+      const bool serial =
+          t.first >= 0 && templates_[static_cast<std::size_t>(t.first)].serial &&
+          (t.second >= 0 ? templates_[static_cast<std::size_t>(t.second)].serial : !job_.checkpointed(l));
       return serial && l - 1 >= c0 && same_allocations(l, l - 1) && templates_of(l - 1) == t;
     };
     int cur;
@@ -344,9 +351,10 @@ void Builder::backward(int mb, int chunk) {
     if (run_template >= 0) {  // a later layer of the open run: its recompute and backward left out
       continues = next_replays({run_template, run_recompute});
       if (run_recompute >= 0)
-        fold_replay(templates_[static_cast<std::size_t>(run_recompute)], layer, mb, deps, reads, -1, false, run.chain_end);
-      cur = fold_replay(templates_[static_cast<std::size_t>(run_template)], layer, mb, {run.chain_end}, reads, -1, false,
-                        run.chain_end);
+        fold_replay(templates_[static_cast<std::size_t>(run_recompute)], layer, mb, deps, reads, -1, false,
+                    run.chain_end);
+      cur = fold_replay(templates_[static_cast<std::size_t>(run_template)], layer, mb, {run.chain_end}, reads, -1,
+                        false, run.chain_end);
       ++run.layers;
     } else {
       cur = backward_ready(layer, mb, deps, reads, l);
@@ -461,10 +469,10 @@ int Builder::reduce_gradients(int layer, int mb, bool last_backward, int& cur) {
   const Stream reduce_stream = stream_params && shard > 1 ? Stream::comm : Stream::comm_reduce;
   const int ready = reduce_copy_in(layer, mb, cur);
   last_compute = cur;
-  last_reduce = collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
-                           shard > 1 ? shard : grad_group, layer_grad_bytes,
-                           micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer,
-                           mb, {ready});
+  last_reduce =
+      collective(reduce_stream, scatter ? Collective::reduce_scatter : Collective::all_reduce, Group::dp,
+                 shard > 1 ? shard : grad_group, layer_grad_bytes,
+                 micro_name(name("{} L{}", scatter ? "reduce-scatter" : "all-reduce", layer), mb), layer, mb, {ready});
   ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
   // Hybrid sharding (FSDP HYBRID_SHARD, FSDP2 over a 2-D mesh): each shard group sits in a
   // node and its replicas across nodes all-reduce the reduced shard, the second collective
@@ -473,8 +481,8 @@ int Builder::reduce_gradients(int layer, int mb, bool last_backward, int& cur) {
   // all_reduce over the replicate group).
   if (shard > 1 && shard < grad_group) {
     last_reduce = collective(reduce_stream, Collective::all_reduce, Group::replicate, grad_group / shard,
-                             layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer,
-                             mb, {last_reduce});
+                             layer_grad_bytes / shard, micro_name(name("replica all-reduce L{}", layer), mb), layer, mb,
+                             {last_reduce});
     ir_.ops[last_reduce].element = inv_.element_of(grad_reduce_B);
   }
   return last_reduce;
@@ -498,7 +506,8 @@ void Builder::offload_gradients(int l, int layer, int mb, int produced) {
     // gradient on the GPU before its non-blocking copy (stage_1_and_2.py
     // async_inplace_copy_grad_to_fp32_buffer_from_gpu: src_tensor.float(); stage3.py
     // partition_grads: grad_buffer.to(fp32)), a kernel reading 16 bits and writing 32 per element.
-    Op up = make_op(OpKind::elementwise, Stream::compute, Pass::backward, name("upcast gradients L{}", layer), layer, mb);
+    Op up =
+        make_op(OpKind::elementwise, Stream::compute, Pass::backward, name("upcast gradients L{}", layer), layer, mb);
     up.bytes = static_cast<double>(host.elements) * (inventory::element_bytes(inv_.compute_element()) + 4.0);
     up.element = Element::fp32;
     up.upcasts_gradients = true;
@@ -507,13 +516,12 @@ void Builder::offload_gradients(int l, int layer, int mb, int produced) {
   }
   int t = alloc(Stream::d2h, grad_tensor[l], {produced});
   if (grads_group->tier == Tier::nvme) {
-    const int staging = tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes, layer,
-                               Element::fp32);
+    const int staging =
+        tensor(name("staging gradients L{}", layer), Category::buffers, Tier::cpu, bytes, layer, Element::fp32);
     alloc(Stream::d2h, staging, {t});
-    t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
-             {staging});
-    t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes, name("nvme write gradients L{}", layer), layer,
-             mb, {t}, {staging}, {grad_tensor[l]});
+    t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {}, {staging});
+    t = copy(Stream::nvme_write, Tier::cpu, Tier::nvme, bytes, name("nvme write gradients L{}", layer), layer, mb, {t},
+             {staging}, {grad_tensor[l]});
     t = release(Stream::nvme_write, staging, {t});
   } else {
     t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
@@ -540,7 +548,8 @@ void Builder::offload_activations(int l, int layer, int mb) {
              {host_saved[l]});
     a = release(Stream::nvme_write, staging, {a});
   } else {
-    a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
+    a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]},
+             {host_saved[l]});
   }
   stash_done_of[mb][l] = release(Stream::d2h, saved[l], {a});
   saved[l] = -1;
@@ -560,7 +569,8 @@ void Builder::head_and_loss(int mb) {
   }
   const double V = static_cast<double>(m_.vocab) / tp_;
   if (inventory::autocast_casts_weights(inv_.recipe, job_)) {  // the LM head's weight cast (see layer_forward)
-    Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb), -1, mb);
+    Op cast = make_op(OpKind::elementwise, Stream::compute, Pass::forward, micro_name("autocast head weight cast", mb),
+                      -1, mb);
     cast.bytes = V * static_cast<double>(m_.hidden) * (4.0 + w_B_);
     cast.deps = {last_compute};
     last_compute = add(std::move(cast));

@@ -89,8 +89,8 @@ double compute_s_of(const Lowered& l, const des::Result& r) {
 // The compute stream's time computing (StageRun::compute_s) and its gaps spent waiting for a
 // collective or copy (exposed communication; any other gap is idle, pipeline bubbles included),
 // counting what ops starting in [from, to) contribute (the whole run: from 0 on, to the end).
-void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, des::Time from, des::Time to,
-                         double& compute, double& exposed) {
+void compute_and_exposed(const schedule::StepIR& ir, const Lowered& l, const des::Result& r, des::Time from,
+                         des::Time to, double& compute, double& exposed) {
   compute = exposed = 0;
   // Folded layers (Lowered::fold): a run's first layer stands for n. What of it runs after its
   // last compute-stream op (a collective) stood between each two layers, each time exposed, and
@@ -165,11 +165,13 @@ std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const
   }
   std::vector<std::pair<double, int>> largest;
   for (int c = 0; c < inventory::kCategories; ++c)
-    if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes) largest.emplace_back(live[static_cast<std::size_t>(c)], c);
+    if (live[static_cast<std::size_t>(c)] > 0.005 * oom.live_bytes)
+      largest.emplace_back(live[static_cast<std::size_t>(c)], c);
   std::sort(largest.rbegin(), largest.rend());
   std::vector<std::string> parts;
   for (const auto& [bytes, c] : largest)
-    parts.push_back(fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
+    parts.push_back(
+        fmt::format("{} {:.2f} GiB", inventory::to_string(static_cast<inventory::Category>(c)), bytes / (1u << 30)));
   return parts.empty() ? std::string() : fmt::format(" ({})", fmt::join(parts, ", "));
 }
 
@@ -206,9 +208,9 @@ StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, c
 // The first pool that ran out, when, and what was live in it by category.
 std::string out_of_memory(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs) {
   const auto& oom = r.out_of_memory.front();
-  std::string problem = fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB",
-                                    step.e.pool_name(oom.pool), static_cast<double>(oom.time) * 1e-9,
-                                    oom.live_bytes / (1u << 30), oom.capacity_bytes / (1u << 30));
+  std::string problem =
+      fmt::format("{} ran out of memory at {:.3f} s: {:.2f} GiB live of {:.2f} GiB", step.e.pool_name(oom.pool),
+                  static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30), oom.capacity_bytes / (1u << 30));
   for (std::size_t s = 0; s < irs.size(); ++s) {
     const Lowered& l = step.lowered[step.reported[s]];
     if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
@@ -347,10 +349,11 @@ std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Resu
     while (j <= last_forward && !timed(j)) ++j;
     if (i >= l.window[1] || j > last_forward) break;
     const Op &x = ir.ops[i], &y = ir.ops[j];
-    const bool per_micro = x.pass == schedule::Pass::forward || x.pass == schedule::Pass::recompute ||
-                           x.pass == schedule::Pass::backward;
+    const bool per_micro =
+        x.pass == schedule::Pass::forward || x.pass == schedule::Pass::recompute || x.pass == schedule::Pass::backward;
     if (x.kind != y.kind || x.stream != y.stream || x.layer != y.layer || x.pass != y.pass ||
-        (per_micro && y.micro != x.micro + period) || l.start(r, j) - l.start(r, i) != w || l.end(r, j) - l.end(r, i) != w)
+        (per_micro && y.micro != x.micro + period) || l.start(r, j) - l.start(r, i) != w ||
+        l.end(r, j) - l.end(r, i) != w)
       return std::nullopt;
     ++checked;
   }

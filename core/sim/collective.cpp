@@ -6,11 +6,15 @@ double ring_bytes(Collective c, double bytes, int n) {
   if (n <= 1) return 0;
   const double f = static_cast<double>(n - 1) / n;
   switch (c) {
-    case Collective::all_reduce: return 2.0 * f * bytes;  // reduce-scatter + all-gather
+    case Collective::all_reduce:
+      return 2.0 * f * bytes;  // reduce-scatter + all-gather
     case Collective::all_gather:
-    case Collective::reduce_scatter: return f * bytes;
-    case Collective::all_to_all: return f * bytes;
-    case Collective::send_recv: return bytes;
+    case Collective::reduce_scatter:
+      return f * bytes;
+    case Collective::all_to_all:
+      return f * bytes;
+    case Collective::send_recv:
+      return bytes;
   }
   return bytes;
 }
@@ -38,9 +42,9 @@ CollectiveCost collective_cost(const Op& op, const Topology& topo, const Efficie
   // All-to-all and a ring-attention pass are one round of concurrent send/recv pairs.
   if (op.collective == Collective::all_to_all || op.collective == Collective::send_recv) alpha = hop;
   if (op.collective == Collective::all_reduce && inter)
-    alpha = std::min(alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) *
-                                       (eff.collective_step_s + topo.nic_latency_s) +
-                                   (local - 1) * eff.collective_step_s));
+    alpha = std::min(
+        alpha, 2.0 * (std::ceil(std::log2(static_cast<double>(across))) * (eff.collective_step_s + topo.nic_latency_s) +
+                      (local - 1) * eff.collective_step_s));
   // The framework's host work before the collective can be issued (see Op::host_s).
   alpha += op.host_s + op.kernels * eff.collective_launch_s;
   double intra_bytes = ring_bytes(op.collective, op.bytes, local);

@@ -11,8 +11,6 @@ hardware::Dtype compute_dtype(const plan::Plan& p, bool fp8_op) {
   return plan::compute_dtype(p.job.precision);
 }
 
-
-
 }  // namespace
 
 // FlashAttention-1-class kernels against FlashAttention-2 (Dao 2023, abstract: FlashAttention
@@ -75,7 +73,8 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
   return interpolate(
       eff.attention_shapes,
       [&](const Efficiency::AttentionPoint& a) {
-        if (a.backward != backward || a.fused != fused || a.causal != causal) return std::numeric_limits<double>::infinity();
+        if (a.backward != backward || a.fused != fused || a.causal != causal)
+          return std::numeric_limits<double>::infinity();
         const double ds = log_gap(seq, a.seq), dh = log_gap(head_dim, a.head_dim);
         return std::sqrt(ds * ds + dh * dh);
       },
@@ -109,8 +108,11 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
                                       op.pass == schedule::Pass::backward, op.flash, op.causal) *
                    (op.flash_v1 ? kFlashV1Ratio : 1.0);
       break;
-    case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
-    default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);
+    case OpKind::optimizer:
+      flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5;
+      break;
+    default:
+      flops_rate = gpu.peak_for(hardware::Dtype::fp32);
   }
   const double compute = flops_rate > 0 ? op.flops / flops_rate : 0;
   const double memory = op.bytes / (gpu.memory_bandwidth_Bps * eff.memory);
@@ -121,8 +123,8 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
   const double gpu_time = std::max(compute, memory);
   const double kernels = std::max(1, op.kernels) * (p.job.compile ? 0.35 : 1.0);  // compile fuses pointwise ops
   // Op::host_s: the framework's own host work for the op besides its launches (ZeRO-3's hooks).
-  return std::max(gpu_time, kernels * (op.pass == schedule::Pass::backward ? eff.launch_backward_s : eff.launch_s) + op.host_s);
+  return std::max(gpu_time,
+                  kernels * (op.pass == schedule::Pass::backward ? eff.launch_backward_s : eff.launch_s) + op.host_s);
 }
-
 
 }  // namespace ftplan::sim

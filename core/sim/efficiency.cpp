@@ -23,10 +23,10 @@ Efficiency default_efficiency(const hardware::GpuSpec& gpu) {
   // Flash attention, forward and backward together (backward takes ~70% of the time): on A100,
   // FlashAttention-2 reaches ~60-70% of peak forward and ~45-50% backward with causal masks at
   // head dim 128 (Dao 2023, figs. 4-6, FLOPs of the unmasked half) -> ~50% overall; on H100 it
-  // reaches ~35% (Shah et al. 2024, FlashAttention-3, sec. 1), its backward less -> ~33%. HBM: ~85-90% of datasheet in streaming
-  // kernels. NCCL: NVLink 4 all-reduce bus bandwidth ~370 GB/s of 450 per direction
-  // (nccl-tests#212), NVLink 3 ~200 of 300 (nccl-tests#149); InfiniBand ~90% of line rate.
-  // PCIe pinned copies: H100 56 of 63 GB/s (cuda-samples#357), A100 25.1 of 31.5 (nvbandwidth#42).
+  // reaches ~35% (Shah et al. 2024, FlashAttention-3, sec. 1), its backward less -> ~33%. HBM: ~85-90% of datasheet in
+  // streaming kernels. NCCL: NVLink 4 all-reduce bus bandwidth ~370 GB/s of 450 per direction (nccl-tests#212), NVLink
+  // 3 ~200 of 300 (nccl-tests#149); InfiniBand ~90% of line rate. PCIe pinned copies: H100 56 of 63 GB/s
+  // (cuda-samples#357), A100 25.1 of 31.5 (nvbandwidth#42).
   if (a == "ampere") {
     e.gemm = 0.869;
     e.attention = 0.50;
@@ -100,7 +100,8 @@ void kernels_from_profile(const hardware::CalibrationProfile& prof, const hardwa
     for (const auto& a : prof.attention)
       if (a.dtype == dtype && a.seq > 0 && a.head_dim > 0)
         e.attention_shapes.push_back({static_cast<double>(a.seq), static_cast<double>(a.head_dim), a.pass == "bwd",
-                                      a.impl != "cublas-matmuls", a.causal, std::clamp(a.flops_per_s / peak, 0.001, 1.0)});
+                                      a.impl != "cublas-matmuls", a.causal,
+                                      std::clamp(a.flops_per_s / peak, 0.001, 1.0)});
     measured.push_back("attention");
   }
   if (!memory.empty()) {
@@ -120,8 +121,7 @@ void links_from_profile(const hardware::CalibrationProfile& prof, const hardware
     measured.push_back("PCIe");
   }
   double bus = 0;
-  for (const auto& c : prof.collectives)
-    bus = std::max(bus, c.bus_bandwidth_Bps);
+  for (const auto& c : prof.collectives) bus = std::max(bus, c.bus_bandwidth_Bps);
   if (bus > 0 && gpu.nvlink_bandwidth_Bps > 0) {
     e.nvlink = std::clamp(bus / gpu.nvlink_bandwidth_Bps, 0.05, 1.0);
     measured.push_back("NCCL");
@@ -207,9 +207,9 @@ Efficiency efficiency_from_profile(const hardware::CalibrationProfile& prof, con
   host_from_profile(prof, e, measured);
   copies_from_profile(prof, e, measured);
   nvme_from_profile(prof, e, measured);
-  e.source = fmt::format("calibration profile of {} ({}): measured {}; the rest: {}", prof.machine.hostname,
-                         prof.machine.date, measured.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(measured, ", ")),
-                         e.source);
+  e.source =
+      fmt::format("calibration profile of {} ({}): measured {}; the rest: {}", prof.machine.hostname, prof.machine.date,
+                  measured.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(measured, ", ")), e.source);
   return e;
 }
 

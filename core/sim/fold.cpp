@@ -168,9 +168,9 @@ bool folds_undisturbed(const LoweredStep& step, const des::Result& r) {
     spans.reserve(l.folds.size());
     for (const Lowered::Holder& run : l.folds) {
       const des::Time from = l.start(r, run.first), copies = l.fold[run.first];
-      const des::Time first_link = !(run.nvlink || run.nic)     ? l.end(r, run.last)
+      const des::Time first_link = !(run.nvlink || run.nic)        ? l.end(r, run.last)
                                    : run.from_op != Lowered::kNoOp ? l.start(r, run.from_op) - run.from_lead
-                                                                  : r.tasks[run.from.index].start;
+                                                                   : r.tasks[run.from.index].start;
       spans.push_back({from, l.end(r, run.last), from + (first_link - from) / copies - copies});
     }
     for (const Lowered::Holder& o : l.others) {
@@ -182,9 +182,11 @@ bool folds_undisturbed(const LoweredStep& step, const des::Result& r) {
       if (o.comm) {
         auto after = std::upper_bound(l.folds.begin(), l.folds.end(), o.first,
                                       [](std::size_t op, const Lowered::Holder& run) { return op < run.first; });
-        for (auto it = after; it != l.folds.end() && spans[static_cast<std::size_t>(it - l.folds.begin())].from < to; ++it)
+        for (auto it = after; it != l.folds.end() && spans[static_cast<std::size_t>(it - l.folds.begin())].from < to;
+             ++it)
           if (it->chained) return false;
-        for (auto it = after; it != l.folds.begin() && spans[static_cast<std::size_t>(it - 1 - l.folds.begin())].to > from;)
+        for (auto it = after;
+             it != l.folds.begin() && spans[static_cast<std::size_t>(it - 1 - l.folds.begin())].to > from;)
           if ((--it)->chained) return false;
       }
       // The first run ending after `from`, and those after it that start before `to`.

@@ -41,8 +41,8 @@ class DurationMemo {
  public:
   double operator()(const Op& op, const plan::Plan& p, const Efficiency& eff) {
     if (op.kind != OpKind::gemm && op.kind != OpKind::attention) return compute_seconds(op, p, eff);
-    const Key key{op.kind, op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal, op.kernels,
-                  op.m, op.n, op.k, op.flops, op.bytes};
+    const Key key{op.kind,    op.pass, op.weight_grad, op.fp8, op.flash, op.flash_v1, op.causal,
+                  op.kernels, op.m,    op.n,           op.k,   op.flops, op.bytes};
     return memo_(key, [&] { return compute_seconds(op, p, eff); });
   }
 
@@ -62,9 +62,9 @@ class DurationMemo {
 }  // namespace
 
 bool gpu_kernel(const Op& op) {
-  return op.stream == Stream::compute && (op.kind == OpKind::gemm || op.kind == OpKind::attention ||
-                                          op.kind == OpKind::elementwise || op.kind == OpKind::loss ||
-                                          op.kind == OpKind::optimizer);
+  return op.stream == Stream::compute &&
+         (op.kind == OpKind::gemm || op.kind == OpKind::attention || op.kind == OpKind::elementwise ||
+          op.kind == OpKind::loss || op.kind == OpKind::optimizer);
 }
 
 des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown) {
@@ -290,8 +290,8 @@ class StageLowering {
     } else if (chain_.back() + 1 != i || waits_on_chain_end(op) <= 0) {
       return false;
     }
-    const AloneCollective& alone = alone_(
-        AloneKey{op.collective, op.group, op.group_size, op.kernels, op.host_s, op.bytes}, [&] {
+    const AloneCollective& alone =
+        alone_(AloneKey{op.collective, op.group, op.group_size, op.kernels, op.host_s, op.bytes}, [&] {
           AloneCollective a;
           a.cost = collective_cost(op, cx_.topo, cx_.eff);
           const des::LinkId path[1] = {l_.nvlink};
@@ -322,8 +322,9 @@ class StageLowering {
   void flush() {
     if (chain_.empty()) return;
     const Op& head = ir_.ops[chain_.front()];
-    const des::TaskId t = e_.compute(l_.queues[0], chain_ns_, des::Label{std::string(), schedule::to_string(head.kind),
-                                                                          static_cast<std::int32_t>(chain_.front())});
+    const des::TaskId t = e_.compute(
+        l_.queues[0], chain_ns_,
+        des::Label{std::string(), schedule::to_string(head.kind), static_cast<std::int32_t>(chain_.front())});
     // The task waits on what its ops wait on outside it (the chain's ops are the pending ones).
     for (std::size_t i : chain_) {
       l_.task[i] = t;
@@ -368,8 +369,10 @@ class StageLowering {
         }
         break;
       case OpKind::collective:
-        if (op.collective == Collective::send_recv && op.group == schedule::Group::pp) pipeline_send(i, q);
-        else collective(i, q);
+        if (op.collective == Collective::send_recv && op.group == schedule::Group::pp)
+          pipeline_send(i, q);
+        else
+          collective(i, q);
         return;  // deps attached to the latency part
       case OpKind::copy:
         if (copy(i, q)) {
@@ -382,8 +385,8 @@ class StageLowering {
                            label(i));
         break;
       case OpKind::free:
-        task[i] = e_.free(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
-                          label(i));
+        task[i] =
+            e_.free(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes, label(i));
         break;
       case OpKind::marker:
         task[i] = e_.marker(q, label(i));
@@ -437,7 +440,8 @@ class StageLowering {
     e_.depends(a, wait);
     l_.task[i] = a;
     if (cost.inter_bytes <= 0) return;
-    const des::TaskId b = e_.transfer(des::kNoQueue, {l_.nic}, cost.inter_bytes, label(i, " (between nodes)", "network"));
+    const des::TaskId b =
+        e_.transfer(des::kNoQueue, {l_.nic}, cost.inter_bytes, label(i, " (between nodes)", "network"));
     e_.depends(b, wait);
     const des::TaskId join = e_.marker(q, label(i, " done", "marker"));
     e_.depends(join, a);
@@ -454,15 +458,33 @@ class StageLowering {
     for (const HostLink h : host_path(op, cx_.p)) {
       des::LinkId& l = hops[n++];
       switch (h) {
-        case HostLink::pcie_h2d: l = links_.pcie[0]; break;
-        case HostLink::pcie_d2h: l = links_.pcie[1]; break;
-        case HostLink::uplink_h2d: l = links_.uplink[0]; break;
-        case HostLink::uplink_d2h: l = links_.uplink[1]; break;
-        case HostLink::dram: l = links_.dram; break;
-        case HostLink::nvme_read: l = links_.nvme_read; break;
-        case HostLink::nvme_write: l = links_.nvme_write; break;
-        case HostLink::pageable: l = links_.pageable; break;
-        case HostLink::cpu: l = links_.cpu; break;
+        case HostLink::pcie_h2d:
+          l = links_.pcie[0];
+          break;
+        case HostLink::pcie_d2h:
+          l = links_.pcie[1];
+          break;
+        case HostLink::uplink_h2d:
+          l = links_.uplink[0];
+          break;
+        case HostLink::uplink_d2h:
+          l = links_.uplink[1];
+          break;
+        case HostLink::dram:
+          l = links_.dram;
+          break;
+        case HostLink::nvme_read:
+          l = links_.nvme_read;
+          break;
+        case HostLink::nvme_write:
+          l = links_.nvme_write;
+          break;
+        case HostLink::pageable:
+          l = links_.pageable;
+          break;
+        case HostLink::cpu:
+          l = links_.cpu;
+          break;
       }
     }
     const std::span<const des::LinkId> path(hops.data(), n);
@@ -487,9 +509,9 @@ class StageLowering {
   Lowered l_;
   DurationMemo seconds_of_;
   Memo<AloneKey, AloneCollective, 8> alone_;  // chain_collective's, by what they depend on
-  std::vector<std::uint32_t> dependents_;  // by op: ops that wait on it
-  std::vector<char> pending_;              // by op: in the chain not yet issued
-  std::vector<std::size_t> chain_;         // ops of the chain being built
+  std::vector<std::uint32_t> dependents_;     // by op: ops that wait on it
+  std::vector<char> pending_;                 // by op: in the chain not yet issued
+  std::vector<std::size_t> chain_;            // ops of the chain being built
   des::Time chain_ns_ = 0;
   int last_compute_ = -1;      // last op issued on the compute stream
   std::vector<int> fold_;      // fold_layers, with cx_.fold
@@ -505,7 +527,8 @@ class StageLowering {
 
 }  // namespace
 
-Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place) {
+Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links,
+                    const RankPlace& place) {
   return StageLowering(cx, ir, links, place).run();
 }
 
@@ -554,8 +577,8 @@ void credit_chained(const LoweredStep& step, des::Result& r) {
     }
 }
 
-void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs, std::vector<Lowered>& lowered,
-                      std::vector<int>& reported) {
+void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs,
+                      std::vector<Lowered>& lowered, std::vector<int>& reported) {
   des::Engine& e = cx.e;
   const plan::Plan& p = cx.p;
   const Topology& topo = cx.topo;
@@ -609,7 +632,8 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
   }
 }
 
-std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names) {
+std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches,
+                                           bool names) {
   std::vector<schedule::StepIR> irs(std::max(1, p.parallel.pp));
   for (int s = 0; s < static_cast<int>(irs.size()); ++s)
     irs[s] = schedule::build_step(m, p, inventory::build_inventory(m, p, s), micro_batches, names);
@@ -655,7 +679,8 @@ LoweredStep lower_step(const plan::Plan& p, const Efficiency& eff, bool trace, c
   }
   std::sort(sends.begin(), sends.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [tag, recv] : receives) {
-    const auto it = std::lower_bound(sends.begin(), sends.end(), tag, [](const auto& s, std::int64_t t) { return s.first < t; });
+    const auto it =
+        std::lower_bound(sends.begin(), sends.end(), tag, [](const auto& s, std::int64_t t) { return s.first < t; });
     if (it == sends.end() || it->first != tag) {
       out.problem = "the pipeline schedule receives a tensor no stage sends";
       continue;

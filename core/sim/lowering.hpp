@@ -34,19 +34,19 @@ using schedule::Stream;
 namespace detail {
 
 struct Topology {
-  plan::RankLayout layout;  // where the ranks sit: nodes, groups
-  bool nvlink = false;      // a direct GPU-to-GPU fabric (NVLink, Infinity Fabric), else PCIe
+  plan::RankLayout layout;                       // where the ranks sit: nodes, groups
+  bool nvlink = false;                           // a direct GPU-to-GPU fabric (NVLink, Infinity Fabric), else PCIe
   const char* gpu_link_name = "gpu-gpu (pcie)";  // that link's name in results ("nvlink", "infinity fabric")
   double nvlink_Bps = 0;
-  double nic_Bps = 0;   // this GPU's share of the node's NICs
+  double nic_Bps = 0;  // this GPU's share of the node's NICs
   double pcie_Bps = 0;
   double nic_latency_s = 0;
   // Host side, per rank (every rank of a node does the same at the same time, so each gets its
   // share of what the node's ranks share):
-  double uplink_Bps = 0;      // the PCIe switch uplink this GPU sits behind, / GPUs behind it
-  double dram_Bps = 0;        // host DRAM bandwidth / ranks per node
-  double nvme_read_Bps = 0;   // striped drives' read bandwidth / ranks per node
-  double nvme_write_Bps = 0;  // their write bandwidth (burst or sustained, see nvme_write_rate) / ranks
+  double uplink_Bps = 0;        // the PCIe switch uplink this GPU sits behind, / GPUs behind it
+  double dram_Bps = 0;          // host DRAM bandwidth / ranks per node
+  double nvme_read_Bps = 0;     // striped drives' read bandwidth / ranks per node
+  double nvme_write_Bps = 0;    // their write bandwidth (burst or sustained, see nvme_write_rate) / ranks
   double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
 };
 
@@ -117,8 +117,8 @@ struct Lowered {
   std::vector<des::QueueId> queues;  // by Stream
   std::vector<des::LinkId> links;    // the stage's own links
   des::LinkId nvlink{}, nic{};
-  des::PoolId pools[3]{};            // by Tier
-  std::vector<des::TaskId> task;     // by op index
+  des::PoolId pools[3]{};         // by Tier
+  std::vector<des::TaskId> task;  // by op index
   // Compute ops fused into one engine task (see lower_stage): the op's start within its task;
   // -1 for ops that are a task of their own.
   std::vector<des::Time> offset;
@@ -156,7 +156,7 @@ struct Lowered {
     double bytes;
   };
   std::vector<Chained> chained;  // in op order
-  std::vector<int> fold;  // fold_layers' verdict per op (empty: nothing folded)
+  std::vector<int> fold;         // fold_layers' verdict per op (empty: nothing folded)
   // The GPU kernels (gpu_kernel) with a time of their own (not folded), in op order: what the
   // compute stream computes, read without walking the stage's other ops.
   std::vector<std::size_t> kernels;
@@ -232,7 +232,8 @@ struct LoweringContext {
   // Lower each run of identical layers as one (fold_layers); only for representative ranks.
   bool fold = false;
 };
-Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links, const RankPlace& place);
+Lowered lower_stage(const LoweringContext& cx, const schedule::StepIR& ir, const RankLinks& links,
+                    const RankPlace& place);
 
 // A lowered stage's kernels set to `compute_slowdown` (the durations lower_stage gives them,
 // from each op's base time): the same engine runs again without being lowered again.
@@ -244,7 +245,8 @@ void retime(des::Engine& e, Lowered& l, const schedule::StepIR& ir, double compu
 inline void push_merged(std::vector<Interval>& out, const Interval& iv) {
   if (!out.empty()) {
     Interval& last = out.back();
-    if (last.component == iv.component && last.activity == iv.activity && last.lane == iv.lane && last.end_s == iv.start_s) {
+    if (last.component == iv.component && last.activity == iv.activity && last.lane == iv.lane &&
+        last.end_s == iv.start_s) {
       last.end_s = iv.end_s;
       return;
     }
@@ -261,11 +263,12 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
 // Full fidelity: every rank, each with its own GPU links (NVLink port, NIC rail, PCIe link) and
 // the node's shared ones at their whole rate (the PCIe switch uplinks, host DRAM, the drives);
 // `reported[s]` is the index in `lowered` of stage s's first rank.
-void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs, std::vector<Lowered>& lowered,
-                      std::vector<int>& reported);
+void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::StepIR>& irs,
+                      std::vector<Lowered>& lowered, std::vector<int>& reported);
 
 // The step IR of every pipeline stage.
-std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches, bool names);
+std::vector<schedule::StepIR> build_stages(const model::ModelSpec& m, const plan::Plan& p, int micro_batches,
+                                           bool names);
 
 // What was live in the pool of `oom` when it overflowed, by memory category, largest first:
 // " (weights 14.98 GiB, activations 10.02 GiB)": the tensors of `ir` allocated before the

@@ -21,11 +21,13 @@ StageRun extrapolate_run(const StageRun& main, const std::vector<std::pair<const
     out.exposed_comm_s += w * (main.exposed_comm_s - o->exposed_comm_s);
     out.nvme_written += w * (main.nvme_written - o->nvme_written);
     for (std::size_t i = 0; i < out.streams.size(); ++i) {
-      const auto it = std::find_if(o->streams.begin(), o->streams.end(), [&](const StreamUse& x) { return x.name == main.streams[i].name; });
+      const auto it = std::find_if(o->streams.begin(), o->streams.end(),
+                                   [&](const StreamUse& x) { return x.name == main.streams[i].name; });
       out.streams[i].busy_s += w * (main.streams[i].busy_s - (it == o->streams.end() ? 0.0 : it->busy_s));
     }
     for (std::size_t i = 0; i < out.links.size(); ++i) {
-      const auto it = std::find_if(o->links.begin(), o->links.end(), [&](const LinkUse& x) { return x.name == main.links[i].name; });
+      const auto it = std::find_if(o->links.begin(), o->links.end(),
+                                   [&](const LinkUse& x) { return x.name == main.links[i].name; });
       out.links[i].bytes += w * (main.links[i].bytes - (it == o->links.end() ? 0.0 : it->bytes));
       out.links[i].busy_s += w * (main.links[i].busy_s - (it == o->links.end() ? 0.0 : it->busy_s));
     }
@@ -269,7 +271,8 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
       // Lowered again layer by layer, from whole IRs where the builder left later layers out.
       folded = false;
       if (std::any_of(std::begin(irs), std::end(irs), [](const auto& stages) {
-            return std::any_of(stages.begin(), stages.end(), [](const schedule::StepIR& ir) { return !ir.fold.empty(); });
+            return std::any_of(stages.begin(), stages.end(),
+                               [](const schedule::StepIR& ir) { return !ir.fold.empty(); });
           }))
         build_short_runs(m, p, shapes, period > 0 ? 2 : 3, irs, false);
       outcome = run_shorts(p, eff, shapes, irs, w_b, w_c, multi_gpu, false, period, run, stage);
@@ -387,7 +390,8 @@ std::vector<std::pair<double, double>> layer_windows(const schedule::StepIR& ir,
 // followed by their `copies` copies when the lane leaves the window.
 class UnrolledLanes {
  public:
-  UnrolledLanes(const std::vector<std::pair<double, double>>& windows, int copies) : windows_(windows), copies_(copies) {}
+  UnrolledLanes(const std::vector<std::pair<double, double>>& windows, int copies)
+      : windows_(windows), copies_(copies) {}
 
   // A piece outside every window (window -1), or copy 0 of a piece of window `window`.
   void emit(const Interval& piece, int window) {
@@ -538,8 +542,9 @@ struct UnrollShape {
 
 // The layer shortcut's timeline for the power model; false when the (L1, k1) run shows no window
 // of middle layers to repeat.
-bool unrolled_timeline(Timeline& timeline, std::vector<StageRun>& run, const std::vector<std::pair<double, double>>& windows,
-                       const std::vector<double>& weights, const UnrollShape& shape) {
+bool unrolled_timeline(Timeline& timeline, std::vector<StageRun>& run,
+                       const std::vector<std::pair<double, double>>& windows, const std::vector<double>& weights,
+                       const UnrollShape& shape) {
   const std::size_t n = weights.size();
   // The power model's timeline. Its main step is the (L1, k1) run with its window of P middle
   // layers repeated (L - L1) / P more times: the whole step's shape at k1 micro-batches, for the

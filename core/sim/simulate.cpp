@@ -45,15 +45,18 @@ MicroBatchShortcut micro_batch_shortcut(const plan::Plan& p, const Options& opti
 // refused at schedule::kMaxLayerPasses rather than exhausting memory). Empty: simulate it.
 std::string refusal(const model::ModelSpec& m, const plan::Plan& p, bool full, const MicroBatchShortcut& mb) {
   if (full && p.cluster.gpus() > kMaxFullRanks)
-    return fmt::format("full fidelity simulates every rank; {} ranks are more than its limit of {} (use the default, "
-                       "representative fidelity)", p.cluster.gpus(), kMaxFullRanks);
+    return fmt::format(
+        "full fidelity simulates every rank; {} ranks are more than its limit of {} (use the default, "
+        "representative fidelity)",
+        p.cluster.gpus(), kMaxFullRanks);
   std::string why = schedule::too_large(m, p, mb.on ? mb.k1 : 0);
   const std::int64_t copies = full ? static_cast<std::int64_t>(plan::RankLayout(p).stage_ranks()) : 1;
   const std::int64_t passes = schedule::layer_passes(m, p, mb.on ? mb.k1 : 0);
   if (why.empty() && passes * copies > schedule::kMaxLayerPasses)
-    why = fmt::format("not simulated: full fidelity holds {} ranks' copies of a step of {} layer passes, more than "
-                      "ftplan's limit of {} (use the default, representative fidelity)",
-                      copies, passes, schedule::kMaxLayerPasses);
+    why = fmt::format(
+        "not simulated: full fidelity holds {} ranks' copies of a step of {} layer passes, more than "
+        "ftplan's limit of {} (use the default, representative fidelity)",
+        copies, passes, schedule::kMaxLayerPasses);
   return why;
 }
 

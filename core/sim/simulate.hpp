@@ -21,12 +21,12 @@ namespace ftplan::sim {
 // Achieved fraction of each peak, by kernel class. From a calibration profile when one is given,
 // else the shipped defaults for the GPU (each cites its measurement; see default_efficiency).
 struct Efficiency {
-  double gemm = 0.75;           // large dense GEMMs, fraction of the dtype's dense peak
-  double attention = 0.5;       // fused attention kernels, forward and backward
-  double memory = 0.85;         // achieved / datasheet HBM bandwidth for streaming kernels
-  double nvlink = 0.8;          // NCCL bus bandwidth / NVLink per-direction rate
-  double network = 0.9;         // NCCL bus bandwidth / NIC line rate
-  double pcie = 0.85;           // pinned copy bandwidth / PCIe link rate
+  double gemm = 0.75;      // large dense GEMMs, fraction of the dtype's dense peak
+  double attention = 0.5;  // fused attention kernels, forward and backward
+  double memory = 0.85;    // achieved / datasheet HBM bandwidth for streaming kernels
+  double nvlink = 0.8;     // NCCL bus bandwidth / NVLink per-direction rate
+  double network = 0.9;    // NCCL bus bandwidth / NIC line rate
+  double pcie = 0.85;      // pinned copy bandwidth / PCIe link rate
   // Host time per kernel of eager PyTorch: Python module code, autograd recording, the dispatcher
   // and cudaLaunchKernel, which bound a pass of small kernels (small micro-batches go host-bound).
   // Forward: ~9.5 us per op through nn.Module with autograd on, measured over HF's Llama decoder
@@ -50,8 +50,8 @@ struct Efficiency {
   // Achieved DRAM traffic of the whole host, bytes read + written (STREAM triad with its
   // write-allocate reads, all threads).
   double dram_Bps = 0;
-  double cpu_optimizer_params_per_s = 0; // AdamW parameters per second of the whole host
-  double nvme_read_Bps = 0;              // striped drives of the node at the offload engine's block and depth
+  double cpu_optimizer_params_per_s = 0;  // AdamW parameters per second of the whole host
+  double nvme_read_Bps = 0;               // striped drives of the node at the offload engine's block and depth
   double nvme_write_Bps = 0;
   // Host <-> GPU copies: a fixed cost per copy (DMA setup, launch) besides the link time, and
   // pageable copies' rate relative to pinned ones. Without a profile: no per-copy cost (the
@@ -82,7 +82,7 @@ struct Efficiency {
   };
   std::vector<GemmPoint> gemm_shapes;
   std::vector<AttentionPoint> attention_shapes;
-  std::string source;           // where these figures come from
+  std::string source;  // where these figures come from
 };
 Efficiency default_efficiency(const hardware::GpuSpec& gpu);
 // The defaults for `gpu`, replaced by what `profile` measured where it measured it: GEMM and
@@ -162,13 +162,13 @@ struct StepTracks {
 };
 
 struct StepResult {
-  bool ok = true;               // false: the simulated step ran out of GPU memory or could not finish
+  bool ok = true;  // false: the simulated step ran out of GPU memory or could not finish
   std::string problem;
-  double step_time_s = 0;       // one optimizer step (slowest stage)
-  double tokens_per_step = 0;   // whole job (all data-parallel replicas)
-  double tokens_per_s = 0;      // aggregate
+  double step_time_s = 0;      // one optimizer step (slowest stage)
+  double tokens_per_step = 0;  // whole job (all data-parallel replicas)
+  double tokens_per_s = 0;     // aggregate
   double tokens_per_s_per_gpu = 0;
-  double model_flops_per_step = 0;     // whole job
+  double model_flops_per_step = 0;  // whole job
   double hardware_flops_per_step = 0;
   double mfu = 0;
   double hfu = 0;
@@ -185,15 +185,15 @@ struct StepResult {
   // "link nvme read (share)", ...), and its utilization.
   std::string bound_by;
   double bound_utilization = 0;
-  double gpu_peak_bytes = 0;    // high-water mark of the GPU pool (allocated view)
+  double gpu_peak_bytes = 0;  // high-water mark of the GPU pool (allocated view)
   double host_peak_bytes = 0;
   double nvme_peak_bytes = 0;
-  int stage = 0;                // the stage whose step was slowest
-  std::string trace_json;       // with Options::trace
-  StepTracks tracks;            // with Options::trace: the same step as data
+  int stage = 0;           // the stage whose step was slowest
+  std::string trace_json;  // with Options::trace
+  StepTracks tracks;       // with Options::trace: the same step as data
   Efficiency efficiency;
-  Timeline timeline;               // the slowest stage's rank: what each component did when
-  double nvme_written_bytes = 0;   // per rank per step
+  Timeline timeline;              // the slowest stage's rank: what each component did when
+  double nvme_written_bytes = 0;  // per rank per step
 };
 
 StepResult simulate_step(const model::ModelSpec& model, const plan::Plan& plan, const Options& options = {},

@@ -18,15 +18,24 @@ HostPath host_path(const Op& op, const plan::Plan& p) {
 
 const char* to_string(HostLink l) {
   switch (l) {
-    case HostLink::pcie_h2d: return "pcie h2d";
-    case HostLink::pcie_d2h: return "pcie d2h";
-    case HostLink::uplink_h2d: return "pcie switch uplink h2d (share)";
-    case HostLink::uplink_d2h: return "pcie switch uplink d2h (share)";
-    case HostLink::dram: return "host dram (share)";
-    case HostLink::nvme_read: return "nvme read (share)";
-    case HostLink::nvme_write: return "nvme write (share)";
-    case HostLink::pageable: return "pageable staging";
-    case HostLink::cpu: return "host cpu (share)";
+    case HostLink::pcie_h2d:
+      return "pcie h2d";
+    case HostLink::pcie_d2h:
+      return "pcie d2h";
+    case HostLink::uplink_h2d:
+      return "pcie switch uplink h2d (share)";
+    case HostLink::uplink_d2h:
+      return "pcie switch uplink d2h (share)";
+    case HostLink::dram:
+      return "host dram (share)";
+    case HostLink::nvme_read:
+      return "nvme read (share)";
+    case HostLink::nvme_write:
+      return "nvme write (share)";
+    case HostLink::pageable:
+      return "pageable staging";
+    case HostLink::cpu:
+      return "host cpu (share)";
   }
   return "?";
 }
@@ -96,7 +105,8 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
 }
 
 double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double sustained_share_Bps) {
-  const double written = ir.nvme_step_written_bytes >= 0 ? ir.nvme_step_written_bytes : schedule::nvme_written_bytes(ir);
+  const double written =
+      ir.nvme_step_written_bytes >= 0 ? ir.nvme_step_written_bytes : schedule::nvme_written_bytes(ir);
   double drives = 0, burst = 0, sustained = 0, cache = 0;
   for (const auto& [d, n] : p.cluster.drives) {
     drives += n;
@@ -123,7 +133,8 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.nic = link("network", topo.nic_Bps);
   k.pcie = {link(to_string(HostLink::pcie_h2d), topo.pcie_Bps), link(to_string(HostLink::pcie_d2h), topo.pcie_Bps)};
   if (gpus_per_switch(p.cluster) > 0)  // else no copy crosses an uplink (host_path)
-    k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps), link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
+    k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps),
+                link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
   k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
   k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));

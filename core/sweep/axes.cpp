@@ -156,7 +156,8 @@ void read_geometric(MapView& g, Reader& r, AxisDef& a) {
       a.from = from;
       a.step = factor;
       a.integer = whole(from) && whole(factor);
-      while (a.count < kMaxValues && from * std::pow(factor, static_cast<double>(a.count)) <= to * (1 + 1e-9)) ++a.count;
+      while (a.count < kMaxValues && from * std::pow(factor, static_cast<double>(a.count)) <= to * (1 + 1e-9))
+        ++a.count;
     }
   }
   g.finish();

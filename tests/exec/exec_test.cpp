@@ -261,7 +261,8 @@ TEST_CASE("a seconds-long validate of a tiny model on the CPU device") {
     CAPTURE(l.name);
     CHECK(l.measured_bytes == l.simulated_bytes);
     if (l.name.starts_with("nvme") || l.name == sim::to_string(sim::HostLink::pcie_h2d) ||
-        l.name == sim::to_string(sim::HostLink::pcie_d2h)) compared += l.measured_bytes > 0;
+        l.name == sim::to_string(sim::HostLink::pcie_d2h))
+      compared += l.measured_bytes > 0;
   }
   CHECK(compared == 4);  // pcie h2d, pcie d2h, nvme read, nvme write all carried bytes
   // CPU AdamW's bytes (28 per parameter) on the host cores and host DRAM, on both sides.
@@ -603,7 +604,9 @@ schedule::StepIR ir_of(const plan::Scenario& s, const std::string& name) {
   return schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
 }
 
-TEST_CASE("a profile's CPU device rates as a step reads them: every GEMM point, attention at its shape, storage by directories") {
+TEST_CASE(
+    "a profile's CPU device rates as a step reads them: every GEMM point, attention at its shape, storage by "
+    "directories") {
   const plan::Scenario s = tiny();
   const schedule::StepIR ir = ir_of(s, "ZeRO-Infinity");
   const schedule::Op* attention = nullptr;
@@ -612,10 +615,13 @@ TEST_CASE("a profile's CPU device rates as a step reads them: every GEMM point, 
   REQUIRE(attention);
   const exec::AttentionCall a = exec::attention_call(*attention);
   hardware::CpuDeviceSection d;
-  d.gemm = {{"nn", 256, 128, 128, 3e10, {3e10}}, {"nt", 256, 128, 384, 2e10, {2e10}}, {"tn", 128, 128, 256, 1e10, {1e10}}};
+  d.gemm = {
+      {"nn", 256, 128, 128, 3e10, {3e10}}, {"nt", 256, 128, 384, 2e10, {2e10}}, {"tn", 128, 128, 256, 1e10, {1e10}}};
   // One point at the step's own attention shape, one far from it: the first is the rate.
   d.attention = {{a.m, a.n, a.k, 2.5e10, {2.5e10}}, {a.m * 16, a.n * 16, a.k * 2, 4e10, {4e10}}};
-  d.rates = {{"memory_Bps", 4e10, {4e10}}, {"copy_Bps", 2e10, {2e10}}, {"dram_Bps", 3e10, {3e10}},
+  d.rates = {{"memory_Bps", 4e10, {4e10}},
+             {"copy_Bps", 2e10, {2e10}},
+             {"dram_Bps", 3e10, {3e10}},
              {"adam_params_per_s", 1e9, {1e9}}};
   d.storage = {{{"/nowhere/a"}, 1 << 20, 1 << 20, 8, 5e9, 6e9, {5e9}, {6e9}},
                {{"/nowhere/b"}, 1 << 20, 1 << 20, 8, 7e9, 8e9, {7e9}, {8e9}},
@@ -708,10 +714,10 @@ TEST_CASE("the CPU device's work check recomputes entries of every kind of produ
   device.gemm(0, exec::GemmCall{64, 96, 80, false, false, 1, true});
   CHECK(device.work_check().checked == 0);
   device.check_work(true);
-  device.gemm(0, exec::GemmCall{64, 96, 80, false, false, 1, true});                // C = A B
-  device.gemm(0, exec::GemmCall{64, 96, 80, true, true, 1, true});                  // dA and dB
-  device.gemm(0, exec::GemmCall{2048, 16, 4096, true, true, 1, false});             // dB alone, long sums
-  device.attention(0, 128, 128, 64, 2);                                             // S and O, twice
+  device.gemm(0, exec::GemmCall{64, 96, 80, false, false, 1, true});     // C = A B
+  device.gemm(0, exec::GemmCall{64, 96, 80, true, true, 1, true});       // dA and dB
+  device.gemm(0, exec::GemmCall{2048, 16, 4096, true, true, 1, false});  // dB alone, long sums
+  device.attention(0, 128, 128, 64, 2);                                  // S and O, twice
   const exec::WorkCheck w = device.work_check();
   CHECK(w.checked == 2 * (1 + 2 + 1 + 2 * 2));
   CHECK_MESSAGE(w.wrong == 0, w.first_wrong);

@@ -8,40 +8,39 @@
 
 #include <QtTest/QtTest>
 
+#include <QAbstractBarSeries>
 #include <QBarCategoryAxis>
-#include <QBarSet>
-#include <QChart>
 #include <QBarLegendMarker>
 #include <QBarSet>
+#include <QChart>
 #include <QChartView>
-#include <QStandardPaths>
-#include <QSettings>
-#include <QValueAxis>
-#include <QLegend>
-#include <QLegendMarker>
-#include <QLogValueAxis>
-#include <QAbstractBarSeries>
 #include <QComboBox>
 #include <QHorizontalStackedBarSeries>
 #include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QListWidget>
+#include <QLogValueAxis>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QScatterSeries>
+#include <QSettings>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QToolTip>
+#include <QValueAxis>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "common/units.hpp"
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
-#include "common/units.hpp"
 #include "io/verdict.hpp"
 #include "main_window.hpp"
 #include "sweep_window.hpp"
@@ -177,7 +176,8 @@ class MainWindowTest : public QObject {
         QVERIFY2(m->isVisible() == paid, qPrintable(bm->label()));
       }
     }
-    for (const char* row : {"fits?", "GPUs", "peak GPU memory (device, judged for fit)", "job time", "cost", "GPU time not computing"})
+    for (const char* row :
+         {"fits?", "GPUs", "peak GPU memory (device, judged for fit)", "job time", "cost", "GPU time not computing"})
       QVERIFY2(row_of(table, row) >= 0, row);
     for (std::size_t i = 0; i < n; ++i) {
       const auto& e = o.evaluations[i];
@@ -225,7 +225,8 @@ class MainWindowTest : public QObject {
       // Each bar's label gives its share of the capacity: a nearly full host reads as such on an
       // axis a larger host sets.
       if (e.memory.host_capacity_bytes > 0) {
-        const QString share = QString(" (%1%)").arg(100.0 * e.memory.host_peak_bytes / e.memory.host_capacity_bytes, 0, 'f', 0);
+        const QString share =
+            QString(" (%1%)").arg(100.0 * e.memory.host_peak_bytes / e.memory.host_capacity_bytes, 0, 'f', 0);
         bool labelled = false;
         for (QAbstractAxis* axis : host->chart()->axes())
           if (auto* bars = qobject_cast<QBarCategoryAxis*>(axis))
@@ -339,7 +340,8 @@ class MainWindowTest : public QObject {
     QVERIFY(mark(memory, at));
     QCOMPARE(mark(memory, at)->pen().color(), QColor(200, 0, 0));
     for (std::size_t i = 0; i < o.plans.size(); ++i)
-      if (o.evaluations[i].memory.fits) QVERIFY(!bar_label(memory, i, o.plans.size()).contains(QString::fromUtf8("\u2717")));
+      if (o.evaluations[i].memory.fits)
+        QVERIFY(!bar_label(memory, i, o.plans.size()).contains(QString::fromUtf8("\u2717")));
     // Its column shaded, and the two rows under the table say why and what would fit.
     const int col = MainWindow::column_of(static_cast<int>(at));
     const auto* tbl = w->findChild<QTableWidget*>("table");
@@ -522,7 +524,8 @@ class MainWindowTest : public QObject {
     // The advice notes go with the table, as compare --format json writes them.
     const auto& advice = w->shown().advice;
     QVERIFY(!advice.empty());
-    QVERIFY2(j.str().find("\"advice\": \"" + advice.front().substr(0, 40)) != std::string::npos, j.str().substr(0, 400).c_str());
+    QVERIFY2(j.str().find("\"advice\": \"" + advice.front().substr(0, 40)) != std::string::npos,
+             j.str().substr(0, 400).c_str());
     const auto png = w->export_charts(dir / "c.png");
     QCOMPARE(png.size(), std::size_t{5});
     for (const auto& f : png) QVERIFY(fs::file_size(f) > 1000);

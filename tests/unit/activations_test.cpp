@@ -138,8 +138,10 @@ TEST_CASE("the final norm keeps what a layer's RMSNorm keeps, plus the head's in
    *   autocast, LoRA:    (4h + 4) x 2048              (frozen norm and head)                    */
   const double h = 2048, n = 2048;
   const auto final_norm = [](const std::string& job) {
-    const std::string text = "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, framework: hf-trainer, seq_len: 1024, "
-                             "micro_batch: 2, " + job + "}\nplans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n";
+    const std::string text =
+        "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, framework: hf-trainer, seq_len: 1024, "
+        "micro_batch: 2, " +
+        job + "}\nplans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n";
     const auto sc = io::parse_scenario(text, "activations_test.yaml", test::data_dir(), test::zoo(), test::catalog());
     const auto inv = inventory::build_inventory(sc.model, sc.plans.front());
     double bytes = 0;

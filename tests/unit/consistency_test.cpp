@@ -43,8 +43,8 @@ std::string random_scenario(std::mt19937& rng) {
   const auto pick_int = [&](std::initializer_list<int> xs) { return *(xs.begin() + rng() % xs.size()); };
   const std::string model = pick({"llama-3.2-1b", "qwen2.5-0.5b", "llama-3.1-8b", "mixtral-8x7b", "gemma-2-2b"});
   const std::string method = pick({"full", "lora", "qlora"});
-  const std::string framework =
-      pick({"pytorch-fsdp", "pytorch-fsdp2", "deepspeed", "deepspeed", "deepspeed", "megatron", "hf-trainer", "torchtune"});
+  const std::string framework = pick(
+      {"pytorch-fsdp", "pytorch-fsdp2", "deepspeed", "deepspeed", "deepspeed", "megatron", "hf-trainer", "torchtune"});
   const int seq = pick_int({512, 1024, 2048});
   const int micro = pick_int({1, 2, 4});
   const int accumulation = pick_int({1, 2, 4, 8});
@@ -59,11 +59,13 @@ std::string random_scenario(std::mt19937& rng) {
       break;
     case 1:
       gpus = 1;
-      cluster = fmt::format("{{gpu: {}, gpus: 1{}}}", pick({"rtx-4090", "l40s", "h100-sxm-80gb"}), rng() % 2 ? ", exclusive: true" : "");
+      cluster = fmt::format("{{gpu: {}, gpus: 1{}}}", pick({"rtx-4090", "l40s", "h100-sxm-80gb"}),
+                            rng() % 2 ? ", exclusive: true" : "");
       break;
     default:
       gpus = 4;
-      cluster = "{node: workstation-4x-rtx-6000-ada, dram: 512 GiB, drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}";
+      cluster =
+          "{node: workstation-4x-rtx-6000-ada, dram: 512 GiB, drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}";
       break;
   }
   const int tp = gpus >= 2 ? pick_int({1, 1, 2}) : 1;
@@ -75,10 +77,12 @@ std::string random_scenario(std::mt19937& rng) {
   if (framework == std::string("megatron")) zero = pick_int({0, 1});
   parallel = fmt::format("{{tp: {}, pp: {}, ep: {}{}}}", tp, pp, ep, zero > 0 ? fmt::format(", zero: {}", zero) : "");
   if (framework == std::string("deepspeed") && rng() % 2)
-    offload = fmt::format("    offload: {{preset: {}}}\n", pick({"zero-offload", "zero-infinity", "aidaptiv", "activation-cpu"}));
+    offload = fmt::format("    offload: {{preset: {}}}\n",
+                          pick({"zero-offload", "zero-infinity", "aidaptiv", "activation-cpu"}));
   return fmt::format(
       "schema_version: 1\nmodel: {}\njob: {{method: {}, framework: {}, seq_len: {}, micro_batch: {}, global_batch: {}, "
-      "tokens: 10M, activation_checkpointing: {}, precision: {}}}\nplans:\n  - name: p\n    cluster: {}\n    parallel: {}\n{}",
+      "tokens: 10M, activation_checkpointing: {}, precision: {}}}\nplans:\n  - name: p\n    cluster: {}\n    parallel: "
+      "{}\n{}",
       model, method, framework, seq, micro, micro * dp * accumulation, ckpt, precision, cluster, parallel, offload);
 }
 
@@ -93,7 +97,8 @@ std::string indented(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI agree field by field on 200 random plans") {
+TEST_CASE(
+    "one plan, one answer: memory, simulate, compare, sweep and the GUI agree field by field on 200 random plans") {
   std::mt19937 rng(20261203);
   int checked = 0, tiered = 0, sharded = 0, pipelines = 0, adapters = 0, moe = 0, infeasible = 0;
   for (int tries = 0; checked < 200 && tries < 5000; ++tries) {
@@ -122,8 +127,9 @@ TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI ag
       CHECK(e.power.gpu_idle_s_per_step ==
             doctest::Approx((step.exposed_comm_s + step.idle_s) * p.cluster.gpus()).epsilon(1e-6).scale(1e-6));
     // sweep: the same scenario as a one-point sweep
-    const auto sw = sweep::Sweep::parse("schema_version: 1\nscenario:\n" + indented(text) + "\naxes:\n  - {key: job.tokens, values: [10M]}\n",
-                                        "consistency-sweep.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto sw = sweep::Sweep::parse(
+        "schema_version: 1\nscenario:\n" + indented(text) + "\naxes:\n  - {key: job.tokens, values: [10M]}\n",
+        "consistency-sweep.yaml", test::data_dir(), test::zoo(), test::catalog());
     const auto swept = sw.evaluate(0);
     REQUIRE(swept.size() == 1);
     CHECK_MESSAGE(differs(compared, swept[0]).empty(), differs(compared, swept[0]));
@@ -142,8 +148,8 @@ TEST_CASE("one plan, one answer: memory, simulate, compare, sweep and the GUI ag
     moe += s.model.is_moe();
     infeasible += !e.feasible();
   }
-  MESSAGE(fmt::format("{} plans: {} tiered, {} sharded, {} pipelines, {} LoRA/QLoRA, {} MoE, {} that do not fit", checked,
-                      tiered, sharded, pipelines, adapters, moe, infeasible));
+  MESSAGE(fmt::format("{} plans: {} tiered, {} sharded, {} pipelines, {} LoRA/QLoRA, {} MoE, {} that do not fit",
+                      checked, tiered, sharded, pipelines, adapters, moe, infeasible));
   CHECK(checked >= 200);
   CHECK(tiered >= 10);
   CHECK(sharded >= 20);
@@ -176,12 +182,13 @@ TEST_CASE("the planner lists each layout once and searches offload only when ask
    * No offload list: no offload preset in any candidate. */
   const auto s = io::parse_scenario(
       "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: 1, global_batch: 16, "
-      "tokens: 10M, framework: deepspeed}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [1, 2]\n  tp: [1]\n  pp: [1]\n"
+      "tokens: 10M, framework: deepspeed}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [1, 2]\n  tp: [1]\n  pp: "
+      "[1]\n"
       "  zero: [0, 1, 2, 3]\n  micro_batch: [1]\n  activation_checkpointing: [none]\n",
       "dedup.yaml", test::data_dir(), test::zoo(), test::catalog());
   const auto r = planner::search(s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 1);
-  CHECK(r.duplicates == 3);                // ZeRO 1, 2, 3 on the one GPU
-  CHECK(r.candidates.size() == 1 + 4);     // 1 GPU: ZeRO 0; 2 GPUs: ZeRO 0-3
+  CHECK(r.duplicates == 3);             // ZeRO 1, 2, 3 on the one GPU
+  CHECK(r.candidates.size() == 1 + 4);  // 1 GPU: ZeRO 0; 2 GPUs: ZeRO 0-3
   for (const auto& c : r.candidates) CHECK(c.plan.offload.preset == plan::OffloadPreset::none);
 }
 
@@ -191,7 +198,8 @@ TEST_CASE("the planner searches interleaving and sequence parallelism where they
    * + 2 (tp1 pp2) + 2 (tp2 pp1) + 4 (tp2 pp2) = 9 layouts; each candidate is the layout it names. */
   const auto s = io::parse_scenario(
       "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: 1, global_batch: 16, "
-      "tokens: 10M, framework: megatron}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [4]\n  tp: [1, 2]\n  pp: [1, 2]\n"
+      "tokens: 10M, framework: megatron}\nsearch:\n  gpus: [h100-sxm-80gb]\n  gpu_counts: [4]\n  tp: [1, 2]\n  pp: [1, "
+      "2]\n"
       "  virtual_stages: [1, 2]\n  sequence_parallel: [false, true]\n  zero: [0]\n  micro_batch: [1]\n"
       "  activation_checkpointing: [none]\n",
       "interleaving.yaml", test::data_dir(), test::zoo(), test::catalog());
@@ -209,10 +217,11 @@ TEST_CASE("the planner searches interleaving and sequence parallelism where they
   }
   CHECK(interleaved >= 1);
   CHECK(sequence_parallel >= 1);
-  CHECK_THROWS_WITH_AS(io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {global_batch: 16, tokens: 10M}\n"
-                                          "search:\n  gpus: [h100-sxm-80gb]\n  sequence_parallel: [maybe]\n",
-                                          "bad.yaml", test::data_dir(), test::zoo(), test::catalog()),
-                       doctest::Contains("bad.yaml:6:23: search.sequence_parallel: expected true or false"), InputError);
+  CHECK_THROWS_WITH_AS(
+      io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {global_batch: 16, tokens: 10M}\n"
+                         "search:\n  gpus: [h100-sxm-80gb]\n  sequence_parallel: [maybe]\n",
+                         "bad.yaml", test::data_dir(), test::zoo(), test::catalog()),
+      doctest::Contains("bad.yaml:6:23: search.sequence_parallel: expected true or false"), InputError);
 }
 
 TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU memory idle") {
@@ -238,8 +247,9 @@ TEST_CASE("micro_batch: auto runs each plan at its fastest micro-batch that fits
   /* The default scenario (global batch 32): the workstation's step is fastest at micro-batch 4 (2
    * accumulation steps; 8 would not fit), the 32 H100s can only run 1. Every other micro-batch that
    * fits and divides is no faster. */
-  const auto s = io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
-                                   test::zoo(), test::catalog());
+  const auto s =
+      io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
+                        test::zoo(), test::catalog());
   for (const auto& p : s.plans) {
     INFO(p.name);
     CHECK(p.job.micro_batch_auto);

@@ -16,7 +16,8 @@ namespace {
 
 plan::Plan plan_on(const std::string& cluster) {
   const std::string text = fmt::format(
-      "schema_version: 1\nmodel: llama-3.2-1b\njob: {{steps: 1, framework: hf-trainer}}\nplans:\n  - name: p\n    cluster: {}\n",
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {{steps: 1, framework: hf-trainer}}\nplans:\n  - name: p\n    "
+      "cluster: {}\n",
       cluster);
   return io::parse_scenario(text, "cost_test.yaml", test::data_dir(), test::zoo(), test::catalog()).plans.front();
 }
@@ -156,21 +157,22 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
   CHECK(cost::dollars(teton, rent, pw, 10, 540, 1e6, 0).priced());
   plan::CostSpec own;
   own.mode = plan::CostSpec::Mode::own;
-  const plan::Plan dgx2 =
-      io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
-                         "  - name: p\n    cluster: {node: dgx-2}\n",
-                         "t.yaml", test::data_dir(), test::zoo(), test::catalog())
-          .plans.front();
+  const plan::Plan dgx2 = io::parse_scenario(
+                              "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
+                              "  - name: p\n    cluster: {node: dgx-2}\n",
+                              "t.yaml", test::data_dir(), test::zoo(), test::catalog())
+                              .plans.front();
   c = cost::dollars(dgx2, own, pw, 10, 540, 1e6, 0);
   CHECK_FALSE(c.priced());
   CHECK(c.unpriced.find("Tesla V100") != std::string::npos);
   CHECK(cost::dollars(plan_on("{gpu: h100-sxm-80gb, gpus: 8}"), own, pw, 10, 540, 1e6, 0).priced());
 
   /* compare's answer: the unpriced plan is left out with its reason, the priced one is cheapest. */
-  const auto s = io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {tokens: 1M}\nplans:\n"
-                                    "  - name: teton\n    cluster: {gpu: h100-96gb-500w, gpus: 8}\n"
-                                    "  - name: sxm\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
-                                    "t.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {tokens: 1M}\nplans:\n"
+      "  - name: teton\n    cluster: {gpu: h100-96gb-500w, gpus: 8}\n"
+      "  - name: sxm\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
+      "t.yaml", test::data_dir(), test::zoo(), test::catalog());
   std::vector<evaluate::Evaluation> ev;
   for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p, {}));
   const std::string a = io::answer(s.plans, ev, s.constraints);
@@ -180,7 +182,8 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
   // constraints: ...").
   const std::vector<plan::Plan> alone = {s.plans[0]};
   const std::vector<evaluate::Evaluation> alone_ev = {ev[0]};
-  CHECK(io::answer(alone, alone_ev, s.constraints).rfind("No plan has a price to rank it by: teton is left out", 0) == 0);
+  CHECK(io::answer(alone, alone_ev, s.constraints).rfind("No plan has a price to rank it by: teton is left out", 0) ==
+        0);
   const io::Row row = io::cost_row(s.plans[0], ev[0].memory, ev[0].step, ev[0].power, ev[0].cost);
   REQUIRE(row.get("cost_usd"));
   CHECK(std::holds_alternative<std::nullptr_t>(*row.get("cost_usd")));
@@ -238,11 +241,11 @@ TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the D
             cost::power(plan_on("{node: workstation-4x-rtx-6000-ada, nodes: 1}"), {}).idle_power_w ==
         doctest::Approx(3 * dimms_w));
   /* The parts of a DGX-2: its V100s have no price, so neither has the node. */
-  const plan::Plan dgx2 =
-      io::parse_scenario("schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
-                         "  - name: p\n    cluster: {node: dgx-2}\n",
-                         "t.yaml", test::data_dir(), test::zoo(), test::catalog())
-          .plans.front();
+  const plan::Plan dgx2 = io::parse_scenario(
+                              "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 1, precision: fp16-mixed}\nplans:\n"
+                              "  - name: p\n    cluster: {node: dgx-2}\n",
+                              "t.yaml", test::data_dir(), test::zoo(), test::catalog())
+                              .plans.front();
   CHECK(cost::bill_of_materials(dgx2).missing.find("Tesla V100") != std::string::npos);
 }
 
@@ -267,7 +270,8 @@ TEST_CASE("a rented plan says where its hourly rate comes from and what the rate
   CHECK(basis("{node: dgx-h100, nodes: 1}").empty());
 }
 
-TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
+TEST_CASE(
+    "a plan on k of a node's n GPUs rents, powers and fits into k/n of the node; exclusive keeps the whole node") {
   /* One A100 of a DGX A100 (8 GPUs, 2 TB DRAM, 8 NVMe drives): rent = node rate / 8; idle power =
    * one GPU's idle + 1/8 of the node's other parts; host DRAM and flash capacity 1/8 of the node's.
    * `exclusive: true` (an owned or dedicated node) keeps all of it: the whole node's rent and parts. */
@@ -294,28 +298,34 @@ TEST_CASE("a plan on k of a node's n GPUs rents, powers and fits into k/n of the
   CHECK(f_one.nvme_capacity_bytes == doctest::Approx(f_whole.nvme_capacity_bytes / 8));
 
   /* The parts form describes a machine part by part: owned, so exclusive unless it says otherwise. */
-  CHECK(plan_on("{parts: {gpu: a100-sxm4-80gb, gpus: 8, host: " + whole.cluster.node.host + "}, nodes: 1, gpus_per_node: 1}")
+  CHECK(plan_on("{parts: {gpu: a100-sxm4-80gb, gpus: 8, host: " + whole.cluster.node.host +
+                "}, nodes: 1, gpus_per_node: 1}")
             .cluster.exclusive);
 }
 
 TEST_CASE("each plan can say how it is paid for: a rented cloud plan beside an owned workstation in one scenario") {
   /* plans[].cost takes the scenario's cost keys; what it gives replaces the scenario's for that
    * plan only. The owned plan costs what the same plan costs in a scenario that owns everything. */
-  const std::string plans = "plans:\n  - name: cloud\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
-                            "  - name: desk\n    cluster: {node: workstation-4x-rtx-6000-ada}\n";
+  const std::string plans =
+      "plans:\n  - name: cloud\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
+      "  - name: desk\n    cluster: {node: workstation-4x-rtx-6000-ada}\n";
   const std::string head = "schema_version: 1\nmodel: llama-3.2-1b\njob: {steps: 10, framework: hf-trainer}\n";
-  const auto mixed = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans + "    cost: {mode: own, lifetime_years: 4}\n",
-                                        "mixed.yaml", test::data_dir(), test::zoo(), test::catalog());
-  const auto owned = io::parse_scenario(head + "cost: {mode: own, lifetime_years: 4}\n" + plans,
-                                        "owned.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto mixed =
+      io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans + "    cost: {mode: own, lifetime_years: 4}\n",
+                         "mixed.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const auto owned = io::parse_scenario(head + "cost: {mode: own, lifetime_years: 4}\n" + plans, "owned.yaml",
+                                        test::data_dir(), test::zoo(), test::catalog());
   const auto rented = io::parse_scenario(head + "cost: {billing: per-hour}\n" + plans, "rented.yaml", test::data_dir(),
                                          test::zoo(), test::catalog());
   CHECK(mixed.plans[0].cost.mode == plan::CostSpec::Mode::rent);
   CHECK(mixed.plans[1].cost.mode == plan::CostSpec::Mode::own);
   CHECK(mixed.plans[1].cost.billing == plan::CostSpec::Billing::per_hour);  // the scenario's, not overridden
-  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[0]).cost.cost_usd == doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[0]).cost.cost_usd));
-  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd == doctest::Approx(evaluate::evaluate_plan(owned.model, owned.plans[1]).cost.cost_usd));
-  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd != doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[1]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[0]).cost.cost_usd ==
+        doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[0]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd ==
+        doctest::Approx(evaluate::evaluate_plan(owned.model, owned.plans[1]).cost.cost_usd));
+  CHECK(evaluate::evaluate_plan(mixed.model, mixed.plans[1]).cost.cost_usd !=
+        doctest::Approx(evaluate::evaluate_plan(rented.model, rented.plans[1]).cost.cost_usd));
 }
 
 TEST_CASE("owning for a demand of jobs a year: clusters bought whole, and where the cheaper plan changes") {
@@ -344,8 +354,9 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
   /* The shipped 70B comparison, owned: one $36,200 workstation costs less a year than one
    * $1,200,000 cluster of 32 H100s until the demand needs ~30 workstations, then the H100s; rented,
    * nothing is said. A 1B LoRA on one RTX 4090 against 8 H100s: the 4090 at every demand. */
-  plan::Scenario s = io::load_scenario(std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-full-h100-vs-workstation.yaml",
-                                       test::zoo(), test::catalog());
+  plan::Scenario s =
+      io::load_scenario(std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-full-h100-vs-workstation.yaml",
+                        test::zoo(), test::catalog());
   const auto owning = [](const plan::Scenario& sc) {
     std::vector<evaluate::Evaluation> ev;
     for (const auto& p : sc.plans) ev.push_back(evaluate::evaluate_plan(sc.model, p, {}));
@@ -359,14 +370,16 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
   CHECK(text.find("; then A 32x H100 FSDP for ") != std::string::npos);
   const auto small = io::parse_scenario(
       "schema_version: 1\nmodel: llama-3.2-1b\njob: {tokens: 1M, method: lora}\ncost: {mode: own}\nplans:\n"
-      "  - name: big\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n  - name: small\n    cluster: {gpu: rtx-4090, gpus: 1}\n",
+      "  - name: big\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n  - name: small\n    cluster: {gpu: rtx-4090, gpus: "
+      "1}\n",
       "owning.yaml", test::data_dir(), test::zoo(), test::catalog());
   text = owning(small);
   CHECK(text.find("the cheapest is small at every demand up to ") != std::string::npos);
   // More changes than are shown end the sentence as a clause of their own (the shipped QLoRA
   // comparison alternates between its two workstation plans as clusters are bought whole).
-  const plan::Scenario q = io::load_scenario(
-      std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-qlora-h100-vs-workstation.yaml", test::zoo(), test::catalog());
+  const plan::Scenario q =
+      io::load_scenario(std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-qlora-h100-vs-workstation.yaml",
+                        test::zoo(), test::catalog());
   text = owning(q);
   INFO(text);
   CHECK(text.find("changes more up to ") != std::string::npos);

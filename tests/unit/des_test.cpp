@@ -512,7 +512,8 @@ TEST_CASE("fair share: a change refills its flows in one fill, mostly (S starts 
   std::vector<detail::FairShare::Index> live, changed;
   for (int step = 0; step < 3000; ++step) {
     if (live.size() < 120 || (live.size() < 160 && pick(2) == 0)) {
-      const auto node = static_cast<detail::FairShare::Index>(pick(nodes)), gpu = static_cast<detail::FairShare::Index>(pick(8));
+      const auto node = static_cast<detail::FairShare::Index>(pick(nodes)),
+                 gpu = static_cast<detail::FairShare::Index>(pick(8));
       const detail::FairShare::Index base = node * 12, uplink = base + 8 + gpu / 4;
       std::vector<detail::FairShare::Index> path{base + gpu};
       if (const auto kind = pick(4); kind > 0) {

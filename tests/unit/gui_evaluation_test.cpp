@@ -224,7 +224,8 @@ TEST_CASE("the new-scenario form writes a scenario that reads clean and evaluate
    * its Hugging Face config.json too. */
   int cases = 0;
   for (const char* method : {"full", "lora", "qlora"})
-    for (const char* offload : {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"})
+    for (const char* offload :
+         {"none", "zero-offload", "zero-infinity", "aidaptiv", "activation-cpu", "activation-nvme"})
       for (const bool node : {false, true})
         for (const bool tiered : {false, true}) {
           gui::NewScenario n;

@@ -27,17 +27,26 @@ namespace {
 
 // The launch facts a case gives as flags, as the scenario keys `ftplan import`'s flags set.
 const std::map<std::string, std::string>& flag_keys() {
-  static const std::map<std::string, std::string> m = {
-      {"--gpu", "plan.cluster.gpu"},         {"--gpus", "plan.cluster.gpus"},
-      {"--model", "model"},                  {"--gpus-per-node", "plan.cluster.gpus_per_node"},
-      {"--node", "plan.cluster.node"},       {"--nodes", "plan.cluster.nodes"},
-      {"--dp", "plan.parallel.dp"},          {"--tp", "plan.parallel.tp"},
-      {"--pp", "plan.parallel.pp"},          {"--cp", "plan.parallel.cp"},
-      {"--zero", "plan.parallel.zero"},      {"--fsdp", "plan.parallel.fsdp"},
-      {"--method", "job.method"},            {"--seq", "job.seq_len"},
-      {"--micro-batch", "job.micro_batch"},  {"--global-batch", "job.global_batch"},
-      {"--steps", "job.steps"},              {"--precision", "job.precision"},
-      {"--framework", "job.framework"},      {"--model-config", "model_config"}};
+  static const std::map<std::string, std::string> m = {{"--gpu", "plan.cluster.gpu"},
+                                                       {"--gpus", "plan.cluster.gpus"},
+                                                       {"--model", "model"},
+                                                       {"--gpus-per-node", "plan.cluster.gpus_per_node"},
+                                                       {"--node", "plan.cluster.node"},
+                                                       {"--nodes", "plan.cluster.nodes"},
+                                                       {"--dp", "plan.parallel.dp"},
+                                                       {"--tp", "plan.parallel.tp"},
+                                                       {"--pp", "plan.parallel.pp"},
+                                                       {"--cp", "plan.parallel.cp"},
+                                                       {"--zero", "plan.parallel.zero"},
+                                                       {"--fsdp", "plan.parallel.fsdp"},
+                                                       {"--method", "job.method"},
+                                                       {"--seq", "job.seq_len"},
+                                                       {"--micro-batch", "job.micro_batch"},
+                                                       {"--global-batch", "job.global_batch"},
+                                                       {"--steps", "job.steps"},
+                                                       {"--precision", "job.precision"},
+                                                       {"--framework", "job.framework"},
+                                                       {"--model-config", "model_config"}};
   return m;
 }
 
@@ -60,22 +69,37 @@ std::string text_of(const YAML::Node& n) {
 
 // A key the imported scenario leaves out has the scenario format's default (docs/scenario-format.md).
 std::string scenario_default(const std::string& key) {
-  static const std::map<std::string, std::string> d = {
-      {"job.method", "full"},         {"job.samples.packing", "packed"},      {"job.attention", "flash"},
-      {"job.compile", "false"},       {"job.activation_checkpointing", "none"}, {"job.lora.dropout", "0"},
-      {"job.quant.double_quant", "true"}, {"job.optimizer.paged", "false"},   {"plan.parallel.tp", "1"},
-      {"plan.parallel.pp", "1"},      {"plan.parallel.cp", "1"},              {"plan.parallel.zero", "0"},
-      {"plan.parallel.fsdp", "full_shard"}, {"plan.offload.params", "gpu"},   {"plan.offload.gradients", "gpu"},
-      {"plan.offload.optimizer", "gpu"}, {"plan.offload.activations", "gpu"}, {"plan.offload.optimizer_step", "gpu"}};
+  static const std::map<std::string, std::string> d = {{"job.method", "full"},
+                                                       {"job.samples.packing", "packed"},
+                                                       {"job.attention", "flash"},
+                                                       {"job.compile", "false"},
+                                                       {"job.activation_checkpointing", "none"},
+                                                       {"job.lora.dropout", "0"},
+                                                       {"job.quant.double_quant", "true"},
+                                                       {"job.optimizer.paged", "false"},
+                                                       {"plan.parallel.tp", "1"},
+                                                       {"plan.parallel.pp", "1"},
+                                                       {"plan.parallel.cp", "1"},
+                                                       {"plan.parallel.zero", "0"},
+                                                       {"plan.parallel.fsdp", "full_shard"},
+                                                       {"plan.offload.params", "gpu"},
+                                                       {"plan.offload.gradients", "gpu"},
+                                                       {"plan.offload.optimizer", "gpu"},
+                                                       {"plan.offload.activations", "gpu"},
+                                                       {"plan.offload.optimizer_step", "gpu"}};
   const auto it = d.find(key);
   return it == d.end() ? "<absent>" : it->second;
 }
 
 // LoRA targets in ftplan's short names (the scenario takes both; docs/scenario-format.md).
 std::string short_targets(std::string t) {
-  for (const auto& [hf, ours] : std::vector<std::pair<std::string, std::string>>{
-           {"q_proj", "q"}, {"k_proj", "k"}, {"v_proj", "v"}, {"o_proj", "o"}, {"gate_proj", "gate"},
-           {"up_proj", "up"}, {"down_proj", "down"}})
+  for (const auto& [hf, ours] : std::vector<std::pair<std::string, std::string>>{{"q_proj", "q"},
+                                                                                 {"k_proj", "k"},
+                                                                                 {"v_proj", "v"},
+                                                                                 {"o_proj", "o"},
+                                                                                 {"gate_proj", "gate"},
+                                                                                 {"up_proj", "up"},
+                                                                                 {"down_proj", "down"}})
     for (std::size_t at; (at = t.find(hf)) != std::string::npos;) t.replace(at, hf.size(), ours);
   if (t.front() == '[') {  // sorted again: the short names sort differently
     std::vector<std::string> items;
@@ -139,14 +163,14 @@ void leaves(const io::import::Node& n, const std::string& path, std::vector<std:
 }
 
 bool under(const std::string& path, const std::string& key) {
-  return path == key ||
-         (path.size() > key.size() && path.compare(0, key.size(), key) == 0 && (path[key.size()] == '.' || path[key.size()] == '['));
+  return path == key || (path.size() > key.size() && path.compare(0, key.size(), key) == 0 &&
+                         (path[key.size()] == '.' || path[key.size()] == '['));
 }
 
 // The keys of `file` no reader took or listed.
 std::vector<std::string> unaccounted(const io::ImportedScenario& s, const std::string& file) {
-  const io::import::Node root = fs::path(file).extension() == ".toml" ? io::import::load_toml_tree(file)
-                                                                      : io::import::load_yaml_tree(file);
+  const io::import::Node root =
+      fs::path(file).extension() == ".toml" ? io::import::load_toml_tree(file) : io::import::load_yaml_tree(file);
   std::vector<std::string> all;
   leaves(root, "", all);
   std::vector<std::string> missing;
@@ -228,9 +252,9 @@ TEST_CASE("import corpus: real configs from the frameworks' repositories import 
       CHECK_MESSAGE(missing.empty(), f << ": keys neither read nor listed as not used:" << list);
     }
   }
-  MESSAGE(cases.size() << " cases from " << files_seen.size() << " files (the corpus' from " << repos.size() << " repositories): "
-                       << imported << " imported (" << values << " values checked), " << refused_as_expected
-                       << " refused as the frameworks refuse them");
+  MESSAGE(cases.size() << " cases from " << files_seen.size() << " files (the corpus' from " << repos.size()
+                       << " repositories): " << imported << " imported (" << values << " values checked), "
+                       << refused_as_expected << " refused as the frameworks refuse them");
   CHECK(files_seen.size() >= 60);
   CHECK(repos.size() >= 10);
 }

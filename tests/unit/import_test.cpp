@@ -320,15 +320,18 @@ TEST_CASE("PEFT adapter_config.json: rank, alpha and targets") {
 TEST_CASE("TrainingArguments optim paged_adamw_32bit and paged_adamw_8bit are paged bitsandbytes optimizers") {
   /* transformers OptimizerNames: paged_adamw_32bit -> bnb PagedAdamW32bit (32-bit AdamW),
    * paged_adamw_8bit -> bnb PagedAdamW8bit; both page their state (job.optimizer.paged). */
-  const fs::path a = write_scratch("paged32.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_32bit", "output_dir": "x"})");
+  const fs::path a = write_scratch(
+      "paged32.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_32bit", "output_dir": "x"})");
   const plan::Plan p32 = scenario_of({a}, cluster("1", "llama-3.2-1b")).plans.at(0);
   CHECK(p32.job.optimizer.kind == plan::OptimizerKind::adamw);
   CHECK(p32.job.optimizer.paged);
-  const fs::path b = write_scratch("paged8.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_8bit", "output_dir": "x"})");
+  const fs::path b = write_scratch(
+      "paged8.json", R"({"per_device_train_batch_size": 1, "optim": "paged_adamw_8bit", "output_dir": "x"})");
   const plan::Plan p8 = scenario_of({b}, cluster("1", "llama-3.2-1b")).plans.at(0);
   CHECK(p8.job.optimizer.kind == plan::OptimizerKind::adamw_8bit);
   CHECK(p8.job.optimizer.paged);
-  const fs::path c = write_scratch("unpaged8.json", R"({"per_device_train_batch_size": 1, "optim": "adamw_8bit", "output_dir": "x"})");
+  const fs::path c =
+      write_scratch("unpaged8.json", R"({"per_device_train_batch_size": 1, "optim": "adamw_8bit", "output_dir": "x"})");
   CHECK_FALSE(scenario_of({c}, cluster("1", "llama-3.2-1b")).plans.at(0).job.optimizer.paged);
 }
 
@@ -440,8 +443,7 @@ TEST_CASE("DeepSpeed's batch triangle in DeepSpeed's order: train_batch_size alo
   CHECK(p.job.micro_batch == 8);
   CHECK(plan::global_batch_samples(p) == 64);
   // 24 with micro 3 on 5 GPUs: accumulation 24 / 3 / 5 = 1, and 3 x 1 x 5 != 24: DeepSpeed asserts.
-  const fs::path bad =
-      write_scratch("tb24.json", R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3})");
+  const fs::path bad = write_scratch("tb24.json", R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3})");
   CHECK(test::input_error_of([&] { translate({bad}, cluster("5", "llama-3.2-1b")); }).find("DeepSpeed refuses") !=
         std::string::npos);
 }
@@ -458,8 +460,9 @@ tensor_parallel_degree = 2
   CHECK(test::input_error_of([&] { translate({f}, cluster("16")); }).find("torchtitan refuses any other world size") !=
         std::string::npos);
   // With data_parallel_shard_degree left at its default -1 the launcher's count decides.
-  const fs::path rest = write_scratch("rest.toml", "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
-                                                   "tensor_parallel_degree = 2\n");
+  const fs::path rest = write_scratch("rest.toml",
+                                      "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[parallelism]\n"
+                                      "tensor_parallel_degree = 2\n");
   CHECK(scenario_of({rest}, cluster("16")).plans.at(0).cluster.gpus() == 16);
 }
 
@@ -478,7 +481,8 @@ dtype: bf16
 }
 
 TEST_CASE("PEFT's sft example: lora_target_modules as a list, and the script's defaults where the file is silent") {
-  const fs::path f = write_scratch("peft_list.json", R"({"output_dir": "o", "model_name_or_path": "meta-llama/Llama-3.2-1B",
+  const fs::path f =
+      write_scratch("peft_list.json", R"({"output_dir": "o", "model_name_or_path": "meta-llama/Llama-3.2-1B",
  "use_peft_lora": true, "lora_target_modules": ["q_proj", "v_proj"], "bf16": true})");
   const plan::Plan p = scenario_of({f}, cluster("1")).plans.at(0);
   CHECK(p.job.lora.targets == std::vector<std::string>{"q", "v"});
@@ -503,8 +507,9 @@ dynamo_config:
 }
 
 TEST_CASE("an empty value is reported at its own key's line, not the next key's") {
-  const fs::path f = write_scratch("nulls.yaml", "distributed_type: MULTI_GPU\nnum_processes: 2\nmain_process_ip:\n"
-                                                 "gpu_ids: all\n");
+  const fs::path f = write_scratch("nulls.yaml",
+                                   "distributed_type: MULTI_GPU\nnum_processes: 2\nmain_process_ip:\n"
+                                   "gpu_ids: all\n");
   const auto t = translate({f}, cluster({}, "llama-3.2-1b"));
   for (const auto& i : t.ignored)
     if (i.key == "main_process_ip") CHECK(i.where.line == 3);
@@ -515,7 +520,8 @@ TEST_CASE("--model replaces a model the zoo lacks; --model-config names its conf
   CHECK(test::input_error_of([&] { translate({f}, cluster("1")); }).find("--model-config") != std::string::npos);
   CHECK(scenario_of({f}, cluster("1", "qwen2.5-7b")).model.name == "qwen2.5-7b");
   std::vector<ImportOverride> o = cluster("1");
-  o.push_back({"model_config", (test::data_dir() / "hf" / "qwen2.5-7b" / "config.json").string(), "command line --model-config"});
+  o.push_back({"model_config", (test::data_dir() / "hf" / "qwen2.5-7b" / "config.json").string(),
+               "command line --model-config"});
   CHECK(scenario_of({f}, o).model.display_name == "Qwen/Qwen3-8B");
 }
 
@@ -537,8 +543,9 @@ fp8: true
 )");
   CHECK(scenario_of({ax}, cluster("1")).plans.at(0).job.precision == plan::Precision::fp8_mixed);
   // A null sequence_len is Axolotl's default 512, not ftplan's 2048.
-  const fs::path null_len = write_scratch("ax_null.yaml", "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: 1\n"
-                                                          "sequence_len:\n");
+  const fs::path null_len = write_scratch("ax_null.yaml",
+                                          "base_model: meta-llama/Llama-3.2-1B\nmicro_batch_size: 1\n"
+                                          "sequence_len:\n");
   CHECK(scenario_of({null_len}, cluster("1")).plans.at(0).job.seq_len == 512);
 }
 
@@ -572,6 +579,7 @@ fsdp_config:
   fsdp_sharding_strategy: FULL_SHARD
 )");
   const fs::path args = write_scratch("args_hybrid.json", R"({"output_dir": "o", "fsdp": "hybrid_shard auto_wrap"})");
-  CHECK(test::input_error_of([&] { translate({full, args}, cluster({}, "llama-3.2-1b")); }).find("make them agree") !=
-        std::string::npos);
+  CHECK(test::input_error_of([&] {
+          translate({full, args}, cluster({}, "llama-3.2-1b"));
+        }).find("make them agree") != std::string::npos);
 }

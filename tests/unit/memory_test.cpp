@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "footprint/footprint.hpp"
-#include "plan/checks.hpp"
 #include "inventory/inventory.hpp"
 #include "io/scenario_io.hpp"
+#include "plan/checks.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -14,7 +14,8 @@ using inventory::Category;
 namespace {
 
 plan::Scenario scenario(const std::string& model, const std::string& job, const std::string& plan) {
-  const std::string text = fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
+  const std::string text =
+      fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
   return io::parse_scenario(text, "memory_test.yaml", test::data_dir(), test::zoo(), test::catalog());
 }
 
@@ -40,12 +41,13 @@ TEST_CASE("ZeRO paper's example: 16 bytes/param and its sharding over 64 ranks (
    * 2 Psi + 14 Psi/64; ZeRO-3 16 Psi/64. For Psi = 7.5B: 120, 31.4, 16.6 and 1.9 GB. */
   for (int zero = 0; zero <= 3; ++zero) {
     CAPTURE(zero);
-    const auto s = scenario("megatron-gpt-7.5b", "  framework: deepspeed\n  micro_batch: 1\n",
-                            fmt::format("    cluster: {{gpu: a100-sxm4-80gb, gpus: 64}}\n    parallel: {{zero: {}}}\n", zero));
+    const auto s =
+        scenario("megatron-gpt-7.5b", "  framework: deepspeed\n  micro_batch: 1\n",
+                 fmt::format("    cluster: {{gpu: a100-sxm4-80gb, gpus: 64}}\n    parallel: {{zero: {}}}\n", zero));
     const auto inv = inventory::build_inventory(s.model, s.plans[0]);
     const double psi = static_cast<double>(model::count_params(s.model).total);
-    const double state = gpu_bytes(inv, Category::weights) + gpu_bytes(inv, Category::gradients) +
-                         gpu_bytes(inv, Category::optimizer);
+    const double state =
+        gpu_bytes(inv, Category::weights) + gpu_bytes(inv, Category::gradients) + gpu_bytes(inv, Category::optimizer);
     const double expected[] = {16 * psi, 4 * psi + 12 * psi / 64, 2 * psi + 14 * psi / 64, 16 * psi / 64};
     CHECK(state == doctest::Approx(expected[zero]));
     const double paper_gb[] = {120, 31.4, 16.6, 1.9};
@@ -69,7 +71,8 @@ TEST_CASE("Korthikanti et al. 2022: activations per layer sbh(34 + 5as/h), with 
   };
   CHECK(saved("", "{dp: 8}") == doctest::Approx(s * b * h * (34 + 5 * a * s / h)).epsilon(1e-3));
   CHECK(saved("", "{tp: 8}") == doctest::Approx(s * b * h * (10 + 24.0 / 8 + 5 * a * s / (h * 8))).epsilon(1e-3));
-  CHECK(saved("", "{tp: 8, sequence_parallel: true}") == doctest::Approx(s * b * h / 8 * (34 + 5 * a * s / h)).epsilon(1e-3));
+  CHECK(saved("", "{tp: 8, sequence_parallel: true}") ==
+        doctest::Approx(s * b * h / 8 * (34 + 5 * a * s / h)).epsilon(1e-3));
   CHECK(saved("  activation_checkpointing: selective\n", "{tp: 8, sequence_parallel: true}") ==
         doctest::Approx(34 * s * b * h / 8).epsilon(1e-3));
   CHECK(saved("  activation_checkpointing: full\n", "{dp: 8}") == doctest::Approx(2 * s * b * h));
@@ -168,7 +171,8 @@ TEST_CASE("offloaded state moves tier and the host pays for it") {
 }
 
 TEST_CASE("a plan that does not fit says by how much") {
-  const auto s = scenario("llama-3.1-70b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto s =
+      scenario("llama-3.1-70b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
   const auto f = footprint::footprint(s.model, s.plans[0]);
   CHECK_FALSE(f.fits);
   CHECK(f.infeasible_reason.find("GPU memory needs") == 0);
@@ -180,12 +184,15 @@ TEST_CASE("bitsandbytes' 8-bit AdamW updates in place: no optimizer-step tempora
   /* Optimizer8bit.step -> update_step -> F.optimizer_update_8bit_blockwise, one tensor at a time.
    * Llama-3.1-8B, full fine-tune on 8 H100s under DDP: it was given 29.9 GiB (bf16-mixed). */
   for (const char* precision : {"bf16-mixed", "bf16"}) {
-    const auto s = scenario("llama-3.1-8b", fmt::format("  framework: hf-trainer\n  precision: {}\n  optimizer: adamw-8bit\n", precision),
-                            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+    const auto s = scenario(
+        "llama-3.1-8b", fmt::format("  framework: hf-trainer\n  precision: {}\n  optimizer: adamw-8bit\n", precision),
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
     CHECK(group_bytes(inventory::build_inventory(s.model, s.plans[0]), "optimizer step temporaries") == 0);
-    const auto t = scenario("llama-3.1-8b", fmt::format("  framework: hf-trainer\n  precision: {}\n  optimizer: adamw\n", precision),
+    const auto t = scenario("llama-3.1-8b",
+                            fmt::format("  framework: hf-trainer\n  precision: {}\n  optimizer: adamw\n", precision),
                             "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
-    CHECK(group_bytes(inventory::build_inventory(t.model, t.plans[0]), "optimizer step temporaries") > 1e9);  // foreach AdamW
+    CHECK(group_bytes(inventory::build_inventory(t.model, t.plans[0]), "optimizer step temporaries") >
+          1e9);  // foreach AdamW
   }
 }
 
@@ -195,7 +202,8 @@ TEST_CASE("expert weights split by ep, then shard only over the ranks that hold 
    * rank (nothing to shard them over); the dense ~1.60e9 (attention, embeddings, head, router,
    * norms) shard over all 8. FSDP keeps fp32 parameters: weights = 4 x (5.637e9 + 1.60e9 / 8).
    * They were sharded twice (over ep, then over all 8): 3.4 GiB instead of ~21.7. */
-  const auto s = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {ep: 8}\n");
+  const auto s = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {ep: 8}\n");
   const auto inv = inventory::build_inventory(s.model, s.plans[0]);
   const double expert = 3.0 * 4096 * 14336 * 32;
   CHECK(inv.params.expert == doctest::Approx(expert).epsilon(1e-4));  // + the router's eighth, as the MLP is split
@@ -204,7 +212,8 @@ TEST_CASE("expert weights split by ep, then shard only over the ranks that hold 
   CHECK(gpu_bytes(inv, Category::weights) == doctest::Approx(4 * (expert + dense / 8)).epsilon(1e-4));
   CHECK(gpu_bytes(inv, Category::optimizer) == doctest::Approx(8 * (expert + dense / 8)).epsilon(1e-4));
   /* On 16 GPUs with ep 8, each expert has two replicas: its state shards over 2. */
-  const auto t = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {ep: 8}\n");
+  const auto t = scenario("mixtral-8x7b", "  framework: pytorch-fsdp\n",
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {ep: 8}\n");
   const auto inv16 = inventory::build_inventory(t.model, t.plans[0]);
   CHECK(gpu_bytes(inv16, Category::weights) == doctest::Approx(4 * (expert / 2 + dense / 16)).epsilon(1e-4));
 }
@@ -216,8 +225,10 @@ TEST_CASE("a plan that does not fit is told what would make it fit, nearest firs
    * the LoRA base's residual stream being bf16 under autocast), and so does aiDAPTIV+ on its drives. Each change
    * listed fits, passes the framework's checks, and the nearest (the one that leaves hardware and
    * framework as they are) comes first. A plan that fits gets no list. */
-  const auto s = scenario("llama-3.1-8b", "  method: lora\n  micro_batch: 4\n  global_batch: 16\n  seq_len: 2048\n  framework: hf-trainer\n",
-                          "    cluster: {gpu: rtx-4090, gpus: 1}\n");
+  const auto s =
+      scenario("llama-3.1-8b",
+               "  method: lora\n  micro_batch: 4\n  global_batch: 16\n  seq_len: 2048\n  framework: hf-trainer\n",
+               "    cluster: {gpu: rtx-4090, gpus: 1}\n");
   const auto& p = s.plans[0];
   REQUIRE_FALSE(footprint::footprint(s.model, p).fits);
   const auto changes = footprint::what_would_fit(s.model, p);
@@ -239,10 +250,11 @@ TEST_CASE("each category's own peak: activations at the end of forward, full gra
    * backward. Each category's own peak is at least its share at the peak moment, and the
    * gradients' own peak is the whole gradient (memory issue: users compare these with published
    * activation and model-state figures). */
-  const auto s = scenario("llama-3.2-1b",
-                          "  method: full\n  seq_len: 4096\n  micro_batch: 1\n  global_batch: 1\n  activation_checkpointing: none\n"
-                          "  framework: deepspeed\n",
-                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto s = scenario(
+      "llama-3.2-1b",
+      "  method: full\n  seq_len: 4096\n  micro_batch: 1\n  global_batch: 1\n  activation_checkpointing: none\n"
+      "  framework: deepspeed\n",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
   const auto& p = s.plans[0];
   const auto f = footprint::footprint(s.model, p);
   CHECK(f.peak_phase == footprint::Phase::forward);
@@ -274,7 +286,8 @@ TEST_CASE("a stage's layers are counted kind by kind: every zoo model's stages a
         }
         double sum = 0;
         for (int stage = 0; stage < pp; ++stage) sum += inventory::build_inventory(m, p, stage).params.total;
-        const double tied_copy = pp > 1 && m.tied_embeddings && m.has_lm_head() ? static_cast<double>(m.vocab) * m.hidden : 0;
+        const double tied_copy =
+            pp > 1 && m.tied_embeddings && m.has_lm_head() ? static_cast<double>(m.vocab) * m.hidden : 0;
         INFO(m.name, " pp ", pp, " chunks ", chunks, " diff ", sum - total - tied_copy);
         CHECK(sum == doctest::Approx(total + tied_copy).epsilon(1e-9));
       }

@@ -1,9 +1,9 @@
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
+#include <cstdlib>
+#include <fstream>
 
 #include "io/model_io.hpp"
 #include "model/model.hpp"
@@ -14,11 +14,12 @@ using namespace ftplan;
 TEST_CASE("the zoo holds the models people fine-tune, each with a published count") {
   const auto& zoo = test::zoo();
   CHECK(zoo.models.size() >= 24);
-  for (const char* name : {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
-                           "llama-3.2-1b", "llama-3.2-3b", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b", "qwen2.5-0.5b",
-                           "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "gemma-2-2b", "gemma-2-9b",
-                           "gemma-2-27b", "phi-3-mini", "gpt-3-175b", "megatron-gpt-22b", "mt-nlg-530b", "megatron-gpt-1t",
-                           "bloom-176b", "mpt-7b", "mpt-30b", "mpt-70b", "bert-large-uncased"}) {
+  for (const char* name :
+       {"llama-2-7b",   "llama-2-13b",  "llama-2-70b", "llama-3.1-8b",     "llama-3.1-70b",     "llama-3.1-405b",
+        "llama-3.2-1b", "llama-3.2-3b", "mistral-7b",  "mixtral-8x7b",     "mixtral-8x22b",     "qwen2.5-0.5b",
+        "qwen2.5-7b",   "qwen2.5-14b",  "qwen2.5-32b", "qwen2.5-72b",      "gemma-2-2b",        "gemma-2-9b",
+        "gemma-2-27b",  "phi-3-mini",   "gpt-3-175b",  "megatron-gpt-22b", "mt-nlg-530b",       "megatron-gpt-1t",
+        "bloom-176b",   "mpt-7b",       "mpt-30b",     "mpt-70b",          "bert-large-uncased"}) {
     CAPTURE(name);
     CHECK(zoo.find(name) != nullptr);
   }
@@ -34,7 +35,8 @@ TEST_CASE("every zoo model's parameter count matches its published figure") {
     if (m.published.exact) {
       CHECK(counted == m.published.params);
     } else {
-      INFO(fmt::format("counted {} vs published {} (tolerance {})", counted, m.published.params, m.published.tolerance));
+      INFO(
+          fmt::format("counted {} vs published {} (tolerance {})", counted, m.published.params, m.published.tolerance));
       CHECK(m.published.tolerance > 0);
       CHECK(diff <= m.published.tolerance);
     }
@@ -70,7 +72,8 @@ TEST_CASE("sliding-window layers attend at most their window") {
    * = 4 * 16 heads * 256 * (21*4096 + 21*8192). */
   const auto* m = test::zoo().find("gemma-2-9b");
   REQUIRE(m);
-  CHECK(model::flops_per_token(*m, 8192).attention_forward == doctest::Approx(4.0 * 16 * 256 * (21 * 4096 + 21 * 8192)));
+  CHECK(model::flops_per_token(*m, 8192).attention_forward ==
+        doctest::Approx(4.0 * 16 * 256 * (21 * 4096 + 21 * 8192)));
   CHECK(model::flops_per_token(*m, 2048).attention_forward == doctest::Approx(4.0 * 16 * 256 * 42 * 2048));
 }
 

@@ -22,14 +22,16 @@ using namespace ftplan;
 namespace {
 
 plan::Scenario parse(const std::string& model, const std::string& job, const std::string& plan) {
-  return io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n{}", model, job, plan),
-                            "test.yaml", ".", test::zoo(), test::catalog());
+  return io::parse_scenario(
+      fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n{}", model, job, plan), "test.yaml", ".",
+      test::zoo(), test::catalog());
 }
 
 // Llama-3.1-8B, tp 2 x pp 4 on one H100 node, Megatron, full recompute; `parallel` adds keys.
 plan::Scenario llama8b_tp2_pp4(const std::string& job, const char* parallel) {
   return parse("llama-3.1-8b", job,
-               fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n", parallel));
+               fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 8}}\n    parallel: {{tp: 2, pp: 4, zero: 1{}}}\n",
+                           parallel));
 }
 
 }  // namespace
@@ -85,8 +87,9 @@ TEST_CASE("the pipeline bubble emerges from the simulation: (pp - 1) / (m + pp -
    * makes the last one longer), so the busiest stage idles about (pp - 1) / (m + pp - 1) = 3/19
    * = 15.8% of the step (Narayanan et al. 2021 sec. 2.2.1); interleaving 2 chunks cuts the bubble
    * by about 2 (sec. 2.2.2); GPipe has 1F1B's bubble with all 16 micro-batches' activations live. */
-  const std::string job = "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
-                          "framework: megatron}";
+  const std::string job =
+      "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+      "framework: megatron}";
   const auto plan_for = [&](const char* schedule) { return llama8b_tp2_pp4(job, schedule); };
   const auto one = plan_for("");
   const auto gpipe = plan_for(", schedule: gpipe");
@@ -114,7 +117,8 @@ TEST_CASE("the pipeline bubble emerges from the simulation: (pp - 1) / (m + pp -
     MESSAGE(fmt::format("{}: simulated {:.2f} GiB, analytic {:.2f} GiB", plan::to_string(s->plans[0].parallel.schedule),
                         r.gpu_peak_bytes / (1u << 30),
                         (f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]) / (1u << 30)));
-    CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+    CHECK(r.gpu_peak_bytes ==
+          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
   }
 }
 
@@ -133,14 +137,16 @@ TEST_CASE("uneven pipeline stages: lighter end stages make room for the LM head"
   CHECK(inventory::stage_layers(32, 4, 3, 0, 5) == std::pair{27, 32});
   /* Llama-3.1-8B's LM head (4096 x 128256) costs ~2.4 layers: with an even split the last stage
    * is the slowest; five layers there balance it and the step gets shorter. */
-  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 32, steps: 1, activation_checkpointing: full, "
-                          "framework: megatron}";
+  const std::string job =
+      "{seq_len: 4096, micro_batch: 1, global_batch: 32, steps: 1, activation_checkpointing: full, "
+      "framework: megatron}";
   const auto plan_for = [&](const char* extra) { return llama8b_tp2_pp4(job, extra); };
   const auto even = plan_for("");
   const auto light = plan_for(", last_stage_layers: 5");
   CHECK(inventory::build_inventory(light.model, light.plans[0], 3).layers == 5);
   CHECK(inventory::build_inventory(light.model, light.plans[0], 0).layers == 9);
-  const auto ir = schedule::build_step(light.model, light.plans[0], inventory::build_inventory(light.model, light.plans[0], 3));
+  const auto ir =
+      schedule::build_step(light.model, light.plans[0], inventory::build_inventory(light.model, light.plans[0], 3));
   CHECK(schedule::dry_run(ir).empty());
   const auto re = sim::simulate_step(even.model, even.plans[0]);
   const auto rl = sim::simulate_step(light.model, light.plans[0]);
@@ -169,7 +175,8 @@ TEST_CASE("tensor parallelism: all-reduces per layer, reduce-scatter/all-gather 
       if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::tp) ++count[op.collective];
     const int layers = s.model.layers;
     if (!sp) {
-      CHECK(count[schedule::Collective::all_reduce] == 4 * layers);  // 2 forward, 2 backward (Shoeybi et al. 2019 fig. 3)
+      CHECK(count[schedule::Collective::all_reduce] ==
+            4 * layers);  // 2 forward, 2 backward (Shoeybi et al. 2019 fig. 3)
     } else {
       // Korthikanti et al. 2022 fig. 5: an all-gather into and a reduce-scatter out of each block,
       // forward and (as conjugates) backward: the all-reduce's volume, split in two.
@@ -187,10 +194,12 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out 2-4.5x ah
    * early 2021: a blocking all-gather per parameter tensor through the list API (DeepSpeed issue
    * #1069, PR #1188), `zero3_fetch: per-parameter`. Its cost grows with the group: the flat ring's
    * latency and one host launch per rank for each of the 12 tensors of each layer, twice a step. */
-  const std::string job = "{seq_len: 2048, micro_batch: 1, global_batch: 1536, steps: 1, precision: fp16-mixed, "
-                          "activation_checkpointing: full, framework: megatron}";
-  const auto s = parse("gpt-3-175b", job,
-                       "    cluster: {node: dgx-a100-80gb, nodes: 192}\n    parallel: {tp: 8, pp: 12, dp: 16, zero: 1}\n");
+  const std::string job =
+      "{seq_len: 2048, micro_batch: 1, global_batch: 1536, steps: 1, precision: fp16-mixed, "
+      "activation_checkpointing: full, framework: megatron}";
+  const auto s =
+      parse("gpt-3-175b", job,
+            "    cluster: {node: dgx-a100-80gb, nodes: 192}\n    parallel: {tp: 8, pp: 12, dp: 16, zero: 1}\n");
   const auto zero3 = [&](int nodes, const char* fetch) {
     const int per_gpu = 1536 / (nodes * 8);
     const auto z = parse("gpt-3-175b", job,
@@ -208,18 +217,20 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out 2-4.5x ah
   const auto rm = sim::simulate_step(s.model, s.plans[0], o);
   INFO(rm.problem);
   REQUIRE(rm.ok);
-  const double z384 = zero3(48, "per-parameter"), z768 = zero3(96, "per-parameter"), z1536 = zero3(192, "per-parameter");
+  const double z384 = zero3(48, "per-parameter"), z768 = zero3(96, "per-parameter"),
+               z1536 = zero3(192, "per-parameter");
   const double modern = zero3(192, "prefetch");
   const double ratio = rm.hardware_tflops_per_gpu / z1536;
-  MESSAGE(fmt::format("Megatron {:.0f} TFLOP/s/GPU (published 141); ZeRO-3 of 2021 on 384/768/1536 GPUs {:.0f}/{:.0f}/{:.0f} "
-                      "(published 44 at 1536): {:.2f}x (published 3.2x); today's prefetching ZeRO-3 {:.0f} ({:.2f}x)",
-                      rm.hardware_tflops_per_gpu, z384, z768, z1536, ratio, modern, rm.hardware_tflops_per_gpu / modern));
+  MESSAGE(fmt::format(
+      "Megatron {:.0f} TFLOP/s/GPU (published 141); ZeRO-3 of 2021 on 384/768/1536 GPUs {:.0f}/{:.0f}/{:.0f} "
+      "(published 44 at 1536): {:.2f}x (published 3.2x); today's prefetching ZeRO-3 {:.0f} ({:.2f}x)",
+      rm.hardware_tflops_per_gpu, z384, z768, z1536, ratio, modern, rm.hardware_tflops_per_gpu / modern));
   CHECK(ratio >= 2.0);
   CHECK(ratio <= 4.5);
   CHECK(z384 > z768);  // at a fixed batch, ZeRO-3 falls as GPUs are added
   CHECK(z768 > z1536);
-  CHECK(modern > z1536);                        // prefetching overlaps the gathers
-  CHECK(rm.hardware_tflops_per_gpu > modern);   // and Megatron still leads
+  CHECK(modern > z1536);                       // prefetching overlaps the gathers
+  CHECK(rm.hardware_tflops_per_gpu > modern);  // and Megatron still leads
   // The steady-state shortcut (used above and by the bench) against all 96 micro-batches.
   sim::Options every;
   every.max_micro_batches = 0;
@@ -229,10 +240,13 @@ TEST_CASE("GPT-3 175B on 1536 A100s: Megatron's tp x pp x dp comes out 2-4.5x ah
 }
 
 TEST_CASE("expert parallelism: all-to-all dispatch and combine around the experts; capacity factor pads their work") {
-  const std::string job = "{seq_len: 4096, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const std::string job =
+      "{seq_len: 4096, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
   const auto plan_for = [&](const char* extra) {
-    return parse("mixtral-8x7b", job,
-                 fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 16}}\n    parallel: {{tp: 2, ep: 8, zero: 1{}}}\n", extra));
+    return parse(
+        "mixtral-8x7b", job,
+        fmt::format("    cluster: {{gpu: h100-sxm-80gb, gpus: 16}}\n    parallel: {{tp: 2, ep: 8, zero: 1{}}}\n",
+                    extra));
   };
   const auto s = plan_for("");
   const auto inv = inventory::build_inventory(s.model, s.plans[0], 0);
@@ -253,14 +267,17 @@ TEST_CASE("expert parallelism: all-to-all dispatch and combine around the expert
   const auto padded = plan_for(", capacity_factor: 1.25");
   const auto rp = sim::simulate_step(padded.model, padded.plans[0]);
   REQUIRE(rp.ok);
-  CHECK(rp.compute_s > 1.1 * r.compute_s);   // the expert GEMMs are most of the work: +25% on them
+  CHECK(rp.compute_s > 1.1 * r.compute_s);  // the expert GEMMs are most of the work: +25% on them
   CHECK(rp.compute_s < 1.25 * r.compute_s);
 }
 
 TEST_CASE("context parallelism: ring attention in cp blocks, K/V passed while the previous block computes") {
-  const std::string job = "{seq_len: 32768, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
-  const auto one = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 1}\n");
-  const auto ring = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 4, zero: 1}\n");
+  const std::string job =
+      "{seq_len: 32768, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const auto one =
+      parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 1}\n");
+  const auto ring =
+      parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 4, zero: 1}\n");
   const auto inv = inventory::build_inventory(ring.model, ring.plans[0], 0);
   const auto ir = schedule::build_step(ring.model, ring.plans[0], inv);
   int passes = 0;
@@ -287,14 +304,17 @@ TEST_CASE("context parallelism: ring attention in cp blocks, K/V passed while th
   CHECK(r.exposed_comm_s < 0.06 * r.step_time_s);
 }
 
-TEST_CASE("context parallelism as PyTorch runs it (torchtitan): one K/V all-gather per call, dK and dV rotated in fp32") {
+TEST_CASE(
+    "context parallelism as PyTorch runs it (torchtitan): one K/V all-gather per call, dK and dV rotated in fp32") {
   /* torch 2.6's context_parallel with torchtitan's defaults: Llama-3.1-8B (32 query heads, 8 KV
    * heads of 128) at 131,072 tokens over cp 4, so 32,768 tokens a rank. torchtitan repeats K and
    * V to the 32 heads before SDPA, so each call (forward, recompute, backward) gathers
    * 4 x 2 x 32,768 x 4,096 x 2 B = 2 GiB per layer, and backward sends 2 x 32,768 x 4,096 x 4 B
    * = 1 GiB of fp32 dK, dV after each of the 4 blocks, the last with nothing left to hide it. */
-  const std::string job = "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp2}";
-  const auto ring = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, fsdp: full_shard}\n");
+  const std::string job =
+      "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp2}";
+  const auto ring = parse("llama-3.1-8b", job,
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, fsdp: full_shard}\n");
   const auto& p = ring.plans[0];
   const auto inv = inventory::build_inventory(ring.model, p, 0);
   const auto ir = schedule::build_step(ring.model, p, inv);
@@ -313,8 +333,8 @@ TEST_CASE("context parallelism as PyTorch runs it (torchtitan): one K/V all-gath
     }
   }
   const int layers = ring.model.layers;
-  CHECK(gathers == 3 * layers);   // forward, recompute, backward
-  CHECK(passes == 4 * layers);    // backward only, after every block
+  CHECK(gathers == 3 * layers);  // forward, recompute, backward
+  CHECK(passes == 4 * layers);   // backward only, after every block
   CHECK(blocks == 3 * 4 * layers);
   CHECK(schedule::dry_run(ir).empty());
   // The working set of an attention backward is in the inventory: the gathered K and V (2 GiB),
@@ -324,13 +344,16 @@ TEST_CASE("context parallelism as PyTorch runs it (torchtitan): one K/V all-gath
     if (std::string(g.name) == "ring attention buffers") buffers += g.total();
   CHECK(buffers == doctest::Approx(4.5 * (1u << 30)));
   // Megatron's p2p ring has none of it: no all-gather, K/V passes between blocks.
-  const auto megatron = parse("llama-3.1-8b", "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}",
-                              "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, zero: 1}\n");
+  const auto megatron =
+      parse("llama-3.1-8b",
+            "{seq_len: 131072, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}",
+            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 4, zero: 1}\n");
   // (The time comparison below on H200s, where Megatron's unsharded 16-bit weights fit too.)
   const auto& mega = megatron.plans[0];
   const auto mir = schedule::build_step(ring.model, mega, inventory::build_inventory(ring.model, mega, 0));
   for (const auto& op : mir.ops)
-    if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::cp) CHECK(op.collective == schedule::Collective::send_recv);
+    if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::cp)
+      CHECK(op.collective == schedule::Collective::send_recv);
   // The exposed last passes and the fp32 bookkeeping make the step longer than with the p2p ring.
   auto big = p, big_mega = mega;
   big.cluster.gpu = big_mega.cluster.gpu = *test::catalog().gpu("h200-sxm-141gb");
@@ -349,8 +372,10 @@ TEST_CASE("data-parallel sharding and gradient reduction span the context-parall
    * less FSDP2's bf16 weights kept fp32 - here the sharded state) are split 8 ways, not held whole:
    * the model state on a GPU is 1/8 of the unsharded plan's. Gradients are reduce-scattered over
    * the 8 ranks each step (before: none, with dp 1). */
-  const std::string job = "{seq_len: 65536, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp2}";
-  const auto ring = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 8, fsdp: full_shard}\n");
+  const std::string job =
+      "{seq_len: 65536, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp2}";
+  const auto ring = parse("llama-3.1-8b", job,
+                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 8, fsdp: full_shard}\n");
   const auto& p = ring.plans[0];
   const auto in_effect = plan::sharding_in_effect(p);
   CHECK(in_effect.zero == 3);
@@ -380,9 +405,11 @@ TEST_CASE("data-parallel sharding and gradient reduction span the context-parall
     }
   CHECK(reduce_scatters >= ring.model.layers);
   // Megatron, dp 1 x cp 8, no distributed optimizer: gradients all-reduced over the 8 ranks.
-  const auto mega = parse("llama-3.1-8b", "{seq_len: 65536, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}",
-                          "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 8}\n");
-  const auto mir = schedule::build_step(mega.model, mega.plans[0], inventory::build_inventory(mega.model, mega.plans[0], 0));
+  const auto mega = parse(
+      "llama-3.1-8b", "{seq_len: 65536, micro_batch: 1, steps: 1, activation_checkpointing: full, framework: megatron}",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {cp: 8}\n");
+  const auto mir =
+      schedule::build_step(mega.model, mega.plans[0], inventory::build_inventory(mega.model, mega.plans[0], 0));
   int all_reduces = 0;
   for (const auto& op : mir.ops)
     if (op.kind == schedule::OpKind::collective && op.group == schedule::Group::dp) {
@@ -397,8 +424,11 @@ TEST_CASE("interleaved pipelines whose layers do not divide: virtual stages diff
    * so virtual stages 0-13 run 8 layers and 14-15 run 7 (earlier ones take the remainder, as
    * torchtitan splits them). Stage s runs virtual stages s and 8 + s: stages 0-5 hold 16 layers,
    * 6 and 7 hold 15; together 126. */
-  const auto s = parse("llama-3.1-405b", "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: megatron}",
-                       "    cluster: {node: dgx-h100, nodes: 16}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, zero: 1}\n");
+  const auto s = parse("llama-3.1-405b",
+                       "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+                       "framework: megatron}",
+                       "    cluster: {node: dgx-h100, nodes: 16}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, "
+                       "virtual_stages: 2, zero: 1}\n");
   const auto& p = s.plans[0];
   CHECK(plan::check_plan(s.model, p).empty());
   int total = 0;
@@ -417,15 +447,19 @@ TEST_CASE("interleaved pipelines whose layers do not divide: virtual stages diff
   }
   CHECK(total == 126);
   // 80 layers over pp 6 x 4 virtual stages (24: 8 of 4 layers, 16 of 3) on 48 H100s: simulated.
-  const auto t = parse("llama-3.1-70b", "{seq_len: 4096, micro_batch: 1, global_batch: 48, steps: 1, activation_checkpointing: full, framework: megatron}",
-                       "    cluster: {node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, virtual_stages: 4, zero: 1}\n");
+  const auto t = parse("llama-3.1-70b",
+                       "{seq_len: 4096, micro_batch: 1, global_batch: 48, steps: 1, activation_checkpointing: full, "
+                       "framework: megatron}",
+                       "    cluster: {node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, "
+                       "virtual_stages: 4, zero: 1}\n");
   CHECK(plan::check_plan(t.model, t.plans[0]).empty());
   const auto r = sim::simulate_step(t.model, t.plans[0]);
   REQUIRE(r.ok);
   CHECK(r.step_time_s > 0);
 }
 
-TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro-batches, reduced after the last backward") {
+TEST_CASE(
+    "FSDP2 inside pipeline stages: gathered once a step, kept across micro-batches, reduced after the last backward") {
   /* torchtitan's Llama-3.1-8B (8,030,261,248 parameters) on 8 H100s as pp 2 x dp 4, FSDP2
    * full_shard, bf16 compute, fp32 reduce, 4 micro-batches a step. Under PP torchtitan does not
    * reshard after forward (torchtitan/distributed/fsdp.py: "For PP, by default do not reshard
@@ -441,9 +475,11 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
    *   Memory: kept gathered 2 x 4,015,128,576 = 8,030,257,152 B; unsharded fp32 gradients
    *   4 x 4,015,128,576 = 16,060,514,304 B; sharded fp32 parameters, gradients, Adam m and v
    *   16 x 4,015,128,576 / 4 = 16,060,514,304 B. */
-  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
-                          "framework: pytorch-fsdp2}";
-  const auto s = parse("llama-3.1-8b", job, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {pp: 2, fsdp: full_shard}\n");
+  const std::string job =
+      "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+      "framework: pytorch-fsdp2}";
+  const auto s = parse("llama-3.1-8b", job,
+                       "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {pp: 2, fsdp: full_shard}\n");
   const auto& p = s.plans[0];
   REQUIRE(plan::check_plan(s.model, p).empty());
   const auto in_effect = plan::sharding_in_effect(p);
@@ -475,7 +511,8 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
     gathers = scatters = 0;
     std::size_t last_backward = 0;
     for (std::size_t k = 0; k < ir.ops.size(); ++k)
-      if (ir.ops[k].kind == schedule::OpKind::gemm && ir.ops[k].pass == schedule::Pass::backward && ir.ops[k].layer >= 0)
+      if (ir.ops[k].kind == schedule::OpKind::gemm && ir.ops[k].pass == schedule::Pass::backward &&
+          ir.ops[k].layer >= 0)
         last_backward = k;
     for (std::size_t k = 0; k < ir.ops.size(); ++k) {
       const auto& op = ir.ops[k];
@@ -512,7 +549,8 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
   // reduce-scatter over them is followed by the all-reduce of its shard (872,448,000 / 8 B)
   // between the 2 replicas: both once a step.
   {
-    const auto h = parse("llama-3.1-8b", "{seq_len: 4096, micro_batch: 1, global_batch: 64, steps: 1, "
+    const auto h = parse("llama-3.1-8b",
+                         "{seq_len: 4096, micro_batch: 1, global_batch: 64, steps: 1, "
                          "activation_checkpointing: full, framework: pytorch-fsdp2}",
                          "    cluster: {node: dgx-h100, nodes: 4}\n    parallel: {pp: 2, fsdp: hybrid_shard}\n");
     const auto& hp = h.plans[0];
@@ -582,7 +620,8 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
   const auto r = sim::simulate_step(s.model, p);
   REQUIRE(r.ok);
   const auto f = footprint::footprint(s.model, p);
-  CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+  CHECK(r.gpu_peak_bytes ==
+        doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
   // (Through forward and backward: the kept parameters, the unsharded gradients, and the sharded
   // fp32 parameters and Adam m, v (12 B / 4 = 12,045,385,728 B); the sharded gradients come with
   // the reduce-scatters after the last backward: at the peak (stage 1, at the loss) the
@@ -592,8 +631,8 @@ TEST_CASE("FSDP2 inside pipeline stages: gathered once a step, kept across micro
   CHECK(f.gpu[inventory::Category::gradients] == doctest::Approx(16060530688.0));
   const auto f1 = footprint::footprint(s.model, fsdp1);
   CHECK(f1.gpu_allocated_peak_bytes < f.gpu_allocated_peak_bytes - 15e9);
-  MESSAGE(fmt::format("FSDP2 pp 2 x dp 4: step {:.3f} s, GPU peak {:.2f} GiB (FSDP1 per micro-batch: {:.2f} GiB)", r.step_time_s,
-                      f.gpu_peak_bytes / (1u << 30), f1.gpu_peak_bytes / (1u << 30)));
+  MESSAGE(fmt::format("FSDP2 pp 2 x dp 4: step {:.3f} s, GPU peak {:.2f} GiB (FSDP1 per micro-batch: {:.2f} GiB)",
+                      r.step_time_s, f.gpu_peak_bytes / (1u << 30), f1.gpu_peak_bytes / (1u << 30)));
 }
 
 TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split and its rules") {
@@ -602,12 +641,15 @@ TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split a
    * get_num_layers_to_build): each end stage runs 2 chunks of 2 layers, each of the 6 middle
    * stages 72 / 6 = 12 layers as 2 chunks of 6, virtual stage c x 8 + s in model order:
    * stage 0 runs layers 0-1 and 40-41, stage 1 2-7 and 42-47, stage 7 38-39 and 78-79. */
-  const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: megatron}";
+  const std::string job =
+      "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: "
+      "megatron}";
   const auto with = [&](const char* extra) {
-    return parse("llama-3.1-70b", job,
-                 fmt::format("    cluster: {{node: dgx-h100, nodes: 8}}\n    parallel: {{tp: 8, pp: 8, schedule: interleaved, "
-                             "virtual_stages: 2, zero: 1, {}}}\n",
-                             extra));
+    return parse(
+        "llama-3.1-70b", job,
+        fmt::format("    cluster: {{node: dgx-h100, nodes: 8}}\n    parallel: {{tp: 8, pp: 8, schedule: interleaved, "
+                    "virtual_stages: 2, zero: 1, {}}}\n",
+                    extra));
   };
   const auto s = with("first_stage_layers: 4, last_stage_layers: 4");
   const auto& p = s.plans[0];
@@ -627,12 +669,15 @@ TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split a
   CHECK(schedule::dry_run(schedule::build_step(s.model, p, inv, 8, false)).empty());
   // Megatron-core's refusals, in its words (transformer_config.py, "Uneven PP").
   const auto finding = [&](const char* extra) { return test::input_error_of([&] { with(extra); }); };
-  CHECK(finding("first_stage_layers: 5, last_stage_layers: 5").find(
-            "plans[0].parallel.first_stage_layers: number of layers at first stage: 5 must be divisible by virtual pipeline "
-            "parallel degree 2 (Megatron-core)") != std::string::npos);
-  CHECK(finding("first_stage_layers: 4, last_stage_layers: 6").find(
-            "plans[0].parallel.last_stage_layers: number of layers at middle stage: 70 must be divisible by the middle "
-            "pipeline model parallel size 6 (Megatron-core; first 4 + last 6 of 80 layers)") != std::string::npos);
+  CHECK(finding("first_stage_layers: 5, last_stage_layers: 5")
+            .find("plans[0].parallel.first_stage_layers: number of layers at first stage: 5 must be divisible by "
+                  "virtual pipeline "
+                  "parallel degree 2 (Megatron-core)") != std::string::npos);
+  CHECK(finding("first_stage_layers: 4, last_stage_layers: 6")
+            .find("plans[0].parallel.last_stage_layers: number of layers at middle stage: 70 must be divisible by the "
+                  "middle "
+                  "pipeline model parallel size 6 (Megatron-core; first 4 + last 6 of 80 layers)") !=
+        std::string::npos);
   CHECK(finding("first_stage_layers: 2, last_stage_layers: 6").empty());
   // Simulated: Llama-3.1-8B tp 2 x pp 4 x 2 chunks with 6 layers on each end stage (chunks of 3)
   // and 10 on each middle one (chunks of 5): stage 1 runs virtual stages 1 (layers 3-7) and 5
@@ -640,9 +685,11 @@ TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split a
   // (Time: its middle stages run 10 layers against the even split's 8 plus the head on the
   // last stage; at seq 2048 that is 0.582 s against 0.570 s: Megatron's divisibility leaves no
   // finer split of 32 layers over 4 x 2 that would pay.)
-  const std::string job8 = "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
-                           "framework: megatron}";
-  const auto ends = llama8b_tp2_pp4(job8, ", schedule: interleaved, virtual_stages: 2, first_stage_layers: 6, last_stage_layers: 6");
+  const std::string job8 =
+      "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+      "framework: megatron}";
+  const auto ends =
+      llama8b_tp2_pp4(job8, ", schedule: interleaved, virtual_stages: 2, first_stage_layers: 6, last_stage_layers: 6");
   const auto even = llama8b_tp2_pp4(job8, ", schedule: interleaved, virtual_stages: 2");
   CHECK(inventory::stage_layer_list(ends.model, ends.plans[0], 1) ==
         std::vector<int>{3, 4, 5, 6, 7, 19, 20, 21, 22, 23});
@@ -651,8 +698,10 @@ TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split a
   REQUIRE(re.ok);
   REQUIRE(rv.ok);
   const auto fe = footprint::footprint(ends.model, ends.plans[0]);
-  CHECK(re.gpu_peak_bytes == doctest::Approx(fe.gpu_allocated_peak_bytes + fe.gpu[inventory::Category::overhead]).epsilon(0.02));
-  MESSAGE(fmt::format("interleaved, 6 layers on each end stage: {:.3f} s, even split {:.3f} s", re.step_time_s, rv.step_time_s));
+  CHECK(re.gpu_peak_bytes ==
+        doctest::Approx(fe.gpu_allocated_peak_bytes + fe.gpu[inventory::Category::overhead]).epsilon(0.02));
+  MESSAGE(fmt::format("interleaved, 6 layers on each end stage: {:.3f} s, even split {:.3f} s", re.step_time_s,
+                      rv.step_time_s));
 }
 
 TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-reduced across the replicas") {
@@ -660,7 +709,9 @@ TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-r
    * node, and each layer's reduced shard (1/8 of its gradient) is all-reduced between the 2
    * replicas over the network (torch _reduce_grad: reduce_scatter, then all_reduce over the
    * inter-node group). Without the second collective the replicas would train apart. */
-  const auto s = parse("llama-3.1-8b", "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, framework: pytorch-fsdp}",
+  const auto s = parse("llama-3.1-8b",
+                       "{seq_len: 4096, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full, "
+                       "framework: pytorch-fsdp}",
                        "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {fsdp: hybrid_shard}\n");
   const auto& p = s.plans[0];
   CHECK(plan::sharding_in_effect(p).shard_degree == 8);
@@ -699,12 +750,14 @@ TEST_CASE("hybrid sharding: reduce-scatter inside the node, then the shard all-r
 
 TEST_CASE("async TP overlaps sequence parallelism's collectives with the GEMMs they feed and drain") {
   const std::string job = "{seq_len: 8192, micro_batch: 1, steps: 1, framework: megatron}";
-  const auto sp = parse("llama-3.1-70b", job,
-                        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 8, zero: 1, sequence_parallel: true}\n"
-                        "    job: {method: lora}\n");
-  const auto async = parse("llama-3.1-70b", job,
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
-                           "    parallel: {tp: 8, zero: 1, sequence_parallel: true, async_tp: true}\n    job: {method: lora}\n");
+  const auto sp =
+      parse("llama-3.1-70b", job,
+            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 8, zero: 1, sequence_parallel: true}\n"
+            "    job: {method: lora}\n");
+  const auto async =
+      parse("llama-3.1-70b", job,
+            "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
+            "    parallel: {tp: 8, zero: 1, sequence_parallel: true, async_tp: true}\n    job: {method: lora}\n");
   const auto r = sim::simulate_step(sp.model, sp.plans[0]);
   const auto ra = sim::simulate_step(async.model, async.plans[0]);
   REQUIRE(r.ok);
@@ -721,18 +774,22 @@ TEST_CASE("full fidelity (every rank) agrees with the representative ranks withi
    * parallelism across nodes, and ZeRO-3 CPU offload on a workstation without PCIe switches. */
   const std::string job = "{seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full}";
   const char* plans[][2] = {
-      {"llama-3.1-8b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 4, pp: 2, dp: 2, zero: 1}\n"
-                       "    job: {framework: megatron}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 4, pp: 2, dp: 2, zero: 1}\n"
+       "    job: {framework: megatron}\n"},
       {"llama-3.1-8b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {zero: 3}\n"},
-      {"llama-3.1-8b", "    cluster: {node: dgx-h100, nodes: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n"
-                       "    job: {framework: deepspeed}\n"},
-      {"mixtral-8x7b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
-                       "    job: {framework: megatron}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {node: dgx-h100, nodes: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n"
+       "    job: {framework: deepspeed}\n"},
+      {"mixtral-8x7b",
+       "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
+       "    job: {framework: megatron}\n"},
       // GPUs without a PCIe switch: each copy crosses the GPU's own link once (it crossed it twice
       // in full fidelity, as link and as uplink: 3.4 against 3.3 min on the default scenario's B).
-      {"llama-3.1-8b", "    cluster: {node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 512 GiB}\n    parallel: {zero: 3}\n"
-                       "    offload: {preset: zero-infinity, params: cpu, optimizer: cpu, gradients: cpu}\n"
-                       "    job: {framework: deepspeed}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {node: workstation-4x-rtx-6000-ada, nodes: 1, dram: 512 GiB}\n    parallel: {zero: 3}\n"
+       "    offload: {preset: zero-infinity, params: cpu, optimizer: cpu, gradients: cpu}\n"
+       "    job: {framework: deepspeed}\n"},
   };
   for (const auto& row : plans) {  // not a structured binding: Clang 14 cannot capture one (CAPTURE is a lambda)
     const char* model = row[0];
@@ -755,15 +812,19 @@ TEST_CASE("full fidelity (every rank) agrees with the representative ranks withi
 TEST_CASE("fusing back-to-back kernels into one engine task changes no result (traces keep one task per op)") {
   const std::string job = "{seq_len: 4096, micro_batch: 1, global_batch: 8, steps: 1, activation_checkpointing: full}";
   const char* plans[][2] = {
-      {"llama-3.1-8b", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, "
-                       "async_tp: true}\n    job: {framework: megatron}\n"},
-      {"llama-3.1-8b", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 2, zero: 1}\n"
-                       "    job: {framework: megatron}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 2, zero: 1, sequence_parallel: true, "
+       "async_tp: true}\n    job: {framework: megatron}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 2, zero: 1}\n"
+       "    job: {framework: megatron}\n"},
       {"llama-3.1-8b", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n"},
-      {"llama-3.1-8b", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n"
-                       "    job: {framework: deepspeed}\n"},
-      {"mixtral-8x7b", "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
-                       "    job: {framework: megatron}\n"},
+      {"llama-3.1-8b",
+       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n"
+       "    job: {framework: deepspeed}\n"},
+      {"mixtral-8x7b",
+       "    cluster: {node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, ep: 8, zero: 1}\n"
+       "    job: {framework: megatron}\n"},
   };
   for (const auto& row : plans) {  // not a structured binding: Clang 14 cannot capture one (CAPTURE is a lambda)
     const char* model = row[0];

@@ -62,7 +62,8 @@ CalibrationProfile full_profile() {
   p.cpu.optimizer = {{"adamw", 192, 1 << 28, 2.1e10, 28, 0.93, {2.0e10, 2.1e10, 2.2e10}}};
   p.power = {{0, "gemm_bf16", 690.5, {688, 690.5, 699}}, {1, "idle", 71, {71}}};
   p.cpu_device.device = "the executor's CPU device";
-  p.cpu_device.gemm = {{"nn", 512, 1024, 256, 3.9e10, {3.8e10, 3.9e10, 4.1e10}}, {"tn", 16, 64, 4096, 1.7e10, {1.7e10}}};
+  p.cpu_device.gemm = {{"nn", 512, 1024, 256, 3.9e10, {3.8e10, 3.9e10, 4.1e10}},
+                       {"tn", 16, 64, 4096, 1.7e10, {1.7e10}}};
   p.cpu_device.attention = {{256, 256, 64, 3.2e10, {3.2e10, 3.3e10}}};
   p.cpu_device.rates = {{"memory_Bps", 4.3e10, {4.2e10, 4.3e10, 4.4e10}}, {"adam_params_per_s", 1.28e9, {1.28e9}}};
   p.cpu_device.storage = {{{"/scratch/a", "/scratch/b"}, 1 << 20, 1 << 20, 8, 5.7e9, 7.1e9, {5.6e9, 5.7e9}, {7.1e9}}};
@@ -274,7 +275,7 @@ TEST_CASE("the simulator's per-copy cost is the copy model's latency (every samp
   const auto fit = fit_copy_model(prof.copy, CopyDirection::h2d, true);
   REQUIRE(fit);
   CHECK(eff.copy_latency_s * 1e6 == doctest::Approx(fit->latency_s * 1e6));  // in us: Approx is absolute near 0
-  CHECK(eff.copy_latency_s > alpha);  // the noisy small copies pull it up
+  CHECK(eff.copy_latency_s > alpha);                                         // the noisy small copies pull it up
   // ... and it is not what the two rows give (18.0 us here; the fit, 18.9 us, weighs all six).
   const double two_rows = 65536.0 / prof.copy[0].bandwidth_Bps - 65536.0 / prof.copy[2].bandwidth_Bps;
   CHECK(eff.copy_latency_s * 1e6 != doctest::Approx(two_rows * 1e6));

@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "io/scenario_io.hpp"
 #include "inventory/inventory.hpp"
+#include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 #include "test_support.hpp"
@@ -58,9 +58,9 @@ TEST_CASE("a valid scenario loads with its plans resolved") {
   const auto& a = s.plans[0];
   CHECK(a.cluster.gpus() == 8);
   CHECK(a.cluster.gpu.name == "h100-sxm-80gb");
-  CHECK(a.parallel.dp == 4);  // 8 GPUs / tp 2
+  CHECK(a.parallel.dp == 4);                     // 8 GPUs / tp 2
   CHECK(plan::grad_accumulation_steps(a) == 8);  // 64 / (2 x 4)
-  CHECK(a.job.lora.targets.size() == 7);  // all-linear on a gated MLP
+  CHECK(a.job.lora.targets.size() == 7);         // all-linear on a gated MLP
   const auto& b = s.plans[1];
   CHECK(b.job.micro_batch == 1);  // plan override
   CHECK(b.job.checkpointing == plan::Checkpointing::full);
@@ -84,9 +84,13 @@ TEST_CASE("unknown keys are errors with a did-you-mean") {
 
 TEST_CASE("unknown names from the zoo and catalog get a did-you-mean") {
   CHECK(error_of(replace(kGood, "model: llama-3.1-8b", "model: llama-3.1-8c")) ==
-        "x.yaml:3:8: model: no model 'llama-3.1-8c' in the zoo (did you mean 'llama-3.1-8b'?); `ftplan zoo list` shows them");
+        "x.yaml:3:8: model: no model 'llama-3.1-8c' in the zoo (did you mean 'llama-3.1-8b'?); `ftplan zoo list` shows "
+        "them");
   const std::string gpu = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100-sxm-80"));
-  CHECK(gpu.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100-sxm-80' in the catalog (did you mean 'h100-sxm-80gb'?)") == 0);
+  CHECK(
+      gpu.find(
+          "x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100-sxm-80' in the catalog (did you mean 'h100-sxm-80gb'?)") ==
+      0);
   // The name people say is a token of the catalog's: every GPU that holds it is offered.
   const std::string h100 = error_of(replace(kGood, "gpu: h100-sxm-80gb", "gpu: h100"));
   CHECK(h100.find("x.yaml:13:20: plans[0].cluster.gpu: no GPU 'h100' in the catalog (did you mean 'h100-96gb-500w', "
@@ -106,7 +110,8 @@ TEST_CASE("numbers out of range and wrong types") {
         "x.yaml:7:12: job.seq_len: expected a whole number; got '4096.5'");
   CHECK(error_of(replace(kGood, "method: lora", "method: lora2")) ==
         "x.yaml:5:11: job.method: 'lora2' is not one of full, lora, qlora (did you mean 'lora'?)");
-  CHECK(error_of(replace(kGood, "cluster: {gpu: rtx-4090, gpus: 1}", "cluster: {gpu: rtx-4090, gpus: 1, dram: 64 GB RAM}")) ==
+  CHECK(error_of(replace(kGood, "cluster: {gpu: rtx-4090, gpus: 1}",
+                         "cluster: {gpu: rtx-4090, gpus: 1, dram: 64 GB RAM}")) ==
         "x.yaml:18:45: plans[1].cluster.dram: expected a size like '80 GiB' or '141 GB'; got '64 GB RAM': unknown unit "
         "'GB RAM'; use one of B, KB, kB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB");
 }
@@ -118,11 +123,13 @@ TEST_CASE("impossible combinations") {
         "(plan 'eight')");
   // ZeRO-3 across pipeline stages: DeepSpeed's PipelineEngine refuses it, with its own words; FSDP
   // runs inside each stage (torchtitan), so the same plan under FSDP passes.
-  CHECK(error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: deepspeed\n")) ==
-        "x.yaml:17:13: plans[0].parallel.zero: DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with "
-        "pipeline parallelism\" (pp 2); use zero 0 or 1, or FSDP inside each stage (job.framework: pytorch-fsdp2, as "
-        "torchtitan)");
-  CHECK_NOTHROW(parse(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: pytorch-fsdp2\n")));
+  CHECK(
+      error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: deepspeed\n")) ==
+      "x.yaml:17:13: plans[0].parallel.zero: DeepSpeed's PipelineEngine: \"ZeRO-2 and ZeRO-3 are incompatible with "
+      "pipeline parallelism\" (pp 2); use zero 0 or 1, or FSDP inside each stage (job.framework: pytorch-fsdp2, as "
+      "torchtitan)");
+  CHECK_NOTHROW(
+      parse(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: pytorch-fsdp2\n")));
   // torchtune has no pipeline stages (its ParallelDims: dp_replicate x dp_shard x tp).
   CHECK(error_of(replace(replace(kGood, "tp: 2", "pp: 2"), "method: lora\n", "method: lora\n  framework: torchtune\n"))
             .find("plans[0].parallel.pp: torchtune's recipes have no pipeline parallelism") != std::string::npos);
@@ -131,7 +138,8 @@ TEST_CASE("impossible combinations") {
   CHECK(v100.find("job.precision: NVIDIA Tesla V100") != std::string::npos);
   CHECK(v100.find("has no bf16 support; use fp16-mixed or fp32 (plan 'one')") != std::string::npos);
   // Sequence longer than learned position embeddings allow (RoPE models may extend).
-  const std::string learned = replace(replace(kGood, "model: llama-3.1-8b", "model: megatron-gpt-1.7b"), "  lora: {rank: 16, targets: all-linear}\n", "");
+  const std::string learned = replace(replace(kGood, "model: llama-3.1-8b", "model: megatron-gpt-1.7b"),
+                                      "  lora: {rank: 16, targets: all-linear}\n", "");
   CHECK(error_of(replace(learned, "seq_len: 4096", "seq_len: 8192"))
             .find("job.seq_len: 8192 is longer than the 2048 positions megatron-gpt-1.7b has learned embeddings for") !=
         std::string::npos);
@@ -139,9 +147,11 @@ TEST_CASE("impossible combinations") {
   CHECK(error_of(replace(kGood, "method: lora", "method: full")) ==
         "x.yaml:6:9: job.lora: is set, but job.method is full; use method: lora or qlora");
   // End stages that leave the middle ones no layers.
-  const std::string uneven = error_of(replace(replace(kGood, "      tp: 2\n", "      tp: 2\n      pp: 2\n      first_stage_layers: 32\n"),
-                                              "zero: 3", "zero: 1"));
-  CHECK(uneven.find("plans[0].parallel.first_stage_layers: first 32 + last 0 leave 0 of the 32 layers for 1 middle stage(s)") !=
+  const std::string uneven =
+      error_of(replace(replace(kGood, "      tp: 2\n", "      tp: 2\n      pp: 2\n      first_stage_layers: 32\n"),
+                       "zero: 3", "zero: 1"));
+  CHECK(uneven.find(
+            "plans[0].parallel.first_stage_layers: first 32 + last 0 leave 0 of the 32 layers for 1 middle stage(s)") !=
         std::string::npos);
   // DeepSpeed's fetch mode on another framework.
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  zero3_fetch: per-parameter\n")) ==
@@ -155,18 +165,22 @@ TEST_CASE("impossible combinations") {
         "pytorch-fsdp, pytorch-fsdp2 or torchtune) (plan 'eight')\n"
         "x.yaml:12:25: job.fsdp_mixed_precision: is FSDP's mixed-precision policy; this plan runs deepspeed (use "
         "pytorch-fsdp, pytorch-fsdp2 or torchtune) (plan 'one')");
-  CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n")).empty());
+  CHECK(error_of(replace(kGood, "  tokens: 500M\n",
+                         "  tokens: 500M\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n"))
+            .empty());
   // Which layers to checkpoint, on a plan that does not checkpoint (plan 'one' does: no error).
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "  tokens: 500M\n  checkpoint_every: 2\n")) ==
-        "x.yaml:11:21: job.checkpoint_every: picks the layers full checkpointing recomputes; this plan's checkpointing is "
+        "x.yaml:11:21: job.checkpoint_every: picks the layers full checkpointing recomputes; this plan's checkpointing "
+        "is "
         "none (plan 'eight')");
   // Two plans with one name.
   CHECK(error_of(replace(kGood, "name: one", "name: eight")) ==
         "x.yaml:17:11: plans[1].name: another plan is already named 'eight'");
   // Two names that become one file name part: a trace or a validate state file would be shared.
-  CHECK(error_of(replace(replace(kGood, "name: one", "name: one plan"), "name: eight", "name: one-plan")) ==
-        "x.yaml:17:11: plans[1].name: 'one plan' and the plan 'one-plan' (x.yaml:12:11) become one file name part, "
-        "'one_plan' (every character but letters and digits is '_' in trace, step IR and state file names): rename one");
+  CHECK(
+      error_of(replace(replace(kGood, "name: one", "name: one plan"), "name: eight", "name: one-plan")) ==
+      "x.yaml:17:11: plans[1].name: 'one plan' and the plan 'one-plan' (x.yaml:12:11) become one file name part, "
+      "'one_plan' (every character but letters and digits is '_' in trace, step IR and state file names): rename one");
   // More GPUs per node than the node has.
   CHECK(error_of(replace(kGood, "gpus: 8}", "gpus: 32, gpus_per_node: 16}")) ==
         "x.yaml:13:60: plans[0].cluster.gpus_per_node: 16 is more than the 8 GPUs of a dgx-h100 node");
@@ -214,8 +228,9 @@ TEST_CASE("missing required keys say what is needed") {
         "x.yaml:1:1: plans: is required: a list of plans to compare");
   CHECK(error_of(replace(kGood, "  tokens: 500M\n", "")) ==
         "x.yaml:5:3: job.tokens: say how much to train: one of tokens, steps, or epochs (with dataset_tokens)");
-  CHECK(error_of(replace(kGood, "schema_version: 1\n", "")).find(
-            "schema_version: is required: the scenario-format version; this ftplan reads 1") != std::string::npos);
+  CHECK(error_of(replace(kGood, "schema_version: 1\n", ""))
+            .find("schema_version: is required: the scenario-format version; this ftplan reads 1") !=
+        std::string::npos);
   CHECK(error_of(replace(kGood, "schema_version: 1", "schema_version: 7")) ==
         "x.yaml:1:17: schema_version: 7 is newer than this ftplan reads (1); update ftplan");
 }
@@ -225,10 +240,10 @@ TEST_CASE("files that are not scenarios: empty, binary, broken YAML, wrong shape
   CHECK(error_of("   \n\n") == "x.yaml: the file is empty");
   CHECK(error_of(std::string("abc\0def", 7)) == "x.yaml:1:4: this is a binary file, not YAML text (NUL byte)");
   CHECK(error_of("\xff\xfe garbage") == "x.yaml:1:1: the file is not UTF-8 text");
-  CHECK(error_of("schema_version: 1\nplans: [\n") .find("x.yaml:") == 0);
+  CHECK(error_of("schema_version: 1\nplans: [\n").find("x.yaml:") == 0);
   CHECK(error_of("- just\n- a list\n") == "x.yaml:1:1: expected a mapping of keys; got a list");
-  CHECK(error_of(replace(kGood, "plans:\n", "plans: 3\nxplans:\n")).find("x.yaml:11:8: plans: expected a list; got '3'") !=
-        std::string::npos);
+  CHECK(error_of(replace(kGood, "plans:\n", "plans: 3\nxplans:\n"))
+            .find("x.yaml:11:8: plans: expected a list; got '3'") != std::string::npos);
   CHECK(error_of("a: 1\n---\nb: 2\n").find("more than one YAML document") != std::string::npos);
   // yaml-cpp 0.7 never returns from a stray ',' after a flow mapping (it fills memory): refused,
   // at the ','.
@@ -288,8 +303,10 @@ TEST_CASE("keys a framework would not act on are refused with what to write inst
    * plain DDP; ZeRO-Offload under FSDP with the fp32 weights left on the GPU; Megatron's ZeRO 2 as
    * its distributed optimizer (ZeRO 1); FSDP's full_shard with zero 1 as ZeRO 3. */
   const auto plan_with = [&](const std::string& job, const std::string& parallel, const std::string& offload = "") {
-    return error_of("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1, " + job + "}\nplans:\n  - name: p\n"
-                    "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: " + parallel + "\n" + offload);
+    return error_of("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1, " + job +
+                    "}\nplans:\n  - name: p\n"
+                    "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: " +
+                    parallel + "\n" + offload);
   };
   CHECK(plan_with("framework: hf-trainer", "{zero: 3}").find("write job.framework: deepspeed") != std::string::npos);
   CHECK(plan_with("framework: pytorch-fsdp", "{zero: 2}", "    offload: {preset: zero-offload}\n")
@@ -299,8 +316,9 @@ TEST_CASE("keys a framework would not act on are refused with what to write inst
   CHECK(plan_with("framework: pytorch-fsdp", "{zero: 1}").find("shards by parallel.fsdp (full_shard = ZeRO 3)") !=
         std::string::npos);
   // zero: 0 under the default framework (FSDP) used to run full_shard silently (issue 41).
-  CHECK(plan_with("steps: 1", "{zero: 0}").find("shards by parallel.fsdp (full_shard = ZeRO 3); for ZeRO 0 write fsdp: "
-                                               "no_shard") != std::string::npos);
+  CHECK(plan_with("steps: 1", "{zero: 0}")
+            .find("shards by parallel.fsdp (full_shard = ZeRO 3); for ZeRO 0 write fsdp: "
+                  "no_shard") != std::string::npos);
   CHECK(plan_with("framework: pytorch-fsdp", "{zero: 0, fsdp: no_shard}").empty());
   CHECK(plan_with("framework: hf-trainer", "{fsdp: full_shard}").find("Trainer --fsdp") != std::string::npos);
   CHECK(plan_with("framework: deepspeed, optimizer: {name: adamw-8bit, implementation: foreach}", "{zero: 1}")
@@ -321,34 +339,42 @@ TEST_CASE("a key that applies to nothing in its plan is refused, not taken and i
   const std::string h100 = "{gpu: h100-sxm-80gb, gpus: 8}";
   // The offload engines' tuning keys without the placement they tune.
   CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {buffer_count: 8}\n")
-            .find("x.yaml:8:29: plans[0].offload.buffer_count: counts the parameter swap buffers of offload.params: nvme") == 0);
+            .find("x.yaml:8:29: plans[0].offload.buffer_count: counts the parameter swap buffers of offload.params: "
+                  "nvme") == 0);
   CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {params: cpu, buffer_size: 2 GiB}\n")
             .find("offload.buffer_size: sizes the parameter swap buffers of offload.params: nvme (DeepSpeed "
                   "offload_param.buffer_size); this plan keeps parameters on cpu") != std::string::npos);
-  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {chunk_size: 64 MiB}\n").find("offload.chunk_size") != std::string::npos);
-  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {pinned: false}\n")
-            .find("offload.pinned: page-locks the host buffers offloaded state crosses PCIe through; this plan offloads "
-                  "nothing") != std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {chunk_size: 64 MiB}\n").find("offload.chunk_size") !=
+        std::string::npos);
+  CHECK(
+      with(h100, "    parallel: {zero: 3}\n    offload: {pinned: false}\n")
+          .find("offload.pinned: page-locks the host buffers offloaded state crosses PCIe through; this plan offloads "
+                "nothing") != std::string::npos);
   CHECK(with(h100, "    parallel: {zero: 3}\n    offload: {params: cpu, optimizer: cpu, pinned: false}\n").empty());
   // A pipeline schedule without a pipeline.
-  CHECK(with(h100, "    parallel: {zero: 1, schedule: gpipe}\n").find("parallel.schedule: orders a pipeline's "
-                                                                         "micro-batches (gpipe); needs pp > 1") !=
-        std::string::npos);
+  CHECK(with(h100, "    parallel: {zero: 1, schedule: gpipe}\n")
+            .find("parallel.schedule: orders a pipeline's "
+                  "micro-batches (gpipe); needs pp > 1") != std::string::npos);
   CHECK(with(h100, "    parallel: {zero: 1, pp: 2, schedule: gpipe}\n").empty());
   // NVLink on a GPU that has none ran over PCIe.
-  CHECK(with("{parts: {gpu: rtx-6000-ada, gpus: 4, host: xeon-w5-3435x-1s, gpu_interconnect: nvlink}}", "")
-            .find("cluster.parts.gpu_interconnect: nvlink: NVIDIA RTX 6000 Ada Generation 48GB has no nvlink bandwidth") !=
-        std::string::npos);
+  CHECK(
+      with("{parts: {gpu: rtx-6000-ada, gpus: 4, host: xeon-w5-3435x-1s, gpu_interconnect: nvlink}}", "")
+          .find(
+              "cluster.parts.gpu_interconnect: nvlink: NVIDIA RTX 6000 Ada Generation 48GB has no nvlink bandwidth") !=
+      std::string::npos);
   // The cost keys of the other way of paying: in a plan's block, or in the scenario's when no plan
   // pays that way; a scenario's key some plan uses is fine (rented billing beside an owned plan).
-  CHECK(with(h100, "", "cost: {lifetime_years: 3}\n").find("x.yaml:4:24: cost.lifetime_years: prices owned hardware "
-                                                            "(cost.mode: own), and the plan is rented") == 0);
+  CHECK(with(h100, "", "cost: {lifetime_years: 3}\n")
+            .find("x.yaml:4:24: cost.lifetime_years: prices owned hardware "
+                  "(cost.mode: own), and the plan is rented") == 0);
   CHECK(with(h100, "", "cost: {mode: own, billing: per-hour}\n").find("cost.billing: prices rented hardware") !=
         std::string::npos);
-  CHECK(with(h100, "    cost: {mode: own, rent: $10/h}\n").find("plans[0].cost.rent: prices rented hardware (cost.mode: "
-                                                                 "rent), and this plan is owned") != std::string::npos);
+  CHECK(with(h100, "    cost: {mode: own, rent: $10/h}\n")
+            .find("plans[0].cost.rent: prices rented hardware (cost.mode: "
+                  "rent), and this plan is owned") != std::string::npos);
   CHECK(with(h100, "    cost: {energy_price: $0.2/kWh}\n").find("plans[0].cost.energy_price") != std::string::npos);
-  CHECK(with(h100, "    cost: {mode: own}\n  - name: q\n    cluster: " + h100 + "\n", "cost: {billing: per-hour, utilization: 0.5}\n")
+  CHECK(with(h100, "    cost: {mode: own}\n  - name: q\n    cluster: " + h100 + "\n",
+             "cost: {billing: per-hour, utilization: 0.5}\n")
             .empty());
   CHECK(with(h100, "", "cost: {mode: own, energy_price: $0.2/kWh, pue: 1.2}\n").empty());
   // Sample-length keys of another distribution than the one given.
@@ -365,10 +391,11 @@ TEST_CASE("a key that applies to nothing in its plan is refused, not taken and i
 }
 
 TEST_CASE("one sharding label for a plan, from the rule the inventory applies") {
-  const auto s = parse("schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1}\nplans:\n"
-                       "  - name: one\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"
-                       "  - name: eight\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
-                       "  - name: ddp\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {framework: hf-trainer}\n");
+  const auto s = parse(
+      "schema_version: 1\nmodel: llama-3.1-8b\njob: {steps: 1}\nplans:\n"
+      "  - name: one\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n"
+      "  - name: eight\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"
+      "  - name: ddp\n    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {framework: hf-trainer}\n");
   CHECK(plan::sharding_in_effect(s.plans[0]).label == "FSDP full_shard (1 rank: NO_SHARD)");
   CHECK(plan::sharding_in_effect(s.plans[0]).zero == inventory::build_inventory(s.model, s.plans[0]).zero);
   CHECK(plan::sharding_in_effect(s.plans[1]).label == "FSDP full_shard");

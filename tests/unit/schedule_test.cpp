@@ -20,7 +20,8 @@ using schedule::OpKind;
 namespace {
 
 plan::Scenario scenario(const std::string& model, const std::string& job, const std::string& plan) {
-  const std::string text = fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
+  const std::string text =
+      fmt::format("schema_version: 1\nmodel: {}\njob:\n  steps: 1\n{}plans:\n  - name: p\n{}", model, job, plan);
   return io::parse_scenario(text, "schedule_test.yaml", test::data_dir(), test::zoo(), test::catalog());
 }
 
@@ -32,8 +33,10 @@ schedule::StepIR step_of(const plan::Scenario& s) {
 }  // namespace
 
 TEST_CASE("every op of the step finds its inputs live in the tier it reads them from") {
-  const char* jobs[] = {"  framework: pytorch-fsdp\n", "  framework: deepspeed\n  activation_checkpointing: full\n",
-                        "  framework: hf-trainer\n  method: lora\n", "  framework: megatron\n  global_batch: 32\n",
+  const char* jobs[] = {"  framework: pytorch-fsdp\n",
+                        "  framework: deepspeed\n  activation_checkpointing: full\n",
+                        "  framework: hf-trainer\n  method: lora\n",
+                        "  framework: megatron\n  global_batch: 32\n",
                         "  framework: pytorch-fsdp2\n  activation_checkpointing: selective\n",
                         "  framework: yafsdp\n  method: qlora\n"};
   const char* plans[] = {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}\n",
@@ -74,7 +77,8 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
    * its kind (Builder::LayerTemplate); with names (traces) it builds every pass by the layer's
    * rules. Both must give the same ops, dependencies and tensors. Every shipped scenario's plans,
    * every stage, and short pipelines as the simulator's stage symmetry builds them. */
-  const auto same = [](const model::ModelSpec& m, const plan::Plan& p, int stage, int micro, schedule::PipelineView view) {
+  const auto same = [](const model::ModelSpec& m, const plan::Plan& p, int stage, int micro,
+                       schedule::PipelineView view) {
     const auto inv = inventory::build_inventory(m, p, stage);
     auto named = schedule::build_step(m, p, inv, micro, true, view);
     auto plain = schedule::build_step(m, p, inv, micro, false, view);
@@ -86,7 +90,13 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
     std::size_t differ = 0;
     for (std::size_t i = 0; i < named.ops.size() && differ == 0; ++i)
       if (!(named.ops[i] == plain.ops[i])) differ = i + 1;
-    CHECK_MESSAGE(differ == 0, "op " << (differ - 1) << " differs" << (differ ? nlohmann::json::parse(schedule::to_json(named, "a")).at("ops").at(differ - 1).dump() + " vs " + nlohmann::json::parse(schedule::to_json(plain, "a")).at("ops").at(differ - 1).dump() : std::string()));
+    CHECK_MESSAGE(
+        differ == 0,
+        "op " << (differ - 1) << " differs"
+              << (differ
+                      ? nlohmann::json::parse(schedule::to_json(named, "a")).at("ops").at(differ - 1).dump() + " vs " +
+                            nlohmann::json::parse(schedule::to_json(plain, "a")).at("ops").at(differ - 1).dump()
+                      : std::string()));
     CHECK(named.tensors == plain.tensors);
     CHECK(named.model_flops_per_rank == plain.model_flops_per_rank);
     return named.ops.size();
@@ -112,17 +122,20 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
     const char* plan;
   };
   const Layout more[] = {
-      {"llama-3.1-8b", 1024, "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {tp: 2, pp: 4, virtual_stages: 2, schedule: interleaved}\n"},
+      {"llama-3.1-8b", 1024,
+       "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {tp: 2, pp: 4, virtual_stages: 2, schedule: "
+       "interleaved}\n"},
       {"mixtral-8x7b", 1024, "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n    parallel: {tp: 2, ep: 4, pp: 2}\n"},
-      {"gemma-2-9b", 1024, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 2, sequence_parallel: true, async_tp: true}\n"},
+      {"gemma-2-9b", 1024,
+       "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 2, sequence_parallel: true, async_tp: "
+       "true}\n"},
       // Past the 4,096-token window, local and global layers attend differently: two kinds.
       {"gemma-2-9b", 8192, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 2}\n"},
       {"llama-3.1-8b", 1024, "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, cp: 2, pp: 2}\n"},
       {"t0-3b", 1024, "    cluster: {gpu: h100-sxm-80gb, gpus: 4}\n    parallel: {pp: 2}\n"},
   };
   const char* jobs[] = {"  framework: megatron\n  activation_checkpointing: full\n",
-                        "  framework: megatron\n  precision: fp8-mixed\n",
-                        "  framework: hf-trainer\n  method: qlora\n",
+                        "  framework: megatron\n  precision: fp8-mixed\n", "  framework: hf-trainer\n  method: qlora\n",
                         "  framework: megatron\n  activation_checkpointing: selective\n"};
   for (const Layout& layout : more)  // (not a structured binding: clang 14's CAPTURE cannot take one)
     for (const char* job : jobs) {
@@ -131,7 +144,8 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
       CAPTURE(std::string(job));
       plan::Scenario s;
       try {
-        s = scenario(layout.model, fmt::format("{}  global_batch: 64\n  micro_batch: 1\n  seq_len: {}\n", job, layout.seq_len),
+        s = scenario(layout.model,
+                     fmt::format("{}  global_batch: 64\n  micro_batch: 1\n  seq_len: {}\n", job, layout.seq_len),
                      layout.plan);
       } catch (const InputError&) {
         continue;  // a layout its framework refuses
@@ -140,7 +154,8 @@ TEST_CASE("a step built without names is the same step op for op (its layer pass
       const int pp = std::max(1, p.parallel.pp);
       for (int stage = 0; stage < pp; ++stage) ops += same(s.model, p, stage, 8, {});
       if (pp >= 2)
-        for (int pos = 0; pos < 3; ++pos) ops += same(s.model, p, pos == 2 ? pp - 1 : std::min(pos, pp - 1), 6, {3, pos});
+        for (int pos = 0; pos < 3; ++pos)
+          ops += same(s.model, p, pos == 2 ? pp - 1 : std::min(pos, pp - 1), 6, {3, pos});
       ++plans;
     }
   CHECK(plans >= 40);
@@ -155,11 +170,13 @@ TEST_CASE("the step's model FLOPs are PaLM's 6N + 12LHQT per token") {
   const auto ir = step_of(s);
   const double tokens = 2 * 4096;
   CHECK(ir.tokens_per_rank == tokens);
-  CHECK(ir.model_flops_per_rank == doctest::Approx(model::flops_per_token(s.model, 4096).training() * tokens).epsilon(1e-6));
+  CHECK(ir.model_flops_per_rank ==
+        doctest::Approx(model::flops_per_token(s.model, 4096).training() * tokens).epsilon(1e-6));
   // Full recompute adds one forward: hardware FLOPs = model x (1 + 1/3) (Narayanan et al. 2021, eq. 3).
-  const auto ckpt = scenario("llama-3.1-8b",
-                             "  framework: pytorch-fsdp\n  micro_batch: 2\n  seq_len: 4096\n  activation_checkpointing: full\n",
-                             "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto ckpt =
+      scenario("llama-3.1-8b",
+               "  framework: pytorch-fsdp\n  micro_batch: 2\n  seq_len: 4096\n  activation_checkpointing: full\n",
+               "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
   const auto ir2 = step_of(ckpt);
   const double head = 6.0 * static_cast<double>(s.model.vocab) * s.model.hidden * tokens;  // the head is not recomputed
   CHECK(ir2.hardware_flops_per_rank ==
@@ -300,7 +317,8 @@ TEST_CASE("each sharding framework makes its own memory copies around the collec
       }
     return n;
   };
-  const auto s = scenario("llama-3.1-8b", "  framework: pytorch-fsdp2\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  const auto s =
+      scenario("llama-3.1-8b", "  framework: pytorch-fsdp2\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
   const auto inv = inventory::build_inventory(s.model, s.plans[0]);
   const double layer = inv.params.trainable_largest_layer;
   double bytes = 0;
@@ -366,7 +384,8 @@ TEST_CASE("FSDP's mixed-precision policy sets what is gathered and what is reduc
    * torch.autocast in every forward, gradients reduced in bf16. torchtitan's FSDP2 reduces in
    * fp32 by default; an explicit reduce_dtype wins. */
   const auto dp_bytes = [](const std::string& job, schedule::Collective c, inventory::Element& element, int& casts) {
-    const auto ir = step_of(scenario("llama-3.1-8b", job + "  seq_len: 1024\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"));
+    const auto ir =
+        step_of(scenario("llama-3.1-8b", job + "  seq_len: 1024\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n"));
     double bytes = 0;
     casts = 0;
     for (const auto& op : ir.ops) {
@@ -383,8 +402,9 @@ TEST_CASE("FSDP's mixed-precision policy sets what is gathered and what is reduc
   const double bf16 = dp_bytes("  framework: pytorch-fsdp\n", schedule::Collective::all_gather, e, casts);
   CHECK(e == inventory::Element::bf16);
   CHECK(casts == 0);
-  const double fp32 = dp_bytes("  framework: pytorch-fsdp\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n",
-                               schedule::Collective::all_gather, e, casts);
+  const double fp32 =
+      dp_bytes("  framework: pytorch-fsdp\n  fsdp_mixed_precision: {param_dtype: fp32, reduce_dtype: bf16}\n",
+               schedule::Collective::all_gather, e, casts);
   CHECK(e == inventory::Element::fp32);
   CHECK(fp32 == doctest::Approx(2 * bf16));
   CHECK(casts == 32);
@@ -393,8 +413,8 @@ TEST_CASE("FSDP's mixed-precision policy sets what is gathered and what is reduc
   CHECK(e == inventory::Element::bf16);
   dp_bytes("  framework: pytorch-fsdp2\n", schedule::Collective::reduce_scatter, e, casts);
   CHECK(e == inventory::Element::fp32);
-  dp_bytes("  framework: pytorch-fsdp2\n  fsdp_mixed_precision: {reduce_dtype: bf16}\n", schedule::Collective::reduce_scatter,
-           e, casts);
+  dp_bytes("  framework: pytorch-fsdp2\n  fsdp_mixed_precision: {reduce_dtype: bf16}\n",
+           schedule::Collective::reduce_scatter, e, casts);
   CHECK(e == inventory::Element::bf16);
 }
 
@@ -407,7 +427,8 @@ TEST_CASE("checkpointing every other layer recomputes half the layers and keeps 
     const auto inv = inventory::build_inventory(s.model, s.plans[0]);
     saved = 0;
     for (const auto& g : inv.groups)
-      if (g.category == inventory::Category::activations && g.lifetime == inventory::Lifetime::saved) saved += g.total();
+      if (g.category == inventory::Category::activations && g.lifetime == inventory::Lifetime::saved)
+        saved += g.total();
     const auto ir = schedule::build_step(s.model, s.plans[0], inv);
     std::set<int> recomputed;
     for (const auto& op : ir.ops)
@@ -428,9 +449,10 @@ TEST_CASE("ZeRO-Offload upcasts each layer's 16-bit gradient on the GPU before c
   /* DeepSpeed's stage_1_and_2.py async_inplace_copy_grad_to_fp32_buffer_from_gpu (src_tensor.float(),
    * then copy_(non_blocking)): per layer, one elementwise op on the compute stream reading 2 B and
    * writing 4 B per gradient element, which the layer's device-to-host copy waits for. */
-  const auto s = scenario("llama-3.1-8b", "  framework: deepspeed\n  micro_batch: 2\n  seq_len: 1024\n  global_batch: 4\n",
-                          "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
-                          "    offload: {preset: zero-offload}\n");
+  const auto s =
+      scenario("llama-3.1-8b", "  framework: deepspeed\n  micro_batch: 2\n  seq_len: 1024\n  global_batch: 4\n",
+               "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+               "    offload: {preset: zero-offload}\n");
   const auto ir = step_of(s);
   std::map<int, int> upcast_of_layer;
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
@@ -453,7 +475,8 @@ TEST_CASE("ZeRO-Offload upcasts each layer's 16-bit gradient on the GPU before c
     const auto& t = ir.tensors[static_cast<std::size_t>(op.writes.front())];
     if (t.category != inventory::Category::gradients) continue;
     ++copies;
-    CHECK(ir.ops[static_cast<std::size_t>(upcast_of_layer[op.layer])].bytes == doctest::Approx(6.0 * static_cast<double>(t.elements)));
+    CHECK(ir.ops[static_cast<std::size_t>(upcast_of_layer[op.layer])].bytes ==
+          doctest::Approx(6.0 * static_cast<double>(t.elements)));
     // The copy's dependencies reach the upcast (through the allocation of the host tensor).
     std::set<int> seen, todo{static_cast<int>(i)};
     bool reaches = false;

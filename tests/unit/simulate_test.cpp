@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "io/profile_io.hpp"
-#include "io/scenario_io.hpp"
 #include "cost/cost.hpp"
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
+#include "io/profile_io.hpp"
+#include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
 #include "sim/lowering.hpp"  // detail::fewer_layers, to check that the layer shortcut is taken
 #include "sim/simulate.hpp"
@@ -27,8 +27,9 @@ const sim::Options kEveryMicroBatch = [] {
 }();
 
 plan::Scenario parse(const std::string& job, const std::string& plan) {
-  return io::parse_scenario(fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {}\nplans:\n  - name: p\n{}", job, plan),
-                            "simulate_test.yaml", test::data_dir(), test::zoo(), test::catalog());
+  return io::parse_scenario(
+      fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {}\nplans:\n  - name: p\n{}", job, plan),
+      "simulate_test.yaml", test::data_dir(), test::zoo(), test::catalog());
 }
 
 }  // namespace
@@ -78,7 +79,8 @@ TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a pro
   const auto& gpu = s.plans[0].cluster.gpu;
   auto eff = sim::default_efficiency(gpu);
   const double k0_256 = 1.2e-6 * 312e12 / 108 / (2 * 256 * 128), k0_128 = 2 * k0_256;
-  CHECK(sim::gemm_fraction(eff, gpu, 1792, 2048, 4096) == doctest::Approx(eff.gemm * 224.0 / 324.0 * 4096 / (4096 + k0_128)));
+  CHECK(sim::gemm_fraction(eff, gpu, 1792, 2048, 4096) ==
+        doctest::Approx(eff.gemm * 224.0 / 324.0 * 4096 / (4096 + k0_128)));
   CHECK(sim::gemm_fraction(eff, gpu, 6912, 4096, 4096) == doctest::Approx(eff.gemm * 4096 / (4096 + k0_256)));
   CHECK(sim::gemm_fraction(eff, gpu, 4096, 16, 4096) == doctest::Approx(eff.gemm * 4096 / (4096 + k0_256)));
   // Short reductions lose more to the fixed cost per tile.
@@ -110,8 +112,10 @@ TEST_CASE("GEMM efficiency depends on shape: wave quantization by default, a pro
   // the backward op takes the nt point for dA and the tn point for dB even where an nn point has
   // the same shape; a layout no point has falls back to every point (a profile of nn only).
   using L = sim::Efficiency::Layout;
-  eff.gemm_shapes = {{4096, 16384, 4096, 0.9, L::nn}, {4096, 16384, 4096, 0.4, L::nt},
-                     {16384, 4096, 4096, 0.9, L::nn}, {16384, 4096, 4096, 0.8, L::tn}};
+  eff.gemm_shapes = {{4096, 16384, 4096, 0.9, L::nn},
+                     {4096, 16384, 4096, 0.4, L::nt},
+                     {16384, 4096, 4096, 0.9, L::nn},
+                     {16384, 4096, 4096, 0.8, L::tn}};
   CHECK(sim::compute_seconds(op, s.plans[0], eff) ==
         doctest::Approx(op.flops / 2 / (peak * 0.4) + op.flops / 2 / (peak * 0.8)));
   CHECK(sim::gemm_fraction(eff, gpu, 4096, 16384, 4096) == doctest::Approx(0.9));
@@ -145,41 +149,44 @@ TEST_CASE("default H100 GEMM rates agree with XLA's measured table") {
   struct Point {
     double b, m, n, k, tflops;
   };
-  for (const Point& p : {Point{1, 4096, 4096, 4096, 783.3}, Point{2, 4096, 4096, 2048, 763.0},
-                         Point{2, 4096, 4096, 1024, 693.0}, Point{1, 4096, 4096, 1024, 677.4},
-                         Point{4, 2048, 4096, 512, 607.3}, Point{2, 4096, 2048, 4096, 783.2},
-                         Point{4, 1024, 2048, 2048, 712.7}, Point{2, 4096, 1024, 4096, 750.6}}) {
+  for (const Point& p :
+       {Point{1, 4096, 4096, 4096, 783.3}, Point{2, 4096, 4096, 2048, 763.0}, Point{2, 4096, 4096, 1024, 693.0},
+        Point{1, 4096, 4096, 1024, 677.4}, Point{4, 2048, 4096, 512, 607.3}, Point{2, 4096, 2048, 4096, 783.2},
+        Point{4, 1024, 2048, 2048, 712.7}, Point{2, 4096, 1024, 4096, 750.6}}) {
     CAPTURE(p.b * p.m);
     CAPTURE(p.k);
-    const double predicted = sim::gemm_fraction(eff, gpu, p.b * p.m, p.n, p.k) * gpu.peak_for(hardware::Dtype::bf16) / 1e12;
+    const double predicted =
+        sim::gemm_fraction(eff, gpu, p.b * p.m, p.n, p.k) * gpu.peak_for(hardware::Dtype::bf16) / 1e12;
     CHECK(predicted == doctest::Approx(p.tflops).epsilon(0.08));
   }
 }
 
 TEST_CASE("the steady-state shortcut stays within 0.5% of the full simulation") {
   /* 16 accumulation steps simulated in full, and as 3 and 2 micro-batches extrapolated. */
-  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
-                           "    cluster: {gpu: a100-sxm4-80gb, gpus: 16}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
-                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
-                           // Flash tiers: ZeRO-Infinity and aiDAPTIV+ on a workstation.
-                           "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
-                           "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
-                           "    parallel: {zero: 3}\n    offload: {preset: aidaptiv}\n    job: {framework: deepspeed, global_batch: 32}\n",
-                           "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
-                           "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
-                           "    parallel: {zero: 3}\n    offload: {preset: zero-infinity}\n    job: {framework: deepspeed, global_batch: 32}\n",
-                           // Pipelines: 1F1B, GPipe and interleaved over 4 stages, 32 micro-batches.
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
-                           "    job: {framework: megatron, global_batch: 32}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1, schedule: gpipe}\n"
-                           "    job: {framework: megatron, global_batch: 32}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n"
-                           "    parallel: {tp: 2, pp: 4, dp: 2, zero: 1, schedule: interleaved, virtual_stages: 2}\n"
-                           "    job: {framework: megatron, global_batch: 64}\n"}) {
+  for (const char* plan :
+       {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n",
+        "    cluster: {gpu: a100-sxm4-80gb, gpus: 16}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
+        "    offload: {preset: zero-offload}\n    job: {framework: deepspeed}\n",
+        // Flash tiers: ZeRO-Infinity and aiDAPTIV+ on a workstation.
+        "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
+        "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
+        "    parallel: {zero: 3}\n    offload: {preset: aidaptiv}\n    job: {framework: deepspeed, global_batch: 32}\n",
+        "    cluster: {node: workstation-4x-rtx-6000-ada, dram: 512 GiB,\n"
+        "              drives: [{drive: gigabyte-ai-top-100e-2tb, count: 4}]}\n"
+        "    parallel: {zero: 3}\n    offload: {preset: zero-infinity}\n    job: {framework: deepspeed, global_batch: "
+        "32}\n",
+        // Pipelines: 1F1B, GPipe and interleaved over 4 stages, 32 micro-batches.
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
+        "    job: {framework: megatron, global_batch: 32}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1, schedule: gpipe}\n"
+        "    job: {framework: megatron, global_batch: 32}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 16}\n"
+        "    parallel: {tp: 2, pp: 4, dp: 2, zero: 1, schedule: interleaved, virtual_stages: 2}\n"
+        "    job: {framework: megatron, global_batch: 64}\n"}) {
     CAPTURE(std::string(plan));
-    const auto s = parse("{seq_len: 2048, micro_batch: 1, global_batch: 128, steps: 1, activation_checkpointing: full}",
-                         plan);
+    const auto s =
+        parse("{seq_len: 2048, micro_batch: 1, global_batch: 128, steps: 1, activation_checkpointing: full}", plan);
     const auto full = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
     sim::Options o;
     o.max_micro_batches = sim::kSteadyStateMicroBatches;
@@ -194,21 +201,23 @@ TEST_CASE("simulated and analytic GPU memory peaks agree") {
   /* The schedule allocates and frees the inventory's tensors, so the DES pool's high-water mark
    * is the footprint's allocated peak plus the overheads held outside the allocator, within 2%
    * (the memory issue's bound; across these plans they agree to the byte). */
-  for (const char* plan : {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {activation_checkpointing: none}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
-                           "    offload: {preset: zero-offload}\n    job: {framework: deepspeed, global_batch: 8}\n",
-                           // Activation offload: the GPU holds the footprint's two resident layers, not
-                           // a backlog of copies (tiered_test "activation offload: ...").
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    offload: {preset: activation-cpu}\n",
-                           "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
-                           "    offload: {preset: activation-cpu}\n    job: {framework: megatron, global_batch: 16}\n"}) {
+  for (const char* plan :
+       {"    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n", "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    job: {activation_checkpointing: none}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 1}\n    job: {framework: deepspeed}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 2}\n    parallel: {zero: 2}\n"
+        "    offload: {preset: zero-offload}\n    job: {framework: deepspeed, global_batch: 8}\n",
+        // Activation offload: the GPU holds the footprint's two resident layers, not
+        // a backlog of copies (tiered_test "activation offload: ...").
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    offload: {preset: activation-cpu}\n",
+        "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, pp: 4, zero: 1}\n"
+        "    offload: {preset: activation-cpu}\n    job: {framework: megatron, global_batch: 16}\n"}) {
     CAPTURE(std::string(plan));
     const auto s = parse("{seq_len: 2048, micro_batch: 2, steps: 1, activation_checkpointing: full}", plan);
     const auto r = sim::simulate_step(s.model, s.plans[0]);
     const auto f = footprint::footprint(s.model, s.plans[0]);
-    CHECK(r.gpu_peak_bytes == doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+    CHECK(r.gpu_peak_bytes ==
+          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
   }
 }
 
@@ -217,9 +226,11 @@ TEST_CASE("a calibration profile's measured host rates replace the catalog's in 
    * triad; a DGX H100 host from the catalog derives ~10x more from 8 DDR5 channels per socket.
    * A ZeRO-Offload step's CPU optimizer takes params / rate: slower with the profile. */
   const auto profile = io::load_profile(test::zoo_dir() / "hardware" / "profiles" / "dev-vm-cpu-storage.yaml");
-  const auto s = parse("{seq_len: 1024, micro_batch: 1, steps: 1, method: full, framework: deepspeed, "
-                       "activation_checkpointing: full}",
-                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}\n");
+  const auto s = parse(
+      "{seq_len: 1024, micro_batch: 1, steps: 1, method: full, framework: deepspeed, "
+      "activation_checkpointing: full}",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n    offload: {preset: "
+      "zero-offload}\n");
   const auto eff = sim::efficiency_from_profile(profile, s.plans[0].cluster.gpu, hardware::Dtype::bf16);
   CHECK(eff.cpu_optimizer_params_per_s > 0);
   CHECK(eff.dram_Bps > 0);
@@ -299,9 +310,10 @@ TEST_CASE("YaFSDP's lead over FSDP1 emerges from FSDP1's gradient copies and shr
 TEST_CASE("an out-of-memory step says when, in which pool, and what was live by category") {
   /* Llama-3.1-8B LoRA at micro-batch 4 x 4096 on one 24 GB RTX 4090: the base weights (15 GiB)
    * plus the first layers' saved activations overflow during the forward. */
-  const auto s = parse("{method: lora, lora: {rank: 8, targets: all-linear}, seq_len: 4096, micro_batch: 4, steps: 1, "
-                       "framework: hf-trainer}",
-                       "    cluster: {gpu: rtx-4090, gpus: 1}\n");
+  const auto s = parse(
+      "{method: lora, lora: {rank: 8, targets: all-linear}, seq_len: 4096, micro_batch: 4, steps: 1, "
+      "framework: hf-trainer}",
+      "    cluster: {gpu: rtx-4090, gpus: 1}\n");
   const auto r = sim::simulate_step(s.model, s.plans[0]);
   CHECK(!r.ok);
   CHECK(r.problem.find("gpu ran out of memory at ") == 0);
@@ -309,7 +321,9 @@ TEST_CASE("an out-of-memory step says when, in which pool, and what was live by 
   CHECK(r.problem.find("activations ") != std::string::npos);
 }
 
-TEST_CASE("the steady-state shortcut is exact for the bytes it reports and within 0.5% on time and energy, tiered plans too") {
+TEST_CASE(
+    "the steady-state shortcut is exact for the bytes it reports and within 0.5% on time and energy, tiered plans "
+    "too") {
   /* Each further micro-batch repeats the same work, so every additive figure of the whole step is
    * f(k1) + repeats (f(k1) - f(k2)) from two partial runs (sim/timeline.hpp). Bytes moved (NVMe
    * writes, every link) and FLOPs are sums over ops: exact. Time and energy come from the
@@ -320,12 +334,13 @@ TEST_CASE("the steady-state shortcut is exact for the bytes it reports and withi
   for (const char* offload : {"aidaptiv", "zero-infinity", "zero-offload", "activation-nvme"})
     for (int micro : {1, 2}) {
       const auto s = io::parse_scenario(
-          fmt::format("schema_version: 1\nmodel: llama-3.1-8b\njob: {{method: full, seq_len: 4096, micro_batch: {}, "
-                      "global_batch: 64, steps: 1, activation_checkpointing: full, framework: deepspeed}}\n"
-                      "plans:\n  - name: p\n    cluster:\n      node: workstation-4x-rtx-6000-ada\n      dram: 512 GiB\n"
-                      "      drives: [{{drive: gigabyte-ai-top-100e-2tb, count: 4}}]\n    parallel: {{zero: 3}}\n"
-                      "    offload: {{preset: {}}}\n",
-                      micro, offload),
+          fmt::format(
+              "schema_version: 1\nmodel: llama-3.1-8b\njob: {{method: full, seq_len: 4096, micro_batch: {}, "
+              "global_batch: 64, steps: 1, activation_checkpointing: full, framework: deepspeed}}\n"
+              "plans:\n  - name: p\n    cluster:\n      node: workstation-4x-rtx-6000-ada\n      dram: 512 GiB\n"
+              "      drives: [{{drive: gigabyte-ai-top-100e-2tb, count: 4}}]\n    parallel: {{zero: 3}}\n"
+              "    offload: {{preset: {}}}\n",
+              micro, offload),
           "simulate_test.yaml", test::data_dir(), test::zoo(), catalog);
       INFO(std::string(offload), " micro-batch ", micro);
       const auto full = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
@@ -355,14 +370,14 @@ TEST_CASE("a deep pipeline simulated as short ones is within 0.5% of the whole p
    * interleaved pipeline run the same work, so the step of pp stages and M micro-batches is
    * extrapolated from pipelines of 4 and 3 of the plan's stages (4 x 6 and 3 x 3 micro-batches, the
    * slope per micro-batch from one period of the first one's steady state, or a third pipeline
-   * 3 x 4 where it does not repeat; interleaved 4 x 12, 3 x 6 and 3 x 9; with an A of 4 micro-batches the 1F1B cases' GPU high-water
-   * mark goes 4-12% low, red here, and with 4 x 5 one 1F1B case's 0.7% low). Against every micro-batch of
-   * every stage simulated: step time and energy within 0.5% (idle GPU time 1%, as the micro-batch
-   * shortcut's), the GPU high-water mark within 0.5%, bytes and FLOPs exact. The interleaved case
-   * runs pytorch-fsdp's default, whose transient high-water mark hides the in-flight activations in
-   * the short pipelines (the steady-state peak is raised by the held bytes, not the peaks). Covers 1F1B and interleaved, one node and pipelines across
-   * nodes, dense and MoE, tp with and without sequence parallelism, and the fallbacks (uneven
-   * stages, too few micro-batches, memory near capacity). */
+   * 3 x 4 where it does not repeat; interleaved 4 x 12, 3 x 6 and 3 x 9; with an A of 4 micro-batches the 1F1B cases'
+   * GPU high-water mark goes 4-12% low, red here, and with 4 x 5 one 1F1B case's 0.7% low). Against every micro-batch
+   * of every stage simulated: step time and energy within 0.5% (idle GPU time 1%, as the micro-batch shortcut's), the
+   * GPU high-water mark within 0.5%, bytes and FLOPs exact. The interleaved case runs pytorch-fsdp's default, whose
+   * transient high-water mark hides the in-flight activations in the short pipelines (the steady-state peak is raised
+   * by the held bytes, not the peaks). Covers 1F1B and interleaved, one node and pipelines across nodes, dense and MoE,
+   * tp with and without sequence parallelism, and the fallbacks (uneven stages, too few micro-batches, memory near
+   * capacity). */
   struct Case {
     const char* model;
     const char* job;
@@ -370,40 +385,66 @@ TEST_CASE("a deep pipeline simulated as short ones is within 0.5% of the whole p
     bool shortened;
   };
   const Case cases[] = {
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, activation_checkpointing: full}",
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8}", true},
-      {"gpt-3-175b", "{steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}", true},
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: selective}",
+      {"gpt-3-175b",
+       "{steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: "
+       "selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+       "sequence_parallel: true}",
+       true},
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: "
+       "selective}",
        "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, dp: 1, sequence_parallel: true}", true},
-      {"megatron-gpt-1t", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, activation_checkpointing: full}",
+      {"megatron-gpt-1t",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-a100-80gb, nodes: 64}\n    parallel: {tp: 8, pp: 32, dp: 2, zero: 1}", true},
-      {"mixtral-8x7b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"mixtral-8x7b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: "
+       "full}",
        "{node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, pp: 8, ep: 1}", true},
       // 80 layers over 6 stages: the middle stages differ by a layer; the whole pipeline is simulated.
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, activation_checkpointing: full}",
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, activation_checkpointing: "
+       "full}",
        "{node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6}", false},
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 4, activation_checkpointing: selective}",
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 4, activation_checkpointing: "
+       "selective}",
        "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, sequence_parallel: true}", false},
       // Interleaved with Megatron's uneven end stages (4 layers = 2 chunks of 2 on each end stage,
       // 72 / 6 = 12 = 2 chunks of 6 on each middle one): the middle stages are alike and the short
       // pipelines' busiest stage is the same plan stage (it fell back when C had 4 stages and B 3:
       // their busiest stages differed), so it is shortened (step time and memory exact, energy +0.009%).
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: full}",
-       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 4, "
-       "last_stage_layers: 4, zero: 1}", true},
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: "
+       "full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, "
+       "first_stage_layers: 4, "
+       "last_stage_layers: 4, zero: 1}",
+       true},
       // 80 layers over 6 x 2 = 12 virtual stages (8 of 7 layers, 4 of 6): stages 0 and 1 hold 14,
       // stages 2-5 13, so the middle stages differ: the whole pipeline is simulated.
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 24, activation_checkpointing: full}",
-       "{node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, virtual_stages: 2, zero: 1}", false},
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 24, activation_checkpointing: "
+       "full}",
+       "{node: dgx-h100, nodes: 6}\n    parallel: {tp: 8, pp: 6, schedule: interleaved, virtual_stages: 2, zero: 1}",
+       false},
       // FSDP2 inside 8 pipeline stages (torchtitan): the stage's gathers and reduce-scatters once a step.
-      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"llama-3.1-70b",
+       "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, "
+       "activation_checkpointing: full}",
        "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}", true},
   };
   for (const auto& c : cases) {
-    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
-                                                  c.model, c.job, c.plan),
-                                      "shortened.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto s =
+        io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                       c.model, c.job, c.plan),
+                           "shortened.yaml", test::data_dir(), test::zoo(), test::catalog());
     INFO(std::string(c.model), " ", std::string(c.plan));
     const auto whole = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
     const auto fast = sim::simulate_step(s.model, s.plans[0]);
@@ -446,38 +487,64 @@ TEST_CASE("the micro-batch slope read from A's steady state gives what a third s
     const char* plan;
   };
   const Case cases[] = {
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, activation_checkpointing: full}",
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8}"},
-      {"gpt-3-175b", "{steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 64, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 128, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}"},
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: selective}",
+      {"gpt-3-175b",
+       "{steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: "
+       "selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+       "sequence_parallel: true}"},
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 64, precision: fp16-mixed, "
+       "activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+       "sequence_parallel: true}"},
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 128, precision: fp16-mixed, "
+       "activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, schedule: interleaved, virtual_stages: "
+       "3, sequence_parallel: true}"},
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: "
+       "selective}",
        "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, dp: 1, sequence_parallel: true}"},
-      {"megatron-gpt-1t", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 4, global_batch: 3072, precision: fp16-mixed, activation_checkpointing: full}",
+      {"megatron-gpt-1t",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 4, global_batch: 3072, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-a100-80gb, nodes: 384}\n    parallel: {tp: 4, pp: 64, dp: 12, zero: 1, sequence_parallel: true}"},
-      {"mixtral-8x7b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"mixtral-8x7b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: "
+       "full}",
        "{node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, pp: 8, ep: 1}"},
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: full}",
-       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 4, "
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: "
+       "full}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, "
+       "first_stage_layers: 4, "
        "last_stage_layers: 4, zero: 1}"},
-      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"llama-3.1-70b",
+       "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, "
+       "activation_checkpointing: full}",
        "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}"},
       // A first stage of 6 layers a chunk before middle ones of 5: B keeps 3 x 6 (its first
       // stage's held bytes are its own).
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: selective}",
-       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, first_stage_layers: 12, "
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: "
+       "selective}",
+       "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 2, "
+       "first_stage_layers: 12, "
        "last_stage_layers: 8, sequence_parallel: true}"},
   };
   sim::Options third;
   third.steady_window = false;
   const auto same = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); };
   for (const auto& c : cases) {
-    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
-                                                  c.model, c.job, c.plan),
-                                      "window.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto s =
+        io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                       c.model, c.job, c.plan),
+                           "window.yaml", test::data_dir(), test::zoo(), test::catalog());
     INFO(std::string(c.model), " ", std::string(c.job), " ", std::string(c.plan));
     const auto window = sim::simulate_step(s.model, s.plans[0]);
     const auto with_c = sim::simulate_step(s.model, s.plans[0], third);
@@ -524,24 +591,27 @@ TEST_CASE("a window that is not one period of the steady state is refused") {
     int period;
     bool taken;
   };
-  const char* interleaved = "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
-                            "sequence_parallel: true}";
+  const char* interleaved =
+      "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+      "sequence_parallel: true}";
   const char* one_f_one_b = "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, sequence_parallel: true}";
-  const Case cases[] = {{interleaved, 4, true}, {interleaved, 3, false}, {interleaved, 5, false}, {one_f_one_b, 1, true}};
+  const Case cases[] = {
+      {interleaved, 4, true}, {interleaved, 3, false}, {interleaved, 5, false}, {one_f_one_b, 1, true}};
   for (const auto& c : cases) {
-    const auto s = io::parse_scenario(
-        fmt::format("schema_version: 1\nmodel: gpt-3-175b\njob: {{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, "
-                    "global_batch: 64, precision: fp16-mixed, activation_checkpointing: selective}}\nplans:\n  - name: p\n    cluster: {}\n",
-                    c.plan),
-        "period.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: gpt-3-175b\njob: {{framework: megatron, "
+                                                  "steps: 1, seq_len: 2048, micro_batch: 1, "
+                                                  "global_batch: 64, precision: fp16-mixed, activation_checkpointing: "
+                                                  "selective}}\nplans:\n  - name: p\n    cluster: {}\n",
+                                                  c.plan),
+                                      "period.yaml", test::data_dir(), test::zoo(), test::catalog());
     INFO(std::string(c.plan), " period ", c.period);
     const plan::Plan& p = s.plans[0];
     const bool interleaving = p.parallel.virtual_stages > 1;
     const std::vector<int> real = {0, 1, 2, p.parallel.pp - 1};
     std::vector<schedule::StepIR> irs;
     for (int pos = 0; pos < 4; ++pos)
-      irs.push_back(schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, real[pos]), interleaving ? 12 : 6,
-                                         false, schedule::PipelineView{4, pos, true}));
+      irs.push_back(schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, real[pos]),
+                                         interleaving ? 12 : 6, false, schedule::PipelineView{4, pos, true}));
     sim::detail::LoweredStep step =
         sim::detail::lower_step(p, sim::default_efficiency(p.cluster.gpu), false, irs, 1.0, false, real, true);
     sim::detail::mark_steady_window(step, irs, c.period);
@@ -562,7 +632,8 @@ TEST_CASE("a window that is not one period of the steady state is refused") {
     des::Result slower = step.e.run();
     sim::detail::credit_chained(step, slower);
     const sim::detail::StageRun slower_whole = sim::detail::collect_step(step, slower, irs, stage, true, false);
-    CHECK_FALSE(sim::detail::less_one_period(step, slower, irs[stage], stage, slower_whole, c.period, true).has_value());
+    CHECK_FALSE(
+        sim::detail::less_one_period(step, slower, irs[stage], stage, slower_whole, c.period, true).has_value());
   }
 }
 
@@ -574,12 +645,11 @@ TEST_CASE("a chunk's identical layers folded into one give what lowering every l
    * short pipelines are lowered again layer by layer). Against the same shortcut with every layer
    * lowered: the memory peaks and link bytes exact (1e-9); step time, compute and exposed
    * communication, every stream's and link's busy time and energy within 1e-6, idle GPU time within
-   * 1e-5 (the flows' nanosecond rounding, through the stage symmetry's weights). Cases: GPT-3 interleaved (4 layers a chunk), 1T 1F1B (2 layers a
-   * stage; the data-parallel reduce-scatters of the last backward wait on each layer, so those
-   * layers stay unfolded), two stages to a node (the pipeline send shares NVLink with the next
-   * chunk's collectives and ends before the first), MoE, FSDP2 inside the pipeline, and GPT-3
-   * interleaved with dp 2 (a chunk's last reduce-scatters overlap other chunks' folded runs on
-   * NVLink: disturbed, lowered again). */
+   * 1e-5 (the flows' nanosecond rounding, through the stage symmetry's weights). Cases: GPT-3 interleaved (4 layers a
+   * chunk), 1T 1F1B (2 layers a stage; the data-parallel reduce-scatters of the last backward wait on each layer, so
+   * those layers stay unfolded), two stages to a node (the pipeline send shares NVLink with the next chunk's
+   * collectives and ends before the first), MoE, FSDP2 inside the pipeline, and GPT-3 interleaved with dp 2 (a chunk's
+   * last reduce-scatters overlap other chunks' folded runs on NVLink: disturbed, lowered again). */
   struct Case {
     const char* model;
     const char* job;
@@ -587,25 +657,42 @@ TEST_CASE("a chunk's identical layers folded into one give what lowering every l
     bool undisturbed;  // in the 3-stage short pipeline of 6 micro-batches, as folded
   };
   const Case cases[] = {
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}", true},
-      {"megatron-gpt-1t", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, activation_checkpointing: full}",
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 48, precision: fp16-mixed, "
+       "activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 8}\n    parallel: {tp: 8, pp: 8, schedule: interleaved, virtual_stages: 3, "
+       "sequence_parallel: true}",
+       true},
+      {"megatron-gpt-1t",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-a100-80gb, nodes: 64}\n    parallel: {tp: 8, pp: 32, dp: 2, zero: 1}", true},
-      {"llama-3.1-70b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: selective}",
+      {"llama-3.1-70b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 64, activation_checkpointing: "
+       "selective}",
        "{node: dgx-h100, nodes: 4}\n    parallel: {tp: 4, pp: 8, dp: 1, sequence_parallel: true}", true},
-      {"mixtral-8x7b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"mixtral-8x7b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: "
+       "full}",
        "{node: dgx-h100, nodes: 2}\n    parallel: {tp: 2, pp: 8, ep: 1}", true},
-      {"llama-3.1-70b", "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, activation_checkpointing: full}",
+      {"llama-3.1-70b",
+       "{framework: pytorch-fsdp2, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 32, "
+       "activation_checkpointing: full}",
        "{node: dgx-h100, nodes: 8}\n    parallel: {tp: 4, pp: 8, fsdp: full_shard}", true},
-      {"gpt-3-175b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, activation_checkpointing: selective}",
-       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, zero: 1, schedule: interleaved, virtual_stages: 3, sequence_parallel: true}", false},
+      {"gpt-3-175b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 96, precision: fp16-mixed, "
+       "activation_checkpointing: selective}",
+       "{node: dgx-a100-80gb, nodes: 16}\n    parallel: {tp: 8, pp: 8, dp: 2, zero: 1, schedule: interleaved, "
+       "virtual_stages: 3, sequence_parallel: true}",
+       false},
   };
   sim::Options unfolded;
   unfolded.fold_layers = false;
   for (const auto& c : cases) {
-    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
-                                                  c.model, c.job, c.plan),
-                                      "folded.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto s =
+        io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                       c.model, c.job, c.plan),
+                           "folded.yaml", test::data_dir(), test::zoo(), test::catalog());
     INFO(std::string(c.model), " ", std::string(c.plan));
     const plan::Plan& p = s.plans[0];
     // The folding itself, on a 3-stage short pipeline of the plan's stages 0, 1 and its last.
@@ -627,7 +714,8 @@ TEST_CASE("a chunk's identical layers folded into one give what lowering every l
     // simulate_step below takes), leaving their later layers' inner ops out: fewer ops, the same
     // FLOP totals. Not inside FSDP2's pipeline stages (per-layer gathers; fold_layers folds there).
     const inventory::Inventory middle = inventory::build_inventory(s.model, p, real[1]);
-    const schedule::StepIR built = schedule::build_step(s.model, p, middle, 6, false, schedule::PipelineView{3, 1, true});
+    const schedule::StepIR built =
+        schedule::build_step(s.model, p, middle, 6, false, schedule::PipelineView{3, 1, true});
     CHECK(built.fold.empty() == middle.gathered_for_step);
     if (!built.fold.empty()) {
       CHECK(*std::max_element(built.fold.begin(), built.fold.end()) == chunk_layers);
@@ -667,7 +755,8 @@ TEST_CASE("a chunk's identical layers folded into one give what lowering every l
   }
 }
 
-TEST_CASE("a folded run's chained collectives leave the comm queue: an earlier comm op still pending disturbs the run") {
+TEST_CASE(
+    "a folded run's chained collectives leave the comm queue: an earlier comm op still pending disturbs the run") {
   /* lower_stage chains a folded run's collectives into the compute task of its kernels (Lowered::
    * chained), timed as if each had the comm stream and NVLink to itself. Those collectives are no
    * longer in the comm stream's queue, so a comm op issued before the run that is not done as the
@@ -741,7 +830,8 @@ TEST_CASE("a folded run's chained collectives leave the comm queue: an earlier c
   }
 }
 
-TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model assigns; QLoRA pays for its dequantization") {
+TEST_CASE(
+    "no simulated compute stream runs faster than the GEMM rate the model assigns; QLoRA pays for its dequantization") {
   /* The FLOPs a step executes (forward, recompute, backward: each op's own count, flash's causal
    * half included) over the compute stream's busy time can be at most the dtype's peak x the best
    * GEMM efficiency the model assigns. HFU above it would mean missing work. QLoRA's step is LoRA's
@@ -751,10 +841,11 @@ TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model 
     for (const char* method : {"lora", "qlora", "full"})
       for (const char* ckpt : {"none", "full"}) {
         INFO(std::string(gpu), " ", std::string(method), " ckpt ", std::string(ckpt));
-        const auto s = parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, activation_checkpointing: {}, "
-                                         "framework: hf-trainer}}",
-                                         method, ckpt),
-                             fmt::format("    cluster: {{gpu: {}, gpus: 1}}\n", gpu));
+        const auto s =
+            parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, activation_checkpointing: {}, "
+                              "framework: hf-trainer}}",
+                              method, ckpt),
+                  fmt::format("    cluster: {{gpu: {}, gpus: 1}}\n", gpu));
         const auto& p = s.plans[0];
         const auto r = sim::simulate_step(s.model, p);
         const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p, 0));
@@ -770,8 +861,9 @@ TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model 
         CHECK(r.hfu <= r.efficiency.gemm);
       }
   const auto step = [](const char* method) {
-    const auto s = parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, framework: hf-trainer}}", method),
-                         "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
+    const auto s =
+        parse(fmt::format("{{method: {}, seq_len: 1024, micro_batch: 1, steps: 1, framework: hf-trainer}}", method),
+              "    cluster: {gpu: a100-sxm4-80gb, gpus: 1}\n");
     return sim::simulate_step(s.model, s.plans[0]).step_time_s;
   };
   /* Llama-3.1-8B: 6.98e9 linear parameters in the 32 layers (the head stays 16-bit), ~2.53 B each
@@ -781,7 +873,8 @@ TEST_CASE("no simulated compute stream runs faster than the GEMM rate the model 
   CHECK(qlora - lora == doctest::Approx(2 * 6.98e9 * 2.53 / (0.85 * 2.039e12)).epsilon(0.15));
 }
 
-TEST_CASE("a GPTQ int4 base unpacks in PyTorch ops forward and in the recompute, and backward uses the saved fp16 weight") {
+TEST_CASE(
+    "a GPTQ int4 base unpacks in PyTorch ops forward and in the recompute, and backward uses the saved fp16 weight") {
   /* AutoGPTQ's QuantLinear above 128 rows (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py):
    * shift the packed int32 out (int32), cast to int8, mask, subtract the zeros, multiply by the
    * scales into fp16: 16.5 B per weight element in 9 kernels per linear, then torch.matmul, whose
@@ -827,7 +920,9 @@ TEST_CASE("a GPTQ int4 base unpacks in PyTorch ops forward and in the recompute,
   CHECK(saved(snf) == 0);
 }
 
-TEST_CASE("DeepSpeed ZeRO-3's module hooks cost the host per module call, forward and backward; FSDP's per-unit ones do not") {
+TEST_CASE(
+    "DeepSpeed ZeRO-3's module hooks cost the host per module call, forward and backward; FSDP's per-unit ones do "
+    "not") {
   /* calibrate/reference/zero3_hooks.py measured DeepSpeed 0.13.2's hooks at ~130 us per module call
    * forward (and recompute), ~75 us backward. A Llama layer with PEFT LoRA on q, k, v, o calls 5
    * glue modules (layer, attention, MLP, two norms), q, k, v, o, gate, up, down, the activation and
@@ -883,37 +978,54 @@ TEST_CASE("a one-stage step of repeating layers simulated with fewer layers is w
     bool taken;
   };
   const Case cases[] = {
-      {"megatron-gpt-22b", "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 4, precision: fp16-mixed, activation_checkpointing: selective}",
+      {"megatron-gpt-22b",
+       "{framework: megatron, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 4, precision: fp16-mixed, "
+       "activation_checkpointing: selective}",
        "{node: dgx-a100-80gb, nodes: 1}\n    parallel: {tp: 8, sequence_parallel: true}", true},
-      {"llama-3.1-8b", "{framework: pytorch-fsdp, method: full, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 64, activation_checkpointing: full}",
+      {"llama-3.1-8b",
+       "{framework: pytorch-fsdp, method: full, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 64, "
+       "activation_checkpointing: full}",
        "{gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}", true},
-      {"llama-3.1-8b", "{framework: pytorch-fsdp, method: lora, steps: 1, seq_len: 4096, micro_batch: 2, global_batch: 32, activation_checkpointing: full}",
+      {"llama-3.1-8b",
+       "{framework: pytorch-fsdp, method: lora, steps: 1, seq_len: 4096, micro_batch: 2, global_batch: 32, "
+       "activation_checkpointing: full}",
        "{gpu: a100-sxm4-80gb, gpus: 2}\n    parallel: {zero: 3}", true},
       // ZeRO-Offload: the host pool changes when the gradients' copies land, at places of the step
       // that move with the layer count. With the copies at 4 B per parameter, the embedding's
       // share included (issue 40), they land past the line: simulated whole.
-      {"llama-3.2-3b", "{framework: deepspeed, method: full, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 4, activation_checkpointing: full}",
+      {"llama-3.2-3b",
+       "{framework: deepspeed, method: full, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 4, "
+       "activation_checkpointing: full}",
        "{gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n    offload: {preset: zero-offload}", false},
-      {"llama-3.1-8b", "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: full, checkpoint_every: 2}",
+      {"llama-3.1-8b",
+       "{framework: megatron, steps: 1, seq_len: 4096, micro_batch: 1, global_batch: 16, activation_checkpointing: "
+       "full, checkpoint_every: 2}",
        "{gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {tp: 2, zero: 1}", true},
-      {"gemma-2-9b", "{framework: pytorch-fsdp, method: lora, steps: 1, seq_len: 8192, micro_batch: 1, global_batch: 8, activation_checkpointing: full}",
+      {"gemma-2-9b",
+       "{framework: pytorch-fsdp, method: lora, steps: 1, seq_len: 8192, micro_batch: 1, global_batch: 8, "
+       "activation_checkpointing: full}",
        "{gpu: h100-sxm-80gb, gpus: 8}\n    parallel: {zero: 3}", true},
       // DeepSpeed ZeRO-3 (the offload example's DGX-2 plan): its high-water mark leaves the short
       // runs' line at 40 layers (by 8%): simulated whole.
-      {"llama-2-13b", "{framework: deepspeed, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, activation_checkpointing: full}",
+      {"llama-2-13b",
+       "{framework: deepspeed, steps: 1, seq_len: 2048, micro_batch: 1, global_batch: 16, precision: fp16-mixed, "
+       "activation_checkpointing: full}",
        "{node: dgx-2, nodes: 1}\n    parallel: {zero: 3}", false},
       // Past 98% of the GPU's memory the whole step is simulated, for the exact verdict.
-      {"llama-3.1-8b", "{method: lora, lora: {rank: 8, targets: all-linear}, seq_len: 4096, micro_batch: 4, steps: 1, framework: hf-trainer}",
+      {"llama-3.1-8b",
+       "{method: lora, lora: {rank: 8, targets: all-linear}, seq_len: 4096, micro_batch: 4, steps: 1, framework: "
+       "hf-trainer}",
        "{gpu: rtx-4090, gpus: 1}", false},
   };
   for (const auto& c : cases) {
-    const auto s = io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
-                                                  c.model, c.job, c.plan),
-                                      "fewer_layers.yaml", test::data_dir(), test::zoo(), test::catalog());
+    const auto s =
+        io::parse_scenario(fmt::format("schema_version: 1\nmodel: {}\njob: {}\nplans:\n  - name: p\n    cluster: {}\n",
+                                       c.model, c.job, c.plan),
+                           "fewer_layers.yaml", test::data_dir(), test::zoo(), test::catalog());
     INFO(std::string(c.model), " ", std::string(c.job), " ", std::string(c.plan));
     const plan::Plan& p = s.plans[0];
-    const bool taken = sim::detail::fewer_layers(s.model, p, {}, sim::default_efficiency(p.cluster.gpu), p.cluster.gpus() > 1,
-                                                 plan::grad_accumulation_steps(p), std::nullopt)
+    const bool taken = sim::detail::fewer_layers(s.model, p, {}, sim::default_efficiency(p.cluster.gpu),
+                                                 p.cluster.gpus() > 1, plan::grad_accumulation_steps(p), std::nullopt)
                            .has_value();
     CHECK(taken == c.taken);
     const auto whole = sim::simulate_step(s.model, p, kEveryMicroBatch);
@@ -1003,8 +1115,9 @@ TEST_CASE("a traced step is the whole step: every micro-batch, whatever the shor
    * (simulate --trace, the GUI's export and timeline) must show all 16, so its step time is the
    * whole simulation's exactly and its compute spans reach the end of the step. (The GUI's trace
    * export once kept the default and wrote 5.97 s of an 8.30 s step.) */
-  const auto s = parse("{method: lora, seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full}",
-                       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto s =
+      parse("{method: lora, seq_len: 2048, micro_batch: 1, global_batch: 16, steps: 1, activation_checkpointing: full}",
+            "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
   REQUIRE(plan::grad_accumulation_steps(s.plans[0]) == 16);
   const auto whole = sim::simulate_step(s.model, s.plans[0], kEveryMicroBatch);
   sim::Options traced;  // max_micro_batches left at its default
@@ -1012,8 +1125,8 @@ TEST_CASE("a traced step is the whole step: every micro-batch, whatever the shor
   const auto r = sim::simulate_step(s.model, s.plans[0], traced);
   REQUIRE(r.ok);
   CHECK(r.step_time_s == whole.step_time_s);
-  const auto compute = std::find_if(r.tracks.streams.begin(), r.tracks.streams.end(),
-                                    [](const auto& k) { return k.name == "compute"; });
+  const auto compute =
+      std::find_if(r.tracks.streams.begin(), r.tracks.streams.end(), [](const auto& k) { return k.name == "compute"; });
   REQUIRE(compute != r.tracks.streams.end());
   REQUIRE(!compute->spans.empty());
   CHECK(compute->spans.back().end_s > 0.9 * r.step_time_s);

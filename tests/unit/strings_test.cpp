@@ -14,7 +14,8 @@ using namespace ftplan;
 namespace {
 
 // closest_match as it was before it skipped candidates by length: every candidate's distance.
-std::optional<std::string> closest_by_every_distance(std::string_view word, const std::vector<std::string>& candidates) {
+std::optional<std::string> closest_by_every_distance(std::string_view word,
+                                                     const std::vector<std::string>& candidates) {
   const std::string lowered = to_lower(word);
   std::optional<std::string> best;
   double best_score = 0;
@@ -53,8 +54,8 @@ TEST_CASE("edit distance, and with a bound: exact within it, past it once sure")
 }
 
 TEST_CASE("closest_match names the likely typo, and skipping far-off lengths changes no answer") {
-  const std::vector<std::string> keys = {"global_batch", "micro_batch", "sequence_length", "tokens", "gpu",
-                                         "gpus_per_node", "nodes", "zero_stage", "Offload", "dp"};
+  const std::vector<std::string> keys = {"global_batch",  "micro_batch", "sequence_length", "tokens",  "gpu",
+                                         "gpus_per_node", "nodes",       "zero_stage",      "Offload", "dp"};
   CHECK(closest_match("global_bach", keys) == std::optional<std::string>("global_batch"));
   CHECK(closest_match("GPU", keys) == std::optional<std::string>("gpu"));  // case alone: half a typo
   CHECK(closest_match("offload", keys) == std::optional<std::string>("Offload"));

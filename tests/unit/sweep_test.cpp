@@ -328,7 +328,8 @@ TEST_CASE("the alias limit counts the expanded document exactly, and an alias in
   CHECK(r.find("more than 1000000 values") != std::string::npos);
   /* The same in a map: an accelerate config of this shape (fuzz_import_accelerate, 2026-12-04)
    * took the tree walk 19 s and 2.1 GB before it refused it (libFuzzer: out of memory).        */
-  const std::string m = test::input_error_of([&] { io::detail::load_yaml_text("fsdp: &a\n  x: 1\n  tpu: *a\n", "map.yaml"); });
+  const std::string m =
+      test::input_error_of([&] { io::detail::load_yaml_text("fsdp: &a\n  x: 1\n  tpu: *a\n", "map.yaml"); });
   CHECK(m.find("map.yaml:3:8:") == 0);
   CHECK(m.find("more than 1000000 values") != std::string::npos);
 }
@@ -353,7 +354,8 @@ std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std:
   if (a.IsMap())
     for (auto x = a.begin(), y = b.begin(); x != a.end(); ++x, ++y) {
       if (auto d = tree_difference(x->first, y->first, path + " key", budget); !d.empty()) return d;
-      if (auto d = tree_difference(x->second, y->second, path + "." + (x->first.IsScalar() ? x->first.Scalar() : "?"), budget);
+      if (auto d = tree_difference(x->second, y->second, path + "." + (x->first.IsScalar() ? x->first.Scalar() : "?"),
+                                   budget);
           !d.empty())
         return d;
     }

@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 
 #include "footprint/footprint.hpp"
-#include "io/profile_io.hpp"
 #include "inventory/inventory.hpp"
+#include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
-#include "sim/lowering.hpp"  // detail::topology_of: the copies' path
 #include "schedule/step_ir.hpp"
+#include "sim/lowering.hpp"  // detail::topology_of: the copies' path
 #include "sim/simulate.hpp"
 #include "test_support.hpp"
 
@@ -27,17 +27,20 @@ plan::Scenario parse(const std::string& text) {
 // A GPT-2-style model of `layers` x `hidden` (12 L h^2 parameters), as in the ZeRO-Offload paper's scans.
 std::string gpt(int layers, int hidden) {
   return fmt::format(
-      "model:\n  name: gpt-{}x{}\n  hidden: {}\n  layers: {}\n  heads: {}\n  ffn: {}\n  ffn_kind: gelu\n  vocab: 50257\n"
+      "model:\n  name: gpt-{}x{}\n  hidden: {}\n  layers: {}\n  heads: {}\n  ffn: {}\n  ffn_kind: gelu\n  vocab: "
+      "50257\n"
       "  tied_embeddings: true\n  norm: layernorm\n  bias: all\n  positional: learned\n  max_context: 1024\n",
       layers, hidden, hidden, layers, hidden / 128, 4 * hidden);
 }
 
-const char* kJob = "job: {seq_len: 1024, micro_batch: 1, tokens: 10M, precision: fp16-mixed, "
-                   "activation_checkpointing: full, framework: deepspeed}\n";
+const char* kJob =
+    "job: {seq_len: 1024, micro_batch: 1, tokens: 10M, precision: fp16-mixed, "
+    "activation_checkpointing: full, framework: deepspeed}\n";
 
 }  // namespace
 
-TEST_CASE("ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data parallelism fits ~1.4B (Ren et al. 2021)") {
+TEST_CASE(
+    "ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data parallelism fits ~1.4B (Ren et al. 2021)") {
   /* Plain mixed-precision Adam needs 16 B/param of state: 32 GB holds at most ~1.9B before
    * activations and overheads. Scan hidden-2048 models by depth: the largest that fits is 1-2B. */
   double largest = 0;
@@ -51,20 +54,22 @@ TEST_CASE("ZeRO-Offload: a 10B model trains on one 32 GB V100 where plain data p
   CHECK(largest > 1.0e9);
   CHECK(largest < 2.0e9);
   /* 10B (50 x 4096): does not fit plainly, fits with optimizer and gradients on the host. */
-  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                       "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n"
-                       "  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
-                       "    offload: {preset: zero-offload}\n");
+  const auto s =
+      parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+            "plans:\n  - name: plain\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n"
+            "  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
+            "    offload: {preset: zero-offload}\n");
   CHECK(model::count_params(s.model).total == doctest::Approx(10.3e9).epsilon(0.02));
   CHECK_FALSE(footprint::footprint(s.model, s.plans[0]).fits);
   CHECK(footprint::footprint(s.model, s.plans[1]).fits);
 }
 
 TEST_CASE("ZeRO-Offload trains the 10B model on one V100-32GB at about 40 TFLOPS (Ren et al. 2021)") {
-  /* The paper reports ~40 TFLOPS at 10B on one V100 (DGX-2; here a DGX-1 V100-32GB host), counting FLOPs as DeepSpeed does
-   * with activation checkpointing (recompute included: hardware FLOPs), at the batch that fits. */
+  /* The paper reports ~40 TFLOPS at 10B on one V100 (DGX-2; here a DGX-1 V100-32GB host), counting FLOPs as DeepSpeed
+   * does with activation checkpointing (recompute included: hardware FLOPs), at the batch that fits. */
   auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                 "plans:\n  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
+                 "plans:\n  - name: offload\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    "
+                 "parallel: {zero: 2}\n"
                  "    offload: {preset: zero-offload}\n");
   plan::Plan p = s.plans[0];
   p.job.micro_batch = footprint::max_micro_batch(s.model, p, 64);
@@ -72,9 +77,10 @@ TEST_CASE("ZeRO-Offload trains the 10B model on one V100-32GB at about 40 TFLOPS
   REQUIRE(p.job.micro_batch >= 1);
   const auto r = sim::simulate_step(s.model, p);
   REQUIRE(r.ok);
-  MESSAGE(fmt::format("ZeRO-Offload 10B on one V100: micro-batch {}, {:.1f} hardware TFLOP/s ({:.1f} model), bound by {} "
-                      "(paper: ~40)",
-                      p.job.micro_batch, r.hardware_tflops_per_gpu, r.model_tflops_per_gpu, r.bound_by));
+  MESSAGE(
+      fmt::format("ZeRO-Offload 10B on one V100: micro-batch {}, {:.1f} hardware TFLOP/s ({:.1f} model), bound by {} "
+                  "(paper: ~40)",
+                  p.job.micro_batch, r.hardware_tflops_per_gpu, r.model_tflops_per_gpu, r.bound_by));
   // The issue's bound: +-25% (V100 GEMMs at the 83 of 125 TFLOPS cuBLAS measured, Markidis et al. 2018).
   CHECK(std::abs(r.hardware_tflops_per_gpu / 40.0 - 1.0) <= 0.25);
 }
@@ -82,12 +88,13 @@ TEST_CASE("ZeRO-Offload trains the 10B model on one V100-32GB at about 40 TFLOPS
 TEST_CASE("ZeRO-Infinity's NVMe offload of a 10B model on 2 A100 PCIe nodes is much slower than CPU offload") {
   /* DeepSpeedExamples#192: the maintainers call 10B too small for NVMe offload, which is slower
    * than CPU offload: parameters and optimizer state cross the drives every step. */
-  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                       "plans:\n"
-                       "  - name: cpu\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
-                       "    offload: {preset: zero-offload, params: cpu}\n"
-                       "  - name: nvme\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
-                       "    offload: {preset: zero-infinity}\n");
+  const auto s =
+      parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
+            "plans:\n"
+            "  - name: cpu\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
+            "    offload: {preset: zero-offload, params: cpu}\n"
+            "  - name: nvme\n    cluster: {node: server-8x-a100-pcie-80gb, nodes: 2}\n    parallel: {zero: 3}\n"
+            "    offload: {preset: zero-infinity}\n");
   const double cpu = sim::simulate_step(s.model, s.plans[0]).step_time_s;
   const double nvme = sim::simulate_step(s.model, s.plans[1]).step_time_s;
   MESSAGE(fmt::format("step time: CPU offload {:.2f} s, NVMe offload {:.2f} s ({:.1f}x)", cpu, nvme, nvme / cpu));
@@ -110,19 +117,21 @@ TEST_CASE("an NVMe-offloaded 70B step speeds up with striped drives until other 
         drives));
     step.push_back(sim::simulate_step(s.model, s.plans[0]).step_time_s);
   }
-  MESSAGE(fmt::format("step time with 1, 2, 4, 8, 16 drives: {:.1f}, {:.1f}, {:.1f}, {:.1f}, {:.1f} s", step[0], step[1],
-                      step[2], step[3], step[4]));
+  MESSAGE(fmt::format("step time with 1, 2, 4, 8, 16 drives: {:.1f}, {:.1f}, {:.1f}, {:.1f}, {:.1f} s", step[0],
+                      step[1], step[2], step[3], step[4]));
   for (std::size_t i = 1; i < step.size(); ++i) CHECK(step[i] < step[i - 1]);
-  CHECK(step[0] / step[1] > 1.6);    // drive-bound: doubling drives nearly halves the step
-  CHECK(step[3] / step[4] < 1.25);   // no longer drive-bound: doubling helps little
+  CHECK(step[0] / step[1] > 1.6);   // drive-bound: doubling drives nearly halves the step
+  CHECK(step[3] / step[4] < 1.25);  // no longer drive-bound: doubling helps little
 }
 
 TEST_CASE("pageable host buffers slow ZeRO-Offload's copies (DeepSpeed PR #5301: pinned is ~6x faster)") {
-  const auto s = parse("schema_version: 1\n" + gpt(50, 4096) + kJob +
-                       "plans:\n  - name: pinned\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
-                       "    offload: {preset: zero-offload}\n"
-                       "  - name: pageable\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
-                       "    offload: {preset: zero-offload, pinned: false}\n");
+  const auto s = parse(
+      "schema_version: 1\n" + gpt(50, 4096) + kJob +
+      "plans:\n  - name: pinned\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: "
+      "2}\n"
+      "    offload: {preset: zero-offload}\n"
+      "  - name: pageable\n    cluster: {gpu: v100-sxm2-32gb, gpus: 1, exclusive: true}\n    parallel: {zero: 2}\n"
+      "    offload: {preset: zero-offload, pinned: false}\n");
   const auto pinned = sim::simulate_step(s.model, s.plans[0]);
   const auto pageable = sim::simulate_step(s.model, s.plans[1]);
   const auto h2d = [](const sim::StepResult& r) {
@@ -130,8 +139,9 @@ TEST_CASE("pageable host buffers slow ZeRO-Offload's copies (DeepSpeed PR #5301:
       if (st.name == "h2d") return st.busy_s;
     return 0.0;
   };
-  MESSAGE(fmt::format("ZeRO-Offload 10B step: pinned {:.2f} s (h2d busy {:.2f} s), pageable {:.2f} s (h2d busy {:.2f} s)",
-                      pinned.step_time_s, h2d(pinned), pageable.step_time_s, h2d(pageable)));
+  MESSAGE(
+      fmt::format("ZeRO-Offload 10B step: pinned {:.2f} s (h2d busy {:.2f} s), pageable {:.2f} s (h2d busy {:.2f} s)",
+                  pinned.step_time_s, h2d(pinned), pageable.step_time_s, h2d(pageable)));
   // Pageable copies move at the driver's staging rate, 1/6 of the pinned PCIe rate.
   double staged = 0, staged_s = 0;
   for (const auto& l : pageable.links)
@@ -170,8 +180,10 @@ TEST_CASE("PCIe is full duplex: host-to-device and device-to-host copies run at 
   const auto ir = schedule::build_step(s.model, p, inventory::build_inventory(s.model, p), 0, false);
   double to_gpu = 0, from_gpu = 0;
   for (const auto& op : ir.ops)
-    if (op.kind == schedule::OpKind::copy && op.dst == plan::Tier::gpu) to_gpu += op.bytes;
-    else if (op.kind == schedule::OpKind::copy && op.src == plan::Tier::gpu) from_gpu += op.bytes;
+    if (op.kind == schedule::OpKind::copy && op.dst == plan::Tier::gpu)
+      to_gpu += op.bytes;
+    else if (op.kind == schedule::OpKind::copy && op.src == plan::Tier::gpu)
+      from_gpu += op.bytes;
   const auto link = [&](const char* name) {
     for (const auto& l : r.links)
       if (l.name == name) return l;
@@ -194,8 +206,9 @@ TEST_CASE("PCIe is full duplex: host-to-device and device-to-host copies run at 
   }
   const auto topo = sim::detail::topology_of(p, sim::default_efficiency(p.cluster.gpu));
   const double rate = (link("pcie h2d").bytes + link("pcie d2h").bytes) / busy;
-  MESSAGE(fmt::format("step {:.2f} s; PCIe copies ran {:.2f} s at {:.1f} GB/s both ways together, one direction {:.1f} GB/s",
-                      r.step_time_s, busy, rate / 1e9, topo.pcie_Bps / 1e9));
+  MESSAGE(fmt::format(
+      "step {:.2f} s; PCIe copies ran {:.2f} s at {:.1f} GB/s both ways together, one direction {:.1f} GB/s",
+      r.step_time_s, busy, rate / 1e9, topo.pcie_Bps / 1e9));
   // Host DRAM, which both directions and the CPU Adam share, keeps it below twice (31.5 GB/s
   // against 26.8 one way: 1.18x).
   CHECK(rate > 1.1 * topo.pcie_Bps);
@@ -212,9 +225,10 @@ TEST_CASE("a calibration profile's NVMe runs set the drives' rates (nearest to D
   CHECK(eff.source.find("NVMe") != std::string::npos);
   const auto measured = sim::simulate_step(s.model, s.plans[0], {}, &eff);
   const auto catalog = sim::simulate_step(s.model, s.plans[0]);
-  MESSAGE(fmt::format("ZeRO-Infinity 10B on one H100: {:.1f} s with the dev VM's disk ({:.2f} GB/s read), {:.1f} s with "
-                      "the catalog's drives",
-                      measured.step_time_s, eff.nvme_read_Bps / 1e9, catalog.step_time_s));
+  MESSAGE(
+      fmt::format("ZeRO-Infinity 10B on one H100: {:.1f} s with the dev VM's disk ({:.2f} GB/s read), {:.1f} s with "
+                  "the catalog's drives",
+                  measured.step_time_s, eff.nvme_read_Bps / 1e9, catalog.step_time_s));
   // The dev VM's virtual disk is far slower than a datacenter NVMe drive.
   CHECK(measured.step_time_s > catalog.step_time_s);
 }
@@ -225,11 +239,12 @@ namespace {
 // checkpointing: each layer's saved tensors (~0.56 GiB at seq 4096) take longer to cross PCIe
 // than the layer's forward takes to compute.
 plan::Scenario activation_offload(const std::string& offload) {
-  return parse("schema_version: 1\nmodel: llama-3.1-8b\n"
-               "job: {method: qlora, framework: hf-trainer, seq_len: 4096, micro_batch: 1, global_batch: 1, steps: 1,\n"
-               "      activation_checkpointing: none}\n"
-               "plans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    offload: {preset: " +
-               offload + "}\n");
+  return parse(
+      "schema_version: 1\nmodel: llama-3.1-8b\n"
+      "job: {method: qlora, framework: hf-trainer, seq_len: 4096, micro_batch: 1, global_batch: 1, steps: 1,\n"
+      "      activation_checkpointing: none}\n"
+      "plans:\n  - name: p\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    offload: {preset: " +
+      offload + "}\n");
 }
 
 const sim::TrackSpan* span(const sim::StepResult& r, const std::string& stream, const std::string& name) {

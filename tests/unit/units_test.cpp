@@ -2,11 +2,11 @@
 
 #include "common/units.hpp"
 
+using ftplan::format_energy;
+using ftplan::format_money;
 using ftplan::parse_quantity;
 using ftplan::Quantity;
 using ftplan::UnitError;
-using ftplan::format_energy;
-using ftplan::format_money;
 
 TEST_CASE("sizes: GB is 10^9 bytes, GiB is 2^30") {
   CHECK(parse_quantity("80 GiB", Quantity::bytes) == 80.0 * 1024 * 1024 * 1024);
@@ -43,10 +43,11 @@ TEST_CASE("counts take plain numbers, exponents, thousands separators and SI suf
 }
 
 TEST_CASE("bad quantities say what was expected") {
-  CHECK_THROWS_WITH_AS(parse_quantity("80", Quantity::bytes),
-                       "expected a size like '80 GiB' or '141 GB'; got '80': a unit is needed (one of B, KB, kB, MB, GB, "
-                       "TB, PB, KiB, MiB, GiB, TiB, PiB)",
-                       UnitError);
+  CHECK_THROWS_WITH_AS(
+      parse_quantity("80", Quantity::bytes),
+      "expected a size like '80 GiB' or '141 GB'; got '80': a unit is needed (one of B, KB, kB, MB, GB, "
+      "TB, PB, KiB, MiB, GiB, TiB, PiB)",
+      UnitError);
   // Case matters (Gb vs GB), so a case slip gets a hint rather than a silent guess.
   const std::string msg = [] {
     try {

@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "../unit/test_support.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "../unit/test_support.hpp"
 
 using namespace ftplan;
 
@@ -36,10 +36,11 @@ plans:
   const auto e = evaluate::evaluate_plan(s.model, s.plans.front());
   REQUIRE(e.feasible());
   const double measured_w = 3.27e3 / (29.1 / 60.0);  // kWh / h = 6.74 kW
-  MESSAGE(fmt::format("average node power: predicted {:.2f} kW, measured {:.2f} kW ({:+.1f}%); idle {:.2f} kW, "
-                      "peak {:.2f} kW, component maximum {:.2f} kW",
-                      e.power.average_power_w / 1e3, measured_w / 1e3, 100 * (e.power.average_power_w / measured_w - 1),
-                      e.power.idle_power_w / 1e3, e.power.peak_power_w / 1e3, e.power.max_power_w / 1e3));
+  MESSAGE(
+      fmt::format("average node power: predicted {:.2f} kW, measured {:.2f} kW ({:+.1f}%); idle {:.2f} kW, "
+                  "peak {:.2f} kW, component maximum {:.2f} kW",
+                  e.power.average_power_w / 1e3, measured_w / 1e3, 100 * (e.power.average_power_w / measured_w - 1),
+                  e.power.idle_power_w / 1e3, e.power.peak_power_w / 1e3, e.power.max_power_w / 1e3));
   CHECK(e.power.average_power_w == doctest::Approx(measured_w).epsilon(0.15));
   // Physics: never below the idle floor, never above the sum of component maxima.
   CHECK(e.power.average_power_w >= e.power.idle_power_w);

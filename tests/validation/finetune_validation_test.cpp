@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
+#include "../unit/test_support.hpp"
 #include "footprint/footprint.hpp"
 #include "published.hpp"
 #include "sim/simulate.hpp"
-#include "../unit/test_support.hpp"
 
 using namespace ftplan;
 using validation::MemoryKind;
@@ -85,8 +85,9 @@ void detail(const plan::Scenario& s, const plan::Plan& p) {
   sim::Options o;
   o.trace = true;
   const auto r = sim::simulate_step(s.model, p, o);
-  std::string out = fmt::format("step {:.3f} s, compute {:.3f}, exposed comm {:.3f}, idle {:.3f}, HFU {:.1f}%, bound by {}\n",
-                                r.step_time_s, r.compute_s, r.exposed_comm_s, r.idle_s, 100 * r.hfu, r.bound_by);
+  std::string out =
+      fmt::format("step {:.3f} s, compute {:.3f}, exposed comm {:.3f}, idle {:.3f}, HFU {:.1f}%, bound by {}\n",
+                  r.step_time_s, r.compute_s, r.exposed_comm_s, r.idle_s, 100 * r.hfu, r.bound_by);
   const std::regex numbers(R"( ?\b[LmM]\d+\b| p\d+)");
   for (const auto* tracks : {&r.tracks.streams, &r.tracks.links})
     for (const auto& t : *tracks) {
@@ -122,8 +123,9 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
   for (const auto& row : rows) {
     const Metric metric = metric_of(row);
     if (metric == Metric::none) continue;
-    const std::string label = fmt::format("{} | {} | {} | {}", row.at("model").substr(0, 12), row.at("gpu_type").substr(0, 9),
-                                          row.at("peft").substr(0, 9), row.at("seq_len").substr(0, 5));
+    const std::string label =
+        fmt::format("{} | {} | {} | {}", row.at("model").substr(0, 12), row.at("gpu_type").substr(0, 9),
+                    row.at("peft").substr(0, 9), row.at("seq_len").substr(0, 5));
     const auto mapped = validation::scenario_for(row, rows);
     if (!mapped.scenario) {
       unsaid += fmt::format("  line {}: {} — leaves unsaid: {}\n", row.line, label, fmt::join(mapped.missing, ", "));
@@ -136,7 +138,8 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
     if (metric == Metric::memory) {
       const auto f = footprint::footprint(s.model, p);
       // "Active" bytes (torch.cuda.memory_stats' active_bytes) are the live tensors: allocated.
-      const MemoryKind kind = has(row.at("measured_metric"), "active") ? MemoryKind::allocated : validation::memory_kind(row);
+      const MemoryKind kind =
+          has(row.at("measured_metric"), "active") ? MemoryKind::allocated : validation::memory_kind(row);
       predicted = kind == MemoryKind::allocated  ? f.gpu_allocated_peak_bytes
                   : kind == MemoryKind::reserved ? f.gpu_reserved_peak_bytes
                                                  : f.gpu_peak_bytes;
@@ -166,8 +169,8 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
       }
     }
     Result res{&row, family(row), metric, measured, predicted, hfu};
-    table += fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10.2f} {:>10.2f} {:>+7.1f}% {:>15}\n", row.line, res.family, label,
-                         name, measured, predicted, 100 * res.error(),
+    table += fmt::format("{:>4}  {:<9} {:<44} {:>10} {:>10.2f} {:>10.2f} {:>+7.1f}% {:>15}\n", row.line, res.family,
+                         label, name, measured, predicted, 100 * res.error(),
                          hfu > 0 ? fmt::format("{:.0f}% / {:.0f}%", 100 * res.measured_hfu(), 100 * hfu) : "");
     out.push_back(res);
   }
@@ -196,9 +199,9 @@ TEST_CASE("published fine-tuning measurements by stack: time and memory errors p
   }
   // HFU med.: the family's median hardware FLOPs utilization, the published runs' (the simulated
   // step's FLOPs over their measured time) against the simulated one.
-  std::string summary = fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16} {:>20}\n", "family", "time rows",
-                                    "time |err| med.", "time signed med.", "memory rows", "memory |err| med.",
-                                    "HFU med. meas./sim.");
+  std::string summary =
+      fmt::format("{:<10} {:>10} {:>16} {:>16} {:>11} {:>16} {:>20}\n", "family", "time rows", "time |err| med.",
+                  "time signed med.", "memory rows", "memory |err| med.", "HFU med. meas./sim.");
   for (const char* f : {"hf", "deepspeed", "torchtune", "torchtitan", "nemo", "unsloth"})
     summary += fmt::format("{:<10} {:>10} {:>15.1f}% {:>+15.1f}% {:>11} {:>15.1f}% {:>20}\n", f, time_abs[f].size(),
                            100 * median_of(time_abs[f]), 100 * median_of(time_signed[f]), memory_abs[f].size(),

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "../unit/test_support.hpp"
 #include "published.hpp"
 #include "sim/simulate.hpp"
-#include "../unit/test_support.hpp"
 
 using namespace ftplan;
 
@@ -96,12 +96,13 @@ TEST_CASE("Megatron-LM scaling (Narayanan et al. 2021 Table 1) is predicted: med
   REQUIRE(measured.size() >= 9);
   std::vector<double> sorted = errors;
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                          : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double median =
+      sorted.size() % 2 ? sorted[sorted.size() / 2] : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
   const double rho = spearman(measured, predicted);
-  MESSAGE("\n", table, fmt::format("median absolute error {:.1f}% over {} rows; Spearman rank correlation {:.2f}; "
-                                   "default shortcuts within {:.3f}% of the whole simulation",
-                                   100 * median, measured.size(), rho, 100 * worst_shortcut));
+  MESSAGE("\n", table,
+          fmt::format("median absolute error {:.1f}% over {} rows; Spearman rank correlation {:.2f}; "
+                      "default shortcuts within {:.3f}% of the whole simulation",
+                      100 * median, measured.size(), rho, 100 * worst_shortcut));
   CHECK(median < 0.15);
   CHECK(rho >= 0.7);
 }

@@ -1,8 +1,8 @@
 #include "published.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "../unit/test_support.hpp"
 #include "common/strings.hpp"
 #include "io/scenario_io.hpp"
-#include "../unit/test_support.hpp"
 
 namespace ftplan::validation {
 
@@ -31,9 +31,12 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
-      else if (c == '"') quoted = false;
-      else cur += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        cur += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -65,7 +68,8 @@ std::string zoo_name(std::string model) {
   if (contains(model, "megatron")) {
     const std::regex size_re("([0-9.]+)B");
     std::smatch m;
-    if (std::regex_search(model, m, size_re)) return m[1] == "1008" ? "megatron-gpt-1t" : "megatron-gpt-" + to_lower(m[1].str()) + "b";
+    if (std::regex_search(model, m, size_re))
+      return m[1] == "1008" ? "megatron-gpt-1t" : "megatron-gpt-" + to_lower(m[1].str()) + "b";
   }
   if (auto slash = model.rfind('/'); slash != std::string::npos) model = model.substr(slash + 1);
   if (auto paren = model.find('('); paren != std::string::npos) model = model.substr(0, paren);
@@ -73,7 +77,9 @@ std::string zoo_name(std::string model) {
   std::replace(n.begin(), n.end(), ' ', '-');
   std::replace(n.begin(), n.end(), '_', '-');
   static const std::map<std::string, std::string> alias = {
-      {"bloomz-7b1", "bloom-7b1"}, {"t0-3b", "t0-3b"}, {"mt0-xxl", "mt0-xxl"},
+      {"bloomz-7b1", "bloom-7b1"},
+      {"t0-3b", "t0-3b"},
+      {"mt0-xxl", "mt0-xxl"},
       // Llama 3.3 70B has Llama 3.1 70B's architecture (meta-llama/Llama-3.3-70B-Instruct config.json).
       {"llama-3.3-70b", "llama-3.1-70b"}};
   if (auto it = alias.find(n); it != alias.end()) return it->second;
@@ -145,9 +151,12 @@ std::vector<PublishedRow> read_published(const std::string& path) {
 
 const char* to_string(MemoryKind k) {
   switch (k) {
-    case MemoryKind::allocated: return "allocated";
-    case MemoryKind::reserved: return "reserved";
-    case MemoryKind::device: return "device";
+    case MemoryKind::allocated:
+      return "allocated";
+    case MemoryKind::reserved:
+      return "reserved";
+    case MemoryKind::device:
+      return "device";
   }
   return "?";
 }
@@ -199,7 +208,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   need("precision", !prec.empty());
   need("activation checkpointing", !ckpt.empty() && !contains(ckpt, "not stated"));
   const bool lora = contains(peft, "lora");
-  if (lora) need("LoRA targets and rank", !lora_targets(peft).empty() && std::regex_search(peft, std::regex("r[0-9]+")));
+  if (lora)
+    need("LoRA targets and rank", !lora_targets(peft).empty() && std::regex_search(peft, std::regex("r[0-9]+")));
   if (!out.missing.empty()) return out;
 
   const bool qlora = contains(peft, "qlora") || contains(peft, "q-lora");
@@ -207,11 +217,16 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   // The 16-bit format named wins over an fp32 mentioned for reductions ("param bf16 / reduce fp32").
   std::string precision = "bf16-mixed";
   // "FP8", "amp_fp8 (TE)", "bf16 mixed + Float8 linears (torchao)": FP8 linears on a bf16 recipe.
-  if (contains(prec, "fp8") || contains(prec, "float8")) precision = "fp8-mixed";
-  else if (contains(prec, "pure bf16")) precision = "bf16";
-  else if (contains(prec, "bf16")) precision = "bf16-mixed";
-  else if (contains(prec, "fp16")) precision = "fp16-mixed";
-  else if (contains(prec, "fp32")) precision = "fp32";
+  if (contains(prec, "fp8") || contains(prec, "float8"))
+    precision = "fp8-mixed";
+  else if (contains(prec, "pure bf16"))
+    precision = "bf16";
+  else if (contains(prec, "bf16"))
+    precision = "bf16-mixed";
+  else if (contains(prec, "fp16"))
+    precision = "fp16-mixed";
+  else if (contains(prec, "fp32"))
+    precision = "fp32";
   std::string framework = "hf-trainer";
   std::string parallel;
   const std::string& src = row.at("source_url_or_repo_path");
@@ -226,7 +241,8 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
     framework = "deepspeed";
     std::smatch m;
     if (std::regex_search(par, m, std::regex("ZeRO-([0-3])"))) parallel = fmt::format("{{zero: {}}}", m[1].str());
-  } else if (contains(par, "fsdp2") || (contains(par, "fsdp") && contains(row.at("source_url_or_repo_path"), "torchtitan"))) {
+  } else if (contains(par, "fsdp2") ||
+             (contains(par, "fsdp") && contains(row.at("source_url_or_repo_path"), "torchtitan"))) {
     framework = "pytorch-fsdp2";
     // NeMo Automodel's "FSDP2 4-way x TP2": tensor parallelism inside each FSDP2 replica;
     // torchtitan's "FSDP 4, CP 2": context parallelism beside it.
@@ -247,10 +263,14 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   // ("none" contains "on": the negative spellings are read first.) torchtitan's "selective layer"
   // is full checkpointing of every other layer (its selective_ac_option "2", the tomls' setting
   // then); "selective op" its op-level policy.
-  if (contains(ckpt, "selective layer")) checkpointing = "full\n  checkpoint_every: 2";
-  else if (contains(ckpt, "selective")) checkpointing = "selective";
-  else if (ckpt == "none" || ckpt == "off" || contains(ckpt, "none") || contains(ckpt, "off")) checkpointing = "none";
-  else if (contains(ckpt, "on") || contains(ckpt, "full")) checkpointing = "full";
+  if (contains(ckpt, "selective layer"))
+    checkpointing = "full\n  checkpoint_every: 2";
+  else if (contains(ckpt, "selective"))
+    checkpointing = "selective";
+  else if (ckpt == "none" || ckpt == "off" || contains(ckpt, "none") || contains(ckpt, "off"))
+    checkpointing = "none";
+  else if (contains(ckpt, "on") || contains(ckpt, "full"))
+    checkpointing = "full";
   // bitsandbytes' paged 8-bit AdamW; the optimizer step fused into backward (torchtune's
   // optimizer_in_bwd) unless the row says it is off.
   const std::string& opt = row.at("optimizer");
@@ -329,11 +349,12 @@ Mapped scenario_for(const PublishedRow& row, const std::vector<PublishedRow>& al
   const std::string layout = par + " " + row.at("gpu_type");
   if (std::regex_search(layout, nodes, std::regex("([0-9]+) nodes? x ([0-9]+)")))
     per_node = ", gpus_per_node: " + nodes[2].str();
-  yaml += fmt::format("plans:\n  - name: published\n    cluster: {{gpu: {}, gpus: {}{}}}\n", gpu, gpus.value_or(1), per_node);
+  yaml += fmt::format("plans:\n  - name: published\n    cluster: {{gpu: {}, gpus: {}{}}}\n", gpu, gpus.value_or(1),
+                      per_node);
   if (!parallel.empty()) yaml += "    parallel: " + parallel + "\n";
   if (contains(row.at("offload"), "activation offloading to cpu")) yaml += "    offload: {activations: cpu}\n";
-  plan::Scenario s = io::parse_scenario(yaml, fmt::format("published row {}", row.line), test::data_dir(),
-                                        test::zoo(), test::catalog());
+  plan::Scenario s = io::parse_scenario(yaml, fmt::format("published row {}", row.line), test::data_dir(), test::zoo(),
+                                        test::catalog());
   // The row's own architecture columns win over the zoo entry (llm-foundry's MPT configs differ
   // from the HF checkpoints in vocabulary, for one).
   model::ModelSpec& m = s.model;

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "../unit/test_support.hpp"
 #include "published.hpp"
 #include "sim/simulate.hpp"
-#include "../unit/test_support.hpp"
 
 using namespace ftplan;
 
@@ -39,13 +39,13 @@ double median_of(const std::vector<double>& v) {
 TEST_CASE("published data-parallel throughput is predicted within 15% median error") {
   const auto rows = validation::read_published((test::data_dir() / "validation" / "published_public.csv").string());
   std::vector<double> errors, signed_errors;
-  std::string table = fmt::format("{:>4}  {:<44} {:>22} {:>10} {:>10} {:>8} {:>7}\n", "line", "case", "metric", "measured",
-                                  "predicted", "error", "MFU");
+  std::string table = fmt::format("{:>4}  {:<44} {:>22} {:>10} {:>10} {:>8} {:>7}\n", "line", "case", "metric",
+                                  "measured", "predicted", "error", "MFU");
   std::string unsaid;
   for (const auto& row : rows) {
     if (!is_throughput_row(row) || !data_parallel(row)) continue;
-    const std::string label = fmt::format("{} | {} | {}", row.at("model").substr(0, 18), row.at("gpu_type").substr(0, 12),
-                                          row.at("parallelism").substr(0, 10));
+    const std::string label = fmt::format("{} | {} | {}", row.at("model").substr(0, 18),
+                                          row.at("gpu_type").substr(0, 12), row.at("parallelism").substr(0, 10));
     const auto mapped = validation::scenario_for(row, rows);
     if (!mapped.scenario) {
       unsaid += fmt::format("  line {}: {} — leaves unsaid: {}\n", row.line, label, fmt::join(mapped.missing, ", "));
@@ -56,9 +56,12 @@ TEST_CASE("published data-parallel throughput is predicted within 15% median err
     const std::string& metric = row.at("measured_metric");
     const double measured = std::stod(row.at("measured_value"));
     double pred = 0;
-    if (metric.rfind("tokens_per_s", 0) == 0) pred = r.tokens_per_s_per_gpu;
-    else if (metric.rfind("samples_per_s", 0) == 0) pred = r.tokens_per_s / static_cast<double>(s.job.seq_len);
-    else pred = r.hardware_tflops_per_gpu;
+    if (metric.rfind("tokens_per_s", 0) == 0)
+      pred = r.tokens_per_s_per_gpu;
+    else if (metric.rfind("samples_per_s", 0) == 0)
+      pred = r.tokens_per_s / static_cast<double>(s.job.seq_len);
+    else
+      pred = r.hardware_tflops_per_gpu;
     const double err = (pred - measured) / measured;
     errors.push_back(std::abs(err));
     signed_errors.push_back(err);

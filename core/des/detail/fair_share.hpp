@@ -146,9 +146,9 @@ class FairShare {
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<std::vector<Edge>> spill_;  // by slot: the edges of a flow over more than kInlineEdges links
-  std::vector<Index> free_;   // slots to reuse
-  std::vector<Index> dirty_;  // links changed since the last solve
-  std::vector<Index> fresh_;  // flows added since the last solve
+  std::vector<Index> free_;               // slots to reuse
+  std::vector<Index> dirty_;              // links changed since the last solve
+  std::vector<Index> fresh_;              // flows added since the last solve
   int max_rounds_;
   std::uint32_t epoch_ = 0;  // one per solve
   Stats stats_;

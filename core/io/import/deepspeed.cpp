@@ -93,10 +93,9 @@ void read_zero(Fields& top, const Node& block) {
       z.set("plan.offload.params", "cpu", "cpu_offload_param", *c, "deprecated form of offload_param.device cpu");
   }
   z.take_bool("cpu_offload_use_pin_memory", "plan.offload.pinned", "true", "false");
-  for (const char* k :
-       {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size", "prefetch_bucket_size",
-        "stage3_param_persistence_threshold", "param_persistence_threshold", "stage3_model_persistence_threshold",
-        "use_multi_rank_bucket_allreduce"})
+  for (const char* k : {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+                        "prefetch_bucket_size", "stage3_param_persistence_threshold", "param_persistence_threshold",
+                        "stage3_model_persistence_threshold", "use_multi_rank_bucket_allreduce"})
     z.ignore(k, kBuckets);
   // ZeRO-3's coordinator (runtime/zero/partitioned_param_coordinator.py): max_live_parameters caps
   // only how much is prefetched; max_reuse_distance keeps a gathered parameter when it is used
@@ -105,8 +104,9 @@ void read_zero(Fields& top, const Node& block) {
   for (const char* k : {"stage3_max_live_parameters", "max_live_parameters"})
     z.ignore(k, "not modelled yet: the cap on parameters gathered ahead by prefetching (ftplan prefetches one unit)");
   for (const char* k : {"stage3_max_reuse_distance", "max_reuse_distance"})
-    z.ignore(k, "not modelled yet: keeping a gathered parameter for a reuse within this many elements (ftplan "
-                "gathers each unit once in forward and once in backward)");
+    z.ignore(k,
+             "not modelled yet: keeping a gathered parameter for a reuse within this many elements (ftplan "
+             "gathers each unit once in forward and once in backward)");
   z.ignore("overlap_comm", "ftplan always overlaps gradient reduction with backward where the framework can");
   z.ignore("contiguous_gradients", "not modelled yet: the copy into a contiguous gradient buffer");
   z.ignore("reduce_scatter", "ftplan reduces with reduce-scatter under ZeRO 2 and 3");
@@ -152,7 +152,8 @@ void read_precision_block(Fields& top, const char* key, const char* precision) {
       const bool master = mw && as_bool(f, "bf16_master_weights_and_grads", *mw).value_or(false);
       const bool states = os && as_bool(f, "bf16_optimizer_states", *os).value_or(false);
       if (master && states)
-        f.set("job.precision", "bf16", "bf16_optimizer_states", *os, "with bf16_master_weights_and_grads: no fp32 copy");
+        f.set("job.precision", "bf16", "bf16_optimizer_states", *os,
+              "with bf16_master_weights_and_grads: no fp32 copy");
       else if (master)
         f.not_modelled("bf16_master_weights_and_grads", *mw,
                        "bf16 master weights and gradients over fp32 optimizer state");
@@ -203,7 +204,8 @@ void read_activation_checkpointing(Fields& top, const Node& block) {
   if (const Node* c = a.take("cpu_checkpointing"))
     if (const auto b = as_bool(a, "cpu_checkpointing", *c); b && *b)
       a.set("plan.offload.activations", "cpu", "cpu_checkpointing", *c, "checkpointed activations kept in host memory");
-  a.not_modelled_if_true("partition_activations", "checkpoints split across tensor-parallel ranks (Megatron-DeepSpeed)");
+  a.not_modelled_if_true("partition_activations",
+                         "checkpoints split across tensor-parallel ranks (Megatron-DeepSpeed)");
   a.ignore("contiguous_memory_optimization", "not modelled yet: a preallocated buffer for checkpoints");
   a.ignore("number_checkpoints", "not modelled yet: a preallocated buffer for checkpoints");
   a.ignore("synchronize_checkpoint_boundary", kNoEffect);

@@ -260,9 +260,9 @@ std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
   // variants, which share the base model's architecture.
   std::string name = id.substr(id.rfind('/') == std::string::npos ? 0 : id.rfind('/') + 1);
   for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const std::vector<std::string> suffixes = {"-instruct", "-hf",   "-chat", "-base",     "-it",  "-v0.1",
-                                                    "-v0.2",     "-v0.3", "-4k",   "-128k",     "-fp16", "-bf16",
-                                                    "-bnb-4bit", "-gptq", "-awq",  "-int4",     "-int8"};
+  static const std::vector<std::string> suffixes = {"-instruct", "-hf",   "-chat", "-base", "-it",   "-v0.1",
+                                                    "-v0.2",     "-v0.3", "-4k",   "-128k", "-fp16", "-bf16",
+                                                    "-bnb-4bit", "-gptq", "-awq",  "-int4", "-int8"};
   for (int round = 0; round < 4; ++round) {
     for (const std::string& candidate : {name, name.rfind("meta-", 0) == 0 ? name.substr(5) : name})
       if (zoo.find(candidate)) return candidate;
@@ -276,8 +276,8 @@ std::string zoo_name_for_hf_id(const std::string& id, const model::Zoo& zoo) {
 void set_model(Fields& f, std::string_view key, const Node& n, const std::string& name, const std::string& zoo_name) {
   if (f.replaced(key, n, "model")) return;
   if (!f.ctx().model_config.empty()) {
-    f.set("model", fmt::format("{{hf_config: {}, name: {}}}", yaml_scalar(f.ctx().model_config), yaml_scalar(name)), key, n,
-          "its config.json from --model-config");
+    f.set("model", fmt::format("{{hf_config: {}, name: {}}}", yaml_scalar(f.ctx().model_config), yaml_scalar(name)),
+          key, n, "its config.json from --model-config");
     return;
   }
   if (zoo_name.empty()) {

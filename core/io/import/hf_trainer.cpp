@@ -103,18 +103,25 @@ void read_fsdp_options(Fields& top, const Node& block, const char* block_key) {
     }
   if (const Node* w = take("auto_wrap_policy", &k))
     if (const auto t = as_string(f, k, *w); t && *t != "TRANSFORMER_BASED_WRAP")
-      f.not_modelled(k, *w, fmt::format("wrap policy {} (ftplan wraps each transformer layer, TRANSFORMER_BASED_WRAP)", *t));
+      f.not_modelled(k, *w,
+                     fmt::format("wrap policy {} (ftplan wraps each transformer layer, TRANSFORMER_BASED_WRAP)", *t));
   for (const char* name : {"transformer_layer_cls_to_wrap", "min_num_params"})
-    if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), "which modules are FSDP units: ftplan wraps each transformer layer"});
+    if (const Node* n = take(name, &k))
+      f.ctx().ignored.push_back(
+          {n->where, f.key_path(k), "which modules are FSDP units: ftplan wraps each transformer layer"});
   for (const char* name : {"backward_prefetch", "forward_prefetch", "limit_all_gathers"})
     if (const Node* n = take(name, &k))
-      f.ctx().ignored.push_back({n->where, f.key_path(k), "prefetching: ftplan prefetches the next unit (BACKWARD_PRE)"});
-  for (const char* name : {"state_dict_type", "final_state_dict_type", "sync_module_states", "cpu_ram_efficient_loading"})
-    if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), "loading or saving the model: outside the training step"});
+      f.ctx().ignored.push_back(
+          {n->where, f.key_path(k), "prefetching: ftplan prefetches the next unit (BACKWARD_PRE)"});
+  for (const char* name :
+       {"state_dict_type", "final_state_dict_type", "sync_module_states", "cpu_ram_efficient_loading"})
+    if (const Node* n = take(name, &k))
+      f.ctx().ignored.push_back({n->where, f.key_path(k), "loading or saving the model: outside the training step"});
   for (const char* name : {"use_orig_params", "cpu_offload_pin_memory"})
     if (const Node* n = take(name, &k)) f.ctx().ignored.push_back({n->where, f.key_path(k), kNoEffect});
   if (const Node* m = take("mixed_precision_policy", &k))
-    f.not_modelled(k, *m, "an FSDP mixed-precision policy other than the job's precision (give job.fsdp_mixed_precision)");
+    f.not_modelled(k, *m,
+                   "an FSDP mixed-precision policy other than the job's precision (give job.fsdp_mixed_precision)");
   f.ignore_matching("xla", "TPU only");
   f.finish();
 }
@@ -140,7 +147,8 @@ void read_hf_optim(Fields& f, std::string_view key, const Node& n) {
   else if (o == "lion_32bit" || o == "paged_lion_32bit")
     name = "lion";
   if (name.empty()) {
-    f.not_modelled(key, n, fmt::format("optimizer '{}' (ftplan models AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", o));
+    f.not_modelled(key, n,
+                   fmt::format("optimizer '{}' (ftplan models AdamW, 8-bit AdamW, SGD, Adafactor and Lion)", o));
     f.ctx().draft.set(f.entry("_optimizer_unmodelled", yaml_scalar(o), key, n));
     return;
   }
@@ -150,8 +158,6 @@ void read_hf_optim(Fields& f, std::string_view key, const Node& n) {
   if (o.rfind("paged_", 0) == 0) f.set("job.optimizer.paged", "true", key, n);
   if (o == "adamw_torch_4bit") f.not_modelled(key, n, "4-bit AdamW state (torchao); modelled as 8-bit");
 }
-
-
 
 // A list of module names: a YAML/JSON list, or one comma-separated string (PEFT's
 // examples/sft/train.py splits lora_target_modules on ","), "all-linear" as PEFT's keyword.
@@ -256,7 +262,6 @@ void read_run(Fields& f) {
       }
 }
 
-
 // The LoRA and QLoRA arguments that share the file with TrainingArguments, in their two common
 // spellings (HfArgumentParser reads several dataclasses from one file):
 //  - PEFT's examples/sft/train.py ModelArguments (peft 5d602fdb): use_peft_lora, lora_r 64,
@@ -294,8 +299,13 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
       f.ignore(k, fmt::format("{} is not true: no adapters", use_key));
     return;
   }
-  f.set("job.method", four || eight ? "qlora" : "lora", four ? k4 : eight ? k8 : use_key,
-        four ? *q4 : eight ? *q8 : *use);
+  f.set("job.method", four || eight ? "qlora" : "lora",
+        four    ? k4
+        : eight ? k8
+                : use_key,
+        four    ? *q4
+        : eight ? *q8
+                : *use);
   if (four && eight) f.error(*q8, k8, fmt::format("{} and {} are both true; bitsandbytes takes one", k4, k8));
   if (eight) {
     f.set("job.quant.kind", "int8", k8, *q8, "bitsandbytes LLM.int8()");
@@ -316,8 +326,9 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
     // bitsandbytes' bnb_4bit_use_double_quant defaults to False in both scripts (ftplan's default is true).
     f.ctx().draft.set(n ? f.entry("job.quant.double_quant", dq ? "true" : "false", nested, *n)
                         : f.entry("job.quant.double_quant", "false", k4, *q4, fmt::format("{} default False", nested)));
-    f.ignore("bnb_4bit_compute_dtype", "the dtype 4-bit weights are dequantized to for the matmul: ftplan's compute "
-                                       "type, bf16 or fp16, the same bytes and rates");
+    f.ignore("bnb_4bit_compute_dtype",
+             "the dtype 4-bit weights are dequantized to for the matmul: ftplan's compute "
+             "type, bf16 or fp16, the same bytes and rates");
     f.ignore("bnb_4bit_quant_storage_dtype",
              "the container the 4-bit values are packed in (uint8, or bfloat16 so that FSDP can shard them): the "
              "same bytes");
@@ -329,8 +340,9 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
   const Node& at = *use;
   const auto fallback = [&](const char* key, const char* scenario_key, const std::string& value) {
     if (root.find(key)) return;
-    f.ctx().draft.set(f.entry(scenario_key, value, use_key, at,
-                              fmt::format("{} default of {}", key, trl ? "TRL's ModelConfig" : "PEFT's examples/sft/train.py")));
+    f.ctx().draft.set(
+        f.entry(scenario_key, value, use_key, at,
+                fmt::format("{} default of {}", key, trl ? "TRL's ModelConfig" : "PEFT's examples/sft/train.py")));
   };
   read_lora_scalars(f, "lora_r");
   fallback("lora_r", "job.lora.rank", trl ? "16" : "64");
@@ -343,8 +355,9 @@ void read_peft_args(Context& ctx, Fields& f, const Node& root) {
     else
       set_lora_targets(f, "lora_target_modules", *t);
   } else {
-    fallback("lora_target_modules", "job.lora.targets",
-             trl ? std::string(kPeftDefaultTargets) : "[q_proj, k_proj, v_proj, o_proj, down_proj, up_proj, gate_proj]");
+    fallback(
+        "lora_target_modules", "job.lora.targets",
+        trl ? std::string(kPeftDefaultTargets) : "[q_proj, k_proj, v_proj, o_proj, down_proj, up_proj, gate_proj]");
   }
   f.not_modelled_if_true("use_dora", "DoRA's magnitude vectors");
   for (const char* k : {"lora_modules_to_save", "lora_target_parameters"})

@@ -84,8 +84,8 @@ Loaded load_config(const std::filesystem::path& path) {
   // The launchers' own keys (neither TrainingArguments nor each other has them): Axolotl names the
   // model base_model and the batch micro_batch_size; LLaMA-Factory has stage, finetuning_type and
   // cutoff_len beside TrainingArguments' model_name_or_path.
-  if (has("base_model") && (has("micro_batch_size") || has("sequence_len") || has("datasets") || has("adapter") ||
-                            has("num_epochs")))
+  if (has("base_model") &&
+      (has("micro_batch_size") || has("sequence_len") || has("datasets") || has("adapter") || has("num_epochs")))
     return {ConfigFormat::axolotl, std::move(root)};
   if (has("stage") || has("finetuning_type") || has("cutoff_len") || has("lora_target") || has("quantization_bit") ||
       (has("template") && has("model_name_or_path")))
@@ -323,7 +323,6 @@ void apply_overrides(Draft& draft, const std::vector<ImportOverride>& overrides)
     e.source_key = o.origin.rfind("command line ", 0) == 0 ? o.origin.substr(13) : o.origin;
     draft.override_with(e);
   }
-
 }
 
 // The micro-batch, GPU count, accumulation and global batch: the configs' numbers, DeepSpeed's
@@ -374,7 +373,8 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
     };
     if (micro <= 0 && gas > 0) {
       micro = tb / dp / gas;
-      from_tb("job.micro_batch", micro, fmt::format("/ {} data-parallel ranks / gradient_accumulation_steps {}", dp, gas));
+      from_tb("job.micro_batch", micro,
+              fmt::format("/ {} data-parallel ranks / gradient_accumulation_steps {}", dp, gas));
     } else if (micro > 0 && gas <= 0) {
       gas = tb / micro / dp;
       from_tb("_gas", gas, fmt::format("/ micro-batch {} / {} data-parallel ranks", micro, dp));
@@ -426,9 +426,10 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
       m.value = std::to_string(pp_micro);
       m.origin = by_size    ? m.origin + " (samples a pipeline micro-batch)"
                  : by_count ? m.origin + fmt::format(" micro-batches of local batch {}", micro)
-                              : fmt::format("default of {}: parallelism.pipeline_parallel_microbatch_size 1 "
-                                            "(local batch {} in micro-batches of 1)",
-                                            kTorchtitan, micro);
+                            : fmt::format(
+                                  "default of {}: parallelism.pipeline_parallel_microbatch_size 1 "
+                                  "(local batch {} in micro-batches of 1)",
+                                  kTorchtitan, micro);
       draft.override_with(m);
       micro = pp_micro;
     }
@@ -464,9 +465,9 @@ void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
                       fmt::format("default of {}: the Trainer does not pack (each batch padded to its longest "
                                   "sample; ftplan pads to seq_len, the bound)",
                                   kTransformers));
-    draft.set_default("job.attention", "sdpa",
-                      fmt::format("default of {}: attn_implementation sdpa (torch's scaled_dot_product_attention)",
-                                  kTransformers));
+    draft.set_default(
+        "job.attention", "sdpa",
+        fmt::format("default of {}: attn_implementation sdpa (torch's scaled_dot_product_attention)", kTransformers));
   }
   if (!draft.has("job.precision")) {
     if (framework == "deepspeed")
@@ -509,9 +510,9 @@ void fill_defaults(Draft& draft, const std::string& framework, bool hf) {
     draft.set_default("plan.parallel.zero", "0",
                       fmt::format("default of {}: zero_optimization.stage 0 (runtime/zero/config.py)", kDeepSpeed));
   if (const Entry* u = draft.get("_optimizer_unmodelled"); u && !draft.has("job.optimizer.name"))
-    draft.set_default("job.optimizer.name", "adamw",
-                      fmt::format("{}: not modelled, AdamW's state and step stand in for it (see the keys not used)",
-                                  u->origin));
+    draft.set_default(
+        "job.optimizer.name", "adamw",
+        fmt::format("{}: not modelled, AdamW's state and step stand in for it (see the keys not used)", u->origin));
   if (!draft.has("job.optimizer.name") && (hf || framework == "deepspeed"))
     draft.set_default(
         "job.optimizer.name", "adamw",
@@ -562,27 +563,32 @@ void apply_load_dtype(Draft& draft, std::vector<IgnoredKey>& ignored, const std:
   };
   if (adapters) {
     if (wide)
-      note("not modelled yet: a frozen base loaded in float32 (4 bytes a weight); ftplan keeps a LoRA base in the "
-           "16-bit compute type");
+      note(
+          "not modelled yet: a frozen base loaded in float32 (4 bytes a weight); ftplan keeps a LoRA base in the "
+          "16-bit compute type");
     else
-      note("the frozen base in 16-bit, as ftplan keeps a LoRA base (auto: the checkpoint's dtype, 16-bit for the "
-           "zoo's models)");
+      note(
+          "the frozen base in 16-bit, as ftplan keeps a LoRA base (auto: the checkpoint's dtype, 16-bit for the "
+          "zoo's models)");
   } else if (framework == "deepspeed") {
-    note("DeepSpeed keeps fp32 master weights and optimizer state whatever dtype the model was loaded in "
-         "(runtime/zero/stage_1_and_2.py, stage3.py _create_fp32_partitions; runtime/bf16_optimizer.py)");
+    note(
+        "DeepSpeed keeps fp32 master weights and optimizer state whatever dtype the model was loaded in "
+        "(runtime/zero/stage_1_and_2.py, stage3.py _create_fp32_partitions; runtime/bf16_optimizer.py)");
   } else if (framework == "pytorch-fsdp" || framework == "pytorch-fsdp2") {
     const Entry* p = draft.get("job.precision");
     if (p && p->value != "fp32")
-      note("accelerate's FSDP upcasts 16-bit trainable parameters to fp32 master weights under mixed precision "
-           "(accelerator.py prepare_model, utils/fsdp_utils.py fsdp2_prepare_model)");
+      note(
+          "accelerate's FSDP upcasts 16-bit trainable parameters to fp32 master weights under mixed precision "
+          "(accelerator.py prepare_model, utils/fsdp_utils.py fsdp2_prepare_model)");
     else if (!wide)
       note("not modelled yet: FSDP without mixed precision over 16-bit parameters");
   } else if (!wide) {
     // The Trainer neither upcasts nor keeps master copies: a 16-bit model trains in 16-bit, its
     // gradients and AdamW state in the parameters' dtype (torch.optim.AdamW's state is zeros_like(p)).
     if (d->value == "float16") {
-      note("not modelled yet: training fp16 parameters without master copies (the Trainer's fp16 grad scaler "
-           "refuses fp16 gradients)");
+      note(
+          "not modelled yet: training fp16 parameters without master copies (the Trainer's fp16 grad scaler "
+          "refuses fp16 gradients)");
       return;
     }
     if (const Entry* p = draft.get("job.precision"); p && p->where.file == "command line") return;
@@ -599,7 +605,8 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
     const Entry q = *draft.get("_prequantized");  // a copy: erase() below moves the entries
     const Entry* m = draft.get("job.method");
     if (m && m->value == "lora" && m->where.file != "command line") {
-      draft.override_with(derived(q, "job.method", "qlora", "(a pre-quantized checkpoint: LoRA over its 4-bit weights)"));
+      draft.override_with(
+          derived(q, "job.method", "qlora", "(a pre-quantized checkpoint: LoRA over its 4-bit weights)"));
     }
     if (const Entry* now = draft.get("job.method"); now && now->value == "qlora" && !draft.has("job.quant.kind")) {
       draft.set(derived(q, "job.quant.kind", "int4", "(GPTQ/AWQ: 4-bit weights with a scale and zero per group)"));
@@ -611,9 +618,10 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
   const Entry* off = draft.get("plan.offload.optimizer");
   const Entry* o = draft.get("job.optimizer.name");
   if (framework == "deepspeed" && off && off->value != "gpu" && !draft.has("_ds_optimizer") &&
-      !draft.has("_ds_keep_optimizer") && o &&
-      o->where.file != "command line" && o->value != "adamw" && o->value != "adam" && o->value != "lion") {
-    draft.override_with(derived(*o, o->key, "adam", "(replaced by DeepSpeedCPUAdam, 32-bit state: ZeRO offloads the optimizer)"));
+      !draft.has("_ds_keep_optimizer") && o && o->where.file != "command line" && o->value != "adamw" &&
+      o->value != "adam" && o->value != "lion") {
+    draft.override_with(
+        derived(*o, o->key, "adam", "(replaced by DeepSpeedCPUAdam, 32-bit state: ZeRO offloads the optimizer)"));
     draft.erase("job.optimizer.paged");
   }
   // A sequence past the model's context (long-context training with extended RoPE, ALST): the zoo
@@ -622,8 +630,9 @@ void apply_combinations(Draft& draft, const std::string& framework, const model:
   const Entry* s = draft.get("job.seq_len");
   if (m && s && m->value.find('{') == std::string::npos && int_of(s) > 0)
     if (const auto* z = zoo.find(m->value); z && z->max_context > 0 && int_of(s) > z->max_context) {
-      draft.override_with(derived(*m, "model", fmt::format("{{zoo: {}, max_context: {}}}", m->value, int_of(s)),
-                                  fmt::format("(its context {} raised to the configs' sequence length)", z->max_context)));
+      draft.override_with(
+          derived(*m, "model", fmt::format("{{zoo: {}, max_context: {}}}", m->value, int_of(s)),
+                  fmt::format("(its context {} raised to the configs' sequence length)", z->max_context)));
     }
 }
 
@@ -687,7 +696,8 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   apply_overrides(draft, rest);
   // torchtitan's degrees with none -1 are its world size, which it checks (parallel_dims.py).
   if (const Entry* world = draft.get("_torchtitan_world"))
-    if (const Entry* g = draft.get("plan.cluster.gpus"); g && g->where.file == "command line" && int_of(g) != int_of(world))
+    if (const Entry* g = draft.get("plan.cluster.gpus");
+        g && g->where.file == "command line" && int_of(g) != int_of(world))
       diagnostics.error(g->where, g->source_key,
                         fmt::format("{} GPUs, but {} multiplies its parallel degrees to {} (no degree is -1), and "
                                     "torchtitan refuses any other world size: give --gpus {} or a degree -1",
@@ -698,8 +708,12 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   const bool hf = draft.has("_hf_trainer");
   const SourceLocation cli{"command line", 0, 0};
   if (!draft.has("model") && !ctx.model_config.empty())
-    draft.set({"model", fmt::format("{{hf_config: {}}}", import::yaml_scalar(ctx.model_config)),
-               "command line --model-config", {"command line", 0, 0}, "--model-config", false});
+    draft.set({"model",
+               fmt::format("{{hf_config: {}}}", import::yaml_scalar(ctx.model_config)),
+               "command line --model-config",
+               {"command line", 0, 0},
+               "--model-config",
+               false});
   if (!draft.has("model")) {
     std::string kinds;
     for (const auto f : out.formats) {

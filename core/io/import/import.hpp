@@ -19,7 +19,16 @@
 
 namespace ftplan::io {
 
-enum class ConfigFormat { deepspeed, accelerate, torchtune, torchtitan, hf_training_args, peft_adapter, llama_factory, axolotl };
+enum class ConfigFormat {
+  deepspeed,
+  accelerate,
+  torchtune,
+  torchtitan,
+  hf_training_args,
+  peft_adapter,
+  llama_factory,
+  axolotl
+};
 std::string to_string(ConfigFormat f);
 
 // The format of one file, from its content (and, for TOML, its extension). Throws InputError

@@ -16,7 +16,8 @@
 namespace ftplan::io::import {
 namespace {
 
-constexpr const char* kData = "dataset, prompt format or tokenizer option: ftplan takes sample lengths from job.samples";
+constexpr const char* kData =
+    "dataset, prompt format or tokenizer option: ftplan takes sample lengths from job.samples";
 constexpr const char* kLoop = "training-loop, logging or saving option: no effect on the step ftplan models";
 
 // A boolean key whose true value the launcher refuses or ftplan cannot stand in for: an error.
@@ -86,8 +87,9 @@ void read_lf_method(Fields& f, const Node& root) {
         if (kind && *kind != "nf4" && *kind != "fp4")
           f.error(*t, "quantization_type", fmt::format("expected nf4 or fp4, got '{}'", *kind));
         else if (kind)
-          f.ctx().draft.set(t ? f.entry("job.quant.kind", *kind, "quantization_type", *t)
-                              : f.entry("job.quant.kind", "nf4", "quantization_bit", *q, "quantization_type default nf4"));
+          f.ctx().draft.set(
+              t ? f.entry("job.quant.kind", *kind, "quantization_type", *t)
+                : f.entry("job.quant.kind", "nf4", "quantization_bit", *q, "quantization_type default nf4"));
         const Node* d = f.take("double_quantization");
         if (d && d->is_null()) d = nullptr;
         const auto dq = d ? as_bool(f, "double_quantization", *d) : std::optional<bool>(true);
@@ -123,10 +125,10 @@ void read_lf_method(Fields& f, const Node& root) {
     if (const Node* t = f.take("lora_target"); t && !t->is_null() && !(t->is_scalar() && t->text == "all"))
       set_lora_targets(f, "lora_target", *t);
     else
-      f.ctx().draft.set(t && !t->is_null()
-                            ? f.entry("job.lora.targets", "all-linear", "lora_target", *t, "every linear layer but lm_head")
-                          : f.entry("job.lora.targets", "all-linear", "finetuning_type", at,
-                                    "lora_target default all: every linear layer but lm_head"));
+      f.ctx().draft.set(t && !t->is_null() ? f.entry("job.lora.targets", "all-linear", "lora_target", *t,
+                                                     "every linear layer but lm_head")
+                                           : f.entry("job.lora.targets", "all-linear", "finetuning_type", at,
+                                                     "lora_target default all: every linear layer but lm_head"));
     if (const Node* x = f.take("additional_target"); x && !x->is_null())
       f.not_modelled("additional_target", *x, "modules trained in full beside the adapters (PEFT modules_to_save)");
     f.not_modelled_if_true("use_dora", "DoRA's magnitude vectors");
@@ -138,9 +140,9 @@ void read_lf_method(Fields& f, const Node& root) {
             fmt::format("finetuning_type {}: ftplan models full, lora and QLoRA (lora with quantization_bit)", type));
   }
   if (type != "lora")
-    for (const char* k : {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "additional_target", "use_dora",
-                          "use_rslora", "quantization_bit", "quantization_type", "double_quantization",
-                          "quantization_method"})
+    for (const char* k :
+         {"lora_rank", "lora_alpha", "lora_dropout", "lora_target", "additional_target", "use_dora", "use_rslora",
+          "quantization_bit", "quantization_type", "double_quantization", "quantization_method"})
       f.ignore(k, fmt::format("finetuning_type {}: no adapters", type));
   if (type != "freeze") f.ignore_matching("freeze_", fmt::format("finetuning_type {}: no freeze tuning", type));
   // cutoff_len (data_args.py, 2048) truncates each sample; packing (None = stage pt) joins them
@@ -148,7 +150,7 @@ void read_lf_method(Fields& f, const Node& root) {
   const Node* pk = f.take("packing");
   const Node* neat = f.take("neat_packing");
   if (pk && pk->is_null()) pk = nullptr;  // None: by stage
-  int pk_on = -1;  // packing: -1 not given, else 0 / 1
+  int pk_on = -1;                         // packing: -1 not given, else 0 / 1
   if (pk)
     if (const auto b = as_bool(f, "packing", *pk)) pk_on = *b ? 1 : 0;
   const bool neat_on = neat && as_bool(f, "neat_packing", *neat).value_or(false);
@@ -168,10 +170,11 @@ void read_lf_method(Fields& f, const Node& root) {
   // before the parser's stage default fills an absent packing (parser.py).
   const bool explicit_packing = neat_on || pk_on == 1;
   const long long seq = explicit_packing ? cutoff - 1 : cutoff;
-  f.ctx().draft.set(c ? f.entry("job.seq_len", std::to_string(seq), "cutoff_len", *c,
-                                explicit_packing ? "less the one token packing takes (data_args.py)" : "")
-                      : f.entry("job.seq_len", std::to_string(seq), "stage", root,
-                                fmt::format("cutoff_len default 2048{}", explicit_packing ? ", less one when packing" : "")));
+  f.ctx().draft.set(
+      c ? f.entry("job.seq_len", std::to_string(seq), "cutoff_len", *c,
+                  explicit_packing ? "less the one token packing takes (data_args.py)" : "")
+        : f.entry("job.seq_len", std::to_string(seq), "stage", root,
+                  fmt::format("cutoff_len default 2048{}", explicit_packing ? ", less one when packing" : "")));
 }
 
 void read_lf_model_options(Fields& f) {
@@ -184,8 +187,8 @@ void read_lf_model_options(Fields& f) {
   if (!disabled || trainer)
     f.ctx().draft.set(trainer ? f.entry("job.activation_checkpointing", "full", "gradient_checkpointing", *g)
                       : d     ? f.entry("job.activation_checkpointing", "full", "disable_gradient_checkpointing", *d)
-                              : f.entry("job.activation_checkpointing", "full", "disable_gradient_checkpointing",
-                                        Node{}, "default false: LLaMA-Factory checkpoints every layer"));
+                          : f.entry("job.activation_checkpointing", "full", "disable_gradient_checkpointing", Node{},
+                                    "default false: LLaMA-Factory checkpoints every layer"));
   else
     f.set("job.activation_checkpointing", "none", "disable_gradient_checkpointing", *d);
   f.ignore("use_reentrant_gc", "reentrant or not: same memory and time in ftplan");
@@ -202,9 +205,10 @@ void read_lf_model_options(Fields& f) {
   // flash_attn (model_args.py, auto): auto leaves transformers' default, SDPA.
   if (const Node* a = f.take("flash_attn")) {
     const std::string t = a->is_scalar() ? a->text : "";
-    const std::string ours = t == "fa2" || t == "fa3" ? "flash" : t == "sdpa" || t == "auto" ? "sdpa"
-                             : t == "disabled"        ? "eager"
-                                                      : "";
+    const std::string ours = t == "fa2" || t == "fa3"     ? "flash"
+                             : t == "sdpa" || t == "auto" ? "sdpa"
+                             : t == "disabled"            ? "eager"
+                                                          : "";
     if (ours.empty())
       f.error(*a, "flash_attn", fmt::format("expected auto, disabled, sdpa, fa2 or fa3, got '{}'", t));
     else
@@ -214,7 +218,8 @@ void read_lf_model_options(Fields& f) {
     if (const auto b = as_bool(f, "use_unsloth", *u); b && *b)
       f.set("job.framework", "unsloth", "use_unsloth", *u, "unsloth.FastLanguageModel");
   f.not_modelled_if_true("use_unsloth_gc", "Unsloth's offloaded gradient checkpointing without Unsloth");
-  f.not_modelled_if_true("enable_liger_kernel", "Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)");
+  f.not_modelled_if_true("enable_liger_kernel",
+                         "Liger's fused Triton kernels (RMSNorm, RoPE, SwiGLU, fused linear cross-entropy)");
   f.not_modelled_if_true("shift_attn", "LongLoRA's shifted sparse attention");
   f.not_modelled_if_true("resize_vocab", "a resized vocabulary (embeddings and LM head trained in full)");
   f.not_modelled_if_true("use_llama_pro", "LLaMA Pro's expanded blocks");
@@ -222,8 +227,10 @@ void read_lf_model_options(Fields& f) {
   // GaLore, APOLLO and BAdam project or freeze what each step updates, Adam-mini and Muon keep
   // other state than Adam's: neither memory nor step is AdamW's (train/trainer_utils.py).
   for (const char* k : {"use_galore", "use_apollo", "use_badam", "use_adam_mini", "use_muon"})
-    refuse_if_true(f, k, fmt::format("the {} optimizer is not modelled (ftplan models AdamW, 8-bit AdamW, SGD, "
-                                     "Adafactor and Lion)", k + 4));
+    refuse_if_true(f, k,
+                   fmt::format("the {} optimizer is not modelled (ftplan models AdamW, 8-bit AdamW, SGD, "
+                               "Adafactor and Lion)",
+                               k + 4));
   for (const char* p : {"galore_", "apollo_", "badam_"}) f.ignore_matching(p, "with its optimizer only");
   f.ignore("loraplus_lr_ratio", kHyperparameter);
   f.ignore("loraplus_lr_embedding", kHyperparameter);
@@ -235,25 +242,73 @@ void read_lf_model_options(Fields& f) {
 
 }  // namespace
 
+// long: one key after another in LLaMA-Factory's order, each a few lines with its source; they
+// share the Fields reader and its context, which a split would pass around for no clarity.
 void read_llama_factory(Context& ctx, const Node& root, const std::string& file, const std::filesystem::path& path) {
   Fields f(ctx, root, file, {}, kLf);
   ctx.draft.set_default("job.framework", "hf-trainer",
                         fmt::format("{}: LLaMA-Factory on the Trainer without deepspeed or fsdp (DDP)", file));
   read_lf_method(f, root);
   read_lf_model_options(f);
-  for (const char* k : {"template", "dataset", "dataset_dir", "eval_dataset", "max_samples", "preprocessing_num_workers",
-                        "overwrite_cache", "val_size", "tokenized_path", "mix_strategy", "interleave_probs", "streaming",
-                        "buffer_size", "train_on_prompt", "mask_history", "tool_format", "default_system",
-                        "enable_thinking", "media_dir", "new_special_tokens", "new_special_tokens_config",
-                        "add_special_tokens", "image_max_pixels", "image_min_pixels", "video_max_pixels",
-                        "video_min_pixels", "video_fps", "video_maxlen", "audio_sampling_rate", "data_shared_file_system",
-                        "preprocessing_batch_size", "ignore_pad_token_for_loss", "split", "packing_overflow"})
+  for (const char* k : {"template",
+                        "dataset",
+                        "dataset_dir",
+                        "eval_dataset",
+                        "max_samples",
+                        "preprocessing_num_workers",
+                        "overwrite_cache",
+                        "val_size",
+                        "tokenized_path",
+                        "mix_strategy",
+                        "interleave_probs",
+                        "streaming",
+                        "buffer_size",
+                        "train_on_prompt",
+                        "mask_history",
+                        "tool_format",
+                        "default_system",
+                        "enable_thinking",
+                        "media_dir",
+                        "new_special_tokens",
+                        "new_special_tokens_config",
+                        "add_special_tokens",
+                        "image_max_pixels",
+                        "image_min_pixels",
+                        "video_max_pixels",
+                        "video_min_pixels",
+                        "video_fps",
+                        "video_maxlen",
+                        "audio_sampling_rate",
+                        "data_shared_file_system",
+                        "preprocessing_batch_size",
+                        "ignore_pad_token_for_loss",
+                        "split",
+                        "packing_overflow"})
     f.ignore(k, kData);
-  for (const char* k : {"plot_loss", "overwrite_output_dir", "adapter_name_or_path", "adapter_folder", "cache_dir",
-                        "model_revision", "hf_hub_token", "ms_hub_token", "om_hub_token", "print_param_status",
-                        "compute_accuracy", "disable_shuffling", "infer_backend", "infer_dtype", "use_swanlab",
-                        "trust_remote_code", "low_cpu_mem_usage", "use_fast_tokenizer", "split_special_tokens",
-                        "moe_aux_loss_coef", "pref_beta", "pref_ftx", "pref_loss", "predict_with_generate"})
+  for (const char* k : {"plot_loss",
+                        "overwrite_output_dir",
+                        "adapter_name_or_path",
+                        "adapter_folder",
+                        "cache_dir",
+                        "model_revision",
+                        "hf_hub_token",
+                        "ms_hub_token",
+                        "om_hub_token",
+                        "print_param_status",
+                        "compute_accuracy",
+                        "disable_shuffling",
+                        "infer_backend",
+                        "infer_dtype",
+                        "use_swanlab",
+                        "trust_remote_code",
+                        "low_cpu_mem_usage",
+                        "use_fast_tokenizer",
+                        "split_special_tokens",
+                        "moe_aux_loss_coef",
+                        "pref_beta",
+                        "pref_ftx",
+                        "pref_loss",
+                        "predict_with_generate"})
     f.ignore(k, kLoop);
   f.ignore_matching("export_", "exporting the model: outside the training step");
   f.ignore_matching("vllm_", "inference backend: outside the training step");
@@ -290,7 +345,9 @@ void read_ax_adapter(Fields& f, const Node& root) {
   const bool eight = q8 && as_bool(f, "load_in_8bit", *q8).value_or(false);
   if (adapter.empty()) {
     f.ctx().draft.set(f.entry("job.method", "full", "adapter", a ? *a : root, "no adapter: a full fine-tune"));
-    if (four || eight) f.error(four ? *q4 : *q8, four ? "load_in_4bit" : "load_in_8bit", "a quantized base needs an adapter (axolotl refuses it)");
+    if (four || eight)
+      f.error(four ? *q4 : *q8, four ? "load_in_4bit" : "load_in_8bit",
+              "a quantized base needs an adapter (axolotl refuses it)");
   } else if (adapter == "qlora") {
     if (!four) f.error(*a, "adapter", "adapter qlora needs load_in_4bit: true (axolotl refuses it otherwise)");
     f.set("job.method", "qlora", "adapter", *a);
@@ -304,7 +361,9 @@ void read_ax_adapter(Fields& f, const Node& root) {
       f.set("job.method", "lora", "adapter", *a);
     }
     if (four)
-      f.ctx().ignored.push_back({q4->where, "load_in_4bit", "with adapter lora axolotl loads the base unquantized (only adapter qlora quantizes to 4 bits)"});
+      f.ctx().ignored.push_back(
+          {q4->where, "load_in_4bit",
+           "with adapter lora axolotl loads the base unquantized (only adapter qlora quantizes to 4 bits)"});
   } else {
     f.error(*a, "adapter", fmt::format("adapter {}: ftplan models lora and qlora", adapter));
   }
@@ -362,8 +421,9 @@ void read_ax_precision(Fields& f) {
     const Node& at = bfl_on ? *bfl : bf ? *bf : Node{};
     const char* key = bfl_on ? "bfloat16" : "bf16";
     f.ctx().draft.set(f.entry("job.precision", "bf16-mixed", key, at,
-                              !bf ? "default auto: bf16 on GPUs that have it (Ampere and later)"
-                                  : bf->text == "auto" ? "auto: bf16 on GPUs that have it (Ampere and later)" : ""));
+                              !bf                  ? "default auto: bf16 on GPUs that have it (Ampere and later)"
+                              : bf->text == "auto" ? "auto: bf16 on GPUs that have it (Ampere and later)"
+                                                   : ""));
     f.ctx().draft.set(f.entry("_load_dtype_implied", "bfloat16", key, at, "the model loaded in bf16"));
   } else if (fp_on || fpl_on) {
     f.set("job.precision", "fp16-mixed", fp_on ? "fp16" : "float16", fp_on ? *fp : *fpl);
@@ -381,9 +441,9 @@ void read_ax_attention(Fields& f) {
   if (impl && impl->is_scalar()) {
     const std::string t = impl->text;
     const std::string ours = t == "flash_attention_2" || t == "flash_attention_3" ? "flash"
-                             : t == "sdpa" || t == "xformers"                      ? "sdpa"
-                             : t == "eager"                                        ? "eager"
-                                                                                   : "";
+                             : t == "sdpa" || t == "xformers"                     ? "sdpa"
+                             : t == "eager"                                       ? "eager"
+                                                                                  : "";
     if (ours.empty())
       f.not_modelled("attn_implementation", *impl, fmt::format("attention '{}'", t));
     else
@@ -394,7 +454,8 @@ void read_ax_attention(Fields& f) {
     if (const Node* n = f.take(key))
       if (const auto b = as_bool(f, key, *n); b && *b && !f.ctx().draft.has("job.attention"))
         f.set("job.attention", ours, key, *n);
-  for (const char* k : {"flash_attn_cross_entropy", "flash_attn_rms_norm", "flash_attn_fuse_qkv", "flash_attn_fuse_mlp"})
+  for (const char* k :
+       {"flash_attn_cross_entropy", "flash_attn_rms_norm", "flash_attn_fuse_qkv", "flash_attn_fuse_mlp"})
     f.not_modelled_if_true(k, "flash-attn's fused kernels besides attention");
   refuse_if_true(f, "s2_attention", "s2_attention was removed from axolotl (it refuses the key)");
 }
@@ -425,8 +486,9 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
   f.take_bool("sample_packing", "job.samples.packing", "packed", "padded");
   if (!ctx.draft.has("job.samples.packing"))
     ctx.draft.set(f.entry("job.samples.packing", "padded", "base_model", root, "sample_packing default off"));
-  for (const char* k : {"pad_to_sequence_len", "eval_sample_packing", "sample_packing_eff_est", "sample_packing_group_size",
-                        "sample_packing_bin_size", "multipack_real_batches", "excess_length_strategy"})
+  for (const char* k :
+       {"pad_to_sequence_len", "eval_sample_packing", "sample_packing_eff_est", "sample_packing_group_size",
+        "sample_packing_bin_size", "multipack_real_batches", "excess_length_strategy"})
     f.ignore(k, kData);
   // micro_batch_size (default 1), gradient_accumulation_steps (default 1) or batch_size: GA =
   // batch_size / micro_batch_size per GPU (normalize_config).
@@ -438,12 +500,15 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
                    : f.entry("job.micro_batch", "1", "base_model", root, "micro_batch_size default 1"));
   const Node* ga = f.take("gradient_accumulation_steps");
   const Node* bs = f.take("batch_size");
-  if (ga && bs) f.error(*bs, "batch_size", "give gradient_accumulation_steps or batch_size, not both (axolotl refuses it)");
+  if (ga && bs)
+    f.error(*bs, "batch_size", "give gradient_accumulation_steps or batch_size, not both (axolotl refuses it)");
   if (ga) {
-    if (const auto v = as_int(f, "gradient_accumulation_steps", *ga)) f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *ga);
+    if (const auto v = as_int(f, "gradient_accumulation_steps", *ga))
+      f.set("_gas", std::to_string(*v), "gradient_accumulation_steps", *ga);
   } else if (bs) {
     if (const auto v = as_int(f, "batch_size", *bs); v && micro > 0)
-      f.set("_gas", std::to_string(*v / micro), "batch_size", *bs, fmt::format("/ micro_batch_size {} (per GPU)", micro));
+      f.set("_gas", std::to_string(*v / micro), "batch_size", *bs,
+            fmt::format("/ micro_batch_size {} (per GPU)", micro));
   }
   if (const Node* m = f.take("max_steps"); m && !m->is_null())
     if (const auto v = as_int(f, "max_steps", *m); v && *v > 0) f.set("job.steps", std::to_string(*v), "max_steps", *m);
@@ -477,9 +542,10 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
     read_hf_optim(f, "optimizer", *o);
   else
     ctx.draft.set(f.entry("job.optimizer.name", "adamw", "base_model", root, "optimizer default adamw_torch_fused"));
-  for (const char* k : {"learning_rate", "lr_scheduler", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio",
-                        "weight_decay", "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "cosine_min_lr_ratio",
-                        "optim_args", "lr_quadratic_warmup", "loraplus_lr_ratio", "loraplus_lr_embedding", "neftune_noise_alpha"})
+  for (const char* k :
+       {"learning_rate", "lr_scheduler", "lr_scheduler_kwargs", "warmup_steps", "warmup_ratio", "weight_decay",
+        "max_grad_norm", "adam_beta1", "adam_beta2", "adam_epsilon", "cosine_min_lr_ratio", "optim_args",
+        "lr_quadratic_warmup", "loraplus_lr_ratio", "loraplus_lr_embedding", "neftune_noise_alpha"})
     f.ignore(k, kHyperparameter);
   // deepspeed (a JSON file, from the working directory: the repository root for its examples), fsdp.
   read_deepspeed_key(f, path);
@@ -494,27 +560,34 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
     const Node* v = fv ? fv : inner;
     const bool two = v && v->is_scalar() && v->text == "2";
     const Node& at = v ? *v : fsdp ? *fsdp : *fc;
-    ctx.draft.set(f.entry("job.framework", two ? "pytorch-fsdp2" : "pytorch-fsdp", v ? (fv ? "fsdp_version" : "fsdp_config.fsdp_version") : fsdp ? "fsdp" : "fsdp_config", at,
-                          v ? "" : "fsdp_version not given: axolotl pins FSDP1"));
+    ctx.draft.set(f.entry("job.framework", two ? "pytorch-fsdp2" : "pytorch-fsdp",
+                          v      ? (fv ? "fsdp_version" : "fsdp_config.fsdp_version")
+                          : fsdp ? "fsdp"
+                                 : "fsdp_config",
+                          at, v ? "" : "fsdp_version not given: axolotl pins FSDP1"));
     if (fsdp) read_fsdp_words(f, *fsdp, two);
     if (fc && fc->is_map()) read_fsdp_options(f, *fc, "fsdp_config");
   } else if (fv) {
     ctx.ignored.push_back({fv->where, "fsdp_version", "no fsdp or fsdp_config: FSDP is off"});
   }
   if (const Node* c = f.take("context_parallel_size"))
-    if (const auto v = as_int(f, "context_parallel_size", *c); v && *v > 1) f.set("plan.parallel.cp", std::to_string(*v), "context_parallel_size", *c);
+    if (const auto v = as_int(f, "context_parallel_size", *c); v && *v > 1)
+      f.set("plan.parallel.cp", std::to_string(*v), "context_parallel_size", *c);
   if (const Node* t = f.take("tensor_parallel_size"))
-    if (const auto v = as_int(f, "tensor_parallel_size", *t); v && *v > 1) f.set("plan.parallel.tp", std::to_string(*v), "tensor_parallel_size", *t);
+    if (const auto v = as_int(f, "tensor_parallel_size", *t); v && *v > 1)
+      f.set("plan.parallel.tp", std::to_string(*v), "tensor_parallel_size", *t);
   if (const Node* c = f.take("torch_compile")) {
     if (c->is_scalar() && c->text == "auto")
-      ctx.ignored.push_back({c->where, "torch_compile", "auto: on with torch >= 2.5.1, which ftplan cannot see; --set job.compile=true"});
+      ctx.ignored.push_back(
+          {c->where, "torch_compile", "auto: on with torch >= 2.5.1, which ftplan cannot see; --set job.compile=true"});
     else if (const auto b = as_bool(f, "torch_compile", *c))
       f.set("job.compile", *b ? "true" : "false", "torch_compile", *c);
   }
   f.ignore_matching("torch_compile_", "torch.compile options: ftplan models compile on or off");
   for (const char* k : {"unsloth_cross_entropy_loss", "unsloth_lora_mlp", "unsloth_lora_qkv", "unsloth_lora_o",
                         "unsloth_rms_norm", "unsloth_rope"})
-    refuse_if_true(f, k, "axolotl removed its unsloth_* switches (it refuses them); its fused LoRA kernels are lora_*_kernel");
+    refuse_if_true(
+        f, k, "axolotl removed its unsloth_* switches (it refuses them); its fused LoRA kernels are lora_*_kernel");
   // Under Ray (use_ray) ray_num_workers is the GPU count (schemas/integrations.py RayConfig).
   if (const Node* u = f.take("use_ray"); u && as_bool(f, "use_ray", *u).value_or(false)) {
     if (const Node* r = f.take("ray_num_workers"))
@@ -551,26 +624,83 @@ void read_axolotl(Context& ctx, const Node& root, const std::string& file, const
             "training only the parameters these patterns name (the rest frozen, no adapters) is not modelled: ftplan "
             "models full, LoRA and QLoRA fine-tuning");
   if (const Node* p = f.take("plugins"); p && p->is_seq() && !p->elems.empty())
-    f.not_modelled("plugins", *p, "axolotl plugins (Liger kernels, cut cross-entropy and others change kernels and memory)");
+    f.not_modelled("plugins", *p,
+                   "axolotl plugins (Liger kernels, cut cross-entropy and others change kernels and memory)");
   f.ignore_matching("liger_", "with the Liger plugin only");
   f.not_modelled_if_true("chunked_cross_entropy", "axolotl's chunked cross-entropy");
-  for (const char* k : {"datasets", "test_datasets", "val_set_size", "dataset_prepared_path", "chat_template",
-                        "chat_template_jinja", "default_system_message", "special_tokens", "tokens", "train_on_inputs",
-                        "group_by_length", "shuffle_merged_datasets", "dataset_processes", "dataset_exact_deduplication",
-                        "pretraining_dataset", "skip_prepare_dataset", "dataset_shard_num", "dataset_shard_idx",
-                        "add_bos_token", "remove_unused_columns"})
+  for (const char* k : {"datasets",
+                        "test_datasets",
+                        "val_set_size",
+                        "dataset_prepared_path",
+                        "chat_template",
+                        "chat_template_jinja",
+                        "default_system_message",
+                        "special_tokens",
+                        "tokens",
+                        "train_on_inputs",
+                        "group_by_length",
+                        "shuffle_merged_datasets",
+                        "dataset_processes",
+                        "dataset_exact_deduplication",
+                        "pretraining_dataset",
+                        "skip_prepare_dataset",
+                        "dataset_shard_num",
+                        "dataset_shard_idx",
+                        "add_bos_token",
+                        "remove_unused_columns"})
     f.ignore(k, kData);
-  for (const char* k : {"output_dir", "logging_steps", "saves_per_epoch", "save_steps", "save_strategy",
-                        "save_total_limit", "save_safetensors", "save_first_step", "save_only_model", "evals_per_epoch",
-                        "eval_steps", "eval_strategy", "eval_batch_size", "eval_table_size", "eval_max_new_tokens",
-                        "eval_causal_lm_metrics", "do_causal_lm_eval", "early_stopping_patience", "resume_from_checkpoint",
-                        "auto_resume_from_checkpoints", "local_rank", "debug", "seed", "strict", "xformers_attention_kwargs",
-                        "hf_use_auth_token", "push_dataset_to_hub", "gc_steps", "profiler_steps", "include_tokens_per_second",
-                        "use_tensorboard", "use_mlflow", "use_comet", "loss_watchdog_threshold", "loss_watchdog_patience",
-                        "ddp_timeout", "ddp_bucket_cap_mb", "ddp_broadcast_buffers", "ddp_find_unused_parameters",
-                        "world_size", "ddp", "special_tokens_file", "dataloader_num_workers", "dataloader_pin_memory",
-                        "dataloader_prefetch_factor", "warmup_steps_ratio", "max_memory", "gpu_memory_limit",
-                        "lora_on_cpu", "device_map", "low_cpu_mem_usage", "resize_token_embeddings_to_32x"})
+  for (const char* k : {"output_dir",
+                        "logging_steps",
+                        "saves_per_epoch",
+                        "save_steps",
+                        "save_strategy",
+                        "save_total_limit",
+                        "save_safetensors",
+                        "save_first_step",
+                        "save_only_model",
+                        "evals_per_epoch",
+                        "eval_steps",
+                        "eval_strategy",
+                        "eval_batch_size",
+                        "eval_table_size",
+                        "eval_max_new_tokens",
+                        "eval_causal_lm_metrics",
+                        "do_causal_lm_eval",
+                        "early_stopping_patience",
+                        "resume_from_checkpoint",
+                        "auto_resume_from_checkpoints",
+                        "local_rank",
+                        "debug",
+                        "seed",
+                        "strict",
+                        "xformers_attention_kwargs",
+                        "hf_use_auth_token",
+                        "push_dataset_to_hub",
+                        "gc_steps",
+                        "profiler_steps",
+                        "include_tokens_per_second",
+                        "use_tensorboard",
+                        "use_mlflow",
+                        "use_comet",
+                        "loss_watchdog_threshold",
+                        "loss_watchdog_patience",
+                        "ddp_timeout",
+                        "ddp_bucket_cap_mb",
+                        "ddp_broadcast_buffers",
+                        "ddp_find_unused_parameters",
+                        "world_size",
+                        "ddp",
+                        "special_tokens_file",
+                        "dataloader_num_workers",
+                        "dataloader_pin_memory",
+                        "dataloader_prefetch_factor",
+                        "warmup_steps_ratio",
+                        "max_memory",
+                        "gpu_memory_limit",
+                        "lora_on_cpu",
+                        "device_map",
+                        "low_cpu_mem_usage",
+                        "resize_token_embeddings_to_32x"})
     f.ignore(k, kLoop);
   f.ignore_matching("wandb_", "experiment tracking: no effect on the step ftplan models");
   f.ignore_matching("mlflow_", "experiment tracking: no effect on the step ftplan models");

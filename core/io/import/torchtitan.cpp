@@ -113,8 +113,9 @@ void read_parallel_keys(Fields& pf, const Node& section, Degrees& d, bool layout
       pf.set("_pp_microbatches", std::to_string(*v), "pipeline_parallel_microbatches", *m);
   // 2024: as many micro-batches as pipeline stages unless given (config_manager.py, default None
   // = the pipeline degree).
-  if (const Node* pp = section.find("pipeline_parallel_degree");
-      layout_2024 && pp && pp->is_scalar() && !pp->quoted && pp->text != "1" && !section.find("pipeline_parallel_microbatches"))
+  if (const Node* pp = section.find("pipeline_parallel_degree"); layout_2024 && pp && pp->is_scalar() && !pp->quoted &&
+                                                                 pp->text != "1" &&
+                                                                 !section.find("pipeline_parallel_microbatches"))
     pf.ctx().draft.set(pf.entry("_pp_microbatches", pp->text, "pipeline_parallel_degree", *pp,
                                 "pipeline_parallel_microbatches default: the pipeline degree (2024)"));
   pf.ignore("pipeline_parallel_schedule_csv", "not modelled yet: custom pipeline schedules");
@@ -163,7 +164,7 @@ void read_model(Context& ctx, const Node& section, const std::string& file, bool
 void read_training(Context& ctx, const Node& section, const std::string& file, bool float8, Degrees& d) {
   const Node* t = &section;  // the TOML table
   Fields tf(ctx, *t, file, "training", kFormat);
-  read_parallel_keys(tf, section, d, true);  // the 2024 layout
+  read_parallel_keys(tf, section, d, true);                 // the 2024 layout
   tf.take_bool("compile", "job.compile", "true", "false");  // [compile] enable since 2025
   tf.ignore("warmup_steps", "learning-rate schedule: no effect on memory or step time");
   tf.ignore("fp8_linear", "the 2024 float8 switch: give model.converters or --set job.precision=fp8-mixed");
@@ -314,8 +315,9 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   if (const Node* q = root.find("float8"); q && q->is_map() && !float8)
     if (const Node* e = q->find("enable_float8_linear"); e && e->is_scalar() && e->text == "true") {
       float8 = true;
-      ctx.draft.set({"job.precision", "fp8-mixed", fmt::format("{}: float8.enable_float8_linear true (Float8Linear)", file),
-                     e->where, "float8.enable_float8_linear", false});
+      ctx.draft.set({"job.precision", "fp8-mixed",
+                     fmt::format("{}: float8.enable_float8_linear true (Float8Linear)", file), e->where,
+                     "float8.enable_float8_linear", false});
     }
   Degrees degrees;
   if (const Node* t = f.take("training"); t && t->is_map()) read_training(ctx, *t, file, float8, degrees);
@@ -354,8 +356,7 @@ void read_torchtitan(Context& ctx, const Node& root, const std::string& file) {
   if (const Node* m = f.take("memory_estimation"); m && m->is_map())
     ctx.ignored.push_back(
         {m->where, "memory_estimation", "torchtitan's own memory estimate; ftplan's is `ftplan memory`"});
-  for (const char* k :
-       {"job", "profiling", "metrics", "checkpoint", "validation", "comm", "fault_tolerance", "debug"})
+  for (const char* k : {"job", "profiling", "metrics", "checkpoint", "validation", "comm", "fault_tolerance", "debug"})
     f.ignore(k, kIo);
   f.finish();
 }

@@ -77,7 +77,8 @@ void read_model(Fields& top, const Node& block) {
         method = quantize ? "qlora" : "lora";
         m.set("job.method", method, "quantize_base", *q, quantize ? "a quantized base" : "a bf16 base");
       } else {
-        if (q) m.error(*q, "quantize_base", "only the lora_ builders take quantize_base (a full fine-tune has no adapters)");
+        if (q)
+          m.error(*q, "quantize_base", "only the lora_ builders take quantize_base (a full fine-tune has no adapters)");
         m.set("job.method", method, "_component_", *c, method == "full" ? "no adapters" : method + "_ builder");
       }
       // torchtune's QLoRA quantizes the base to NF4 (torchao NF4Tensor: blocks of 64, the scales
