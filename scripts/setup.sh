@@ -10,8 +10,8 @@ packages=(
   libtomlplusplus-dev
   # calibrate/: io_uring for the storage benchmarks, and fio as the reference they are checked against.
   liburing-dev fio
-  # tests: scripts/long_functions.py --check (ctest long_functions).
-  python3
+  # tests: scripts/long_functions.py --check (ctest long_functions), scripts/check-format.sh (ctest format).
+  python3 clang-format-14
 )
 # The GUI (FTPLAN_BUILD_GUI) needs Qt 6 Widgets and Charts; installed on request: FTPLAN_WITH_GUI=1.
 if [[ "${FTPLAN_WITH_GUI:-0}" == 1 ]]; then
