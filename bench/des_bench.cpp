@@ -97,18 +97,10 @@ Workload make_workload(const std::string& name, Paths paths, std::size_t n_tasks
       // The queue's GPU (of 256): node = GPU / 8; the node's links start at node * 12.
       const std::uint32_t base = (q % 256) / 8 * 12, gpu = q % 8, uplink = base + 8 + gpu / 4;
       switch (pick(4)) {
-        case 0:
-          w.path[t] = {base + gpu};
-          break;  // device to device
-        case 1:
-          w.path[t] = {base + gpu, uplink};
-          break;  // to the peer switch
-        case 2:
-          w.path[t] = {base + gpu, uplink, base + 10};
-          break;  // to host DRAM
-        default:
-          w.path[t] = {base + gpu, uplink, base + 11};
-          break;  // to the NIC
+        case 0: w.path[t] = {base + gpu}; break;                      // device to device
+        case 1: w.path[t] = {base + gpu, uplink}; break;              // to the peer switch
+        case 2: w.path[t] = {base + gpu, uplink, base + 10}; break;   // to host DRAM
+        default: w.path[t] = {base + gpu, uplink, base + 11}; break;  // to the NIC
       }
     }
   }

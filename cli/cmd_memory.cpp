@@ -22,24 +22,15 @@ std::string gib(double bytes) { return bytes > 0 ? fmt::format("{:.2f}", bytes /
 
 const char* lifetime_name(inventory::Lifetime l) {
   switch (l) {
-    case inventory::Lifetime::persistent:
-      return "whole run";
-    case inventory::Lifetime::gradients:
-      return "backward to optimizer";
-    case inventory::Lifetime::forward_backward:
-      return "forward and backward";
-    case inventory::Lifetime::saved:
-      return "forward to backward of its layer";
-    case inventory::Lifetime::layer:
-      return "while a layer runs";
-    case inventory::Lifetime::backward_layer:
-      return "one layer's backward";
-    case inventory::Lifetime::loss:
-      return "loss forward to backward";
-    case inventory::Lifetime::loss_peak:
-      return "while the loss runs";
-    case inventory::Lifetime::optimizer:
-      return "optimizer step";
+    case inventory::Lifetime::persistent: return "whole run";
+    case inventory::Lifetime::gradients: return "backward to optimizer";
+    case inventory::Lifetime::forward_backward: return "forward and backward";
+    case inventory::Lifetime::saved: return "forward to backward of its layer";
+    case inventory::Lifetime::layer: return "while a layer runs";
+    case inventory::Lifetime::backward_layer: return "one layer's backward";
+    case inventory::Lifetime::loss: return "loss forward to backward";
+    case inventory::Lifetime::loss_peak: return "while the loss runs";
+    case inventory::Lifetime::optimizer: return "optimizer step";
   }
   return "?";
 }

@@ -604,12 +604,8 @@ void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
       std::memcpy(out, buf, n);
       break;
     }
-    case Tier::gpu:
-      to_host(out, part_ptr(part, c), n);
-      break;
-    case Tier::cpu:
-      std::memcpy(out, part_ptr(part, c), n);
-      break;
+    case Tier::gpu: to_host(out, part_ptr(part, c), n); break;
+    case Tier::cpu: std::memcpy(out, part_ptr(part, c), n); break;
   }
 }
 
@@ -739,15 +735,9 @@ void Runner::release(int t) {
     if (gi + 1 == grad_tensor_.size()) have_previous_ = true;
   }
   switch (ir_.tensors[static_cast<std::size_t>(t)].tier) {
-    case Tier::gpu:
-      device_.release(s.ptr);
-      break;
-    case Tier::cpu:
-      host_->release(s.ptr);
-      break;
-    case Tier::nvme:
-      nvme_->release(s.nvme);
-      break;
+    case Tier::gpu: device_.release(s.ptr); break;
+    case Tier::cpu: host_->release(s.ptr); break;
+    case Tier::nvme: nvme_->release(s.nvme); break;
   }
   s = Storage{};
 }
@@ -1024,14 +1014,9 @@ void Runner::leave_gradient(std::size_t i, int worker) {
 void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
   switch (op.kind) {
-    case OpKind::alloc:
-      allocate(op.tensor);
-      break;
-    case OpKind::free:
-      release(op.tensor);
-      break;
-    case OpKind::marker:
-      break;
+    case OpKind::alloc: allocate(op.tensor); break;
+    case OpKind::free: release(op.tensor); break;
+    case OpKind::marker: break;
     case OpKind::collective:
       if (op.group_size > 1)
         throw std::runtime_error(fmt::format("{}: a collective over {} ranks", op.name, op.group_size));
@@ -1059,15 +1044,9 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
       }
       device_.memory_bound(worker, op.bytes);
       break;
-    case OpKind::loss:
-      device_.memory_bound(worker, op.bytes);
-      break;
-    case OpKind::optimizer:
-      optimizer(i, chunk_of_op_.at(i));
-      break;
-    case OpKind::copy:
-      copy(i, worker, io);
-      break;
+    case OpKind::loss: device_.memory_bound(worker, op.bytes); break;
+    case OpKind::optimizer: optimizer(i, chunk_of_op_.at(i)); break;
+    case OpKind::copy: copy(i, worker, io); break;
   }
 }
 

@@ -134,12 +134,9 @@ using Layout = sim::Efficiency::Layout;
 // op's m x n x k as m, k over n), tn its dB[k x n] = A^T dC (k, n over m).
 GemmCall product_call(std::int64_t m, std::int64_t n, std::int64_t k, Layout layout) {
   switch (layout) {
-    case Layout::nt:
-      return GemmCall{m, k, n, true, false, 1, true};
-    case Layout::tn:
-      return GemmCall{k, n, m, true, true, 1, false};
-    case Layout::nn:
-      break;
+    case Layout::nt: return GemmCall{m, k, n, true, false, 1, true};
+    case Layout::tn: return GemmCall{k, n, m, true, true, 1, false};
+    case Layout::nn: break;
   }
   return GemmCall{m, n, k, false, false, 1, true};
 }

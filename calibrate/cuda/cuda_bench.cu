@@ -227,20 +227,11 @@ void fill(void* p, Dtype d, std::size_t n, unsigned seed, cudaStream_t s) {
   const dim3 grid(1024), block(256);
   switch (d) {
     case Dtype::fp32:
-    case Dtype::tf32:
-      fill_kernel<<<grid, block, 0, s>>>(static_cast<float*>(p), n, seed);
-      break;
-    case Dtype::bf16:
-      fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed);
-      break;
-    case Dtype::fp16:
-      fill_kernel<<<grid, block, 0, s>>>(static_cast<__half*>(p), n, seed);
-      break;
-    case Dtype::fp8:
-      fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, seed);
-      break;
-    default:
-      throw std::invalid_argument("no GEMM in this dtype");
+    case Dtype::tf32: fill_kernel<<<grid, block, 0, s>>>(static_cast<float*>(p), n, seed); break;
+    case Dtype::bf16: fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed); break;
+    case Dtype::fp16: fill_kernel<<<grid, block, 0, s>>>(static_cast<__half*>(p), n, seed); break;
+    case Dtype::fp8: fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, seed); break;
+    default: throw std::invalid_argument("no GEMM in this dtype");
   }
   FTPLAN_CUDA(cudaGetLastError());
 }
@@ -289,30 +280,21 @@ struct LtTypes {
 
 LtTypes lt_types(Dtype d) {
   switch (d) {
-    case Dtype::fp32:
-      return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
-    case Dtype::tf32:
-      return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
-    case Dtype::bf16:
-      return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
-    case Dtype::fp16:
-      return {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F};
-    case Dtype::fp8:
-      return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F};  // bf16 output, as Transformer Engine
-    default:
-      throw std::invalid_argument("no GEMM in this dtype");
+    case Dtype::fp32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case Dtype::tf32: return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+    case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case Dtype::fp16: return {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case Dtype::fp8: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F};  // bf16 output, as Transformer Engine
+    default: throw std::invalid_argument("no GEMM in this dtype");
   }
 }
 
 std::size_t element_bytes(cudaDataType_t t) {
   switch (t) {
-    case CUDA_R_32F:
-      return 4;
+    case CUDA_R_32F: return 4;
     case CUDA_R_16BF:
-    case CUDA_R_16F:
-      return 2;
-    default:
-      return 1;
+    case CUDA_R_16F: return 2;
+    default: return 1;
   }
 }
 
@@ -382,13 +364,10 @@ struct LtHandle {
 
 bool dtype_supported(Dtype d, int major, int minor) {
   switch (d) {
-    case Dtype::fp8:
-      return major * 10 + minor >= 89;  // Ada (8.9) and Hopper (9.0) onwards
+    case Dtype::fp8: return major * 10 + minor >= 89;  // Ada (8.9) and Hopper (9.0) onwards
     case Dtype::bf16:
-    case Dtype::tf32:
-      return major >= 8;  // Ampere onwards
-    default:
-      return true;
+    case Dtype::tf32: return major >= 8;  // Ampere onwards
+    default: return true;
   }
 }
 

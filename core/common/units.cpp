@@ -74,30 +74,18 @@ const std::vector<Unit>& units_of(Quantity kind) {
   static const std::vector<Unit> count = {{"", 1},    {"K", 1e3}, {"k", 1e3}, {"M", 1e6},
                                           {"B", 1e9}, {"G", 1e9}, {"T", 1e12}};
   switch (kind) {
-    case Quantity::bytes:
-      return bytes;
-    case Quantity::bandwidth:
-      return bandwidth;
-    case Quantity::power:
-      return power;
-    case Quantity::flops:
-      return flops;
-    case Quantity::money:
-      return money;
-    case Quantity::money_per_hour:
-      return money_per_hour;
-    case Quantity::duration:
-      return duration;
-    case Quantity::frequency:
-      return frequency;
-    case Quantity::transfer_rate:
-      return transfer_rate;
-    case Quantity::energy:
-      return energy;
-    case Quantity::money_per_energy:
-      return money_per_energy;
-    case Quantity::count:
-      return count;
+    case Quantity::bytes: return bytes;
+    case Quantity::bandwidth: return bandwidth;
+    case Quantity::power: return power;
+    case Quantity::flops: return flops;
+    case Quantity::money: return money;
+    case Quantity::money_per_hour: return money_per_hour;
+    case Quantity::duration: return duration;
+    case Quantity::frequency: return frequency;
+    case Quantity::transfer_rate: return transfer_rate;
+    case Quantity::energy: return energy;
+    case Quantity::money_per_energy: return money_per_energy;
+    case Quantity::count: return count;
   }
   return count;
 }
@@ -137,30 +125,18 @@ std::string unit_hint(const std::string& unit, Quantity kind) {
 
 std::string_view describe(Quantity kind) {
   switch (kind) {
-    case Quantity::bytes:
-      return "a size like '80 GiB' or '141 GB'";
-    case Quantity::bandwidth:
-      return "a bandwidth like '3.35 TB/s' or '400 Gb/s'";
-    case Quantity::power:
-      return "a power like '700 W' or '10.2 kW'";
-    case Quantity::flops:
-      return "a compute rate like '989.4 TFLOPS'";
-    case Quantity::money:
-      return "an amount like '$25,000'";
-    case Quantity::money_per_hour:
-      return "an hourly rate like '$2.99/h'";
-    case Quantity::duration:
-      return "a duration like '1.3 us', '30 min' or '4 years'";
-    case Quantity::frequency:
-      return "a frequency like '2.0 GHz'";
-    case Quantity::transfer_rate:
-      return "a transfer rate like '4800 MT/s'";
-    case Quantity::energy:
-      return "an energy like '3.27 kWh'";
-    case Quantity::money_per_energy:
-      return "a price like '$0.12/kWh'";
-    case Quantity::count:
-      return "a number like '1000000', '1e9' or '2B'";
+    case Quantity::bytes: return "a size like '80 GiB' or '141 GB'";
+    case Quantity::bandwidth: return "a bandwidth like '3.35 TB/s' or '400 Gb/s'";
+    case Quantity::power: return "a power like '700 W' or '10.2 kW'";
+    case Quantity::flops: return "a compute rate like '989.4 TFLOPS'";
+    case Quantity::money: return "an amount like '$25,000'";
+    case Quantity::money_per_hour: return "an hourly rate like '$2.99/h'";
+    case Quantity::duration: return "a duration like '1.3 us', '30 min' or '4 years'";
+    case Quantity::frequency: return "a frequency like '2.0 GHz'";
+    case Quantity::transfer_rate: return "a transfer rate like '4800 MT/s'";
+    case Quantity::energy: return "an energy like '3.27 kWh'";
+    case Quantity::money_per_energy: return "a price like '$0.12/kWh'";
+    case Quantity::count: return "a number like '1000000', '1e9' or '2B'";
   }
   return "a quantity";
 }

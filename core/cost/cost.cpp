@@ -30,21 +30,15 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // (gpu_power_from_profile).
 double gpu_share(Activity a) {
   switch (a) {
-    case Activity::gemm:
-      return 0.95;
-    case Activity::attention:
-      return 0.85;
-    case Activity::memory_bound:
-      return 0.65;
-    case Activity::communication:
-      return 0.40;
-    case Activity::copy:
-      return 0.30;
+    case Activity::gemm: return 0.95;
+    case Activity::attention: return 0.85;
+    case Activity::memory_bound: return 0.65;
+    case Activity::communication: return 0.40;
+    case Activity::copy: return 0.30;
     case Activity::cpu_compute:
     case Activity::nvme_read:
     case Activity::nvme_write:
-    case Activity::idle:
-      return 0.12;
+    case Activity::idle: return 0.12;
   }
   return 0.12;
 }
@@ -303,21 +297,15 @@ namespace {
 // attached, waiting) while the CPU or the drives work.
 std::string kernel_class(Activity a, hardware::Dtype dtype) {
   switch (a) {
-    case Activity::gemm:
-      return std::string("gemm_") + hardware::to_string(dtype);
-    case Activity::attention:
-      return "attention";
-    case Activity::memory_bound:
-      return "hbm_copy";
-    case Activity::communication:
-      return "nccl";
-    case Activity::copy:
-      return "h2d_copy";
+    case Activity::gemm: return std::string("gemm_") + hardware::to_string(dtype);
+    case Activity::attention: return "attention";
+    case Activity::memory_bound: return "hbm_copy";
+    case Activity::communication: return "nccl";
+    case Activity::copy: return "h2d_copy";
     case Activity::cpu_compute:
     case Activity::nvme_read:
     case Activity::nvme_write:
-    case Activity::idle:
-      return "idle";
+    case Activity::idle: return "idle";
   }
   return "";
 }

@@ -332,14 +332,9 @@ void Engine::Impl::Simulation::schedule(std::uint32_t t, Time at, std::uint32_t 
 
 void Engine::Impl::Simulation::task_done(std::uint32_t t) {
   switch (static_cast<TaskKind>(hot_[t].kind)) {
-    case TaskKind::alloc:
-      change_pool(m_.tasks[t].resource, m_.tasks[t].bytes, t);
-      break;
-    case TaskKind::free:
-      change_pool(m_.tasks[t].resource, -m_.tasks[t].bytes, t);
-      break;
-    default:
-      break;
+    case TaskKind::alloc: change_pool(m_.tasks[t].resource, m_.tasks[t].bytes, t); break;
+    case TaskKind::free: change_pool(m_.tasks[t].resource, -m_.tasks[t].bytes, t); break;
+    default: break;
   }
   finish(t);
 }

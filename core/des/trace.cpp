@@ -25,16 +25,11 @@ constexpr int kUnqueuedPid = 4;
 
 const char* kind_name(TaskKind k) {
   switch (k) {
-    case TaskKind::compute:
-      return "compute";
-    case TaskKind::transfer:
-      return "transfer";
-    case TaskKind::alloc:
-      return "alloc";
-    case TaskKind::free:
-      return "free";
-    case TaskKind::marker:
-      return "marker";
+    case TaskKind::compute: return "compute";
+    case TaskKind::transfer: return "transfer";
+    case TaskKind::alloc: return "alloc";
+    case TaskKind::free: return "free";
+    case TaskKind::marker: return "marker";
   }
   return "task";
 }

@@ -26,14 +26,10 @@ double TierBytes::total() const {
 
 const char* to_string(Phase p) {
   switch (p) {
-    case Phase::forward:
-      return "end of forward (loss)";
-    case Phase::backward:
-      return "start of backward";
-    case Phase::backward_end:
-      return "end of backward";
-    case Phase::optimizer:
-      return "optimizer step";
+    case Phase::forward: return "end of forward (loss)";
+    case Phase::backward: return "start of backward";
+    case Phase::backward_end: return "end of backward";
+    case Phase::optimizer: return "optimizer step";
   }
   return "?";
 }
@@ -68,27 +64,21 @@ void judge(Footprint& f, const plan::Plan& plan) {
 // backward, so no gradient of the step is alive at the end of the forwards.
 double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int layers, bool forwards_first) {
   switch (g.lifetime) {
-    case Lifetime::persistent:
-      return g.total();
+    case Lifetime::persistent: return g.total();
     case Lifetime::gradients:
       if (forwards_first && phase == Phase::forward) return 0;
       if (accumulation > 1 || phase == Phase::backward_end || phase == Phase::optimizer) return g.total();
       return phase == Phase::backward ? g.total() / std::max(1, layers) : 0;
-    case Lifetime::forward_backward:
-      return phase == Phase::optimizer ? 0 : g.total();
+    case Lifetime::forward_backward: return phase == Phase::optimizer ? 0 : g.total();
     case Lifetime::saved:
       if (phase == Phase::forward || phase == Phase::backward) return g.total();
       // The last layer's backward still holds that layer's saved tensors.
       return phase == Phase::backward_end && g.per_layer ? g.bytes : 0;
-    case Lifetime::layer:
-      return phase == Phase::optimizer ? 0 : g.total();
-    case Lifetime::backward_layer:
-      return phase == Phase::backward || phase == Phase::backward_end ? g.total() : 0;
+    case Lifetime::layer: return phase == Phase::optimizer ? 0 : g.total();
+    case Lifetime::backward_layer: return phase == Phase::backward || phase == Phase::backward_end ? g.total() : 0;
     case Lifetime::loss:
-    case Lifetime::loss_peak:
-      return phase == Phase::forward ? g.total() : 0;
-    case Lifetime::optimizer:
-      return phase == Phase::optimizer ? g.total() : 0;
+    case Lifetime::loss_peak: return phase == Phase::forward ? g.total() : 0;
+    case Lifetime::optimizer: return phase == Phase::optimizer ? g.total() : 0;
   }
   return 0;
 }

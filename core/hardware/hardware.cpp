@@ -6,41 +6,28 @@ namespace ftplan::hardware {
 
 const char* to_string(Dtype d) {
   switch (d) {
-    case Dtype::fp64:
-      return "fp64";
-    case Dtype::fp32:
-      return "fp32";
-    case Dtype::tf32:
-      return "tf32";
-    case Dtype::bf16:
-      return "bf16";
-    case Dtype::fp16:
-      return "fp16";
-    case Dtype::fp8:
-      return "fp8";
-    case Dtype::int8:
-      return "int8";
-    case Dtype::int4:
-      return "int4";
+    case Dtype::fp64: return "fp64";
+    case Dtype::fp32: return "fp32";
+    case Dtype::tf32: return "tf32";
+    case Dtype::bf16: return "bf16";
+    case Dtype::fp16: return "fp16";
+    case Dtype::fp8: return "fp8";
+    case Dtype::int8: return "int8";
+    case Dtype::int4: return "int4";
   }
   return "?";
 }
 
 double bytes_per_element(Dtype d) {
   switch (d) {
-    case Dtype::fp64:
-      return 8;
+    case Dtype::fp64: return 8;
     case Dtype::fp32:
-    case Dtype::tf32:
-      return 4;
+    case Dtype::tf32: return 4;
     case Dtype::bf16:
-    case Dtype::fp16:
-      return 2;
+    case Dtype::fp16: return 2;
     case Dtype::fp8:
-    case Dtype::int8:
-      return 1;
-    case Dtype::int4:
-      return 0.5;
+    case Dtype::int8: return 1;
+    case Dtype::int4: return 0.5;
   }
   return 0;
 }
@@ -58,20 +45,11 @@ double PcieLink::bandwidth_Bps() const {
       gts = 5.0;
       efficiency = 0.8;
       break;
-    case 3:
-      gts = 8.0;
-      break;
-    case 4:
-      gts = 16.0;
-      break;
-    case 5:
-      gts = 32.0;
-      break;
-    case 6:
-      gts = 64.0;
-      break;
-    default:
-      return 0;
+    case 3: gts = 8.0; break;
+    case 4: gts = 16.0; break;
+    case 5: gts = 32.0; break;
+    case 6: gts = 64.0; break;
+    default: return 0;
   }
   return gts * 1e9 * efficiency / 8.0 * lanes;
 }

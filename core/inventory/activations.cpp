@@ -152,10 +152,8 @@ int micro_batches_in_flight(const Build& b) {
   const int pp = b.pp;
   const auto mb = static_cast<int>(std::min<std::int64_t>(b.inv.grad_accumulation, kMicroBatchCap));
   switch (b.par.schedule) {
-    case plan::PipelineSchedule::gpipe:
-      return mb;  // all forwards before any backward
-    case plan::PipelineSchedule::one_f_one_b:
-      return std::min(mb, pp - b.stage);  // Narayanan et al. 2021
+    case plan::PipelineSchedule::gpipe: return mb;                                // all forwards before any backward
+    case plan::PipelineSchedule::one_f_one_b: return std::min(mb, pp - b.stage);  // Narayanan et al. 2021
     case plan::PipelineSchedule::interleaved:
       // Megatron interleaved 1F1B: the first stage holds pp micro-batches x (1 + (pp-1)/(pp v)) layers' worth.
       return std::min(mb, static_cast<int>(std::ceil((pp - b.stage) *

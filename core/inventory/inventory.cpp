@@ -14,51 +14,35 @@ using plan::Plan;
 
 const char* to_string(Category c) {
   switch (c) {
-    case Category::weights:
-      return "weights";
-    case Category::gradients:
-      return "gradients";
-    case Category::optimizer:
-      return "optimizer";
-    case Category::activations:
-      return "activations";
-    case Category::temporaries:
-      return "temporaries";
-    case Category::buffers:
-      return "buffers";
-    case Category::overhead:
-      return "overhead";
+    case Category::weights: return "weights";
+    case Category::gradients: return "gradients";
+    case Category::optimizer: return "optimizer";
+    case Category::activations: return "activations";
+    case Category::temporaries: return "temporaries";
+    case Category::buffers: return "buffers";
+    case Category::overhead: return "overhead";
   }
   return "?";
 }
 
 const char* to_string(Element e) {
   switch (e) {
-    case Element::packed:
-      return "bytes";
-    case Element::fp32:
-      return "fp32";
-    case Element::bf16:
-      return "bf16";
-    case Element::fp16:
-      return "fp16";
-    case Element::fp8:
-      return "fp8";
+    case Element::packed: return "bytes";
+    case Element::fp32: return "fp32";
+    case Element::bf16: return "bf16";
+    case Element::fp16: return "fp16";
+    case Element::fp8: return "fp8";
   }
   return "?";
 }
 
 double element_bytes(Element e) {
   switch (e) {
-    case Element::packed:
-      return 1;
-    case Element::fp32:
-      return 4;
+    case Element::packed: return 1;
+    case Element::fp32: return 4;
     case Element::bf16:
-    case Element::fp16:
-      return 2;
-    case Element::fp8:
-      return 1;
+    case Element::fp16: return 2;
+    case Element::fp8: return 1;
   }
   return 1;
 }

@@ -39,15 +39,11 @@ constexpr double kParamSwapBufferElements = 1e8;
 double optimizer_state_bytes(const Build& b, double state_B) {
   switch (b.job.optimizer.kind) {
     case plan::OptimizerKind::adamw:
-    case plan::OptimizerKind::adam:
-      return 2 * state_B;  // m and v (Kingma & Ba 2015)
-    case plan::OptimizerKind::adamw_8bit:
-      return 2 * (1.0 + 4.0 / kAdam8bitBlock);  // m and v + absmax per block
-    case plan::OptimizerKind::sgd:
-      return 0;
+    case plan::OptimizerKind::adam: return 2 * state_B;                             // m and v (Kingma & Ba 2015)
+    case plan::OptimizerKind::adamw_8bit: return 2 * (1.0 + 4.0 / kAdam8bitBlock);  // m and v + absmax per block
+    case plan::OptimizerKind::sgd: return 0;
     case plan::OptimizerKind::sgd_momentum:
-    case plan::OptimizerKind::lion:
-      return state_B;  // one momentum buffer (Chen et al. 2023 for Lion)
+    case plan::OptimizerKind::lion: return state_B;  // one momentum buffer (Chen et al. 2023 for Lion)
     case plan::OptimizerKind::adafactor: {
       // Factored second moment: a row and a column vector per matrix instead of the matrix
       // (Shazeer & Stern 2018); for a d x 4d-ish transformer matrix ~ (d + 4d) / (4 d^2) per element.
@@ -244,13 +240,9 @@ void add_sharding_buffers(Build& b) {
         b.add("DDP gradient buckets", Category::buffers, Tier::gpu, rp.trainable * rec.grad_B, 1, Lifetime::persistent,
               b.elem(rec.grad_B));
       break;
-    case Sharding::deepspeed:
-      add_deepspeed_buffers(b);
-      break;
+    case Sharding::deepspeed: add_deepspeed_buffers(b); break;
     case Sharding::fsdp1:
-    case Sharding::fsdp2:
-      add_fsdp_buffers(b);
-      break;
+    case Sharding::fsdp2: add_fsdp_buffers(b); break;
     case Sharding::yafsdp:
       // YaFSDP preallocates two parameter and two gradient buffers of one layer, reused by every layer
       // (yandex/YaFSDP README, "buffers").

@@ -111,17 +111,12 @@ class Editor {
   // The child `key` of `parent` (a mapping) or item `key` (a sequence); nullopt when absent.
   std::optional<Node> child(const Node& parent, const std::string& key, std::string_view path) const {
     switch (parent.kind) {
-      case Node::block_map:
-        return block_map_child(parent, key, path);
-      case Node::block_seq:
-        return block_seq_item(parent, index(parent, key, path), path);
+      case Node::block_map: return block_map_child(parent, key, path);
+      case Node::block_seq: return block_seq_item(parent, index(parent, key, path), path);
       case Node::flow_map:
-      case Node::flow_seq:
-        return flow_child(parent, key, path);
-      case Node::scalar:
-        fail(parent.a, path, "is a scalar, not a mapping or a sequence");
-      case Node::empty:
-        return std::nullopt;
+      case Node::flow_seq: return flow_child(parent, key, path);
+      case Node::scalar: fail(parent.a, path, "is a scalar, not a mapping or a sequence");
+      case Node::empty: return std::nullopt;
     }
     return std::nullopt;
   }
@@ -526,8 +521,7 @@ std::string yaml_set(std::string_view text, std::string_view path, std::string_v
     case Node::flow_seq:
       ed.fail(parent.kind == Node::block_seq ? lines.begin(parent.first) : parent.a, path,
               fmt::format("the sequence has no item {}", keys[depth]));
-    case Node::scalar:
-      break;
+    case Node::scalar: break;
   }
   ed.fail(parent.a, path, "is a scalar, not a mapping");
 }

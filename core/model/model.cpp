@@ -24,12 +24,9 @@ std::int64_t attention_weights(const ModelSpec& m) {
 std::int64_t attention_biases(const ModelSpec& m) {
   const std::int64_t q = query_width(m), kv = kv_width(m);
   switch (m.bias) {
-    case BiasKind::none:
-      return 0;
-    case BiasKind::qkv:
-      return q + 2 * kv;
-    case BiasKind::all:
-      return q + 2 * kv + m.hidden;
+    case BiasKind::none: return 0;
+    case BiasKind::qkv: return q + 2 * kv;
+    case BiasKind::all: return q + 2 * kv + m.hidden;
   }
   return 0;
 }
@@ -63,20 +60,13 @@ std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len
 
 const char* to_string(Linear l) {
   switch (l) {
-    case Linear::q:
-      return "q";
-    case Linear::k:
-      return "k";
-    case Linear::v:
-      return "v";
-    case Linear::o:
-      return "o";
-    case Linear::gate:
-      return "gate";
-    case Linear::up:
-      return "up";
-    case Linear::down:
-      return "down";
+    case Linear::q: return "q";
+    case Linear::k: return "k";
+    case Linear::v: return "v";
+    case Linear::o: return "o";
+    case Linear::gate: return "gate";
+    case Linear::up: return "up";
+    case Linear::down: return "down";
   }
   return "?";
 }
@@ -89,18 +79,13 @@ std::optional<Linear> linear_from_string(std::string_view name) {
 
 LinearDims linear_dims(const LayerShape& s, Linear l) {
   switch (l) {
-    case Linear::q:
-      return {s.h, s.q};
+    case Linear::q: return {s.h, s.q};
     case Linear::k:
-    case Linear::v:
-      return {s.h, s.kv};
-    case Linear::o:
-      return {s.q, s.h};
+    case Linear::v: return {s.h, s.kv};
+    case Linear::o: return {s.q, s.h};
     case Linear::gate:
-    case Linear::up:
-      return {s.h, s.f};
-    case Linear::down:
-      return {s.f, s.h};
+    case Linear::up: return {s.h, s.f};
+    case Linear::down: return {s.f, s.h};
   }
   return {};
 }
@@ -122,62 +107,44 @@ LayerShape layer_shape(const ModelSpec& m, int layer) {
 
 const char* to_string(Architecture a) {
   switch (a) {
-    case Architecture::decoder:
-      return "decoder";
-    case Architecture::encoder:
-      return "encoder";
-    case Architecture::encoder_decoder:
-      return "encoder-decoder";
+    case Architecture::decoder: return "decoder";
+    case Architecture::encoder: return "encoder";
+    case Architecture::encoder_decoder: return "encoder-decoder";
   }
   return "?";
 }
 const char* to_string(FfnKind k) {
   switch (k) {
-    case FfnKind::swiglu:
-      return "swiglu";
-    case FfnKind::geglu:
-      return "geglu";
-    case FfnKind::gelu:
-      return "gelu";
-    case FfnKind::relu:
-      return "relu";
+    case FfnKind::swiglu: return "swiglu";
+    case FfnKind::geglu: return "geglu";
+    case FfnKind::gelu: return "gelu";
+    case FfnKind::relu: return "relu";
   }
   return "?";
 }
 const char* to_string(NormKind k) {
   switch (k) {
-    case NormKind::rmsnorm:
-      return "rmsnorm";
-    case NormKind::layernorm:
-      return "layernorm";
-    case NormKind::layernorm_nobias:
-      return "layernorm-nobias";
+    case NormKind::rmsnorm: return "rmsnorm";
+    case NormKind::layernorm: return "layernorm";
+    case NormKind::layernorm_nobias: return "layernorm-nobias";
   }
   return "?";
 }
 const char* to_string(BiasKind k) {
   switch (k) {
-    case BiasKind::none:
-      return "none";
-    case BiasKind::all:
-      return "all";
-    case BiasKind::qkv:
-      return "qkv";
+    case BiasKind::none: return "none";
+    case BiasKind::all: return "all";
+    case BiasKind::qkv: return "qkv";
   }
   return "?";
 }
 const char* to_string(Positional p) {
   switch (p) {
-    case Positional::rope:
-      return "rope";
-    case Positional::learned:
-      return "learned";
-    case Positional::alibi:
-      return "alibi";
-    case Positional::relative:
-      return "relative";
-    case Positional::none:
-      return "none";
+    case Positional::rope: return "rope";
+    case Positional::learned: return "learned";
+    case Positional::alibi: return "alibi";
+    case Positional::relative: return "relative";
+    case Positional::none: return "none";
   }
   return "?";
 }

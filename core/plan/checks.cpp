@@ -12,96 +12,66 @@ namespace ftplan::plan {
 
 const char* to_string(Method m) {
   switch (m) {
-    case Method::full:
-      return "full";
-    case Method::lora:
-      return "lora";
-    case Method::qlora:
-      return "qlora";
+    case Method::full: return "full";
+    case Method::lora: return "lora";
+    case Method::qlora: return "qlora";
   }
   return "?";
 }
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::bf16_mixed:
-      return "bf16-mixed";
-    case Precision::fp16_mixed:
-      return "fp16-mixed";
-    case Precision::bf16:
-      return "bf16";
-    case Precision::fp8_mixed:
-      return "fp8-mixed";
+    case Precision::fp32: return "fp32";
+    case Precision::bf16_mixed: return "bf16-mixed";
+    case Precision::fp16_mixed: return "fp16-mixed";
+    case Precision::bf16: return "bf16";
+    case Precision::fp8_mixed: return "fp8-mixed";
   }
   return "?";
 }
 const char* to_string(OptimizerKind o) {
   switch (o) {
-    case OptimizerKind::adamw:
-      return "adamw";
-    case OptimizerKind::adam:
-      return "adam";
-    case OptimizerKind::adamw_8bit:
-      return "adamw-8bit";
-    case OptimizerKind::sgd:
-      return "sgd";
-    case OptimizerKind::sgd_momentum:
-      return "sgd-momentum";
-    case OptimizerKind::adafactor:
-      return "adafactor";
-    case OptimizerKind::lion:
-      return "lion";
+    case OptimizerKind::adamw: return "adamw";
+    case OptimizerKind::adam: return "adam";
+    case OptimizerKind::adamw_8bit: return "adamw-8bit";
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::sgd_momentum: return "sgd-momentum";
+    case OptimizerKind::adafactor: return "adafactor";
+    case OptimizerKind::lion: return "lion";
   }
   return "?";
 }
 const char* to_string(OptimizerImpl o) {
   switch (o) {
-    case OptimizerImpl::framework_default:
-      return "framework default";
-    case OptimizerImpl::foreach:
-      return "foreach";
-    case OptimizerImpl::fused:
-      return "fused";
-    case OptimizerImpl::per_parameter:
-      return "per-parameter";
+    case OptimizerImpl::framework_default: return "framework default";
+    case OptimizerImpl::foreach: return "foreach";
+    case OptimizerImpl::fused: return "fused";
+    case OptimizerImpl::per_parameter: return "per-parameter";
   }
   return "?";
 }
 const char* to_string(Checkpointing c) {
   switch (c) {
-    case Checkpointing::none:
-      return "none";
-    case Checkpointing::selective:
-      return "selective";
-    case Checkpointing::full:
-      return "full";
+    case Checkpointing::none: return "none";
+    case Checkpointing::selective: return "selective";
+    case Checkpointing::full: return "full";
   }
   return "?";
 }
 const char* to_string(AttentionImpl a) {
   switch (a) {
-    case AttentionImpl::flash:
-      return "flash";
-    case AttentionImpl::sdpa:
-      return "sdpa";
-    case AttentionImpl::eager:
-      return "eager";
-    case AttentionImpl::flash_v1:
-      return "flash-v1";
+    case AttentionImpl::flash: return "flash";
+    case AttentionImpl::sdpa: return "sdpa";
+    case AttentionImpl::eager: return "eager";
+    case AttentionImpl::flash_v1: return "flash-v1";
   }
   return "?";
 }
 const char* to_string(QuantKind q) {
   switch (q) {
-    case QuantKind::nf4:
-      return "nf4";
-    case QuantKind::fp4:
-      return "fp4";
-    case QuantKind::int8:
-      return "int8";
-    case QuantKind::int4:
-      return "int4";
+    case QuantKind::nf4: return "nf4";
+    case QuantKind::fp4: return "fp4";
+    case QuantKind::int8: return "int8";
+    case QuantKind::int4: return "int4";
   }
   return "?";
 }
@@ -114,53 +84,37 @@ std::string file_tag(const std::string& plan_name) {
 
 const char* to_string(Tier t) {
   switch (t) {
-    case Tier::gpu:
-      return "gpu";
-    case Tier::cpu:
-      return "cpu";
-    case Tier::nvme:
-      return "nvme";
+    case Tier::gpu: return "gpu";
+    case Tier::cpu: return "cpu";
+    case Tier::nvme: return "nvme";
   }
   return "?";
 }
 const char* to_string(FsdpSharding s) {
   switch (s) {
-    case FsdpSharding::full_shard:
-      return "full_shard";
-    case FsdpSharding::shard_grad_op:
-      return "shard_grad_op";
-    case FsdpSharding::hybrid_shard:
-      return "hybrid_shard";
-    case FsdpSharding::no_shard:
-      return "no_shard";
+    case FsdpSharding::full_shard: return "full_shard";
+    case FsdpSharding::shard_grad_op: return "shard_grad_op";
+    case FsdpSharding::hybrid_shard: return "hybrid_shard";
+    case FsdpSharding::no_shard: return "no_shard";
   }
   return "?";
 }
 const char* to_string(PipelineSchedule s) {
   switch (s) {
-    case PipelineSchedule::one_f_one_b:
-      return "1f1b";
-    case PipelineSchedule::gpipe:
-      return "gpipe";
-    case PipelineSchedule::interleaved:
-      return "interleaved";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::interleaved: return "interleaved";
   }
   return "?";
 }
 const char* to_string(OffloadPreset p) {
   switch (p) {
-    case OffloadPreset::none:
-      return "none";
-    case OffloadPreset::zero_offload:
-      return "zero-offload";
-    case OffloadPreset::zero_infinity:
-      return "zero-infinity";
-    case OffloadPreset::aidaptiv:
-      return "aidaptiv";
-    case OffloadPreset::activation_cpu:
-      return "activation-cpu";
-    case OffloadPreset::activation_nvme:
-      return "activation-nvme";
+    case OffloadPreset::none: return "none";
+    case OffloadPreset::zero_offload: return "zero-offload";
+    case OffloadPreset::zero_infinity: return "zero-infinity";
+    case OffloadPreset::aidaptiv: return "aidaptiv";
+    case OffloadPreset::activation_cpu: return "activation-cpu";
+    case OffloadPreset::activation_nvme: return "activation-nvme";
   }
   return "?";
 }
@@ -168,8 +122,7 @@ const char* to_string(OffloadPreset p) {
 // Where each preset puts the training state (sources and data movement: docs/tiered-memory.md).
 void apply_preset(Offload& o) {
   switch (o.preset) {
-    case OffloadPreset::none:
-      break;
+    case OffloadPreset::none: break;
     case OffloadPreset::zero_offload:  // Ren et al. 2021: fp32 optimizer state and gradients on the host, CPU Adam
       o.optimizer = Tier::cpu;
       o.gradients = Tier::cpu;
@@ -188,12 +141,8 @@ void apply_preset(Offload& o) {
       o.activations = Tier::cpu;
       o.optimizer_step = Tier::cpu;
       break;
-    case OffloadPreset::activation_cpu:
-      o.activations = Tier::cpu;
-      break;
-    case OffloadPreset::activation_nvme:
-      o.activations = Tier::nvme;
-      break;
+    case OffloadPreset::activation_cpu: o.activations = Tier::cpu; break;
+    case OffloadPreset::activation_nvme: o.activations = Tier::nvme; break;
   }
 }
 
@@ -213,14 +162,10 @@ bool splits_global_batch(const Plan& plan, int micro_batch) {
 
 hardware::Dtype compute_dtype(Precision precision) {
   switch (precision) {
-    case Precision::fp32:
-      return hardware::Dtype::fp32;
-    case Precision::fp16_mixed:
-      return hardware::Dtype::fp16;
-    case Precision::fp8_mixed:
-      return hardware::Dtype::fp8;
-    default:
-      return hardware::Dtype::bf16;
+    case Precision::fp32: return hardware::Dtype::fp32;
+    case Precision::fp16_mixed: return hardware::Dtype::fp16;
+    case Precision::fp8_mixed: return hardware::Dtype::fp8;
+    default: return hardware::Dtype::bf16;
   }
 }
 
@@ -241,10 +186,8 @@ double expected_sample_tokens(const Job& job) {
   const auto phi = [](double x) { return std::exp(-0.5 * x * x) / std::sqrt(2.0 * std::numbers::pi); };
   const auto Phi = [](double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); };
   switch (s.distribution) {
-    case LengthDistribution::fixed:
-      return std::clamp(mean, lo, hi);
-    case LengthDistribution::uniform:
-      return 0.5 * (lo + hi);  // lengths uniform on [min, max]
+    case LengthDistribution::fixed: return std::clamp(mean, lo, hi);
+    case LengthDistribution::uniform: return 0.5 * (lo + hi);  // lengths uniform on [min, max]
     case LengthDistribution::normal: {
       if (s.std_tokens <= 0) return std::clamp(mean, lo, hi);
       // A normal truncated to [min, max]: mu + sigma (phi(a) - phi(b)) / (Phi(b) - Phi(a)),

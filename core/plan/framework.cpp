@@ -164,9 +164,7 @@ FrameworkProfile framework_profile(const Job& job) {
 PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile) {
   PrecisionRecipe r;
   switch (job.precision) {
-    case Precision::fp32:
-      r = {4, 4, 0, 4, 4, false, 4};
-      break;
+    case Precision::fp32: r = {4, 4, 0, 4, 4, false, 4}; break;
     case Precision::bf16:
       // Pure bf16 (torchtune dtype=bf16): weights, gradients and optimizer state all 16-bit.
       r = {2, 2, 0, 2, 2, false, 2};
@@ -214,9 +212,7 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
   // - an FSDP reduce_dtype, when the job gives one, wins.
   r.reduce_B = r.compute_B;
   switch (profile.sharding) {
-    case Sharding::none:
-      r.reduce_B = r.grad_B;
-      break;
+    case Sharding::none: r.reduce_B = r.grad_B; break;
     case Sharding::megatron:
       if (job.precision == Precision::bf16_mixed || job.precision == Precision::fp8_mixed) r.reduce_B = r.grad_B;
       break;
@@ -226,8 +222,7 @@ PrecisionRecipe precision_recipe(const Job& job, const FrameworkProfile& profile
     case Sharding::fsdp2:
       if (profile.reduces_in_fp32 || job.fsdp_mixed_precision.param == WireType::fp32) r.reduce_B = 4;
       break;
-    default:
-      break;
+    default: break;
   }
   if (job.fsdp_mixed_precision.reduce != WireType::framework_default)
     r.reduce_B = job.fsdp_mixed_precision.reduce == WireType::fp32 ? 4.0 : 2.0;
@@ -256,21 +251,15 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
     case Sharding::yafsdp:
       name = sharding == Sharding::yafsdp ? "YaFSDP" : sharding == Sharding::fsdp2 ? "FSDP2" : "FSDP";
       switch (par.fsdp) {
-        case FsdpSharding::full_shard:
-          out.zero = 3;
-          break;
-        case FsdpSharding::shard_grad_op:
-          out.zero = 2;
-          break;
+        case FsdpSharding::full_shard: out.zero = 3; break;
+        case FsdpSharding::shard_grad_op: out.zero = 2; break;
         case FsdpSharding::hybrid_shard:
           out.zero = 3;
           // Shard inside a node, replicate across nodes: the shard group is the data-parallel
           // ranks of one node (torch.distributed.fsdp HYBRID_SHARD; torchtitan dp_shard x dp_replicate).
           out.shard_degree = RankLayout(plan).members_per_node(Group::dp, dp);
           break;
-        case FsdpSharding::no_shard:
-          out.zero = 0;
-          break;
+        case FsdpSharding::no_shard: out.zero = 0; break;
       }
       out.label = fmt::format("{} {}", name, to_string(par.fsdp));
       break;
@@ -282,9 +271,7 @@ ShardingInEffect sharding_in_effect(const Plan& plan) {
       out.zero = 0;
       out.label = "DDP (ZeRO 0)";
       break;
-    case Sharding::deepspeed:
-      out.label = fmt::format("ZeRO {}", out.zero);
-      break;
+    case Sharding::deepspeed: out.label = fmt::format("ZeRO {}", out.zero); break;
   }
   // One rank: FSDP1 switches FULL_SHARD to NO_SHARD, torchtune's single-device recipes use no
   // FSDP at all (FrameworkProfile::one_rank_unsharded).

@@ -9,18 +9,12 @@ namespace ftplan::plan {
 
 const char* to_string(Group g) {
   switch (g) {
-    case Group::dp:
-      return "dp";
-    case Group::tp:
-      return "tp";
-    case Group::pp:
-      return "pp";
-    case Group::cp:
-      return "cp";
-    case Group::ep:
-      return "ep";
-    case Group::replicate:
-      return "replicate";
+    case Group::dp: return "dp";
+    case Group::tp: return "tp";
+    case Group::pp: return "pp";
+    case Group::cp: return "cp";
+    case Group::ep: return "ep";
+    case Group::replicate: return "replicate";
   }
   return "?";
 }
@@ -70,17 +64,12 @@ std::int64_t RankLayout::group_key(const Coord& at, Group g, int size) const {
 
 std::int64_t RankLayout::stride(Group g, int size) const {
   switch (g) {
-    case Group::tp:
-      return 1;
+    case Group::tp: return 1;
     case Group::cp:
-    case Group::dp:
-      return tp_;  // d x cp + c advances by one every tp ranks
-    case Group::ep:
-      return static_cast<std::int64_t>(tp_) * cp_;
-    case Group::pp:
-      return stage_ranks();
-    case Group::replicate:
-      return static_cast<std::int64_t>(tp_) * std::max(1, dp_ * cp_ / std::max(1, size));
+    case Group::dp: return tp_;  // d x cp + c advances by one every tp ranks
+    case Group::ep: return static_cast<std::int64_t>(tp_) * cp_;
+    case Group::pp: return stage_ranks();
+    case Group::replicate: return static_cast<std::int64_t>(tp_) * std::max(1, dp_ * cp_ / std::max(1, size));
   }
   return 1;
 }

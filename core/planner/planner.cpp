@@ -256,17 +256,10 @@ void run_layouts(const model::ModelSpec& model, const Enumerated& en, bool fsdp,
         auto c = std::make_unique<Candidate>();
         c->plan = plan_at(i);
         switch (screen(model, en.layouts[i], c->plan)) {
-          case Screen::invalid:
-            ++invalid;
-            return progress();
-          case Screen::duplicate:
-            ++duplicates;
-            return progress();
-          case Screen::pruned:
-            ++pruned;
-            return progress();
-          case Screen::simulate:
-            break;
+          case Screen::invalid: ++invalid; return progress();
+          case Screen::duplicate: ++duplicates; return progress();
+          case Screen::pruned: ++pruned; return progress();
+          case Screen::simulate: break;
         }
         // Counted before evaluating: a plan that throws is still a simulated candidate (failed).
         ++simulated;

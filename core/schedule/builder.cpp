@@ -112,9 +112,7 @@ void Builder::sort_groups() {
         else
           allocate_persistent(g);
         break;
-      case Lifetime::gradients:
-        grads_group = &g;
-        break;
+      case Lifetime::gradients: grads_group = &g; break;
       case Lifetime::saved:
         if (g.category != Category::activations) break;  // autocast copies: accounted in the footprint only
         if (g.tier == Tier::gpu)
@@ -122,23 +120,12 @@ void Builder::sort_groups() {
         else
           offloaded_group = &g;
         break;
-      case Lifetime::layer:
-        break;  // gathered/streamed units and dequantized weights: per layer below
-      case Lifetime::backward_layer:
-        backward_groups.push_back(&g);
-        break;
-      case Lifetime::loss:
-        loss_groups.push_back(&g);
-        break;
-      case Lifetime::loss_peak:
-        loss_peak_groups.push_back(&g);
-        break;
-      case Lifetime::optimizer:
-        optimizer_groups.push_back(&g);
-        break;
-      case Lifetime::forward_backward:
-        fb_groups.push_back(&g);
-        break;
+      case Lifetime::layer: break;  // gathered/streamed units and dequantized weights: per layer below
+      case Lifetime::backward_layer: backward_groups.push_back(&g); break;
+      case Lifetime::loss: loss_groups.push_back(&g); break;
+      case Lifetime::loss_peak: loss_peak_groups.push_back(&g); break;
+      case Lifetime::optimizer: optimizer_groups.push_back(&g); break;
+      case Lifetime::forward_backward: fb_groups.push_back(&g); break;
     }
   }
 }

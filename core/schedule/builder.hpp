@@ -165,22 +165,17 @@ class Builder : private StepState {
   // every op at the end of build(), when all reads and writes are known.
   Element element_of(const Op& op) const {
     switch (op.kind) {
-      case OpKind::gemm:
-        return op.fp8 ? Element::fp8 : inv_.compute_element();
-      case OpKind::attention:
-        return inv_.compute_element();
+      case OpKind::gemm: return op.fp8 ? Element::fp8 : inv_.compute_element();
+      case OpKind::attention: return inv_.compute_element();
       case OpKind::elementwise:
-      case OpKind::loss:
-        return inv_.activation_element();
-      case OpKind::optimizer:
-        return Element::fp32;
+      case OpKind::loss: return inv_.activation_element();
+      case OpKind::optimizer: return Element::fp32;
       case OpKind::collective:
       case OpKind::copy:
         if (!op.writes.empty()) return ir_.tensors[op.writes.front()].element;
         if (!op.reads.empty()) return ir_.tensors[op.reads.front()].element;
         return op.group == Group::dp ? inv_.compute_element() : inv_.activation_element();
-      default:
-        return Element::packed;
+      default: return Element::packed;
     }
   }
   int tensor(std::string name, Category c, Tier tier, double bytes, int layer, Element e = Element::packed) {

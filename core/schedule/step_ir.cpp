@@ -24,82 +24,53 @@ void Ids::grow() {
 
 const char* to_string(Stream s) {
   switch (s) {
-    case Stream::compute:
-      return "compute";
-    case Stream::comm:
-      return "comm";
-    case Stream::comm_reduce:
-      return "comm-reduce";
-    case Stream::h2d:
-      return "h2d";
-    case Stream::d2h:
-      return "d2h";
-    case Stream::cpu:
-      return "cpu";
-    case Stream::nvme_read:
-      return "nvme-read";
-    case Stream::nvme_write:
-      return "nvme-write";
-    case Stream::p2p:
-      return "p2p";
+    case Stream::compute: return "compute";
+    case Stream::comm: return "comm";
+    case Stream::comm_reduce: return "comm-reduce";
+    case Stream::h2d: return "h2d";
+    case Stream::d2h: return "d2h";
+    case Stream::cpu: return "cpu";
+    case Stream::nvme_read: return "nvme-read";
+    case Stream::nvme_write: return "nvme-write";
+    case Stream::p2p: return "p2p";
   }
   return "?";
 }
 
 const char* to_string(OpKind k) {
   switch (k) {
-    case OpKind::gemm:
-      return "gemm";
-    case OpKind::attention:
-      return "attention";
-    case OpKind::elementwise:
-      return "elementwise";
-    case OpKind::loss:
-      return "loss";
-    case OpKind::optimizer:
-      return "optimizer";
-    case OpKind::collective:
-      return "collective";
-    case OpKind::copy:
-      return "copy";
-    case OpKind::alloc:
-      return "alloc";
-    case OpKind::free:
-      return "free";
-    case OpKind::marker:
-      return "marker";
+    case OpKind::gemm: return "gemm";
+    case OpKind::attention: return "attention";
+    case OpKind::elementwise: return "elementwise";
+    case OpKind::loss: return "loss";
+    case OpKind::optimizer: return "optimizer";
+    case OpKind::collective: return "collective";
+    case OpKind::copy: return "copy";
+    case OpKind::alloc: return "alloc";
+    case OpKind::free: return "free";
+    case OpKind::marker: return "marker";
   }
   return "?";
 }
 
 const char* to_string(Collective c) {
   switch (c) {
-    case Collective::all_reduce:
-      return "all-reduce";
-    case Collective::all_gather:
-      return "all-gather";
-    case Collective::reduce_scatter:
-      return "reduce-scatter";
-    case Collective::all_to_all:
-      return "all-to-all";
-    case Collective::send_recv:
-      return "send/recv";
+    case Collective::all_reduce: return "all-reduce";
+    case Collective::all_gather: return "all-gather";
+    case Collective::reduce_scatter: return "reduce-scatter";
+    case Collective::all_to_all: return "all-to-all";
+    case Collective::send_recv: return "send/recv";
   }
   return "?";
 }
 
 const char* to_string(Pass p) {
   switch (p) {
-    case Pass::forward:
-      return "forward";
-    case Pass::recompute:
-      return "recompute";
-    case Pass::backward:
-      return "backward";
-    case Pass::optimizer:
-      return "optimizer";
-    case Pass::other:
-      return "other";
+    case Pass::forward: return "forward";
+    case Pass::recompute: return "recompute";
+    case Pass::backward: return "backward";
+    case Pass::optimizer: return "optimizer";
+    case Pass::other: return "other";
   }
   return "?";
 }
@@ -207,16 +178,12 @@ std::vector<std::string> dry_run(const StepIR& ir) {
     const auto tier_ok = [&](int t, bool write) {
       const Tier tier = ir.tensors[t].tier;
       switch (op.kind) {
-        case OpKind::copy:
-          return tier == (write ? op.dst : op.src);
-        case OpKind::optimizer:
-          return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
+        case OpKind::copy: return tier == (write ? op.dst : op.src);
+        case OpKind::optimizer: return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
         case OpKind::alloc:
         case OpKind::free:
-        case OpKind::marker:
-          return true;
-        default:
-          return tier == Tier::gpu;
+        case OpKind::marker: return true;
+        default: return tier == Tier::gpu;
       }
     };
     for (const auto* list : {&op.reads, &op.writes}) {

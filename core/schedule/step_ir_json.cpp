@@ -62,9 +62,7 @@ void kind_fields(const Op& op, json& j) {
       j["bytes"] = op.bytes;
       break;
     case OpKind::alloc:
-    case OpKind::free:
-      j["tensor"] = op.tensor;
-      break;
+    case OpKind::free: j["tensor"] = op.tensor; break;
     case OpKind::marker:
       if (op.peer >= 0) {
         j["peer"] = op.peer;

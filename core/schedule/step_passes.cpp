@@ -49,8 +49,7 @@ int Builder::reduce_copy_in(int layer, int mb, int& cur) {
       op.bytes = 4.0 * grad_params * a;  // cat: read + write; div_: read + write
       op.kernels = 2;
       return add(std::move(op));
-    default:
-      return cur;
+    default: return cur;
   }
 }
 

@@ -11,31 +11,22 @@ namespace {
 // What component an op keeps busy doing what (Interval); false for ops that draw no power of their own.
 bool activity_kind(const Op& op, Interval& iv) {
   switch (op.kind) {
-    case OpKind::gemm:
-      iv.activity = Activity::gemm;
-      return true;
-    case OpKind::attention:
-      iv.activity = Activity::attention;
-      return true;
+    case OpKind::gemm: iv.activity = Activity::gemm; return true;
+    case OpKind::attention: iv.activity = Activity::attention; return true;
     case OpKind::elementwise:
-    case OpKind::loss:
-      iv.activity = Activity::memory_bound;
-      return true;
+    case OpKind::loss: iv.activity = Activity::memory_bound; return true;
     case OpKind::optimizer:
       iv.activity = op.stream == Stream::cpu ? Activity::cpu_compute : Activity::memory_bound;
       if (op.stream == Stream::cpu) iv.component = Interval::Component::cpu;
       return true;
-    case OpKind::collective:
-      iv.activity = Activity::communication;
-      return true;
+    case OpKind::collective: iv.activity = Activity::communication; return true;
     case OpKind::copy:
       iv.activity = op.stream == Stream::nvme_write  ? Activity::nvme_write
                     : op.stream == Stream::nvme_read ? Activity::nvme_read
                                                      : Activity::copy;
       if (op.stream == Stream::nvme_read || op.stream == Stream::nvme_write) iv.component = Interval::Component::nvme;
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 

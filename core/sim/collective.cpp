@@ -6,15 +6,11 @@ double ring_bytes(Collective c, double bytes, int n) {
   if (n <= 1) return 0;
   const double f = static_cast<double>(n - 1) / n;
   switch (c) {
-    case Collective::all_reduce:
-      return 2.0 * f * bytes;  // reduce-scatter + all-gather
+    case Collective::all_reduce: return 2.0 * f * bytes;  // reduce-scatter + all-gather
     case Collective::all_gather:
-    case Collective::reduce_scatter:
-      return f * bytes;
-    case Collective::all_to_all:
-      return f * bytes;
-    case Collective::send_recv:
-      return bytes;
+    case Collective::reduce_scatter: return f * bytes;
+    case Collective::all_to_all: return f * bytes;
+    case Collective::send_recv: return bytes;
   }
   return bytes;
 }

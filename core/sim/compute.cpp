@@ -108,11 +108,8 @@ double compute_seconds(const Op& op, const plan::Plan& p, const Efficiency& eff)
                                       op.pass == schedule::Pass::backward, op.flash, op.causal) *
                    (op.flash_v1 ? kFlashV1Ratio : 1.0);
       break;
-    case OpKind::optimizer:
-      flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5;
-      break;
-    default:
-      flops_rate = gpu.peak_for(hardware::Dtype::fp32);
+    case OpKind::optimizer: flops_rate = gpu.peak_for(hardware::Dtype::fp32) * 0.5; break;
+    default: flops_rate = gpu.peak_for(hardware::Dtype::fp32);
   }
   const double compute = flops_rate > 0 ? op.flops / flops_rate : 0;
   const double memory = op.bytes / (gpu.memory_bandwidth_Bps * eff.memory);

@@ -64,15 +64,13 @@ bool same_work(const schedule::StepIR& ir, const Op& a, const Op& b) {
     case OpKind::collective:
       return a.collective == b.collective && a.group == b.group && a.group_size == b.group_size && a.bytes == b.bytes &&
              a.host_s == b.host_s && a.kernels == b.kernels && a.element == b.element;
-    case OpKind::copy:
-      return a.src == b.src && a.dst == b.dst && a.bytes == b.bytes && a.host_s == b.host_s;
+    case OpKind::copy: return a.src == b.src && a.dst == b.dst && a.bytes == b.bytes && a.host_s == b.host_s;
     case OpKind::alloc:
     case OpKind::free: {
       const schedule::Tensor &x = ir.tensors[a.tensor], &y = ir.tensors[b.tensor];
       return x.bytes == y.bytes && x.tier == y.tier && x.category == y.category;
     }
-    case OpKind::marker:
-      return true;
+    case OpKind::marker: return true;
   }
   return false;
 }

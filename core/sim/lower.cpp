@@ -352,9 +352,7 @@ class StageLowering {
       case OpKind::gemm:
       case OpKind::attention:
       case OpKind::elementwise:
-      case OpKind::loss:
-        task[i] = e_.compute(q, kernel_time(i, seconds_of_(op, cx_.p, cx_.eff)), label(i));
-        break;
+      case OpKind::loss: task[i] = e_.compute(q, kernel_time(i, seconds_of_(op, cx_.p, cx_.eff)), label(i)); break;
       case OpKind::optimizer:
         if (op.stream == Stream::cpu) {
           // CPU Adam streams its state through DRAM: the bytes it moves (the IR's 28 B per
@@ -458,33 +456,15 @@ class StageLowering {
     for (const HostLink h : host_path(op, cx_.p)) {
       des::LinkId& l = hops[n++];
       switch (h) {
-        case HostLink::pcie_h2d:
-          l = links_.pcie[0];
-          break;
-        case HostLink::pcie_d2h:
-          l = links_.pcie[1];
-          break;
-        case HostLink::uplink_h2d:
-          l = links_.uplink[0];
-          break;
-        case HostLink::uplink_d2h:
-          l = links_.uplink[1];
-          break;
-        case HostLink::dram:
-          l = links_.dram;
-          break;
-        case HostLink::nvme_read:
-          l = links_.nvme_read;
-          break;
-        case HostLink::nvme_write:
-          l = links_.nvme_write;
-          break;
-        case HostLink::pageable:
-          l = links_.pageable;
-          break;
-        case HostLink::cpu:
-          l = links_.cpu;
-          break;
+        case HostLink::pcie_h2d: l = links_.pcie[0]; break;
+        case HostLink::pcie_d2h: l = links_.pcie[1]; break;
+        case HostLink::uplink_h2d: l = links_.uplink[0]; break;
+        case HostLink::uplink_d2h: l = links_.uplink[1]; break;
+        case HostLink::dram: l = links_.dram; break;
+        case HostLink::nvme_read: l = links_.nvme_read; break;
+        case HostLink::nvme_write: l = links_.nvme_write; break;
+        case HostLink::pageable: l = links_.pageable; break;
+        case HostLink::cpu: l = links_.cpu; break;
       }
     }
     const std::span<const des::LinkId> path(hops.data(), n);

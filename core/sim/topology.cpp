@@ -18,24 +18,15 @@ HostPath host_path(const Op& op, const plan::Plan& p) {
 
 const char* to_string(HostLink l) {
   switch (l) {
-    case HostLink::pcie_h2d:
-      return "pcie h2d";
-    case HostLink::pcie_d2h:
-      return "pcie d2h";
-    case HostLink::uplink_h2d:
-      return "pcie switch uplink h2d (share)";
-    case HostLink::uplink_d2h:
-      return "pcie switch uplink d2h (share)";
-    case HostLink::dram:
-      return "host dram (share)";
-    case HostLink::nvme_read:
-      return "nvme read (share)";
-    case HostLink::nvme_write:
-      return "nvme write (share)";
-    case HostLink::pageable:
-      return "pageable staging";
-    case HostLink::cpu:
-      return "host cpu (share)";
+    case HostLink::pcie_h2d: return "pcie h2d";
+    case HostLink::pcie_d2h: return "pcie d2h";
+    case HostLink::uplink_h2d: return "pcie switch uplink h2d (share)";
+    case HostLink::uplink_d2h: return "pcie switch uplink d2h (share)";
+    case HostLink::dram: return "host dram (share)";
+    case HostLink::nvme_read: return "nvme read (share)";
+    case HostLink::nvme_write: return "nvme write (share)";
+    case HostLink::pageable: return "pageable staging";
+    case HostLink::cpu: return "host cpu (share)";
   }
   return "?";
 }

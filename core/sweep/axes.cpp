@@ -168,14 +168,12 @@ void read_geometric(MapView& g, Reader& r, AxisDef& a) {
 AxisValue AxisDef::value(std::size_t i) const {
   const double k = static_cast<double>(i);
   switch (steps) {
-    case Steps::linear:
-      return number_value(from + k * step, integer, unit);
+    case Steps::linear: return number_value(from + k * step, integer, unit);
     case Steps::geometric: {
       const double v = from * std::pow(step, k);
       return number_value(integer ? std::round(v) : v, integer, unit);
     }
-    case Steps::none:
-      break;
+    case Steps::none: break;
   }
   return values[i];
 }

@@ -45,9 +45,7 @@ Tree to_tree(const YAML::Node& n, const std::string& file) {
 
 void emit(const Tree& t, std::string& out, bool as_written) {
   switch (t.kind) {
-    case Tree::Kind::null:
-      out += "null";
-      return;
+    case Tree::Kind::null: out += "null"; return;
     case Tree::Kind::scalar:
       if (as_written && t.plain)
         out += t.text;

@@ -151,12 +151,9 @@ std::vector<PublishedRow> read_published(const std::string& path) {
 
 const char* to_string(MemoryKind k) {
   switch (k) {
-    case MemoryKind::allocated:
-      return "allocated";
-    case MemoryKind::reserved:
-      return "reserved";
-    case MemoryKind::device:
-      return "device";
+    case MemoryKind::allocated: return "allocated";
+    case MemoryKind::reserved: return "reserved";
+    case MemoryKind::device: return "device";
   }
   return "?";
 }

@@ -21,22 +21,14 @@ using import::Node;
 
 std::string to_string(ConfigFormat f) {
   switch (f) {
-    case ConfigFormat::deepspeed:
-      return "DeepSpeed config";
-    case ConfigFormat::accelerate:
-      return "accelerate config";
-    case ConfigFormat::torchtune:
-      return "torchtune recipe";
-    case ConfigFormat::torchtitan:
-      return "torchtitan config";
-    case ConfigFormat::hf_training_args:
-      return "TrainingArguments";
-    case ConfigFormat::peft_adapter:
-      return "PEFT adapter config";
-    case ConfigFormat::llama_factory:
-      return "LLaMA-Factory config";
-    case ConfigFormat::axolotl:
-      return "Axolotl config";
+    case ConfigFormat::deepspeed: return "DeepSpeed config";
+    case ConfigFormat::accelerate: return "accelerate config";
+    case ConfigFormat::torchtune: return "torchtune recipe";
+    case ConfigFormat::torchtitan: return "torchtitan config";
+    case ConfigFormat::hf_training_args: return "TrainingArguments";
+    case ConfigFormat::peft_adapter: return "PEFT adapter config";
+    case ConfigFormat::llama_factory: return "LLaMA-Factory config";
+    case ConfigFormat::axolotl: return "Axolotl config";
   }
   return "?";
 }
@@ -272,30 +264,14 @@ void read_files(const std::vector<std::filesystem::path>& files, Context& ctx) {
     ctx.files.push_back(file);
     ctx.formats.push_back(l.format);
     switch (l.format) {
-      case ConfigFormat::deepspeed:
-        import::read_deepspeed(ctx, l.root, file);
-        break;
-      case ConfigFormat::accelerate:
-        import::read_accelerate(ctx, l.root, file, path);
-        break;
-      case ConfigFormat::torchtune:
-        import::read_torchtune(ctx, l.root, file);
-        break;
-      case ConfigFormat::torchtitan:
-        import::read_torchtitan(ctx, l.root, file);
-        break;
-      case ConfigFormat::hf_training_args:
-        import::read_training_args(ctx, l.root, file, path);
-        break;
-      case ConfigFormat::peft_adapter:
-        import::read_peft_adapter(ctx, l.root, file);
-        break;
-      case ConfigFormat::llama_factory:
-        import::read_llama_factory(ctx, l.root, file, path);
-        break;
-      case ConfigFormat::axolotl:
-        import::read_axolotl(ctx, l.root, file, path);
-        break;
+      case ConfigFormat::deepspeed: import::read_deepspeed(ctx, l.root, file); break;
+      case ConfigFormat::accelerate: import::read_accelerate(ctx, l.root, file, path); break;
+      case ConfigFormat::torchtune: import::read_torchtune(ctx, l.root, file); break;
+      case ConfigFormat::torchtitan: import::read_torchtitan(ctx, l.root, file); break;
+      case ConfigFormat::hf_training_args: import::read_training_args(ctx, l.root, file, path); break;
+      case ConfigFormat::peft_adapter: import::read_peft_adapter(ctx, l.root, file); break;
+      case ConfigFormat::llama_factory: import::read_llama_factory(ctx, l.root, file, path); break;
+      case ConfigFormat::axolotl: import::read_axolotl(ctx, l.root, file, path); break;
     }
   };
   ctx.read_file = [&](const std::filesystem::path& p, ConfigFormat expected, const SourceLocation& at) {

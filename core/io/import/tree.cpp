@@ -26,9 +26,7 @@ Node from_yaml(const YAML::Node& y, const std::string& file, int depth) {
   if (depth > kMaxDepth) throw InputError(n.where, "", fmt::format("nested deeper than {} levels", kMaxDepth));
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
-    case YAML::NodeType::Null:
-      n.kind = Node::Kind::null;
-      break;
+    case YAML::NodeType::Null: n.kind = Node::Kind::null; break;
     case YAML::NodeType::Scalar:
       n.kind = Node::Kind::scalar;
       n.text = y.Scalar();
