@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "io/json_value.hpp"
+
 namespace ftplan::io {
 
 using nlohmann::ordered_json;
@@ -28,9 +30,7 @@ const Value* Row::get(const std::string& key) const {
   return nullptr;
 }
 
-namespace {
-
-ordered_json to_json(const Value& v) {
+nlohmann::ordered_json json_value(const Value& v) {
   return std::visit(
       [](const auto& x) -> ordered_json {
         using T = std::decay_t<decltype(x)>;
@@ -44,13 +44,15 @@ ordered_json to_json(const Value& v) {
       v);
 }
 
+namespace {
+
 void put(ordered_json& obj, const std::string& dotted, const Value& v) {
   ordered_json* cur = &obj;
   std::size_t start = 0;
   for (;;) {
     const auto dot = dotted.find('.', start);
     if (dot == std::string::npos) {
-      (*cur)[dotted.substr(start)] = to_json(v);
+      (*cur)[dotted.substr(start)] = json_value(v);
       return;
     }
     cur = &(*cur)[dotted.substr(start, dot - start)];

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "io/json_value.hpp"
 #include "io/results.hpp"
 
 namespace ftplan::sweep {
@@ -20,43 +20,22 @@ using nlohmann::ordered_json;
 
 namespace {
 
-ordered_json to_json(const io::Value& v) {
-  return std::visit(
-      [](const auto& x) -> ordered_json {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>)
-          return nullptr;
-        else if constexpr (std::is_same_v<T, double>)
-          return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
-        else
-          return x;
-      },
-      v);
-}
-
 // nullopt for a JSON value a row cannot hold (object, array).
 std::optional<io::Value> from_json(const ordered_json& j) {
   switch (j.type()) {
-    case ordered_json::value_t::null:
-      return io::Value(nullptr);
-    case ordered_json::value_t::boolean:
-      return io::Value(j.get<bool>());
-    case ordered_json::value_t::number_integer:
-      return io::Value(j.get<std::int64_t>());
-    case ordered_json::value_t::number_unsigned:
-      return io::Value(static_cast<std::int64_t>(j.get<std::uint64_t>()));
-    case ordered_json::value_t::number_float:
-      return io::Value(j.get<double>());
-    case ordered_json::value_t::string:
-      return io::Value(j.get<std::string>());
-    default:
-      return std::nullopt;
+    case ordered_json::value_t::null: return io::Value(nullptr);
+    case ordered_json::value_t::boolean: return io::Value(j.get<bool>());
+    case ordered_json::value_t::number_integer: return io::Value(j.get<std::int64_t>());
+    case ordered_json::value_t::number_unsigned: return io::Value(static_cast<std::int64_t>(j.get<std::uint64_t>()));
+    case ordered_json::value_t::number_float: return io::Value(j.get<double>());
+    case ordered_json::value_t::string: return io::Value(j.get<std::string>());
+    default: return std::nullopt;
   }
 }
 
 ordered_json row_json(const io::Row& row) {
   ordered_json o = ordered_json::object();
-  for (const auto& [k, v] : row.fields) o[k] = to_json(v);
+  for (const auto& [k, v] : row.fields) o[k] = io::json_value(v);
   return o;
 }
 
@@ -222,7 +201,7 @@ std::string table_lines(OutputFormat format, const std::vector<io::Row>& rows,
     } else {
       ordered_json o = ordered_json::object();
       for (const auto& c : columns)
-        if (auto it = cells.find(c); it != cells.end()) o[c] = to_json(*it->second);
+        if (auto it = cells.find(c); it != cells.end()) o[c] = io::json_value(*it->second);
       out += o.dump();
     }
     out += '\n';
