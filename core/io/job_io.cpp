@@ -118,27 +118,26 @@ void read_batch(MapView& v, Job& job) {
     s.get("max", job.samples.max_tokens, 1);
     if (job.samples.max_tokens > 0 && job.samples.min_tokens > job.samples.max_tokens)
       v.reader().error(s.location_of("min"), s.key_path("min"), "is larger than samples.max");
-    // Each length key belongs to some distributions (plan::expected_sample_tokens): fixed lengths
-    // are `mean`; uniform ones span [min, max]; normal and lognormal ones have a mean and a spread,
-    // truncated to [min, max]. A key its distribution has no use for is refused, not ignored.
-    const LengthDistribution d = job.samples.distribution;
     const auto refuse = [&](const char* k, const char* why) {
       if (s.has(k)) v.reader().error(s.location_of(k), s.key_path(k), why);
     };
-    if (job.samples.packing == Packing::padded && (d == LengthDistribution::fixed || d == LengthDistribution::uniform))
-      refuse("std", "is the spread of normal or lognormal lengths (samples.distribution)");
-    if (job.samples.packing == Packing::padded && d == LengthDistribution::uniform)
-      refuse("mean", "uniform lengths span [min, max]; their mean is (min + max) / 2");
-    if (job.samples.packing == Packing::padded && d == LengthDistribution::fixed) {
-      refuse("min", "bounds lengths that vary (uniform, normal, lognormal); fixed ones are all `mean`");
-      refuse("max", "bounds lengths that vary (uniform, normal, lognormal); fixed ones are all `mean`");
-    }
-    // Sample lengths decide how much of a padded sequence is padding; packed samples fill it.
-    if (job.samples.packing == Packing::packed)
+    const LengthDistribution d = job.samples.distribution;
+    if (job.samples.packing == Packing::packed) {
+      // Sample lengths decide how much of a padded sequence is padding; packed samples fill it.
       for (const char* k : {"distribution", "mean", "std", "min", "max"})
-        if (s.has(k))
-          v.reader().error(s.location_of(k), s.key_path(k),
-                           "describes padded samples' lengths; packed samples fill seq_len (write packing: padded)");
+        refuse(k, "describes padded samples' lengths; packed samples fill seq_len (write packing: padded)");
+    } else {
+      // Each length key belongs to some distributions (plan::expected_sample_tokens): fixed
+      // lengths are `mean`; uniform ones span [min, max]; normal and lognormal ones have a mean and
+      // a spread, truncated to [min, max]. A key its distribution has no use for is refused.
+      if (d == LengthDistribution::fixed || d == LengthDistribution::uniform)
+        refuse("std", "is the spread of normal or lognormal lengths (samples.distribution)");
+      if (d == LengthDistribution::uniform)
+        refuse("mean", "uniform lengths span [min, max]; their mean is (min + max) / 2");
+      if (d == LengthDistribution::fixed)
+        for (const char* k : {"min", "max"})
+          refuse(k, "bounds lengths that vary (uniform, normal, lognormal); fixed ones are all `mean`");
+    }
     s.finish();
   }
   if (v.has("micro_batch") && v.raw()["micro_batch"].IsScalar() && v.raw()["micro_batch"].Scalar() == "auto") {
