@@ -112,15 +112,12 @@ QColor category_color(inventory::Category c) {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-// The offload presets, named as the scenario reader takes them (plan::to_string): the plan
-// controls' list and the new-scenario form's.
-QStringList offload_preset_names() {
-  QStringList out;
-  for (const auto p :
-       {plan::OffloadPreset::none, plan::OffloadPreset::zero_offload, plan::OffloadPreset::zero_infinity,
-        plan::OffloadPreset::aidaptiv, plan::OffloadPreset::activation_cpu, plan::OffloadPreset::activation_nvme})
-    out << plan::to_string(p);
-  return out;
+// An enum's names as the scenario reader takes them (its table, common/enum_names.hpp), after
+// `first` (a combo's "as written"): the choices of a combo box.
+template <class E>
+QStringList choices(QStringList first = {}) {
+  for (const std::string& name : names_of<E>()) first << q(name);
+  return first;
 }
 
 // Ends `form` with OK and Cancel and runs its dialog: true when it was accepted.
@@ -404,11 +401,11 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   micro_->setToolTip("In a search scenario: the only micro-batch the planner tries.");
   ckpt_ = new QComboBox;
   ckpt_->setObjectName("checkpointing");
-  ckpt_->addItems({"as written", "none", "selective", "full"});
+  ckpt_->addItems(choices<plan::Checkpointing>({"as written"}));
   ckpt_->setToolTip("In a search scenario: the only checkpointing the planner tries.");
   precision_ = new QComboBox;
   precision_->setObjectName("precision");
-  precision_->addItems({"as written", "bf16-mixed", "fp16-mixed", "bf16", "fp8-mixed", "fp32"});
+  precision_->addItems(choices<plan::Precision>({"as written"}));
   form->addRow("sequence length", seq_);
   form->addRow("micro-batch", micro_);
   form->addRow("activation checkpointing", ckpt_);
@@ -443,7 +440,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   zero_ = spin("zero", 0, 3);
   offload_ = new QComboBox;
   offload_->setObjectName("offload");
-  offload_->addItems(offload_preset_names());
+  offload_->addItems(choices<plan::OffloadPreset>());
   offload_->setToolTip("Writes offload: {preset: ...}: the preset's placements replace any written by hand.");
   dram_ = spin("dram", 1, 1 << 20);
   dram_->setSuffix(" GiB");
@@ -803,7 +800,8 @@ void MainWindow::new_scenario_dialog() {
   model_row->addWidget(browse);
   form->addRow("model", model_row);
   auto* method = new QComboBox;
-  method->addItems({"lora", "qlora", "full"});
+  method->addItems(choices<plan::Method>());
+  method->setCurrentText(plan::to_string(plan::Method::lora));
   form->addRow("method", method);
   auto* tokens = new QLineEdit("100M");
   form->addRow("tokens to train on", tokens);
@@ -826,7 +824,7 @@ void MainWindow::new_scenario_dialog() {
   form->addRow("or node", node);
   form->addRow("how many (GPUs, or nodes)", count);
   auto* offload = new QComboBox;
-  offload->addItems(offload_preset_names());
+  offload->addItems(choices<plan::OffloadPreset>());
   form->addRow("offload", offload);
   auto* tiered = new QCheckBox("the offload as a second plan on one GPU (or one node) beside it");
   form->addRow("", tiered);
@@ -875,13 +873,9 @@ Overrides MainWindow::overrides() const {
   Overrides o;
   if (seq_->value() > 0) o.seq_len = seq_->value();
   if (micro_->value() > 0) o.micro_batch = micro_->value();
-  static const plan::Checkpointing ckpts[] = {plan::Checkpointing::none, plan::Checkpointing::selective,
-                                              plan::Checkpointing::full};
-  if (ckpt_->currentIndex() > 0) o.checkpointing = ckpts[ckpt_->currentIndex() - 1];
-  static const plan::Precision precisions[] = {plan::Precision::bf16_mixed, plan::Precision::fp16_mixed,
-                                               plan::Precision::bf16, plan::Precision::fp8_mixed,
-                                               plan::Precision::fp32};
-  if (precision_->currentIndex() > 0) o.precision = precisions[precision_->currentIndex() - 1];
+  // ("as written" names no value)
+  o.checkpointing = value_named<plan::Checkpointing>(ckpt_->currentText().toStdString());
+  o.precision = value_named<plan::Precision>(precision_->currentText().toStdString());
   return o;
 }
 

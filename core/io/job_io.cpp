@@ -73,9 +73,7 @@ void read_lora_targets(MapView& v, MapView& l, Job& job, const model::ModelSpec&
 
 // method, lora, quant.
 bool read_method(MapView& v, Job& job, const model::ModelSpec& model) {
-  const bool method_ok = !v.has("method") ||
-                         v.get_enum<Method>("method", job.method,
-                                            {{"full", Method::full}, {"lora", Method::lora}, {"qlora", Method::qlora}});
+  const bool method_ok = !v.has("method") || v.get_enum<Method>("method", job.method);
   if (MapView l = v.map("lora"); l.valid()) {
     l.get("rank", job.lora.rank, 1, 65536);
     l.get("alpha", job.lora.alpha, 0.0);
@@ -84,9 +82,7 @@ bool read_method(MapView& v, Job& job, const model::ModelSpec& model) {
     l.finish();
   }
   if (MapView q = v.map("quant"); q.valid()) {
-    q.get_enum<QuantKind>(
-        "kind", job.quant.kind,
-        {{"nf4", QuantKind::nf4}, {"fp4", QuantKind::fp4}, {"int8", QuantKind::int8}, {"int4", QuantKind::int4}});
+    q.get_enum<QuantKind>("kind", job.quant.kind);
     q.get("double_quant", job.quant.double_quant);
     q.get("block_size", job.quant.block_size, 16, 4096);
     // Double quantization is bitsandbytes' 4-bit (NF4/FP4) scheme; GPTQ-style int4 and LLM.int8
@@ -106,12 +102,8 @@ bool read_method(MapView& v, Job& job, const model::ModelSpec& model) {
 void read_batch(MapView& v, Job& job) {
   v.get("seq_len", job.seq_len, 1, 100'000'000);
   if (MapView s = v.map("samples"); s.valid()) {
-    s.get_enum<Packing>("packing", job.samples.packing, {{"packed", Packing::packed}, {"padded", Packing::padded}});
-    s.get_enum<LengthDistribution>("distribution", job.samples.distribution,
-                                   {{"fixed", LengthDistribution::fixed},
-                                    {"uniform", LengthDistribution::uniform},
-                                    {"normal", LengthDistribution::normal},
-                                    {"lognormal", LengthDistribution::lognormal}});
+    s.get_enum<Packing>("packing", job.samples.packing);
+    s.get_enum<LengthDistribution>("distribution", job.samples.distribution);
     s.get("mean", job.samples.mean_tokens, 1.0);
     s.get("std", job.samples.std_tokens, 0.0);
     s.get("min", job.samples.min_tokens, 1);
@@ -157,23 +149,13 @@ void read_batch(MapView& v, Job& job) {
 // optimizer: a name, bitsandbytes' paged-* names, or {name, in_backward, paged, implementation}.
 void read_optimizer(MapView& v, Job& job) {
   job.optimizer_given = job.optimizer_given || v.has("optimizer");  // (before the key is taken)
-  const std::vector<std::pair<std::string, OptimizerKind>> optimizers = {{"adamw", OptimizerKind::adamw},
-                                                                         {"adam", OptimizerKind::adam},
-                                                                         {"adamw-8bit", OptimizerKind::adamw_8bit},
-                                                                         {"sgd", OptimizerKind::sgd},
-                                                                         {"sgd-momentum", OptimizerKind::sgd_momentum},
-                                                                         {"adafactor", OptimizerKind::adafactor},
-                                                                         {"lion", OptimizerKind::lion}};
   if (v.has("optimizer") && v.raw()["optimizer"].IsMap()) {
     MapView o = v.map("optimizer");
     o.require("name");
-    o.get_enum<OptimizerKind>("name", job.optimizer.kind, optimizers);
+    o.get_enum<OptimizerKind>("name", job.optimizer.kind);
     o.get("in_backward", job.optimizer.in_backward);
     o.get("paged", job.optimizer.paged);
-    o.get_enum<OptimizerImpl>("implementation", job.optimizer.implementation,
-                              {{"foreach", OptimizerImpl::foreach},
-                               {"fused", OptimizerImpl::fused},
-                               {"per-parameter", OptimizerImpl::per_parameter}});
+    o.get_enum<OptimizerImpl>("implementation", job.optimizer.implementation);
     o.finish();
   } else if (v.has("optimizer") && v.raw()["optimizer"].IsScalar() &&
              v.raw()["optimizer"].Scalar().rfind("paged-", 0) == 0) {
@@ -185,7 +167,7 @@ void read_optimizer(MapView& v, Job& job) {
                                {"paged-lion", OptimizerKind::lion}});
     job.optimizer.paged = true;
   } else {
-    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind, optimizers);
+    v.get_enum<OptimizerKind>("optimizer", job.optimizer.kind);
   }
 }
 
@@ -196,24 +178,21 @@ void read_kernels(MapView& v, Job& job) {
     v.take("activation_checkpointing");
     job.checkpointing_auto = true;
     job.checkpointing = Checkpointing::none;  // until chosen per plan (evaluate::choose_open_knobs)
-  } else if (v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing,
-                                       {{"none", Checkpointing::none},
-                                        {"selective", Checkpointing::selective},
-                                        {"full", Checkpointing::full},
-                                        {"auto", Checkpointing::none}})) {
+  } else if (static const auto with_auto =
+                 [] {
+                   auto c = choices_of<Checkpointing>();
+                   c.emplace_back("auto", Checkpointing::none);  // (taken above; named among the choices)
+                   return c;
+                 }();
+             v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing, with_auto)) {
     job.checkpointing_auto = false;
   }
-  v.get_enum<AttentionImpl>("attention", job.attention,
-                            {{"flash", AttentionImpl::flash},
-                             {"sdpa", AttentionImpl::sdpa},
-                             {"eager", AttentionImpl::eager},
-                             {"flash-v1", AttentionImpl::flash_v1}});
+  v.get_enum<AttentionImpl>("attention", job.attention);
   v.get_enum<Framework>("framework", job.framework, framework_names());
   // A framework's own default optimizer (Unsloth's notebooks: adamw_8bit) unless the scenario or
   // this plan named one.
   if (!job.optimizer_given) job.optimizer.kind = plan::framework_row(job.framework).default_optimizer;
-  v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch,
-                         {{"prefetch", Zero3Fetch::prefetch}, {"per-parameter", Zero3Fetch::per_parameter}});
+  v.get_enum<Zero3Fetch>("zero3_fetch", job.zero3_fetch);
   if (v.has("zero3_fetch") && plan::framework_row(job.framework).sharding != plan::Sharding::deepspeed)
     v.reader().error(v.location_of("zero3_fetch"), v.key_path("zero3_fetch"),
                      "describes DeepSpeed ZeRO-3's parameter fetch; set framework: deepspeed");
@@ -242,12 +221,7 @@ void read_fsdp_mixed_precision(MapView& v, Job& job) {
 void read_job(MapView& v, Job& job, const model::ModelSpec& model) {
   const bool method_ok = read_method(v, job, model);
   read_batch(v, job);
-  v.get_enum<Precision>("precision", job.precision,
-                        {{"fp32", Precision::fp32},
-                         {"bf16-mixed", Precision::bf16_mixed},
-                         {"fp16-mixed", Precision::fp16_mixed},
-                         {"bf16", Precision::bf16},
-                         {"fp8-mixed", Precision::fp8_mixed}});
+  v.get_enum<Precision>("precision", job.precision);
   read_optimizer(v, job);
   read_kernels(v, job);
   read_fsdp_mixed_precision(v, job);

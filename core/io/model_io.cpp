@@ -25,10 +25,7 @@ namespace detail {
 void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("display_name", m.display_name);
   v.get("family", m.family);
-  v.get_enum<Architecture>("architecture", m.architecture,
-                           {{"decoder", Architecture::decoder},
-                            {"encoder", Architecture::encoder},
-                            {"encoder-decoder", Architecture::encoder_decoder}});
+  v.get_enum<Architecture>("architecture", m.architecture);
   v.get_required("hidden", m.hidden, 1);
   v.get_required("layers", m.layers, 1);  // upper bounds: model::check
   v.get("encoder_layers", m.encoder_layers, 0);
@@ -37,27 +34,17 @@ void read_model_fields(MapView& v, ModelSpec& m) {
   v.get("head_dim", m.head_dim, 1);
   if (!v.has("moe")) v.require("ffn");
   v.get("ffn", m.ffn, 1);
-  v.get_enum<FfnKind>(
-      "ffn_kind", m.ffn_kind,
-      {{"swiglu", FfnKind::swiglu}, {"geglu", FfnKind::geglu}, {"gelu", FfnKind::gelu}, {"relu", FfnKind::relu}});
+  v.get_enum<FfnKind>("ffn_kind", m.ffn_kind);
   v.get_required("vocab", m.vocab, 1);
   v.get("tied_embeddings", m.tied_embeddings);
-  v.get_enum<NormKind>("norm", m.norm,
-                       {{"rmsnorm", NormKind::rmsnorm},
-                        {"layernorm", NormKind::layernorm},
-                        {"layernorm-nobias", NormKind::layernorm_nobias}});
+  v.get_enum<NormKind>("norm", m.norm);
   v.get("norms_per_layer", m.norms_per_layer, 0, 8);
   v.get("final_norm", m.final_norm);
   v.get("embedding_norm", m.embedding_norm);
-  v.get_enum<BiasKind>("bias", m.bias, {{"none", BiasKind::none}, {"all", BiasKind::all}, {"qkv", BiasKind::qkv}});
+  v.get_enum<BiasKind>("bias", m.bias);
   v.get("lm_head_bias", m.lm_head_bias);
   v.get("parallel_residual", m.parallel_residual);
-  v.get_enum<Positional>("positional", m.positional,
-                         {{"rope", Positional::rope},
-                          {"learned", Positional::learned},
-                          {"alibi", Positional::alibi},
-                          {"relative", Positional::relative},
-                          {"none", Positional::none}});
+  v.get_enum<Positional>("positional", m.positional);
   v.get("rope_fraction", m.rope_fraction, 0.0, 1.0);
   v.get_required("max_context", m.max_context, 1);
   v.get("type_vocab", m.type_vocab, 0, 1000000);

@@ -51,31 +51,14 @@ YAML::Node find_nearest(YAML::Node root, const std::string& dotted) {
   return root;
 }
 
-const std::vector<std::pair<std::string, Tier>>& tier_names() {
-  static const std::vector<std::pair<std::string, Tier>> names = {
-      {"gpu", Tier::gpu}, {"cpu", Tier::cpu}, {"nvme", Tier::nvme}};
-  return names;
-}
-
-const std::vector<std::pair<std::string, OffloadPreset>>& offload_preset_names() {
-  static const std::vector<std::pair<std::string, OffloadPreset>> names = {
-      {"none", OffloadPreset::none},
-      {"zero-offload", OffloadPreset::zero_offload},
-      {"zero-infinity", OffloadPreset::zero_infinity},
-      {"aidaptiv", OffloadPreset::aidaptiv},
-      {"activation-cpu", OffloadPreset::activation_cpu},
-      {"activation-nvme", OffloadPreset::activation_nvme}};
-  return names;
-}
-
 void read_offload(MapView& v, Offload& o) {
-  v.get_enum<OffloadPreset>("preset", o.preset, offload_preset_names());
+  v.get_enum<OffloadPreset>("preset", o.preset);
   apply_preset(o);  // explicit keys below override the preset's placements
-  v.get_enum<Tier>("params", o.params, tier_names());
-  v.get_enum<Tier>("gradients", o.gradients, tier_names());
-  v.get_enum<Tier>("optimizer", o.optimizer, tier_names());
-  v.get_enum<Tier>("activations", o.activations, tier_names());
-  v.get_enum<Tier>("optimizer_step", o.optimizer_step, tier_names());
+  v.get_enum<Tier>("params", o.params);
+  v.get_enum<Tier>("gradients", o.gradients);
+  v.get_enum<Tier>("optimizer", o.optimizer);
+  v.get_enum<Tier>("activations", o.activations);
+  v.get_enum<Tier>("optimizer_step", o.optimizer_step);
   v.get("pinned", o.pinned);
   v.get("prefetch_depth", o.prefetch_depth, 0, 1024);
   v.get("buffer_count", o.buffer_count, 1, 1024);
@@ -87,10 +70,8 @@ void read_offload(MapView& v, Offload& o) {
 // cost: {mode, billing, energy_price, pue, lifetime_years, utilization, rent}: the keys given
 // replace those of `c` (the scenario's, for a plan's own block).
 void read_cost(MapView& c, CostSpec& cost) {
-  c.get_enum<CostSpec::Mode>("mode", cost.mode, {{"rent", CostSpec::Mode::rent}, {"own", CostSpec::Mode::own}});
-  c.get_enum<CostSpec::Billing>(
-      "billing", cost.billing,
-      {{"per-hour", CostSpec::Billing::per_hour}, {"per-second", CostSpec::Billing::per_second}});
+  c.get_enum<CostSpec::Mode>("mode", cost.mode);
+  c.get_enum<CostSpec::Billing>("billing", cost.billing);
   c.get_quantity("energy_price", Quantity::money_per_energy, cost.energy_usd_per_kwh, 0);
   c.get("pue", cost.pue, 1.0, 5.0);
   c.get("lifetime_years", cost.lifetime_years, 0.1, 50.0);
@@ -148,15 +129,8 @@ void read_parallel(MapView& v, Parallel& p) {
   p.zero_given = p.zero_given || v.has("zero");
   v.get("zero", p.zero, 0, 3);
   p.fsdp_given = p.fsdp_given || v.has("fsdp");
-  v.get_enum<FsdpSharding>("fsdp", p.fsdp,
-                           {{"full_shard", FsdpSharding::full_shard},
-                            {"shard_grad_op", FsdpSharding::shard_grad_op},
-                            {"hybrid_shard", FsdpSharding::hybrid_shard},
-                            {"no_shard", FsdpSharding::no_shard}});
-  v.get_enum<PipelineSchedule>("schedule", p.schedule,
-                               {{"1f1b", PipelineSchedule::one_f_one_b},
-                                {"gpipe", PipelineSchedule::gpipe},
-                                {"interleaved", PipelineSchedule::interleaved}});
+  v.get_enum<FsdpSharding>("fsdp", p.fsdp);
+  v.get_enum<PipelineSchedule>("schedule", p.schedule);
   v.get("virtual_stages", p.virtual_stages, 1, 1024);
   v.get("first_stage_layers", p.first_stage_layers, 0, 100000);
   v.get("last_stage_layers", p.last_stage_layers, 0, 100000);
@@ -409,39 +383,26 @@ void read_search_gpus(MapView& sv, SearchSpace& sp, const hardware::Catalog& cat
   sp.gpus = gpus;
 }
 
-// search.activation_checkpointing and search.offload: lists of names.
-void read_search_choices(MapView& sv, SearchSpace& sp) {
-  Reader& r = sv.reader();
+// search.activation_checkpointing and search.offload: lists of an enum's names.
+template <class E>
+void read_choice_list(MapView& sv, std::string_view key, std::vector<E>& out) {
   std::vector<std::string> names;
-  if (sv.get_strings("activation_checkpointing", names)) {
-    sp.checkpointing.clear();
-    for (const auto& n : names) {
-      if (n == "none")
-        sp.checkpointing.push_back(Checkpointing::none);
-      else if (n == "selective")
-        sp.checkpointing.push_back(Checkpointing::selective);
-      else if (n == "full")
-        sp.checkpointing.push_back(Checkpointing::full);
-      else
-        r.error(sv.location_of("activation_checkpointing"), sv.key_path("activation_checkpointing"),
-                fmt::format("'{}' is not one of none, selective, full", n));
+  if (!sv.get_strings(key, names)) return;
+  out.clear();
+  for (const auto& n : names) {
+    if (const std::optional<E> value = value_named<E>(n)) {
+      out.push_back(*value);
+    } else {
+      const std::vector<std::string> options = names_of<E>();
+      sv.reader().error(sv.location_of(key), sv.key_path(key),
+                        fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
     }
   }
-  if (sv.get_strings("offload", names)) {
-    sp.offload.clear();
-    const auto& presets = offload_preset_names();
-    for (const auto& n : names) {
-      auto it = std::find_if(presets.begin(), presets.end(), [&](const auto& x) { return x.first == n; });
-      if (it == presets.end()) {
-        std::vector<std::string> options;
-        for (const auto& x : presets) options.push_back(x.first);
-        r.error(sv.location_of("offload"), sv.key_path("offload"),
-                fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
-      } else {
-        sp.offload.push_back(it->second);
-      }
-    }
-  }
+}
+
+void read_search_choices(MapView& sv, SearchSpace& sp) {
+  read_choice_list(sv, "activation_checkpointing", sp.checkpointing);
+  read_choice_list(sv, "offload", sp.offload);
 }
 
 // search: the space the planner searches (docs/scenario-format.md).

@@ -15,10 +15,20 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "common/enum_names.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
 
 namespace ftplan::io::detail {
+
+// An enum's names (common/enum_names.hpp) as a reader's choices, to which a key may add its own
+// aliases.
+template <class E>
+std::vector<std::pair<std::string, E>> choices_of() {
+  std::vector<std::pair<std::string, E>> out;
+  for (const EnumName<E>& n : enum_table(E{})) out.emplace_back(n.name, n.value);
+  return out;
+}
 
 // Largest input file read (scenarios, zoo entries, config.json): anything bigger is not one of ours.
 inline constexpr std::uintmax_t kMaxInputBytes = 16u << 20;
@@ -105,6 +115,11 @@ class MapView {
     for (const auto& n : names) options.push_back(n.first);
     report_bad_choice(key, text, options);
     return false;
+  }
+  // An enum named by its table.
+  template <class E>
+  bool get_enum(std::string_view key, E& out) {
+    return get_enum(key, out, choices_of<E>());
   }
 
   // A nested mapping (invalid view when absent; reported when present but not a mapping).

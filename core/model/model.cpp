@@ -58,24 +58,9 @@ std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len
   return seq_len;
 }
 
-const char* to_string(Linear l) {
-  switch (l) {
-    case Linear::q: return "q";
-    case Linear::k: return "k";
-    case Linear::v: return "v";
-    case Linear::o: return "o";
-    case Linear::gate: return "gate";
-    case Linear::up: return "up";
-    case Linear::down: return "down";
-  }
-  return "?";
-}
+const char* to_string(Linear l) { return name_of(l); }
 
-std::optional<Linear> linear_from_string(std::string_view name) {
-  for (Linear l : kLinears)
-    if (name == to_string(l)) return l;
-  return std::nullopt;
-}
+std::optional<Linear> linear_from_string(std::string_view name) { return value_named<Linear>(name); }
 
 LinearDims linear_dims(const LayerShape& s, Linear l) {
   switch (l) {
@@ -105,49 +90,11 @@ LayerShape layer_shape(const ModelSpec& m, int layer) {
   return s;
 }
 
-const char* to_string(Architecture a) {
-  switch (a) {
-    case Architecture::decoder: return "decoder";
-    case Architecture::encoder: return "encoder";
-    case Architecture::encoder_decoder: return "encoder-decoder";
-  }
-  return "?";
-}
-const char* to_string(FfnKind k) {
-  switch (k) {
-    case FfnKind::swiglu: return "swiglu";
-    case FfnKind::geglu: return "geglu";
-    case FfnKind::gelu: return "gelu";
-    case FfnKind::relu: return "relu";
-  }
-  return "?";
-}
-const char* to_string(NormKind k) {
-  switch (k) {
-    case NormKind::rmsnorm: return "rmsnorm";
-    case NormKind::layernorm: return "layernorm";
-    case NormKind::layernorm_nobias: return "layernorm-nobias";
-  }
-  return "?";
-}
-const char* to_string(BiasKind k) {
-  switch (k) {
-    case BiasKind::none: return "none";
-    case BiasKind::all: return "all";
-    case BiasKind::qkv: return "qkv";
-  }
-  return "?";
-}
-const char* to_string(Positional p) {
-  switch (p) {
-    case Positional::rope: return "rope";
-    case Positional::learned: return "learned";
-    case Positional::alibi: return "alibi";
-    case Positional::relative: return "relative";
-    case Positional::none: return "none";
-  }
-  return "?";
-}
+const char* to_string(Architecture a) { return name_of(a); }
+const char* to_string(FfnKind k) { return name_of(k); }
+const char* to_string(NormKind k) { return name_of(k); }
+const char* to_string(BiasKind k) { return name_of(k); }
+const char* to_string(Positional p) { return name_of(p); }
 
 LayerParams layer_params(const ModelSpec& m, int layer, bool cross_attention) {
   LayerParams p;

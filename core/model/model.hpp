@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/enum_names.hpp"
 
 namespace ftplan::model {
 
@@ -15,6 +18,37 @@ enum class FfnKind { swiglu, geglu, gelu, relu };
 enum class NormKind { rmsnorm, layernorm, layernorm_nobias };
 enum class BiasKind { none, all, qkv };
 enum class Positional { rope, learned, alibi, relative, none };
+
+// Each enum's names as zoo files write them (common/enum_names.hpp).
+inline std::span<const EnumName<Architecture>> enum_table(Architecture) {
+  static constexpr EnumName<Architecture> t[] = {{Architecture::decoder, "decoder"},
+                                                 {Architecture::encoder, "encoder"},
+                                                 {Architecture::encoder_decoder, "encoder-decoder"}};
+  return t;
+}
+inline std::span<const EnumName<FfnKind>> enum_table(FfnKind) {
+  static constexpr EnumName<FfnKind> t[] = {
+      {FfnKind::swiglu, "swiglu"}, {FfnKind::geglu, "geglu"}, {FfnKind::gelu, "gelu"}, {FfnKind::relu, "relu"}};
+  return t;
+}
+inline std::span<const EnumName<NormKind>> enum_table(NormKind) {
+  static constexpr EnumName<NormKind> t[] = {{NormKind::rmsnorm, "rmsnorm"},
+                                             {NormKind::layernorm, "layernorm"},
+                                             {NormKind::layernorm_nobias, "layernorm-nobias"}};
+  return t;
+}
+inline std::span<const EnumName<BiasKind>> enum_table(BiasKind) {
+  static constexpr EnumName<BiasKind> t[] = {{BiasKind::none, "none"}, {BiasKind::all, "all"}, {BiasKind::qkv, "qkv"}};
+  return t;
+}
+inline std::span<const EnumName<Positional>> enum_table(Positional) {
+  static constexpr EnumName<Positional> t[] = {{Positional::rope, "rope"},
+                                               {Positional::learned, "learned"},
+                                               {Positional::alibi, "alibi"},
+                                               {Positional::relative, "relative"},
+                                               {Positional::none, "none"}};
+  return t;
+}
 
 const char* to_string(Architecture a);
 const char* to_string(FfnKind k);
@@ -149,7 +183,14 @@ std::int64_t attended_tokens(const ModelSpec& m, int layer, std::int64_t seq_len
 enum class Linear { q, k, v, o, gate, up, down };
 inline constexpr Linear kLinears[] = {Linear::q,    Linear::k,  Linear::v,   Linear::o,
                                       Linear::gate, Linear::up, Linear::down};
-const char* to_string(Linear l);  // "q", "k", "v", "o", "gate", "up", "down": the names job.lora.targets uses
+// The names job.lora.targets uses.
+inline std::span<const EnumName<Linear>> enum_table(Linear) {
+  static constexpr EnumName<Linear> t[] = {{Linear::q, "q"},      {Linear::k, "k"},       {Linear::v, "v"},
+                                           {Linear::o, "o"},      {Linear::gate, "gate"}, {Linear::up, "up"},
+                                           {Linear::down, "down"}};
+  return t;
+}
+const char* to_string(Linear l);
 std::optional<Linear> linear_from_string(std::string_view name);
 inline bool is_mlp(Linear l) { return l == Linear::gate || l == Linear::up || l == Linear::down; }
 struct LinearDims {

@@ -10,71 +10,15 @@
 
 namespace ftplan::plan {
 
-const char* to_string(Method m) {
-  switch (m) {
-    case Method::full: return "full";
-    case Method::lora: return "lora";
-    case Method::qlora: return "qlora";
-  }
-  return "?";
-}
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::bf16_mixed: return "bf16-mixed";
-    case Precision::fp16_mixed: return "fp16-mixed";
-    case Precision::bf16: return "bf16";
-    case Precision::fp8_mixed: return "fp8-mixed";
-  }
-  return "?";
-}
-const char* to_string(OptimizerKind o) {
-  switch (o) {
-    case OptimizerKind::adamw: return "adamw";
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::adamw_8bit: return "adamw-8bit";
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::sgd_momentum: return "sgd-momentum";
-    case OptimizerKind::adafactor: return "adafactor";
-    case OptimizerKind::lion: return "lion";
-  }
-  return "?";
-}
+const char* to_string(Method m) { return name_of(m); }
+const char* to_string(Precision p) { return name_of(p); }
+const char* to_string(OptimizerKind o) { return name_of(o); }
 const char* to_string(OptimizerImpl o) {
-  switch (o) {
-    case OptimizerImpl::framework_default: return "framework default";
-    case OptimizerImpl::foreach: return "foreach";
-    case OptimizerImpl::fused: return "fused";
-    case OptimizerImpl::per_parameter: return "per-parameter";
-  }
-  return "?";
+  return o == OptimizerImpl::framework_default ? "framework default" : name_of(o);
 }
-const char* to_string(Checkpointing c) {
-  switch (c) {
-    case Checkpointing::none: return "none";
-    case Checkpointing::selective: return "selective";
-    case Checkpointing::full: return "full";
-  }
-  return "?";
-}
-const char* to_string(AttentionImpl a) {
-  switch (a) {
-    case AttentionImpl::flash: return "flash";
-    case AttentionImpl::sdpa: return "sdpa";
-    case AttentionImpl::eager: return "eager";
-    case AttentionImpl::flash_v1: return "flash-v1";
-  }
-  return "?";
-}
-const char* to_string(QuantKind q) {
-  switch (q) {
-    case QuantKind::nf4: return "nf4";
-    case QuantKind::fp4: return "fp4";
-    case QuantKind::int8: return "int8";
-    case QuantKind::int4: return "int4";
-  }
-  return "?";
-}
+const char* to_string(Checkpointing c) { return name_of(c); }
+const char* to_string(AttentionImpl a) { return name_of(a); }
+const char* to_string(QuantKind q) { return name_of(q); }
 std::string file_tag(const std::string& plan_name) {
   std::string tag = plan_name;
   for (char& ch : tag)
@@ -82,42 +26,10 @@ std::string file_tag(const std::string& plan_name) {
   return tag;
 }
 
-const char* to_string(Tier t) {
-  switch (t) {
-    case Tier::gpu: return "gpu";
-    case Tier::cpu: return "cpu";
-    case Tier::nvme: return "nvme";
-  }
-  return "?";
-}
-const char* to_string(FsdpSharding s) {
-  switch (s) {
-    case FsdpSharding::full_shard: return "full_shard";
-    case FsdpSharding::shard_grad_op: return "shard_grad_op";
-    case FsdpSharding::hybrid_shard: return "hybrid_shard";
-    case FsdpSharding::no_shard: return "no_shard";
-  }
-  return "?";
-}
-const char* to_string(PipelineSchedule s) {
-  switch (s) {
-    case PipelineSchedule::one_f_one_b: return "1f1b";
-    case PipelineSchedule::gpipe: return "gpipe";
-    case PipelineSchedule::interleaved: return "interleaved";
-  }
-  return "?";
-}
-const char* to_string(OffloadPreset p) {
-  switch (p) {
-    case OffloadPreset::none: return "none";
-    case OffloadPreset::zero_offload: return "zero-offload";
-    case OffloadPreset::zero_infinity: return "zero-infinity";
-    case OffloadPreset::aidaptiv: return "aidaptiv";
-    case OffloadPreset::activation_cpu: return "activation-cpu";
-    case OffloadPreset::activation_nvme: return "activation-nvme";
-  }
-  return "?";
-}
+const char* to_string(Tier t) { return name_of(t); }
+const char* to_string(FsdpSharding s) { return name_of(s); }
+const char* to_string(PipelineSchedule s) { return name_of(s); }
+const char* to_string(OffloadPreset p) { return name_of(p); }
 
 // Where each preset puts the training state (sources and data movement: docs/tiered-memory.md).
 void apply_preset(Offload& o) {

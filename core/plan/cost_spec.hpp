@@ -1,6 +1,10 @@
 // How a scenario pays for its plans (docs/scenario-format.md, section `cost`). Defaults live here.
 #pragma once
 
+#include <span>
+
+#include "common/enum_names.hpp"
+
 namespace ftplan::plan {
 
 // How the scenario pays: rented by the hour or second, or owned (capex amortised + energy).
@@ -13,5 +17,15 @@ struct CostSpec {
   double utilization = 0.7;      // share of the lifetime the hardware does paid work
   double rent_usd_per_hour = 0;  // per node; 0 = the catalog's node or GPU rate
 };
+
+inline std::span<const EnumName<CostSpec::Mode>> enum_table(CostSpec::Mode) {
+  static constexpr EnumName<CostSpec::Mode> t[] = {{CostSpec::Mode::rent, "rent"}, {CostSpec::Mode::own, "own"}};
+  return t;
+}
+inline std::span<const EnumName<CostSpec::Billing>> enum_table(CostSpec::Billing) {
+  static constexpr EnumName<CostSpec::Billing> t[] = {{CostSpec::Billing::per_hour, "per-hour"},
+                                                      {CostSpec::Billing::per_second, "per-second"}};
+  return t;
+}
 
 }  // namespace ftplan::plan

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "common/enum_names.hpp"
 
 namespace ftplan::plan {
 
@@ -147,6 +150,70 @@ struct Job {
 
   double dropout_for(double model_dropout) const { return dropout >= 0 ? dropout : model_dropout; }
 };
+
+// Each enum's names (common/enum_names.hpp): as scenarios write them, in the order choices are offered.
+inline std::span<const EnumName<Method>> enum_table(Method) {
+  static constexpr EnumName<Method> t[] = {{Method::full, "full"}, {Method::lora, "lora"}, {Method::qlora, "qlora"}};
+  return t;
+}
+inline std::span<const EnumName<Precision>> enum_table(Precision) {
+  static constexpr EnumName<Precision> t[] = {{Precision::fp32, "fp32"},
+                                              {Precision::bf16_mixed, "bf16-mixed"},
+                                              {Precision::fp16_mixed, "fp16-mixed"},
+                                              {Precision::bf16, "bf16"},
+                                              {Precision::fp8_mixed, "fp8-mixed"}};
+  return t;
+}
+inline std::span<const EnumName<OptimizerKind>> enum_table(OptimizerKind) {
+  static constexpr EnumName<OptimizerKind> t[] = {{OptimizerKind::adamw, "adamw"},
+                                                  {OptimizerKind::adam, "adam"},
+                                                  {OptimizerKind::adamw_8bit, "adamw-8bit"},
+                                                  {OptimizerKind::sgd, "sgd"},
+                                                  {OptimizerKind::sgd_momentum, "sgd-momentum"},
+                                                  {OptimizerKind::adafactor, "adafactor"},
+                                                  {OptimizerKind::lion, "lion"}};
+  return t;
+}
+// (framework_default is what is left unwritten: not a name a scenario gives; to_string says it.)
+inline std::span<const EnumName<OptimizerImpl>> enum_table(OptimizerImpl) {
+  static constexpr EnumName<OptimizerImpl> t[] = {{OptimizerImpl::foreach, "foreach"},
+                                                  {OptimizerImpl::fused, "fused"},
+                                                  {OptimizerImpl::per_parameter, "per-parameter"}};
+  return t;
+}
+inline std::span<const EnumName<Checkpointing>> enum_table(Checkpointing) {
+  static constexpr EnumName<Checkpointing> t[] = {
+      {Checkpointing::none, "none"}, {Checkpointing::selective, "selective"}, {Checkpointing::full, "full"}};
+  return t;
+}
+inline std::span<const EnumName<AttentionImpl>> enum_table(AttentionImpl) {
+  static constexpr EnumName<AttentionImpl> t[] = {{AttentionImpl::flash, "flash"},
+                                                  {AttentionImpl::sdpa, "sdpa"},
+                                                  {AttentionImpl::eager, "eager"},
+                                                  {AttentionImpl::flash_v1, "flash-v1"}};
+  return t;
+}
+inline std::span<const EnumName<Zero3Fetch>> enum_table(Zero3Fetch) {
+  static constexpr EnumName<Zero3Fetch> t[] = {{Zero3Fetch::prefetch, "prefetch"},
+                                               {Zero3Fetch::per_parameter, "per-parameter"}};
+  return t;
+}
+inline std::span<const EnumName<QuantKind>> enum_table(QuantKind) {
+  static constexpr EnumName<QuantKind> t[] = {
+      {QuantKind::nf4, "nf4"}, {QuantKind::fp4, "fp4"}, {QuantKind::int8, "int8"}, {QuantKind::int4, "int4"}};
+  return t;
+}
+inline std::span<const EnumName<Packing>> enum_table(Packing) {
+  static constexpr EnumName<Packing> t[] = {{Packing::packed, "packed"}, {Packing::padded, "padded"}};
+  return t;
+}
+inline std::span<const EnumName<LengthDistribution>> enum_table(LengthDistribution) {
+  static constexpr EnumName<LengthDistribution> t[] = {{LengthDistribution::fixed, "fixed"},
+                                                       {LengthDistribution::uniform, "uniform"},
+                                                       {LengthDistribution::normal, "normal"},
+                                                       {LengthDistribution::lognormal, "lognormal"}};
+  return t;
+}
 
 const char* to_string(Method m);
 const char* to_string(Precision p);

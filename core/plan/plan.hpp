@@ -20,6 +20,33 @@ enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class OffloadPreset { none, zero_offload, zero_infinity, aidaptiv, activation_cpu, activation_nvme };
 
+inline std::span<const EnumName<Tier>> enum_table(Tier) {
+  static constexpr EnumName<Tier> t[] = {{Tier::gpu, "gpu"}, {Tier::cpu, "cpu"}, {Tier::nvme, "nvme"}};
+  return t;
+}
+inline std::span<const EnumName<FsdpSharding>> enum_table(FsdpSharding) {
+  static constexpr EnumName<FsdpSharding> t[] = {{FsdpSharding::full_shard, "full_shard"},
+                                                 {FsdpSharding::shard_grad_op, "shard_grad_op"},
+                                                 {FsdpSharding::hybrid_shard, "hybrid_shard"},
+                                                 {FsdpSharding::no_shard, "no_shard"}};
+  return t;
+}
+inline std::span<const EnumName<PipelineSchedule>> enum_table(PipelineSchedule) {
+  static constexpr EnumName<PipelineSchedule> t[] = {{PipelineSchedule::one_f_one_b, "1f1b"},
+                                                     {PipelineSchedule::gpipe, "gpipe"},
+                                                     {PipelineSchedule::interleaved, "interleaved"}};
+  return t;
+}
+inline std::span<const EnumName<OffloadPreset>> enum_table(OffloadPreset) {
+  static constexpr EnumName<OffloadPreset> t[] = {{OffloadPreset::none, "none"},
+                                                  {OffloadPreset::zero_offload, "zero-offload"},
+                                                  {OffloadPreset::zero_infinity, "zero-infinity"},
+                                                  {OffloadPreset::aidaptiv, "aidaptiv"},
+                                                  {OffloadPreset::activation_cpu, "activation-cpu"},
+                                                  {OffloadPreset::activation_nvme, "activation-nvme"}};
+  return t;
+}
+
 const char* to_string(Tier t);
 const char* to_string(FsdpSharding s);
 const char* to_string(PipelineSchedule s);

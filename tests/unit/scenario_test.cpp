@@ -420,3 +420,34 @@ plans:
   CHECK(e.find("x.yaml:4:") != std::string::npos);
   CHECK(e.find("(plan 'B')") != std::string::npos);
 }
+
+// One table per enum (common/enum_names.hpp): every name the table has is what the reader takes
+// for its value, and a name it lacks is refused with the table's names, in order. Red if a reader
+// keeps a list of its own that drifts from the table.
+template <class E, class Read>
+void check_names_read(const std::string& where, const std::string& line, Read read) {
+  const auto with = [&](const std::string& name) {
+    std::string l = line;
+    return replace(kGood, where, where + replace(l, "NAME", name));
+  };
+  for (const std::string& name : names_of<E>()) {
+    CAPTURE(name);
+    CHECK(name_of(read(parse(with(name)))) == name);
+  }
+  const std::string e = error_of(with("bogus"));
+  CHECK(e.find(std::string("is not one of ") + names_joined<E>()) != std::string::npos);
+}
+
+TEST_CASE("each enum's names are read from its one table") {
+  const std::string job = "  tokens: 500M\n";
+  check_names_read<plan::Precision>(job, "  precision: NAME\n",
+                                    [](const plan::Scenario& s) { return s.plans[0].job.precision; });
+  check_names_read<plan::AttentionImpl>(job, "  attention: NAME\n",
+                                        [](const plan::Scenario& s) { return s.plans[0].job.attention; });
+  check_names_read<plan::OptimizerKind>(job, "  optimizer: NAME\n",
+                                        [](const plan::Scenario& s) { return s.plans[0].job.optimizer.kind; });
+  check_names_read<plan::Checkpointing>(job, "  activation_checkpointing: NAME\n",
+                                        [](const plan::Scenario& s) { return s.plans[0].job.checkpointing; });
+  check_names_read<plan::FsdpSharding>("    cluster: {gpu: rtx-4090, gpus: 1}\n", "    parallel: {fsdp: NAME}\n",
+                                       [](const plan::Scenario& s) { return s.plans[1].parallel.fsdp; });
+}
