@@ -4,19 +4,7 @@
 
 namespace ftplan::hardware {
 
-const char* to_string(Dtype d) {
-  switch (d) {
-    case Dtype::fp64: return "fp64";
-    case Dtype::fp32: return "fp32";
-    case Dtype::tf32: return "tf32";
-    case Dtype::bf16: return "bf16";
-    case Dtype::fp16: return "fp16";
-    case Dtype::fp8: return "fp8";
-    case Dtype::int8: return "int8";
-    case Dtype::int4: return "int4";
-  }
-  return "?";
-}
+const char* to_string(Dtype d) { return name_of(d); }
 
 double bytes_per_element(Dtype d) {
   switch (d) {

@@ -5,13 +5,23 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "common/enum_names.hpp"
 
 namespace ftplan::hardware {
 
 // Number formats a GPU computes in. Order matters only for display.
 enum class Dtype { fp64, fp32, tf32, bf16, fp16, fp8, int8, int4 };
+// Names as the catalog and profiles write them (common/enum_names.hpp).
+inline std::span<const EnumName<Dtype>> enum_table(Dtype) {
+  static constexpr EnumName<Dtype> t[] = {{Dtype::fp64, "fp64"}, {Dtype::fp32, "fp32"}, {Dtype::tf32, "tf32"},
+                                          {Dtype::bf16, "bf16"}, {Dtype::fp16, "fp16"}, {Dtype::fp8, "fp8"},
+                                          {Dtype::int8, "int8"}, {Dtype::int4, "int4"}};
+  return t;
+}
 const char* to_string(Dtype d);
 // Bytes per element of a stored tensor (int4 and NF4 are half a byte).
 double bytes_per_element(Dtype d);

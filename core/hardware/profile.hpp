@@ -104,6 +104,14 @@ struct MemorySample {
 };
 
 enum class CopyDirection { h2d, d2h, bidir, d2d, h2h };
+inline std::span<const EnumName<CopyDirection>> enum_table(CopyDirection) {
+  static constexpr EnumName<CopyDirection> t[] = {{CopyDirection::h2d, "h2d"},
+                                                  {CopyDirection::d2h, "d2h"},
+                                                  {CopyDirection::bidir, "bidir"},
+                                                  {CopyDirection::d2d, "d2d"},
+                                                  {CopyDirection::h2h, "h2h"}};
+  return t;
+}
 const char* to_string(CopyDirection d);
 
 // One copy size: host<->device over PCIe (bidir: both directions at once, the sum reported), or
@@ -119,6 +127,12 @@ struct CopySample {
 };
 
 enum class CollectiveOp { all_reduce, all_gather, reduce_scatter };
+inline std::span<const EnumName<CollectiveOp>> enum_table(CollectiveOp) {
+  static constexpr EnumName<CollectiveOp> t[] = {{CollectiveOp::all_reduce, "all_reduce"},
+                                                 {CollectiveOp::all_gather, "all_gather"},
+                                                 {CollectiveOp::reduce_scatter, "reduce_scatter"}};
+  return t;
+}
 const char* to_string(CollectiveOp op);
 
 // NCCL bus bandwidth as nccl-tests defines it (all-reduce: algbw x 2(n-1)/n; gathers: x (n-1)/n).
@@ -132,6 +146,13 @@ struct CollectiveSample {
 };
 
 enum class StorageOp { read, write, randread, randwrite };
+inline std::span<const EnumName<StorageOp>> enum_table(StorageOp) {
+  static constexpr EnumName<StorageOp> t[] = {{StorageOp::read, "read"},
+                                              {StorageOp::write, "write"},
+                                              {StorageOp::randread, "randread"},
+                                              {StorageOp::randwrite, "randwrite"}};
+  return t;
+}
 const char* to_string(StorageOp op);
 
 // One storage configuration: O_DIRECT through io_uring on files the calibration created.

@@ -62,13 +62,6 @@ void read_pcie(MapView& v, const char* key, PcieLink& link) {
   l.finish();
 }
 
-const std::vector<std::pair<std::string, Dtype>>& dtype_names() {
-  static const std::vector<std::pair<std::string, Dtype>> names = {
-      {"fp64", Dtype::fp64}, {"fp32", Dtype::fp32}, {"tf32", Dtype::tf32}, {"bf16", Dtype::bf16},
-      {"fp16", Dtype::fp16}, {"fp8", Dtype::fp8},   {"int8", Dtype::int8}, {"int4", Dtype::int4}};
-  return names;
-}
-
 GpuSpec read_gpu(MapView& v) {
   GpuSpec g;
   read_common(v, g.name, g.display_name, g.sources, g.notes);
@@ -82,7 +75,7 @@ GpuSpec read_gpu(MapView& v) {
   v.get_required_quantity("memory_bandwidth", ftplan::Quantity::bandwidth, g.memory_bandwidth_Bps, 1);
   v.require("peak", "dense peak FLOP/s per dtype");
   if (MapView p = v.map("peak"); p.valid()) {
-    for (const auto& [name, dtype] : dtype_names()) {
+    for (const auto& [name, dtype] : detail::choices_of<Dtype>()) {
       double value = 0;
       if (p.get_quantity(name, ftplan::Quantity::flops, value, 1)) g.peak_flops[dtype] = value;
     }
