@@ -105,7 +105,7 @@ int cmd_hardware(const std::vector<std::string>& argv) {
       for (const auto& d : n.drives) drives += fmt::format("{}{}x {}", drives.empty() ? "" : ", ", d.count, d.name);
       std::string defaults;
       for (const auto& d : n.default_for) defaults += (defaults.empty() ? "" : ", ") + d;
-      t.row({n.name, fmt::format("{}x {}", n.gpus, n.gpu), n.host, drives, n.gpu_interconnect,
+      t.row({n.name, fmt::format("{}x {}", n.gpus, n.gpu), n.host, drives, name_of(n.gpu_interconnect),
              money(n.price.purchase_usd), hourly(n.price.cloud_usd_per_hour), defaults});
     }
   } else if (kind == "hosts") {

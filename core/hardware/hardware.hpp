@@ -23,6 +23,18 @@ inline std::span<const EnumName<Dtype>> enum_table(Dtype) {
   return t;
 }
 const char* to_string(Dtype d);
+
+// How a node's GPUs reach each other: through the host's PCIe (root complex or switches), or a
+// direct GPU-to-GPU fabric at the GPU's nvlink_bandwidth: NVLink, or AMD's Infinity Fabric (xGMI:
+// each MI300X to its seven peers directly, AMD MI300X platform datasheet).
+enum class GpuInterconnect { pcie, nvlink, infinity_fabric };
+inline std::span<const EnumName<GpuInterconnect>> enum_table(GpuInterconnect) {
+  static constexpr EnumName<GpuInterconnect> t[] = {{GpuInterconnect::pcie, "pcie"},
+                                                    {GpuInterconnect::nvlink, "nvlink"},
+                                                    {GpuInterconnect::infinity_fabric, "infinity-fabric"}};
+  return t;
+}
+inline bool is_gpu_fabric(GpuInterconnect i) { return i != GpuInterconnect::pcie; }
 // Bytes per element of a stored tensor (int4 and NF4 are half a byte).
 double bytes_per_element(Dtype d);
 
@@ -144,7 +156,7 @@ struct NodeSpec {
   double dram_bytes = 0;  // 0 = the host's
   std::vector<DeviceCount> drives;
   std::vector<DeviceCount> nics;
-  std::string gpu_interconnect = "pcie";  // nvlink | pcie | infinity-fabric
+  GpuInterconnect gpu_interconnect = GpuInterconnect::pcie;
   std::vector<PcieSwitch> pcie_switches;
   double base_power_w = 0;
   double max_power_w = 0;

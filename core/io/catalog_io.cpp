@@ -190,8 +190,7 @@ NodeSpec read_node(MapView& v) {
   v.get_quantity("dram", ftplan::Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_counts(v, "drives", "drive");
   n.nics = read_counts(v, "nics", "nic");
-  v.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
-                          {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
+  v.get_enum("gpu_interconnect", n.gpu_interconnect);
   std::size_t i = 0;
   for (const auto& node : v.seq("pcie_switches")) {
     MapView s(v.reader(), node, fmt::format("{}[{}]", v.key_path("pcie_switches"), i++));

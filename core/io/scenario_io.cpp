@@ -226,8 +226,7 @@ bool read_parts(MapView& v, hardware::NodeSpec& n) {
   p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_device_list(p, "drives", "drive");
   n.nics = read_device_list(p, "nics", "nic");
-  p.get_enum<std::string>("gpu_interconnect", n.gpu_interconnect,
-                          {{"nvlink", "nvlink"}, {"pcie", "pcie"}, {"infinity-fabric", "infinity-fabric"}});
+  p.get_enum("gpu_interconnect", n.gpu_interconnect);
   p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
   p.finish();
   return !(n.gpu.empty() || n.host.empty() || n.gpus == 0);

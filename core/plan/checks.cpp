@@ -497,11 +497,11 @@ std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan)
     bad("cluster.gpus_per_node",
         fmt::format("{} is more than the {} GPUs of a {} node", c.gpus_per_node, c.node.gpus, c.node.name));
   // A GPU-to-GPU fabric needs the GPU's bandwidth on it (sim::topology_of); without, it would run over PCIe.
-  if (c.node.gpu_interconnect != "pcie" && c.gpu.nvlink_bandwidth_Bps <= 0)
+  if (hardware::is_gpu_fabric(c.node.gpu_interconnect) && c.gpu.nvlink_bandwidth_Bps <= 0)
     bad(c.as_sold.catalog_node ? "cluster.node" : "cluster.parts.gpu_interconnect",
-        fmt::format("{}: {} has no {} bandwidth in the catalog (nvlink_bandwidth); its GPUs talk over PCIe "
+        fmt::format("{0}: {1} has no {0} bandwidth in the catalog (nvlink_bandwidth); its GPUs talk over PCIe "
                     "(gpu_interconnect: pcie)",
-                    c.node.gpu_interconnect, c.gpu.display_name, c.node.gpu_interconnect));
+                    name_of(c.node.gpu_interconnect), c.gpu.display_name));
   // The families in a fixed order: a plan's findings list in the same order every time.
   const FrameworkProfile& prof = framework_row(plan.job.framework);
   check_tensor_and_pipeline(model, plan, bad);

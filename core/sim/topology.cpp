@@ -55,12 +55,11 @@ int gpus_per_switch(const plan::Cluster& c) {
 Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   Topology t{plan::RankLayout(p)};
   const plan::Cluster& c = p.cluster;
-  // NVLink, or AMD's Infinity Fabric (xGMI: each MI300X to its seven peers directly, AMD MI300X
-  // platform datasheet): a direct GPU-to-GPU fabric at the GPU's nvlink_bandwidth. It was taken
-  // for PCIe before: the catalog's infinity-fabric was read and ignored.
-  t.nvlink = (c.node.gpu_interconnect == "nvlink" || c.node.gpu_interconnect == "infinity-fabric") &&
-             c.gpu.nvlink_bandwidth_Bps > 0;
-  if (t.nvlink) t.gpu_link_name = c.node.gpu_interconnect == "nvlink" ? "nvlink" : "infinity fabric";
+  // A GPU-to-GPU fabric (hardware::GpuInterconnect) at the GPU's nvlink_bandwidth. (A fabric the
+  // GPU has no bandwidth for is refused by plan::check_plan.)
+  t.nvlink = hardware::is_gpu_fabric(c.node.gpu_interconnect) && c.gpu.nvlink_bandwidth_Bps > 0;
+  if (t.nvlink)
+    t.gpu_link_name = c.node.gpu_interconnect == hardware::GpuInterconnect::nvlink ? "nvlink" : "infinity fabric";
   t.pcie_Bps = c.gpu.host_link.bandwidth_Bps() * eff.pcie;
   t.nvlink_Bps = t.nvlink ? c.gpu.nvlink_bandwidth_Bps * eff.nvlink
                           : t.pcie_Bps * 0.5;  // GPU-to-GPU through the root complex: both directions share it

@@ -65,7 +65,7 @@ TEST_CASE("the offload papers' machines: a DGX-2 and a one-RTX-4090 workstation 
   const auto* dgx2 = c.node("dgx-2");
   REQUIRE(dgx2);
   CHECK(dgx2->gpus == 16);
-  CHECK(dgx2->gpu_interconnect == "nvlink");
+  CHECK(dgx2->gpu_interconnect == hardware::GpuInterconnect::nvlink);
   CHECK(dgx2->max_power_w == doctest::Approx(10e3));
   const auto* v100 = c.gpu(dgx2->gpu);
   REQUIRE(v100);
