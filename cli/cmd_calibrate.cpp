@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -51,15 +50,6 @@ std::vector<OptionSpec> calibrate_options() {
                {"tokens", true, "token counts of the GEMM shapes, comma-separated"},
            });
   return o;
-}
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string part;
-  while (std::getline(ss, part, ','))
-    if (auto t = trim(part); !t.empty()) out.emplace_back(t);
-  return out;
 }
 
 double parse_option(const std::string& name, const std::string& text, ftplan::Quantity kind) {

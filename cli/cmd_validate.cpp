@@ -2,13 +2,13 @@
 // measured against simulated (exec/validate.hpp).
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
+#include "common/strings.hpp"
 #include "common/units.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
@@ -20,15 +20,6 @@
 
 namespace ftplan::cli {
 namespace {
-
-std::vector<std::filesystem::path> split_dirs(const std::string& s) {
-  std::vector<std::filesystem::path> out;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ','))
-    if (!part.empty()) out.emplace_back(part);
-  return out;
-}
 
 std::string pct(double simulated, double measured) {
   return fmt::format("{:+.1f}%", exec::error_pct(simulated, measured));
@@ -312,7 +303,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
     machine.machine.cpu = calibrate::read_cpu_identity();
   exec::ValidateOptions o;
   if (auto dirs = args.value("storage-dir"))
-    o.storage_dirs = split_dirs(*dirs);
+    for (const std::string& d : split_list(*dirs)) o.storage_dirs.emplace_back(d);
   else
     for (const auto& d : machine.machine.drives) o.storage_dirs.emplace_back(d.path);
   app.set_catalog(exec::with_local_node(app.catalog(), machine, static_cast<int>(o.storage_dirs.size())));

@@ -117,6 +117,16 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    const std::size_t comma = std::min(text.find(','), text.size());
+    if (const std::string_view item = trim(text.substr(0, comma)); !item.empty()) out.emplace_back(item);
+    text.remove_prefix(std::min(comma + 1, text.size()));
+  }
+  return out;
+}
+
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) {

@@ -28,6 +28,8 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 
 std::string_view trim(std::string_view s);
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+// A comma-separated list as a flag gives it ("a, b,c" -> {a, b, c}): items trimmed, empty ones dropped.
+std::vector<std::string> split_list(std::string_view text);
 std::string to_lower(std::string_view s);
 
 // A display name as a plain snake_case identifier for a CSV column or JSON key: lower case, each

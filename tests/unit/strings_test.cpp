@@ -83,3 +83,12 @@ TEST_CASE("closest_match names the likely typo, and skipping far-off lengths cha
   }
   CHECK(suggested > 300);  // the draw reaches the suggesting branch, not only nullopt
 }
+
+TEST_CASE("split_list: a flag's comma-separated items, trimmed, empty ones dropped") {
+  using V = std::vector<std::string>;
+  CHECK(split_list("a, b,c") == V{"a", "b", "c"});
+  CHECK(split_list(" /mnt/nvme0 , /mnt/nvme1,") == V{"/mnt/nvme0", "/mnt/nvme1"});
+  CHECK(split_list(",,  ,") == V{});
+  CHECK(split_list("") == V{});
+  CHECK(split_list("one") == V{"one"});
+}
