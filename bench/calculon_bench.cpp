@@ -90,6 +90,17 @@ plans:
   - name: 1T 3072xA100
     cluster: {node: dgx-a100-80gb, nodes: 384}
     parallel: {tp: 4, pp: 64, dp: 12, zero: 1, sequence_parallel: true}
+)",
+      // Fewer micro-batches than stages (common in fine-tuning: small global batches on deep
+      // pipelines): no steady state for the micro-batch shortcut to extrapolate.
+      R"(schema_version: 1
+name: 1T on 3072 A100, 32 micro-batches (m < pp 64)
+model: megatron-gpt-1t
+job: {seq_len: 2048, micro_batch: 4, global_batch: 1536, steps: 1, precision: fp16-mixed, activation_checkpointing: full, framework: megatron}
+plans:
+  - name: 1T 3072xA100 m32
+    cluster: {node: dgx-a100-80gb, nodes: 384}
+    parallel: {tp: 4, pp: 64, dp: 12, zero: 1, sequence_parallel: true}
 )"};
   fmt::print(
       "simulations per CPU second (one core), {:.0f} s per case; ratio to the peer's {:.0f} evaluations/s "
