@@ -320,6 +320,22 @@ class MainWindowTest : public QObject {
     }
   }
 
+  // A pipeline whose host peaks at another stage than its GPU: the host bar is the node's worst
+  // stage's total, the GPU-peak stage's categories plus an "other stages" segment (red without it:
+  // mutant host_other_stages_missing).
+  void the_host_bar_includes_other_stages() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "pipeline-activations-host.yaml"));
+    w->evaluate_now();
+    const auto& o = w->shown();
+    QCOMPARE(o.plans.size(), std::size_t{1});
+    const auto& m = o.evaluations[0].memory;
+    QVERIFY2(m.host_peak_bytes > 1.5 * m.host.total(), "the host-peak stage is no longer another stage");
+    const auto* host = w->findChild<QChartView*>("host_chart");
+    QVERIFY(qAbs(bar_total(host, 0, 1) - m.host_peak_bytes / kGiB) < 1e-6 * (1 + m.host_peak_bytes / kGiB));
+    QVERIFY(qAbs(bar_value(host, "other stages", 0, 1) - (m.host_peak_bytes - m.host.total()) / kGiB) < 1e-6);
+  }
+
   // An 8B LoRA plan on an RTX 4090 that needs more than the card's usable memory (24.75 of 23.99
   // GiB): its bar runs past its capacity line, and the table shows no time or cost for it.
   void a_plan_that_does_not_fit_is_drawn_past_its_capacity() {
