@@ -171,6 +171,17 @@ void read_optimizer(MapView& v, Job& job) {
   }
 }
 
+// activation_checkpointing's names: the table's, and "auto" (read before them; named among the
+// choices a wrong name is told).
+const std::vector<std::pair<std::string, Checkpointing>>& checkpointing_choices() {
+  static const auto choices = [] {
+    auto c = choices_of<Checkpointing>();
+    c.emplace_back("auto", Checkpointing::none);
+    return c;
+  }();
+  return choices;
+}
+
 // activation_checkpointing, attention, framework (and its default optimizer), zero3_fetch.
 void read_kernels(MapView& v, Job& job) {
   if (v.has("activation_checkpointing") && v.raw()["activation_checkpointing"].IsScalar() &&
@@ -178,13 +189,7 @@ void read_kernels(MapView& v, Job& job) {
     v.take("activation_checkpointing");
     job.checkpointing_auto = true;
     job.checkpointing = Checkpointing::none;  // until chosen per plan (evaluate::choose_open_knobs)
-  } else if (static const auto with_auto =
-                 [] {
-                   auto c = choices_of<Checkpointing>();
-                   c.emplace_back("auto", Checkpointing::none);  // (taken above; named among the choices)
-                   return c;
-                 }();
-             v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing, with_auto)) {
+  } else if (v.get_enum<Checkpointing>("activation_checkpointing", job.checkpointing, checkpointing_choices())) {
     job.checkpointing_auto = false;
   }
   v.get_enum<AttentionImpl>("attention", job.attention);
