@@ -7,7 +7,8 @@
 //   1T on 3,072 A100: tp 4, pp 64, dp 12, micro-batch 4, 64 micro-batches, full recompute (as
 //     Narayanan et al. 2021 ran it; selective recompute does not fit 80 GB at micro-batch 4).
 // Each case also runs with every layer and micro-batch simulated (the unabridged path,
-// max_micro_batches = 0: no shortcut) and prints how far the default's step time is from it.
+// max_micro_batches = 0: no shortcut) and prints how far the default's step time and GPU
+// high-water mark are from it.
 // Usage: calculon_bench [SECONDS_PER_CASE [CASE]] (default 2 s, every case; CASE 1-3 runs one, for
 // profiling). SECONDS_PER_CASE -N runs the default path exactly N times and nothing else, for
 // instruction counts (valgrind --tool=callgrind ... calculon_bench -10 2: Ir / 10 per simulation).
@@ -106,8 +107,8 @@ plans:
       "simulations per CPU second (one core), {:.0f} s per case; ratio to the peer's {:.0f} evaluations/s "
       "(goal >= 15x)\n",
       seconds, kPeerRate);
-  fmt::print("{:<58} {:>10} {:>8} {:>12} {:>8} {:>10}\n", "case", "sims/s", "ratio", "full sims/s", "ratio",
-             "step dev");
+  fmt::print("{:<58} {:>10} {:>8} {:>12} {:>8} {:>10} {:>10}\n", "case", "sims/s", "ratio", "full sims/s", "ratio",
+             "step dev", "peak dev");
   const int only = argc > 2 ? std::atoi(argv[2]) : 0;
   int index = 0;
   for (const char* yaml : cases) {
@@ -129,8 +130,9 @@ plans:
       continue;
     }
     const double dev = 100.0 * (a.last.step_time_s - b.last.step_time_s) / b.last.step_time_s;
-    fmt::print("{:<58} {:>10.1f} {:>7.2f}x {:>12.1f} {:>7.2f}x {:>+9.3f}%\n", s.name, a.per_s, a.per_s / kPeerRate,
-               b.per_s, b.per_s / kPeerRate, dev);
+    const double peak_dev = 100.0 * (a.last.gpu_peak_bytes - b.last.gpu_peak_bytes) / b.last.gpu_peak_bytes;
+    fmt::print("{:<58} {:>10.1f} {:>7.2f}x {:>12.1f} {:>7.2f}x {:>+9.3f}% {:>+9.3f}%\n", s.name, a.per_s,
+               a.per_s / kPeerRate, b.per_s, b.per_s / kPeerRate, dev, peak_dev);
   }
   return 0;
 }

@@ -173,19 +173,26 @@ namespace {
 // the last backward.
 StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, const des::Result& r) {
   des::Time first_backward = std::numeric_limits<des::Time>::max(), last_forward = 0, last_backward = 0;
+  int first_micro = -1;  // the micro-batch of the first backward
   for (const std::size_t i : l.kernels) {
     const Op& op = ir.ops[i];
     if (op.pass == schedule::Pass::backward) {
+      if (l.start(r, i) < first_backward) first_micro = op.micro;
       first_backward = std::min(first_backward, l.start(r, i));
       last_backward = std::max(last_backward, l.end(r, i));
     } else if (op.pass == schedule::Pass::forward) {
       last_forward = std::max(last_forward, l.end(r, i));
     }
   }
+  des::Time first_done = 0;  // the end of that micro-batch's backward
+  for (const std::size_t i : l.kernels)
+    if (ir.ops[i].pass == schedule::Pass::backward && ir.ops[i].micro == first_micro)
+      first_done = std::max(first_done, l.end(r, i));
   StageRun::PhasePeaks pk;
   for (int t = 0; t < 3; ++t) {
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
       if (x.time < first_backward) pk.held[t] = x.live_bytes;
+      if (x.time <= first_done) pk.first[t] = std::max(pk.first[t], x.live_bytes);
       double& peak = x.time > last_backward                               ? pk.after[t]
                      : x.time >= first_backward && x.time <= last_forward ? pk.steady[t]
                                                                           : pk.ramp[t];

@@ -94,8 +94,10 @@ struct StageRun {
   // kernel's start to the last forward's end (the pipeline's steady state, the stage's in-flight
   // micro-batches all held), `ramp` the one before and after it up to the last backward's end
   // (the warm-up and the drain), `after` the one after that (the optimizer step); `held` the live
-  // bytes as the first backward starts.
+  // bytes as the first backward starts; `first` the high-water mark from the step's start to the
+  // end of the first micro-batch's backward.
   struct PhasePeaks {
+    double first[3] = {0, 0, 0};
     double steady[3] = {0, 0, 0};
     double ramp[3] = {0, 0, 0};
     double after[3] = {0, 0, 0};

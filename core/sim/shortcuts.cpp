@@ -78,8 +78,9 @@ bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp,
 // The whole pipeline's memory peaks from the short runs' (positions 0 and 1 of A are the plan's
 // stages 0 and 1, B's too; the last position is the plan's last stage); nullopt near a pool's
 // capacity, where the extrapolation would judge fit.
-std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, double w_stages,
-                                                     bool first_as_middle, const plan::Cluster& cluster) {
+std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, int pp,
+                                                     std::int64_t accumulation, bool first_as_middle,
+                                                     const plan::Cluster& cluster) {
   const std::array<double, 3> capacity = pool_capacities(cluster);
   const auto& a = run_a.stage_peaks;
   const auto& b = run_b.stage_peaks;
@@ -91,11 +92,26 @@ std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, cons
     // `first_as_middle`: B's first stage ran out of micro-batches before its warm-up ended, and
     // the first stage runs the same layers as the first middle one: what one more stage adds is
     // read at the first middle stage (shortened).
+    // A 1F1B stage s holds min(pp - s, M) micro-batches as its first backward starts (warm-up
+    // min(pp - s - 1, M) forwards, then one more; Megatron-LM schedules.py
+    // forward_backward_pipelining_without_interleaving), A's stage at position s 4 - s (its 6
+    // micro-batches cover its warm-up): `more` micro-batches more. Where M <= pp - s the stage runs
+    // no forward after its first backward (its steady state is at most F_M, B_1): its high-water
+    // mark is A's through its first backward with `more` held more, or, once that backward has
+    // left what a backward leaves (gradients), A's steady state with one fewer (A's next backward,
+    // B2, runs beside F2..F5; the stage's own beside M - 1 forwards). With more micro-batches,
+    // forwards follow backwards, as in A's steady state.
+    const int q_a = static_cast<int>(a.size());
     double peak = std::max(a.back().steady[t], a.back().ramp[t]);
     for (const auto& x : a) peak = std::max(peak, x.after[t]);
     for (int pos : {0, 1}) {
       const int at = first_as_middle ? 1 : pos;
-      peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + w_stages * (a[at].held[t] - b[at].held[t])});
+      const double one = a[at].held[t] - b[at].held[t];  // one more micro-batch held
+      const double more = static_cast<double>(std::min<std::int64_t>(pp - pos, accumulation) - (q_a - pos));
+      if (accumulation <= pp - pos)
+        peak = std::max({peak, a[pos].ramp[t], a[pos].first[t] + more * one, a[pos].steady[t] + (more - 1) * one});
+      else
+        peak = std::max({peak, a[pos].ramp[t], a[pos].steady[t] + more * one});
     }
     if (peak > 0.98 * capacity[t]) return std::nullopt;
     peaks[t] = peak;
@@ -105,18 +121,22 @@ std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, cons
 
 // Whether the stage symmetry applies: a representative, untraced simulation with the micro-batch
 // shortcut on, of a 1F1B or interleaved pipeline of at least kShortenFromStages stages whose middle
-// stages are alike (interleaved: whole groups of pp micro-batches, as Megatron requires).
+// stages are alike (interleaved: whole groups of pp micro-batches, as Megatron requires). 1F1B
+// with fewer micro-batches than stages is included (issue 44): its step is as linear in stages
+// and micro-batches as with more, (M + pp - 1)(t_f + t_b) for alike stages (the last stage busy
+// from the first forward's arrival to the last backward, then the drain), and what its first
+// stages hold stops at M (shortened_peaks).
 bool stage_symmetry_applies(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                             std::int64_t accumulation) {
   const int pp = std::max(1, p.parallel.pp);
   const bool interleaved = p.parallel.schedule == plan::PipelineSchedule::interleaved && p.parallel.virtual_stages > 1;
   if (options.fidelity != Options::Fidelity::representative || options.trace || options.max_micro_batches <= 0 ||
-      pp < kShortenFromStages || p.parallel.schedule == plan::PipelineSchedule::gpipe || accumulation < pp ||
+      pp < kShortenFromStages || p.parallel.schedule == plan::PipelineSchedule::gpipe ||
       m.architecture == model::Architecture::encoder_decoder)
     return false;
   // Interleaved 1F1B runs micro-batches in groups of pp (Megatron requires whole groups): the
   // short pipelines' counts are whole groups of 3 and of 4 stages, and the plan's of pp.
-  if (interleaved && accumulation % pp != 0) return false;
+  if (interleaved && accumulation % pp != 0) return false;  // (so interleaved never has M < pp)
   return middle_stages_alike(m, p, pp, interleaved ? p.parallel.virtual_stages : 1);
 }
 
@@ -290,7 +310,7 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   if (outcome != ShortRuns::ok) return std::nullopt;
   Simulated sim;
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
-  const auto peaks = shortened_peaks(run[0], run[1], w_stages, one_group_b, p.cluster);
+  const auto peaks = shortened_peaks(run[0], run[1], pp, accumulation, one_group_b, p.cluster);
   if (!peaks) return std::nullopt;
   for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
   // A stage's FLOPs are linear in its micro-batches whatever the stage count: C's, or A's less one
