@@ -392,9 +392,7 @@ void read_choice_list(MapView& sv, std::string_view key, std::vector<E>& out) {
     if (const std::optional<E> value = value_named<E>(n)) {
       out.push_back(*value);
     } else {
-      const std::vector<std::string> options = names_of<E>();
-      sv.reader().error(sv.location_of(key), sv.key_path(key),
-                        fmt::format("'{}' is not one of {}{}", n, join(options, ", "), did_you_mean(n, options)));
+      sv.report_bad_choice(key, n, names_of<E>());
     }
   }
 }

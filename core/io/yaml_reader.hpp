@@ -131,9 +131,10 @@ class MapView {
   void finish();
 
   Reader& reader() { return *reader_; }
+  // "'text' is not one of a, b, c (did you mean ...?)" at `key`.
+  void report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options);
 
  private:
-  void report_bad_choice(std::string_view key, const std::string& text, const std::vector<std::string>& options);
   bool scalar_of(std::string_view key, std::string& out);
   // The scalar at `key` as `text` and as a number (parse_quantity's count); reported as not `what`.
   bool number_of(std::string_view key, std::string_view what, std::string& text, double& value);
