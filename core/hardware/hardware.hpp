@@ -24,6 +24,9 @@ inline std::span<const EnumName<Dtype>> enum_table(Dtype) {
 }
 const char* to_string(Dtype d);
 
+// Bytes per element of a stored tensor (int4 and NF4 are half a byte).
+double bytes_per_element(Dtype d);
+
 // How a node's GPUs reach each other: through the host's PCIe (root complex or switches), or a
 // direct GPU-to-GPU fabric at the GPU's nvlink_bandwidth: NVLink, or AMD's Infinity Fabric (xGMI:
 // each MI300X to its seven peers directly, AMD MI300X platform datasheet).
@@ -35,8 +38,6 @@ inline std::span<const EnumName<GpuInterconnect>> enum_table(GpuInterconnect) {
   return t;
 }
 inline bool is_gpu_fabric(GpuInterconnect i) { return i != GpuInterconnect::pcie; }
-// Bytes per element of a stored tensor (int4 and NF4 are half a byte).
-double bytes_per_element(Dtype d);
 
 struct PcieLink {
   int gen = 0;    // PCIe generation 1..6
