@@ -567,9 +567,13 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   timeline_ = new TimelineView;
   timeline_->setObjectName("timeline");
   timeline_->setToolTip("Wheel: zoom; drag: pan; right click: the whole step.");
+  timeline_stage_ = new QComboBox;
+  timeline_stage_->setObjectName("timeline_stage");
+  timeline_stage_->setToolTip("Whose rank the rows show: the slowest pipeline stage's, or a chosen stage's.");
   auto* pick = new QHBoxLayout;
   pick->addWidget(new QLabel("Step of"));
   pick->addWidget(timeline_plan_, 1);
+  pick->addWidget(timeline_stage_);
   step_layout->addLayout(pick);
   step_layout->addWidget(timeline_, 1);
   tabs_->addTab(step, "Step timeline");
@@ -578,6 +582,8 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
     if (tabs_->currentWidget() == step && timeline_stale_) show_timeline(timeline_plan_->currentIndex());
   });
   connect(timeline_plan_, &QComboBox::currentIndexChanged, this, &MainWindow::show_timeline);
+  connect(timeline_stage_, &QComboBox::currentIndexChanged, this,
+          [this](int) { show_timeline(timeline_plan_->currentIndex()); });
 
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
@@ -1253,6 +1259,16 @@ void MainWindow::show_timeline(int index) {
   }
   const auto i = static_cast<std::size_t>(index);
   const evaluate::Evaluation& e = o.evaluations[i];
+  const int stages = o.plans[i].parallel.pp;
+  if (timeline_stage_->count() != stages + 1) {
+    // The stages of this plan; the slowest stage's rank unless another is chosen.
+    const QSignalBlocker quiet(timeline_stage_);
+    timeline_stage_->clear();
+    timeline_stage_->addItem("slowest stage's rank", -1);
+    for (int s = 0; s < stages; ++s) timeline_stage_->addItem(QString("stage %1 of %2").arg(s).arg(stages), s);
+  }
+  timeline_stage_->setVisible(stages > 1);
+  const int trace_stage = mutant("timeline_stage_choice_ignored") ? -1 : timeline_stage_->currentData().toInt();
   if (!e.feasible()) {
     timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
     return;
@@ -1269,11 +1285,13 @@ void MainWindow::show_timeline(int index) {
   timeline_->set_timeline({}, q(o.plans[i].name + ": simulating the step with a trace…"));
   timeline_awaited_ = true;
   timeline_watcher_.setFuture(
-      QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_] {
+      QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_, trace_stage] {
         sim::Options traced;
         traced.trace = true;
+        traced.trace_stage = trace_stage;
         TracedStep out;
         out.plan = plan.name;
+        out.stages = plan.parallel.pp;
         out.generation = generation;
         out.step = sim::simulate_step(model, plan, traced);
         return out;
@@ -1289,9 +1307,15 @@ void MainWindow::timeline_done() {
     return;
   }
   if (r.generation != timeline_generation_) return;  // what is shown now is newer
+  // Whose rank: the slowest stage's, or a chosen stage's beside which one is slowest.
+  const std::string rank =
+      r.stages == 1 ? std::string("one rank")
+      : r.step.tracks.stage == r.step.stage
+          ? fmt::format("stage {}'s rank, the slowest", r.step.stage)
+          : fmt::format("stage {}'s rank; the slowest is stage {}", r.step.tracks.stage, r.step.stage);
   timeline_->set_timeline(r.step.timeline,
-                          q(fmt::format("{}: one step, {} (slowest stage's rank; wheel: zoom, drag: pan)", r.plan,
-                                        ftplan::format_duration(r.step.step_time_s))),
+                          q(fmt::format("{}: one step, {} ({}; critical path: black band; wheel: zoom, drag: pan)",
+                                        r.plan, ftplan::format_duration(r.step.step_time_s), rank)),
                           std::move(r.step.tracks));
   emit timeline_shown();
 }

@@ -188,6 +188,9 @@ class MainWindow : public QMainWindow {
   QComboBox* drive_ = nullptr;
   QSpinBox* drive_count_ = nullptr;
   QComboBox* timeline_plan_ = nullptr;
+  // Whose rank the timeline shows where the plan has pipeline stages: the slowest stage's (data -1)
+  // or a chosen one's (its index); hidden for a plan of one stage.
+  QComboBox* timeline_stage_ = nullptr;
   TimelineView* timeline_ = nullptr;
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
@@ -195,6 +198,7 @@ class MainWindow : public QMainWindow {
   struct TracedStep {
     std::string plan;
     sim::StepResult step;
+    int stages = 1;  // the plan's pipeline stages
     int generation = 0;
   };
   QFutureWatcher<TracedStep> timeline_watcher_;

@@ -29,8 +29,17 @@ const char* const kActivityNames[kActivities] = {"GEMM",        "attention", "me
 const QColor kColors[kActivities] = {QColor(31, 119, 180), QColor(44, 160, 44),  QColor(148, 103, 189),
                                      QColor(214, 39, 40),  QColor(255, 127, 14), QColor(140, 86, 75),
                                      QColor(23, 190, 207), QColor(188, 189, 34), QColor(200, 200, 200)};
-constexpr int kTop = 60, kBottom = 34, kRight = 12;  // the top: the title and two rows of legend
-constexpr int kTiers = 3;                            // sim::StepTracks::memory: gpu, host, nvme
+constexpr int kRight = 12;
+// Heights follow the font (a large or high-DPI font does not clip the title, the legend or the
+// axis): a line of text, the legend's rows under the title, and the margins above and below the
+// plot (the title and two legend rows; the axis labels and the shortcut's note).
+int line_h(const QFontMetrics& fm) { return fm.height() + 2; }
+int legend_y(const QFontMetrics& fm) { return 4 + line_h(fm); }
+int top_margin(const QFontMetrics& fm) { return legend_y(fm) + 2 * line_h(fm) + 4; }
+int bottom_margin(const QFontMetrics& fm) { return 6 + 2 * line_h(fm); }
+// A legend swatch as tall as a capital letter, at the baseline of its name written at `y`.
+int swatch(const QFontMetrics& fm) { return std::max(8, fm.capHeight()); }
+constexpr int kTiers = 3;  // sim::StepTracks::memory: gpu, host, nvme
 // The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
 const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
 const QColor kTierColors[kTiers] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44)};
@@ -43,6 +52,24 @@ const QColor kCategoryColors[] = {QColor(31, 119, 180),  QColor(214, 39, 40),   
                                   QColor(127, 127, 127), QColor(0, 0, 128),     QColor(128, 128, 0)};
 
 QString seconds(double s) { return QString::fromStdString(ftplan::format_duration(s)); }
+
+// The legend's entry for the band over the bars on the critical path, and its colour (no category's).
+const std::string kCriticalPath = "critical path";
+const QColor kCriticalColor(0, 0, 0);
+
+// The time a row's spans cover (their union: a link's flows overlap), all of them or the critical ones.
+double covered_s(const sim::Track& t, bool critical_only) {
+  std::vector<std::pair<double, double>> spans;
+  for (const auto& sp : t.spans)
+    if (sp.end_s > sp.start_s && (sp.critical || !critical_only)) spans.emplace_back(sp.start_s, sp.end_s);
+  std::sort(spans.begin(), spans.end());
+  double total = 0, end = -1;
+  for (const auto& [a, b] : spans) {
+    total += std::max(0.0, b - std::max(a, end));
+    end = std::max(end, b);
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -78,23 +105,10 @@ QStringList TimelineView::row_names() const {
   }
   // Each row with the share of the step it is busy: the union of its bars (a link's flows overlap).
   const auto busy = [&](const sim::Track& t) {
-    std::vector<std::pair<double, double>> spans;
-    for (const auto& sp : t.spans)
-      if (sp.end_s > sp.start_s) spans.emplace_back(sp.start_s, sp.end_s);
-    std::sort(spans.begin(), spans.end());
-    double total = 0, end = -1;
-    for (const auto& [a, b] : spans) {
-      if (a > end) {
-        total += b - a;
-        end = b;
-      } else if (b > end) {
-        total += b - end;
-        end = b;
-      }
-    }
     const double step = timeline_.step_s;
-    return step > 0 ? QString("%1 %2%").arg(QString::fromStdString(t.name)).arg(100 * total / step, 0, 'f', 0)
-                    : QString::fromStdString(t.name);
+    return step > 0
+               ? QString("%1 %2%").arg(QString::fromStdString(t.name)).arg(100 * covered_s(t, false) / step, 0, 'f', 0)
+               : QString::fromStdString(t.name);
   };
   for (const auto& t : tracks_.streams) out << busy(t);
   if (!mutant("timeline_link_rows_missing"))
@@ -103,16 +117,20 @@ QStringList TimelineView::row_names() const {
 }
 
 QRectF TimelineView::plot() const {
-  const double all = std::max(10, height() - kTop - kBottom);
-  // With tracks, the memory plots take the lower third.
-  const double bars = has_tracks() ? all * 0.64 : all;
-  return QRectF(left_, kTop, std::max(10, width() - left_ - kRight), bars);
+  const QFontMetrics fm(font());
+  const double all = std::max(10, height() - top_margin(fm) - bottom_margin(fm));
+  // With tracks, the memory plots take the lower third, and at least a line of text per tier (at
+  // 1280 x 720 a third was 9 px a tier and their names overprinted one another), up to half.
+  const double memory = std::min(all / 2, std::max(all * 0.36, kTiers * (line_h(fm) + 4) + 10.0));
+  const double bars = has_tracks() ? all - memory : all;
+  return QRectF(left_, top_margin(fm), std::max(10, width() - left_ - kRight), bars);
 }
 
 QRectF TimelineView::memory_plot() const {
   if (!has_tracks()) return {};
   const QRectF r = plot();
-  return QRectF(r.left(), r.bottom() + 10, r.width(), std::max(10.0, height() - kBottom - r.bottom() - 10));
+  return QRectF(r.left(), r.bottom() + 10, r.width(),
+                std::max(10.0, height() - bottom_margin(QFontMetrics(font())) - r.bottom() - 10));
 }
 
 double TimelineView::x_of(double s) const { return plot().left() + (s - start_s_) * px_per_s_; }
@@ -205,8 +223,20 @@ QString TimelineView::tip_at(QPointF p) const {
     return lines.join("\n");
   }
   const int rows = row_count();
-  const int row = static_cast<int>((p.y() - r.top()) / (r.height() / rows));
-  if (!r.contains(p) || row < 0 || row >= rows) return {};
+  const int row = static_cast<int>(std::floor((p.y() - r.top()) / (r.height() / rows)));
+  if (row < 0 || row >= rows || p.y() < r.top() || p.y() > r.bottom()) return {};
+  if (has_tracks() && p.x() < r.left()) {
+    // A row's name: its busy share, and how much of the step's critical path runs on it.
+    const auto n_streams = static_cast<int>(tracks_.streams.size());
+    const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
+                                              : tracks_.links[static_cast<std::size_t>(row - n_streams)];
+    const double step = timeline_.step_s;
+    return QString("%1: busy %2% of the step; on the critical path %3% of it")
+        .arg(QString::fromStdString(track.name))
+        .arg(100 * covered_s(track, false) / step, 0, 'f', 1)
+        .arg(100 * covered_s(track, true) / step, 0, 'f', 1);
+  }
+  if (!r.contains(p)) return {};
   if (has_tracks()) {
     const auto n_streams = static_cast<int>(tracks_.streams.size());
     const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
@@ -218,6 +248,7 @@ QString TimelineView::tip_at(QPointF p) const {
                                 QString::fromStdString(sp.category), seconds(sp.start_s), seconds(sp.end_s),
                                 seconds(sp.end_s - sp.start_s));
         if (sp.bytes > 0) text += QString(", %1").arg(QString::fromStdString(ftplan::format_bytes(sp.bytes)));
+        if (sp.critical) text += "\non the critical path: the step's end waited for it";
         return text;
       }
     return {};
@@ -235,7 +266,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
   QPainter painter(this);
   painter.setRenderHint(QPainter::Antialiasing, false);
   const QRectF r = plot();
-  painter.drawText(QRectF(0, 2, width(), 18), Qt::AlignHCenter, title_);
+  const QFontMetrics fm(font());
+  painter.drawText(QRectF(0, 2, width(), line_h(fm)), Qt::AlignHCenter, title_);
   if (timeline_.step_s <= 0) {
     painter.drawText(r, Qt::AlignCenter, "No simulated step to show (the plan does not fit, or is a search's).");
     return;
@@ -266,11 +298,11 @@ void TimelineView::paintEvent(QPaintEvent*) {
     // Labels at the ends stay inside the widget.
     const double left = std::clamp(x - 50, 0.0, std::max(0.0, width() - 100.0));
     const Qt::Alignment align = left > x - 50 ? Qt::AlignLeft : left < x - 50 ? Qt::AlignRight : Qt::AlignHCenter;
-    painter.drawText(QRectF(left, axis.bottom() + 5, 100, 16), align, label);
+    painter.drawText(QRectF(left, axis.bottom() + 5, 100, line_h(fm)), align, label);
   }
   paint_span(painter);
   if (!timeline_.partials.empty() && !has_tracks())
-    painter.drawText(QRectF(0, height() - 14, width(), 14), Qt::AlignHCenter,
+    painter.drawText(QRectF(0, height() - line_h(fm), width(), line_h(fm)), Qt::AlignHCenter,
                      QString("the simulated part of the step (steady-state shortcut); the whole step: %1")
                          .arg(seconds(timeline_.whole_step_s())));
 }
@@ -289,7 +321,8 @@ void TimelineView::paint_span(QPainter& painter) {
   const QString label = QString::fromUtf8("\u0394 ") + QString::fromStdString(ftplan::format_duration(b - a));
   const QFontMetrics fm(font());
   const double w = fm.horizontalAdvance(label) + 8;
-  const QRectF box(std::clamp(band.center().x() - w / 2, 0.0, std::max(0.0, width() - w)), r.top() - 16, w, 15);
+  const QRectF box(std::clamp(band.center().x() - w / 2, 0.0, std::max(0.0, width() - w)), r.top() - line_h(fm) - 1, w,
+                   line_h(fm));
   painter.fillRect(box, QColor(255, 240, 200));
   painter.drawText(box, Qt::AlignCenter, label);
   painter.setPen(palette().color(QPalette::Text));
@@ -310,17 +343,31 @@ void TimelineView::paint_tracks(QPainter& painter) {
   const auto category_color = [&](const std::string& c) { return color[c]; };
   // The legend from the left edge, on a second row where the first is full (eleven categories of
   // a tiered step did not fit one row beside the row names: "marker" and "optimizer" went unnamed).
-  double lx = 8, ly = 24;
-  for (const auto& c : categories) {
+  // The critical path's band last, where the step has one.
+  bool any_critical = false;
+  for (const auto* group : {&tracks_.streams, &tracks_.links})
+    for (const auto& t : *group)
+      for (const auto& sp : t.spans) any_critical = any_critical || sp.critical;
+  std::vector<std::string> entries(categories.begin(), categories.end());
+  if (any_critical) entries.push_back(kCriticalPath);
+  const double first_row = legend_y(fm), sw = swatch(fm);
+  double lx = 8, ly = first_row;
+  for (const auto& c : entries) {
     const QString name = QString::fromStdString(c);
-    if (lx + 24 + fm.horizontalAdvance(name) > width()) {
-      if (ly > 24 || mutant("timeline_legend_one_row")) break;
-      lx = 8, ly += 16;
+    if (lx + 2 * sw + 4 + fm.horizontalAdvance(name) > width()) {
+      if (ly > first_row || mutant("timeline_legend_one_row")) break;
+      lx = 8, ly += line_h(fm);
     }
-    painter.fillRect(QRectF(lx, ly, 10, 10), category_color(c));
-    painter.drawText(QPointF(lx + 14, ly + 9), name);
-    drawn_.legend << name;
-    lx += 24 + fm.horizontalAdvance(name);
+    // The swatch's bottom on the name's baseline.
+    const QRectF box(lx, ly + fm.ascent() - sw, sw, sw);
+    if (c == kCriticalPath) {
+      painter.fillRect(QRectF(box.left(), box.top(), box.width(), 4), kCriticalColor);
+    } else {
+      painter.fillRect(box, category_color(c));
+      drawn_.legend << name;
+    }
+    painter.drawText(QPointF(lx + sw + 4, ly + fm.ascent()), name);
+    lx += 2 * sw + 4 + fm.horizontalAdvance(name);
   }
   const QStringList names = row_names();
   const int rows = row_count();
@@ -349,6 +396,13 @@ void TimelineView::paint_tracks(QPainter& painter) {
       const QRectF bar(x0, r.top() + row * row_h + 2, std::max(1.0, x1 - x0), std::max(1.0, row_h - 4));
       const QColor fill = category_color(sp.category);
       painter.fillRect(bar, fill);
+      if (sp.critical && !mutant("timeline_critical_path_missing")) {
+        // A black band along the bar's top (no category is black): over a row at a glance, where
+        // the step waited on it; the bar's own colour stays readable under it.
+        painter.fillRect(QRectF(bar.left(), bar.top() - 2, bar.width(), std::min(4.0, bar.height() / 3 + 2)),
+                         kCriticalColor);
+        ++drawn_.critical_bars;
+      }
       // Zoomed in far enough, a bar names its op or flow (the part of it on screen).
       const QRectF shown = bar.intersected(r).adjusted(3, 0, -3, 0);
       const QString name = QString::fromStdString(sp.name);
@@ -426,9 +480,10 @@ void TimelineView::paint_components(QPainter& painter) {
   const QFontMetrics fm(font());
   for (int a = 0; a < kActivities; ++a) {
     if (!used[a]) continue;
-    painter.fillRect(QRectF(lx, 24, 10, 10), kColors[a]);
-    painter.drawText(QPointF(lx + 14, 33), kActivityNames[a]);
-    lx += 24 + fm.horizontalAdvance(kActivityNames[a]);
+    const double sw = swatch(fm), y = legend_y(fm) + fm.ascent();
+    painter.fillRect(QRectF(lx, y - sw, sw, sw), kColors[a]);
+    painter.drawText(QPointF(lx + sw + 4, y), kActivityNames[a]);
+    lx += 2 * sw + 4 + fm.horizontalAdvance(kActivityNames[a]);
   }
   const double row_h = r.height() / kRows;
   for (int row = 0; row < kRows; ++row) {

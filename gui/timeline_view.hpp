@@ -5,7 +5,9 @@
 // NVMe, NIC), a bar per busy interval coloured by what it runs (sim::Timeline, what the power
 // model reads). Wheel zooms around the pointer (the memory plots with the bars), drag pans, right
 // click shows the whole step, hover names a bar or reads the memory at that time, shift-drag
-// measures a span of time (as a profiler's ruler) until the next click.
+// measures a span of time (as a profiler's ruler) until the next click. The bars on the step's
+// critical path (what its end waited for, sim::TrackSpan::critical) carry a black band along their top; hover over
+// a row's name gives its busy share and its share of the critical path.
 #pragma once
 
 #include <QString>
@@ -46,6 +48,7 @@ class TimelineView : public QWidget {
   struct Drawn {
     QStringList legend;
     int named_bars = 0;
+    int critical_bars = 0;  // bars banded as on the critical path
     int memory_curves = 0;
     int capacity_lines = 0;
     QString span;  // the measured span's label ("" when none)

@@ -196,6 +196,7 @@ class Engine {
  private:
   friend std::string chrome_trace(const Engine& engine, const Result& result);
   friend TraceTracks trace_tracks(const Engine& engine, const Result& result);
+  friend std::vector<TaskId> critical_path(const Engine& engine, const Result& result);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
@@ -215,6 +216,7 @@ struct TraceSpan {
   // CPU time the span's thread spent in it, ns (a measured run's CLOCK_THREAD_CPUTIME_ID); < 0
   // when not measured. On a loaded machine, the span's cost without the waits for a core.
   Time cpu = -1;
+  bool critical = false;  // on the run's critical path (critical_path)
 };
 struct TraceTrack {
   std::string name;
@@ -225,10 +227,22 @@ std::string chrome_trace(const std::vector<TraceTrack>& queues, const std::vecto
 // A run's queues and links as tracks, what chrome_trace(engine, result) draws: each finished task
 // on its queue (start to end), each flow on every link of its path while its data moves (after
 // the latency), named by its label (or its kind) with its label's category and its bytes. In the
-// order the queues and links were added; those with no span are left out.
+// order the queues and links were added; those with no span are left out. The spans of the tasks
+// on the critical path are marked `critical`.
 struct TraceTracks {
   std::vector<TraceTrack> queues, links;
 };
 TraceTracks trace_tracks(const Engine& engine, const Result& result);
+
+// The run's critical path: the chain of tasks that decided when it ended, first to last. It starts
+// from the task that ended last (the makespan; of several, the one added last) and goes back
+// through what each task waited for last: when it started as soon as it was ready, the dependency
+// that ended last (of several ending then, the one added last); when it waited on its queue, the
+// task ahead of it there that freed the server at its start (or, the queue's order binding, the
+// one just ahead of it). It ends at a task that started at 0 with nothing to wait for. Shortening
+// a task off the path cannot end the run sooner; shortening one on it may (the critical path
+// method of project scheduling, as profilers' critical-path views draw it). A transfer slowed by
+// the flows sharing its links is on the path as itself; the flows that slowed it are not.
+std::vector<TaskId> critical_path(const Engine& engine, const Result& result);
 
 }  // namespace ftplan::des

@@ -185,17 +185,82 @@ std::vector<std::vector<std::uint32_t>> queue_orders(const Model& m) {
   return order;
 }
 
+// Whether each task is on the critical path (critical_path's rule; a template like those above).
+template <class Model>
+std::vector<bool> on_critical_path(const Model& m, const std::vector<TaskRecord>& records) {
+  const auto n = static_cast<std::uint32_t>(m.tasks.size());
+  std::vector<bool> on(n, false);
+  std::uint32_t last = kNone;
+  for (std::uint32_t t = 0; t < n; ++t)
+    if (records[t].end != kNever && (last == kNone || records[t].end >= records[last].end)) last = t;
+  if (last == kNone) return on;
+  // Each task's dependencies in compressed rows, and its place in its queue's order.
+  std::vector<std::uint32_t> dep_begin(n + 1, 0), deps(m.deps.size());
+  for (const auto& [task, before] : m.deps) ++dep_begin[task + 1];
+  for (std::uint32_t t = 0; t < n; ++t) dep_begin[t + 1] += dep_begin[t];
+  std::vector<std::uint32_t> fill(dep_begin.begin(), dep_begin.end() - 1);
+  for (const auto& [task, before] : m.deps) deps[fill[task]++] = before;
+  const auto order = queue_orders(m);
+  std::vector<std::uint32_t> place(n, kNone);
+  for (const auto& o : order)
+    for (std::uint32_t i = 0; i < o.size(); ++i) place[o[i]] = i;
+  // Back from the last task; each step goes to a task that ended (or started) no later than this
+  // one started and was added before it or is a dependency, so the walk ends.
+  for (std::uint32_t t = last; t != kNone;) {
+    on[t] = true;
+    const TaskRecord& rec = records[t];
+    std::uint32_t next = kNone;
+    const std::uint32_t q = m.tasks[t].queue;
+    if (q != kNone && rec.start > rec.ready && place[t] > 0) {
+      const auto& o = order[q];
+      next = o[place[t] - 1];
+      // The one ahead that freed a server now (with N servers, not always the one just ahead).
+      for (std::uint32_t i = place[t], seen = 0; i-- > 0 && seen < 64; ++seen)
+        if (records[o[i]].end == rec.start) {
+          next = o[i];
+          break;
+        }
+    } else if (rec.ready > 0) {
+      for (std::uint32_t i = dep_begin[t]; i < dep_begin[t + 1]; ++i)
+        if (records[deps[i]].end == rec.ready && (next == kNone || deps[i] > next)) next = deps[i];
+    }
+    if (next != kNone && on[next]) break;  // cannot happen in a finished DAG; never loop
+    t = next;
+  }
+  return on;
+}
+
 }  // namespace
+
+std::vector<TaskId> critical_path(const Engine& engine, const Result& result) {
+  const Engine::Impl& m = *engine.impl_;
+  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  const std::vector<bool> on = on_critical_path(m, result.tasks);
+  std::vector<TaskId> path;
+  for (std::uint32_t t = 0; t < on.size(); ++t)
+    if (on[t]) path.push_back(TaskId{t});
+  // First to last: by end, then start (a zero-time task before the one that starts as it ends).
+  std::stable_sort(path.begin(), path.end(), [&](TaskId a, TaskId b) {
+    const TaskRecord &x = result.tasks[a.index], &y = result.tasks[b.index];
+    return x.end != y.end ? x.end < y.end : x.start < y.start;
+  });
+  return path;
+}
 
 TraceTracks trace_tracks(const Engine& engine, const Result& result) {
   const Engine::Impl& m = *engine.impl_;
   if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
   const auto& records = result.tasks;
+  const std::vector<bool> critical = on_critical_path(m, records);
   const auto span = [&](std::uint32_t t, Time begin, Time end) {
     const Label& label = m.labels[t];
     return TraceSpan{label.name.empty() ? kind_name(m.tasks[t].kind) : label.name,
-                     label.category && *label.category ? label.category : kind_name(m.tasks[t].kind), begin, end,
-                     m.tasks[t].bytes};
+                     label.category && *label.category ? label.category : kind_name(m.tasks[t].kind),
+                     begin,
+                     end,
+                     m.tasks[t].bytes,
+                     -1,
+                     critical[t]};
   };
   TraceTracks out;
   const auto order = queue_orders(m);

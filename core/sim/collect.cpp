@@ -231,8 +231,8 @@ StepTracks tracks_of(const des::Engine& e, const des::Result& r, const Lowered& 
       if (!mine.count(t.name)) continue;
       Track track{t.name, {}};
       for (const des::TraceSpan& s : t.spans)
-        track.spans.push_back(
-            {s.name, s.category, static_cast<double>(s.begin) * 1e-9, static_cast<double>(s.end) * 1e-9, s.bytes});
+        track.spans.push_back({s.name, s.category, static_cast<double>(s.begin) * 1e-9,
+                               static_cast<double>(s.end) * 1e-9, s.bytes, s.critical});
       to.push_back(std::move(track));
     }
   };
@@ -249,7 +249,7 @@ StepTracks tracks_of(const des::Engine& e, const des::Result& r, const Lowered& 
 }  // namespace
 
 StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
-                      int& stage_out, bool activity, bool trace, bool phases) {
+                      int& stage_out, bool activity, bool trace, bool phases, int trace_stage) {
   const int pp = static_cast<int>(irs.size());
   const des::Engine& e = step.e;
   const std::vector<Lowered>& lowered = step.lowered;
@@ -278,7 +278,9 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   if (!r.out_of_memory.empty()) out.problem = out_of_memory(step, r, irs);
   if (trace) {
     out.trace = des::chrome_trace(e, r);
-    out.tracks = tracks_of(e, r, lowered[reported[best]]);
+    const int shown = trace_stage >= 0 && trace_stage < pp ? trace_stage : best;
+    out.tracks = tracks_of(e, r, lowered[reported[shown]]);
+    out.tracks.stage = shown;
   }
   stage_out = best;
   return out;
@@ -412,13 +414,6 @@ std::optional<StageRun> less_one_period(const LoweredStep& step, const des::Resu
     }
   }
   return less;
-}
-
-StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                  int& stage_out, double compute_slowdown, bool full, bool activity,
-                  const std::vector<int>& real_stage) {
-  LoweredStep step = lower_step(p, eff, trace, irs, compute_slowdown, full, real_stage);
-  return collect_step(step, step.e.run(), irs, stage_out, activity, trace);
 }
 
 }  // namespace detail

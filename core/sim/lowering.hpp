@@ -340,13 +340,10 @@ void retime_step(LoweredStep& step, const std::vector<schedule::StepIR>& irs, do
 // bottleneck) with the step's makespan, the memory high-water marks over all stages, and that
 // stage in `stage_out`.
 // `activity`: as collect_stage's; `phases`: also each stage's high-water marks by phase
-// (StageRun::stage_peaks).
+// (StageRun::stage_peaks); `trace`: the Chrome trace and the tracks of stage `trace_stage`'s rank
+// (-1 or out of range: the slowest stage's).
 StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::vector<schedule::StepIR>& irs,
-                      int& stage_out, bool activity, bool trace, bool phases = false);
-
-StageRun run_step(const plan::Plan& p, const Efficiency& eff, bool trace, const std::vector<schedule::StepIR>& irs,
-                  int& stage_out, double compute_slowdown, bool full, bool activity,
-                  const std::vector<int>& real_stage = {});
+                      int& stage_out, bool activity, bool trace, bool phases = false, int trace_stage = -1);
 
 // What a simulated step gives the result: the reported stage's run (every additive figure
 // already extrapolated to the whole step where a shortcut was taken), its per-rank FLOPs and

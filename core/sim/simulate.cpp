@@ -99,8 +99,13 @@ Simulated simulate_layers(const model::ModelSpec& m, const plan::Plan& p, const 
     if (mb.on) retime_step(*fewer_step, fewer_irs, slowdown);
   }
   // A trace keeps one engine task per op: lowered again for it.
-  StageRun run = options.trace ? run_step(p, eff, true, irs, sim.stage, slowdown, full, true)
-                               : collect_step(step, step.e.run(), irs, sim.stage, true, false);
+  StageRun run;
+  if (options.trace) {
+    LoweredStep traced = lower_step(p, eff, true, irs, slowdown, full);
+    run = collect_step(traced, traced.e.run(), irs, sim.stage, true, true, false, options.trace_stage);
+  } else {
+    run = collect_step(step, step.e.run(), irs, sim.stage, true, false);
+  }
   const schedule::StepIR& ir = irs[sim.stage];
   sim.model_flops = ir.model_flops_per_rank;
   sim.hardware_flops = ir.hardware_flops_per_rank;

@@ -97,6 +97,9 @@ inline constexpr int kSteadyStateMicroBatches = 3;
 
 struct Options {
   bool trace = false;  // keep a Chrome trace of the simulated step
+  // With a trace: the pipeline stage whose rank StepResult::tracks shows (-1, or none such: the
+  // slowest stage's, StepResult::stage). The step and its figures are the same whichever is shown.
+  int trace_stage = -1;
   // Steady-state shortcut: simulate k1 and k2 of the step's micro-batches (pp == 1: this many and
   // one fewer; a pipeline 2 pp and pp) when it has more than k1 + k2, and extrapolate every
   // additive figure linearly (sim/timeline.hpp): exact for bytes and FLOPs, within 0.5% of the
@@ -137,13 +140,16 @@ struct LinkUse {
 };
 
 // One simulated step as tracks, for a Gantt view (Options::trace; what trace_json holds, as data):
-// each stream (engine queue) of the slowest stage's rank with its ops, each link it uses with the
-// flows on it while their data moves, and the rank's memory per tier over the step.
+// each stream (engine queue) of one stage's rank (the slowest's unless Options::trace_stage) with its ops, each link it
+// uses with the flows on it while their data moves, and the rank's memory per tier over the step.
 struct TrackSpan {
   std::string name;      // the op ("fwd L3 mlp") or flow
   std::string category;  // "compute", "h2d", "allreduce", ...
   double start_s = 0, end_s = 0;
   double bytes = 0;  // a transfer's bytes (0 for compute)
+  // On the step's critical path (des::critical_path: what the step's end waited for, back to its
+  // start); over every stage's ranks, so on one rank's rows the path leaves and comes back.
+  bool critical = false;
 };
 struct Track {
   std::string name;  // the stream or link, as --trace names it
@@ -154,6 +160,7 @@ struct MemorySample {
   double bytes = 0;  // live bytes from this time on
 };
 struct StepTracks {
+  int stage = 0;  // the pipeline stage whose rank these are (Options::trace_stage)
   std::vector<Track> streams, links;
   // The rank's GPU, host DRAM and NVMe pools (that order): live bytes at the step's start, then
   // after each allocation or free (des::Result::pool_series). The allocator's slack is not in them.

@@ -323,6 +323,29 @@ class MainWindowTest : public QObject {
   // A pipeline whose host peaks at another stage than its GPU: the host bar is the node's worst
   // stage's total, the GPU-peak stage's categories plus an "other stages" segment (red without it:
   // mutant host_other_stages_missing).
+  // A plan of pipeline stages: the timeline shows the slowest stage's rank, or the one chosen.
+  void the_timeline_shows_a_chosen_stage() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "fsdp-pipeline.yaml"));
+    w->evaluate_now();
+    auto* timeline = w->findChild<ftplan::gui::TimelineView*>("timeline");
+    auto* stage = w->findChild<QComboBox*>("timeline_stage");
+    QSignalSpy shown(w.get(), &MainWindow::timeline_shown);
+    w->findChild<QTabWidget*>("tabs")->setCurrentIndex(w->findChild<QTabWidget*>("tabs")->count() - 1);
+    QVERIFY(shown.count() > 0 || shown.wait(60000));
+    QCOMPARE(stage->count(), 3);  // the slowest, stage 0, stage 1
+    const int slowest = w->shown().evaluations[0].step.stage;
+    QCOMPARE(timeline->tracks().stage, slowest);
+    const int other = 1 - slowest;
+    shown.clear();
+    stage->setCurrentIndex(other + 1);
+    QVERIFY(shown.count() > 0 || shown.wait(60000));
+    QCOMPARE(timeline->tracks().stage, other);
+    QVERIFY2(timeline->title().contains(QString("stage %1's rank; the slowest is stage %2").arg(other).arg(slowest)),
+             qPrintable(timeline->title()));
+    QVERIFY(w->grab().save(QString::fromStdString(fs::path(FTPLAN_SCREENSHOT_DIR) / "step-timeline-stage.png")));
+  }
+
   void the_host_bar_includes_other_stages() {
     auto w = window();
     QVERIFY(w->open_file(fs::path(FTPLAN_TEST_DATA) / "scenarios" / "pipeline-activations-host.yaml"));
@@ -649,6 +672,14 @@ class MainWindowTest : public QObject {
     }
     QCOMPARE(drawn.memory_curves, curves);
     QCOMPARE(drawn.capacity_lines, lines);
+    // The whole step is on screen: every span on the critical path is outlined, and there are some
+    // (the step's end waited for something on this rank).
+    int critical = 0;
+    for (const auto* group : {&tracks.streams, &tracks.links})
+      for (const auto& t : *group)
+        for (const auto& sp : t.spans) critical += sp.critical;
+    QVERIFY(critical > 0);
+    QCOMPARE(drawn.critical_bars, critical);
     // At 1280 x 720 the eleven categories take a second row rather than go unnamed.
     w->resize(1280, 720);
     QApplication::processEvents();

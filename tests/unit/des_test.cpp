@@ -882,3 +882,59 @@ TEST_CASE("chrome trace: valid JSON with queue tracks, link tracks with bytes, p
   CHECK(thread_names.count("cpu [1]") == 1);  // the second server's lane
   CHECK(thread_names.count("l2") == 1);
 }
+
+TEST_CASE("the critical path: back from the end through what each task waited for last") {
+  /* The join example: a1 0..2 (A), b1 2..5 (B, after a1), a2 5..6 (A, after b1), b2 5..9 (B,
+   * behind b1 on B, no dependency), join at 9 after a2 and b2. The join waited for b2 (ended at
+   * 9; a2 at 6); b2 was ready at 0 and started at 5 when b1 left B; b1 started as soon as a1
+   * ended. Path: a1, b1, b2, join; a2 (3 ms of slack) is not on it.                              */
+  Engine e;
+  const QueueId qa = e.add_queue("A"), qb = e.add_queue("B");
+  const TaskId a1 = e.compute(qa, 2 * kMs), b1 = e.compute(qb, 3 * kMs);
+  const TaskId a2 = e.compute(qa, 1 * kMs), b2 = e.compute(qb, 4 * kMs);
+  const TaskId join = e.marker(kNoQueue, {"join", "sync", 7});
+  e.depends(b1, a1);
+  e.depends(a2, b1);
+  e.depends(join, a2);
+  e.depends(join, b2);
+  const Result r = e.run();
+  const auto ids = [](const std::vector<TaskId>& path) {
+    std::vector<std::uint32_t> out;
+    for (const TaskId t : path) out.push_back(t.index);
+    return out;
+  };
+  CHECK(ids(critical_path(e, r)) == std::vector<std::uint32_t>{a1.index, b1.index, b2.index, join.index});
+
+  /* Two servers: p1 10 ms and p2 3 ms start at 0; p3 (12 ms) takes p2's server at 3 (3..15); p4
+   * (10 ms) takes p1's at 10 (10..20), although p3 is just ahead of it in the queue. Path: p1, p4. */
+  Engine two;
+  const QueueId pool = two.add_queue("pool", 2);
+  const TaskId p1 = two.compute(pool, 10 * kMs), p2 = two.compute(pool, 3 * kMs);
+  const TaskId p3 = two.compute(pool, 12 * kMs), p4 = two.compute(pool, 10 * kMs);
+  const Result r2 = two.run();
+  REQUIRE(rec(r2, p4).start == 10 * kMs);
+  CHECK(ids(critical_path(two, r2)) == std::vector<std::uint32_t>{p1.index, p4.index});
+  (void)p2, (void)p3;
+
+  /* A copy of 1 GB over a 1 GB/s link (1 s) on the copy queue, then a 1 ms kernel on the GPU after
+   * it; beside them a 0.5 s kernel on the GPU first. The GPU kernel waits for the copy: the path
+   * is the copy, then the kernel; the 0.5 s kernel is off it. The tracks mark the copy's span on its
+   * queue and its flow on the link.                                                              */
+  Engine t;
+  const QueueId copy = t.add_queue("h2d"), gpu = t.add_queue("compute");
+  const LinkId pcie = t.add_link("pcie", 1 * kGB);
+  const TaskId early = t.compute(gpu, kS / 2, {"early", "compute"});
+  const TaskId h2d = t.transfer(copy, {pcie}, 1 * kGB, {"load", "h2d"});
+  const TaskId kernel = t.compute(gpu, 1 * kMs, {"use", "compute"});
+  t.depends(kernel, h2d);
+  const Result r3 = t.run();
+  CHECK(ids(critical_path(t, r3)) == std::vector<std::uint32_t>{h2d.index, kernel.index});
+  (void)early;
+  const TraceTracks tracks = trace_tracks(t, r3);
+  std::map<std::string, bool> critical;
+  for (const auto* group : {&tracks.queues, &tracks.links})
+    for (const TraceTrack& track : *group)
+      for (const TraceSpan& s : track.spans) critical[track.name + "/" + s.name] = s.critical;
+  CHECK(critical == std::map<std::string, bool>{
+                        {"compute/early", false}, {"compute/use", true}, {"h2d/load", true}, {"pcie/load", true}});
+}

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -1154,4 +1158,66 @@ TEST_CASE("a traced step is the whole step: every micro-batch, whatever the shor
   REQUIRE(compute != r.tracks.streams.end());
   REQUIRE(!compute->spans.empty());
   CHECK(compute->spans.back().end_s > 0.9 * r.step_time_s);
+}
+
+TEST_CASE("a traced step's critical path runs from its start to its end; any stage's rank can be shown") {
+  /* ZeRO-Offload on one H100: every task is the one rank's, so the critical path (what the step's
+   * end waited for, back to its start) is a chain of its spans from 0 to the step's end without a
+   * gap: the union of the critical spans covers the whole step. Its last span ends with the step,
+   * and it is not every span (the copies overlap compute).
+   * Then 4 pipeline stages of Llama-3.1-8B: the tracks of each stage's rank on request (its own
+   * streams: the first stage has no p2p receive of activations, stage 3 does), the step the same
+   * whichever is shown; stage -1 shows the slowest, StepResult::stage. */
+  const auto s = parse(
+      "{method: full, seq_len: 2048, micro_batch: 1, global_batch: 4, steps: 1, "
+      "activation_checkpointing: full, framework: deepspeed}",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+      "    offload: {preset: zero-offload}\n");
+  sim::Options traced;
+  traced.trace = true;
+  const auto r = sim::simulate_step(s.model, s.plans[0], traced);
+  REQUIRE(r.ok);
+  std::vector<std::pair<double, double>> on;
+  std::size_t spans = 0;
+  for (const auto* group : {&r.tracks.streams, &r.tracks.links})
+    for (const auto& t : *group)
+      for (const auto& sp : t.spans) {
+        ++spans;
+        if (sp.critical) on.emplace_back(sp.start_s, sp.end_s);
+      }
+  REQUIRE(!on.empty());
+  CHECK(on.size() < spans);
+  std::sort(on.begin(), on.end());
+  double covered = 0, reach = 0;
+  for (const auto& [a, b] : on) {
+    CHECK(a <= reach + 1e-9);  // no gap
+    covered += std::max(0.0, b - std::max(a, reach));
+    reach = std::max(reach, b);
+  }
+  CHECK(on.front().first == 0);
+  CHECK(reach == doctest::Approx(r.step_time_s).epsilon(1e-9));
+  CHECK(covered == doctest::Approx(r.step_time_s).epsilon(1e-9));
+
+  const auto pipe = parse("{method: full, seq_len: 2048, micro_batch: 1, global_batch: 8, steps: 1}",
+                          "    cluster: {node: dgx-h100, nodes: 1}\n    parallel: {pp: 4, dp: 2}\n");
+  const auto slowest = sim::simulate_step(pipe.model, pipe.plans[0], traced);
+  REQUIRE(slowest.ok);
+  CHECK(slowest.tracks.stage == slowest.stage);
+  const auto names = [](const sim::StepTracks& t) {
+    std::set<std::string> out;
+    for (const auto& k : t.streams) out.insert(k.name);
+    return out;
+  };
+  std::set<std::set<std::string>> seen;
+  for (int stage = 0; stage < 4; ++stage) {
+    CAPTURE(stage);
+    sim::Options o = traced;
+    o.trace_stage = stage;
+    const auto x = sim::simulate_step(pipe.model, pipe.plans[0], o);
+    CHECK(x.tracks.stage == stage);
+    CHECK(x.step_time_s == slowest.step_time_s);
+    CHECK(x.stage == slowest.stage);
+    seen.insert(names(x.tracks));
+  }
+  CHECK(seen.size() == 4);  // each stage's rank has streams of its own
 }
