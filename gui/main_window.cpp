@@ -627,7 +627,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   file->addAction("Write the what-if &knobs into the scenario", this, &MainWindow::write_knobs);
   file->addAction("Export the ta&ble (JSON, CSV)…", this, &MainWindow::export_table_dialog);
   file->addAction("Export the c&harts (PNG, SVG)…", this, &MainWindow::export_charts_dialog);
-  file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace);
+  file->addAction("Export step &trace of the selected plan…", this, &MainWindow::export_trace_dialog);
   file->addSeparator();
   file->addAction("&Quit", qApp, &QApplication::quit)->setShortcut(QKeySequence::Quit);
   auto* baseline = menuBar()->addMenu("&Baseline");
@@ -648,6 +648,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(precision_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
   connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
+  connect(&trace_watcher_, &QFutureWatcher<TraceFile>::finished, this, &MainWindow::trace_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
   setAcceptDrops(true);  // scenario files and training configs (dropEvent)
   // The title's "*" while the text has edits not yet saved.
@@ -660,6 +661,7 @@ MainWindow::~MainWindow() {
   if (stop_) stop_->store(true);
   watcher_.waitForFinished();
   timeline_watcher_.waitForFinished();  // it reads no member: at most one plan's traced step
+  trace_watcher_.waitForFinished();     // the same, for an export (its file is then not written)
 }
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
@@ -887,24 +889,44 @@ Overrides MainWindow::overrides() const {
 
 // One simulated step of the plan whose column is selected (else the first), as Chrome trace-event
 // JSON for Perfetto: what `ftplan simulate --trace` writes.
-void MainWindow::export_trace() {
+void MainWindow::export_trace_dialog() {
   if (shown_.plans.empty()) {
     QMessageBox::information(this, "ftplan", "Nothing evaluated yet.");
     return;
   }
   // Column 0 is the first plan; then each plan and its "vs first" column.
   const int column = std::max(0, table_->currentColumn());
-  const int index = column == 0 ? 0 : (column + 1) / 2;
-  const plan::Plan& p =
-      shown_.plans[static_cast<std::size_t>(std::min<int>(index, static_cast<int>(shown_.plans.size()) - 1))];
+  const int index = std::min(column == 0 ? 0 : (column + 1) / 2, static_cast<int>(shown_.plans.size()) - 1);
   const QString file =
-      QFileDialog::getSaveFileName(this, q("Step trace of " + p.name), "step-trace.json", "Chrome trace (*.json)");
-  if (file.isEmpty()) return;
-  sim::Options o;
-  o.trace = true;
-  const sim::StepResult r = sim::simulate_step(shown_.scenario->model, p, o);
-  if (!write_or_warn(file, r.trace_json)) return;
-  statusBar()->showMessage("trace of '" + q(p.name) + "' written to " + file + " (open it in ui.perfetto.dev)");
+      QFileDialog::getSaveFileName(this, q("Step trace of " + shown_.plans[static_cast<std::size_t>(index)].name),
+                                   "step-trace.json", "Chrome trace (*.json)");
+  if (!file.isEmpty()) export_trace(index, file);
+}
+
+bool MainWindow::export_trace(int plan, const QString& file) {
+  if (!shown_.scenario || plan < 0 || plan >= static_cast<int>(shown_.plans.size())) {
+    statusBar()->showMessage("no such plan to trace");
+    return false;
+  }
+  if (trace_watcher_.isRunning()) {
+    statusBar()->showMessage("a step trace is being written: one at a time");
+    return false;
+  }
+  const plan::Plan& p = shown_.plans[static_cast<std::size_t>(plan)];
+  statusBar()->showMessage("simulating a step of '" + q(p.name) + "' with a trace…");
+  trace_watcher_.setFuture(QtConcurrent::run([model = shown_.scenario->model, p, file] {
+    sim::Options o;
+    o.trace = true;
+    return TraceFile{file, p.name, sim::simulate_step(model, p, o).trace_json};
+  }));
+  return true;
+}
+
+void MainWindow::trace_done() {
+  const TraceFile t = trace_watcher_.result();
+  if (!write_or_warn(t.file, t.json)) return;
+  statusBar()->showMessage("trace of '" + q(t.plan) + "' written to " + t.file + " (open it in ui.perfetto.dev)");
+  emit trace_exported(t.file);
 }
 
 void MainWindow::schedule_evaluation() { debounce_->start(); }

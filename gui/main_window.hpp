@@ -95,6 +95,11 @@ class MainWindow : public QMainWindow {
   int control_plan() const;
   // Until the step timeline's traced simulation (on a worker thread) is on screen.
   void wait_for_timeline();
+  // One simulated step of shown plan `plan` with a trace, written to `file` as Chrome trace-event
+  // JSON (what `ftplan simulate --trace` writes): simulated on a worker thread, so the window stays
+  // live (a 70B plan's traced step takes seconds); trace_exported(file) once written. False (with a
+  // status message) when there is no such plan or an export is under way.
+  bool export_trace(int plan, const QString& file);
   // The scenario files opened or saved lately, newest first (QSettings "recent", at most 8); File
   // > Open recent lists them.
   static QStringList recent_files();
@@ -104,11 +109,14 @@ class MainWindow : public QMainWindow {
   void evaluated();
   // The step timeline shows a newly simulated step.
   void timeline_shown();
+  // export_trace wrote its file.
+  void trace_exported(const QString& file);
 
  private slots:
   void open_dialog();
   void save_dialog();
-  void export_trace();
+  void export_trace_dialog();
+  void trace_done();
   void schedule_evaluation();
   void start_evaluation();
   void evaluation_done();
@@ -202,6 +210,12 @@ class MainWindow : public QMainWindow {
     int generation = 0;
   };
   QFutureWatcher<TracedStep> timeline_watcher_;
+  struct TraceFile {
+    QString file;
+    std::string plan;
+    std::string json;
+  };
+  QFutureWatcher<TraceFile> trace_watcher_;  // export_trace's traced step
   int timeline_pending_ = -1;                // a plan chosen while a traced step was simulated
   bool timeline_awaited_ = false;            // a traced step was started and timeline_done has not run for it
   int timeline_generation_ = 0;              // which show_timeline call the traced step under way answers

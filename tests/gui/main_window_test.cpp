@@ -565,6 +565,20 @@ class MainWindowTest : public QObject {
     QVERIFY(!advice.empty());
     QVERIFY2(j.str().find("\"advice\": \"" + advice.front().substr(0, 40)) != std::string::npos,
              j.str().substr(0, 400).c_str());
+    // The step trace is simulated off the UI thread and written whole: what simulate --trace writes.
+    QSignalSpy traced(w.get(), &MainWindow::trace_exported);
+    QVERIFY(w->export_trace(1, QString::fromStdString((dir / "trace.json").string())));
+    QVERIFY(!w->export_trace(7, QString::fromStdString((dir / "none.json").string())));  // no such plan
+    QVERIFY(traced.count() > 0 || traced.wait(60000));
+    {
+      std::ifstream trace(dir / "trace.json");
+      std::stringstream t;
+      t << trace.rdbuf();
+      ftplan::sim::Options o;
+      o.trace = true;
+      QVERIFY(t.str() == ftplan::sim::simulate_step(w->shown().scenario->model, w->shown().plans[1], o).trace_json);
+      QVERIFY(t.str().find("traceEvents") != std::string::npos);
+    }
     const auto png = w->export_charts(dir / "c.png");
     QCOMPARE(png.size(), std::size_t{5});
     for (const auto& f : png) QVERIFY(fs::file_size(f) > 1000);
