@@ -6,7 +6,11 @@
 #include <limits>
 #include <map>
 
+#include <string_view>
+
 #include <fmt/format.h>
+
+#include "common/units.hpp"
 
 namespace ftplan::gui {
 
@@ -31,6 +35,28 @@ std::string readable(double v) {
     out += digits[i];
   }
   return out;
+}
+
+// A figure in the unit its output's name gives (docs/sweep-format.md's suffixes): "_s" seconds as a
+// duration ("3.5 d", not 299,300), "_bytes" in GiB/TiB, "_usd" in dollars, "_fraction" (and MFU,
+// HFU) in percent, "_w", "_kwh", "_hours", "_years", rates ("_per_s") per second; the rest as
+// readable numbers.
+std::string with_unit(const std::string& field, double v) {
+  const auto ends = [&](std::string_view suffix) {
+    return field.size() >= suffix.size() && field.compare(field.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (mutant("heatmap_raw_numbers")) return fmt::format("{}", v);
+  if (field.find("_per_s") != std::string::npos) return readable(v) + "/s";
+  if (ends("_bytes")) return ftplan::format_bytes(v);
+  if (ends("_s")) return ftplan::format_duration(v);
+  if (ends("_usd") || field.rfind("usd_", 0) == 0)
+    return (v < 0 ? "-$" : "$") + (std::abs(v) < 100 ? fmt::format("{:.2f}", std::abs(v)) : readable(std::abs(v)));
+  if (ends("_fraction") || field == "mfu" || field == "hfu") return fmt::format("{:.1f}%", 100 * v);
+  if (ends("_kwh")) return readable(v) + " kWh";
+  if (ends("_w")) return readable(v) + " W";
+  if (ends("_hours")) return readable(v) + " h";
+  if (ends("_years")) return readable(v) + " y";
+  return readable(v);
 }
 
 double number_of(const io::Value& v) {
@@ -111,10 +137,12 @@ SweepGrid sweep_grid(const std::vector<io::Row>& rows, const std::vector<std::st
     if (filled[at]) continue;  // the point's first plan when none is chosen
     filled[at] = true;
     if (const io::Value* v = r.get(field)) {
-      // A fractional number as a reader takes it in (readable), not the CSV's round-trip
+      // A number as a reader takes it in, in its unit (with_unit), not the CSV's round-trip
       // "265.35328668763015".
-      const auto* d = std::get_if<double>(v);
-      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none") : d ? readable(*d) : text_of(*v);
+      const bool number = std::holds_alternative<double>(*v) || std::holds_alternative<std::int64_t>(*v);
+      g.text[at] = std::holds_alternative<std::nullptr_t>(*v) ? std::string("none")
+                   : number                                   ? with_unit(field, number_of(*v))
+                                                              : text_of(*v);
       g.number[at] = number_of(*v);
     }
   }

@@ -35,6 +35,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -809,21 +810,30 @@ class MainWindowTest : public QObject {
             QCOMPARE(QString::fromStdString(w.grid().text_at(xi, yi)), text(r.get("meets_constraints")));
     QCOMPARE(w.findChild<QComboBox*>("hold:axis.cost.mode")->currentText(), QString("own"));
     w.hold("axis.cost.mode", "rent");
-    // A fractional field's cells read at a glance: 4 significant digits, no exponent from 10,000
-    // up ("299,300"), not the CSV's 17 digits ("265.35328668763015" was drawn over the cells).
-    w.show_grid("axis.constraints.deadline", "axis.model", "job_time_s", "tiered");
-    int numbers = 0;
-    for (std::size_t xi = 0; xi < w.grid().x.size(); ++xi)
-      for (std::size_t yi = 0; yi < w.grid().y.size(); ++yi) {
-        const double v = w.grid().number_at(xi, yi);
-        if (std::isnan(v)) continue;
-        ++numbers;
-        QString cell = QString::fromStdString(w.grid().text_at(xi, yi));
-        QVERIFY2(cell.size() <= 9 && !cell.contains('e'), qPrintable(cell));
-        const double shown = cell.remove(',').toDouble();
-        QVERIFY2(std::abs(shown - v) <= 5e-4 * std::abs(v), qPrintable(cell));
-      }
-    QVERIFY(numbers > 0);
+    // A field's cells read at a glance, in its unit: job_time_s as a duration ("3.5 d", not the
+    // CSV's "299300.4..." or "265.35328668763015", once drawn over the cells), cost_usd in dollars,
+    // a fraction in percent, a count of tokens per second with thousands separators.
+    const auto cells = [&](const char* field, const std::function<bool(QString, double)>& reads) {
+      w.show_grid("axis.constraints.deadline", "axis.model", field, "tiered");
+      int numbers = 0;
+      for (std::size_t xi = 0; xi < w.grid().x.size(); ++xi)
+        for (std::size_t yi = 0; yi < w.grid().y.size(); ++yi) {
+          const double v = w.grid().number_at(xi, yi);
+          if (std::isnan(v)) continue;
+          ++numbers;
+          const QString cell = QString::fromStdString(w.grid().text_at(xi, yi));
+          QVERIFY2(reads(cell, v), qPrintable(QString(field) + ": " + cell + " for " + QString::number(v, 'g', 17)));
+        }
+      QVERIFY2(numbers > 0, field);
+    };
+    // Dollars: "$" and the figure to 4 significant digits (cents under $100), no exponent.
+    cells("cost_usd", [](QString cell, double v) {
+      return cell.startsWith('$') && !cell.contains('e') &&
+             std::abs(cell.remove('$').remove(',').toDouble() - v) <= std::max(5e-3, 5e-4 * v);
+    });
+    cells("mfu", [](QString cell, double v) { return cell == QString("%1%").arg(100 * v, 0, 'f', 1); });
+    cells("job_time_s",
+          [](QString cell, double v) { return cell == QString::fromStdString(ftplan::format_duration(v)); });
     QApplication::processEvents();  // the held axes' pickers, shown once the event loop runs
     QVERIFY(
         w.grab().save(QString::fromStdString((fs::path(FTPLAN_SCREENSHOT_DIR) / "sweep-tiered-vs-gpus.png").string())));
