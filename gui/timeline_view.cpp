@@ -39,7 +39,7 @@ int top_margin(const QFontMetrics& fm) { return legend_y(fm) + 2 * line_h(fm) + 
 int bottom_margin(const QFontMetrics& fm) { return 6 + 2 * line_h(fm); }
 // A legend swatch as tall as a capital letter, at the baseline of its name written at `y`.
 int swatch(const QFontMetrics& fm) { return std::max(8, fm.capHeight()); }
-constexpr int kTiers = 3;  // sim::StepTracks::memory: gpu, host, nvme
+constexpr int kTiers = static_cast<int>(plan::kTierCount);  // sim::StepTracks::memory, by plan::Tier
 // The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
 const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
 const QColor kTierColors[kTiers] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44)};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 
 #include <cstdint>
 #include <optional>
@@ -16,6 +17,12 @@
 namespace ftplan::plan {
 
 enum class Tier { gpu, cpu, nvme };
+// How many tiers there are (Tier's rows), and a figure per tier indexed by Tier (tier_index): the
+// simulator's pools, peaks and capacities, the timeline's memory strips.
+inline constexpr std::size_t kTierCount = 3;
+template <class T>
+using PerTier = std::array<T, kTierCount>;
+constexpr std::size_t tier_index(Tier t) { return static_cast<std::size_t>(t); }
 enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class OffloadPreset { none, zero_offload, zero_infinity, aidaptiv, activation_cpu, activation_nvme };

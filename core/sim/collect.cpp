@@ -125,7 +125,7 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
                        bool activity) {
   StageRun out;
   out.step_s = static_cast<double>(r.makespan) * 1e-9;
-  for (int t = 0; t < 3; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
   for (const des::QueueId q : l.queues) {
     const double busy = static_cast<double>(r.queue_busy[q.index]) * 1e-9;
     if (busy <= 0) continue;
@@ -189,7 +189,7 @@ StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, c
     if (ir.ops[i].pass == schedule::Pass::backward && ir.ops[i].micro == first_micro)
       first_done = std::max(first_done, l.end(r, i));
   StageRun::PhasePeaks pk;
-  for (int t = 0; t < 3; ++t) {
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) {
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
       if (x.time < first_backward) pk.held[t] = x.live_bytes;
       if (x.time <= first_done) pk.first[t] = std::max(pk.first[t], x.live_bytes);
@@ -238,7 +238,7 @@ StepTracks tracks_of(const des::Engine& e, const des::Result& r, const Lowered& 
   };
   convert(traced.queues, tracks.streams);
   convert(traced.links, tracks.links);
-  for (int t = 0; t < 3; ++t) {
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) {
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index])
       tracks.memory[t].push_back({static_cast<double>(x.time) * 1e-9, x.live_bytes});
     tracks.capacity_bytes[t] = e.pool_capacity(l.pools[t]);
@@ -257,9 +257,11 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   const std::string& problem = step.problem;
   StageRun out;
   int best = 0;
-  double best_busy = -1, peaks[3] = {0, 0, 0};
+  double best_busy = -1;
+  plan::PerTier<double> peaks{};
   for (std::size_t i = 0; i < lowered.size(); ++i)
-    for (int t = 0; t < 3; ++t) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
+    for (std::size_t t = 0; t < plan::kTierCount; ++t)
+      peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
   std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
   // The busiest stage by its compute time, then its figures (and timeline) read once.
   for (int s = 0; s < pp; ++s) {
@@ -271,7 +273,7 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
     }
   }
   out = collect_stage(e, r, irs[best], lowered[reported[best]], activity);
-  for (int t = 0; t < 3; ++t) out.peak[t] = peaks[t];
+  out.peak = peaks;
   out.stage_peaks = std::move(stage_peaks);
   if (!r.completed) out.problem = "the simulated step could not finish (a dependency cycle in the schedule)";
   if (!problem.empty()) out.problem = problem;

@@ -151,7 +151,7 @@ class StageLowering {
     l_.links = links_.own;
     l_.nvlink = links_.nvlink;
     l_.nic = links_.nic;
-    const std::array<double, 3> capacity = pool_capacities(cx_.p.cluster);
+    const plan::PerTier<double> capacity = pool_capacities(cx_.p.cluster);
     l_.pools[0] = e_.add_pool(prefix + "gpu", capacity[0]);
     l_.pools[1] = e_.add_pool(prefix + "host (per rank)", capacity[1]);
     l_.pools[2] = e_.add_pool(prefix + "nvme (per rank)", capacity[2]);
@@ -211,7 +211,7 @@ class StageLowering {
   void end_run() {
     const std::size_t last = l_.folds.back().last;
     const des::QueueId q = l_.queues[static_cast<int>(Stream::compute)];
-    for (int t = 0; t < 3; ++t) {
+    for (std::size_t t = 0; t < plan::kTierCount; ++t) {
       const PoolChange& c = pools_[t];
       if (!c.any) continue;
       des::TaskId after = l_.task[chain_end_];
@@ -502,7 +502,7 @@ class StageLowering {
     double net = 0, high = 0;
     bool any = false;
   };
-  std::array<PoolChange, 3> pools_{};
+  plan::PerTier<PoolChange> pools_{};
 };
 
 }  // namespace

@@ -83,7 +83,7 @@ struct StageRun {
   double compute_s = 0, exposed_comm_s = 0;
   std::vector<StreamUse> streams;
   std::vector<LinkUse> links;
-  double peak[3] = {0, 0, 0};
+  plan::PerTier<double> peak{};
   std::string problem;
   std::string trace;
   StepTracks tracks;  // with a trace
@@ -97,11 +97,7 @@ struct StageRun {
   // bytes as the first backward starts; `first` the high-water mark from the step's start to the
   // end of the first micro-batch's backward.
   struct PhasePeaks {
-    double first[3] = {0, 0, 0};
-    double steady[3] = {0, 0, 0};
-    double ramp[3] = {0, 0, 0};
-    double after[3] = {0, 0, 0};
-    double held[3] = {0, 0, 0};
+    plan::PerTier<double> first{}, steady{}, ramp{}, after{}, held{};
   };
   std::vector<PhasePeaks> stage_peaks;
 };
@@ -119,8 +115,8 @@ struct Lowered {
   std::vector<des::QueueId> queues;  // by Stream
   std::vector<des::LinkId> links;    // the stage's own links
   des::LinkId nvlink{}, nic{};
-  des::PoolId pools[3]{};         // by Tier
-  std::vector<des::TaskId> task;  // by op index
+  plan::PerTier<des::PoolId> pools{};  // by Tier
+  std::vector<des::TaskId> task;       // by op index
   // Compute ops fused into one engine task (see lower_stage): the op's start within its task;
   // -1 for ops that are a task of their own.
   std::vector<des::Time> offset;
@@ -216,7 +212,7 @@ des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown);
 
 // What a rank's pools hold at most (gpu, host, nvme): the GPU's usable memory, its share of the
 // host's DRAM and of the drives (lower_stage's pools; the shortened pipeline's memory check).
-std::array<double, 3> pool_capacities(const plan::Cluster& c);
+plan::PerTier<double> pool_capacities(const plan::Cluster& c);
 
 // One stage's rank lowered onto the engine (lower.cpp).
 // What lowering a step's ranks share: the engine, the plan and its rates, and the pipeline's

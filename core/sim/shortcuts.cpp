@@ -78,14 +78,14 @@ bool middle_stages_alike(const model::ModelSpec& m, const plan::Plan& p, int pp,
 // The whole pipeline's memory peaks from the short runs' (positions 0 and 1 of A are the plan's
 // stages 0 and 1, B's too; the last position is the plan's last stage); nullopt near a pool's
 // capacity, where the extrapolation would judge fit.
-std::optional<std::array<double, 3>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, int pp,
+std::optional<plan::PerTier<double>> shortened_peaks(const StageRun& run_a, const StageRun& run_b, int pp,
                                                      std::int64_t accumulation, bool first_as_middle,
                                                      const plan::Cluster& cluster) {
-  const std::array<double, 3> capacity = pool_capacities(cluster);
+  const plan::PerTier<double> capacity = pool_capacities(cluster);
   const auto& a = run_a.stage_peaks;
   const auto& b = run_b.stage_peaks;
-  std::array<double, 3> peaks{};
-  for (int t = 0; t < 3; ++t) {
+  plan::PerTier<double> peaks{};
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) {
     // The last stage holds one micro-batch whatever the depth: A's own. The first and the first
     // middle stage hold one more per further stage through their steady state: A's, raised by
     // what one more stage in front adds (A's held bytes over B's as the first backward starts).
@@ -312,7 +312,7 @@ std::optional<Simulated> shortened(const model::ModelSpec& m, const plan::Plan& 
   sim.run = extrapolate_run(run[0], {{&run[1], w_b}, {&run[2], w_c}});
   const auto peaks = shortened_peaks(run[0], run[1], pp, accumulation, one_group_b, p.cluster);
   if (!peaks) return std::nullopt;
-  for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
+  sim.run.peak = *peaks;
   // A stage's FLOPs are linear in its micro-batches whatever the stage count: C's, or A's less one
   // period's micro-batches at A's and B's slope.
   const auto more = [&](double schedule::StepIR::*f) {
@@ -352,7 +352,7 @@ constexpr int kMaxLayerPeriod = 4;
 // Each pool's high-water mark by where the step's compute stream is when the pool changes: the
 // (pass, micro-batch, place among the `layers` layers: -1 none, 0 the first, 1 a middle one, 2
 // the last) of the last GPU kernel started by then ({-2, -2, -2} before the first).
-std::map<std::array<int, 3>, std::array<double, 3>> peaks_by_place(const schedule::StepIR& ir, const Lowered& l,
+std::map<std::array<int, 3>, plan::PerTier<double>> peaks_by_place(const schedule::StepIR& ir, const Lowered& l,
                                                                    const des::Result& r, int layers) {
   std::vector<std::pair<des::Time, std::array<int, 3>>> kernels;  // by start; the stream is serial
   for (std::size_t i = 0; i < ir.ops.size(); ++i) {
@@ -361,8 +361,8 @@ std::map<std::array<int, 3>, std::array<double, 3>> peaks_by_place(const schedul
     const int place = op.layer < 0 ? -1 : op.layer == 0 ? 0 : op.layer == layers - 1 ? 2 : 1;
     kernels.push_back({l.start(r, i), {static_cast<int>(op.pass), op.micro, place}});
   }
-  std::map<std::array<int, 3>, std::array<double, 3>> out;
-  for (int t = 0; t < 3; ++t)
+  std::map<std::array<int, 3>, plan::PerTier<double>> out;
+  for (std::size_t t = 0; t < plan::kTierCount; ++t)
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
       const auto it = std::upper_bound(kernels.begin(), kernels.end(), x.time,
                                        [](des::Time at, const auto& k) { return at < k.first; });
@@ -521,7 +521,7 @@ int layer_symmetry_period(const model::ModelSpec& m, const plan::Plan& p, const 
   return 0;
 }
 
-using Places = std::map<std::array<int, 3>, std::array<double, 3>>;
+using Places = std::map<std::array<int, 3>, plan::PerTier<double>>;  // (pass, micro-batch, place) -> peaks
 
 // Memory: the high-water mark of each pool while the compute stream is at one place of the
 // step (peaks_by_place): the first and the last layer sit at a fixed distance from the step's
@@ -534,12 +534,12 @@ using Places = std::map<std::array<int, 3>, std::array<double, 3>>;
 // middle layers), the fit and the straight line through L1 and L2 part: by more than 5% of
 // the pool's high-water mark, the whole step is simulated (nullopt). So it is near a pool's
 // capacity, for the exact verdict and its message.
-std::optional<std::array<double, 3>> fitted_peaks(const Places (&places)[3], const std::array<int, 3>& counts,
-                                                  int layers, double w_layers, const std::array<double, 3>& capacity) {
+std::optional<plan::PerTier<double>> fitted_peaks(const Places (&places)[3], const std::array<int, 3>& counts,
+                                                  int layers, double w_layers, const plan::PerTier<double>& capacity) {
   if (places[0].size() != places[1].size() || places[0].size() != places[2].size()) return std::nullopt;
   const double xs[3] = {static_cast<double>(counts[0]), static_cast<double>(counts[1]), static_cast<double>(counts[2])};
-  std::array<double, 3> peaks{};
-  for (int t = 0; t < 3; ++t) {
+  plan::PerTier<double> peaks{};
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) {
     double peak = 0, apart = 0;
     for (const auto& [where, at_l1] : places[0]) {
       const auto b = places[1].find(where), c = places[2].find(where);
@@ -702,7 +702,7 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   // Memory: each pool's high-water mark by place, fitted over L1, L2 and L3 (fitted_peaks).
   const auto peaks = fitted_peaks(places, {l1, l2, l3}, layers, w_layers, pool_capacities(p.cluster));
   if (!peaks) return std::nullopt;
-  for (int t = 0; t < 3; ++t) sim.run.peak[t] = (*peaks)[t];
+  sim.run.peak = *peaks;
   sim.run.stage_peaks.clear();
   const auto more = [&](double schedule::StepIR::*f) {
     double v = irs[0][0].*f;

@@ -164,8 +164,8 @@ struct StepTracks {
   std::vector<Track> streams, links;
   // The rank's GPU, host DRAM and NVMe pools (that order): live bytes at the step's start, then
   // after each allocation or free (des::Result::pool_series). The allocator's slack is not in them.
-  std::array<std::vector<MemorySample>, 3> memory;
-  std::array<double, 3> capacity_bytes = {0, 0, 0};  // each pool's capacity (0: none)
+  plan::PerTier<std::vector<MemorySample>> memory;
+  plan::PerTier<double> capacity_bytes{};  // each pool's capacity (0: none)
 };
 
 struct StepResult {

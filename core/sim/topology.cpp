@@ -133,7 +133,7 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   return k;
 }
 
-std::array<double, 3> pool_capacities(const plan::Cluster& c) {
+plan::PerTier<double> pool_capacities(const plan::Cluster& c) {
   // The plan's share of the node (what the footprint judges fit against) over its ranks there.
   const double ranks = std::max(1, c.gpus_per_node);
   return {c.gpu.usable_memory_bytes, c.usable_host_bytes() / ranks, std::max(1.0, c.nvme_capacity_bytes() / ranks)};
