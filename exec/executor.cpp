@@ -1,9 +1,5 @@
 #include "executor.hpp"
 
-#include <sched.h>
-#include <sys/mman.h>
-#include <time.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -26,6 +22,7 @@
 #include "io/output_file.hpp"
 #include "sim/simulate.hpp"
 #include "storage/uring.hpp"
+#include "tiers.hpp"
 
 namespace ftplan::exec {
 
@@ -38,28 +35,6 @@ using schedule::Stream;
 namespace storage = calibrate::storage;
 
 namespace {
-
-constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
-std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
-std::uint64_t round_down(std::uint64_t x) { return x / kAlign * kAlign; }
-
-// The cores this process may run on (sched_getaffinity), in order.
-std::vector<int> allowed_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  return out;
-}
-
-// The calling thread's CPU time, ns (POSIX CLOCK_THREAD_CPUTIME_ID).
-std::int64_t thread_cpu_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
 
 // bf16 as the GPU stores it: the upper half of the fp32, rounded to nearest even.
 std::uint16_t to_bf16(float f) {
@@ -75,106 +50,12 @@ float from_bf16(std::uint16_t h) {
   return f;
 }
 
-// Host memory of the host tier: one reservation (pages come on first touch, so a tensor the step never
-// touches costs nothing), page-locked when pinned and allowed.
-class HostTier {
- public:
-  HostTier(std::uint64_t bytes, bool pinned)
-      : arena_(bytes), bytes_(std::max<std::uint64_t>(kAlign, arena_.capacity_bytes())) {
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of host memory", bytes_));
-    base_ = static_cast<std::byte*>(p);
-    // O_DIRECT requests land here: in 4 KiB pages a 1 MiB request is 256 segments, past a virtio
-    // disk's 254 (queue/max_segments), and the block layer splits it unless the pages happen to
-    // be contiguous (docs/validation.md: 1.1-1.8 GB/s against 3.2-5.0 in huge pages). Huge pages
-    // make every buffer alike, the probes' as the run's (calibrate::AlignedBuffer does the same).
-    madvise(base_, bytes_, MADV_HUGEPAGE);  // advice: where THP is off, nothing changes
-    // Pinned: locked as each page is first touched (mlock2 MLOCK_ONFAULT, Linux 4.4), so that the
-    // tier holds in memory what its arena has used, not the whole reservation: the reservation is
-    // the sum of every tensor the IR puts on the host, which at hidden 2048 was 12.3 GiB mlock'd
-    // for a 6.1 GiB peak (the process's RSS 16.8 GiB against the simulated 6.9). Pages stay locked
-    // once touched: from the second step on the tier is as warm as a framework's pinned pool.
-    if (!pinned) {
-      note_ = "pageable (the plan does not pin host buffers)";
-    } else if (mlock2(base_, bytes_, MLOCK_ONFAULT) == 0) {
-      locked_ = true;
-      note_ =
-          fmt::format("pinned (up to {:.1f} MiB, locked as first touched)", static_cast<double>(bytes_) / (1 << 20));
-    } else if (mlock(base_, bytes_) == 0) {
-      locked_ = true;
-      note_ = fmt::format("pinned (mlock'd {:.1f} MiB)", static_cast<double>(bytes_) / (1 << 20));
-    } else {
-      note_ = fmt::format("pageable: the plan pins host buffers but mlock of {:.1f} MiB failed ({}; see ulimit -l)",
-                          static_cast<double>(bytes_) / (1 << 20), std::strerror(errno));
-    }
-  }
-  ~HostTier() {
-    if (locked_) munlock(base_, bytes_);
-    munmap(base_, bytes_);
-  }
-  std::byte* allocate(std::uint64_t bytes) {
-    const std::int64_t at = arena_.allocate(bytes);
-    return at < 0 ? nullptr : base_ + at;
-  }
-  void release(std::byte* p) { arena_.release(p - base_); }
-  double peak_bytes() const { return arena_.peak_bytes(); }
-  bool locked() const { return locked_; }
-  std::byte* base() const { return base_; }
-  std::uint64_t bytes() const { return bytes_; }
-  const std::string& note() const { return note_; }
-
- private:
-  Arena arena_;
-  std::uint64_t bytes_;
-  std::byte* base_ = nullptr;
-  bool locked_ = false;
-  std::string note_;
-};
-
-// The NVMe tier: one address space striped round-robin over a scratch file per directory.
-class NvmeTier {
- public:
-  NvmeTier(std::uint64_t bytes, const std::vector<std::filesystem::path>& dirs, std::uint32_t stripe)
-      : arena_(bytes), stripe_(std::max<std::uint32_t>(kAlign, stripe / kAlign * kAlign)) {
-    const std::uint64_t stripes = (arena_.capacity_bytes() + stripe_ - 1) / stripe_;
-    const std::uint64_t per_file = ((stripes + dirs.size() - 1) / dirs.size() + 1) * stripe_;
-    for (const auto& d : dirs) files_.push_back(std::make_unique<storage::ScratchFile>(d, per_file));
-  }
-  std::int64_t allocate(std::uint64_t bytes) { return arena_.allocate(bytes); }
-  void release(std::int64_t offset) { arena_.release(offset); }
-  double peak_bytes() const { return arena_.peak_bytes(); }
-  // The requests moving [offset, offset + bytes) of the address space to or from `buffer`, in
-  // pieces of at most `block` that do not cross a stripe (storage::striped_requests).
-  std::vector<storage::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
-                                           std::uint32_t block) const {
-    std::vector<const storage::ScratchFile*> files;
-    for (const auto& f : files_) files.push_back(f.get());
-    return storage::striped_requests(files, stripe_, offset, buffer, bytes, write, block);
-  }
-
- private:
-  Arena arena_;
-  std::uint64_t stripe_;
-  std::vector<std::unique_ptr<storage::ScratchFile>> files_;
-};
-
 // Where a live tensor is.
 struct Storage {
   bool live = false;
   std::byte* ptr = nullptr;  // device or host memory
   std::int64_t nvme = -1;    // offset in the NVMe tier's address space
   std::uint64_t size = 0;    // bytes usable (the IR's, rounded up)
-};
-
-// A stream worker's buffers for the sides of a copy the IR does not name, grown as needed.
-struct Scratch {
-  std::vector<std::byte, std::allocator<std::byte>> raw;
-  std::byte* get(std::uint64_t bytes) {
-    const std::uint64_t need = round_up(bytes) + kAlign;
-    if (raw.size() < need) raw.assign(need, std::byte{0});
-    const auto addr = reinterpret_cast<std::uintptr_t>(raw.data());
-    return raw.data() + (round_up(addr) - addr);
-  }
 };
 
 // Master weights or moments: chunk c at base + offset[c] of the IR tensor `tensor` (see Runner).
@@ -184,49 +65,6 @@ struct Part {
   std::vector<std::uint64_t> offset;
   std::uint64_t end() const { return offset.empty() ? base : base + offset.back(); }
 };
-
-// The process's peak resident set (VmHWM, bytes); -1 unreadable. reset_peak_rss() starts it
-// again from the present RSS (clear_refs 5, Linux 4.0+); false where refused.
-double peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.starts_with("VmHWM:")) {
-      try {
-        return std::stod(line.substr(6)) * 1024.0;  // kB
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  return -1;
-}
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-// The process's block-I/O counters (/proc/self/io read_bytes, write_bytes: what the process
-// caused to be read from or sent to the storage layer, O_DIRECT included; proc(5)), counted by the
-// kernel apart from anything the executor or the simulator computes.
-struct BlockIo {
-  bool ok = false;
-  double read = 0, write = 0;
-};
-BlockIo block_io() {
-  BlockIo b;
-  std::ifstream in("/proc/self/io");
-  std::string key;
-  double value = 0;
-  int found = 0;
-  while (in >> key >> value) {
-    if (key == "read_bytes:") b.read = value, ++found;
-    if (key == "write_bytes:") b.write = value, ++found;
-  }
-  b.ok = found == 2;
-  return b;
-}
 
 class Runner {
  public:
@@ -1260,148 +1098,6 @@ Measured Runner::run() {
 }
 
 }  // namespace
-
-AttentionCall attention_call(const schedule::Op& op) {
-  AttentionCall a{op.m, op.n, op.k, 0};
-  const double per = 4.0 * static_cast<double>(op.m) * static_cast<double>(op.n) * static_cast<double>(op.k);
-  if (per <= 0 || op.flops <= 0) return a;
-  a.repeats = std::max(1, static_cast<int>(op.flops / per));
-  a.n = std::max<std::int64_t>(
-      1, std::llround(op.flops / (4.0 * static_cast<double>(op.m) * static_cast<double>(op.k) * a.repeats)));
-  return a;
-}
-
-std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir) {
-  std::vector<std::vector<std::size_t>> out(schedule::kStreams);
-  for (std::size_t i = 0; i < ir.ops.size(); ++i) out[static_cast<std::size_t>(ir.ops[i].stream)].push_back(i);
-  return out;
-}
-
-namespace {
-
-// Run the workers symbolically: each takes its next op when that op's deps are done; until no
-// worker can move. Every op must be taken; else which stream waits forever, and where.
-std::string deadlock(const schedule::StepIR& ir) {
-  const auto order = stream_order(ir);
-  std::vector<std::size_t> next(order.size(), 0);
-  std::vector<char> done(ir.ops.size(), 0);
-  std::size_t taken = 0;
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (std::size_t s = 0; s < order.size(); ++s)
-      while (next[s] < order[s].size()) {
-        const std::size_t i = order[s][next[s]];
-        bool ready = true;
-        for (const int d : ir.ops[i].deps)
-          ready = ready && d >= 0 && static_cast<std::size_t>(d) < ir.ops.size() && done[static_cast<std::size_t>(d)];
-        if (!ready) break;
-        done[i] = 1;
-        ++next[s];
-        ++taken;
-        moved = true;
-      }
-  }
-  if (taken != ir.ops.size()) {
-    for (std::size_t s = 0; s < order.size(); ++s)
-      if (next[s] < order[s].size())
-        return fmt::format("stream {} waits forever at op {} ({}): {} of {} ops ran",
-                           schedule::to_string(static_cast<Stream>(s)), order[s][next[s]],
-                           ir.ops[order[s][next[s]]].name, taken, ir.ops.size());
-  }
-  return {};
-}
-
-// Races: streams run concurrently, so an op may use a tensor only once its allocation has
-// happened before it (through deps and stream order), and a free must come after every use.
-std::string race(const schedule::StepIR& ir) {
-  // Vector clocks over the streams: clock[i][s] = how many ops of stream s happen before op i ends.
-  const std::size_t n = ir.ops.size();
-  std::vector<std::array<std::uint32_t, schedule::kStreams>> clock(n);
-  std::vector<std::uint32_t> position(n);  // 1-based place of each op in its stream
-  std::array<std::uint32_t, schedule::kStreams> count{};
-  std::array<int, schedule::kStreams> previous;
-  previous.fill(-1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto st = static_cast<std::size_t>(ir.ops[i].stream);
-    position[i] = ++count[st];
-    auto& c = clock[i];
-    c.fill(0);
-    const auto join = [&](std::size_t d) {
-      for (std::size_t k = 0; k < c.size(); ++k) c[k] = std::max(c[k], clock[d][k]);
-    };
-    if (previous[st] >= 0) join(static_cast<std::size_t>(previous[st]));
-    for (const int d : ir.ops[i].deps) join(static_cast<std::size_t>(d));
-    c[st] = position[i];
-    previous[st] = static_cast<int>(i);
-  }
-  const auto before = [&](std::size_t a, std::size_t b) {  // a ends before b starts
-    return a == b ? false : clock[b][static_cast<std::size_t>(ir.ops[a].stream)] >= position[a] && (a < b);
-  };
-  std::vector<int> alloc_of(ir.tensors.size(), -1);
-  std::vector<std::vector<std::size_t>> users(ir.tensors.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const Op& op = ir.ops[i];
-    if (op.kind == OpKind::alloc && op.tensor >= 0) {
-      alloc_of[static_cast<std::size_t>(op.tensor)] = static_cast<int>(i);
-      users[static_cast<std::size_t>(op.tensor)].clear();
-      continue;
-    }
-    if (op.kind == OpKind::free && op.tensor >= 0) {
-      for (const std::size_t u : users[static_cast<std::size_t>(op.tensor)])
-        if (!before(u, i))
-          return fmt::format("op {} ({}) frees {} while op {} ({}) may still use it", i, op.name,
-                             ir.tensors[static_cast<std::size_t>(op.tensor)].name, u, ir.ops[u].name);
-      continue;
-    }
-    for (const auto* list : {&op.reads, &op.writes})
-      for (const int t : *list) {
-        const int a = alloc_of[static_cast<std::size_t>(t)];
-        if (a >= 0 && !before(static_cast<std::size_t>(a), i))
-          return fmt::format("op {} ({}) may use {} before op {} ({}) allocates it", i, op.name,
-                             ir.tensors[static_cast<std::size_t>(t)].name, a, ir.ops[static_cast<std::size_t>(a)].name);
-        users[static_cast<std::size_t>(t)].push_back(i);
-      }
-  }
-  return {};
-}
-
-}  // namespace
-
-std::string schedulable(const schedule::StepIR& ir) {
-  std::string why = deadlock(ir);
-  return why.empty() ? race(ir) : why;
-}
-
-std::string unsupported(const schedule::StepIR& ir) {
-  for (const Op& op : ir.ops) {
-    if (op.kind == OpKind::collective && op.group_size > 1)
-      return fmt::format("the step has collectives over {} ranks ({}); the executor runs one rank", op.group_size,
-                         op.name);
-    if (op.kind == OpKind::marker && op.peer >= 0)
-      return "the step is one stage of a pipeline; the executor runs one rank";
-  }
-  for (const auto& t : ir.tensors)
-    if (t.category == Category::gradients && t.tier == Tier::nvme)
-      return "the plan keeps gradients on NVMe, and the IR never reads them back for the optimizer step";
-  return {};
-}
-
-CorePlan core_plan(const Device& device, bool pin_compute) {
-  CorePlan plan;
-  if (!pin_compute || !device.computes_on_host()) return plan;
-  const std::vector<int> cores = allowed_cores();
-  if (cores.size() < 2) return plan;
-  plan.compute.assign(cores.begin(), cores.begin() + 1);
-  plan.others.assign(cores.begin() + 1, cores.end());
-  return plan;
-}
-
-bool pin_to(const std::vector<int>& cores) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (const int c : cores) CPU_SET(c, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
-}
 
 int state_steps(const std::filesystem::path& state_file) {
   std::ifstream in(state_file, std::ios::binary | std::ios::ate);

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "device.hpp"
+#include "ir_checks.hpp"
 #include "plan/plan.hpp"
+#include "process.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::exec {
@@ -137,42 +139,8 @@ struct Measured {
 // comes back as ok = false with the problem; it never throws for such input.
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
 
-// Where Options::pin_compute puts the workers on `device`: the compute worker on the first core
-// the calling thread may use, every other worker on the rest. Both empty (no pinning) when the
-// device does not compute on the host's cores, `pin_compute` is off or fewer than two cores are
-// allowed. validate's rate probes run where the workers run (a thread pinned to one core of a
-// loaded machine gets another share of it than one the kernel may move: docs/validation.md).
-struct CorePlan {
-  std::vector<int> compute, others;
-};
-CorePlan core_plan(const Device& device, bool pin_compute);
-// Binds the calling thread to `cores`; false when the kernel refuses.
-bool pin_to(const std::vector<int>& cores);
-
 // Steps done by the state in `state_file` (Options::state_file); -1 when there is none or it is
 // not a whole state file.
 int state_steps(const std::filesystem::path& state_file);
-
-// The ops each stream's worker runs, in order: the IR's ops of that stream in issue order.
-std::vector<std::vector<std::size_t>> stream_order(const schedule::StepIR& ir);
-// Empty when in-order workers, each starting an op once its deps are done, run every op of `ir`
-// without a race: every op that reads or writes a tensor comes after the tensor's allocation,
-// and its free after every such op, in the order deps and streams impose (not only in issue
-// order, which is all schedule::dry_run checks). Else the first problem: where the workers would
-// wait forever, or which op may touch a tensor before it exists or after it is freed.
-std::string schedulable(const schedule::StepIR& ir);
-
-// An attention op as the device runs it: S = Q K^T and O = S V over `n` keys, `repeats` times,
-// with n chosen so that the FLOPs are the op's (a causal kernel computes about half the scores:
-// its n is half the keys).
-struct AttentionCall {
-  std::int64_t m = 0, n = 0, k = 0;
-  int repeats = 0;
-};
-AttentionCall attention_call(const schedule::Op& op);
-
-// Why `ir` cannot run on one machine (collectives over more than one rank, pipeline sends,
-// gradients kept on NVMe, which the IR never reads back for the optimizer step); empty when it can.
-std::string unsupported(const schedule::StepIR& ir);
 
 }  // namespace ftplan::exec
