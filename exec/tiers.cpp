@@ -12,7 +12,7 @@
 namespace ftplan::exec {
 
 HostTier::HostTier(std::uint64_t bytes, bool pinned)
-  : arena_(bytes), bytes_(std::max<std::uint64_t>(kAlign, arena_.capacity_bytes())) {
+    : arena_(bytes), bytes_(std::max<std::uint64_t>(kAlign, arena_.capacity_bytes())) {
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of host memory", bytes_));
   base_ = static_cast<std::byte*>(p);
@@ -30,8 +30,7 @@ HostTier::HostTier(std::uint64_t bytes, bool pinned)
     note_ = "pageable (the plan does not pin host buffers)";
   } else if (mlock2(base_, bytes_, MLOCK_ONFAULT) == 0) {
     locked_ = true;
-    note_ =
-        fmt::format("pinned (up to {:.1f} MiB, locked as first touched)", static_cast<double>(bytes_) / (1 << 20));
+    note_ = fmt::format("pinned (up to {:.1f} MiB, locked as first touched)", static_cast<double>(bytes_) / (1 << 20));
   } else if (mlock(base_, bytes_) == 0) {
     locked_ = true;
     note_ = fmt::format("pinned (mlock'd {:.1f} MiB)", static_cast<double>(bytes_) / (1 << 20));

@@ -15,27 +15,14 @@
 
 #include "executor.hpp"
 #include "hardware/profile.hpp"
+#include "local_machine.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "rates.hpp"
+#include "scale.hpp"
 #include "sim/simulate.hpp"
 
 namespace ftplan::exec {
-
-// --scale: a smaller model of the same shape. 0 keeps a dimension.
-struct Scale {
-  int layers = 0;
-  std::int64_t hidden = 0;
-  std::int64_t vocab = 0;
-  int seq_len = 0;
-  bool any() const { return layers > 0 || hidden > 0 || vocab > 0 || seq_len > 0; }
-};
-// "layers=4,hidden=256[,vocab=2048][,seq=256]". Throws std::invalid_argument naming the bad part.
-Scale parse_scale(const std::string& text);
-// The model with `scale` applied: head_dim, the heads : kv-heads and ffn : hidden ratios kept.
-model::ModelSpec scaled(const model::ModelSpec& model, const Scale& scale);
-// What scaling keeps and what it loses, for the report.
-std::string scale_note(const model::ModelSpec& from, const model::ModelSpec& to, const Scale& scale);
 
 // Whether the rates moved too much during a run to hold its step time to the goal: the step
 // simulated at each rate sample spans `drift_pct` = (max - min) / median, and more than
@@ -134,22 +121,6 @@ struct Validation {
 
 // (simulated - measured) / measured in percent; 0 when both are 0.
 double error_pct(double simulated, double measured);
-
-// `plan` on this machine: the GPU is the CPU device at `rates` with `device_bytes` of memory, the
-// host this machine (a plan on the "local" node keeps its host: the calibration profile's), one
-// drive per storage directory; and the efficiency figures to simulate it.
-plan::Plan on_this_machine(const plan::Plan& plan, const DeviceRates& rates, double device_bytes, int storage_dirs);
-
-// `cluster: {node: local}` in a scenario: this machine, as the catalog node "local" that
-// `ftplan validate` adds before it reads the scenario. Its GPU is the executor's CPU device, its
-// host the calibration profile's CPU (sockets, cores, threads, SIMD, DRAM bytes; DRAM bandwidth
-// from the profile's best STREAM triad, else its firmware bound), its drives one "local-dir" per
-// storage directory (sequential rates from the profile's 1 MiB runs where it has them). Returns
-// `catalog` with the node and its parts added.
-inline constexpr const char* kLocalNode = "local";
-hardware::Catalog with_local_node(hardware::Catalog catalog, const hardware::CalibrationProfile& profile,
-                                  int storage_dirs);
-sim::Efficiency efficiency_of(const DeviceRates& rates);
 
 Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const ValidateOptions& options);
 
