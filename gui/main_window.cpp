@@ -83,7 +83,7 @@
 #include "mutants.hpp"
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
-#include "timeline_view.hpp"
+#include "timeline_panel.hpp"
 
 namespace ftplan::gui {
 
@@ -558,32 +558,13 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   tabs_->addTab(tiers, "Host DRAM and NVMe");
   tabs_->addTab(search_chart_, "Search");
   tabs_->setTabVisible(2, false);
-  // One simulated step of a chosen plan, component by component.
-  auto* step = new QWidget;
-  auto* step_layout = new QVBoxLayout(step);
-  step_layout->setContentsMargins(0, 0, 0, 0);
-  timeline_plan_ = new QComboBox;
-  timeline_plan_->setObjectName("timeline_plan");
-  timeline_ = new TimelineView;
-  timeline_->setObjectName("timeline");
-  timeline_->setToolTip("Wheel: zoom; drag: pan; right click: the whole step.");
-  timeline_stage_ = new QComboBox;
-  timeline_stage_->setObjectName("timeline_stage");
-  timeline_stage_->setToolTip("Whose rank the rows show: the slowest pipeline stage's, or a chosen stage's.");
-  auto* pick = new QHBoxLayout;
-  pick->addWidget(new QLabel("Step of"));
-  pick->addWidget(timeline_plan_, 1);
-  pick->addWidget(timeline_stage_);
-  step_layout->addLayout(pick);
-  step_layout->addWidget(timeline_, 1);
-  tabs_->addTab(step, "Step timeline");
-  // The traced step is simulated again (every micro-batch): only when the tab is looked at.
-  connect(tabs_, &QTabWidget::currentChanged, this, [this, step](int) {
-    if (tabs_->currentWidget() == step && timeline_stale_) show_timeline(timeline_plan_->currentIndex());
+  // One traced step of a chosen plan (timeline_panel.hpp), simulated only when the tab is looked at.
+  timeline_ = new TimelinePanel;
+  tabs_->addTab(timeline_, "Step timeline");
+  connect(tabs_, &QTabWidget::currentChanged, this, [this](int) {
+    if (tabs_->currentWidget() == timeline_) timeline_->show_if_stale();
   });
-  connect(timeline_plan_, &QComboBox::currentIndexChanged, this, &MainWindow::show_timeline);
-  connect(timeline_stage_, &QComboBox::currentIndexChanged, this,
-          [this](int) { show_timeline(timeline_plan_->currentIndex()); });
+  connect(timeline_, &TimelinePanel::shown, this, &MainWindow::timeline_shown);
 
   auto* right = new QWidget;
   auto* right_layout = new QVBoxLayout(right);
@@ -647,7 +628,6 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   connect(ckpt_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(precision_, &QComboBox::currentIndexChanged, this, &MainWindow::schedule_evaluation);
   connect(&watcher_, &QFutureWatcher<Outcome>::finished, this, &MainWindow::evaluation_done);
-  connect(&timeline_watcher_, &QFutureWatcher<TracedStep>::finished, this, &MainWindow::timeline_done);
   connect(&trace_watcher_, &QFutureWatcher<TraceFile>::finished, this, &MainWindow::trace_done);
   statusBar()->showMessage("Open a scenario to compare its plans.");
   setAcceptDrops(true);  // scenario files and training configs (dropEvent)
@@ -660,8 +640,7 @@ MainWindow::~MainWindow() {
   // A search stops between layouts and a comparison between plans: closing does not wait for the rest.
   if (stop_) stop_->store(true);
   watcher_.waitForFinished();
-  timeline_watcher_.waitForFinished();  // it reads no member: at most one plan's traced step
-  trace_watcher_.waitForFinished();     // the same, for an export (its file is then not written)
+  trace_watcher_.waitForFinished();  // the same, for an export (its file is then not written)
 }
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
@@ -1078,15 +1057,12 @@ void MainWindow::redraw() {
   show_table(o);
   show_charts(o);
   show_search(o);
-  const int keep = timeline_plan_->currentIndex();
-  {
-    const QSignalBlocker quiet(timeline_plan_);
-    timeline_plan_->clear();
-    for (const auto& p : o.plans) timeline_plan_->addItem(q(p.name));
-    timeline_plan_->setCurrentIndex(keep >= 0 && keep < timeline_plan_->count() ? keep : 0);
-  }
-  timeline_stale_ = true;
-  if (tabs_->currentIndex() == tabs_->count() - 1) show_timeline(timeline_plan_->currentIndex());
+  std::vector<TimelinePanel::Shown> traced;
+  for (std::size_t i = 0; i < o.plans.size(); ++i)
+    traced.push_back(
+        {o.plans[i], o.evaluations[i].feasible() ? std::string() : "does not fit (" + o.evaluations[i].reason() + ")"});
+  timeline_->set_plans(o.scenario->model, std::move(traced));
+  if (tabs_->currentWidget() == timeline_) timeline_->show_if_stale();
   {
     const int keep_plan = plan_pick_->currentIndex();
     const QSignalBlocker quiet(plan_pick_);
@@ -1269,87 +1245,7 @@ void MainWindow::fix_clicked(int row, int column) {
   menu.exec(QCursor::pos());
 }
 
-// The chosen plan's simulated step: the evaluation's own timeline, or (a search keeps none for
-// its millions of candidates) the plan simulated again here, as the evaluation did.
-void MainWindow::show_timeline(int index) {
-  const Outcome& o = shown_;
-  timeline_stale_ = false;
-  ++timeline_generation_;  // a traced step under way is of an older choice now
-  if (!o.scenario || index < 0 || index >= static_cast<int>(o.plans.size())) {
-    timeline_->set_timeline({}, QString());
-    return;
-  }
-  const auto i = static_cast<std::size_t>(index);
-  const evaluate::Evaluation& e = o.evaluations[i];
-  const int stages = o.plans[i].parallel.pp;
-  if (timeline_stage_->count() != stages + 1) {
-    // The stages of this plan; the slowest stage's rank unless another is chosen.
-    const QSignalBlocker quiet(timeline_stage_);
-    timeline_stage_->clear();
-    timeline_stage_->addItem("slowest stage's rank", -1);
-    for (int s = 0; s < stages; ++s) timeline_stage_->addItem(QString("stage %1 of %2").arg(s).arg(stages), s);
-  }
-  timeline_stage_->setVisible(stages > 1);
-  const int trace_stage = mutant("timeline_stage_choice_ignored") ? -1 : timeline_stage_->currentData().toInt();
-  if (!e.feasible()) {
-    timeline_->set_timeline({}, q(o.plans[i].name + ": does not fit (" + e.reason() + ")"));
-    return;
-  }
-  // Simulated again with a trace (every micro-batch, no steady-state shortcut), on a worker
-  // thread: its streams, links and memory per tier, as `ftplan simulate --trace` writes them.
-  // (Under the steady-state shortcut a trace holds only the simulated micro-batches; the whole
-  // step is shown, within the shortcut's 0.5% of the evaluation's. 0.01-0.9 s of CPU for the
-  // example scenarios' plans.)
-  if (timeline_watcher_.isRunning()) {
-    timeline_pending_ = index;  // shown when the one under way is done
-    return;
-  }
-  timeline_->set_timeline({}, q(o.plans[i].name + ": simulating the step with a trace…"));
-  timeline_awaited_ = true;
-  timeline_watcher_.setFuture(
-      QtConcurrent::run([model = o.scenario->model, plan = o.plans[i], generation = timeline_generation_, trace_stage] {
-        sim::Options traced;
-        traced.trace = true;
-        traced.trace_stage = trace_stage;
-        TracedStep out;
-        out.plan = plan.name;
-        out.stages = plan.parallel.pp;
-        out.generation = generation;
-        out.step = sim::simulate_step(model, plan, traced);
-        return out;
-      }));
-}
-
-void MainWindow::timeline_done() {
-  timeline_awaited_ = false;
-  TracedStep r = timeline_watcher_.result();
-  if (timeline_pending_ >= 0) {
-    const int next = std::exchange(timeline_pending_, -1);
-    show_timeline(next);  // a newer choice (or evaluation) came while this one ran
-    return;
-  }
-  if (r.generation != timeline_generation_) return;  // what is shown now is newer
-  // Whose rank: the slowest stage's, or a chosen stage's beside which one is slowest.
-  const std::string rank =
-      r.stages == 1 ? std::string("one rank")
-      : r.step.tracks.stage == r.step.stage
-          ? fmt::format("stage {}'s rank, the slowest", r.step.stage)
-          : fmt::format("stage {}'s rank; the slowest is stage {}", r.step.tracks.stage, r.step.stage);
-  timeline_->set_timeline(r.step.timeline,
-                          q(fmt::format("{}: one step, {} ({}; critical path: black band; wheel: zoom, drag: pan)",
-                                        r.plan, ftplan::format_duration(r.step.step_time_s), rank)),
-                          std::move(r.step.tracks));
-  emit timeline_shown();
-}
-
-void MainWindow::wait_for_timeline() {
-  // Until timeline_done has run for the last step started: a step that has finished but whose
-  // finished() is not delivered yet counts too (isRunning() is false by then).
-  while (timeline_awaited_ || timeline_pending_ >= 0) {
-    timeline_watcher_.waitForFinished();
-    QApplication::processEvents();  // delivers finished(): timeline_done
-  }
-}
+void MainWindow::wait_for_timeline() { timeline_->wait(); }
 
 void MainWindow::pin() {
   if (!shown_.scenario) return;

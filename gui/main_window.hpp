@@ -35,7 +35,7 @@ class QChartView;
 
 namespace ftplan::gui {
 
-class TimelineView;
+class TimelinePanel;
 class SweepWindow;
 
 class MainWindow : public QMainWindow {
@@ -123,8 +123,6 @@ class MainWindow : public QMainWindow {
   void go_to_error(QListWidgetItem* item);
   void export_table_dialog();
   void export_charts_dialog();
-  void show_timeline(int plan);
-  void timeline_done();
   void open_sweep_dialog();
 
  protected:
@@ -195,33 +193,18 @@ class MainWindow : public QMainWindow {
   QSpinBox* dram_ = nullptr;
   QComboBox* drive_ = nullptr;
   QSpinBox* drive_count_ = nullptr;
-  QComboBox* timeline_plan_ = nullptr;
-  // Whose rank the timeline shows where the plan has pipeline stages: the slowest stage's (data -1)
-  // or a chosen one's (its index); hidden for a plan of one stage.
-  QComboBox* timeline_stage_ = nullptr;
-  TimelineView* timeline_ = nullptr;
+  TimelinePanel* timeline_ = nullptr;
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
   QFutureWatcher<Outcome> watcher_;
-  struct TracedStep {
-    std::string plan;
-    sim::StepResult step;
-    int stages = 1;  // the plan's pipeline stages
-    int generation = 0;
-  };
-  QFutureWatcher<TracedStep> timeline_watcher_;
   struct TraceFile {
     QString file;
     std::string plan;
     std::string json;
   };
   QFutureWatcher<TraceFile> trace_watcher_;  // export_trace's traced step
-  int timeline_pending_ = -1;                // a plan chosen while a traced step was simulated
-  bool timeline_awaited_ = false;            // a traced step was started and timeline_done has not run for it
-  int timeline_generation_ = 0;              // which show_timeline call the traced step under way answers
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
   bool pending_ = false;                     // the text changed while an evaluation ran
-  bool timeline_stale_ = true;               // the step timeline is not of what is shown
 };
 
 }  // namespace ftplan::gui
