@@ -116,11 +116,11 @@ void TimelinePanel::done() {
       : r.step.tracks.stage == r.step.stage
           ? fmt::format("stage {}'s rank, the slowest", r.step.stage)
           : fmt::format("stage {}'s rank; the slowest is stage {}", r.step.tracks.stage, r.step.stage);
-  view_->set_timeline(r.step.timeline,
-                      QString::fromStdString(
-                          fmt::format("{}: one step, {} ({}; critical path: black band; wheel: zoom, drag: pan)",
-                                      r.plan, ftplan::format_duration(r.step.step_time_s), rank)),
-                      std::move(r.step.tracks));
+  view_->set_timeline(
+      r.step.timeline,
+      QString::fromStdString(fmt::format("{}: one step, {} ({}; critical path: black band; wheel: zoom, drag: pan)",
+                                         r.plan, ftplan::format_duration(r.step.step_time_s), rank)),
+      std::move(r.step.tracks));
   emit shown();
 }
 

@@ -63,10 +63,10 @@ class TimelinePanel : public QWidget {
     int generation = 0;
   };
   QFutureWatcher<TracedStep> watcher_;
-  int pending_ = -1;       // a plan chosen while a traced step was simulated
-  bool awaited_ = false;   // a traced step was started and done() has not run for it
-  int generation_ = 0;     // which show_plan call the traced step under way answers
-  bool stale_ = true;      // what is shown is not of the plans set last
+  int pending_ = -1;      // a plan chosen while a traced step was simulated
+  bool awaited_ = false;  // a traced step was started and done() has not run for it
+  int generation_ = 0;    // which show_plan call the traced step under way answers
+  bool stale_ = true;     // what is shown is not of the plans set last
 };
 
 }  // namespace ftplan::gui

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "io/json_value.hpp"
 
 namespace ftplan::io {
@@ -130,6 +131,56 @@ std::string csv_line(const std::vector<std::string>& cells) {
   std::string out;
   for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + csv_cell(cells[i]);
   return out + '\n';
+}
+
+std::vector<CsvRecord> read_csv(std::string_view text, const std::string& name) {
+  std::vector<CsvRecord> records;
+  std::vector<std::string> record;
+  std::string field;
+  bool quoted = false, field_started = false;
+  int line = 1, record_line = 1;
+  const auto end_record = [&] {
+    record.push_back(std::move(field));
+    field.clear();
+    records.push_back({std::move(record), record_line});
+    record.clear();
+    field_started = false;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        if (c == '\n') ++line;
+        field += c;
+      }
+      continue;
+    }
+    if (c == '"' && field.empty()) {
+      quoted = true;
+      field_started = true;
+    } else if (c == ',') {
+      record.push_back(std::move(field));
+      field.clear();
+      field_started = true;
+    } else if (c == '\n') {
+      if (!field.empty() && field.back() == '\r') field.pop_back();
+      end_record();
+      record_line = ++line;
+    } else {
+      field += c;
+      field_started = true;
+    }
+  }
+  if (quoted) throw InputError({name, line, 0}, "", "a quoted CSV cell is not closed (the file is cut short?)");
+  if (field_started || !record.empty()) end_record();
+  return records;
 }
 
 }  // namespace ftplan::io

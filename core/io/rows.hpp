@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -28,6 +29,15 @@ std::string rows_to_json(const std::vector<Row>& rows, const std::string& kind, 
 std::string rows_to_csv(const std::vector<Row>& rows);
 // The same with the columns given, in that order (keys not among them are left out).
 std::string rows_to_csv(const std::vector<Row>& rows, const std::vector<std::string>& columns);
+// The one CSV reader (RFC 4180 as rows_to_csv writes it: a quoted cell may hold commas, doubled
+// quotes and line breaks; CRLF line ends read as LF): each record's cells as text and the line it
+// starts on (1-based). A blank line is a record of one empty cell. Throws InputError naming `name`
+// and the line when a quoted cell is never closed.
+struct CsvRecord {
+  std::vector<std::string> cells;
+  int line = 0;
+};
+std::vector<CsvRecord> read_csv(std::string_view text, const std::string& name);
 // One CSV line of cells already as text, each quoted as csv_cell quotes text.
 std::string csv_line(const std::vector<std::string>& cells);
 // One CSV cell: null and non-finite numbers empty, numbers shortest round-trip, text quoted when it

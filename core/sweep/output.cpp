@@ -85,66 +85,20 @@ std::vector<std::string> axis_columns_of(const std::vector<io::Row>& rows) {
 }
 
 std::vector<io::Row> parse_csv(std::string_view text, const std::string& name) {
-  std::vector<std::vector<std::string>> records;
-  std::vector<int> record_lines;
-  std::vector<std::string> record;
-  std::string field;
-  bool quoted = false, field_started = false;
-  int line = 1, record_line = 1;
-  const auto end_record = [&] {
-    record.push_back(std::move(field));
-    field.clear();
-    records.push_back(std::move(record));
-    record_lines.push_back(record_line);
-    record.clear();
-    field_started = false;
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        if (c == '\n') ++line;
-        field += c;
-      }
-      continue;
-    }
-    if (c == '"' && field.empty()) {
-      quoted = true;
-      field_started = true;
-    } else if (c == ',') {
-      record.push_back(std::move(field));
-      field.clear();
-      field_started = true;
-    } else if (c == '\n') {
-      if (!field.empty() && field.back() == '\r') field.pop_back();
-      end_record();
-      record_line = ++line;
-    } else {
-      field += c;
-      field_started = true;
-    }
-  }
-  if (quoted) throw InputError({name, line, 0}, "", "a quoted CSV cell is not closed (the file is cut short?)");
-  if (field_started || !record.empty()) end_record();
+  const std::vector<io::CsvRecord> records = io::read_csv(text, name);
   std::vector<io::Row> rows;
   if (records.empty()) return rows;
-  const std::vector<std::string>& header = records.front();
+  const std::vector<std::string>& header = records.front().cells;
   if (header.size() == 1 && header.front().empty()) return rows;  // a header-less empty table
   for (std::size_t r = 1; r < records.size(); ++r) {
-    if (records[r].size() != header.size())
-      throw InputError({name, record_lines[r], 0}, "",
+    const std::vector<std::string>& cells = records[r].cells;
+    if (cells.size() != header.size())
+      throw InputError({name, records[r].line, 0}, "",
                        fmt::format("{} cells where the header has {} (the file is cut short or not a sweep's output?)",
-                                   records[r].size(), header.size()));
+                                   cells.size(), header.size()));
     io::Row row;
     for (std::size_t c = 0; c < header.size(); ++c)
-      row.fields.emplace_back(header[c], records[r][c].empty() ? io::Value(nullptr) : io::Value(records[r][c]));
+      row.fields.emplace_back(header[c], cells[c].empty() ? io::Value(nullptr) : io::Value(cells[c]));
     rows.push_back(std::move(row));
   }
   return rows;

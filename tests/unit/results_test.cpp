@@ -107,3 +107,27 @@ TEST_CASE("the one CSV writer: header in first-seen order, missing cells empty, 
   CHECK(io::csv_line({"a,b", "c"}) == "\"a,b\",c\n");
   CHECK(io::csv_line({}) == "\n");
 }
+
+TEST_CASE("the one CSV reader reads what the writer wrote, with each record's line") {
+  /* The writer's table above: three records on lines 1, 2 and 3, the third's first cell holding a
+   * quote and a line break (so a fourth record would start on line 5). CRLF ends read as LF; a
+   * blank line is a record of one empty cell; a quoted cell never closed names its line. */
+  const auto records = io::read_csv(
+      "plan,step_time_s,gpu_count,mfu\r\n"
+      "\"8x H100, ZeRO-3\",1.5,,\n"
+      "\"say \"\"hi\"\"\nthere\",,8,\n"
+      "\n"
+      "last,1,2,3",
+      "t.csv");
+  REQUIRE(records.size() == 5);
+  CHECK(records[0].cells == std::vector<std::string>{"plan", "step_time_s", "gpu_count", "mfu"});
+  CHECK(records[1].cells == std::vector<std::string>{"8x H100, ZeRO-3", "1.5", "", ""});
+  CHECK(records[2].cells == std::vector<std::string>{"say \"hi\"\nthere", "", "8", ""});
+  CHECK(records[3].cells == std::vector<std::string>{""});
+  CHECK(records[4].cells == std::vector<std::string>{"last", "1", "2", "3"});
+  CHECK(records[0].line == 1);
+  CHECK(records[2].line == 3);
+  CHECK(records[3].line == 5);
+  CHECK(records[4].line == 6);
+  CHECK_THROWS_WITH_AS(io::read_csv("a,b\n\"open,1\n", "cut.csv"), doctest::Contains("cut.csv:3"), InputError);
+}

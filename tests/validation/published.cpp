@@ -12,6 +12,7 @@
 
 #include "../unit/test_support.hpp"
 #include "common/strings.hpp"
+#include "io/rows.hpp"
 #include "io/scenario_io.hpp"
 
 namespace ftplan::validation {
@@ -23,32 +24,6 @@ const std::string& PublishedRow::at(const std::string& key) const {
 }
 
 namespace {
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
-        cur += '"', ++i;
-      else if (c == '"')
-        quoted = false;
-      else
-        cur += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  out.push_back(cur);
-  return out;
-}
 
 bool contains(const std::string& s, const char* what) { return to_lower(s).find(to_lower(what)) != std::string::npos; }
 
@@ -125,25 +100,20 @@ std::string lora_targets(const std::string& peft) {
 }  // namespace
 
 std::vector<PublishedRow> read_published(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path);
-  std::string line;
-  const auto next = [&](std::string& l) {
-    if (!std::getline(in, l)) return false;
-    if (!l.empty() && l.back() == '\r') l.pop_back();  // the file has CRLF line ends
-    return true;
-  };
-  next(line);
-  const auto header = split_csv_line(line);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<io::CsvRecord> records = io::read_csv(text.str(), path);  // the file has CRLF line ends
   std::vector<PublishedRow> rows;
-  int n = 1;
-  while (next(line)) {
-    ++n;
-    if (trim(line).empty()) continue;
-    const auto cells = split_csv_line(line);
+  if (records.empty()) return rows;
+  const std::vector<std::string>& header = records.front().cells;
+  for (std::size_t k = 1; k < records.size(); ++k) {
+    const io::CsvRecord& record = records[k];
+    if (record.cells.size() == 1 && trim(record.cells.front()).empty()) continue;  // a blank line
     PublishedRow r;
-    r.line = n;
-    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) r.col[header[i]] = cells[i];
+    r.line = record.line;
+    for (std::size_t i = 0; i < header.size() && i < record.cells.size(); ++i) r.col[header[i]] = record.cells[i];
     rows.push_back(std::move(r));
   }
   return rows;
