@@ -113,12 +113,13 @@ int add_lanes(Writer& w, int pid, int tid, const std::string& name, std::vector<
 // Task `t` as a complete ("X") event on (pid, tid) from `begin` to its end.
 template <class Model>
 nlohmann::json task_event(const Model& m, const std::vector<TaskRecord>& records, std::uint32_t t, int pid, int tid,
-                          Time begin) {
+                          Time begin, bool critical) {
   const Label& label = m.labels[t];
   const TaskRecord& rec = records[t];
   const auto& d = m.tasks[t];
   nlohmann::json args = {{"task", t}, {"tag", label.tag}, {"kind", kind_name(d.kind)}, {"ready_us", us(rec.ready)}};
   if (d.bytes != 0) args["bytes"] = d.bytes;
+  if (critical) args["critical"] = true;  // on the run's critical path (critical_path)
   return nlohmann::json{{"name", label.name.empty() ? kind_name(d.kind) : label.name},
                         {"cat", label.category && *label.category ? label.category : kind_name(d.kind)},
                         {"ph", "X"},
@@ -285,6 +286,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
   Writer w;
   const auto& records = result.tasks;
+  const std::vector<bool> critical = on_critical_path(m, records);
 
   // Queues: one thread per server lane.
   w.process(kQueuesPid, "queues");
@@ -295,7 +297,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
     for (const std::uint32_t t : order[q])
       if (records[t].end != kNever) spans.push_back({records[t].start, records[t].end, t});
     tid += add_lanes(w, kQueuesPid, tid, m.queues[q].name, spans, 1, [&](const Span& s, int lane_tid) {
-      return task_event(m, records, s.task, kQueuesPid, lane_tid, s.begin);
+      return task_event(m, records, s.task, kQueuesPid, lane_tid, s.begin, critical[s.task]);
     });
   }
 
@@ -305,7 +307,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   tid = 0;
   for (std::size_t l = 0; l < m.links.size(); ++l)
     tid += add_lanes(w, kLinksPid, tid, m.links[l].name, on_link[l], 1, [&](const Span& s, int lane_tid) {
-      nlohmann::json e = task_event(m, records, s.task, kLinksPid, lane_tid, s.begin);
+      nlohmann::json e = task_event(m, records, s.task, kLinksPid, lane_tid, s.begin, critical[s.task]);
       if (s.end > s.begin)
         e["args"]["mean_Bps"] = m.tasks[s.task].bytes / (static_cast<double>(s.end - s.begin) * 1e-9);
       return e;
@@ -315,7 +317,7 @@ std::string chrome_trace(const Engine& engine, const Result& result) {
   if (!unqueued.empty()) {
     w.process(kUnqueuedPid, "no queue");
     add_lanes(w, kUnqueuedPid, 0, "no queue", unqueued, 0, [&](const Span& s, int lane_tid) {
-      return task_event(m, records, s.task, kUnqueuedPid, lane_tid, s.begin);
+      return task_event(m, records, s.task, kUnqueuedPid, lane_tid, s.begin, critical[s.task]);
     });
   }
   add_pools(w, m, result);

@@ -937,4 +937,10 @@ TEST_CASE("the critical path: back from the end through what each task waited fo
       for (const TraceSpan& s : track.spans) critical[track.name + "/" + s.name] = s.critical;
   CHECK(critical == std::map<std::string, bool>{
                         {"compute/early", false}, {"compute/use", true}, {"h2d/load", true}, {"pcie/load", true}});
+  // The Chrome trace says so too (args.critical on the path's events, on its queue and its link).
+  const auto json = nlohmann::json::parse(chrome_trace(t, r3));
+  std::map<std::string, int> marked;
+  for (const auto& ev : json["traceEvents"])
+    if (ev.value("ph", "") == "X" && ev["args"].value("critical", false)) ++marked[ev["name"].get<std::string>()];
+  CHECK(marked == std::map<std::string, int>{{"load", 2}, {"use", 1}});
 }
