@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "common.hpp"
-#include "cpu/cpu_bench.hpp"
-#include "storage/fio.hpp"
-#include "storage/uring.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/cpu/cpu_bench.hpp"
+#include "calibrate/storage/fio.hpp"
+#include "calibrate/storage/uring.hpp"
 
 using namespace ftplan;
 using namespace ftplan::calibrate;

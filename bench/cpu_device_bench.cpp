@@ -22,8 +22,8 @@
 
 #include <fmt/format.h>
 
-#include "cpu/kernels.hpp"
-#include "cpu_device.hpp"
+#include "calibrate/cpu/kernels.hpp"
+#include "exec/cpu_device.hpp"
 
 namespace {
 

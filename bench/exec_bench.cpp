@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "cpu_device.hpp"
-#include "executor.hpp"
+#include "exec/cpu_device.hpp"
+#include "exec/executor.hpp"
 
 int main(int argc, char** argv) {
   using namespace ftplan;

@@ -12,14 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
-#include "calibrate.hpp"
+#include "calibrate/calibrate.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "common/strings.hpp"
 #include "common/units.hpp"
+#include "exec/rates.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
 #include "progress.hpp"
-#include "rates.hpp"
-#include "storage/uring.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {

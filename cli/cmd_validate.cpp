@@ -8,15 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "app.hpp"
+#include "calibrate/machine.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "common/strings.hpp"
 #include "common/units.hpp"
+#include "exec/validate.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
-#include "machine.hpp"
 #include "scenario_source.hpp"
-#include "storage/uring.hpp"
 #include "table.hpp"
-#include "validate.hpp"
 
 namespace ftplan::cli {
 namespace {

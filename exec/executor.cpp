@@ -16,12 +16,12 @@
 #include <fmt/format.h>
 
 #include "arena.hpp"
-#include "common.hpp"
-#include "cpu/kernels.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/cpu/kernels.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "des/engine.hpp"
 #include "io/output_file.hpp"
 #include "sim/simulate.hpp"
-#include "storage/uring.hpp"
 #include "tiers.hpp"
 
 namespace ftplan::exec {

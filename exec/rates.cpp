@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/cpu/kernels.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "common/error.hpp"
-#include "cpu/kernels.hpp"
 #include "cpu_device.hpp"
 #include "executor.hpp"
 #include "sim/interpolate.hpp"
-#include "storage/uring.hpp"
 
 namespace ftplan::exec {
 

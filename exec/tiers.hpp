@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "arena.hpp"
-#include "storage/uring.hpp"
+#include "calibrate/storage/uring.hpp"
 
 namespace ftplan::exec {
 

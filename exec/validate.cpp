@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/cpu/kernels.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "common/error.hpp"
-#include "cpu/kernels.hpp"
 #include "cpu_device.hpp"
 #include "cuda_device.hpp"
 #include "inventory/inventory.hpp"
-#include "storage/uring.hpp"
 
 namespace ftplan::exec {
 

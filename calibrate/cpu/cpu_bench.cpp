@@ -1,11 +1,11 @@
-#include "cpu/cpu_bench.hpp"
+#include "calibrate/cpu/cpu_bench.hpp"
 
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/kernels.hpp"
+#include "calibrate/cpu/kernels.hpp"
 
 namespace ftplan::calibrate::cpu {
 

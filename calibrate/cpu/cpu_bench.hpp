@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
 #include "hardware/profile.hpp"
 
 namespace ftplan::calibrate::cpu {

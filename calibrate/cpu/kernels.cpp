@@ -1,4 +1,4 @@
-#include "cpu/kernels.hpp"
+#include "calibrate/cpu/kernels.hpp"
 
 #include <cmath>
 

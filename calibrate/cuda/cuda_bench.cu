@@ -26,9 +26,9 @@
 #include <thread>
 #include <type_traits>
 
+#include "calibrate/cuda/cuda_bench.hpp"
+#include "calibrate/cuda/nvml.hpp"
 #include "common/units.hpp"
-#include "cuda/cuda_bench.hpp"
-#include "cuda/nvml.hpp"
 
 namespace ftplan::calibrate::gpu {
 

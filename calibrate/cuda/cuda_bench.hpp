@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/workload.hpp"
 #include "hardware/hardware.hpp"
 #include "hardware/profile.hpp"
-#include "workload.hpp"
 
 namespace ftplan::calibrate::gpu {
 

@@ -1,7 +1,7 @@
 // Builds without CUDA (no nvcc found, or FTPLAN_BUILD_CUDA=OFF): the GPU part reports why it cannot run.
 #include <stdexcept>
 
-#include "cuda/cuda_bench.hpp"
+#include "calibrate/cuda/cuda_bench.hpp"
 
 namespace ftplan::calibrate::gpu {
 

@@ -1,11 +1,11 @@
-#include "cuda/nvml.hpp"
+#include "calibrate/cuda/nvml.hpp"
 
 #include <dlfcn.h>
 
 #include <array>
 #include <chrono>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
 
 namespace ftplan::calibrate::gpu {
 

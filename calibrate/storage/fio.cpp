@@ -1,4 +1,4 @@
-#include "storage/fio.hpp"
+#include "calibrate/storage/fio.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>

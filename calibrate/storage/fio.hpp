@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/uring.hpp"
+#include "calibrate/storage/uring.hpp"
 
 namespace ftplan::calibrate::storage {
 

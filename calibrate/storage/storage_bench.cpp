@@ -1,4 +1,4 @@
-#include "storage/storage_bench.hpp"
+#include "calibrate/storage/storage_bench.hpp"
 
 #include <algorithm>
 #include <map>
@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/machine.hpp"
+#include "calibrate/storage/fio.hpp"
 #include "common/units.hpp"
-#include "machine.hpp"
-#include "storage/fio.hpp"
 
 namespace ftplan::calibrate::storage {
 

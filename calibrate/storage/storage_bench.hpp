@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/storage/uring.hpp"
 #include "hardware/profile.hpp"
-#include "storage/uring.hpp"
 
 namespace ftplan::calibrate::storage {
 

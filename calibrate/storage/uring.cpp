@@ -1,4 +1,4 @@
-#include "storage/uring.hpp"
+#include "calibrate/storage/uring.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "common.hpp"
+#include "calibrate/common.hpp"
 #include "io/output_file.hpp"
 
 namespace ftplan::calibrate::storage {

@@ -17,15 +17,15 @@
 #include <thread>
 #include <vector>
 
-#include "cpu_device.hpp"
-#include "cuda_device.hpp"
-#include "executor.hpp"
+#include "calibrate/storage/uring.hpp"
+#include "exec/cpu_device.hpp"
+#include "exec/cuda_device.hpp"
+#include "exec/executor.hpp"
+#include "exec/validate.hpp"
 #include "inventory/inventory.hpp"
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
 #include "io/scenario_io.hpp"
-#include "storage/uring.hpp"
-#include "validate.hpp"
 
 namespace fs = std::filesystem;
 using namespace ftplan;

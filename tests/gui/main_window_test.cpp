@@ -40,12 +40,12 @@
 #include <sstream>
 
 #include "common/units.hpp"
+#include "gui/main_window.hpp"
+#include "gui/sweep_window.hpp"
+#include "gui/timeline_view.hpp"
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
 #include "io/verdict.hpp"
-#include "main_window.hpp"
-#include "sweep_window.hpp"
-#include "timeline_view.hpp"
 
 using ftplan::gui::MainWindow;
 namespace fs = std::filesystem;

@@ -11,17 +11,17 @@
 #include <string>
 #include <vector>
 
-#include "calibrate.hpp"
-#include "common.hpp"
-#include "cpu/cpu_bench.hpp"
-#include "cpu/kernels.hpp"
-#include "cuda/cuda_bench.hpp"
+#include "calibrate/calibrate.hpp"
+#include "calibrate/common.hpp"
+#include "calibrate/cpu/cpu_bench.hpp"
+#include "calibrate/cpu/kernels.hpp"
+#include "calibrate/cuda/cuda_bench.hpp"
+#include "calibrate/storage/fio.hpp"
+#include "calibrate/storage/storage_bench.hpp"
+#include "calibrate/storage/uring.hpp"
+#include "calibrate/workload.hpp"
 #include "io/profile_io.hpp"
-#include "storage/fio.hpp"
-#include "storage/storage_bench.hpp"
-#include "storage/uring.hpp"
 #include "test_support.hpp"
-#include "workload.hpp"
 
 using namespace ftplan;
 using namespace ftplan::calibrate;

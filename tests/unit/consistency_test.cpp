@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
-#include "evaluation.hpp"
 #include "footprint/footprint.hpp"
+#include "gui/evaluation.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
 #include "io/verdict.hpp"

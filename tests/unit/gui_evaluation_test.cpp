@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/strings.hpp"
-#include "evaluation.hpp"
+#include "gui/evaluation.hpp"
 #include "io/output_schema.hpp"
 #include "test_support.hpp"
 

@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "../unit/test_support.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace ftplan;
 

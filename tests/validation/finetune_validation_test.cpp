@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
-#include "../unit/test_support.hpp"
 #include "footprint/footprint.hpp"
 #include "published.hpp"
 #include "sim/simulate.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace ftplan;
 using validation::MemoryKind;

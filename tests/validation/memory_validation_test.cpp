@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "../unit/test_support.hpp"
 #include "footprint/footprint.hpp"
 #include "published.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace ftplan;
 using validation::MemoryKind;

@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "../unit/test_support.hpp"
 #include "published.hpp"
 #include "sim/simulate.hpp"
+#include "tests/unit/test_support.hpp"
 
 using namespace ftplan;
 

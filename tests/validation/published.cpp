@@ -10,10 +10,10 @@
 
 #include <fmt/format.h>
 
-#include "../unit/test_support.hpp"
 #include "common/strings.hpp"
 #include "io/rows.hpp"
 #include "io/scenario_io.hpp"
+#include "tests/unit/test_support.hpp"
 
 namespace ftplan::validation {
 
