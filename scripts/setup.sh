@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libboost-dev libeigen3-dev libfmt-dev libyaml-cpp-dev doctest-dev nlohmann-json3-dev
+  libeigen3-dev libfmt-dev libyaml-cpp-dev doctest-dev nlohmann-json3-dev
   # core/io/import: torchtitan's train configs are TOML; toml++ reports line and column of every value.
   libtomlplusplus-dev
   # calibrate/: io_uring for the storage benchmarks, and fio as the reference they are checked against.

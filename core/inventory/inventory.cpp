@@ -116,11 +116,15 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first, int l
   return {begin, begin + base + (vs < extra ? 1 : 0)};
 }
 
-LayerRanges stage_layer_ranges(const ModelSpec& m, const Plan& plan, int stage) {
+int stage_chunks(const Plan& plan) {
+  const plan::Parallel& par = plan.parallel;
+  return par.pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+}
+
+std::pair<int, int> stage_layer_range(const ModelSpec& m, const Plan& plan, int stage, int chunk) {
   const plan::Parallel& par = plan.parallel;
   const int pp = std::max(1, par.pp);
-  const int chunks =
-      pp > 1 && par.schedule == plan::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const int chunks = stage_chunks(plan);
   // Interleaved with fixed end stages, as Megatron-core builds it (transformer_block.py,
   // get_num_layers_to_build): the first (last) stage's layers, and each middle stage's even share
   // of the rest, are split evenly over the stage's chunks; virtual stage c x pp + s runs its
@@ -134,24 +138,18 @@ LayerRanges stage_layer_ranges(const ModelSpec& m, const Plan& plan, int stage) 
     if (s == pp - 1 && last > 0) return last / chunks;
     return middle_stages > 0 ? (m.total_layers() - first - last) / middle_stages / chunks : 0;
   };
-  LayerRanges ranges;
-  for (int c = 0; c < chunks; ++c) {
-    const int vs = c * pp + stage;
-    if (uneven_chunks) {
-      int a = 0;
-      for (int v = 0; v < vs; ++v) a += chunk_size(v);
-      ranges.emplace_back(a, a + chunk_size(vs));
-    } else {
-      ranges.push_back(stage_layers(m.total_layers(), pp * chunks, vs, first, last));
-    }
-  }
-  return ranges;
+  const int vs = chunk * pp + stage;
+  if (!uneven_chunks) return stage_layers(m.total_layers(), pp * chunks, vs, first, last);
+  int a = 0;
+  for (int v = 0; v < vs; ++v) a += chunk_size(v);
+  return {a, a + chunk_size(vs)};
 }
 
 std::vector<int> stage_layer_list(const ModelSpec& m, const Plan& plan, int stage, std::vector<int>* chunk_begin) {
   std::vector<int> list;
   if (chunk_begin) chunk_begin->clear();
-  for (const auto& [begin, end] : stage_layer_ranges(m, plan, stage)) {
+  for (int c = 0, chunks = stage_chunks(plan); c < chunks; ++c) {
+    const auto [begin, end] = stage_layer_range(m, plan, stage, c);
     if (chunk_begin) chunk_begin->push_back(static_cast<int>(list.size()));
     for (int l = begin; l < end; ++l) list.push_back(l);
   }

@@ -11,8 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include <boost/container/small_vector.hpp>
-
 #include "model/model.hpp"
 #include "plan/framework.hpp"
 #include "plan/plan.hpp"
@@ -135,11 +133,11 @@ std::pair<int, int> stage_layers(int total, int stages, int vs, int first = 0, i
 // list and the list's size last.
 std::vector<int> stage_layer_list(const model::ModelSpec& model, const plan::Plan& plan, int stage,
                                   std::vector<int>* chunk_begin = nullptr);
-// The same layers as [begin, end) ranges, one per chunk in chunk order: the list without
-// materializing it (the inventory counts a stage's layers per build, and the planner builds
-// millions).
-using LayerRanges = boost::container::small_vector<std::pair<int, int>, 4>;
-LayerRanges stage_layer_ranges(const model::ModelSpec& model, const plan::Plan& plan, int stage);
+// The same layers as [begin, end) ranges, one per chunk in chunk order (chunk 0 .. stage_chunks - 1):
+// the list without materializing it (the inventory counts a stage's layers per build, and the
+// planner builds millions).
+int stage_chunks(const plan::Plan& plan);
+std::pair<int, int> stage_layer_range(const model::ModelSpec& model, const plan::Plan& plan, int stage, int chunk);
 
 // Trainable LoRA parameters of the whole model for the job's targets and rank:
 // r x (fan_in + fan_out) per adapted matrix (Hu et al. 2021, sec. 4).

@@ -128,7 +128,8 @@ void count_rank_params(Build& b) {
   // encoder-decoder) counts each range at once; otherwise layer by layer.
   const bool one_kind =
       !m.is_moe() && !encoder_decoder && (m.attention.sliding_window <= 0 || m.attention.local_every <= 0);
-  for (const auto& [begin, end] : stage_layer_ranges(m, b.plan, b.stage)) {
+  for (int c = 0, chunks = stage_chunks(b.plan); c < chunks; ++c) {
+    const auto [begin, end] = stage_layer_range(m, b.plan, b.stage, c);
     b.inv.layers += end - begin;
     runs_encoder_end |= encoder_decoder && begin < m.encoder_layers && m.encoder_layers <= end;
     for (int layer = begin; layer < end; ++layer) {
