@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -56,6 +58,30 @@ std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
   if (q.cp > 1) out += fmt::format(" x cp {}", q.cp);
   if (q.ep > 1) out += fmt::format(", ep {}", q.ep);
   return out;
+}
+
+// With a trace: which streams of the traced rank the step's critical path (des::critical_path: what
+// its end waited for, back to its start) runs on, as shares of the step; the GUI's timeline bands
+// the same spans. The rest is on other stages' ranks (a pipeline) or on no stream.
+void print_critical_path(const plan::Plan& p, const sim::StepResult& s) {
+  if (s.tracks.streams.empty() || s.step_time_s <= 0) return;
+  std::vector<std::pair<double, std::string>> on;
+  double total = 0;
+  for (const auto& t : s.tracks.streams) {
+    const double share = sim::covered_s(t, true) / s.step_time_s;
+    total += share;
+    if (share >= 0.005) on.emplace_back(share, t.name);
+  }
+  std::stable_sort(on.begin(), on.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> parts;
+  for (const auto& [share, name] : on) parts.push_back(fmt::format("{} {:.0f}%", name, 100 * share));
+  const double rest = std::max(0.0, 1 - total);
+  fmt::print("critical path (what the step's end waited for){}: {}{}\n",
+             p.parallel.pp > 1 ? fmt::format(" on stage {}'s rank", s.tracks.stage) : std::string(),
+             fmt::join(parts, ", "),
+             rest < 0.005 ? std::string()
+                          : fmt::format("; {:.0f}% {}", 100 * rest,
+                                        p.parallel.pp > 1 ? "on other stages' ranks or no stream" : "on no stream"));
 }
 
 void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f,
@@ -122,6 +148,7 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
         "no resource is busy through the step (the busiest, {}, {:.0f}%): it waits on the dependencies between "
         "streams, {} of it with the GPU's compute stream idle\n",
         s.bound_by, 100 * s.bound_utilization, ftplan::format_duration(s.step_time_s - s.compute_s));
+  print_critical_path(p, s);
   fmt::print("\n");
 }
 

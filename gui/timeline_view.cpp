@@ -57,19 +57,7 @@ QString seconds(double s) { return QString::fromStdString(ftplan::format_duratio
 const std::string kCriticalPath = "critical path";
 const QColor kCriticalColor(0, 0, 0);
 
-// The time a row's spans cover (their union: a link's flows overlap), all of them or the critical ones.
-double covered_s(const sim::Track& t, bool critical_only) {
-  std::vector<std::pair<double, double>> spans;
-  for (const auto& sp : t.spans)
-    if (sp.end_s > sp.start_s && (sp.critical || !critical_only)) spans.emplace_back(sp.start_s, sp.end_s);
-  std::sort(spans.begin(), spans.end());
-  double total = 0, end = -1;
-  for (const auto& [a, b] : spans) {
-    total += std::max(0.0, b - std::max(a, end));
-    end = std::max(end, b);
-  }
-  return total;
-}
+using sim::covered_s;  // a row's busy time and its critical part
 
 }  // namespace
 

@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "sim/lowering.hpp"
 
 namespace ftplan::sim {
@@ -193,6 +197,19 @@ void rates(StepResult& res, const model::ModelSpec& m, const plan::Plan& p, cons
 }
 
 }  // namespace
+
+double covered_s(const Track& track, bool critical_only) {
+  std::vector<std::pair<double, double>> spans;
+  for (const TrackSpan& sp : track.spans)
+    if (sp.end_s > sp.start_s && (sp.critical || !critical_only)) spans.emplace_back(sp.start_s, sp.end_s);
+  std::sort(spans.begin(), spans.end());
+  double total = 0, end = -1;
+  for (const auto& [a, b] : spans) {
+    total += std::max(0.0, b - std::max(a, end));
+    end = std::max(end, b);
+  }
+  return total;
+}
 
 StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
                          const Efficiency* efficiency) {

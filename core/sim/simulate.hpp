@@ -159,6 +159,10 @@ struct MemorySample {
   double time_s = 0;
   double bytes = 0;  // live bytes from this time on
 };
+// The time a track's spans cover: their union (a link's flows overlap), all of them or only those
+// on the critical path. Over the step's time, a row's busy share and its share of the critical path.
+double covered_s(const Track& track, bool critical_only = false);
+
 struct StepTracks {
   int stage = 0;  // the pipeline stage whose rank these are (Options::trace_stage)
   std::vector<Track> streams, links;

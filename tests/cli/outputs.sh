@@ -19,6 +19,9 @@ mkdir "$dir/sim"
 [[ $(tail -c 2 "$dir/sim/trace.json" | tr -d '\n') == *"}"* ]] || fail "the trace does not end its JSON"
 trace_bytes=$(wc -c <"$dir/sim/trace.json")
 ((trace_bytes > 64 * 1024)) || fail "the trace is $trace_bytes bytes; the test needs more than 64 KiB"
+# With a trace, simulate says where the critical path runs (the streams the GUI's timeline bands).
+grep -Eq "^critical path \(what the step's end waited for\): compute [0-9]+%" "$dir/out.txt" ||
+  fail "no critical path line: $(grep -i critical "$dir/out.txt")"
 # ... and past a 64 KiB file-size limit the old files stay as they were, and nothing else appears.
 echo old-trace >"$dir/sim/trace.json"
 echo old-ir >"$dir/sim/step.json"
