@@ -640,7 +640,16 @@ MainWindow::~MainWindow() {
   // A search stops between layouts and a comparison between plans: closing does not wait for the rest.
   if (stop_) stop_->store(true);
   watcher_.waitForFinished();
-  trace_watcher_.waitForFinished();  // the same, for an export (its file is then not written)
+  // An export under way is finished and written (it was asked for), without a message box.
+  trace_watcher_.waitForFinished();
+  if (trace_awaited_) {
+    const TraceFile t = trace_watcher_.result();
+    try {
+      io::write_file_atomically(t.file.toStdString(), t.json);
+    } catch (const std::exception&) {
+      // the window is going: nobody to tell; the old file, if any, is whole
+    }
+  }
 }
 
 bool MainWindow::open_file(const std::filesystem::path& path) {
@@ -893,6 +902,7 @@ bool MainWindow::export_trace(int plan, const QString& file) {
   }
   const plan::Plan& p = shown_.plans[static_cast<std::size_t>(plan)];
   statusBar()->showMessage("simulating a step of '" + q(p.name) + "' with a trace…");
+  trace_awaited_ = true;
   trace_watcher_.setFuture(QtConcurrent::run([model = shown_.scenario->model, p, file] {
     sim::Options o;
     o.trace = true;
@@ -902,6 +912,7 @@ bool MainWindow::export_trace(int plan, const QString& file) {
 }
 
 void MainWindow::trace_done() {
+  trace_awaited_ = false;
   const TraceFile t = trace_watcher_.result();
   if (!write_or_warn(t.file, t.json)) return;
   statusBar()->showMessage("trace of '" + q(t.plan) + "' written to " + t.file + " (open it in ui.perfetto.dev)");

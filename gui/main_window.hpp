@@ -203,6 +203,7 @@ class MainWindow : public QMainWindow {
     std::string json;
   };
   QFutureWatcher<TraceFile> trace_watcher_;  // export_trace's traced step
+  bool trace_awaited_ = false;               // started, and trace_done has not written it yet
   std::shared_ptr<std::atomic<bool>> stop_;  // the running evaluation's cancel flag
   bool pending_ = false;                     // the text changed while an evaluation ran
 };

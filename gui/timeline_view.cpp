@@ -219,6 +219,7 @@ QString TimelineView::tip_at(QPointF p) const {
     const sim::Track& track = row < n_streams ? tracks_.streams[static_cast<std::size_t>(row)]
                                               : tracks_.links[static_cast<std::size_t>(row - n_streams)];
     const double step = timeline_.step_s;
+    if (step <= 0) return QString::fromStdString(track.name);
     return QString("%1: busy %2% of the step; on the critical path %3% of it")
         .arg(QString::fromStdString(track.name))
         .arg(100 * covered_s(track, false) / step, 0, 'f', 1)

@@ -579,6 +579,17 @@ class MainWindowTest : public QObject {
       o.trace = true;
       QVERIFY(t.str() == ftplan::sim::simulate_step(w->shown().scenario->model, w->shown().plans[1], o).trace_json);
       QVERIFY(t.str().find("traceEvents") != std::string::npos);
+      // Closed while an export runs: the window finishes it and writes the file as asked.
+      {
+        auto closing = window();
+        QVERIFY(closing->open_file(dir / "s.yaml"));
+        closing->evaluate_now();
+        QVERIFY(closing->export_trace(1, QString::fromStdString((dir / "trace-at-close.json").string())));
+      }
+      std::ifstream at_close(dir / "trace-at-close.json");
+      std::stringstream c;
+      c << at_close.rdbuf();
+      QVERIFY(c.str() == t.str());
     }
     const auto png = w->export_charts(dir / "c.png");
     QCOMPARE(png.size(), std::size_t{5});
