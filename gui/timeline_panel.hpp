@@ -24,7 +24,7 @@ class TimelinePanel : public QWidget {
   Q_OBJECT
 
  public:
-  // Why a plan has no step to trace ("" when it has one: it fits).
+  // A plan to choose, and why it has no step to trace ("" when it has one: it fits).
   struct Shown {
     plan::Plan plan;
     std::string not_traced;

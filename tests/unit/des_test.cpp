@@ -49,6 +49,28 @@ bool same_records(const Result& a, const Result& b) {
          a.completed == b.completed && a.out_of_memory.size() == b.out_of_memory.size();
 }
 
+// Two queues and a join (the "cross-queue dependencies" example; the critical path's too): A: a1
+// (2 ms); B: b1 (3 ms) after a1; A: a2 (1 ms) after b1; join (no queue) after a2 and b2, where b2
+// (4 ms) follows b1 on B.
+struct JoinExample {
+  Engine e;
+  struct Ids {
+    TaskId a1, b1, a2, b2, join;
+  } ids;
+  JoinExample() {
+    const QueueId qa = e.add_queue("A"), qb = e.add_queue("B");
+    ids.a1 = e.compute(qa, 2 * kMs);
+    ids.b1 = e.compute(qb, 3 * kMs);
+    ids.a2 = e.compute(qa, 1 * kMs);
+    ids.b2 = e.compute(qb, 4 * kMs);
+    ids.join = e.marker(kNoQueue, {"join", "sync", 7});
+    e.depends(ids.b1, ids.a1);
+    e.depends(ids.a2, ids.b1);
+    e.depends(ids.join, ids.a2);
+    e.depends(ids.join, ids.b2);
+  }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -273,23 +295,16 @@ TEST_CASE("a worker pool with N servers starts tasks in order, N at a time") {
 TEST_CASE("cross-queue dependencies and a join marker") {
   /* A: a1 (2 ms); B: b1 (3 ms) after a1; A: a2 (1 ms) after b1; join (no queue) after a2 and
    * b2, where b2 (4 ms) follows b1 on B. a1 0..2, b1 2..5, a2 5..6, b2 5..9; join at 9.          */
-  Engine e;
-  const QueueId qa = e.add_queue("A"), qb = e.add_queue("B");
-  const TaskId a1 = e.compute(qa, 2 * kMs), b1 = e.compute(qb, 3 * kMs);
-  const TaskId a2 = e.compute(qa, 1 * kMs), b2 = e.compute(qb, 4 * kMs);
-  const TaskId join = e.marker(kNoQueue, {"join", "sync", 7});
-  e.depends(b1, a1);
-  e.depends(a2, b1);
-  e.depends(join, a2);
-  e.depends(join, b2);
-  const Result r = e.run();
+  JoinExample x;
+  const auto& [a1, b1, a2, b2, join] = x.ids;
+  const Result r = x.e.run();
   CHECK(rec(r, b1).start == 2 * kMs);
   CHECK(rec(r, a2).start == 5 * kMs);
   CHECK(rec(r, b2).start == 5 * kMs);
   CHECK(rec(r, join).ready == 9 * kMs);
   CHECK(rec(r, join).end == 9 * kMs);
   CHECK(r.makespan == 9 * kMs);
-  CHECK(e.label(join).tag == 7);
+  CHECK(x.e.label(join).tag == 7);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -888,22 +903,15 @@ TEST_CASE("the critical path: back from the end through what each task waited fo
    * behind b1 on B, no dependency), join at 9 after a2 and b2. The join waited for b2 (ended at
    * 9; a2 at 6); b2 was ready at 0 and started at 5 when b1 left B; b1 started as soon as a1
    * ended. Path: a1, b1, b2, join; a2 (3 ms of slack) is not on it.                              */
-  Engine e;
-  const QueueId qa = e.add_queue("A"), qb = e.add_queue("B");
-  const TaskId a1 = e.compute(qa, 2 * kMs), b1 = e.compute(qb, 3 * kMs);
-  const TaskId a2 = e.compute(qa, 1 * kMs), b2 = e.compute(qb, 4 * kMs);
-  const TaskId join = e.marker(kNoQueue, {"join", "sync", 7});
-  e.depends(b1, a1);
-  e.depends(a2, b1);
-  e.depends(join, a2);
-  e.depends(join, b2);
-  const Result r = e.run();
+  JoinExample x;
+  const auto& [a1, b1, a2, b2, join] = x.ids;
+  const Result r = x.e.run();
   const auto ids = [](const std::vector<TaskId>& path) {
     std::vector<std::uint32_t> out;
     for (const TaskId t : path) out.push_back(t.index);
     return out;
   };
-  CHECK(ids(critical_path(e, r)) == std::vector<std::uint32_t>{a1.index, b1.index, b2.index, join.index});
+  CHECK(ids(critical_path(x.e, r)) == std::vector<std::uint32_t>{a1.index, b1.index, b2.index, join.index});
 
   /* Two servers: p1 10 ms and p2 3 ms start at 0; p3 (12 ms) takes p2's server at 3 (3..15); p4
    * (10 ms) takes p1's at 10 (10..20), although p3 is just ahead of it in the queue. Path: p1, p4. */

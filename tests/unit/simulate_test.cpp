@@ -36,6 +36,22 @@ plan::Scenario parse(const std::string& job, const std::string& plan) {
       "simulate_test.yaml", test::data_dir(), test::zoo(), test::catalog());
 }
 
+// ZeRO-Offload on one H100 (optimizer state and step on the host): the traced tests' tiered step.
+plan::Scenario zero_offload_one_h100() {
+  return parse(
+      "{method: full, seq_len: 2048, micro_batch: 1, global_batch: 4, steps: 1, "
+      "activation_checkpointing: full, framework: deepspeed}",
+      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+      "    offload: {preset: zero-offload}\n");
+}
+
+// A trace (every micro-batch, the step as tracks), the steady-state shortcut's setting left alone.
+const sim::Options kTraced = [] {
+  sim::Options o;
+  o.trace = true;
+  return o;
+}();
+
 }  // namespace
 
 TEST_CASE("ring collectives move 2(n-1)/n of the buffer (all-reduce) or (n-1)/n (all-gather, reduce-scatter)") {
@@ -1093,14 +1109,8 @@ TEST_CASE("a traced step's tracks are the simulation's streams, links and memory
    * spans do not overlap, their lengths add up to StreamUse::busy_s); each link's flows carry
    * LinkUse::bytes; the GPU and host pools' live bytes peak at gpu_peak_bytes and host_peak_bytes
    * (the same pools, the same samples). */
-  const auto s = parse(
-      "{method: full, seq_len: 2048, micro_batch: 1, global_batch: 4, steps: 1, "
-      "activation_checkpointing: full, framework: deepspeed}",
-      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
-      "    offload: {preset: zero-offload}\n");
-  sim::Options traced;
-  traced.trace = true;
-  const auto r = sim::simulate_step(s.model, s.plans[0], traced);
+  const auto s = zero_offload_one_h100();
+  const auto r = sim::simulate_step(s.model, s.plans[0], kTraced);
   REQUIRE(r.ok);
   REQUIRE(!r.tracks.streams.empty());
   REQUIRE(!r.tracks.links.empty());
@@ -1166,16 +1176,10 @@ TEST_CASE("a traced step's critical path runs from its start to its end; any sta
    * gap: the union of the critical spans covers the whole step. Its last span ends with the step,
    * and it is not every span (the copies overlap compute).
    * Then 4 pipeline stages of Llama-3.1-8B: the tracks of each stage's rank on request (its own
-   * streams: the first stage has no p2p receive of activations, stage 3 does), the step the same
-   * whichever is shown; stage -1 shows the slowest, StepResult::stage. */
-  const auto s = parse(
-      "{method: full, seq_len: 2048, micro_batch: 1, global_batch: 4, steps: 1, "
-      "activation_checkpointing: full, framework: deepspeed}",
-      "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
-      "    offload: {preset: zero-offload}\n");
-  sim::Options traced;
-  traced.trace = true;
-  const auto r = sim::simulate_step(s.model, s.plans[0], traced);
+   * streams, named "stage s compute", ...), the step the same whichever is shown; stage -1 shows
+   * the slowest, StepResult::stage. */
+  const auto s = zero_offload_one_h100();
+  const auto r = sim::simulate_step(s.model, s.plans[0], kTraced);
   REQUIRE(r.ok);
   std::vector<std::pair<double, double>> on;
   std::size_t spans = 0;
@@ -1200,7 +1204,7 @@ TEST_CASE("a traced step's critical path runs from its start to its end; any sta
 
   const auto pipe = parse("{method: full, seq_len: 2048, micro_batch: 1, global_batch: 8, steps: 1}",
                           "    cluster: {node: dgx-h100, nodes: 1}\n    parallel: {pp: 4, dp: 2}\n");
-  const auto slowest = sim::simulate_step(pipe.model, pipe.plans[0], traced);
+  const auto slowest = sim::simulate_step(pipe.model, pipe.plans[0], kTraced);
   REQUIRE(slowest.ok);
   CHECK(slowest.tracks.stage == slowest.stage);
   const auto names = [](const sim::StepTracks& t) {
@@ -1211,10 +1215,11 @@ TEST_CASE("a traced step's critical path runs from its start to its end; any sta
   std::set<std::set<std::string>> seen;
   for (int stage = 0; stage < 4; ++stage) {
     CAPTURE(stage);
-    sim::Options o = traced;
+    sim::Options o = kTraced;
     o.trace_stage = stage;
     const auto x = sim::simulate_step(pipe.model, pipe.plans[0], o);
     CHECK(x.tracks.stage == stage);
+    for (const auto& name : names(x.tracks)) CHECK(name.rfind(fmt::format("stage {} ", stage), 0) == 0);
     CHECK(x.step_time_s == slowest.step_time_s);
     CHECK(x.stage == slowest.stage);
     seen.insert(names(x.tracks));
