@@ -130,7 +130,7 @@ plans:
       continue;
     }
     const double dev = 100.0 * (a.last.step_time_s - b.last.step_time_s) / b.last.step_time_s;
-    const double peak_dev = 100.0 * (a.last.gpu_peak_bytes - b.last.gpu_peak_bytes) / b.last.gpu_peak_bytes;
+    const double peak_dev = 100.0 * (a.last.gpu_peak_bytes() - b.last.gpu_peak_bytes()) / b.last.gpu_peak_bytes();
     fmt::print("{:<58} {:>10.1f} {:>7.2f}x {:>12.1f} {:>7.2f}x {:>+9.3f}% {:>+9.3f}%\n", s.name, a.per_s,
                a.per_s / kPeerRate, b.per_s, b.per_s / kPeerRate, dev, peak_dev);
   }

@@ -46,14 +46,14 @@ plans:
       plan.job.micro_batch = 1 + (i & 3);
       plan.job.global_batch = 0;
       inventory::build_inventory(s.model, plan, 0, inv);
-      sink += footprint::footprint(inv, plan).gpu_peak_bytes;
+      sink += footprint::footprint(inv, plan).gpu_peak_bytes();
     }
     const double reuse_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int m = n / 10;
     const auto start2 = std::chrono::steady_clock::now();
     for (int i = 0; i < m; ++i) {
       plan.job.micro_batch = 1 + (i & 3);
-      sink += footprint::footprint(s.model, plan).gpu_peak_bytes;  // all pipeline stages, fresh inventory
+      sink += footprint::footprint(s.model, plan).gpu_peak_bytes();  // all pipeline stages, fresh inventory
     }
     const double full_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start2).count();
     fmt::print(

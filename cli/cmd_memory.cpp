@@ -1,4 +1,5 @@
 // `ftplan memory`: does it fit, and where does the memory go.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -67,40 +68,52 @@ void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, 
   fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
              p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, plan::sharding_in_effect(p).label,
              p.job.micro_batch, p.job.seq_len);
+  // The node's tiers beside the GPU's columns: host DRAM and NVMe always, CXL memory where the node
+  // has expanders or the plan places state there.
+  std::vector<plan::Tier> node_tiers;
+  for (const plan::TierInfo& t : plan::kTiers)
+    if (t.tier != plan::Tier::gpu && (t.always || f.capacity(t.tier) > 0 || f.peak(t.tier) > 0))
+      node_tiers.push_back(t.tier);
   Table t;
   using A = Table::Align;
-  t.columns({{"GiB", A::left},
-             {"GPU at its peak", A::right},
-             {"each own peak", A::right},
-             {"host DRAM (per node)", A::right},
-             {"NVMe (per node)", A::right}});
+  std::vector<std::pair<std::string, Table::Align>> columns = {
+      {"GiB", A::left}, {"GPU at its peak", A::right}, {"each own peak", A::right}};
+  for (plan::Tier n : node_tiers) columns.push_back({std::string(plan::tier_info(n).label) + " (per node)", A::right});
+  t.columns(columns);
+  // A row: its name, the GPU's two figures, and one per node tier.
+  const auto row = [&](std::string name, std::string at_peak, std::string own_peak, auto node_figure) {
+    std::vector<std::string> cells = {std::move(name), std::move(at_peak), std::move(own_peak)};
+    for (plan::Tier n : node_tiers) cells.push_back(node_figure(n));
+    t.row(cells);
+  };
+  const auto blank = [](plan::Tier) { return std::string(); };
   for (int c = 0; c < inventory::kCategories; ++c)
-    t.row({inventory::to_string(static_cast<Category>(c)), gib(f.gpu.bytes[c]), gib(f.gpu_category_peaks.bytes[c]),
-           gib(f.host.bytes[c]), gib(f.nvme.bytes[c])});
+    row(inventory::to_string(static_cast<Category>(c)), gib(f.gpu().bytes[c]), gib(f.gpu_category_peaks.bytes[c]),
+        [&](plan::Tier n) { return gib(f.bytes(n).bytes[c]); });
   // The caching allocator's slack at the peak (reserved but not allocated): with it the GPU total
   // is the device figure fit is judged on, the one every verb prints as peak GPU memory (issue 41:
   // this table's total was the live tensors alone, a third figure for one peak).
-  t.row({"allocator slack", gib(f.gpu_peak_bytes - f.gpu.total()), "", "", ""});
-  // The host and NVMe columns' categories are the GPU-peak stage's; their totals are the node's
-  // most demanding stage's (footprint: every rank taken as that stage, an upper bound). Where that
-  // is another stage, the difference has a row, so the column adds up (the GUI's host chart
-  // shows the same part as "other stages").
-  const double other_host = f.host_peak_bytes - f.host.total(), other_nvme = f.nvme_bytes - f.nvme.total();
-  if (other_host > kOtherStagesShown || other_nvme > kOtherStagesShown)
-    t.row({"other stages", "", "", gib(other_host), gib(other_nvme)});
-  t.row({"total (judged for fit)", gib(f.gpu_peak_bytes), "", gib(f.host_peak_bytes), gib(f.nvme_bytes)});
-  t.row({"capacity", gib(f.gpu_capacity_bytes), "", gib(f.host_capacity_bytes), gib(f.nvme_capacity_bytes)});
+  row("allocator slack", gib(f.gpu_peak_bytes() - f.gpu().total()), "", blank);
+  // The node tiers' categories are the GPU-peak stage's; their totals are the node's most
+  // demanding stage's (footprint: every rank taken as that stage, an upper bound). Where that is
+  // another stage, the difference has a row, so the column adds up (the GUI's host chart shows the
+  // same part as "other stages").
+  const auto other = [&](plan::Tier n) { return f.peak(n) - f.bytes(n).total(); };
+  if (std::any_of(node_tiers.begin(), node_tiers.end(), [&](plan::Tier n) { return other(n) > kOtherStagesShown; }))
+    row("other stages", "", "", [&](plan::Tier n) { return gib(other(n)); });
+  row("total (judged for fit)", gib(f.gpu_peak_bytes()), "", [&](plan::Tier n) { return gib(f.peak(n)); });
+  row("capacity", gib(f.gpu_capacity_bytes()), "", [&](plan::Tier n) { return gib(f.capacity(n)); });
   fmt::print("{}", t.text());
   fmt::print("GPU peak at {} (stage {}): allocated {} GiB, reserved {} GiB, device (nvidia-smi) {} GiB\n",
              footprint::to_string(f.peak_phase), f.peak_stage, gib(f.gpu_allocated_peak_bytes),
-             gib(f.gpu_reserved_peak_bytes), gib(f.gpu_peak_bytes));
+             gib(f.gpu_reserved_peak_bytes), gib(f.gpu_peak_bytes()));
   if (f.fits)
-    fmt::print("fits: yes, {} GiB of GPU memory to spare\n", gib(f.gpu_capacity_bytes - f.gpu_peak_bytes));
+    fmt::print("fits: yes, {} GiB of GPU memory to spare\n", gib(f.gpu_capacity_bytes() - f.gpu_peak_bytes()));
   else
     fmt::print("fits: NO — {}\n", f.infeasible_reason);
   if (!f.fits && !changes.empty()) {
     fmt::print("it would fit with one of these changes (nearest first; GPU memory then, of {} GiB):\n",
-               gib(f.gpu_capacity_bytes));
+               gib(f.gpu_capacity_bytes()));
     for (const auto& c : changes) fmt::print("  {:<60} {} GiB\n", c.change, gib(c.gpu_peak_bytes));
   } else if (!f.fits) {
     fmt::print(

@@ -135,7 +135,7 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
     t.row({c.plan.name, ftplan::format_duration(e.cost.job_time_s), io::cost_text(e.cost),
            fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3), ftplan::format_energy(e.cost.energy_kwh),
            fmt::format("{:.0f}", e.step.tokens_per_s), fmt::format("{:.0f}%", 100 * e.step.mfu),
-           ftplan::format_bytes(e.memory.gpu_peak_bytes), c.meets_constraints ? "yes" : "no"});
+           ftplan::format_bytes(e.memory.gpu_peak_bytes()), c.meets_constraints ? "yes" : "no"});
   }
   fmt::print("{}\n", t.text());
   if (!sh.failed.empty()) {

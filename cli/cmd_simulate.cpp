@@ -99,10 +99,11 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
   if (!f.fits || !s.ok) {
     // A step that cannot run has no time: show where the memory went, nothing that uses a time.
     t.row({"GPU memory allocated, peak (simulated / analytic)",
-           fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes),
+           fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes()),
                        ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
-    t.row({"GPU memory on the device (judged for fit)", fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes),
-                                                                    ftplan::format_bytes(f.gpu_capacity_bytes))});
+    t.row(
+        {"GPU memory on the device (judged for fit)", fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes()),
+                                                                  ftplan::format_bytes(f.gpu_capacity_bytes()))});
     fmt::print("{}\n", t.text());
     return;
   }
@@ -118,12 +119,13 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
          fmt::format("{} / {} / {}", ftplan::format_duration(s.compute_s), ftplan::format_duration(s.exposed_comm_s),
                      ftplan::format_duration(s.idle_s))});
   t.row({"GPU memory allocated, peak (simulated / analytic)",
-         fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes),
+         fmt::format("{} / {}", ftplan::format_bytes(s.gpu_peak_bytes()),
                      ftplan::format_bytes(f.gpu_allocated_peak_bytes))});
-  t.row({"GPU memory on the device (judged for fit)",
-         fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes), ftplan::format_bytes(f.gpu_capacity_bytes))});
-  if (s.host_peak_bytes > 0) t.row({"host memory peak per rank (simulated)", ftplan::format_bytes(s.host_peak_bytes)});
-  if (s.nvme_peak_bytes > 0) t.row({"NVMe per rank (simulated)", ftplan::format_bytes(s.nvme_peak_bytes)});
+  t.row({"GPU memory on the device (judged for fit)", fmt::format("{} of {}", ftplan::format_bytes(f.gpu_peak_bytes()),
+                                                                  ftplan::format_bytes(f.gpu_capacity_bytes()))});
+  for (const plan::TierInfo& tier : plan::kTiers)
+    if (tier.tier != plan::Tier::gpu && s.peak(tier.tier) > 0)
+      t.row({fmt::format("{} peak per rank (simulated)", tier.label), ftplan::format_bytes(s.peak(tier.tier))});
   t.row({"job", one_step_default
                     ? "1 step (no --tokens, --steps or epochs given)"
                     : fmt::format("{:.0f} steps, {}", steps, ftplan::format_duration(steps * s.step_time_s))});

@@ -187,6 +187,13 @@ void Runner::fail(const std::string& why) {
 }
 
 void Runner::prepare() {
+  // CXL memory is a NUMA node of its own on a machine that has it; the executor has no tier for it
+  // and would measure host DRAM in its place.
+  for (const auto& x : ir_.tensors)
+    if (x.tier == Tier::cxl)
+      throw std::runtime_error(fmt::format(
+          "the plan keeps {} in CXL memory, which the executor does not run (it would measure host DRAM instead)",
+          x.name));
   const std::size_t n = ir_.ops.size();
   stream_ops_ = stream_order(ir_);
   done_ = std::make_unique<std::atomic<int>[]>(n);
@@ -392,6 +399,7 @@ void Runner::allocate(int t) {
       }
       break;
     case Tier::cpu:
+    case Tier::cxl:  // refused by prepare
       s.ptr = host_->allocate(bytes);
       if (!s.ptr)
         throw std::runtime_error(fmt::format("host tier is full: cannot allocate {} ({} bytes)", x.name, x.bytes));
@@ -443,7 +451,8 @@ void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
       break;
     }
     case Tier::gpu: to_host(out, part_ptr(part, c), n); break;
-    case Tier::cpu: std::memcpy(out, part_ptr(part, c), n); break;
+    case Tier::cpu:
+    case Tier::cxl: std::memcpy(out, part_ptr(part, c), n); break;
   }
 }
 
@@ -574,7 +583,8 @@ void Runner::release(int t) {
   }
   switch (ir_.tensors[static_cast<std::size_t>(t)].tier) {
     case Tier::gpu: device_.release(s.ptr); break;
-    case Tier::cpu: host_->release(s.ptr); break;
+    case Tier::cpu:
+    case Tier::cxl: host_->release(s.ptr); break;
     case Tier::nvme: nvme_->release(s.nvme); break;
   }
   s = Storage{};

@@ -87,14 +87,14 @@ void compare_rows(Validation& v) {
   v.measured_step_time_s = m.step_time_s;
   v.simulated_step_time_s = s.step_time_s;
   v.measured_device_peak_bytes = m.device_peak_bytes;
-  v.simulated_device_peak_bytes = s.gpu_peak_bytes;
+  v.simulated_device_peak_bytes = s.gpu_peak_bytes();
   v.measured_host_peak_bytes = m.host_peak_bytes;
   if (m.device_scratch_bytes > 0)
     v.measured_device_peak_with_scratch_bytes = m.device_peak_bytes + m.device_scratch_bytes;
   v.measured_process_peak_bytes = m.process_peak_rss_bytes;
-  v.simulated_host_peak_bytes = s.host_peak_bytes;
+  v.simulated_host_peak_bytes = s.peak(plan::Tier::cpu);
   v.measured_nvme_peak_bytes = m.nvme_peak_bytes;
-  v.simulated_nvme_peak_bytes = s.nvme_peak_bytes;
+  v.simulated_nvme_peak_bytes = s.peak(plan::Tier::nvme);
   v.host_memory = m.host_note;
   // Links: the simulator's, with what the executor moved over each.
   for (const auto& l : s.links) {
@@ -259,7 +259,7 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   if (!v.simulated.ok) return fail("simulation: " + v.simulated.problem);
   // The device's memory: the simulated peak, plus a page per live tensor of rounding.
   const double device_bytes =
-      v.simulated.gpu_peak_bytes * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
+      v.simulated.gpu_peak_bytes() * 1.02 + static_cast<double>(ir.tensors.size()) * 4096 + (8 << 20);
   std::string why;
   const std::unique_ptr<Device> device_owned = make_step_device(o.cuda, device_bytes, why);
   if (!device_owned) return fail("CUDA device: " + why);

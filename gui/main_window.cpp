@@ -1622,46 +1622,47 @@ void MainWindow::show_charts(const Outcome& o) {
     gpu.title = "Peak memory per GPU (GiB)";
     gpu.unit = "GiB";
     gpu.scale = kGiB;
-    gpu.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.gpu.bytes; };
+    gpu.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.gpu().bytes; };
     // The caching allocator's slack: what fit is judged on (nvidia-smi's view) beyond the live tensors.
     if (!mutant("allocator_slack_missing"))
       gpu.extra.emplace_back("allocator slack", [](const evaluate::Evaluation& e) {
         return e.memory.gpu_reserved_peak_bytes - e.memory.gpu_allocated_peak_bytes;
       });
-    gpu.total = [](const evaluate::Evaluation& e) { return e.memory.gpu_peak_bytes; };
-    gpu.capacity = [](const evaluate::Evaluation& e) { return e.memory.gpu_capacity_bytes; };
+    gpu.total = [](const evaluate::Evaluation& e) { return e.memory.gpu_peak_bytes(); };
+    gpu.capacity = [](const evaluate::Evaluation& e) { return e.memory.gpu_capacity_bytes(); };
     gpu.capacity_name = "usable per GPU";
     replace_chart(memory_chart_, tier_chart(gpu, ev, names, pinned_of(gpu.total)));
   }
+  // A node tier's chart: its categories, the node's ranks of the most demanding pipeline stage
+  // beyond them (footprint: an upper bound), its peak and capacity.
+  const auto node_tier = [](plan::Tier t, QString title, QString unit, double scale, QString capacity_name) {
+    TierView v;
+    v.title = std::move(title);
+    v.unit = std::move(unit);
+    v.scale = scale;
+    v.categories = [t](const evaluate::Evaluation& e) -> Cats { return e.memory.bytes(t).bytes; };
+    v.total = [t](const evaluate::Evaluation& e) { return e.memory.peak(t); };
+    v.capacity = [t](const evaluate::Evaluation& e) { return e.memory.capacity(t); };
+    v.capacity_name = std::move(capacity_name);
+    return v;
+  };
+  const auto other_stages = [](plan::Tier t) {
+    return std::make_pair(QString("other stages"),
+                          std::function<double(const evaluate::Evaluation&)>([t](const evaluate::Evaluation& e) {
+                            return e.memory.peak(t) - e.memory.bytes(t).total();
+                          }));
+  };
   {
-    TierView host;
-    host.title = "Peak host DRAM per node (GiB)";
-    host.unit = "GiB";
-    host.scale = kGiB;
-    host.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.host.bytes; };
-    // The node's ranks of the most demanding pipeline stage (footprint: an upper bound).
-    if (!mutant("host_other_stages_missing"))
-      host.extra.emplace_back("other stages", [](const evaluate::Evaluation& e) {
-        return e.memory.host_peak_bytes - e.memory.host.total();
-      });
-    host.total = [](const evaluate::Evaluation& e) { return e.memory.host_peak_bytes; };
-    host.capacity = [](const evaluate::Evaluation& e) {
-      return e.memory.host_capacity_bytes * (mutant("host_capacity_halved") ? 0.5 : 1.0);
-    };
-    host.capacity_name = "usable per node";
+    TierView host = node_tier(plan::Tier::cpu, "Peak host DRAM per node (GiB)", "GiB", kGiB, "usable per node");
+    if (!mutant("host_other_stages_missing")) host.extra.push_back(other_stages(plan::Tier::cpu));
+    if (mutant("host_capacity_halved"))
+      host.capacity = [](const evaluate::Evaluation& e) { return 0.5 * e.memory.capacity(plan::Tier::cpu); };
     replace_chart(host_chart_, tier_chart(host, ev, names, pinned_of(host.total)));
   }
   {
-    TierView nvme;
-    nvme.title = "NVMe flash per node (TB)";
-    nvme.unit = "TB";
-    nvme.scale = mutant("nvme_in_gb") ? 1e9 : 1e12;
-    nvme.categories = [](const evaluate::Evaluation& e) -> Cats { return e.memory.nvme.bytes; };
-    nvme.extra.emplace_back("other stages",
-                            [](const evaluate::Evaluation& e) { return e.memory.nvme_bytes - e.memory.nvme.total(); });
-    nvme.total = [](const evaluate::Evaluation& e) { return e.memory.nvme_bytes; };
-    nvme.capacity = [](const evaluate::Evaluation& e) { return e.memory.nvme_capacity_bytes; };
-    nvme.capacity_name = "capacity per node";
+    TierView nvme = node_tier(plan::Tier::nvme, "NVMe flash per node (TB)", "TB", mutant("nvme_in_gb") ? 1e9 : 1e12,
+                              "capacity per node");
+    nvme.extra.push_back(other_stages(plan::Tier::nvme));
     replace_chart(nvme_chart_, tier_chart(nvme, ev, names, pinned_of(nvme.total)));
   }
 }
@@ -1729,7 +1730,7 @@ void MainWindow::show_search(const Outcome& o) {
     shared->push_back(Point{p,
                             q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
                                           ftplan::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
-                                          e.power.peak_power_w / 1e3, ftplan::format_bytes(e.memory.gpu_peak_bytes),
+                                          e.power.peak_power_w / 1e3, ftplan::format_bytes(e.memory.gpu_peak_bytes()),
                                           c.meets_constraints ? "" : "\n(misses the constraints)")),
                             static_cast<int>(i)});
   }

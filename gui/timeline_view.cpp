@@ -39,10 +39,21 @@ int top_margin(const QFontMetrics& fm) { return legend_y(fm) + 2 * line_h(fm) + 
 int bottom_margin(const QFontMetrics& fm) { return 6 + 2 * line_h(fm); }
 // A legend swatch as tall as a capital letter, at the baseline of its name written at `y`.
 int swatch(const QFontMetrics& fm) { return std::max(8, fm.capHeight()); }
-constexpr int kTiers = static_cast<int>(plan::kTierCount);  // sim::StepTracks::memory, by plan::Tier
-// The pools' live bytes: the GPU's as allocated (without the caching allocator's slack).
-const char* const kTierNames[kTiers] = {"GPU (allocated)", "host DRAM", "NVMe"};
-const QColor kTierColors[kTiers] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(44, 160, 44)};
+// A memory strip's name (the GPU's pool is its live bytes, without the caching allocator's slack)
+// and colour, by plan::Tier.
+QString tier_name(std::size_t t) {
+  return t == plan::tier_index(plan::Tier::gpu) ? QString("GPU (allocated)") : QString(plan::kTiers[t].label);
+}
+const QColor kTierColors[plan::kTierCount] = {QColor(31, 119, 180), QColor(255, 127, 14), QColor(148, 103, 189),
+                                              QColor(44, 160, 44)};
+// The tiers the rank has a pool for (sim::StepTracks::memory: a tier without one is empty and has
+// no capacity), one strip each.
+std::vector<std::size_t> strips(const sim::StepTracks& tracks) {
+  std::vector<std::size_t> out;
+  for (std::size_t t = 0; t < plan::kTierCount; ++t)
+    if (tracks.capacity_bytes[t] > 0 || !tracks.memory[t].empty()) out.push_back(t);
+  return out;
+}
 
 // A track span's colour: one per category ("compute", "h2d", "allreduce", ...), in the order of
 // the categories the step has (sorted), so that no two of a step's categories share one.
@@ -109,7 +120,8 @@ QRectF TimelineView::plot() const {
   const double all = std::max(10, height() - top_margin(fm) - bottom_margin(fm));
   // With tracks, the memory plots take the lower third, and at least a line of text per tier (at
   // 1280 x 720 a third was 9 px a tier and their names overprinted one another), up to half.
-  const double memory = std::min(all / 2, std::max(all * 0.36, kTiers * (line_h(fm) + 4) + 10.0));
+  const double tiers = static_cast<double>(std::max<std::size_t>(3, strips(tracks_).size()));
+  const double memory = std::min(all / 2, std::max(all * 0.36, tiers * (line_h(fm) + 4) + 10.0));
   const double bars = has_tracks() ? all - memory : all;
   return QRectF(left_, top_margin(fm), std::max(10, width() - left_ - kRight), bars);
 }
@@ -202,11 +214,11 @@ QString TimelineView::tip_at(QPointF p) const {
   if (has_tracks() && memory_plot().contains(p)) {
     // The memory of each tier at this time.
     QStringList lines{seconds(s)};
-    for (int t = 0; t < kTiers; ++t) {
+    for (const std::size_t t : strips(tracks_)) {
       double live = 0;
       for (const auto& x : tracks_.memory[t])
         if (x.time_s <= s) live = x.bytes;
-      lines << QString("%1: %2").arg(kTierNames[t], QString::fromStdString(ftplan::format_bytes(live)));
+      lines << QString("%1: %2").arg(tier_name(t), QString::fromStdString(ftplan::format_bytes(live)));
     }
     return lines.join("\n");
   }
@@ -404,11 +416,13 @@ void TimelineView::paint_tracks(QPainter& painter) {
     }
   }
   painter.restore();
-  // Memory per tier: three strips, each scaled to the larger of its peak and its capacity.
+  // Memory per tier: a strip for each pool of the rank, each scaled to its peak.
   const QRectF m = memory_plot();
-  const double strip = m.height() / kTiers;
-  for (int t = 0; t < kTiers; ++t) {
-    const QRectF band(m.left(), m.top() + t * strip + 2, m.width(), strip - 4);
+  const std::vector<std::size_t> shown = strips(tracks_);
+  const double strip = m.height() / static_cast<double>(std::max<std::size_t>(1, shown.size()));
+  for (std::size_t k = 0; k < shown.size(); ++k) {
+    const std::size_t t = shown[k];
+    const QRectF band(m.left(), m.top() + static_cast<double>(k) * strip + 2, m.width(), strip - 4);
     const auto& series = tracks_.memory[t];
     double peak = 0;
     for (const auto& x : series) peak = std::max(peak, x.bytes);
@@ -424,9 +438,8 @@ void TimelineView::paint_tracks(QPainter& painter) {
     const QString figures = QString("peak %1 of %2")
                                 .arg(QString::fromStdString(ftplan::format_bytes(peak)),
                                      QString::fromStdString(ftplan::format_bytes(capacity)));
-    painter.drawText(
-        QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
-        band.height() >= 2 * fm.height() ? QString(kTierNames[t]) + "\n" + figures : QString(kTierNames[t]));
+    painter.drawText(QRectF(0, band.top(), left_ - 6, band.height()), Qt::AlignRight | Qt::AlignVCenter,
+                     band.height() >= 2 * fm.height() ? tier_name(t) + "\n" + figures : tier_name(t));
     if (peak <= 0) {
       painter.drawText(band, Qt::AlignCenter, "nothing of the step is kept here");
       continue;

@@ -39,21 +39,21 @@ namespace {
 // Capacities of the plan's hardware and whether the footprint fits them.
 void judge(Footprint& f, const plan::Plan& plan) {
   const plan::Cluster& c = plan.cluster;
-  f.gpu_capacity_bytes = c.gpu.usable_memory_bytes;
-  // A plan on a slice of a node fits into the slice's share of its host and drives.
-  f.host_capacity_bytes = c.usable_host_bytes();
-  f.nvme_capacity_bytes = c.nvme_capacity_bytes();
+  f.capacity_bytes = c.tier_capacities();
 
   std::string reason;
-  const auto short_of = [&](const char* what, double need, double have, const char* per) {
-    if (need <= have) return;
+  for (const plan::TierInfo& t : plan::kTiers) {
+    const double need = f.peak(t.tier), have = f.capacity(t.tier);
+    if (need <= have) continue;
     if (!reason.empty()) reason += "; ";
-    reason += fmt::format("{} needs {} of {} {} (short by {})", what, ftplan::format_bytes(need),
-                          ftplan::format_bytes(have), per, ftplan::format_bytes(need - have));
-  };
-  short_of("GPU memory", f.gpu_peak_bytes, f.gpu_capacity_bytes, "per GPU");
-  short_of("host DRAM", f.host_peak_bytes, f.host_capacity_bytes, "usable per node");
-  short_of("NVMe", f.nvme_bytes, f.nvme_capacity_bytes, "per node");
+    // A tier the node lacks (CXL memory without expanders; check_plan refuses placing state there).
+    if (have <= 0 && !t.always) {
+      reason += fmt::format("{} needs {} {} and the node has none", t.label, ftplan::format_bytes(need), t.per);
+      continue;
+    }
+    reason += fmt::format("{} needs {} of {} {} (short by {})", t.label, ftplan::format_bytes(need),
+                          ftplan::format_bytes(have), t.per, ftplan::format_bytes(need - have));
+  }
   f.fits = reason.empty();
   f.infeasible_reason = reason;
 }
@@ -85,24 +85,23 @@ double live(const TensorGroup& g, Phase phase, std::int64_t accumulation, int la
 
 constexpr Phase kPhases[] = {Phase::forward, Phase::backward, Phase::backward_end, Phase::optimizer};
 constexpr std::size_t kPhaseCount = std::size(kPhases);
-constexpr std::size_t kTierCount = 3;  // plan::Tier: gpu, cpu, nvme
 
 // Each tier's bytes by category at each phase, from one pass over the inventory's groups (the
 // planner judges millions of layouts by it). Paged (unified-memory) groups are not the caching
 // allocator's: paged_placement places them.
 struct PhaseBytes {
-  std::array<std::array<TierBytes, kPhaseCount>, kTierCount> at{};
+  plan::PerTier<std::array<TierBytes, kPhaseCount>> at{};
 
   explicit PhaseBytes(const inventory::Inventory& inv) {
     for (const auto& g : inv.groups) {
       if (g.paged) continue;
-      auto& tier = at[static_cast<std::size_t>(g.tier)];
+      auto& tier = at[plan::tier_index(g.tier)];
       const auto c = static_cast<std::size_t>(g.category);
       for (std::size_t p = 0; p < kPhaseCount; ++p)
         tier[p].bytes[c] += live(g, kPhases[p], inv.grad_accumulation, inv.layers, inv.forwards_first);
     }
   }
-  const TierBytes& operator()(Tier tier, std::size_t phase) const { return at[static_cast<std::size_t>(tier)][phase]; }
+  const TierBytes& operator()(Tier tier, std::size_t phase) const { return at[plan::tier_index(tier)][phase]; }
 
   // The peak of a tier over the phases of a step, with the category split at that moment (the
   // first phase of the highest total).
@@ -166,7 +165,7 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   f.gpu_reserved_peak_bytes = f.gpu_allocated_peak_bytes * (1.0 + inv.profile.fragmentation);
   f.paged = paged_placement(inv, phases, plan);
   gpu.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
-  f.gpu = gpu;
+  f.tiers[plan::tier_index(Tier::gpu)] = gpu;
   for (std::size_t p = 0; p < kPhaseCount; ++p) {
     TierBytes t = phases(Tier::gpu, p);
     t.bytes[static_cast<int>(Category::optimizer)] += f.paged.resident_bytes;
@@ -175,19 +174,21 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   }
   f.peak_phase = phase;
   f.peak_stage = inv.stage;
-  f.gpu_peak_bytes = f.gpu_reserved_peak_bytes + overhead + f.paged.resident_bytes;
+  f.peak_bytes[plan::tier_index(Tier::gpu)] = f.gpu_reserved_peak_bytes + overhead + f.paged.resident_bytes;
 
-  const int ranks = inv.ranks_per_node;
-  TierBytes host = phases.peak(Tier::cpu).first;
-  host.bytes[static_cast<int>(Category::overhead)] += inv.profile.host_process_bytes;
-  host.bytes[static_cast<int>(Category::optimizer)] += f.paged.host_bytes;
-  for (double& b : host.bytes) b *= ranks;
-  f.host = host;
-  f.host_peak_bytes = host.total();
-  TierBytes nvme = phases.peak(Tier::nvme).first;
-  for (double& b : nvme.bytes) b *= ranks;
-  f.nvme = nvme;
-  f.nvme_bytes = nvme.total();
+  // The node's tiers hold its ranks' shares, each at the tier's own peak; host DRAM also holds the
+  // training processes and a paged optimizer's pages out of the GPU.
+  for (const plan::TierInfo& t : plan::kTiers) {
+    if (t.tier == Tier::gpu) continue;
+    TierBytes node = phases.peak(t.tier).first;
+    if (t.tier == Tier::cpu) {
+      node.bytes[static_cast<int>(Category::overhead)] += inv.profile.host_process_bytes;
+      node.bytes[static_cast<int>(Category::optimizer)] += f.paged.host_bytes;
+    }
+    for (double& b : node.bytes) b *= inv.ranks_per_node;
+    f.tiers[plan::tier_index(t.tier)] = node;
+    f.peak_bytes[plan::tier_index(t.tier)] = node.total();
+  }
 
   judge(f, plan);
   return f;
@@ -195,22 +196,21 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
 
 Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
   Footprint worst;
-  double host = 0, nvme = 0;
+  plan::PerTier<double> node{};  // the node's tiers, the most demanding stage's
   TierBytes category_peaks;
   inventory::Inventory inv;
   for (int stage = 0; stage < std::max(1, plan.parallel.pp); ++stage) {
     inventory::build_inventory(model, plan, stage, inv);
     Footprint f = footprint(inv, plan);
-    host = std::max(host, f.host_peak_bytes);
-    nvme = std::max(nvme, f.nvme_bytes);
+    for (std::size_t t = 0; t < plan::kTierCount; ++t) node[t] = std::max(node[t], f.peak_bytes[t]);
     for (int c = 0; c < inventory::kCategories; ++c)
       category_peaks.bytes[c] = std::max(category_peaks.bytes[c], f.gpu_category_peaks.bytes[c]);
-    if (stage == 0 || f.gpu_peak_bytes > worst.gpu_peak_bytes) worst = std::move(f);
+    if (stage == 0 || f.gpu_peak_bytes() > worst.gpu_peak_bytes()) worst = std::move(f);
   }
   worst.gpu_category_peaks = category_peaks;
   // A node hosts ranks of several stages; take the most demanding one for every rank (an upper bound).
-  worst.host_peak_bytes = host;
-  worst.nvme_bytes = nvme;
+  for (const plan::TierInfo& t : plan::kTiers)
+    if (t.tier != Tier::gpu) worst.peak_bytes[plan::tier_index(t.tier)] = node[plan::tier_index(t.tier)];
   judge(worst, plan);
   return worst;
 }
@@ -365,7 +365,7 @@ class FitSearch {
     if (!plan::check_plan(model_, p).empty()) return;
     p.parallel.dp = plan::data_parallel_degree(p);
     const Footprint f = footprint(model_, p);
-    if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes});
+    if (f.fits) out.push_back({std::move(change), std::move(p), f.gpu_peak_bytes()});
   }
 
   // One offload preset, with DeepSpeed and at least ZeRO `zero` when the preset is DeepSpeed's.

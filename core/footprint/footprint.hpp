@@ -34,28 +34,35 @@ struct PagedPlacement {
 PagedPlacement paged_placement(const inventory::Inventory& inv, const plan::Plan& plan);
 
 struct Footprint {
-  // Per GPU (max over pipeline stages): the GPU tier by category at its peak moment.
-  TierBytes gpu;
+  // Each tier by category (plan::kTiers): the GPU's per GPU (max over pipeline stages) at its peak
+  // moment; host DRAM's, CXL memory's and NVMe's per node, each category at its own peak.
+  plan::PerTier<TierBytes> tiers;
+  // Each tier's peak, judged for fit: the GPU's device view (the caching allocator's reserved peak
+  // plus CUDA context, NCCL, workspaces: nvidia-smi), per GPU; host DRAM's with the training
+  // processes, per node; CXL memory's and NVMe's per node.
+  plan::PerTier<double> peak_bytes{};
+  // What each tier offers: usable per GPU; usable host DRAM, the expanders and the drives of the
+  // plan's share of a node (0: the node has none).
+  plan::PerTier<double> capacity_bytes{};
   // Per GPU: each category's own peak over the step (max over the step's phases and the
   // pipeline's stages): activations peak at the end of forward, gradients and optimizer
-  // temporaries later, so these do not add up to the GPU peak (`gpu` is the split at that moment).
+  // temporaries later, so these do not add up to the GPU peak (`gpu()` is the split at that moment).
   TierBytes gpu_category_peaks;
-  // Per node: host DRAM and NVMe by category (their own peaks).
-  TierBytes host;
-  TierBytes nvme;
   PagedPlacement paged;                 // a paged optimizer's state (zero without one)
   double gpu_allocated_peak_bytes = 0;  // live tensors (torch.cuda.max_memory_allocated)
   double gpu_reserved_peak_bytes = 0;   // + caching allocator slack (max_memory_reserved)
-  double gpu_peak_bytes = 0;            // + CUDA context, NCCL, workspaces (nvidia-smi); judged for fit
-  double host_peak_bytes = 0;           // per node, training processes included
-  double nvme_bytes = 0;                // per node
-  double gpu_capacity_bytes = 0;        // usable per GPU
-  double host_capacity_bytes = 0;       // usable per node
-  double nvme_capacity_bytes = 0;       // per node
   Phase peak_phase = Phase::forward;
   int peak_stage = 0;
   bool fits = false;
   std::string infeasible_reason;  // "" when it fits
+
+  const TierBytes& bytes(plan::Tier t) const { return tiers[plan::tier_index(t)]; }
+  double peak(plan::Tier t) const { return peak_bytes[plan::tier_index(t)]; }
+  double capacity(plan::Tier t) const { return capacity_bytes[plan::tier_index(t)]; }
+  // The GPU's, the question most callers ask.
+  const TierBytes& gpu() const { return bytes(plan::Tier::gpu); }
+  double gpu_peak_bytes() const { return peak(plan::Tier::gpu); }
+  double gpu_capacity_bytes() const { return capacity(plan::Tier::gpu); }
 };
 
 Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan);

@@ -29,21 +29,19 @@ Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f) {
   r.set("activation_checkpointing_auto", plan.job.checkpointing_auto);
   r.set("gpu_allocated_peak_bytes", bytes(f.gpu_allocated_peak_bytes));
   r.set("gpu_reserved_peak_bytes", bytes(f.gpu_reserved_peak_bytes));
-  r.set("gpu_peak_bytes", bytes(f.gpu_peak_bytes));
-  r.set("gpu_capacity_bytes", bytes(f.gpu_capacity_bytes));
-  r.set("host_peak_bytes", bytes(f.host_peak_bytes));
-  r.set("host_capacity_bytes", bytes(f.host_capacity_bytes));
-  r.set("nvme_bytes", bytes(f.nvme_bytes));
-  r.set("nvme_capacity_bytes", bytes(f.nvme_capacity_bytes));
+  r.set("gpu_peak_bytes", bytes(f.gpu_peak_bytes()));
+  r.set("gpu_capacity_bytes", bytes(f.gpu_capacity_bytes()));
+  for (const plan::TierInfo& t : plan::kTiers) {
+    if (t.tier == plan::Tier::gpu) continue;  // its three views above
+    r.set(t.peak_column, bytes(f.peak(t.tier)));
+    r.set(std::string(t.row) + "_capacity_bytes", bytes(f.capacity(t.tier)));
+  }
   r.set("peak_phase", footprint::to_string(f.peak_phase));
   r.set("peak_stage", static_cast<std::int64_t>(f.peak_stage));
-  const std::pair<const char*, const footprint::TierBytes*> tiers[] = {
-      {"gpu", &f.gpu}, {"host", &f.host}, {"nvme", &f.nvme}};
-  const auto bytes_of = [](const footprint::TierBytes& t, int c) { return bytes(t.bytes[c]); };
-  for (const auto& [tier, tier_bytes] : tiers)
+  for (const plan::TierInfo& t : plan::kTiers)
     for (int c = 0; c < inventory::kCategories; ++c)
-      r.set(std::string("memory.") + tier + "." + inventory::to_string(static_cast<inventory::Category>(c)) + "_bytes",
-            bytes_of(*tier_bytes, c));
+      r.set(std::string("memory.") + t.row + "." + inventory::to_string(static_cast<inventory::Category>(c)) + "_bytes",
+            bytes(f.bytes(t.tier).bytes[c]));
   return r;
 }
 
@@ -74,7 +72,7 @@ Row simulation_row(const plan::Plan& plan, const footprint::Footprint& f, const 
   r.set("time.compute_s", if_runs(feasible, s.compute_s));
   r.set("time.exposed_comm_s", if_runs(feasible, s.exposed_comm_s));
   r.set("time.idle_s", if_runs(feasible, s.idle_s));
-  r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes));
+  r.set("simulated_gpu_peak_bytes", bytes(s.gpu_peak_bytes()));
   r.set("simulated_stage", static_cast<std::int64_t>(s.stage));
   r.set("bound_by", if_runs(feasible, s.bound_by));
   r.set("bound_utilization_fraction", if_runs(feasible, s.bound_utilization));

@@ -151,8 +151,8 @@ void setting_rows(RowBuilder& rows, bool one_basis, const std::vector<plan::Plan
       [&](std::size_t i) { return static_cast<double>(plans[i].cluster.gpus()); });
   rows.row(
       "peak GPU memory (device, judged for fit)",
-      [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes); },
-      [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes; });
+      [&](std::size_t i) { return format_bytes(ev[i].memory.gpu_peak_bytes()); },
+      [&](std::size_t i) { return ev[i].memory.gpu_peak_bytes(); });
   // What each plan's hardware costs to buy (its bill of materials: cost::bill_of_materials), owned
   // or rented: the first claim of a tiered plan is fewer GPUs for less capital.
   std::vector<cost::Bom> boms;
@@ -407,14 +407,14 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
   for (std::size_t i = 0; i < plans.size() && i < ev.size(); ++i) {
     const plan::Plan& p = plans[i];
     const evaluate::Evaluation& e = ev[i];
-    if (!e.feasible() || e.memory.gpu_capacity_bytes <= 0) continue;
-    if (e.memory.gpu_peak_bytes > 0.5 * e.memory.gpu_capacity_bytes) continue;
+    if (!e.feasible() || e.memory.gpu_capacity_bytes() <= 0) continue;
+    if (e.memory.gpu_peak_bytes() > 0.5 * e.memory.gpu_capacity_bytes()) continue;
     const int largest = footprint::max_micro_batch(model, p, 64);
     if (largest <= p.job.micro_batch) continue;
     const std::int64_t accumulation = plan::grad_accumulation_steps(p);
     std::string line = fmt::format(
         "{} uses {:.1f} of {:.1f} GiB per GPU at micro-batch {} ({} accumulation steps); micro-batches up to {} fit",
-        p.name, e.memory.gpu_peak_bytes / (1u << 30), e.memory.gpu_capacity_bytes / (1u << 30), p.job.micro_batch,
+        p.name, e.memory.gpu_peak_bytes() / (1u << 30), e.memory.gpu_capacity_bytes() / (1u << 30), p.job.micro_batch,
         accumulation, largest);
     // ZeRO-3 and offloaded parameters are gathered or fetched again for every micro-batch (not
     // FSDP2 inside pipeline stages: gathered once a step, plan::ShardingInEffect::gathered_for_step).

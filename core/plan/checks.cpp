@@ -383,8 +383,9 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
   }
   if (o.optimizer_step == Tier::cpu && o.optimizer == Tier::gpu)
     bad("offload.optimizer_step",
-        "a CPU optimizer step needs the optimizer state off the GPU (offload.optimizer: cpu or nvme)");
-  if (o.optimizer_step == Tier::nvme) bad("offload.optimizer_step", "the optimizer step runs on gpu or cpu");
+        "a CPU optimizer step needs the optimizer state off the GPU (offload.optimizer: cpu, cxl or nvme)");
+  if (o.optimizer_step != Tier::gpu && o.optimizer_step != Tier::cpu)
+    bad("offload.optimizer_step", "the optimizer step runs on gpu or cpu");
   if (o.delayed_update && o.optimizer_step != Tier::cpu)
     bad("offload.delayed_update",
         "the one-step delayed update overlaps a CPU optimizer step (offload.optimizer_step: cpu)");
@@ -392,6 +393,11 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
       o.params == Tier::nvme || o.gradients == Tier::nvme || o.optimizer == Tier::nvme || o.activations == Tier::nvme;
   if (uses_nvme && c.drives.empty())
     bad("offload", fmt::format("places state on NVMe, but a {} node has no drives; add cluster.drives", c.node.name));
+  const bool uses_cxl =
+      o.params == Tier::cxl || o.gradients == Tier::cxl || o.optimizer == Tier::cxl || o.activations == Tier::cxl;
+  if (uses_cxl && c.tier_capacities()[tier_index(Tier::cxl)] <= 0)
+    bad("offload", fmt::format("places state in CXL memory, but a {} node has no CXL memory expanders; add cluster.cxl",
+                               c.node.name));
   // The engines' tuning keys size what only some placements have (inventory::add_offload_buffers,
   // schedule::Builder::swapped_optimizer_step): refused where the plan has no such thing.
   const Offload defaults;

@@ -16,19 +16,47 @@
 
 namespace ftplan::plan {
 
-enum class Tier { gpu, cpu, nvme };
+// The memory tiers, nearest the GPU first. `cxl`: CXL 2.0 Type-3 memory expanders, DRAM behind the
+// host's PCIe 5.0 root ports that the CPU and GPU DMA address as host memory (a NUMA node without
+// cores); docs/tiered-memory.md, "CXL memory".
+enum class Tier { gpu, cpu, cxl, nvme };
 // How many tiers there are (Tier's rows), and a figure per tier indexed by Tier (tier_index): the
-// simulator's pools, peaks and capacities, the timeline's memory strips.
-inline constexpr std::size_t kTierCount = 3;
+// footprint's bytes, peaks and capacities, the simulator's pools, the rows, the GUI's charts.
+inline constexpr std::size_t kTierCount = 4;
 template <class T>
 using PerTier = std::array<T, kTierCount>;
 constexpr std::size_t tier_index(Tier t) { return static_cast<std::size_t>(t); }
+
+// What a tier is, in one place: what the outputs call it and how its capacity is counted.
+struct TierInfo {
+  Tier tier;
+  const char* row;          // the rows' prefix: memory.<row>.<category>_bytes, <row>_capacity_bytes
+  const char* peak_column;  // the rows' column of its peak
+  const char* label;        // in words: tables, charts, verdicts
+  const char* per;          // whose share a figure is: "per GPU", "per node"
+  const char* pool;         // the simulator's pool (per rank)
+  // Reached by GPU DMA and CPU loads directly, without staging through another tier (host DRAM and
+  // CXL memory: the same physical address space; NVMe goes through a host bounce buffer).
+  bool host_addressable;
+  // Every plan has it (GPU, host DRAM, the drives' pool); a CXL pool only where the node has expanders.
+  bool always;
+};
+inline constexpr TierInfo kTiers[kTierCount] = {
+    {Tier::gpu, "gpu", "gpu_peak_bytes", "GPU memory", "per GPU", "gpu", false, true},
+    {Tier::cpu, "host", "host_peak_bytes", "host DRAM", "usable per node", "host (per rank)", true, true},
+    {Tier::cxl, "cxl", "cxl_peak_bytes", "CXL memory", "per node", "cxl (per rank)", true, false},
+    {Tier::nvme, "nvme", "nvme_bytes", "NVMe", "per node", "nvme (per rank)", false, true},
+};
+constexpr const TierInfo& tier_info(Tier t) { return kTiers[tier_index(t)]; }
+// Host memory of either kind (DRAM or CXL): a placement the CPU step and GPU DMA reach directly.
+constexpr bool host_memory(Tier t) { return tier_info(t).host_addressable; }
 enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
 enum class OffloadPreset { none, zero_offload, zero_infinity, aidaptiv, activation_cpu, activation_nvme };
 
 inline std::span<const EnumName<Tier>> enum_table(Tier) {
-  static constexpr EnumName<Tier> t[] = {{Tier::gpu, "gpu"}, {Tier::cpu, "cpu"}, {Tier::nvme, "nvme"}};
+  static constexpr EnumName<Tier> t[] = {
+      {Tier::gpu, "gpu"}, {Tier::cpu, "cpu"}, {Tier::cxl, "cxl"}, {Tier::nvme, "nvme"}};
   return t;
 }
 inline std::span<const EnumName<FsdpSharding>> enum_table(FsdpSharding) {
@@ -105,6 +133,15 @@ struct Cluster {
     double bytes = 0;
     for (const auto& [drive, count] : drives) bytes += drive.capacity_bytes * count;
     return bytes * node_share();
+  }
+  // What each tier offers the plan (plan::kTiers): usable memory per GPU; usable host DRAM, CXL
+  // expanders and drives of its share of a node.
+  PerTier<double> tier_capacities() const {
+    PerTier<double> c{};
+    c[tier_index(Tier::gpu)] = gpu.usable_memory_bytes;
+    c[tier_index(Tier::cpu)] = usable_host_bytes();
+    c[tier_index(Tier::nvme)] = nvme_capacity_bytes();
+    return c;
   }
   // Share of host DRAM a training job can use: the OS, page cache and other processes keep the
   // rest (an estimate; the page cache is not free memory to pin).

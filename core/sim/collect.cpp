@@ -125,7 +125,8 @@ StageRun collect_stage(const des::Engine& e, const des::Result& r, const schedul
                        bool activity) {
   StageRun out;
   out.step_s = static_cast<double>(r.makespan) * 1e-9;
-  for (std::size_t t = 0; t < plan::kTierCount; ++t) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
+  for (std::size_t t = 0; t < plan::kTierCount; ++t)
+    if (l.has_pool[t]) out.peak[t] = r.pool_peak_bytes[l.pools[t].index];
   for (const des::QueueId q : l.queues) {
     const double busy = static_cast<double>(r.queue_busy[q.index]) * 1e-9;
     if (busy <= 0) continue;
@@ -190,6 +191,7 @@ StageRun::PhasePeaks phase_peaks(const schedule::StepIR& ir, const Lowered& l, c
       first_done = std::max(first_done, l.end(r, i));
   StageRun::PhasePeaks pk;
   for (std::size_t t = 0; t < plan::kTierCount; ++t) {
+    if (!l.has_pool[t]) continue;
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
       if (x.time < first_backward) pk.held[t] = x.live_bytes;
       if (x.time <= first_done) pk.first[t] = std::max(pk.first[t], x.live_bytes);
@@ -211,7 +213,9 @@ std::string out_of_memory(const LoweredStep& step, const des::Result& r, const s
                   static_cast<double>(oom.time) * 1e-9, oom.live_bytes / (1u << 30), oom.capacity_bytes / (1u << 30));
   for (std::size_t s = 0; s < irs.size(); ++s) {
     const Lowered& l = step.lowered[step.reported[s]];
-    if (std::any_of(std::begin(l.pools), std::end(l.pools), [&](des::PoolId q) { return q.index == oom.pool.index; })) {
+    bool in_rank = false;
+    for (std::size_t t = 0; t < plan::kTierCount; ++t) in_rank |= l.has_pool[t] && l.pools[t].index == oom.pool.index;
+    if (in_rank) {
       problem += live_by_category(irs[s], l, r, oom);
       break;
     }
@@ -239,6 +243,7 @@ StepTracks tracks_of(const des::Engine& e, const des::Result& r, const Lowered& 
   convert(traced.queues, tracks.streams);
   convert(traced.links, tracks.links);
   for (std::size_t t = 0; t < plan::kTierCount; ++t) {
+    if (!l.has_pool[t]) continue;
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index])
       tracks.memory[t].push_back({static_cast<double>(x.time) * 1e-9, x.live_bytes});
     tracks.capacity_bytes[t] = e.pool_capacity(l.pools[t]);
@@ -261,7 +266,7 @@ StageRun collect_step(const LoweredStep& step, const des::Result& r, const std::
   plan::PerTier<double> peaks{};
   for (std::size_t i = 0; i < lowered.size(); ++i)
     for (std::size_t t = 0; t < plan::kTierCount; ++t)
-      peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
+      if (lowered[i].has_pool[t]) peaks[t] = std::max(peaks[t], r.pool_peak_bytes[lowered[i].pools[t].index]);
   std::vector<StageRun::PhasePeaks> stage_peaks(phases ? pp : 0);
   // The busiest stage by its compute time, then its figures (and timeline) read once.
   for (int s = 0; s < pp; ++s) {

@@ -152,9 +152,11 @@ class StageLowering {
     l_.nvlink = links_.nvlink;
     l_.nic = links_.nic;
     const plan::PerTier<double> capacity = pool_capacities(cx_.p.cluster);
-    l_.pools[0] = e_.add_pool(prefix + "gpu", capacity[0]);
-    l_.pools[1] = e_.add_pool(prefix + "host (per rank)", capacity[1]);
-    l_.pools[2] = e_.add_pool(prefix + "nvme (per rank)", capacity[2]);
+    for (const plan::TierInfo& t : plan::kTiers) {
+      const std::size_t i = plan::tier_index(t.tier);
+      l_.has_pool[i] = t.always || capacity[i] > 0;
+      if (l_.has_pool[i]) l_.pools[i] = e_.add_pool(prefix + t.pool, capacity[i]);
+    }
   }
 
   // An op's task label: its name (traces only), its kind, its index.
@@ -199,7 +201,7 @@ class StageLowering {
     const Op& op = ir_.ops[i];
     if (op.kind != OpKind::alloc && op.kind != OpKind::free) return;
     const schedule::Tensor& t = ir_.tensors[op.tensor];
-    PoolChange& c = pools_[static_cast<int>(t.tier)];
+    PoolChange& c = pools_[plan::tier_index(t.tier)];
     c.net += op.kind == OpKind::alloc ? t.bytes : -t.bytes;
     c.high = std::max(c.high, c.net);
     c.any = true;
@@ -379,12 +381,12 @@ class StageLowering {
         }
         break;
       case OpKind::alloc:
-        task[i] = e_.alloc(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
+        task[i] = e_.alloc(q, l_.pools[plan::tier_index(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
                            label(i));
         break;
       case OpKind::free:
         task[i] =
-            e_.free(q, l_.pools[static_cast<int>(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes, label(i));
+            e_.free(q, l_.pools[plan::tier_index(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes, label(i));
         break;
       case OpKind::marker:
         task[i] = e_.marker(q, label(i));

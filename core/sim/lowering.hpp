@@ -115,8 +115,11 @@ struct Lowered {
   std::vector<des::QueueId> queues;  // by Stream
   std::vector<des::LinkId> links;    // the stage's own links
   des::LinkId nvlink{}, nic{};
-  plan::PerTier<des::PoolId> pools{};  // by Tier
-  std::vector<des::TaskId> task;       // by op index
+  plan::PerTier<des::PoolId> pools{};  // by Tier, where has_pool
+  // Which tiers the rank has a pool for: every plan::TierInfo::always tier, CXL memory only where
+  // the node has expanders (a pool the plan cannot use would add a counter to every trace).
+  plan::PerTier<bool> has_pool{};
+  std::vector<des::TaskId> task;  // by op index
   // Compute ops fused into one engine task (see lower_stage): the op's start within its task;
   // -1 for ops that are a task of their own.
   std::vector<des::Time> offset;
@@ -210,8 +213,8 @@ struct RankPlace {
 // optimizer step, which runs after the step's communication (lower_stage and retime).
 des::Time kernel_ns(const Op& op, double base_s, double compute_slowdown);
 
-// What a rank's pools hold at most (gpu, host, nvme): the GPU's usable memory, its share of the
-// host's DRAM and of the drives (lower_stage's pools; the shortened pipeline's memory check).
+// What a rank's pools hold at most (by plan::Tier): the GPU's usable memory, its share of the
+// host's DRAM, of the CXL expanders and of the drives (lower_stage's pools; the shortened pipeline's memory check).
 plan::PerTier<double> pool_capacities(const plan::Cluster& c);
 
 // One stage's rank lowered onto the engine (lower.cpp).

@@ -362,13 +362,15 @@ std::map<std::array<int, 3>, plan::PerTier<double>> peaks_by_place(const schedul
     kernels.push_back({l.start(r, i), {static_cast<int>(op.pass), op.micro, place}});
   }
   std::map<std::array<int, 3>, plan::PerTier<double>> out;
-  for (std::size_t t = 0; t < plan::kTierCount; ++t)
+  for (std::size_t t = 0; t < plan::kTierCount; ++t) {
+    if (!l.has_pool[t]) continue;
     for (const des::PoolSample& x : r.pool_series[l.pools[t].index]) {
       const auto it = std::upper_bound(kernels.begin(), kernels.end(), x.time,
                                        [](des::Time at, const auto& k) { return at < k.first; });
       auto& peak = out[it == kernels.begin() ? std::array<int, 3>{-2, -2, -2} : std::prev(it)->second];
       peak[t] = std::max(peak[t], x.live_bytes);
     }
+  }
   return out;
 }
 

@@ -155,9 +155,7 @@ void take_run(StepResult& res, Simulated& sim) {
       res.bound_utilization = l.utilization;
       res.bound_by = "link " + l.name;
     }
-  res.gpu_peak_bytes = worst.peak[plan::tier_index(plan::Tier::gpu)];
-  res.host_peak_bytes = worst.peak[plan::tier_index(plan::Tier::cpu)];
-  res.nvme_peak_bytes = worst.peak[plan::tier_index(plan::Tier::nvme)];
+  res.peak_bytes = worst.peak;
   res.trace_json = std::move(worst.trace);
   res.tracks = std::move(worst.tracks);
   res.nvme_written_bytes = worst.nvme_written;

@@ -166,7 +166,7 @@ double covered_s(const Track& track, bool critical_only = false);
 struct StepTracks {
   int stage = 0;  // the pipeline stage whose rank these are (Options::trace_stage)
   std::vector<Track> streams, links;
-  // The rank's GPU, host DRAM and NVMe pools (that order): live bytes at the step's start, then
+  // The rank's pools, by plan::Tier (a tier without a pool: empty): live bytes at the step's start, then
   // after each allocation or free (des::Result::pool_series). The allocator's slack is not in them.
   plan::PerTier<std::vector<MemorySample>> memory;
   plan::PerTier<double> capacity_bytes{};  // each pool's capacity (0: none)
@@ -196,15 +196,17 @@ struct StepResult {
   // "link nvme read (share)", ...), and its utilization.
   std::string bound_by;
   double bound_utilization = 0;
-  double gpu_peak_bytes = 0;  // high-water mark of the GPU pool (allocated view)
-  double host_peak_bytes = 0;
-  double nvme_peak_bytes = 0;
+  // Each pool's high-water mark, by plan::Tier, per rank (the GPU's: the allocated view).
+  plan::PerTier<double> peak_bytes{};
   int stage = 0;           // the stage whose step was slowest
   std::string trace_json;  // with Options::trace
   StepTracks tracks;       // with Options::trace: the same step as data
   Efficiency efficiency;
   Timeline timeline;              // the slowest stage's rank: what each component did when
   double nvme_written_bytes = 0;  // per rank per step
+
+  double peak(plan::Tier t) const { return peak_bytes[plan::tier_index(t)]; }
+  double gpu_peak_bytes() const { return peak(plan::Tier::gpu); }
 };
 
 StepResult simulate_step(const model::ModelSpec& model, const plan::Plan& plan, const Options& options = {},

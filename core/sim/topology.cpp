@@ -136,7 +136,14 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
 plan::PerTier<double> pool_capacities(const plan::Cluster& c) {
   // The plan's share of the node (what the footprint judges fit against) over its ranks there.
   const double ranks = std::max(1, c.gpus_per_node);
-  return {c.gpu.usable_memory_bytes, c.usable_host_bytes() / ranks, std::max(1.0, c.nvme_capacity_bytes() / ranks)};
+  plan::PerTier<double> out = c.tier_capacities();
+  for (const plan::TierInfo& t : plan::kTiers)
+    if (t.tier != plan::Tier::gpu) out[plan::tier_index(t.tier)] /= ranks;
+  // A plan without drives still has an NVMe pool, which nothing fills (check_plan refuses NVMe
+  // placements without a drive): a byte, not zero, so that it is not full from the start.
+  auto& nvme = out[plan::tier_index(plan::Tier::nvme)];
+  nvme = std::max(1.0, nvme);
+  return out;
 }
 
 }  // namespace detail

@@ -185,7 +185,7 @@ class MainWindowTest : public QObject {
       const int c = MainWindow::column_of(static_cast<int>(i));
       QCOMPARE(cell(table, "fits?", c), QString(e.feasible() ? "yes" : "NO"));
       QCOMPARE(cell(table, "peak GPU memory (device, judged for fit)", c),
-               QString::fromStdString(ftplan::format_bytes(e.memory.gpu_peak_bytes)));
+               QString::fromStdString(ftplan::format_bytes(e.memory.gpu_peak_bytes())));
       // No time or dollars for a plan that does not fit; cents below $100.
       QCOMPARE(cell(table, "cost", c),
                e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
@@ -215,19 +215,19 @@ class MainWindowTest : public QObject {
       QCOMPARE(bar_value(cost, "flash wear", i, n), priced ? e.cost.wear_usd : 0.0);
       // The memory bar is the figure judged for fit (allocator slack included), the line the usable capacity.
       const auto* memory = w->findChild<QChartView*>("memory_chart");
-      QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes / kGiB) <
-              1e-6 * (1 + e.memory.gpu_peak_bytes / kGiB));
+      QVERIFY(qAbs(bar_total(memory, i, n) - e.memory.gpu_peak_bytes() / kGiB) <
+              1e-6 * (1 + e.memory.gpu_peak_bytes() / kGiB));
       // (In GiB, as drawn: a tolerance of 1e-9 x the bytes, ~85, was larger than the ~80 it checked.)
-      QVERIFY(qAbs(capacity_line(memory, i) - e.memory.gpu_capacity_bytes / kGiB) <
-              1e-9 * (1 + e.memory.gpu_capacity_bytes / kGiB));
+      QVERIFY(qAbs(capacity_line(memory, i) - e.memory.gpu_capacity_bytes() / kGiB) <
+              1e-9 * (1 + e.memory.gpu_capacity_bytes() / kGiB));
       const auto* host = w->findChild<QChartView*>("host_chart");
-      QVERIFY(qAbs(bar_total(host, i, n) - e.memory.host_peak_bytes / kGiB) <
-              1e-6 * (1 + e.memory.host_peak_bytes / kGiB));
+      QVERIFY(qAbs(bar_total(host, i, n) - e.memory.peak(ftplan::plan::Tier::cpu) / kGiB) <
+              1e-6 * (1 + e.memory.peak(ftplan::plan::Tier::cpu) / kGiB));
       // Each bar's label gives its share of the capacity: a nearly full host reads as such on an
       // axis a larger host sets.
-      if (e.memory.host_capacity_bytes > 0) {
-        const QString share =
-            QString(" (%1%)").arg(100.0 * e.memory.host_peak_bytes / e.memory.host_capacity_bytes, 0, 'f', 0);
+      if (e.memory.capacity(ftplan::plan::Tier::cpu) > 0) {
+        const QString share = QString(" (%1%)").arg(
+            100.0 * e.memory.peak(ftplan::plan::Tier::cpu) / e.memory.capacity(ftplan::plan::Tier::cpu), 0, 'f', 0);
         bool labelled = false;
         for (QAbstractAxis* axis : host->chart()->axes())
           if (auto* bars = qobject_cast<QBarCategoryAxis*>(axis))
@@ -236,7 +236,8 @@ class MainWindowTest : public QObject {
         QVERIFY2(labelled, qPrintable("no capacity share" + share + " by plan " + QString::number(i) + "'s host bar"));
       }
       const auto* nvme = w->findChild<QChartView*>("nvme_chart");
-      QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.nvme_bytes / 1e12) < 1e-6 * (1 + e.memory.nvme_bytes / 1e12));
+      QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.peak(ftplan::plan::Tier::nvme) / 1e12) <
+              1e-6 * (1 + e.memory.peak(ftplan::plan::Tier::nvme) / 1e12));
       // Each memory category has one colour in every chart of every scenario (by position, a colour
       // moved when a category was empty: blue was weights in one chart and activations beside it).
       for (const auto* view : {memory, host, nvme})
@@ -354,10 +355,13 @@ class MainWindowTest : public QObject {
     const auto& o = w->shown();
     QCOMPARE(o.plans.size(), std::size_t{1});
     const auto& m = o.evaluations[0].memory;
-    QVERIFY2(m.host_peak_bytes > 1.5 * m.host.total(), "the host-peak stage is no longer another stage");
+    QVERIFY2(m.peak(ftplan::plan::Tier::cpu) > 1.5 * m.bytes(ftplan::plan::Tier::cpu).total(),
+             "the host-peak stage is no longer another stage");
     const auto* host = w->findChild<QChartView*>("host_chart");
-    QVERIFY(qAbs(bar_total(host, 0, 1) - m.host_peak_bytes / kGiB) < 1e-6 * (1 + m.host_peak_bytes / kGiB));
-    QVERIFY(qAbs(bar_value(host, "other stages", 0, 1) - (m.host_peak_bytes - m.host.total()) / kGiB) < 1e-6);
+    QVERIFY(qAbs(bar_total(host, 0, 1) - m.peak(ftplan::plan::Tier::cpu) / kGiB) <
+            1e-6 * (1 + m.peak(ftplan::plan::Tier::cpu) / kGiB));
+    QVERIFY(qAbs(bar_value(host, "other stages", 0, 1) -
+                 (m.peak(ftplan::plan::Tier::cpu) - m.bytes(ftplan::plan::Tier::cpu).total()) / kGiB) < 1e-6);
   }
 
   // An 8B LoRA plan on an RTX 4090 that needs more than the card's usable memory (24.75 of 23.99
@@ -395,8 +399,8 @@ class MainWindowTest : public QObject {
     QCOMPARE(bar_total(w->findChild<QChartView*>("cost_chart"), at, o.plans.size()), 0.0);
     // ... which the categories alone (without the allocator slack) would hide.
     double categories = 0;
-    for (double b : e.memory.gpu.bytes) categories += b;
-    QVERIFY(categories < e.memory.gpu_capacity_bytes);
+    for (double b : e.memory.gpu().bytes) categories += b;
+    QVERIFY(categories < e.memory.gpu_capacity_bytes());
     const auto* table = w->findChild<QTableWidget*>("table");
     QCOMPARE(cell(table, "job time", MainWindow::column_of(static_cast<int>(at))), QString("-"));
   }
@@ -408,11 +412,11 @@ class MainWindowTest : public QObject {
     QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
     QVERIFY(done.wait(120000));
     QVERIFY(w->shown().scenario.has_value());
-    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes();
     w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
     QVERIFY(done.wait(120000));
     QCOMPARE(w->shown().plans[0].job.checkpointing, ftplan::plan::Checkpointing::none);
-    QVERIFY(w->shown().evaluations[0].memory.gpu_peak_bytes > before);
+    QVERIFY(w->shown().evaluations[0].memory.gpu_peak_bytes() > before);
     QCOMPARE(cell(w->findChild<QTableWidget*>("table"), "activation checkpointing", 0), QString("none"));
   }
 
@@ -464,11 +468,11 @@ class MainWindowTest : public QObject {
     auto w = window();
     QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "llama70b-full-h100-vs-workstation.yaml"));
     w->evaluate_now();
-    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    const double before = w->shown().evaluations[0].memory.gpu_peak_bytes();
     w->pin();
     w->findChild<QComboBox*>("checkpointing")->setCurrentText("none");
     w->evaluate_now();
-    const double after = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    const double after = w->shown().evaluations[0].memory.gpu_peak_bytes();
     QVERIFY(after > before);
     const auto* table = w->findChild<QTableWidget*>("table");
     const QString peak = cell(table, "peak GPU memory (device, judged for fit)", 0);
@@ -612,12 +616,12 @@ class MainWindowTest : public QObject {
     auto* ckpt = w->findChild<QComboBox*>("checkpointing");
     ckpt->setCurrentText("none");
     w->evaluate_now();
-    const double knobbed = w->shown().evaluations[0].memory.gpu_peak_bytes;
+    const double knobbed = w->shown().evaluations[0].memory.gpu_peak_bytes();
     QVERIFY(w->write_knobs());
     QCOMPARE(ckpt->currentText(), QString("as written"));
     QVERIFY(w->findChild<QPlainTextEdit*>("editor")->toPlainText().contains("\n  activation_checkpointing: none\n"));
     w->evaluate_now();
-    QCOMPARE(w->shown().evaluations[0].memory.gpu_peak_bytes, knobbed);
+    QCOMPARE(w->shown().evaluations[0].memory.gpu_peak_bytes(), knobbed);
   }
 
   // The timeline follows the chosen plan and zooms around a point.
@@ -669,10 +673,10 @@ class MainWindowTest : public QObject {
       return p;
     };
     qInfo("GPU peak %.3f GiB (evaluation %.3f), host peak %.3f GiB (evaluation %.3f)", peak(tracks.memory[0]) / kGiB,
-          e.step.gpu_peak_bytes / kGiB, peak(tracks.memory[1]) / kGiB, e.step.host_peak_bytes / kGiB);
-    QVERIFY(e.step.host_peak_bytes > 0);
-    QVERIFY(qAbs(peak(tracks.memory[0]) / e.step.gpu_peak_bytes - 1) < 0.01);
-    QVERIFY(qAbs(peak(tracks.memory[1]) / e.step.host_peak_bytes - 1) < 0.01);
+          e.step.gpu_peak_bytes() / kGiB, peak(tracks.memory[1]) / kGiB, e.step.peak(ftplan::plan::Tier::cpu) / kGiB);
+    QVERIFY(e.step.peak(ftplan::plan::Tier::cpu) > 0);
+    QVERIFY(qAbs(peak(tracks.memory[0]) / e.step.gpu_peak_bytes() - 1) < 0.01);
+    QVERIFY(qAbs(peak(tracks.memory[1]) / e.step.peak(ftplan::plan::Tier::cpu) - 1) < 0.01);
     w->findChild<QTabWidget*>("tabs")->setCurrentIndex(3);
     QApplication::processEvents();
     const double whole = timeline->visible_s();
@@ -691,7 +695,7 @@ class MainWindowTest : public QObject {
     QVERIFY2(std::set<QString>(drawn.legend.begin(), drawn.legend.end()) == categories,
              qPrintable("legend: " + drawn.legend.join(", ") + "; categories: " + want.join(", ")));
     int curves = 0, lines = 0;
-    for (int t = 0; t < 3; ++t) {
+    for (std::size_t t = 0; t < ftplan::plan::kTierCount; ++t) {
       const double top = peak(tracks.memory[t]) * 1.15, capacity = tracks.capacity_bytes[t];
       curves += peak(tracks.memory[t]) > 0;
       lines += peak(tracks.memory[t]) > 0 && capacity > 0 && capacity <= top;

@@ -294,8 +294,8 @@ TEST_CASE(
   const model::ModelSpec* m = test::zoo().find("llama-3.2-1b");
   REQUIRE(m);
   const auto f_one = footprint::footprint(*m, one), f_whole = footprint::footprint(*m, whole);
-  CHECK(f_one.host_capacity_bytes == doctest::Approx(f_whole.host_capacity_bytes / 8));
-  CHECK(f_one.nvme_capacity_bytes == doctest::Approx(f_whole.nvme_capacity_bytes / 8));
+  CHECK(f_one.capacity(plan::Tier::cpu) == doctest::Approx(f_whole.capacity(plan::Tier::cpu) / 8));
+  CHECK(f_one.capacity(plan::Tier::nvme) == doctest::Approx(f_whole.capacity(plan::Tier::nvme) / 8));
 
   /* The parts form describes a machine part by part: owned, so exclusive unless it says otherwise. */
   CHECK(plan_on("{parts: {gpu: a100-sxm4-80gb, gpus: 8, host: " + whole.cluster.node.host +

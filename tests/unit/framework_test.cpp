@@ -117,7 +117,7 @@ TEST_CASE("Unsloth: Llama-3.1-8B QLoRA r16 on one RTX 4090 at seq 2048 keeps its
   CHECK(f.fits);
   const auto r = sim::simulate_step(s.model, s.plans[0]);
   REQUIRE(r.ok);
-  CHECK(r.host_peak_bytes >= 512 * kMiB);
+  CHECK(r.peak(plan::Tier::cpu) >= 512 * kMiB);
 }
 
 TEST_CASE("paged 8-bit AdamW: which LoRA factors bitsandbytes pages (tensors of 1e5 elements or more)") {
@@ -148,8 +148,8 @@ TEST_CASE("paged 8-bit AdamW: which LoRA factors bitsandbytes pages (tensors of 
   CHECK(fp.paged.host_bytes == 0);
   CHECK(fu.gpu_allocated_peak_bytes - fp.gpu_allocated_peak_bytes == doctest::Approx(44126208.0));
   // Device view: the paged state counts once, without the caching allocator's 5% slack.
-  CHECK(fp.gpu_peak_bytes == doctest::Approx(fp.gpu_reserved_peak_bytes + fp.gpu[Category::overhead] + 44126208.0));
-  CHECK(fu.gpu_peak_bytes - fp.gpu_peak_bytes == doctest::Approx(0.05 * 44126208.0));
+  CHECK(fp.gpu_peak_bytes() == doctest::Approx(fp.gpu_reserved_peak_bytes + fp.gpu()[Category::overhead] + 44126208.0));
+  CHECK(fu.gpu_peak_bytes() - fp.gpu_peak_bytes() == doctest::Approx(0.05 * 44126208.0));
   CHECK(plan::check_plan(paged.model, paged.plans[0]).empty());
 }
 
@@ -188,21 +188,21 @@ TEST_CASE("paged AdamW (32-bit) when the GPU is full: the overflow lives in host
   const auto fp = footprint::footprint(paged.model, paged.plans[0]);
   const auto fu = footprint::footprint(plain.model, plain.plans[0]);
   MESSAGE(fmt::format("state {:.0f}, resident {:.0f}, host {:.0f}, device {:.0f} of {:.0f}, unpaged device {:.0f}",
-                      fp.paged.state_bytes, fp.paged.resident_bytes, fp.paged.host_bytes, fp.gpu_peak_bytes,
-                      fp.gpu_capacity_bytes, fu.gpu_peak_bytes));
-  const double other = fp.gpu_reserved_peak_bytes + fp.gpu[Category::overhead];
+                      fp.paged.state_bytes, fp.paged.resident_bytes, fp.paged.host_bytes, fp.gpu_peak_bytes(),
+                      fp.gpu_capacity_bytes(), fu.gpu_peak_bytes()));
+  const double other = fp.gpu_reserved_peak_bytes + fp.gpu()[Category::overhead];
   REQUIRE(fp.paged.host_bytes > 0);
   CHECK_FALSE(fu.fits);
   CHECK(fp.fits);
-  CHECK(fp.gpu_peak_bytes == doctest::Approx(fp.gpu_capacity_bytes));
-  CHECK(fp.paged.resident_bytes == doctest::Approx(fp.gpu_capacity_bytes - other));
-  CHECK(fp.paged.host_bytes == doctest::Approx(fp.paged.state_bytes + other - fp.gpu_capacity_bytes));
+  CHECK(fp.gpu_peak_bytes() == doctest::Approx(fp.gpu_capacity_bytes()));
+  CHECK(fp.paged.resident_bytes == doctest::Approx(fp.gpu_capacity_bytes() - other));
+  CHECK(fp.paged.host_bytes == doctest::Approx(fp.paged.state_bytes + other - fp.gpu_capacity_bytes()));
   // 1.236B parameters x 8 B, all in matrices of >= 1e5 elements but the 16 x 2 + 1 norms of 2048.
   const double params = static_cast<double>(model::count_params(paged.model).total);
   const double norms = (2.0 * 16 + 1) * 2048;
   CHECK(fp.paged.state_bytes == doctest::Approx(8.0 * (params - norms)));
   // The host holds the paged-out state.
-  CHECK(fp.host[Category::optimizer] == doctest::Approx(fp.paged.host_bytes));
+  CHECK(fp.bytes(plan::Tier::cpu)[Category::optimizer] == doctest::Approx(fp.paged.host_bytes));
 
   // The step IR: the optimizer step waits for host_bytes in, with host_bytes going out.
   const auto inv = inventory::build_inventory(paged.model, paged.plans[0]);

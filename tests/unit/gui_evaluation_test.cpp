@@ -61,7 +61,7 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   none.checkpointing = plan::Checkpointing::none;
   const auto more = run(text, none);
   REQUIRE(more.scenario);
-  CHECK(more.evaluations[0].memory.gpu_peak_bytes > base.evaluations[0].memory.gpu_peak_bytes);
+  CHECK(more.evaluations[0].memory.gpu_peak_bytes() > base.evaluations[0].memory.gpu_peak_bytes());
 
   // Exported as `ftplan compare --format json/csv` writes them, the answer on top.
   const auto json = nlohmann::json::parse(gui::results_json(base));
@@ -176,7 +176,7 @@ TEST_CASE("the GUI writes the what-if knobs into the scenario's job block, comme
   const auto knobbed = run(text, o);
   const auto saved = run(edit.text);
   REQUIRE(saved.scenario);
-  CHECK(saved.evaluations[0].memory.gpu_peak_bytes == knobbed.evaluations[0].memory.gpu_peak_bytes);
+  CHECK(saved.evaluations[0].memory.gpu_peak_bytes() == knobbed.evaluations[0].memory.gpu_peak_bytes());
   CHECK(saved.evaluations[1].cost.job_time_s == knobbed.evaluations[1].cost.job_time_s);
 
   // A key a plan sets itself: the knob overrides it there, the text's job would not.

@@ -118,7 +118,7 @@ TEST_CASE("memory never shrinks as micro-batch or sequence grows; ZeRO and check
         for (int mb : {1, 2, 3, 4, 8}) {
           p.job.micro_batch = mb;
           p.job.global_batch = 0;
-          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes();
           CHECK(peak >= last);
           last = peak;
         }
@@ -126,7 +126,7 @@ TEST_CASE("memory never shrinks as micro-batch or sequence grows; ZeRO and check
         last = 0;
         for (std::int64_t seq : {128, 256, 512}) {
           p.job.seq_len = seq;
-          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+          const double peak = footprint::footprint(s.model, p).gpu_peak_bytes();
           CHECK(peak >= last);
           last = peak;
         }
@@ -145,10 +145,10 @@ TEST_CASE("memory never shrinks as micro-batch or sequence grows; ZeRO and check
         p.parallel.zero = 1;
         p.job.checkpointing = plan::Checkpointing::none;
         const double none_acts = gpu_bytes(inventory::build_inventory(s.model, p), Category::activations);
-        const double none_peak = footprint::footprint(s.model, p).gpu_peak_bytes;
+        const double none_peak = footprint::footprint(s.model, p).gpu_peak_bytes();
         p.job.checkpointing = plan::Checkpointing::full;
         CHECK(gpu_bytes(inventory::build_inventory(s.model, p), Category::activations) <= none_acts);
-        CHECK(footprint::footprint(s.model, p).gpu_peak_bytes <= none_peak);
+        CHECK(footprint::footprint(s.model, p).gpu_peak_bytes() <= none_peak);
       }
     }
   }
@@ -163,10 +163,10 @@ TEST_CASE("offloaded state moves tier and the host pays for it") {
                           "    offload: {preset: zero-offload}\n");
   const auto f = footprint::footprint(s.model, s.plans[0]);
   const double psi = static_cast<double>(model::count_params(s.model).total);
-  CHECK(f.host[Category::optimizer] == doctest::Approx(12 * psi));
-  CHECK(f.host[Category::gradients] == doctest::Approx(4 * psi));
-  CHECK(f.gpu[Category::optimizer] == 0);
-  CHECK(f.gpu[Category::weights] == doctest::Approx(2 * psi));
+  CHECK(f.bytes(plan::Tier::cpu)[Category::optimizer] == doctest::Approx(12 * psi));
+  CHECK(f.bytes(plan::Tier::cpu)[Category::gradients] == doctest::Approx(4 * psi));
+  CHECK(f.gpu()[Category::optimizer] == 0);
+  CHECK(f.gpu()[Category::weights] == doctest::Approx(2 * psi));
   CHECK(f.fits);
 }
 
@@ -258,12 +258,12 @@ TEST_CASE("each category's own peak: activations at the end of forward, full gra
   const auto& p = s.plans[0];
   const auto f = footprint::footprint(s.model, p);
   CHECK(f.peak_phase == footprint::Phase::forward);
-  for (int c = 0; c < inventory::kCategories; ++c) CHECK(f.gpu_category_peaks.bytes[c] >= f.gpu.bytes[c]);
+  for (int c = 0; c < inventory::kCategories; ++c) CHECK(f.gpu_category_peaks.bytes[c] >= f.gpu().bytes[c]);
   const auto inv = inventory::build_inventory(s.model, p, 0);
-  CHECK(f.gpu[Category::gradients] < f.gpu_category_peaks[Category::gradients]);
+  CHECK(f.gpu()[Category::gradients] < f.gpu_category_peaks[Category::gradients]);
   CHECK(f.gpu_category_peaks[Category::gradients] ==
         doctest::Approx(static_cast<double>(inv.params.trainable) * inv.recipe.grad_B).epsilon(0.02));
-  CHECK(f.gpu_category_peaks[Category::activations] == doctest::Approx(f.gpu[Category::activations]));
+  CHECK(f.gpu_category_peaks[Category::activations] == doctest::Approx(f.gpu()[Category::activations]));
 }
 
 TEST_CASE("a stage's layers are counted kind by kind: every zoo model's stages add up to the model") {

@@ -108,17 +108,17 @@ TEST_CASE("the pipeline bubble emerges from the simulation: (pp - 1) / (m + pp -
   CHECK(ri.step_time_s < r1.step_time_s);
   CHECK(rg.step_time_s == doctest::Approx(r1.step_time_s).epsilon(0.03));
   // Memory: GPipe keeps every micro-batch's saved activations until its backward; 1F1B at most pp.
-  CHECK(rg.gpu_peak_bytes > r1.gpu_peak_bytes);
+  CHECK(rg.gpu_peak_bytes() > r1.gpu_peak_bytes());
   // The in-flight micro-batches' activations the analytic footprint counts per schedule (1F1B:
   // pp - stage; GPipe: all; interleaved: Megatron's formula) are what the simulated pools hold.
   for (const auto* s : {&one, &gpipe, &inter}) {
     const auto f = footprint::footprint(s->model, s->plans[0]);
     const auto r = s == &one ? r1 : s == &gpipe ? rg : ri;
     MESSAGE(fmt::format("{}: simulated {:.2f} GiB, analytic {:.2f} GiB", plan::to_string(s->plans[0].parallel.schedule),
-                        r.gpu_peak_bytes / (1u << 30),
-                        (f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]) / (1u << 30)));
-    CHECK(r.gpu_peak_bytes ==
-          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+                        r.gpu_peak_bytes() / (1u << 30),
+                        (f.gpu_allocated_peak_bytes + f.gpu()[inventory::Category::overhead]) / (1u << 30)));
+    CHECK(r.gpu_peak_bytes() ==
+          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu()[inventory::Category::overhead]).epsilon(0.02));
   }
 }
 
@@ -620,19 +620,19 @@ TEST_CASE(
   const auto r = sim::simulate_step(s.model, p);
   REQUIRE(r.ok);
   const auto f = footprint::footprint(s.model, p);
-  CHECK(r.gpu_peak_bytes ==
-        doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+  CHECK(r.gpu_peak_bytes() ==
+        doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu()[inventory::Category::overhead]).epsilon(0.02));
   // (Through forward and backward: the kept parameters, the unsharded gradients, and the sharded
   // fp32 parameters and Adam m, v (12 B / 4 = 12,045,385,728 B); the sharded gradients come with
   // the reduce-scatters after the last backward: at the peak (stage 1, at the loss) the
   // gradients are the unsharded ones only, 4 x 4,015,132,672 = 16,060,530,688 B.)
   CHECK(f.gpu_allocated_peak_bytes > 8030257152.0 + 16060514304.0 + 12045385728.0);
   CHECK(f.peak_stage == 1);
-  CHECK(f.gpu[inventory::Category::gradients] == doctest::Approx(16060530688.0));
+  CHECK(f.gpu()[inventory::Category::gradients] == doctest::Approx(16060530688.0));
   const auto f1 = footprint::footprint(s.model, fsdp1);
   CHECK(f1.gpu_allocated_peak_bytes < f.gpu_allocated_peak_bytes - 15e9);
   MESSAGE(fmt::format("FSDP2 pp 2 x dp 4: step {:.3f} s, GPU peak {:.2f} GiB (FSDP1 per micro-batch: {:.2f} GiB)",
-                      r.step_time_s, f.gpu_peak_bytes / (1u << 30), f1.gpu_peak_bytes / (1u << 30)));
+                      r.step_time_s, f.gpu_peak_bytes() / (1u << 30), f1.gpu_peak_bytes() / (1u << 30)));
 }
 
 TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split and its rules") {
@@ -698,8 +698,8 @@ TEST_CASE("interleaved pipelines with uneven end stages: Megatron-core's split a
   REQUIRE(re.ok);
   REQUIRE(rv.ok);
   const auto fe = footprint::footprint(ends.model, ends.plans[0]);
-  CHECK(re.gpu_peak_bytes ==
-        doctest::Approx(fe.gpu_allocated_peak_bytes + fe.gpu[inventory::Category::overhead]).epsilon(0.02));
+  CHECK(re.gpu_peak_bytes() ==
+        doctest::Approx(fe.gpu_allocated_peak_bytes + fe.gpu()[inventory::Category::overhead]).epsilon(0.02));
   MESSAGE(fmt::format("interleaved, 6 layers on each end stage: {:.3f} s, even split {:.3f} s", re.step_time_s,
                       rv.step_time_s));
 }
@@ -805,7 +805,7 @@ TEST_CASE("full fidelity (every rank) agrees with the representative ranks withi
     MESSAGE(fmt::format("{}: representative {:.4f} s, full {:.4f} s ({:+.2f}%)", s.plans[0].name, rep.step_time_s,
                         all.step_time_s, 100 * (rep.step_time_s / all.step_time_s - 1)));
     CHECK(rep.step_time_s == doctest::Approx(all.step_time_s).epsilon(0.01));
-    CHECK(rep.gpu_peak_bytes == doctest::Approx(all.gpu_peak_bytes).epsilon(0.01));
+    CHECK(rep.gpu_peak_bytes() == doctest::Approx(all.gpu_peak_bytes()).epsilon(0.01));
   }
 }
 
@@ -842,7 +842,7 @@ TEST_CASE("fusing back-to-back kernels into one engine task changes no result (t
     CHECK(a.step_time_s == b.step_time_s);
     CHECK(a.compute_s == doctest::Approx(b.compute_s).epsilon(1e-12));
     CHECK(a.exposed_comm_s == doctest::Approx(b.exposed_comm_s).epsilon(1e-12));
-    CHECK(a.gpu_peak_bytes == b.gpu_peak_bytes);
+    CHECK(a.gpu_peak_bytes() == b.gpu_peak_bytes());
   }
 }
 

@@ -236,8 +236,8 @@ TEST_CASE("simulated and analytic GPU memory peaks agree") {
     const auto s = parse("{seq_len: 2048, micro_batch: 2, steps: 1, activation_checkpointing: full}", plan);
     const auto r = sim::simulate_step(s.model, s.plans[0]);
     const auto f = footprint::footprint(s.model, s.plans[0]);
-    CHECK(r.gpu_peak_bytes ==
-          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead]).epsilon(0.02));
+    CHECK(r.gpu_peak_bytes() ==
+          doctest::Approx(f.gpu_allocated_peak_bytes + f.gpu()[inventory::Category::overhead]).epsilon(0.02));
   }
 }
 
@@ -286,7 +286,7 @@ TEST_CASE("the steady-state shortcut stays within 0.5% over a grid of single-nod
             const auto fast = sim::simulate_step(s.model, s.plans[0], o);
             if (!full.ok || !fast.ok) continue;
             const double err = std::max(std::abs(fast.step_time_s / full.step_time_s - 1),
-                                        std::abs(fast.gpu_peak_bytes / full.gpu_peak_bytes - 1));
+                                        std::abs(fast.gpu_peak_bytes() / full.gpu_peak_bytes() - 1));
             if (err > worst) {
               worst = err;
               where = fmt::format("{} seq {} mb {} {}x {}", method, seq, mb, gpus, gpu);
@@ -497,7 +497,7 @@ TEST_CASE("a deep pipeline simulated as short ones is within 0.5% of the whole p
     if (!whole.ok) continue;
     CHECK(fast.stage == whole.stage);
     CHECK(fast.step_time_s == doctest::Approx(whole.step_time_s).epsilon(0.005));
-    CHECK(fast.gpu_peak_bytes == doctest::Approx(whole.gpu_peak_bytes).epsilon(0.005));
+    CHECK(fast.gpu_peak_bytes() == doctest::Approx(whole.gpu_peak_bytes()).epsilon(0.005));
     CHECK(fast.hardware_flops_per_step == doctest::Approx(whole.hardware_flops_per_step).epsilon(1e-9));
     CHECK(fast.model_flops_per_step == doctest::Approx(whole.model_flops_per_step).epsilon(1e-9));
     REQUIRE(fast.links.size() == whole.links.size());
@@ -602,8 +602,8 @@ TEST_CASE("the micro-batch slope read from A's steady state gives what a third s
     CHECK(same(window.compute_s, with_c.compute_s));
     CHECK(same(window.exposed_comm_s, with_c.exposed_comm_s));
     CHECK(same(window.idle_s, with_c.idle_s));
-    CHECK(window.gpu_peak_bytes == with_c.gpu_peak_bytes);
-    CHECK(window.host_peak_bytes == with_c.host_peak_bytes);
+    CHECK(window.gpu_peak_bytes() == with_c.gpu_peak_bytes());
+    CHECK(window.peak(plan::Tier::cpu) == with_c.peak(plan::Tier::cpu));
     CHECK(same(window.hardware_flops_per_step, with_c.hardware_flops_per_step));
     CHECK(same(window.model_flops_per_step, with_c.model_flops_per_step));
     REQUIRE(window.streams.size() == with_c.streams.size());
@@ -780,8 +780,8 @@ TEST_CASE("a chunk's identical layers folded into one give what lowering every l
     CHECK(fast.step_time_s == doctest::Approx(whole.step_time_s).epsilon(1e-6));
     CHECK(fast.compute_s == doctest::Approx(whole.compute_s).epsilon(1e-7));
     CHECK(fast.exposed_comm_s == doctest::Approx(whole.exposed_comm_s).epsilon(1e-6));
-    CHECK(fast.gpu_peak_bytes == doctest::Approx(whole.gpu_peak_bytes).epsilon(1e-9));
-    CHECK(fast.host_peak_bytes == doctest::Approx(whole.host_peak_bytes).epsilon(1e-9));
+    CHECK(fast.gpu_peak_bytes() == doctest::Approx(whole.gpu_peak_bytes()).epsilon(1e-9));
+    CHECK(fast.peak(plan::Tier::cpu) == doctest::Approx(whole.peak(plan::Tier::cpu)).epsilon(1e-9));
     REQUIRE(fast.streams.size() == whole.streams.size());
     for (std::size_t i = 0; i < whole.streams.size(); ++i) {
       INFO(whole.streams[i].name);
@@ -1080,8 +1080,8 @@ TEST_CASE("a one-stage step of repeating layers simulated with fewer layers is w
       continue;
     }
     CHECK(fast.step_time_s == doctest::Approx(whole.step_time_s).epsilon(0.005));
-    CHECK(fast.gpu_peak_bytes == doctest::Approx(whole.gpu_peak_bytes).epsilon(0.005));
-    CHECK(fast.host_peak_bytes == doctest::Approx(whole.host_peak_bytes).epsilon(0.005));
+    CHECK(fast.gpu_peak_bytes() == doctest::Approx(whole.gpu_peak_bytes()).epsilon(0.005));
+    CHECK(fast.peak(plan::Tier::cpu) == doctest::Approx(whole.peak(plan::Tier::cpu)).epsilon(0.005));
     CHECK(fast.hardware_flops_per_step == doctest::Approx(whole.hardware_flops_per_step).epsilon(1e-9));
     CHECK(fast.model_flops_per_step == doctest::Approx(whole.model_flops_per_step).epsilon(1e-9));
     REQUIRE(fast.links.size() == whole.links.size());
@@ -1107,7 +1107,7 @@ TEST_CASE("a traced step's tracks are the simulation's streams, links and memory
   /* ZeRO-Offload on one H100 (optimizer state and step on the host): the tracks must account for
    * what the step's summary reports. Each stream's spans cover its busy time (one server: the
    * spans do not overlap, their lengths add up to StreamUse::busy_s); each link's flows carry
-   * LinkUse::bytes; the GPU and host pools' live bytes peak at gpu_peak_bytes and host_peak_bytes
+   * LinkUse::bytes; the GPU and host pools' live bytes peak at gpu_peak_bytes() and host_peak_bytes
    * (the same pools, the same samples). */
   const auto s = zero_offload_one_h100();
   const auto r = sim::simulate_step(s.model, s.plans[0], kTraced);
@@ -1140,10 +1140,10 @@ TEST_CASE("a traced step's tracks are the simulation's streams, links and memory
     for (const auto& x : series) p = std::max(p, x.bytes);
     return p;
   };
-  CHECK(peak(r.tracks.memory[0]) == r.gpu_peak_bytes);
-  CHECK(peak(r.tracks.memory[1]) == r.host_peak_bytes);
-  CHECK(r.host_peak_bytes > 0);  // the optimizer state lives on the host
-  CHECK(r.tracks.capacity_bytes[0] > r.gpu_peak_bytes);
+  CHECK(peak(r.tracks.memory[0]) == r.gpu_peak_bytes());
+  CHECK(peak(r.tracks.memory[1]) == r.peak(plan::Tier::cpu));
+  CHECK(r.peak(plan::Tier::cpu) > 0);  // the optimizer state lives on the host
+  CHECK(r.tracks.capacity_bytes[0] > r.gpu_peak_bytes());
   // Untraced: no tracks (the planner's millions of steps keep none).
   CHECK(sim::simulate_step(s.model, s.plans[0]).tracks.streams.empty());
 }

@@ -290,9 +290,9 @@ TEST_CASE("activation offload: the GPU holds the footprint's resident layers and
   sim::Options o;
   o.trace = true;
   const auto r = sim::simulate_step(s.model, p, o);
-  const double footprint_peak = f.gpu_allocated_peak_bytes + f.gpu[inventory::Category::overhead];
-  CHECK(r.gpu_peak_bytes == doctest::Approx(footprint_peak).epsilon(0.02));
-  CHECK(r.gpu_peak_bytes < footprint_peak + S);  // not even one layer more
+  const double footprint_peak = f.gpu_allocated_peak_bytes + f.gpu()[inventory::Category::overhead];
+  CHECK(r.gpu_peak_bytes() == doctest::Approx(footprint_peak).epsilon(0.02));
+  CHECK(r.gpu_peak_bytes() < footprint_peak + S);  // not even one layer more
 
   const auto topo = sim::detail::topology_of(p, sim::default_efficiency(p.cluster.gpu));
   // The copies cross the GPU's PCIe link (Gen5 x16 x 0.85 = 56.1 GB/s) and the rank's share of
@@ -326,6 +326,6 @@ TEST_CASE("activation offload: the GPU holds the footprint's resident layers and
   const auto n = activation_offload("activation-nvme");
   const auto fn = footprint::footprint(n.model, n.plans[0]);
   const auto rn = sim::simulate_step(n.model, n.plans[0]);
-  CHECK(rn.gpu_peak_bytes ==
-        doctest::Approx(fn.gpu_allocated_peak_bytes + fn.gpu[inventory::Category::overhead]).epsilon(0.02));
+  CHECK(rn.gpu_peak_bytes() ==
+        doctest::Approx(fn.gpu_allocated_peak_bytes + fn.gpu()[inventory::Category::overhead]).epsilon(0.02));
 }

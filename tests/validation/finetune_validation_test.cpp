@@ -108,9 +108,9 @@ void detail(const plan::Scenario& s, const plan::Plan& p) {
   const auto f = footprint::footprint(s.model, p);
   out += fmt::format("GPU memory at its peak ({}, stage {}): allocated {:.2f} GiB, reserved {:.2f}, device {:.2f}\n",
                      footprint::to_string(f.peak_phase), f.peak_stage, f.gpu_allocated_peak_bytes / (1u << 30),
-                     f.gpu_reserved_peak_bytes / (1u << 30), f.gpu_peak_bytes / (1u << 30));
+                     f.gpu_reserved_peak_bytes / (1u << 30), f.gpu_peak_bytes() / (1u << 30));
   for (int c = 0; c < inventory::kCategories; ++c)
-    out += fmt::format("    {:>9.2f} GiB  {} (its own peak {:.2f})\n", f.gpu.bytes[c] / (1u << 30),
+    out += fmt::format("    {:>9.2f} GiB  {} (its own peak {:.2f})\n", f.gpu().bytes[c] / (1u << 30),
                        inventory::to_string(static_cast<inventory::Category>(c)),
                        f.gpu_category_peaks.bytes[c] / (1u << 30));
   MESSAGE(out);
@@ -142,7 +142,7 @@ std::vector<Result> predict_all(const std::vector<PublishedRow>& rows, std::stri
           has(row.at("measured_metric"), "active") ? MemoryKind::allocated : validation::memory_kind(row);
       predicted = kind == MemoryKind::allocated  ? f.gpu_allocated_peak_bytes
                   : kind == MemoryKind::reserved ? f.gpu_reserved_peak_bytes
-                                                 : f.gpu_peak_bytes;
+                                                 : f.gpu_peak_bytes();
       measured = validation::measured_bytes(row);
       // A sum over the job's GPUs (Qwen's multi-GPU cells) against the per-GPU figure times GPUs.
       if (has(row.at("measured_metric"), "total")) predicted *= p.cluster.gpus();

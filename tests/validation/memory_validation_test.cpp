@@ -26,7 +26,7 @@ double predicted(const footprint::Footprint& f, MemoryKind k) {
   switch (k) {
     case MemoryKind::allocated: return f.gpu_allocated_peak_bytes;
     case MemoryKind::reserved: return f.gpu_reserved_peak_bytes;
-    case MemoryKind::device: return f.gpu_peak_bytes;
+    case MemoryKind::device: return f.gpu_peak_bytes();
   }
   return 0;
 }
