@@ -50,10 +50,10 @@ void write(const fs::path& path, std::string_view text) {
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
 }
 
-// The catalog is five files; the input replaces the one whose top-level list it starts with
-// (gpus: unless another is named), the other four stay the shipped ones.
+// The catalog is io::kCatalogFiles; the input replaces the one whose top-level list it starts with
+// (gpus: unless another is named), the others stay the shipped ones.
 const char* catalog_file_of(std::string_view text) {
-  for (const char* kind : {"nodes", "hosts", "drives", "nics"})
+  for (const char* kind : {"nodes", "hosts", "drives", "nics", "expanders"})
     if (text.find(std::string("\n") + kind + ":") != std::string_view::npos ||
         text.substr(0, std::string_view(kind).size() + 1) == std::string(kind) + ":")
       return kind;
@@ -68,7 +68,7 @@ std::map<std::string, YAML::Node>* g_catalog_files = nullptr;  // the files an i
 // NICs those name: a catalog whose every cross-reference holds, as small as keeps one of each.
 std::map<std::string, YAML::Node> small_catalog() {
   std::map<std::string, YAML::Node> files;
-  for (const char* kind : {"gpus", "nodes", "hosts", "drives", "nics"})
+  for (const char* kind : ftplan::io::kCatalogFiles)
     files[kind] =
         ftplan::io::detail::load_yaml_file(fs::path(FTPLAN_ZOO_DIR) / "hardware" / (std::string(kind) + ".yaml"));
   const auto scalar = [](const YAML::Node& n) { return n.IsScalar() ? n.Scalar() : std::string(); };

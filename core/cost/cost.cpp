@@ -218,7 +218,10 @@ PowerReport power_of_step(const plan::Plan& p, const GpuPower& gpu_power, const 
   // The host's DIMMs draw per DIMM; a plan with more (or less) DRAM than the host as priced has
   // more (or fewer) DIMMs of the same size (as the bill of materials buys them, issue 41).
   const double dimm_scale = c.as_sold.host_dram_bytes > 0 ? h.dram_bytes / c.as_sold.host_dram_bytes : 1.0;
-  const double dram_w = h.dram_power_per_dimm_w * h.dimms_per_socket * h.sockets * dimm_scale;
+  // CXL memory expanders draw like DIMMs: their figure under load, whole while the node runs.
+  double expander_w = 0;
+  for (const auto& [x, n] : c.expanders) expander_w += n * x.power_w;
+  const double dram_w = h.dram_power_per_dimm_w * h.dimms_per_socket * h.sockets * dimm_scale + expander_w;
   double nic_w = 0, drive_idle = 0, drive_read = 0, drive_write = 0;
   for (const auto& [nic, n] : c.nics) nic_w += n * (nic.power_w + nic.switch_power_per_port_w * nic.ports);
   for (const auto& [d, n] : c.drives) {
@@ -415,6 +418,7 @@ Bom bill_of_materials(const plan::Plan& p) {
   };
   const std::vector<std::pair<hardware::DriveSpec, int>> no_drives;
   const std::vector<std::pair<hardware::NicSpec, int>> no_nics;
+  const std::vector<std::pair<hardware::CxlSpec, int>> no_expanders;
   const bool whole = c.node.price.purchase_usd && c.as_sold.catalog_node;
   if (whole) {
     add(c.node.display_name, 1, c.node.price.purchase_usd);
@@ -429,6 +433,7 @@ Bom bill_of_materials(const plan::Plan& p) {
         c.host.price.dram_usd_per_gib);
   devices(c.drives, whole ? c.as_sold.drives : no_drives);
   devices(c.nics, whole ? c.as_sold.nics : no_nics);
+  devices(c.expanders, whole ? c.as_sold.expanders : no_expanders);
   for (const auto& l : bom.lines) bom.capex_usd += l.usd();
   return bom;
 }
@@ -480,6 +485,7 @@ std::string changes_from_as_sold(const plan::Cluster& c) {
   };
   delta(c.drives, c.as_sold.drives);
   delta(c.nics, c.as_sold.nics);
+  delta(c.expanders, c.as_sold.expanders);
   return join(parts, ", ");
 }
 

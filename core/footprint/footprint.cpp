@@ -318,11 +318,12 @@ class FitSearch {
     }
   }
 
-  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere; NVMe ones
-  // where the nodes have drives).
+  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere; CXL ones
+  // where the nodes have expanders, NVMe ones where they have drives).
   void offload_presets() {
     offload(plan::OffloadPreset::activation_cpu, false, 0);
     offload(plan::OffloadPreset::zero_offload, true, 2);
+    if (!plan_.cluster.expanders.empty()) offload(plan::OffloadPreset::zero_offload_cxl, true, 2);
     if (!plan_.cluster.drives.empty()) {
       offload(plan::OffloadPreset::zero_infinity, true, 3);
       offload(plan::OffloadPreset::aidaptiv, true, 3);

@@ -73,6 +73,7 @@ const GpuSpec* Catalog::gpu(const std::string& name) const { return find_named(g
 const HostSpec* Catalog::host(const std::string& name) const { return find_named(hosts, name); }
 const DriveSpec* Catalog::drive(const std::string& name) const { return find_named(drives, name); }
 const NicSpec* Catalog::nic(const std::string& name) const { return find_named(nics, name); }
+const CxlSpec* Catalog::expander(const std::string& name) const { return find_named(expanders, name); }
 const NodeSpec* Catalog::node(const std::string& name) const { return find_named(nodes, name); }
 
 const NodeSpec* Catalog::default_node_for(const std::string& gpu_name) const {
@@ -85,6 +86,7 @@ std::vector<std::string> Catalog::gpu_names() const { return names_of(gpus); }
 std::vector<std::string> Catalog::node_names() const { return names_of(nodes); }
 std::vector<std::string> Catalog::host_names() const { return names_of(hosts); }
 std::vector<std::string> Catalog::drive_names() const { return names_of(drives); }
+std::vector<std::string> Catalog::expander_names() const { return names_of(expanders); }
 std::vector<std::string> Catalog::nic_names() const { return names_of(nics); }
 
 }  // namespace ftplan::hardware

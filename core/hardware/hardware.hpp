@@ -126,6 +126,24 @@ struct DriveSpec {
   std::string notes;
 };
 
+// A CXL 2.0 Type-3 memory expander (docs/tiered-memory.md, "CXL memory"): DRAM behind a PCIe 5.0
+// port that the host maps as a NUMA node without cores; the CPU and GPU DMA reach it through the
+// root complex.
+struct CxlSpec {
+  std::string name, display_name;
+  PcieLink interface;
+  double capacity_bytes = 0;
+  // What one device moves: in all, reads and writes together (the datasheet's "up to"), and one
+  // way, reads (to the host or a GPU) and writes (from them).
+  double bandwidth_Bps = 0;
+  double read_Bps = 0;
+  double write_Bps = 0;
+  double power_w = 0;  // under load (drawn whole while the node runs, as DIMMs are)
+  Price price;
+  Sources sources;
+  std::string notes;
+};
+
 struct NicSpec {
   std::string name, display_name, fabric;
   double bandwidth_Bps = 0;  // per port, per direction
@@ -157,6 +175,7 @@ struct NodeSpec {
   double dram_bytes = 0;  // 0 = the host's
   std::vector<DeviceCount> drives;
   std::vector<DeviceCount> nics;
+  std::vector<DeviceCount> expanders;  // CXL memory expanders
   GpuInterconnect gpu_interconnect = GpuInterconnect::pcie;
   std::vector<PcieSwitch> pcie_switches;
   double base_power_w = 0;
@@ -176,12 +195,14 @@ struct Catalog {
   std::vector<HostSpec> hosts;
   std::vector<DriveSpec> drives;
   std::vector<NicSpec> nics;
+  std::vector<CxlSpec> expanders;
   std::vector<NodeSpec> nodes;
 
   const GpuSpec* gpu(const std::string& name) const;
   const HostSpec* host(const std::string& name) const;
   const DriveSpec* drive(const std::string& name) const;
   const NicSpec* nic(const std::string& name) const;
+  const CxlSpec* expander(const std::string& name) const;
   const NodeSpec* node(const std::string& name) const;
   // The typical node for a GPU (the one whose default_for names it), or nullptr.
   const NodeSpec* default_node_for(const std::string& gpu_name) const;
@@ -191,6 +212,7 @@ struct Catalog {
   std::vector<std::string> host_names() const;
   std::vector<std::string> drive_names() const;
   std::vector<std::string> nic_names() const;
+  std::vector<std::string> expander_names() const;
 };
 
 }  // namespace ftplan::hardware

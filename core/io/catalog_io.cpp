@@ -165,6 +165,31 @@ NicSpec read_nic(MapView& v) {
   return n;
 }
 
+CxlSpec read_expander(MapView& v) {
+  CxlSpec x;
+  read_common(v, x.name, x.display_name, x.sources, x.notes);
+  v.require("interface");
+  read_pcie(v, "interface", x.interface);
+  v.get_required_quantity("capacity", ftplan::Quantity::bytes, x.capacity_bytes, 1);
+  v.get_required_quantity("bandwidth", ftplan::Quantity::bandwidth, x.bandwidth_Bps, 1);
+  v.get_required_quantity("read", ftplan::Quantity::bandwidth, x.read_Bps, 1);
+  v.get_required_quantity("write", ftplan::Quantity::bandwidth, x.write_Bps, 1);
+  v.get_required_quantity("power", ftplan::Quantity::power, x.power_w, 0);
+  read_price(v, x.price);
+  // A device cannot move more than its link carries one way (PcieLink::bandwidth_Bps).
+  const double link = x.interface.bandwidth_Bps();
+  // Nor more one way than in all.
+  for (const auto& [key, rate] : {std::pair<const char*, double>{"read", x.read_Bps}, {"write", x.write_Bps}}) {
+    if (link > 0 && rate > link * 1.0001)
+      v.reader().error(v.location_of(key), v.key_path(key),
+                       fmt::format("is above what its PCIe {} x{} link carries one way ({:.1f} GB/s)", x.interface.gen,
+                                   x.interface.lanes, link / 1e9));
+    else if (x.bandwidth_Bps > 0 && rate > x.bandwidth_Bps * 1.0001)
+      v.reader().error(v.location_of(key), v.key_path(key), "is above the device's bandwidth in all");
+  }
+  return x;
+}
+
 std::vector<DeviceCount> read_counts(MapView& v, const char* key, const char* item_key) {
   std::vector<DeviceCount> out;
   std::size_t i = 0;
@@ -189,6 +214,7 @@ NodeSpec read_node(MapView& v) {
   v.get_required("host", n.host);
   v.get_quantity("dram", ftplan::Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_counts(v, "drives", "drive");
+  n.expanders = read_counts(v, "expanders", "expander");
   n.nics = read_counts(v, "nics", "nic");
   v.get_enum("gpu_interconnect", n.gpu_interconnect);
   std::size_t i = 0;
@@ -262,6 +288,8 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
   read_file<HostSpec>(dir / "hosts.yaml", load, "hosts", read_host, c.hosts, host_at, all);
   read_file<DriveSpec>(dir / "drives.yaml", load, "drives", read_drive, c.drives, drive_at, all);
   read_file<NicSpec>(dir / "nics.yaml", load, "nics", read_nic, c.nics, nic_at, all);
+  std::vector<SourceLocation> expander_at;
+  read_file<CxlSpec>(dir / "expanders.yaml", load, "expanders", read_expander, c.expanders, expander_at, all);
   read_file<NodeSpec>(dir / "nodes.yaml", load, "nodes", read_node, c.nodes, node_at, all);
 
   // Cross-references, once every file is read.
@@ -279,6 +307,11 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
       if (!c.drive(d.name))
         all.error(at, key + ".drives",
                   fmt::format("no drive '{}' in drives.yaml{}", d.name, did_you_mean(d.name, c.drive_names())));
+    for (const auto& x : n.expanders)
+      if (!c.expander(x.name))
+        all.error(at, key + ".expanders",
+                  fmt::format("no CXL memory expander '{}' in expanders.yaml{}", x.name,
+                              did_you_mean(x.name, c.expander_names())));
     for (const auto& x : n.nics)
       if (!c.nic(x.name))
         all.error(at, key + ".nics",

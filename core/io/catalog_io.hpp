@@ -15,17 +15,21 @@ class Node;
 
 namespace ftplan::io {
 
-// Reads gpus.yaml, hosts.yaml, drives.yaml, nics.yaml and nodes.yaml under `zoo_dir`/hardware,
-// checks cross-references (a node's gpu, host, drives, nics) and reports every problem at once.
+// The catalog's files, zoo_dir/hardware/KIND.yaml, each a list under the key KIND (expanders: CXL
+// memory expanders).
+inline constexpr const char* kCatalogFiles[] = {"gpus", "hosts", "drives", "nics", "expanders", "nodes"};
+
+// Reads the catalog's files under `zoo_dir`/hardware, checks cross-references (a node's gpu,
+// host, drives, nics) and reports every problem at once.
 hardware::Catalog load_catalog(const std::filesystem::path& zoo_dir);
-// The same from the files' text already in memory: `texts` maps "gpus", "hosts", "drives", "nics"
-// and "nodes" to the content of that file (one left out reads as missing); `zoo_dir` names them.
+// The same from the files' text already in memory: `texts` maps each of kCatalogFiles to the
+// content of that file (one left out reads as missing); `zoo_dir` names them.
 hardware::Catalog parse_catalog(const std::map<std::string, std::string_view>& texts,
                                 const std::filesystem::path& zoo_dir);
 
 namespace detail {
 // The reader behind both: each file zoo_dir/hardware/KIND.yaml as `load` gives it, parsed. For a
-// caller that parses files once and reads them many times (the fuzzer keeps four of the five and
+// caller that parses files once and reads them many times (the fuzzer keeps all but one and
 // varies one: parsing the 91 KB of shipped YAML per input was 97% of its time). Nodes are only read.
 hardware::Catalog read_catalog(const std::filesystem::path& zoo_dir,
                                const std::function<YAML::Node(const std::filesystem::path&)>& load);

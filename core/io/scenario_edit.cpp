@@ -19,18 +19,35 @@ std::string bytes_text(double bytes) {
   return fmt::format("{:.0f}", bytes);
 }
 
-std::string drives_text(const plan::Cluster& c) {
+// A device list as the scenario writes it: [{drive: NAME, count: N}, ...] (`item` names the key).
+template <class Spec>
+std::string devices_text(const std::vector<std::pair<Spec, int>>& devices, const char* item) {
   std::string out = "[";
-  for (std::size_t i = 0; i < c.drives.size(); ++i)
-    out += fmt::format("{}{{drive: {}, count: {}}}", i ? ", " : "", yaml_scalar(c.drives[i].first.name),
-                       c.drives[i].second);
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    out += fmt::format("{}{{{}: {}, count: {}}}", i ? ", " : "", item, yaml_scalar(devices[i].first.name),
+                       devices[i].second);
   return out + "]";
 }
 
-bool same_drives(const plan::Cluster& a, const plan::Cluster& b) {
-  if (a.drives.size() != b.drives.size()) return false;
-  for (std::size_t i = 0; i < a.drives.size(); ++i)
-    if (a.drives[i].first.name != b.drives[i].first.name || a.drives[i].second != b.drives[i].second) return false;
+// Whether two plans' lists name the same devices in the same counts, or a resolved list is what a
+// catalog node lists (DeviceCount).
+template <class A, class B>
+bool same_devices(const std::vector<A>& a, const std::vector<B>& b) {
+  const auto name = [](const auto& d) {
+    if constexpr (requires { d.first.name; })
+      return d.first.name;
+    else
+      return d.name;
+  };
+  const auto count = [](const auto& d) {
+    if constexpr (requires { d.second; })
+      return d.second;
+    else
+      return d.count;
+  };
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (name(a[i]) != name(b[i]) || count(a[i]) != count(b[i])) return false;
   return true;
 }
 
@@ -68,7 +85,8 @@ std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) 
     add("cluster.node", b.node.name);
   if (a.gpus() != b.gpus() || a.gpus_per_node != b.gpus_per_node) add("cluster.gpus", std::to_string(b.gpus()));
   if (a.host.dram_bytes != b.host.dram_bytes) add("cluster.dram", bytes_text(b.host.dram_bytes));
-  if (!same_drives(a, b)) add("cluster.drives", drives_text(b));
+  if (!same_devices(a.drives, b.drives)) add("cluster.drives", devices_text(b.drives, "drive"));
+  if (!same_devices(a.expanders, b.expanders)) add("cluster.expanders", devices_text(b.expanders, "expander"));
   const plan::Parallel &p = from.parallel, &q = to.parallel;
   if (p.tp != q.tp) add("parallel.tp", std::to_string(q.tp));
   if (p.pp != q.pp) add("parallel.pp", std::to_string(q.pp));
@@ -160,10 +178,10 @@ std::string add_plan(std::string_view text, const plan::Job& job, const plan::Pl
   const hardware::HostSpec* host = typical ? catalog->host(typical->host) : nullptr;
   const double typical_dram = typical && typical->dram_bytes > 0 ? typical->dram_bytes : host ? host->dram_bytes : -1;
   if (c.host.dram_bytes != typical_dram) cluster += fmt::format(", dram: {}", bytes_text(c.host.dram_bytes));
-  bool same_drives = typical && typical->drives.size() == c.drives.size();
-  for (std::size_t i = 0; same_drives && i < c.drives.size(); ++i)
-    same_drives = typical->drives[i].name == c.drives[i].first.name && typical->drives[i].count == c.drives[i].second;
-  if (!same_drives) cluster += fmt::format(", drives: {}", drives_text(c));
+  if (!typical || !same_devices(typical->drives, c.drives))
+    cluster += fmt::format(", drives: {}", devices_text(c.drives, "drive"));
+  if (typical ? !same_devices(typical->expanders, c.expanders) : !c.expanders.empty())
+    cluster += fmt::format(", expanders: {}", devices_text(c.expanders, "expander"));
   if (c.exclusive) cluster += ", exclusive: true";
   cluster += "}";
   std::vector<std::pair<std::string, std::string>> item = {{"name", yaml_scalar(name_of_new)}, {"cluster", cluster}};

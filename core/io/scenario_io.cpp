@@ -211,7 +211,7 @@ bool read_named_node(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
   return true;
 }
 
-// cluster: {parts: {name?, gpu, gpus, host, dram?, drives?, nics?, gpu_interconnect?, base_power?}}:
+// cluster: {parts: {name?, gpu, gpus, host, dram?, drives?, expanders?, nics?, gpu_interconnect?, base_power?}}:
 // a node described part by part (resolved against the catalog by the caller). False if a part is missing.
 bool read_parts(MapView& v, hardware::NodeSpec& n) {
   MapView p = v.map("parts");
@@ -225,6 +225,7 @@ bool read_parts(MapView& v, hardware::NodeSpec& n) {
   p.get_required("host", n.host);
   p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
   n.drives = read_device_list(p, "drives", "drive");
+  n.expanders = read_device_list(p, "expanders", "expander");
   n.nics = read_device_list(p, "nics", "nic");
   p.get_enum("gpu_interconnect", n.gpu_interconnect);
   p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
@@ -241,7 +242,7 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
             forms == 0 ? "say what hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N} or {parts: {...}, nodes: N}"
                        : "give only one of gpu, node and parts");
     v.take("gpu"), v.take("node"), v.take("parts"), v.take("gpus"), v.take("nodes"), v.take("gpus_per_node");
-    v.take("dram"), v.take("drives"), v.take("nics"), v.take("exclusive");
+    v.take("dram"), v.take("drives"), v.take("nics"), v.take("expanders"), v.take("exclusive");
     return false;
   }
   bool ok = true;
@@ -270,11 +271,15 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
     c.node.nics = read_device_list(v, "nics", "nic");
   else
     v.take("nics");
+  if (v.has("expanders"))
+    c.node.expanders = read_device_list(v, "expanders", "expander");
+  else
+    v.take("expanders");
 
   // Resolve the parts against the catalog.
   const int nodes = c.nodes, per_node = c.gpus_per_node;
   for (const auto& problem : plan::resolve_cluster(catalog, c.node, nodes, per_node, c)) {
-    const bool listed = problem.key == "drives" || problem.key == "nics";
+    const bool listed = problem.key == "drives" || problem.key == "nics" || problem.key == "expanders";
     r.error(listed ? v.location_of(problem.key) : v.location(), v.key_path(problem.key), problem.message);
     ok = false;
   }

@@ -40,6 +40,14 @@ void apply_preset(Offload& o) {
       o.gradients = Tier::cpu;
       o.optimizer_step = Tier::cpu;
       break;
+    // ZeRO-Offload run under `numactl --membind` to the expanders' NUMA node: the offloaded state
+    // and its pinned buffers in CXL memory, the step on the host's cores (Liaw and Chen 2025,
+    // arXiv 2507.03305, DeepSpeed 0.16 with a libnuma allocator; docs/tiered-memory.md).
+    case OffloadPreset::zero_offload_cxl:
+      o.optimizer = Tier::cxl;
+      o.gradients = Tier::cxl;
+      o.optimizer_step = Tier::cpu;
+      break;
     case OffloadPreset::zero_infinity:  // Rajbhandari et al. 2021: params and optimizer on NVMe, CPU step
       o.params = Tier::nvme;
       o.optimizer = Tier::nvme;
@@ -396,8 +404,9 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
   const bool uses_cxl =
       o.params == Tier::cxl || o.gradients == Tier::cxl || o.optimizer == Tier::cxl || o.activations == Tier::cxl;
   if (uses_cxl && c.tier_capacities()[tier_index(Tier::cxl)] <= 0)
-    bad("offload", fmt::format("places state in CXL memory, but a {} node has no CXL memory expanders; add cluster.cxl",
-                               c.node.name));
+    bad("offload",
+        fmt::format("places state in CXL memory, but a {} node has no CXL memory expanders; add cluster.expanders",
+                    c.node.name));
   // The engines' tuning keys size what only some placements have (inventory::add_offload_buffers,
   // schedule::Builder::swapped_optimizer_step): refused where the plan has no such thing.
   const Offload defaults;
@@ -450,11 +459,11 @@ void check_sharding_keys(const Plan& plan, const FrameworkProfile& prof, Finding
   }
   // The presets named after DeepSpeed's systems are DeepSpeed's (Ren et al. 2021; Rajbhandari et
   // al. 2021): under another framework they would keep that framework's state where it is.
-  if ((o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_infinity) &&
-      prof.sharding != Sharding::deepspeed)
+  const bool zero_offload = o.preset == OffloadPreset::zero_offload || o.preset == OffloadPreset::zero_offload_cxl;
+  if ((zero_offload || o.preset == OffloadPreset::zero_infinity) && prof.sharding != Sharding::deepspeed)
     bad("offload.preset",
         fmt::format("{} is DeepSpeed's: write job.framework: deepspeed and parallel.zero: {} (this plan runs {})",
-                    to_string(o.preset), o.preset == OffloadPreset::zero_offload ? "2" : "3", to_string(fw)));
+                    to_string(o.preset), zero_offload ? "2" : "3", to_string(fw)));
 }
 
 // The optimizer's implementation and paging, and QLoRA's compute precision.

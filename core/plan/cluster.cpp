@@ -14,6 +14,7 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
   c.gpus_per_node = gpus_per_node;
   c.drives.clear();
   c.nics.clear();
+  c.expanders.clear();
   if (const auto* g = catalog.gpu(node.gpu))
     c.gpu = *g;
   else
@@ -33,6 +34,13 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
       problems.push_back({"drives", fmt::format("no drive '{}' in the catalog{}", d.name,
                                                 did_you_mean(d.name, catalog.drive_names()))});
   }
+  for (const auto& x : node.expanders) {
+    if (const auto* spec = catalog.expander(x.name))
+      c.expanders.emplace_back(*spec, x.count);
+    else
+      problems.push_back({"expanders", fmt::format("no CXL memory expander '{}' in the catalog{}", x.name,
+                                                   did_you_mean(x.name, catalog.expander_names()))});
+  }
   for (const auto& n : node.nics) {
     if (const auto* spec = catalog.nic(n.name))
       c.nics.emplace_back(*spec, n.count);
@@ -51,6 +59,8 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
       if (const auto* spec = catalog.drive(d.name)) c.as_sold.drives.emplace_back(*spec, d.count);
     for (const auto& n : sold->nics)
       if (const auto* spec = catalog.nic(n.name)) c.as_sold.nics.emplace_back(*spec, n.count);
+    for (const auto& x : sold->expanders)
+      if (const auto* spec = catalog.expander(x.name)) c.as_sold.expanders.emplace_back(*spec, x.count);
   }
   return problems;
 }

@@ -52,7 +52,15 @@ constexpr const TierInfo& tier_info(Tier t) { return kTiers[tier_index(t)]; }
 constexpr bool host_memory(Tier t) { return tier_info(t).host_addressable; }
 enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
 enum class PipelineSchedule { one_f_one_b, gpipe, interleaved };
-enum class OffloadPreset { none, zero_offload, zero_infinity, aidaptiv, activation_cpu, activation_nvme };
+enum class OffloadPreset {
+  none,
+  zero_offload,
+  zero_offload_cxl,
+  zero_infinity,
+  aidaptiv,
+  activation_cpu,
+  activation_nvme
+};
 
 inline std::span<const EnumName<Tier>> enum_table(Tier) {
   static constexpr EnumName<Tier> t[] = {
@@ -75,6 +83,7 @@ inline std::span<const EnumName<PipelineSchedule>> enum_table(PipelineSchedule) 
 inline std::span<const EnumName<OffloadPreset>> enum_table(OffloadPreset) {
   static constexpr EnumName<OffloadPreset> t[] = {{OffloadPreset::none, "none"},
                                                   {OffloadPreset::zero_offload, "zero-offload"},
+                                                  {OffloadPreset::zero_offload_cxl, "zero-offload-cxl"},
                                                   {OffloadPreset::zero_infinity, "zero-infinity"},
                                                   {OffloadPreset::aidaptiv, "aidaptiv"},
                                                   {OffloadPreset::activation_cpu, "activation-cpu"},
@@ -97,8 +106,9 @@ struct Cluster {
   hardware::NodeSpec node;  // resolved copy (with any overrides applied)
   hardware::GpuSpec gpu;    // the node's GPU
   hardware::HostSpec host;  // the node's CPU/DRAM side (dram_bytes reflects node overrides)
-  std::vector<std::pair<hardware::DriveSpec, int>> drives;  // per node: drive and count
-  std::vector<std::pair<hardware::NicSpec, int>> nics;      // per node: NIC and count
+  std::vector<std::pair<hardware::DriveSpec, int>> drives;   // per node: drive and count
+  std::vector<std::pair<hardware::NicSpec, int>> nics;       // per node: NIC and count
+  std::vector<std::pair<hardware::CxlSpec, int>> expanders;  // per node: CXL memory expander and count
   int nodes = 1;
   int gpus_per_node = 0;  // GPUs used per node (<= node.gpus)
   // Whether the plan has its nodes to itself. A plan that uses k of a node's n GPUs without it
@@ -117,6 +127,7 @@ struct Cluster {
     double host_dram_bytes = 0;  // the DRAM the host's own price includes
     std::vector<std::pair<hardware::DriveSpec, int>> drives;
     std::vector<std::pair<hardware::NicSpec, int>> nics;
+    std::vector<std::pair<hardware::CxlSpec, int>> expanders;
   } as_sold;
   int gpus() const { return nodes * gpus_per_node; }  // check_plan bounds it by kMaxGpus
   // The share of each node the plan uses: 1 when exclusive, else its GPUs over the node's.
@@ -134,12 +145,18 @@ struct Cluster {
     for (const auto& [drive, count] : drives) bytes += drive.capacity_bytes * count;
     return bytes * node_share();
   }
+  double cxl_capacity_bytes() const {
+    double bytes = 0;
+    for (const auto& [x, count] : expanders) bytes += x.capacity_bytes * count;
+    return bytes * node_share();
+  }
   // What each tier offers the plan (plan::kTiers): usable memory per GPU; usable host DRAM, CXL
   // expanders and drives of its share of a node.
   PerTier<double> tier_capacities() const {
     PerTier<double> c{};
     c[tier_index(Tier::gpu)] = gpu.usable_memory_bytes;
     c[tier_index(Tier::cpu)] = usable_host_bytes();
+    c[tier_index(Tier::cxl)] = cxl_capacity_bytes();
     c[tier_index(Tier::nvme)] = nvme_capacity_bytes();
     return c;
   }

@@ -354,10 +354,12 @@ int Builder::optimizer_step() {
 
 // After the update: updated parameters back to the GPU or gathered, gradients freed.
 int Builder::after_optimizer_step(int last, double trainable_shard) {
-  // ZeRO-Offload: the updated 16-bit parameters return to the GPU.
+  // ZeRO-Offload: the updated 16-bit parameters return to the GPU, from the host memory the
+  // optimizer state is in.
+  const Tier updated = plan::host_memory(p_.offload.optimizer) ? p_.offload.optimizer : Tier::cpu;
   if (p_.offload.optimizer_step == Tier::cpu && param_tier == Tier::gpu)
-    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters",
-                -1, 0, {last}, {}, {weights_tensor});
+    last = copy(Stream::h2d, updated, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1,
+                0, {last}, {}, {weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters: the
   // optimizer's, so the trainable ones only (DeepSpeed stage_1_and_2.py: bit16_groups keep the
   // param groups' requires_grad parameters, and all_gather_dp_groups gathers those; HF's

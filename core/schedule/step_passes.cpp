@@ -82,8 +82,8 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
                          {staging}, {buffer});
     last = release(Stream::h2d, staging, {h2d});
     source = buffer;
-  } else if (param_tier == Tier::cpu) {
-    last = copy(Stream::h2d, Tier::cpu, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last},
+  } else if (plan::host_memory(param_tier)) {
+    last = copy(Stream::h2d, param_tier, Tier::gpu, shard_bytes, "h2d params " + what, layer, mb, {last},
                 {weights_tensor}, {buffer});
     source = buffer;
   }
@@ -414,8 +414,8 @@ int Builder::activations_back(int l, int layer, int mb) {
              {saved[l]});
     a = release(Stream::h2d, staging, {a});
   } else {
-    a = copy(Stream::h2d, Tier::cpu, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a}, {host_saved[l]},
-             {saved[l]});
+    a = copy(Stream::h2d, offloaded_group->tier, Tier::gpu, offloaded_group->bytes, "h2d " + what, layer, mb, {a},
+             {host_saved[l]}, {saved[l]});
   }
   a = release(Stream::h2d, host_saved[l], {a});
   return a;
@@ -523,7 +523,7 @@ void Builder::offload_gradients(int l, int layer, int mb, int produced) {
              {staging}, {grad_tensor[l]});
     t = release(Stream::nvme_write, staging, {t});
   } else {
-    t = copy(Stream::d2h, Tier::gpu, Tier::cpu, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
+    t = copy(Stream::d2h, Tier::gpu, grads_group->tier, bytes, name("d2h gradients L{}", layer), layer, mb, {t}, {},
              {grad_tensor[l]});
   }
   last_grad_offload = t;
@@ -547,8 +547,7 @@ void Builder::offload_activations(int l, int layer, int mb) {
              {host_saved[l]});
     a = release(Stream::nvme_write, staging, {a});
   } else {
-    a = copy(Stream::d2h, Tier::gpu, Tier::cpu, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]},
-             {host_saved[l]});
+    a = copy(Stream::d2h, Tier::gpu, dst, acts->bytes, "d2h " + what, layer, mb, {a}, {saved[l]}, {host_saved[l]});
   }
   stash_done_of[mb][l] = release(Stream::d2h, saved[l], {a});
   saved[l] = -1;

@@ -363,7 +363,9 @@ class StageLowering {
           // AdamW rate x 28 B, and over the DRAM link, where they contend with the copies and NVMe
           // traffic that also cross host memory. (Before, the DRAM link carried an equivalent of
           // its time, seconds x DRAM bandwidth: the executor showed those were not the bytes moved.)
-          task[i] = e_.transfer(q, {links_.cpu, links_.dram}, op.bytes, label(i));
+          // (Its state in CXL memory: the expanders' link instead of DRAM, host_path.)
+          std::array<des::LinkId, 5> hops{};
+          task[i] = e_.transfer(q, path_of(op, hops), op.bytes, label(i));
         } else {
           task[i] = e_.compute(q, kernel_time(i, compute_seconds(op, cx_.p, cx_.eff)), label(i));
         }
@@ -451,9 +453,8 @@ class StageLowering {
 
   // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
   // crosses the drives and host DRAM (no GPUDirect Storage). True when the op's deps are attached.
-  bool copy(std::size_t i, des::QueueId q) {
-    const Op& op = ir_.ops[i];
-    std::array<des::LinkId, 4> hops{};
+  // The rank's links an op's bytes cross (host_path), in `hops`.
+  std::span<const des::LinkId> path_of(const Op& op, std::array<des::LinkId, 5>& hops) const {
     std::size_t n = 0;
     for (const HostLink h : host_path(op, cx_.p)) {
       des::LinkId& l = hops[n++];
@@ -467,9 +468,18 @@ class StageLowering {
         case HostLink::nvme_write: l = links_.nvme_write; break;
         case HostLink::pageable: l = links_.pageable; break;
         case HostLink::cpu: l = links_.cpu; break;
+        case HostLink::cxl_read: l = links_.cxl_read; break;
+        case HostLink::cxl_write: l = links_.cxl_write; break;
+        case HostLink::cxl: l = links_.cxl; break;
       }
     }
-    const std::span<const des::LinkId> path(hops.data(), n);
+    return {hops.data(), n};
+  }
+
+  bool copy(std::size_t i, des::QueueId q) {
+    const Op& op = ir_.ops[i];
+    std::array<des::LinkId, 5> hops{};
+    const std::span<const des::LinkId> path = path_of(op, hops);
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
     if (gpu_host && cx_.eff.copy_latency_s > 0) {
       // The per-copy cost a calibration measured (DMA setup and launch), before the bytes move.
@@ -587,6 +597,11 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
       n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
       n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
       n.cpu = e.add_link(np + "host cpu", std::max(1.0, topo.cpu_params_per_s * schedule::kAdamBytesPerParam * g));
+      if (topo.cxl_Bps > 0) {
+        n.cxl_read = e.add_link(np + "cxl read", topo.cxl_read_Bps * g);
+        n.cxl_write = e.add_link(np + "cxl write", topo.cxl_write_Bps * g);
+        n.cxl = e.add_link(np + "cxl memory", topo.cxl_Bps * g);
+      }
       shared = node_links.emplace(node, n).first;
     }
     RankLinks k = shared->second;
@@ -608,6 +623,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
     }  // else no copy crosses an uplink (host_path)
     k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
     k.own = {k.nvlink, k.nic, k.pcie[0], k.pcie[1], k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
+    if (topo.cxl_Bps > 0) k.own.insert(k.own.end(), {k.cxl_read, k.cxl_write, k.cxl});
     if (behind_switch > 0) k.own.insert(k.own.begin() + 4, {k.uplink[0], k.uplink[1]});
     if (place.at.t == 0 && place.at.c == 0 && place.at.d == 0) reported[place.at.s] = static_cast<int>(lowered.size());
     lowered.push_back(lower_stage(cx, ir, k, place));

@@ -48,6 +48,9 @@ struct Topology {
   double nvme_read_Bps = 0;     // striped drives' read bandwidth / ranks per node
   double nvme_write_Bps = 0;    // their write bandwidth (burst or sustained, see nvme_write_rate) / ranks
   double cpu_params_per_s = 0;  // CPU optimizer throughput available to this rank
+  // CXL memory expanders / ranks per node: one way to the host or a GPU, from them, and in all
+  // (0: none).
+  double cxl_read_Bps = 0, cxl_write_Bps = 0, cxl_Bps = 0;
 };
 
 Topology topology_of(const plan::Plan& p, const Efficiency& eff);
@@ -187,7 +190,8 @@ struct RankLinks {
   // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
   // chunk by chunk, so such copies also cross this (slower) stage.
   des::LinkId pageable{};
-  des::LinkId cpu{};  // the host cores a CPU optimizer step runs on (HostLink::cpu)
+  des::LinkId cpu{};                           // the host cores a CPU optimizer step runs on (HostLink::cpu)
+  des::LinkId cxl_read{}, cxl_write{}, cxl{};  // HostLink::cxl_*, where the node has expanders
   std::vector<des::LinkId> own;
 };
 

@@ -235,11 +235,26 @@ double attention_fraction(const Efficiency& eff, double seq, double head_dim, bo
 // capacity; both still share host DRAM.
 // `cpu`: the host cores running a CPU optimizer step, a link whose capacity is their measured
 // AdamW rate x the bytes it moves per parameter; the step's flow crosses it and host DRAM.
-enum class HostLink { pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h, dram, nvme_read, nvme_write, pageable, cpu };
-// At most four links (pageable staging, PCIe, uplink, DRAM), kept in place: lowering asks once
-// per copy op, and needs no allocation for it.
+// cxl_read, cxl_write: the expanders one way (to the host or a GPU, from them); cxl: the expanders
+// in all, whatever the direction (their DRAM and controllers).
+enum class HostLink {
+  pcie_h2d,
+  pcie_d2h,
+  uplink_h2d,
+  uplink_d2h,
+  dram,
+  nvme_read,
+  nvme_write,
+  pageable,
+  cpu,
+  cxl_read,
+  cxl_write,
+  cxl
+};
+// At most five links (pageable staging, PCIe, uplink, the memory one way and in all), kept in
+// place: lowering asks once per copy op, and needs no allocation for it.
 struct HostPath {
-  std::array<HostLink, 4> links{};
+  std::array<HostLink, 5> links{};
   std::size_t size = 0;
   HostPath() = default;
   HostPath(std::initializer_list<HostLink> l) {

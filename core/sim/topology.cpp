@@ -3,7 +3,10 @@
 namespace ftplan::sim {
 
 HostPath host_path(const Op& op, const plan::Plan& p) {
-  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu) return {HostLink::cpu, HostLink::dram};
+  // A CPU optimizer step reads and writes its state where it lives (CPU Adam's 28 B a parameter,
+  // schedule::kAdamBytesPerParam, are mostly the fp32 master, m and v).
+  if (op.kind == OpKind::optimizer && op.stream == Stream::cpu)
+    return {HostLink::cpu, p.offload.optimizer == plan::Tier::cxl ? HostLink::cxl : HostLink::dram};
   if (op.kind != OpKind::copy) return {};
   if (op.src == plan::Tier::nvme) return {HostLink::nvme_read, HostLink::dram};
   if (op.dst == plan::Tier::nvme) return {HostLink::nvme_write, HostLink::dram};
@@ -12,7 +15,14 @@ HostPath host_path(const Op& op, const plan::Plan& p) {
   if (!p.offload.pinned) path.push_back(HostLink::pageable);
   path.push_back(to_gpu ? HostLink::pcie_h2d : HostLink::pcie_d2h);
   if (detail::gpus_per_switch(p.cluster) > 0) path.push_back(to_gpu ? HostLink::uplink_h2d : HostLink::uplink_d2h);
-  path.push_back(HostLink::dram);
+  // The host side: DRAM, or an expander's link one way and its memory (the root complex forwards
+  // the GPU's DMA to the CXL port: no DRAM crossed).
+  if ((to_gpu ? op.src : op.dst) == plan::Tier::cxl) {
+    path.push_back(to_gpu ? HostLink::cxl_read : HostLink::cxl_write);
+    path.push_back(HostLink::cxl);
+  } else {
+    path.push_back(HostLink::dram);
+  }
   return path;
 }
 
@@ -26,6 +36,9 @@ const char* to_string(HostLink l) {
     case HostLink::nvme_read: return "nvme read (share)";
     case HostLink::nvme_write: return "nvme write (share)";
     case HostLink::pageable: return "pageable staging";
+    case HostLink::cxl_read: return "cxl read (share)";
+    case HostLink::cxl_write: return "cxl write (share)";
+    case HostLink::cxl: return "cxl memory (share)";
     case HostLink::cpu: return "host cpu (share)";
   }
   return "?";
@@ -87,6 +100,12 @@ Topology topology_of(const plan::Plan& p, const Efficiency& eff) {
   if (eff.nvme_write_Bps > 0) write = eff.nvme_write_Bps;
   t.nvme_read_Bps = read / ranks;
   t.nvme_write_Bps = write / ranks;
+  // CXL memory expanders: each device's one-way rates and its total (catalog expanders.yaml).
+  for (const auto& [x, n] : c.expanders) {
+    t.cxl_read_Bps += n * x.read_Bps / ranks;
+    t.cxl_write_Bps += n * x.write_Bps / ranks;
+    t.cxl_Bps += n * x.bandwidth_Bps / ranks;
+  }
   // CPU optimizer: DRAM-bound at ~28 B per parameter on the rank's share of the host, or what
   // the calibration measured.
   t.cpu_params_per_s = eff.cpu_optimizer_params_per_s > 0 ? eff.cpu_optimizer_params_per_s / ranks
@@ -130,6 +149,11 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
   k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
   k.cpu = link(to_string(HostLink::cpu), topo.cpu_params_per_s * schedule::kAdamBytesPerParam);
+  if (topo.cxl_Bps > 0) {  // else nothing is placed there (check_plan)
+    k.cxl_read = link(to_string(HostLink::cxl_read), topo.cxl_read_Bps);
+    k.cxl_write = link(to_string(HostLink::cxl_write), topo.cxl_write_Bps);
+    k.cxl = link(to_string(HostLink::cxl), topo.cxl_Bps);
+  }
   return k;
 }
 

@@ -175,8 +175,8 @@ TEST_CASE("the price sanity rules catch the inverted A100 prices of issue 15") {
   const auto dir = test::scratch_path("price_sanity");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "hardware");
-  for (const char* f : {"gpus.yaml", "hosts.yaml", "drives.yaml", "nics.yaml", "nodes.yaml"})
-    std::filesystem::copy_file(test::zoo_dir() / "hardware" / f, dir / "hardware" / f,
+  for (const std::string f : io::kCatalogFiles)
+    std::filesystem::copy_file(test::zoo_dir() / "hardware" / (f + ".yaml"), dir / "hardware" / (f + ".yaml"),
                                std::filesystem::copy_options::overwrite_existing);
   std::stringstream text;
   text << std::ifstream(dir / "hardware" / "gpus.yaml").rdbuf();

@@ -105,7 +105,7 @@ TEST_CASE("a broken catalog reports every bad entry with file, line and key") {
   const auto dir = test::scratch_path("bad_catalog");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "hardware");
-  for (const char* f : {"hosts.yaml", "drives.yaml", "nics.yaml"})
+  for (const char* f : {"hosts.yaml", "drives.yaml", "nics.yaml", "expanders.yaml"})
     std::filesystem::copy_file(test::zoo_dir() / "hardware" / f, dir / "hardware" / f,
                                std::filesystem::copy_options::overwrite_existing);
   std::ofstream(dir / "hardware" / "gpus.yaml") << R"(schema_version: 1
@@ -152,7 +152,7 @@ TEST_CASE("the catalog read from text in memory is the catalog read from its fil
   /* parse_catalog is what the fuzzer drives (fuzz/readers_fuzz.cpp): it must be the same reader as
    * load_catalog, naming the same files, not a second one. */
   std::map<std::string, std::string> texts;
-  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"}) {
+  for (const char* kind : io::kCatalogFiles) {
     std::ifstream in(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"), std::ios::binary);
     texts[kind] = std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   }
@@ -179,14 +179,14 @@ TEST_CASE("catalog files parsed once can be read again and again: the reader onl
    * (io::detail::read_catalog). A reader that changed them (a key inserted by a lookup, a value
    * removed) would make the second read differ from the first. */
   std::map<std::string, YAML::Node> parsed;
-  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+  for (const char* kind : io::kCatalogFiles)
     parsed[kind] = io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"));
   const auto load = [&](const std::filesystem::path& p) { return parsed.at(p.stem().string()); };
   const auto first = io::detail::read_catalog("z", load);
   const auto second = io::detail::read_catalog("z", load);
   CHECK(second.gpu_names() == first.gpu_names());
   CHECK(second.nodes.size() == first.nodes.size());
-  for (const char* kind : {"gpus", "hosts", "drives", "nics", "nodes"})
+  for (const char* kind : io::kCatalogFiles)
     CHECK(YAML::Dump(parsed.at(kind)) ==
           YAML::Dump(io::detail::load_yaml_file(test::zoo_dir() / "hardware" / (std::string(kind) + ".yaml"))));
 }

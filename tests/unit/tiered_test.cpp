@@ -329,3 +329,66 @@ TEST_CASE("activation offload: the GPU holds the footprint's resident layers and
   CHECK(rn.gpu_peak_bytes() ==
         doctest::Approx(fn.gpu_allocated_peak_bytes + fn.gpu()[inventory::Category::overhead]).epsilon(0.02));
 }
+
+TEST_CASE("CXL memory: ZeRO-Offload's state in two expanders, its bytes, its capacity and its step, worked") {
+  /* Llama-3.1-8B (P = 8.03e9 parameters), full fine-tune, one H100 with the node to itself and two
+   * Micron CZ120 256 GB (catalog expanders.yaml: 36 GB/s in all, 24 GB/s one way), under
+   * zero-offload-cxl: the fp32 master, m and v (12 B per parameter) and the fp32 gradients (4 B)
+   * in CXL memory, the step on the host's cores.
+   * - The CXL tier holds 16 P = 128.5 GB, of 2 x 256 GB; host DRAM holds none of the state.
+   * - The CPU step moves 28 B per parameter (schedule::kAdamBytesPerParam) through the expanders:
+   *   28 P / (2 x 36 GB/s) = 3.12 s, where the DGX's DRAM (8-channel DDR5 x 2 sockets) would take
+   *   far less; the gradients (4 P) leave the GPU and the updated 16-bit parameters (2 P) return
+   *   one way each: the expanders carry 34 P in all. */
+  const std::string text = std::string("schema_version: 1\nmodel: llama-3.1-8b\n") +
+                           "job: {method: full, seq_len: 2048, micro_batch: 2, global_batch: 16, tokens: 20M, "
+                           "precision: bf16-mixed, activation_checkpointing: full, framework: deepspeed}\n"
+                           "plans:\n"
+                           "  - name: cxl\n"
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 1, exclusive: true,\n"
+                           "              expanders: [{expander: micron-cz120-256gb, count: 2}]}\n"
+                           "    parallel: {zero: 2}\n"
+                           "    offload: {preset: zero-offload-cxl}\n"
+                           "  - name: dram\n"
+                           "    cluster: {gpu: h100-sxm-80gb, gpus: 1, exclusive: true}\n"
+                           "    parallel: {zero: 2}\n"
+                           "    offload: {preset: zero-offload}\n";
+  const auto sc = parse(text);
+  const plan::Plan& cxl = sc.plans[0];
+  const double P = static_cast<double>(model::count_params(sc.model).total);
+  const auto f = footprint::footprint(sc.model, cxl);
+  CHECK(f.fits);
+  CHECK(f.peak(plan::Tier::cxl) == doctest::Approx(16 * P).epsilon(1e-3));
+  CHECK(f.capacity(plan::Tier::cxl) == doctest::Approx(2 * 256e9));
+  CHECK(f.bytes(plan::Tier::cpu)[inventory::Category::optimizer] == 0);
+  CHECK(f.bytes(plan::Tier::cxl)[inventory::Category::optimizer] == doctest::Approx(12 * P).epsilon(1e-3));
+
+  const sim::StepResult r = sim::simulate_step(sc.model, cxl);
+  REQUIRE(r.ok);
+  CHECK(r.peak(plan::Tier::cxl) == doctest::Approx(16 * P).epsilon(1e-3));
+  const auto use = [](const auto& list, const std::string& name) {
+    for (const auto& x : list)
+      if (x.name == name) return x;
+    FAIL("no " << name);
+    return list.front();
+  };
+  const double cpu_step = 28 * P / (2 * 36e9);
+  CHECK(use(r.streams, "cpu").busy_s == doctest::Approx(cpu_step).epsilon(0.01));
+  CHECK(use(r.links, "cxl memory (share)").bytes == doctest::Approx(34 * P).epsilon(1e-3));
+  CHECK(use(r.links, "cxl read (share)").bytes == doctest::Approx(2 * P).epsilon(1e-3));
+  CHECK(use(r.links, "cxl write (share)").bytes == doctest::Approx(4 * P).epsilon(1e-3));
+  // No byte of the state crosses host DRAM (the DMA and the CPU reach the expanders directly).
+  for (const auto& l : r.links) CHECK(l.name != "host dram (share)");
+  // The same plan with the state in host DRAM: its CPU step is faster than the expanders allow.
+  const sim::StepResult d = sim::simulate_step(sc.model, sc.plans[1]);
+  CHECK(use(d.streams, "cpu").busy_s < 0.5 * cpu_step);
+
+  /* Without expanders, placing state in CXL memory is refused, naming the key to add. */
+  const std::string none = test::input_error_of([&] {
+    parse(std::string("schema_version: 1\nmodel: llama-3.1-8b\n") +
+          "job: {method: full, seq_len: 2048, micro_batch: 2, tokens: 20M, framework: deepspeed}\n"
+          "plans:\n  - name: x\n    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+          "    offload: {preset: zero-offload-cxl}\n");
+  });
+  CHECK(none.find("no CXL memory expanders; add cluster.expanders") != std::string::npos);
+}
