@@ -429,6 +429,16 @@ void read_search(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog)
   read_ints(sv, "zero", sp.zero, 0, 3);
   read_ints(sv, "micro_batch", sp.micro_batch, 1, 1 << 16);
   read_ints(sv, "drives", sp.drive_counts, 0, 64);
+  read_ints(sv, "expanders", sp.expander_counts, 0, 64);
+  if (sv.get("expander", sp.expander) && !catalog.expander(sp.expander))
+    r.error(sv.location_of("expander"), sv.key_path("expander"),
+            fmt::format("no CXL memory expander '{}' in the catalog{}", sp.expander,
+                        did_you_mean(sp.expander, catalog.expander_names())));
+  if (sp.expander.empty() &&
+      std::any_of(sp.expander_counts.begin(), sp.expander_counts.end(), [](int n) { return n > 0; }))
+    r.error(sv.location_of("expanders"), sv.key_path("expanders"),
+            fmt::format("counts expanders of search.expander, which is not given (one of: {})",
+                        join(catalog.expander_names(), ", ")));
   read_search_choices(sv, sp);
   for (const auto& item : sv.seq("dram")) {
     try {

@@ -66,6 +66,13 @@ void apply_preset(Offload& o) {
   }
 }
 
+bool preset_places_on(OffloadPreset preset, Tier t) {
+  Offload o;
+  o.preset = preset;
+  apply_preset(o);
+  return o.params == t || o.gradients == t || o.optimizer == t || o.activations == t;
+}
+
 const std::vector<std::string>& lora_target_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;

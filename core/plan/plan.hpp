@@ -211,6 +211,8 @@ struct Offload {
 
 // Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.
 void apply_preset(Offload& o);
+// Whether the preset places any state on tier `t`.
+bool preset_places_on(OffloadPreset preset, Tier t);
 
 struct Plan {
   std::string name;

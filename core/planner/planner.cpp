@@ -79,13 +79,15 @@ std::vector<int> pareto_front(const std::vector<Candidate>& c) {
 
 namespace {
 
-// One cluster the search tries (GPU type, count, DRAM, drives), resolved once; layouts refer to it.
+// One cluster the search tries (GPU type, count, DRAM, drives, CXL expanders), resolved once;
+// layouts refer to it.
 struct Base {
   plan::Plan plan;
   std::string gpu_name;
   int gpus = 0;
   double dram = 0;
   int drives = -1;
+  int expanders = -1;
 };
 
 // One layout on a base: the degrees and recipe choices. Small: a search may hold millions.
@@ -98,8 +100,7 @@ struct Layout {
 };
 
 plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l, bool fsdp) {
-  const bool nvme = l.off == OffloadPreset::zero_infinity || l.off == OffloadPreset::aidaptiv ||
-                    l.off == OffloadPreset::activation_nvme;
+  const bool nvme = plan::preset_places_on(l.off, plan::Tier::nvme);
   plan::Plan p = b.plan;
   // The name says the whole layout, the framework included: the same degrees under another
   // framework are another plan (issue 41: a search row read as compare's DeepSpeed plan).
@@ -109,6 +110,7 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
                        l.off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(l.off),
                        b.dram > 0 ? fmt::format(" {:.0f}GiB", b.dram / (1u << 30)) : std::string());
   if (b.drives >= 0 && nvme) p.name += fmt::format(" {}nvme", b.drives);
+  if (b.expanders >= 0 && plan::preset_places_on(l.off, plan::Tier::cxl)) p.name += fmt::format(" {}cxl", b.expanders);
   p.parallel.tp = l.tp;
   p.parallel.pp = l.pp;
   p.parallel.sequence_parallel = l.sp;
@@ -151,7 +153,7 @@ struct Enumerated {
 // The layouts of one cluster: every combination of the space's degrees and recipe choices that
 // makes sense on it.
 void add_layouts(const SearchSpace& space, int base, const Base& b, double first_dram, int first_drives,
-                 std::vector<Layout>& out) {
+                 int first_expanders, std::vector<Layout>& out) {
   for (int tp : space.tp)
     for (bool sp : space.sequence_parallel)
       for (int pp : space.pp)
@@ -163,10 +165,13 @@ void add_layouts(const SearchSpace& space, int base, const Base& b, double first
                   if (static_cast<std::int64_t>(tp) * pp > b.gpus) continue;
                   // Sequence parallelism needs tensor parallelism, virtual stages a pipeline.
                   if ((sp && tp == 1) || (vs > 1 && pp == 1)) continue;
-                  // NVMe placements only vary with the drive count; CPU ones only with DRAM.
-                  const bool nvme = off == OffloadPreset::zero_infinity || off == OffloadPreset::aidaptiv ||
-                                    off == OffloadPreset::activation_nvme;
-                  if (!nvme && b.drives >= 0 && b.drives != first_drives) continue;
+                  // NVMe placements only vary with the drive count, CXL ones with the expanders;
+                  // CPU ones only with DRAM.
+                  if (!plan::preset_places_on(off, plan::Tier::nvme) && b.drives >= 0 && b.drives != first_drives)
+                    continue;
+                  const bool cxl = plan::preset_places_on(off, plan::Tier::cxl);
+                  if (!cxl && b.expanders >= 0 && b.expanders != first_expanders) continue;
+                  if (cxl && b.expanders == 0) continue;  // nowhere to place it
                   if (off == OffloadPreset::none && b.dram > 0 && b.dram != first_dram) continue;
                   out.push_back({base, tp, pp, zero, mb, vs, sp, ckpt, off});
                 }
@@ -177,6 +182,7 @@ Enumerated enumerate(const plan::Job& job, const hardware::Catalog& catalog, con
   Enumerated e;
   const std::vector<double> drams = space.dram_bytes.empty() ? std::vector<double>{0.0} : space.dram_bytes;
   const std::vector<int> drive_counts = space.drive_counts.empty() ? std::vector<int>{-1} : space.drive_counts;
+  const std::vector<int> expander_counts = space.expander_counts.empty() ? std::vector<int>{-1} : space.expander_counts;
   for (const auto& gpu_name : space.gpus) {
     const hardware::NodeSpec* typical = catalog.default_node_for(gpu_name);
     if (!typical) continue;
@@ -185,21 +191,27 @@ Enumerated enumerate(const plan::Job& job, const hardware::Catalog& catalog, con
       const int per_node = std::min(gpus, typical->gpus);
       if (gpus % per_node != 0) continue;
       for (double dram : drams)
-        for (int drives : drive_counts) {
-          Base b;
-          hardware::NodeSpec node = *typical;
-          if (dram > 0) node.dram_bytes = dram;
-          if (drives >= 0 && !node.drives.empty()) node.drives = {{node.drives.front().name, drives}};
-          b.plan.job = job;
-          b.plan.cost = cost;
-          if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, b.plan.cluster).empty()) continue;
-          b.gpu_name = gpu_name;
-          b.gpus = gpus;
-          b.dram = dram;
-          b.drives = drives;
-          add_layouts(space, static_cast<int>(e.bases.size()), b, drams.front(), drive_counts.front(), e.layouts);
-          e.bases.push_back(std::move(b));
-        }
+        for (int drives : drive_counts)
+          for (int expanders : expander_counts) {
+            Base b;
+            hardware::NodeSpec node = *typical;
+            if (dram > 0) node.dram_bytes = dram;
+            if (drives >= 0 && !node.drives.empty()) node.drives = {{node.drives.front().name, drives}};
+            if (expanders >= 0)
+              node.expanders = expanders > 0 ? std::vector<hardware::DeviceCount>{{space.expander, expanders}}
+                                             : std::vector<hardware::DeviceCount>{};
+            b.plan.job = job;
+            b.plan.cost = cost;
+            if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, b.plan.cluster).empty()) continue;
+            b.gpu_name = gpu_name;
+            b.gpus = gpus;
+            b.dram = dram;
+            b.drives = drives;
+            b.expanders = expanders;
+            add_layouts(space, static_cast<int>(e.bases.size()), b, drams.front(), drive_counts.front(),
+                        expander_counts.front(), e.layouts);
+            e.bases.push_back(std::move(b));
+          }
     }
   }
   return e;

@@ -6,11 +6,13 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "footprint/footprint.hpp"
 #include "inventory/inventory.hpp"
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
+#include "planner/planner.hpp"
 #include "schedule/step_ir.hpp"
 #include "sim/lowering.hpp"  // detail::topology_of: the copies' path
 #include "sim/simulate.hpp"
@@ -391,4 +393,31 @@ TEST_CASE("CXL memory: ZeRO-Offload's state in two expanders, its bytes, its cap
           "    offload: {preset: zero-offload-cxl}\n");
   });
   CHECK(none.find("no CXL memory expanders; add cluster.expanders") != std::string::npos);
+}
+
+TEST_CASE("the planner tries CXL memory expanders as it tries drives: each count for the CXL preset") {
+  /* search.expanders counts search.expander per node. The CXL preset runs on each count but 0 (nowhere
+   * to place it), named "Ncxl"; a preset that keeps nothing there runs on the first count only (as
+   * NVMe ones vary with search.drives alone). On the RTX 6000 Ada workstation slice, one GPU's
+   * share of its host DRAM is too small for 8B's 16 B a parameter of offloaded state (ZeRO-Offload
+   * does not fit), and four expanders hold it. */
+  const auto sc = parse(std::string("schema_version: 1\nmodel: llama-3.1-8b\n") +
+                        "job: {method: full, seq_len: 2048, global_batch: 16, tokens: 20M, precision: bf16-mixed, "
+                        "activation_checkpointing: full, framework: deepspeed}\n"
+                        "search: {gpus: [rtx-6000-ada], gpu_counts: [1], tp: [1], pp: [1], zero: [2], micro_batch: "
+                        "[2], activation_checkpointing: [full], offload: [zero-offload, zero-offload-cxl],\n"
+                        "         expander: micron-cz120-256gb, expanders: [0, 4]}\n");
+  const planner::Result r = planner::search(sc.model, sc.job, test::catalog(), sc.search, sc.constraints, sc.cost, 1);
+  std::vector<std::string> names;
+  for (const auto& c : r.candidates) names.push_back(c.plan.name + (c.evaluation.feasible() ? "" : " (does not fit)"));
+  std::vector<std::string> all = names;
+  std::sort(all.begin(), all.end());
+  INFO(fmt::format("{}", fmt::join(all, "; ")));
+  REQUIRE(r.candidates.size() + static_cast<std::size_t>(r.pruned_memory) == 2);
+  REQUIRE(r.candidates.size() == 1);  // ZeRO-Offload in one GPU's share of DRAM does not fit
+  const auto& cxl = r.candidates.front();
+  CHECK(cxl.plan.name.ends_with("zero-offload-cxl 4cxl"));
+  CHECK(cxl.plan.cluster.expanders.size() == 1);
+  CHECK(cxl.plan.cluster.expanders.front().second == 4);
+  CHECK(cxl.evaluation.feasible());
 }
