@@ -540,6 +540,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   memory_chart_ = chart_view("memory_chart");
   host_chart_ = chart_view("host_chart");
   nvme_chart_ = chart_view("nvme_chart");
+  cxl_chart_ = chart_view("cxl_chart");
   search_chart_ = chart_view("search_chart");
   tabs_ = new QTabWidget;
   tabs_->setObjectName("tabs");
@@ -554,7 +555,9 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* tiers_layout = new QHBoxLayout(tiers);
   tiers_layout->setContentsMargins(0, 0, 0, 0);
   tiers_layout->addWidget(host_chart_);
+  tiers_layout->addWidget(cxl_chart_);
   tiers_layout->addWidget(nvme_chart_);
+  cxl_chart_->setVisible(false);
   tabs_->addTab(tiers, "Host DRAM and NVMe");
   tabs_->addTab(search_chart_, "Search");
   tabs_->setTabVisible(2, false);
@@ -1330,6 +1333,7 @@ std::vector<std::filesystem::path> MainWindow::export_charts(const std::filesyst
                                                              {"gpu-memory", memory_chart_},
                                                              {"host-memory", host_chart_},
                                                              {"nvme", nvme_chart_}};
+  if (!cxl_chart_->isHidden()) charts.emplace_back("cxl-memory", cxl_chart_);
   if (shown_.search) charts.emplace_back("search", search_chart_);
   if (mutant("chart_export_skips_cost")) charts.erase(charts.begin() + 1);
   const bool svg = file.extension() == ".svg";
@@ -1664,6 +1668,17 @@ void MainWindow::show_charts(const Outcome& o) {
                               "capacity per node");
     nvme.extra.push_back(other_stages(plan::Tier::nvme));
     replace_chart(nvme_chart_, tier_chart(nvme, ev, names, pinned_of(nvme.total)));
+  }
+  // CXL memory, where a plan's node has expanders (or places state there, to show it does not fit).
+  const bool any_cxl = std::any_of(ev.begin(), ev.end(), [](const evaluate::Evaluation& e) {
+    return e.memory.capacity(plan::Tier::cxl) > 0 || e.memory.peak(plan::Tier::cxl) > 0;
+  });
+  cxl_chart_->setVisible(any_cxl);
+  tabs_->setTabText(1, any_cxl ? "Host DRAM, CXL memory and NVMe" : "Host DRAM and NVMe");
+  if (any_cxl) {
+    TierView cxl = node_tier(plan::Tier::cxl, "Peak CXL memory per node (GiB)", "GiB", kGiB, "capacity per node");
+    cxl.extra.push_back(other_stages(plan::Tier::cxl));
+    replace_chart(cxl_chart_, tier_chart(cxl, ev, names, pinned_of(cxl.total)));
   }
 }
 

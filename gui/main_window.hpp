@@ -177,6 +177,7 @@ class MainWindow : public QMainWindow {
   QChartView* memory_chart_ = nullptr;
   QChartView* host_chart_ = nullptr;
   QChartView* nvme_chart_ = nullptr;
+  QChartView* cxl_chart_ = nullptr;  // shown where a plan has CXL memory expanders
   QChartView* search_chart_ = nullptr;
   // Per-plan controls: written into the chosen plan's text.
   QGroupBox* plan_box_ = nullptr;

@@ -238,6 +238,15 @@ class MainWindowTest : public QObject {
       const auto* nvme = w->findChild<QChartView*>("nvme_chart");
       QVERIFY(qAbs(bar_total(nvme, i, n) - e.memory.peak(ftplan::plan::Tier::nvme) / 1e12) <
               1e-6 * (1 + e.memory.peak(ftplan::plan::Tier::nvme) / 1e12));
+      // CXL memory: a chart where some plan's node has expanders, each bar the tier's peak.
+      const auto* cxl = w->findChild<QChartView*>("cxl_chart");
+      const bool any_cxl = std::any_of(o.evaluations.begin(), o.evaluations.end(), [](const auto& x) {
+        return x.memory.capacity(ftplan::plan::Tier::cxl) > 0 || x.memory.peak(ftplan::plan::Tier::cxl) > 0;
+      });
+      QCOMPARE(!cxl->isHidden(), any_cxl);
+      if (any_cxl)
+        QVERIFY(qAbs(bar_total(cxl, i, n) - e.memory.peak(ftplan::plan::Tier::cxl) / kGiB) <
+                1e-6 * (1 + e.memory.peak(ftplan::plan::Tier::cxl) / kGiB));
       // Each memory category has one colour in every chart of every scenario (by position, a colour
       // moved when a category was empty: blue was weights in one chart and activations beside it).
       for (const auto* view : {memory, host, nvme})
