@@ -4,6 +4,7 @@
 
 #include "app.hpp"
 #include "common/units.hpp"
+#include "evaluate/evaluate.hpp"
 #include "io/scenario_io.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
@@ -16,7 +17,8 @@ int cmd_check(const std::vector<std::string>& argv) {
   const Args args(argv, 2, common_options());
   App app(args);
   if (args.positionals().size() != 1) throw UsageError("usage: ftplan check SCENARIO");
-  const plan::Scenario s = load_scenario_file(app, args.positionals()[0]);
+  plan::Scenario s = load_scenario_file(app, args.positionals()[0]);
+  evaluate::choose_open_knobs(s);  // listed as each plan runs
   const auto params = model::count_params(s.model).total;
   if (app.format() == Format::json) {
     nlohmann::ordered_json doc;

@@ -462,6 +462,7 @@ plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job) {
                                    join(names, ", ")));
     s.plans = std::move(keep);
   }
+  evaluate::choose_open_knobs(s);  // of the plans the verb evaluates, once
   return s;
 }
 

@@ -69,11 +69,9 @@ bool read(const std::string& text, const std::string& name, const std::filesyste
   apply(s.job);
   for (auto& p : s.plans) {
     apply(p.job);
-    // A knob left open ('auto') is chosen again for the changed job, as the reader would choose it
-    // for a text that says so.
-    if (overrides.any() && (p.job.micro_batch_auto || p.job.checkpointing_auto))
-      evaluate::choose_open_knobs(s.model, p);
   }
+  // Knobs left open ('auto'), for the job as the what-ifs make it (the reader leaves them open).
+  evaluate::choose_open_knobs(s);
   // The planner chooses micro-batch and checkpointing from its lists: a knob is the only choice.
   if (overrides.micro_batch) s.search.micro_batch = {*overrides.micro_batch};
   if (overrides.checkpointing) s.search.checkpointing = {*overrides.checkpointing};

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.hpp"
 #include "plan/checks.hpp"
 
 namespace ftplan::evaluate {
@@ -45,6 +46,12 @@ void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan) {
   }
   plan.job.micro_batch = best_mb;
   plan.job.checkpointing = best_ckpt;
+  plan.job.open_knobs_chosen = true;
+}
+
+void choose_open_knobs(plan::Scenario& s) {
+  for (plan::Plan& p : s.plans)
+    if (p.job.micro_batch_auto || p.job.checkpointing_auto) choose_open_knobs(s.model, p);
 }
 
 Measured measured_from_profile(const hardware::CalibrationProfile& profile, const plan::Plan& plan) {
@@ -55,6 +62,7 @@ Measured measured_from_profile(const hardware::CalibrationProfile& profile, cons
 
 Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, const sim::Options& options,
                          const Measured* measured) {
+  FTPLAN_ASSERT(!plan.job.knobs_open(), "a plan's open knobs are chosen (choose_open_knobs) before it is evaluated");
   Evaluation e;
   e.memory = footprint::footprint(model, plan);
   e.step = sim::simulate_step(model, plan, options, measured ? &measured->efficiency : nullptr);

@@ -10,6 +10,7 @@
 #include "hardware/profile.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
+#include "plan/scenario.hpp"
 #include "plan/search_spec.hpp"
 #include "sim/simulate.hpp"
 
@@ -34,6 +35,9 @@ struct Evaluation {
 // job); micro-batch 1 and full checkpointing when nothing fits. Knobs the plan fixes stay.
 // Deterministic, so every verb that reads the scenario makes the same choice.
 void choose_open_knobs(const model::ModelSpec& model, plan::Plan& plan);
+// The same for each plan of the scenario that leaves a knob open. The reader leaves them open
+// (io::parse_scenario simulates nothing); each verb chooses them for the plans it evaluates, once.
+void choose_open_knobs(plan::Scenario& s);
 
 // What a calibration profile measured on a machine, as evaluation uses it: the simulator's
 // efficiencies (sim::efficiency_from_profile) and the GPU's power per activity

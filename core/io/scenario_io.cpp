@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
-#include "evaluate/evaluate.hpp"
 #include "io/model_io.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
@@ -429,16 +428,17 @@ void read_search(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog)
   read_ints(sv, "zero", sp.zero, 0, 3);
   read_ints(sv, "micro_batch", sp.micro_batch, 1, 1 << 16);
   read_ints(sv, "drives", sp.drive_counts, 0, 64);
-  read_ints(sv, "expanders", sp.expander_counts, 0, 64);
-  if (sv.get("expander", sp.expander) && !catalog.expander(sp.expander))
-    r.error(sv.location_of("expander"), sv.key_path("expander"),
-            fmt::format("no CXL memory expander '{}' in the catalog{}", sp.expander,
-                        did_you_mean(sp.expander, catalog.expander_names())));
-  if (sp.expander.empty() &&
-      std::any_of(sp.expander_counts.begin(), sp.expander_counts.end(), [](int n) { return n > 0; }))
-    r.error(sv.location_of("expanders"), sv.key_path("expanders"),
-            fmt::format("counts expanders of search.expander, which is not given (one of: {})",
-                        join(catalog.expander_names(), ", ")));
+  // expanders: {expander: NAME, counts: [0, 4]}: CXL memory expanders per node, as drives are counted.
+  if (MapView x = sv.map("expanders"); x.valid()) {
+    if (x.require("expander", "the catalog's CXL memory expander to count") && x.get("expander", sp.expander) &&
+        !catalog.expander(sp.expander))
+      r.error(x.location_of("expander"), x.key_path("expander"),
+              fmt::format("no CXL memory expander '{}' in the catalog{}", sp.expander,
+                          did_you_mean(sp.expander, catalog.expander_names())));
+    x.require("counts", "the expanders per node to try, e.g. [0, 4]");
+    read_ints(x, "counts", sp.expander_counts, 0, 64);
+    x.finish();
+  }
   read_search_choices(sv, sp);
   for (const auto& item : sv.seq("dram")) {
     try {
@@ -530,10 +530,8 @@ bool read_plan(MapView& pv, Plan& p, PlanNames& names, const ScenarioContext& ct
   if (!cluster_ok || !ctx.model_ok) return false;
   report_plan_findings(pv, p, ctx);
   if (p.parallel.dp == 0) p.parallel.dp = data_parallel_degree(p);
-  // Choosing open knobs simulates the plan several times; a file with errors is refused below,
-  // so it is not worth the time (found by fuzz_scenario: a mistyped copy of the shipped scenario).
-  if ((p.job.micro_batch_auto || p.job.checkpointing_auto) && r.diagnostics().empty())
-    evaluate::choose_open_knobs(ctx.s.model, p);
+  // Knobs left open (`auto`) stay open: evaluate::choose_open_knobs chooses them for the plans a
+  // verb evaluates (the reader simulates nothing).
   return true;
 }
 

@@ -126,6 +126,10 @@ struct Job {
   // activation_checkpointing: auto: chosen per plan with the micro-batch (evaluate::choose_open_knobs):
   // the fastest fitting step over none, selective and full; `checkpointing` then holds the choice.
   bool checkpointing_auto = false;
+  // Whether micro_batch and checkpointing hold the choice for the auto ones: the reader leaves them
+  // open (false); evaluate::choose_open_knobs chooses them, and evaluation refuses a plan it has not.
+  bool open_knobs_chosen = false;
+  bool knobs_open() const { return (micro_batch_auto || checkpointing_auto) && !open_knobs_chosen; }
   // The scenario named the optimizer (else the framework's default_optimizer applies).
   bool optimizer_given = false;
   // Under full checkpointing, every `checkpoint_every`-th layer of a stage is checkpointed and the

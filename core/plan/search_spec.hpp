@@ -27,8 +27,8 @@ struct SearchSpace {
   std::vector<OffloadPreset> offload = {OffloadPreset::none};
   std::vector<double> dram_bytes;  // host DRAM per node to try (empty: the node's own)
   std::vector<int> drive_counts;   // NVMe drives per node to try for NVMe offload (empty: the node's own)
-  // CXL memory expanders per node to try for CXL offload, of the catalog's `expander` (empty: the
-  // node's own).
+  // CXL memory expanders per node to try for CXL offload, of the catalog's `expander` (scenario
+  // search.expanders: {expander, counts}; empty: the node's own).
   std::string expander;
   std::vector<int> expander_counts;
 };

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
+#include "evaluate/evaluate.hpp"
 #include "evaluate/pool.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
@@ -71,7 +72,9 @@ struct Sweep::Impl : detail::Expansion {
   plan::Scenario read(const Tree& t) const {
     std::string text;
     detail::emit(t, text);
-    return io::parse_scenario(text, scenario_name, base_dir, *zoo, *catalog);
+    plan::Scenario s = io::parse_scenario(text, scenario_name, base_dir, *zoo, *catalog);
+    evaluate::choose_open_knobs(s);
+    return s;
   }
 
   bool read_base(MapView& root, Reader& r, const std::string& file, const std::filesystem::path& dir);

@@ -100,6 +100,7 @@ cluster.gpus=16 | | change
 cluster.gpus_per_node=4 | | change
 cluster.dram=512 GiB | offload.optimizer=cpu,offload.optimizer_step=cpu,job.framework=deepspeed,parallel.zero=2 | change
 cluster.drives=[{drive: micron-9550-max-6.4tb, count: 4}] | | change
+cluster.expanders=[{expander: micron-cz120-256gb, count: 2}] | | change
 cluster.nics=[{nic: connectx-6-hdr, count: 2}] | cluster.gpus=16 | change
 cluster.exclusive=true | cluster.gpus=4 | change
 cost.mode=own | | change
@@ -345,6 +346,7 @@ search.activation_checkpointing=[full] | | change
 search.offload=[none, activation-cpu] | | change
 search.dram=[2 TiB] | | change
 search.drives=[4] | | change
+search.expanders={expander: micron-cz120-256gb, counts: [2]} | | change
 constraints.deadline=1 min | | change
 constraints.budget=$0.01 | | change
 constraints.peak_power=1 kW | | change

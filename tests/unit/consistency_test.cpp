@@ -235,6 +235,7 @@ TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU m
     p.job.micro_batch = 1;
     p.job.micro_batch_auto = false;
   }
+  evaluate::choose_open_knobs(s);  // checkpointing, for micro-batch 1
   std::vector<evaluate::Evaluation> ev;
   for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p));
   const auto notes = io::advice(s.model, s.plans, ev);
@@ -247,9 +248,12 @@ TEST_CASE("micro_batch: auto runs each plan at its fastest micro-batch that fits
   /* The default scenario (global batch 32): the workstation's step is fastest at micro-batch 4 (2
    * accumulation steps; 8 would not fit), the 32 H100s can only run 1. Every other micro-batch that
    * fits and divides is no faster. */
-  const auto s =
-      io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
-                        test::zoo(), test::catalog());
+  auto s = io::load_scenario(test::zoo_dir().parent_path() / "scenarios" / "llama70b-full-h100-vs-workstation.yaml",
+                             test::zoo(), test::catalog());
+  // The reader leaves them open (it simulates nothing), and evaluation refuses a plan left so.
+  for (const auto& p : s.plans) CHECK(p.job.knobs_open());
+  CHECK_THROWS_WITH(evaluate::evaluate_plan(s.model, s.plans[0]), doctest::Contains("open knobs are chosen"));
+  evaluate::choose_open_knobs(s);
   for (const auto& p : s.plans) {
     INFO(p.name);
     CHECK(p.job.micro_batch_auto);
@@ -272,11 +276,12 @@ TEST_CASE("activation_checkpointing: auto picks, with the micro-batch, the faste
   /* Llama-3.2-1B full fine-tune on one H100, global batch 16: without checkpointing the step
    * recomputes nothing, and micro-batches up to 16 fit; auto must find a combination no other
    * fitting, dividing (micro-batch, checkpointing) beats, and it is not full checkpointing. */
-  const auto s = io::parse_scenario(
+  auto s = io::parse_scenario(
       "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: full, seq_len: 1024, micro_batch: auto, global_batch: 16, "
       "steps: 1, activation_checkpointing: auto, framework: hf-trainer}\nplans:\n  - name: p\n"
       "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n",
       "auto.yaml", test::data_dir(), test::zoo(), test::catalog());
+  evaluate::choose_open_knobs(s);
   const auto& p = s.plans[0];
   CHECK(p.job.checkpointing_auto);
   CHECK(p.job.checkpointing != plan::Checkpointing::full);

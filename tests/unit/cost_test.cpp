@@ -357,6 +357,7 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
   plan::Scenario s =
       io::load_scenario(std::filesystem::path(FTPLAN_SOURCE_DIR) / "scenarios/llama70b-full-h100-vs-workstation.yaml",
                         test::zoo(), test::catalog());
+  evaluate::choose_open_knobs(s);
   const auto owning = [](const plan::Scenario& sc) {
     std::vector<evaluate::Evaluation> ev;
     for (const auto& p : sc.plans) ev.push_back(evaluate::evaluate_plan(sc.model, p, {}));

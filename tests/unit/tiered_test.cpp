@@ -396,7 +396,7 @@ TEST_CASE("CXL memory: ZeRO-Offload's state in two expanders, its bytes, its cap
 }
 
 TEST_CASE("the planner tries CXL memory expanders as it tries drives: each count for the CXL preset") {
-  /* search.expanders counts search.expander per node. The CXL preset runs on each count but 0 (nowhere
+  /* search.expanders: {expander, counts}: the expander per node. The CXL preset runs on each count but 0 (nowhere
    * to place it), named "Ncxl"; a preset that keeps nothing there runs on the first count only (as
    * NVMe ones vary with search.drives alone). On the RTX 6000 Ada workstation slice, one GPU's
    * share of its host DRAM is too small for 8B's 16 B a parameter of offloaded state (ZeRO-Offload
@@ -406,7 +406,7 @@ TEST_CASE("the planner tries CXL memory expanders as it tries drives: each count
                         "activation_checkpointing: full, framework: deepspeed}\n"
                         "search: {gpus: [rtx-6000-ada], gpu_counts: [1], tp: [1], pp: [1], zero: [2], micro_batch: "
                         "[2], activation_checkpointing: [full], offload: [zero-offload, zero-offload-cxl],\n"
-                        "         expander: micron-cz120-256gb, expanders: [0, 4]}\n");
+                        "         expanders: {expander: micron-cz120-256gb, counts: [0, 4]}}\n");
   const planner::Result r = planner::search(sc.model, sc.job, test::catalog(), sc.search, sc.constraints, sc.cost, 1);
   std::vector<std::string> names;
   for (const auto& c : r.candidates) names.push_back(c.plan.name + (c.evaluation.feasible() ? "" : " (does not fit)"));
