@@ -456,23 +456,7 @@ class StageLowering {
   // The rank's links an op's bytes cross (host_path), in `hops`.
   std::span<const des::LinkId> path_of(const Op& op, std::array<des::LinkId, 5>& hops) const {
     std::size_t n = 0;
-    for (const HostLink h : host_path(op, cx_.p)) {
-      des::LinkId& l = hops[n++];
-      switch (h) {
-        case HostLink::pcie_h2d: l = links_.pcie[0]; break;
-        case HostLink::pcie_d2h: l = links_.pcie[1]; break;
-        case HostLink::uplink_h2d: l = links_.uplink[0]; break;
-        case HostLink::uplink_d2h: l = links_.uplink[1]; break;
-        case HostLink::dram: l = links_.dram; break;
-        case HostLink::nvme_read: l = links_.nvme_read; break;
-        case HostLink::nvme_write: l = links_.nvme_write; break;
-        case HostLink::pageable: l = links_.pageable; break;
-        case HostLink::cpu: l = links_.cpu; break;
-        case HostLink::cxl_read: l = links_.cxl_read; break;
-        case HostLink::cxl_write: l = links_.cxl_write; break;
-        case HostLink::cxl: l = links_.cxl; break;
-      }
-    }
+    for (const HostLink h : host_path(op, cx_.p)) hops[n++] = links_[h];
     return {hops.data(), n};
   }
 
@@ -578,7 +562,7 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
   std::map<std::pair<std::size_t, std::int64_t>, des::TaskId> joins;
   std::map<int, RankLinks> node_links;  // shared links per node (uplinks per switch below)
   const int behind_switch = gpus_per_switch(p.cluster);
-  std::map<std::pair<int, int>, std::array<des::LinkId, 2>> uplinks;
+  std::map<std::tuple<int, int, std::size_t>, des::LinkId> uplinks;  // (node, switch, HostLink)
   for (int r = 0; r < ranks; ++r) {
     RankPlace place;
     place.rank = r;
@@ -589,42 +573,44 @@ void lower_every_rank(const LoweringContext& cx, const std::vector<schedule::Ste
     place.prefix = fmt::format("rank {} ", r);
     const int node = topo.layout.node(r), local = r % g;
     const schedule::StepIR& ir = irs[place.at.s];
+    // A node's shared links when its first rank is placed, then this rank's own and its switch's,
+    // in HostLink's order (the links' order in the trace and in StepResult::links).
     auto shared = node_links.find(node);
     if (shared == node_links.end()) {
       RankLinks n;
-      const std::string np = fmt::format("node {} ", node);
-      n.dram = e.add_link(np + "host dram", std::max(1.0, topo.dram_Bps * g));
-      n.nvme_read = e.add_link(np + "nvme read", std::max(1.0, topo.nvme_read_Bps * g));
-      n.nvme_write = e.add_link(np + "nvme write", std::max(1.0, nvme_write_rate(p, ir, topo.nvme_write_Bps) * g));
-      n.cpu = e.add_link(np + "host cpu", std::max(1.0, topo.cpu_params_per_s * schedule::kAdamBytesPerParam * g));
-      if (topo.cxl_Bps > 0) {
-        n.cxl_read = e.add_link(np + "cxl read", topo.cxl_read_Bps * g);
-        n.cxl_write = e.add_link(np + "cxl write", topo.cxl_write_Bps * g);
-        n.cxl = e.add_link(np + "cxl memory", topo.cxl_Bps * g);
+      for (std::size_t i = 0; i < kHostLinks; ++i) {
+        const auto h = static_cast<HostLink>(i);
+        const HostLinkInfo& info = host_link_info(h);
+        const std::optional<double> rate = host_link_rate(h, p, ir, topo, cx.eff);
+        if (info.scope == LinkScope::node && rate)
+          n[h] = e.add_link(fmt::format("node {} {}", node, info.part), std::max(1.0, *rate * g));
       }
       shared = node_links.emplace(node, n).first;
     }
     RankLinks k = shared->second;
     k.nvlink = e.add_link(place.prefix + topo.gpu_link_name, std::max(1.0, topo.nvlink_Bps));
     k.nic = e.add_link(place.prefix + "network", std::max(1.0, topo.nic_Bps));
-    for (int d = 0; d < 2; ++d)  // full duplex: one link per direction (HostLink)
-      k.pcie[d] = e.add_link(place.prefix + (d == 0 ? "pcie h2d" : "pcie d2h"), std::max(1.0, topo.pcie_Bps));
-    if (behind_switch > 0) {
-      const auto key = std::make_pair(node, local / behind_switch);
-      auto it = uplinks.find(key);
-      if (it == uplinks.end()) {
-        std::array<des::LinkId, 2> up{};
-        for (int d = 0; d < 2; ++d)
-          up[d] = e.add_link(fmt::format("node {} pcie switch uplink {} {}", node, key.second, d == 0 ? "h2d" : "d2h"),
-                             std::max(1.0, topo.uplink_Bps * behind_switch));
-        it = uplinks.emplace(key, up).first;
+    k.own = {k.nvlink, k.nic};
+    for (std::size_t i = 0; i < kHostLinks; ++i) {
+      const auto h = static_cast<HostLink>(i);
+      const HostLinkInfo& info = host_link_info(h);
+      const std::optional<double> rate = host_link_rate(h, p, ir, topo, cx.eff);
+      if (!rate) continue;
+      if (info.scope == LinkScope::rank) {
+        k[h] = e.add_link(place.prefix + info.part, std::max(1.0, *rate));
+      } else if (info.scope == LinkScope::pcie_switch) {
+        // One per switch and direction, made as the switch's first GPU is placed.
+        const auto key = std::make_tuple(node, local / behind_switch, i);
+        auto it = uplinks.find(key);
+        if (it == uplinks.end()) {
+          const std::string name =
+              fmt::format("node {} pcie switch uplink {} {}", node, local / behind_switch, info.part);
+          it = uplinks.emplace(key, e.add_link(name, std::max(1.0, *rate * behind_switch))).first;
+        }
+        k[h] = it->second;
       }
-      k.uplink = it->second;
-    }  // else no copy crosses an uplink (host_path)
-    k.pageable = e.add_link(place.prefix + "pageable staging", std::max(1.0, topo.pcie_Bps * cx.eff.pageable_fraction));
-    k.own = {k.nvlink, k.nic, k.pcie[0], k.pcie[1], k.dram, k.nvme_read, k.nvme_write, k.pageable, k.cpu};
-    if (topo.cxl_Bps > 0) k.own.insert(k.own.end(), {k.cxl_read, k.cxl_write, k.cxl});
-    if (behind_switch > 0) k.own.insert(k.own.begin() + 4, {k.uplink[0], k.uplink[1]});
+      k.own.push_back(k[h]);
+    }
     if (place.at.t == 0 && place.at.c == 0 && place.at.d == 0) reported[place.at.s] = static_cast<int>(lowered.size());
     lowered.push_back(lower_stage(cx, ir, k, place));
   }

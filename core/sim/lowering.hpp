@@ -183,17 +183,30 @@ bool gpu_kernel(const Op& op);
 
 // The links one rank's traffic crosses, and those reported as its own.
 struct RankLinks {
-  des::LinkId nvlink{}, nic{}, dram{}, nvme_read{}, nvme_write{};
-  // PCIe and the switch uplink, one link per direction (full duplex): [0] host to device, [1]
-  // device to host (HostLink::pcie_h2d, pcie_d2h, uplink_h2d, uplink_d2h).
-  std::array<des::LinkId, 2> pcie{}, uplink{};
-  // Pageable host memory: the driver copies through its own pinned staging buffer with the CPU,
-  // chunk by chunk, so such copies also cross this (slower) stage.
-  des::LinkId pageable{};
-  des::LinkId cpu{};                           // the host cores a CPU optimizer step runs on (HostLink::cpu)
-  des::LinkId cxl_read{}, cxl_write{}, cxl{};  // HostLink::cxl_*, where the node has expanders
+  des::LinkId nvlink{}, nic{};
+  // The host side's links by HostLink (host_link_rate says which a rank has, and their rates).
+  std::array<des::LinkId, kHostLinks> host{};
   std::vector<des::LinkId> own;
+  des::LinkId& operator[](HostLink h) { return host[static_cast<std::size_t>(h)]; }
+  des::LinkId operator[](HostLink h) const { return host[static_cast<std::size_t>(h)]; }
 };
+
+// Whom a host link is shared among in a full-fidelity run: a rank's own (its PCIe link, its
+// pageable staging), the GPUs behind one PCIe switch (its uplink), or a node's ranks (DRAM, the
+// drives, the cores, the CXL expanders). A representative rank has each to itself, at its share.
+enum class LinkScope { rank, pcie_switch, node };
+struct HostLinkInfo {
+  HostLink link;
+  const char* name;  // a representative rank's (StepResult::links; to_string(HostLink))
+  const char* part;  // in a full-fidelity run's name: "rank R pcie h2d", "node N host dram",
+                     // "node N pcie switch uplink K h2d"
+  LinkScope scope;
+};
+const HostLinkInfo& host_link_info(HostLink h);
+// A rank's share of host link `h` (bytes/s), or nullopt where it has no such link: an uplink
+// without a PCIe switch, the CXL links without expanders (host_path routes nothing there).
+std::optional<double> host_link_rate(HostLink h, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
+                                     const Efficiency& eff);
 
 // The representative rank of a stage: every link its own, with its share of what the node's
 // ranks share (they all do the same at the same time).

@@ -251,6 +251,7 @@ enum class HostLink {
   cxl_write,
   cxl
 };
+inline constexpr std::size_t kHostLinks = 12;  // HostLink's values
 // At most five links (pageable staging, PCIe, uplink, the memory one way and in all), kept in
 // place: lowering asks once per copy op, and needs no allocation for it.
 struct HostPath {

@@ -1,5 +1,7 @@
 #include "sim/lowering.hpp"
 
+#include "common/error.hpp"
+
 namespace ftplan::sim {
 
 HostPath host_path(const Op& op, const plan::Plan& p) {
@@ -26,23 +28,7 @@ HostPath host_path(const Op& op, const plan::Plan& p) {
   return path;
 }
 
-const char* to_string(HostLink l) {
-  switch (l) {
-    case HostLink::pcie_h2d: return "pcie h2d";
-    case HostLink::pcie_d2h: return "pcie d2h";
-    case HostLink::uplink_h2d: return "pcie switch uplink h2d (share)";
-    case HostLink::uplink_d2h: return "pcie switch uplink d2h (share)";
-    case HostLink::dram: return "host dram (share)";
-    case HostLink::nvme_read: return "nvme read (share)";
-    case HostLink::nvme_write: return "nvme write (share)";
-    case HostLink::pageable: return "pageable staging";
-    case HostLink::cxl_read: return "cxl read (share)";
-    case HostLink::cxl_write: return "cxl write (share)";
-    case HostLink::cxl: return "cxl memory (share)";
-    case HostLink::cpu: return "host cpu (share)";
-  }
-  return "?";
-}
+const char* to_string(HostLink l) { return detail::host_link_info(l).name; }
 
 namespace detail {
 
@@ -131,6 +117,52 @@ double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double s
   return node_rate / ranks;
 }
 
+const HostLinkInfo& host_link_info(HostLink h) {
+  using enum LinkScope;
+  // PCIe is full duplex: one link per direction (PCI Express Base Specification 4.2). Pageable host
+  // memory: the driver copies through its own pinned staging buffer with the CPU, chunk by chunk,
+  // so such copies also cross that (slower) stage. The host's cores run a CPU optimizer step.
+  static constexpr HostLinkInfo kTable[kHostLinks] = {
+      {HostLink::pcie_h2d, "pcie h2d", "pcie h2d", rank},
+      {HostLink::pcie_d2h, "pcie d2h", "pcie d2h", rank},
+      {HostLink::uplink_h2d, "pcie switch uplink h2d (share)", "h2d", pcie_switch},
+      {HostLink::uplink_d2h, "pcie switch uplink d2h (share)", "d2h", pcie_switch},
+      {HostLink::dram, "host dram (share)", "host dram", node},
+      {HostLink::nvme_read, "nvme read (share)", "nvme read", node},
+      {HostLink::nvme_write, "nvme write (share)", "nvme write", node},
+      {HostLink::pageable, "pageable staging", "pageable staging", rank},
+      {HostLink::cpu, "host cpu (share)", "host cpu", node},
+      {HostLink::cxl_read, "cxl read (share)", "cxl read", node},
+      {HostLink::cxl_write, "cxl write (share)", "cxl write", node},
+      {HostLink::cxl, "cxl memory (share)", "cxl memory", node},
+  };
+  const HostLinkInfo& info = kTable[static_cast<std::size_t>(h)];
+  FTPLAN_ASSERT(info.link == h, "the host links' table follows HostLink's order");
+  return info;
+}
+
+std::optional<double> host_link_rate(HostLink h, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
+                                     const Efficiency& eff) {
+  switch (h) {
+    case HostLink::pcie_h2d:
+    case HostLink::pcie_d2h: return topo.pcie_Bps;
+    case HostLink::uplink_h2d:
+    case HostLink::uplink_d2h:
+      if (gpus_per_switch(p.cluster) == 0) return std::nullopt;  // no copy crosses an uplink (host_path)
+      return topo.uplink_Bps;
+    case HostLink::dram: return topo.dram_Bps;
+    case HostLink::nvme_read: return topo.nvme_read_Bps;
+    case HostLink::nvme_write: return nvme_write_rate(p, ir, topo.nvme_write_Bps);
+    case HostLink::pageable: return topo.pcie_Bps * eff.pageable_fraction;
+    case HostLink::cpu: return topo.cpu_params_per_s * schedule::kAdamBytesPerParam;
+    // Without expanders nothing is placed there (check_plan).
+    case HostLink::cxl_read: return topo.cxl_Bps > 0 ? std::optional(topo.cxl_read_Bps) : std::nullopt;
+    case HostLink::cxl_write: return topo.cxl_Bps > 0 ? std::optional(topo.cxl_write_Bps) : std::nullopt;
+    case HostLink::cxl: return topo.cxl_Bps > 0 ? std::optional(topo.cxl_Bps) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
                                const Efficiency& eff, const std::string& prefix) {
   RankLinks k;
@@ -140,19 +172,9 @@ RankLinks representative_links(des::Engine& e, const plan::Plan& p, const schedu
   };
   k.nvlink = link(topo.gpu_link_name, topo.nvlink_Bps);
   k.nic = link("network", topo.nic_Bps);
-  k.pcie = {link(to_string(HostLink::pcie_h2d), topo.pcie_Bps), link(to_string(HostLink::pcie_d2h), topo.pcie_Bps)};
-  if (gpus_per_switch(p.cluster) > 0)  // else no copy crosses an uplink (host_path)
-    k.uplink = {link(to_string(HostLink::uplink_h2d), topo.uplink_Bps),
-                link(to_string(HostLink::uplink_d2h), topo.uplink_Bps)};
-  k.dram = link(to_string(HostLink::dram), topo.dram_Bps);
-  k.nvme_read = link(to_string(HostLink::nvme_read), topo.nvme_read_Bps);
-  k.nvme_write = link(to_string(HostLink::nvme_write), nvme_write_rate(p, ir, topo.nvme_write_Bps));
-  k.pageable = link(to_string(HostLink::pageable), topo.pcie_Bps * eff.pageable_fraction);
-  k.cpu = link(to_string(HostLink::cpu), topo.cpu_params_per_s * schedule::kAdamBytesPerParam);
-  if (topo.cxl_Bps > 0) {  // else nothing is placed there (check_plan)
-    k.cxl_read = link(to_string(HostLink::cxl_read), topo.cxl_read_Bps);
-    k.cxl_write = link(to_string(HostLink::cxl_write), topo.cxl_write_Bps);
-    k.cxl = link(to_string(HostLink::cxl), topo.cxl_Bps);
+  for (std::size_t i = 0; i < kHostLinks; ++i) {
+    const auto h = static_cast<HostLink>(i);
+    if (const std::optional<double> rate = host_link_rate(h, p, ir, topo, eff)) k[h] = link(to_string(h), *rate);
   }
   return k;
 }
