@@ -280,8 +280,16 @@ std::string results_csv(const Outcome& o) { return o.scenario ? io::rows_to_csv(
 
 std::string new_scenario_text(const NewScenario& s) {
   const bool hf = s.model.find('/') != std::string::npos || s.model.ends_with(".json");
-  const std::string cluster = s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}}}", s.gpu, s.count)
-                                             : fmt::format("{{node: {}, nodes: {}}}", s.node, s.count);
+  // A cluster of `count` GPUs or nodes; with the CXL preset, its node's expanders too.
+  const bool cxl = plan::preset_places_on(
+      value_named<plan::OffloadPreset>(s.offload).value_or(plan::OffloadPreset::none), plan::Tier::cxl);
+  const auto cluster_of = [&](int count, bool offloads) {
+    const std::string expanders =
+        offloads && cxl ? fmt::format(", expanders: [{{expander: {}, count: 2}}]", s.expander) : std::string();
+    return s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}{}}}", s.gpu, count, expanders)
+                          : fmt::format("{{node: {}, nodes: {}{}}}", s.node, count, expanders);
+  };
+  const std::string cluster = cluster_of(s.count, !s.compare_tiered);
   const std::string where = fmt::format("{} x {}", s.count, s.node.empty() ? s.gpu : s.node);
   std::string t = fmt::format(
       "# Written by ftplan-gui's new-scenario form: edit any line, the window evaluates as you type\n"
@@ -302,11 +310,13 @@ std::string new_scenario_text(const NewScenario& s) {
       where, cluster);
   // A preset's lines: the state offloads run under DeepSpeed, which they describe (ZeRO-Offload on
   // ZeRO-2's partitioned optimizer, ZeRO-Infinity and aiDAPTIV+ on ZeRO-3's streamed parameters:
-  // docs/tiered-memory.md); activation offload under any framework.
+  // docs/tiered-memory.md); activation offload under any framework. The CXL preset's plan also
+  // needs expanders in its node (written into its cluster below).
   const auto offload_lines = [&] {
     if (s.offload == "none") return std::string();
     std::string lines = fmt::format("    offload: {{preset: {}}}\n", s.offload);
-    if (s.offload == "zero-offload") lines += "    parallel: {zero: 2}\n    job: {framework: deepspeed}\n";
+    if (s.offload == "zero-offload" || s.offload == "zero-offload-cxl")
+      lines += "    parallel: {zero: 2}\n    job: {framework: deepspeed}\n";
     if (s.offload == "zero-infinity" || s.offload == "aidaptiv")
       lines += "    parallel: {zero: 3}\n    job: {framework: deepspeed}\n";
     return lines;
@@ -315,10 +325,7 @@ std::string new_scenario_text(const NewScenario& s) {
   if (s.offload == "none") return t;
   // The tiered alternative beside it: one GPU (or one node) of the same kind, the state in host
   // DRAM or flash.
-  return t +
-         fmt::format("  - name: \"B tiered: {}\"\n    cluster: {}\n", s.offload,
-                     s.node.empty() ? fmt::format("{{gpu: {}, gpus: 1}}", s.gpu)
-                                    : fmt::format("{{node: {}, nodes: 1}}", s.node)) +
+  return t + fmt::format("  - name: \"B tiered: {}\"\n    cluster: {}\n", s.offload, cluster_of(1, true)) +
          offload_lines();
 }
 

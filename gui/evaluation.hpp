@@ -104,6 +104,8 @@ struct NewScenario {
   int count = 8;
   std::string offload = "none";  // an offload preset (plan::OffloadPreset's names)
   bool compare_tiered = false;   // a second plan: one node's GPUs with this offload preset
+  // The CXL memory expander a CXL preset's node gets (the catalog's; two of them).
+  std::string expander = "micron-cz120-256gb";
 };
 // A commented scenario for `s`, as a person would write it (docs/scenario-format.md): its text
 // reads back clean (io::parse_scenario) for every choice the form offers.

@@ -838,6 +838,7 @@ void MainWindow::new_scenario_dialog() {
   n.count = count->value();
   n.offload = offload->currentText().toStdString();
   n.compare_tiered = tiered->isChecked();
+  if (!catalog_.expanders.empty()) n.expander = catalog_.expanders.front().name;
   new_scenario(n);
 }
 

@@ -219,9 +219,11 @@ void add_gradients(Build& b) {
     b.add("gradient buckets", Category::buffers, Tier::gpu, kOffloadGradBucketsPerHidden2 * b.h * b.h * rec.compute_B,
           1, Lifetime::persistent, b.inv.compute_element());
   }
+  // Beside the optimizer state it updates (host DRAM, or CXL memory: the step's traffic, host_path).
   if (off.optimizer_step == Tier::cpu && off.gradients == Tier::gpu)
-    b.add("gradients (host fp32 copy for CPU step)", Category::gradients, Tier::cpu, b.trainable_shard * 4.0, 1,
-          Lifetime::gradients, Element::fp32);
+    b.add("gradients (host fp32 copy for CPU step)", Category::gradients,
+          plan::host_memory(off.optimizer) ? off.optimizer : Tier::cpu, b.trainable_shard * 4.0, 1, Lifetime::gradients,
+          Element::fp32);
 }
 
 // The data-parallel machinery (over the data-parallel ranks with the context-parallel ones,

@@ -20,7 +20,7 @@ namespace ftplan::io {
 inline constexpr const char* kCatalogFiles[] = {"gpus", "hosts", "drives", "nics", "expanders", "nodes"};
 
 // Reads the catalog's files under `zoo_dir`/hardware, checks cross-references (a node's gpu,
-// host, drives, nics) and reports every problem at once.
+// host, drives, nics, expanders) and reports every problem at once.
 hardware::Catalog load_catalog(const std::filesystem::path& zoo_dir);
 // The same from the files' text already in memory: `texts` maps each of kCatalogFiles to the
 // content of that file (one left out reads as missing); `zoo_dir` names them.

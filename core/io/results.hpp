@@ -10,7 +10,7 @@
 
 namespace ftplan::io {
 
-// plan, feasible, infeasible_reason, gpu_count, gpu_*_peak_bytes, host_peak_bytes, nvme_bytes,
+// plan, feasible, infeasible_reason, gpu_count, gpu_*_peak_bytes, each node tier's peak and capacity (plan::kTiers),
 // memory.<tier>.<category>_bytes, peak phase and capacities.
 Row footprint_row(const plan::Plan& plan, const footprint::Footprint& f);
 

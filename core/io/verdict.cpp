@@ -423,9 +423,10 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
                                                 p.offload.params != plan::Tier::gpu);
     if (restreams)
       line += fmt::format(", and its parameters are {} {} times a step",
-                          p.offload.params == plan::Tier::nvme  ? "read from flash"
-                          : p.offload.params == plan::Tier::cpu ? "copied from host DRAM"
-                                                                : "gathered",
+                          p.offload.params == plan::Tier::nvme ? "read from flash"
+                          : plan::host_memory(p.offload.params)
+                              ? "copied from " + std::string(plan::tier_info(p.offload.params).label)
+                              : std::string("gathered"),
                           accumulation);
     if (restreams && e.step.bound_by.rfind("link ", 0) == 0)
       line += fmt::format(" (the step is bound by {})", e.step.bound_by);

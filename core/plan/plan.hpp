@@ -48,6 +48,9 @@ inline constexpr TierInfo kTiers[kTierCount] = {
     {Tier::nvme, "nvme", "nvme_bytes", "NVMe", "per node", "nvme (per rank)", false, true},
 };
 constexpr const TierInfo& tier_info(Tier t) { return kTiers[tier_index(t)]; }
+static_assert(kTiers[0].tier == Tier::gpu && kTiers[1].tier == Tier::cpu && kTiers[2].tier == Tier::cxl &&
+                  kTiers[3].tier == Tier::nvme,
+              "kTiers follows Tier's order");
 // Host memory of either kind (DRAM or CXL): a placement the CPU step and GPU DMA reach directly.
 constexpr bool host_memory(Tier t) { return tier_info(t).host_addressable; }
 enum class FsdpSharding { full_shard, shard_grad_op, hybrid_shard, no_shard };
@@ -211,7 +214,8 @@ struct Offload {
 
 // Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.
 void apply_preset(Offload& o);
-// Whether the preset places any state on tier `t`.
+// Whether the placements put any state on tier `t`; whether a preset's do.
+bool places_on(const Offload& o, Tier t);
 bool preset_places_on(OffloadPreset preset, Tier t);
 
 struct Plan {

@@ -134,6 +134,7 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
                                     : plan::FsdpSharding::no_shard;
   p.job.micro_batch = l.mb;
   p.job.checkpointing = l.ckpt;
+  p.job.open_knobs_chosen = true;  // by the search, from its lists (a job's `auto` is one of them)
   p.offload = plan::Offload{};
   p.offload.preset = l.off;
   plan::apply_preset(p.offload);

@@ -179,7 +179,7 @@ std::vector<std::string> dry_run(const StepIR& ir) {
       const Tier tier = ir.tensors[t].tier;
       switch (op.kind) {
         case OpKind::copy: return tier == (write ? op.dst : op.src);
-        case OpKind::optimizer: return op.stream == Stream::cpu ? tier == Tier::cpu : tier == Tier::gpu;
+        case OpKind::optimizer: return op.stream == Stream::cpu ? plan::host_memory(tier) : tier == Tier::gpu;
         case OpKind::alloc:
         case OpKind::free:
         case OpKind::marker: return true;

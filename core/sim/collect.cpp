@@ -150,7 +150,8 @@ std::string live_by_category(const schedule::StepIR& ir, const Lowered& l, const
     const Op& op = ir.ops[i];
     if ((op.kind != OpKind::alloc && op.kind != OpKind::free) || l.task[i].index == des::kNone) continue;
     const schedule::Tensor& t = ir.tensors[op.tensor];
-    if (l.pools[static_cast<int>(t.tier)].index != oom.pool.index) continue;
+    const std::size_t tier = plan::tier_index(t.tier);
+    if (!l.has_pool[tier] || l.pools[tier].index != oom.pool.index) continue;
     const des::Time end = r.tasks[l.task[i].index].end;
     if (end == des::kNever || end > oom.time || (end == oom.time && l.task[i].index > oom.task.index)) continue;
     live[static_cast<std::size_t>(t.category)] += op.kind == OpKind::alloc ? t.bytes : -t.bytes;

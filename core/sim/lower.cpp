@@ -364,7 +364,7 @@ class StageLowering {
           // traffic that also cross host memory. (Before, the DRAM link carried an equivalent of
           // its time, seconds x DRAM bandwidth: the executor showed those were not the bytes moved.)
           // (Its state in CXL memory: the expanders' link instead of DRAM, host_path.)
-          std::array<des::LinkId, 5> hops{};
+          std::array<des::LinkId, HostPath::kMax> hops{};
           task[i] = e_.transfer(q, path_of(op, hops), op.bytes, label(i));
         } else {
           task[i] = e_.compute(q, kernel_time(i, compute_seconds(op, cx_.p, cx_.eff)), label(i));
@@ -382,14 +382,8 @@ class StageLowering {
           return;
         }
         break;
-      case OpKind::alloc:
-        task[i] = e_.alloc(q, l_.pools[plan::tier_index(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes,
-                           label(i));
-        break;
-      case OpKind::free:
-        task[i] =
-            e_.free(q, l_.pools[plan::tier_index(ir_.tensors[op.tensor].tier)], ir_.tensors[op.tensor].bytes, label(i));
-        break;
+      case OpKind::alloc: task[i] = e_.alloc(q, pool_of(op), ir_.tensors[op.tensor].bytes, label(i)); break;
+      case OpKind::free: task[i] = e_.free(q, pool_of(op), ir_.tensors[op.tensor].bytes, label(i)); break;
       case OpKind::marker:
         task[i] = e_.marker(q, label(i));
         if (op.peer >= 0) cx_.receives.emplace_back(op.tag * place_.ranks + place_.rank, task[i]);
@@ -451,18 +445,30 @@ class StageLowering {
     l_.task[i] = join;
   }
 
-  // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM; NVMe traffic
-  // crosses the drives and host DRAM (no GPUDirect Storage). True when the op's deps are attached.
+  // The pool an allocation or free of `op`'s tensor changes (a tier the rank has no pool for is
+  // refused before: check_plan places nothing where the node has no such memory).
+  des::PoolId pool_of(const Op& op) const {
+    const std::size_t t = plan::tier_index(ir_.tensors[op.tensor].tier);
+    FTPLAN_ASSERT(l_.has_pool[t], "a tensor is placed on a tier the rank has a pool for");
+    return l_.pools[t];
+  }
+
   // The rank's links an op's bytes cross (host_path), in `hops`.
-  std::span<const des::LinkId> path_of(const Op& op, std::array<des::LinkId, 5>& hops) const {
+  std::span<const des::LinkId> path_of(const Op& op, std::array<des::LinkId, HostPath::kMax>& hops) const {
     std::size_t n = 0;
-    for (const HostLink h : host_path(op, cx_.p)) hops[n++] = links_[h];
+    for (const HostLink h : host_path(op, cx_.p)) {
+      FTPLAN_ASSERT(links_[h].index != RankLinks::kAbsent.index, "a path crosses a link the rank has");
+      hops[n++] = links_[h];
+    }
     return {hops.data(), n};
   }
 
+  // GPU <-> host copies cross the GPU's link, its switch uplink and host DRAM or the CXL expanders;
+  // NVMe traffic crosses the drives and host DRAM (no GPUDirect Storage). True when the op's deps
+  // are attached.
   bool copy(std::size_t i, des::QueueId q) {
     const Op& op = ir_.ops[i];
-    std::array<des::LinkId, 5> hops{};
+    std::array<des::LinkId, HostPath::kMax> hops{};
     const std::span<const des::LinkId> path = path_of(op, hops);
     const bool gpu_host = op.src == plan::Tier::gpu || op.dst == plan::Tier::gpu;
     if (gpu_host && cx_.eff.copy_latency_s > 0) {

@@ -184,8 +184,14 @@ bool gpu_kernel(const Op& op);
 // The links one rank's traffic crosses, and those reported as its own.
 struct RankLinks {
   des::LinkId nvlink{}, nic{};
-  // The host side's links by HostLink (host_link_rate says which a rank has, and their rates).
-  std::array<des::LinkId, kHostLinks> host{};
+  // The host side's links by HostLink (host_link_rate says which a rank has, and their rates);
+  // kAbsent where it has none.
+  static constexpr des::LinkId kAbsent{0xffffffffu};
+  std::array<des::LinkId, kHostLinks> host = [] {
+    std::array<des::LinkId, kHostLinks> a;
+    a.fill(kAbsent);
+    return a;
+  }();
   std::vector<des::LinkId> own;
   des::LinkId& operator[](HostLink h) { return host[static_cast<std::size_t>(h)]; }
   des::LinkId operator[](HostLink h) const { return host[static_cast<std::size_t>(h)]; }

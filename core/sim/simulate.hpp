@@ -251,11 +251,12 @@ enum class HostLink {
   cxl_write,
   cxl
 };
-inline constexpr std::size_t kHostLinks = 12;  // HostLink's values
+inline constexpr std::size_t kHostLinks = static_cast<std::size_t>(HostLink::cxl) + 1;  // HostLink's values
 // At most five links (pageable staging, PCIe, uplink, the memory one way and in all), kept in
 // place: lowering asks once per copy op, and needs no allocation for it.
 struct HostPath {
-  std::array<HostLink, 5> links{};
+  static constexpr std::size_t kMax = 5;
+  std::array<HostLink, kMax> links{};
   std::size_t size = 0;
   HostPath() = default;
   HostPath(std::initializer_list<HostLink> l) {

@@ -1,7 +1,5 @@
 #include "sim/lowering.hpp"
 
-#include "common/error.hpp"
-
 namespace ftplan::sim {
 
 HostPath host_path(const Op& op, const plan::Plan& p) {
@@ -117,29 +115,35 @@ double nvme_write_rate(const plan::Plan& p, const schedule::StepIR& ir, double s
   return node_rate / ranks;
 }
 
-const HostLinkInfo& host_link_info(HostLink h) {
-  using enum LinkScope;
-  // PCIe is full duplex: one link per direction (PCI Express Base Specification 4.2). Pageable host
-  // memory: the driver copies through its own pinned staging buffer with the CPU, chunk by chunk,
-  // so such copies also cross that (slower) stage. The host's cores run a CPU optimizer step.
-  static constexpr HostLinkInfo kTable[kHostLinks] = {
-      {HostLink::pcie_h2d, "pcie h2d", "pcie h2d", rank},
-      {HostLink::pcie_d2h, "pcie d2h", "pcie d2h", rank},
-      {HostLink::uplink_h2d, "pcie switch uplink h2d (share)", "h2d", pcie_switch},
-      {HostLink::uplink_d2h, "pcie switch uplink d2h (share)", "d2h", pcie_switch},
-      {HostLink::dram, "host dram (share)", "host dram", node},
-      {HostLink::nvme_read, "nvme read (share)", "nvme read", node},
-      {HostLink::nvme_write, "nvme write (share)", "nvme write", node},
-      {HostLink::pageable, "pageable staging", "pageable staging", rank},
-      {HostLink::cpu, "host cpu (share)", "host cpu", node},
-      {HostLink::cxl_read, "cxl read (share)", "cxl read", node},
-      {HostLink::cxl_write, "cxl write (share)", "cxl write", node},
-      {HostLink::cxl, "cxl memory (share)", "cxl memory", node},
-  };
-  const HostLinkInfo& info = kTable[static_cast<std::size_t>(h)];
-  FTPLAN_ASSERT(info.link == h, "the host links' table follows HostLink's order");
-  return info;
+namespace {
+
+// PCIe is full duplex: one link per direction (PCI Express Base Specification 4.2). Pageable host
+// memory: the driver copies through its own pinned staging buffer with the CPU, chunk by chunk,
+// so such copies also cross that (slower) stage. The host's cores run a CPU optimizer step.
+constexpr HostLinkInfo kHostLinkTable[kHostLinks] = {
+    {HostLink::pcie_h2d, "pcie h2d", "pcie h2d", LinkScope::rank},
+    {HostLink::pcie_d2h, "pcie d2h", "pcie d2h", LinkScope::rank},
+    {HostLink::uplink_h2d, "pcie switch uplink h2d (share)", "h2d", LinkScope::pcie_switch},
+    {HostLink::uplink_d2h, "pcie switch uplink d2h (share)", "d2h", LinkScope::pcie_switch},
+    {HostLink::dram, "host dram (share)", "host dram", LinkScope::node},
+    {HostLink::nvme_read, "nvme read (share)", "nvme read", LinkScope::node},
+    {HostLink::nvme_write, "nvme write (share)", "nvme write", LinkScope::node},
+    {HostLink::pageable, "pageable staging", "pageable staging", LinkScope::rank},
+    {HostLink::cpu, "host cpu (share)", "host cpu", LinkScope::node},
+    {HostLink::cxl_read, "cxl read (share)", "cxl read", LinkScope::node},
+    {HostLink::cxl_write, "cxl write (share)", "cxl write", LinkScope::node},
+    {HostLink::cxl, "cxl memory (share)", "cxl memory", LinkScope::node},
+};
+constexpr bool rows_follow_enum() {
+  for (std::size_t i = 0; i < kHostLinks; ++i)
+    if (kHostLinkTable[i].link != static_cast<HostLink>(i)) return false;
+  return true;
 }
+static_assert(rows_follow_enum(), "the host links' table follows HostLink's order");
+
+}  // namespace
+
+const HostLinkInfo& host_link_info(HostLink h) { return kHostLinkTable[static_cast<std::size_t>(h)]; }
 
 std::optional<double> host_link_rate(HostLink h, const plan::Plan& p, const schedule::StepIR& ir, const Topology& topo,
                                      const Efficiency& eff) {

@@ -295,3 +295,18 @@ TEST_CASE("activation_checkpointing: auto picks, with the micro-batch, the faste
       CHECK(sim::simulate_step(s.model, q).step_time_s >= chosen);
     }
 }
+
+TEST_CASE("the planner's layouts fix the knobs a job leaves to auto: each layout is evaluated") {
+  /* A search over a job with micro_batch: auto and activation_checkpointing: auto: the search
+   * chooses both from its lists, so each layout it evaluates has them fixed (none may reach
+   * evaluation with its knobs open: evaluate_plan refuses such a plan). */
+  const auto s = io::parse_scenario(
+      "schema_version: 1\nmodel: llama-3.2-1b\njob: {method: lora, seq_len: 1024, micro_batch: auto, global_batch: 16, "
+      "steps: 1, activation_checkpointing: auto}\nsearch: {gpus: [h100-sxm-80gb], gpu_counts: [1, 2], tp: [1], pp: "
+      "[1], zero: [0], micro_batch: [1, 2], activation_checkpointing: [none, full]}\n",
+      "auto_search.yaml", test::data_dir(), test::zoo(), test::catalog());
+  const planner::Result r = planner::search(s.model, s.job, test::catalog(), s.search, s.constraints, s.cost, 1);
+  CHECK(r.failed == 0);
+  CHECK(r.simulated == 8);
+  for (const auto& c : r.candidates) CHECK(c.error.empty());
+}
