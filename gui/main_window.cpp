@@ -166,6 +166,14 @@ void fit_ticks(QChartView* view, double plot_width = 0) {
     v->setRange(0, v->property("data_max").toDouble());
     v->setTickCount(ticks);
     v->applyNiceNumbers();
+    // Nice numbers may add ticks (0-161 in 3 became 0-200 in 5, 25 px a label): back to at most
+    // `ticks` over the nice range, at the most that split it into nice steps (1, 2, 2.5, 5 x 10^k).
+    for (int n = std::min(ticks, v->tickCount()); n >= 2 && v->tickCount() > ticks; --n) {
+      const double step = (v->max() - v->min()) / (n - 1);
+      const double mantissa = step / std::pow(10.0, std::floor(std::log10(step)));
+      for (const double nice : {1.0, 2.0, 2.5, 5.0, 10.0})
+        if (std::abs(mantissa - nice) < 1e-9) v->setTickCount(n);
+    }
     v->setLabelFormat(label_format(v->max()));
     v->setProperty("fitted_ticks", ticks);
   }

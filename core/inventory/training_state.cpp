@@ -2,6 +2,7 @@
 // buffers of the framework that shards them, working copies of the weights, the optimizer step's
 // temporaries, the offload engines' pinned buffers and the fixed overheads.
 #include <algorithm>
+#include <cmath>
 
 #include "inventory/build_state.hpp"
 #include "plan/checks.hpp"
@@ -342,11 +343,16 @@ void add_offload_buffers(Build& b) {
           std::max(kParamSwapBufferCount, off.buffer_count) * buffer, 1, Lifetime::persistent, Element::packed);
   }
   if (off.optimizer == Tier::nvme) {
-    // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a time.
+    // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a
+    // time, one more for each of pipeline_read (the next one's read) and pipeline_write (the last
+    // one's write) (schedule::Builder::swapped_optimizer_step).
     const double chunk = off.chunk_bytes > 0
                              ? off.chunk_bytes
                              : std::min(b.trainable_shard, kSwapSubGroupElements) * kSwapBytesPerElement;
-    b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, chunk, 1, Lifetime::persistent, Element::packed);
+    const double sub_groups = std::ceil(b.trainable_shard * kSwapBytesPerElement / std::max(1.0, chunk));
+    const double in_flight = std::min(sub_groups, 1.0 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0));
+    b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, in_flight * chunk, 1, Lifetime::persistent,
+          Element::packed);
   }
 }
 

@@ -63,6 +63,8 @@ void read_offload(MapView& v, Offload& o) {
   v.get("buffer_count", o.buffer_count, 1, 1024);
   v.get_quantity("buffer_size", Quantity::bytes, o.buffer_bytes, 1);
   v.get_quantity("chunk_size", Quantity::bytes, o.chunk_bytes, 1);
+  v.get("pipeline_read", o.pipeline_read);
+  v.get("pipeline_write", o.pipeline_write);
   v.get("delayed_update", o.delayed_update);
 }
 

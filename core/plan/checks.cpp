@@ -433,6 +433,12 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
     bad("offload.chunk_size", fmt::format("sizes the optimizer-state swap of offload.optimizer: nvme; this plan keeps "
                                           "the optimizer state on {}",
                                           to_string(o.optimizer)));
+  for (const auto& [key, on] :
+       {std::pair{"offload.pipeline_read", o.pipeline_read}, std::pair{"offload.pipeline_write", o.pipeline_write}})
+    if (o.optimizer != Tier::nvme && on)
+      bad(key, fmt::format("overlaps the optimizer-state swap of offload.optimizer: nvme (DeepSpeed offload_optimizer."
+                           "{}); this plan keeps the optimizer state on {}",
+                           std::string_view(key).substr(8), to_string(o.optimizer)));
   // Page-locked or pageable: the host buffers of state that crosses PCIe (sim::host_path).
   const bool offloads = o.params != Tier::gpu || o.gradients != Tier::gpu || o.optimizer != Tier::gpu ||
                         o.activations != Tier::gpu || o.optimizer_step != Tier::gpu;

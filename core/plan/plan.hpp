@@ -209,7 +209,15 @@ struct Offload {
   int buffer_count = 4;             // swap buffers
   double buffer_bytes = 0;          // each; 0 = one layer's largest tensor
   double chunk_bytes = 0;           // optimizer-state swap chunk; 0 = engine default
-  bool delayed_update = false;      // ZeRO-Offload's one-step delayed parameter update
+  // DeepSpeed's optimizer-state swap pipelining (offload_optimizer.pipeline_read / pipeline_write,
+  // deepspeed/runtime/zero/offload_config.py; both false by default). Neither: each sub-group is
+  // read, stepped and written back, waited for, before the next is read (stage3.py step() with
+  // PartitionedOptimizerSwapper). pipeline_read: the next sub-group's read is issued once this
+  // one's has landed, under this one's step and write; pipeline_write: this one's write is waited
+  // for only before the next one's (PipelinedOptimizerSwapper). optimizer: nvme only.
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool delayed_update = false;  // ZeRO-Offload's one-step delayed parameter update
 };
 
 // Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.

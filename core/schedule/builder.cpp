@@ -287,7 +287,13 @@ Ids Builder::optimizer_deps() const {
 
 // ZeRO-Infinity swaps optimizer state through pinned memory one sub-group at a time
 // (inventory::kSwapSubGroupElements): read master, m, v; CPU Adam; write them back and the
-// updated 16-bit parameters. Reads of the next chunk overlap the update of this one.
+// updated 16-bit parameters. When the next chunk's read may start (DeepSpeed stage3.py step(),
+// swap_tensor/{partitioned,pipelined}_optimizer_swapper.py; Offload::pipeline_read/write): by
+// default after this chunk's write has landed (swap_out_optimizer_state waits on the aio handle,
+// and the next swap_in comes after it); with pipeline_write once this chunk's write is issued,
+// after its update (and the write before it); with pipeline_read once the chunk before it was
+// swapped out (its read is issued in this chunk's swap_in, under this chunk's update), and with
+// both once the update before this one is done (and the write before that one).
 int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard) {
   const plan::Offload& off = p_.offload;
   const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / inventory::kSwapBytesPerElement
@@ -301,9 +307,18 @@ int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard)
       break;
     }
   int prev_update = -1;
+  std::vector<int> updates, writes;
   for (int c = 0; c < swaps; ++c) {
     const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
     Ids deps = opt_deps;
+    // The ops this chunk's read waits for (above): chunk c - 1's, or c - 2's under pipeline_read.
+    const int before = c - (off.pipeline_read ? 2 : 1);
+    // Under pipeline_write, that chunk's swap-out returns once the write before it has landed
+    // (PipelinedOptimizerSwapper::swap_out_optimizer_state completes the pending async one first).
+    if (before >= 0)
+      deps.push_back(off.pipeline_write ? updates[static_cast<std::size_t>(before)]
+                                        : writes[static_cast<std::size_t>(before)]);
+    if (off.pipeline_write && before >= 1) deps.push_back(writes[static_cast<std::size_t>(before - 1)]);
     // Through the pinned swap buffers (the inventory's): read into them, updated there, written
     // back from them. (They were unnamed; the executor, exec/, needs to know where the chunk is.)
     const Ids swap = optimizer_swap >= 0 ? Ids{optimizer_swap} : Ids{};
@@ -318,6 +333,8 @@ int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard)
     last =
         copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (kSwappedStateBytesPerParam + inv_.recipe.compute_B),
              name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
+    updates.push_back(up);
+    writes.push_back(last);
   }
   return last;
 }

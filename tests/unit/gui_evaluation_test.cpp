@@ -51,10 +51,10 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(row(base, "cost").cells[0].find('.') != std::string::npos);  // $82.78, not $83
   CHECK(!row(base, "job time").vs_first[1].empty());
   CHECK(row(base, "GPU time not computing").cells[1].find("GPU-h") != std::string::npos);
-  // The answer in one line: A is cheaper and sooner; B is 1.7x the cost and 49x the time.
+  // The answer in one line: A is cheaper and sooner; B is 1.9x the cost and 58x the time.
   CHECK(base.answer.rfind("Cheapest: A 32x H100 FSDP, $", 0) == 0);
   CHECK(base.answer.find("(rented, billed per second)") != std::string::npos);
-  CHECK(base.answer.find("B 4x RTX 6000 Ada + flash is 1.7x the cost and 49x the time") != std::string::npos);
+  CHECK(base.answer.find("B 4x RTX 6000 Ada + flash is 1.9x the cost and 58x the time") != std::string::npos);
 
   // Without checkpointing the 32-GPU plan keeps every layer's activations: more memory.
   gui::Overrides none;

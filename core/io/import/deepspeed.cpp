@@ -25,8 +25,10 @@ std::optional<std::string> offload_device(Fields& f, std::string_view key, const
 
 void read_offload_optimizer(Fields& z, const Node& block) {
   Fields o(z.ctx(), block, z.file(), z.key_path("offload_optimizer"), kFormat);
+  bool nvme = false;
   if (const Node* d = o.take("device")) {
     if (const auto dev = offload_device(o, "device", *d); dev && *dev != "none") {
+      nvme = *dev == "nvme";
       o.set("plan.offload.optimizer", *dev, "device", *d);
       // "Optimizer computation is offload to CPU regardless of device option" (offload_config.py).
       o.set("plan.offload.optimizer_step", "cpu", "device", *d, "DeepSpeedCPUAdam runs the step on the host");
@@ -37,9 +39,15 @@ void read_offload_optimizer(Fields& z, const Node& block) {
   o.take_bool("pin_memory", "plan.offload.pinned", "true", "false");
   o.ignore("nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
   o.ignore("buffer_count", "not modelled yet: ftplan has one swap-buffer pool, sized from offload_param");
-  o.ignore("pipeline_read", "not modelled yet: overlapping optimizer-state reads with the step");
-  o.ignore("pipeline_write", "not modelled yet: overlapping optimizer-state writes with the step");
-  o.ignore("pipeline", "not modelled yet: overlapping optimizer-state swaps with the step");
+  // The swap pipelining acts only where the state is swapped (stage3.py: PipelinedOptimizerSwapper
+  // when offload_optimizer.pipeline, and only with device nvme).
+  for (const char* key : {"pipeline_read", "pipeline_write"}) {
+    if (nvme)
+      o.take_bool(key, std::string("plan.offload.") + key, "true", "false");
+    else
+      o.ignore(key, "acts on device: nvme only (DeepSpeed swaps no optimizer state otherwise)");
+  }
+  o.ignore("pipeline", "DeepSpeed sets it itself, from pipeline_read or pipeline_write (offload_config.py)");
   o.ignore("fast_init", kNoEffect);
   o.ignore("ratio", "not modelled yet: offloading a fraction of the optimizer (ZeRO-Offload++ partial offload)");
   o.finish();
