@@ -5,6 +5,7 @@
 // they are left to the TrainingArguments file, or to its defaults (import.cpp, finish()).
 #include <fmt/format.h>
 
+#include "inventory/inventory.hpp"  // kSwapBytesPerElement
 #include "io/import/detail.hpp"
 
 namespace ftplan::io::import {
@@ -23,7 +24,8 @@ std::optional<std::string> offload_device(Fields& f, std::string_view key, const
   return std::nullopt;
 }
 
-void read_offload_optimizer(Fields& z, const Node& block) {
+// Whether the optimizer state goes to NVMe (what sub_group_size and the swap pipelining act on).
+bool read_offload_optimizer(Fields& z, const Node& block) {
   Fields o(z.ctx(), block, z.file(), z.key_path("offload_optimizer"), kFormat);
   bool nvme = false;
   if (const Node* d = o.take("device")) {
@@ -51,6 +53,7 @@ void read_offload_optimizer(Fields& z, const Node& block) {
   o.ignore("fast_init", kNoEffect);
   o.ignore("ratio", "not modelled yet: offloading a fraction of the optimizer (ZeRO-Offload++ partial offload)");
   o.finish();
+  return nvme;
 }
 
 void read_offload_param(Fields& z, const Node& block) {
@@ -86,7 +89,8 @@ void read_zero(Fields& top, const Node& block) {
   if (const Node* s = z.take("stage")) {
     if (const auto v = as_int(z, "stage", *s)) z.set("plan.parallel.zero", std::to_string(*v), "stage", *s);
   }
-  if (const Node* o = z.take("offload_optimizer"); o && o->is_map()) read_offload_optimizer(z, *o);
+  bool optimizer_nvme = false;
+  if (const Node* o = z.take("offload_optimizer"); o && o->is_map()) optimizer_nvme = read_offload_optimizer(z, *o);
   if (const Node* p = z.take("offload_param"); p && p->is_map()) read_offload_param(z, *p);
   // Before offload_optimizer (DeepSpeed < 0.3.15): "cpu_offload": true; still accepted, deprecated.
   if (const Node* c = z.take("cpu_offload")) {
@@ -119,7 +123,21 @@ void read_zero(Fields& top, const Node& block) {
   z.ignore("contiguous_gradients", "not modelled yet: the copy into a contiguous gradient buffer");
   z.ignore("reduce_scatter", "ftplan reduces with reduce-scatter under ZeRO 2 and 3");
   z.ignore("allgather_partitions", "ftplan gathers updated partitions with all-gather");
-  z.ignore("sub_group_size", "ftplan swaps optimizer state in DeepSpeed's default sub-groups (1e9 elements)");
+  // The optimizer state is swapped one sub-group of sub_group_size elements at a time, each in
+  // pinned buffers for its fp32 master, m, v and gradient (stage3.py, swap_tensor/
+  // partitioned_optimizer_swapper.py): the scenario's chunk_size, in bytes, 16 a parameter.
+  if (optimizer_nvme) {
+    if (const Node* g = z.take("sub_group_size")) {
+      const auto n = as_int(z, "sub_group_size", *g);
+      if (n && *n <= 0)
+        z.error(*g, "sub_group_size", "expected a positive number of elements, the swap's sub-group size");
+      else if (n)
+        z.set("plan.offload.chunk_size", fmt::format("{} B", static_cast<double>(*n) * inventory::kSwapBytesPerElement),
+              "sub_group_size", *g, "elements x 16 bytes (fp32 master, m, v and gradient in the swap buffers)");
+    }
+  } else {
+    z.ignore("sub_group_size", "acts on offload_optimizer device nvme only (the optimizer-state swap's sub-groups)");
+  }
   z.ignore("round_robin_gradients", kNoEffect);
   z.ignore("load_from_fp32_weights", kIo);
   z.ignore("elastic_checkpoint", kIo);
