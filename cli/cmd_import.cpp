@@ -32,7 +32,8 @@ int cmd_import(const std::vector<std::string>& argv) {
     }
   }();
   App app(args);
-  const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
+  const io::ImportedScenario imported =
+      io::import_configs(import_files(args), import_overrides(args), app.zoo(), &app.catalog());
   // Read it back as `check` would before anything is written: a value the scenario refuses is
   // reported at the config key it came from.
   const auto out = args.value("out");

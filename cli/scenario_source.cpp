@@ -413,7 +413,8 @@ void print_ignored(const io::ImportedScenario& imported) {
 plan::Scenario scenario_from_args(App& app, const Args& args, bool whole_job) {
   plan::Scenario s;
   if (args.value("from")) {
-    const io::ImportedScenario imported = io::import_configs(import_files(args), import_overrides(args), app.zoo());
+    const io::ImportedScenario imported =
+        io::import_configs(import_files(args), import_overrides(args), app.zoo(), &app.catalog());
     // Training configs rarely hold a step count (epochs need the dataset size).
     if (whole_job && imported.one_step_default)
       throw UsageError(

@@ -752,7 +752,7 @@ bool MainWindow::import_configs(const std::vector<std::filesystem::path>& files,
   if (!gpu.empty()) overrides.push_back({"plan.cluster.gpu", gpu, "the import dialog's GPU"});
   if (gpus > 0) overrides.push_back({"plan.cluster.gpus", std::to_string(gpus), "the import dialog's GPU count"});
   try {
-    const io::ImportedScenario imported = io::import_configs(files, overrides, zoo_);
+    const io::ImportedScenario imported = io::import_configs(files, overrides, zoo_, &catalog_);
     editor_->setPlainText(q(imported.yaml));  // evaluated as any text; its header lists what was not used
   } catch (const std::exception& e) {
     warn(e.what());

@@ -214,7 +214,7 @@ TEST_CASE("import corpus: real configs from the frameworks' repositories import 
     std::string error;
     io::ImportedScenario s;
     try {
-      s = io::import_configs(files, overrides, test::zoo());
+      s = io::import_configs(files, overrides, test::zoo(), &test::catalog());
       (void)io::load_imported(s, fs::current_path(), test::zoo(), test::catalog());
     } catch (const InputError& e) {
       error = e.what();

@@ -29,7 +29,7 @@ std::vector<ImportOverride> cluster(const std::string& gpus = {}, const std::str
 }
 
 io::ImportedScenario translate(const std::vector<fs::path>& files, const std::vector<ImportOverride>& o) {
-  return io::import_configs(files, o, test::zoo());
+  return io::import_configs(files, o, test::zoo(), &test::catalog());
 }
 
 plan::Scenario scenario_of(const std::vector<fs::path>& files, const std::vector<ImportOverride>& o) {

@@ -305,7 +305,9 @@ void apply_overrides(Draft& draft, const std::vector<ImportOverride>& overrides)
 // batch triangle and the launchers' defaults.
 // long: DeepSpeed's batch triangle and each launcher's defaults resolve one another's unknowns
 // in a fixed order over the same four numbers; split, the order would be spread over functions.
-void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& framework, bool hf, bool ds_auto) {
+// `node_gpus`: the GPUs of the node(s) the plan names (0: none named, or not known).
+void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& framework, bool hf, bool ds_auto,
+                long long node_gpus) {
   const SourceLocation cli{"command line", 0, 0};
   if (!draft.has("job.micro_batch")) {
     if (hf || ds_auto)
@@ -324,6 +326,7 @@ void fill_batch(Draft& draft, Diagnostics& diagnostics, const std::string& frame
                   pp = std::max(1LL, int_of(draft.get("plan.parallel.pp"))),
                   cp = std::max(1LL, int_of(draft.get("plan.parallel.cp")));
   long long gpus = int_of(draft.get("plan.cluster.gpus"));
+  if (gpus <= 0) gpus = node_gpus;  // a node's GPUs, all of them (the scenario reader's default)
   long long micro = int_of(draft.get("job.micro_batch"));
   long long gas = int_of(draft.get("_gas"));
   // Entries are copied out of the draft: a set() may move them (a pointer into it would dangle).
@@ -654,7 +657,8 @@ void write_scenario(ImportedScenario& out, const Draft& draft, const std::vector
 }  // namespace
 
 ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
-                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo) {
+                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo,
+                                const hardware::Catalog* catalog) {
   ImportedScenario out;
   out.name = "imported scenario";
   Diagnostics diagnostics;
@@ -704,7 +708,11 @@ ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
   if (!draft.has("plan.cluster.gpu") && !draft.has("plan.cluster.node"))
     diagnostics.error(cli, "--gpu",
                       "the configs do not say which GPU: give --gpu NAME (ftplan hardware list gpus) or --node NAME");
-  fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"));
+  long long node_gpus = 0;
+  if (const Entry* node = draft.get("plan.cluster.node"); node && catalog)
+    if (const hardware::NodeSpec* spec = catalog->node(node->value))
+      node_gpus = static_cast<long long>(spec->gpus) * std::max(1LL, int_of(draft.get("plan.cluster.nodes")));
+  fill_batch(draft, diagnostics, framework, hf, draft.has("_ds_micro_auto"), node_gpus);
   fill_defaults(draft, framework, hf);
   out.one_step_default = draft.get("job.steps") && draft.get("job.steps")->is_default;
   apply_load_dtype(draft, out.ignored, framework);

@@ -72,8 +72,11 @@ struct ImportedScenario {
 
 // Translates `files` (each of the six formats; a DeepSpeed config named by an accelerate config or
 // TrainingArguments is read too). Throws InputError listing every problem found in the files.
+// `catalog`, when given, counts the GPUs of a node named by --node (what the data-parallel degree,
+// and so the global batch, is computed from when no GPU count is given).
 ImportedScenario import_configs(const std::vector<std::filesystem::path>& files,
-                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo);
+                                const std::vector<ImportOverride>& overrides, const model::Zoo& zoo,
+                                const hardware::Catalog* catalog = nullptr);
 
 // Reads the translated scenario with the scenario reader; its findings are reported at the file,
 // line, column and key of the config value they concern.
