@@ -707,9 +707,9 @@ void Runner::optimizer(std::size_t i, int c) {
 
 // The optimizer's swap-in of chunk c (op i): its master, m and v from NVMe into a host swap
 // buffer [master | m v]: a slot of the IR's swap buffers (tensor dst) when they hold every chunk
-// the IR may have in flight at once: one, and one more for each of Offload::pipeline_read and
-// pipeline_write (schedule::Builder::swapped_optimizer_step waits for chunk c - slots's swap-out
-// before chunk c's read, so chunk c takes slot c mod slots); else a buffer of the executor's own.
+// the IR may have in flight at once (plan::optimizer_swaps_in_flight;
+// schedule::Builder::swapped_optimizer_step waits for chunk c - slots's swap-out before chunk c's
+// read, so chunk c takes slot c mod slots); else a buffer of the executor's own.
 void Runner::swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
   const std::uint64_t k = chunk_params_[c];
@@ -717,7 +717,7 @@ void Runner::swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* i
   std::uint64_t slot = 0;
   for (const std::size_t kk : chunk_params_) slot = std::max(slot, round_up(4 * kk) + round_up(8 * kk));
   const std::size_t slots = std::min<std::size_t>(
-      chunk_params_.size(), 1 + (plan_.offload.pipeline_read ? 1 : 0) + (plan_.offload.pipeline_write ? 1 : 0));
+      chunk_params_.size(), static_cast<std::size_t>(plan::optimizer_swaps_in_flight(plan_.offload)));
   if (live(dst) && storage_[static_cast<std::size_t>(dst)].size >= slot * slots) {
     swap_[c] = storage_[static_cast<std::size_t>(dst)].ptr + slot * (c % slots);
     swap_owned_[c] = false;

@@ -343,14 +343,13 @@ void add_offload_buffers(Build& b) {
           std::max(kParamSwapBufferCount, off.buffer_count) * buffer, 1, Lifetime::persistent, Element::packed);
   }
   if (off.optimizer == Tier::nvme) {
-    // DeepSpeed offload_optimizer (nvme): one sub-group of optimizer state in pinned memory at a
-    // time, one more for each of pipeline_read (the next one's read) and pipeline_write (the last
-    // one's write) (schedule::Builder::swapped_optimizer_step).
+    // DeepSpeed offload_optimizer (nvme): the sub-groups of optimizer state in pinned memory at
+    // once (plan::optimizer_swaps_in_flight; schedule::Builder::swapped_optimizer_step).
     const double chunk = off.chunk_bytes > 0
                              ? off.chunk_bytes
                              : std::min(b.trainable_shard, kSwapSubGroupElements) * kSwapBytesPerElement;
     const double sub_groups = std::ceil(b.trainable_shard * kSwapBytesPerElement / std::max(1.0, chunk));
-    const double in_flight = std::min(sub_groups, 1.0 + (off.pipeline_read ? 1 : 0) + (off.pipeline_write ? 1 : 0));
+    const double in_flight = std::min(sub_groups, static_cast<double>(plan::optimizer_swaps_in_flight(off)));
     b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, in_flight * chunk, 1, Lifetime::persistent,
           Element::packed);
   }

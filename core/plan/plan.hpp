@@ -220,6 +220,12 @@ struct Offload {
   bool delayed_update = false;  // ZeRO-Offload's one-step delayed parameter update
 };
 
+// Optimizer-state sub-groups in pinned memory at once under the swap's pipelining: the one being
+// updated, the next one's read (pipeline_read) and the last one's write (pipeline_write).
+inline int optimizer_swaps_in_flight(const Offload& o) {
+  return 1 + (o.pipeline_read ? 1 : 0) + (o.pipeline_write ? 1 : 0);
+}
+
 // Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.
 void apply_preset(Offload& o);
 // Whether the placements put any state on tier `t`; whether a preset's do.
