@@ -453,11 +453,23 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   dram_ = spin("dram", 1, 1 << 20);
   dram_->setSuffix(" GiB");
   dram_->setToolTip("Host DRAM per node (cluster.dram)");
-  std::vector<std::string> drives = {"(none)"};
-  for (const auto& d : catalog.drive_names()) drives.push_back(d);
-  drive_ = combo("drive", drives);
-  drive_count_ = spin("drive_count", 0, 64);
-  drive_count_->setToolTip("Drives per node (cluster.drives)");
+  // A node's devices of one kind: the catalog's names (or none) and how many.
+  const auto device_row = [&](const char* name, std::vector<std::string> names, const char* tip, QComboBox*& pick,
+                              QSpinBox*& count) {
+    names.insert(names.begin(), "(none)");
+    pick = combo(name, names);
+    count = spin((std::string(name) + "_count").c_str(), 0, 64);
+    count->setToolTip(tip);
+    auto* row = new QHBoxLayout;
+    row->addWidget(pick, 1);
+    row->addWidget(new QLabel("×"));
+    row->addWidget(count);
+    return row;
+  };
+  auto* drive_row =
+      device_row("drive", catalog.drive_names(), "Drives per node (cluster.drives)", drive_, drive_count_);
+  auto* expander_row = device_row("expander", catalog.expander_names(),
+                                  "CXL memory expanders per node (cluster.expanders)", expander_, expander_count_);
   auto* layout_row = new QHBoxLayout;
   for (auto [label, box] : {std::pair{"tp", tp_}, std::pair{"pp", pp_}, std::pair{"dp", dp_}, std::pair{"cp", cp_},
                             std::pair{"ZeRO", zero_}}) {
@@ -468,10 +480,6 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   gpu_row->addWidget(gpu_, 1);
   gpu_row->addWidget(new QLabel("×"));
   gpu_row->addWidget(gpus_);
-  auto* drive_row = new QHBoxLayout;
-  drive_row->addWidget(drive_, 1);
-  drive_row->addWidget(new QLabel("×"));
-  drive_row->addWidget(drive_count_);
   plan_form->addRow("plan", plan_pick_);
   plan_form->addRow("GPU", gpu_row);
   plan_form->addRow("node", node_);
@@ -479,11 +487,12 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   plan_form->addRow("offload", offload_);
   plan_form->addRow("DRAM per node", dram_);
   plan_form->addRow("drives per node", drive_row);
+  plan_form->addRow("CXL expanders per node", expander_row);
   plan_box_->setEnabled(false);
   connect(plan_pick_, &QComboBox::currentIndexChanged, this, [this] { fill_plan_controls(); });
-  for (QComboBox* c : {gpu_, node_, offload_, drive_})
+  for (QComboBox* c : {gpu_, node_, offload_, drive_, expander_})
     connect(c, &QComboBox::activated, this, [this, c] { plan_control_changed(c); });
-  for (QSpinBox* b : {gpus_, tp_, pp_, dp_, cp_, zero_, dram_, drive_count_}) {
+  for (QSpinBox* b : {gpus_, tp_, pp_, dp_, cp_, zero_, dram_, drive_count_, expander_count_}) {
     b->setKeyboardTracking(false);  // a value typed is written once, on Enter or leaving the box
     connect(b, &QSpinBox::valueChanged, this, [this, b] { plan_control_changed(b); });
   }
@@ -1104,7 +1113,7 @@ int MainWindow::control_plan() const {
 void MainWindow::fill_plan_controls() {
   const int i = control_plan();
   for (QWidget* w : std::initializer_list<QWidget*>{gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_,
-                                                    drive_, drive_count_})
+                                                    drive_, drive_count_, expander_, expander_count_})
     w->setEnabled(i >= 0);
   const bool none = shown_.scenario && shown_.scenario->plans.empty();
   plan_box_->setEnabled(shown_.scenario && !none);
@@ -1113,7 +1122,7 @@ void MainWindow::fill_plan_controls() {
   if (i < 0) return;
   const plan::Plan& p = shown_.scenario->plans[static_cast<std::size_t>(i)];
   const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),
-      m(drive_), n(drive_count_);
+      m(drive_), n(drive_count_), o(expander_), r(expander_count_);
   gpu_->setCurrentText(q(p.cluster.gpu.name));
   node_->setCurrentText(q(p.cluster.node.name));
   gpus_->setValue(p.cluster.gpus());
@@ -1124,9 +1133,12 @@ void MainWindow::fill_plan_controls() {
   zero_->setValue(p.parallel.zero);
   offload_->setCurrentText(plan::to_string(p.offload.preset));
   dram_->setValue(static_cast<int>(std::lround(p.cluster.host.dram_bytes / kGiB)));
-  drive_->setCurrentIndex(
-      p.cluster.drives.empty() ? 0 : std::max(0, drive_->findText(q(p.cluster.drives.front().first.name))));
-  drive_count_->setValue(p.cluster.drives.empty() ? 0 : p.cluster.drives.front().second);
+  const auto show = [](const auto& devices, QComboBox* pick, QSpinBox* count) {
+    pick->setCurrentIndex(devices.empty() ? 0 : std::max(0, pick->findText(q(devices.front().first.name))));
+    count->setValue(devices.empty() ? 0 : devices.front().second);
+  };
+  show(p.cluster.drives, drive_, drive_count_);
+  show(p.cluster.expanders, expander_, expander_count_);
 }
 
 // A control's new value, as the plan's keys (docs/scenario-format.md).
@@ -1155,16 +1167,21 @@ void MainWindow::plan_control_changed(QObject* control) {
     keys = {{"offload", "{preset: " + offload_->currentText().toStdString() + "}"}};
   else if (control == dram_)
     keys = {{"cluster.dram", n(dram_) + " GiB"}};
-  else if (control == drive_ || control == drive_count_) {
-    if (control == drive_ && drive_->currentIndex() > 0 && drive_count_->value() == 0) {
-      const QSignalBlocker quiet(drive_count_);
-      drive_count_->setValue(1);
+  // A device row: its list of one {kind: name, count: n} (a name picked with a count of 0 gets 1).
+  const auto devices = [&](const char* key, const char* kind, QComboBox* pick, QSpinBox* count) {
+    if (control == pick && pick->currentIndex() > 0 && count->value() == 0) {
+      const QSignalBlocker quiet(count);
+      count->setValue(1);
     }
-    keys = {{"cluster.drives", drive_->currentIndex() == 0 || drive_count_->value() == 0
-                                   ? std::string("[]")
-                                   : fmt::format("[{{drive: {}, count: {}}}]", drive_->currentText().toStdString(),
-                                                 drive_count_->value())}};
-  }
+    return std::vector<io::PlanKey>{
+        {key, pick->currentIndex() == 0 || count->value() == 0
+                  ? std::string("[]")
+                  : fmt::format("[{{{}: {}, count: {}}}]", kind, pick->currentText().toStdString(), count->value())}};
+  };
+  if (control == drive_ || control == drive_count_)
+    keys = devices("cluster.drives", "drive", drive_, drive_count_);
+  else if (control == expander_ || control == expander_count_)
+    keys = devices("cluster.expanders", "expander", expander_, expander_count_);
   if (keys.empty() || !set_plan_keys(i, keys)) fill_plan_controls();  // back to what the text says
 }
 

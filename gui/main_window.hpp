@@ -194,6 +194,8 @@ class MainWindow : public QMainWindow {
   QSpinBox* dram_ = nullptr;
   QComboBox* drive_ = nullptr;
   QSpinBox* drive_count_ = nullptr;
+  QComboBox* expander_ = nullptr;  // CXL memory expanders per node (cluster.expanders)
+  QSpinBox* expander_count_ = nullptr;
   TimelinePanel* timeline_ = nullptr;
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;

@@ -618,6 +618,35 @@ class MainWindowTest : public QObject {
 #endif
   }
 
+  // The plan form's CXL expanders: shown from the text, written back into it; none takes them away.
+  void expanders_are_edited_in_the_plan_form() {
+    auto w = window();
+    QVERIFY(w->open_file(fs::path(FTPLAN_SCENARIOS_DIR) / "workstation-cxl-vs-dram.yaml"));
+    w->evaluate_now();
+    auto* pick = w->findChild<QComboBox*>("expander");
+    auto* count = w->findChild<QSpinBox*>("expander_count");
+    auto* editor = w->findChild<QPlainTextEdit*>("editor");
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(2);  // C: two CZ120s
+    QCOMPARE(pick->currentText(), QString("micron-cz120-256gb"));
+    QCOMPARE(count->value(), 2);
+    count->setValue(4);
+    QVERIFY(editor->toPlainText().contains("expanders: [{expander: micron-cz120-256gb, count: 4}]"));
+    w->evaluate_now();
+    QCOMPARE(w->shown().plans[2].cluster.expanders.at(0).second, 4);
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(1);  // B: none; picking one writes a count of 1
+    QCOMPARE(pick->currentIndex(), 0);
+    pick->setCurrentText("samsung-cmm-d-128gb");
+    emit pick->activated(pick->currentIndex());
+    QCOMPARE(count->value(), 1);
+    QVERIFY(editor->toPlainText().contains("expander: samsung-cmm-d-128gb, count: 1"));
+    w->evaluate_now();
+    QCOMPARE(w->shown().plans[1].cluster.expanders.size(), std::size_t{1});
+    pick->setCurrentIndex(0);
+    emit pick->activated(0);
+    w->evaluate_now();
+    QVERIFY(w->shown().plans[1].cluster.expanders.empty());
+  }
+
   // The knobs' values go into the text; the knobs go back to "as written"; the result is the same.
   void knobs_are_written_into_the_text() {
     auto w = window();
