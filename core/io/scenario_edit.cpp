@@ -87,6 +87,7 @@ std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) 
   if (a.host.dram_bytes != b.host.dram_bytes) add("cluster.dram", bytes_text(b.host.dram_bytes));
   if (!same_devices(a.drives, b.drives)) add("cluster.drives", devices_text(b.drives, "drive"));
   if (!same_devices(a.expanders, b.expanders)) add("cluster.expanders", devices_text(b.expanders, "expander"));
+  if (!same_devices(a.nics, b.nics)) add("cluster.nics", devices_text(b.nics, "nic"));
   const plan::Parallel &p = from.parallel, &q = to.parallel;
   if (p.tp != q.tp) add("parallel.tp", std::to_string(q.tp));
   if (p.pp != q.pp) add("parallel.pp", std::to_string(q.pp));
@@ -182,6 +183,8 @@ std::string add_plan(std::string_view text, const plan::Job& job, const plan::Pl
     cluster += fmt::format(", drives: {}", devices_text(c.drives, "drive"));
   if (typical ? !same_devices(typical->expanders, c.expanders) : !c.expanders.empty())
     cluster += fmt::format(", expanders: {}", devices_text(c.expanders, "expander"));
+  if (!typical || !same_devices(typical->nics, c.nics))
+    cluster += fmt::format(", nics: {}", devices_text(c.nics, "nic"));
   if (c.exclusive) cluster += ", exclusive: true";
   cluster += "}";
   std::vector<std::pair<std::string, std::string>> item = {{"name", yaml_scalar(name_of_new)}, {"cluster", cluster}};

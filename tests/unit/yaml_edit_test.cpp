@@ -261,4 +261,18 @@ TEST_CASE("a plan's settings written into its text read back as that plan, in th
   CHECK(b.job.micro_batch == a.job.micro_batch);
   CHECK(b.job.checkpointing == a.job.checkpointing);
   CHECK(io::plan_changes(a, b).empty());
+  // A plan whose NICs are not its node's: written with them, read back with them.
+  plan::Plan other_nics = a;
+  const hardware::NicSpec* hdr = test::catalog().nic("connectx-6-hdr");
+  REQUIRE(hdr);
+  other_nics.cluster.nics = {{*hdr, 4}};
+  const std::string nics_text = io::add_plan(text, before.job, other_nics, "A, HDR", &test::catalog());
+  CHECK(nics_text.find("nics: [{nic: connectx-6-hdr, count: 4}]") != std::string::npos);
+  const auto with_nics = read(nics_text);
+  const plan::Plan& c = with_nics.plans.at(2);
+  REQUIRE(c.cluster.nics.size() == 1);
+  CHECK(c.cluster.nics[0].first.name == "connectx-6-hdr");
+  CHECK(c.cluster.nics[0].second == 4);
+  CHECK(io::plan_changes(other_nics, c).empty());
+  CHECK(io::plan_changes(a, c).size() == 1);  // cluster.nics
 }
