@@ -159,7 +159,10 @@ TEST_CASE("the decoder's gradients equal central differences") {
   /* In double, every parameter p: (L(p + e) - L(p - e)) / 2e with e = 1e-5 has truncation error
    * ~e^2 L''' and rounding ~1e-16 / e: about 1e-10 of a gradient of ~0.1. Every base parameter of
    * the full configurations and every adapter of the LoRA one is checked to 1e-7 absolute.     */
-  for (const auto& [name, c] : configs()) {
+  for (const auto& named : configs()) {
+    // Not a structured binding: clang 14 does not let CAPTURE's lambda capture one.
+    const std::string& name = named.first;
+    const Config& c = named.second;
     CAPTURE(name);
     Run r = run(c);
     const bool lora = c.shape.lora_rank > 0;
@@ -239,7 +242,10 @@ TEST_CASE("the decoder agrees with PyTorch autograd") {
 }
 
 TEST_CASE("recomputing each block equals keeping its activations, bit for bit") {
-  for (const auto& [name, c] : configs()) {
+  for (const auto& named : configs()) {
+    // Not a structured binding: clang 14 does not let CAPTURE's lambda capture one.
+    const std::string& name = named.first;
+    const Config& c = named.second;
     CAPTURE(name);
     const Run kept = run(c, false), again = run(c, true);
     CHECK(kept.loss == again.loss);
