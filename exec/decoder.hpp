@@ -7,9 +7,10 @@
 // rotate_half RoPE, repeat_kv GQA, LlamaMLP down(act(gate(x)) * up(x))) and PEFT's LoRA
 // (peft/tuners/lora/layer.py: y = x W + (alpha / r) (x A) B, B zero at init).
 //
-// A block's passes are split as the step IR splits them (schedule/step_ir.hpp: "norms/rope",
-// "qkv", "attention", "attn_out", "mlp_in", "activation", "mlp_out"), so the executor can run each
-// IR op's own part of the math on the parameters it streamed. Templated on the scalar: float for
+// A block's forward is split as the step IR splits it (schedule/step_ir.hpp: "norms/rope", "qkv",
+// "attention", "attn_out", "mlp_in", "activation", "mlp_out"), so the executor can run each IR
+// op's own part of the math on the parameters it streamed; its backward runs in the IR's order in
+// one call (to be split the same way when the executor runs it). Templated on the scalar: float for
 // training, double for the finite-difference gradient checks (tests/exec/decoder_test.cpp), which
 // an independent PyTorch autograd reference also checks (tests/exec/decoder_reference.py).
 //
