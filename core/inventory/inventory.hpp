@@ -7,6 +7,7 @@
 // million plans per second. The schedule expands groups layer by layer.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -53,6 +54,11 @@ inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pi
 // IR's swap copies move one per chunk (Offload::chunk_bytes overrides the size in bytes).
 inline constexpr double kSwapSubGroupElements = 1e9;
 inline constexpr double kSwapBytesPerElement = 16.0;
+// Parameters in one sub-group of a rank's `trainable_shard` (the inventory's swap buffers, the
+// step IR's swap chunks).
+inline double swap_sub_group_params(const plan::Offload& o, double trainable_shard) {
+  return o.chunk_bytes > 0 ? o.chunk_bytes / kSwapBytesPerElement : std::min(trainable_shard, kSwapSubGroupElements);
+}
 
 // The name of FSDP2's parameters kept gathered for the step inside a pipeline stage (the step
 // IR's per-step all-gathers write this tensor; Inventory::gathered_for_step).

@@ -345,10 +345,9 @@ void add_offload_buffers(Build& b) {
   if (off.optimizer == Tier::nvme) {
     // DeepSpeed offload_optimizer (nvme): the sub-groups of optimizer state in pinned memory at
     // once (plan::optimizer_swaps_in_flight; schedule::Builder::swapped_optimizer_step).
-    const double chunk = off.chunk_bytes > 0
-                             ? off.chunk_bytes
-                             : std::min(b.trainable_shard, kSwapSubGroupElements) * kSwapBytesPerElement;
-    const double sub_groups = std::ceil(b.trainable_shard * kSwapBytesPerElement / std::max(1.0, chunk));
+    const double params = swap_sub_group_params(off, b.trainable_shard);
+    const double chunk = params * kSwapBytesPerElement;
+    const double sub_groups = std::ceil(b.trainable_shard / std::max(1.0, params));
     const double in_flight = std::min(sub_groups, static_cast<double>(plan::optimizer_swaps_in_flight(off)));
     b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, in_flight * chunk, 1, Lifetime::persistent,
           Element::packed);

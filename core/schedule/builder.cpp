@@ -296,8 +296,7 @@ Ids Builder::optimizer_deps() const {
 // both once the update before this one is done (and the write before that one).
 int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard) {
   const plan::Offload& off = p_.offload;
-  const double chunk_params = off.chunk_bytes > 0 ? off.chunk_bytes / inventory::kSwapBytesPerElement
-                                                  : std::min(trainable_shard, inventory::kSwapSubGroupElements);
+  const double chunk_params = inventory::swap_sub_group_params(off, trainable_shard);
   const int swaps = static_cast<int>(std::ceil(trainable_shard / std::max(1.0, chunk_params)));
   int last = -1;
   int state = -1;
@@ -306,7 +305,6 @@ int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard)
       state = static_cast<int>(&t - &ir_.tensors[0]);
       break;
     }
-  int prev_update = -1;
   std::vector<int> updates, writes;
   for (int c = 0; c < swaps; ++c) {
     const double params = std::min(chunk_params, trainable_shard - c * chunk_params);
@@ -325,11 +323,10 @@ int Builder::swapped_optimizer_step(const Ids& opt_deps, double trainable_shard)
     const int rd = copy(Stream::nvme_read, Tier::nvme, Tier::cpu, params * kSwappedStateBytesPerParam,
                         name("nvme read optimizer chunk {}", c), -1, 0, deps, state >= 0 ? Ids{state} : Ids{}, swap);
     Ids udeps = {rd};
-    if (prev_update >= 0) udeps.push_back(prev_update);
+    if (!updates.empty()) udeps.push_back(updates.back());
     const int up = optimizer_op(params, name("optimizer step chunk {}", c), udeps);
     ir_.ops[up].reads = swap;
     ir_.ops[up].writes = swap;
-    prev_update = up;
     last =
         copy(Stream::nvme_write, Tier::cpu, Tier::nvme, params * (kSwappedStateBytesPerParam + inv_.recipe.compute_B),
              name("nvme write optimizer chunk {}", c), -1, 0, {up}, swap, state >= 0 ? Ids{state} : Ids{});
