@@ -824,7 +824,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
 }
 
 // The layer's gradient: the last weight-gradient GEMM's output (still the worker's) reduced
-// deterministically (element j of the share takes dB[j mod |dB|]), rounded to bf16 as the GPU
+// deterministically (element j of the step's gradients takes dB[j mod |dB|]), rounded to bf16 as the GPU
 // produces it, in one pass that also stores it in a share kept on the device. Where the IR
 // upcasts the gradient for the host's fp32 copy, the upcast op runs it (a GPU's kernel reads the
 // 16-bit gradient and writes fp32: here 4 B read and 4 written per element); else the layer's
@@ -839,11 +839,18 @@ void Runner::leave_gradient(std::size_t i, int worker) {
   const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[static_cast<std::size_t>(share)])];
   const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
   const float scale = 1.0f / static_cast<float>(1 + step_);
+  // Element j of the step's gradients takes dB[j mod |dB|] (every layer's last weight-gradient
+  // GEMM has one shape and operands, so the gradients do not depend on where the shares split).
+  // A running index, not a division per element (this pass is on the step's critical path).
+  const auto period = static_cast<std::size_t>(std::max<std::int64_t>(e, 1));
+  std::size_t next = grad_begin_[static_cast<std::size_t>(share)] % period;
+  const auto at = [&] {
+    const float g = dB[next] * scale;
+    if (++next == period) next = 0;
+    return g;
+  };
   if (!keep) {
-    for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
-      const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
-      for (std::size_t j = 0; j < n; ++j) out[base + j] = from_bf16(to_bf16(dB[j] * scale));
-    }
+    for (std::size_t j = 0; dB && e > 0 && j < out.size(); ++j) out[j] = from_bf16(to_bf16(at()));
     return;
   }
   // The kept share written in place where the host can address it (a GPU's epilogue writes dB
@@ -853,12 +860,9 @@ void Runner::leave_gradient(std::size_t i, int worker) {
   std::vector<std::uint16_t>& staged = bf16_[static_cast<std::size_t>(worker)];
   if (!in_place) staged.resize(out.size());
   std::uint16_t* const bf16 = in_place ? reinterpret_cast<std::uint16_t*>(st.ptr) : staged.data();
-  for (std::size_t base = 0; dB && e > 0 && base < out.size(); base += static_cast<std::size_t>(e)) {
-    const std::size_t n = std::min(out.size() - base, static_cast<std::size_t>(e));
-    for (std::size_t j = 0; j < n; ++j) {
-      bf16[base + j] = to_bf16(dB[j] * scale);
-      out[base + j] = from_bf16(bf16[base + j]);
-    }
+  for (std::size_t j = 0; dB && e > 0 && j < out.size(); ++j) {
+    bf16[j] = to_bf16(at());
+    out[j] = from_bf16(bf16[j]);
   }
   if (!in_place) to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
 }

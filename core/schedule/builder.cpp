@@ -173,10 +173,31 @@ void Builder::forward_backward_tensors() {
 // they are reduced.
 void Builder::gradient_state() {
   grad_tensor.assign(layers, -1);
-  if (grads_group)
-    for (int l = 0; l < layers; ++l)
-      grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier,
-                              grads_group->total() / std::max(1, layers), layer_of[l], grads_group->element);
+  // Each layer's share holds that layer's gradients; a full fine-tune's embedding gradient is
+  // made last, by the backward of the first layer (its lookup's scatter-add takes that layer's
+  // input gradient), and the final norm's and head's first, before the last layer's backward: so
+  // where the shares leave the GPU layer by layer (ZeRO-Offload's and ZeRO-Infinity's copies to
+  // the host), the first layer's share holds the embedding's and the last layer's share the rest
+  // of the root's: the order each share's gradient exists in, which the executor's real training
+  // reads (equal shares put part of the embedding's gradient in middle layers' shares, copied to
+  // the host before it exists). The layers split the rest equally (the stack's layers are one
+  // size; an MoE stack's alternating layers are averaged, as the copies' sizes always were). On
+  // the GPU the shares are one buffer's parts, written in place until the optimizer reads them:
+  // equal parts, so that every layer allocates alike (the simulator folds identical layers).
+  if (grads_group) {
+    const inventory::RankParams& rp = inv_.params;
+    const double root = full_ && grads_group->tier != Tier::gpu ? rp.root : 0.0;
+    const double embedding =
+        std::min(root, inv_.stage == 0 ? static_cast<double>(model::embedding_params(m_)) / tp_ : 0.0);
+    const double per_param = rp.trainable > 0 ? grads_group->total() / rp.trainable : 0.0;
+    const double block = (grads_group->total() - root * per_param) / std::max(1, layers);
+    for (int l = 0; l < layers; ++l) {
+      const double bytes =
+          block + (l == 0 ? embedding * per_param : 0.0) + (l == layers - 1 ? (root - embedding) * per_param : 0.0);
+      grad_tensor[l] = tensor(name("gradients L{}", layer_of[l]), Category::gradients, grads_group->tier, bytes,
+                              layer_of[l], grads_group->element);
+    }
+  }
 
   grad_reduce_B = inv_.recipe.reduce_B;  // plan::precision_recipe says why
   layer_grad_bytes = inv_.params.trainable_largest_layer * grad_reduce_B;

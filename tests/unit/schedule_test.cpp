@@ -492,3 +492,39 @@ TEST_CASE("ZeRO-Offload upcasts each layer's 16-bit gradient on the GPU before c
   }
   CHECK(copies == s.model.layers);
 }
+
+TEST_CASE(
+    "offloaded gradient shares hold each layer's gradients: the embedding's in the first, the head's in the last") {
+  /* The embedding's gradient exists only after the first layer's backward and the head's before
+   * the last layer's: a share copied to the host after layer l's backward must hold nothing the
+   * layers below l make (the executor's training reads them). On the GPU the shares stay equal. */
+  const auto s =
+      scenario("llama-3.2-1b", "  framework: deepspeed\n  micro_batch: 1\n  seq_len: 512\n  global_batch: 1\n",
+               "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 2}\n"
+               "    offload: {preset: zero-offload}\n");
+  const model::ModelSpec& m = s.model;
+  const auto ir = step_of(s);
+  std::vector<const schedule::Tensor*> shares;
+  for (const auto& t : ir.tensors)
+    if (t.category == inventory::Category::gradients && t.layer >= 0) shares.push_back(&t);
+  REQUIRE(static_cast<int>(shares.size()) == m.layers);
+  const auto h = static_cast<std::int64_t>(m.hidden);
+  const std::int64_t embedding = model::embedding_params(m), total = model::count_params(m).total;
+  const std::int64_t root = embedding + model::head_params(m) + h;  // + the final norm
+  const std::int64_t block = (total - root) / m.layers;
+  CHECK(shares.front()->element == inventory::Element::fp32);
+  CHECK(shares.front()->elements == block + embedding);
+  for (int l = 1; l + 1 < m.layers; ++l) CHECK(shares[static_cast<std::size_t>(l)]->elements == block);
+  CHECK(shares.back()->elements == block + root - embedding);
+  std::int64_t sum = 0;
+  for (const auto* t : shares) sum += t->elements;
+  CHECK(sum == total);
+
+  const auto gpu = scenario("llama-3.2-1b", "  micro_batch: 1\n  seq_len: 512\n  global_batch: 1\n",
+                            "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n");
+  const auto on_gpu = step_of(gpu);
+  std::set<std::int64_t> sizes;
+  for (const auto& t : on_gpu.tensors)
+    if (t.category == inventory::Category::gradients && t.layer >= 0) sizes.insert(t.elements);
+  CHECK(sizes.size() == 1);
+}
