@@ -394,38 +394,37 @@ void Block<T>::backward(const T* w, const T* a, const BlockCache<T>& c, const Ma
 }
 
 template <class T>
-T loss_and_gradients(const Shape& s, const T* base, const T* adapters, const std::int32_t* tokens,
-                     const std::int32_t* targets, int batch, int seq, T* base_grad, T* adapter_grad, bool recompute,
-                     T grad_scale) {
-  const Layout l = layout_of(s);
-  const Block<T> block(s, batch, seq);
-  const Eigen::Index n = static_cast<Eigen::Index>(batch) * seq;
-  const CMap<T> E(base + l.embedding, s.vocab, s.hidden);
-  // Embedding lookup.
-  Mat<T> x(n, s.hidden);
+void embed(const Shape& s, const T* embedding, const std::int32_t* tokens, std::int64_t n, Mat<T>& x) {
+  const CMap<T> E(embedding, s.vocab, s.hidden);
+  x.resize(n, s.hidden);
   for (Eigen::Index t = 0; t < n; ++t) {
     FTPLAN_ASSERT(tokens[t] >= 0 && tokens[t] < s.vocab, "a token outside the vocabulary");
     x.row(t) = E.row(tokens[t]);
   }
-  std::vector<BlockCache<T>> caches(static_cast<std::size_t>(s.layers));
-  const auto adapters_of = [&](int layer) { return adapters ? adapters + layer * l.adapter_block_size : nullptr; };
-  for (int layer = 0; layer < s.layers; ++layer) {
-    BlockCache<T>& c = caches[static_cast<std::size_t>(layer)];
-    c.x = x;
-    block.forward(base + l.block(layer), adapters_of(layer), c, x);
-    if (recompute) c.keep_input_only();
-  }
-  // Final norm, head, cross-entropy (mean over the counted tokens).
-  Mat<T> hf;
-  std::vector<T> rf;
-  rms_norm(x, base + l.final_norm, static_cast<T>(s.norm_eps), hf, rf);
-  Mat<T> logits =
-      s.tied_embeddings ? Mat<T>(hf * E.transpose()) : Mat<T>(hf * CMap<T>(base + l.head, s.hidden, s.vocab));
+}
+
+template <class T>
+void embed_backward(const Shape& s, const std::int32_t* tokens, const Mat<T>& dx, T* embedding_grad) {
+  Map<T> dE(embedding_grad, s.vocab, s.hidden);
+  for (Eigen::Index t = 0; t < dx.rows(); ++t) dE.row(tokens[t]) += dx.row(t);
+}
+
+template <class T>
+void head_forward(const Shape& s, const T* final_norm, const T* head, HeadCache<T>& c) {
+  rms_norm(c.x, final_norm, static_cast<T>(s.norm_eps), c.hf, c.rf);
+  // Tied: `head` is the embedding [vocab x h], used transposed.
+  c.logits = s.tied_embeddings ? Mat<T>(c.hf * CMap<T>(head, s.vocab, s.hidden).transpose())
+                               : Mat<T>(c.hf * CMap<T>(head, s.hidden, s.vocab));
+}
+
+template <class T>
+T loss(const Shape& s, const std::int32_t* targets, T grad_scale, HeadCache<T>& c) {
+  const Eigen::Index n = c.logits.rows();
   Eigen::Index counted = 0;
   for (Eigen::Index t = 0; t < n; ++t) counted += targets[t] >= 0 ? 1 : 0;
-  T loss = 0;
+  T total = 0;
   for (Eigen::Index t = 0; t < n; ++t) {
-    auto row = logits.row(t);
+    auto row = c.logits.row(t);
     const T top = row.maxCoeff();
     row = (row.array() - top).exp().matrix();
     const T sum = row.sum();
@@ -435,24 +434,59 @@ T loss_and_gradients(const Shape& s, const T* base, const T* adapters, const std
       continue;
     }
     FTPLAN_ASSERT(targets[t] < s.vocab, "a target outside the vocabulary");
-    loss += -std::log(row(targets[t]));
+    total += -std::log(row(targets[t]));
     row(targets[t]) -= T(1);  // d loss / d logits = softmax - onehot (over the counted tokens)
   }
-  if (counted == 0) return T(0);
-  loss /= static_cast<T>(counted);
-  if (!base_grad && !adapter_grad) return loss;
-  logits *= grad_scale / static_cast<T>(counted);  // d (scaled mean loss) / d logits
+  if (counted == 0) {
+    c.logits.setZero();
+    return T(0);
+  }
+  c.logits *= grad_scale / static_cast<T>(counted);  // d (scaled mean loss) / d logits
+  return total / static_cast<T>(counted);
+}
+
+template <class T>
+void head_backward(const Shape& s, const T* final_norm, const T* head, const HeadCache<T>& c, Mat<T>& dx,
+                   T* final_norm_grad, T* head_grad) {
   Mat<T> dhf;
   if (s.tied_embeddings) {
-    dhf.noalias() = logits * E;
-    if (base_grad) Map<T>(base_grad + l.embedding, s.vocab, s.hidden).noalias() += logits.transpose() * hf;
+    dhf.noalias() = c.logits * CMap<T>(head, s.vocab, s.hidden);
+    if (head_grad) Map<T>(head_grad, s.vocab, s.hidden).noalias() += c.logits.transpose() * c.hf;
   } else {
-    const CMap<T> H(base + l.head, s.hidden, s.vocab);
-    dhf.noalias() = logits * H.transpose();
-    if (base_grad) Map<T>(base_grad + l.head, s.hidden, s.vocab).noalias() += hf.transpose() * logits;
+    dhf.noalias() = c.logits * CMap<T>(head, s.hidden, s.vocab).transpose();
+    if (head_grad) Map<T>(head_grad, s.hidden, s.vocab).noalias() += c.hf.transpose() * c.logits;
   }
-  Mat<T> dx = Mat<T>::Zero(n, s.hidden);
-  rms_norm_back(x, base + l.final_norm, rf, dhf, dx, base_grad ? base_grad + l.final_norm : nullptr);
+  dx = Mat<T>::Zero(c.x.rows(), s.hidden);
+  rms_norm_back(c.x, final_norm, c.rf, dhf, dx, final_norm_grad);
+}
+
+template <class T>
+T loss_and_gradients(const Shape& s, const T* base, const T* adapters, const std::int32_t* tokens,
+                     const std::int32_t* targets, int batch, int seq, T* base_grad, T* adapter_grad, bool recompute,
+                     T grad_scale) {
+  const Layout l = layout_of(s);
+  const Block<T> block(s, batch, seq);
+  const Eigen::Index n = static_cast<Eigen::Index>(batch) * seq;
+  Mat<T> x;
+  embed(s, base + l.embedding, tokens, n, x);
+  std::vector<BlockCache<T>> caches(static_cast<std::size_t>(s.layers));
+  const auto adapters_of = [&](int layer) { return adapters ? adapters + layer * l.adapter_block_size : nullptr; };
+  for (int layer = 0; layer < s.layers; ++layer) {
+    BlockCache<T>& c = caches[static_cast<std::size_t>(layer)];
+    c.x = x;
+    block.forward(base + l.block(layer), adapters_of(layer), c, x);
+    if (recompute) c.keep_input_only();
+  }
+  // Final norm, head, cross-entropy (mean over the counted tokens).
+  const T* head = base + (s.tied_embeddings ? l.embedding : l.head);
+  HeadCache<T> hc;
+  hc.x = std::move(x);
+  head_forward(s, base + l.final_norm, head, hc);
+  const T mean = loss(s, targets, grad_scale, hc);
+  if (!base_grad && !adapter_grad) return mean;
+  Mat<T> dx;
+  head_backward(s, base + l.final_norm, head, hc, dx, base_grad ? base_grad + l.final_norm : nullptr,
+                base_grad ? base_grad + (s.tied_embeddings ? l.embedding : l.head) : nullptr);
   for (int layer = s.layers - 1; layer >= 0; --layer) {
     BlockCache<T>& c = caches[static_cast<std::size_t>(layer)];
     if (recompute) block.recompute(base + l.block(layer), adapters_of(layer), c);
@@ -463,11 +497,8 @@ T loss_and_gradients(const Shape& s, const T* base, const T* adapters, const std
     dx.swap(dprev);
     c = BlockCache<T>{};
   }
-  if (base_grad) {
-    Map<T> dE(base_grad + l.embedding, s.vocab, s.hidden);
-    for (Eigen::Index t = 0; t < n; ++t) dE.row(tokens[t]) += dx.row(t);
-  }
-  return loss;
+  if (base_grad) embed_backward(s, tokens, dx, base_grad + l.embedding);
+  return mean;
 }
 
 void corpus_sequence(int vocab, int seq, std::uint64_t index, std::int32_t* tokens, std::int32_t* targets) {
@@ -485,6 +516,16 @@ void corpus_sequence(int vocab, int seq, std::uint64_t index, std::int32_t* toke
   }
 }
 
+#define FTPLAN_DECODER_PIECES(T)                                                              \
+  template struct HeadCache<T>;                                                               \
+  template void embed<T>(const Shape&, const T*, const std::int32_t*, std::int64_t, Mat<T>&); \
+  template void embed_backward<T>(const Shape&, const std::int32_t*, const Mat<T>&, T*);      \
+  template void head_forward<T>(const Shape&, const T*, const T*, HeadCache<T>&);             \
+  template T loss<T>(const Shape&, const std::int32_t*, T, HeadCache<T>&);                    \
+  template void head_backward<T>(const Shape&, const T*, const T*, const HeadCache<T>&, Mat<T>&, T*, T*);
+FTPLAN_DECODER_PIECES(float)
+FTPLAN_DECODER_PIECES(double)
+#undef FTPLAN_DECODER_PIECES
 template void init_base<float>(const Shape&, std::uint64_t, float*);
 template void init_base<double>(const Shape&, std::uint64_t, double*);
 template void init_adapters<float>(const Shape&, std::uint64_t, float*, bool);

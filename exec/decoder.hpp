@@ -145,6 +145,30 @@ class Block {
   std::vector<T> cos_, sin_;  // [seq x head_dim/2]
 };
 
+// The model's ends, as the step IR runs them apart from the blocks (its "fwd head", "loss" and
+// "bwd head" ops; the embedding lookup before the first block). `head` is the LM head [h x vocab],
+// or with tied embeddings the embedding [vocab x h]. Gradients are accumulated (+=).
+template <class T>
+void embed(const Shape& s, const T* embedding, const std::int32_t* tokens, std::int64_t n, Mat<T>& x);
+template <class T>
+void embed_backward(const Shape& s, const std::int32_t* tokens, const Mat<T>& dx, T* embedding_grad);
+template <class T>
+struct HeadCache {
+  Mat<T> x;           // the last block's output
+  Mat<T> hf;          // after the final norm
+  std::vector<T> rf;  // its 1/rms per token
+  Mat<T> logits;      // then, after loss(), d (grad_scale x mean loss) / d logits
+};
+template <class T>
+void head_forward(const Shape& s, const T* final_norm, const T* head, HeadCache<T>& c);
+// The mean cross-entropy over the tokens whose target is >= 0; leaves its gradient, scaled by
+// `grad_scale`, in c.logits.
+template <class T>
+T loss(const Shape& s, const std::int32_t* targets, T grad_scale, HeadCache<T>& c);
+template <class T>
+void head_backward(const Shape& s, const T* final_norm, const T* head, const HeadCache<T>& c, Mat<T>& dx,
+                   T* final_norm_grad, T* head_grad);
+
 // The whole model over one micro-batch: the mean cross-entropy of predicting targets[t] at token
 // t (targets < 0 are ignored, Hugging Face's -100), its gradients accumulated into base_grad (may
 // be null under LoRA) and adapter_grad (LoRA), each scaled by `grad_scale` (1 / micro-batches for

@@ -172,6 +172,16 @@ class Runner {
   mutable std::vector<std::byte> staged_;         // device-resident gradients or state read back (CUDA device)
   bool host_pinned_by_device_ = false;
   Scratch own_scratch_;  // the state's first values and last read-back
+  // Real training (Options::train): the decoder's math, and per chunk whether this step wrote its
+  // updated 16-bit parameters where the next step reads them.
+  std::unique_ptr<Trainer> trainer_;
+  std::vector<char> params_written_;
+  calibrate::cpu::AdamW adamw_;  // its defaults; Training::learning_rate when training
+  void prepare_training();
+  const std::uint16_t* params16(std::int64_t first, std::int64_t count) const;
+  void bf16_of_master(std::size_t c, const float* master, std::uint16_t* out) const;
+  void write_params16(std::size_t c, const float* master);
+  void publish_gradients(int share);
 };
 
 void Runner::fail(const std::string& why) {
@@ -306,6 +316,59 @@ void Runner::prepare() {
     if (stale > 0) notes_.push_back(fmt::format("removed {} scratch file(s) left by killed runs", stale));
     nvme_ = std::make_unique<NvmeTier>(static_cast<std::uint64_t>(nvme_bytes), opt_.storage_dirs, opt_.stripe_bytes);
   }
+  if (opt_.train) prepare_training();
+}
+
+// Options::train: what the binding needs of the step and the device, or why it cannot train.
+void Runner::prepare_training() {
+  const auto refuse = [](const std::string& why) { throw std::runtime_error("cannot train for real: " + why); };
+  if (!device_.host_addressable() || !device_.computes_on_host())
+    refuse("the decoder's math runs on the host's cores (the CPU device), not on " + device_.describe());
+  if (plan_.offload.delayed_update)
+    refuse("a delayed update trains on parameters one step stale, another algorithm than the in-memory run's");
+  if (!state_) refuse("the optimizer's master weights and moments are not tensors of the step");
+  if (weights_tensor_ < 0) refuse("the step has no weights tensor");
+  const schedule::Tensor& w = ir_.tensors[static_cast<std::size_t>(weights_tensor_)];
+  const decoder::Layout layout = decoder::layout_of(opt_.train->shape);
+  if (static_cast<std::int64_t>(params_) != layout.base_size || w.element != Element::bf16 ||
+      w.elements != layout.base_size)
+    refuse(
+        fmt::format("the binding trains a full fine-tune in bf16: the optimizer steps {} parameters and the "
+                    "weights tensor holds {} {} elements where the model has {}",
+                    params_, w.elements, inventory::to_string(w.element), layout.base_size));
+  if (w.tier != Tier::gpu) refuse("the parameters are streamed from " + std::string(plan::to_string(w.tier)));
+  for (const auto& op : ir_.ops)
+    if (op.kind == OpKind::gemm && op.name.empty()) refuse("the step was built without op names");
+  std::vector<bool> recomputed(static_cast<std::size_t>(opt_.train->shape.layers), false);
+  for (const auto& op : ir_.ops)
+    if (op.pass == schedule::Pass::recompute && op.layer >= 0 && op.layer < opt_.train->shape.layers)
+      recomputed[static_cast<std::size_t>(op.layer)] = true;
+  trainer_ = std::make_unique<Trainer>(*opt_.train, ir_.micro_batches, std::move(recomputed));
+  adamw_.lr = static_cast<float>(opt_.train->learning_rate);
+  params_written_.assign(chunk_params_.size(), 0);
+}
+
+// The 16-bit parameters [first, first + count), where the compute op reads them: the weights
+// tensor on the device.
+const std::uint16_t* Runner::params16(std::int64_t first, std::int64_t count) const {
+  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+  if (!w.live || static_cast<std::int64_t>(w.size) < 2 * (first + count)) return nullptr;
+  return reinterpret_cast<const std::uint16_t*>(w.ptr) + first;
+}
+
+void Runner::bf16_of_master(std::size_t c, const float* master, std::uint16_t* out) const {
+  for (std::size_t j = 0; j < chunk_params_[c]; ++j) out[j] = to_bf16(master[j]);
+}
+
+// Chunk c's updated 16-bit parameters into the weights tensor, by the op that runs now (a GPU
+// optimizer writes them in place; the copy of the updated parameters carries a CPU optimizer's).
+void Runner::write_params16(std::size_t c, const float* master) {
+  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+  const std::size_t k = chunk_params_[c];
+  if (!w.live || w.size < 2 * (chunk_begin_[c] + k))
+    throw std::runtime_error(fmt::format("training: the weights tensor cannot take chunk {}'s parameters", c));
+  bf16_of_master(c, master, reinterpret_cast<std::uint16_t*>(w.ptr) + chunk_begin_[c]);
+  params_written_[c] = 1;
 }
 
 void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
@@ -411,6 +474,21 @@ void Runner::allocate(int t) {
       break;
   }
   s.live = true;
+  if (trainer_ && t == weights_tensor_) {
+    // The 16-bit parameters: the master weights' first values (or the loaded state's) rounded, as
+    // every update leaves them.
+    std::vector<float> master;
+    for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
+      master.resize(chunk_params_[c]);
+      if (resume_.empty())
+        trainer_->initial(master.data(), chunk_begin_[c], chunk_params_[c]);
+      else
+        std::copy_n(resume_.begin() + static_cast<std::ptrdiff_t>(3 * chunk_begin_[c]), chunk_params_[c],
+                    master.begin());
+      write_params16(c, master.data());
+    }
+    std::fill(params_written_.begin(), params_written_.end(), 0);  // by this step's update, not this
+  }
   // The master weights' first values and zero moments (a fresh optimizer), or the loaded state's.
   if (!state_) return;
   for (const Part* part : {&master_, &moments_}) {
@@ -554,6 +632,10 @@ void Runner::load_state() {
 }
 
 void Runner::initial_master(float* out, std::size_t begin, std::size_t k) {
+  if (trainer_) {
+    trainer_->initial(out, begin, k);
+    return;
+  }
   for (std::size_t j = 0; j < k; ++j)
     out[j] = 0.02f * (static_cast<float>(((begin + j) * 7919) % 2001) - 1000.0f) / 1000.0f;
 }
@@ -686,8 +768,7 @@ void Runner::optimizer(std::size_t i, int c) {
       for (std::size_t b = 0; b < n; b += kBlock) {
         const std::size_t len = std::min(kBlock, n - b);
         for (std::size_t j = 0; j < len; ++j) wide[j] = from_bf16(h[b + j]);
-        calibrate::cpu::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len,
-                                   calibrate::cpu::AdamW{}, step_ + 1);
+        calibrate::cpu::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len, adamw_, step_ + 1);
       }
       continue;
     }
@@ -697,12 +778,14 @@ void Runner::optimizer(std::size_t i, int c) {
       gradients(begin + done, n, gather_.data());
       grads = gather_.data();
     }
-    calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, calibrate::cpu::AdamW{}, step_ + 1);
+    calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, adamw_, step_ + 1);
   }
   if (staged) {
     to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
     to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
   }
+  // A GPU optimizer (torch's fused AdamW, Megatron's) writes the 16-bit parameters as it updates.
+  if (trainer_ && ir_.ops[i].stream == Stream::compute) write_params16(cc, master);
 }
 
 // The optimizer's swap-in of chunk c (op i): its master, m and v from NVMe into a host swap
@@ -799,6 +882,30 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     nvme_io(io, offset, host, bytes, write);
     return;
   }
+  // Options::train: the copy of a CPU optimizer's updated 16-bit parameters to the device's
+  // weights (ZeRO-Offload): those of the chunks it follows (all where it follows none), rounded
+  // from the master weights.
+  if (trainer_ && dst == weights_tensor_ && op.dst == Tier::gpu && !live(src)) {
+    std::vector<std::size_t> chunks;
+    for (const int d : op.deps)
+      if (ir_.ops[static_cast<std::size_t>(d)].kind == OpKind::optimizer)
+        chunks.push_back(static_cast<std::size_t>(chunk_of_op_.at(static_cast<std::size_t>(d))));
+    if (chunks.empty())
+      for (std::size_t c = 0; c < chunk_params_.size(); ++c) chunks.push_back(c);
+    const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+    for (const std::size_t c : chunks) {
+      const std::size_t k = chunk_params_[c];
+      std::vector<float> master(k);
+      read_part(master_, c, reinterpret_cast<std::byte*>(master.data()));
+      auto* h = reinterpret_cast<std::uint16_t*>(scratch.get(2 * k));
+      bf16_of_master(c, master.data(), h);
+      if (w.size < 2 * (chunk_begin_[c] + k))
+        throw std::runtime_error(fmt::format("{}: the weights tensor cannot take chunk {}'s parameters", op.name, c));
+      to_device(w.ptr + 2 * chunk_begin_[c], reinterpret_cast<const std::byte*>(h), 2 * k);
+      params_written_[c] = 1;
+    }
+    return;
+  }
   // Device <-> host. A gradient's device-to-host copy: the compute stream's reduced gradient of
   // its layer, upcast to fp32 (ZeRO-Offload keeps fp32 gradients on the host, Ren et al. 2021 sec. 4.1).
   if (op.src == Tier::gpu && src < 0 && dst >= 0 &&
@@ -832,6 +939,10 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
 // nanosecond per parameter: on a GPU the GEMM's epilogue writes dB).
 void Runner::leave_gradient(std::size_t i, int worker) {
   const int share = last_weight_grad_.at(i);
+  if (trainer_) {
+    publish_gradients(share);
+    return;
+  }
   std::int64_t e = 0;
   const float* dB = device_.weight_gradient(worker, e);
   std::vector<float>& out = device_grads_[static_cast<std::size_t>(share)];
@@ -867,8 +978,41 @@ void Runner::leave_gradient(std::size_t i, int worker) {
   if (!in_place) to_device(st.ptr, reinterpret_cast<const std::byte*>(staged.data()), out.size() * 2);
 }
 
+// Options::train: share g's gradients, the decoder's fp32 sums rounded to bf16 as the GPU's
+// backward leaves them, into the share kept on the device (in place) and the compute stream's copy
+// the device-to-host copy carries (upcast, as DeepSpeed's). Shares kept on the device are parts of
+// one buffer the optimizer reads after the backward, equal parts that need not follow the layers
+// (Builder::gradient_state): so when the last share is left (the first layer's), every kept share
+// is written again with what the layers below made since.
+void Runner::publish_gradients(int share) {
+  const std::vector<float>& g = trainer_->gradients();
+  const auto publish = [&](std::size_t gi) {
+    std::vector<float>& out = device_grads_[gi];
+    const Storage& st = storage_[static_cast<std::size_t>(grad_tensor_[gi])];
+    const schedule::Tensor& x = ir_.tensors[static_cast<std::size_t>(grad_tensor_[gi])];
+    const bool keep = st.live && x.tier == Tier::gpu && x.element != Element::fp32 && st.size >= out.size() * 2;
+    auto* bf16 = keep ? reinterpret_cast<std::uint16_t*>(st.ptr) : nullptr;
+    const float* from = g.data() + grad_begin_[gi];
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const std::uint16_t h = to_bf16(from[j]);
+      out[j] = from_bf16(h);
+      if (bf16) bf16[j] = h;
+    }
+    return keep;
+  };
+  const bool kept = publish(static_cast<std::size_t>(share));
+  if (kept && share == 0)
+    for (std::size_t gi = 1; gi < grad_tensor_.size(); ++gi)
+      if (storage_[static_cast<std::size_t>(grad_tensor_[gi])].live) publish(gi);
+}
+
 void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
+  if (trainer_ && trainer_->runs(op)) {
+    trainer_->run(op, step_, [this](std::int64_t first, std::int64_t count) { return params16(first, count); });
+    if (last_weight_grad_.count(i)) leave_gradient(i, worker);
+    return;
+  }
   switch (op.kind) {
     case OpKind::alloc: allocate(op.tensor); break;
     case OpKind::free: release(op.tensor); break;
@@ -1087,8 +1231,19 @@ Measured Runner::run() {
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     for (auto& m : moved_) m.store(0);
+    if (trainer_) trainer_->begin_step();
     const BlockIo before = block_io();
     step(s, out);
+    if (trainer_ && !failed_) {
+      for (std::size_t c = 0; c < params_written_.size(); ++c)
+        if (!params_written_[c])
+          fail(
+              fmt::format("training: step {} left chunk {}'s updated parameters where the next step does not read "
+                          "them",
+                          s + 1, c));
+      std::fill(params_written_.begin(), params_written_.end(), 0);
+      out.losses.push_back(trainer_->step_loss());
+    }
     // The last step's counts (each step overwrites the one before).
     const BlockIo after = block_io();
     out.counted = {static_cast<double>(moved_[kH2d].load()),
@@ -1111,6 +1266,8 @@ Measured Runner::run() {
   out.process_peak_rss_bytes = rss ? peak_rss_bytes() : -1;
   out.device_scratch_bytes = device_.scratch_bytes();
   read_master(out);
+  if (const std::uint16_t* w = trainer_ ? params16(0, static_cast<std::int64_t>(params_)) : nullptr)
+    out.weights16.assign(w, w + params_);
   out.notes = notes_;
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "plan/plan.hpp"
 #include "process.hpp"
 #include "schedule/step_ir.hpp"
+#include "trainer.hpp"
 
 namespace ftplan::exec {
 
@@ -72,6 +74,12 @@ struct Options {
   // what runs here (validate's rate probes) is in no step's wall time. `tier`: with probe_tier
   // and an NVMe tier, its files' read and write rates timed just before; else null.
   std::function<void(int steps_done, const TierRates* tier)> after_step;
+  // Real training (trainer.hpp): the compute ops run the decoder on the 16-bit parameters the
+  // step put where they read them; gradients, master weights and moments are the model's, and
+  // the optimizer's updated 16-bit parameters go where the next step reads them. The CPU device,
+  // a full fine-tune of `train->shape` (the plan's model) and no delayed update; else the run
+  // stops with why. Unset: the kernels run at the IR's shapes on synthetic operands.
+  std::optional<Training> train;
 };
 
 struct StreamMeasure {
@@ -124,11 +132,15 @@ struct Measured {
   double process_peak_rss_bytes = -1;
   double host_peak_bytes = 0;
   double nvme_peak_bytes = 0;
-  bool host_pinned = false;        // the host tier is mlock'd
-  std::string host_note;           // pinned or pageable, and why
-  double nvme_written_bytes = 0;   // of the last step
-  Counted counted;                 // of the last step
-  std::vector<float> master;       // the fp32 master weights after the last step
+  bool host_pinned = false;       // the host tier is mlock'd
+  std::string host_note;          // pinned or pageable, and why
+  double nvme_written_bytes = 0;  // of the last step
+  Counted counted;                // of the last step
+  std::vector<float> master;      // the fp32 master weights after the last step
+  // With Options::train: each step's loss (the mean over its micro-batches, of the steps this run
+  // ran) and the 16-bit parameters after the last step, in decoder::Layout order.
+  std::vector<double> losses;
+  std::vector<std::uint16_t> weights16;
   std::vector<OpRecord> ops;       // of the last step, in completion order per stream
   std::vector<std::string> notes;  // where the IR did not say something the executor needed
   std::string trace_json;          // with Options::trace

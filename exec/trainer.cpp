@@ -1,0 +1,170 @@
+#include "trainer.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace ftplan::exec {
+
+using schedule::Op;
+using schedule::OpKind;
+using schedule::Pass;
+
+namespace {
+
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
+
+Trainer::Trainer(const Training& t, int micro_batches, std::vector<bool> recomputed)
+    : t_(t),
+      layout_(decoder::layout_of(t.shape)),
+      block_(t.shape, t.batch, t.seq),
+      micro_batches_(std::max(1, micro_batches)),
+      recompute_(std::move(recomputed)) {
+  recompute_.resize(static_cast<std::size_t>(t.shape.layers), false);
+  init_.resize(static_cast<std::size_t>(layout_.base_size));
+  decoder::init_base(t.shape, t.seed, init_.data());
+  grad_.assign(init_.size(), 0.0f);
+  micro_.resize(static_cast<std::size_t>(micro_batches_));
+  const auto n = static_cast<std::size_t>(t.batch) * static_cast<std::size_t>(t.seq);
+  for (Micro& m : micro_) {
+    m.tokens.resize(n);
+    m.targets.resize(n);
+    m.caches.resize(static_cast<std::size_t>(t.shape.layers));
+  }
+}
+
+void Trainer::initial(float* out, std::size_t begin, std::size_t k) const {
+  std::copy_n(init_.begin() + static_cast<std::ptrdiff_t>(begin), k, out);
+}
+
+Trainer::Part Trainer::part_of(const Op& op) {
+  if (op.kind == OpKind::loss) return Part::loss;
+  if (op.kind != OpKind::gemm && op.kind != OpKind::attention && op.kind != OpKind::elementwise) return Part::none;
+  if (op.upcasts_gradients) return Part::none;
+  if (op.layer < 0) return op.kind == OpKind::gemm && op.name.rfind(op.pass == Pass::forward ? "fwd head" : "bwd head", 0) == 0
+                               ? Part::head
+                               : Part::none;
+  const std::string_view name = op.name;
+  static constexpr std::pair<std::string_view, Part> kParts[] = {
+      {" norms/rope/residual", Part::norm_in}, {" qkv", Part::qkv},           {" attention", Part::attention},
+      {" attn_out", Part::attn_out},           {" mlp_in", Part::mlp_in},     {" activation", Part::activation},
+      {" mlp_out", Part::mlp_out}};
+  for (const auto& [suffix, part] : kParts)
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return part;
+  return Part::none;
+}
+
+bool Trainer::runs(const Op& op) const { return part_of(op) != Part::none; }
+
+void Trainer::begin_step() {
+  std::fill(grad_.begin(), grad_.end(), 0.0f);
+  loss_ = 0;
+  for (Micro& m : micro_) {
+    m.recomputed.assign(static_cast<std::size_t>(t_.shape.layers), 0);
+    m.backward.assign(static_cast<std::size_t>(t_.shape.layers), 0);
+  }
+}
+
+const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params& params,
+                            std::vector<float>& into) const {
+  const std::uint16_t* h = params(first, count);
+  if (!h) throw std::runtime_error(fmt::format("training: parameters [{}, {}) are not where the op reads them", first,
+                                               first + count));
+  into.resize(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) into[static_cast<std::size_t>(j)] = from_bf16(h[j]);
+  return into.data();
+}
+
+void Trainer::run(const Op& op, int step, const Params& params) {
+  const Part part = part_of(op);
+  if (part == Part::none) return;
+  if (op.micro < 0 || op.micro >= micro_batches_)
+    throw std::runtime_error(fmt::format("training: {} is of micro-batch {} of {}", op.name, op.micro, micro_batches_));
+  Micro& m = micro_[static_cast<std::size_t>(op.micro)];
+  const decoder::Shape& s = t_.shape;
+  const std::int64_t tokens = static_cast<std::int64_t>(t_.batch) * t_.seq;
+  const std::int64_t head_at = s.tied_embeddings ? layout_.embedding : layout_.head;
+  const std::int64_t head_size = static_cast<std::int64_t>(s.hidden) * s.vocab;
+
+  if (part == Part::head || part == Part::loss) {
+    if (op.kind == OpKind::loss) {
+      loss_ += decoder::loss(s, m.targets.data(), 1.0f / static_cast<float>(micro_batches_), m.head) /
+               static_cast<double>(micro_batches_);
+      return;
+    }
+    const float* norm = widen(layout_.final_norm, s.hidden, params, wide_norm_);
+    const float* head = widen(head_at, head_size, params, wide_);
+    if (op.pass == Pass::forward) {
+      m.head.x = m.x;
+      decoder::head_forward(s, norm, head, m.head);
+    } else {
+      decoder::head_backward(s, norm, head, m.head, m.dx, grad_.data() + layout_.final_norm, grad_.data() + head_at);
+    }
+    return;
+  }
+
+  const int l = op.layer;
+  if (l >= s.layers) throw std::runtime_error(fmt::format("training: {} is of layer {} of {}", op.name, l, s.layers));
+  decoder::BlockCache<float>& c = m.caches[static_cast<std::size_t>(l)];
+  const auto w = [&] { return widen(layout_.block(l), layout_.block_size, params, wide_); };
+  switch (op.pass) {
+    case Pass::forward:
+      switch (part) {
+        case Part::norm_in:
+          if (l == 0) {
+            // Sequences step x micro-batches x batch on: each step trains on new ones.
+            for (int b = 0; b < t_.batch; ++b)
+              decoder::corpus_sequence(s.vocab, t_.seq,
+                                       (static_cast<std::uint64_t>(step) * micro_batches_ + op.micro) * t_.batch + b,
+                                       m.tokens.data() + static_cast<std::size_t>(b) * t_.seq,
+                                       m.targets.data() + static_cast<std::size_t>(b) * t_.seq);
+            decoder::embed(s, widen(layout_.embedding, static_cast<std::int64_t>(s.vocab) * s.hidden, params, wide_),
+                           m.tokens.data(), tokens, m.x);
+          }
+          c.x = m.x;
+          block_.norm_in(w(), c);
+          break;
+        case Part::qkv: block_.qkv(w(), nullptr, c); break;
+        case Part::attention: block_.attention(c); break;
+        case Part::attn_out: block_.attn_out(w(), nullptr, c); break;
+        case Part::mlp_in: block_.mlp_in(w(), nullptr, c); break;
+        case Part::activation: block_.activation(c); break;
+        case Part::mlp_out:
+          block_.mlp_out(w(), nullptr, c, m.x);
+          if (recompute_[static_cast<std::size_t>(l)]) c.keep_input_only();
+          break;
+        default: break;
+      }
+      break;
+    case Pass::recompute:
+      if (!m.recomputed[static_cast<std::size_t>(l)]) {
+        m.recomputed[static_cast<std::size_t>(l)] = 1;
+        block_.recompute(w(), nullptr, c);
+      }
+      break;
+    case Pass::backward:
+      if (!m.backward[static_cast<std::size_t>(l)]) {
+        m.backward[static_cast<std::size_t>(l)] = 1;
+        if (recompute_[static_cast<std::size_t>(l)] && !m.recomputed[static_cast<std::size_t>(l)])
+          throw std::runtime_error(fmt::format("training: {} before layer {}'s recompute", op.name, l));
+        decoder::Mat<float> dprev;
+        block_.backward(w(), nullptr, c, m.dx, dprev, grad_.data() + layout_.block(l), nullptr);
+        m.dx.swap(dprev);
+        c = decoder::BlockCache<float>{};
+        if (l == 0) decoder::embed_backward(s, m.tokens.data(), m.dx, grad_.data() + layout_.embedding);
+      }
+      break;
+    default: break;
+  }
+}
+
+}  // namespace ftplan::exec

@@ -1,0 +1,80 @@
+// The executor's real training (issue 40, "train for real"): the step IR's compute ops run the
+// decoder's math (decoder.hpp) on the 16-bit parameters the executor has put where the op reads
+// them, over micro-batches of the synthetic corpus, accumulating the fp32 gradients the IR's
+// gradient shares then carry to the optimizer. The Trainer knows the model and the IR's op names;
+// the executor knows where the parameters are (its tiers) and hands them over per op.
+//
+// Which op runs what (schedule/layer_ops.cpp names them; "fwd L3 m1 qkv"):
+// - forward, layer l: "norms/rope/residual" (the embedding lookup first, at layer 0; then the
+//   input norm), "qkv", "attention", "attn_out", "mlp_in", "activation", "mlp_out": the Block
+//   passes of the same names;
+// - recompute, layer l: the first of its ops reruns the block's forward from its kept input
+//   (Block::recompute);
+// - backward, layer l: the first of its block ops runs the block's whole backward (and at layer 0
+//   the embedding's), so the layer's gradients are complete by its last weight-gradient GEMM;
+// - "fwd head", "loss", "bwd head": the final norm and LM head, the cross-entropy, their backward.
+// Any other op (casts, copies, the gradient upcast) is not the Trainer's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "decoder.hpp"
+#include "schedule/step_ir.hpp"
+
+namespace ftplan::exec {
+
+struct Training {
+  decoder::Shape shape;
+  int batch = 1;  // sequences per micro-batch
+  int seq = 1;
+  std::uint64_t seed = 1;  // the parameters' first values and the corpus
+  double learning_rate = 1e-3;  // AdamW's (its other settings: calibrate::cpu::AdamW's defaults)
+};
+
+class Trainer {
+ public:
+  // `micro_batches` of the step; `recomputed`: the layers whose activations the IR recomputes.
+  Trainer(const Training& t, int micro_batches, std::vector<bool> recomputed);
+
+  const decoder::Layout& layout() const { return layout_; }
+  // The fp32 master weights' first values of parameters [begin, begin + k) (decoder::init_base).
+  void initial(float* out, std::size_t begin, std::size_t k) const;
+
+  // Whether `op` is one of the decoder's passes (above).
+  bool runs(const schedule::Op& op) const;
+  // The 16-bit parameters [first, first + count) in Layout order, where the op may read them.
+  using Params = std::function<const std::uint16_t*(std::int64_t first, std::int64_t count)>;
+  // Runs op's part of step `step` (0-based; it picks the corpus's sequences).
+  void run(const schedule::Op& op, int step, const Params& params);
+
+  void begin_step();
+  double step_loss() const { return loss_; }  // the mean over the step's micro-batches
+  const std::vector<float>& gradients() const { return grad_; }
+
+ private:
+  enum class Part { none, norm_in, qkv, attention, attn_out, mlp_in, activation, mlp_out, head, loss };
+  static Part part_of(const schedule::Op& op);
+  // Parameters [first, first + count) widened to fp32 (a GPU's kernels read bf16 and compute in fp32).
+  const float* widen(std::int64_t first, std::int64_t count, const Params& params, std::vector<float>& into) const;
+  struct Micro {
+    std::vector<std::int32_t> tokens, targets;
+    decoder::Mat<float> x, dx;  // the forward's running activation; the backward's running gradient
+    std::vector<decoder::BlockCache<float>> caches;
+    decoder::HeadCache<float> head;
+    std::vector<char> recomputed, backward;  // per layer: done this step
+  };
+  Training t_;
+  decoder::Layout layout_;
+  decoder::Block<float> block_;
+  int micro_batches_;
+  std::vector<bool> recompute_;
+  std::vector<float> init_;  // the master weights' first values
+  std::vector<float> grad_;
+  std::vector<Micro> micro_;
+  std::vector<float> wide_, wide_norm_;  // parameters widened for the op running now
+  double loss_ = 0;
+};
+
+}  // namespace ftplan::exec
