@@ -104,6 +104,12 @@ void print_table(const exec::Validation& v) {
                                                     : std::string("none (this device has no spot check)"));
   fmt::print("parameters after step {}: digest {}\n",
              v.measured.first_step + static_cast<int>(v.measured.step_s.size()), exec::digest(v.measured.master));
+  if (!v.measured.losses.empty()) {
+    std::string losses;
+    for (const double x : v.measured.losses) losses += fmt::format("{}{:.4f}", losses.empty() ? "" : " ", x);
+    fmt::print("losses (steps {} to {}): {}\n", v.measured.first_step + 1,
+               v.measured.first_step + static_cast<int>(v.measured.losses.size()), losses);
+  }
   for (const auto& n : v.notes) fmt::print("note: {}\n", n);
   fmt::print("\n");
 }
@@ -130,6 +136,7 @@ nlohmann::json to_json(const exec::Validation& v) {
   j["measured_step_times_s"] = v.measured.step_s;
   j["first_step"] = v.measured.first_step;
   j["parameters_digest"] = exec::digest(v.measured.master);
+  j["losses"] = v.measured.losses;  // with --train: one per step run; else empty
   j["measured_device_peak_bytes"] = v.measured_device_peak_bytes;
   j["simulated_device_peak_bytes"] = v.simulated_device_peak_bytes;
   j["device_peak_error_pct"] = exec::error_pct(v.simulated_device_peak_bytes, v.measured_device_peak_bytes);
@@ -225,6 +232,10 @@ std::vector<OptionSpec> validate_options() {
                      "also probe the device's rates at the step's own shapes before and between the steps and "
                      "simulate at them: a diagnostic beside the profile's prediction (without --profile, the "
                      "whole comparison; it checks mechanisms, since the rates come from the run checked)"});
+  options.push_back({"train", false,
+                     "train for real: the compute runs the model's decoder on the parameters each step streams, on "
+                     "the synthetic corpus, and each step's loss is printed (the CPU device; full fine-tunes whose "
+                     "parameters stay on the device; the step then times the decoder's kernels)"});
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});
@@ -251,6 +262,7 @@ exec::Scale read_run_options(const Args& args, const std::string& steps, exec::V
     if (*dev != "cpu" && *dev != "cuda") throw UsageError(fmt::format("--device: '{}' is not cpu or cuda", *dev));
     o.cuda = *dev == "cuda";
   }
+  o.train = args.flag("train");
   if (auto dir = args.value("state-dir")) {
     o.state_dir = *dir;
     std::error_code ec;

@@ -50,7 +50,7 @@ verbs:
   calibrate [--quick]      measure this machine (GPU, CPU/DRAM, storage); --out writes a profile
   validate SCENARIO        per plan: run the step for real with the executor on this machine and
                            compare with the simulation [--plan NAME] [--steps N] [--scale layers=N,hidden=H]
-                           [--storage-dir DIR[,DIR]] [--state-dir DIR] [--device cpu|cuda] [--trace out]
+                           [--storage-dir DIR[,DIR]] [--state-dir DIR] [--device cpu|cuda] [--train] [--trace out]
   help                     this text; VERB --help lists a verb's options
 
 options shared by all verbs:

@@ -50,14 +50,18 @@ Trainer::Part Trainer::part_of(const Op& op) {
   if (op.kind == OpKind::loss) return Part::loss;
   if (op.kind != OpKind::gemm && op.kind != OpKind::attention && op.kind != OpKind::elementwise) return Part::none;
   if (op.upcasts_gradients) return Part::none;
-  if (op.layer < 0) return op.kind == OpKind::gemm && op.name.rfind(op.pass == Pass::forward ? "fwd head" : "bwd head", 0) == 0
-                               ? Part::head
-                               : Part::none;
+  if (op.layer < 0)
+    return op.kind == OpKind::gemm && op.name.rfind(op.pass == Pass::forward ? "fwd head" : "bwd head", 0) == 0
+               ? Part::head
+               : Part::none;
   const std::string_view name = op.name;
-  static constexpr std::pair<std::string_view, Part> kParts[] = {
-      {" norms/rope/residual", Part::norm_in}, {" qkv", Part::qkv},           {" attention", Part::attention},
-      {" attn_out", Part::attn_out},           {" mlp_in", Part::mlp_in},     {" activation", Part::activation},
-      {" mlp_out", Part::mlp_out}};
+  static constexpr std::pair<std::string_view, Part> kParts[] = {{" norms/rope/residual", Part::norm_in},
+                                                                 {" qkv", Part::qkv},
+                                                                 {" attention", Part::attention},
+                                                                 {" attn_out", Part::attn_out},
+                                                                 {" mlp_in", Part::mlp_in},
+                                                                 {" activation", Part::activation},
+                                                                 {" mlp_out", Part::mlp_out}};
   for (const auto& [suffix, part] : kParts)
     if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix) return part;
   return Part::none;
@@ -77,8 +81,9 @@ void Trainer::begin_step() {
 const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params& params,
                             std::vector<float>& into) const {
   const std::uint16_t* h = params(first, count);
-  if (!h) throw std::runtime_error(fmt::format("training: parameters [{}, {}) are not where the op reads them", first,
-                                               first + count));
+  if (!h)
+    throw std::runtime_error(
+        fmt::format("training: parameters [{}, {}) are not where the op reads them", first, first + count));
   into.resize(static_cast<std::size_t>(count));
   for (std::int64_t j = 0; j < count; ++j) into[static_cast<std::size_t>(j)] = from_bf16(h[j]);
   return into.data();

@@ -29,7 +29,7 @@ struct Training {
   decoder::Shape shape;
   int batch = 1;  // sequences per micro-batch
   int seq = 1;
-  std::uint64_t seed = 1;  // the parameters' first values and the corpus
+  std::uint64_t seed = 1;       // the parameters' first values and the corpus
   double learning_rate = 1e-3;  // AdamW's (its other settings: calibrate::cpu::AdamW's defaults)
 };
 

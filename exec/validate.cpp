@@ -273,6 +273,16 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   eo.trace = o.trace;
   if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
+  if (o.train) {
+    Training t;
+    std::string unfit;
+    t.shape = decoder::shape_of(model, unfit);
+    if (!unfit.empty()) return fail("cannot train for real: " + unfit);
+    t.batch = static_cast<int>(p.job.micro_batch);
+    t.seq = static_cast<int>(p.job.seq_len);
+    t.learning_rate = o.learning_rate;
+    eo.train = t;
+  }
   std::vector<std::string> probe_notes;
   // Between steps the NVMe rates are the run's own files' (exec::TierRates), not the probe's.
   eo.probe_tier = in_run && nvme;

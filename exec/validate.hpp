@@ -62,6 +62,11 @@ struct ValidateOptions {
   // "rates drifted" (Validation::drift). The goal is 10%: past it, the comparison cannot
   // tell the simulator's error from the machine's.
   double drift_threshold_pct = 10;
+  // Train for real (Options::train): the compute runs the decoder on the parameters the step
+  // streams, and each step's loss is reported (Measured::losses); the step then times the
+  // decoder's kernels, not the device's calibrated ones, so its timing is not the prediction's.
+  bool train = false;
+  double learning_rate = 1e-3;  // AdamW's, with train
   std::function<void(const std::string&)> progress;
 };
 

@@ -329,6 +329,16 @@ TEST_CASE("offloaded training equals in-memory training: the same losses and par
     CHECK(bitwise_equal(m.master, reference.master));
     CHECK(m.weights16 == reference.weights16);
   }
+  // `validate --train`: the same training through the verb, its losses reported.
+  exec::ValidateOptions vo;
+  vo.steps = 3;
+  vo.storage_dirs = {dir.path};
+  vo.train = true;
+  vo.learning_rate = 3e-3;
+  vo.probe_between_steps = false;
+  const exec::Validation v = exec::validate(s.model, plan_named(s, "ZeRO-Offload"), vo);
+  REQUIRE_MESSAGE(v.ok, v.problem);
+  CHECK(v.measured.losses == std::vector<double>(reference.losses.begin(), reference.losses.begin() + 3));
   // What the binding does not train, it says.
   const exec::Measured delayed = train(s, "ZeRO-Offload delayed update", 1, dir.path);
   CHECK_FALSE(delayed.ok);
