@@ -73,6 +73,11 @@ double quantized_bytes_per_param(const plan::QuantSpec& q) {
   return 2.0;
 }
 
+bool streams_root_params(const plan::Plan& plan, const Inventory& inv) {
+  return plan.offload.params != plan::Tier::gpu && !inv.gathered_for_step &&
+         (inv.profile.sharding == plan::Sharding::deepspeed || inv.profile.sharding == plan::Sharding::none);
+}
+
 bool autocast_casts_weights(const plan::PrecisionRecipe& recipe, const plan::Job& job) {
   return recipe.autocast_copies && job.method == plan::Method::full;
 }

@@ -48,6 +48,9 @@ double element_bytes(Element e);  // packed: 1 (a byte)
 // The name of the pinned host buffers the NVMe optimizer swap goes through (the step IR's swap
 // copies and the CPU optimizer step name this tensor).
 inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pinned)";
+// The LM head's and final norm's parameters fetched to the GPU for the head's forward and
+// backward, where the root's parameters are streamed (streams_root_params).
+inline constexpr const char* kStreamedHead = "streamed head and final norm";
 // DeepSpeed's NVMe optimizer swap moves the state one sub-group at a time: sub_group_size
 // elements, default 1e9 (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig.sub_group_size),
 // each the fp32 master, m, v and gradient: 16 bytes. The swap buffers hold one sub-group; the step
@@ -172,5 +175,12 @@ Dequantization dequantization(const plan::QuantSpec& q, double compute_B);
 // dtype (add_weights), which autocast passes through uncast (cached_cast casts only an fp32
 // tensor), and the adapters' casts are the adapter ops'.
 bool autocast_casts_weights(const plan::PrecisionRecipe& recipe, const plan::Job& job);
+// Whether the root's parameters (the embedding; the final norm and LM head) are fetched to the GPU
+// on use, as the layers' are, from host memory or flash: parameters kept off the GPU by DeepSpeed
+// ZeRO-3's offload_param, whose coordinator fetches every module's parameters from its pre-forward
+// hook (stage3 PartitionedParameterCoordinator.fetch_sub_module), or by a layer-streaming engine
+// (no sharding). Not under FSDP, whose offload keeps the root unit as it keeps it on the GPU, nor
+// for parameters gathered for the step.
+bool streams_root_params(const plan::Plan& plan, const Inventory& inv);
 
 }  // namespace ftplan::inventory

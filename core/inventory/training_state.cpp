@@ -277,6 +277,15 @@ void add_working_copies(Build& b) {
     b.add("streamed parameter buffers", Category::buffers, Tier::gpu, rp.largest_layer * b.base_B(rec.compute_B),
           1 + std::max(1, b.off.prefetch_depth), Lifetime::layer, b.base_element(compute), false, true);
   }
+  // The head's fetch (streams_root_params), from before the head's forward to after its backward;
+  // tied, the head is the embedding matrix. (The embedding's own fetch, around its lookup before
+  // the first layer, is below this peak.)
+  if (streams_root_params(b.plan, inv) && b.stage == b.pp - 1 && b.m.has_lm_head()) {
+    const double head = static_cast<double>(model::head_params(b.m)) +
+                        (b.m.tied_embeddings ? static_cast<double>(b.m.vocab) * b.m.hidden : 0.0);
+    b.add(kStreamedHead, Category::temporaries, Tier::gpu,
+          (head / b.tp + (b.m.final_norm ? b.norm_params : 0.0)) * rec.compute_B, 1, Lifetime::loss, compute);
+  }
   // torch.autocast keeps bf16 casts of the fp32 weights from forward to backward: the matmuls save
   // them, and autocast's cast cache holds the casts of leaf weights until the autocast region
   // ends (torch/csrc/autograd autocast_mode.cpp cached_cast: leaf, not a view, requires grad).

@@ -366,6 +366,15 @@ class Builder : private StepState {
   // op of its backward, updated when the framework's copy runs on the compute stream.
   int reduce_copy_in(int layer, int mb, int& cur);
   int fetch(int layer, int mb, bool backward, int release_before, int after, int& buffer);
+  // A fetch's copies into the GPU buffer `buffer` (allocated on the first copy's stream after
+  // `deps`): from flash through a pinned staging buffer, or from host memory, then the gather of
+  // the other ranks' shards. Returns the last op.
+  int stream_in(int buffer, double bytes, const std::string& what, int layer, int mb, Ids deps, int after);
+  // Parameters kept off the GPU that no layer's fetch carries, the root's (DeepSpeed fetches the
+  // embedding and the LM head on use like any module): whether this step fetches them, and a
+  // fetch of `params` of them into a buffer of their own (its tensor in `buffer`).
+  bool streams_root() const;
+  int fetch_root(const std::string& what, double params, int mb, Ids deps, int& buffer);
   // FSDP2 inside a pipeline stage: the per-step all-gathers (gather_stage), the ops a layer's
   // compute waits for (stage_params_ready: its gather's copy-out, the first time), the
   // accumulation of a micro-batch's unsharded gradients (accumulate_unsharded).

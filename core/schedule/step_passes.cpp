@@ -63,13 +63,17 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
   // across passes and micro-batches too (`release_before` only bounds a pass from within; the
   // executor, exec/, ran the NVMe reads of the next pass ahead past the simulated peak).
   take_slot(fetch_buffers, units_in_flight, buffer, deps);
+  return stream_in(buffer, unit_bytes, what, layer, mb, std::move(deps), after);
+}
+
+int Builder::stream_in(int buffer, double bytes, const std::string& what, int layer, int mb, Ids deps, int after) {
   // The fetch reads the weights, allocated on the compute stream: it runs on another stream, so
   // it must wait for that allocation (the executor, exec/, found fetches racing ahead of it).
   if (weights_alloc >= 0) deps.push_back(weights_alloc);
   const Stream first_stream =
       param_tier == Tier::gpu ? Stream::comm : (param_tier == Tier::nvme ? Stream::nvme_read : Stream::h2d);
   int last = alloc(first_stream, buffer, deps);
-  const double shard_bytes = unit_bytes / std::max(1, shard);
+  const double shard_bytes = bytes / std::max(1, shard);
   int source = weights_tensor;
   if (param_tier == Tier::nvme) {
     // ZeRO-Infinity / aiDAPTIV: read the layer's shard from flash into a pinned host buffer.
@@ -87,7 +91,7 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
                 {weights_tensor}, {buffer});
     source = buffer;
   }
-  if (per_parameter) {
+  if (per_parameter && layer >= 0) {
     // Each tensor: torch.cuda.synchronize() first (DeepSpeed issue #1069; PR #1188: "the async
     // version is not async at all, because each all_gather calls torch.cuda.synchronize()"), so
     // it waits for the compute issued before it; then torch.distributed.all_gather into a
@@ -97,20 +101,38 @@ int Builder::fetch(int layer, int mb, bool backward, int release_before, int aft
     // per-rank launches, which `kernels` counts for every group size.
     const std::vector<double> shares = parameter_tensor_shares(layer);
     for (std::size_t t = 0; t < shares.size(); ++t) {
-      last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes * shares[t],
+      last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, bytes * shares[t],
                         name("all-gather {} p{}", what, t), layer, mb, {last, after});
       ir_.ops[last].host_s = kDeepSpeedPerParameterFetch_s;
       ir_.ops[last].kernels = shard;
       ir_.ops[last].reads = {source};
       ir_.ops[last].writes = {buffer};
     }
-  } else if (shard > 1) {
-    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, unit_bytes, "all-gather " + what, layer,
-                      mb, {last});
+  } else if (shard > 1) {  // (the root's modules: one gather each)
+    last = collective(Stream::comm, Collective::all_gather, Group::dp, shard, bytes, "all-gather " + what, layer, mb,
+                      {last});
     ir_.ops[last].reads = {source};
     ir_.ops[last].writes = {buffer};
   }
   return last;
+}
+
+// ZeRO-Infinity's and ZeRO-Offload's parameter offload (offload_param) partitions and fetches
+// every module's parameters on use, the embedding and the LM head as the layers (DeepSpeed
+// stage3 PartitionedParameterCoordinator.fetch_sub_module from each module's pre-forward hook);
+// norms below stage3_param_persistence_threshold (1e5 parameters) stay on the GPU, but the
+// final norm is counted with the head's fetch (the inventory keeps no persistent part). Layer
+// fetches are sized at the largest layer (the inventory's pool); the root's buffers are their
+// own (inventory::kStreamedHead; the embedding's lives only around its lookup). The condition is
+// inventory::streams_root_params. Not modelled yet: the root's all-gathers where ZeRO-3 or FSDP
+// shard parameters kept on the GPU, and a fetch of the embedding for its backward.
+bool Builder::streams_root() const { return stream_params && inventory::streams_root_params(p_, inv_); }
+
+int Builder::fetch_root(const std::string& what, double params, int mb, Ids deps, int& buffer) {
+  const std::string label = micro_name("params " + what, mb);
+  const double bytes = params * inv_.recipe.compute_B;
+  buffer = tensor(label, Category::temporaries, Tier::gpu, bytes, -1, unit_group->element);
+  return stream_in(buffer, bytes, micro_name(what, mb), -1, mb, std::move(deps), -1);
 }
 
 // FSDP2 inside a pipeline stage (Inventory::gathered_for_step, whose sources the inventory
@@ -212,7 +234,12 @@ void Builder::forward(int mb, int chunk) {
     const std::size_t first_op = ir_.ops.size();
     Ids deps = {last_compute};
     Ids reads;
-    int buffer = -1;
+    int buffer = -1, embedding = -1;
+    if (layer == 0 && streams_root() && model::embedding_params(m_) > 0) {
+      deps.push_back(
+          fetch_root("embedding", static_cast<double>(model::embedding_params(m_)) / tp_, mb, {}, embedding));
+      reads.push_back(embedding);
+    }
     if (stream_params) {
       const int before = l - c0 >= units_in_flight ? released[l - units_in_flight] : -1;
       const int gathered = fetch(layer, mb, false, before, last_compute, buffer);
@@ -258,6 +285,7 @@ void Builder::forward(int mb, int chunk) {
       run_template = -1;
     }
     if (buffer >= 0) last_compute = release(Stream::compute, buffer, {last_compute});
+    if (embedding >= 0) last_compute = release(Stream::compute, embedding, {last_compute});
     released[l] = last_compute;
     if (offloaded_group && saved[l] >= 0) offload_activations(l, layer, mb);
   }
@@ -557,9 +585,20 @@ void Builder::offload_activations(int l, int layer, int mb) {
 // temporaries (the inventory's loss groups).
 void Builder::head_and_loss(int mb) {
   std::vector<int> loss_tensors, peak;
+  int head_fetched = -1, head_buffer = -1;
   for (const auto* g : loss_groups) {
+    if (std::string_view(g->name) == inventory::kStreamedHead) {  // fetched (streams_root), its tensor its own
+      head_fetched = fetch_root("head", g->total() / inv_.recipe.compute_B, mb, {}, head_buffer);
+      loss_tensors.push_back(head_buffer);
+      continue;
+    }
     loss_tensors.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
     last_compute = alloc(Stream::compute, loss_tensors.back(), {last_compute});
+  }
+  if (head_fetched >= 0) {
+    Op ready = make_op(OpKind::marker, Stream::compute, Pass::forward, micro_name("head parameters ready", mb), -1, mb);
+    ready.deps = {last_compute, head_fetched};
+    last_compute = add(std::move(ready));
   }
   for (const auto* g : loss_peak_groups) {
     peak.push_back(tensor(g->name, g->category, g->tier, g->total(), -1, g->element));
@@ -575,6 +614,7 @@ void Builder::head_and_loss(int mb) {
   }
   last_compute = gemm(micro_name("fwd head", mb), -1, mb, Pass::forward, tokens_, static_cast<double>(m_.hidden), V,
                       false, {last_compute});
+  if (head_buffer >= 0) ir_.ops[last_compute].reads = {head_buffer};
   Op loss;
   loss.kind = OpKind::loss;
   loss.stream = Stream::compute;
@@ -588,6 +628,7 @@ void Builder::head_and_loss(int mb) {
   for (int t : peak) last_compute = release(Stream::compute, t, {last_compute});
   last_compute = gemm(micro_name("bwd head", mb), -1, mb, Pass::backward, tokens_, static_cast<double>(m_.hidden), V,
                       full_, {last_compute});
+  if (head_buffer >= 0) ir_.ops[last_compute].reads = {head_buffer};
   for (int t : loss_tensors) last_compute = release(Stream::compute, t, {last_compute});
 }
 

@@ -528,3 +528,46 @@ TEST_CASE(
     if (t.category == inventory::Category::gradients && t.layer >= 0) sizes.insert(t.elements);
   CHECK(sizes.size() == 1);
 }
+
+TEST_CASE("parameters streamed from flash: the embedding and the LM head are fetched as the layers are") {
+  /* DeepSpeed ZeRO-3's offload_param fetches every module's parameters on use (stage3
+   * PartitionedParameterCoordinator.fetch_sub_module): the embedding before the first layer and
+   * the head with the final norm before the head's forward, each micro-batch; the head's buffer
+   * is the inventory's kStreamedHead. Parameters on the GPU (FSDP here) fetch nothing of the kind. */
+  const auto s =
+      scenario("llama-3.1-8b", "  framework: deepspeed\n  micro_batch: 1\n  seq_len: 1024\n  global_batch: 2\n",
+               "    cluster: {gpu: h100-sxm-80gb, gpus: 1}\n    parallel: {zero: 3}\n"
+               "    offload: {preset: zero-infinity}\n");
+  const model::ModelSpec& m = s.model;
+  const auto inv = inventory::build_inventory(s.model, s.plans[0]);
+  const auto ir = schedule::build_step(s.model, s.plans[0], inv);
+  double head_group = 0;
+  for (const auto& g : inv.groups)
+    if (std::string_view(g.name) == inventory::kStreamedHead) head_group = g.total();
+  const double head_params = static_cast<double>(model::head_params(m)) + m.hidden;
+  CHECK(head_group == doctest::Approx(2.0 * head_params));
+  int embedding_reads = 0, head_reads = 0;
+  for (const auto& op : ir.ops) {
+    if (op.kind != OpKind::copy || op.src != plan::Tier::nvme) continue;
+    if (op.name.starts_with("nvme read params embedding")) {
+      ++embedding_reads;
+      CHECK(op.bytes == doctest::Approx(2.0 * static_cast<double>(model::embedding_params(m))));
+    }
+    if (op.name.starts_with("nvme read params head")) {
+      ++head_reads;
+      CHECK(op.bytes == doctest::Approx(2.0 * head_params));
+    }
+  }
+  CHECK(embedding_reads == 2);  // one a micro-batch
+  CHECK(head_reads == 2);
+  for (const auto& op : ir.ops)
+    if (op.kind == OpKind::gemm && op.layer < 0) {  // fwd and bwd head read the fetched head
+      REQUIRE(op.reads.size() == 1);
+      CHECK(ir.tensors[static_cast<std::size_t>(op.reads.front())].bytes == doctest::Approx(head_group));
+    }
+  CHECK(schedule::dry_run(ir).empty());
+
+  const auto fsdp = scenario("llama-3.1-8b", "  framework: pytorch-fsdp\n  micro_batch: 1\n  seq_len: 1024\n",
+                             "    cluster: {gpu: h100-sxm-80gb, gpus: 8}\n");
+  for (const auto& op : step_of(fsdp).ops) CHECK(op.name.find("params embedding") == std::string::npos);
+}
