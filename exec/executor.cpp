@@ -176,6 +176,17 @@ class Runner {
   // updated 16-bit parameters where the next step reads them.
   std::unique_ptr<Trainer> trainer_;
   std::vector<char> params_written_;
+  // Training with streamed parameters: the parameter ranges (decoder::Layout) a fetch carries, in
+  // its buffer one after the other, per IR tensor (the GPU buffers and their staging buffers);
+  // and the buffers the compute ops last read, by their first parameter (the compute worker's).
+  struct Segment {
+    std::int64_t first = 0, count = 0;
+  };
+  std::vector<std::vector<Segment>> segments_;
+  std::map<std::int64_t, int> current_;
+  std::vector<Segment> fetch_segments(int layer, const std::string& name) const;
+  void nvme_params(storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data, bool write,
+                   Scratch& scratch);
   calibrate::cpu::AdamW adamw_;  // its defaults; Training::learning_rate when training
   void prepare_training();
   const std::uint16_t* params16(std::int64_t first, std::int64_t count) const;
@@ -336,7 +347,6 @@ void Runner::prepare_training() {
         fmt::format("the binding trains a full fine-tune in bf16: the optimizer steps {} parameters and the "
                     "weights tensor holds {} {} elements where the model has {}",
                     params_, w.elements, inventory::to_string(w.element), layout.base_size));
-  if (w.tier != Tier::gpu) refuse("the parameters are streamed from " + std::string(plan::to_string(w.tier)));
   for (const auto& op : ir_.ops)
     if (op.kind == OpKind::gemm && op.name.empty()) refuse("the step was built without op names");
   std::vector<bool> recomputed(static_cast<std::size_t>(opt_.train->shape.layers), false);
@@ -345,15 +355,75 @@ void Runner::prepare_training() {
       recomputed[static_cast<std::size_t>(op.layer)] = true;
   trainer_ = std::make_unique<Trainer>(*opt_.train, ir_.micro_batches, std::move(recomputed));
   adamw_.lr = static_cast<float>(opt_.train->learning_rate);
+  // Fetched parameters (ZeRO-3 offload, ZeRO-Infinity): the ranges each buffer holds.
+  segments_.assign(ir_.tensors.size(), {});
+  for (std::size_t t = 0; t < ir_.tensors.size(); ++t)
+    if (ir_.tensors[t].category != Category::weights)
+      segments_[t] = fetch_segments(ir_.tensors[t].layer, ir_.tensors[t].name);
   params_written_.assign(chunk_params_.size(), 0);
 }
 
-// The 16-bit parameters [first, first + count), where the compute op reads them: the weights
-// tensor on the device.
+// The parameter ranges a fetch named `name` of layer `layer` carries (Builder::fetch and
+// fetch_root name their tensors and copies "params L3 ...", "params embedding ...", "params
+// head ..."): a layer's block; the embedding; the final norm and the head (tied: the embedding
+// matrix). Empty for what is no parameter fetch.
+std::vector<Runner::Segment> Runner::fetch_segments(int layer, const std::string& name) const {
+  const decoder::Layout& l = trainer_->layout();
+  const decoder::Shape& s = opt_.train->shape;
+  const std::int64_t matrix = static_cast<std::int64_t>(s.vocab) * s.hidden;
+  if (name.find("params ") == std::string::npos) return {};
+  if (layer >= 0)
+    return layer < s.layers ? std::vector<Segment>{{l.block(layer), l.block_size}} : std::vector<Segment>{};
+  if (name.find("params embedding") != std::string::npos) return {{l.embedding, matrix}};
+  if (name.find("params head") != std::string::npos)
+    return s.tied_embeddings ? std::vector<Segment>{{l.final_norm, s.hidden}, {l.embedding, matrix}}
+                             : std::vector<Segment>{{l.final_norm, s.hidden + matrix}};  // the head follows the norm
+  return {};
+}
+
+// The 16-bit parameters [first, first + count), where the compute op reads them: the fetched
+// buffer the layer's ops read (current_), else the weights tensor on the device.
 const std::uint16_t* Runner::params16(std::int64_t first, std::int64_t count) const {
+  for (const auto& [key, t] : current_) {
+    const Storage& b = storage_[static_cast<std::size_t>(t)];
+    if (!b.live) continue;
+    std::int64_t at = 0;
+    for (const Segment& seg : segments_[static_cast<std::size_t>(t)]) {
+      if (first >= seg.first && first + count <= seg.first + seg.count &&
+          static_cast<std::int64_t>(b.size) >= 2 * (at + first - seg.first + count))
+        return reinterpret_cast<const std::uint16_t*>(b.ptr) + at + (first - seg.first);
+      at += seg.count;
+    }
+  }
   const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
-  if (!w.live || static_cast<std::int64_t>(w.size) < 2 * (first + count)) return nullptr;
+  if (ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier != Tier::gpu || !w.live ||
+      static_cast<std::int64_t>(w.size) < 2 * (first + count))
+    return nullptr;
   return reinterpret_cast<const std::uint16_t*>(w.ptr) + first;
+}
+
+// Parameters [first, first + count) of the weights tensor on NVMe, read into or written from
+// `data`, through page-aligned I/O (O_DIRECT): a write reads the partial pages at its ends first
+// and writes them back whole. Writes run on the one NVMe write worker and after the step's reads,
+// so no two touch a page at once.
+void Runner::nvme_params(storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data, bool write,
+                         Scratch& scratch) {
+  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+  const auto begin = static_cast<std::uint64_t>(2 * first), end = static_cast<std::uint64_t>(2 * (first + count));
+  const std::uint64_t a = round_down(begin), b = round_up(end);
+  if (!w.live || b > w.size) throw std::runtime_error("training: the parameters are not on flash");
+  const auto base = static_cast<std::uint64_t>(w.nvme);
+  std::byte* buf = scratch.get(b - a);
+  if (!write) {
+    nvme_io(io, base + a, buf, b - a, false);
+    std::memcpy(data, buf + (begin - a), end - begin);
+    return;
+  }
+  if (begin != a) nvme_io(io, base + a, buf, kAlign, false);
+  const bool one_page_read = begin != a && b - a == kAlign;  // the first page is the last
+  if (end != b && !one_page_read) nvme_io(io, base + b - kAlign, buf + (b - a - kAlign), kAlign, false);
+  std::memcpy(buf + (begin - a), data, end - begin);
+  nvme_io(io, base + a, buf, b - a, true);
 }
 
 void Runner::bf16_of_master(std::size_t c, const float* master, std::uint16_t* out) const {
@@ -485,7 +555,15 @@ void Runner::allocate(int t) {
       else
         std::copy_n(resume_.begin() + static_cast<std::ptrdiff_t>(3 * chunk_begin_[c]), chunk_params_[c],
                     master.begin());
-      write_params16(c, master.data());
+      if (x.tier == Tier::nvme) {
+        std::vector<std::uint16_t> h(chunk_params_[c]);
+        bf16_of_master(c, master.data(), h.data());
+        storage::DirectIo io(opt_.io_queue_depth);
+        nvme_params(&io, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(chunk_params_[c]),
+                    h.data(), true, own_scratch_);
+      } else {
+        write_params16(c, master.data());
+      }
     }
     std::fill(params_written_.begin(), params_written_.end(), 0);  // by this step's update, not this
   }
@@ -785,7 +863,11 @@ void Runner::optimizer(std::size_t i, int c) {
     to_device(reinterpret_cast<std::byte*>(m_at), reinterpret_cast<std::byte*>(m), 8 * k);
   }
   // A GPU optimizer (torch's fused AdamW, Megatron's) writes the 16-bit parameters as it updates.
-  if (trainer_ && ir_.ops[i].stream == Stream::compute) write_params16(cc, master);
+  // A CPU optimizer over parameters kept in host memory (ZeRO-3's offload_param to the CPU)
+  // writes them there as it updates (DeepSpeed's cpu_adam with its fp16 parameter output).
+  if (trainer_ && (ir_.ops[i].stream == Stream::compute ||
+                   plan::host_memory(ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier)))
+    write_params16(cc, master);
 }
 
 // The optimizer's swap-in of chunk c (op i): its master, m and v from NVMe into a host swap
@@ -832,8 +914,15 @@ void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch
   if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
   part_io(master_, c, swap_[c], true, io);
   part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
-  if (bytes > state_bytes && live(weights_tensor_) &&
+  if (trainer_ && bytes > state_bytes && live(weights_tensor_) &&
       ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+    // Training: the chunk's updated 16-bit parameters where the next step's fetches read them.
+    std::vector<std::uint16_t> h(k);
+    bf16_of_master(c, reinterpret_cast<const float*>(swap_[c]), h.data());
+    nvme_params(io, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(k), h.data(), true, scratch);
+    params_written_[c] = 1;
+  } else if (bytes > state_bytes && live(weights_tensor_) &&
+             ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
     const std::uint64_t rest = bytes - state_bytes;
     const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
     const std::uint64_t at = std::min(round_down(chunk_begin_[c] * (rest / std::max<std::size_t>(1, chunk_params_[c]))),
@@ -871,6 +960,18 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
       return;
     }
     const int nv = write ? dst : src, hb = write ? src : dst;
+    // Training: a fetch reads the ranges its buffer carries, one after the other (fetch_segments).
+    if (trainer_ && !write && src == weights_tensor_ && live(hb)) {
+      std::int64_t at = 0;
+      for (const Segment& seg : fetch_segments(op.layer, op.name)) {
+        if (storage_[static_cast<std::size_t>(hb)].size < static_cast<std::uint64_t>(2 * (at + seg.count)))
+          throw std::runtime_error(fmt::format("{}: the staging buffer cannot hold the parameters", op.name));
+        nvme_params(io, seg.first, seg.count,
+                    reinterpret_cast<std::uint16_t*>(storage_[static_cast<std::size_t>(hb)].ptr) + at, false, scratch);
+        at += seg.count;
+      }
+      return;
+    }
     std::byte* host = live(hb) ? storage_[static_cast<std::size_t>(hb)].ptr : scratch.get(bytes);
     if (live(hb) && storage_[static_cast<std::size_t>(hb)].size < round_up(bytes)) host = scratch.get(bytes);
     std::uint64_t offset = 0;
@@ -903,6 +1004,19 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
         throw std::runtime_error(fmt::format("{}: the weights tensor cannot take chunk {}'s parameters", op.name, c));
       to_device(w.ptr + 2 * chunk_begin_[c], reinterpret_cast<const std::byte*>(h), 2 * k);
       params_written_[c] = 1;
+    }
+    return;
+  }
+  // Training: a fetch from parameters kept in host memory copies the ranges its buffer carries.
+  if (trainer_ && src == weights_tensor_ && op.dst == Tier::gpu && live(src) && live(dst)) {
+    std::int64_t at = 0;
+    const Storage &w = storage_[static_cast<std::size_t>(src)], &b = storage_[static_cast<std::size_t>(dst)];
+    for (const Segment& seg : fetch_segments(op.layer, op.name)) {
+      if (b.size < static_cast<std::uint64_t>(2 * (at + seg.count)) ||
+          w.size < static_cast<std::uint64_t>(2 * (seg.first + seg.count)))
+        throw std::runtime_error(fmt::format("{}: the buffer cannot hold the parameters", op.name));
+      to_device(b.ptr + 2 * at, w.ptr + 2 * seg.first, static_cast<std::size_t>(2 * seg.count));
+      at += seg.count;
     }
     return;
   }
@@ -1009,6 +1123,9 @@ void Runner::publish_gradients(int share) {
 void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
   const Op& op = ir_.ops[i];
   if (trainer_ && trainer_->runs(op)) {
+    for (const int t : op.reads)  // the fetched buffers this op reads (the layer's later ops read them too)
+      if (!segments_[static_cast<std::size_t>(t)].empty())
+        current_[segments_[static_cast<std::size_t>(t)].front().first] = t;
     trainer_->run(op, step_, [this](std::int64_t first, std::int64_t count) { return params16(first, count); });
     if (last_weight_grad_.count(i)) leave_gradient(i, worker);
     return;
@@ -1231,7 +1348,10 @@ Measured Runner::run() {
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     for (auto& m : moved_) m.store(0);
-    if (trainer_) trainer_->begin_step();
+    if (trainer_) {
+      trainer_->begin_step();
+      current_.clear();
+    }
     const BlockIo before = block_io();
     step(s, out);
     if (trainer_ && !failed_) {
@@ -1266,8 +1386,16 @@ Measured Runner::run() {
   out.process_peak_rss_bytes = rss ? peak_rss_bytes() : -1;
   out.device_scratch_bytes = device_.scratch_bytes();
   read_master(out);
-  if (const std::uint16_t* w = trainer_ ? params16(0, static_cast<std::int64_t>(params_)) : nullptr)
-    out.weights16.assign(w, w + params_);
+  if (trainer_) {
+    const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+    out.weights16.resize(params_);
+    if (ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+      storage::DirectIo io(opt_.io_queue_depth);
+      nvme_params(&io, 0, static_cast<std::int64_t>(params_), out.weights16.data(), false, own_scratch_);
+    } else if (w.live) {
+      std::memcpy(out.weights16.data(), w.ptr, 2 * params_);
+    }
+  }
   out.notes = notes_;
   return out;
 }

@@ -302,13 +302,30 @@ TEST_CASE("offloaded training equals in-memory training: the same losses and par
    * tiers to AdamW, and the updated 16-bit parameters come back where the next step reads them.
    * 20 steps of 2 micro-batches on the synthetic corpus: the loss falls, and ZeRO-Offload (fp32
    * gradients copied to host DRAM layer by layer, CPU AdamW, the updated parameters copied back),
-   * activations offloaded to DRAM or NVMe, and activation checkpointing (recompute) give the
-   * in-memory run's losses, fp32 master weights and bf16 parameters bit for bit. */
+   * ZeRO-Infinity (every layer's, the embedding's and the head's parameters read from flash as
+   * the step fetches them, the optimizer state swapped in sub-groups, the updated parameters
+   * written back to flash, pages patched where sub-groups split them), ZeRO-3 with parameters and
+   * optimizer in host DRAM, activations offloaded to DRAM or NVMe, and activation checkpointing
+   * (recompute) give the in-memory run's losses, fp32 master weights and bf16 parameters bit for
+   * bit. */
   plan::Scenario s = training_scenario();
-  for (const std::string base : {"no offload", "ZeRO-Offload"}) {
+  for (const std::string base : {"no offload", "ZeRO-Offload", "ZeRO-Infinity"}) {
     plan::Plan p = plan_named(s, base);
     p.name = base + ", recompute";
     p.job.checkpointing = plan::Checkpointing::full;
+    s.plans.push_back(p);
+  }
+  {
+    // Sub-groups of 10,000 parameters: chunk boundaries inside flash pages (read, patched, written).
+    plan::Plan p = plan_named(s, "ZeRO-Infinity");
+    p.name = "ZeRO-Infinity, pipelined sub-groups";
+    p.offload.chunk_bytes = 1.6e5;
+    p.offload.pipeline_read = p.offload.pipeline_write = true;
+    s.plans.push_back(p);
+    // ZeRO-3 with the parameters and optimizer in host DRAM (offload_param and offload_optimizer: cpu).
+    p = plan_named(s, "ZeRO-Infinity");
+    p.name = "ZeRO-3, parameters in DRAM";
+    p.offload.params = p.offload.optimizer = p.offload.optimizer_step = plan::Tier::cpu;
     s.plans.push_back(p);
   }
   ScratchDir dir("exec-train");
@@ -320,8 +337,10 @@ TEST_CASE("offloaded training equals in-memory training: the same losses and par
           reference.losses.back());
   CHECK(reference.losses.front() == doctest::Approx(std::log(128.0)).epsilon(0.1));  // a uniform guess first
   CHECK(mean(reference.losses, 15, 20) < 0.9 * mean(reference.losses, 0, 5));
-  for (const std::string name : {"ZeRO-Offload", "activations to DRAM", "activations to NVMe", "no offload, recompute",
-                                 "ZeRO-Offload, recompute"}) {
+  for (const std::string name :
+       {"ZeRO-Offload", "ZeRO-Infinity", "ZeRO-Infinity prefetch 2", "ZeRO-Infinity, pipelined sub-groups",
+        "ZeRO-3, parameters in DRAM", "activations to DRAM", "activations to NVMe", "no offload, recompute",
+        "ZeRO-Offload, recompute", "ZeRO-Infinity, recompute"}) {
     CAPTURE(name);
     const exec::Measured m = train(s, name, 20, dir.path);
     REQUIRE_MESSAGE(m.ok, m.problem);
