@@ -234,8 +234,8 @@ std::vector<OptionSpec> validate_options() {
                      "whole comparison; it checks mechanisms, since the rates come from the run checked)"});
   options.push_back({"train", false,
                      "train for real: the compute runs the model's decoder on the parameters each step streams, on "
-                     "the synthetic corpus, and each step's loss is printed (the CPU device; full fine-tunes; the step "
-                     "then times the decoder's kernels)"});
+                     "the synthetic corpus, and each step's loss is printed (the CPU device; full and LoRA fine-tunes; "
+                     "the step then times the decoder's kernels)"});
   options.push_back({"trace", true,
                      "write the measured timeline of each plan's last step as Chrome trace JSON "
                      "(PLAN is appended to the name); the simulated one goes beside it as .sim"});

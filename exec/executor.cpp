@@ -175,6 +175,10 @@ class Runner {
   // Real training (Options::train): the decoder's math, and per chunk whether this step wrote its
   // updated 16-bit parameters where the next step reads them.
   std::unique_ptr<Trainer> trainer_;
+  // The weights tensors training reads and writes: the base model's bf16 parameters (fetched or
+  // read in place), and the trainable ones the optimizer updates: the same tensor in a full
+  // fine-tune; LoRA's frozen base and its adapters.
+  int base_tensor_ = -1, trainable_tensor_ = -1;
   std::vector<char> params_written_;
   // Training with streamed parameters: the parameter ranges (decoder::Layout) a fetch carries, in
   // its buffer one after the other, per IR tensor (the GPU buffers and their staging buffers);
@@ -185,8 +189,9 @@ class Runner {
   std::vector<std::vector<Segment>> segments_;
   std::map<std::int64_t, int> current_;
   std::vector<Segment> fetch_segments(int layer, const std::string& name) const;
-  void nvme_params(storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data, bool write,
-                   Scratch& scratch);
+  void nvme_params(int tensor, storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
+                   bool write, Scratch& scratch);
+  void fill_params16(int tensor, std::int64_t first, std::int64_t count, const float* values);
   calibrate::cpu::AdamW adamw_;  // its defaults; Training::learning_rate when training
   void prepare_training();
   const std::uint16_t* params16(std::int64_t first, std::int64_t count) const;
@@ -338,15 +343,29 @@ void Runner::prepare_training() {
   if (plan_.offload.delayed_update)
     refuse("a delayed update trains on parameters one step stale, another algorithm than the in-memory run's");
   if (!state_) refuse("the optimizer's master weights and moments are not tensors of the step");
-  if (weights_tensor_ < 0) refuse("the step has no weights tensor");
-  const schedule::Tensor& w = ir_.tensors[static_cast<std::size_t>(weights_tensor_)];
   const decoder::Layout layout = decoder::layout_of(opt_.train->shape);
-  if (static_cast<std::int64_t>(params_) != layout.base_size || w.element != Element::bf16 ||
-      w.elements != layout.base_size)
+  const bool lora = opt_.train->shape.lora_rank > 0;
+  const std::int64_t trainable = lora ? layout.adapter_size : layout.base_size;
+  // The weights tensors by what they hold (bf16, the base's or the adapters' count).
+  for (std::size_t t = 0; t < ir_.tensors.size(); ++t) {
+    const schedule::Tensor& x = ir_.tensors[t];
+    if (x.category != Category::weights || x.element != Element::bf16) continue;
+    if (x.elements == layout.base_size && base_tensor_ < 0) base_tensor_ = static_cast<int>(t);
+    if (x.elements == trainable && trainable_tensor_ < 0 && (lora || base_tensor_ == static_cast<int>(t)))
+      trainable_tensor_ = static_cast<int>(t);
+  }
+  if (static_cast<std::int64_t>(params_) != trainable || base_tensor_ < 0 || trainable_tensor_ < 0)
     refuse(
-        fmt::format("the binding trains a full fine-tune in bf16: the optimizer steps {} parameters and the "
-                    "weights tensor holds {} {} elements where the model has {}",
-                    params_, w.elements, inventory::to_string(w.element), layout.base_size));
+        fmt::format("the optimizer steps {} parameters where the model trains {}, or no bf16 weights tensor "
+                    "holds the base's {} parameters{}",
+                    params_, trainable, layout.base_size,
+                    lora ? fmt::format(" and one the adapters' {}", layout.adapter_size) : ""));
+  // No fetch carries LoRA's adapters: DeepSpeed keeps parameters below stage3_param_persistence_
+  // threshold on the GPU, as most adapter matrices are, which the inventory does not model.
+  if (lora && ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier != Tier::gpu)
+    refuse("the step keeps LoRA's adapters in " +
+           std::string(plan::to_string(ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier)) +
+           " and fetches them nowhere");
   for (const auto& op : ir_.ops)
     if (op.kind == OpKind::gemm && op.name.empty()) refuse("the step was built without op names");
   std::vector<bool> recomputed(static_cast<std::size_t>(opt_.train->shape.layers), false);
@@ -395,8 +414,8 @@ const std::uint16_t* Runner::params16(std::int64_t first, std::int64_t count) co
       at += seg.count;
     }
   }
-  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
-  if (ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier != Tier::gpu || !w.live ||
+  const Storage& w = storage_[static_cast<std::size_t>(base_tensor_)];
+  if (ir_.tensors[static_cast<std::size_t>(base_tensor_)].tier != Tier::gpu || !w.live ||
       static_cast<std::int64_t>(w.size) < 2 * (first + count))
     return nullptr;
   return reinterpret_cast<const std::uint16_t*>(w.ptr) + first;
@@ -406,9 +425,9 @@ const std::uint16_t* Runner::params16(std::int64_t first, std::int64_t count) co
 // `data`, through page-aligned I/O (O_DIRECT): a write reads the partial pages at its ends first
 // and writes them back whole. Writes run on the one NVMe write worker and after the step's reads,
 // so no two touch a page at once.
-void Runner::nvme_params(storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data, bool write,
-                         Scratch& scratch) {
-  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+void Runner::nvme_params(int tensor, storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
+                         bool write, Scratch& scratch) {
+  const Storage& w = storage_[static_cast<std::size_t>(tensor)];
   const auto begin = static_cast<std::uint64_t>(2 * first), end = static_cast<std::uint64_t>(2 * (first + count));
   const std::uint64_t a = round_down(begin), b = round_up(end);
   if (!w.live || b > w.size) throw std::runtime_error("training: the parameters are not on flash");
@@ -433,12 +452,28 @@ void Runner::bf16_of_master(std::size_t c, const float* master, std::uint16_t* o
 // Chunk c's updated 16-bit parameters into the weights tensor, by the op that runs now (a GPU
 // optimizer writes them in place; the copy of the updated parameters carries a CPU optimizer's).
 void Runner::write_params16(std::size_t c, const float* master) {
-  const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+  const Storage& w = storage_[static_cast<std::size_t>(trainable_tensor_)];
   const std::size_t k = chunk_params_[c];
   if (!w.live || w.size < 2 * (chunk_begin_[c] + k))
     throw std::runtime_error(fmt::format("training: the weights tensor cannot take chunk {}'s parameters", c));
   bf16_of_master(c, master, reinterpret_cast<std::uint16_t*>(w.ptr) + chunk_begin_[c]);
   params_written_[c] = 1;
+}
+
+// Parameters [first, first + count) of weights tensor `tensor` set to `values` rounded to bf16,
+// in whichever tier it is (its first values, before any op reads it).
+void Runner::fill_params16(int tensor, std::int64_t first, std::int64_t count, const float* values) {
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) h[static_cast<std::size_t>(j)] = to_bf16(values[j]);
+  const Storage& w = storage_[static_cast<std::size_t>(tensor)];
+  if (ir_.tensors[static_cast<std::size_t>(tensor)].tier == Tier::nvme) {
+    storage::DirectIo io(opt_.io_queue_depth);
+    nvme_params(tensor, &io, first, count, h.data(), true, own_scratch_);
+  } else {
+    if (w.size < static_cast<std::uint64_t>(2 * (first + count)))
+      throw std::runtime_error("training: a weights tensor cannot hold its parameters");
+    std::memcpy(w.ptr + 2 * first, h.data(), h.size() * 2);
+  }
 }
 
 void Runner::gradients(std::size_t begin, std::size_t k, float* out) const {
@@ -544,7 +579,7 @@ void Runner::allocate(int t) {
       break;
   }
   s.live = true;
-  if (trainer_ && t == weights_tensor_) {
+  if (trainer_ && t == trainable_tensor_) {
     // The 16-bit parameters: the master weights' first values (or the loaded state's) rounded, as
     // every update leaves them.
     std::vector<float> master;
@@ -555,17 +590,14 @@ void Runner::allocate(int t) {
       else
         std::copy_n(resume_.begin() + static_cast<std::ptrdiff_t>(3 * chunk_begin_[c]), chunk_params_[c],
                     master.begin());
-      if (x.tier == Tier::nvme) {
-        std::vector<std::uint16_t> h(chunk_params_[c]);
-        bf16_of_master(c, master.data(), h.data());
-        storage::DirectIo io(opt_.io_queue_depth);
-        nvme_params(&io, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(chunk_params_[c]),
-                    h.data(), true, own_scratch_);
-      } else {
-        write_params16(c, master.data());
-      }
+      fill_params16(t, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(chunk_params_[c]),
+                    master.data());
     }
-    std::fill(params_written_.begin(), params_written_.end(), 0);  // by this step's update, not this
+  }
+  if (trainer_ && trainer_->lora() && t == base_tensor_) {  // LoRA's frozen base
+    std::vector<float> base(static_cast<std::size_t>(trainer_->layout().base_size));
+    trainer_->initial_base(base.data());
+    fill_params16(t, 0, static_cast<std::int64_t>(base.size()), base.data());
   }
   // The master weights' first values and zero moments (a fresh optimizer), or the loaded state's.
   if (!state_) return;
@@ -866,7 +898,7 @@ void Runner::optimizer(std::size_t i, int c) {
   // A CPU optimizer over parameters kept in host memory (ZeRO-3's offload_param to the CPU)
   // writes them there as it updates (DeepSpeed's cpu_adam with its fp16 parameter output).
   if (trainer_ && (ir_.ops[i].stream == Stream::compute ||
-                   plan::host_memory(ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier)))
+                   plan::host_memory(ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier)))
     write_params16(cc, master);
 }
 
@@ -914,12 +946,13 @@ void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch
   if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
   part_io(master_, c, swap_[c], true, io);
   part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
-  if (trainer_ && bytes > state_bytes && live(weights_tensor_) &&
-      ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+  if (trainer_ && bytes > state_bytes && live(trainable_tensor_) &&
+      ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier == Tier::nvme) {
     // Training: the chunk's updated 16-bit parameters where the next step's fetches read them.
     std::vector<std::uint16_t> h(k);
     bf16_of_master(c, reinterpret_cast<const float*>(swap_[c]), h.data());
-    nvme_params(io, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(k), h.data(), true, scratch);
+    nvme_params(trainable_tensor_, io, static_cast<std::int64_t>(chunk_begin_[c]), static_cast<std::int64_t>(k),
+                h.data(), true, scratch);
     params_written_[c] = 1;
   } else if (bytes > state_bytes && live(weights_tensor_) &&
              ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
@@ -961,12 +994,12 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     }
     const int nv = write ? dst : src, hb = write ? src : dst;
     // Training: a fetch reads the ranges its buffer carries, one after the other (fetch_segments).
-    if (trainer_ && !write && src == weights_tensor_ && live(hb)) {
+    if (trainer_ && !write && src == base_tensor_ && live(hb)) {
       std::int64_t at = 0;
       for (const Segment& seg : fetch_segments(op.layer, op.name)) {
         if (storage_[static_cast<std::size_t>(hb)].size < static_cast<std::uint64_t>(2 * (at + seg.count)))
           throw std::runtime_error(fmt::format("{}: the staging buffer cannot hold the parameters", op.name));
-        nvme_params(io, seg.first, seg.count,
+        nvme_params(base_tensor_, io, seg.first, seg.count,
                     reinterpret_cast<std::uint16_t*>(storage_[static_cast<std::size_t>(hb)].ptr) + at, false, scratch);
         at += seg.count;
       }
@@ -986,14 +1019,14 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
   // Options::train: the copy of a CPU optimizer's updated 16-bit parameters to the device's
   // weights (ZeRO-Offload): those of the chunks it follows (all where it follows none), rounded
   // from the master weights.
-  if (trainer_ && dst == weights_tensor_ && op.dst == Tier::gpu && !live(src)) {
+  if (trainer_ && dst == trainable_tensor_ && op.dst == Tier::gpu && !live(src)) {
     std::vector<std::size_t> chunks;
     for (const int d : op.deps)
       if (ir_.ops[static_cast<std::size_t>(d)].kind == OpKind::optimizer)
         chunks.push_back(static_cast<std::size_t>(chunk_of_op_.at(static_cast<std::size_t>(d))));
     if (chunks.empty())
       for (std::size_t c = 0; c < chunk_params_.size(); ++c) chunks.push_back(c);
-    const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+    const Storage& w = storage_[static_cast<std::size_t>(trainable_tensor_)];
     for (const std::size_t c : chunks) {
       const std::size_t k = chunk_params_[c];
       std::vector<float> master(k);
@@ -1008,7 +1041,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
     return;
   }
   // Training: a fetch from parameters kept in host memory copies the ranges its buffer carries.
-  if (trainer_ && src == weights_tensor_ && op.dst == Tier::gpu && live(src) && live(dst)) {
+  if (trainer_ && src == base_tensor_ && op.dst == Tier::gpu && live(src) && live(dst)) {
     std::int64_t at = 0;
     const Storage &w = storage_[static_cast<std::size_t>(src)], &b = storage_[static_cast<std::size_t>(dst)];
     for (const Segment& seg : fetch_segments(op.layer, op.name)) {
@@ -1126,8 +1159,17 @@ void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
     for (const int t : op.reads)  // the fetched buffers this op reads (the layer's later ops read them too)
       if (!segments_[static_cast<std::size_t>(t)].empty())
         current_[segments_[static_cast<std::size_t>(t)].front().first] = t;
-    trainer_->run(op, step_, [this](std::int64_t first, std::int64_t count) { return params16(first, count); });
-    if (last_weight_grad_.count(i)) leave_gradient(i, worker);
+    const bool backward_done = trainer_->run(
+        op, step_, [this](std::int64_t first, std::int64_t count) { return params16(first, count); },
+        [this](std::int64_t first, std::int64_t count) -> const std::uint16_t* {  // LoRA's, on the device
+          const Storage& a = storage_[static_cast<std::size_t>(trainable_tensor_)];
+          if (!a.live || static_cast<std::int64_t>(a.size) < 2 * (first + count)) return nullptr;
+          return reinterpret_cast<const std::uint16_t*>(a.ptr) + first;
+        });
+    // The layer's gradients are complete once its last micro-batch's backward has run: its share
+    // is written then (before the ops after it, the share's copy to the host among them).
+    if (backward_done && op.micro == ir_.micro_batches - 1 && grad_of_layer_.count(op.layer))
+      publish_gradients(grad_of_layer_.at(op.layer));
     return;
   }
   switch (op.kind) {
@@ -1387,11 +1429,12 @@ Measured Runner::run() {
   out.device_scratch_bytes = device_.scratch_bytes();
   read_master(out);
   if (trainer_) {
-    const Storage& w = storage_[static_cast<std::size_t>(weights_tensor_)];
+    const Storage& w = storage_[static_cast<std::size_t>(trainable_tensor_)];
     out.weights16.resize(params_);
-    if (ir_.tensors[static_cast<std::size_t>(weights_tensor_)].tier == Tier::nvme) {
+    if (ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier == Tier::nvme) {
       storage::DirectIo io(opt_.io_queue_depth);
-      nvme_params(&io, 0, static_cast<std::int64_t>(params_), out.weights16.data(), false, own_scratch_);
+      nvme_params(trainable_tensor_, &io, 0, static_cast<std::int64_t>(params_), out.weights16.data(), false,
+                  own_scratch_);
     } else if (w.live) {
       std::memcpy(out.weights16.data(), w.ptr, 2 * params_);
     }

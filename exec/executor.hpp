@@ -77,8 +77,9 @@ struct Options {
   // Real training (trainer.hpp): the compute ops run the decoder on the 16-bit parameters the
   // step put where they read them; gradients, master weights and moments are the model's, and
   // the optimizer's updated 16-bit parameters go where the next step reads them. The CPU device,
-  // a full fine-tune of `train->shape` (the plan's model) and no delayed update; else the run
-  // stops with why. Unset: the kernels run at the IR's shapes on synthetic operands.
+  // a full or LoRA fine-tune of `train->shape` (training_of the plan's model) and no delayed
+  // update; else the run stops with why. Unset: the kernels run at the IR's shapes on synthetic
+  // operands.
   std::optional<Training> train;
 };
 

@@ -23,6 +23,41 @@ float from_bf16(std::uint16_t h) {
 
 }  // namespace
 
+Training training_of(const model::ModelSpec& model, const plan::Plan& plan, std::string& why) {
+  Training t;
+  t.shape = decoder::shape_of(model, why);
+  if (!why.empty()) return {};
+  const plan::Job& job = plan.job;
+  if (job.method == plan::Method::qlora) {
+    why = "QLoRA's quantized base is not the decoder's bf16 base";
+    return {};
+  }
+  if (job.method == plan::Method::lora) {
+    if (job.lora.dropout > 0) {
+      why = "LoRA dropout (the decoder's adapters have none)";
+      return {};
+    }
+    t.shape.lora_rank = job.lora.rank;
+    t.shape.lora_alpha = job.lora.alpha;
+    t.shape.lora_targets.clear();
+    for (const std::string& name : job.lora.targets) {
+      bool known = false;
+      for (int p = 0; p < decoder::kProjs; ++p)
+        if (name + "_proj" == decoder::to_string(static_cast<decoder::Proj>(p))) {  // the plan's canonical names
+          t.shape.lora_targets.push_back(static_cast<decoder::Proj>(p));
+          known = true;
+        }
+      if (!known) {
+        why = "LoRA target '" + name + "' is none of the decoder's projections";
+        return {};
+      }
+    }
+  }
+  t.batch = static_cast<int>(job.micro_batch);
+  t.seq = static_cast<int>(job.seq_len);
+  return t;
+}
+
 Trainer::Trainer(const Training& t, int micro_batches, std::vector<bool> recomputed)
     : t_(t),
       layout_(decoder::layout_of(t.shape)),
@@ -30,8 +65,13 @@ Trainer::Trainer(const Training& t, int micro_batches, std::vector<bool> recompu
       micro_batches_(std::max(1, micro_batches)),
       recompute_(std::move(recomputed)) {
   recompute_.resize(static_cast<std::size_t>(t.shape.layers), false);
-  init_.resize(static_cast<std::size_t>(layout_.base_size));
-  decoder::init_base(t.shape, t.seed, init_.data());
+  if (lora()) {
+    init_.resize(static_cast<std::size_t>(layout_.adapter_size));
+    decoder::init_adapters(t.shape, t.seed, init_.data());
+  } else {
+    init_.resize(static_cast<std::size_t>(layout_.base_size));
+    decoder::init_base(t.shape, t.seed, init_.data());
+  }
   grad_.assign(init_.size(), 0.0f);
   micro_.resize(static_cast<std::size_t>(micro_batches_));
   const auto n = static_cast<std::size_t>(t.batch) * static_cast<std::size_t>(t.seq);
@@ -45,6 +85,8 @@ Trainer::Trainer(const Training& t, int micro_batches, std::vector<bool> recompu
 void Trainer::initial(float* out, std::size_t begin, std::size_t k) const {
   std::copy_n(init_.begin() + static_cast<std::ptrdiff_t>(begin), k, out);
 }
+
+void Trainer::initial_base(float* base) const { decoder::init_base(t_.shape, t_.seed, base); }
 
 Trainer::Part Trainer::part_of(const Op& op) {
   if (op.kind == OpKind::loss) return Part::loss;
@@ -89,9 +131,9 @@ const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params
   return into.data();
 }
 
-void Trainer::run(const Op& op, int step, const Params& params) {
+bool Trainer::run(const Op& op, int step, const Params& params, const Params& adapters) {
   const Part part = part_of(op);
-  if (part == Part::none) return;
+  if (part == Part::none) return false;
   if (op.micro < 0 || op.micro >= micro_batches_)
     throw std::runtime_error(fmt::format("training: {} is of micro-batch {} of {}", op.name, op.micro, micro_batches_));
   Micro& m = micro_[static_cast<std::size_t>(op.micro)];
@@ -104,7 +146,7 @@ void Trainer::run(const Op& op, int step, const Params& params) {
     if (op.kind == OpKind::loss) {
       loss_ += decoder::loss(s, m.targets.data(), 1.0f / static_cast<float>(micro_batches_), m.head) /
                static_cast<double>(micro_batches_);
-      return;
+      return false;
     }
     const float* norm = widen(layout_.final_norm, s.hidden, params, wide_norm_);
     const float* head = widen(head_at, head_size, params, wide_);
@@ -112,15 +154,21 @@ void Trainer::run(const Op& op, int step, const Params& params) {
       m.head.x = m.x;
       decoder::head_forward(s, norm, head, m.head);
     } else {
-      decoder::head_backward(s, norm, head, m.head, m.dx, grad_.data() + layout_.final_norm, grad_.data() + head_at);
+      decoder::head_backward(s, norm, head, m.head, m.dx, lora() ? nullptr : grad_.data() + layout_.final_norm,
+                             lora() ? nullptr : grad_.data() + head_at);
     }
-    return;
+    return false;
   }
 
   const int l = op.layer;
   if (l >= s.layers) throw std::runtime_error(fmt::format("training: {} is of layer {} of {}", op.name, l, s.layers));
   decoder::BlockCache<float>& c = m.caches[static_cast<std::size_t>(l)];
   const auto w = [&] { return widen(layout_.block(l), layout_.block_size, params, wide_); };
+  // LoRA: the layer's adapters (A then B per target), widened; their gradients' place.
+  const std::int64_t adapter_at = static_cast<std::int64_t>(l) * layout_.adapter_block_size;
+  const auto a = [&]() -> const float* {
+    return lora() ? widen(adapter_at, layout_.adapter_block_size, adapters, wide_adapters_) : nullptr;
+  };
   switch (op.pass) {
     case Pass::forward:
       switch (part) {
@@ -138,13 +186,13 @@ void Trainer::run(const Op& op, int step, const Params& params) {
           c.x = m.x;
           block_.norm_in(w(), c);
           break;
-        case Part::qkv: block_.qkv(w(), nullptr, c); break;
+        case Part::qkv: block_.qkv(w(), a(), c); break;
         case Part::attention: block_.attention(c); break;
-        case Part::attn_out: block_.attn_out(w(), nullptr, c); break;
-        case Part::mlp_in: block_.mlp_in(w(), nullptr, c); break;
+        case Part::attn_out: block_.attn_out(w(), a(), c); break;
+        case Part::mlp_in: block_.mlp_in(w(), a(), c); break;
         case Part::activation: block_.activation(c); break;
         case Part::mlp_out:
-          block_.mlp_out(w(), nullptr, c, m.x);
+          block_.mlp_out(w(), a(), c, m.x);
           if (recompute_[static_cast<std::size_t>(l)]) c.keep_input_only();
           break;
         default: break;
@@ -153,7 +201,7 @@ void Trainer::run(const Op& op, int step, const Params& params) {
     case Pass::recompute:
       if (!m.recomputed[static_cast<std::size_t>(l)]) {
         m.recomputed[static_cast<std::size_t>(l)] = 1;
-        block_.recompute(w(), nullptr, c);
+        block_.recompute(w(), a(), c);
       }
       break;
     case Pass::backward:
@@ -162,14 +210,21 @@ void Trainer::run(const Op& op, int step, const Params& params) {
         if (recompute_[static_cast<std::size_t>(l)] && !m.recomputed[static_cast<std::size_t>(l)])
           throw std::runtime_error(fmt::format("training: {} before layer {}'s recompute", op.name, l));
         decoder::Mat<float> dprev;
-        block_.backward(w(), nullptr, c, m.dx, dprev, grad_.data() + layout_.block(l), nullptr);
+        if (lora()) {
+          const float* wa = a();  // widened before the base: both buffers stay valid through the call
+          block_.backward(w(), wa, c, m.dx, dprev, nullptr, grad_.data() + adapter_at);
+        } else {
+          block_.backward(w(), nullptr, c, m.dx, dprev, grad_.data() + layout_.block(l), nullptr);
+        }
         m.dx.swap(dprev);
         c = decoder::BlockCache<float>{};
-        if (l == 0) decoder::embed_backward(s, m.tokens.data(), m.dx, grad_.data() + layout_.embedding);
+        if (l == 0 && !lora()) decoder::embed_backward(s, m.tokens.data(), m.dx, grad_.data() + layout_.embedding);
+        return true;
       }
       break;
     default: break;
   }
+  return false;
 }
 
 }  // namespace ftplan::exec

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "decoder.hpp"
+#include "plan/plan.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::exec {
@@ -33,21 +34,33 @@ struct Training {
   double learning_rate = 1e-3;  // AdamW's (its other settings: calibrate::cpu::AdamW's defaults)
 };
 
+// What `plan` trains of `model` (its micro-batch and sequence, LoRA's rank, alpha and targets),
+// or why the decoder cannot train it (`why`; then the rest is unset).
+Training training_of(const model::ModelSpec& model, const plan::Plan& plan, std::string& why);
+
 class Trainer {
  public:
   // `micro_batches` of the step; `recomputed`: the layers whose activations the IR recomputes.
   Trainer(const Training& t, int micro_batches, std::vector<bool> recomputed);
 
   const decoder::Layout& layout() const { return layout_; }
-  // The fp32 master weights' first values of parameters [begin, begin + k) (decoder::init_base).
+  bool lora() const { return t_.shape.lora_rank > 0; }
+  // The trainable parameters' count (the base's, or LoRA's adapters') and the fp32 master
+  // weights' first values of trainable parameters [begin, begin + k) (decoder::init_base, or
+  // init_adapters: B zero); the frozen base's first values (LoRA) in `base`.
+  std::int64_t trainable() const { return static_cast<std::int64_t>(init_.size()); }
   void initial(float* out, std::size_t begin, std::size_t k) const;
+  void initial_base(float* base) const;
 
   // Whether `op` is one of the decoder's passes (above).
   bool runs(const schedule::Op& op) const;
   // The 16-bit parameters [first, first + count) in Layout order, where the op may read them.
   using Params = std::function<const std::uint16_t*(std::int64_t first, std::int64_t count)>;
-  // Runs op's part of step `step` (0-based; it picks the corpus's sequences).
-  void run(const schedule::Op& op, int step, const Params& params);
+  // Runs op's part of step `step` (0-based; it picks the corpus's sequences). `adapters`: LoRA's
+  // 16-bit adapters [first, first + count) (decoder::Layout's adapter offsets); unused without.
+  // Returns whether it ran a layer's whole backward (whose gradients are then complete for this
+  // micro-batch).
+  bool run(const schedule::Op& op, int step, const Params& params, const Params& adapters);
 
   void begin_step();
   double step_loss() const { return loss_; }  // the mean over the step's micro-batches
@@ -70,10 +83,10 @@ class Trainer {
   decoder::Block<float> block_;
   int micro_batches_;
   std::vector<bool> recompute_;
-  std::vector<float> init_;  // the master weights' first values
-  std::vector<float> grad_;
+  std::vector<float> init_;  // the master weights' first values (the base's, or LoRA's adapters')
+  std::vector<float> grad_;  // of the trainable parameters
   std::vector<Micro> micro_;
-  std::vector<float> wide_, wide_norm_;  // parameters widened for the op running now
+  std::vector<float> wide_, wide_norm_, wide_adapters_;  // parameters widened for the op running now
   double loss_ = 0;
 };
 

@@ -274,12 +274,9 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
   if (!o.state_dir.empty()) eo.state_file = o.state_dir / state_file_name(plan.name);
   eo.progress = [&](const std::string& s) { say(s); };
   if (o.train) {
-    Training t;
     std::string unfit;
-    t.shape = decoder::shape_of(model, unfit);
+    Training t = training_of(model, p, unfit);
     if (!unfit.empty()) return fail("cannot train for real: " + unfit);
-    t.batch = static_cast<int>(p.job.micro_batch);
-    t.seq = static_cast<int>(p.job.seq_len);
     t.learning_rate = o.learning_rate;
     eo.train = t;
   }

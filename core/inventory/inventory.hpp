@@ -48,6 +48,7 @@ double element_bytes(Element e);  // packed: 1 (a byte)
 // The name of the pinned host buffers the NVMe optimizer swap goes through (the step IR's swap
 // copies and the CPU optimizer step name this tensor).
 inline constexpr const char* kOptimizerSwapBuffers = "optimizer swap buffers (pinned)";
+inline constexpr const char* kTrainableWeights = "trainable weights";
 // The LM head's and final norm's parameters fetched to the GPU for the head's forward and
 // backward, where the root's parameters are streamed (streams_root_params).
 inline constexpr const char* kStreamedHead = "streamed head and final norm";

@@ -164,6 +164,9 @@ void count_rank_params(Build& b) {
     const int final_norms = m.final_norm ? (b.stage == b.pp - 1 ? 1 : 0) + (runs_encoder_end ? 1 : 0) : 0;
     if (job.optimizer.paged) b.paged_trainable += rp.root - final_norms * b.norm_params;
   }
+  // LoRA's adapters are parameters beside the frozen base (PEFT adds them to the base's modules):
+  // the frozen part is the whole base.
+  if (job.method != Method::full) rp.total += rp.trainable;
   rp.frozen = rp.total - rp.trainable;
   rp.frozen_quantized = job.method == Method::qlora ? b.frozen_linear : 0;
   // Expert parameters train (full fine-tune) or stay frozen (LoRA leaves the experts' base frozen;

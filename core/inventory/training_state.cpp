@@ -159,7 +159,7 @@ void add_weights(Build& b) {
   b.add("frozen base weights", Category::weights, b.off.params,
         b.shard_parts(frozen_bytes - expert_frozen_bytes, expert_frozen_bytes, 3), 1, Lifetime::persistent,
         b.base_element(b.inv.compute_element()));
-  b.add("trainable weights", Category::weights, b.off.params,
+  b.add(kTrainableWeights, Category::weights, b.off.params,
         b.shard_parts((rp.trainable - b.expert_trainable) * rec.weight_B, b.expert_trainable * rec.weight_B, 3), 1,
         Lifetime::persistent, b.elem(rec.weight_B));
 }

@@ -133,6 +133,8 @@ void Builder::sort_groups() {
 void Builder::allocate_persistent(const TensorGroup& g) {
   const int t = tensor(g.name, g.category, g.tier, g.total(), -1, g.element);
   const int a = alloc(Stream::compute, t, {start});
+  if (g.category == Category::weights && std::string_view(g.name) == inventory::kTrainableWeights)
+    trainable_weights_tensor = t;
   if (g.category == Category::weights && weights_tensor < 0) {
     weights_tensor = t;
     weights_alloc = a;
@@ -394,7 +396,7 @@ int Builder::after_optimizer_step(int last, double trainable_shard) {
   const Tier updated = plan::host_memory(p_.offload.optimizer) ? p_.offload.optimizer : Tier::cpu;
   if (p_.offload.optimizer_step == Tier::cpu && param_tier == Tier::gpu)
     last = copy(Stream::h2d, updated, Tier::gpu, trainable_shard * inv_.recipe.compute_B, "h2d updated parameters", -1,
-                0, {last}, {}, {weights_tensor});
+                0, {last}, {}, {trainable_weights_tensor >= 0 ? trainable_weights_tensor : weights_tensor});
   // ZeRO-1/2 and Megatron's distributed optimizer all-gather the updated 16-bit parameters: the
   // optimizer's, so the trainable ones only (DeepSpeed stage_1_and_2.py: bit16_groups keep the
   // param groups' requires_grad parameters, and all_gather_dp_groups gathers those; HF's

@@ -82,6 +82,9 @@ struct StepState {
   // Persistent tensors and what the passes need of the inventory (persistent_state).
   int start = -1;  // the step's first op
   int weights_tensor = -1;
+  // The trainable parameters' tensor (LoRA: the adapters, beside the frozen base, weights_tensor),
+  // which the update's copy back to the GPU writes.
+  int trainable_weights_tensor = -1;
   Ids state_allocs;         // the optimizer state's allocations (the step reads that state)
   int weights_alloc = -1;   // the weights' allocation (parameter fetches read them)
   int optimizer_swap = -1;  // the pinned buffers the NVMe optimizer swap goes through

@@ -216,11 +216,13 @@ TEST_CASE("published fine-tuning measurements by stack: time and memory errors p
   CHECK(all_time.size() >= 20);
   CHECK(all_memory.size() >= 15);
   // Today's level, as a guard against getting worse (the issue's goal is 10% per family; each
-  // mechanism that moves a row records it in docs/validation.md): all rows 10.0% time, 8.0% memory
-  // (8.8% and 6.3% before torchtitan's context-parallel rows, +20..+66% and -14..-15%, joined);
-  // the families already within the goal held to it.
+  // mechanism that moves a row records it in docs/validation.md): all rows 10.0% time, 9.1% memory
+  // (8.8% and 6.3% before torchtitan's context-parallel rows, +20..+66% and -14..-15%, joined;
+  // memory 8.0% before LoRA's frozen base counted the whole base, session 31: it had left out as
+  // many base parameters as the adapters have, and the LoRA rows moved +0.1..+1.7 GB, five of
+  // them closer, seven further); the families already within the goal held to it.
   CHECK(median_of(all_time) < 0.105);
-  CHECK(median_of(all_memory) < 0.085);
+  CHECK(median_of(all_memory) < 0.095);
   for (const char* f : {"torchtune", "nemo"}) {
     INFO(f);
     CHECK(median_of(time_abs[f]) < 0.10);
