@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,20 @@ template <class T>
 void init_base(const Shape& s, std::uint64_t seed, T* base);
 template <class T>
 void init_adapters(const Shape& s, std::uint64_t seed, T* adapters, bool nonzero_b = false);
+
+// bf16 as a GPU stores it: the upper half of the fp32, rounded to nearest even; and back.
+inline std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+inline float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // splitmix64 (Steele et al. 2014) of x: the initialisers' and the synthetic corpus's hash.
 std::uint64_t splitmix64(std::uint64_t x);

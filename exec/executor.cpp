@@ -36,19 +36,8 @@ namespace storage = calibrate::storage;
 
 namespace {
 
-// bf16 as the GPU stores it: the upper half of the fp32, rounded to nearest even.
-std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using decoder::from_bf16;  // bf16 as the GPU stores it
+using decoder::to_bf16;
 
 // Where a live tensor is.
 struct Storage {

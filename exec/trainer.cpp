@@ -1,6 +1,5 @@
 #include "trainer.hpp"
 
-#include <cstring>
 #include <stdexcept>
 #include <string_view>
 
@@ -12,16 +11,7 @@ using schedule::Op;
 using schedule::OpKind;
 using schedule::Pass;
 
-namespace {
-
-float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-}  // namespace
+using decoder::from_bf16;
 
 Training training_of(const model::ModelSpec& model, const plan::Plan& plan, std::string& why) {
   Training t;
