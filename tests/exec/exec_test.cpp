@@ -345,6 +345,28 @@ TEST_CASE("offloaded training equals in-memory training: the same losses and par
     CHECK(bitwise_equal(m.master, reference.master));
     CHECK(m.weights16 == reference.weights16);
   }
+  // Stopped after step 12 and resumed from its on-flash state (master weights, moments, step):
+  // the 16-bit parameters come back from the master weights and the corpus from the step, so the
+  // last 8 losses and the parameters are the uninterrupted run's.
+  {
+    const fs::path state = dir.path / "train.state";
+    exec::Options o;
+    o.storage_dirs = {dir.path};
+    o.state_file = state;
+    std::string why;
+    o.train = exec::training_of(s.model, plan_named(s, "ZeRO-Infinity"), why);
+    o.train->learning_rate = 3e-3;
+    o.steps = 12;
+    REQUIRE(run_with(s, "ZeRO-Infinity", o).ok);
+    o.steps = 20;
+    const exec::Measured resumed = run_with(s, "ZeRO-Infinity", o);
+    REQUIRE_MESSAGE(resumed.ok, resumed.problem);
+    CHECK(resumed.first_step == 12);
+    CHECK(resumed.losses == std::vector<double>(reference.losses.begin() + 12, reference.losses.end()));
+    CHECK(bitwise_equal(resumed.master, reference.master));
+    CHECK(resumed.weights16 == reference.weights16);
+    fs::remove(state);
+  }
   // `validate --train`: the same training through the verb, its losses reported.
   exec::ValidateOptions vo;
   vo.steps = 3;
