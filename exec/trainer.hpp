@@ -11,9 +11,11 @@
 // - recompute, layer l: the first of its ops reruns the block's forward from its kept input
 //   (Block::recompute);
 // - backward, layer l: the first of its block ops runs the block's whole backward (and at layer 0
-//   the embedding's), so the layer's gradients are complete by its last weight-gradient GEMM;
+//   the embedding's), so the layer's gradients are complete from that op on (run() says so, and
+//   the executor writes the layer's gradient share then);
 // - "fwd head", "loss", "bwd head": the final norm and LM head, the cross-entropy, their backward.
-// Any other op (casts, copies, the gradient upcast) is not the Trainer's.
+// Any other op (casts, copies, the gradient upcast, LoRA's "lora adapters", whose math the Block
+// passes include) is not the Trainer's. Under LoRA the base is frozen: only the adapters train.
 #pragma once
 
 #include <cstdint>
