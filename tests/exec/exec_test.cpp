@@ -58,19 +58,21 @@ struct ScratchDir {
   bool empty() const { return fs::is_empty(path); }
 };
 
-// The validation matrix scenario (scenarios/validate-local.yaml) with its model made smaller still:
-// 2 layers, hidden 128, vocab 512, sequence 128 (a step takes tens of milliseconds).
-plan::Scenario tiny() {
+// The validation matrix scenario (scenarios/validate-local.yaml) with its model made smaller still.
+plan::Scenario matrix_scaled(int layers, int hidden, int vocab, int seq_len) {
   plan::Scenario s = io::load_scenario(fs::path(FTPLAN_SOURCE_DIR) / "scenarios/validate-local.yaml", zoo(), catalog());
   exec::Scale scale;
-  scale.layers = 2;
-  scale.hidden = 128;
-  scale.vocab = 512;
-  scale.seq_len = 128;
+  scale.layers = layers;
+  scale.hidden = hidden;
+  scale.vocab = vocab;
+  scale.seq_len = seq_len;
   s.model = exec::scaled(s.model, scale);
   for (auto& p : s.plans) p.job.seq_len = scale.seq_len;
   return s;
 }
+
+// 2 layers, hidden 128, vocab 512, sequence 128 (a step takes tens of milliseconds).
+plan::Scenario tiny() { return matrix_scaled(2, 128, 512, 128); }
 
 const plan::Plan& plan_named(const plan::Scenario& s, const std::string& name) {
   for (const auto& p : s.plans)
@@ -161,17 +163,7 @@ pid_t kill_midway(const plan::Scenario& s, const std::string& name, int steps, c
 // The training matrix's model: 4 layers, hidden 64, vocab 128, sequence 32 (2 micro-batches of 2
 // sequences a step), and the options that train it. Four layers: with two, equal gradient shares
 // happen to hold only what exists when each is copied (Builder::gradient_state).
-plan::Scenario training_scenario() {
-  plan::Scenario s = io::load_scenario(fs::path(FTPLAN_SOURCE_DIR) / "scenarios/validate-local.yaml", zoo(), catalog());
-  exec::Scale scale;
-  scale.layers = 4;
-  scale.hidden = 64;
-  scale.vocab = 128;
-  scale.seq_len = 32;
-  s.model = exec::scaled(s.model, scale);
-  for (auto& p : s.plans) p.job.seq_len = scale.seq_len;
-  return s;
-}
+plan::Scenario training_scenario() { return matrix_scaled(4, 64, 128, 32); }
 
 exec::Measured train(const plan::Scenario& s, const std::string& name, int steps, const fs::path& dir,
                      double learning_rate = 3e-3) {
