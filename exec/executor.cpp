@@ -170,8 +170,9 @@ class Runner {
   int base_tensor_ = -1, trainable_tensor_ = -1;
   std::vector<char> params_written_;
   // Training with streamed parameters: the parameter ranges (decoder::Layout) a fetch carries, in
-  // its buffer one after the other, per IR tensor (the GPU buffers and their staging buffers);
-  // and the buffers the compute ops last read, by their first parameter (the compute worker's).
+  // its buffer one after the other, per IR tensor (each fetch's staging and GPU buffers, along
+  // its copies); and the buffers the compute ops last read, by their first parameter (the compute
+  // worker's).
   struct Segment {
     std::int64_t first = 0, count = 0;
   };
@@ -363,18 +364,24 @@ void Runner::prepare_training() {
       recomputed[static_cast<std::size_t>(op.layer)] = true;
   trainer_ = std::make_unique<Trainer>(*opt_.train, ir_.micro_batches, std::move(recomputed));
   adamw_.lr = static_cast<float>(opt_.train->learning_rate);
-  // Fetched parameters (ZeRO-3 offload, ZeRO-Infinity): the ranges each buffer holds.
+  // Fetched parameters (ZeRO-3 offload, ZeRO-Infinity): the ranges each buffer holds, from the
+  // fetch's first copy (out of the base's tensor) along the copies after it (staging to device).
   segments_.assign(ir_.tensors.size(), {});
-  for (std::size_t t = 0; t < ir_.tensors.size(); ++t)
-    if (ir_.tensors[t].category != Category::weights)
-      segments_[t] = fetch_segments(ir_.tensors[t].layer, ir_.tensors[t].name);
+  for (const Op& op : ir_.ops) {
+    if (op.kind != OpKind::copy || op.reads.empty() || op.writes.empty()) continue;
+    const auto src = static_cast<std::size_t>(op.reads.front()), dst = static_cast<std::size_t>(op.writes.front());
+    if (static_cast<int>(src) == base_tensor_)
+      segments_[dst] = fetch_segments(op.layer, op.name);
+    else if (!segments_[src].empty())
+      segments_[dst] = segments_[src];
+  }
   params_written_.assign(chunk_params_.size(), 0);
 }
 
-// The parameter ranges a fetch named `name` of layer `layer` carries (Builder::fetch and
-// fetch_root name their tensors and copies "params L3 ...", "params embedding ...", "params
-// head ..."): a layer's block; the embedding; the final norm and the head (tied: the embedding
-// matrix). Empty for what is no parameter fetch.
+// The parameter ranges the fetch copy of layer `layer` named `name` carries (Builder::fetch and
+// fetch_root name their copies "... params L3 ...", "... params embedding ...", "... params head
+// ..."): a layer's block; the embedding; the final norm and the head (tied: the embedding matrix).
+// Empty for what is no parameter fetch.
 std::vector<Runner::Segment> Runner::fetch_segments(int layer, const std::string& name) const {
   const decoder::Layout& l = trainer_->layout();
   const decoder::Shape& s = opt_.train->shape;
@@ -982,10 +989,10 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
       return;
     }
     const int nv = write ? dst : src, hb = write ? src : dst;
-    // Training: a fetch reads the ranges its buffer carries, one after the other (fetch_segments).
+    // Training: a fetch reads the ranges its buffer carries, one after the other (segments_).
     if (trainer_ && !write && src == base_tensor_ && live(hb)) {
       std::int64_t at = 0;
-      for (const Segment& seg : fetch_segments(op.layer, op.name)) {
+      for (const Segment& seg : segments_[static_cast<std::size_t>(hb)]) {
         if (storage_[static_cast<std::size_t>(hb)].size < static_cast<std::uint64_t>(2 * (at + seg.count)))
           throw std::runtime_error(fmt::format("{}: the staging buffer cannot hold the parameters", op.name));
         nvme_params(base_tensor_, io, seg.first, seg.count,
@@ -1033,7 +1040,7 @@ void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
   if (trainer_ && src == base_tensor_ && op.dst == Tier::gpu && live(src) && live(dst)) {
     std::int64_t at = 0;
     const Storage &w = storage_[static_cast<std::size_t>(src)], &b = storage_[static_cast<std::size_t>(dst)];
-    for (const Segment& seg : fetch_segments(op.layer, op.name)) {
+    for (const Segment& seg : segments_[static_cast<std::size_t>(dst)]) {
       if (b.size < static_cast<std::uint64_t>(2 * (at + seg.count)) ||
           w.size < static_cast<std::uint64_t>(2 * (seg.first + seg.count)))
         throw std::runtime_error(fmt::format("{}: the buffer cannot hold the parameters", op.name));

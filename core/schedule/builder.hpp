@@ -375,9 +375,9 @@ class Builder : private StepState {
   int stream_in(int buffer, double bytes, const std::string& what, int layer, int mb, Ids deps, int after);
   // Parameters kept off the GPU that no layer's fetch carries, the root's (DeepSpeed fetches the
   // embedding and the LM head on use like any module): whether this step fetches them, and a
-  // fetch of `params` of them into a buffer of their own (its tensor in `buffer`).
+  // fetch of `bytes` of them into a buffer of their own (its tensor in `buffer`).
   bool streams_root() const;
-  int fetch_root(const std::string& what, double params, int mb, Ids deps, int& buffer);
+  int fetch_root(const std::string& what, double bytes, int mb, Ids deps, int& buffer);
   // FSDP2 inside a pipeline stage: the per-step all-gathers (gather_stage), the ops a layer's
   // compute waits for (stage_params_ready: its gather's copy-out, the first time), the
   // accumulation of a micro-batch's unsharded gradients (accumulate_unsharded).

@@ -128,10 +128,8 @@ int Builder::stream_in(int buffer, double bytes, const std::string& what, int la
 // shard parameters kept on the GPU, and a fetch of the embedding for its backward.
 bool Builder::streams_root() const { return stream_params && inventory::streams_root_params(p_, inv_); }
 
-int Builder::fetch_root(const std::string& what, double params, int mb, Ids deps, int& buffer) {
-  const std::string label = micro_name("params " + what, mb);
-  const double bytes = params * inv_.recipe.compute_B;
-  buffer = tensor(label, Category::temporaries, Tier::gpu, bytes, -1, unit_group->element);
+int Builder::fetch_root(const std::string& what, double bytes, int mb, Ids deps, int& buffer) {
+  buffer = tensor(micro_name("params " + what, mb), Category::temporaries, Tier::gpu, bytes, -1, unit_group->element);
   return stream_in(buffer, bytes, micro_name(what, mb), -1, mb, std::move(deps), -1);
 }
 
@@ -236,8 +234,9 @@ void Builder::forward(int mb, int chunk) {
     Ids reads;
     int buffer = -1, embedding = -1;
     if (layer == 0 && streams_root() && model::embedding_params(m_) > 0) {
-      deps.push_back(
-          fetch_root("embedding", static_cast<double>(model::embedding_params(m_)) / tp_, mb, {}, embedding));
+      deps.push_back(fetch_root("embedding",
+                                static_cast<double>(model::embedding_params(m_)) / tp_ * inv_.recipe.compute_B, mb, {},
+                                embedding));
       reads.push_back(embedding);
     }
     if (stream_params) {
@@ -588,7 +587,7 @@ void Builder::head_and_loss(int mb) {
   int head_fetched = -1, head_buffer = -1;
   for (const auto* g : loss_groups) {
     if (std::string_view(g->name) == inventory::kStreamedHead) {  // fetched (streams_root), its tensor its own
-      head_fetched = fetch_root("head", g->total() / inv_.recipe.compute_B, mb, {}, head_buffer);
+      head_fetched = fetch_root("head", g->total(), mb, {}, head_buffer);
       loss_tensors.push_back(head_buffer);
       continue;
     }
