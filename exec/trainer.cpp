@@ -104,21 +104,25 @@ bool Trainer::runs(const Op& op) const { return part_of(op) != Part::none; }
 void Trainer::begin_step() {
   std::fill(grad_.begin(), grad_.end(), 0.0f);
   loss_ = 0;
+  for (Widened* w : {&wide_, &wide_norm_, &wide_adapters_}) w->first = -1;  // the last step updated them
   for (Micro& m : micro_) {
     m.recomputed.assign(static_cast<std::size_t>(t_.shape.layers), 0);
     m.backward.assign(static_cast<std::size_t>(t_.shape.layers), 0);
   }
 }
 
-const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params& params,
-                            std::vector<float>& into) const {
+const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params& params, Widened& into,
+                            bool fresh) const {
+  if (!fresh && into.first == first && into.count == count) return into.values.data();
   const std::uint16_t* h = params(first, count);
   if (!h)
     throw std::runtime_error(
         fmt::format("training: parameters [{}, {}) are not where the op reads them", first, first + count));
-  into.resize(static_cast<std::size_t>(count));
-  for (std::int64_t j = 0; j < count; ++j) into[static_cast<std::size_t>(j)] = from_bf16(h[j]);
-  return into.data();
+  into.values.resize(static_cast<std::size_t>(count));
+  for (std::int64_t j = 0; j < count; ++j) into.values[static_cast<std::size_t>(j)] = from_bf16(h[j]);
+  into.first = first;
+  into.count = count;
+  return into.values.data();
 }
 
 bool Trainer::run(const Op& op, int step, const Params& params, const Params& adapters) {
@@ -138,8 +142,8 @@ bool Trainer::run(const Op& op, int step, const Params& params, const Params& ad
                static_cast<double>(micro_batches_);
       return false;
     }
-    const float* norm = widen(layout_.final_norm, s.hidden, params, wide_norm_);
-    const float* head = widen(head_at, head_size, params, wide_);
+    const float* norm = widen(layout_.final_norm, s.hidden, params, wide_norm_, true);
+    const float* head = widen(head_at, head_size, params, wide_, true);
     if (op.pass == Pass::forward) {
       m.head.x = m.x;
       decoder::head_forward(s, norm, head, m.head);
@@ -153,11 +157,14 @@ bool Trainer::run(const Op& op, int step, const Params& params, const Params& ad
   const int l = op.layer;
   if (l >= s.layers) throw std::runtime_error(fmt::format("training: {} is of layer {} of {}", op.name, l, s.layers));
   decoder::BlockCache<float>& c = m.caches[static_cast<std::size_t>(l)];
-  const auto w = [&] { return widen(layout_.block(l), layout_.block_size, params, wide_); };
+  // A layer's forward widens its parameters at its first op ("norms/rope/residual") for the ops
+  // after it; its recompute and backward run whole at one op each.
+  const bool fresh = op.pass != Pass::forward || part == Part::norm_in;
+  const auto w = [&] { return widen(layout_.block(l), layout_.block_size, params, wide_, fresh); };
   // LoRA: the layer's adapters (A then B per target), widened; their gradients' place.
   const std::int64_t adapter_at = static_cast<std::int64_t>(l) * layout_.adapter_block_size;
   const auto a = [&]() -> const float* {
-    return lora() ? widen(adapter_at, layout_.adapter_block_size, adapters, wide_adapters_) : nullptr;
+    return lora() ? widen(adapter_at, layout_.adapter_block_size, adapters, wide_adapters_, fresh) : nullptr;
   };
   switch (op.pass) {
     case Pass::forward:
@@ -170,7 +177,8 @@ bool Trainer::run(const Op& op, int step, const Params& params, const Params& ad
                                        (static_cast<std::uint64_t>(step) * micro_batches_ + op.micro) * t_.batch + b,
                                        m.tokens.data() + static_cast<std::size_t>(b) * t_.seq,
                                        m.targets.data() + static_cast<std::size_t>(b) * t_.seq);
-            decoder::embed(s, widen(layout_.embedding, static_cast<std::int64_t>(s.vocab) * s.hidden, params, wide_),
+            decoder::embed(s,
+                           widen(layout_.embedding, static_cast<std::int64_t>(s.vocab) * s.hidden, params, wide_, true),
                            m.tokens.data(), tokens, m.x);
           }
           c.x = m.x;

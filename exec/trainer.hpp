@@ -71,8 +71,14 @@ class Trainer {
  private:
   enum class Part { none, norm_in, qkv, attention, attn_out, mlp_in, activation, mlp_out, head, loss };
   static Part part_of(const schedule::Op& op);
-  // Parameters [first, first + count) widened to fp32 (a GPU's kernels read bf16 and compute in fp32).
-  const float* widen(std::int64_t first, std::int64_t count, const Params& params, std::vector<float>& into) const;
+  // Parameters [first, first + count) widened to fp32 (a GPU's kernels read bf16 and compute in
+  // fp32): read where `params` says (`fresh`: the first op of a layer's pass, which reads the
+  // buffer the step fetched for it), else those the pass's first op widened, when they are these.
+  struct Widened {
+    std::vector<float> values;
+    std::int64_t first = -1, count = 0;
+  };
+  const float* widen(std::int64_t first, std::int64_t count, const Params& params, Widened& into, bool fresh) const;
   struct Micro {
     std::vector<std::int32_t> tokens, targets;
     decoder::Mat<float> x, dx;  // the forward's running activation; the backward's running gradient
@@ -88,7 +94,7 @@ class Trainer {
   std::vector<float> init_;  // the master weights' first values (the base's, or LoRA's adapters')
   std::vector<float> grad_;  // of the trainable parameters
   std::vector<Micro> micro_;
-  std::vector<float> wide_, wide_norm_, wide_adapters_;  // parameters widened for the op running now
+  Widened wide_, wide_norm_, wide_adapters_;  // parameters widened for the pass running now
   double loss_ = 0;
 };
 
