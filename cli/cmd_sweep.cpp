@@ -148,6 +148,34 @@ struct Slice {
   std::size_t index(std::int64_t p) const { return static_cast<std::size_t>(shard.index_of(p)); }
 };
 
+struct TableSummary {
+  std::int64_t rows = 0, infeasible = 0;
+};
+
+// Where each of the slice's points is in the journal (its first line) and the columns its rows
+// have, gathered as lines are recovered (resume_or_start) and written (run_points), so the
+// finished file is written in one pass over the journal. Memory: 8 bytes per point and the
+// column names, whatever the number of rows (issue 22).
+struct JournalIndex {
+  std::vector<std::uint64_t> line_of;  // by index in the slice: offset + 1 of its first line, 0 if none
+  std::set<std::string> keys;
+  TableSummary sum;
+
+  explicit JournalIndex(std::int64_t points) : line_of(static_cast<std::size_t>(points), 0) {}
+  bool has(std::size_t index) const { return line_of[index] != 0; }
+  // A point's line at `offset`; a later line of the same point is ignored (the first wins).
+  void add(std::size_t index, std::uint64_t offset, const std::vector<io::Row>& rows) {
+    if (has(index)) return;
+    line_of[index] = offset + 1;
+    for (const auto& r : rows) {
+      for (const auto& [k, v] : r.fields) keys.insert(k);
+      const io::Value* f = r.get("feasible");
+      if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++sum.infeasible;
+      ++sum.rows;
+    }
+  }
+};
+
 // What is left to run: the slice's points the journal does not hold yet.
 struct Resume {
   std::vector<std::int64_t> todo;
@@ -156,16 +184,15 @@ struct Resume {
 
 // Reads the journal of an earlier run of this sweep, slice and format (a journal of another is an
 // error), dropping a last line cut short; or starts a fresh one (its header) when there is none.
-Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const Slice& slice) {
+Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const Slice& slice, JournalIndex& index) {
   std::error_code ec;
-  std::vector<bool> done(static_cast<std::size_t>(slice.expected), false);  // by index in the slice
   Resume r;
   bool fresh = true;
   if (fs::exists(journal, ec)) {
     // Read line by line: a resumed journal of millions of points is never held whole.
     bool has_header = false;
     int line = 0;
-    const std::uint64_t complete = for_each_line(journal, [&](std::string_view text, std::uint64_t) {
+    const std::uint64_t complete = for_each_line(journal, [&](std::string_view text, std::uint64_t offset) {
       const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
       if (l.is_header) {
         has_header = true;
@@ -174,14 +201,16 @@ Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const
               fmt::format("{} is the journal of another sweep (the sweep file, its base scenario, --shard or the "
                           "output format changed since): delete it to start over, or choose another --out",
                           journal.string()));
-      } else if (slice.ours(l.point) && !done[slice.index(l.point)]) {
-        done[slice.index(l.point)] = true;
+      } else if (slice.ours(l.point) && !index.has(slice.index(l.point))) {
+        index.add(slice.index(l.point), offset, l.rows);
         ++r.done_count;
       }
     });
     if (has_header) {
       fresh = false;
       if (complete < fs::file_size(journal)) fs::resize_file(journal, complete);  // drop a line cut short
+    } else {
+      index = JournalIndex(slice.expected);  // not a journal: started afresh below
     }
   }
   if (fresh) {
@@ -191,7 +220,7 @@ Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const
     ::close(fd);
   }
   for (std::int64_t i = 0; i < slice.expected; ++i)
-    if (!done[static_cast<std::size_t>(i)]) r.todo.push_back(slice.shard.point(i));
+    if (!index.has(static_cast<std::size_t>(i))) r.todo.push_back(slice.shard.point(i));
   return r;
 }
 
@@ -205,16 +234,21 @@ void arm_interrupt(const fs::path& journal, const io::OutputLock& lock) {
   if (lock_path.size() < sizeof g_lock_path) std::memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
 }
 
-// Evaluates `todo` on `threads` workers, appending each point's rows to the journal as it finishes.
+// Evaluates `todo` on `threads` workers, appending each point's rows to the journal as it finishes
+// (the lock is held: nothing else writes it, so each line's offset is the length before it).
 // Returns how many points ran.
-std::int64_t run_points(const sweep::Sweep& sw, const std::vector<std::int64_t>& todo, int threads,
-                        const fs::path& journal, ProgressBar& progress) {
+std::int64_t run_points(const Slice& slice, const std::vector<std::int64_t>& todo, int threads, const fs::path& journal,
+                        JournalIndex& index, ProgressBar& progress) {
   const int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
   std::int64_t finished = 0;
   try {
-    sweep::run(sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
-      write_all(fd, sweep::journal_line(point, rows), journal);  // one write: a whole line, or a cut last line
+    std::uint64_t end = fs::file_size(journal);
+    sweep::run(slice.sw, todo, threads, [&](std::int64_t point, std::vector<io::Row>& rows) {
+      const std::string line = sweep::journal_line(point, rows);
+      write_all(fd, line, journal);  // one write: a whole line, or a cut last line
+      index.add(slice.index(point), end, rows);
+      end += line.size();
       progress.update(++finished);
     });
   } catch (...) {
@@ -225,44 +259,24 @@ std::int64_t run_points(const sweep::Sweep& sw, const std::vector<std::int64_t>&
   return finished;
 }
 
-struct TableSummary {
-  std::int64_t rows = 0, infeasible = 0;
-};
-
 // The finished file, from the journal in point order (so a resumed run writes exactly what an
-// uninterrupted one does), streamed: a first pass finds each point's line and the columns, a
-// second copies the rows point by point into the file being written. Memory: 8 bytes per point
-// and one point's rows, whatever the number of rows (issue 22).
-TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::OutputFormat format, const Slice& slice) {
-  std::vector<std::uint64_t> line_of(static_cast<std::size_t>(slice.expected), 0);  // offset + 1 of its first line
-  std::set<std::string> keys;
-  TableSummary sum;
-  int line = 0;
-  for_each_line(journal, [&](std::string_view text, std::uint64_t offset) {
-    const sweep::JournalLine l = sweep::parse_journal_line(text, ++line, journal.string());
-    if (l.is_header || !slice.ours(l.point)) return;
-    std::uint64_t& at = line_of[slice.index(l.point)];
-    if (at != 0) return;  // the first line of a point wins
-    at = offset + 1;
-    for (const auto& r : l.rows) {
-      for (const auto& [k, v] : r.fields) keys.insert(k);
-      const io::Value* f = r.get("feasible");
-      if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++sum.infeasible;
-      ++sum.rows;
-    }
-  });
+// uninterrupted one does), streamed: the index knows each point's line and the columns, so one
+// pass copies the rows point by point into the file being written. Memory: the index and one
+// point's rows, whatever the number of rows (issue 22).
+TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::OutputFormat format, const Slice& slice,
+                         const JournalIndex& index) {
   for (std::int64_t i = 0; i < slice.expected; ++i)
-    if (line_of[static_cast<std::size_t>(i)] == 0)
+    if (!index.has(static_cast<std::size_t>(i)))
       throw std::runtime_error(fmt::format("point {} is missing from {}", slice.shard.point(i), journal.string()));
   std::vector<std::string> axis_columns;
   for (const auto& a : slice.sw.axes()) axis_columns.push_back(a.column);
-  const std::vector<std::string> columns = sweep::column_order({keys.begin(), keys.end()}, axis_columns);
+  const std::vector<std::string> columns = sweep::column_order({index.keys.begin(), index.keys.end()}, axis_columns);
   io::AtomicFile file(out);
   file.append(sweep::table_header(format, columns));
   const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
   try {
-    for (const std::uint64_t at : line_of) {
+    for (const std::uint64_t at : index.line_of) {
       const sweep::JournalLine l = sweep::parse_journal_line(line_at(in, at - 1, journal), 0, journal.string());
       file.append(sweep::table_lines(format, l.rows, columns));
     }
@@ -272,7 +286,7 @@ TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::Ou
   }
   ::close(in);
   file.commit();
-  return sum;
+  return index.sum;
 }
 
 template <class T, class Parse>
@@ -325,7 +339,8 @@ int cmd_sweep(const std::vector<std::string>& argv) {
       (std::hash<std::string>{}(fmt::format("{}/{}:{}", shard.index, shard.count, static_cast<int>(format))) *
        0x9E3779B97F4A7C15ull);
   const bool quiet = args.flag("quiet");
-  Resume resume = resume_or_start(journal, fingerprint, slice);
+  JournalIndex index(expected);
+  Resume resume = resume_or_start(journal, fingerprint, slice, index);
 
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const int workers = static_cast<int>(
@@ -343,12 +358,12 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   auto* previous_int = std::signal(SIGINT, on_interrupt);
   auto* previous_term = std::signal(SIGTERM, on_interrupt);
   ProgressBar progress("sweep", "points", expected, resume.done_count, !quiet);
-  const std::int64_t finished = run_points(sw, resume.todo, threads, journal, progress);
+  const std::int64_t finished = run_points(slice, resume.todo, threads, journal, index, progress);
   progress.finish(finished);
   const std::size_t simulated = resume.todo.size();
   resume.todo = std::vector<std::int64_t>();
 
-  const TableSummary sum = write_table(journal, out, format, slice);
+  const TableSummary sum = write_table(journal, out, format, slice, index);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   g_lock_path[0] = 0;
