@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/common.hpp"
 #include "calibrate/cpu/cpu_bench.hpp"
 #include "calibrate/storage/fio.hpp"
-#include "calibrate/storage/uring.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 
 using namespace ftplan;
 using namespace ftplan::calibrate;
@@ -43,10 +43,10 @@ int main(int argc, char** argv) {
   bool ok = true;
 
   // --- 1. AdamW vs triad at each thread count -------------------------------------------------
-  const auto cpus = allowed_cpus();
+  const auto cpus = runtime::allowed_cpus();
   fmt::print("AdamW vs STREAM triad (arrays 3 x {} MiB, {}M parameters, {} repeats)\n", array_mib, params_m, repeats);
   for (int threads : {1, static_cast<int>(cpus.size())}) {
-    ThreadTeam team(std::vector<int>(cpus.begin(), cpus.begin() + threads));
+    runtime::ThreadTeam team(std::vector<int>(cpus.begin(), cpus.begin() + threads));
     const auto dram = cpu::measure_dram(team, array_mib << 20, repeats);
     const double triad = dram[1].bandwidth_Bps;
     const auto adam = cpu::measure_adamw(team, params_m << 20, repeats, triad);
@@ -55,9 +55,10 @@ int main(int argc, char** argv) {
     fmt::print(
         "  {} threads: copy {:.2f} GB/s (spread {:.0f}%), triad {:.2f} GB/s (spread {:.0f}%), AdamW {:.3f} G params/s "
         "(spread {:.0f}%) = {:.1f} GB/s at 28 B; triad bound {:.3f} G/s; fraction {:.2f}  {}\n",
-        threads, dram[0].bandwidth_Bps / 1e9, 100 * relative_spread(dram[0].samples), triad / 1e9,
-        100 * relative_spread(dram[1].samples), adam.params_per_s / 1e9, 100 * relative_spread(adam.samples),
-        adam.params_per_s * 28 / 1e9, triad / 28 / 1e9, adam.triad_fraction, pass ? "PASS (>= 0.80)" : "FAIL (< 0.80)");
+        threads, dram[0].bandwidth_Bps / 1e9, 100 * runtime::relative_spread(dram[0].samples), triad / 1e9,
+        100 * runtime::relative_spread(dram[1].samples), adam.params_per_s / 1e9,
+        100 * runtime::relative_spread(adam.samples), adam.params_per_s * 28 / 1e9, triad / 28 / 1e9,
+        adam.triad_fraction, pass ? "PASS (>= 0.80)" : "FAIL (< 0.80)");
     if (threads == static_cast<int>(cpus.size())) break;
   }
 
@@ -68,29 +69,29 @@ int main(int argc, char** argv) {
     return ok ? 0 : 1;
   }
   fmt::print("\nstorage on {} vs fio ({} interleaved runs of {:.1f} s each)\n", dir.string(), repeats, seconds);
-  storage::ScratchFile file(dir, 1ull << 30);
-  storage::run_io({&file}, {hardware::StorageOp::write, 1 << 20, 16}, 1e9, file.size());
+  runtime::ScratchFile file(dir, 1ull << 30);
+  runtime::run_io({&file}, {hardware::StorageOp::write, 1 << 20, 16}, 1e9, file.size());
   using hardware::StorageOp;
-  const std::vector<storage::IoPattern> patterns = {
+  const std::vector<runtime::IoPattern> patterns = {
       {StorageOp::read, 128 << 10, 1},  {StorageOp::read, 1 << 20, 16},  {StorageOp::read, 16 << 20, 4},
       {StorageOp::write, 128 << 10, 1}, {StorageOp::write, 1 << 20, 16}, {StorageOp::write, 16 << 20, 4},
       {StorageOp::randread, 4096, 1},   {StorageOp::randread, 4096, 64}, {StorageOp::randwrite, 4096, 64}};
   for (const auto& p : patterns) {
     std::vector<double> ours, theirs;
     for (int r = 0; r < repeats; ++r) {
-      ours.push_back(storage::run_io({&file}, p, seconds).bandwidth_Bps());
+      ours.push_back(runtime::run_io({&file}, p, seconds).bandwidth_Bps());
       theirs.push_back(storage::run_fio(*fio, {&file}, p, seconds).bandwidth_Bps);
     }
-    const double mo = median(ours), mf = median(theirs);
+    const double mo = runtime::median(ours), mf = runtime::median(theirs);
     const double diff = mo / mf - 1;
-    const double tolerance = std::max(0.10, 2 * relative_spread(theirs));
+    const double tolerance = std::max(0.10, 2 * runtime::relative_spread(theirs));
     const bool pass = std::abs(diff) <= tolerance;
     ok = ok && pass;
     fmt::print(
         "  {:>9} {:>6} KiB QD{:<2}: ours {:8.1f} MB/s (spread {:3.0f}%)  fio {:8.1f} MB/s (spread {:3.0f}%)  "
         "diff {:+5.1f}%  tolerance {:.0f}%  {}\n",
-        hardware::to_string(p.op), p.block_bytes / 1024, p.queue_depth, mo / 1e6, 100 * relative_spread(ours), mf / 1e6,
-        100 * relative_spread(theirs), 100 * diff, 100 * tolerance, pass ? "PASS" : "FAIL");
+        hardware::to_string(p.op), p.block_bytes / 1024, p.queue_depth, mo / 1e6, 100 * runtime::relative_spread(ours),
+        mf / 1e6, 100 * runtime::relative_spread(theirs), 100 * diff, 100 * tolerance, pass ? "PASS" : "FAIL");
   }
   fmt::print("\n{}\n", ok ? "all goals met" : "some goals missed");
   return ok ? 0 : 1;

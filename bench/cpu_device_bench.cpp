@@ -22,8 +22,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/cpu/kernels.hpp"
 #include "exec/cpu_device.hpp"
+#include "runtime/kernels.hpp"
 
 namespace {
 
@@ -108,12 +108,12 @@ int main() {
   const std::size_t n = std::size_t{16} << 20;
   std::vector<float> p(n, 0.1f), g(n, 0.01f), m(n, 0.0f), v(n, 0.0f), gather(n);
   int step = 0;
-  const double in_place = median_cpu(
-      [&] { calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, calibrate::cpu::AdamW{}, ++step); });
+  const double in_place =
+      median_cpu([&] { runtime::adamw_step(p.data(), g.data(), m.data(), v.data(), n, runtime::AdamW{}, ++step); });
   const double gathered = median_cpu([&] {
     std::fill(gather.begin(), gather.end(), 0.0f);
     std::memcpy(gather.data(), g.data(), 4 * n);
-    calibrate::cpu::adamw_step(p.data(), gather.data(), m.data(), v.data(), n, calibrate::cpu::AdamW{}, ++step);
+    runtime::adamw_step(p.data(), gather.data(), m.data(), v.data(), n, runtime::AdamW{}, ++step);
   });
   fmt::print("3. AdamW of {}M parameters, thread CPU: in place {:.1f} ms, gathered {:.1f} ms ({:.2f}x)\n", n >> 20,
              in_place * 1e3, gathered * 1e3, gathered / in_place);

@@ -13,6 +13,7 @@
 #include "cuda/cuda_bench.hpp"
 #include "hardware/profile_fit.hpp"
 #include "machine.hpp"
+#include "runtime/measure.hpp"
 #include "storage/storage_bench.hpp"
 #include "workload.hpp"
 
@@ -127,7 +128,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
   p.machine.cpu = read_cpu_identity();
   p.settings.mode = o.quick ? "quick" : "full";
 
-  const std::vector<int> cpus = allowed_cpus();
+  const std::vector<int> cpus = runtime::allowed_cpus();
   const CpuPlan cp = cpu_plan(o, static_cast<int>(cpus.size()), p.machine.cpu.dram_bytes);
   p.settings.repeats = cp.repeats;
 
@@ -187,7 +188,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
           "'8 x 4800 MT/s' as '307.2 GB/s'");
     p.cpu.dram_bound_Bps = bound;
     for (const int threads : cp.thread_counts) {
-      ThreadTeam team(std::vector<int>(cpus.begin(), cpus.begin() + threads));
+      runtime::ThreadTeam team(std::vector<int>(cpus.begin(), cpus.begin() + threads));
       progress.step(step++, total,
                     fmt::format("DRAM: STREAM copy and triad, {} threads, 3 x {}", threads,
                                 ftplan::format_bytes(static_cast<double>(cp.array_bytes))));
@@ -196,7 +197,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
       for (const auto& row : dram) {
         if (row.kernel == "triad") triad = row.bandwidth_Bps;
         out.comparisons.push_back({"cpu", fmt::format("STREAM {}, {} threads", row.kernel, threads), "B/s",
-                                   row.bandwidth_Bps, relative_spread(row.samples), bound,
+                                   row.bandwidth_Bps, runtime::relative_spread(row.samples), bound,
                                    bound > 0 ? "DRAM channels x speed" : "", 0, 0, ""});
         p.cpu.dram.push_back(row);
       }
@@ -205,18 +206,18 @@ Calibration run_calibration(const Options& o, Progress& outer) {
                                 ftplan::format_count(static_cast<double>(cp.adam_params)), threads));
       const auto adam = cpu::measure_adamw(team, cp.adam_params, cp.repeats, triad);
       out.comparisons.push_back({"cpu", fmt::format("AdamW step, {} threads", threads), "params/s", adam.params_per_s,
-                                 relative_spread(adam.samples), bound > 0 ? bound / cpu::kAdamWBytesPerParam : 0,
-                                 bound > 0 ? "DRAM bound / 28 B" : "", triad / cpu::kAdamWBytesPerParam, 0,
-                                 "STREAM triad / 28 B"});
+                                 runtime::relative_spread(adam.samples),
+                                 bound > 0 ? bound / cpu::kAdamWBytesPerParam : 0, bound > 0 ? "DRAM bound / 28 B" : "",
+                                 triad / cpu::kAdamWBytesPerParam, 0, "STREAM triad / 28 B"});
       p.cpu.optimizer.push_back(adam);
     }
-    ThreadTeam team(cpus);
+    runtime::ThreadTeam team(cpus);
     progress.step(step++, total, "CPU: memcpy into pinned (page-locked) buffers");
     for (auto& row : cpu::measure_host_copy(team, cp.copy_sizes, cp.repeats)) {
       out.comparisons.push_back(
           {"copy",
            fmt::format("memcpy into {} {}", row.pinned ? "pinned" : "pageable", ftplan::format_bytes(row.bytes)), "B/s",
-           row.bandwidth_Bps, relative_spread(row.samples), 0, "", 0, 0, ""});
+           row.bandwidth_Bps, runtime::relative_spread(row.samples), 0, "", 0, 0, ""});
       p.copy.push_back(std::move(row));
     }
   }

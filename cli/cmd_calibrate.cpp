@@ -13,13 +13,14 @@
 
 #include "app.hpp"
 #include "calibrate/calibrate.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "common/strings.hpp"
 #include "common/units.hpp"
 #include "exec/rates.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
 #include "progress.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 #include "table.hpp"
 
 namespace ftplan::cli {
@@ -79,17 +80,17 @@ std::string value_text(const std::string& unit, double v) {
 // Progress on stderr: one line per step with the elapsed time, rewritten in place on a terminal.
 class StderrProgress : public calibrate::Progress {
  public:
-  StderrProgress() : start_(calibrate::now_s()) {}
+  StderrProgress() : start_(runtime::now_s()) {}
   void step(int index, int total, std::string_view label) override {
     line_.end();  // a terminal keeps each step's line
-    line_.show(fmt::format("[{:>2}/{}] {:5.1f} s  {}", index + 1, total, calibrate::now_s() - start_, label));
+    line_.show(fmt::format("[{:>2}/{}] {:5.1f} s  {}", index + 1, total, runtime::now_s() - start_, label));
   }
   void note(std::string_view text) override { line_.print(fmt::format("note: {}", text)); }
-  void done() { line_.print(fmt::format("calibration took {:.1f} s", calibrate::now_s() - start_)); }
+  void done() { line_.print(fmt::format("calibration took {:.1f} s", runtime::now_s() - start_)); }
   // A part measured after the calibration's own steps.
   void part(std::string_view label) {
     line_.end();
-    line_.show(fmt::format("[  +] {:5.1f} s  {}", calibrate::now_s() - start_, label));
+    line_.show(fmt::format("[  +] {:5.1f} s  {}", runtime::now_s() - start_, label));
   }
 
  private:
@@ -215,7 +216,7 @@ void add_cpu_device_rows(const hardware::CpuDeviceSection& d, std::vector<calibr
     c.item = std::move(item);
     c.unit = std::move(unit);
     c.value = value;
-    c.spread = calibrate::relative_spread(samples);
+    c.spread = runtime::relative_spread(samples);
     rows.push_back(std::move(c));
   };
   if (!d.gemm.empty()) {
@@ -223,7 +224,7 @@ void add_cpu_device_rows(const hardware::CpuDeviceSection& d, std::vector<calibr
     for (const auto& g : d.gemm) rates.push_back(g.flops_per_s);
     const auto [lo, hi] = std::minmax_element(
         d.gemm.begin(), d.gemm.end(), [](const auto& a, const auto& b) { return a.flops_per_s < b.flops_per_s; });
-    row(fmt::format("GEMM fp32, median of {} points", d.gemm.size()), "FLOP/s", calibrate::median(rates), {});
+    row(fmt::format("GEMM fp32, median of {} points", d.gemm.size()), "FLOP/s", runtime::median(rates), {});
     row(fmt::format("GEMM slowest: {} {}x{}x{}", lo->layout, lo->m, lo->n, lo->k), "FLOP/s", lo->flops_per_s,
         lo->samples);
     row(fmt::format("GEMM fastest: {} {}x{}x{}", hi->layout, hi->m, hi->n, hi->k), "FLOP/s", hi->flops_per_s,
@@ -262,7 +263,7 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
     }
   }
 
-  calibrate::storage::remove_scratch_files_on_signal();
+  runtime::remove_scratch_files_on_signal();
   // One process at a time in a storage directory (validate takes the same lock): two would time
   // each other's I/O.
   const auto locks = io::lock_directories({o.storage_dirs.begin(), o.storage_dirs.end()}, "calibrate");

@@ -9,12 +9,12 @@
 
 #include "app.hpp"
 #include "calibrate/machine.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "common/strings.hpp"
 #include "common/units.hpp"
 #include "exec/validate.hpp"
 #include "io/output_file.hpp"
 #include "io/profile_io.hpp"
+#include "runtime/uring.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
 
@@ -341,7 +341,7 @@ int cmd_validate(const std::vector<std::string>& argv_in) {
   const auto trace = args.value("trace");
   o.trace = trace.has_value();
   o.progress = [](const std::string& line) { fmt::print(stderr, "validate: {}\n", line); };
-  calibrate::storage::remove_scratch_files_on_signal();
+  runtime::remove_scratch_files_on_signal();
   // One process at a time in a storage or state directory: two would time each other's I/O or
   // share a state file (refused with the holder's pid; calibrate takes the same lock).
   std::vector<std::filesystem::path> dirs(o.storage_dirs.begin(), o.storage_dirs.end());

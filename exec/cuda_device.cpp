@@ -5,7 +5,6 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <mutex>
@@ -16,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "arena.hpp"
+#include "runtime/cuda_library.hpp"
 
 namespace ftplan::exec {
 
@@ -24,9 +24,7 @@ namespace {
 #define FTPLAN_EXEC_STR2(x) #x
 #define FTPLAN_EXEC_STR(x) FTPLAN_EXEC_STR2(x)
 
-// cuBLASLt opened at run time, as calibrate's GPU benchmark does (cuda/cuda_bench.cu): linked, it
-// would load at every start of the ftplan command (~0.4 s) for the one verb that uses it.
-// (Second copy of calibrate's loader for these functions; its table also holds cuBLAS and NCCL.)
+// cuBLASLt opened at run time (runtime/cuda_library.hpp), as calibrate's GPU benchmark opens it.
 struct BlasLt {
   std::string error;
   decltype(&::cublasLtCreate) create = nullptr;
@@ -46,19 +44,9 @@ struct BlasLt {
 const BlasLt& blaslt() {
   static const BlasLt lib = [] {
     BlasLt l;
-    const char* soname = "libcublasLt.so." FTPLAN_EXEC_STR(CUBLAS_VER_MAJOR);
-    void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-#ifdef FTPLAN_CUDA_LIBRARY_DIR
-    if (!h) h = dlopen((std::string(FTPLAN_CUDA_LIBRARY_DIR) + "/" + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!h) {
-      l.error = fmt::format("cannot load {} ({})", soname, dlerror());
-      return l;
-    }
-    const auto bind = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, symbol));
-      if (!fn && l.error.empty()) l.error = fmt::format("no {} in {}", symbol, soname);
-    };
+    const std::string soname = "libcublasLt.so." FTPLAN_EXEC_STR(CUBLAS_VER_MAJOR);
+    void* h = runtime::open_library(soname, FTPLAN_CUDA_LIBRARY_DIR, l.error);
+    const auto bind = [&](auto& fn, const char* symbol) { runtime::bind_symbol(h, fn, symbol, soname, l.error); };
     bind(l.create, FTPLAN_EXEC_STR(cublasLtCreate));
     bind(l.destroy, FTPLAN_EXEC_STR(cublasLtDestroy));
     bind(l.desc_create, FTPLAN_EXEC_STR(cublasLtMatmulDescCreate));

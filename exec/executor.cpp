@@ -16,11 +16,11 @@
 #include <fmt/format.h>
 
 #include "arena.hpp"
-#include "calibrate/common.hpp"
-#include "calibrate/cpu/kernels.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "des/engine.hpp"
 #include "io/output_file.hpp"
+#include "runtime/kernels.hpp"
+#include "runtime/process.hpp"
+#include "runtime/uring.hpp"
 #include "sim/simulate.hpp"
 #include "tiers.hpp"
 
@@ -32,7 +32,6 @@ using plan::Tier;
 using schedule::Op;
 using schedule::OpKind;
 using schedule::Stream;
-namespace storage = calibrate::storage;
 
 namespace {
 
@@ -71,17 +70,17 @@ class Runner {
   void after_step(int s);
   void record_last_step(Measured& out) const;
   void read_master(Measured& out);
-  void execute(std::size_t i, int worker, storage::DirectIo* io);
+  void execute(std::size_t i, int worker, runtime::DirectIo* io);
   // The pass that leaves a layer's gradient (last_weight_grad_): below, at op i on `worker`.
   void leave_gradient(std::size_t i, int worker);
   void fail(const std::string& why);
   void allocate(int t);
   void release(int t);
   void optimizer(std::size_t i, int chunk);
-  void copy(std::size_t i, int worker, storage::DirectIo* io);
-  void swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io);
-  void swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, storage::DirectIo* io);
-  void nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write);
+  void copy(std::size_t i, int worker, runtime::DirectIo* io);
+  void swap_in(std::size_t i, std::size_t c, int dst, runtime::DirectIo* io);
+  void swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, runtime::DirectIo* io);
+  void nvme_io(runtime::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write);
   // Copies between the device and host memory, counted as they are made (Moved).
   void to_device(std::byte* device, const std::byte* host, std::size_t bytes) const {
     device_.copy_to_device(device, host, bytes);
@@ -98,7 +97,7 @@ class Runner {
   std::uint64_t nvme_position(const Op& op, int t, std::uint64_t bytes) const;
   void initial_master(float* out, std::size_t begin, std::size_t k);
   std::byte* part_ptr(const Part& part, std::size_t c);
-  void part_io(const Part& part, std::size_t c, std::byte* buf, bool write, storage::DirectIo* io);
+  void part_io(const Part& part, std::size_t c, std::byte* buf, bool write, runtime::DirectIo* io);
   // The gradients of parameters [begin, begin + k) the optimizer step applies, and those held
   // now in their shares' tiers.
   void gradients(std::size_t begin, std::size_t k, float* out) const;
@@ -179,10 +178,10 @@ class Runner {
   std::vector<std::vector<Segment>> segments_;
   std::map<std::int64_t, int> current_;
   std::vector<Segment> fetch_segments(int layer, const std::string& name) const;
-  void nvme_params(int tensor, storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
+  void nvme_params(int tensor, runtime::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
                    bool write, Scratch& scratch);
   void fill_params16(int tensor, std::int64_t first, std::int64_t count, const float* values);
-  calibrate::cpu::AdamW adamw_;  // its defaults; Training::learning_rate when training
+  runtime::AdamW adamw_;  // its defaults; Training::learning_rate when training
   void prepare_training();
   const std::uint16_t* params16(std::int64_t first, std::int64_t count) const;
   void bf16_of_master(std::size_t c, const float* master, std::uint16_t* out) const;
@@ -318,7 +317,7 @@ void Runner::prepare() {
     const double nvme_bytes = opt_.nvme_capacity_bytes > 0 ? opt_.nvme_capacity_bytes : nv + (16 << 20);
     // Files a killed run left (SIGKILL cannot be caught; other signals remove them as they come).
     int stale = 0;
-    for (const auto& dir : opt_.storage_dirs) stale += storage::remove_stale_scratch_files(dir);
+    for (const auto& dir : opt_.storage_dirs) stale += runtime::remove_stale_scratch_files(dir);
     if (stale > 0) notes_.push_back(fmt::format("removed {} scratch file(s) left by killed runs", stale));
     nvme_ = std::make_unique<NvmeTier>(static_cast<std::uint64_t>(nvme_bytes), opt_.storage_dirs, opt_.stripe_bytes);
   }
@@ -421,7 +420,7 @@ const std::uint16_t* Runner::params16(std::int64_t first, std::int64_t count) co
 // `data`, through page-aligned I/O (O_DIRECT): a write reads the partial pages at its ends first
 // and writes them back whole. Writes run on the one NVMe write worker and after the step's reads,
 // so no two touch a page at once.
-void Runner::nvme_params(int tensor, storage::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
+void Runner::nvme_params(int tensor, runtime::DirectIo* io, std::int64_t first, std::int64_t count, std::uint16_t* data,
                          bool write, Scratch& scratch) {
   const Storage& w = storage_[static_cast<std::size_t>(tensor)];
   const auto begin = static_cast<std::uint64_t>(2 * first), end = static_cast<std::uint64_t>(2 * (first + count));
@@ -463,7 +462,7 @@ void Runner::fill_params16(int tensor, std::int64_t first, std::int64_t count, c
   for (std::int64_t j = 0; j < count; ++j) h[static_cast<std::size_t>(j)] = to_bf16(values[j]);
   const Storage& w = storage_[static_cast<std::size_t>(tensor)];
   if (ir_.tensors[static_cast<std::size_t>(tensor)].tier == Tier::nvme) {
-    storage::DirectIo io(opt_.io_queue_depth);
+    runtime::DirectIo io(opt_.io_queue_depth);
     nvme_params(tensor, &io, first, count, h.data(), true, own_scratch_);
   } else {
     if (w.size < static_cast<std::uint64_t>(2 * (first + count)))
@@ -613,7 +612,7 @@ void Runner::allocate(int t) {
       else if (saved)
         std::memcpy(buf, saved + k, 8 * k);  // m then v, as the part holds them
       if (x.tier == Tier::nvme) {
-        storage::DirectIo io(opt_.io_queue_depth);
+        runtime::DirectIo io(opt_.io_queue_depth);
         nvme_io(&io, static_cast<std::uint64_t>(s.nvme) + part->base + part->offset[c], buf, n, true);
       } else if (x.tier == Tier::gpu) {
         to_device(at, buf, n);
@@ -628,7 +627,7 @@ void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
   const std::uint64_t n = part.per_param * chunk_params_[c];
   switch (ir_.tensors[static_cast<std::size_t>(part.tensor)].tier) {
     case Tier::nvme: {
-      storage::DirectIo io(opt_.io_queue_depth);
+      runtime::DirectIo io(opt_.io_queue_depth);
       std::byte* buf = own_scratch_.get(round_up(n));
       part_io(part, c, buf, false, &io);
       std::memcpy(out, buf, n);
@@ -750,7 +749,7 @@ std::byte* Runner::part_ptr(const Part& part, std::size_t c) {
   return storage_[static_cast<std::size_t>(part.tensor)].ptr + part.base + part.offset[c];
 }
 
-void Runner::part_io(const Part& part, std::size_t c, std::byte* buf, bool write, storage::DirectIo* io) {
+void Runner::part_io(const Part& part, std::size_t c, std::byte* buf, bool write, runtime::DirectIo* io) {
   const Storage& s = storage_[static_cast<std::size_t>(part.tensor)];
   if (!s.live) throw std::runtime_error("the optimizer state is not live");
   nvme_io(io, static_cast<std::uint64_t>(s.nvme) + part.base + part.offset[c], buf, part.per_param * chunk_params_[c],
@@ -786,7 +785,7 @@ bool Runner::probe_tier(TierRates& out) {
   if (bytes == 0) return false;
   if (!tier_probe_ || tier_probe_->bytes() < bytes)
     tier_probe_ = std::make_unique<HostTier>(bytes, plan_.offload.pinned);
-  storage::DirectIo io(opt_.io_queue_depth);
+  runtime::DirectIo io(opt_.io_queue_depth);
   const auto pass_Bps = [&](bool write) {
     const auto requests = nvme_->requests(0, tier_probe_->base(), bytes, write, opt_.io_block_bytes);
     const auto t0 = std::chrono::steady_clock::now();
@@ -803,7 +802,7 @@ bool Runner::probe_tier(TierRates& out) {
   return true;
 }
 
-void Runner::nvme_io(storage::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write) {
+void Runner::nvme_io(runtime::DirectIo* io, std::uint64_t offset, std::byte* host, std::uint64_t bytes, bool write) {
   const auto requests = nvme_->requests(offset, host, round_up(bytes), write, opt_.io_block_bytes);
   io->run(requests);  // throws on an error or a short transfer: what returns has moved
   std::uint64_t done = 0;
@@ -874,7 +873,7 @@ void Runner::optimizer(std::size_t i, int c) {
       for (std::size_t b = 0; b < n; b += kBlock) {
         const std::size_t len = std::min(kBlock, n - b);
         for (std::size_t j = 0; j < len; ++j) wide[j] = from_bf16(h[b + j]);
-        calibrate::cpu::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len, adamw_, step_ + 1);
+        runtime::adamw_step(master + done + b, wide.data(), m + done + b, v + done + b, len, adamw_, step_ + 1);
       }
       continue;
     }
@@ -884,7 +883,7 @@ void Runner::optimizer(std::size_t i, int c) {
       gradients(begin + done, n, gather_.data());
       grads = gather_.data();
     }
-    calibrate::cpu::adamw_step(master + done, grads, m + done, v + done, n, adamw_, step_ + 1);
+    runtime::adamw_step(master + done, grads, m + done, v + done, n, adamw_, step_ + 1);
   }
   if (staged) {
     to_device(reinterpret_cast<std::byte*>(master_at), reinterpret_cast<std::byte*>(master), 4 * k);
@@ -903,7 +902,7 @@ void Runner::optimizer(std::size_t i, int c) {
 // the IR may have in flight at once (plan::optimizer_swaps_in_flight;
 // schedule::Builder::swapped_optimizer_step waits for chunk c - slots's swap-out before chunk c's
 // read, so chunk c takes slot c mod slots); else a buffer of the executor's own.
-void Runner::swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* io) {
+void Runner::swap_in(std::size_t i, std::size_t c, int dst, runtime::DirectIo* io) {
   const Op& op = ir_.ops[i];
   const std::uint64_t k = chunk_params_[c];
   const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
@@ -935,7 +934,7 @@ void Runner::swap_in(std::size_t i, std::size_t c, int dst, storage::DirectIo* i
 
 // The optimizer's write-back of chunk c (op i): master, m and v, then the chunk's 16-bit
 // parameters (the rest of the op's bytes), and the swap buffer freed.
-void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, storage::DirectIo* io) {
+void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch& scratch, runtime::DirectIo* io) {
   const Op& op = ir_.ops[i];
   const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
   const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
@@ -962,7 +961,7 @@ void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch
   swap_[c] = nullptr;
 }
 
-void Runner::copy(std::size_t i, int worker, storage::DirectIo* io) {
+void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
   const Op& op = ir_.ops[i];
   const auto bytes = static_cast<std::uint64_t>(std::ceil(op.bytes));
   const int src = op.reads.empty() ? -1 : op.reads.front();
@@ -1149,7 +1148,7 @@ void Runner::publish_gradients(int share) {
       if (storage_[static_cast<std::size_t>(grad_tensor_[gi])].live) publish(gi);
 }
 
-void Runner::execute(std::size_t i, int worker, storage::DirectIo* io) {
+void Runner::execute(std::size_t i, int worker, runtime::DirectIo* io) {
   const Op& op = ir_.ops[i];
   if (trainer_ && trainer_->runs(op)) {
     for (const int t : op.reads)  // the fetched buffers this op reads (the layer's later ops read them too)
@@ -1228,23 +1227,23 @@ void Runner::step(int s, Measured& out) {
   for (int st = 0; st < schedule::kStreams; ++st) {
     if (stream_ops_[static_cast<std::size_t>(st)].empty()) continue;
     workers.emplace_back([&, st] {
-      std::unique_ptr<storage::DirectIo> io;
+      std::unique_ptr<runtime::DirectIo> io;
       const auto stream = static_cast<Stream>(st);
-      if (pin && !pin_to(stream == Stream::compute ? compute_core : other_cores) && s == first_step_) {
+      if (pin && !runtime::pin_to(stream == Stream::compute ? compute_core : other_cores) && s == first_step_) {
         std::lock_guard lock(mutex_);
         notes_.push_back(fmt::format("could not pin the {} stream's worker to its cores", schedule::to_string(stream)));
       }
       try {
         if (stream == Stream::nvme_read || stream == Stream::nvme_write)
-          if (nvme_) io = std::make_unique<storage::DirectIo>(opt_.io_queue_depth);
+          if (nvme_) io = std::make_unique<runtime::DirectIo>(opt_.io_queue_depth);
         for (const std::size_t i : stream_ops_[static_cast<std::size_t>(st)]) {
           for (const int d : ir_.ops[i].deps) done_[static_cast<std::size_t>(d)].wait(0);
           if (failed_) return;
           records_[i].op = static_cast<int>(i);
           records_[i].start_ns = now_ns();
-          const std::int64_t cpu0 = thread_cpu_ns();  // read inside the op's wall interval
+          const std::int64_t cpu0 = runtime::thread_cpu_ns();  // read inside the op's wall interval
           execute(i, st, io.get());
-          records_[i].cpu_ns = thread_cpu_ns() - cpu0;
+          records_[i].cpu_ns = runtime::thread_cpu_ns() - cpu0;
           records_[i].end_ns = now_ns();
           records_[i].core = sched_getcpu();
           done_[i].store(1);
@@ -1382,7 +1381,7 @@ Measured Runner::run() {
   out.host_pinned = host_->locked();
   out.host_note = host_->note();
   out.first_step = first_step_;
-  const bool rss = reset_peak_rss();
+  const bool rss = runtime::reset_peak_rss();
   for (int s = first_step_; s < std::max(1, opt_.steps) && !failed_; ++s) {
     if (opt_.progress) opt_.progress(fmt::format("step {} of {}", s + 1, std::max(1, opt_.steps)));
     for (auto& m : moved_) m.store(0);
@@ -1390,7 +1389,7 @@ Measured Runner::run() {
       trainer_->begin_step();
       current_.clear();
     }
-    const BlockIo before = block_io();
+    const runtime::BlockIo before = runtime::block_io();
     step(s, out);
     if (trainer_ && !failed_) {
       for (std::size_t c = 0; c < params_written_.size(); ++c)
@@ -1403,7 +1402,7 @@ Measured Runner::run() {
       out.losses.push_back(trainer_->step_loss());
     }
     // The last step's counts (each step overwrites the one before).
-    const BlockIo after = block_io();
+    const runtime::BlockIo after = runtime::block_io();
     out.counted = {static_cast<double>(moved_[kH2d].load()),
                    static_cast<double>(moved_[kD2h].load()),
                    static_cast<double>(moved_[kNvmeRead].load()),
@@ -1421,14 +1420,14 @@ Measured Runner::run() {
   std::sort(later.begin(), later.end());
   out.step_time_s = later.empty() ? 0 : later[later.size() / 2];
   record_last_step(out);
-  out.process_peak_rss_bytes = rss ? peak_rss_bytes() : -1;
+  out.process_peak_rss_bytes = rss ? runtime::peak_rss_bytes() : -1;
   out.device_scratch_bytes = device_.scratch_bytes();
   read_master(out);
   if (trainer_) {
     const Storage& w = storage_[static_cast<std::size_t>(trainable_tensor_)];
     out.weights16.resize(params_);
     if (ir_.tensors[static_cast<std::size_t>(trainable_tensor_)].tier == Tier::nvme) {
-      storage::DirectIo io(opt_.io_queue_depth);
+      runtime::DirectIo io(opt_.io_queue_depth);
       nvme_params(trainable_tensor_, &io, 0, static_cast<std::int64_t>(params_), out.weights16.data(), false,
                   own_scratch_);
     } else if (w.live) {

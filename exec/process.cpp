@@ -1,78 +1,17 @@
 #include "process.hpp"
 
-#include <sched.h>
-#include <time.h>
-
-#include <fstream>
-#include <string>
+#include "runtime/measure.hpp"
 
 namespace ftplan::exec {
-
-std::vector<int> allowed_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  return out;
-}
-
-std::int64_t thread_cpu_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
-
-double peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.starts_with("VmHWM:")) {
-      try {
-        return std::stod(line.substr(6)) * 1024.0;  // kB
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  return -1;
-}
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-BlockIo block_io() {
-  BlockIo b;
-  std::ifstream in("/proc/self/io");
-  std::string key;
-  double value = 0;
-  int found = 0;
-  while (in >> key >> value) {
-    if (key == "read_bytes:") b.read = value, ++found;
-    if (key == "write_bytes:") b.write = value, ++found;
-  }
-  b.ok = found == 2;
-  return b;
-}
 
 CorePlan core_plan(const Device& device, bool pin_compute) {
   CorePlan plan;
   if (!pin_compute || !device.computes_on_host()) return plan;
-  const std::vector<int> cores = allowed_cores();
+  const std::vector<int> cores = runtime::allowed_cpus();
   if (cores.size() < 2) return plan;
   plan.compute.assign(cores.begin(), cores.begin() + 1);
   plan.others.assign(cores.begin() + 1, cores.end());
   return plan;
-}
-
-bool pin_to(const std::vector<int>& cores) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (const int c : cores) CPU_SET(c, &set);
-  return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 }  // namespace ftplan::exec

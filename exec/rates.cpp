@@ -12,12 +12,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "calibrate/common.hpp"
-#include "calibrate/cpu/kernels.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "common/error.hpp"
 #include "cpu_device.hpp"
 #include "executor.hpp"
+#include "runtime/kernels.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/process.hpp"
+#include "runtime/uring.hpp"
 #include "sim/interpolate.hpp"
 
 namespace ftplan::exec {
@@ -29,12 +30,12 @@ double time_per_call(const std::function<void()>& f, int rounds) {
   double best = 1e300;
   for (int round = 0; round < std::max(1, rounds); ++round) {
     int calls = 0;
-    const double t0 = calibrate::now_s();
+    const double t0 = runtime::now_s();
     double t = 0;
     do {
       f();
       ++calls;
-      t = calibrate::now_s() - t0;
+      t = runtime::now_s() - t0;
     } while (t < 0.02);
     best = std::min(best, t / calls);
   }
@@ -49,9 +50,9 @@ double time_cold(const std::function<void()>& f, const std::function<void()>& fl
   std::vector<double> t;
   for (int round = 0; round < std::max(1, calls); ++round) {
     flush();
-    const double t0 = calibrate::now_s();
+    const double t0 = runtime::now_s();
     f();
-    t.push_back(calibrate::now_s() - t0);
+    t.push_back(runtime::now_s() - t0);
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
@@ -67,11 +68,11 @@ double time_cold(const std::function<void()>& f, const std::function<void()>& fl
 // ring moved 5.5 GB/s (docs/validation.md).
 struct NvmeProbe::Impl {
   Options io;
-  std::vector<std::unique_ptr<calibrate::storage::ScratchFile>> files;
-  std::vector<const calibrate::storage::ScratchFile*> ptrs;
+  std::vector<std::unique_ptr<runtime::ScratchFile>> files;
+  std::vector<const runtime::ScratchFile*> ptrs;
   std::uint64_t total = 0;
-  std::unique_ptr<calibrate::AlignedBuffer> buffer;
-  std::unique_ptr<calibrate::storage::DirectIo> ring;
+  std::unique_ptr<runtime::AlignedBuffer> buffer;
+  std::unique_ptr<runtime::DirectIo> ring;
 };
 
 NvmeProbe::NvmeProbe(const std::vector<std::filesystem::path>& dirs) : impl_(std::make_unique<Impl>()) {
@@ -85,12 +86,12 @@ NvmeProbe::NvmeProbe(const std::vector<std::filesystem::path>& dirs) : impl_(std
   constexpr std::uint64_t per_dir = std::uint64_t{64} << 20;
   x.total = per_dir * dirs.size();
   for (const auto& dir : dirs) {
-    x.files.push_back(std::make_unique<calibrate::storage::ScratchFile>(dir, per_dir + x.io.stripe_bytes));
+    x.files.push_back(std::make_unique<runtime::ScratchFile>(dir, per_dir + x.io.stripe_bytes));
     x.ptrs.push_back(x.files.back().get());
   }
-  x.buffer = std::make_unique<calibrate::AlignedBuffer>(static_cast<std::size_t>(x.total));
+  x.buffer = std::make_unique<runtime::AlignedBuffer>(static_cast<std::size_t>(x.total));
   std::memset(x.buffer->data(), 1, x.buffer->size());
-  x.ring = std::make_unique<calibrate::storage::DirectIo>(x.io.io_queue_depth);
+  x.ring = std::make_unique<runtime::DirectIo>(x.io.io_queue_depth);
   pass_Bps(true);  // untimed: the extents written once, as the run's are after its first step
 }
 
@@ -100,11 +101,11 @@ std::uint64_t NvmeProbe::bytes() const { return impl_->total; }
 
 double NvmeProbe::pass_Bps(bool write) {
   Impl& x = *impl_;
-  const auto requests = calibrate::storage::striped_requests(x.ptrs, x.io.stripe_bytes, 0, x.buffer->data(), x.total,
-                                                             write, x.io.io_block_bytes);
-  const double t0 = calibrate::now_s();
+  const auto requests =
+      runtime::striped_requests(x.ptrs, x.io.stripe_bytes, 0, x.buffer->data(), x.total, write, x.io.io_block_bytes);
+  const double t0 = runtime::now_s();
   x.ring->run(requests);
-  return static_cast<double>(x.total) / (calibrate::now_s() - t0);
+  return static_cast<double>(x.total) / (runtime::now_s() - t0);
 }
 
 namespace {
@@ -116,7 +117,7 @@ void run_on(const std::vector<int>& where, const std::function<void()>& f) {
   if (where.empty()) return f();
   std::exception_ptr error;
   std::thread t([&] {
-    pin_to(where);
+    runtime::pin_to(where);
     try {
       f();
     } catch (...) {
@@ -240,7 +241,7 @@ void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& 
                time_per_call(
                    [&] {
                      std::thread other([&] {
-                       if (!any.empty()) pin_to(any);
+                       if (!any.empty()) runtime::pin_to(any);
                        std::memcpy(d.data(), c.data(), kBytes);
                      });
                      std::memcpy(b.data(), a.data(), kBytes);
@@ -252,12 +253,11 @@ void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& 
     constexpr std::size_t kParams = std::size_t{8} << 20;
     std::vector<float> p(kParams, 0.1f), g(kParams, 0.01f), m(kParams, 0.0f), v(kParams, 0.0f);
     int step = 0;
-    r.adam_params_per_s = kParams / time_per_call(
-                                        [&] {
-                                          calibrate::cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams,
-                                                                     calibrate::cpu::AdamW{}, ++step);
-                                        },
-                                        rounds);
+    r.adam_params_per_s =
+        kParams /
+        time_per_call(
+            [&] { runtime::adamw_step(p.data(), g.data(), m.data(), v.data(), kParams, runtime::AdamW{}, ++step); },
+            rounds);
   }
 }
 
@@ -275,8 +275,8 @@ void probe_nvme(const std::vector<std::filesystem::path>& dirs, NvmeProbe* nvme,
   if (!nvme) own = std::make_unique<NvmeProbe>(dirs);
   std::vector<double> w, rd;
   nvme_passes(nvme ? *nvme : *own, effort.io_passes, w, rd);
-  r.nvme_write_Bps = calibrate::median(w);
-  r.nvme_read_Bps = calibrate::median(rd);
+  r.nvme_write_Bps = runtime::median(w);
+  r.nvme_read_Bps = runtime::median(rd);
 }
 
 }  // namespace
@@ -323,7 +323,7 @@ DeviceRates median_rates(const std::vector<DeviceRates>& samples) {
   for (const auto& [name, field] : kScalarRates) {
     std::vector<double> x;
     for (const auto& s : samples) x.push_back(s.*field);
-    r.*field = calibrate::median(x);
+    r.*field = runtime::median(x);
   }
   for (std::size_t i = 0; i < r.gemm.size(); ++i) {
     std::vector<double> x;
@@ -333,7 +333,7 @@ DeviceRates median_rates(const std::vector<DeviceRates>& samples) {
                     "rate samples of different steps");
       x.push_back(s.gemm[i].flops_per_s);
     }
-    r.gemm[i].flops_per_s = calibrate::median(x);
+    r.gemm[i].flops_per_s = runtime::median(x);
   }
   return r;
 }
@@ -346,7 +346,7 @@ std::vector<RateSpread> rate_spreads(const std::vector<DeviceRates>& samples) {
       if (s.*field > 0) x.push_back(s.*field);
     if (x.empty()) continue;
     const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
-    out.push_back({name, *lo, calibrate::median(x), *hi});
+    out.push_back({name, *lo, runtime::median(x), *hi});
   }
   return out;
 }
@@ -382,13 +382,13 @@ namespace {
 // One cold call of `f` after a flush: `work` over its seconds.
 double cold_rate(Device& dev, const std::function<void()>& f, double work) {
   flush(dev);
-  const double t0 = calibrate::now_s();
+  const double t0 = runtime::now_s();
   f();
-  return work / (calibrate::now_s() - t0);
+  return work / (runtime::now_s() - t0);
 }
 
 hardware::CpuDeviceRate scalar_rate(const char* name, std::vector<double> samples) {
-  return {name, calibrate::median(samples), std::move(samples)};
+  return {name, runtime::median(samples), std::move(samples)};
 }
 
 }  // namespace
@@ -442,14 +442,14 @@ void measure_kernels(CpuDevice& dev, const DeviceGrid& grid, const Say& say, har
   std::size_t i = 0;
   for (auto& g : gemm) {
     auto& x = kernels[i++];
-    g.flops_per_s = calibrate::median(x.samples);
+    g.flops_per_s = runtime::median(x.samples);
     g.samples = std::move(x.samples);
   }
   out.gemm = std::move(gemm);
   for (const auto seq : grid.attention_seq)
     for (const auto hd : grid.attention_head_dim) {
       auto& x = kernels[i++];
-      out.attention.push_back({seq, seq, hd, calibrate::median(x.samples), std::move(x.samples)});
+      out.attention.push_back({seq, seq, hd, runtime::median(x.samples), std::move(x.samples)});
     }
   std::vector<double> memory;
   for (int round = 0; round < grid.cold_calls; ++round) memory.push_back(memory_rate(dev, 1));
@@ -492,8 +492,8 @@ void measure_host(CpuDevice& dev, const DeviceGrid& grid, const std::vector<std:
       s.stripe_bytes = static_cast<double>(io.stripe_bytes);
       s.queue_depth = io.io_queue_depth;
       nvme_passes(probe, grid.cold_calls, s.write_samples, s.read_samples);
-      s.write_Bps = calibrate::median(s.write_samples);
-      s.read_Bps = calibrate::median(s.read_samples);
+      s.write_Bps = runtime::median(s.write_samples);
+      s.read_Bps = runtime::median(s.read_samples);
       out.storage.push_back(std::move(s));
     } catch (const std::exception& e) {
       say(fmt::format("CPU device storage over {}: not measured: {}", fmt::join(paths, ", "), e.what()));

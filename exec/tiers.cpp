@@ -1,4 +1,5 @@
 #include "tiers.hpp"
+#include "runtime/measure.hpp"
 
 #include <sys/mman.h>
 
@@ -19,7 +20,7 @@ HostTier::HostTier(std::uint64_t bytes, bool pinned)
   // O_DIRECT requests land here: in 4 KiB pages a 1 MiB request is 256 segments, past a virtio
   // disk's 254 (queue/max_segments), and the block layer splits it unless the pages happen to
   // be contiguous (docs/validation.md: 1.1-1.8 GB/s against 3.2-5.0 in huge pages). Huge pages
-  // make every buffer alike, the probes' as the run's (calibrate::AlignedBuffer does the same).
+  // make every buffer alike, the probes' as the run's (runtime::AlignedBuffer does the same).
   madvise(base_, bytes_, MADV_HUGEPAGE);  // advice: where THP is off, nothing changes
   // Pinned: locked as each page is first touched (mlock2 MLOCK_ONFAULT, Linux 4.4), so that the
   // tier holds in memory what its arena has used, not the whole reservation: the reservation is

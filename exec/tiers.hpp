@@ -12,11 +12,9 @@
 #include <vector>
 
 #include "arena.hpp"
-#include "calibrate/storage/uring.hpp"
+#include "runtime/uring.hpp"
 
 namespace ftplan::exec {
-
-namespace storage = calibrate::storage;
 
 constexpr std::uint64_t kAlign = 4096;  // O_DIRECT: buffers, offsets and sizes
 inline std::uint64_t round_up(std::uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
@@ -56,24 +54,24 @@ class NvmeTier {
       : arena_(bytes), stripe_(std::max<std::uint32_t>(kAlign, stripe / kAlign * kAlign)) {
     const std::uint64_t stripes = (arena_.capacity_bytes() + stripe_ - 1) / stripe_;
     const std::uint64_t per_file = ((stripes + dirs.size() - 1) / dirs.size() + 1) * stripe_;
-    for (const auto& d : dirs) files_.push_back(std::make_unique<storage::ScratchFile>(d, per_file));
+    for (const auto& d : dirs) files_.push_back(std::make_unique<runtime::ScratchFile>(d, per_file));
   }
   std::int64_t allocate(std::uint64_t bytes) { return arena_.allocate(bytes); }
   void release(std::int64_t offset) { arena_.release(offset); }
   double peak_bytes() const { return arena_.peak_bytes(); }
   // The requests moving [offset, offset + bytes) of the address space to or from `buffer`, in
-  // pieces of at most `block` that do not cross a stripe (storage::striped_requests).
-  std::vector<storage::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
+  // pieces of at most `block` that do not cross a stripe (runtime::striped_requests).
+  std::vector<runtime::IoRequest> requests(std::uint64_t offset, std::byte* buffer, std::uint64_t bytes, bool write,
                                            std::uint32_t block) const {
-    std::vector<const storage::ScratchFile*> files;
+    std::vector<const runtime::ScratchFile*> files;
     for (const auto& f : files_) files.push_back(f.get());
-    return storage::striped_requests(files, stripe_, offset, buffer, bytes, write, block);
+    return runtime::striped_requests(files, stripe_, offset, buffer, bytes, write, block);
   }
 
  private:
   Arena arena_;
   std::uint64_t stripe_;
-  std::vector<std::unique_ptr<storage::ScratchFile>> files_;
+  std::vector<std::unique_ptr<runtime::ScratchFile>> files_;
 };
 
 // A stream worker's buffers for the sides of a copy the IR does not name, grown as needed.

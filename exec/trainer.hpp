@@ -24,6 +24,7 @@
 
 #include "decoder.hpp"
 #include "plan/plan.hpp"
+#include "runtime/kernels.hpp"
 #include "schedule/step_ir.hpp"
 
 namespace ftplan::exec {
@@ -33,7 +34,7 @@ struct Training {
   int batch = 1;  // sequences per micro-batch
   int seq = 1;
   std::uint64_t seed = 1;       // the parameters' first values and the corpus
-  double learning_rate = 1e-3;  // AdamW's (its other settings: calibrate::cpu::AdamW's defaults)
+  double learning_rate = 1e-3;  // AdamW's (its other settings: runtime::AdamW's defaults)
 };
 
 // What `plan` trains of `model` (its micro-batch and sequence, LoRA's rank, alpha and targets),

@@ -14,13 +14,13 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/common.hpp"
-#include "calibrate/cpu/kernels.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "common/error.hpp"
 #include "cpu_device.hpp"
 #include "cuda_device.hpp"
 #include "inventory/inventory.hpp"
+#include "runtime/kernels.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 
 namespace ftplan::exec {
 
@@ -42,11 +42,11 @@ double error_pct(double simulated, double measured) {
 
 Drift judge_drift(const std::vector<double>& simulated, const std::vector<double>& measured, double threshold_pct) {
   Drift d;
-  d.measured_spread_pct = 100.0 * calibrate::relative_spread(measured);
-  const double measured_step_s = calibrate::median(measured);
+  d.measured_spread_pct = 100.0 * runtime::relative_spread(measured);
+  const double measured_step_s = runtime::median(measured);
   if (simulated.empty()) return d;
   const auto [lo, hi] = std::minmax_element(simulated.begin(), simulated.end());
-  d.drift_pct = 100.0 * calibrate::relative_spread(simulated);
+  d.drift_pct = 100.0 * runtime::relative_spread(simulated);
   d.drifted = d.drift_pct > threshold_pct;
   d.min_error_pct = error_pct(*lo, measured_step_s);
   d.max_error_pct = error_pct(*hi, measured_step_s);

@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #ifdef FTPLAN_HAVE_NCCL
 #include <nccl.h>
 #endif
@@ -29,6 +28,8 @@
 #include "calibrate/cuda/cuda_bench.hpp"
 #include "calibrate/cuda/nvml.hpp"
 #include "common/units.hpp"
+#include "runtime/cuda_library.hpp"
+#include "runtime/measure.hpp"
 
 namespace ftplan::calibrate::gpu {
 
@@ -91,20 +92,9 @@ struct Libraries {
 Libraries load_libraries() {
   Libraries l;
   // By soname through the loader's search path, else from where the build found the toolkit.
-  const auto open_from = [](const char* soname, const char* dir) -> void* {
-    if (void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL)) return h;
-    return dir[0] ? dlopen(cat(dir, "/", soname).c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
-  };
-  const auto open = [&](const char* soname) -> void* {
-    void* h = open_from(soname, FTPLAN_CUDA_LIBRARY_DIR);
-    if (!h && l.error.empty()) l.error = cat("cannot load ", soname, " (", dlerror(), ")");
-    return h;
-  };
+  const auto open = [&](const char* soname) { return runtime::open_library(soname, FTPLAN_CUDA_LIBRARY_DIR, l.error); };
   const auto bind = [&](void* h, auto& fn, const char* symbol) {
-    if (!h) return false;
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, symbol));
-    if (!fn && l.error.empty()) l.error = cat("no ", symbol, " in cuBLAS");
-    return fn != nullptr;
+    return runtime::bind_symbol(h, fn, symbol, "cuBLAS", l.error);
   };
   void* lt = open("libcublasLt.so." FTPLAN_STR(CUBLAS_VER_MAJOR));
   void* blas = open("libcublas.so." FTPLAN_STR(CUBLAS_VER_MAJOR));
@@ -125,33 +115,19 @@ Libraries load_libraries() {
   bind(blas, l.cublasCreate, FTPLAN_STR(cublasCreate));
   bind(blas, l.cublasDestroy, FTPLAN_STR(cublasDestroy));
 #ifdef FTPLAN_HAVE_NCCL
-  if (void* n = open_from("libnccl.so." FTPLAN_STR(NCCL_MAJOR), FTPLAN_NCCL_LIBRARY_DIR)) {
-    l.nccl = true;
-    l.nccl = (l.ncclReduceScatter = reinterpret_cast<decltype(l.ncclReduceScatter)>(
-                  dlsym(n, FTPLAN_STR(ncclReduceScatter)))) != nullptr &&
-             l.nccl;
-    l.nccl = (l.ncclGroupStart = reinterpret_cast<decltype(l.ncclGroupStart)>(dlsym(n, FTPLAN_STR(ncclGroupStart)))) !=
-                 nullptr &&
-             l.nccl;
-    l.nccl =
-        (l.ncclGroupEnd = reinterpret_cast<decltype(l.ncclGroupEnd)>(dlsym(n, FTPLAN_STR(ncclGroupEnd)))) != nullptr &&
-        l.nccl;
-    l.nccl = (l.ncclCommInitAll =
-                  reinterpret_cast<decltype(l.ncclCommInitAll)>(dlsym(n, FTPLAN_STR(ncclCommInitAll)))) != nullptr &&
-             l.nccl;
-    l.nccl = (l.ncclAllReduce = reinterpret_cast<decltype(l.ncclAllReduce)>(dlsym(n, FTPLAN_STR(ncclAllReduce)))) !=
-                 nullptr &&
-             l.nccl;
-    l.nccl = (l.ncclAllGather = reinterpret_cast<decltype(l.ncclAllGather)>(dlsym(n, FTPLAN_STR(ncclAllGather)))) !=
-                 nullptr &&
-             l.nccl;
-    l.nccl = (l.ncclGetErrorString = reinterpret_cast<decltype(l.ncclGetErrorString)>(
-                  dlsym(n, FTPLAN_STR(ncclGetErrorString)))) != nullptr &&
-             l.nccl;
-    l.nccl = (l.ncclCommDestroy =
-                  reinterpret_cast<decltype(l.ncclCommDestroy)>(dlsym(n, FTPLAN_STR(ncclCommDestroy)))) != nullptr &&
-             l.nccl;
-  }
+  // NCCL is optional: without it (or a symbol of it) the collectives are skipped, not an error.
+  std::string nccl_error;
+  void* n = runtime::open_library("libnccl.so." FTPLAN_STR(NCCL_MAJOR), FTPLAN_NCCL_LIBRARY_DIR, nccl_error);
+  const auto bind_nccl = [&](auto& fn, const char* symbol) {
+    return runtime::bind_symbol(n, fn, symbol, "NCCL", nccl_error);
+  };
+  l.nccl =
+      bind_nccl(l.ncclReduceScatter, FTPLAN_STR(ncclReduceScatter)) &&
+      bind_nccl(l.ncclGroupStart, FTPLAN_STR(ncclGroupStart)) && bind_nccl(l.ncclGroupEnd, FTPLAN_STR(ncclGroupEnd)) &&
+      bind_nccl(l.ncclCommInitAll, FTPLAN_STR(ncclCommInitAll)) &&
+      bind_nccl(l.ncclAllReduce, FTPLAN_STR(ncclAllReduce)) && bind_nccl(l.ncclAllGather, FTPLAN_STR(ncclAllGather)) &&
+      bind_nccl(l.ncclGetErrorString, FTPLAN_STR(ncclGetErrorString)) &&
+      bind_nccl(l.ncclCommDestroy, FTPLAN_STR(ncclCommDestroy));
 #endif
   return l;
 }
@@ -262,8 +238,8 @@ std::vector<double> time_calls(const std::function<void()>& launch, cudaStream_t
 
 // Keeps enqueueing `launch` for `seconds` (synchronising every few calls so the queue stays short).
 void run_for(const std::function<void()>& launch, cudaStream_t s, double seconds) {
-  const double end = now_s() + seconds;
-  while (now_s() < end) {
+  const double end = runtime::now_s() + seconds;
+  while (runtime::now_s() < end) {
     for (int i = 0; i < 4; ++i) launch();
     FTPLAN_CUDA(cudaStreamSynchronize(s));
   }
@@ -482,9 +458,9 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     row.gpu = 0;
     row.kernel_class = cls;
     row.samples = sampler.stop();
-    row.power_w = median(row.samples);
-    out.comparisons.push_back({"power", cls, "W", row.power_w, relative_spread(row.samples), spec ? spec->tdp_w : 0,
-                               spec ? "TDP" : "", 0, 0, ""});
+    row.power_w = runtime::median(row.samples);
+    out.comparisons.push_back({"power", cls, "W", row.power_w, runtime::relative_spread(row.samples),
+                               spec ? spec->tdp_w : 0, spec ? "TDP" : "", 0, 0, ""});
     out.power.push_back(row);
   };
   measure_power("idle", nullptr);
@@ -557,13 +533,14 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       row.n = shape.n;
       row.k = shape.k;
       for (double sec : seconds) row.samples.push_back(shape.flops() / sec);
-      row.flops_per_s = median(row.samples);
+      row.flops_per_s = runtime::median(row.samples);
       row.peak_flops_per_s = peak;
       out.gemm.push_back(row);
       if (largest == plan.gemms.size() || shape.flops() > plan.gemms[largest].flops()) largest = i;
       out.comparisons.push_back(
           {"gemm", cat(hardware::to_string(d), " ", shape.op, " (", shape.m, "x", shape.n, "x", shape.k, ")"), "FLOP/s",
-           row.flops_per_s, relative_spread(row.samples), peak, peak > 0 ? "datasheet dense peak" : "", 0, 0, ""});
+           row.flops_per_s, runtime::relative_spread(row.samples), peak, peak > 0 ? "datasheet dense peak" : "", 0, 0,
+           ""});
     }
     if (skipped_big > 0)
       progress.note(cat("fp32: ", skipped_big, " shapes above ", plan.max_fp32_flops / 1e12,
@@ -619,11 +596,11 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       const double flops = 4.0 * static_cast<double>(batch * heads) * static_cast<double>(seq) *
                            static_cast<double>(seq) * static_cast<double>(head_dim);
       for (double sec : seconds) row.samples.push_back(flops / sec);
-      row.flops_per_s = median(row.samples);
+      row.flops_per_s = runtime::median(row.samples);
       const double peak = spec ? spec->peak_for(Dtype::bf16) : 0;
       out.comparisons.push_back({"attention", cat("QK^T+PV bf16 seq ", seq, " x ", heads, " heads"), "FLOP/s",
-                                 row.flops_per_s, relative_spread(row.samples), peak, peak > 0 ? "datasheet bf16" : "",
-                                 0, 0, ""});
+                                 row.flops_per_s, runtime::relative_spread(row.samples), peak,
+                                 peak > 0 ? "datasheet bf16" : "", 0, 0, ""});
       out.attention.push_back(row);
     }
     lib().cublasDestroy(blas);
@@ -644,11 +621,11 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
     row.gpu = 0;
     row.bytes = static_cast<double>(plan.hbm_bytes);
     for (double sec : seconds) row.samples.push_back(2.0 * row.bytes / sec);  // read + write
-    row.bandwidth_Bps = median(row.samples);
+    row.bandwidth_Bps = runtime::median(row.samples);
     row.bound_Bps = spec ? spec->memory_bandwidth_Bps : 0;
     out.comparisons.push_back({"memory", cat("device copy ", ftplan::format_bytes(row.bytes)), "B/s", row.bandwidth_Bps,
-                               relative_spread(row.samples), row.bound_Bps, row.bound_Bps > 0 ? "datasheet HBM" : "", 0,
-                               0, ""});
+                               runtime::relative_spread(row.samples), row.bound_Bps,
+                               row.bound_Bps > 0 ? "datasheet HBM" : "", 0, 0, ""});
     out.memory.push_back(row);
     measure_power("hbm_copy", hbm_load);
   }
@@ -697,12 +674,12 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
       row.bytes = static_cast<double>(bytes);
       const double moved = cs.dir == CopyDirection::bidir ? 2.0 * row.bytes : row.bytes;
       for (double sec : seconds) row.samples.push_back(moved / sec);
-      row.bandwidth_Bps = median(row.samples);
+      row.bandwidth_Bps = runtime::median(row.samples);
       row.bound_Bps = cs.dir == CopyDirection::bidir ? 2 * pcie_Bps : pcie_Bps;
       out.comparisons.push_back({"copy",
                                  cat(hardware::to_string(cs.dir), " ", cs.pinned ? "pinned" : "pageable", " ",
                                      ftplan::format_bytes(row.bytes)),
-                                 "B/s", row.bandwidth_Bps, relative_spread(row.samples), row.bound_Bps,
+                                 "B/s", row.bandwidth_Bps, runtime::relative_spread(row.samples), row.bound_Bps,
                                  row.bound_Bps > 0 ? pcie_name : "", 0, 0, ""});
       out.copy.push_back(row);
     }
@@ -786,16 +763,16 @@ CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_ste
         const double factor = op == hardware::CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : double(n - 1) / n;
         for (int r = 0; r < plan.repeats; ++r) {
           const int iters = bytes >= (64u << 20) ? 5 : 20;
-          const double t0 = now_s();
+          const double t0 = runtime::now_s();
           for (int it = 0; it < iters; ++it) collective(op, bytes);
           sync_all();
-          const double sec = (now_s() - t0) / iters;
+          const double sec = (runtime::now_s() - t0) / iters;
           row.samples.push_back(row.bytes / sec * factor);
         }
-        row.bus_bandwidth_Bps = median(row.samples);
+        row.bus_bandwidth_Bps = runtime::median(row.samples);
         out.comparisons.push_back(
             {"collectives", cat(hardware::to_string(op), " ", n, " ranks ", ftplan::format_bytes(row.bytes)), "B/s",
-             row.bus_bandwidth_Bps, relative_spread(row.samples),
+             row.bus_bandwidth_Bps, runtime::relative_spread(row.samples),
              spec && spec->nvlink_bandwidth_Bps > 0 ? spec->nvlink_bandwidth_Bps : 0,
              spec && spec->nvlink_bandwidth_Bps > 0 ? "NVLink per direction (datasheet)" : "", 0, 0, ""});
         out.collectives.push_back(row);

@@ -5,7 +5,7 @@
 #include <array>
 #include <chrono>
 
-#include "calibrate/common.hpp"
+#include "runtime/measure.hpp"
 
 namespace ftplan::calibrate::gpu {
 
@@ -76,7 +76,7 @@ void PowerSampler::start() {
   thread_ = std::thread([this] {
     while (running_.load()) {
       const double w = nvml_.power_w(device_);
-      if (w >= 0) readings_.emplace_back(now_s(), w);
+      if (w >= 0) readings_.emplace_back(runtime::now_s(), w);
       std::this_thread::sleep_for(std::chrono::duration<double>(period_s_));
     }
   });

@@ -1,4 +1,5 @@
 #include "calibrate/storage/fio.hpp"
+#include "runtime/uring.hpp"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -35,8 +36,8 @@ std::optional<fs::path> find_fio() {
   return std::nullopt;
 }
 
-std::vector<std::string> fio_arguments(const std::vector<ScratchFile*>& files, const IoPattern& pattern,
-                                       double duration_s) {
+std::vector<std::string> fio_arguments(const std::vector<runtime::ScratchFile*>& files,
+                                       const runtime::IoPattern& pattern, double duration_s) {
   const auto ms = static_cast<long>(std::lround(duration_s * 1000));
   std::vector<std::string> args = {
       "--output-format=json",
@@ -83,8 +84,8 @@ FioResult parse_fio_json(const std::string& text, hardware::StorageOp op) {
   return {r.value("bw_bytes", 0.0), r.value("iops", 0.0)};
 }
 
-FioResult run_fio(const fs::path& fio, const std::vector<ScratchFile*>& files, const IoPattern& pattern,
-                  double duration_s) {
+FioResult run_fio(const fs::path& fio, const std::vector<runtime::ScratchFile*>& files,
+                  const runtime::IoPattern& pattern, double duration_s) {
   std::vector<std::string> args = fio_arguments(files, pattern, duration_s);
   args.insert(args.begin(), fio.string());
   std::vector<char*> argv;

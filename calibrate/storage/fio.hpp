@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/storage/uring.hpp"
+#include "runtime/uring.hpp"
 
 namespace ftplan::calibrate::storage {
 
@@ -16,8 +16,8 @@ namespace ftplan::calibrate::storage {
 std::optional<std::filesystem::path> find_fio();
 
 // The arguments fio is run with for `pattern` on `files` for `duration_s` (without the program name).
-std::vector<std::string> fio_arguments(const std::vector<ScratchFile*>& files, const IoPattern& pattern,
-                                       double duration_s);
+std::vector<std::string> fio_arguments(const std::vector<runtime::ScratchFile*>& files,
+                                       const runtime::IoPattern& pattern, double duration_s);
 
 struct FioResult {
   double bandwidth_Bps = 0;
@@ -29,7 +29,7 @@ struct FioResult {
 FioResult parse_fio_json(const std::string& text, hardware::StorageOp op);
 
 // Runs fio and parses its result. Throws std::runtime_error when fio fails.
-FioResult run_fio(const std::filesystem::path& fio, const std::vector<ScratchFile*>& files, const IoPattern& pattern,
-                  double duration_s);
+FioResult run_fio(const std::filesystem::path& fio, const std::vector<runtime::ScratchFile*>& files,
+                  const runtime::IoPattern& pattern, double duration_s);
 
 }  // namespace ftplan::calibrate::storage

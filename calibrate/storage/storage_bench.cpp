@@ -10,6 +10,8 @@
 #include "calibrate/machine.hpp"
 #include "calibrate/storage/fio.hpp"
 #include "common/units.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 
 namespace ftplan::calibrate::storage {
 
@@ -21,14 +23,14 @@ namespace {
 
 constexpr std::uint32_t kKiB = 1024, kMiB = 1024 * 1024;
 
-std::string describe(const IoPattern& p) {
+std::string describe(const runtime::IoPattern& p) {
   return fmt::format(
       "{} {} QD{}", hardware::to_string(p.op),
       p.block_bytes >= kMiB ? fmt::format("{} MiB", p.block_bytes / kMiB) : fmt::format("{} KiB", p.block_bytes / kKiB),
       p.queue_depth);
 }
 
-std::string join_paths(const std::vector<ScratchFile*>& files) {
+std::string join_paths(const std::vector<runtime::ScratchFile*>& files) {
   std::string s;
   for (const auto* f : files) s += (s.empty() ? "" : "+") + f->dir().string();
   return s;
@@ -36,8 +38,8 @@ std::string join_paths(const std::vector<ScratchFile*>& files) {
 
 // Ours and fio's runs of one configuration, alternating so both see the same drive state
 // (its cache, its temperature, the neighbours on a shared host).
-StorageSample measure_pattern(const std::vector<ScratchFile*>& files, const PatternPlan& pp, const StoragePlan& plan,
-                              const std::optional<fs::path>& fio, double link_Bps,
+StorageSample measure_pattern(const std::vector<runtime::ScratchFile*>& files, const PatternPlan& pp,
+                              const StoragePlan& plan, const std::optional<fs::path>& fio, double link_Bps,
                               std::vector<Comparison>& comparisons) {
   StorageSample row;
   for (const auto* f : files) row.paths.push_back(f->dir().string());
@@ -47,14 +49,14 @@ StorageSample measure_pattern(const std::vector<ScratchFile*>& files, const Patt
   std::vector<double> iops;
   const bool with_fio = pp.with_fio && fio.has_value();
   for (int r = 0; r < plan.repeats; ++r) {
-    const IoResult res = run_io(files, pp.pattern, plan.run_s);
+    const runtime::IoResult res = runtime::run_io(files, pp.pattern, plan.run_s);
     row.samples.push_back(res.bandwidth_Bps());
     iops.push_back(res.iops());
     if (with_fio) row.fio_samples.push_back(run_fio(*fio, files, pp.pattern, plan.run_s).bandwidth_Bps);
   }
-  row.bandwidth_Bps = median(row.samples);
-  row.iops = median(iops);
-  if (with_fio) row.fio_bandwidth_Bps = median(row.fio_samples);
+  row.bandwidth_Bps = runtime::median(row.samples);
+  row.iops = runtime::median(iops);
+  if (with_fio) row.fio_bandwidth_Bps = runtime::median(row.fio_samples);
   Comparison c;
   c.section = "storage";
   c.item = fmt::format("{} {}", describe(pp.pattern), join_paths(files));
@@ -62,14 +64,14 @@ StorageSample measure_pattern(const std::vector<ScratchFile*>& files, const Patt
   c.unit = random ? "IOPS" : "B/s";
   const double scale = random ? 1.0 / row.block_bytes : 1.0;
   c.value = row.bandwidth_Bps * scale;
-  c.spread = relative_spread(row.samples);
+  c.spread = runtime::relative_spread(row.samples);
   if (link_Bps > 0) {
     c.bound = link_Bps * scale;
     c.bound_source = "drive's PCIe link";
   }
   if (with_fio) {
     c.reference = row.fio_bandwidth_Bps * scale;
-    c.reference_spread = relative_spread(row.fio_samples);
+    c.reference_spread = runtime::relative_spread(row.fio_samples);
     c.reference_source = "fio";
   }
   comparisons.push_back(std::move(c));
@@ -130,7 +132,7 @@ WriteCacheKnee find_write_cache_knee(const std::vector<double>& w, double thresh
   WriteCacheKnee k;
   const auto p = static_cast<std::size_t>(std::max(1, persist));
   for (std::size_t i = std::max<std::size_t>(1, min_before); i + p <= w.size(); ++i) {
-    const double before = median(std::vector<double>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(i)));
+    const double before = runtime::median(std::vector<double>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(i)));
     const bool dropped =
         std::all_of(w.begin() + static_cast<std::ptrdiff_t>(i), w.begin() + static_cast<std::ptrdiff_t>(i + p),
                     [&](double x) { return x < threshold * before; });
@@ -138,11 +140,11 @@ WriteCacheKnee find_write_cache_knee(const std::vector<double>& w, double thresh
       k.found = true;
       k.index = i;
       k.burst_Bps = before;
-      k.sustained_Bps = median(std::vector<double>(w.begin() + static_cast<std::ptrdiff_t>(i), w.end()));
+      k.sustained_Bps = runtime::median(std::vector<double>(w.begin() + static_cast<std::ptrdiff_t>(i), w.end()));
       return k;
     }
   }
-  k.burst_Bps = k.sustained_Bps = median(w);
+  k.burst_Bps = k.sustained_Bps = runtime::median(w);
   return k;
 }
 
@@ -167,9 +169,9 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
   const std::optional<fs::path> fio = plan.use_fio ? find_fio() : std::nullopt;
   if (plan.use_fio && !fio) progress.note("fio is not installed: storage figures are shown without fio's beside them");
 
-  std::vector<std::unique_ptr<ScratchFile>> files;  // one per directory that works
-  std::map<fs::path, std::string> why_not;          // directory -> last problem seen on it
-  std::set<fs::path> measured;                      // directories with a figure of their own
+  std::vector<std::unique_ptr<runtime::ScratchFile>> files;  // one per directory that works
+  std::map<fs::path, std::string> why_not;                   // directory -> last problem seen on it
+  std::set<fs::path> measured;                               // directories with a figure of their own
   double striped_link_Bps = 0;
   for (const auto& dir : plan.dirs) {
     const DriveInfo drive = identify_drive(dir);
@@ -178,11 +180,11 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
     progress.step(step++, total,
                   fmt::format("storage {}: create and write a {} scratch file", dir.string(),
                               ftplan::format_bytes(static_cast<double>(plan.file_bytes))));
-    std::unique_ptr<ScratchFile> file;
+    std::unique_ptr<runtime::ScratchFile> file;
     try {
-      file = std::make_unique<ScratchFile>(dir, plan.file_bytes);
+      file = std::make_unique<runtime::ScratchFile>(dir, plan.file_bytes);
       // Write every block once: reads of never-written (unwritten-extent) blocks never reach the drive.
-      run_io({file.get()}, {StorageOp::write, kMiB, 16}, 1e9, plan.file_bytes);
+      runtime::run_io({file.get()}, {StorageOp::write, kMiB, 16}, 1e9, plan.file_bytes);
     } catch (const std::exception& e) {
       progress.note(fmt::format("storage {} skipped: {}", dir.string(), e.what()));
       why_not[dir] = e.what();
@@ -207,7 +209,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
   if (plan.dirs.size() > 1) {
     progress.step(step++, total, "storage: all directories at once (striped)");
     if (files.size() > 1) {
-      std::vector<ScratchFile*> all;
+      std::vector<runtime::ScratchFile*> all;
       for (auto& f : files) all.push_back(f.get());
       try {
         for (const auto& pp : plan.striped_patterns) {
@@ -231,18 +233,18 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
                     fmt::format("storage {}: sustained write, up to {} or {:.0f} s", dir.string(),
                                 ftplan::format_bytes(static_cast<double>(s.max_bytes)), s.max_s));
       try {
-        ScratchFile file(dir, s.max_bytes);
+        runtime::ScratchFile file(dir, s.max_bytes);
         hardware::SustainedWriteSample row;
         row.paths = {dir.string()};
         row.block_bytes = s.pattern.block_bytes;
         row.queue_depth = s.pattern.queue_depth;
         row.interval_s = s.window_s;
-        const double start = now_s();
+        const double start = runtime::now_s();
         const auto on_window = [&](double rate) {
           row.samples.push_back(rate);
-          return sustained_write_goes_on(row.samples, now_s() - start, s);
+          return sustained_write_goes_on(row.samples, runtime::now_s() - start, s);
         };
-        const IoResult res = run_io_windows({&file}, s.pattern, s.window_s, s.max_bytes, on_window);
+        const runtime::IoResult res = runtime::run_io_windows({&file}, s.pattern, s.window_s, s.max_bytes, on_window);
         row.bytes_written = static_cast<double>(res.bytes);
         const WriteCacheKnee k = summarize_sustained_write(row);
         if (!k.found) {
@@ -252,7 +254,7 @@ StorageResults measure_storage(const StoragePlan& plan, Progress& progress, int 
         out.comparisons.push_back(
             {"storage",
              fmt::format("sustained write{} {}", k.found ? " after the cache" : " (no drop seen)", dir.string()), "B/s",
-             row.sustained_bandwidth_Bps, relative_spread(row.samples), 0, "", row.burst_bandwidth_Bps, 0,
+             row.sustained_bandwidth_Bps, runtime::relative_spread(row.samples), 0, "", row.burst_bandwidth_Bps, 0,
              "burst (before the drop)"});
         out.section.sustained_write.push_back(std::move(row));
         measured.insert(dir);

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "calibrate/common.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "hardware/profile.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 
 namespace ftplan::calibrate::storage {
 
 struct PatternPlan {
-  IoPattern pattern;
+  runtime::IoPattern pattern;
   bool with_fio = false;  // also run fio for it, interleaved with ours
 };
 
@@ -26,7 +27,7 @@ struct SustainedPlan {
   std::uint64_t max_bytes = 0;  // per directory
   double max_s = 300;
   double window_s = 1;
-  IoPattern pattern{hardware::StorageOp::write, 1 << 20, 32};
+  runtime::IoPattern pattern{hardware::StorageOp::write, 1 << 20, 32};
 };
 
 struct StoragePlan {

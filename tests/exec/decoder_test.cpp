@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/cpu/kernels.hpp"
 #include "exec/decoder.hpp"
 #include "io/model_io.hpp"
 #include "model/zoo.hpp"
+#include "runtime/kernels.hpp"
 
 using namespace ftplan;
 using namespace ftplan::exec::decoder;
@@ -279,7 +279,7 @@ TEST_CASE("mixed-precision training on the synthetic corpus lowers the loss") {
     init_adapters(s, 11, adapters.data());
     master = lora ? adapters : base;
     std::vector<float> m(master.size()), v(master.size()), grad(master.size());
-    calibrate::cpu::AdamW h;
+    runtime::AdamW h;
     h.lr = lora ? 1e-2f : 3e-3f;
     const int batch = 8, seq = 32;
     std::vector<std::int32_t> tokens(batch * seq), targets(batch * seq);
@@ -295,7 +295,7 @@ TEST_CASE("mixed-precision training on the synthetic corpus lowers the loss") {
       losses.push_back(loss_and_gradients<float>(s, base.data(), lora ? adapters.data() : nullptr, tokens.data(),
                                                  targets.data(), batch, seq, lora ? nullptr : grad.data(),
                                                  lora ? grad.data() : nullptr, false));
-      calibrate::cpu::adamw_step(master.data(), grad.data(), m.data(), v.data(), master.size(), h, step);
+      runtime::adamw_step(master.data(), grad.data(), m.data(), v.data(), master.size(), h, step);
     }
     double first = 0, last = 0;
     for (int i = 0; i < 5; ++i) first += losses[static_cast<std::size_t>(i)] / 5, last += losses[15 + i] / 5.0;

@@ -18,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "calibrate/storage/uring.hpp"
 #include "exec/cpu_device.hpp"
 #include "exec/cuda_device.hpp"
 #include "exec/decoder.hpp"
@@ -28,6 +27,7 @@
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
 #include "io/scenario_io.hpp"
+#include "runtime/uring.hpp"
 
 namespace fs = std::filesystem;
 using namespace ftplan;
@@ -114,7 +114,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 // Scratch files (the NVMe tier's) in `dir` created by process `pid`.
 int scratch_files_of(const fs::path& dir, pid_t pid) {
   int n = 0;
-  const std::string prefix = std::string(calibrate::storage::kScratchPrefix) + std::to_string(pid) + "-";
+  const std::string prefix = std::string(runtime::kScratchPrefix) + std::to_string(pid) + "-";
   for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().starts_with(prefix);
   return n;
 }
@@ -132,7 +132,7 @@ pid_t kill_midway(const plan::Scenario& s, const std::string& name, int steps, c
   REQUIRE(child >= 0);
   if (child == 0) {
     close(fds[0]);
-    calibrate::storage::remove_scratch_files_on_signal();
+    runtime::remove_scratch_files_on_signal();
     const exec::Measured m = run_plan(s, name, steps, dir, state, [&](int done) {
       if (done == at) {
         const char c = 1;
@@ -614,11 +614,10 @@ TEST_CASE("the NVMe tier's requests stripe its address space round-robin over th
   ScratchDir dir("exec-stripes");
   fs::create_directories(dir.path / "a");
   fs::create_directories(dir.path / "b");
-  calibrate::storage::ScratchFile f0(dir.path / "a", 4 << 20), f1(dir.path / "b", 4 << 20);
+  runtime::ScratchFile f0(dir.path / "a", 4 << 20), f1(dir.path / "b", 4 << 20);
   constexpr std::uint64_t kMiB = 1 << 20;
   std::vector<std::byte> buffer(2 * kMiB);
-  const auto r =
-      calibrate::storage::striped_requests({&f0, &f1}, kMiB, 3 * kMiB / 2, buffer.data(), 2 * kMiB, true, 1 << 20);
+  const auto r = runtime::striped_requests({&f0, &f1}, kMiB, 3 * kMiB / 2, buffer.data(), 2 * kMiB, true, 1 << 20);
   REQUIRE(r.size() == 3);
   CHECK(r[0].fd == f1.fd());
   CHECK(r[0].offset == kMiB / 2);
@@ -633,7 +632,7 @@ TEST_CASE("the NVMe tier's requests stripe its address space round-robin over th
   CHECK(r[2].bytes == kMiB / 2);
   CHECK(r[2].write);
   // Pieces no larger than the block: 256 KiB blocks split the 1 MiB stripe in four.
-  CHECK(calibrate::storage::striped_requests({&f0, &f1}, kMiB, 0, buffer.data(), kMiB, false, 256 << 10).size() == 4);
+  CHECK(runtime::striped_requests({&f0, &f1}, kMiB, 0, buffer.data(), kMiB, false, 256 << 10).size() == 4);
 }
 
 TEST_CASE("the executor runs every example scenario's IR: every op once, on its stream, in issue order") {

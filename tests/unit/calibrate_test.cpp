@@ -14,13 +14,14 @@
 #include "calibrate/calibrate.hpp"
 #include "calibrate/common.hpp"
 #include "calibrate/cpu/cpu_bench.hpp"
-#include "calibrate/cpu/kernels.hpp"
 #include "calibrate/cuda/cuda_bench.hpp"
 #include "calibrate/storage/fio.hpp"
 #include "calibrate/storage/storage_bench.hpp"
-#include "calibrate/storage/uring.hpp"
 #include "calibrate/workload.hpp"
 #include "io/profile_io.hpp"
+#include "runtime/kernels.hpp"
+#include "runtime/measure.hpp"
+#include "runtime/uring.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -67,19 +68,19 @@ bool median_within_samples(double value, const std::vector<double>& samples) {
 }  // namespace
 
 TEST_CASE("median and spread of repeats") {
-  CHECK(median({3, 1, 2}) == 2);
-  CHECK(median({4, 1, 3, 2}) == doctest::Approx(2.5));
-  CHECK(median({}) == 0);
-  /* (max - min) / median = (12 - 8) / 10 = 0.4 */
-  CHECK(relative_spread({8, 10, 12}) == doctest::Approx(0.4));
-  CHECK(relative_spread({5}) == 0);
+  CHECK(runtime::median({3, 1, 2}) == 2);
+  CHECK(runtime::median({4, 1, 3, 2}) == doctest::Approx(2.5));
+  CHECK(runtime::median({}) == 0);
+  /* (max - min) / runtime::median = (12 - 8) / 10 = 0.4 */
+  CHECK(runtime::relative_spread({8, 10, 12}) == doctest::Approx(0.4));
+  CHECK(runtime::relative_spread({5}) == 0);
 }
 
 TEST_CASE("slices cover the range once, in grain-sized pieces") {
   for (const int count : {1, 2, 3, 7}) {
     std::size_t next = 0;
     for (int i = 0; i < count; ++i) {
-      const Slice s = slice_of(1000, i, count, 16);
+      const runtime::Slice s = runtime::slice_of(1000, i, count, 16);
       CHECK(s.begin == next);
       if (i + 1 < count) CHECK(s.end % 16 == 0);
       next = s.end;
@@ -89,7 +90,7 @@ TEST_CASE("slices cover the range once, in grain-sized pieces") {
 }
 
 TEST_CASE("a thread team runs every index once and reports the span") {
-  ThreadTeam team(std::vector<int>(2, allowed_cpus().front()));
+  runtime::ThreadTeam team(std::vector<int>(2, runtime::allowed_cpus().front()));
   std::vector<int> hits(2, 0);
   const double s = team.run([&](int i) { hits[static_cast<std::size_t>(i)] += 1; });
   CHECK(hits == std::vector<int>{1, 1});
@@ -103,10 +104,10 @@ TEST_CASE("a thread team runs every index once and reports the span") {
 TEST_CASE("STREAM kernels compute copy and triad") {
   std::vector<double> a(37, 0), b(37), c(37);
   for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<double>(i), c[i] = 2.0 * static_cast<double>(i);
-  cpu::stream_copy(a.data(), b.data(), a.size());
+  runtime::stream_copy(a.data(), b.data(), a.size());
   CHECK(a == b);
   /* a = b + 3c = i + 6i = 7i */
-  cpu::stream_triad(a.data(), b.data(), c.data(), 3.0, a.size());
+  runtime::stream_triad(a.data(), b.data(), c.data(), 3.0, a.size());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == 7.0 * static_cast<double>(i));
 }
 
@@ -121,9 +122,9 @@ TEST_CASE("the vectorized AdamW step matches torch.optim.AdamW's formula in doub
     g[i] = static_cast<float>(0.01 * std::sin(static_cast<double>(i)));
     pd[i] = p[i];
   }
-  const cpu::AdamW h;
+  const runtime::AdamW h;
   for (int t = 1; t <= 3; ++t) {
-    cpu::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, t);
+    runtime::adamw_step(p.data(), g.data(), m.data(), v.data(), n, h, t);
     const double bc1 = 1 - std::pow(0.9, t), bc2 = 1 - std::pow(0.999, t);
     for (std::size_t i = 0; i < n; ++i) {
       md[i] = 0.9 * md[i] + 0.1 * g[i];
@@ -139,7 +140,7 @@ TEST_CASE("the vectorized AdamW step matches torch.optim.AdamW's formula in doub
 }
 
 TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized by their median, bounded" * kHardware) {
-  ThreadTeam team(allowed_cpus());
+  runtime::ThreadTeam team(runtime::allowed_cpus());
   const auto dram = cpu::measure_dram(team, 4u << 20, 3);
   REQUIRE(dram.size() == 2);
   for (const auto& row : dram) {
@@ -160,7 +161,7 @@ TEST_CASE("DRAM and AdamW measurements on small arrays are positive, summarized 
 }
 
 TEST_CASE("memcpy into host buffers: one row per size and kind, pageable always" * kHardware) {
-  ThreadTeam team(allowed_cpus());
+  runtime::ThreadTeam team(runtime::allowed_cpus());
   const auto rows = cpu::measure_host_copy(team, {1u << 20, 4u << 20}, 2);
   int pageable = 0;
   for (const auto& row : rows) {
@@ -177,21 +178,21 @@ TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves w
   ScratchDir dir("uring");
   fs::path path;
   {
-    storage::ScratchFile f(dir.path, 8u << 20);
+    runtime::ScratchFile f(dir.path, 8u << 20);
     path = f.path();
     CHECK(fs::exists(path));
-    CHECK(path.filename().string().rfind(storage::kScratchPrefix, 0) == 0);
+    CHECK(path.filename().string().rfind(runtime::kScratchPrefix, 0) == 0);
     CHECK(fs::file_size(path) == (8u << 20));
     /* Writing the whole 8 MiB file once in 1 MiB blocks: exactly 8 I/Os of 1 MiB. */
-    const auto w = storage::run_io({&f}, {StorageOp::write, 1 << 20, 4}, 60, f.size());
+    const auto w = runtime::run_io({&f}, {StorageOp::write, 1 << 20, 4}, 60, f.size());
     CHECK(w.bytes == (8u << 20));
     CHECK(w.ios == 8);
     CHECK(w.bandwidth_Bps() > 0);
     CHECK(w.bandwidth_Bps() < kPhysicalLimit_Bps);
-    const auto r = storage::run_io({&f}, {StorageOp::read, 128 << 10, 2}, 0.05);
+    const auto r = runtime::run_io({&f}, {StorageOp::read, 128 << 10, 2}, 0.05);
     CHECK(r.bytes > 0);
     CHECK(r.bytes % (128 << 10) == 0);
-    const auto rr = storage::run_io({&f}, {StorageOp::randread, 4096, 8}, 0.05);
+    const auto rr = runtime::run_io({&f}, {StorageOp::randread, 4096, 8}, 0.05);
     CHECK(rr.ios > 0);
     CHECK(rr.bytes == rr.ios * 4096);
   }
@@ -201,10 +202,10 @@ TEST_CASE("a scratch file exists while in use, is removed after, and I/O moves w
 
 TEST_CASE("a directory that does not exist, or a file too big for the disk, is refused with a reason") {
   ScratchDir dir("refuse");
-  CHECK_THROWS_WITH_AS(storage::ScratchFile(dir.path / "missing", 1 << 20), doctest::Contains("not a directory"),
+  CHECK_THROWS_WITH_AS(runtime::ScratchFile(dir.path / "missing", 1 << 20), doctest::Contains("not a directory"),
                        std::runtime_error);
   // 1 EiB: no disk has the room; refused before anything is created.
-  CHECK_THROWS_WITH_AS(storage::ScratchFile(dir.path, 1ull << 60), doctest::Contains("GiB free"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(runtime::ScratchFile(dir.path, 1ull << 60), doctest::Contains("GiB free"), std::runtime_error);
   CHECK(dir.entries() == 0);
 }
 
@@ -369,7 +370,7 @@ TEST_CASE("the write cache knee is where the rate stays below 70% of what came b
 
 TEST_CASE("fio runs with the same configuration and its JSON is read") {
   ScratchDir dir("fio");
-  storage::ScratchFile f(dir.path, 1 << 20);
+  runtime::ScratchFile f(dir.path, 1 << 20);
   const auto args = storage::fio_arguments({&f}, {StorageOp::randread, 4096, 32}, 0.25);
   const auto has = [&](const std::string& a) { return std::find(args.begin(), args.end(), a) != args.end(); };
   CHECK(has("--rw=randread"));

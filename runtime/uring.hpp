@@ -13,7 +13,7 @@
 
 #include "hardware/profile.hpp"
 
-namespace ftplan::calibrate::storage {
+namespace ftplan::runtime {
 
 // A file created by the calibration in a directory it was given: created exclusively (a name no
 // other file has), opened with O_DIRECT, preallocated, and removed when destroyed. Its path is also
@@ -117,4 +117,4 @@ class DirectIo {
   unsigned depth_ = 1;
 };
 
-}  // namespace ftplan::calibrate::storage
+}  // namespace ftplan::runtime

@@ -1,4 +1,4 @@
-#include "common.hpp"
+#include "runtime/measure.hpp"
 
 #include <sched.h>
 #include <sys/mman.h>
@@ -9,7 +9,9 @@
 #include <new>
 #include <stdexcept>
 
-namespace ftplan::calibrate {
+#include "runtime/process.hpp"
+
+namespace ftplan::runtime {
 
 double median(std::vector<double> samples) {
   if (samples.empty()) return 0;
@@ -82,10 +84,7 @@ void ThreadTeam::loop(int index) {
   // Pin to one CPU so first-touch places each thread's slice on its own NUMA node and the
   // scheduler does not move threads mid-measurement. Failure (a restricted container) only
   // costs placement, not correctness.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpus_[static_cast<std::size_t>(index)], &set);
-  sched_setaffinity(0, sizeof set, &set);
+  pin_to({cpus_[static_cast<std::size_t>(index)]});
   std::uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* job = nullptr;
@@ -135,4 +134,4 @@ Slice slice_of(std::size_t n, int index, int count, std::size_t grain) {
   return {begin, end};
 }
 
-}  // namespace ftplan::calibrate
+}  // namespace ftplan::runtime

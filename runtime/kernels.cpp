@@ -1,4 +1,4 @@
-#include "calibrate/cpu/kernels.hpp"
+#include "runtime/kernels.hpp"
 
 #include <cmath>
 
@@ -9,7 +9,7 @@
 #define FTPLAN_VECTOR_CLONES
 #endif
 
-namespace ftplan::calibrate::cpu {
+namespace ftplan::runtime {
 
 FTPLAN_VECTOR_CLONES
 void stream_copy(double* __restrict a, const double* __restrict b, std::size_t n) {
@@ -42,4 +42,4 @@ void adamw_step(float* __restrict p, const float* __restrict g, float* __restric
   }
 }
 
-}  // namespace ftplan::calibrate::cpu
+}  // namespace ftplan::runtime

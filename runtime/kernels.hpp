@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-namespace ftplan::calibrate::cpu {
+namespace ftplan::runtime {
 
 // a[i] = b[i]                 STREAM counts 16 bytes per element.
 void stream_copy(double* a, const double* b, std::size_t n);
@@ -33,4 +33,4 @@ struct AdamW {
 // since every written line was just read there is no write-allocate traffic on top.
 void adamw_step(float* p, const float* g, float* m, float* v, std::size_t n, const AdamW& h, int step);
 
-}  // namespace ftplan::calibrate::cpu
+}  // namespace ftplan::runtime

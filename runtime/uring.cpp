@@ -1,4 +1,4 @@
-#include "calibrate/storage/uring.hpp"
+#include "runtime/uring.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -21,10 +21,10 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/common.hpp"
 #include "io/output_file.hpp"
+#include "runtime/measure.hpp"
 
-namespace ftplan::calibrate::storage {
+namespace ftplan::runtime {
 
 namespace fs = std::filesystem;
 
@@ -379,4 +379,4 @@ void DirectIo::run(const std::vector<IoRequest>& requests) {
   if (!error.empty()) throw std::runtime_error(error);
 }
 
-}  // namespace ftplan::calibrate::storage
+}  // namespace ftplan::runtime
