@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "common/units.hpp"
 #include "cpu/cpu_bench.hpp"
 #include "cuda/cuda_bench.hpp"
@@ -231,7 +232,7 @@ Calibration run_calibration(const Options& o, Progress& outer) {
     if (r.unmeasured.size() == o.storage_dirs.size()) {
       std::string why;
       for (const auto& [dir, reason] : r.unmeasured) why += fmt::format("\n  {}: {}", dir.string(), reason);
-      throw std::runtime_error(fmt::format(
+      throw SystemError(fmt::format(
           "storage: not one of the directories asked for could be measured (--no-storage skips storage):{}", why));
     }
     p.storage = std::move(r.section);

@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace ftplan::cli {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using ftplan::UsageError;  // common/error.hpp
 
 // `--help` or `-h` after a verb: what() is the verb's options, printed with status 0.
 class HelpRequested : public std::runtime_error {

@@ -258,7 +258,7 @@ int cmd_calibrate(const std::vector<std::string>& argv) {
   if (out_path) {
     try {
       io::check_file_writable(*out_path);
-    } catch (const std::runtime_error& e) {
+    } catch (const SystemError& e) {
       throw UsageError(fmt::format("--out: {}", e.what()));
     }
   }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "app.hpp"
+#include "common/error.hpp"
 #include "common/units.hpp"
 #include "io/output_file.hpp"
 #include "progress.hpp"
@@ -43,7 +44,7 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
+    if (n <= 0) throw SystemError(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
     data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
@@ -94,8 +95,8 @@ std::string line_at(int fd, std::uint64_t offset, const fs::path& path) {
     const ssize_t n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(offset + line.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      throw std::runtime_error(fmt::format("reading {} failed: {}", path.string(),
-                                           n < 0 ? std::strerror(errno) : "it was cut short while read"));
+      throw SystemError(fmt::format("reading {} failed: {}", path.string(),
+                                    n < 0 ? std::strerror(errno) : "it was cut short while read"));
     const std::string_view got(chunk, static_cast<std::size_t>(n));
     const auto nl = got.find('\n');
     line.append(got.substr(0, nl));
@@ -215,7 +216,7 @@ Resume resume_or_start(const fs::path& journal, std::uint64_t fingerprint, const
   }
   if (fresh) {
     const int fd = ::open(journal.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", journal.string(), std::strerror(errno)));
+    if (fd < 0) throw SystemError(fmt::format("cannot write {}: {}", journal.string(), std::strerror(errno)));
     write_all(fd, sweep::journal_header(fingerprint), journal);
     ::close(fd);
   }
@@ -240,7 +241,7 @@ void arm_interrupt(const fs::path& journal, const io::OutputLock& lock) {
 std::int64_t run_points(const Slice& slice, const std::vector<std::int64_t>& todo, int threads, const fs::path& journal,
                         JournalIndex& index, ProgressBar& progress) {
   const int fd = ::open(journal.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
+  if (fd < 0) throw SystemError(fmt::format("cannot append to {}: {}", journal.string(), std::strerror(errno)));
   std::int64_t finished = 0;
   try {
     std::uint64_t end = fs::file_size(journal);
@@ -267,14 +268,14 @@ TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::Ou
                          const JournalIndex& index) {
   for (std::int64_t i = 0; i < slice.expected; ++i)
     if (!index.has(static_cast<std::size_t>(i)))
-      throw std::runtime_error(fmt::format("point {} is missing from {}", slice.shard.point(i), journal.string()));
+      throw SystemError(fmt::format("point {} is missing from {}", slice.shard.point(i), journal.string()));
   std::vector<std::string> axis_columns;
   for (const auto& a : slice.sw.axes()) axis_columns.push_back(a.column);
   const std::vector<std::string> columns = sweep::column_order({index.keys.begin(), index.keys.end()}, axis_columns);
   io::AtomicFile file(out);
   file.append(sweep::table_header(format, columns));
   const int in = ::open(journal.c_str(), O_RDONLY | O_CLOEXEC);
-  if (in < 0) throw std::runtime_error(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
+  if (in < 0) throw SystemError(fmt::format("cannot read {}: {}", journal.string(), std::strerror(errno)));
   try {
     for (const std::uint64_t at : index.line_of) {
       const sweep::JournalLine l = sweep::parse_journal_line(line_at(in, at - 1, journal), 0, journal.string());
@@ -287,15 +288,6 @@ TableSummary write_table(const fs::path& journal, const fs::path& out, sweep::Ou
   ::close(in);
   file.commit();
   return index.sum;
-}
-
-template <class T, class Parse>
-T usage_value(Parse&& parse) {
-  try {
-    return parse();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
 }
 
 }  // namespace
@@ -314,7 +306,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   const fs::path file = args.positionals()[0];
   const sweep::Sweep sw = sweep::Sweep::load(file, app.zoo(), app.catalog());
   sweep::Shard shard;
-  if (auto s = args.value("shard")) shard = usage_value<sweep::Shard>([&] { return sweep::parse_shard(*s); });
+  if (auto s = args.value("shard")) shard = sweep::parse_shard(*s);
   const int threads = parse_threads(args);
   const Slice slice{sw, shard, shard.size_of(sw.size())};
   const std::int64_t expected = slice.expected;
@@ -328,7 +320,7 @@ int cmd_sweep(const std::vector<std::string>& argv) {
   const auto out_arg = args.value("out");
   if (!out_arg) throw UsageError("--out FILE is required: the results file (.csv or .jsonl)");
   const fs::path out = *out_arg;
-  const sweep::OutputFormat format = usage_value<sweep::OutputFormat>([&] { return sweep::output_format(out); });
+  const sweep::OutputFormat format = sweep::output_format(out);
   // One sweep at a time on this output: a second one would compute everything again and write
   // its points into the same journal.
   const io::OutputLock lock(out, "sweep");
@@ -383,15 +375,10 @@ int cmd_sweep_merge(const std::vector<std::string>& argv) {
   if (!out_arg || args.positionals().empty())
     throw UsageError("usage: ftplan sweep-merge --out results.csv SHARD.csv...");
   const fs::path out = *out_arg;
-  sweep::OutputFormat format;
-  try {
-    format = sweep::output_format(out);
-    for (const auto& in : args.positionals())
-      if (sweep::output_format(in) != format)
-        throw std::invalid_argument(fmt::format("'{}' is not in the format of --out '{}'", in, out.string()));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  const sweep::OutputFormat format = sweep::output_format(out);
+  for (const auto& in : args.positionals())
+    if (sweep::output_format(in) != format)
+      throw UsageError(fmt::format("'{}' is not in the format of --out '{}'", in, out.string()));
   // The same lock as `sweep` on its --out: a merge and a sweep (or two merges) never write one
   // file at once.
   const io::OutputLock lock(out, "sweep-merge");

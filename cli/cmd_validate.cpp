@@ -253,11 +253,7 @@ exec::Scale read_run_options(const Args& args, const std::string& steps, exec::V
   }
   if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be 1..1000");
   exec::Scale scale;
-  try {
-    if (auto text = args.value("scale")) scale = exec::parse_scale(*text);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  if (auto text = args.value("scale")) scale = exec::parse_scale(*text);
   if (auto dev = args.value("device")) {
     if (*dev != "cpu" && *dev != "cuda") throw UsageError(fmt::format("--device: '{}' is not cpu or cuda", *dev));
     o.cuda = *dev == "cuda";

@@ -101,10 +101,17 @@ int main(int argc, char** argv) {
   } catch (const ftplan::InputError& e) {
     for (const auto& d : e.diagnostics()) fmt::print(stderr, "error: {}\n", d.to_string());
     return 2;
-  } catch (const ftplan::cli::UsageError& e) {
+  } catch (const ftplan::UsageError& e) {
     fmt::print(stderr, "error: {}\nrun `ftplan help` for usage\n", e.what());
     return 2;
-  } catch (const std::exception& e) {
+  } catch (const ftplan::Error& e) {  // the machine refused, or this build or machine cannot run it
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::logic_error& e) {  // FTPLAN_ASSERT: a bug in ftplan, not in the input
+    fmt::print(stderr, "error: {}\nthis is a bug in ftplan: please report it with the command and its files\n",
+               e.what());
+    return 1;
+  } catch (const std::exception& e) {  // std::bad_alloc and the like
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }

@@ -1,4 +1,5 @@
 #include "cpu_device.hpp"
+#include "common/error.hpp"
 
 #include <sys/mman.h>
 
@@ -92,7 +93,7 @@ CpuDevice::CpuDevice(std::uint64_t capacity_bytes, int workers)
     : arena_(2 * capacity_bytes + (64 << 20), 4096, capacity_bytes) {
   const std::uint64_t bytes = std::max<std::uint64_t>(4096, arena_.capacity_bytes());
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of device memory", bytes));
+  if (p == MAP_FAILED) throw SystemError(fmt::format("cannot reserve {} bytes of device memory", bytes));
   base_ = static_cast<std::byte*>(p);
   for (int w = 0; w < std::max(1, workers); ++w) scratch_.push_back(std::make_unique<Scratch>());
 }

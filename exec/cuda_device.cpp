@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "arena.hpp"
+#include "common/error.hpp"
 #include "runtime/cuda_library.hpp"
 
 namespace ftplan::exec {
@@ -65,11 +66,10 @@ const BlasLt& blaslt() {
 }
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(e)));
+  if (e != cudaSuccess) throw SystemError(fmt::format("{}: {}", what, cudaGetErrorString(e)));
 }
 void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(fmt::format("{}: cuBLASLt status {}", what, static_cast<int>(s)));
+  if (s != CUBLAS_STATUS_SUCCESS) throw SystemError(fmt::format("{}: cuBLASLt status {}", what, static_cast<int>(s)));
 }
 
 // The calling thread's CUDA stream and its two timing events, made on first use and destroyed
@@ -283,8 +283,7 @@ class CudaDevice final : public Device {
     l.layout_destroy(lb);
     l.layout_destroy(la);
     l.desc_destroy(desc);
-    if (found == 0)
-      throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for a {}x{}x{} bf16 GEMM", M, N, K));
+    if (found == 0) throw SystemError(fmt::format("cuBLASLt has no algorithm for a {}x{}x{} bf16 GEMM", M, N, K));
     check(r, "cublasLtMatmul");
   }
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "arena.hpp"
+#include "common/error.hpp"
 #include "des/engine.hpp"
 #include "io/output_file.hpp"
 #include "runtime/kernels.hpp"
@@ -206,7 +207,7 @@ void Runner::prepare() {
   // and would measure host DRAM in its place.
   for (const auto& x : ir_.tensors)
     if (x.tier == Tier::cxl)
-      throw std::runtime_error(fmt::format(
+      throw UnsupportedError(fmt::format(
           "the plan keeps {} in CXL memory, which the executor does not run (it would measure host DRAM instead)",
           x.name));
   const std::size_t n = ir_.ops.size();
@@ -313,7 +314,7 @@ void Runner::prepare() {
   if (plan_.offload.pinned) host_pinned_by_device_ = device_.pin_host(host_->base(), host_->bytes());
   if (nv > 0) {
     if (opt_.storage_dirs.empty())
-      throw std::runtime_error("the plan keeps tensors on NVMe: give the executor storage directories");
+      throw UsageError("the plan keeps tensors on NVMe: give the executor storage directories");
     const double nvme_bytes = opt_.nvme_capacity_bytes > 0 ? opt_.nvme_capacity_bytes : nv + (16 << 20);
     // Files a killed run left (SIGKILL cannot be caught; other signals remove them as they come).
     int stale = 0;
@@ -326,7 +327,7 @@ void Runner::prepare() {
 
 // Options::train: what the binding needs of the step and the device, or why it cannot train.
 void Runner::prepare_training() {
-  const auto refuse = [](const std::string& why) { throw std::runtime_error("cannot train for real: " + why); };
+  const auto refuse = [](const std::string& why) { throw UnsupportedError("cannot train for real: " + why); };
   if (!device_.host_addressable() || !device_.computes_on_host())
     refuse("the decoder's math runs on the host's cores (the CPU device), not on " + device_.describe());
   if (plan_.offload.delayed_update)
@@ -425,7 +426,7 @@ void Runner::nvme_params(int tensor, runtime::DirectIo* io, std::int64_t first, 
   const Storage& w = storage_[static_cast<std::size_t>(tensor)];
   const auto begin = static_cast<std::uint64_t>(2 * first), end = static_cast<std::uint64_t>(2 * (first + count));
   const std::uint64_t a = round_down(begin), b = round_up(end);
-  if (!w.live || b > w.size) throw std::runtime_error("training: the parameters are not on flash");
+  FTPLAN_ASSERT(w.live && b <= w.size, "training: the parameters are not on flash");
   const auto base = static_cast<std::uint64_t>(w.nvme);
   std::byte* buf = scratch.get(b - a);
   if (!write) {
@@ -449,8 +450,8 @@ void Runner::bf16_of_master(std::size_t c, const float* master, std::uint16_t* o
 void Runner::write_params16(std::size_t c, const float* master) {
   const Storage& w = storage_[static_cast<std::size_t>(trainable_tensor_)];
   const std::size_t k = chunk_params_[c];
-  if (!w.live || w.size < 2 * (chunk_begin_[c] + k))
-    throw std::runtime_error(fmt::format("training: the weights tensor cannot take chunk {}'s parameters", c));
+  FTPLAN_ASSERT(w.live && w.size >= 2 * (chunk_begin_[c] + k),
+                fmt::format("training: the weights tensor cannot take chunk {}'s parameters", c));
   bf16_of_master(c, master, reinterpret_cast<std::uint16_t*>(w.ptr) + chunk_begin_[c]);
   params_written_[c] = 1;
 }
@@ -465,8 +466,8 @@ void Runner::fill_params16(int tensor, std::int64_t first, std::int64_t count, c
     runtime::DirectIo io(opt_.io_queue_depth);
     nvme_params(tensor, &io, first, count, h.data(), true, own_scratch_);
   } else {
-    if (w.size < static_cast<std::uint64_t>(2 * (first + count)))
-      throw std::runtime_error("training: a weights tensor cannot hold its parameters");
+    FTPLAN_ASSERT(w.size >= static_cast<std::uint64_t>(2 * (first + count)),
+                  "training: a weights tensor cannot hold its parameters");
     std::memcpy(w.ptr + 2 * first, h.data(), h.size() * 2);
   }
 }
@@ -556,21 +557,19 @@ void Runner::allocate(int t) {
         std::string parts;
         for (const auto& [bytes, what] : by)
           parts += fmt::format("{}{} {:.2f} MiB", parts.empty() ? "" : ", ", what, bytes / (1 << 20));
-        throw std::runtime_error(
-            fmt::format("device memory ({:.2f} MiB) is full: cannot allocate {} ({} bytes); live: {}",
-                        device_.capacity_bytes() / (1 << 20), x.name, x.bytes, parts));
+        throw SystemError(fmt::format("device memory ({:.2f} MiB) is full: cannot allocate {} ({} bytes); live: {}",
+                                      device_.capacity_bytes() / (1 << 20), x.name, x.bytes, parts));
       }
       break;
     case Tier::cpu:
     case Tier::cxl:  // refused by prepare
       s.ptr = host_->allocate(bytes);
-      if (!s.ptr)
-        throw std::runtime_error(fmt::format("host tier is full: cannot allocate {} ({} bytes)", x.name, x.bytes));
+      if (!s.ptr) throw SystemError(fmt::format("host tier is full: cannot allocate {} ({} bytes)", x.name, x.bytes));
       break;
     case Tier::nvme:
       s.nvme = nvme_->allocate(s.size);
       if (s.nvme < 0)
-        throw std::runtime_error(fmt::format("NVMe files are full: cannot allocate {} ({} bytes)", x.name, x.bytes));
+        throw SystemError(fmt::format("NVMe files are full: cannot allocate {} ({} bytes)", x.name, x.bytes));
       break;
   }
   s.live = true;
@@ -623,7 +622,7 @@ void Runner::allocate(int t) {
 
 void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
   const Storage& s = storage_[static_cast<std::size_t>(part.tensor)];
-  if (!s.live) throw std::runtime_error("the optimizer state is not live");
+  FTPLAN_ASSERT(s.live, "the optimizer state is not live");
   const std::uint64_t n = part.per_param * chunk_params_[c];
   switch (ir_.tensors[static_cast<std::size_t>(part.tensor)].tier) {
     case Tier::nvme: {
@@ -698,19 +697,20 @@ void Runner::load_state() {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::uint64_t h[kStateHeader] = {};
   if (text.size() < sizeof h)
-    throw std::runtime_error(fmt::format("{}: not an executor state file ({} bytes)", path, text.size()));
+    throw InputError({path, 0, 0}, "", fmt::format("not an executor state file ({} bytes)", text.size()));
   std::memcpy(h, text.data(), sizeof h);
-  if (h[0] != kStateMagic) throw std::runtime_error(fmt::format("{}: not an executor state file", path));
+  if (h[0] != kStateMagic) throw InputError({path, 0, 0}, "", "not an executor state file");
   if (h[1] != fingerprint() || h[3] != params_)
-    throw std::runtime_error(fmt::format(
-        "{}: holds the state of another step (model, plan, scale or placement differ); remove it or give another file",
-        path));
+    throw InputError(
+        {path, 0, 0}, "",
+        "holds the state of another step (model, plan, scale or placement differ); remove it or give another file");
   const std::size_t kept = h[4];
   if (text.size() != sizeof h + (3 * params_ + kept) * 4)
-    throw std::runtime_error(
-        fmt::format("{}: {} bytes where the header says {}", path, text.size(), sizeof h + (3 * params_ + kept) * 4));
+    throw InputError(
+        {path, 0, 0}, "",
+        fmt::format("{} bytes where the header says {}", text.size(), sizeof h + (3 * params_ + kept) * 4));
   if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
-    throw std::runtime_error(fmt::format("{}: checksum mismatch (the file is corrupt)", path));
+    throw InputError({path, 0, 0}, "", "checksum mismatch (the file is corrupt)");
   // A finished run (every step done): the same command again runs the steps again from the start
   // (it once stopped with "nothing to resume" and printed no result), and its state replaces this.
   if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps))) {
@@ -751,7 +751,7 @@ std::byte* Runner::part_ptr(const Part& part, std::size_t c) {
 
 void Runner::part_io(const Part& part, std::size_t c, std::byte* buf, bool write, runtime::DirectIo* io) {
   const Storage& s = storage_[static_cast<std::size_t>(part.tensor)];
-  if (!s.live) throw std::runtime_error("the optimizer state is not live");
+  FTPLAN_ASSERT(s.live, "the optimizer state is not live");
   nvme_io(io, static_cast<std::uint64_t>(s.nvme) + part.base + part.offset[c], buf, part.per_param * chunk_params_[c],
           write);
 }
@@ -833,7 +833,7 @@ void Runner::optimizer(std::size_t i, int c) {
     for (const Part* part : {&master_, &moments_})
       if (!storage_[static_cast<std::size_t>(part->tensor)].live ||
           ir_.tensors[static_cast<std::size_t>(part->tensor)].tier == Tier::nvme)
-        throw std::runtime_error(fmt::format("{}: the optimizer state is not in memory", ir_.ops[i].name));
+        FTPLAN_ASSERT(false, fmt::format("{}: the optimizer state is not in memory", ir_.ops[i].name));
     master = reinterpret_cast<float*>(part_ptr(master_, cc));
     m = reinterpret_cast<float*>(part_ptr(moments_, cc));
   }
@@ -916,7 +916,7 @@ void Runner::swap_in(std::size_t i, std::size_t c, int dst, runtime::DirectIo* i
   } else {
     swap_[c] = host_->allocate(round_up(4 * k) + round_up(8 * k));
     swap_owned_[c] = true;
-    if (!swap_[c]) throw std::runtime_error(fmt::format("{}: host tier full for the swap buffer", op.name));
+    if (!swap_[c]) throw SystemError(fmt::format("{}: host tier full for the swap buffer", op.name));
     if (c == 0 && step_ == 0) {
       std::lock_guard lock(mutex_);
       notes_.push_back(
@@ -938,7 +938,7 @@ void Runner::swap_out(std::size_t i, std::size_t c, std::uint64_t bytes, Scratch
   const Op& op = ir_.ops[i];
   const std::uint64_t k = chunk_params_[c], state_bytes = 12 * k;
   const auto live = [&](int t) { return t >= 0 && storage_[static_cast<std::size_t>(t)].live; };
-  if (!swap_[c]) throw std::runtime_error(fmt::format("{}: nothing swapped in", op.name));
+  FTPLAN_ASSERT(swap_[c], fmt::format("{}: nothing swapped in", op.name));
   part_io(master_, c, swap_[c], true, io);
   part_io(moments_, c, swap_[c] + round_up(4 * k), true, io);
   if (trainer_ && bytes > state_bytes && live(trainable_tensor_) &&
@@ -972,7 +972,7 @@ void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
   // NVMe <-> host.
   if (op.src == Tier::nvme || op.dst == Tier::nvme) {
     if (!io)
-      throw std::runtime_error(fmt::format("{}: an NVMe copy on stream {}", op.name, schedule::to_string(op.stream)));
+      FTPLAN_ASSERT(false, fmt::format("{}: an NVMe copy on stream {}", op.name, schedule::to_string(op.stream)));
     const bool write = op.dst == Tier::nvme;
     const bool swapped = state_ && ir_.tensors[static_cast<std::size_t>(master_.tensor)].tier == Tier::nvme &&
                          ir_.tensors[static_cast<std::size_t>(moments_.tensor)].tier == Tier::nvme;
@@ -992,8 +992,8 @@ void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
     if (trainer_ && !write && src == base_tensor_ && live(hb)) {
       std::int64_t at = 0;
       for (const Segment& seg : segments_[static_cast<std::size_t>(hb)]) {
-        if (storage_[static_cast<std::size_t>(hb)].size < static_cast<std::uint64_t>(2 * (at + seg.count)))
-          throw std::runtime_error(fmt::format("{}: the staging buffer cannot hold the parameters", op.name));
+        FTPLAN_ASSERT(storage_[static_cast<std::size_t>(hb)].size >= static_cast<std::uint64_t>(2 * (at + seg.count)),
+                      fmt::format("{}: the staging buffer cannot hold the parameters", op.name));
         nvme_params(base_tensor_, io, seg.first, seg.count,
                     reinterpret_cast<std::uint16_t*>(storage_[static_cast<std::size_t>(hb)].ptr) + at, false, scratch);
         at += seg.count;
@@ -1006,7 +1006,7 @@ void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
     if (live(nv)) {
       offset = static_cast<std::uint64_t>(storage_[static_cast<std::size_t>(nv)].nvme) + nvme_position(op, nv, bytes);
     } else {
-      throw std::runtime_error(fmt::format("{}: names no live NVMe tensor", op.name));
+      FTPLAN_ASSERT(false, fmt::format("{}: names no live NVMe tensor", op.name));
     }
     nvme_io(io, offset, host, bytes, write);
     return;
@@ -1028,8 +1028,8 @@ void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
       read_part(master_, c, reinterpret_cast<std::byte*>(master.data()));
       auto* h = reinterpret_cast<std::uint16_t*>(scratch.get(2 * k));
       bf16_of_master(c, master.data(), h);
-      if (w.size < 2 * (chunk_begin_[c] + k))
-        throw std::runtime_error(fmt::format("{}: the weights tensor cannot take chunk {}'s parameters", op.name, c));
+      FTPLAN_ASSERT(w.size >= 2 * (chunk_begin_[c] + k),
+                    fmt::format("{}: the weights tensor cannot take chunk {}'s parameters", op.name, c));
       to_device(w.ptr + 2 * chunk_begin_[c], reinterpret_cast<const std::byte*>(h), 2 * k);
       params_written_[c] = 1;
     }
@@ -1040,9 +1040,9 @@ void Runner::copy(std::size_t i, int worker, runtime::DirectIo* io) {
     std::int64_t at = 0;
     const Storage &w = storage_[static_cast<std::size_t>(src)], &b = storage_[static_cast<std::size_t>(dst)];
     for (const Segment& seg : segments_[static_cast<std::size_t>(dst)]) {
-      if (b.size < static_cast<std::uint64_t>(2 * (at + seg.count)) ||
-          w.size < static_cast<std::uint64_t>(2 * (seg.first + seg.count)))
-        throw std::runtime_error(fmt::format("{}: the buffer cannot hold the parameters", op.name));
+      FTPLAN_ASSERT(b.size >= static_cast<std::uint64_t>(2 * (at + seg.count)) &&
+                        w.size >= static_cast<std::uint64_t>(2 * (seg.first + seg.count)),
+                    fmt::format("{}: the buffer cannot hold the parameters", op.name));
       to_device(b.ptr + 2 * at, w.ptr + 2 * seg.first, static_cast<std::size_t>(2 * seg.count));
       at += seg.count;
     }
@@ -1173,7 +1173,7 @@ void Runner::execute(std::size_t i, int worker, runtime::DirectIo* io) {
     case OpKind::marker: break;
     case OpKind::collective:
       if (op.group_size > 1)
-        throw std::runtime_error(fmt::format("{}: a collective over {} ranks", op.name, op.group_size));
+        throw UnsupportedError(fmt::format("{}: a collective over {} ranks", op.name, op.group_size));
       break;
     case OpKind::gemm: {
       GemmCall g{op.m, op.n, op.k, op.pass == schedule::Pass::backward, op.weight_grad, 1};

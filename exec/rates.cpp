@@ -227,7 +227,7 @@ void probe_host(Device& dev, const ProbeEffort& effort, const std::vector<int>& 
   } else {
     // Host to device from a page-locked buffer, as the executor's pinned host tier copies.
     std::byte* on_device = dev.allocate(kBytes);
-    if (!on_device) throw std::runtime_error("the device has no room for the copy benchmark's 32 MiB");
+    if (!on_device) throw SystemError("the device has no room for the copy benchmark's 32 MiB");
     const bool pinned = dev.pin_host(a.data(), kBytes);
     r.copy_Bps = kBytes / time_per_call([&] { dev.copy_to_device(on_device, a.data(), kBytes); }, rounds);
     if (pinned) dev.unpin_host(a.data());

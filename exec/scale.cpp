@@ -1,4 +1,5 @@
 #include "scale.hpp"
+#include "common/error.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -17,18 +18,18 @@ Scale parse_scale(const std::string& text) {
     at = comma + 1;
     if (part.empty()) continue;
     const auto eq = part.find('=');
-    if (eq == std::string::npos) throw std::invalid_argument(fmt::format("--scale: '{}' is not KEY=VALUE", part));
+    if (eq == std::string::npos) throw UsageError(fmt::format("--scale: '{}' is not KEY=VALUE", part));
     const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
     long long v = 0;
+    std::size_t used = 0;
     try {
-      std::size_t used = 0;
       v = std::stoll(value, &used);
-      if (used != value.size()) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw std::invalid_argument(fmt::format("--scale: {} wants a whole number, not '{}'", key, value));
+      used = 0;
     }
-    if (v < 1 || v > (1 << 20))
-      throw std::invalid_argument(fmt::format("--scale: {}={} is out of range (1..1048576)", key, v));
+    if (used == 0 || used != value.size())
+      throw UsageError(fmt::format("--scale: {} wants a whole number, not '{}'", key, value));
+    if (v < 1 || v > (1 << 20)) throw UsageError(fmt::format("--scale: {}={} is out of range (1..1048576)", key, v));
     if (key == "layers")
       s.layers = static_cast<int>(v);
     else if (key == "hidden")
@@ -38,7 +39,7 @@ Scale parse_scale(const std::string& text) {
     else if (key == "seq")
       s.seq_len = static_cast<int>(v);
     else
-      throw std::invalid_argument(fmt::format("--scale: unknown key '{}' (layers, hidden, vocab, seq)", key));
+      throw UsageError(fmt::format("--scale: unknown key '{}' (layers, hidden, vocab, seq)", key));
   }
   return s;
 }

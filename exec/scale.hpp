@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/error.hpp"
 #include "model/model.hpp"
 
 namespace ftplan::exec {
@@ -17,7 +18,7 @@ struct Scale {
   int seq_len = 0;
   bool any() const { return layers > 0 || hidden > 0 || vocab > 0 || seq_len > 0; }
 };
-// "layers=4,hidden=256[,vocab=2048][,seq=256]". Throws std::invalid_argument naming the bad part.
+// "layers=4,hidden=256[,vocab=2048][,seq=256]". Throws UsageError naming the bad part.
 Scale parse_scale(const std::string& text);
 // The model with `scale` applied: head_dim, the heads : kv-heads and ffn : hidden ratios kept.
 model::ModelSpec scaled(const model::ModelSpec& model, const Scale& scale);

@@ -1,4 +1,5 @@
 #include "tiers.hpp"
+#include "common/error.hpp"
 #include "runtime/measure.hpp"
 
 #include <sys/mman.h>
@@ -15,7 +16,7 @@ namespace ftplan::exec {
 HostTier::HostTier(std::uint64_t bytes, bool pinned)
     : arena_(bytes), bytes_(std::max<std::uint64_t>(kAlign, arena_.capacity_bytes())) {
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) throw std::runtime_error(fmt::format("cannot reserve {} bytes of host memory", bytes_));
+  if (p == MAP_FAILED) throw SystemError(fmt::format("cannot reserve {} bytes of host memory", bytes_));
   base_ = static_cast<std::byte*>(p);
   // O_DIRECT requests land here: in 4 KiB pages a 1 MiB request is 256 segments, past a virtio
   // disk's 254 (queue/max_segments), and the block layer splits it unless the pages happen to

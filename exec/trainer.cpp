@@ -1,4 +1,5 @@
 #include "trainer.hpp"
+#include "common/error.hpp"
 
 #include <stdexcept>
 #include <string_view>
@@ -115,9 +116,7 @@ const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params
                             bool fresh) const {
   if (!fresh && into.first == first && into.count == count) return into.values.data();
   const std::uint16_t* h = params(first, count);
-  if (!h)
-    throw std::runtime_error(
-        fmt::format("training: parameters [{}, {}) are not where the op reads them", first, first + count));
+  FTPLAN_ASSERT(h, fmt::format("training: parameters [{}, {}) are not where the op reads them", first, first + count));
   into.values.resize(static_cast<std::size_t>(count));
   for (std::int64_t j = 0; j < count; ++j) into.values[static_cast<std::size_t>(j)] = from_bf16(h[j]);
   into.first = first;
@@ -128,8 +127,8 @@ const float* Trainer::widen(std::int64_t first, std::int64_t count, const Params
 bool Trainer::run(const Op& op, int step, const Params& params, const Params& adapters) {
   const Part part = part_of(op);
   if (part == Part::none) return false;
-  if (op.micro < 0 || op.micro >= micro_batches_)
-    throw std::runtime_error(fmt::format("training: {} is of micro-batch {} of {}", op.name, op.micro, micro_batches_));
+  FTPLAN_ASSERT(op.micro >= 0 && op.micro < micro_batches_,
+                fmt::format("training: {} is of micro-batch {} of {}", op.name, op.micro, micro_batches_));
   Micro& m = micro_[static_cast<std::size_t>(op.micro)];
   const decoder::Shape& s = t_.shape;
   const std::int64_t tokens = static_cast<std::int64_t>(t_.batch) * t_.seq;
@@ -155,7 +154,7 @@ bool Trainer::run(const Op& op, int step, const Params& params, const Params& ad
   }
 
   const int l = op.layer;
-  if (l >= s.layers) throw std::runtime_error(fmt::format("training: {} is of layer {} of {}", op.name, l, s.layers));
+  FTPLAN_ASSERT(l < s.layers, fmt::format("training: {} is of layer {} of {}", op.name, l, s.layers));
   decoder::BlockCache<float>& c = m.caches[static_cast<std::size_t>(l)];
   // A layer's forward widens its parameters at its first op ("norms/rope/residual") for the ops
   // after it; its recompute and backward run whole at one op each.
@@ -205,8 +204,8 @@ bool Trainer::run(const Op& op, int step, const Params& params, const Params& ad
     case Pass::backward:
       if (!m.backward[static_cast<std::size_t>(l)]) {
         m.backward[static_cast<std::size_t>(l)] = 1;
-        if (recompute_[static_cast<std::size_t>(l)] && !m.recomputed[static_cast<std::size_t>(l)])
-          throw std::runtime_error(fmt::format("training: {} before layer {}'s recompute", op.name, l));
+        FTPLAN_ASSERT(!recompute_[static_cast<std::size_t>(l)] || m.recomputed[static_cast<std::size_t>(l)],
+                      fmt::format("training: {} before layer {}'s recompute", op.name, l));
         decoder::Mat<float> dprev;
         if (lora()) {
           const float* wa = a();  // widened before the base: both buffers stay valid through the call

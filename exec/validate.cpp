@@ -233,7 +233,7 @@ Validation validate(const model::ModelSpec& model, const plan::Plan& plan, const
       if (o.cuda) {
         std::string why;
         probe_gpu = make_cuda_device(std::uint64_t{256} << 20, 1, why);
-        if (!probe_gpu) throw std::runtime_error("CUDA device: " + why);
+        if (!probe_gpu) throw SystemError("CUDA device: " + why);
       }
       if (!probe_dirs.empty()) probe_files = std::make_unique<NvmeProbe>(probe_dirs);
       v.rate_samples.push_back(measure_rates(ir, probe_dirs, probe_gpu.get(), {}, probe_files.get()));

@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "common/error.hpp"
 #include "runtime/process.hpp"
 
 namespace ftplan::runtime {
@@ -65,7 +66,7 @@ std::vector<int> allowed_cpus() {
 }
 
 ThreadTeam::ThreadTeam(std::vector<int> cpus) : cpus_(std::move(cpus)) {
-  if (cpus_.empty()) throw std::invalid_argument("ThreadTeam needs at least one CPU");
+  FTPLAN_ASSERT(!cpus_.empty(), "ThreadTeam needs at least one CPU");
   start_s_.resize(cpus_.size());
   end_s_.resize(cpus_.size());
   for (int i = 0; i < size(); ++i) threads_.emplace_back([this, i] { loop(i); });

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "io/output_file.hpp"
 #include "runtime/measure.hpp"
 
@@ -191,9 +192,9 @@ WorkerResult worker(const ScratchFile& file, const IoPattern& pat, double deadli
 
 IoResult run(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double duration_s,
              std::uint64_t max_bytes, double window_s, const std::function<bool(double)>* on_window) {
-  if (files.empty()) throw std::invalid_argument("run_io needs at least one file");
+  FTPLAN_ASSERT(!files.empty(), "run_io needs at least one file");
   if (pattern.block_bytes == 0 || pattern.block_bytes % 512 != 0)
-    throw std::invalid_argument("block size must be a positive multiple of 512");
+    throw UsageError("block size must be a positive multiple of 512");
   Shared shared;
   std::vector<WorkerResult> results(files.size());
   std::latch ready(static_cast<std::ptrdiff_t>(files.size()) + 1);
@@ -223,7 +224,7 @@ IoResult run(const std::vector<ScratchFile*>& files, const IoPattern& pattern, d
     shared.stop.store(true);
   }
   for (auto& th : threads) th.join();
-  if (!shared.error.empty()) throw std::runtime_error(shared.error);
+  if (!shared.error.empty()) throw SystemError(shared.error);
   IoResult out;
   double start = 1e300, end = 0;
   for (const auto& r : results) {
@@ -240,23 +241,23 @@ IoResult run(const std::vector<ScratchFile*>& files, const IoPattern& pattern, d
 
 ScratchFile::ScratchFile(const fs::path& dir, std::uint64_t bytes) : dir_(dir), bytes_(bytes) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw std::runtime_error(fmt::format("{}: not a directory", dir.string()));
+  if (!fs::is_directory(dir, ec)) throw SystemError(fmt::format("{}: not a directory", dir.string()));
   struct statvfs vfs {};
   if (statvfs(dir.c_str(), &vfs) == 0) {
     const double free_bytes = static_cast<double>(vfs.f_bavail) * static_cast<double>(vfs.f_frsize);
     const double needed = static_cast<double>(bytes) + static_cast<double>(1ull << 30);
     if (free_bytes < needed)
-      throw std::runtime_error(fmt::format("{}: {:.1f} GiB free; the benchmark needs {:.1f} GiB (file + 1 GiB margin)",
-                                           dir.string(), free_bytes / (1ull << 30), needed / (1ull << 30)));
+      throw SystemError(fmt::format("{}: {:.1f} GiB free; the benchmark needs {:.1f} GiB (file + 1 GiB margin)",
+                                    dir.string(), free_bytes / (1ull << 30), needed / (1ull << 30)));
   }
   path_ = dir / fmt::format("{}{}-{}.tmp", kScratchPrefix, getpid(), g_scratch_counter++);
   fd_ = open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DIRECT | O_CLOEXEC, 0600);
   if (fd_ < 0 && errno == EINVAL) {
-    throw std::runtime_error(
+    throw SystemError(
         fmt::format("{}: the file system does not support O_DIRECT (tmpfs?); pick a directory on the drive to measure",
                     dir.string()));
   }
-  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path_.string(), errno_text(errno)));
+  if (fd_ < 0) throw SystemError(fmt::format("cannot create {}: {}", path_.string(), errno_text(errno)));
   slot_ = register_scratch(path_);
   if (fallocate(fd_, 0, 0, static_cast<off_t>(bytes)) != 0) {
     const int err = errno;
@@ -264,8 +265,7 @@ ScratchFile::ScratchFile(const fs::path& dir, std::uint64_t bytes) : dir_(dir), 
       close(fd_);
       unlink(path_.c_str());
       unregister_scratch(slot_);
-      throw std::runtime_error(
-          fmt::format("cannot reserve {} bytes for {}: {}", bytes, path_.string(), errno_text(err)));
+      throw SystemError(fmt::format("cannot reserve {} bytes for {}: {}", bytes, path_.string(), errno_text(err)));
     }
   }
 }
@@ -333,7 +333,7 @@ struct DirectIo::Ring {
 DirectIo::DirectIo(int queue_depth)
     : ring_(std::make_unique<Ring>()), depth_(static_cast<unsigned>(std::max(1, queue_depth))) {
   const int rc = io_uring_queue_init(depth_, &ring_->ring, 0);
-  if (rc < 0) throw std::runtime_error(fmt::format("io_uring is unavailable here: {}", errno_text(-rc)));
+  if (rc < 0) throw SystemError(fmt::format("io_uring is unavailable here: {}", errno_text(-rc)));
 }
 
 DirectIo::~DirectIo() { io_uring_queue_exit(&ring_->ring); }
@@ -364,7 +364,7 @@ void DirectIo::run(const std::vector<IoRequest>& requests) {
     const int w = io_uring_wait_cqe(&ring, &cqe);
     if (w < 0) {
       if (w == -EINTR) continue;
-      throw std::runtime_error(fmt::format("io_uring wait failed: {}", errno_text(-w)));
+      throw SystemError(fmt::format("io_uring wait failed: {}", errno_text(-w)));
     }
     const int res = cqe->res;
     const IoRequest& r = requests[io_uring_cqe_get_data64(cqe)];
@@ -376,7 +376,7 @@ void DirectIo::run(const std::vector<IoRequest>& requests) {
       error = fmt::format("short {}: {} of {} bytes", r.write ? "write" : "read", res, r.bytes);
     submit_more();
   }
-  if (!error.empty()) throw std::runtime_error(error);
+  if (!error.empty()) throw SystemError(error);
 }
 
 }  // namespace ftplan::runtime

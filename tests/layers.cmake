@@ -7,8 +7,9 @@ cmake_minimum_required(VERSION 3.20)
 
 # Floors, lowest first. An area includes its own files and those of any lower floor.
 set(floors
-    "common des"    # 0: strings, units, errors; the generic discrete-event kernel
-    "model hardware"  # 1: model shapes and the zoo; catalog specs and calibration profiles
+    "common"        # 0: strings, units, errors
+    "des model hardware"  # 1: the generic discrete-event kernel (FTPLAN_ASSERT from common, no LLM word); model
+                          #    shapes and the zoo; catalog specs and calibration profiles
     "plan"          # 2: a plan: job, cluster, parallelism, framework profiles
     "inventory"     # 3: a rank's tensors
     "footprint"     # 4: fits? peaks

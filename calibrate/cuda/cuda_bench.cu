@@ -27,6 +27,7 @@
 
 #include "calibrate/cuda/cuda_bench.hpp"
 #include "calibrate/cuda/nvml.hpp"
+#include "common/error.hpp"
 #include "common/units.hpp"
 #include "runtime/cuda_library.hpp"
 #include "runtime/measure.hpp"
@@ -139,14 +140,14 @@ const Libraries& lib() {
 }
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(cat(what, ": ", cudaGetErrorString(e)));
+  if (e != cudaSuccess) throw SystemError(cat(what, ": ", cudaGetErrorString(e)));
 }
 void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(cat(what, ": cuBLAS status ", static_cast<int>(s)));
+  if (s != CUBLAS_STATUS_SUCCESS) throw SystemError(cat(what, ": cuBLAS status ", static_cast<int>(s)));
 }
 #ifdef FTPLAN_HAVE_NCCL
 void check(ncclResult_t r, const char* what) {
-  if (r != ncclSuccess) throw std::runtime_error(cat(what, ": ", lib().ncclGetErrorString(r)));
+  if (r != ncclSuccess) throw SystemError(cat(what, ": ", lib().ncclGetErrorString(r)));
 }
 #endif
 #define FTPLAN_CUDA(call) check((call), #call)
@@ -207,7 +208,7 @@ void fill(void* p, Dtype d, std::size_t n, unsigned seed, cudaStream_t s) {
     case Dtype::bf16: fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, seed); break;
     case Dtype::fp16: fill_kernel<<<grid, block, 0, s>>>(static_cast<__half*>(p), n, seed); break;
     case Dtype::fp8: fill_kernel<<<grid, block, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, seed); break;
-    default: throw std::invalid_argument("no GEMM in this dtype");
+    default: throw UnsupportedError("no GEMM in this dtype");
   }
   FTPLAN_CUDA(cudaGetLastError());
 }
@@ -261,7 +262,7 @@ LtTypes lt_types(Dtype d) {
     case Dtype::bf16: return {CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     case Dtype::fp16: return {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F};
     case Dtype::fp8: return {CUDA_R_8F_E4M3, CUDA_R_16BF, CUBLAS_COMPUTE_32F};  // bf16 output, as Transformer Engine
-    default: throw std::invalid_argument("no GEMM in this dtype");
+    default: throw UnsupportedError("no GEMM in this dtype");
   }
 }
 

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "calibrate/cuda/cuda_bench.hpp"
+#include "common/error.hpp"
 
 namespace ftplan::calibrate::gpu {
 
@@ -14,7 +15,7 @@ CudaStatus probe_cuda() {
 int CudaPlan::steps() const { return 0; }
 
 CudaResults measure_cuda(const CudaPlan&, Progress&, int, int) {
-  throw std::runtime_error("this ftplan was built without CUDA");
+  throw UnsupportedError("this ftplan was built without CUDA");
 }
 
 }  // namespace ftplan::calibrate::gpu

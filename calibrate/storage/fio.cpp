@@ -1,4 +1,5 @@
 #include "calibrate/storage/fio.hpp"
+#include "common/error.hpp"
 #include "runtime/uring.hpp"
 
 #include <sys/prctl.h>
@@ -67,19 +68,19 @@ std::vector<std::string> fio_arguments(const std::vector<runtime::ScratchFile*>&
 FioResult parse_fio_json(const std::string& text, hardware::StorageOp op) {
   const auto brace = text.find("{\n");
   const auto start = brace == std::string::npos ? text.find('{') : brace;
-  if (start == std::string::npos) throw std::runtime_error("fio printed no JSON result: " + text.substr(0, 300));
+  if (start == std::string::npos) throw SystemError("fio printed no JSON result: " + text.substr(0, 300));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text.substr(start));
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(std::string("cannot read fio's JSON output: ") + e.what());
+    throw SystemError(std::string("cannot read fio's JSON output: ") + e.what());
   }
   if (!doc.contains("jobs") || !doc["jobs"].is_array() || doc["jobs"].empty())
-    throw std::runtime_error("fio's JSON output holds no job");
+    throw SystemError("fio's JSON output holds no job");
   const auto& job = doc["jobs"][0];
-  if (job.value("error", 0) != 0) throw std::runtime_error(fmt::format("fio reported error {}", job.value("error", 0)));
+  if (job.value("error", 0) != 0) throw SystemError(fmt::format("fio reported error {}", job.value("error", 0)));
   const char* side = (op == hardware::StorageOp::write || op == hardware::StorageOp::randwrite) ? "write" : "read";
-  if (!job.contains(side)) throw std::runtime_error(fmt::format("fio's job result has no '{}' part", side));
+  if (!job.contains(side)) throw SystemError(fmt::format("fio's job result has no '{}' part", side));
   const auto& r = job[side];
   return {r.value("bw_bytes", 0.0), r.value("iops", 0.0)};
 }
@@ -92,7 +93,7 @@ FioResult run_fio(const fs::path& fio, const std::vector<runtime::ScratchFile*>&
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   int pipe_fd[2];
-  if (pipe(pipe_fd) != 0) throw std::runtime_error("cannot create a pipe for fio");
+  if (pipe(pipe_fd) != 0) throw SystemError("cannot create a pipe for fio");
   // fio dies with calibrate (issue 45: a killed calibrate's fio ran on for 1-2 s, writing to the
   // scratch file the next run removes): the child asks the kernel for SIGKILL when its parent
   // thread exits (prctl PR_SET_PDEATHSIG), and exits at once if the parent is already gone.
@@ -112,7 +113,7 @@ FioResult run_fio(const fs::path& fio, const std::vector<runtime::ScratchFile*>&
   close(pipe_fd[1]);
   if (pid < 0) {
     close(pipe_fd[0]);
-    throw std::runtime_error(fmt::format("cannot run {}: {}", fio.string(), std::strerror(spawn_errno)));
+    throw SystemError(fmt::format("cannot run {}: {}", fio.string(), std::strerror(spawn_errno)));
   }
   std::string out;
   std::array<char, 8192> buf{};
@@ -128,7 +129,7 @@ FioResult run_fio(const fs::path& fio, const std::vector<runtime::ScratchFile*>&
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error(fmt::format("fio failed (status {}): {}", status, out.substr(0, 500)));
+    throw SystemError(fmt::format("fio failed (status {}): {}", status, out.substr(0, 500)));
   return parse_fio_json(out, pattern.op);
 }
 

@@ -31,7 +31,7 @@ std::string join(const std::vector<Diagnostic>& diagnostics) {
 }  // namespace
 
 InputError::InputError(std::vector<Diagnostic> diagnostics)
-    : std::runtime_error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+    : Error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
 InputError::InputError(SourceLocation where, std::string key, std::string message)
     : InputError(std::vector<Diagnostic>{Diagnostic{std::move(where), std::move(key), std::move(message)}}) {}

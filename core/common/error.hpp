@@ -1,5 +1,13 @@
-// Errors: InputError for bad input (carries every problem found, each with its place),
-// FTPLAN_ASSERT for programmer mistakes. The core throws; it never prints or exits.
+// Errors: one hierarchy. Whatever ftplan reports to a person is an ftplan::Error, whose what() is
+// the message as shown; its kind says whose the problem is (and the CLI's exit status):
+//   InputError       bad input: every problem found, each with its file, line, column and key (2)
+//   UsageError       a bad command-line argument or option value (2)
+//   SystemError      the machine refused: a file that cannot be read or written, a full disk or
+//                    tier, io_uring, a GPU or library that is not there, a helper tool that failed (1)
+//   UnsupportedError valid input this build or machine cannot run as asked (built without CUDA, a
+//                    collective on one machine, training a plan that updates one step late) (1)
+// A broken invariant inside ftplan is FTPLAN_ASSERT (std::logic_error, "internal error: ..."), a
+// bug to report, never an Error. The core throws; it never prints or exits.
 #pragma once
 
 #include <stdexcept>
@@ -25,8 +33,14 @@ struct Diagnostic {
   std::string to_string() const;
 };
 
+// The root of the hierarchy above.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Bad input. Holds every diagnostic collected before it was thrown; what() joins them, one per line.
-class InputError : public std::runtime_error {
+class InputError : public Error {
  public:
   explicit InputError(std::vector<Diagnostic> diagnostics);
   InputError(SourceLocation where, std::string key, std::string message);
@@ -35,6 +49,21 @@ class InputError : public std::runtime_error {
 
  private:
   std::vector<Diagnostic> diagnostics_;
+};
+
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+class SystemError : public Error {
+ public:
+  using Error::Error;
+};
+
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
 };
 
 // Collects diagnostics while a file is read, so a person sees all problems at once.

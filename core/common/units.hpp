@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.hpp"
+
 namespace ftplan {
 
 enum class Quantity {
@@ -30,9 +32,11 @@ enum class Quantity {
 std::string_view describe(Quantity kind);
 
 // Thrown for text that is not a quantity of the asked kind; the message says what was expected.
-class UnitError : public std::invalid_argument {
+// A UsageError where it reaches the command line (an option's value); the readers turn it into an
+// InputError at the key's file, line and column.
+class UnitError : public UsageError {
  public:
-  using std::invalid_argument::invalid_argument;
+  using UsageError::UsageError;
 };
 
 // Parses `text` as a quantity of `kind`; returns the value in the base unit of that kind.

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/error.hpp"
 #include "des/detail/event_queue.hpp"
 #include "des/detail/fair_share.hpp"
 #include "des/detail/memory.hpp"
@@ -405,9 +406,7 @@ void Engine::Impl::Simulation::change_pool(std::uint32_t p, double delta_bytes, 
 
 namespace {
 
-void require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(std::string("des: ") + what);
-}
+void require(bool ok, const char* what) { FTPLAN_ASSERT(ok, std::string("des: ") + what); }
 
 }  // namespace
 

@@ -36,8 +36,8 @@
 //   * a task that can never start (dependency cycle, a queue whose head
 //     waits on a task behind it) leaves Result::completed false, and its record's unreached
 //     times at kNever; the run stops when nothing else can happen.
-// Bad arguments (unknown ids, bandwidth <= 0, negative durations or bytes) throw
-// std::invalid_argument when the task or resource is added.
+// Bad arguments (unknown ids, bandwidth <= 0, negative durations or bytes) are a caller's bug:
+// FTPLAN_ASSERT (std::logic_error) when the task or resource is added.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error.hpp"
 #include "des/detail/model.hpp"
 #include "des/engine.hpp"
 
@@ -235,7 +236,7 @@ std::vector<bool> on_critical_path(const Model& m, const std::vector<TaskRecord>
 
 std::vector<TaskId> critical_path(const Engine& engine, const Result& result) {
   const Engine::Impl& m = *engine.impl_;
-  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  FTPLAN_ASSERT(result.tasks.size() == m.tasks.size(), "des: the result is not from this engine");
   const std::vector<bool> on = on_critical_path(m, result.tasks);
   std::vector<TaskId> path;
   for (std::uint32_t t = 0; t < on.size(); ++t)
@@ -250,7 +251,7 @@ std::vector<TaskId> critical_path(const Engine& engine, const Result& result) {
 
 TraceTracks trace_tracks(const Engine& engine, const Result& result) {
   const Engine::Impl& m = *engine.impl_;
-  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  FTPLAN_ASSERT(result.tasks.size() == m.tasks.size(), "des: the result is not from this engine");
   const auto& records = result.tasks;
   const std::vector<bool> critical = on_critical_path(m, records);
   const auto span = [&](std::uint32_t t, Time begin, Time end) {
@@ -283,7 +284,7 @@ TraceTracks trace_tracks(const Engine& engine, const Result& result) {
 
 std::string chrome_trace(const Engine& engine, const Result& result) {
   const Engine::Impl& m = *engine.impl_;
-  if (result.tasks.size() != m.tasks.size()) throw std::invalid_argument("des: the result is not from this engine");
+  FTPLAN_ASSERT(result.tasks.size() == m.tasks.size(), "des: the result is not from this engine");
   Writer w;
   const auto& records = result.tasks;
   const std::vector<bool> critical = on_critical_path(m, records);

@@ -1,4 +1,5 @@
 #include "io/output_file.hpp"
+#include "common/error.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -48,8 +49,8 @@ int open_temporary(const fs::path& path, fs::path& tmp) {
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) return fd;
     if (errno == EEXIST && attempt < 100) continue;
-    throw std::runtime_error(fmt::format("cannot write {}: cannot create a file in {}: {}", path.string(),
-                                         directory_of(path).string(), errno_text(errno)));
+    throw SystemError(fmt::format("cannot write {}: cannot create a file in {}: {}", path.string(),
+                                  directory_of(path).string(), errno_text(errno)));
   }
 }
 
@@ -111,10 +112,10 @@ fs::path follow_links(const fs::path& path) {
   for (int hops = 0;; ++hops) {
     struct stat st {};
     if (::lstat(at.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return at;
-    if (hops >= 40) throw std::runtime_error(fmt::format("cannot write {}: too many symbolic links", path.string()));
+    if (hops >= 40) throw SystemError(fmt::format("cannot write {}: too many symbolic links", path.string()));
     std::error_code ec;
     fs::path target = fs::read_symlink(at, ec);
-    if (ec) throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+    if (ec) throw SystemError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
     at = target.is_absolute() ? target : at.parent_path() / target;
   }
 }
@@ -130,7 +131,7 @@ bool written_through(const fs::path& path) {
 void refuse_directory(const fs::path& shown, const fs::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw std::runtime_error(fmt::format("cannot write {}: it is a directory", shown.string()));
+    throw SystemError(fmt::format("cannot write {}: it is a directory", shown.string()));
 }
 
 // What a lock file holds: "PID HOLDER\n" (an older ftplan wrote "PID\n").
@@ -153,8 +154,8 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(fmt::format("writing {} failed: {}", path.string(), errno_text(errno)));
-    if (n == 0) throw std::runtime_error(fmt::format("writing {} failed: no progress", path.string()));
+    if (n < 0) throw SystemError(fmt::format("writing {} failed: {}", path.string(), errno_text(errno)));
+    if (n == 0) throw SystemError(fmt::format("writing {} failed: no progress", path.string()));
     data.remove_prefix(static_cast<std::size_t>(n));
   }
 }
@@ -165,7 +166,7 @@ AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
   if (path_ == "-") {  // standard output
     through_ = true;
     fd_ = ::dup(STDOUT_FILENO);
-    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write to standard output: {}", errno_text(errno)));
+    if (fd_ < 0) throw SystemError(fmt::format("cannot write to standard output: {}", errno_text(errno)));
     return;
   }
   const fs::path target = follow_links(path_);
@@ -173,7 +174,7 @@ AtomicFile::AtomicFile(const fs::path& path) : path_(path) {
   if (written_through(target)) {
     through_ = true;
     fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), errno_text(errno)));
+    if (fd_ < 0) throw SystemError(fmt::format("cannot write {}: {}", path_.string(), errno_text(errno)));
     return;
   }
   path_ = target;
@@ -199,8 +200,7 @@ void AtomicFile::flush() {
 }
 
 void AtomicFile::append(std::string_view text) {
-  if (fd_ < 0)
-    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  if (fd_ < 0) throw SystemError(fmt::format("writing {} failed: the file is already committed", path_.string()));
   if (buffer_.size() + text.size() > kBuffer_bytes) {
     flush();
     if (text.size() > kBuffer_bytes) {
@@ -212,31 +212,28 @@ void AtomicFile::append(std::string_view text) {
 }
 
 void AtomicFile::commit() {
-  if (fd_ < 0)
-    throw std::runtime_error(fmt::format("writing {} failed: the file is already committed", path_.string()));
+  if (fd_ < 0) throw SystemError(fmt::format("writing {} failed: the file is already committed", path_.string()));
   flush();
   if (through_) {
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0)
-      throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
+    if (::close(fd) != 0) throw SystemError(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
     return;
   }
-  if (::fsync(fd_) != 0)
-    throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
+  if (::fsync(fd_) != 0) throw SystemError(fmt::format("writing {} failed: {}", path_.string(), errno_text(errno)));
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
     unregister_live(slot_);
-    throw std::runtime_error(fmt::format("writing {} failed: {}", path_.string(), errno_text(err)));
+    throw SystemError(fmt::format("writing {} failed: {}", path_.string(), errno_text(err)));
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_.c_str());
     unregister_live(slot_);
-    throw std::runtime_error(fmt::format("cannot write {}: {}", path_.string(), errno_text(err)));
+    throw SystemError(fmt::format("cannot write {}: {}", path_.string(), errno_text(err)));
   }
   unregister_live(slot_);  // after the rename: a signal before it still finds the temporary
   // The rename is in the directory: flush it too. A directory that cannot be opened or synced
@@ -262,9 +259,9 @@ void check_file_writable(const fs::path& path) {
     // Not opened: opening and closing a FIFO would end its reader's input (EOF) before the write.
     struct stat st {};
     if (::stat(target.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
-      throw std::runtime_error(fmt::format("cannot write {}: it is a socket", path.string()));
+      throw SystemError(fmt::format("cannot write {}: it is a socket", path.string()));
     if (::access(target.c_str(), W_OK) != 0)
-      throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), errno_text(errno)));
+      throw SystemError(fmt::format("cannot write {}: {}", path.string(), errno_text(errno)));
     return;
   }
   fs::path tmp;
@@ -282,8 +279,7 @@ OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_pat
   for (int attempt = 0;; ++attempt) {
     fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd_ < 0)
-      throw std::runtime_error(
-          fmt::format("cannot create the lock file {}: {}", lock_path_.string(), errno_text(errno)));
+      throw SystemError(fmt::format("cannot create the lock file {}: {}", lock_path_.string(), errno_text(errno)));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       // The holder wrote "PID HOLDER\n" (an older ftplan wrote "PID\n").
@@ -293,7 +289,7 @@ OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_pat
       ::close(fd_);
       fd_ = -1;
       if (err != EWOULDBLOCK)
-        throw std::runtime_error(fmt::format("cannot lock {}: {}", lock_path_.string(), errno_text(err)));
+        throw SystemError(fmt::format("cannot lock {}: {}", lock_path_.string(), errno_text(err)));
       throw OutputLocked(fmt::format("{}: another {} writes this file, pid {} (lock {})", path.string(),
                                      holder_of_lock.empty() ? "process" : "ftplan " + holder_of_lock,
                                      pid > 0 ? std::to_string(pid) : "unknown", lock_path_.string()),
@@ -308,14 +304,14 @@ OutputLock::OutputLock(const fs::path& path, std::string_view holder) : lock_pat
       break;
     ::close(fd_);
     fd_ = -1;
-    if (attempt >= 100) throw std::runtime_error(fmt::format("cannot lock {}: it keeps changing", lock_path_.string()));
+    if (attempt >= 100) throw SystemError(fmt::format("cannot lock {}: it keeps changing", lock_path_.string()));
   }
   const std::string pid = fmt::format("{} {}\n", ::getpid(), holder);
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int err = errno;
     ::unlink(lock_path_.c_str());
     ::close(fd_);
-    throw std::runtime_error(fmt::format("cannot write the lock file {}: {}", lock_path_.string(), errno_text(err)));
+    throw SystemError(fmt::format("cannot write the lock file {}: {}", lock_path_.string(), errno_text(err)));
   }
 }
 
@@ -338,7 +334,7 @@ std::unique_ptr<OutputLock> lock_directory(const fs::path& dir, std::string_view
                                    e.holder().empty() ? "process" : "ftplan " + e.holder(),
                                    e.pid() > 0 ? std::to_string(e.pid()) : "unknown"),
                        e.pid(), e.holder());
-  } catch (const std::runtime_error&) {
+  } catch (const SystemError&) {
     // No lock file can be made there (read-only, full): nothing else can write scratch files
     // there either, and the writer's own error says so.
     return nullptr;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.hpp"
+
 namespace ftplan::io {
 
 // Where the output goes: a regular file (or a new one) is replaced as below; "-" is standard
@@ -67,10 +69,10 @@ void check_file_writable(const std::filesystem::path& path);
 
 // Another process holds the lock; `pid` and `holder` are what it wrote into the lock file (0 and
 // "" when unknown: a lock file of an older ftplan, or of another program).
-class OutputLocked : public std::runtime_error {
+class OutputLocked : public SystemError {
  public:
   OutputLocked(const std::string& message, long pid, std::string holder)
-      : std::runtime_error(message), pid_(pid), holder_(std::move(holder)) {}
+      : SystemError(message), pid_(pid), holder_(std::move(holder)) {}
   long pid() const { return pid_; }
   const std::string& holder() const { return holder_; }
 

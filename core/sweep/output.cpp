@@ -110,7 +110,7 @@ OutputFormat output_format(const std::filesystem::path& path) {
   const std::string ext = path.extension().string();
   if (ext == ".csv") return OutputFormat::csv;
   if (ext == ".jsonl" || ext == ".ndjson") return OutputFormat::jsonl;
-  throw std::invalid_argument(
+  throw UsageError(
       fmt::format("'{}': the output's extension says its format: .csv, or .jsonl (JSON Lines)", path.string()));
 }
 

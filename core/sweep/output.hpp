@@ -16,7 +16,7 @@ namespace ftplan::sweep {
 
 enum class OutputFormat { csv, jsonl };
 
-// By the file's extension: .csv, or .jsonl / .ndjson. Throws std::invalid_argument.
+// By the file's extension: .csv, or .jsonl / .ndjson. Throws UsageError.
 OutputFormat output_format(const std::filesystem::path& path);
 
 // The columns of a sweep table, in an order that depends only on which columns there are (so

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "common/strings.hpp"
 #include "evaluate/evaluate.hpp"
 #include "evaluate/pool.hpp"
@@ -244,7 +245,7 @@ Shard parse_shard(std::string_view text) {
   };
   if (slash == std::string_view::npos || !number(text.substr(0, slash), s.index) ||
       !number(text.substr(slash + 1), s.count) || s.count < 1 || s.index < 1 || s.index > s.count)
-    throw std::invalid_argument(fmt::format("--shard takes K/N with 1 <= K <= N (e.g. 3/8); got '{}'", text));
+    throw UsageError(fmt::format("--shard takes K/N with 1 <= K <= N (e.g. 3/8); got '{}'", text));
   return s;
 }
 

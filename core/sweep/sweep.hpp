@@ -41,7 +41,7 @@ struct Shard {
   std::int64_t point(std::int64_t i) const { return index - 1 + i * count; }
   std::int64_t index_of(std::int64_t point) const { return point / count; }  // REQUIRES: contains(point)
 };
-// "K/N" with 1 <= K <= N. Throws std::invalid_argument with a message for a person.
+// "K/N" with 1 <= K <= N. Throws UsageError with a message for a person.
 Shard parse_shard(std::string_view text);
 
 // A loaded sweep. Immutable and safe to evaluate from several threads at once; it keeps

@@ -711,9 +711,9 @@ TEST_CASE("--scale keeps the head dimension and the ratios, and rejects what it 
   CHECK(t.heads == 2);
   CHECK(t.kv_heads == 1);  // heads : kv heads stays 4 : 1 where it can, at least one
   CHECK(t.ffn == 896);     // 14336 x 256 / 4096
-  CHECK_THROWS_AS(exec::parse_scale("layers=two"), std::invalid_argument);
-  CHECK_THROWS_AS(exec::parse_scale("depth=2"), std::invalid_argument);
-  CHECK_THROWS_AS(exec::parse_scale("hidden=0"), std::invalid_argument);
+  CHECK_THROWS_AS(exec::parse_scale("layers=two"), ftplan::UsageError);
+  CHECK_THROWS_AS(exec::parse_scale("depth=2"), ftplan::UsageError);
+  CHECK_THROWS_AS(exec::parse_scale("hidden=0"), ftplan::UsageError);
 }
 
 TEST_CASE("cluster: {node: local} is this machine from its calibration profile") {

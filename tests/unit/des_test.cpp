@@ -371,13 +371,13 @@ TEST_CASE("bounded buffers are dependencies: the producer waits for the consumer
 
 TEST_CASE("bad arguments throw") {
   Engine e;
-  CHECK_THROWS_AS(e.add_link("l", 0), std::invalid_argument);
-  CHECK_THROWS_AS(e.add_link("l", 1e9, -1), std::invalid_argument);
-  CHECK_THROWS_AS(e.add_queue("q", 0), std::invalid_argument);
-  CHECK_THROWS_AS(e.compute(QueueId{3}, 1), std::invalid_argument);
-  CHECK_THROWS_AS(e.compute(kNoQueue, -1), std::invalid_argument);
-  CHECK_THROWS_AS(e.transfer(kNoQueue, {LinkId{0}}, 1), std::invalid_argument);
-  CHECK_THROWS_AS(e.depends(TaskId{0}, TaskId{1}), std::invalid_argument);
+  CHECK_THROWS_AS(e.add_link("l", 0), std::logic_error);
+  CHECK_THROWS_AS(e.add_link("l", 1e9, -1), std::logic_error);
+  CHECK_THROWS_AS(e.add_queue("q", 0), std::logic_error);
+  CHECK_THROWS_AS(e.compute(QueueId{3}, 1), std::logic_error);
+  CHECK_THROWS_AS(e.compute(kNoQueue, -1), std::logic_error);
+  CHECK_THROWS_AS(e.transfer(kNoQueue, {LinkId{0}}, 1), std::logic_error);
+  CHECK_THROWS_AS(e.depends(TaskId{0}, TaskId{1}), std::logic_error);
   CHECK(e.task_count() == 0);
 }
 

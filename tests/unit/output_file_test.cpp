@@ -97,8 +97,8 @@ TEST_CASE("a write that fails midway (disk full, file too large) keeps the old f
   /* A directory that is not there: the error names the file; nothing is created. */
   CHECK_THROWS_WITH_AS(io::write_file_atomically(dir.path / "no" / "x.json", "x"), doctest::Contains("no/x.json"),
                        std::runtime_error);
-  CHECK_THROWS_AS(io::check_file_writable(dir.path / "no" / "x.json"), std::runtime_error);
-  CHECK_THROWS_WITH_AS(io::check_file_writable(dir.path), doctest::Contains("is a directory"), std::runtime_error);
+  CHECK_THROWS_AS(io::check_file_writable(dir.path / "no" / "x.json"), SystemError);
+  CHECK_THROWS_WITH_AS(io::check_file_writable(dir.path), doctest::Contains("is a directory"), SystemError);
   io::check_file_writable(p);
   CHECK(dir.names() == std::vector<std::string>{"trace.json"});
 }

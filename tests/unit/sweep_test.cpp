@@ -401,7 +401,7 @@ TEST_CASE("shards are disjoint and together hold every point") {
   CHECK(s.index == 2);
   CHECK(s.count == 3);
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "1/0", "1/2x"})
-    CHECK_THROWS_AS(sweep::parse_shard(bad), std::invalid_argument);
+    CHECK_THROWS_AS(sweep::parse_shard(bad), UsageError);
   for (int n : {1, 2, 3, 7}) {
     std::vector<int> owners(100, 0);
     for (int k = 1; k <= n; ++k)
@@ -445,7 +445,7 @@ TEST_CASE("the journal keeps whole lines and drops one cut short") {
   CHECK(as_double(*j.points.at(3)[0].get("x")) == 0.1 + 0.2);
   CHECK(std::holds_alternative<std::nullptr_t>(*j.points.at(3)[0].get("n")));
   CHECK_THROWS_AS(sweep::parse_journal(whole + "garbage\n", "j"), InputError);
-  // A header whose fingerprint is not hex is a damaged line, not a std::invalid_argument.
+  // A header whose fingerprint is not hex is a damaged line, not a UsageError.
   CHECK_THROWS_AS(sweep::parse_journal("{\"ftplan_sweep_journal\":1,\"fingerprint\":\"zz\"}\n", "j"), InputError);
   // The table written piece by piece is the table written at once.
   const std::vector<std::string> columns = sweep::column_order({"x", "plan", "point", "ok", "n"}, {});

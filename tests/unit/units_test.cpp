@@ -89,3 +89,24 @@ TEST_CASE("money and energy print one way everywhere") {
   CHECK(format_energy(0.2305) == "0.23 kWh");
   CHECK(format_energy(53.2) == "53.2 kWh");
 }
+
+// common/error.hpp: whatever ftplan reports to a person is an ftplan::Error of the kind that says
+// whose the problem is; a broken invariant (FTPLAN_ASSERT) is not one of them (the CLI calls it a
+// bug to report).
+TEST_CASE("errors are one hierarchy; an internal invariant is not an Error") {
+  CHECK_THROWS_AS(parse_quantity("eighty", Quantity::bytes), ftplan::UsageError);  // UnitError is one
+  CHECK_THROWS_AS(parse_quantity("eighty", Quantity::bytes), ftplan::Error);
+  CHECK_THROWS_AS(throw ftplan::InputError({"f.yaml", 3, 1}, "k", "bad"), ftplan::Error);
+  CHECK_THROWS_AS(throw ftplan::SystemError("disk full"), ftplan::Error);
+  CHECK_THROWS_AS(throw ftplan::UnsupportedError("built without CUDA"), ftplan::Error);
+  bool as_error = false, as_logic = false;
+  try {
+    FTPLAN_ASSERT(1 + 1 == 3, "arithmetic");
+  } catch (const ftplan::Error&) {
+    as_error = true;
+  } catch (const std::logic_error& e) {
+    as_logic = std::string(e.what()).find("internal error: arithmetic") != std::string::npos;
+  }
+  CHECK_FALSE(as_error);
+  CHECK(as_logic);
+}

@@ -1,4 +1,5 @@
 #include "des/detail/fair_share.hpp"
+#include "common/error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +25,7 @@ constexpr double kSame = 1e-12;
 }  // namespace
 
 FairShare::Index FairShare::add_link(double bandwidth_Bps) {
-  if (!(bandwidth_Bps > 0)) throw std::invalid_argument("des: link bandwidth must be > 0");
+  FTPLAN_ASSERT(bandwidth_Bps > 0, "des: link bandwidth must be > 0");
   Link l;
   l.bandwidth_Bps = bandwidth_Bps;
   links_.push_back(std::move(l));
@@ -32,7 +33,7 @@ FairShare::Index FairShare::add_link(double bandwidth_Bps) {
 }
 
 FairShare::Index FairShare::add_flow(const Index* links, std::size_t count) {
-  if (count == 0) throw std::invalid_argument("des: a flow needs at least one link");
+  FTPLAN_ASSERT(count > 0, "des: a flow needs at least one link");
   Index f;
   if (!free_.empty()) {
     f = free_.back();

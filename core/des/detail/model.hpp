@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.hpp"
 #include "des/engine.hpp"
 
 namespace ftplan::des {
@@ -65,7 +66,7 @@ struct Engine::Impl {
 
   TaskId add(Task t, QueueId q, Label&& label) {
     run_start.reset();
-    if (q.index != kNone && q.index >= queues.size()) throw std::invalid_argument("des: no such queue");
+    FTPLAN_ASSERT(q.index == kNone || q.index < queues.size(), "des: no such queue");
     if (tasks.size() >= kNone - 1) throw std::length_error("des: too many tasks");
     const auto id = static_cast<std::uint32_t>(tasks.size());
     t.queue = q.index;
