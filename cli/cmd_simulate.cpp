@@ -192,13 +192,14 @@ int cmd_simulate(const std::vector<std::string>& argv) {
     throw UsageError("--ir -: several plans or pipeline stages write several files; give a file name");
   int status = 0;
   for (const auto& p : s.plans) {
-    const footprint::Footprint f = footprint::footprint(s.model, p);
     sim::Options o = base_options;
     o.trace = trace.has_value();
     // A trace shows the whole step: simulate_step simulates every micro-batch for it (the figures
     // printed are then those of that run, within the shortcut's 0.5% of what the other verbs report).
     const auto measured = profile_measured(args, p);
-    const sim::StepResult r = sim::simulate_step(s.model, p, o, measured ? &measured->efficiency : nullptr);
+    const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, p, o, measured ? &*measured : nullptr);
+    const footprint::Footprint& f = e.memory;
+    const sim::StepResult& r = e.step;
     if (trace) {
       const std::string path = s.plans.size() > 1 ? tagged_path(*trace, p.name) : *trace;
       if (r.trace_json.empty()) {
@@ -227,7 +228,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
       }
     }
     if (app.format() == Format::table) {
-      print_plan(p, s.model, f, r, evaluate::job_steps(p, r.tokens_per_step), one_step_default);
+      print_plan(p, s.model, f, r, e.steps, one_step_default);
       continue;
     }
     rows.push_back(io::simulation_row(p, f, r));

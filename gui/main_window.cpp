@@ -73,6 +73,7 @@
 
 #include "common/error.hpp"
 #include "common/units.hpp"
+#include "evaluate/evaluate.hpp"
 #include "inventory/inventory.hpp"
 #include "io/import/import.hpp"
 #include "io/output_file.hpp"
@@ -927,7 +928,7 @@ bool MainWindow::export_trace(int plan, const QString& file) {
   trace_watcher_.setFuture(QtConcurrent::run([model = shown_.scenario->model, p, file] {
     sim::Options o;
     o.trace = true;
-    return TraceFile{file, p.name, sim::simulate_step(model, p, o).trace_json};
+    return TraceFile{file, p.name, evaluate::evaluate_plan(model, p, o).step.trace_json};
   }));
   return true;
 }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/units.hpp"
+#include "evaluate/evaluate.hpp"
 #include "mutants.hpp"
 #include "timeline_view.hpp"
 
@@ -97,7 +98,7 @@ void TimelinePanel::show_plan(int index) {
     out.plan = plan.name;
     out.stages = plan.parallel.pp;
     out.generation = generation;
-    out.step = sim::simulate_step(model, plan, traced);
+    out.step = evaluate::evaluate_plan(model, plan, traced).step;  // the pipeline every view reads
     return out;
   }));
 }
