@@ -52,6 +52,9 @@ bool same_devices(const std::vector<A>& a, const std::vector<B>& b) {
 }
 
 // The offload block that reads as `o`: its preset, and each placement the preset does not make.
+// A plan's offload block as the scenario reader takes it (scenario_io.cpp, read_offload): the
+// preset, each placement the preset would not make, and each other setting off its default (a
+// plan added from the GUI keeps its sub-group size, pipelining, prefetch depth and buffers).
 std::string offload_text(const plan::Offload& o) {
   plan::Offload preset;
   preset.preset = o.preset;
@@ -65,12 +68,19 @@ std::string offload_text(const plan::Offload& o) {
   tier("optimizer", o.optimizer, preset.optimizer);
   tier("activations", o.activations, preset.activations);
   tier("optimizer_step", o.optimizer_step, preset.optimizer_step);
+  const plan::Offload defaults;
+  const auto other = [&](const char* key, const auto& value, const auto& by_default, const char* unit = "") {
+    if (value != by_default) out += fmt::format(", {}: {}{}", key, value, unit);
+  };
+  other("pinned", o.pinned, defaults.pinned);
+  other("prefetch_depth", o.prefetch_depth, defaults.prefetch_depth);
+  other("buffer_count", o.buffer_count, defaults.buffer_count);
+  other("buffer_size", o.buffer_bytes, defaults.buffer_bytes, " B");  // fmt: the shortest exact digits
+  other("chunk_size", o.chunk_bytes, defaults.chunk_bytes, " B");
+  other("pipeline_read", o.pipeline_read, defaults.pipeline_read);
+  other("pipeline_write", o.pipeline_write, defaults.pipeline_write);
+  other("delayed_update", o.delayed_update, defaults.delayed_update);
   return out + "}";
-}
-
-bool same_placements(const plan::Offload& a, const plan::Offload& b) {
-  return a.preset == b.preset && a.params == b.params && a.gradients == b.gradients && a.optimizer == b.optimizer &&
-         a.activations == b.activations && a.optimizer_step == b.optimizer_step;
 }
 
 }  // namespace
@@ -94,7 +104,7 @@ std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) 
   if (p.cp != q.cp) add("parallel.cp", std::to_string(q.cp));
   if (p.zero != q.zero) add("parallel.zero", std::to_string(q.zero));
   if (p.fsdp != q.fsdp) add("parallel.fsdp", plan::to_string(q.fsdp));
-  if (!same_placements(from.offload, to.offload)) add("offload", offload_text(to.offload));
+  if (from.offload != to.offload) add("offload", offload_text(to.offload));
   const plan::Job &j = from.job, &k = to.job;
   if (j.seq_len != k.seq_len) add("job.seq_len", std::to_string(k.seq_len));
   if (j.micro_batch != k.micro_batch || j.micro_batch_auto != k.micro_batch_auto)

@@ -218,6 +218,8 @@ struct Offload {
   bool pipeline_read = false;
   bool pipeline_write = false;
   bool delayed_update = false;  // ZeRO-Offload's one-step delayed parameter update
+
+  bool operator==(const Offload&) const = default;  // every setting (io/scenario_edit: a plan's changes)
 };
 
 // Optimizer-state sub-groups in pinned memory at once under the swap's pipelining: the one being

@@ -243,6 +243,28 @@ TEST_CASE("a plan's settings written into its text read back as that plan, in th
   CHECK(changed.plans[1].job.micro_batch == 1);
   CHECK(changed.plans[1].offload.preset == plan::OffloadPreset::zero_offload);
   CHECK(changed.plans[1].offload.params == want.offload.params);
+  // Every offload setting goes with a changed preset, not the placements alone: a plan added from
+  // the GUI with DeepSpeed's sub-groups, swap pipelining, prefetch and buffers keeps them.
+  want.parallel.zero = 3;
+  want.offload.preset = plan::OffloadPreset::zero_infinity;
+  plan::apply_preset(want.offload);
+  want.offload.activations = plan::Tier::cpu;
+  want.offload.pinned = false;
+  want.offload.prefetch_depth = 2;
+  want.offload.buffer_count = 6;
+  want.offload.buffer_bytes = 3.5e8;
+  want.offload.chunk_bytes = 1.6e9;
+  want.offload.pipeline_read = true;
+  want.offload.pipeline_write = true;
+  const auto infinity = read(io::set_plan_keys(text, 1, before.plans[1], io::plan_changes(before.plans[1], want)));
+  CHECK(infinity.plans[1].offload == want.offload);
+  want.parallel.zero = 2;
+  want.offload = plan::Offload{};
+  want.offload.preset = plan::OffloadPreset::zero_offload;
+  plan::apply_preset(want.offload);
+  want.offload.delayed_update = true;
+  CHECK(read(io::set_plan_keys(text, 1, before.plans[1], io::plan_changes(before.plans[1], want))).plans[1].offload ==
+        want.offload);
   // add_plan: plan A written anew reads back as plan A (the same GPUs, layout and job).
   const std::string added_text = io::add_plan(text, before.job, before.plans[0], "A again", &test::catalog());
   // The typical node's DRAM and drives are not repeated; without a catalog they are written.
