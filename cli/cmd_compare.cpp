@@ -5,8 +5,8 @@
 #include "common/strings.hpp"
 #include "common/units.hpp"
 #include "io/results.hpp"
-#include "io/verdict.hpp"
 #include "plan/checks.hpp"
+#include "present/verdict.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
 
@@ -27,9 +27,9 @@ int cmd_compare(const std::vector<std::string>& argv) {
     const auto measured = profile_measured(args, p);
     ev.push_back(evaluate::evaluate_plan(s.model, p, sim_options, measured ? &*measured : nullptr));
   }
-  const std::string verdict = io::verdict(s.plans, ev);
-  // The answer in one line, as the GUI heads its window with it (io::answer).
-  const std::string answer = io::answer(s.plans, ev, s.constraints);
+  const std::string verdict = present::verdict(s.plans, ev);
+  // The answer in one line, as the GUI heads its window with it (present::answer).
+  const std::string answer = present::answer(s.plans, ev, s.constraints);
 
   if (app.format() != Format::table) {
     std::vector<io::Row> rows;
@@ -38,13 +38,13 @@ int cmd_compare(const std::vector<std::string>& argv) {
     io::Row extra;
     extra.set("answer", answer);
     extra.set("verdict", verdict);
-    const auto notes = io::advice(s.model, s.plans, ev);
+    const auto notes = present::advice(s.model, s.plans, ev);
     extra.set("advice", notes.empty() ? io::Value(nullptr) : io::Value(join(notes, " ")));
-    const std::string owning = io::ownership(s.plans, ev);
+    const std::string owning = present::ownership(s.plans, ev);
     extra.set("ownership", owning.empty() ? io::Value(nullptr) : io::Value(owning));
-    const std::string rent = io::rent_words(s.plans, ev);
+    const std::string rent = present::rent_words(s.plans, ev);
     extra.set("rent", rent.empty() ? io::Value(nullptr) : io::Value(rent));
-    const std::string bought = io::bom_words(s.plans);
+    const std::string bought = present::bom_words(s.plans);
     extra.set("bought", bought.empty() ? io::Value(nullptr) : io::Value(bought));
     print_rows(app, s, rows, std::move(extra));
     return 0;
@@ -61,7 +61,7 @@ int cmd_compare(const std::vector<std::string>& argv) {
              ftplan::format_count(static_cast<double>(model::count_params(s.model).total)), plan::to_string(j.method),
              amount, j.seq_len);
   // One cost basis for all plans goes in the header; plans that differ get a row of their own.
-  const io::Comparison c = io::comparison(s.plans, ev);
+  const present::Comparison c = present::comparison(s.plans, ev);
   fmt::print("costs: {}\n", c.one_basis ? c.basis : std::string("per plan (the 'costs' row)"));
   fmt::print("answer: {}\n\n", answer);
   Table t;
@@ -84,10 +84,10 @@ int cmd_compare(const std::vector<std::string>& argv) {
   for (std::size_t i = 0; i < s.plans.size(); ++i)
     if (!ev[i].feasible()) fmt::print("{}: {}\n", s.plans[i].name, ev[i].reason());
   fmt::print("{}\n", verdict);
-  if (const std::string bought = io::bom_words(s.plans); !bought.empty()) fmt::print("{}\n", bought);
-  if (const std::string rent = io::rent_words(s.plans, ev); !rent.empty()) fmt::print("{}\n", rent);
-  if (const std::string owning = io::ownership(s.plans, ev); !owning.empty()) fmt::print("{}\n", owning);
-  for (const auto& line : io::advice(s.model, s.plans, ev)) fmt::print("note: {}\n", line);
+  if (const std::string bought = present::bom_words(s.plans); !bought.empty()) fmt::print("{}\n", bought);
+  if (const std::string rent = present::rent_words(s.plans, ev); !rent.empty()) fmt::print("{}\n", rent);
+  if (const std::string owning = present::ownership(s.plans, ev); !owning.empty()) fmt::print("{}\n", owning);
+  for (const auto& line : present::advice(s.model, s.plans, ev)) fmt::print("note: {}\n", line);
   return 0;
 }
 

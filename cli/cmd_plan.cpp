@@ -14,8 +14,8 @@
 #include "common/units.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "io/verdict.hpp"
 #include "planner/planner.hpp"
+#include "present/verdict.hpp"
 #include "progress.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
@@ -132,7 +132,7 @@ void print_plan_table(const plan::Scenario& s, const planner::Result& r, const S
   for (int i : sh.shown) {
     const auto& c = r.candidates[i];
     const auto& e = c.evaluation;
-    t.row({c.plan.name, ftplan::format_duration(e.cost.job_time_s), io::cost_text(e.cost),
+    t.row({c.plan.name, ftplan::format_duration(e.cost.job_time_s), present::cost_text(e.cost),
            fmt::format("{:.1f} kW", e.power.peak_power_w / 1e3), ftplan::format_energy(e.cost.energy_kwh),
            fmt::format("{:.0f}", e.step.tokens_per_s), fmt::format("{:.0f}%", 100 * e.step.mfu),
            ftplan::format_bytes(e.memory.gpu_peak_bytes()), c.meets_constraints ? "yes" : "no"});
@@ -161,7 +161,7 @@ void print_best(const plan::Scenario& s, const planner::Result& r) {
     }
     const auto& e = r.candidates[i].evaluation;
     fmt::print("  {:<18} {} — {}, {}, {:.1f} kW peak\n", what, r.candidates[i].plan.name,
-               ftplan::format_duration(e.cost.job_time_s), io::cost_text(e.cost), e.power.peak_power_w / 1e3);
+               ftplan::format_duration(e.cost.job_time_s), present::cost_text(e.cost), e.power.peak_power_w / 1e3);
   };
   line("fastest", r.fastest);
   line("cheapest", r.cheapest);

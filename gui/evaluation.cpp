@@ -11,10 +11,10 @@
 #include "io/output_schema.hpp"
 #include "io/rows.hpp"
 #include "io/scenario_io.hpp"
-#include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
 #include "mutants.hpp"
 #include "plan/checks.hpp"
+#include "present/verdict.hpp"
 
 namespace ftplan::gui {
 
@@ -171,8 +171,8 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
         "{} layouts: {} refused by the checks, {} repeat another, {} do not fit, {} simulated in {:.1f} s; "
         "{} on the Pareto front of job time, dollars and peak power. ",
         r.enumerated, r.invalid, r.duplicates, r.pruned_memory, r.simulated, r.seconds, r.pareto.size());
-    out.verdict +=
-        out.plans.empty() ? std::string("No plan meets the constraints.") : io::verdict(out.plans, out.evaluations);
+    out.verdict += out.plans.empty() ? std::string("No plan meets the constraints.")
+                                     : present::verdict(out.plans, out.evaluations);
   } else {
     for (const auto& p : s.plans) {
       if (stopped()) {
@@ -183,15 +183,15 @@ Outcome evaluate(const std::string& text, const std::string& name, const std::fi
     }
     out.plans = s.plans;
     for (std::size_t i = 0; i < s.plans.size(); ++i) out.text_plan.push_back(static_cast<int>(i));
-    out.verdict = io::verdict(s.plans, out.evaluations);
-    out.ownership = io::ownership(s.plans, out.evaluations);
+    out.verdict = present::verdict(s.plans, out.evaluations);
+    out.ownership = present::ownership(s.plans, out.evaluations);
   }
-  out.rent = io::rent_words(out.plans, out.evaluations);
-  out.bought = io::bom_words(out.plans);
-  out.advice = io::advice(s.model, out.plans, out.evaluations);
-  out.comparison = io::comparison(out.plans, out.evaluations);
+  out.rent = present::rent_words(out.plans, out.evaluations);
+  out.bought = present::bom_words(out.plans);
+  out.advice = present::advice(s.model, out.plans, out.evaluations);
+  out.comparison = present::comparison(out.plans, out.evaluations);
   out.answer = out.plans.empty() ? std::string("No plan meets the constraints.")
-                                 : io::answer(out.search ? as_named : out.plans, out.evaluations, s.constraints);
+                                 : present::answer(out.search ? as_named : out.plans, out.evaluations, s.constraints);
   for (std::size_t i = 0; i < out.plans.size(); ++i)
     out.fixes.push_back(out.evaluations[i].memory.fits ? std::vector<footprint::FitChange>{}
                                                        : footprint::what_would_fit(s.model, out.plans[i]));

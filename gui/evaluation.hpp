@@ -1,6 +1,6 @@
 // What the GUI evaluates: scenario text plus the what-if knobs on top, through the same reader,
 // checks and evaluation the CLI uses (io::parse_scenario, plan::check_plan, evaluate::evaluate_plan,
-// io::verdict). Qt-free, so it runs on a worker thread and in tests.
+// present::verdict). Qt-free, so it runs on a worker thread and in tests.
 #pragma once
 
 #include <atomic>
@@ -13,10 +13,10 @@
 #include "footprint/footprint.hpp"
 #include "hardware/hardware.hpp"
 #include "io/results.hpp"
-#include "io/verdict.hpp"
 #include "model/zoo.hpp"
 #include "plan/scenario.hpp"
 #include "planner/planner.hpp"
+#include "present/verdict.hpp"
 
 namespace ftplan::gui {
 
@@ -41,16 +41,16 @@ struct Outcome {
   std::vector<int> text_plan;
   // A `search` scenario's whole result (shared: an edit of the text's plans alone reuses it).
   std::shared_ptr<const planner::Result> search;
-  std::string search_key;     // what the search depends on (search_key of the text and knobs)
-  io::Comparison comparison;  // the table `ftplan compare` prints, cell by cell
-  std::string answer;         // io::answer: the winner under the constraints, in one line
+  std::string search_key;          // what the search depends on (search_key of the text and knobs)
+  present::Comparison comparison;  // the table `ftplan compare` prints, cell by cell
+  std::string answer;              // present::answer: the winner under the constraints, in one line
   std::string verdict;
-  // What compare prints under its verdict: the owned plans' crossover (io::ownership; "" unless
-  // two owned plans fit and are priced) and its notes (io::advice).
+  // What compare prints under its verdict: the owned plans' crossover (present::ownership; "" unless
+  // two owned plans fit and are priced) and its notes (present::advice).
   std::string ownership;
   std::vector<std::string> advice;
-  std::string rent;    // where each rented plan's rate comes from (io::rent_words); "" when none is rented
-  std::string bought;  // what each plan's capex buys (io::bom_words); "" when no plan has a bill
+  std::string rent;    // where each rented plan's rate comes from (present::rent_words); "" when none is rented
+  std::string bought;  // what each plan's capex buys (present::bom_words); "" when no plan has a bill
   // For each shown plan that does not fit in memory: what would (footprint::what_would_fit), nearest first.
   std::vector<std::vector<footprint::FitChange>> fixes;
   std::vector<std::string> errors;  // "name:line:col: key: message" or "plan 'X': key: message"

@@ -78,10 +78,10 @@
 #include "io/import/import.hpp"
 #include "io/output_file.hpp"
 #include "io/scenario_edit.hpp"
-#include "io/verdict.hpp"
 #include "io/yaml_edit.hpp"
 #include "model/model.hpp"
 #include "mutants.hpp"
+#include "present/verdict.hpp"
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
 #include "timeline_panel.hpp"
@@ -1415,11 +1415,11 @@ void MainWindow::export_charts_dialog() {
   if (!file.isEmpty()) export_charts(file.toStdString());
 }
 
-// `ftplan compare`'s table (io::comparison): each plan, and each after the first against the
+// `ftplan compare`'s table (present::comparison): each plan, and each after the first against the
 // first; a plan that does not fit is shaded and has no time or dollars; why, and what would fit.
 void MainWindow::show_table(const Outcome& o) {
   const std::vector<plan::Plan>& plans = o.plans;
-  const io::Comparison& c = o.comparison;
+  const present::Comparison& c = o.comparison;
   const int n = static_cast<int>(plans.size());
   // The pinned baseline's plan of the same name as shown plan i.
   constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -1614,7 +1614,7 @@ void MainWindow::show_charts(const Outcome& o) {
     double max = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const bool ok = ev[i].feasible();
-      labels << names[static_cast<int>(i)] + "  " + (ok ? q(io::cost_text(ev[i].cost)) : "does not fit");
+      labels << names[static_cast<int>(i)] + "  " + (ok ? q(present::cost_text(ev[i].cost)) : "does not fit");
       if (ok && ev[i].cost.priced()) max = std::max(max, ev[i].cost.cost_usd);
     }
     for (std::size_t i = n; i-- > 0;) {
@@ -1771,7 +1771,7 @@ void MainWindow::show_search(const Outcome& o) {
       *picks << p;
     shared->push_back(Point{p,
                             q(fmt::format("{}\n{}, {}, {:.1f} kW peak, {} GPU memory{}", c.plan.name,
-                                          ftplan::format_duration(e.cost.job_time_s), io::money(e.cost.cost_usd),
+                                          ftplan::format_duration(e.cost.job_time_s), present::money(e.cost.cost_usd),
                                           e.power.peak_power_w / 1e3, ftplan::format_bytes(e.memory.gpu_peak_bytes()),
                                           c.meets_constraints ? "" : "\n(misses the constraints)")),
                             static_cast<int>(i)});
@@ -1835,7 +1835,7 @@ void MainWindow::show_search(const Outcome& o) {
     limit(q("deadline " + ftplan::format_duration(k.deadline_s)), {k.deadline_s / 3600, ymin},
           {k.deadline_s / 3600, ymax}, QColor(200, 120, 0));
   if (k.budget_usd > 0)
-    limit(q("budget " + io::money(k.budget_usd)), {xmin, k.budget_usd}, {xmax, k.budget_usd}, QColor(120, 0, 160));
+    limit(q("budget " + present::money(k.budget_usd)), {xmin, k.budget_usd}, {xmax, k.budget_usd}, QColor(120, 0, 160));
   if (k.peak_power_w > 0)
     chart->setTitle(chart->title() +
                     q(fmt::format(" (peak power limit {:.1f} kW: grey points miss it)", k.peak_power_w / 1e3)));

@@ -17,7 +17,7 @@ set(floors
     "sim"           # 6: the simulator
     "cost"          # 7: power, energy, dollars
     "evaluate"      # 8: one plan through the chain
-    "planner"       # 9: searches
+    "planner present"  # 9: searches; a comparison in words and cells (verdict, advice, answer, money)
     "io"            # 10: files and words
     "sweep")        # 11: sweeps, their files and journals
 # Includes allowed across the rule, each with its reason: AREA:FILE.

@@ -45,7 +45,7 @@
 #include "gui/timeline_view.hpp"
 #include "io/catalog_io.hpp"
 #include "io/model_io.hpp"
-#include "io/verdict.hpp"
+#include "present/verdict.hpp"
 
 using ftplan::gui::MainWindow;
 namespace fs = std::filesystem;
@@ -188,7 +188,7 @@ class MainWindowTest : public QObject {
                QString::fromStdString(ftplan::format_bytes(e.memory.gpu_peak_bytes())));
       // No time or dollars for a plan that does not fit; cents below $100.
       QCOMPARE(cell(table, "cost", c),
-               e.feasible() ? QString::fromStdString(ftplan::io::money(e.cost.cost_usd)) : QString("-"));
+               e.feasible() ? QString::fromStdString(ftplan::present::money(e.cost.cost_usd)) : QString("-"));
       QCOMPARE(cell(table, "job time", c),
                e.feasible() ? QString::fromStdString(ftplan::format_duration(e.cost.job_time_s)) : QString("-"));
       // The MFU row, computed here from the evaluation, and every column shown.

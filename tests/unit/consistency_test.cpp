@@ -14,9 +14,9 @@
 #include "gui/evaluation.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "io/verdict.hpp"
 #include "plan/checks.hpp"
 #include "planner/planner.hpp"
+#include "present/verdict.hpp"
 #include "sim/simulate.hpp"
 #include "sweep/sweep.hpp"
 #include "test_support.hpp"
@@ -238,7 +238,7 @@ TEST_CASE("compare says when a plan's fixed micro-batch leaves most of its GPU m
   evaluate::choose_open_knobs(s);  // checkpointing, for micro-batch 1
   std::vector<evaluate::Evaluation> ev;
   for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p));
-  const auto notes = io::advice(s.model, s.plans, ev);
+  const auto notes = present::advice(s.model, s.plans, ev);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find(s.plans[1].name) == 0);
   CHECK(notes[0].find("read from flash 8 times a step") != std::string::npos);

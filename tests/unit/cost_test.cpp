@@ -7,7 +7,7 @@
 #include "footprint/footprint.hpp"
 #include "io/results.hpp"
 #include "io/scenario_io.hpp"
-#include "io/verdict.hpp"
+#include "present/verdict.hpp"
 #include "test_support.hpp"
 
 using namespace ftplan;
@@ -152,7 +152,7 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
   auto c = cost::dollars(teton, rent, pw, 10, 540, 1e6, 0);
   CHECK_FALSE(c.priced());
   CHECK(c.unpriced.find("no hourly rate") != std::string::npos);
-  CHECK(io::cost_text(c) == "no price");
+  CHECK(present::cost_text(c) == "no price");
   rent.rent_usd_per_hour = 20;
   CHECK(cost::dollars(teton, rent, pw, 10, 540, 1e6, 0).priced());
   plan::CostSpec own;
@@ -175,15 +175,15 @@ TEST_CASE("a plan the catalog cannot price has no dollars, says why, and no answ
       "t.yaml", test::data_dir(), test::zoo(), test::catalog());
   std::vector<evaluate::Evaluation> ev;
   for (const auto& p : s.plans) ev.push_back(evaluate::evaluate_plan(s.model, p, {}));
-  const std::string a = io::answer(s.plans, ev, s.constraints);
+  const std::string a = present::answer(s.plans, ev, s.constraints);
   CHECK(a.rfind("Cheapest: sxm, $", 0) == 0);
   CHECK(a.find("teton is left out: no hourly rate") != std::string::npos);
   // Alone, and with no constraint set, the answer says what it lacks (it read "No plan meets the
   // constraints: ...").
   const std::vector<plan::Plan> alone = {s.plans[0]};
   const std::vector<evaluate::Evaluation> alone_ev = {ev[0]};
-  CHECK(io::answer(alone, alone_ev, s.constraints).rfind("No plan has a price to rank it by: teton is left out", 0) ==
-        0);
+  CHECK(present::answer(alone, alone_ev, s.constraints)
+            .rfind("No plan has a price to rank it by: teton is left out", 0) == 0);
   const io::Row row = io::cost_row(s.plans[0], ev[0].memory, ev[0].step, ev[0].power, ev[0].cost);
   REQUIRE(row.get("cost_usd"));
   CHECK(std::holds_alternative<std::nullptr_t>(*row.get("cost_usd")));
@@ -361,7 +361,7 @@ TEST_CASE("compare says which owned plan is cheapest for how many jobs a year, a
   const auto owning = [](const plan::Scenario& sc) {
     std::vector<evaluate::Evaluation> ev;
     for (const auto& p : sc.plans) ev.push_back(evaluate::evaluate_plan(sc.model, p, {}));
-    return io::ownership(sc.plans, ev);
+    return present::ownership(sc.plans, ev);
   };
   CHECK(owning(s).empty());
   for (auto& p : s.plans) p.cost.mode = plan::CostSpec::Mode::own;

@@ -47,7 +47,7 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
     return *at;
   };
   CHECK(base.comparison.basis == "rented, billed per second");
-  CHECK(row(base, "cost").cells[0] == io::money(base.evaluations[0].cost.cost_usd));
+  CHECK(row(base, "cost").cells[0] == present::money(base.evaluations[0].cost.cost_usd));
   CHECK(row(base, "cost").cells[0].find('.') != std::string::npos);  // $82.78, not $83
   CHECK(!row(base, "job time").vs_first[1].empty());
   CHECK(row(base, "GPU time not computing").cells[1].find("GPU-h") != std::string::npos);
@@ -75,13 +75,13 @@ TEST_CASE("the GUI evaluates a scenario's plans as the CLI's compare does, and a
   CHECK(json.contains("advice"));
   CHECK(json["ownership"].is_null());
   // compare's "Rent:" line: where each rented plan's rate comes from.
-  CHECK(json["rent"] == io::rent_words(base.plans, base.evaluations));
+  CHECK(json["rent"] == present::rent_words(base.plans, base.evaluations));
   CHECK(json["rent"].get<std::string>().find("no cloud rents Workstation with 4x RTX 6000 Ada") != std::string::npos);
   // compare's "Bought" line: what each plan's capex buys, the parts the tiered plan adds included.
-  CHECK(json["bought"] == io::bom_words(base.plans));
+  CHECK(json["bought"] == present::bom_words(base.plans));
   CHECK(json["bought"].get<std::string>().find("4 x NVIDIA DGX H100 at $300,000 = $1,200,000") != std::string::npos);
   CHECK(json["bought"].get<std::string>().find("+2 x Gigabyte AI TOP 100E") != std::string::npos);
-  const auto notes = io::advice(base.scenario->model, base.plans, base.evaluations);
+  const auto notes = present::advice(base.scenario->model, base.plans, base.evaluations);
   if (notes.empty())
     CHECK(json["advice"].is_null());
   else

@@ -1,16 +1,18 @@
-// The plain-language verdict of a comparison: each plan against the first, stating the trade-off
-// honestly (GPUs, peak power, cost, time, energy), and which plans do not fit.
+// Presentation (issue 44: its own area, above evaluate): what a comparison of evaluated plans says
+// in words and cells, for `ftplan compare` and `plan` and the GUI alike: the verdict (each plan
+// against the first, the trade-off stated honestly: GPUs, peak power, cost, time, energy, which
+// plans do not fit), the advice, the comparison table, the one-line answer, money and its basis.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "io/results.hpp"
+#include "evaluate/evaluate.hpp"
 #include "model/model.hpp"
 #include "plan/plan.hpp"
 #include "plan/search_spec.hpp"
 
-namespace ftplan::io {
+namespace ftplan::present {
 
 std::string verdict(const std::vector<plan::Plan>& plans, const std::vector<evaluate::Evaluation>& evaluations);
 
@@ -70,4 +72,4 @@ std::string rent_words(const std::vector<plan::Plan>& plans, const std::vector<e
 // no plan has a bill.
 std::string bom_words(const std::vector<plan::Plan>& plans);
 
-}  // namespace ftplan::io
+}  // namespace ftplan::present

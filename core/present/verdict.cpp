@@ -1,4 +1,4 @@
-#include "io/verdict.hpp"
+#include "present/verdict.hpp"
 
 #include <cmath>
 
@@ -10,7 +10,7 @@
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
 
-namespace ftplan::io {
+namespace ftplan::present {
 
 std::string ratio_words(double a, double b, const char* less_word, const char* more_word) {
   if (a <= 0 || b <= 0) return "";
@@ -435,4 +435,4 @@ std::vector<std::string> advice(const model::ModelSpec& model, const std::vector
   return out;
 }
 
-}  // namespace ftplan::io
+}  // namespace ftplan::present
