@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +22,7 @@
 #include "runtime/process.hpp"
 #include "runtime/uring.hpp"
 #include "sim/simulate.hpp"
+#include "state_file.hpp"
 #include "tiers.hpp"
 
 namespace ftplan::exec {
@@ -638,19 +638,6 @@ void Runner::read_part(const Part& part, std::size_t c, std::byte* out) {
   }
 }
 
-// The state file: a header of six 64-bit words (magic, the IR's fingerprint, steps done,
-// trainable parameters, delayed-update gradients kept, FNV-1a 64 of the payload), then per chunk
-// its master weights, m and v (fp32), then the kept gradients (fp32). Host byte order: a state
-// file is read back by the machine that wrote it.
-constexpr std::uint64_t kStateMagic = 0x31545358454c5046ULL;  // "FPLEXST1" in little-endian order
-constexpr std::size_t kStateHeader = 6;
-
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 14695981039346656037ULL) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
-
 std::uint64_t Runner::fingerprint() const {
   // What the state's meaning depends on: the ops and tensors of the step (model, plan, scale),
   // the chunks the optimizer steps and whether its update is delayed.
@@ -667,9 +654,10 @@ std::uint64_t Runner::fingerprint() const {
 }
 
 void Runner::save_state(int steps_done) {
-  const std::size_t kept = have_previous_ ? previous_grads_.size() : 0;
-  std::vector<float> state(3 * params_ + kept);
-  float* payload = state.data();
+  SavedState state;
+  state.kept = have_previous_ ? previous_grads_.size() : 0;
+  state.payload.resize(3 * params_ + state.kept);
+  float* payload = state.payload.data();
   for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
     const std::size_t k = chunk_params_[c], begin = chunk_begin_[c];
     float* out = payload + 3 * begin;
@@ -681,50 +669,28 @@ void Runner::save_state(int steps_done) {
     read_part(master_, c, reinterpret_cast<std::byte*>(out));
     read_part(moments_, c, reinterpret_cast<std::byte*>(out + k));
   }
-  std::copy_n(previous_grads_.begin(), kept, payload + 3 * params_);
-  const std::uint64_t header[kStateHeader] = {kStateMagic, fingerprint(), static_cast<std::uint64_t>(steps_done),
-                                              params_,     kept,          fnv1a(state.data(), state.size() * 4)};
-  std::string text(sizeof header + state.size() * 4, '\0');
-  std::memcpy(text.data(), header, sizeof header);
-  std::memcpy(text.data() + sizeof header, state.data(), state.size() * 4);
-  io::write_file_atomically(opt_.state_file, text);
+  std::copy_n(previous_grads_.begin(), state.kept, payload + 3 * params_);
+  write_state_file(opt_.state_file, fingerprint(), steps_done, params_, state);
 }
 
 void Runner::load_state() {
+  std::optional<SavedState> saved = read_state_file(opt_.state_file, fingerprint(), params_);
+  if (!saved) return;
   const std::string path = opt_.state_file.string();
-  std::ifstream in(opt_.state_file, std::ios::binary);
-  if (!in) return;  // no state yet: a fresh start
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::uint64_t h[kStateHeader] = {};
-  if (text.size() < sizeof h)
-    throw InputError({path, 0, 0}, "", fmt::format("not an executor state file ({} bytes)", text.size()));
-  std::memcpy(h, text.data(), sizeof h);
-  if (h[0] != kStateMagic) throw InputError({path, 0, 0}, "", "not an executor state file");
-  if (h[1] != fingerprint() || h[3] != params_)
-    throw InputError(
-        {path, 0, 0}, "",
-        "holds the state of another step (model, plan, scale or placement differ); remove it or give another file");
-  const std::size_t kept = h[4];
-  if (text.size() != sizeof h + (3 * params_ + kept) * 4)
-    throw InputError(
-        {path, 0, 0}, "",
-        fmt::format("{} bytes where the header says {}", text.size(), sizeof h + (3 * params_ + kept) * 4));
-  if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
-    throw InputError({path, 0, 0}, "", "checksum mismatch (the file is corrupt)");
   // A finished run (every step done): the same command again runs the steps again from the start
   // (it once stopped with "nothing to resume" and printed no result), and its state replaces this.
-  if (h[2] >= static_cast<std::uint64_t>(std::max(1, opt_.steps))) {
-    notes_.push_back(fmt::format("{} holds a finished run ({} steps): started over", path, h[2]));
+  if (saved->steps_done >= std::max(1, opt_.steps)) {
+    notes_.push_back(fmt::format("{} holds a finished run ({} steps): started over", path, saved->steps_done));
     return;
   }
-  first_step_ = static_cast<int>(h[2]);
-  resume_.resize(3 * params_);
-  std::memcpy(resume_.data(), text.data() + sizeof h, 3 * params_ * 4);
-  if (kept > 0) {
-    previous_grads_.resize(kept);
-    std::memcpy(previous_grads_.data(), text.data() + sizeof h + 3 * params_ * 4, kept * 4);
+  first_step_ = saved->steps_done;
+  std::vector<float>& p = saved->payload;
+  if (saved->kept > 0) {
+    previous_grads_.assign(p.begin() + static_cast<std::ptrdiff_t>(3 * params_), p.end());
     have_previous_ = true;
   }
+  p.resize(3 * params_);
+  resume_ = std::move(p);
   if (!state_)
     for (std::size_t c = 0; c < chunk_params_.size(); ++c) {
       const std::size_t k = chunk_params_[c], begin = chunk_begin_[c];
@@ -1439,18 +1405,6 @@ Measured Runner::run() {
 }
 
 }  // namespace
-
-int state_steps(const std::filesystem::path& state_file) {
-  std::ifstream in(state_file, std::ios::binary | std::ios::ate);
-  if (!in) return -1;
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  std::uint64_t h[kStateHeader] = {};
-  in.seekg(0);
-  if (size < sizeof h || !in.read(reinterpret_cast<char*>(h), sizeof h) || h[0] != kStateMagic ||
-      size != sizeof h + (3 * h[3] + h[4]) * 4)
-    return -1;
-  return static_cast<int>(h[2]);
-}
 
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options) {
   Runner r(ir, plan, device, options);

@@ -152,7 +152,7 @@ struct Measured {
 // comes back as ok = false with the problem; it never throws for such input.
 Measured run(const schedule::StepIR& ir, const plan::Plan& plan, Device& device, const Options& options);
 
-// Steps done by the state in `state_file` (Options::state_file); -1 when there is none or it is
+// Steps done by the state in `state_file` (Options::state_file; exec/state_file.hpp); -1 when there is none or it is
 // not a whole state file.
 int state_steps(const std::filesystem::path& state_file);
 
