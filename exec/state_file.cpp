@@ -47,12 +47,14 @@ std::optional<SavedState> read_state_file(const std::filesystem::path& path, std
   std::memcpy(h, text.data(), sizeof h);
   if (h[0] != kStateMagic) throw bad("not an executor state file");
   if (h[1] != fingerprint || h[3] != params)
-    throw bad("holds the state of another step (model, plan, scale or placement differ); remove it or give another file");
+    throw bad(
+        "holds the state of another step (model, plan, scale or placement differ); remove it or give another file");
   SavedState s;
   s.kept = h[4];
   if (text.size() != sizeof h + (3 * params + s.kept) * 4)
     throw bad(fmt::format("{} bytes where the header says {}", text.size(), sizeof h + (3 * params + s.kept) * 4));
-  if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5]) throw bad("checksum mismatch (the file is corrupt)");
+  if (fnv1a(text.data() + sizeof h, text.size() - sizeof h) != h[5])
+    throw bad("checksum mismatch (the file is corrupt)");
   s.steps_done = static_cast<int>(h[2]);
   s.payload.resize(3 * params + s.kept);
   std::memcpy(s.payload.data(), text.data() + sizeof h, s.payload.size() * 4);

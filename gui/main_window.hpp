@@ -31,10 +31,10 @@ class QSplitter;
 class QTabWidget;
 class QTableWidget;
 class QTimer;
-class QChartView;
 
 namespace ftplan::gui {
 
+class ChartsPanel;
 class TimelinePanel;
 class SweepWindow;
 
@@ -143,8 +143,6 @@ class MainWindow : public QMainWindow {
   void redraw();  // table and charts of shown_ (against pinned_)      // kept in shown_ when it evaluated
   void show_errors(const Outcome& outcome);
   void show_table(const Outcome& outcome);
-  void show_charts(const Outcome& outcome);
-  void show_search(const Outcome& outcome);
   bool write_or_warn(const QString& file, const std::string& text);  // atomically; false after a message
   void warn(const std::string& message);                             // a message box (stderr off screen)
   void replace_text(const std::string& text);                        // one edit of the document, so Undo takes it back
@@ -171,14 +169,7 @@ class MainWindow : public QMainWindow {
   QTableWidget* table_ = nullptr;
   QSplitter* table_split_ = nullptr;  // the table over the verdict and the charts
   QLabel* verdict_ = nullptr;
-  QTabWidget* tabs_ = nullptr;
-  QChartView* time_chart_ = nullptr;
-  QChartView* cost_chart_ = nullptr;
-  QChartView* memory_chart_ = nullptr;
-  QChartView* host_chart_ = nullptr;
-  QChartView* nvme_chart_ = nullptr;
-  QChartView* cxl_chart_ = nullptr;  // shown where a plan has CXL memory expanders
-  QChartView* search_chart_ = nullptr;
+  ChartsPanel* charts_ = nullptr;  // the charts' tabs, and the step timeline's
   // Per-plan controls: written into the chosen plan's text.
   QGroupBox* plan_box_ = nullptr;
   QComboBox* plan_pick_ = nullptr;
