@@ -11,6 +11,7 @@
 #include "inventory/inventory.hpp"
 #include "io/results.hpp"
 #include "plan/checks.hpp"
+#include "present/layout.hpp"
 #include "scenario_source.hpp"
 #include "table.hpp"
 
@@ -63,11 +64,10 @@ void print_detail(const model::ModelSpec& m, const plan::Plan& p, const footprin
 // Less than this apart, the node's most demanding stage is the GPU-peak stage (rounding).
 constexpr double kOtherStagesShown = 1 << 20;
 
-void print_plan(const plan::Plan& p, const footprint::Footprint& f, int max_mb, std::int64_t max_seq,
-                const std::vector<footprint::FitChange>& changes) {
-  fmt::print("== {} — {} x {}, {} x {} x {} (dp x tp x pp), {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(),
-             p.cluster.gpu.display_name, p.parallel.dp, p.parallel.tp, p.parallel.pp, plan::sharding_in_effect(p).label,
-             p.job.micro_batch, p.job.seq_len);
+void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footprint::Footprint& f, int max_mb,
+                std::int64_t max_seq, const std::vector<footprint::FitChange>& changes) {
+  fmt::print("== {} — {} x {}, {}, {}, micro-batch {} x seq {}\n", p.name, p.cluster.gpus(), p.cluster.gpu.display_name,
+             present::layout_words(p, model), plan::sharding_in_effect(p).label, p.job.micro_batch, p.job.seq_len);
   // The node's tiers beside the GPU's columns: host DRAM and NVMe always, CXL memory where the node
   // has expanders or the plan places state there.
   std::vector<plan::Tier> node_tiers;
@@ -149,7 +149,7 @@ int cmd_memory(const std::vector<std::string>& argv) {
     const std::int64_t max_seq = footprint::max_seq_len(s.model, p);
     const auto changes = footprint::what_would_fit(s.model, p);
     if (app.format() == Format::table) {
-      print_plan(p, f, max_mb, max_seq, changes);
+      print_plan(p, s.model, f, max_mb, max_seq, changes);
       if (args.flag("detail")) print_detail(s.model, p, f);
       continue;
     }

@@ -17,6 +17,7 @@
 #include "io/results.hpp"
 #include "plan/checks.hpp"
 #include "plan/framework.hpp"
+#include "present/layout.hpp"
 #include "scenario_source.hpp"
 #include "schedule/step_ir.hpp"
 #include "sim/simulate.hpp"
@@ -36,28 +37,6 @@ std::string sharding(const plan::Plan& p) {
                   p.job.zero3_fetch == plan::Zero3Fetch::per_parameter
               ? " (per-parameter fetch)"
               : "");
-}
-
-// The layout: "dp 24 x tp 8 x pp 8 (interleaved x2)", with cp, ep and SP when used.
-std::string layout(const plan::Plan& p, const model::ModelSpec& model) {
-  const plan::Parallel& q = p.parallel;
-  std::string out = fmt::format("dp {} x tp {}{} x pp {}", q.dp, q.tp,
-                                q.sequence_parallel ? (q.async_tp ? " (SP, async)" : " (SP)") : "", q.pp);
-  if (q.pp > 1)
-    out += q.schedule == plan::PipelineSchedule::interleaved ? fmt::format(" (interleaved 1F1B x{})", q.virtual_stages)
-                                                             : fmt::format(" ({})", plan::to_string(q.schedule));
-  if (q.pp > 1 && (q.first_stage_layers > 0 || q.last_stage_layers > 0)) {
-    std::vector<int> layers;
-    for (int s = 0; s < q.pp; ++s) {
-      const auto [a, b] =
-          inventory::stage_layers(model.total_layers(), q.pp, s, q.first_stage_layers, q.last_stage_layers);
-      layers.push_back(b - a);
-    }
-    out += fmt::format(" layers {}", fmt::join(layers, "/"));
-  }
-  if (q.cp > 1) out += fmt::format(" x cp {}", q.cp);
-  if (q.ep > 1) out += fmt::format(", ep {}", q.ep);
-  return out;
 }
 
 // With a trace: which streams of the traced rank the step's critical path (des::critical_path: what
@@ -88,8 +67,8 @@ void print_plan(const plan::Plan& p, const model::ModelSpec& model, const footpr
                 const sim::StepResult& s, double steps, bool one_step_default) {
   fmt::print("== {} — {} x {}, {}, {}, {}, micro-batch {}{} x seq {}, {} accumulation step(s), checkpointing {}{}\n",
              p.name, p.cluster.gpus(), p.cluster.gpu.display_name, plan::framework_row(p.job.framework).display_name,
-             layout(p, model), sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "", p.job.seq_len,
-             plan::grad_accumulation_steps(p), plan::to_string(p.job.checkpointing),
+             present::layout_words(p, model), sharding(p), p.job.micro_batch, p.job.micro_batch_auto ? " (auto)" : "",
+             p.job.seq_len, plan::grad_accumulation_steps(p), plan::to_string(p.job.checkpointing),
              p.job.checkpointing_auto ? " (auto)" : "");
   if (!f.fits) fmt::print("does not fit: {}\n", f.infeasible_reason);
   if (!s.ok) fmt::print("simulation: {}\n", s.problem);
