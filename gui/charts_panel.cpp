@@ -36,14 +36,11 @@
 #include "inventory/inventory.hpp"
 #include "mutants.hpp"
 #include "present/verdict.hpp"
+#include "words.hpp"
 
 namespace ftplan::gui {
 
 namespace {
-
-QString q(const std::string& s) { return QString::fromStdString(s); }
-
-constexpr double kGiB = 1u << 30;
 
 // One colour per memory category, the same in every chart, scenario and edit (Tableau 10's, each
 // dark enough to read on white). Taken by position from the theme, a colour moved whenever a

@@ -62,10 +62,12 @@
 #include "io/yaml_edit.hpp"
 #include "model/model.hpp"
 #include "mutants.hpp"
+#include "plan_form.hpp"
 #include "present/verdict.hpp"
 #include "sim/simulate.hpp"
 #include "sweep_window.hpp"
 #include "timeline_panel.hpp"
+#include "words.hpp"
 
 namespace ftplan::gui {
 
@@ -75,16 +77,6 @@ namespace {
 constexpr const char* kAnswerStyle = "QLabel { background: #e8f3e8; padding: 6px; font-weight: bold; }";
 constexpr const char* kStaleStyle = "QLabel { background: #fbe6bf; padding: 6px; font-weight: bold; }";
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
-
-// An enum's names as the scenario reader takes them (its table, common/enum_names.hpp), after
-// `first` (a combo's "as written"): the choices of a combo box.
-template <class E>
-QStringList choices(QStringList first = {}) {
-  for (const std::string& name : names_of<E>()) first << q(name);
-  return first;
-}
-
 // Ends `form` with OK and Cancel and runs its dialog: true when it was accepted.
 bool accepted(QDialog& dialog, QFormLayout* form) {
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
@@ -93,8 +85,6 @@ bool accepted(QDialog& dialog, QFormLayout* form) {
   form->addRow(buttons);
   return dialog.exec() == QDialog::Accepted;
 }
-
-constexpr double kGiB = 1u << 30;
 
 // A plan's name on lines of at most `width` characters, broken at spaces (a column header never
 // hides the GPU count in an ellipsis).
@@ -143,82 +133,10 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   form->addRow("precision", precision_);
 
   // Per-plan controls: each edit is written into the chosen plan's text (io::set_plan_keys).
-  plan_box_ = new QGroupBox("Plan (edits are written into its text)");
-  plan_box_->setObjectName("plan_box");
-  auto* plan_form = new QFormLayout(plan_box_);
-  const auto spin = [&](const char* name, int lo, int hi, const char* special = nullptr) {
-    auto* b = new QSpinBox;
-    b->setObjectName(name);
-    b->setRange(lo, hi);
-    if (special) b->setSpecialValueText(special);
-    return b;
-  };
-  const auto combo = [&](const char* name, const std::vector<std::string>& items) {
-    auto* c = new QComboBox;
-    c->setObjectName(name);
-    for (const auto& i : items) c->addItem(q(i));
-    return c;
-  };
-  plan_pick_ = new QComboBox;
-  plan_pick_->setObjectName("plan_pick");
-  gpu_ = combo("gpu", catalog.gpu_names());
-  node_ = combo("node", catalog.node_names());
-  gpus_ = spin("gpus", 1, plan::kMaxGpus);
-  tp_ = spin("tp", 1, 1024);
-  pp_ = spin("pp", 1, 1024);
-  dp_ = spin("dp", 0, plan::kMaxGpus, "auto");
-  cp_ = spin("cp", 1, 1024);
-  zero_ = spin("zero", 0, 3);
-  offload_ = new QComboBox;
-  offload_->setObjectName("offload");
-  offload_->addItems(choices<plan::OffloadPreset>());
-  offload_->setToolTip("Writes offload: {preset: ...}: the preset's placements replace any written by hand.");
-  dram_ = spin("dram", 1, 1 << 20);
-  dram_->setSuffix(" GiB");
-  dram_->setToolTip("Host DRAM per node (cluster.dram)");
-  // A node's devices of one kind: the catalog's names (or none) and how many.
-  const auto device_row = [&](const char* name, std::vector<std::string> names, const char* tip, QComboBox*& pick,
-                              QSpinBox*& count) {
-    names.insert(names.begin(), "(none)");
-    pick = combo(name, names);
-    count = spin((std::string(name) + "_count").c_str(), 0, 64);
-    count->setToolTip(tip);
-    auto* row = new QHBoxLayout;
-    row->addWidget(pick, 1);
-    row->addWidget(new QLabel("×"));
-    row->addWidget(count);
-    return row;
-  };
-  auto* drive_row =
-      device_row("drive", catalog.drive_names(), "Drives per node (cluster.drives)", drive_, drive_count_);
-  auto* expander_row = device_row("expander", catalog.expander_names(),
-                                  "CXL memory expanders per node (cluster.expanders)", expander_, expander_count_);
-  auto* layout_row = new QHBoxLayout;
-  for (auto [label, box] : {std::pair{"tp", tp_}, std::pair{"pp", pp_}, std::pair{"dp", dp_}, std::pair{"cp", cp_},
-                            std::pair{"ZeRO", zero_}}) {
-    layout_row->addWidget(new QLabel(label));
-    layout_row->addWidget(box);
-  }
-  auto* gpu_row = new QHBoxLayout;
-  gpu_row->addWidget(gpu_, 1);
-  gpu_row->addWidget(new QLabel("×"));
-  gpu_row->addWidget(gpus_);
-  plan_form->addRow("plan", plan_pick_);
-  plan_form->addRow("GPU", gpu_row);
-  plan_form->addRow("node", node_);
-  plan_form->addRow("layout", layout_row);
-  plan_form->addRow("offload", offload_);
-  plan_form->addRow("DRAM per node", dram_);
-  plan_form->addRow("drives per node", drive_row);
-  plan_form->addRow("CXL expanders per node", expander_row);
-  plan_box_->setEnabled(false);
-  connect(plan_pick_, &QComboBox::currentIndexChanged, this, [this] { fill_plan_controls(); });
-  for (QComboBox* c : {gpu_, node_, offload_, drive_, expander_})
-    connect(c, &QComboBox::activated, this, [this, c] { plan_control_changed(c); });
-  for (QSpinBox* b : {gpus_, tp_, pp_, dp_, cp_, zero_, dram_, drive_count_, expander_count_}) {
-    b->setKeyboardTracking(false);  // a value typed is written once, on Enter or leaving the box
-    connect(b, &QSpinBox::valueChanged, this, [this, b] { plan_control_changed(b); });
-  }
+  plan_form_ = new PlanForm(catalog);
+  connect(plan_form_, &PlanForm::keys_changed, this, [this](int plan, const std::vector<io::PlanKey>& keys) {
+    if (!set_plan_keys(plan, keys)) plan_form_->fill();  // back to what the text says
+  });
 
   editor_ = new QPlainTextEdit;
   editor_->setObjectName("editor");
@@ -239,7 +157,7 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* left_layout = new QVBoxLayout(left);
   left_layout->setContentsMargins(0, 0, 0, 0);
   left_layout->addWidget(knobs);
-  left_layout->addWidget(plan_box_);
+  left_layout->addWidget(plan_form_);
   left_layout->addWidget(new QLabel("Scenario (YAML; edits are evaluated as you type)"));
   left_layout->addWidget(editor_, 1);
   left_layout->addWidget(errors_);
@@ -784,95 +702,10 @@ void MainWindow::redraw() {
         {o.plans[i], o.evaluations[i].feasible() ? std::string() : "does not fit (" + o.evaluations[i].reason() + ")"});
   timeline_->set_plans(o.scenario->model, std::move(traced));
   if (charts_->currentWidget() == timeline_) timeline_->show_if_stale();
-  {
-    const int keep_plan = plan_pick_->currentIndex();
-    const QSignalBlocker quiet(plan_pick_);
-    plan_pick_->clear();
-    for (const auto& p : o.scenario->plans) plan_pick_->addItem(q(p.name));
-    plan_pick_->setCurrentIndex(keep_plan >= 0 && keep_plan < plan_pick_->count() ? keep_plan : 0);
-  }
-  fill_plan_controls();
+  plan_form_->set_plans(o.scenario ? &o.scenario->plans : nullptr);
 }
 
-int MainWindow::control_plan() const {
-  const int i = plan_pick_->currentIndex();
-  return shown_.scenario && i >= 0 && i < static_cast<int>(shown_.scenario->plans.size()) ? i : -1;
-}
-
-void MainWindow::fill_plan_controls() {
-  const int i = control_plan();
-  for (QWidget* w : std::initializer_list<QWidget*>{gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_,
-                                                    drive_, drive_count_, expander_, expander_count_})
-    w->setEnabled(i >= 0);
-  const bool none = shown_.scenario && shown_.scenario->plans.empty();
-  plan_box_->setEnabled(shown_.scenario && !none);
-  plan_box_->setTitle(none ? "Plan (the text has none: click a point in the Search tab to add one)"
-                           : "Plan (edits are written into its text)");
-  if (i < 0) return;
-  const plan::Plan& p = shown_.scenario->plans[static_cast<std::size_t>(i)];
-  const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),
-      m(drive_), n(drive_count_), o(expander_), r(expander_count_);
-  gpu_->setCurrentText(q(p.cluster.gpu.name));
-  node_->setCurrentText(q(p.cluster.node.name));
-  gpus_->setValue(p.cluster.gpus());
-  tp_->setValue(p.parallel.tp);
-  pp_->setValue(p.parallel.pp);
-  dp_->setValue(p.parallel.dp);
-  cp_->setValue(p.parallel.cp);
-  zero_->setValue(p.parallel.zero);
-  offload_->setCurrentText(plan::to_string(p.offload.preset));
-  dram_->setValue(static_cast<int>(std::lround(p.cluster.host.dram_bytes / kGiB)));
-  const auto show = [](const auto& devices, QComboBox* pick, QSpinBox* count) {
-    pick->setCurrentIndex(devices.empty() ? 0 : std::max(0, pick->findText(q(devices.front().first.name))));
-    count->setValue(devices.empty() ? 0 : devices.front().second);
-  };
-  show(p.cluster.drives, drive_, drive_count_);
-  show(p.cluster.expanders, expander_, expander_count_);
-}
-
-// A control's new value, as the plan's keys (docs/scenario-format.md).
-void MainWindow::plan_control_changed(QObject* control) {
-  const int i = control_plan();
-  if (i < 0) return;
-  const auto n = [](const QSpinBox* b) { return std::to_string(b->value()); };
-  std::vector<io::PlanKey> keys;
-  if (control == gpu_)
-    keys = {{"cluster.gpu", gpu_->currentText().toStdString()}};
-  else if (control == node_)
-    keys = {{"cluster.node", node_->currentText().toStdString()}};
-  else if (control == gpus_)
-    keys = {{"cluster.gpus", n(gpus_)}};
-  else if (control == tp_)
-    keys = {{"parallel.tp", n(tp_)}};
-  else if (control == pp_)
-    keys = {{"parallel.pp", n(pp_)}};
-  else if (control == dp_)
-    keys = {{"parallel.dp", dp_->value() == 0 ? std::string() : n(dp_)}};  // auto: no key
-  else if (control == cp_)
-    keys = {{"parallel.cp", n(cp_)}};
-  else if (control == zero_)
-    keys = {{"parallel.zero", n(zero_)}};
-  else if (control == offload_)
-    keys = {{"offload", "{preset: " + offload_->currentText().toStdString() + "}"}};
-  else if (control == dram_)
-    keys = {{"cluster.dram", n(dram_) + " GiB"}};
-  // A device row: its list of one {kind: name, count: n} (a name picked with a count of 0 gets 1).
-  const auto devices = [&](const char* key, const char* kind, QComboBox* pick, QSpinBox* count) {
-    if (control == pick && pick->currentIndex() > 0 && count->value() == 0) {
-      const QSignalBlocker quiet(count);
-      count->setValue(1);
-    }
-    return std::vector<io::PlanKey>{
-        {key, pick->currentIndex() == 0 || count->value() == 0
-                  ? std::string("[]")
-                  : fmt::format("[{{{}: {}, count: {}}}]", kind, pick->currentText().toStdString(), count->value())}};
-  };
-  if (control == drive_ || control == drive_count_)
-    keys = devices("cluster.drives", "drive", drive_, drive_count_);
-  else if (control == expander_ || control == expander_count_)
-    keys = devices("cluster.expanders", "expander", expander_, expander_count_);
-  if (keys.empty() || !set_plan_keys(i, keys)) fill_plan_controls();  // back to what the text says
-}
+int MainWindow::control_plan() const { return plan_form_->current(); }
 
 void MainWindow::warn(const std::string& message) {
   statusBar()->showMessage(q(message));

@@ -35,6 +35,7 @@ class QTimer;
 namespace ftplan::gui {
 
 class ChartsPanel;
+class PlanForm;
 class TimelinePanel;
 class SweepWindow;
 
@@ -146,8 +147,6 @@ class MainWindow : public QMainWindow {
   bool write_or_warn(const QString& file, const std::string& text);  // atomically; false after a message
   void warn(const std::string& message);                             // a message box (stderr off screen)
   void replace_text(const std::string& text);                        // one edit of the document, so Undo takes it back
-  void fill_plan_controls();                                         // from the chosen text plan, without writing
-  void plan_control_changed(QObject* control);
   void fix_clicked(int row, int column);  // the table's "what would fit" row: a menu of changes
 
   const model::Zoo& zoo_;
@@ -170,23 +169,7 @@ class MainWindow : public QMainWindow {
   QSplitter* table_split_ = nullptr;  // the table over the verdict and the charts
   QLabel* verdict_ = nullptr;
   ChartsPanel* charts_ = nullptr;  // the charts' tabs, and the step timeline's
-  // Per-plan controls: written into the chosen plan's text.
-  QGroupBox* plan_box_ = nullptr;
-  QComboBox* plan_pick_ = nullptr;
-  QComboBox* gpu_ = nullptr;
-  QComboBox* node_ = nullptr;
-  QSpinBox* gpus_ = nullptr;
-  QSpinBox* tp_ = nullptr;
-  QSpinBox* pp_ = nullptr;
-  QSpinBox* dp_ = nullptr;
-  QSpinBox* cp_ = nullptr;
-  QSpinBox* zero_ = nullptr;
-  QComboBox* offload_ = nullptr;
-  QSpinBox* dram_ = nullptr;
-  QComboBox* drive_ = nullptr;
-  QSpinBox* drive_count_ = nullptr;
-  QComboBox* expander_ = nullptr;  // CXL memory expanders per node (cluster.expanders)
-  QSpinBox* expander_count_ = nullptr;
+  PlanForm* plan_form_ = nullptr;  // the per-plan controls, written into the chosen plan's text
   TimelinePanel* timeline_ = nullptr;
   SweepWindow* sweep_window_ = nullptr;  // opened on demand, a window of its own
   QTimer* debounce_ = nullptr;
