@@ -125,7 +125,7 @@ void PlanForm::fill() {
   const bool none = plans_ && plans_->empty();
   setEnabled(plans_ && !none);
   setTitle(none ? "Plan (the text has none: click a point in the Search tab to add one)"
-                           : "Plan (edits are written into its text)");
+                : "Plan (edits are written into its text)");
   if (i < 0) return;
   const plan::Plan& p = (*plans_)[static_cast<std::size_t>(i)];
   const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),

@@ -54,6 +54,17 @@ void judge(Footprint& f, const plan::Plan& plan) {
     reason += fmt::format("{} needs {} of {} {} (short by {})", t.label, ftplan::format_bytes(need),
                           ftplan::format_bytes(have), t.per, ftplan::format_bytes(need - have));
   }
+  // DeepSpeed's optimizer swap takes its sub-groups' buffers from a pool of buffer_count: short of
+  // them, the swapper stops the run (its assertion "ran out of swap buffers").
+  if (f.optimizer_swap_buffers > plan.offload.optimizer_buffer_count) {
+    if (!reason.empty()) reason += "; ";
+    reason += fmt::format(
+        "DeepSpeed's optimizer swap holds {} swap buffers at once ({} sub-group(s) in flight x {}: master, m, v, "
+        "gradient) and offload.optimizer_buffer_count gives {}: the run stops (\"ran out of swap buffers\"); give "
+        "optimizer_buffer_count: {}",
+        f.optimizer_swap_buffers, f.optimizer_swap_buffers / plan::kOptimizerSwapBuffersPerSubGroup,
+        plan::kOptimizerSwapBuffersPerSubGroup, plan.offload.optimizer_buffer_count, f.optimizer_swap_buffers);
+  }
   f.fits = reason.empty();
   f.infeasible_reason = reason;
 }
@@ -174,6 +185,7 @@ Footprint footprint(const inventory::Inventory& inv, const plan::Plan& plan) {
   }
   f.peak_phase = phase;
   f.peak_stage = inv.stage;
+  f.optimizer_swap_buffers = inv.optimizer_swap_buffers;
   f.peak_bytes[plan::tier_index(Tier::gpu)] = f.gpu_reserved_peak_bytes + overhead + f.paged.resident_bytes;
 
   // The node's tiers hold its ranks' shares, each at the tier's own peak; host DRAM also holds the
@@ -198,6 +210,7 @@ Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
   Footprint worst;
   plan::PerTier<double> node{};  // the node's tiers, the most demanding stage's
   TierBytes category_peaks;
+  int swap_buffers = 0;
   inventory::Inventory inv;
   for (int stage = 0; stage < std::max(1, plan.parallel.pp); ++stage) {
     inventory::build_inventory(model, plan, stage, inv);
@@ -205,9 +218,11 @@ Footprint footprint(const model::ModelSpec& model, const plan::Plan& plan) {
     for (std::size_t t = 0; t < plan::kTierCount; ++t) node[t] = std::max(node[t], f.peak_bytes[t]);
     for (int c = 0; c < inventory::kCategories; ++c)
       category_peaks.bytes[c] = std::max(category_peaks.bytes[c], f.gpu_category_peaks.bytes[c]);
+    swap_buffers = std::max(swap_buffers, f.optimizer_swap_buffers);
     if (stage == 0 || f.gpu_peak_bytes() > worst.gpu_peak_bytes()) worst = std::move(f);
   }
   worst.gpu_category_peaks = category_peaks;
+  worst.optimizer_swap_buffers = swap_buffers;
   // A node hosts ranks of several stages; take the most demanding one for every rank (an upper bound).
   for (const plan::TierInfo& t : plan::kTiers)
     if (t.tier != Tier::gpu) worst.peak_bytes[plan::tier_index(t.tier)] = node[plan::tier_index(t.tier)];

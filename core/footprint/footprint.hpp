@@ -55,6 +55,10 @@ struct Footprint {
   int peak_stage = 0;
   bool fits = false;
   std::string infeasible_reason;  // "" when it fits
+  // DeepSpeed's NVMe optimizer swap: the swap buffers it holds at once (the most demanding
+  // stage's; inventory::Inventory::optimizer_swap_buffers), judged against the pool's
+  // offload.optimizer_buffer_count.
+  int optimizer_swap_buffers = 0;
 
   const TierBytes& bytes(plan::Tier t) const { return tiers[plan::tier_index(t)]; }
   double peak(plan::Tier t) const { return peak_bytes[plan::tier_index(t)]; }

@@ -114,6 +114,9 @@ struct Inventory {
   // reduce-scattered once, after the stage's last backward (inventory.cpp says where from).
   bool gathered_for_step = false;
   double tokens_per_micro_batch = 0;  // on this rank (after context parallel)
+  // DeepSpeed's NVMe optimizer swap: the pinned swap buffers its sub-groups in flight hold at once
+  // (plan::kOptimizerSwapBuffersPerSubGroup each); 0 without that swap.
+  int optimizer_swap_buffers = 0;
   RankParams params;
   plan::FrameworkProfile profile;
   plan::PrecisionRecipe recipe;

@@ -31,9 +31,8 @@ constexpr double kZero3PrefetchPerHidden2 = 0.9;
 // to the host (Ren et al. 2021, sec. 4; overlap_comm's double buffer).
 constexpr double kOffloadGradBucketsPerHidden2 = 2.0;
 
-// DeepSpeed offload_param (nvme): buffer_count x buffer_size pinned buffers, defaults 5 and 1e8
-// elements (deepspeed/runtime/zero/offload_config.py, DeepSpeedZeroOffloadParamConfig).
-constexpr int kParamSwapBufferCount = 5;
+// DeepSpeed offload_param (nvme): buffer_count x buffer_size pinned buffers, defaults 5 (Offload's)
+// and 1e8 elements (deepspeed/runtime/zero/offload_config.py, DeepSpeedZeroOffloadParamConfig).
 constexpr double kParamSwapBufferElements = 1e8;
 
 // Optimizer state bytes per trainable parameter, by optimizer (`state_B`: bytes of one state element).
@@ -348,18 +347,21 @@ void add_offload_buffers(Build& b) {
   if (off.params == Tier::nvme) {
     // DeepSpeed offload_param (nvme): buffer_count x buffer_size pinned buffers.
     const double buffer = off.buffer_bytes > 0 ? off.buffer_bytes : kParamSwapBufferElements * b.inv.recipe.compute_B;
-    b.add("parameter swap buffers (pinned)", Category::buffers, Tier::cpu,
-          std::max(kParamSwapBufferCount, off.buffer_count) * buffer, 1, Lifetime::persistent, Element::packed);
+    b.add("parameter swap buffers (pinned)", Category::buffers, Tier::cpu, off.buffer_count * buffer, 1,
+          Lifetime::persistent, Element::packed);
   }
   if (off.optimizer == Tier::nvme) {
-    // DeepSpeed offload_optimizer (nvme): the sub-groups of optimizer state in pinned memory at
-    // once (plan::optimizer_swaps_in_flight; schedule::Builder::swapped_optimizer_step).
+    // DeepSpeed offload_optimizer (nvme): buffer_count pinned fp32 buffers of the largest
+    // sub-group, all allocated at start (optimizer_utils.py OptimizerSwapper: SwapBufferManager(
+    // largest_numel, swap_config.buffer_count, fp32)); the sub-groups in flight at once
+    // (plan::optimizer_swaps_in_flight; schedule::Builder::swapped_optimizer_step) take 4 each.
     const double params = swap_sub_group_params(off, b.trainable_shard);
-    const double chunk = params * kSwapBytesPerElement;
     const double sub_groups = std::ceil(b.trainable_shard / std::max(1.0, params));
     const double in_flight = std::min(sub_groups, static_cast<double>(plan::optimizer_swaps_in_flight(off)));
-    b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu, in_flight * chunk, 1, Lifetime::persistent,
-          Element::packed);
+    b.inv.optimizer_swap_buffers = static_cast<int>(in_flight) * plan::kOptimizerSwapBuffersPerSubGroup;
+    b.add(kOptimizerSwapBuffers, Category::buffers, Tier::cpu,
+          off.optimizer_buffer_count * params * (kSwapBytesPerElement / plan::kOptimizerSwapBuffersPerSubGroup), 1,
+          Lifetime::persistent, Element::packed);
   }
 }
 

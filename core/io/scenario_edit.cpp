@@ -75,6 +75,7 @@ std::string offload_text(const plan::Offload& o) {
   other("pinned", o.pinned, defaults.pinned);
   other("prefetch_depth", o.prefetch_depth, defaults.prefetch_depth);
   other("buffer_count", o.buffer_count, defaults.buffer_count);
+  other("optimizer_buffer_count", o.optimizer_buffer_count, defaults.optimizer_buffer_count);
   other("buffer_size", o.buffer_bytes, defaults.buffer_bytes, " B");  // fmt: the shortest exact digits
   other("chunk_size", o.chunk_bytes, defaults.chunk_bytes, " B");
   other("pipeline_read", o.pipeline_read, defaults.pipeline_read);

@@ -61,6 +61,7 @@ void read_offload(MapView& v, Offload& o) {
   v.get("pinned", o.pinned);
   v.get("prefetch_depth", o.prefetch_depth, 0, 1024);
   v.get("buffer_count", o.buffer_count, 1, 1024);
+  v.get("optimizer_buffer_count", o.optimizer_buffer_count, 1, 1024);
   v.get_quantity("buffer_size", Quantity::bytes, o.buffer_bytes, 1);
   v.get_quantity("chunk_size", Quantity::bytes, o.chunk_bytes, 1);
   v.get("pipeline_read", o.pipeline_read);

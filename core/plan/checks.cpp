@@ -429,6 +429,11 @@ void check_offload(const Plan& plan, const FrameworkProfile& prof, Findings& bad
                                              "offload_param.buffer_size); this plan keeps parameters on {}",
                                              to_string(o.params)));
   }
+  if (o.optimizer != Tier::nvme && o.optimizer_buffer_count != defaults.optimizer_buffer_count)
+    bad("offload.optimizer_buffer_count",
+        fmt::format("counts the optimizer-state swap buffers of offload.optimizer: nvme (DeepSpeed offload_optimizer."
+                    "buffer_count); this plan keeps the optimizer state on {}",
+                    to_string(o.optimizer)));
   if (o.optimizer != Tier::nvme && o.chunk_bytes != defaults.chunk_bytes)
     bad("offload.chunk_size", fmt::format("sizes the optimizer-state swap of offload.optimizer: nvme; this plan keeps "
                                           "the optimizer state on {}",

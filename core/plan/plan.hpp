@@ -206,7 +206,7 @@ struct Offload {
   Tier optimizer_step = Tier::gpu;  // where the optimizer step runs: gpu, or cpu (ZeRO-Offload's CPU Adam)
   bool pinned = true;               // host buffers page-locked
   int prefetch_depth = 1;           // layers fetched ahead
-  int buffer_count = 4;             // swap buffers
+  int buffer_count = 5;             // parameter swap buffers (DeepSpeed offload_param.buffer_count)
   double buffer_bytes = 0;          // each; 0 = one layer's largest tensor
   double chunk_bytes = 0;           // optimizer-state swap chunk; 0 = engine default
   // DeepSpeed's optimizer-state swap pipelining (offload_optimizer.pipeline_read / pipeline_write,
@@ -215,6 +215,10 @@ struct Offload {
   // PartitionedOptimizerSwapper). pipeline_read: the next sub-group's read is issued once this
   // one's has landed, under this one's step and write; pipeline_write: this one's write is waited
   // for only before the next one's (PipelinedOptimizerSwapper). optimizer: nvme only.
+  // DeepSpeed's optimizer-state swap buffers (offload_optimizer.buffer_count, default 4): pinned
+  // fp32 buffers of a sub-group each, all allocated at start (swap_tensor/utils.py SwapBufferManager);
+  // a sub-group in flight takes kOptimizerSwapBuffersPerSubGroup of them.
+  int optimizer_buffer_count = 4;
   bool pipeline_read = false;
   bool pipeline_write = false;
   bool delayed_update = false;  // ZeRO-Offload's one-step delayed parameter update
@@ -227,6 +231,11 @@ struct Offload {
 inline int optimizer_swaps_in_flight(const Offload& o) {
   return 1 + (o.pipeline_read ? 1 : 0) + (o.pipeline_write ? 1 : 0);
 }
+// A sub-group in flight holds one swap buffer per optimizer state tensor (Adam's fp32 master, m,
+// v) and one for its gradient (partitioned_optimizer_swapper.py and pipelined_optimizer_swapper.py
+// _swap_in_optimizer_state: required_buffer_count = len(tensors) + 1 with gradients); a pool of
+// fewer stops the run ("ran out of swap buffers, try increasing 'buffer_count'").
+inline constexpr int kOptimizerSwapBuffersPerSubGroup = 4;
 
 // Sets `o`'s placements to those of its preset (docs/tiered-memory.md); leaves the rest.
 void apply_preset(Offload& o);

@@ -94,8 +94,9 @@ offload.prefetch_depth=4 | | change
 offload.buffer_count=8 | job.framework=deepspeed,parallel.zero=3,offload.params=nvme | change
 offload.buffer_size=2 GiB | job.framework=deepspeed,parallel.zero=3,offload.params=nvme | change
 offload.chunk_size=64 MiB | job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu | change
-offload.pipeline_read=true | job.method=full,job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu,offload.chunk_size=1 GiB | change
-offload.pipeline_write=true | job.method=full,job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu,offload.chunk_size=1 GiB | change
+offload.optimizer_buffer_count=8 | job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu | change
+offload.pipeline_read=true | job.method=full,job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu,offload.chunk_size=1 GiB,offload.optimizer_buffer_count=8 | change
+offload.pipeline_write=true | job.method=full,job.framework=deepspeed,parallel.zero=3,offload.optimizer=nvme,offload.optimizer_step=cpu,offload.chunk_size=1 GiB,offload.optimizer_buffer_count=8 | change
 offload.delayed_update=true | job.framework=deepspeed,parallel.zero=2,offload.optimizer=cpu,offload.optimizer_step=cpu | change
 cluster.gpu=a100-sxm4-80gb | | change
 cluster.gpus=16 | | change
@@ -165,6 +166,7 @@ refused=$(cat <<'EOF'
 offload.buffer_count=8 | job.framework=deepspeed,parallel.zero=3
 offload.buffer_size=2 GiB | job.framework=deepspeed,parallel.zero=3,offload.params=cpu
 offload.chunk_size=64 MiB | job.framework=deepspeed,parallel.zero=3
+offload.optimizer_buffer_count=8 | job.framework=deepspeed,parallel.zero=3,offload.optimizer=cpu,offload.optimizer_step=cpu
 offload.pipeline_read=true | job.framework=deepspeed,parallel.zero=2,offload.optimizer=cpu,offload.optimizer_step=cpu
 offload.pipeline_write=true |
 offload.pinned=false |

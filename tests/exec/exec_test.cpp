@@ -262,6 +262,7 @@ TEST_CASE("offloaded runs end with the in-memory run's parameters, bit for bit")
     p.name = pipelined ? "ZeRO-Infinity, pipelined sub-groups" : "ZeRO-Infinity, sub-groups";
     p.offload.chunk_bytes = 1.6e6;
     p.offload.pipeline_read = p.offload.pipeline_write = pipelined;
+    p.offload.optimizer_buffer_count = pipelined ? 12 : 4;  // 4 a sub-group in flight
     s.plans.push_back(p);
   }
   ScratchDir dir("exec-equal");
@@ -310,6 +311,7 @@ TEST_CASE("offloaded training equals in-memory training: the same losses and par
     p.name = "ZeRO-Infinity, pipelined sub-groups";
     p.offload.chunk_bytes = 1.6e5;
     p.offload.pipeline_read = p.offload.pipeline_write = true;
+    p.offload.optimizer_buffer_count = 12;  // 4 a sub-group in flight
     s.plans.push_back(p);
     // ZeRO-3 with the parameters and optimizer in host DRAM (offload_param and offload_optimizer: cpu).
     p = plan_named(s, "ZeRO-Infinity");

@@ -147,8 +147,10 @@ TEST_CASE("DeepSpeed's optimizer swap reads, steps and writes each sub-group in 
         "    parallel: {zero: 3}\n    offload: {preset: zero-infinity, chunk_size: 4 GB" +
         flags + "}\n");
   };
-  const char* flags[] = {"", ", pipeline_write: true", ", pipeline_read: true",
-                         ", pipeline_read: true, pipeline_write: true"};
+  // DeepSpeed's pool of optimizer swap buffers holds 4 a sub-group in flight (master, m, v, gradient).
+  const char* flags[] = {"", ", pipeline_write: true, optimizer_buffer_count: 8",
+                         ", pipeline_read: true, optimizer_buffer_count: 8",
+                         ", pipeline_read: true, pipeline_write: true, optimizer_buffer_count: 12"};
   std::vector<double> step, swap_buffers;
   for (int f = 0; f < 4; ++f) {
     CAPTURE(flags[f]);
@@ -192,6 +194,16 @@ TEST_CASE("DeepSpeed's optimizer swap reads, steps and writes each sub-group in 
   CHECK(swap_buffers[1] == doctest::Approx(8e9));
   CHECK(swap_buffers[2] == doctest::Approx(8e9));
   CHECK(swap_buffers[3] == doctest::Approx(12e9));
+  // With DeepSpeed's default pool (offload_optimizer.buffer_count 4) a pipelined swap runs out of
+  // buffers at its second sub-group in flight: refused as not fitting, saying what to give.
+  const auto short_pool = scenario(", pipeline_read: true");
+  const footprint::Footprint f = footprint::footprint(short_pool.model, short_pool.plans.front());
+  CHECK_FALSE(f.fits);
+  CHECK(f.infeasible_reason.find("holds 8 swap buffers at once") != std::string::npos);
+  CHECK(f.infeasible_reason.find("give optimizer_buffer_count: 8") != std::string::npos);
+  CHECK(
+      footprint::footprint(short_pool.model, scenario(", pipeline_read: true, optimizer_buffer_count: 8").plans.front())
+          .fits);
 }
 
 TEST_CASE("pageable host buffers slow ZeRO-Offload's copies (DeepSpeed PR #5301: pinned is ~6x faster)") {

@@ -40,9 +40,13 @@ bool read_offload_optimizer(Fields& z, const Node& block) {
   }
   o.take_bool("pin_memory", "plan.offload.pinned", "true", "false");
   o.ignore("nvme_path", "ftplan takes NVMe capacity and speed from the node's drives in the catalog");
-  o.ignore("buffer_count", "not modelled yet: ftplan has one swap-buffer pool, sized from offload_param");
-  // The swap pipelining acts only where the state is swapped (stage3.py: PipelinedOptimizerSwapper
-  // when offload_optimizer.pipeline, and only with device nvme).
+  // The swap buffers and the swap pipelining act only where the state is swapped (stage3.py:
+  // PartitionedOptimizerSwapper, or PipelinedOptimizerSwapper when offload_optimizer.pipeline,
+  // only with device nvme).
+  if (nvme)
+    o.take_int("buffer_count", "plan.offload.optimizer_buffer_count");
+  else
+    o.ignore("buffer_count", "acts on device: nvme only (DeepSpeed swaps no optimizer state otherwise)");
   for (const char* key : {"pipeline_read", "pipeline_write"}) {
     if (nvme)
       o.take_bool(key, std::string("plan.offload.") + key, "true", "false");
