@@ -50,7 +50,7 @@ struct Calibration {
 
 // Runs everything the options ask for that this machine has. Problems that stop one part (no
 // device, no O_DIRECT on a directory) become notes; the rest is measured. But when storage
-// directories are given and not one of them gives a figure, it throws std::runtime_error with
+// directories are given and not one of them gives a figure, it throws SystemError with
 // each directory's reason (before the GPU part): storage was asked for and nothing was measured.
 Calibration run_calibration(const Options& options, Progress& progress);
 

@@ -244,13 +244,13 @@ std::vector<OptionSpec> validate_options() {
 
 // The executor's options: --steps, --scale, --device, --state-dir. Throws UsageError.
 exec::Scale read_run_options(const Args& args, const std::string& steps, exec::ValidateOptions& o) {
+  std::size_t used = 0;
   try {
-    std::size_t used = 0;
     o.steps = std::stoi(steps, &used);
-    if (used != steps.size()) throw std::invalid_argument(steps);
   } catch (const std::exception&) {
-    throw UsageError("--steps wants a whole number");
+    used = 0;  // not a number, or out of int's range
   }
+  if (used == 0 || used != steps.size()) throw UsageError("--steps wants a whole number");
   if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be 1..1000");
   exec::Scale scale;
   if (auto text = args.value("scale")) scale = exec::parse_scale(*text);

@@ -20,7 +20,7 @@ namespace ftplan::runtime {
 // registered for removal if the process is interrupted (see remove_scratch_files_on_signal).
 class ScratchFile {
  public:
-  // Throws std::runtime_error when the directory is missing or not writable, the file system
+  // Throws SystemError when the directory is missing or not writable, the file system
   // refuses O_DIRECT (tmpfs), or there is not room for `bytes` plus a 1 GiB margin.
   ScratchFile(const std::filesystem::path& dir, std::uint64_t bytes);
   ~ScratchFile();
@@ -68,7 +68,7 @@ struct IoResult {
 // Runs `pattern` on all `files` at once for `duration_s`, or until each file has moved `max_bytes`
 // (when > 0) — whichever comes first. Sequential patterns walk each file from offset 0 and wrap at
 // its end; random ones pick block-aligned offsets from a fixed-seed generator. Throws
-// std::runtime_error on an I/O error or when io_uring is unavailable.
+// SystemError on an I/O error or when io_uring is unavailable.
 IoResult run_io(const std::vector<ScratchFile*>& files, const IoPattern& pattern, double duration_s,
                 std::uint64_t max_bytes = 0);
 
@@ -100,14 +100,14 @@ std::vector<IoRequest> striped_requests(const std::vector<const ScratchFile*>& f
 
 // A ring of one thread that runs lists of requests with up to `queue_depth` in flight, reaping
 // completions as they come (the executor's NVMe streams, exec/; DeepSpeed's aio handle does the
-// same with its queue_depth). Throws std::runtime_error when io_uring is unavailable.
+// same with its queue_depth). Throws SystemError when io_uring is unavailable.
 class DirectIo {
  public:
   explicit DirectIo(int queue_depth);
   ~DirectIo();
   DirectIo(const DirectIo&) = delete;
   DirectIo& operator=(const DirectIo&) = delete;
-  // Runs every request; returns when all have completed. Throws std::runtime_error on an I/O
+  // Runs every request; returns when all have completed. Throws SystemError on an I/O
   // error or a short transfer.
   void run(const std::vector<IoRequest>& requests);
 

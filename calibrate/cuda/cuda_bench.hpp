@@ -57,7 +57,7 @@ struct CudaResults {
 };
 
 // Runs the plan on every visible device (GEMMs, HBM, copies and power on device 0; collectives on all).
-// Requires probe_cuda().usable. Throws std::runtime_error on a CUDA error.
+// Requires probe_cuda().usable. Throws SystemError on a CUDA error.
 CudaResults measure_cuda(const CudaPlan& plan, Progress& progress, int first_step, int total);
 
 }  // namespace ftplan::calibrate::gpu

@@ -25,10 +25,10 @@ struct FioResult {
 };
 
 // Reads fio's --output-format=json text (anything before the JSON, such as warnings, is skipped).
-// Throws std::runtime_error when there is no job result in it.
+// Throws SystemError when there is no job result in it.
 FioResult parse_fio_json(const std::string& text, hardware::StorageOp op);
 
-// Runs fio and parses its result. Throws std::runtime_error when fio fails.
+// Runs fio and parses its result. Throws SystemError when fio fails.
 FioResult run_fio(const std::filesystem::path& fio, const std::vector<runtime::ScratchFile*>& files,
                   const runtime::IoPattern& pattern, double duration_s);
 

@@ -29,7 +29,7 @@ namespace ftplan::io {
 // leave an empty or a missing file: Pillai et al., "All File Systems Are Not Created Equal",
 // OSDI 2014, section 2). On any failure
 // the temporary file is removed, `path` keeps its old content (or stays absent), and a
-// std::runtime_error names the file and the reason. A new file gets mode 0666 less the umask;
+// SystemError names the file and the reason. A new file gets mode 0666 less the umask;
 // a replaced file keeps its mode.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
@@ -37,7 +37,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
 // append() goes to the temporary file beside `path` (through a buffer of kBuffer_bytes), commit()
 // flushes, fsyncs, renames and fsyncs the directory. Until commit() returns, `path` keeps its old
 // content (or stays absent); destroyed uncommitted (an exception), the temporary file is removed.
-// Failures throw std::runtime_error naming `path`. write_file_atomically is one append + commit.
+// Failures throw SystemError naming `path`. write_file_atomically is one append + commit.
 class AtomicFile {
  public:
   explicit AtomicFile(const std::filesystem::path& path);
@@ -86,7 +86,7 @@ class OutputLocked : public SystemError {
 // as "PID HOLDER\n". flock locks belong to the open file, so the kernel drops them when the process
 // dies, however it dies: a stale lock file is harmless and simply taken over. The destructor
 // removes the lock file. Throws OutputLocked, whose message names the holder and its pid, when
-// another process holds it; std::runtime_error when the lock file cannot be created.
+// another process holds it; SystemError when the lock file cannot be created.
 class OutputLock {
  public:
   OutputLock(const std::filesystem::path& path, std::string_view holder);
