@@ -68,7 +68,7 @@ App::App(const Args& args) {
 }
 
 const model::Zoo& App::zoo() {
-  if (!zoo_) zoo_ = io::load_zoo(zoo_dir_);
+  if (!zoo_) zoo_ = io::lazy_zoo(zoo_dir_);
   return *zoo_;
 }
 

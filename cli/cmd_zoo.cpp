@@ -28,7 +28,7 @@ int zoo_list(App& app) {
     ordered_json doc;
     doc["schema_version"] = kOutputSchemaVersion;
     doc["models"] = ordered_json::array();
-    for (const auto& m : zoo.models) {
+    for (const auto& m : zoo.models()) {
       const auto c = model::count_params(m);
       doc["models"].push_back({{"name", m.name},
                                {"display_name", m.display_name},
@@ -57,7 +57,7 @@ int zoo_list(App& app) {
              {"vocab", A::right},
              {"context", A::right},
              {"kind", A::left}});
-  for (const auto& m : zoo.models) {
+  for (const auto& m : zoo.models()) {
     const auto c = model::count_params(m);
     std::string kind = model::to_string(m.architecture);
     if (m.is_moe()) kind += fmt::format(", MoE {}x top-{}", m.moe.experts, m.moe.experts_per_token);
@@ -67,7 +67,7 @@ int zoo_list(App& app) {
   }
   fmt::print("{}", app.format() == Format::csv ? t.csv() : t.text());
   if (app.format() == Format::table)
-    fmt::print("{} models in {}\n", zoo.models.size(), (app.zoo_dir() / "models").string());
+    fmt::print("{} models in {}\n", zoo.models().size(), (app.zoo_dir() / "models").string());
   return 0;
 }
 

@@ -132,8 +132,10 @@ ModelSpec parse_model_file(std::string_view text, const std::filesystem::path& p
   return m;
 }
 
-model::Zoo load_zoo(const std::filesystem::path& zoo_dir) {
-  model::Zoo zoo;
+namespace {
+
+// The zoo's model files, sorted by their models' names (a file's stem is its model's name).
+std::vector<std::filesystem::path> zoo_files(const std::filesystem::path& zoo_dir) {
   const auto dir = zoo_dir / "models";
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
@@ -141,19 +143,34 @@ model::Zoo load_zoo(const std::filesystem::path& zoo_dir) {
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().extension() == ".yaml") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
+  std::sort(files.begin(), files.end(), [](const std::filesystem::path& a, const std::filesystem::path& b) {
+    return natural_less(a.stem().string(), b.stem().string());
+  });
+  return files;
+}
+
+}  // namespace
+
+model::Zoo load_zoo(const std::filesystem::path& zoo_dir) {
+  std::vector<model::ModelSpec> models;
   Diagnostics all;
-  for (const auto& f : files) {
+  for (const auto& f : zoo_files(zoo_dir)) {
     try {
-      zoo.models.push_back(load_model_file(f));
+      models.push_back(load_model_file(f));
     } catch (const InputError& e) {
       all.append(e.diagnostics());
     }
   }
   all.throw_if_any();
-  std::sort(zoo.models.begin(), zoo.models.end(),
-            [](const ModelSpec& a, const ModelSpec& b) { return natural_less(a.name, b.name); });
-  return zoo;
+  return model::Zoo(std::move(models));
+}
+
+model::Zoo lazy_zoo(const std::filesystem::path& zoo_dir) {
+  std::vector<std::string> names;
+  for (const auto& f : zoo_files(zoo_dir)) names.push_back(f.stem().string());
+  const std::filesystem::path dir = zoo_dir / "models";
+  return model::Zoo(std::move(names),
+                    [dir](const std::string& name) { return load_model_file(dir / (name + ".yaml")); });
 }
 
 // ---------------------------------------------------------------------------------------------

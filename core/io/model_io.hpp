@@ -15,6 +15,9 @@ model::ModelSpec load_model_file(const std::filesystem::path& path);
 model::ModelSpec parse_model_file(std::string_view text, const std::filesystem::path& path);
 // Every models/*.yaml under `zoo_dir` (the model_zoo folder). Problems in all files are reported together.
 model::Zoo load_zoo(const std::filesystem::path& zoo_dir);
+// The same zoo, each model read when first asked for (the CLI's: a verb reads the models it
+// names). A model file's problems are reported when that model is asked for.
+model::Zoo lazy_zoo(const std::filesystem::path& zoo_dir);
 // A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, Gemma2, Phi3, GPT-2, GPT-NeoX,
 // BLOOM, Falcon, MPT, T5, BERT). The model name defaults to the folder holding the file.
 model::ModelSpec load_hf_config(const std::filesystem::path& path);

@@ -542,7 +542,12 @@ bool read_plan(MapView& pv, Plan& p, PlanNames& names, const ScenarioContext& ct
 
 plan::Scenario parse_scenario(std::string_view text, const std::string& name, const std::filesystem::path& base_dir,
                               const model::Zoo& zoo, const hardware::Catalog& catalog) {
-  const YAML::Node root_node = detail::load_yaml_text(text, name);
+  return parse_scenario(detail::load_yaml_text(text, name), name, base_dir, zoo, catalog);
+}
+
+plan::Scenario parse_scenario(const YAML::Node& root_node, const std::string& name,
+                              const std::filesystem::path& base_dir, const model::Zoo& zoo,
+                              const hardware::Catalog& catalog) {
   Reader r(name);
   Scenario s;
   s.file = name;

@@ -643,6 +643,45 @@ std::optional<LayerRuns> layer_runs(int layers, int period, int prefetch_depth, 
   return r;
 }
 
+// The layer shortcut's runs (LayerRuns), each built and lowered, for fewer_layers. The first,
+// (L1, k1), also runs (its SM-sharing probe where `multi_gpu`) before the others are built: where
+// it runs out of memory (a plan that does not fit), so does the whole step, which simulate_layers
+// then simulates layer by layer, and building the other runs would be wasted (a sweep's 24 such
+// points of 128 spent 0.1 G instructions on them). Null where the shortcut does not apply.
+struct FewerLayerRuns {
+  std::vector<std::vector<schedule::StepIR>> irs;
+  std::vector<LoweredStep> steps;
+  std::vector<StageRun> probe;       // the first's probe, where multi_gpu (the others' to come)
+  std::optional<des::Result> first;  // the first's run, where no probe precedes it
+};
+
+std::optional<FewerLayerRuns> layer_shortcut_runs(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
+                                                  bool multi_gpu, const LayerRuns& runs) {
+  const std::size_t n = runs.n;
+  FewerLayerRuns out;
+  out.irs.resize(n + 1);
+  out.steps.reserve(n + 1);
+  out.probe.resize(n);
+  for (std::size_t i = 0; i <= n; ++i) {
+    model::ModelSpec shorter = m;
+    shorter.layers = runs.shapes[i].layers;
+    out.irs[i] = build_stages(shorter, p, runs.shapes[i].micro, false);
+    // A drive's write rate depends on the whole step's bytes (nvme_write_rate): not extrapolated.
+    if (schedule::nvme_written_bytes(out.irs[i][0]) > 0) return std::nullopt;
+    out.steps.push_back(lower_step(p, eff, false, out.irs[i], 1.0, false));
+    if (i > 0) continue;
+    int stage = 0;
+    if (multi_gpu) {
+      out.probe[0] = collect_step(out.steps[0], out.steps[0].e.run(true), out.irs[0], stage, false, false);
+      if (!out.probe[0].problem.empty()) return std::nullopt;
+    } else {
+      out.first = out.steps[0].e.run();
+      if (!collect_step(out.steps[0], *out.first, out.irs[0], stage, false, false).problem.empty()) return std::nullopt;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Plan& p, const Options& options,
@@ -658,17 +697,9 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   const std::size_t n = runs->n;
   const int l1 = runs->l1, l2 = runs->l2, l3 = runs->l3;
   const double w_layers = runs->w_layers;
-  std::vector<model::ModelSpec> models(n + 1, m);
-  std::vector<std::vector<schedule::StepIR>> irs(n + 1);
-  std::vector<LoweredStep> steps;
-  steps.reserve(n + 1);
-  for (std::size_t i = 0; i <= n; ++i) {
-    models[i].layers = shapes[i].layers;
-    irs[i] = build_stages(models[i], p, shapes[i].micro, false);
-    // A drive's write rate depends on the whole step's bytes (nvme_write_rate): not extrapolated.
-    if (schedule::nvme_written_bytes(irs[i][0]) > 0) return std::nullopt;
-    steps.push_back(lower_step(p, eff, false, irs[i], 1.0, false));
-  }
+  auto built = layer_shortcut_runs(m, p, eff, multi_gpu, *runs);
+  if (!built) return std::nullopt;
+  auto& [irs, steps, probe, first] = *built;
   const auto combine = [&](std::vector<StageRun>& run) {
     std::vector<std::pair<const StageRun*, double>> others;
     for (std::size_t i = 1; i < n; ++i) others.emplace_back(&run[i], weights[i]);
@@ -676,8 +707,7 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   };
   if (multi_gpu) {
     // The SM-sharing probe sees the whole step, extrapolated the same way.
-    std::vector<StageRun> probe(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = 1; i < n; ++i) {
       int stage = 0;
       probe[i] = collect_step(steps[i], steps[i].e.run(true), irs[i], stage, false, false);
     }
@@ -692,7 +722,7 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   std::vector<std::pair<double, double>> windows[1];
   for (std::size_t i = 0; i <= n; ++i) {
     int stage = 0;
-    const des::Result r = steps[i].e.run();
+    const des::Result r = i == 0 && first ? std::move(*first) : steps[i].e.run();
     run[i] = collect_step(steps[i], r, irs[i], stage, true, false);
     if (!run[i].problem.empty()) return std::nullopt;
     // Memory from the k1 runs: a one-stage step holds no more with more micro-batches.

@@ -71,9 +71,7 @@ struct Sweep::Impl : detail::Expansion {
   }
 
   plan::Scenario read(const Tree& t) const {
-    std::string text;
-    detail::emit(t, text);
-    plan::Scenario s = io::parse_scenario(text, scenario_name, base_dir, *zoo, *catalog);
+    plan::Scenario s = io::parse_scenario(detail::to_node(t), scenario_name, base_dir, *zoo, *catalog);
     evaluate::choose_open_knobs(s);
     return s;
   }

@@ -76,6 +76,24 @@ void emit(const Tree& t, std::string& out, bool as_written) {
   }
 }
 
+YAML::Node to_node(const Tree& t) {
+  switch (t.kind) {
+    case Tree::Kind::null: break;
+    case Tree::Kind::scalar: return YAML::Node(t.text);
+    case Tree::Kind::seq: {
+      YAML::Node n(YAML::NodeType::Sequence);
+      for (const Tree& i : t.items) n.push_back(to_node(i));
+      return n;
+    }
+    case Tree::Kind::map: {
+      YAML::Node n(YAML::NodeType::Map);
+      for (const TreeEntry& e : t.entries) n.force_insert(e.first, to_node(e.second));
+      return n;
+    }
+  }
+  return YAML::Node(YAML::NodeType::Null);
+}
+
 std::vector<Segment> parse_path(std::string_view key, std::string& error) {
   std::vector<Segment> out;
   std::size_t i = 0;

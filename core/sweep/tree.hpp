@@ -46,6 +46,9 @@ Tree to_tree(const YAML::Node& n, const std::string& file);
 // key is quoted, so none is reinterpreted; for an axis column (`as_written` true) scalars appear
 // as the person wrote them: {gpu: h100-sxm-80gb, gpus: 8}.
 void emit(const Tree& t, std::string& out, bool as_written = false);
+// The YAML document `emit` writes, built without text: every scalar a string, as quoted; a node
+// carries no mark (the tree's places are its base file's, not the point's).
+YAML::Node to_node(const Tree& t);
 inline void show(const Tree& t, std::string& out) { emit(t, out, true); }
 
 // Dotted keys: "job.seq_len", "plans.*.cluster.gpus", "plans.0.parallel.zero",

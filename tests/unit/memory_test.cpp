@@ -273,7 +273,7 @@ TEST_CASE("a stage's layers are counted kind by kind: every zoo model's stages a
    * tensor parallelism are the model's (model::count_params), plus, with pp > 1 and tied
    * embeddings, Megatron's copy of the embedding on the last stage. T5's encoder and decoder
    * layers differ (cross-attention), Mixtral's are all MoE, the others are dense. */
-  for (const model::ModelSpec& m : test::zoo().models) {
+  for (const model::ModelSpec& m : test::zoo().models()) {
     const auto total = static_cast<double>(model::count_params(m).total);
     for (const int pp : {1, 2, 4}) {
       for (const int chunks : {1, 2}) {

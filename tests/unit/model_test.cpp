@@ -13,7 +13,7 @@ using namespace ftplan;
 
 TEST_CASE("the zoo holds the models people fine-tune, each with a published count") {
   const auto& zoo = test::zoo();
-  CHECK(zoo.models.size() >= 24);
+  CHECK(zoo.models().size() >= 24);
   for (const char* name :
        {"llama-2-7b",   "llama-2-13b",  "llama-2-70b", "llama-3.1-8b",     "llama-3.1-70b",     "llama-3.1-405b",
         "llama-3.2-1b", "llama-3.2-3b", "mistral-7b",  "mixtral-8x7b",     "mixtral-8x22b",     "qwen2.5-0.5b",
@@ -26,7 +26,7 @@ TEST_CASE("the zoo holds the models people fine-tune, each with a published coun
 }
 
 TEST_CASE("every zoo model's parameter count matches its published figure") {
-  for (const auto& m : test::zoo().models) {
+  for (const auto& m : test::zoo().models()) {
     CAPTURE(m.name);
     REQUIRE(m.published.params > 0);
     CHECK(!m.published.source.empty());
@@ -155,4 +155,31 @@ TEST_CASE("a config.json's null values mean the default, however many there are"
     missing.replace(missing.find("\"hidden_size\": 4096"), 19, "\"hidden_size\": null");
     CHECK_THROWS_WITH_AS(io::parse_hf_config(missing, hf), doctest::Contains("hidden_size: is required"), InputError);
   }
+}
+
+TEST_CASE("a lazy zoo reads a model when first asked for it, and reports a broken file then") {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_path("lazy-zoo");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "models");
+  fs::copy_file(test::zoo_dir() / "models" / "llama-3.2-1b.yaml", dir / "models" / "llama-3.2-1b.yaml");
+  std::ofstream(dir / "models" / "broken-7b.yaml") << "schema_version: 1\nname: broken-7b\nlayers: [\n";
+  // The whole zoo refuses to load; the lazy one reads the good model alone.
+  CHECK(!test::input_error_of([&] { io::load_zoo(dir); }).empty());
+  const model::Zoo zoo = io::lazy_zoo(dir);
+  CHECK(zoo.names() == std::vector<std::string>{"broken-7b", "llama-3.2-1b"});
+  const model::ModelSpec* m = zoo.find("llama-3.2-1b");
+  REQUIRE(m != nullptr);
+  CHECK(m->layers == 16);
+  CHECK(zoo.find("llama-3.2-1b") == m);  // read once, kept
+  CHECK(zoo.find("no-such-model") == nullptr);
+  const std::string broken = test::input_error_of([&] { zoo.find("broken-7b"); });
+  CHECK(broken.find((dir / "models" / "broken-7b.yaml").string()) != std::string::npos);
+  // Every model: the broken file's problem, as load_zoo reports it.
+  CHECK(test::input_error_of([&] { zoo.models(); }) == test::input_error_of([&] { io::load_zoo(dir); }));
+  fs::copy_file(test::zoo_dir() / "models" / "llama-3.2-1b.yaml", dir / "models" / "broken-7b.yaml",
+                fs::copy_options::overwrite_existing);
+  // (now a file whose name differs from its model's: still refused, at that file)
+  CHECK(test::input_error_of([&] { zoo.find("broken-7b"); }).find("differs from the file name") != std::string::npos);
+  fs::remove_all(dir);
 }

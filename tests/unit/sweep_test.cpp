@@ -429,6 +429,36 @@ TEST_CASE("shards are disjoint and together hold every point") {
       }
 }
 
+TEST_CASE("a journal line is a point and its rows of scalars, and nothing else is taken") {
+  const std::string header = sweep::journal_header(1);
+  const auto point_of = [&](const std::string& line) { return sweep::parse_journal(header + line + "\n", "j"); };
+  // Rows in order, each field in order, every kind of scalar; other top-level keys ignored.
+  const auto j = point_of(
+      R"({"extra":{"a":[1,{"b":2}]},"point":7,"rows":[{"plan":"a","x":1.5,"n":null,"ok":false,"i":-3},{"plan":"b"}],"z":1})");
+  REQUIRE(j.points.count(7) == 1);
+  const auto& rows = j.points.at(7);
+  REQUIRE(rows.size() == 2);
+  REQUIRE(rows[0].fields.size() == 5);
+  CHECK(rows[0].fields[0].first == "plan");
+  CHECK(std::get<std::string>(rows[0].fields[0].second) == "a");
+  CHECK(std::get<double>(rows[0].fields[1].second) == 1.5);
+  CHECK(std::holds_alternative<std::nullptr_t>(rows[0].fields[2].second));
+  CHECK(std::get<bool>(rows[0].fields[3].second) == false);
+  CHECK(std::get<std::int64_t>(rows[0].fields[4].second) == -3);
+  CHECK(std::get<std::string>(rows[1].fields[0].second) == "b");
+  CHECK(point_of(R"({"point":8,"rows":[]})").points.at(8).empty());
+  // Damaged: no point, a point that is not a whole number, no rows, rows that are not objects of
+  // scalars, the rows twice, not an object, not JSON.
+  for (const char* bad :
+       {R"({"rows":[]})", R"({"point":1.5,"rows":[]})", R"({"point":"1","rows":[]})", R"({"point":1})",
+        R"({"point":1,"rows":{}})", R"({"point":1,"rows":[1]})", R"({"point":1,"rows":[{"a":[1]}]})",
+        R"({"point":1,"rows":[{"a":{"b":1}}]})", R"({"point":1,"rows":[[]]})", R"({"point":1,"rows":[],"rows":[]})",
+        R"([1,2])", R"({"point":1,"rows":[{"a":1})"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(point_of(bad), InputError);
+  }
+}
+
 TEST_CASE("the journal keeps whole lines and drops one cut short") {
   std::vector<io::Row> rows(1);
   rows[0].fields = {
