@@ -723,7 +723,8 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   for (std::size_t i = 0; i <= n; ++i) {
     int stage = 0;
     const des::Result r = i == 0 && first ? std::move(*first) : steps[i].e.run();
-    run[i] = collect_step(steps[i], r, irs[i], stage, true, false);
+    // The last run, (L3, k1), is for memory alone: its activity (the timeline's intervals) is not needed.
+    run[i] = collect_step(steps[i], r, irs[i], stage, i < n, false);
     if (!run[i].problem.empty()) return std::nullopt;
     // Memory from the k1 runs: a one-stage step holds no more with more micro-batches.
     if (i < 2 || i == n) places[i == n ? 2 : i] = peaks_by_place(irs[i][0], steps[i].lowered[0], r, shapes[i].layers);
