@@ -134,9 +134,13 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
 
   // Per-plan controls: each edit is written into the chosen plan's text (io::set_plan_keys).
   plan_form_ = new PlanForm(catalog);
-  connect(plan_form_, &PlanForm::keys_changed, this, [this](int plan, const std::vector<io::PlanKey>& keys) {
-    if (!set_plan_keys(plan, keys)) plan_form_->fill();  // back to what the text says
-  });
+  connect(plan_form_, &PlanForm::keys_changed, this,
+          [this](int plan, const std::vector<io::PlanKey>& keys, const QString& note) {
+            if (!set_plan_keys(plan, keys))
+              plan_form_->fill();  // back to what the text says
+            else if (!note.isEmpty())
+              statusBar()->showMessage(statusBar()->currentMessage() + " — " + note);
+          });
 
   editor_ = new QPlainTextEdit;
   editor_->setObjectName("editor");

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/enum_names.hpp"
+#include "common/strings.hpp"
 #include "plan/checks.hpp"
 #include "words.hpp"
 
@@ -50,7 +51,9 @@ PlanForm::PlanForm(const hardware::Catalog& catalog, QWidget* parent)
   offload_ = new QComboBox;
   offload_->setObjectName("offload");
   offload_->addItems(choices<plan::OffloadPreset>());
-  offload_->setToolTip("Writes offload: {preset: ...}: the preset's placements replace any written by hand.");
+  offload_->setToolTip(
+      "Writes offload.preset: the preset's placements replace any written by hand; the block's other settings "
+      "stay where the new placements use them (what they have no use for is left out, and said).");
   dram_ = spin("dram", 1, 1 << 20);
   dram_->setSuffix(" GiB");
   dram_->setToolTip("Host DRAM per node (cluster.dram)");
@@ -154,6 +157,7 @@ void PlanForm::changed(QObject* control) {
   if (i < 0) return;
   const auto n = [](const QSpinBox* b) { return std::to_string(b->value()); };
   std::vector<io::PlanKey> keys;
+  std::string note_text;
   if (control == gpu_)
     keys = {{"cluster.gpu", gpu_->currentText().toStdString()}};
   else if (control == node_)
@@ -170,9 +174,15 @@ void PlanForm::changed(QObject* control) {
     keys = {{"parallel.cp", n(cp_)}};
   else if (control == zero_)
     keys = {{"parallel.zero", n(zero_)}};
-  else if (control == offload_)
-    keys = {{"offload", "{preset: " + offload_->currentText().toStdString() + "}"}};
-  else if (control == dram_)
+  else if (control == offload_) {
+    // The preset's placements replace those written by hand; the block's other settings stay
+    // where the new placements use them, and what is left out is said.
+    std::vector<std::string> dropped;
+    if (const auto preset = value_named<plan::OffloadPreset>(offload_->currentText().toStdString()))
+      keys = io::preset_changes((*plans_)[static_cast<std::size_t>(i)], *preset, dropped);
+    if (!dropped.empty())
+      note_text = "left out of the offload block (the new placements have no use for it): " + join(dropped, "; ");
+  } else if (control == dram_)
     keys = {{"cluster.dram", n(dram_) + " GiB"}};
   // A device row: its list of one {kind: name, count: n} (a name picked with a count of 0 gets 1).
   const auto devices = [&](const char* key, const char* kind, QComboBox* pick, QSpinBox* count) {
@@ -189,10 +199,11 @@ void PlanForm::changed(QObject* control) {
     keys = devices("cluster.drives", "drive", drive_, drive_count_);
   else if (control == expander_ || control == expander_count_)
     keys = devices("cluster.expanders", "expander", expander_, expander_count_);
-  if (keys.empty())
+  if (keys.empty()) {
     fill();
-  else
-    emit keys_changed(i, keys);
+    return;
+  }
+  emit keys_changed(i, keys, q(note_text));
 }
 
 }  // namespace ftplan::gui

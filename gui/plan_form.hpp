@@ -32,7 +32,9 @@ class PlanForm : public QGroupBox {
   void fill();
 
  signals:
-  void keys_changed(int plan, const std::vector<io::PlanKey>& keys);
+  // `note`: what the change did besides its keys, for the person ("" or the settings an offload
+  // preset left out).
+  void keys_changed(int plan, const std::vector<io::PlanKey>& keys, const QString& note);
 
  private:
   void changed(QObject* control);

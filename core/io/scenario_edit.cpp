@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "io/yaml_edit.hpp"
+#include "plan/checks.hpp"
 
 namespace ftplan::io {
 
@@ -85,6 +86,39 @@ std::string offload_text(const plan::Offload& o) {
 }
 
 }  // namespace
+
+std::vector<PlanKey> preset_changes(const plan::Plan& p, plan::OffloadPreset preset,
+                                    std::vector<std::string>& dropped) {
+  plan::Plan to = p;
+  plan::Offload& o = to.offload;
+  const plan::Offload defaults;
+  o.preset = preset;
+  o.params = defaults.params;
+  o.gradients = defaults.gradients;
+  o.optimizer = defaults.optimizer;
+  o.activations = defaults.activations;
+  o.optimizer_step = defaults.optimizer_step;
+  plan::apply_preset(o);
+  // Each tuning key check_offload may refuse, back to its default (the key left out).
+  const std::pair<const char*, void (*)(plan::Offload&, const plan::Offload&)> tuning[] = {
+      {"offload.buffer_count", [](plan::Offload& x, const plan::Offload& d) { x.buffer_count = d.buffer_count; }},
+      {"offload.buffer_size", [](plan::Offload& x, const plan::Offload& d) { x.buffer_bytes = d.buffer_bytes; }},
+      {"offload.optimizer_buffer_count",
+       [](plan::Offload& x, const plan::Offload& d) { x.optimizer_buffer_count = d.optimizer_buffer_count; }},
+      {"offload.chunk_size", [](plan::Offload& x, const plan::Offload& d) { x.chunk_bytes = d.chunk_bytes; }},
+      {"offload.pipeline_read", [](plan::Offload& x, const plan::Offload& d) { x.pipeline_read = d.pipeline_read; }},
+      {"offload.pipeline_write", [](plan::Offload& x, const plan::Offload& d) { x.pipeline_write = d.pipeline_write; }},
+      {"offload.delayed_update", [](plan::Offload& x, const plan::Offload& d) { x.delayed_update = d.delayed_update; }},
+      {"offload.pinned", [](plan::Offload& x, const plan::Offload& d) { x.pinned = d.pinned; }},
+  };
+  for (const plan::Finding& f : plan::check_offload(to))
+    for (const auto& [key, reset] : tuning)
+      if (f.key == key) {
+        reset(o, defaults);
+        dropped.push_back(f.key + ": " + f.message);
+      }
+  return plan_changes(p, to);
+}
 
 std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) {
   std::vector<PlanKey> out;

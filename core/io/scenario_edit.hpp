@@ -27,6 +27,14 @@ struct PlanKey {
 // text's cluster uses.
 std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to);
 
+// The keys that switch plan `p` to offload preset `preset` (the GUI's offload choice): the
+// preset's placements replace any written by hand, and the rest of the block (prefetch depth,
+// buffers, sub-groups, pipelining, pinning, delayed update) is kept where the new placements use
+// it. What they have no use for, which the reader would refuse (a parameter buffer count without
+// parameters on NVMe), is left out and said in `dropped`, one "offload.KEY: why" each: the block's
+// other settings are no longer lost to a preset change.
+std::vector<PlanKey> preset_changes(const plan::Plan& p, plan::OffloadPreset preset, std::vector<std::string>& dropped);
+
 // The text with each key set under plan `index` of `plans` ("plans.INDEX.KEY"). The cluster's
 // keys follow the form the text uses ({gpu, gpus}, {node, nodes, gpus_per_node} or {parts: ...});
 // "cluster.gpu" on a node form, and "cluster.node" on a gpu form, switch the form (the other

@@ -518,6 +518,13 @@ void check_optimizer(const Plan& plan, Findings& bad) {
 
 }  // namespace
 
+std::vector<Finding> check_offload(const Plan& plan) {
+  std::vector<Finding> out;
+  Findings bad(out);
+  check_offload(plan, framework_row(plan.job.framework), bad);
+  return out;
+}
+
 std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan) {
   std::vector<Finding> out;
   Findings bad(out);

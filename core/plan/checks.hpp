@@ -19,6 +19,9 @@ struct Finding {
 };
 
 std::vector<Finding> check_plan(const model::ModelSpec& model, const Plan& plan);
+// check_plan's offload findings alone (placements the framework or node cannot take, tuning keys
+// the placements have no use for); they do not depend on the model.
+std::vector<Finding> check_offload(const Plan& plan);
 
 // Checks of a job that do not depend on the plan (amount of training, LoRA targets, sample lengths).
 std::vector<Finding> check_job(const model::ModelSpec& model, const Job& job);

@@ -28,6 +28,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QStandardPaths>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QToolTip>
@@ -952,6 +953,23 @@ class MainWindowTest : public QObject {
     QVERIFY(done.wait(120000));
     QCOMPARE(w->shown().plans[1].offload.preset, ftplan::plan::OffloadPreset::activation_cpu);
     QVERIFY(editor->toPlainText().startsWith("# An 8B model on one GPU"));  // comments kept
+    // A preset chosen keeps the offload block's settings the new placements use, and says what
+    // it left out (it wrote {preset: X} alone, dropping them unsaid).
+    QString tuned = editor->toPlainText();
+    QVERIFY(tuned.contains("    offload: {preset: zero-offload}\n"));
+    tuned.replace("    offload: {preset: zero-offload}\n",
+                  "    offload: {preset: zero-infinity, prefetch_depth: 2, buffer_count: 8}\n");
+    editor->setPlainText(tuned);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[0].offload.buffer_count, 8);
+    w->findChild<QComboBox*>("plan_pick")->setCurrentIndex(0);
+    offload->setCurrentText("zero-offload");
+    emit offload->activated(offload->currentIndex());
+    QVERIFY(editor->toPlainText().contains("    offload: {preset: zero-offload, prefetch_depth: 2}\n"));
+    QVERIFY2(w->statusBar()->currentMessage().contains("offload.buffer_count: counts the parameter swap buffers"),
+             qPrintable(w->statusBar()->currentMessage()));
+    QVERIFY(done.wait(120000));
+    QCOMPARE(w->shown().plans[0].offload.prefetch_depth, 2);
   }
 
   // "Why it does not fit -> what would": applying the nearest change makes the plan fit.

@@ -265,6 +265,34 @@ TEST_CASE("a plan's settings written into its text read back as that plan, in th
   want.offload.delayed_update = true;
   CHECK(read(io::set_plan_keys(text, 1, before.plans[1], io::plan_changes(before.plans[1], want))).plans[1].offload ==
         want.offload);
+  // preset_changes (the GUI's offload choice): from ZeRO-Infinity with its tuning to ZeRO-Offload,
+  // the hand-written placement goes (the preset's replace it), the prefetch depth and pinning stay,
+  // and the parameter and optimizer swaps' tuning is left out and said.
+  const plan::Plan tuned = infinity.plans[1];
+  std::vector<std::string> dropped;
+  const auto to_offload = io::preset_changes(tuned, plan::OffloadPreset::zero_offload, dropped);
+  CHECK(to_offload ==
+        std::vector<io::PlanKey>{{"offload", "{preset: zero-offload, pinned: false, prefetch_depth: 2}"}});
+  REQUIRE(dropped.size() == 5);
+  CHECK(dropped[0].rfind("offload.buffer_count: counts the parameter swap buffers", 0) == 0);
+  CHECK(dropped[1].rfind("offload.buffer_size: ", 0) == 0);
+  CHECK(dropped[2].rfind("offload.chunk_size: ", 0) == 0);
+  CHECK(dropped[3].rfind("offload.pipeline_read: ", 0) == 0);
+  CHECK(dropped[4].rfind("offload.pipeline_write: ", 0) == 0);
+  const auto switched = read(io::set_plan_keys(text, 1, tuned, to_offload));  // the reader takes it
+  CHECK(switched.plans[1].offload.preset == plan::OffloadPreset::zero_offload);
+  CHECK(switched.plans[1].offload.activations == plan::Tier::gpu);
+  CHECK(switched.plans[1].offload.prefetch_depth == 2);
+  // To aiDAPTIV+ (parameters and optimizer on flash too): every tuning key stays, none is said.
+  dropped.clear();
+  const auto to_aidaptiv = io::preset_changes(tuned, plan::OffloadPreset::aidaptiv, dropped);
+  CHECK(dropped.empty());
+  CHECK(read(io::set_plan_keys(text, 1, tuned, to_aidaptiv)).plans[1].offload.buffer_count == 6);
+  // To none: nothing offloaded, so pinning has no buffers to lock either.
+  dropped.clear();
+  CHECK(io::preset_changes(tuned, plan::OffloadPreset::none, dropped) ==
+        std::vector<io::PlanKey>{{"offload", "{preset: none, prefetch_depth: 2}"}});
+  CHECK(dropped.size() == 6);
   // add_plan: plan A written anew reads back as plan A (the same GPUs, layout and job).
   const std::string added_text = io::add_plan(text, before.job, before.plans[0], "A again", &test::catalog());
   // The typical node's DRAM and drives are not repeated; without a catalog they are written.
