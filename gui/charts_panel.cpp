@@ -24,6 +24,7 @@
 #include <QScatterSeries>
 #include <QSet>
 #include <QStackedBarSeries>
+#include <QTabBar>
 #include <QToolTip>
 #include <QValueAxis>
 #if FTPLAN_GUI_SVG
@@ -310,7 +311,7 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QTabWidget(parent) {
     v->setObjectName(name);
     v->installEventFilter(tick_fitter);
     v->setRenderHint(QPainter::Antialiasing);
-    v->setMinimumHeight(280);
+    v->setMinimumHeight(250);
     return v;
   };
   time_chart_ = chart_view("time_chart");
@@ -338,6 +339,9 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QTabWidget(parent) {
   addTab(tiers, "Host DRAM and NVMe");
   addTab(search_chart_, "Search");
   setTabVisible(2, false);
+  // The charts' own minimum with the tab bar, which a QTabWidget's size hint leaves out: without
+  // it a short window (1280 x 720) cut the charts' axes and legends off below, not the table above.
+  setMinimumHeight(time_chart_->minimumHeight() + tabBar()->sizeHint().height());
 }
 
 void ChartsPanel::show_outcome(const Outcome& shown, const Outcome* pinned) {
@@ -400,7 +404,7 @@ void ChartsPanel::show_charts(const Outcome& o, const Outcome* pinned) {
 
   // Job time on a log axis (51.7 min beside 3.5 d), each bar labelled; a plan that does not fit has none.
   {
-    QChart* chart = new_chart("Job time (hours, log scale)");
+    QChart* chart = new_chart("Job time (h, log scale)");
     auto* set = new QBarSet("job time");
     QStringList labels;
     double lo = 0, hi = 0;

@@ -33,6 +33,7 @@
 #include <QMimeData>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSet>
 #include <QSettings>
@@ -209,7 +210,16 @@ MainWindow::MainWindow(const model::Zoo& zoo, const hardware::Catalog& catalog) 
   auto* below = new QWidget;
   auto* below_layout = new QVBoxLayout(below);
   below_layout->setContentsMargins(0, 0, 0, 0);
-  below_layout->addWidget(verdict_);
+  // A long verdict (three plans, owned hardware, a bill of materials) scrolls within six lines
+  // rather than pushing the charts off a short window.
+  auto* verdict_area = new QScrollArea;
+  verdict_area->setWidget(verdict_);
+  verdict_area->setWidgetResizable(true);
+  verdict_area->setFrameShape(QFrame::NoFrame);
+  verdict_area->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  verdict_area->setMaximumHeight(6 * verdict_->fontMetrics().lineSpacing() + 14);  // + the label's padding
+  verdict_area->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Maximum);
+  below_layout->addWidget(verdict_area);
   below_layout->addWidget(charts_, 1);
   table_split_ = new QSplitter(Qt::Vertical);
   table_split_->addWidget(table_);
@@ -1027,7 +1037,12 @@ void MainWindow::show_table(const Outcome& o) {
   // As tall as its rows where the window allows; else it scrolls (the charts keep their minimum).
   table_->setMinimumHeight(std::min(height, 120));
   table_->setMaximumHeight(height);
-  table_split_->setSizes({height, std::max(0, table_split_->height() - height)});
+  // The verdict and charts keep their minimum (their axes and legends) where the table can still
+  // show its first eight rows or so (180 px); it scrolls the rest.
+  const int below = table_split_->widget(1)->minimumSizeHint().height();
+  const int shown =
+      std::clamp(table_split_->height() - table_split_->handleWidth() - below, std::min(height, 180), height);
+  table_split_->setSizes({shown, std::max(0, table_split_->height() - shown)});
 }
 
 }  // namespace ftplan::gui
