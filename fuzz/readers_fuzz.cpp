@@ -21,6 +21,7 @@
 #include "io/profile_io.hpp"
 #include "io/scenario_io.hpp"
 #include "io/yaml_reader.hpp"
+#include "sweep/output.hpp"
 #include "sweep/sweep.hpp"
 
 namespace {
@@ -99,6 +100,14 @@ void read_input(std::string_view text) {
     ftplan::io::parse_scenario(text, "fuzz.yaml", FTPLAN_SOURCE_DIR "/scenarios", *g_zoo, *g_catalog);
   } else if (FTPLAN_FUZZ_IS("sweep")) {
     ftplan::sweep::Sweep::parse(text, "fuzz.yaml", FTPLAN_SOURCE_DIR "/scenarios", *g_zoo, *g_catalog);
+  } else if (FTPLAN_FUZZ_IS("sweep_output")) {
+    // A sweep's own files read back, which a crash or an edit may have damaged: its journal (a
+    // resumed run) and its shards' tables, CSV and JSON Lines (`ftplan sweep merge`).
+    for (auto format : {ftplan::sweep::OutputFormat::csv, ftplan::sweep::OutputFormat::jsonl}) try {
+        ftplan::sweep::parse_table(format, text, "fuzz.out");
+      } catch (const ftplan::InputError&) {
+      }
+    ftplan::sweep::parse_journal(text, "fuzz.part");
   } else if (FTPLAN_FUZZ_IS("profile")) {
     ftplan::io::parse_profile(text, "fuzz.yaml");
   } else if (FTPLAN_FUZZ_IS("model")) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes the readers (scenario, sweep, model, catalog, profile, HF config.json, and the importers'
-# DeepSpeed, accelerate, torchtune, torchtitan, TrainingArguments and PEFT readers) with libFuzzer:
+# Fuzzes the readers (scenario, sweep, a sweep's journal and shard tables, model, catalog, profile,
+# HF config.json, and the importers' DeepSpeed, accelerate, torchtune, torchtitan,
+# TrainingArguments and PEFT readers) with libFuzzer:
 # seeds each target from the files it reads in scenarios/, model_zoo/ and tests/data/ and from the
 # committed corpus fuzz/corpus/TARGET, and runs each for SECONDS (default 20) on one core.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (CI: scripts/test.sh runs it for a few seconds each)
@@ -33,7 +34,7 @@ fi
 seconds=${1:-20}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(scenario sweep model catalog profile hf_config import_deepspeed import_accelerate import_torchtune
+((${#targets[@]})) || targets=(scenario sweep sweep_output model catalog profile hf_config import_deepspeed import_accelerate import_torchtune
   import_torchtitan import_training_args import_peft import_axolotl import_llama_factory)
 
 build=build-asan other=build-fuzz
@@ -47,7 +48,8 @@ FTPLAN_FUZZ_BUILD=asan scripts/build-asan.sh "${targets[@]/#/fuzz_}"  # a long r
 seeds_of() {
   case $1 in
     scenario) ls scenarios/*.yaml tests/data/scenarios/* | grep -v '/sweep-' ;;
-    sweep) ls scenarios/sweep-*.yaml tests/data/sweeps/* ;;
+    sweep) ls scenarios/sweep-*.yaml tests/data/sweeps/*.yaml ;;
+    sweep_output) ls tests/data/sweeps/journal.part tests/data/sweeps/shard.* ;;
     model) ls model_zoo/models/*.yaml ;;
     catalog) ls model_zoo/hardware/*.yaml ;;
     profile) ls model_zoo/hardware/profiles/*.yaml ;;
