@@ -699,7 +699,11 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   const double w_layers = runs->w_layers;
   auto built = layer_shortcut_runs(m, p, eff, multi_gpu, *runs);
   if (!built) return std::nullopt;
-  auto& [irs, steps, probe, first] = *built;
+  // Named references, not a structured binding: clang 14 lets no lambda capture one (the more lambda below).
+  auto& irs = built->irs;
+  auto& steps = built->steps;
+  auto& probe = built->probe;
+  auto& first = built->first;
   const auto combine = [&](std::vector<StageRun>& run) {
     std::vector<std::pair<const StageRun*, double>> others;
     for (std::size_t i = 1; i < n; ++i) others.emplace_back(&run[i], weights[i]);
