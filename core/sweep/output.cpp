@@ -304,10 +304,13 @@ JournalLine parse_journal_line(std::string_view text, int line, const std::strin
   if (line == 1) {
     const ordered_json j = ordered_json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw damaged();
-    if (!j.contains("ftplan_sweep_journal") || !j["fingerprint"].is_string()) throw damaged();
+    // (find, not operator[]: a const document's operator[] of a missing key reads past its end; a
+    // header without "fingerprint" did, found by the sweep_output fuzzer.)
+    const auto fingerprint = j.find("fingerprint");
+    if (!j.contains("ftplan_sweep_journal") || fingerprint == j.end() || !fingerprint->is_string()) throw damaged();
     out.is_header = true;
     try {
-      out.fingerprint = std::stoull(j["fingerprint"].get<std::string>(), nullptr, 16);
+      out.fingerprint = std::stoull(fingerprint->get<std::string>(), nullptr, 16);
     } catch (const std::exception&) {
       throw damaged();
     }

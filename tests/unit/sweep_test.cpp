@@ -477,6 +477,9 @@ TEST_CASE("the journal keeps whole lines and drops one cut short") {
   CHECK_THROWS_AS(sweep::parse_journal(whole + "garbage\n", "j"), InputError);
   // A header whose fingerprint is not hex is a damaged line, not a UsageError.
   CHECK_THROWS_AS(sweep::parse_journal("{\"ftplan_sweep_journal\":1,\"fingerprint\":\"zz\"}\n", "j"), InputError);
+  // A header without its fingerprint (the sweep_output fuzzer's first find: it read past the
+  // document under ASan).
+  CHECK_THROWS_AS(sweep::parse_journal("{\"ftplan_sweep_journal\":1,\"infgerprint\":\"5b\"}\n", "j"), InputError);
   // The table written piece by piece is the table written at once.
   const std::vector<std::string> columns = sweep::column_order({"x", "plan", "point", "ok", "n"}, {});
   for (auto f : {sweep::OutputFormat::csv, sweep::OutputFormat::jsonl})
