@@ -90,6 +90,15 @@ void fit_ticks(QChartView* view, double plot_width = 0) {
   const double width = plot > 0 ? plot : 0.6 * view->width();
   const int ticks = std::clamp(static_cast<int>(width / 38) + 1, 2, 6);
   for (QAbstractAxis* a : chart->axes(Qt::Horizontal)) {
+    if (auto* log = qobject_cast<QLogValueAxis*>(a)) {
+      // Every decade labelled where they fit, every second one where they do not (the job-time
+      // chart at 1280 x 720 ran "10" and "100" together into "10100").
+      const double decades = log->min() > 0 ? std::log10(log->max() / log->min()) : 0;
+      const bool every_second = decades + 1 > ticks && decades >= 2;
+      log->setBase(every_second ? 100 : 10);
+      log->setMinorTickCount(every_second ? 0 : -1);  // base 100's own minor ticks would be 98 a step
+      continue;
+    }
     auto* v = qobject_cast<QValueAxis*>(a);
     if (!v || v->property("data_max").isNull() || v->property("fitted_ticks").toInt() == ticks) continue;
     v->setRange(0, v->property("data_max").toDouble());
