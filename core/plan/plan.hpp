@@ -209,16 +209,16 @@ struct Offload {
   int buffer_count = 5;             // parameter swap buffers (DeepSpeed offload_param.buffer_count)
   double buffer_bytes = 0;          // each; 0 = one layer's largest tensor
   double chunk_bytes = 0;           // optimizer-state swap chunk; 0 = engine default
+  // DeepSpeed's optimizer-state swap buffers (offload_optimizer.buffer_count, default 4): pinned
+  // fp32 buffers of a sub-group each, all allocated at start (swap_tensor/utils.py SwapBufferManager);
+  // a sub-group in flight takes kOptimizerSwapBuffersPerSubGroup of them.
+  int optimizer_buffer_count = 4;
   // DeepSpeed's optimizer-state swap pipelining (offload_optimizer.pipeline_read / pipeline_write,
   // deepspeed/runtime/zero/offload_config.py; both false by default). Neither: each sub-group is
   // read, stepped and written back, waited for, before the next is read (stage3.py step() with
   // PartitionedOptimizerSwapper). pipeline_read: the next sub-group's read is issued once this
   // one's has landed, under this one's step and write; pipeline_write: this one's write is waited
   // for only before the next one's (PipelinedOptimizerSwapper). optimizer: nvme only.
-  // DeepSpeed's optimizer-state swap buffers (offload_optimizer.buffer_count, default 4): pinned
-  // fp32 buffers of a sub-group each, all allocated at start (swap_tensor/utils.py SwapBufferManager);
-  // a sub-group in flight takes kOptimizerSwapBuffersPerSubGroup of them.
-  int optimizer_buffer_count = 4;
   bool pipeline_read = false;
   bool pipeline_write = false;
   bool delayed_update = false;  // ZeRO-Offload's one-step delayed parameter update
