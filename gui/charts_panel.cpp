@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -33,6 +34,7 @@
 
 #include <fmt/format.h>
 
+#include "common/strings.hpp"
 #include "common/units.hpp"
 #include "inventory/inventory.hpp"
 #include "mutants.hpp"
@@ -58,6 +60,37 @@ QColor category_color(inventory::Category c) {
       QColor(227, 119, 194),  // overhead: pink
   };
   return kColors[static_cast<std::size_t>(c)];
+}
+
+// A node tier's chart in words: its title, axis unit and scale, the capacity line's name and the
+// exported file's name. The tiers of today have theirs here; a tier without a row gets them from
+// plan::kTiers (its label and row), so a new tier is charted without a line here.
+struct TierWords {
+  std::string title, unit;
+  double scale;
+  std::string capacity, file;
+};
+TierWords tier_words(plan::Tier t) {
+  switch (t) {
+    case plan::Tier::cpu: return {"Peak host DRAM per node (GiB)", "GiB", kGiB, "usable per node", "host-memory"};
+    case plan::Tier::nvme: return {"NVMe flash per node (TB)", "TB", 1e12, "capacity per node", "nvme"};
+    default: {
+      const plan::TierInfo& info = plan::tier_info(t);
+      std::string label = info.label;
+      if (!label.empty() && std::islower(static_cast<unsigned char>(label[0])))
+        label[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(label[0])));
+      return {fmt::format("Peak {} per node (GiB)", label), "GiB", kGiB, "capacity per node",
+              fmt::format("{}-memory", info.row)};
+    }
+  }
+}
+
+// The node tiers' tab, named for the tiers shown: "Host DRAM, CXL memory and NVMe".
+QString tiers_tab(const std::vector<std::string>& labels) {
+  std::string tab = labels.empty() ? std::string() : labels.back();
+  if (labels.size() > 1) tab = join(std::vector<std::string>(labels.begin(), labels.end() - 1), ", ") + " and " + tab;
+  if (!tab.empty()) tab[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(tab[0])));
+  return q(tab);
 }
 
 // A chart with no legend margins wasted and the given title.
@@ -326,9 +359,9 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QTabWidget(parent) {
   time_chart_ = chart_view("time_chart");
   cost_chart_ = chart_view("cost_chart");
   memory_chart_ = chart_view("memory_chart");
-  host_chart_ = chart_view("host_chart");
-  nvme_chart_ = chart_view("nvme_chart");
-  cxl_chart_ = chart_view("cxl_chart");
+  for (const plan::TierInfo& t : plan::kTiers)
+    if (t.tier != plan::Tier::gpu)
+      tier_charts_.emplace_back(t.tier, chart_view(fmt::format("{}_chart", t.row).c_str()));
   search_chart_ = chart_view("search_chart");
   setObjectName("tabs");
   auto* overview = new QWidget;
@@ -341,11 +374,13 @@ ChartsPanel::ChartsPanel(QWidget* parent) : QTabWidget(parent) {
   auto* tiers = new QWidget;
   auto* tiers_layout = new QHBoxLayout(tiers);
   tiers_layout->setContentsMargins(0, 0, 0, 0);
-  tiers_layout->addWidget(host_chart_);
-  tiers_layout->addWidget(cxl_chart_);
-  tiers_layout->addWidget(nvme_chart_);
-  cxl_chart_->setVisible(false);
-  addTab(tiers, "Host DRAM and NVMe");
+  std::vector<std::string> always;
+  for (auto [tier, view] : tier_charts_) {
+    tiers_layout->addWidget(view);
+    view->setVisible(plan::tier_info(tier).always);
+    if (plan::tier_info(tier).always) always.push_back(plan::tier_info(tier).label);
+  }
+  addTab(tiers, tiers_tab(always));
   addTab(search_chart_, "Search");
   setTabVisible(2, false);
   // The charts' own minimum with the tab bar, which a QTabWidget's size hint leaves out: without
@@ -359,12 +394,12 @@ void ChartsPanel::show_outcome(const Outcome& shown, const Outcome* pinned) {
 }
 
 std::vector<std::pair<std::string, QByteArray>> ChartsPanel::render(bool svg) {
-  std::vector<std::pair<const char*, QChartView*>> charts = {{"job-time", time_chart_},
-                                                             {"cost", cost_chart_},
-                                                             {"gpu-memory", memory_chart_},
-                                                             {"host-memory", host_chart_},
-                                                             {"nvme", nvme_chart_}};
-  if (!cxl_chart_->isHidden()) charts.emplace_back("cxl-memory", cxl_chart_);
+  std::vector<std::pair<std::string, QChartView*>> charts = {
+      {"job-time", time_chart_}, {"cost", cost_chart_}, {"gpu-memory", memory_chart_}};
+  // The node tiers' in the order they were first exported (host DRAM, NVMe, then those a plan may lack).
+  for (bool always : {true, false})
+    for (auto [tier, view] : tier_charts_)
+      if (plan::tier_info(tier).always == always && !view->isHidden()) charts.emplace_back(tier_words(tier).file, view);
   if (search_shown_) charts.emplace_back("search", search_chart_);
   if (mutant("chart_export_skips_cost")) charts.erase(charts.begin() + 1);
   std::vector<std::pair<std::string, QByteArray>> out;
@@ -544,30 +579,26 @@ void ChartsPanel::show_charts(const Outcome& o, const Outcome* pinned) {
                             return e.memory.peak(t) - e.memory.bytes(t).total();
                           }));
   };
-  {
-    TierView host = node_tier(plan::Tier::cpu, "Peak host DRAM per node (GiB)", "GiB", kGiB, "usable per node");
-    if (!mutant("host_other_stages_missing")) host.extra.push_back(other_stages(plan::Tier::cpu));
-    if (mutant("host_capacity_halved"))
-      host.capacity = [](const evaluate::Evaluation& e) { return 0.5 * e.memory.capacity(plan::Tier::cpu); };
-    replace_chart(host_chart_, tier_chart(host, ev, names, pinned_of(host.total)));
+  // Each node tier's chart; one a plan may lack where some plan's node has it (or places state
+  // there, to show it does not fit). The tab names those shown.
+  std::vector<std::string> shown;
+  for (auto [tier, view] : tier_charts_) {
+    const plan::TierInfo& info = plan::tier_info(tier);
+    const bool any = info.always || std::any_of(ev.begin(), ev.end(), [t = tier](const evaluate::Evaluation& e) {
+                       return e.memory.capacity(t) > 0 || e.memory.peak(t) > 0;
+                     });
+    view->setVisible(any);
+    if (!any) continue;
+    shown.push_back(info.label);
+    const TierWords words = tier_words(tier);
+    const bool nvme_in_gb = tier == plan::Tier::nvme && mutant("nvme_in_gb");
+    TierView v = node_tier(tier, q(words.title), q(words.unit), nvme_in_gb ? 1e9 : words.scale, q(words.capacity));
+    if (!(tier == plan::Tier::cpu && mutant("host_other_stages_missing"))) v.extra.push_back(other_stages(tier));
+    if (tier == plan::Tier::cpu && mutant("host_capacity_halved"))
+      v.capacity = [](const evaluate::Evaluation& e) { return 0.5 * e.memory.capacity(plan::Tier::cpu); };
+    replace_chart(view, tier_chart(v, ev, names, pinned_of(v.total)));
   }
-  {
-    TierView nvme = node_tier(plan::Tier::nvme, "NVMe flash per node (TB)", "TB", mutant("nvme_in_gb") ? 1e9 : 1e12,
-                              "capacity per node");
-    nvme.extra.push_back(other_stages(plan::Tier::nvme));
-    replace_chart(nvme_chart_, tier_chart(nvme, ev, names, pinned_of(nvme.total)));
-  }
-  // CXL memory, where a plan's node has expanders (or places state there, to show it does not fit).
-  const bool any_cxl = std::any_of(ev.begin(), ev.end(), [](const evaluate::Evaluation& e) {
-    return e.memory.capacity(plan::Tier::cxl) > 0 || e.memory.peak(plan::Tier::cxl) > 0;
-  });
-  cxl_chart_->setVisible(any_cxl);
-  setTabText(1, any_cxl ? "Host DRAM, CXL memory and NVMe" : "Host DRAM and NVMe");
-  if (any_cxl) {
-    TierView cxl = node_tier(plan::Tier::cxl, "Peak CXL memory per node (GiB)", "GiB", kGiB, "capacity per node");
-    cxl.extra.push_back(other_stages(plan::Tier::cxl));
-    replace_chart(cxl_chart_, tier_chart(cxl, ev, names, pinned_of(cxl.total)));
-  }
+  setTabText(1, tiers_tab(shown));
 }
 
 // The planner's whole search: every simulated layout by job time and dollars, the Pareto front

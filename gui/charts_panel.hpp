@@ -43,9 +43,9 @@ class ChartsPanel : public QTabWidget {
   QChartView* time_chart_ = nullptr;
   QChartView* cost_chart_ = nullptr;
   QChartView* memory_chart_ = nullptr;
-  QChartView* host_chart_ = nullptr;
-  QChartView* nvme_chart_ = nullptr;
-  QChartView* cxl_chart_ = nullptr;  // shown where a plan has CXL memory expanders
+  // A chart per node tier (plan::kTiers after the GPU's), named ROW_chart: one a plan may lack
+  // (CXL memory) shown where some plan's node has it or places state there.
+  std::vector<std::pair<plan::Tier, QChartView*>> tier_charts_;
   QChartView* search_chart_ = nullptr;
   bool search_shown_ = false;  // the outcome shown has a search
 };

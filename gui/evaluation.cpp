@@ -280,14 +280,20 @@ std::string results_csv(const Outcome& o) { return o.scenario ? io::rows_to_csv(
 
 std::string new_scenario_text(const NewScenario& s) {
   const bool hf = s.model.find('/') != std::string::npos || s.model.ends_with(".json");
-  // A cluster of `count` GPUs or nodes; with the CXL preset, its node's expanders too.
-  const bool cxl = plan::preset_places_on(
-      value_named<plan::OffloadPreset>(s.offload).value_or(plan::OffloadPreset::none), plan::Tier::cxl);
+  // A cluster of `count` GPUs or nodes; with a preset that places state on a tier nodes may lack
+  // (CXL memory), two of that tier's devices in its node too.
+  const auto preset = value_named<plan::OffloadPreset>(s.offload).value_or(plan::OffloadPreset::none);
+  std::string devices;
+  plan::for_each_device_kind([&](const auto& kind) {
+    const auto it = s.tier_devices.find(kind.key);
+    if (kind.tier && !plan::tier_info(*kind.tier).always && plan::preset_places_on(preset, *kind.tier) &&
+        it != s.tier_devices.end())
+      devices += fmt::format(", {}: [{{{}: {}, count: 2}}]", kind.key, kind.item, it->second);
+  });
   const auto cluster_of = [&](int count, bool offloads) {
-    const std::string expanders =
-        offloads && cxl ? fmt::format(", expanders: [{{expander: {}, count: 2}}]", s.expander) : std::string();
-    return s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}{}}}", s.gpu, count, expanders)
-                          : fmt::format("{{node: {}, nodes: {}{}}}", s.node, count, expanders);
+    const std::string extra = offloads ? devices : std::string();
+    return s.node.empty() ? fmt::format("{{gpu: {}, gpus: {}{}}}", s.gpu, count, extra)
+                          : fmt::format("{{node: {}, nodes: {}{}}}", s.node, count, extra);
   };
   const std::string cluster = cluster_of(s.count, !s.compare_tiered);
   const std::string where = fmt::format("{} x {}", s.count, s.node.empty() ? s.gpu : s.node);
@@ -311,7 +317,7 @@ std::string new_scenario_text(const NewScenario& s) {
   // A preset's lines: the state offloads run under DeepSpeed, which they describe (ZeRO-Offload on
   // ZeRO-2's partitioned optimizer, ZeRO-Infinity and aiDAPTIV+ on ZeRO-3's streamed parameters:
   // docs/tiered-memory.md); activation offload under any framework. The CXL preset's plan also
-  // needs expanders in its node (written into its cluster below).
+  // needs expanders in its node (written into its cluster above).
   const auto offload_lines = [&] {
     if (s.offload == "none") return std::string();
     std::string lines = fmt::format("    offload: {{preset: {}}}\n", s.offload);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,8 +105,9 @@ struct NewScenario {
   int count = 8;
   std::string offload = "none";  // an offload preset (plan::OffloadPreset's names)
   bool compare_tiered = false;   // a second plan: one node's GPUs with this offload preset
-  // The CXL memory expander a CXL preset's node gets (the catalog's; two of them).
-  std::string expander = "micron-cz120-256gb";
+  // The device a preset placing state on a tier nodes may lack gets in its node (two of them), by
+  // device kind (plan::kDeviceKinds' key): the catalog's first of the kind.
+  std::map<std::string, std::string> tier_devices = {{"expanders", "micron-cz120-256gb"}};
 };
 // A commented scenario for `s`, as a person would write it (docs/scenario-format.md): its text
 // reads back clean (io::parse_scenario) for every choice the form offers.

@@ -477,7 +477,10 @@ void MainWindow::new_scenario_dialog() {
   n.count = count->value();
   n.offload = offload->currentText().toStdString();
   n.compare_tiered = tiered->isChecked();
-  if (!catalog_.expanders.empty()) n.expander = catalog_.expanders.front().name;
+  plan::for_each_device_kind([&](const auto& kind) {
+    if (kind.tier && !(catalog_.*kind.in_catalog).empty())
+      n.tier_devices[kind.key] = (catalog_.*kind.in_catalog).front().name;
+  });
   new_scenario(n);
 }
 

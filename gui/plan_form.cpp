@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <initializer_list>
+#include <memory>
 #include <string>
+#include <string_view>
 
 #include <QComboBox>
 #include <QFormLayout>
@@ -57,23 +58,6 @@ PlanForm::PlanForm(const hardware::Catalog& catalog, QWidget* parent)
   dram_ = spin("dram", 1, 1 << 20);
   dram_->setSuffix(" GiB");
   dram_->setToolTip("Host DRAM per node (cluster.dram)");
-  // A node's devices of one kind: the catalog's names (or none) and how many.
-  const auto device_row = [&](const char* name, std::vector<std::string> names, const char* tip, QComboBox*& pick,
-                              QSpinBox*& count) {
-    names.insert(names.begin(), "(none)");
-    pick = combo(name, names);
-    count = spin((std::string(name) + "_count").c_str(), 0, 64);
-    count->setToolTip(tip);
-    auto* row = new QHBoxLayout;
-    row->addWidget(pick, 1);
-    row->addWidget(new QLabel("×"));
-    row->addWidget(count);
-    return row;
-  };
-  auto* drive_row =
-      device_row("drive", catalog.drive_names(), "Drives per node (cluster.drives)", drive_, drive_count_);
-  auto* expander_row = device_row("expander", catalog.expander_names(),
-                                  "CXL memory expanders per node (cluster.expanders)", expander_, expander_count_);
   auto* layout_row = new QHBoxLayout;
   for (auto [label, box] : {std::pair{"tp", tp_}, std::pair{"pp", pp_}, std::pair{"dp", dp_}, std::pair{"cp", cp_},
                             std::pair{"ZeRO", zero_}}) {
@@ -90,13 +74,27 @@ PlanForm::PlanForm(const hardware::Catalog& catalog, QWidget* parent)
   plan_form->addRow("layout", layout_row);
   plan_form->addRow("offload", offload_);
   plan_form->addRow("DRAM per node", dram_);
-  plan_form->addRow("drives per node", drive_row);
-  plan_form->addRow("CXL expanders per node", expander_row);
+  // A node's devices of each kind that backs a tier: the catalog's names (or none) and how many.
+  plan::for_each_device_kind([&](const auto& kind) {
+    if (!kind.tier) return;
+    std::vector<std::string> names = hardware::names_of(catalog.*kind.in_catalog);
+    names.insert(names.begin(), "(none)");
+    DeviceRow d{kind.key, kind.item, combo(kind.item, names), spin(fmt::format("{}_count", kind.item).c_str(), 0, 64)};
+    d.count->setToolTip(q(fmt::format("{}s per node (cluster.{})", kind.what, kind.key)));
+    auto* row = new QHBoxLayout;
+    row->addWidget(d.pick, 1);
+    row->addWidget(new QLabel("×"));
+    row->addWidget(d.count);
+    plan_form->addRow(q(fmt::format("{}s per node", kind.what)), row);
+    device_rows_.push_back(d);
+  });
   setEnabled(false);
   connect(plan_pick_, &QComboBox::currentIndexChanged, this, [this] { fill(); });
-  for (QComboBox* c : {gpu_, node_, offload_, drive_, expander_})
-    connect(c, &QComboBox::activated, this, [this, c] { changed(c); });
-  for (QSpinBox* b : {gpus_, tp_, pp_, dp_, cp_, zero_, dram_, drive_count_, expander_count_}) {
+  std::vector<QComboBox*> picks = {gpu_, node_, offload_};
+  std::vector<QSpinBox*> counts = {gpus_, tp_, pp_, dp_, cp_, zero_, dram_};
+  for (const DeviceRow& d : device_rows_) picks.push_back(d.pick), counts.push_back(d.count);
+  for (QComboBox* c : picks) connect(c, &QComboBox::activated, this, [this, c] { changed(c); });
+  for (QSpinBox* b : counts) {
     b->setKeyboardTracking(false);  // a value typed is written once, on Enter or leaving the box
     connect(b, &QSpinBox::valueChanged, this, [this, b] { changed(b); });
   }
@@ -122,17 +120,17 @@ int PlanForm::current() const {
 
 void PlanForm::fill() {
   const int i = current();
-  for (QWidget* w : std::initializer_list<QWidget*>{gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_,
-                                                    drive_, drive_count_, expander_, expander_count_})
-    w->setEnabled(i >= 0);
+  std::vector<QWidget*> controls = {gpu_, node_, gpus_, tp_, pp_, dp_, cp_, zero_, offload_, dram_};
+  for (const DeviceRow& d : device_rows_) controls.push_back(d.pick), controls.push_back(d.count);
+  for (QWidget* w : controls) w->setEnabled(i >= 0);
   const bool none = plans_ && plans_->empty();
   setEnabled(plans_ && !none);
   setTitle(none ? "Plan (the text has none: click a point in the Search tab to add one)"
                 : "Plan (edits are written into its text)");
   if (i < 0) return;
   const plan::Plan& p = (*plans_)[static_cast<std::size_t>(i)];
-  const QSignalBlocker a(gpu_), b(node_), c(gpus_), d(tp_), e(pp_), f(dp_), g(cp_), h(zero_), k(offload_), l(dram_),
-      m(drive_), n(drive_count_), o(expander_), r(expander_count_);
+  std::vector<std::unique_ptr<QSignalBlocker>> quiet;
+  for (QWidget* w : controls) quiet.push_back(std::make_unique<QSignalBlocker>(w));
   gpu_->setCurrentText(q(p.cluster.gpu.name));
   node_->setCurrentText(q(p.cluster.node.name));
   gpus_->setValue(p.cluster.gpus());
@@ -143,12 +141,13 @@ void PlanForm::fill() {
   zero_->setValue(p.parallel.zero);
   offload_->setCurrentText(plan::to_string(p.offload.preset));
   dram_->setValue(static_cast<int>(std::lround(p.cluster.host.dram_bytes / kGiB)));
-  const auto show = [](const auto& devices, QComboBox* pick, QSpinBox* count) {
-    pick->setCurrentIndex(devices.empty() ? 0 : std::max(0, pick->findText(q(devices.front().first.name))));
-    count->setValue(devices.empty() ? 0 : devices.front().second);
-  };
-  show(p.cluster.drives, drive_, drive_count_);
-  show(p.cluster.expanders, expander_, expander_count_);
+  for (const DeviceRow& d : device_rows_)
+    plan::for_each_device_kind([&](const auto& kind) {
+      if (d.key != std::string_view(kind.key)) return;
+      const auto& devices = p.cluster.*kind.in_cluster;
+      d.pick->setCurrentIndex(devices.empty() ? 0 : std::max(0, d.pick->findText(q(devices.front().first.name))));
+      d.count->setValue(devices.empty() ? 0 : devices.front().second);
+    });
 }
 
 // A control's new value, as the plan's keys (docs/scenario-format.md).
@@ -184,21 +183,19 @@ void PlanForm::changed(QObject* control) {
       note_text = "left out of the offload block (the new placements have no use for it): " + join(dropped, "; ");
   } else if (control == dram_)
     keys = {{"cluster.dram", n(dram_) + " GiB"}};
-  // A device row: its list of one {kind: name, count: n} (a name picked with a count of 0 gets 1).
-  const auto devices = [&](const char* key, const char* kind, QComboBox* pick, QSpinBox* count) {
-    if (control == pick && pick->currentIndex() > 0 && count->value() == 0) {
-      const QSignalBlocker quiet(count);
-      count->setValue(1);
+  // A device row: its list of one {ITEM: name, count: n} (a name picked with a count of 0 gets 1).
+  for (const DeviceRow& d : device_rows_) {
+    if (control != d.pick && control != d.count) continue;
+    if (control == d.pick && d.pick->currentIndex() > 0 && d.count->value() == 0) {
+      const QSignalBlocker quiet(d.count);
+      d.count->setValue(1);
     }
-    return std::vector<io::PlanKey>{
-        {key, pick->currentIndex() == 0 || count->value() == 0
-                  ? std::string("[]")
-                  : fmt::format("[{{{}: {}, count: {}}}]", kind, pick->currentText().toStdString(), count->value())}};
-  };
-  if (control == drive_ || control == drive_count_)
-    keys = devices("cluster.drives", "drive", drive_, drive_count_);
-  else if (control == expander_ || control == expander_count_)
-    keys = devices("cluster.expanders", "expander", expander_, expander_count_);
+    keys = {
+        {fmt::format("cluster.{}", d.key),
+         d.pick->currentIndex() == 0 || d.count->value() == 0
+             ? std::string("[]")
+             : fmt::format("[{{{}: {}, count: {}}}]", d.item, d.pick->currentText().toStdString(), d.count->value())}};
+  }
   if (keys.empty()) {
     fill();
     return;

@@ -1,5 +1,6 @@
 // The window's per-plan controls: one plan of the text (chosen by name) and its GPU, node, GPU
-// count, layout (tp, pp, dp, cp, ZeRO), offload preset, DRAM, drives and CXL expanders per node.
+// count, layout (tp, pp, dp, cp, ZeRO), offload preset, DRAM, and the devices per node that back a
+// tier (plan::kDeviceKinds: drives, CXL expanders).
 // Each change is that plan's keys (keys_changed; docs/scenario-format.md), which the window writes
 // into the text (io::set_plan_keys) and evaluates again; the form then shows what the text says.
 #pragma once
@@ -51,10 +52,15 @@ class PlanForm : public QGroupBox {
   QSpinBox* zero_ = nullptr;
   QComboBox* offload_ = nullptr;
   QSpinBox* dram_ = nullptr;
-  QComboBox* drive_ = nullptr;
-  QSpinBox* drive_count_ = nullptr;
-  QComboBox* expander_ = nullptr;  // CXL memory expanders per node (cluster.expanders)
-  QSpinBox* expander_count_ = nullptr;
+  // A row per kind of device that backs a tier: its catalog name (or none) and count per node
+  // (cluster.KEY: [{ITEM: name, count: n}]); the controls are named ITEM and ITEM_count.
+  struct DeviceRow {
+    const char* key;
+    const char* item;
+    QComboBox* pick;
+    QSpinBox* count;
+  };
+  std::vector<DeviceRow> device_rows_;
 };
 
 }  // namespace ftplan::gui

@@ -421,9 +421,6 @@ Bom bill_of_materials(const plan::Plan& p) {
       add(display, count, unit);
     }
   };
-  const std::vector<std::pair<hardware::DriveSpec, int>> no_drives;
-  const std::vector<std::pair<hardware::NicSpec, int>> no_nics;
-  const std::vector<std::pair<hardware::CxlSpec, int>> no_expanders;
   const bool whole = c.node.price.purchase_usd && c.as_sold.catalog_node;
   if (whole) {
     add(c.node.display_name, 1, c.node.price.purchase_usd);
@@ -436,9 +433,10 @@ Bom bill_of_materials(const plan::Plan& p) {
   if (included > 0)
     add(fmt::format("GiB of DRAM in the {}", c.host.display_name), (c.host.dram_bytes - included) / kGiB,
         c.host.price.dram_usd_per_gib);
-  devices(c.drives, whole ? c.as_sold.drives : no_drives);
-  devices(c.nics, whole ? c.as_sold.nics : no_nics);
-  devices(c.expanders, whole ? c.as_sold.expanders : no_expanders);
+  plan::for_each_device_kind([&](const auto& kind) {
+    const std::remove_cvref_t<decltype(c.*kind.in_cluster)> none;
+    devices(c.*kind.in_cluster, whole ? c.as_sold.*kind.as_sold : none);
+  });
   for (const auto& l : bom.lines) bom.capex_usd += l.usd();
   return bom;
 }
@@ -488,9 +486,7 @@ std::string changes_from_as_sold(const plan::Cluster& c) {
     for (const auto& [name, k] : n)
       if (k != 0) parts.push_back(fmt::format("{} {} {}", std::abs(k), k > 0 ? "more" : "fewer", name));
   };
-  delta(c.drives, c.as_sold.drives);
-  delta(c.nics, c.as_sold.nics);
-  delta(c.expanders, c.as_sold.expanders);
+  plan::for_each_device_kind([&](const auto& kind) { delta(c.*kind.in_cluster, c.as_sold.*kind.as_sold); });
   return join(parts, ", ");
 }
 

@@ -333,16 +333,15 @@ class FitSearch {
     }
   }
 
-  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere; CXL ones
-  // where the nodes have expanders, NVMe ones where they have drives).
+  // Offload presets (DeepSpeed's systems under DeepSpeed; activation offload anywhere), each where
+  // the nodes have the tiers it places state on (CXL ones where they have expanders, NVMe ones
+  // where they have drives).
   void offload_presets() {
     offload(plan::OffloadPreset::activation_cpu, false, 0);
     offload(plan::OffloadPreset::zero_offload, true, 2);
-    if (!plan_.cluster.expanders.empty()) offload(plan::OffloadPreset::zero_offload_cxl, true, 2);
-    if (!plan_.cluster.drives.empty()) {
-      offload(plan::OffloadPreset::zero_infinity, true, 3);
-      offload(plan::OffloadPreset::aidaptiv, true, 3);
-    }
+    offload(plan::OffloadPreset::zero_offload_cxl, true, 2);
+    offload(plan::OffloadPreset::zero_infinity, true, 3);
+    offload(plan::OffloadPreset::aidaptiv, true, 3);
   }
 
   // 16-bit state: pure bf16 (torchtune's dtype=bf16) and 8-bit Adam.
@@ -387,6 +386,11 @@ class FitSearch {
   // One offload preset, with DeepSpeed and at least ZeRO `zero` when the preset is DeepSpeed's.
   void offload(plan::OffloadPreset preset, bool deepspeed, int zero) {
     if (plan_.offload.preset == preset) return;
+    const plan::PerTier<double> capacity = plan_.cluster.tier_capacities();
+    for (const plan::TierInfo& t : plan::kTiers)
+      if (t.tier != plan::Tier::gpu && capacity[plan::tier_index(t.tier)] <= 0 &&
+          plan::preset_places_on(preset, t.tier))
+        return;
     plan::Plan p = plan_;
     std::string change = std::string("offload ") + plan::to_string(preset);
     if (deepspeed && sharding_ != plan::Sharding::deepspeed) {

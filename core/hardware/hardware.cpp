@@ -55,25 +55,8 @@ double GpuSpec::peak_for(Dtype d) const {
   return 0;
 }
 
-namespace {
-template <class T>
-const T* find_named(const std::vector<T>& items, const std::string& name) {
-  auto it = std::find_if(items.begin(), items.end(), [&](const T& t) { return t.name == name; });
-  return it == items.end() ? nullptr : &*it;
-}
-template <class T>
-std::vector<std::string> names_of(const std::vector<T>& items) {
-  std::vector<std::string> out;
-  for (const auto& t : items) out.push_back(t.name);
-  return out;
-}
-}  // namespace
-
 const GpuSpec* Catalog::gpu(const std::string& name) const { return find_named(gpus, name); }
 const HostSpec* Catalog::host(const std::string& name) const { return find_named(hosts, name); }
-const DriveSpec* Catalog::drive(const std::string& name) const { return find_named(drives, name); }
-const NicSpec* Catalog::nic(const std::string& name) const { return find_named(nics, name); }
-const CxlSpec* Catalog::expander(const std::string& name) const { return find_named(expanders, name); }
 const NodeSpec* Catalog::node(const std::string& name) const { return find_named(nodes, name); }
 
 const NodeSpec* Catalog::default_node_for(const std::string& gpu_name) const {
@@ -85,8 +68,5 @@ const NodeSpec* Catalog::default_node_for(const std::string& gpu_name) const {
 std::vector<std::string> Catalog::gpu_names() const { return names_of(gpus); }
 std::vector<std::string> Catalog::node_names() const { return names_of(nodes); }
 std::vector<std::string> Catalog::host_names() const { return names_of(hosts); }
-std::vector<std::string> Catalog::drive_names() const { return names_of(drives); }
-std::vector<std::string> Catalog::expander_names() const { return names_of(expanders); }
-std::vector<std::string> Catalog::nic_names() const { return names_of(nics); }
 
 }  // namespace ftplan::hardware

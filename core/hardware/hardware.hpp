@@ -189,7 +189,23 @@ struct NodeSpec {
   std::string notes;
 };
 
-// Everything in model_zoo/hardware, by name. Immutable once loaded.
+// The entry of `items` called `name`, or nullptr; the names of all, in order (for a suggestion).
+template <class T>
+const T* find_named(const std::vector<T>& items, const std::string& name) {
+  for (const T& t : items)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+template <class T>
+std::vector<std::string> names_of(const std::vector<T>& items) {
+  std::vector<std::string> out;
+  out.reserve(items.size());
+  for (const T& t : items) out.push_back(t.name);
+  return out;
+}
+
+// Everything in model_zoo/hardware, by name. Immutable once loaded. The devices a node counts
+// (drives, nics, expanders) are found through plan::kDeviceKinds' rows.
 struct Catalog {
   std::vector<GpuSpec> gpus;
   std::vector<HostSpec> hosts;
@@ -200,9 +216,6 @@ struct Catalog {
 
   const GpuSpec* gpu(const std::string& name) const;
   const HostSpec* host(const std::string& name) const;
-  const DriveSpec* drive(const std::string& name) const;
-  const NicSpec* nic(const std::string& name) const;
-  const CxlSpec* expander(const std::string& name) const;
   const NodeSpec* node(const std::string& name) const;
   // The typical node for a GPU (the one whose default_for names it), or nullptr.
   const NodeSpec* default_node_for(const std::string& gpu_name) const;
@@ -210,9 +223,6 @@ struct Catalog {
   std::vector<std::string> gpu_names() const;
   std::vector<std::string> node_names() const;
   std::vector<std::string> host_names() const;
-  std::vector<std::string> drive_names() const;
-  std::vector<std::string> nic_names() const;
-  std::vector<std::string> expander_names() const;
 };
 
 }  // namespace ftplan::hardware

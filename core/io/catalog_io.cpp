@@ -117,8 +117,8 @@ HostSpec read_host(MapView& v) {
   return h;
 }
 
-DriveSpec read_drive(MapView& v) {
-  DriveSpec d;
+// One entry of a device kind's file (plan::kDeviceKinds: drives.yaml, nics.yaml, expanders.yaml).
+void read_device(MapView& v, DriveSpec& d) {
   read_common(v, d.name, d.display_name, d.sources, d.notes);
   v.get_enum<std::string>("class", d.drive_class,
                           {{"datacenter", "datacenter"}, {"consumer", "consumer"}, {"ai-cache", "ai-cache"}});
@@ -148,11 +148,9 @@ DriveSpec read_drive(MapView& v) {
   read_price(v, d.price);
   if (d.sustained_write_Bps > d.seq_write_Bps)
     v.reader().error(v.location_of("sustained_write"), v.key_path("sustained_write"), "is above seq_write");
-  return d;
 }
 
-NicSpec read_nic(MapView& v) {
-  NicSpec n;
+void read_device(MapView& v, NicSpec& n) {
   read_common(v, n.name, n.display_name, n.sources, n.notes);
   v.get_enum<std::string>("fabric", n.fabric,
                           {{"infiniband", "infiniband"}, {"roce", "roce"}, {"ethernet", "ethernet"}});
@@ -162,11 +160,9 @@ NicSpec read_nic(MapView& v) {
   v.get_required_quantity("power", ftplan::Quantity::power, n.power_w, 0);
   v.get_quantity("switch_power_per_port", ftplan::Quantity::power, n.switch_power_per_port_w, 0);
   read_price(v, n.price);
-  return n;
 }
 
-CxlSpec read_expander(MapView& v) {
-  CxlSpec x;
+void read_device(MapView& v, CxlSpec& x) {
   read_common(v, x.name, x.display_name, x.sources, x.notes);
   v.require("interface");
   read_pcie(v, "interface", x.interface);
@@ -187,7 +183,6 @@ CxlSpec read_expander(MapView& v) {
     else if (x.bandwidth_Bps > 0 && rate > x.bandwidth_Bps * 1.0001)
       v.reader().error(v.location_of(key), v.key_path(key), "is above the device's bandwidth in all");
   }
-  return x;
 }
 
 std::vector<DeviceCount> read_counts(MapView& v, const char* key, const char* item_key) {
@@ -213,9 +208,7 @@ NodeSpec read_node(MapView& v) {
   v.get_required("gpus", n.gpus, 1, 1024);
   v.get_required("host", n.host);
   v.get_quantity("dram", ftplan::Quantity::bytes, n.dram_bytes, 1);
-  n.drives = read_counts(v, "drives", "drive");
-  n.expanders = read_counts(v, "expanders", "expander");
-  n.nics = read_counts(v, "nics", "nic");
+  plan::for_each_device_kind([&](const auto& kind) { n.*kind.in_node = read_counts(v, kind.key, kind.item); });
   v.get_enum("gpu_interconnect", n.gpu_interconnect);
   std::size_t i = 0;
   for (const auto& node : v.seq("pcie_switches")) {
@@ -283,13 +276,19 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
   Catalog c;
   Diagnostics all;
   const auto dir = zoo_dir / "hardware";
-  std::vector<SourceLocation> gpu_at, host_at, drive_at, nic_at, node_at;
+  std::vector<SourceLocation> gpu_at, host_at, device_at, node_at;
   read_file<GpuSpec>(dir / "gpus.yaml", load, "gpus", read_gpu, c.gpus, gpu_at, all);
   read_file<HostSpec>(dir / "hosts.yaml", load, "hosts", read_host, c.hosts, host_at, all);
-  read_file<DriveSpec>(dir / "drives.yaml", load, "drives", read_drive, c.drives, drive_at, all);
-  read_file<NicSpec>(dir / "nics.yaml", load, "nics", read_nic, c.nics, nic_at, all);
-  std::vector<SourceLocation> expander_at;
-  read_file<CxlSpec>(dir / "expanders.yaml", load, "expanders", read_expander, c.expanders, expander_at, all);
+  plan::for_each_device_kind([&](const auto& kind) {
+    using Spec = typename std::decay_t<decltype(kind)>::spec_type;
+    const std::function<Spec(MapView&)> read_one = [](MapView& v) {
+      Spec spec;
+      read_device(v, spec);
+      return spec;
+    };
+    read_file<Spec>(dir / (std::string(kind.key) + ".yaml"), load, kind.key, read_one, c.*kind.in_catalog, device_at,
+                    all);
+  });
   read_file<NodeSpec>(dir / "nodes.yaml", load, "nodes", read_node, c.nodes, node_at, all);
 
   // Cross-references, once every file is read.
@@ -303,19 +302,14 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
     if (!n.host.empty() && !c.host(n.host))
       all.error(at, key + ".host",
                 fmt::format("no host '{}' in hosts.yaml{}", n.host, did_you_mean(n.host, c.host_names())));
-    for (const auto& d : n.drives)
-      if (!c.drive(d.name))
-        all.error(at, key + ".drives",
-                  fmt::format("no drive '{}' in drives.yaml{}", d.name, did_you_mean(d.name, c.drive_names())));
-    for (const auto& x : n.expanders)
-      if (!c.expander(x.name))
-        all.error(at, key + ".expanders",
-                  fmt::format("no CXL memory expander '{}' in expanders.yaml{}", x.name,
-                              did_you_mean(x.name, c.expander_names())));
-    for (const auto& x : n.nics)
-      if (!c.nic(x.name))
-        all.error(at, key + ".nics",
-                  fmt::format("no NIC '{}' in nics.yaml{}", x.name, did_you_mean(x.name, c.nic_names())));
+    plan::for_each_device_kind([&](const auto& kind) {
+      const auto& known = c.*kind.in_catalog;
+      for (const auto& d : n.*kind.in_node)
+        if (!hardware::find_named(known, d.name))
+          all.error(at, fmt::format("{}.{}", key, kind.key),
+                    fmt::format("no {} '{}' in {}.yaml{}", kind.what, d.name, kind.key,
+                                did_you_mean(d.name, hardware::names_of(known))));
+    });
     for (const auto& g : n.default_for) {
       if (!c.gpu(g)) all.error(at, key + ".default_for", fmt::format("no GPU '{}' in gpus.yaml", g));
       auto [it, fresh] = default_owner.emplace(g, n.name);

@@ -1,6 +1,7 @@
 // Reading the hardware catalog (model_zoo/hardware/*.yaml; docs/hardware-catalog.md).
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "hardware/hardware.hpp"
+#include "plan/plan.hpp"
 
 namespace YAML {
 class Node;
@@ -17,7 +19,11 @@ namespace ftplan::io {
 
 // The catalog's files, zoo_dir/hardware/KIND.yaml, each a list under the key KIND (expanders: CXL
 // memory expanders).
-inline constexpr const char* kCatalogFiles[] = {"gpus", "hosts", "drives", "nics", "expanders", "nodes"};
+inline constexpr auto kCatalogFiles = std::apply(
+    [](const auto&... kind) {
+      return std::array<const char*, 3 + sizeof...(kind)>{"gpus", "hosts", kind.key..., "nodes"};
+    },
+    plan::kDeviceKinds);
 
 // Reads the catalog's files under `zoo_dir`/hardware, checks cross-references (a node's gpu,
 // host, drives, nics, expanders) and reports every problem at once.

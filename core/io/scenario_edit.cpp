@@ -130,9 +130,10 @@ std::vector<PlanKey> plan_changes(const plan::Plan& from, const plan::Plan& to) 
     add("cluster.node", b.node.name);
   if (a.gpus() != b.gpus() || a.gpus_per_node != b.gpus_per_node) add("cluster.gpus", std::to_string(b.gpus()));
   if (a.host.dram_bytes != b.host.dram_bytes) add("cluster.dram", bytes_text(b.host.dram_bytes));
-  if (!same_devices(a.drives, b.drives)) add("cluster.drives", devices_text(b.drives, "drive"));
-  if (!same_devices(a.expanders, b.expanders)) add("cluster.expanders", devices_text(b.expanders, "expander"));
-  if (!same_devices(a.nics, b.nics)) add("cluster.nics", devices_text(b.nics, "nic"));
+  plan::for_each_device_kind([&](const auto& kind) {
+    if (!same_devices(a.*kind.in_cluster, b.*kind.in_cluster))
+      out.push_back({fmt::format("cluster.{}", kind.key), devices_text(b.*kind.in_cluster, kind.item)});
+  });
   const plan::Parallel &p = from.parallel, &q = to.parallel;
   if (p.tp != q.tp) add("parallel.tp", std::to_string(q.tp));
   if (p.pp != q.pp) add("parallel.pp", std::to_string(q.pp));
@@ -224,12 +225,11 @@ std::string add_plan(std::string_view text, const plan::Job& job, const plan::Pl
   const hardware::HostSpec* host = typical ? catalog->host(typical->host) : nullptr;
   const double typical_dram = typical && typical->dram_bytes > 0 ? typical->dram_bytes : host ? host->dram_bytes : -1;
   if (c.host.dram_bytes != typical_dram) cluster += fmt::format(", dram: {}", bytes_text(c.host.dram_bytes));
-  if (!typical || !same_devices(typical->drives, c.drives))
-    cluster += fmt::format(", drives: {}", devices_text(c.drives, "drive"));
-  if (typical ? !same_devices(typical->expanders, c.expanders) : !c.expanders.empty())
-    cluster += fmt::format(", expanders: {}", devices_text(c.expanders, "expander"));
-  if (!typical || !same_devices(typical->nics, c.nics))
-    cluster += fmt::format(", nics: {}", devices_text(c.nics, "nic"));
+  plan::for_each_device_kind([&](const auto& kind) {
+    const auto& have = c.*kind.in_cluster;
+    if (typical ? !same_devices((*typical).*kind.in_node, have) : !have.empty())
+      cluster += fmt::format(", {}: {}", kind.key, devices_text(have, kind.item));
+  });
   if (c.exclusive) cluster += ", exclusive: true";
   cluster += "}";
   std::vector<std::pair<std::string, std::string>> item = {{"name", yaml_scalar(name_of_new)}, {"cluster", cluster}};

@@ -226,9 +226,7 @@ bool read_parts(MapView& v, hardware::NodeSpec& n) {
   p.get("gpus", n.gpus, 1, 1024);
   p.get_required("host", n.host);
   p.get_quantity("dram", Quantity::bytes, n.dram_bytes, 1);
-  n.drives = read_device_list(p, "drives", "drive");
-  n.expanders = read_device_list(p, "expanders", "expander");
-  n.nics = read_device_list(p, "nics", "nic");
+  plan::for_each_device_kind([&](const auto& kind) { n.*kind.in_node = read_device_list(p, kind.key, kind.item); });
   p.get_enum("gpu_interconnect", n.gpu_interconnect);
   p.get_quantity("base_power", Quantity::power, n.base_power_w, 0);
   p.finish();
@@ -244,7 +242,8 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
             forms == 0 ? "say what hardware: {gpu: NAME, gpus: N} or {node: NAME, nodes: N} or {parts: {...}, nodes: N}"
                        : "give only one of gpu, node and parts");
     v.take("gpu"), v.take("node"), v.take("parts"), v.take("gpus"), v.take("nodes"), v.take("gpus_per_node");
-    v.take("dram"), v.take("drives"), v.take("nics"), v.take("expanders"), v.take("exclusive");
+    v.take("dram"), v.take("exclusive");
+    plan::for_each_device_kind([&](const auto& kind) { v.take(kind.key); });
     return false;
   }
   bool ok = true;
@@ -265,23 +264,18 @@ bool read_cluster(MapView& v, Cluster& c, const hardware::Catalog& catalog) {
   }
   // Overrides of the node's memory and devices (what the planner varies).
   v.get_quantity("dram", Quantity::bytes, c.node.dram_bytes, 1);
-  if (v.has("drives"))
-    c.node.drives = read_device_list(v, "drives", "drive");
-  else
-    v.take("drives");
-  if (v.has("nics"))
-    c.node.nics = read_device_list(v, "nics", "nic");
-  else
-    v.take("nics");
-  if (v.has("expanders"))
-    c.node.expanders = read_device_list(v, "expanders", "expander");
-  else
-    v.take("expanders");
+  plan::for_each_device_kind([&](const auto& kind) {
+    if (v.has(kind.key))
+      c.node.*kind.in_node = read_device_list(v, kind.key, kind.item);
+    else
+      v.take(kind.key);
+  });
 
   // Resolve the parts against the catalog.
   const int nodes = c.nodes, per_node = c.gpus_per_node;
   for (const auto& problem : plan::resolve_cluster(catalog, c.node, nodes, per_node, c)) {
-    const bool listed = problem.key == "drives" || problem.key == "nics" || problem.key == "expanders";
+    bool listed = false;  // a device kind's list, where the scenario gives it
+    plan::for_each_device_kind([&](const auto& kind) { listed = listed || problem.key == kind.key; });
     r.error(listed ? v.location_of(problem.key) : v.location(), v.key_path(problem.key), problem.message);
     ok = false;
   }
@@ -430,18 +424,27 @@ void read_search(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog)
   }
   read_ints(sv, "zero", sp.zero, 0, 3);
   read_ints(sv, "micro_batch", sp.micro_batch, 1, 1 << 16);
-  read_ints(sv, "drives", sp.drive_counts, 0, 64);
-  // expanders: {expander: NAME, counts: [0, 4]}: CXL memory expanders per node, as drives are counted.
-  if (MapView x = sv.map("expanders"); x.valid()) {
-    if (x.require("expander", "the catalog's CXL memory expander to count") && x.get("expander", sp.expander) &&
-        !catalog.expander(sp.expander))
-      r.error(x.location_of("expander"), x.key_path("expander"),
-              fmt::format("no CXL memory expander '{}' in the catalog{}", sp.expander,
-                          did_you_mean(sp.expander, catalog.expander_names())));
-    x.require("counts", "the expanders per node to try, e.g. [0, 4]");
-    read_ints(x, "counts", sp.expander_counts, 0, 64);
-    x.finish();
-  }
+  // A device kind that backs a tier (drives, expanders): [counts] of the node's own first device,
+  // or {ITEM: NAME, counts: [0, 4]} of the catalog's NAME.
+  plan::for_each_device_kind([&](const auto& kind) {
+    if (!kind.tier) return;
+    plan::SearchSpace::DeviceAxis axis{kind.key, "", {}};
+    const YAML::Node raw = sv.raw();
+    if (const YAML::Node given = raw[kind.key]; given.IsDefined() && given.IsMap()) {
+      MapView x = sv.map(kind.key);
+      if (x.require(kind.item, fmt::format("the catalog's {} to count", kind.what)) && x.get(kind.item, axis.name) &&
+          !hardware::find_named(catalog.*kind.in_catalog, axis.name))
+        r.error(x.location_of(kind.item), x.key_path(kind.item),
+                fmt::format("no {} '{}' in the catalog{}", kind.what, axis.name,
+                            did_you_mean(axis.name, hardware::names_of(catalog.*kind.in_catalog))));
+      x.require("counts", fmt::format("the {} per node to try, e.g. [0, 4]", kind.key));
+      read_ints(x, "counts", axis.counts, 0, 64);
+      x.finish();
+    } else {
+      read_ints(sv, kind.key, axis.counts, 0, 64);
+    }
+    if (!axis.counts.empty()) sp.devices.push_back(std::move(axis));
+  });
   read_search_choices(sv, sp);
   for (const auto& item : sv.seq("dram")) {
     try {

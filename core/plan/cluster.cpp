@@ -8,21 +8,20 @@ namespace ftplan::plan {
 
 namespace {
 
-// A node's list of one kind of device, resolved against the catalog (`find` looks one up, `names`
-// lists them for a suggestion): each found into `out`; each missing, when `problems` is given, as
-// a problem at `key` naming it as `what`.
-template <class Spec>
-void resolve_devices(const hardware::Catalog& catalog, const Spec* (hardware::Catalog::*find)(const std::string&) const,
-                     std::vector<std::string> (hardware::Catalog::*names)() const,
-                     const std::vector<hardware::DeviceCount>& listed, const char* key, const char* what,
-                     std::vector<std::pair<Spec, int>>& out, std::vector<ClusterProblem>* problems) {
+// A node's list of one kind of device (a row of kDeviceKinds), resolved against the catalog: each
+// found into `out`; each missing, when `problems` is given, as a problem at the kind's key.
+template <class Kind, class Spec = typename Kind::spec_type>
+void resolve_devices(const hardware::Catalog& catalog, const Kind& kind,
+                     const std::vector<hardware::DeviceCount>& listed, std::vector<std::pair<Spec, int>>& out,
+                     std::vector<ClusterProblem>* problems) {
+  const std::vector<Spec>& known = catalog.*kind.in_catalog;
   out.clear();
   for (const auto& d : listed) {
-    if (const Spec* spec = (catalog.*find)(d.name))
+    if (const Spec* spec = hardware::find_named(known, d.name))
       out.emplace_back(*spec, d.count);
     else if (problems)
-      problems->push_back(
-          {key, fmt::format("no {} '{}' in the catalog{}", what, d.name, did_you_mean(d.name, (catalog.*names)()))});
+      problems->push_back({kind.key, fmt::format("no {} '{}' in the catalog{}", kind.what, d.name,
+                                                 did_you_mean(d.name, hardware::names_of(known)))});
   }
 }
 
@@ -46,11 +45,8 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
     problems.push_back({"host", fmt::format("no host '{}' in the catalog{}", node.host,
                                             did_you_mean(node.host, catalog.host_names()))});
   }
-  using hardware::Catalog;
-  resolve_devices(catalog, &Catalog::drive, &Catalog::drive_names, node.drives, "drives", "drive", c.drives, &problems);
-  resolve_devices(catalog, &Catalog::expander, &Catalog::expander_names, node.expanders, "expanders",
-                  "CXL memory expander", c.expanders, &problems);
-  resolve_devices(catalog, &Catalog::nic, &Catalog::nic_names, node.nics, "nics", "NIC", c.nics, &problems);
+  for_each_device_kind(
+      [&](const auto& kind) { resolve_devices(catalog, kind, node.*kind.in_node, c.*kind.in_cluster, &problems); });
   // What the catalog sells under this node's name, for the bill of materials: the plan's
   // overrides keep the name (scenario cluster.dram/drives/nics, the planner's DRAM and drive axes).
   c.as_sold = {};
@@ -58,10 +54,9 @@ std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, co
   if (const auto* sold = catalog.node(node.name)) {
     c.as_sold.catalog_node = true;
     c.as_sold.node_dram_bytes = sold->dram_bytes > 0 ? sold->dram_bytes : c.as_sold.host_dram_bytes;
-    resolve_devices(catalog, &Catalog::drive, &Catalog::drive_names, sold->drives, "", "", c.as_sold.drives, nullptr);
-    resolve_devices(catalog, &Catalog::nic, &Catalog::nic_names, sold->nics, "", "", c.as_sold.nics, nullptr);
-    resolve_devices(catalog, &Catalog::expander, &Catalog::expander_names, sold->expanders, "", "", c.as_sold.expanders,
-                    nullptr);
+    for_each_device_kind([&](const auto& kind) {
+      resolve_devices(catalog, kind, (*sold).*kind.in_node, c.as_sold.*kind.as_sold, nullptr);
+    });
   }
   return problems;
 }

@@ -11,11 +11,12 @@
 namespace ftplan::plan {
 
 struct ClusterProblem {
-  std::string key;  // "gpu", "host", "drives", "nics", "expanders"
+  std::string key;  // "gpu", "host", or a device kind's key ("drives": plan::kDeviceKinds)
   std::string message;
 };
 
-// Fills cluster.gpu/host/drives/nics/expanders from `node`'s names. Returns what could not be found.
+// Fills cluster.gpu, host and each kind of device (plan::kDeviceKinds) from `node`'s names. Returns what could not be
+// found.
 std::vector<ClusterProblem> resolve_cluster(const hardware::Catalog& catalog, const hardware::NodeSpec& node, int nodes,
                                             int gpus_per_node, Cluster& cluster);
 

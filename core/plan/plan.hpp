@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "hardware/hardware.hpp"
@@ -143,30 +147,73 @@ struct Cluster {
   // What the plan may fill of its share of a node: host DRAM (kUsableHostFraction of it) and the
   // drives. The footprint judges fit against these; the simulator's pools are them per rank.
   double usable_host_bytes() const { return host.dram_bytes * node_share() * kUsableHostFraction; }
-  double nvme_capacity_bytes() const {
-    double bytes = 0;
-    for (const auto& [drive, count] : drives) bytes += drive.capacity_bytes * count;
-    return bytes * node_share();
-  }
-  double cxl_capacity_bytes() const {
-    double bytes = 0;
-    for (const auto& [x, count] : expanders) bytes += x.capacity_bytes * count;
-    return bytes * node_share();
-  }
-  // What each tier offers the plan (plan::kTiers): usable memory per GPU; usable host DRAM, CXL
-  // expanders and drives of its share of a node.
-  PerTier<double> tier_capacities() const {
-    PerTier<double> c{};
-    c[tier_index(Tier::gpu)] = gpu.usable_memory_bytes;
-    c[tier_index(Tier::cpu)] = usable_host_bytes();
-    c[tier_index(Tier::cxl)] = cxl_capacity_bytes();
-    c[tier_index(Tier::nvme)] = nvme_capacity_bytes();
-    return c;
-  }
+  // What each tier offers the plan (plan::kTiers): usable memory per GPU; usable host DRAM, and
+  // the capacity of the devices that back a tier (kDeviceKinds: CXL expanders, drives) of its
+  // share of a node.
+  PerTier<double> tier_capacities() const;
   // Share of host DRAM a training job can use: the OS, page cache and other processes keep the
   // rest (an estimate; the page cache is not free memory to pin).
   static constexpr double kUsableHostFraction = 0.9;
 };
+
+// A node's devices counted by kind, one row each: the catalog's file and the node's, the parts'
+// and the scenario's key (`key`: hardware/KEY.yaml, cluster.KEY, search.KEY), a listed device's
+// name key (`item`), its words in messages, the memory tier its capacity backs (none: a NIC), and
+// where the catalog, a node and a plan's Cluster keep them. The catalog's and the scenario's
+// readers, the cluster's resolution, the scenario's writer, the bill of materials, the tiers'
+// capacities, the planner's device axes and the GUI iterate this table (for_each_device_kind);
+// a new kind of device is its spec (hardware.hpp), its reader (io/catalog_io.cpp) and a row here.
+template <class Spec>
+struct DeviceKind {
+  using spec_type = Spec;
+  const char* key;
+  const char* item;
+  const char* what;
+  std::optional<Tier> tier;
+  std::vector<Spec> hardware::Catalog::*in_catalog;
+  std::vector<hardware::DeviceCount> hardware::NodeSpec::*in_node;
+  std::vector<std::pair<Spec, int>> Cluster::*in_cluster;
+  std::vector<std::pair<Spec, int>> Cluster::AsSold::*as_sold;
+};
+inline constexpr std::tuple kDeviceKinds{
+    DeviceKind<hardware::DriveSpec>{"drives", "drive", "drive", Tier::nvme, &hardware::Catalog::drives,
+                                    &hardware::NodeSpec::drives, &Cluster::drives, &Cluster::AsSold::drives},
+    DeviceKind<hardware::NicSpec>{"nics", "nic", "NIC", std::nullopt, &hardware::Catalog::nics,
+                                  &hardware::NodeSpec::nics, &Cluster::nics, &Cluster::AsSold::nics},
+    DeviceKind<hardware::CxlSpec>{"expanders", "expander", "CXL memory expander", Tier::cxl,
+                                  &hardware::Catalog::expanders, &hardware::NodeSpec::expanders, &Cluster::expanders,
+                                  &Cluster::AsSold::expanders},
+};
+// Calls f(kind) for each row of kDeviceKinds, in order.
+template <class F>
+constexpr void for_each_device_kind(F&& f) {
+  std::apply([&](const auto&... kind) { (f(kind), ...); }, kDeviceKinds);
+}
+
+// The tier the device kind called `key` backs; none for a kind without one (NICs) or no such kind.
+inline std::optional<Tier> device_tier(std::string_view key) {
+  std::optional<Tier> out;
+  for_each_device_kind([&](const auto& kind) {
+    if (key == kind.key) out = kind.tier;
+  });
+  return out;
+}
+
+inline PerTier<double> Cluster::tier_capacities() const {
+  PerTier<double> c{};
+  c[tier_index(Tier::gpu)] = gpu.usable_memory_bytes;
+  c[tier_index(Tier::cpu)] = usable_host_bytes();
+  for_each_device_kind([&](const auto& kind) {
+    using Spec = typename std::decay_t<decltype(kind)>::spec_type;
+    if constexpr (requires(const Spec& d) { d.capacity_bytes; }) {
+      if (!kind.tier) return;
+      double bytes = 0;
+      for (const auto& [d, count] : this->*kind.in_cluster) bytes += d.capacity_bytes * count;
+      c[tier_index(*kind.tier)] += bytes * node_share();
+    }
+  });
+  return c;
+}
 
 struct Parallel {
   int dp = 0;  // data-parallel degree; 0 = whatever the GPU count leaves after tp x pp x cp

@@ -26,11 +26,15 @@ struct SearchSpace {
   // ZeRO stage (DeepSpeed's systems), which the job's framework may not be.
   std::vector<OffloadPreset> offload = {OffloadPreset::none};
   std::vector<double> dram_bytes;  // host DRAM per node to try (empty: the node's own)
-  std::vector<int> drive_counts;   // NVMe drives per node to try for NVMe offload (empty: the node's own)
-  // CXL memory expanders per node to try for CXL offload, of the catalog's `expander` (scenario
-  // search.expanders: {expander, counts}; empty: the node's own).
-  std::string expander;
-  std::vector<int> expander_counts;
+  // Devices per node to try, for the placements on the tier they back (plan::kDeviceKinds' rows
+  // with a tier; scenario search.KEY: [counts] of the node's own first device of that kind, or
+  // {ITEM: NAME, counts: [...]}): placements elsewhere are tried on the first count only.
+  struct DeviceAxis {
+    std::string kind;  // a kDeviceKinds key: "drives", "expanders"
+    std::string name;  // the catalog's device; empty: the node's own (the first it lists)
+    std::vector<int> counts;
+  };
+  std::vector<DeviceAxis> devices;
 };
 
 struct Constraints {

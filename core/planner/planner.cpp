@@ -79,16 +79,22 @@ std::vector<int> pareto_front(const std::vector<Candidate>& c) {
 
 namespace {
 
-// One cluster the search tries (GPU type, count, DRAM, drives, CXL expanders), resolved once;
-// layouts refer to it.
+// One cluster the search tries (GPU type, count, DRAM, devices per node), resolved once; layouts
+// refer to it.
 struct Base {
   plan::Plan plan;
   std::string gpu_name;
   int gpus = 0;
   double dram = 0;
-  int drives = -1;
-  int expanders = -1;
+  std::vector<int> devices;  // per SearchSpace::devices axis: the count tried
 };
+
+// The tier each of the space's device axes backs (plan::kDeviceKinds).
+std::vector<plan::Tier> axis_tiers(const SearchSpace& space) {
+  std::vector<plan::Tier> out;
+  for (const auto& axis : space.devices) out.push_back(plan::device_tier(axis.kind).value());
+  return out;
+}
 
 // One layout on a base: the degrees and recipe choices. Small: a search may hold millions.
 struct Layout {
@@ -99,8 +105,8 @@ struct Layout {
   OffloadPreset off = OffloadPreset::none;
 };
 
-plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l, bool fsdp) {
-  const bool nvme = plan::preset_places_on(l.off, plan::Tier::nvme);
+plan::Plan plan_of(const model::ModelSpec& model, const std::vector<plan::Tier>& tiers, const Base& b, const Layout& l,
+                   bool fsdp) {
   plan::Plan p = b.plan;
   // The name says the whole layout, the framework included: the same degrees under another
   // framework are another plan (issue 41: a search row read as compare's DeepSpeed plan).
@@ -109,8 +115,9 @@ plan::Plan plan_of(const model::ModelSpec& model, const Base& b, const Layout& l
                        l.vs > 1 ? fmt::format(" v{}", l.vs) : std::string(), l.zero, l.mb, plan::to_string(l.ckpt),
                        l.off == OffloadPreset::none ? "" : std::string(" ") + plan::to_string(l.off),
                        b.dram > 0 ? fmt::format(" {:.0f}GiB", b.dram / (1u << 30)) : std::string());
-  if (b.drives >= 0 && nvme) p.name += fmt::format(" {}nvme", b.drives);
-  if (b.expanders >= 0 && plan::preset_places_on(l.off, plan::Tier::cxl)) p.name += fmt::format(" {}cxl", b.expanders);
+  for (std::size_t i = 0; i < tiers.size(); ++i)
+    if (plan::preset_places_on(l.off, tiers[i]))
+      p.name += fmt::format(" {}{}", b.devices[i], plan::tier_info(tiers[i]).row);
   p.parallel.tp = l.tp;
   p.parallel.pp = l.pp;
   p.parallel.sequence_parallel = l.sp;
@@ -149,12 +156,13 @@ namespace {
 struct Enumerated {
   std::vector<Base> bases;
   std::vector<Layout> layouts;
+  std::vector<plan::Tier> tiers;  // per SearchSpace::devices axis, the tier it backs
 };
 
 // The layouts of one cluster: every combination of the space's degrees and recipe choices that
 // makes sense on it.
-void add_layouts(const SearchSpace& space, int base, const Base& b, double first_dram, int first_drives,
-                 int first_expanders, std::vector<Layout>& out) {
+void add_layouts(const SearchSpace& space, const std::vector<plan::Tier>& tiers, int base, const Base& b,
+                 double first_dram, std::vector<Layout>& out) {
   for (int tp : space.tp)
     for (bool sp : space.sequence_parallel)
       for (int pp : space.pp)
@@ -166,24 +174,51 @@ void add_layouts(const SearchSpace& space, int base, const Base& b, double first
                   if (static_cast<std::int64_t>(tp) * pp > b.gpus) continue;
                   // Sequence parallelism needs tensor parallelism, virtual stages a pipeline.
                   if ((sp && tp == 1) || (vs > 1 && pp == 1)) continue;
-                  // NVMe placements only vary with the drive count, CXL ones with the expanders;
-                  // CPU ones only with DRAM.
-                  if (!plan::preset_places_on(off, plan::Tier::nvme) && b.drives >= 0 && b.drives != first_drives)
-                    continue;
-                  const bool cxl = plan::preset_places_on(off, plan::Tier::cxl);
-                  if (!cxl && b.expanders >= 0 && b.expanders != first_expanders) continue;
-                  if (cxl && b.expanders == 0) continue;  // nowhere to place it
+                  // Placements on a device's tier vary with its count (none: nowhere to place it),
+                  // others only with the first; CPU ones only with DRAM.
+                  bool skip = false;
+                  for (std::size_t i = 0; i < tiers.size(); ++i)
+                    skip = skip ||
+                           (plan::preset_places_on(off, tiers[i]) ? b.devices[i] == 0
+                                                                  : b.devices[i] != space.devices[i].counts.front());
+                  if (skip) continue;
                   if (off == OffloadPreset::none && b.dram > 0 && b.dram != first_dram) continue;
                   out.push_back({base, tp, pp, zero, mb, vs, sp, ckpt, off});
                 }
+}
+
+// Sets `node`'s devices of the space's axes to `counts` (one per axis): the named device, or the
+// node's own first of that kind (a node without one keeps none).
+void set_devices(const SearchSpace& space, const std::vector<int>& counts, hardware::NodeSpec& node) {
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    plan::for_each_device_kind([&](const auto& kind) {
+      if (space.devices[i].kind != kind.key) return;
+      std::vector<hardware::DeviceCount>& listed = node.*kind.in_node;
+      std::string name = space.devices[i].name;
+      if (name.empty() && !listed.empty()) name = listed.front().name;
+      if (name.empty()) return;
+      listed.clear();
+      if (counts[i] > 0) listed.push_back({name, counts[i]});
+    });
 }
 
 Enumerated enumerate(const plan::Job& job, const hardware::Catalog& catalog, const SearchSpace& space,
                      const Constraints& k, const plan::CostSpec& cost) {
   Enumerated e;
   const std::vector<double> drams = space.dram_bytes.empty() ? std::vector<double>{0.0} : space.dram_bytes;
-  const std::vector<int> drive_counts = space.drive_counts.empty() ? std::vector<int>{-1} : space.drive_counts;
-  const std::vector<int> expander_counts = space.expander_counts.empty() ? std::vector<int>{-1} : space.expander_counts;
+  e.tiers = axis_tiers(space);
+  const std::vector<plan::Tier>& tiers = e.tiers;
+  // Every combination of the device axes' counts, the first axis slowest.
+  std::vector<std::vector<int>> device_counts = {{}};
+  for (const auto& axis : space.devices) {
+    std::vector<std::vector<int>> next;
+    for (const auto& head : device_counts)
+      for (int n : axis.counts) {
+        next.push_back(head);
+        next.back().push_back(n);
+      }
+    device_counts = std::move(next);
+  }
   for (const auto& gpu_name : space.gpus) {
     const hardware::NodeSpec* typical = catalog.default_node_for(gpu_name);
     if (!typical) continue;
@@ -192,27 +227,21 @@ Enumerated enumerate(const plan::Job& job, const hardware::Catalog& catalog, con
       const int per_node = std::min(gpus, typical->gpus);
       if (gpus % per_node != 0) continue;
       for (double dram : drams)
-        for (int drives : drive_counts)
-          for (int expanders : expander_counts) {
-            Base b;
-            hardware::NodeSpec node = *typical;
-            if (dram > 0) node.dram_bytes = dram;
-            if (drives >= 0 && !node.drives.empty()) node.drives = {{node.drives.front().name, drives}};
-            if (expanders >= 0)
-              node.expanders = expanders > 0 ? std::vector<hardware::DeviceCount>{{space.expander, expanders}}
-                                             : std::vector<hardware::DeviceCount>{};
-            b.plan.job = job;
-            b.plan.cost = cost;
-            if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, b.plan.cluster).empty()) continue;
-            b.gpu_name = gpu_name;
-            b.gpus = gpus;
-            b.dram = dram;
-            b.drives = drives;
-            b.expanders = expanders;
-            add_layouts(space, static_cast<int>(e.bases.size()), b, drams.front(), drive_counts.front(),
-                        expander_counts.front(), e.layouts);
-            e.bases.push_back(std::move(b));
-          }
+        for (const auto& counts : device_counts) {
+          Base b;
+          hardware::NodeSpec node = *typical;
+          if (dram > 0) node.dram_bytes = dram;
+          set_devices(space, counts, node);
+          b.plan.job = job;
+          b.plan.cost = cost;
+          if (!plan::resolve_cluster(catalog, node, gpus / per_node, per_node, b.plan.cluster).empty()) continue;
+          b.gpu_name = gpu_name;
+          b.gpus = gpus;
+          b.dram = dram;
+          b.devices = counts;
+          add_layouts(space, tiers, static_cast<int>(e.bases.size()), b, drams.front(), e.layouts);
+          e.bases.push_back(std::move(b));
+        }
     }
   }
   return e;
@@ -252,7 +281,7 @@ void mark_failed(Candidate& c, std::exception_ptr error) {
 void run_layouts(const model::ModelSpec& model, const Enumerated& en, bool fsdp, const Constraints& k, int threads,
                  const Control& control, Result& result) {
   const auto plan_at = [&](std::size_t i) {
-    return plan_of(model, en.bases[static_cast<std::size_t>(en.layouts[i].base)], en.layouts[i], fsdp);
+    return plan_of(model, en.tiers, en.bases[static_cast<std::size_t>(en.layouts[i].base)], en.layouts[i], fsdp);
   };
   std::vector<std::unique_ptr<Candidate>> slots(en.layouts.size());
   std::atomic<std::int64_t> invalid{0}, duplicates{0}, pruned{0}, simulated{0}, examined{0};

@@ -142,12 +142,12 @@ std::vector<std::string> catalog_price_problems(const Catalog& c) {
       parts += h && h->price.purchase_usd ? *h->price.purchase_usd : 0;
       all_priced = all_priced && h && h->price.purchase_usd;
       for (const auto& d : n.drives) {
-        const auto* spec = c.drive(d.name);
+        const auto* spec = hardware::find_named(c.drives, d.name);
         parts += spec && spec->price.purchase_usd ? d.count * *spec->price.purchase_usd : 0;
         all_priced = all_priced && spec && spec->price.purchase_usd;
       }
       for (const auto& x : n.nics) {
-        const auto* spec = c.nic(x.name);
+        const auto* spec = hardware::find_named(c.nics, x.name);
         parts += spec && spec->price.purchase_usd ? x.count * *spec->price.purchase_usd : 0;
         all_priced = all_priced && spec && spec->price.purchase_usd;
       }

@@ -76,7 +76,8 @@ TEST_CASE("the offload papers' machines: a DGX-2 and a one-RTX-4090 workstation 
   CHECK(host->cores() == 48);
   CHECK(host->dram_bytes == doctest::Approx(1.5 * 1099511627776.0));
   REQUIRE(dgx2->drives.size() == 1);
-  CHECK(dgx2->drives[0].count * c.drive(dgx2->drives[0].name)->capacity_bytes == doctest::Approx(30.72e12));
+  CHECK(dgx2->drives[0].count * hardware::find_named(c.drives, dgx2->drives[0].name)->capacity_bytes ==
+        doctest::Approx(30.72e12));
 
   const auto* ws = c.node("workstation-1x-rtx-4090-12x-nvme");
   REQUIRE(ws);

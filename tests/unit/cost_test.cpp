@@ -210,7 +210,7 @@ TEST_CASE("a plan's capex is its bill of materials: the node as sold, plus the D
   CHECK(base.lines.size() == 1);
   const auto* ws = test::catalog().node("workstation-4x-rtx-6000-ada");
   REQUIRE(ws);
-  const auto* drive = test::catalog().drive(ws->drives.front().name);
+  const auto* drive = hardware::find_named(test::catalog().drives, ws->drives.front().name);
   REQUIRE(drive);
   REQUIRE(drive->price.purchase_usd);
   const cost::Bom big = bom(", dram: 2 TiB, drives: [{drive: " + drive->name + ", count: 12}]");

@@ -313,7 +313,7 @@ TEST_CASE("a plan's settings written into its text read back as that plan, in th
   CHECK(io::plan_changes(a, b).empty());
   // A plan whose NICs are not its node's: written with them, read back with them.
   plan::Plan other_nics = a;
-  const hardware::NicSpec* hdr = test::catalog().nic("connectx-6-hdr");
+  const hardware::NicSpec* hdr = hardware::find_named(test::catalog().nics, "connectx-6-hdr");
   REQUIRE(hdr);
   other_nics.cluster.nics = {{*hdr, 4}};
   const std::string nics_text = io::add_plan(text, before.job, other_nics, "A, HDR", &test::catalog());
