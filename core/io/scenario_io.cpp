@@ -440,8 +440,15 @@ void read_search(MapView& sv, SearchSpace& sp, const hardware::Catalog& catalog)
       x.require("counts", fmt::format("the {} per node to try, e.g. [0, 4]", kind.key));
       read_ints(x, "counts", axis.counts, 0, 64);
       x.finish();
-    } else {
+    } else if (sv.has(kind.key)) {
+      const SourceLocation at = sv.location_of(kind.key);
       read_ints(sv, kind.key, axis.counts, 0, 64);
+      // Counts of the node's own: each searched GPU's node must have one to count.
+      for (const auto& gpu : sp.gpus)
+        if (const auto* node = catalog.default_node_for(gpu); node && ((*node).*kind.in_node).empty())
+          r.error(at, sv.key_path(kind.key),
+                  fmt::format("{}'s node ({}) has no {} to count: name one, {{{}: NAME, counts: [...]}}", gpu,
+                              node->name, kind.what, kind.item));
     }
     if (!axis.counts.empty()) sp.devices.push_back(std::move(axis));
   });

@@ -501,3 +501,32 @@ TEST_CASE("the planner tries CXL memory expanders as it tries drives: each count
   CHECK(cxl.plan.cluster.expanders.front().second == 4);
   CHECK(cxl.evaluation.feasible());
 }
+
+TEST_CASE("a device axis reads the same for every kind of device that backs a tier (plan::kDeviceKinds)") {
+  /* search.drives in the form search.expanders has: {drive: NAME, counts}. The workstation's node has
+   * two Gigabyte AI-TOP drives; the axis puts in 0 or 1 Samsung PM9A3 instead. ZeRO-Infinity places
+   * state on NVMe, so it runs on 1 only (0: nowhere to place it), named "1nvme", on that drive. */
+  const std::string job = std::string("schema_version: 1\nmodel: llama-3.1-8b\n") +
+                          "job: {method: full, seq_len: 2048, global_batch: 16, tokens: 20M, precision: bf16-mixed, "
+                          "activation_checkpointing: full, framework: deepspeed}\n";
+  const auto sc = parse(job +
+                        "search: {gpus: [rtx-6000-ada], gpu_counts: [1], tp: [1], pp: [1], zero: [3], micro_batch: "
+                        "[2], activation_checkpointing: [full], offload: [zero-infinity],\n"
+                        "         drives: {drive: samsung-pm9a3-3.84tb, counts: [0, 1]}}\n");
+  REQUIRE(sc.search.devices.size() == 1);
+  CHECK(sc.search.devices.front().kind == "drives");
+  const planner::Result r = planner::search(sc.model, sc.job, test::catalog(), sc.search, sc.constraints, sc.cost, 1);
+  CHECK(r.enumerated == 1);
+  REQUIRE(r.candidates.size() == 1);
+  const auto& c = r.candidates.front();
+  CHECK(c.plan.name.ends_with("zero-infinity 1nvme"));
+  REQUIRE(c.plan.cluster.drives.size() == 1);
+  CHECK(c.plan.cluster.drives.front().first.name == "samsung-pm9a3-3.84tb");
+  CHECK(c.plan.cluster.drives.front().second == 1);
+
+  /* Counts alone count the node's own device; a node without one is told, not ignored. */
+  const std::string error = test::input_error_of(
+      [&] { parse(job + "search: {gpus: [rtx-6000-ada], offload: [zero-offload-cxl], expanders: [0, 2]}\n"); });
+  CHECK(error.find("search.expanders: rtx-6000-ada's node (workstation-4x-rtx-6000-ada) has no CXL memory expander "
+                   "to count: name one, {expander: NAME, counts: [...]}") != std::string::npos);
+}
