@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -214,6 +215,12 @@ std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
   j["rows"] = ordered_json::array();
   for (const auto& r : rows) j["rows"].push_back(row_json(r));
   return j.dump() + "\n";
+}
+
+void as_journaled(std::vector<io::Row>& rows) {
+  for (auto& r : rows)
+    for (auto& [k, v] : r.fields)
+      if (const double* d = std::get_if<double>(&v); d && !std::isfinite(*d)) v = io::Value(nullptr);
 }
 
 namespace {

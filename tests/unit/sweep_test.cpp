@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -457,6 +459,50 @@ TEST_CASE("a journal line is a point and its rows of scalars, and nothing else i
     CAPTURE(bad);
     CHECK_THROWS_AS(point_of(bad), InputError);
   }
+}
+
+TEST_CASE("rows kept in memory are what their journal line reads back as (the finished file takes either)") {
+  /* A sweep writes a point it ran from its rows in memory, and a resumed one's from the journal:
+   * the two must be the same values, or a resumed run's file would differ. JSON holds no infinity
+   * or NaN (io::json_value writes null); -0.0, a whole double and the largest integers survive. */
+  io::Row row;
+  row.fields = {{"plan", io::Value(std::string("a \"quoted\" \\ name"))},
+                {"inf", io::Value(std::numeric_limits<double>::infinity())},
+                {"-inf", io::Value(-std::numeric_limits<double>::infinity())},
+                {"nan", io::Value(std::numeric_limits<double>::quiet_NaN())},
+                {"whole", io::Value(3.0)},
+                {"neg0", io::Value(-0.0)},
+                {"tiny", io::Value(4.9406564584124654e-324)},
+                {"third", io::Value(1.0 / 3.0)},
+                {"big", io::Value(std::numeric_limits<std::int64_t>::max())},
+                {"ok", io::Value(true)},
+                {"none", io::Value(nullptr)}};
+  std::vector<io::Row> kept = {row, row};
+  const std::string line = sweep::journal_line(5, kept);
+  sweep::as_journaled(kept);
+  const auto back = sweep::parse_journal(sweep::journal_header(1) + line, "j").points.at(5);
+  REQUIRE(back.size() == kept.size());
+  for (std::size_t r = 0; r < back.size(); ++r) {
+    REQUIRE(back[r].fields.size() == kept[r].fields.size());
+    for (std::size_t f = 0; f < back[r].fields.size(); ++f) {
+      const std::string& key = kept[r].fields[f].first;
+      const io::Value& value = kept[r].fields[f].second;
+      CAPTURE(key);
+      CHECK(back[r].fields[f].first == key);
+      CHECK(back[r].fields[f].second.index() == value.index());
+      if (const double* d = std::get_if<double>(&value)) {
+        CHECK(std::bit_cast<std::uint64_t>(std::get<double>(back[r].fields[f].second)) ==
+              std::bit_cast<std::uint64_t>(*d));
+      } else {
+        CHECK(back[r].fields[f].second == value);
+      }
+    }
+  }
+  // And the CSV lines the two give are the same bytes.
+  const std::vector<std::string> columns = {"plan", "inf",   "nan", "whole", "neg0",
+                                            "tiny", "third", "big", "ok",    "none"};
+  CHECK(sweep::table_lines(sweep::OutputFormat::csv, kept, columns) ==
+        sweep::table_lines(sweep::OutputFormat::csv, back, columns));
 }
 
 TEST_CASE("the journal keeps whole lines and drops one cut short") {
