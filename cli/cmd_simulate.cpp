@@ -173,6 +173,7 @@ int cmd_simulate(const std::vector<std::string>& argv) {
   for (const auto& p : s.plans) {
     sim::Options o = base_options;
     o.trace = trace.has_value();
+    o.out_of_memory_moment = true;  // "simulation: gpu ran out of memory at ..." for a plan that does not fit
     // A trace shows the whole step: simulate_step simulates every micro-batch for it (the figures
     // printed are then those of that run, within the shortcut's 0.5% of what the other verbs report).
     const auto measured = profile_measured(args, p);

@@ -65,7 +65,12 @@ Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, 
   FTPLAN_ASSERT(!plan.job.knobs_open(), "a plan's open knobs are chosen (choose_open_knobs) before it is evaluated");
   Evaluation e;
   e.memory = footprint::footprint(model, plan);
-  e.step = sim::simulate_step(model, plan, options, measured ? &measured->efficiency : nullptr);
+  // Where the footprint accepts the plan, its row's reason is the simulation's, should memory run
+  // out there: the moment it did. Where it refuses it, the footprint's reason is the row's and
+  // the step may keep the layer shortcut past capacity (the same simulated peak).
+  sim::Options o = options;
+  if (!o.out_of_memory_moment) o.out_of_memory_moment = e.memory.fits;
+  e.step = sim::simulate_step(model, plan, o, measured ? &measured->efficiency : nullptr);
   e.steps = job_steps(plan, e.step.tokens_per_step);
   e.power = cost::power(plan, e.step.timeline, measured ? &measured->gpu_power : nullptr);
   e.cost = cost::dollars(plan, plan.cost, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,

@@ -1,5 +1,7 @@
 #include "sim/lowering.hpp"
 
+#include <fmt/format.h>
+
 #include "plan/framework.hpp"
 
 namespace ftplan::sim {
@@ -535,9 +537,11 @@ using Places = std::map<std::array<int, 3>, plan::PerTier<double>>;  // (pass, m
 // L2 and L3 = L1 + P. Where a place departs from that form (a trend that turns inside the
 // middle layers), the fit and the straight line through L1 and L2 part: by more than 5% of
 // the pool's high-water mark, the whole step is simulated (nullopt). So it is near a pool's
-// capacity, for the exact verdict and its message.
+// capacity, for the exact verdict; past it by more than the fit's play, the fit stands where
+// `past_capacity` (the step's problem names the pool; simulate_step adds the moment where asked).
 std::optional<plan::PerTier<double>> fitted_peaks(const Places (&places)[3], const std::array<int, 3>& counts,
-                                                  int layers, double w_layers, const plan::PerTier<double>& capacity) {
+                                                  int layers, double w_layers, const plan::PerTier<double>& capacity,
+                                                  bool past_capacity) {
   if (places[0].size() != places[1].size() || places[0].size() != places[2].size()) return std::nullopt;
   const double xs[3] = {static_cast<double>(counts[0]), static_cast<double>(counts[1]), static_cast<double>(counts[2])};
   plan::PerTier<double> peaks{};
@@ -551,7 +555,8 @@ std::optional<plan::PerTier<double>> fitted_peaks(const Places (&places)[3], con
       peak = std::max(peak, fitted);
       apart = std::max(apart, std::abs(fitted - extrapolate(at_l1[t], b->second[t], w_layers)));
     }
-    if (apart > 0.05 * peak || peak > 0.98 * capacity[t]) return std::nullopt;
+    if (apart > 0.05 * peak) return std::nullopt;
+    if (peak > 0.98 * capacity[t] && !(past_capacity && peak - apart > 1.02 * capacity[t])) return std::nullopt;
     peaks[t] = peak;
   }
   return peaks;
@@ -643,11 +648,27 @@ std::optional<LayerRuns> layer_runs(int layers, int period, int prefetch_depth, 
   return r;
 }
 
+// A fitted step's problem where a pool's peak is past its capacity (the first such pool; the
+// moment it ran out is a whole run's: Options::out_of_memory_moment, simulate_step), else "".
+std::string past_capacity_problem(const plan::PerTier<double>& peak, const plan::PerTier<double>& capacity) {
+  for (const plan::TierInfo& t : plan::kTiers)
+    if (const std::size_t i = plan::tier_index(t.tier); capacity[i] > 0 && peak[i] > capacity[i])
+      return fmt::format("{} runs out of memory: {:.2f} GiB at the step's peak of {:.2f} GiB", t.pool,
+                         peak[i] / (1u << 30), capacity[i] / (1u << 30));
+  return "";
+}
+
+// Whether a short run's one problem is a pool running out of memory (the whole step's then does
+// too, past its capacity).
+bool ran_out_only(const LoweredStep& step, const des::Result& r) {
+  return r.completed && step.problem.empty() && !r.out_of_memory.empty();
+}
+
 // The layer shortcut's runs (LayerRuns), each built and lowered, for fewer_layers. The first,
 // (L1, k1), also runs (its SM-sharing probe where `multi_gpu`) before the others are built: where
-// it runs out of memory (a plan that does not fit), so does the whole step, which simulate_layers
-// then simulates layer by layer, and building the other runs would be wasted (a sweep's 24 such
-// points of 128 spent 0.1 G instructions on them). Null where the shortcut does not apply.
+// it runs out of memory (a plan that does not fit), so does the whole step: unless its peak can be
+// fitted past capacity (`past_capacity`), simulate_layers then simulates it layer by layer, and
+// building the other runs would be wasted. Null where the shortcut does not apply.
 struct FewerLayerRuns {
   std::vector<std::vector<schedule::StepIR>> irs;
   std::vector<LoweredStep> steps;
@@ -656,7 +677,7 @@ struct FewerLayerRuns {
 };
 
 std::optional<FewerLayerRuns> layer_shortcut_runs(const model::ModelSpec& m, const plan::Plan& p, const Efficiency& eff,
-                                                  bool multi_gpu, const LayerRuns& runs) {
+                                                  bool multi_gpu, bool past_capacity, const LayerRuns& runs) {
   const std::size_t n = runs.n;
   FewerLayerRuns out;
   out.irs.resize(n + 1);
@@ -672,11 +693,14 @@ std::optional<FewerLayerRuns> layer_shortcut_runs(const model::ModelSpec& m, con
     if (i > 0) continue;
     int stage = 0;
     if (multi_gpu) {
-      out.probe[0] = collect_step(out.steps[0], out.steps[0].e.run(true), out.irs[0], stage, false, false);
-      if (!out.probe[0].problem.empty()) return std::nullopt;
+      const des::Result r = out.steps[0].e.run(true);
+      out.probe[0] = collect_step(out.steps[0], r, out.irs[0], stage, false, false);
+      if (!out.probe[0].problem.empty() && !(past_capacity && ran_out_only(out.steps[0], r))) return std::nullopt;
     } else {
       out.first = out.steps[0].e.run();
-      if (!collect_step(out.steps[0], *out.first, out.irs[0], stage, false, false).problem.empty()) return std::nullopt;
+      if (!collect_step(out.steps[0], *out.first, out.irs[0], stage, false, false).problem.empty() &&
+          !(past_capacity && ran_out_only(out.steps[0], *out.first)))
+        return std::nullopt;
     }
   }
   return out;
@@ -697,7 +721,10 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   const std::size_t n = runs->n;
   const int l1 = runs->l1, l2 = runs->l2, l3 = runs->l3;
   const double w_layers = runs->w_layers;
-  auto built = layer_shortcut_runs(m, p, eff, multi_gpu, *runs);
+  // Past a pool's capacity the fit holds unless a paged optimizer's state fills what the GPU has
+  // left (footprint::paged_placement: not linear in the layers).
+  const bool past_capacity = !p.job.optimizer.paged;
+  auto built = layer_shortcut_runs(m, p, eff, multi_gpu, past_capacity, *runs);
   if (!built) return std::nullopt;
   // Named references, not a structured binding: clang 14 lets no lambda capture one (the more lambda below).
   auto& irs = built->irs;
@@ -729,7 +756,10 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
     const des::Result r = i == 0 && first ? std::move(*first) : steps[i].e.run();
     // The last run, (L3, k1), is for memory alone: its activity (the timeline's intervals) is not needed.
     run[i] = collect_step(steps[i], r, irs[i], stage, i < n, false);
-    if (!run[i].problem.empty()) return std::nullopt;
+    if (!run[i].problem.empty()) {
+      if (!(past_capacity && ran_out_only(steps[i], r))) return std::nullopt;
+      run[i].problem.clear();  // the whole step's verdict is its fitted peaks' (below)
+    }
     // Memory from the k1 runs: a one-stage step holds no more with more micro-batches.
     if (i < 2 || i == n) places[i == n ? 2 : i] = peaks_by_place(irs[i][0], steps[i].lowered[0], r, shapes[i].layers);
     if (i == 0) windows[0] = layer_windows(irs[i][0], steps[i].lowered[0], r, 2, period);
@@ -737,9 +767,11 @@ std::optional<Simulated> fewer_layers(const model::ModelSpec& m, const plan::Pla
   Simulated sim;
   sim.run = combine(run);
   // Memory: each pool's high-water mark by place, fitted over L1, L2 and L3 (fitted_peaks).
-  const auto peaks = fitted_peaks(places, {l1, l2, l3}, layers, w_layers, pool_capacities(p.cluster));
+  const plan::PerTier<double> capacity = pool_capacities(p.cluster);
+  const auto peaks = fitted_peaks(places, {l1, l2, l3}, layers, w_layers, capacity, past_capacity);
   if (!peaks) return std::nullopt;
   sim.run.peak = *peaks;
+  sim.run.problem = past_capacity_problem(sim.run.peak, capacity);
   sim.run.stage_peaks.clear();
   const auto more = [&](double schedule::StepIR::*f) {
     double v = irs[0][0].*f;

@@ -225,9 +225,15 @@ StepResult simulate_step(const model::ModelSpec& m, const plan::Plan& p, const O
   Simulated sim;
   if (auto shortened = shortened_pipeline(m, p, options, res.efficiency, accumulation, multi_gpu))
     sim = std::move(*shortened);
-  else if (auto fewer = fewer_layers(m, p, options, res.efficiency, multi_gpu, accumulation, mb.counts()))
+  else if (auto fewer = fewer_layers(m, p, options, res.efficiency, multi_gpu, accumulation, mb.counts())) {
     sim = std::move(*fewer);
-  else
+    // Past a pool's capacity the figures are the fit's, as every verb gives them; the moment memory
+    // ran out, where asked for, is a whole run's (Options::out_of_memory_moment).
+    if (!sim.run.problem.empty() && options.out_of_memory_moment.value_or(true))
+      if (std::string moment = simulate_layers(m, p, options, res.efficiency, mb, multi_gpu).run.problem;
+          !moment.empty())
+        sim.run.problem = std::move(moment);
+  } else
     sim = simulate_layers(m, p, options, res.efficiency, mb, multi_gpu);
   take_run(res, sim);
   rates(res, m, p, sim);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,14 @@ struct Options {
   // rank with its own queues and links, collectives waiting for every member of their group,
   // shared host links whole (for checking the representative mode; up to kMaxFullRanks ranks).
   enum class Fidelity { representative, full } fidelity = Fidelity::representative;
+  // A step that runs out of memory keeps the layer shortcut where its peak is past the capacity by
+  // more than the fit's play (not where a paged optimizer's placement depends on the capacity): its
+  // figures are the fit's, as for a step that fits, and its problem names the pool, its peak and
+  // capacity. With this, a run of every layer adds the moment a pool first ran out and what was
+  // live in it ("gpu ran out of memory at 2.506 s: 126.96 GiB live of 80.00 GiB (...)"). Unset:
+  // true, except in evaluate::evaluate_plan where the footprint refuses the plan (the row's reason
+  // is then the footprint's: compare, sweep and the GUI); `ftplan simulate` sets it.
+  std::optional<bool> out_of_memory_moment;
 };
 inline constexpr int kMaxFullRanks = 1024;
 
