@@ -72,7 +72,10 @@ Evaluation evaluate_plan(const model::ModelSpec& model, const plan::Plan& plan, 
   if (!o.out_of_memory_moment) o.out_of_memory_moment = e.memory.fits;
   e.step = sim::simulate_step(model, plan, o, measured ? &measured->efficiency : nullptr);
   e.steps = job_steps(plan, e.step.tokens_per_step);
-  e.power = cost::power(plan, e.step.timeline, measured ? &measured->gpu_power : nullptr);
+  // A step that does not run draws no curve: the plan's idle and maximum draw only (every figure
+  // of a run is null in its row, "-" in the comparison).
+  const sim::Timeline none;
+  e.power = cost::power(plan, e.feasible() ? e.step.timeline : none, measured ? &measured->gpu_power : nullptr);
   e.cost = cost::dollars(plan, plan.cost, e.power, e.steps, e.step.step_time_s, e.step.tokens_per_step,
                          e.step.nvme_written_bytes * plan.cluster.gpus());
   return e;

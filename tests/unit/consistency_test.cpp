@@ -114,6 +114,13 @@ TEST_CASE(
     // compare (and the reference for the rest)
     const evaluate::Evaluation e = evaluate::evaluate_plan(s.model, p);
     const io::Row compared = io::cost_row(p, e.memory, e.step, e.power, e.cost);
+    // A plan that does not run draws no curve (its row's run figures are null): only its idle and
+    // maximum draw, which its row shows.
+    if (!e.feasible()) {
+      CHECK(e.power.energy_per_step_j == 0);
+      CHECK(e.power.idle_power_w > 0);
+      CHECK(e.power.max_power_w > e.power.idle_power_w);
+    }
     // memory
     const footprint::Footprint f = footprint::footprint(s.model, p);
     CHECK_MESSAGE(differs(io::footprint_row(p, f), compared).empty(), differs(io::footprint_row(p, f), compared));
