@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_map>
+#include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -34,14 +37,46 @@ std::optional<io::Value> from_json(const ordered_json& j) {
   }
 }
 
-ordered_json row_json(const io::Row& row) {
-  ordered_json o = ordered_json::object();
-  // A row's keys are distinct: appended, not looked up first (ordered_json's operator[] searches
-  // the object's keys one by one, which made writing a row quadratic in its ~60 columns).
-  auto& fields = o.get_ref<ordered_json::object_t&>();
-  fields.reserve(row.fields.size());
-  for (const auto& [k, v] : row.fields) fields.Container::emplace_back(k, io::json_value(v));
-  return o;
+// A JSON string: nlohmann's escaping (and its refusal of bytes that are not UTF-8).
+void append_json_string(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  });
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+  } else {
+    out += ordered_json(s).dump();
+  }
+}
+
+// A row's value as its journal holds it: a double the shortest text that reads back as the same
+// double, and as a double (a whole one with ".0"); one that is not finite as null (io::json_value).
+void append_json_value(std::string& out, const io::Value& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::nullptr_t>) {
+          out += "null";
+        } else if constexpr (std::is_same_v<T, bool>) {
+          out += x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          fmt::format_to(std::back_inserter(out), "{}", x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (!std::isfinite(x)) {
+            out += "null";
+            return;
+          }
+          const std::size_t at = out.size();
+          fmt::format_to(std::back_inserter(out), "{}", x);
+          if (out.find_first_of(".e", at) == std::string::npos) out += ".0";
+        } else {
+          append_json_string(out, x);
+        }
+      },
+      v);
 }
 
 std::optional<io::Row> row_of(const ordered_json& o) {
@@ -209,12 +244,22 @@ std::string journal_header(std::uint64_t fingerprint) {
   return h.dump() + "\n";
 }
 
+// Written directly rather than built as a JSON document and dumped (the document's allocations
+// were most of a line's cost); read back by parse_journal_line as any JSON.
 std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
-  ordered_json j;
-  j["point"] = point;
-  j["rows"] = ordered_json::array();
-  for (const auto& r : rows) j["rows"].push_back(row_json(r));
-  return j.dump() + "\n";
+  std::string out = fmt::format("{{\"point\":{},\"rows\":[", point);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out += r ? ",{" : "{";
+    for (std::size_t f = 0; f < rows[r].fields.size(); ++f) {
+      if (f) out += ',';
+      append_json_string(out, rows[r].fields[f].first);
+      out += ':';
+      append_json_value(out, rows[r].fields[f].second);
+    }
+    out += '}';
+  }
+  out += "]}\n";
+  return out;
 }
 
 void as_journaled(std::vector<io::Row>& rows) {

@@ -466,7 +466,9 @@ TEST_CASE("rows kept in memory are what their journal line reads back as (the fi
    * the two must be the same values, or a resumed run's file would differ. JSON holds no infinity
    * or NaN (io::json_value writes null); -0.0, a whole double and the largest integers survive. */
   io::Row row;
-  row.fields = {{"plan", io::Value(std::string("a \"quoted\" \\ name"))},
+  row.fields = {{"plan", io::Value(std::string("a \"quoted\" \\ name\twith a tab, caf\xc3\xa9"))},
+                {"1e20", io::Value(1e20)},
+                {"-2.5e-7", io::Value(-2.5e-7)},
                 {"inf", io::Value(std::numeric_limits<double>::infinity())},
                 {"-inf", io::Value(-std::numeric_limits<double>::infinity())},
                 {"nan", io::Value(std::numeric_limits<double>::quiet_NaN())},
