@@ -6,10 +6,12 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "evaluate/pool.hpp"
 #include "footprint/footprint.hpp"
 #include "plan/checks.hpp"
@@ -92,7 +94,11 @@ struct Base {
 // The tier each of the space's device axes backs (plan::kDeviceKinds).
 std::vector<plan::Tier> axis_tiers(const SearchSpace& space) {
   std::vector<plan::Tier> out;
-  for (const auto& axis : space.devices) out.push_back(plan::device_tier(axis.kind).value());
+  for (const auto& axis : space.devices) {
+    const std::optional<plan::Tier> tier = plan::device_tier(axis.kind);
+    FTPLAN_ASSERT(tier.has_value(), "a search's device axis is a kind of device that backs a tier (scenario reader)");
+    out.push_back(*tier);
+  }
   return out;
 }
 
