@@ -184,8 +184,9 @@ struct JournalIndex {
   }
   bool has(std::size_t index) const { return line_of[index] != 0; }
   // A point's line at `offset`; a later line of the same point is ignored (the first wins).
-  void add(std::size_t index, std::uint64_t offset, const std::vector<io::Row>& rows) {
-    if (has(index)) return;
+  // Whether it was the point's first.
+  bool add(std::size_t index, std::uint64_t offset, const std::vector<io::Row>& rows) {
+    if (has(index)) return false;
     line_of[index] = offset + 1;
     for (const auto& r : rows) {
       for (const auto& [k, v] : r.fields) keys.insert(k);
@@ -193,6 +194,7 @@ struct JournalIndex {
       if (f && std::holds_alternative<bool>(*f) && !std::get<bool>(*f)) ++sum.infeasible;
       ++sum.rows;
     }
+    return true;
   }
 };
 
@@ -268,9 +270,7 @@ std::int64_t run_points(const Slice& slice, const std::vector<std::int64_t>& tod
       const std::string line = sweep::journal_line(point, rows);
       write_all(fd, line, journal);  // one write: a whole line, or a cut last line
       const std::size_t i = slice.index(point);
-      const bool first = !index.has(i);
-      index.add(i, end, rows);
-      if (first) index.keep(i, line.size(), rows);
+      if (index.add(i, end, rows)) index.keep(i, line.size(), rows);
       end += line.size();
       progress.update(++finished);
     });
