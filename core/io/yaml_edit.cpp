@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/error.hpp"
+#include "io/yaml_reader.hpp"
 
 namespace ftplan::io {
 
@@ -378,8 +379,10 @@ class Editor {
     }
     if (s.front() == '"') {
       try {
-        return YAML::Load(std::string(s)).as<std::string>();
+        return detail::load_yaml_text(s, "").as<std::string>();
       } catch (const YAML::Exception&) {
+        return std::nullopt;
+      } catch (const InputError&) {
         return std::nullopt;
       }
     }
@@ -413,13 +416,15 @@ std::string nested(const std::vector<std::string>& keys, std::size_t from, std::
   return out;
 }
 
-// The edited text must still read as YAML (a bug here must not hand a person a broken file).
+// The edited text must still read as YAML, as the readers read it (a bug here must not hand a
+// person a broken file).
 std::string checked(std::string text, std::string_view path, std::string_view name) {
   try {
-    (void)YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(SourceLocation{std::string(name), e.mark.line + 1, e.mark.column + 1}, std::string(path),
-                     fmt::format("the edit would not read as YAML ({}); the text was left as it was", e.msg));
+    (void)detail::load_yaml_text(text, std::string(name));
+  } catch (const InputError& e) {
+    const Diagnostic& d = e.diagnostics().front();
+    throw InputError(d.where, std::string(path),
+                     fmt::format("the edit would not read as YAML ({}); the text was left as it was", d.message));
   }
   return text;
 }
@@ -450,9 +455,9 @@ std::string yaml_scalar(std::string_view s) {
   if (plain) {
     // It must read back as the same string (not as null, a bool, or another spelling).
     try {
-      const YAML::Node n = YAML::Load(std::string(s));
+      const YAML::Node n = detail::load_yaml_text(s, "");
       plain = n.IsScalar() && n.Scalar() == s && n.Tag() != "!";
-    } catch (const YAML::Exception&) {
+    } catch (const InputError&) {
       plain = false;
     }
   }

@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+#include <yaml.h>
 
 #include "common/strings.hpp"
 
@@ -58,11 +58,11 @@ std::size_t invalid_utf8_at(std::string_view s) {
 
 // Limits on the parser's events, checked as they come (the document is built from the same events,
 // TreeBuilder below, so nothing walks it before they hold). Two:
-// - yaml-cpp 0.7 (Debian 12) never returns from some malformed flow text: "{ }, b" makes its
-//   parser emit nodes forever, so LoadAll fills memory (found by fuzz/readers_fuzz.cpp on an HF
-//   config). A document cannot hold more nodes than its text has bytes, give or take (an implicit
-//   null still takes its ',', ':' or '-'), so the pass stops the parse at 4 events per byte plus a
-//   margin: text that is anywhere near that is not a document yaml-cpp read.
+// - A parser that emits events without end: yaml-cpp 0.7 (Debian 12), which parsed before
+//   libyaml, never returned from "{ }, b" (it filled memory; found by fuzz/readers_fuzz.cpp on an
+//   HF config). A document cannot hold more nodes than its text has bytes, give or take (an
+//   implicit null still takes its ',', ':' or '-'), so the pass stops the parse at 4 events per
+//   byte plus a margin: text anywhere near that is not a document the parser read.
 // - A document whose aliases expand it past kMaxYamlNodes (YAML's "billion laughs": nine anchors
 //   of ten aliases each are 10^9 nodes written in 200 bytes). yaml-cpp shares an anchored node
 //   among its aliases, so the parse itself is small; what explodes is every walk that follows
@@ -180,7 +180,7 @@ class TreeBuilder {
     pop();
   }
   void alias(const YAML::Mark& m, YAML::anchor_t anchor) {
-    // (yaml-cpp's parser refuses an unknown anchor before it emits the alias.)
+    // (LibyamlEvents refuses an unknown anchor before it hands on the alias.)
     if (anchor >= anchors_.size() || !anchors_[anchor]) throw_at(m, "an alias (*name) to no anchor (&name) before it");
     push(*anchors_[anchor]);
     pop();
@@ -326,11 +326,217 @@ YAML::Node TreeBuilder::document() const {
   return YAML::as_if<BuiltDocument, void>::make(*root_, memory_);
 }
 
+// yaml-cpp's parser replaced by libyaml's (the reference C parser, Debian's libyaml-dev), its
+// events handed on in yaml-cpp's form: the readers keep yaml-cpp's nodes, marks, tags and styles
+// (sweep_test compares the tree with YAML::LoadAll's on every shipped and test input; on fuzz
+// input they part only where yaml-cpp departs from the YAML spec).
+// yaml-cpp's scanner spent ~1,100 instructions a byte (a sweep through the CLI spent 12% of its
+// time reading the 97 KB hardware catalog); libyaml's ~150 (callgrind, the catalog's six files).
+// What yaml-cpp's SingleDocParser (src/singledocparser.cpp, 0.7) does that libyaml leaves to its
+// caller, done here:
+// - tags: an untagged plain scalar or collection is "?", an untagged quoted or block scalar "!";
+//   an untagged plain "", "~", "null", "Null" or "NULL" is a null (OnNull);
+// - anchors are numbered from 1 in each document as they are defined (a name defined again
+//   names the later node), an alias to no anchor before it is refused;
+// - marks are yaml-cpp's: byte columns ('\n' alone ends a line; libyaml counts characters and
+//   also ends lines at '\r', NEL, LS and PS); an empty node stands at the token after it.
+// One more limit than the pre-scan's: lists and mappings in any style nest at most kMaxFlowDepth
+// deep (yaml-cpp refused 500; walks of the tree recurse).
+class LibyamlEvents {
+ public:
+  LibyamlEvents(std::string_view text, const std::string& name) : text_(text), name_(name) {
+    // A byte order mark: libyaml skips it and counts from the text after it, as yaml-cpp did.
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
+    ascii_ = std::all_of(text_.begin(), text_.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    if (!yaml_parser_initialize(&parser_)) throw std::bad_alloc();
+    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text_.data()), text_.size());
+    yaml_parser_set_encoding(&parser_, YAML_UTF8_ENCODING);
+  }
+  LibyamlEvents(const LibyamlEvents&) = delete;
+  LibyamlEvents& operator=(const LibyamlEvents&) = delete;
+  ~LibyamlEvents() { yaml_parser_delete(&parser_); }
+
+  // Every event of the text to `handler`; each document, at its end, onto `docs`.
+  void parse(BudgetedBuilder& handler, std::vector<YAML::Node>& docs) {
+    for (;;) {
+      Event e(parser_);
+      if (!e.ok) fail();
+      const yaml_event_t& ev = e.event;
+      switch (ev.type) {
+        case YAML_STREAM_END_EVENT: return;
+        case YAML_DOCUMENT_START_EVENT:
+          anchors_.clear();
+          last_anchor_ = 0;
+          open_ = 0;
+          handler.OnDocumentStart(mark(ev.start_mark));
+          break;
+        case YAML_DOCUMENT_END_EVENT:
+          handler.OnDocumentEnd();
+          docs.push_back(handler.document());
+          break;
+        case YAML_ALIAS_EVENT: {
+          const YAML::Mark m = node_mark(ev, false);
+          const char* alias = reinterpret_cast<const char*>(ev.data.alias.anchor);
+          const auto it = anchors_.find(alias);
+          if (it == anchors_.end())
+            throw YAML::ParserException(m, fmt::format("an alias (*{}) to no anchor (&{}) before it", alias, alias));
+          handler.OnAlias(m, it->second);
+          break;
+        }
+        case YAML_SCALAR_EVENT: {
+          const auto& s = ev.data.scalar;
+          const bool empty = s.length == 0 && ev.start_mark.index == ev.end_mark.index;
+          const YAML::Mark m = node_mark(ev, empty && !s.anchor && !s.tag);
+          const YAML::anchor_t anchor = define(s.anchor);
+          const std::string value(reinterpret_cast<const char*>(s.value), s.length);
+          const bool plain = s.style == YAML_PLAIN_SCALAR_STYLE;
+          if (!s.tag && plain && is_null_string(value))
+            handler.OnNull(m, anchor);
+          else
+            handler.OnScalar(m, s.tag ? reinterpret_cast<const char*>(s.tag) : plain ? "?" : "!", anchor, value);
+          break;
+        }
+        case YAML_SEQUENCE_START_EVENT: {
+          const auto& s = ev.data.sequence_start;
+          const YAML::Mark m = node_mark(ev, false);
+          handler.OnSequenceStart(
+              m, s.tag ? reinterpret_cast<const char*>(s.tag) : "?", define(s.anchor),
+              s.style == YAML_FLOW_SEQUENCE_STYLE ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
+          open(m);
+          break;
+        }
+        case YAML_MAPPING_START_EVENT: {
+          const auto& s = ev.data.mapping_start;
+          const YAML::Mark m = node_mark(ev, false);
+          handler.OnMapStart(m, s.tag ? reinterpret_cast<const char*>(s.tag) : "?", define(s.anchor),
+                             s.style == YAML_FLOW_MAPPING_STYLE ? YAML::EmitterStyle::Flow : YAML::EmitterStyle::Block);
+          open(m);
+          break;
+        }
+        case YAML_SEQUENCE_END_EVENT:
+          --open_;
+          handler.OnSequenceEnd();
+          break;
+        case YAML_MAPPING_END_EVENT:
+          --open_;
+          handler.OnMapEnd();
+          break;
+        default: break;  // the stream's start, or none
+      }
+    }
+  }
+
+ private:
+  // One parsed event, deleted when it goes.
+  struct Event {
+    explicit Event(yaml_parser_t& parser) : ok(yaml_parser_parse(&parser, &event) != 0) {}
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    ~Event() {
+      if (ok) yaml_event_delete(&event);
+    }
+    yaml_event_t event{};
+    bool ok;
+  };
+
+  static bool is_null_string(const std::string& s) {  // yaml-cpp's IsNullString
+    return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+  }
+
+  [[noreturn]] void fail() {
+    if (parser_.error == YAML_MEMORY_ERROR) throw std::bad_alloc();
+    std::string what = parser_.problem ? parser_.problem : "unreadable text";
+    if (parser_.context)
+      what += fmt::format(", {} that starts at line {}", parser_.context, mark(parser_.context_mark).line + 1);
+    throw YAML::ParserException(mark(parser_.problem_mark), what);
+  }
+
+  YAML::anchor_t define(const yaml_char_t* anchor) {
+    if (!anchor) return YAML::NullAnchor;
+    return anchors_[reinterpret_cast<const char*>(anchor)] = ++last_anchor_;
+  }
+
+  // The mark of a node's first event. An empty node (a mapping's missing value, a list's empty
+  // entry) stands where yaml-cpp's parser saw it: at the token after it, the first character past
+  // libyaml's place for it (after the ':' or '-') that is not white space or a comment.
+  YAML::Mark node_mark(const yaml_event_t& ev, bool empty) {
+    YAML::Mark m = mark(ev.start_mark);
+    if (!empty) return m;
+    auto at = static_cast<std::size_t>(m.pos);
+    while (at < text_.size()) {
+      const char c = text_[at];
+      if (c == '#') {
+        while (at < text_.size() && text_[at] != '\n') ++at;
+      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+        if (c == '\n') {
+          ++m.line;
+          m.column = 0;
+        } else {
+          ++m.column;
+        }
+        ++at;
+      } else {
+        break;
+      }
+    }
+    m.pos = static_cast<int>(at);
+    if (at == text_.size()) m.column = 0;  // yaml-cpp's scanner ends the stream on a new line
+    return m;
+  }
+  void open(const YAML::Mark& m) {
+    if (open_ >= static_cast<std::size_t>(kMaxFlowDepth))
+      throw InputError({name_, m.line + 1, m.column + 1}, "",
+                       fmt::format("lists or mappings nested more than {} deep; no input needs that", kMaxFlowDepth));
+    ++open_;
+  }
+
+  // libyaml's mark (characters from the start) as yaml-cpp's (bytes; lines end at '\n'), by a
+  // cursor that moves forward with the events and starts over where one goes back.
+  YAML::Mark mark(const yaml_mark_t& at) {
+    if (at.index < chars_) {
+      cursor_ = {};
+      chars_ = 0;
+    }
+    while (chars_ < at.index && cursor_.pos < text_.size()) {
+      const auto c = static_cast<unsigned char>(text_[cursor_.pos]);
+      const std::size_t width = ascii_ || c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+      for (std::size_t b = 0; b < width && cursor_.pos < text_.size(); ++b) {
+        if (text_[cursor_.pos] == '\n') {
+          ++cursor_.line;
+          cursor_.column = 0;
+        } else {
+          ++cursor_.column;
+        }
+        ++cursor_.pos;
+      }
+      ++chars_;
+    }
+    YAML::Mark m;
+    m.pos = static_cast<int>(cursor_.pos);
+    m.line = cursor_.line;
+    m.column = cursor_.column;
+    return m;
+  }
+
+  std::string_view text_;
+  const std::string& name_;
+  bool ascii_ = true;
+  yaml_parser_t parser_{};
+  std::unordered_map<std::string, YAML::anchor_t> anchors_;
+  YAML::anchor_t last_anchor_ = 0;
+  std::size_t open_ = 0;  // collections open
+  struct Cursor {
+    std::size_t pos = 0;
+    int line = 0, column = 0;
+  } cursor_;
+  std::size_t chars_ = 0;  // the characters before cursor_.pos
+};
+
 }  // namespace
 
 // Where '[' and '{' first stand more than `limit` deeper than the ']' and '}' before them, or npos:
-// a pre-scan in one pass, before yaml-cpp's scanner, which tokenizes a whole run of '[' before any
-// depth guard sees it (8 MB of '[' took 50 s and 1.9 GB before its syntax error). Every bracket
+// a pre-scan in one pass, before the parser, whose scanner may tokenize a whole run of '[' before
+// any depth guard sees it (yaml-cpp's did: 8 MB of '[' took 50 s and 1.9 GB). Every bracket
 // counts, in strings and comments too: any YAML-aware shortcut (quotes, comments, plain scalars)
 // can be fooled into skipping real nesting, and no real input holds 256 unbalanced brackets.
 std::size_t flow_too_deep_at(std::string_view text, int limit) {
@@ -364,10 +570,8 @@ YAML::Node load_yaml_text(std::string_view text, const std::string& name) {
   }
   std::vector<YAML::Node> docs;
   try {
-    std::stringstream in{std::string(text)};
-    YAML::Parser parser(in);
     BudgetedBuilder builder(4 * text.size() + 1024, name);
-    while (parser.HandleNextDocument(builder)) docs.push_back(builder.document());
+    LibyamlEvents(text, name).parse(builder, docs);
   } catch (const YAML::Exception& e) {
     // yaml-cpp's messages read "yaml-cpp: error at line L, column C: what"; keep only `what`.
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;

@@ -1,7 +1,8 @@
 // Private machinery of the readers in core/io: load a YAML file safely, then walk its maps
 // with typed getters that record every problem (file:line:column, key, what was expected)
 // instead of stopping at the first. Unknown keys are errors with a "did you mean".
-// yaml-cpp's exceptions are translated here and nowhere else.
+// The text is parsed by libyaml into yaml-cpp's nodes; parse errors become InputErrors here and
+// nowhere else.
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,8 @@ inline constexpr std::uintmax_t kMaxInputBytes = 16u << 20;
 inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
 // Deepest nesting of flow collections ('[', '{') read: shipped inputs nest 3 deep, JSON configs
 // about 6; deeper (counting every bracket, in strings too) is refused by a pre-scan before
-// yaml-cpp tokenizes it (load_yaml_text).
+// the parser tokenizes it (load_yaml_text), and lists or mappings of any style nested deeper by
+// the parse.
 inline constexpr int kMaxFlowDepth = 256;
 
 // Reads a whole input file; missing, unreadable, directory or oversized files throw InputError.

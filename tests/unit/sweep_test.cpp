@@ -347,7 +347,12 @@ std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std:
   if (a.Tag() != b.Tag()) return path + ": tag";
   if (a.Style() != b.Style()) return path + ": style";
   const YAML::Mark ma = a.Mark(), mb = b.Mark();
-  if (ma.pos != mb.pos || ma.line != mb.line || ma.column != mb.column) return path + ": mark";
+  if (ma.pos != mb.pos || ma.line != mb.line || ma.column != mb.column)
+    return path + ": mark " + std::to_string(ma.pos) + "/" + std::to_string(ma.line) + ":" + std::to_string(ma.column) +
+           " theirs " + std::to_string(mb.pos) + "/" + std::to_string(mb.line) + ":" + std::to_string(mb.column) + " " +
+           (a.IsNull()     ? "null"
+            : a.IsScalar() ? a.Scalar()
+                           : "coll");
   if (a.IsScalar() && a.Scalar() != b.Scalar()) return path + ": scalar";
   if (a.size() != b.size()) return path + ": size";
   if (a.IsSequence())
@@ -366,18 +371,22 @@ std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std:
 
 }  // namespace
 
-TEST_CASE("the reader's one-pass loader builds the tree yaml-cpp's LoadAll builds, marks included") {
-  /* load_yaml_text builds the document from the events its limits count (one parse; it parsed
-   * the text twice, once for the limits and once by YAML::LoadAll). On every shipped input, test
-   * input and committed fuzz input it reads, the tree is LoadAll's node for node: the readers'
-   * messages name the same line and column. (Where the reader refuses a file, LoadAll is not run:
-   * some of those never end.)                                                                  */
+TEST_CASE("the reader's loader builds the tree yaml-cpp's LoadAll builds, marks included") {
+  /* load_yaml_text parses with libyaml into yaml-cpp's nodes (core/io/yaml_reader.cpp
+   * LibyamlEvents). On every shipped and test input it reads (the import corpora are projects'
+   * own configs), the tree is LoadAll's node for node, tags, styles and marks included: the
+   * readers' messages name the same line and column as when yaml-cpp parsed. On the committed
+   * fuzz inputs the two parsers part on malformed text only, where yaml-cpp 0.7 departs from the
+   * YAML spec and libyaml does not: a lone tag ('!') at the end of the text is a null there, a
+   * '\r' is not a line break there, an explicit key's ('? k') missing value stands at the '?'.
+   * (Where our loader refuses a file, LoadAll is not run: some of those never end.)           */
   namespace fs = std::filesystem;
-  int compared = 0, refused = 0;
+  int compared = 0, refused = 0, fuzz_same = 0, fuzz_apart = 0;
   const fs::path root = FTPLAN_SOURCE_DIR;
   for (const char* dir : {"scenarios", "model_zoo", "tests/data", "fuzz/corpus"})
     for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
       if (!entry.is_regular_file() || entry.file_size() > (1u << 20)) continue;
+      const bool fuzz = std::string(dir) == "fuzz/corpus";
       const std::string text = io::detail::read_input_file(entry.path());
       YAML::Node ours;
       try {
@@ -386,16 +395,31 @@ TEST_CASE("the reader's one-pass loader builds the tree yaml-cpp's LoadAll build
         ++refused;
         continue;
       }
-      const std::vector<YAML::Node> theirs = YAML::LoadAll(text);
+      std::vector<YAML::Node> theirs;
+      try {
+        theirs = YAML::LoadAll(text);
+      } catch (const YAML::Exception& e) {
+        INFO(entry.path().string() << ": yaml-cpp refuses it: " << e.what());
+        CHECK(fuzz);
+        ++fuzz_apart;
+        continue;
+      }
       REQUIRE(!theirs.empty());
       int budget = 200'000;
       const std::string difference = tree_difference(ours, theirs.front(), "", budget);
+      if (fuzz) {
+        ++(difference.empty() ? fuzz_same : fuzz_apart);
+        continue;
+      }
       INFO(entry.path().string());
       CHECK(difference == "");
       ++compared;
     }
-  MESSAGE(compared << " documents compared, " << refused << " files refused");
-  CHECK(compared > 1000);
+  MESSAGE(compared << " shipped and test documents compared, " << refused
+                   << " files refused; fuzz inputs: " << fuzz_same << " read alike, " << fuzz_apart << " apart");
+  CHECK(compared > 200);
+  // A tripwire for the fuzz inputs: their malformed corners are a few in a hundred.
+  CHECK(fuzz_apart * 20 < fuzz_same);
 }
 
 TEST_CASE("shards are disjoint and together hold every point") {
