@@ -32,17 +32,8 @@ const Value* Row::get(const std::string& key) const {
 }
 
 nlohmann::ordered_json json_value(const Value& v) {
-  return std::visit(
-      [](const auto& x) -> ordered_json {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::nullptr_t>)
-          return nullptr;
-        else if constexpr (std::is_same_v<T, double>)
-          return std::isfinite(x) ? ordered_json(x) : ordered_json(nullptr);
-        else
-          return x;
-      },
-      v);
+  if (json_null(v)) return nullptr;
+  return std::visit([](const auto& x) -> ordered_json { return x; }, v);
 }
 
 namespace {

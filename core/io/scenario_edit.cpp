@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/error.hpp"
+#include "io/offload_keys.hpp"
 #include "io/yaml_edit.hpp"
 #include "plan/checks.hpp"
 
@@ -61,27 +62,12 @@ std::string offload_text(const plan::Offload& o) {
   preset.preset = o.preset;
   plan::apply_preset(preset);
   std::string out = fmt::format("{{preset: {}", plan::to_string(o.preset));
-  const auto tier = [&](const char* key, plan::Tier want, plan::Tier by_preset) {
-    if (want != by_preset) out += fmt::format(", {}: {}", key, plan::to_string(want));
-  };
-  tier("params", o.params, preset.params);
-  tier("gradients", o.gradients, preset.gradients);
-  tier("optimizer", o.optimizer, preset.optimizer);
-  tier("activations", o.activations, preset.activations);
-  tier("optimizer_step", o.optimizer_step, preset.optimizer_step);
+  for (const auto& k : detail::kOffloadPlacements)
+    if (o.*k.member != preset.*k.member) out += fmt::format(", {}: {}", k.key, plan::to_string(o.*k.member));
   const plan::Offload defaults;
-  const auto other = [&](const char* key, const auto& value, const auto& by_default, const char* unit = "") {
-    if (value != by_default) out += fmt::format(", {}: {}{}", key, value, unit);
-  };
-  other("pinned", o.pinned, defaults.pinned);
-  other("prefetch_depth", o.prefetch_depth, defaults.prefetch_depth);
-  other("buffer_count", o.buffer_count, defaults.buffer_count);
-  other("optimizer_buffer_count", o.optimizer_buffer_count, defaults.optimizer_buffer_count);
-  other("buffer_size", o.buffer_bytes, defaults.buffer_bytes, " B");  // fmt: the shortest exact digits
-  other("chunk_size", o.chunk_bytes, defaults.chunk_bytes, " B");
-  other("pipeline_read", o.pipeline_read, defaults.pipeline_read);
-  other("pipeline_write", o.pipeline_write, defaults.pipeline_write);
-  other("delayed_update", o.delayed_update, defaults.delayed_update);
+  detail::for_each_offload_setting([&](const auto& k) {  // (fmt: a byte count's shortest exact digits)
+    if (o.*k.member != defaults.*k.member) out += fmt::format(", {}: {}{}", k.key, o.*k.member, k.bytes ? " B" : "");
+  });
   return out + "}";
 }
 
@@ -93,30 +79,15 @@ std::vector<PlanKey> preset_changes(const plan::Plan& p, plan::OffloadPreset pre
   plan::Offload& o = to.offload;
   const plan::Offload defaults;
   o.preset = preset;
-  o.params = defaults.params;
-  o.gradients = defaults.gradients;
-  o.optimizer = defaults.optimizer;
-  o.activations = defaults.activations;
-  o.optimizer_step = defaults.optimizer_step;
+  for (const auto& k : detail::kOffloadPlacements) o.*k.member = defaults.*k.member;
   plan::apply_preset(o);
-  // Each tuning key check_offload may refuse, back to its default (the key left out).
-  const std::pair<const char*, void (*)(plan::Offload&, const plan::Offload&)> tuning[] = {
-      {"offload.buffer_count", [](plan::Offload& x, const plan::Offload& d) { x.buffer_count = d.buffer_count; }},
-      {"offload.buffer_size", [](plan::Offload& x, const plan::Offload& d) { x.buffer_bytes = d.buffer_bytes; }},
-      {"offload.optimizer_buffer_count",
-       [](plan::Offload& x, const plan::Offload& d) { x.optimizer_buffer_count = d.optimizer_buffer_count; }},
-      {"offload.chunk_size", [](plan::Offload& x, const plan::Offload& d) { x.chunk_bytes = d.chunk_bytes; }},
-      {"offload.pipeline_read", [](plan::Offload& x, const plan::Offload& d) { x.pipeline_read = d.pipeline_read; }},
-      {"offload.pipeline_write", [](plan::Offload& x, const plan::Offload& d) { x.pipeline_write = d.pipeline_write; }},
-      {"offload.delayed_update", [](plan::Offload& x, const plan::Offload& d) { x.delayed_update = d.delayed_update; }},
-      {"offload.pinned", [](plan::Offload& x, const plan::Offload& d) { x.pinned = d.pinned; }},
-  };
+  // Each setting check_offload refuses under the new preset, back to its default (the key left out).
   for (const plan::Finding& f : plan::check_offload(to))
-    for (const auto& [key, reset] : tuning)
-      if (f.key == key) {
-        reset(o, defaults);
-        dropped.push_back(f.key + ": " + f.message);
-      }
+    detail::for_each_offload_setting([&](const auto& k) {
+      if (f.key != fmt::format("offload.{}", k.key)) return;
+      o.*k.member = defaults.*k.member;
+      dropped.push_back(f.key + ": " + f.message);
+    });
   return plan_changes(p, to);
 }
 

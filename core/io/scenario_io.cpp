@@ -2,11 +2,13 @@
 
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "common/strings.hpp"
 #include "io/model_io.hpp"
+#include "io/offload_keys.hpp"
 #include "io/readers.hpp"
 #include "io/yaml_reader.hpp"
 #include "plan/checks.hpp"
@@ -53,20 +55,16 @@ YAML::Node find_nearest(YAML::Node root, const std::string& dotted) {
 void read_offload(MapView& v, Offload& o) {
   v.get_enum<OffloadPreset>("preset", o.preset);
   apply_preset(o);  // explicit keys below override the preset's placements
-  v.get_enum<Tier>("params", o.params);
-  v.get_enum<Tier>("gradients", o.gradients);
-  v.get_enum<Tier>("optimizer", o.optimizer);
-  v.get_enum<Tier>("activations", o.activations);
-  v.get_enum<Tier>("optimizer_step", o.optimizer_step);
-  v.get("pinned", o.pinned);
-  v.get("prefetch_depth", o.prefetch_depth, 0, 1024);
-  v.get("buffer_count", o.buffer_count, 1, 1024);
-  v.get("optimizer_buffer_count", o.optimizer_buffer_count, 1, 1024);
-  v.get_quantity("buffer_size", Quantity::bytes, o.buffer_bytes, 1);
-  v.get_quantity("chunk_size", Quantity::bytes, o.chunk_bytes, 1);
-  v.get("pipeline_read", o.pipeline_read);
-  v.get("pipeline_write", o.pipeline_write);
-  v.get("delayed_update", o.delayed_update);
+  for (const auto& k : detail::kOffloadPlacements) v.get_enum<Tier>(k.key, o.*k.member);
+  detail::for_each_offload_setting([&](const auto& k) {
+    auto& value = o.*k.member;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>)
+      v.get(k.key, value);
+    else if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int>)
+      v.get(k.key, value, k.min, k.max);
+    else
+      v.get_quantity(k.key, Quantity::bytes, value, 1);
+  });
 }
 
 // cost: {mode, billing, energy_price, pue, lifetime_years, utilization, rent}: the keys given

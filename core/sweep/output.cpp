@@ -53,8 +53,12 @@ void append_json_string(std::string& out, const std::string& s) {
 }
 
 // A row's value as its journal holds it: a double the shortest text that reads back as the same
-// double, and as a double (a whole one with ".0"); one that is not finite as null (io::json_value).
+// double, and as a double (a whole one with ".0"); one that is not finite as null (io::json_null).
 void append_json_value(std::string& out, const io::Value& v) {
+  if (io::json_null(v)) {
+    out += "null";
+    return;
+  }
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -65,10 +69,6 @@ void append_json_value(std::string& out, const io::Value& v) {
         } else if constexpr (std::is_same_v<T, std::int64_t>) {
           fmt::format_to(std::back_inserter(out), "{}", x);
         } else if constexpr (std::is_same_v<T, double>) {
-          if (!std::isfinite(x)) {
-            out += "null";
-            return;
-          }
           const std::size_t at = out.size();
           fmt::format_to(std::back_inserter(out), "{}", x);
           if (out.find_first_of(".e", at) == std::string::npos) out += ".0";
@@ -265,7 +265,7 @@ std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows) {
 void as_journaled(std::vector<io::Row>& rows) {
   for (auto& r : rows)
     for (auto& [k, v] : r.fields)
-      if (const double* d = std::get_if<double>(&v); d && !std::isfinite(*d)) v = io::Value(nullptr);
+      if (io::json_null(v)) v = io::Value(nullptr);
 }
 
 namespace {

@@ -45,7 +45,7 @@ std::vector<io::Row> parse_table(OutputFormat format, std::string_view text, con
 std::string journal_header(std::uint64_t fingerprint);
 std::string journal_line(std::int64_t point, const std::vector<io::Row>& rows);
 // `rows` as a journal line holds them, read back: what JSON cannot hold (a value that is not
-// finite) as null (io::json_value). A sweep that keeps a point's rows in memory writes these.
+// finite) as null (io::json_null). A sweep that keeps a point's rows in memory writes these.
 void as_journaled(std::vector<io::Row>& rows);
 
 // One whole line of a journal (without its '\n'), line 1 (the header) or a point's. Throws
