@@ -239,8 +239,8 @@ using LoadYaml = std::function<YAML::Node(const std::filesystem::path& path)>;
 // Reads one catalog file: a mapping with schema_version and a list `list_key` of entries.
 template <class T>
 void read_file(const std::filesystem::path& path, const LoadYaml& load, const char* list_key,
-               const std::function<T(MapView&)>& read_one, std::vector<T>& out, std::vector<SourceLocation>& where,
-               Diagnostics& all) {
+               const std::function<T(MapView&)>& read_one, std::vector<T>& out, Diagnostics& all,
+               std::vector<SourceLocation>* where = nullptr) {
   try {
     const YAML::Node root = load(path);
     Reader reader(path.string());
@@ -260,7 +260,7 @@ void read_file(const std::filesystem::path& path, const LoadYaml& load, const ch
       item.finish();
       if (!t.name.empty() && !names.insert(t.name).second)
         reader.error(item.location_of("name"), item.key_path("name"), fmt::format("'{}' is defined twice", t.name));
-      where.push_back(item.location());
+      if (where) where->push_back(item.location());  // (the nodes', for their cross-references)
       out.push_back(std::move(t));
     }
     v.finish();
@@ -276,9 +276,8 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
   Catalog c;
   Diagnostics all;
   const auto dir = zoo_dir / "hardware";
-  std::vector<SourceLocation> gpu_at, host_at, device_at, node_at;
-  read_file<GpuSpec>(dir / "gpus.yaml", load, "gpus", read_gpu, c.gpus, gpu_at, all);
-  read_file<HostSpec>(dir / "hosts.yaml", load, "hosts", read_host, c.hosts, host_at, all);
+  read_file<GpuSpec>(dir / "gpus.yaml", load, "gpus", read_gpu, c.gpus, all);
+  read_file<HostSpec>(dir / "hosts.yaml", load, "hosts", read_host, c.hosts, all);
   plan::for_each_device_kind([&](const auto& kind) {
     using Spec = typename std::decay_t<decltype(kind)>::spec_type;
     const std::function<Spec(MapView&)> read_one = [](MapView& v) {
@@ -286,10 +285,10 @@ Catalog detail::read_catalog(const std::filesystem::path& zoo_dir, const LoadYam
       read_device(v, spec);
       return spec;
     };
-    read_file<Spec>(dir / (std::string(kind.key) + ".yaml"), load, kind.key, read_one, c.*kind.in_catalog, device_at,
-                    all);
+    read_file<Spec>(dir / (std::string(kind.key) + ".yaml"), load, kind.key, read_one, c.*kind.in_catalog, all);
   });
-  read_file<NodeSpec>(dir / "nodes.yaml", load, "nodes", read_node, c.nodes, node_at, all);
+  std::vector<SourceLocation> node_at;
+  read_file<NodeSpec>(dir / "nodes.yaml", load, "nodes", read_node, c.nodes, all, &node_at);
 
   // Cross-references, once every file is read.
   std::map<std::string, std::string> default_owner;
