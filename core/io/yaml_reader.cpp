@@ -347,7 +347,6 @@ class LibyamlEvents {
   LibyamlEvents(std::string_view text, const std::string& name) : text_(text), name_(name) {
     // A byte order mark: libyaml skips it and counts from the text after it, as yaml-cpp did.
     if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
-    ascii_ = std::all_of(text_.begin(), text_.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
     if (!yaml_parser_initialize(&parser_)) throw std::bad_alloc();
     yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text_.data()), text_.size());
     yaml_parser_set_encoding(&parser_, YAML_UTF8_ENCODING);
@@ -499,7 +498,7 @@ class LibyamlEvents {
     }
     while (chars_ < at.index && cursor_.pos < text_.size()) {
       const auto c = static_cast<unsigned char>(text_[cursor_.pos]);
-      const std::size_t width = ascii_ || c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+      const std::size_t width = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;  // (valid UTF-8: checked)
       for (std::size_t b = 0; b < width && cursor_.pos < text_.size(); ++b) {
         if (text_[cursor_.pos] == '\n') {
           ++cursor_.line;
@@ -520,7 +519,6 @@ class LibyamlEvents {
 
   std::string_view text_;
   const std::string& name_;
-  bool ascii_ = true;
   yaml_parser_t parser_{};
   std::unordered_map<std::string, YAML::anchor_t> anchors_;
   YAML::anchor_t last_anchor_ = 0;
