@@ -259,6 +259,13 @@ TEST_CASE("files that are not scenarios: empty, binary, broken YAML, wrong shape
   // the pre-scan (a block scalar line starting with '"' once hid 4 MB of '[' after it).
   CHECK(error_of("a: |\n  \"\nb: " + std::string(300, '[') + "\n").find("nested more than 256") != std::string::npos);
   CHECK(error_of("a: \"x #\" " + std::string(300, '[') + "\n").find("nested more than 256") != std::string::npos);
+  // Block nesting is bounded the same way, by the parse: line k holds "a:" at column k + 1, so the
+  // 257th mapping opens at line 257, column 257.
+  std::string block;
+  for (int i = 0; i < 300; ++i) block += std::string(static_cast<std::size_t>(i), ' ') + "a:\n";
+  CHECK(error_of(block) == "x.yaml:257:257: lists or mappings nested more than 256 deep; no input needs that");
+  // An alias to no anchor before it is a syntax error at the alias.
+  CHECK(error_of("a: 1\nb: *c\n") == "x.yaml:2:4: YAML syntax error: an alias (*c) to no anchor (&c) before it");
   // Balanced brackets in text, however many, are not nesting.
   std::string pairs;
   for (int i = 0; i < 1000; ++i) pairs += "[x] ";

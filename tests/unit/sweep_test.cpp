@@ -341,6 +341,10 @@ namespace {
 // Where two YAML trees differ ("" where they do not): type, tag, style, mark (offset, line,
 // column), scalar text, and every element and key in order. `budget` bounds the nodes visited
 // (an alias is walked again wherever it is used).
+std::string mark_text(const YAML::Mark& m) {  // 0-based, as yaml-cpp keeps it
+  return "line " + std::to_string(m.line) + " column " + std::to_string(m.column) + " byte " + std::to_string(m.pos);
+}
+
 std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std::string& path, int& budget) {
   if (--budget < 0) return "";
   if (a.Type() != b.Type()) return path + ": type";
@@ -348,11 +352,7 @@ std::string tree_difference(const YAML::Node& a, const YAML::Node& b, const std:
   if (a.Style() != b.Style()) return path + ": style";
   const YAML::Mark ma = a.Mark(), mb = b.Mark();
   if (ma.pos != mb.pos || ma.line != mb.line || ma.column != mb.column)
-    return path + ": mark " + std::to_string(ma.pos) + "/" + std::to_string(ma.line) + ":" + std::to_string(ma.column) +
-           " theirs " + std::to_string(mb.pos) + "/" + std::to_string(mb.line) + ":" + std::to_string(mb.column) + " " +
-           (a.IsNull()     ? "null"
-            : a.IsScalar() ? a.Scalar()
-                           : "coll");
+    return path + ": mark " + mark_text(ma) + ", LoadAll's " + mark_text(mb);
   if (a.IsScalar() && a.Scalar() != b.Scalar()) return path + ": scalar";
   if (a.size() != b.size()) return path + ": size";
   if (a.IsSequence())
